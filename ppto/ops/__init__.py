@@ -1,0 +1,38 @@
+"""The operator library: every primitive, grouped by family, plus NumPy aliases.
+
+Importing this package registers the operators and installs Tensor's arithmetic and
+methods.
+"""
+
+from ppto.ops import elementwise, indexing, linalg, logic, methods, reductions, shape
+from ppto.ops.primitive import OPERATORS
+
+FAMILIES = (elementwise, logic, reductions, linalg, shape, indexing)
+
+ALIASES = {
+    "sum": "reduce_sum",
+    "mean": "reduce_mean",
+    "max": "reduce_max",
+    "amax": "reduce_max",
+    "min": "reduce_min",
+    "amin": "reduce_min",
+    "prod": "reduce_prod",
+    "matmul": "dot",
+    "concatenate": "concat",
+    "multiply": "mul",
+    "subtract": "sub",
+    "divide": "div",
+    "true_divide": "div",
+    "negative": "neg",
+    "power": "pow",
+    "absolute": "abs",
+    "permute_dims": "transpose",
+    "astype": "cast",
+}
+
+methods.install()
+
+
+def all_operators() -> dict:
+    """Every registered operator by name (aliases not included)."""
+    return dict(OPERATORS)

@@ -1,0 +1,562 @@
+"""Elementwise operators: arithmetic, transcendental functions, activations, selection.
+
+Binary operators broadcast like NumPy; their gradients are reduced back to each input's
+shape by ``unbroadcast``. Unary operators have diagonal Jacobians, so their tangent
+rules are derived from the backward rules.
+"""
+
+from ppto.ops.primitive import primitive
+from ppto.ops.shape import unbroadcast, zeros_like
+
+UNARY = "(Tensor[...]) -> Tensor[...]"
+BINARY = "(Tensor[...], Tensor[...]) -> Tensor[...]"
+TERNARY = "(Tensor[...], Tensor[...], Tensor[...]) -> Tensor[...]"
+
+
+def unary(**options):
+    options.setdefault("tangent", "diagonal")
+    return primitive(UNARY, mode="broadcast", keeps_layout=True, **options)
+
+
+def binary(**options):
+    return primitive(BINARY, mode="broadcast", keeps_layout=True, **options)
+
+
+# --- arithmetic -------------------------------------------------------------------
+
+
+@binary(tangent="linear")
+def add(xp, a, b):
+    """a + b, broadcasting."""
+    return xp.add(a, b)
+
+
+@add.grad_rule
+def _(a, b):
+    def backward(dY):
+        return unbroadcast(dY, a), unbroadcast(dY, b)
+
+    return backward
+
+
+@binary(tangent="linear")
+def sub(xp, a, b):
+    """a - b, broadcasting."""
+    return xp.subtract(a, b)
+
+
+@sub.grad_rule
+def _(a, b):
+    def backward(dY):
+        return unbroadcast(dY, a), unbroadcast(-dY, b)
+
+    return backward
+
+
+@binary(tangent="bilinear")
+def mul(xp, a, b):
+    """a * b, broadcasting."""
+    return xp.multiply(a, b)
+
+
+@mul.grad_rule
+def _(a, b):
+    def backward(dY):
+        return unbroadcast(dY * b, a), unbroadcast(dY * a, b)
+
+    return backward
+
+
+@binary()
+def div(xp, a, b):
+    """a / b, broadcasting (true division)."""
+    return xp.true_divide(a, b)
+
+
+@div.grad_rule
+def _(a, b, out):
+    def backward(dY):
+        return unbroadcast(dY / b, a), unbroadcast(-dY * out / b, b)
+
+    return backward
+
+
+@div.jvp_rule
+def _(a, b, out):
+    def tangent(da, db):
+        return (da - out * db) / b
+
+    return tangent
+
+
+@unary(tangent="linear")
+def neg(xp, x):
+    """-x."""
+    return xp.negative(x)
+
+
+@neg.grad_rule
+def _(x):
+    def backward(dY):
+        return -dY
+
+    return backward
+
+
+@binary()
+def pow(xp, a, b):
+    """a ** b, broadcasting."""
+    return xp.power(a, b)
+
+
+@pow.grad_rule
+def _(a, b, out):
+    def backward(dY):
+        log_a = log(where(a == 0, 1, a))
+        return unbroadcast(dY * b * a ** (b - 1), a), unbroadcast(dY * out * log_a, b)
+
+    return backward
+
+
+@pow.jvp_rule
+def _(a, b, out):
+    def tangent(da, db):
+        return da * b * a ** (b - 1) + db * out * log(where(a == 0, 1, a))
+
+    return tangent
+
+
+@unary()
+def square(xp, x):
+    """x ** 2."""
+    return xp.square(x)
+
+
+@square.grad_rule
+def _(x):
+    def backward(dY):
+        return dY * 2 * x
+
+    return backward
+
+
+@unary()
+def sqrt(xp, x):
+    """Square root."""
+    return xp.sqrt(x)
+
+
+@sqrt.grad_rule
+def _(x, out):
+    def backward(dY):
+        return dY / (2 * out)
+
+    return backward
+
+
+@unary()
+def abs(xp, x):
+    """|x| (the gradient at 0 is taken as +1)."""
+    return xp.abs(x)
+
+
+@abs.grad_rule
+def _(x):
+    def backward(dY):
+        return where(x >= 0, dY, -dY)
+
+    return backward
+
+
+# --- exponentials and logarithms --------------------------------------------------
+
+
+@unary()
+def exp(xp, x):
+    """e ** x."""
+    return xp.exp(x)
+
+
+@exp.grad_rule
+def _(x, out):
+    def backward(dY):
+        return dY * out
+
+    return backward
+
+
+@unary()
+def log(xp, x):
+    """Natural logarithm."""
+    return xp.log(x)
+
+
+@log.grad_rule
+def _(x):
+    def backward(dY):
+        return dY / x
+
+    return backward
+
+
+@unary()
+def log1p(xp, x):
+    """log(1 + x), accurate near 0."""
+    return xp.log1p(x)
+
+
+@log1p.grad_rule
+def _(x):
+    def backward(dY):
+        return dY / (1 + x)
+
+    return backward
+
+
+@unary()
+def expm1(xp, x):
+    """exp(x) - 1, accurate near 0."""
+    return xp.expm1(x)
+
+
+@expm1.grad_rule
+def _(x, out):
+    def backward(dY):
+        return dY * (out + 1)
+
+    return backward
+
+
+# --- trigonometric and hyperbolic -------------------------------------------------
+
+
+@unary()
+def sin(xp, x):
+    """Sine."""
+    return xp.sin(x)
+
+
+@sin.grad_rule
+def _(x):
+    def backward(dY):
+        return dY * cos(x)
+
+    return backward
+
+
+@unary()
+def cos(xp, x):
+    """Cosine."""
+    return xp.cos(x)
+
+
+@cos.grad_rule
+def _(x):
+    def backward(dY):
+        return -dY * sin(x)
+
+    return backward
+
+
+@unary()
+def tan(xp, x):
+    """Tangent."""
+    return xp.tan(x)
+
+
+@tan.grad_rule
+def _(x, out):
+    def backward(dY):
+        return dY * (1 + out * out)
+
+    return backward
+
+
+@unary()
+def tanh(xp, x):
+    """Hyperbolic tangent."""
+    return xp.tanh(x)
+
+
+@tanh.grad_rule
+def _(x, out):
+    def backward(dY):
+        return dY * (1 - out * out)
+
+    return backward
+
+
+@unary()
+def sinh(xp, x):
+    """Hyperbolic sine."""
+    return xp.sinh(x)
+
+
+@sinh.grad_rule
+def _(x):
+    def backward(dY):
+        return dY * cosh(x)
+
+    return backward
+
+
+@unary()
+def cosh(xp, x):
+    """Hyperbolic cosine."""
+    return xp.cosh(x)
+
+
+@cosh.grad_rule
+def _(x):
+    def backward(dY):
+        return dY * sinh(x)
+
+    return backward
+
+
+@unary()
+def arcsin(xp, x):
+    """Inverse sine, for |x| < 1."""
+    return xp.arcsin(x)
+
+
+@arcsin.grad_rule
+def _(x):
+    def backward(dY):
+        return dY / sqrt(1 - x * x)
+
+    return backward
+
+
+@unary()
+def arccos(xp, x):
+    """Inverse cosine, for |x| < 1."""
+    return xp.arccos(x)
+
+
+@arccos.grad_rule
+def _(x):
+    def backward(dY):
+        return -dY / sqrt(1 - x * x)
+
+    return backward
+
+
+@unary()
+def arctan(xp, x):
+    """Inverse tangent."""
+    return xp.arctan(x)
+
+
+@arctan.grad_rule
+def _(x):
+    def backward(dY):
+        return dY / (1 + x * x)
+
+    return backward
+
+
+# --- activations ------------------------------------------------------------------
+
+
+@unary()
+def sigmoid(xp, x):
+    """1 / (1 + exp(-x)), computed without overflow as (tanh(x/2) + 1) / 2."""
+    return 0.5 * (xp.tanh(0.5 * x) + 1)
+
+
+@sigmoid.grad_rule
+def _(x, out):
+    def backward(dY):
+        return dY * out * (1 - out)
+
+    return backward
+
+
+@unary()
+def relu(xp, x):
+    """max(x, 0); the gradient at 0 is 0."""
+    return xp.maximum(x, 0)
+
+
+@relu.grad_rule
+def _(x):
+    def backward(dY):
+        return where(x > 0, dY, 0)
+
+    return backward
+
+
+@unary()
+def leaky_relu(xp, x, negative_slope=0.01):
+    """x where x > 0, else negative_slope * x."""
+    return xp.where(x > 0, x, x * negative_slope)
+
+
+@leaky_relu.grad_rule
+def _(x, negative_slope=0.01):
+    def backward(dY):
+        return where(x > 0, dY, dY * negative_slope)
+
+    return backward
+
+
+@unary()
+def elu(xp, x, alpha=1.0):
+    """x where x > 0, else alpha * (exp(x) - 1)."""
+    return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0)))
+
+
+@elu.grad_rule
+def _(x, alpha=1.0, out=None):
+    def backward(dY):
+        return where(x > 0, dY, dY * (out + alpha))
+
+    return backward
+
+
+@unary()
+def softplus(xp, x):
+    """log(1 + exp(x)), computed without overflow."""
+    return xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(x, 0)
+
+
+@softplus.grad_rule
+def _(x):
+    def backward(dY):
+        return dY * sigmoid(x)
+
+    return backward
+
+
+GELU_SCALE = 0.7978845608028654  # sqrt(2 / pi)
+GELU_CUBIC = 0.044715
+
+
+@unary()
+def gelu(xp, x):
+    """Gaussian error linear unit, tanh approximation (as jax.nn.gelu's default)."""
+    return 0.5 * x * (1 + xp.tanh(GELU_SCALE * (x + GELU_CUBIC * x * x * x)))
+
+
+@gelu.grad_rule
+def _(x):
+    def backward(dY):
+        t = tanh(GELU_SCALE * (x + GELU_CUBIC * x * x * x))
+        slope = GELU_SCALE * (1 + 3 * GELU_CUBIC * x * x)
+        return dY * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * slope)
+
+    return backward
+
+
+# --- selection --------------------------------------------------------------------
+
+
+@binary()
+def maximum(xp, a, b):
+    """Elementwise maximum; a tie sends the gradient to a."""
+    return xp.maximum(a, b)
+
+
+@maximum.grad_rule
+def _(a, b):
+    def backward(dY):
+        return unbroadcast(where(a >= b, dY, 0), a), unbroadcast(
+            where(a >= b, 0, dY), b
+        )
+
+    return backward
+
+
+@maximum.jvp_rule
+def _(a, b):
+    def tangent(da, db):
+        return where(a >= b, da, db)
+
+    return tangent
+
+
+@binary()
+def minimum(xp, a, b):
+    """Elementwise minimum; a tie sends the gradient to a."""
+    return xp.minimum(a, b)
+
+
+@minimum.grad_rule
+def _(a, b):
+    def backward(dY):
+        return unbroadcast(where(a <= b, dY, 0), a), unbroadcast(
+            where(a <= b, 0, dY), b
+        )
+
+    return backward
+
+
+@minimum.jvp_rule
+def _(a, b):
+    def tangent(da, db):
+        return where(a <= b, da, db)
+
+    return tangent
+
+
+@primitive(TERNARY, mode="broadcast", keeps_layout=True, nondiff=("condition",))
+def where(xp, condition, a, b):
+    """a where condition holds, else b (condition is not differentiated)."""
+    return xp.where(condition, a, b)
+
+
+@where.grad_rule
+def _(condition, a, b):
+    def backward(dY):
+        return (
+            None,
+            unbroadcast(where(condition, dY, 0), a),
+            unbroadcast(where(condition, 0, dY), b),
+        )
+
+    return backward
+
+
+@where.jvp_rule
+def _(condition, a, b):
+    def tangent(dcondition, da, db):
+        return where(condition, da, db)
+
+    return tangent
+
+
+@unary()
+def clip(xp, x, lo=None, hi=None):
+    """x limited to [lo, hi]; either bound may be None."""
+    return xp.clip(x, lo, hi)
+
+
+@clip.grad_rule
+def _(x, lo=None, hi=None, out=None):
+    def backward(dY):
+        return where(out == x, dY, 0)
+
+    return backward
+
+
+@unary(tangent="")
+def stop_gradient(xp, x):
+    """x, treated as a constant by differentiation."""
+    return x
+
+
+@stop_gradient.grad_rule
+def _(x):
+    def backward(dY):
+        return None
+
+    return backward
+
+
+@stop_gradient.jvp_rule
+def _(x):
+    def tangent(dx):
+        return zeros_like(dx)
+
+    return tangent

@@ -1,0 +1,146 @@
+"""Indexing: subscripts (``x[i]``, slices, integer arrays, masks), functional writes,
+and the gather / scatter pair along one axis.
+
+Reading ``x[index]`` and adding into ``x[index]`` are adjoint to each other, so
+``getitem`` and ``index_add`` give each other's gradients. Repeated integer indices
+accumulate (``np.add.at`` semantics).
+"""
+
+import numpy as np
+
+from ppto.ops.primitive import primitive
+from ppto.ops.shape import reshape, unbroadcast, zeros_like
+from ppto.runtime.tensor import Tensor
+
+ANY = "(Tensor[...]) -> Tensor[...]"
+
+
+def raw_index(xp, index):
+    """``index`` with tensors replaced by raw arrays of the backend ``xp``."""
+    if isinstance(index, tuple):
+        return tuple(raw_index(xp, part) for part in index)
+    if isinstance(index, Tensor):
+        return xp.asarray(index.data)
+    if isinstance(index, list):
+        return xp.asarray(index)
+    return index
+
+
+def is_basic(index):
+    """Whether ``index`` only slices (then no element can be selected twice)."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(
+        part is None or part is Ellipsis or isinstance(part, (slice, int, np.integer))
+        for part in parts
+    )
+
+
+def axis_index(indices, axis, ndim):
+    """The subscript that selects ``indices`` along ``axis`` of an ndim-D tensor."""
+    return (slice(None),) * (axis % ndim) + (indices,)
+
+
+@primitive(ANY, tangent="linear")
+def getitem(xp, x, index):
+    """x[index]: ints, slices, None, Ellipsis, integer or boolean arrays."""
+    return x[raw_index(xp, index)]
+
+
+@getitem.grad_rule
+def _(x, index):
+    def backward(dY):
+        return index_add(zeros_like(x), dY, index)
+
+    return backward
+
+
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="linear")
+def index_add(xp, x, values, index):
+    """A copy of x with ``values`` added at x[index]; repeated indices accumulate."""
+    out = x.copy()
+    index = raw_index(xp, index)
+    if is_basic(index):
+        out[index] += values
+    else:
+        xp.add.at(out, index, values)
+    return out
+
+
+@index_add.grad_rule
+def _(x, values, index):
+    def backward(dY):
+        return dY, unbroadcast(getitem(dY, index), values)
+
+    return backward
+
+
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="linear")
+def setitem(xp, x, values, index):
+    """A copy of x with x[index] = values (the functional form of a subscript write)."""
+    out = x.copy()
+    out[raw_index(xp, index)] = values
+    return out
+
+
+@setitem.grad_rule
+def _(x, values, index):
+    def backward(dY):
+        return setitem(dY, 0, index), unbroadcast(getitem(dY, index), values)
+
+    return backward
+
+
+@primitive(
+    "(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="linear", nondiff=("indices",)
+)
+def take(xp, x, indices, axis=None):
+    """Elements of x at integer ``indices`` along ``axis`` (flattened when None)."""
+    return xp.take(x, indices, axis=axis)
+
+
+@take.grad_rule
+def _(x, indices, axis=None):
+    def backward(dY):
+        if axis is None:
+            flat = index_add(zeros_like(reshape(x, (-1,))), dY, indices)
+            return reshape(flat, x.shape), None
+        return index_add(zeros_like(x), dY, axis_index(indices, axis, x.ndim)), None
+
+    return backward
+
+
+@primitive(
+    "(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="linear", nondiff=("indices",)
+)
+def gather(xp, x, indices, axis=0):
+    """Slices of x at integer ``indices`` along ``axis`` (rows by default), as
+    tf.gather; in graph networks, the features of each edge's node."""
+    return xp.take(x, indices, axis=axis)
+
+
+@gather.grad_rule
+def _(x, indices, axis=0):
+    def backward(dY):
+        return scatter_add(zeros_like(x), indices, dY, axis), None
+
+    return backward
+
+
+@primitive(
+    "(Tensor[...], Tensor[...], Tensor[...]) -> Tensor[...]",
+    tangent="linear",
+    nondiff=("indices",),
+)
+def scatter_add(xp, x, indices, updates, axis=0):
+    """A copy of x with ``updates`` added at integer ``indices`` along ``axis``."""
+    out = x.copy()
+    xp.add.at(out, axis_index(indices, axis, out.ndim), updates)
+    return out
+
+
+@scatter_add.grad_rule
+def _(x, indices, updates, axis=0):
+    def backward(dY):
+        return dY, None, unbroadcast(gather(dY, indices, axis), updates)
+
+    return backward

@@ -1,0 +1,33 @@
+"""Linear algebra: ``dot`` with NumPy matmul semantics (batched; 1-D operands are
+vectors). Its gradient is the textbook pair, with batch axes reduced by unbroadcast.
+"""
+
+from ppto.ops.primitive import primitive
+from ppto.ops.reductions import reduce_sum
+from ppto.ops.shape import expand_dims, matrix_transpose, unbroadcast
+
+
+@primitive(
+    "(Tensor[M,K], Tensor[K,N]) -> Tensor[M,N]", mode="matmul", tangent="bilinear"
+)
+def dot(xp, A, B):
+    """Matrix product with matmul semantics: batched over leading axes, 1-D = vector."""
+    return xp.matmul(A, B)
+
+
+@dot.grad_rule
+def _(A, B):
+    def backward(dY):
+        if B.ndim == 1:
+            dY_column = expand_dims(dY, -1)
+            return unbroadcast(dY_column * B, A), unbroadcast(dY_column * A, B)
+        if A.ndim == 1:
+            dY_row = expand_dims(dY, -2)
+            return unbroadcast(reduce_sum(dY_row * B, -1), A), unbroadcast(
+                expand_dims(A, -1) * dY_row, B
+            )
+        return unbroadcast(dY @ matrix_transpose(B), A), unbroadcast(
+            matrix_transpose(A) @ dY, B
+        )
+
+    return backward

@@ -1,0 +1,128 @@
+"""Tensor arithmetic, indexing and NumPy-style methods, installed onto ``Tensor``.
+
+Operators on tensors are ppto operators, so ``x * y`` dispatches like ``ppto.mul``, and
+NumPy functions applied to tensors (``np.exp(x)``, ``np.sum(x, axis=1)``) are routed to
+the matching operator through ``__array_ufunc__`` / ``__array_function__``.
+"""
+
+from ppto.errors import PptoError
+from ppto.ops import elementwise as ew
+from ppto.ops import indexing, linalg, logic, reductions, shape
+from ppto.ops.numpy_map import NUMPY_FUNCTIONS, NUMPY_QUERIES, NUMPY_UFUNCS
+from ppto.runtime.tensor import Tensor
+
+
+def _binary(op, reflected=False):
+    if reflected:
+        return lambda self, other: op(other, self)
+    return lambda self, other: op(self, other)
+
+
+def _reduction(op):
+    def method(self, axis=None, keepdims=False):
+        return op(self, axis, keepdims)
+
+    method.__doc__ = op.__doc__
+    return method
+
+
+def _reshape(self, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return shape.reshape(self, shape)
+
+
+def _transpose(self, *axes):
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = tuple(axes[0])
+    return shape.transpose(self, axes or None)
+
+
+def _setitem(self, index, value):
+    updated = indexing.setitem(self, value, index)
+    self.data = updated.to(self.device).data
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    op = NUMPY_UFUNCS.get(ufunc)
+    if method != "__call__" or op is None or kwargs:
+        raise PptoError(
+            f"np.{ufunc.__name__}{'.' + method if method != '__call__' else ''} "
+            f"{'with ' + ', '.join(kwargs) + ' ' if kwargs else ''}has no ppto "
+            "operator: call a ppto operator, or convert with np.asarray(tensor) first"
+        )
+    return op(*inputs)
+
+
+def _array_function(self, func, types, args, kwargs):
+    query = NUMPY_QUERIES.get(func)
+    if query is not None:
+        return query(*args, **kwargs)
+    adapter = NUMPY_FUNCTIONS.get(func)
+    if adapter is None:
+        raise PptoError(
+            f"np.{func.__name__} has no ppto operator: use a ppto operator "
+            "(ppto.ops lists them), or convert with np.asarray(tensor) first"
+        )
+    return adapter(*args, **kwargs)
+
+
+_METHODS = {
+    "__add__": _binary(ew.add),
+    "__radd__": _binary(ew.add, True),
+    "__sub__": _binary(ew.sub),
+    "__rsub__": _binary(ew.sub, True),
+    "__mul__": _binary(ew.mul),
+    "__rmul__": _binary(ew.mul, True),
+    "__truediv__": _binary(ew.div),
+    "__rtruediv__": _binary(ew.div, True),
+    "__pow__": _binary(ew.pow),
+    "__rpow__": _binary(ew.pow, True),
+    "__matmul__": _binary(linalg.dot),
+    "__rmatmul__": _binary(linalg.dot, True),
+    "__neg__": lambda self: ew.neg(self),
+    "__pos__": lambda self: self,
+    "__abs__": lambda self: ew.abs(self),
+    "__lt__": _binary(logic.less),
+    "__le__": _binary(logic.less_equal),
+    "__gt__": _binary(logic.greater),
+    "__ge__": _binary(logic.greater_equal),
+    "__eq__": _binary(logic.equal),
+    "__ne__": _binary(logic.not_equal),
+    "__and__": _binary(logic.logical_and),
+    "__or__": _binary(logic.logical_or),
+    "__invert__": lambda self: logic.logical_not(self),
+    "__getitem__": lambda self, index: indexing.getitem(self, index),
+    "__setitem__": _setitem,
+    "__iter__": lambda self: iter(shape.unstack(self) if self.ndim else ()),
+    "__array_ufunc__": _array_ufunc,
+    "__array_function__": _array_function,
+    "T": property(lambda self: shape.transpose(self)),
+    "mT": property(lambda self: shape.matrix_transpose(self)),
+    "sum": _reduction(reductions.reduce_sum),
+    "mean": _reduction(reductions.reduce_mean),
+    "max": _reduction(reductions.reduce_max),
+    "min": _reduction(reductions.reduce_min),
+    "prod": _reduction(reductions.reduce_prod),
+    "argmax": _reduction(reductions.argmax),
+    "argmin": _reduction(reductions.argmin),
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "squeeze": lambda self, axis=None: shape.squeeze(self, axis),
+    "astype": lambda self, dtype: shape.cast(self, dtype),
+    "exp": lambda self: ew.exp(self),
+    "log": lambda self: ew.log(self),
+    "clip": lambda self, lo=None, hi=None: ew.clip(self, lo, hi),
+    "dot": _binary(linalg.dot),
+}
+
+
+def install() -> None:
+    for name, value in _METHODS.items():
+        setattr(Tensor, name, value)
+
+
+def expression_methods() -> dict:
+    """The methods that also make sense on symbolic expressions."""
+    skip = {"__setitem__", "__iter__", "__array_ufunc__", "__array_function__"}
+    return {name: value for name, value in _METHODS.items() if name not in skip}

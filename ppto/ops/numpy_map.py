@@ -1,0 +1,146 @@
+"""NumPy spellings of ppto operators: ufuncs and functions mapped to operators.
+
+Used by ``Tensor.__array_ufunc__`` / ``__array_function__`` (so ``np.exp(tensor)`` runs
+``ppto.exp`` on the tensor's device) and by the transformer to resolve ``np.*`` calls.
+Keyword arguments NumPy spells differently are renamed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ppto.errors import PptoError
+from ppto.ops import elementwise as ew
+from ppto.ops import indexing, linalg, logic, reductions, shape
+
+
+@dataclass(frozen=True)
+class NumpyAlias:
+    """A NumPy function's ppto operator and the keyword renames between them."""
+
+    op: object
+    renames: dict = field(default_factory=dict)
+    convert: object = None  # rewrites (args, kwargs) where the meaning differs
+
+    def __call__(self, *args, **kwargs):
+        renamed = {self.renames.get(key, key): value for key, value in kwargs.items()}
+        if self.convert is not None:
+            args, renamed = self.convert(args, renamed)
+        try:
+            return self.op(*args, **renamed)
+        except PptoError:
+            raise
+        except TypeError as error:
+            raise PptoError(f"{self.op.name}: {error}") from error
+
+
+def split_arguments(args, kwargs):
+    """np.split's ``indices_or_sections`` (positional or keyword) as cut indices."""
+    x, sections = (
+        args[0],
+        args[1] if len(args) > 1 else kwargs.pop("indices_or_sections"),
+    )
+    axis = args[2] if len(args) > 2 else kwargs.pop("axis", 0)
+    return (x, split_indices(x, sections, axis), axis), kwargs
+
+
+def split_indices(x, sections, axis):
+    """Cut indices for np.split's ``indices_or_sections``."""
+    if isinstance(sections, (int, np.integer)):
+        size = np.shape(x)[axis]
+        if size % sections:
+            raise PptoError(
+                f"split: axis of size {size} does not divide into {sections}"
+            )
+        step = size // sections
+        return list(range(step, size, step))
+    return list(sections)
+
+
+NUMPY_UFUNCS = {
+    np.add: ew.add,
+    np.subtract: ew.sub,
+    np.multiply: ew.mul,
+    np.true_divide: ew.div,
+    np.negative: ew.neg,
+    np.power: ew.pow,
+    np.square: ew.square,
+    np.sqrt: ew.sqrt,
+    np.absolute: ew.abs,
+    np.exp: ew.exp,
+    np.log: ew.log,
+    np.log1p: ew.log1p,
+    np.expm1: ew.expm1,
+    np.sin: ew.sin,
+    np.cos: ew.cos,
+    np.tan: ew.tan,
+    np.tanh: ew.tanh,
+    np.sinh: ew.sinh,
+    np.cosh: ew.cosh,
+    np.arcsin: ew.arcsin,
+    np.arccos: ew.arccos,
+    np.arctan: ew.arctan,
+    np.maximum: ew.maximum,
+    np.minimum: ew.minimum,
+    np.matmul: linalg.dot,
+    np.greater: logic.greater,
+    np.greater_equal: logic.greater_equal,
+    np.less: logic.less,
+    np.less_equal: logic.less_equal,
+    np.equal: logic.equal,
+    np.not_equal: logic.not_equal,
+    np.logical_and: logic.logical_and,
+    np.logical_or: logic.logical_or,
+    np.logical_xor: logic.logical_xor,
+    np.logical_not: logic.logical_not,
+    np.isfinite: logic.isfinite,
+    np.sign: logic.sign,
+    np.floor: logic.floor,
+    np.ceil: logic.ceil,
+}
+
+_FUNCTIONS = {
+    np.sum: reductions.reduce_sum,
+    np.mean: reductions.reduce_mean,
+    np.max: reductions.reduce_max,
+    np.amax: reductions.reduce_max,
+    np.min: reductions.reduce_min,
+    np.amin: reductions.reduce_min,
+    np.prod: reductions.reduce_prod,
+    np.argmax: reductions.argmax,
+    np.argmin: reductions.argmin,
+    np.dot: linalg.dot,
+    np.transpose: shape.transpose,
+    np.matrix_transpose: shape.matrix_transpose,
+    np.reshape: shape.reshape,
+    np.broadcast_to: shape.broadcast_to,
+    np.expand_dims: shape.expand_dims,
+    np.squeeze: shape.squeeze,
+    np.concatenate: shape.concat,
+    np.stack: shape.stack,
+    np.zeros_like: shape.zeros_like,
+    np.ones_like: shape.ones_like,
+    np.where: ew.where,
+    np.take: indexing.take,
+    np.round: logic.round,
+}
+_RENAMES = {
+    np.clip: (ew.clip, {"a_min": "lo", "a_max": "hi", "min": "lo", "max": "hi"}),
+    np.reshape: (shape.reshape, {"newshape": "shape"}),
+}
+
+# Functions that only read metadata: answered without computing anything.
+NUMPY_QUERIES = {
+    np.shape: lambda a: tuple(a.shape),
+    np.ndim: lambda a: a.ndim,
+    np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
+}
+
+NUMPY_FUNCTIONS: dict = {func: NumpyAlias(op) for func, op in _FUNCTIONS.items()}
+NUMPY_FUNCTIONS.update(
+    {func: NumpyAlias(op, names) for func, (op, names) in _RENAMES.items()}
+)
+NUMPY_FUNCTIONS[np.split] = NumpyAlias(shape.split, convert=split_arguments)
+NUMPY_FUNCTIONS.update({ufunc: NumpyAlias(op) for ufunc, op in NUMPY_UFUNCS.items()})

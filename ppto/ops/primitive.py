@@ -1,0 +1,269 @@
+"""Operator definitions: ``Primitive`` (an array implementation plus rules) and the
+registry of every operator by name.
+
+A call binds the arguments, gathers the tensor inputs onto one device (runtime
+dispatch), checks the signature, runs the backend's implementation on raw arrays and
+wraps the result. Observers (the rule evaluator of the gradient checker, the memory
+checker) see every application.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from ppto.errors import GradError, PptoError, ShapeError
+from ppto.ops.signature import Signature
+from ppto.runtime.dispatch import gather_inputs, implementation
+from ppto.runtime.tensor import Tensor
+
+OPERATORS: dict[str, OperatorDef] = {}
+OBSERVERS: list[Callable] = []
+
+
+def camel_case(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+class OperatorDef:
+    """What every operator has: a name, a signature and (maybe) rules.
+
+    ``backward_rule`` turns inputs into ``backward(dY)``; ``tangent_rule`` turns inputs
+    into ``tangent(dx, ...)``. Attach them with ``@op.grad_rule`` / ``@op.jvp_rule``.
+    """
+
+    name: str
+    signature: Signature
+    differentiable: bool = True
+    nondiff: frozenset = frozenset()
+    input_names: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self.backward_rule = None
+        self.tangent_rule = None
+        self.tangent_kind = ""
+
+    def grad_rule(self, fn: Callable) -> Callable:
+        """Decorator: ``fn(*inputs, **params[, out]) -> backward(dY)``."""
+        from ppto.ops.rules import Rule, derive_tangent
+
+        self.backward_rule = Rule(self, fn, "backward")
+        if self.tangent_kind == "diagonal":
+            self.tangent_rule = derive_tangent(self, "diagonal")
+        return fn
+
+    def jvp_rule(self, fn: Callable) -> Callable:
+        """Decorator: ``fn(*inputs, **params[, out]) -> tangent(*input_tangents)``."""
+        from ppto.ops.rules import Rule
+
+        self.tangent_rule = Rule(self, fn, "tangent")
+        return fn
+
+    @property
+    def display_name(self) -> str:
+        return camel_case(self.name)
+
+    def __repr__(self) -> str:
+        return f"<ppto operator {self.name} {self.signature}>"
+
+
+class Primitive(OperatorDef):
+    """An operator with one array implementation written against a namespace ``xp``."""
+
+    def __init__(
+        self,
+        impl: Callable,
+        signature: str,
+        *,
+        mode: str = "",
+        tangent: str = "",
+        differentiable: bool = True,
+        keeps_layout: bool = False,
+        nondiff: tuple[str, ...] = (),
+        name: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.name = name or impl.__name__
+        self.impl = impl
+        self.signature = Signature.parse(signature, mode)
+        self.differentiable = differentiable
+        self.keeps_layout = keeps_layout
+        self.nondiff = frozenset(nondiff)
+        self.tangent_kind = tangent
+        parameters = list(inspect.signature(impl).parameters.values())[1:]
+        self.python_signature = inspect.Signature(parameters)
+        arity = self.signature.arity
+        self.input_names = tuple(p.name for p in parameters[:arity])
+        self.param_names = tuple(p.name for p in parameters[arity:])
+        self.defaults = {
+            p.name: p.default for p in parameters[arity:] if p.default is not p.empty
+        }
+        self._impls: dict = {}
+        if tangent in ("linear", "bilinear"):
+            from ppto.ops.rules import derive_tangent
+
+            self.tangent_rule = derive_tangent(self, tangent)
+        self.__doc__ = impl.__doc__
+        self.__name__ = self.name
+
+    def bind(self, args: tuple, kwargs: dict) -> tuple[list, dict]:
+        """Split a call's arguments into tensor inputs and parameters."""
+        arity = len(self.input_names)
+        inputs = list(args[:arity])
+        extra = args[arity:]
+        if len(extra) > len(self.param_names):
+            raise PptoError(
+                f"ppto.{self.name} takes {arity + len(self.param_names)} positional "
+                f"arguments {self.python_signature}, got {len(args)}"
+            )
+        params = dict(self.defaults)
+        params.update(zip(self.param_names, extra))
+        for key, value in kwargs.items():
+            if key in self.param_names:
+                params[key] = value
+            elif key in self.input_names and self.input_names.index(key) >= len(inputs):
+                inputs.append(value)
+            else:
+                raise PptoError(
+                    f"ppto.{self.name} got an unexpected argument {key!r}; its "
+                    f"signature is {self.name}{self.python_signature}"
+                )
+        if len(inputs) < arity or len(params) < len(self.param_names):
+            missing = [n for n in self.input_names[len(inputs) :]]
+            missing += [n for n in self.param_names if n not in params]
+            raise PptoError(f"ppto.{self.name} is missing argument(s) {missing}")
+        return inputs, params
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        inputs, params = self.bind(args, kwargs)
+        return self.apply(inputs, params)
+
+    def apply(self, inputs: list, params: dict) -> Any:
+        """Run the operator on bound inputs (see the module docstring)."""
+        flat, lengths = _flatten(inputs, self.signature)
+        if any(_is_symbolic(value) for value in flat):
+            from ppto.symbolic import Operator
+
+            return Operator(self, tuple(inputs), params)
+        raws, device = gather_inputs(self.name, flat)
+        self.signature.check(
+            self.name, _grouped([_shape_of(raw) for raw in raws], lengths)
+        )
+        run = self._impls.get(device)
+        if run is None:
+            run = self._impls[device] = implementation(self.name, self.impl, device)
+        arrays = _grouped(raws, lengths)
+        try:
+            raw_out = run(*arrays, **params)
+        except PptoError:
+            raise
+        except (ValueError, IndexError, TypeError) as error:
+            shapes = ", ".join(str(_shape_of(raw)) for raw in raws)
+            raise ShapeError(
+                f"ppto.{self.name}{self.python_signature} cannot take inputs of shape "
+                f"{shapes} with {_params_text(params)}: {error}"
+            ) from error
+        out = self._wrap(raw_out, device, inputs)
+        for observer in OBSERVERS:
+            observer(self, inputs, params, out)
+        return out
+
+    def _wrap(self, raw_out, device, inputs):
+        layout = None
+        if self.keeps_layout:
+            layout = next(
+                (x.layout for x in inputs if isinstance(x, Tensor) and x.layout), None
+            )
+        if isinstance(raw_out, tuple):
+            return tuple(Tensor(part, device) for part in raw_out)
+        if layout is not None and getattr(raw_out, "ndim", 0) != 4:
+            layout = None
+        return Tensor(raw_out, device, layout)
+
+    def clear_cache(self) -> None:
+        self._impls.clear()
+
+
+def _flatten(inputs: list, signature: Signature) -> tuple[list, list]:
+    flat: list = []
+    lengths: list = []
+    for value, pattern in zip(inputs, signature.inputs):
+        if pattern.is_list:
+            if not isinstance(value, (list, tuple)):
+                raise PptoError(
+                    f"expected a list of tensors, got {type(value).__name__}"
+                )
+            flat.extend(value)
+            lengths.append(len(value))
+        else:
+            flat.append(value)
+            lengths.append(None)
+    return flat, lengths
+
+
+def _grouped(flat: list, lengths: list) -> list:
+    if all(length is None for length in lengths):
+        return flat
+    grouped, position = [], 0
+    for length in lengths:
+        if length is None:
+            grouped.append(flat[position])
+            position += 1
+        else:
+            grouped.append(list(flat[position : position + length]))
+            position += length
+    return grouped
+
+
+def _shape_of(raw: Any) -> tuple:
+    shape = getattr(raw, "shape", None)
+    return tuple(shape) if shape is not None else ()
+
+
+def _params_text(params: dict) -> str:
+    if not params:
+        return "no parameters"
+    return ", ".join(f"{key}={value!r}" for key, value in params.items())
+
+
+def _is_symbolic(value: Any) -> bool:
+    return getattr(value, "_ppto_symbolic", False)
+
+
+def primitive(signature: str, **options: Any) -> Callable[[Callable], Primitive]:
+    """Decorator that defines and registers a primitive from its generic implementation.
+
+    >>> @primitive("(Tensor[...]) -> Tensor[...]", mode="broadcast", tangent="diagonal")
+    ... def exp(xp, x):
+    ...     return xp.exp(x)
+    """
+
+    def define(impl: Callable) -> Primitive:
+        op = Primitive(impl, signature, **options)
+        register(op)
+        return op
+
+    return define
+
+
+def register(op: OperatorDef) -> None:
+    if op.name in OPERATORS and OPERATORS[op.name] is not op:
+        raise PptoError(f"an operator named {op.name!r} is already registered")
+    OPERATORS[op.name] = op
+
+
+def require_rule(op: OperatorDef, kind: str):
+    rule = op.backward_rule if kind == "backward" else op.tangent_rule
+    if rule is None:
+        if not op.differentiable:
+            raise GradError(
+                f"ppto.{op.name} is not differentiable (its result is piecewise "
+                "constant or boolean): stop the gradient before it, or use a "
+                "differentiable operator"
+            )
+        raise GradError(
+            f"ppto.{op.name} has no {kind} rule: define one with "
+            f"@ppto.{'grad_rule' if kind == 'backward' else 'jvp_rule'}({op.name})"
+        )
+    return rule

@@ -1,0 +1,177 @@
+"""Reductions over axes (``axis=None`` reduces everything; ``keepdims`` as in NumPy),
+and ``unreduce``, which broadcasts a reduced gradient back over the reduced axes.
+"""
+
+import numpy as np
+
+from ppto.ops.elementwise import exp
+from ppto.ops.primitive import primitive
+from ppto.ops.shape import cast
+
+REDUCE = "(Tensor[...]) -> Tensor[...]"
+
+
+def reduced_axes(ndim, axis):
+    """``axis`` (None, int or tuple) as a sorted tuple of non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return tuple(sorted(int(a) % ndim if ndim else 0 for a in axes))
+
+
+def reduced_count(x, axis):
+    """How many elements each reduction of ``x`` over ``axis`` combines."""
+    shape = np.shape(x)
+    return int(
+        np.prod([shape[a] for a in reduced_axes(len(shape), axis)], dtype=np.int64)
+    )
+
+
+@primitive(REDUCE, tangent="linear")
+def unreduce(xp, x, like, axis=None, keepdims=False):
+    """Broadcast a reduction's result (or gradient) back to the shape of ``like``."""
+    target = np.shape(like)
+    if not keepdims:
+        kept = list(target)
+        for a in reduced_axes(len(target), axis):
+            kept[a] = 1
+        x = xp.reshape(x, kept)
+    return xp.broadcast_to(x, target)
+
+
+@unreduce.grad_rule
+def _(x, like, axis=None, keepdims=False):
+    def backward(dY):
+        return reduce_sum(dY, axis, keepdims)
+
+    return backward
+
+
+@primitive(REDUCE, tangent="linear")
+def reduce_sum(xp, x, axis=None, keepdims=False):
+    """Sum over ``axis``."""
+    return xp.sum(x, axis=axis, keepdims=keepdims)
+
+
+@reduce_sum.grad_rule
+def _(x, axis=None, keepdims=False):
+    def backward(dY):
+        return unreduce(dY, x, axis, keepdims)
+
+    return backward
+
+
+@primitive(REDUCE, tangent="linear")
+def reduce_mean(xp, x, axis=None, keepdims=False):
+    """Mean over ``axis``."""
+    return xp.mean(x, axis=axis, keepdims=keepdims)
+
+
+@reduce_mean.grad_rule
+def _(x, axis=None, keepdims=False):
+    def backward(dY):
+        return unreduce(dY, x, axis, keepdims) / reduced_count(x, axis)
+
+    return backward
+
+
+def _extremum_rules(op):
+    """Rules of max and min: the gradient is shared equally among tied extrema."""
+
+    @op.grad_rule
+    def _(x, axis=None, keepdims=False, out=None):
+        def backward(dY):
+            hit = cast(x == unreduce(out, x, axis, keepdims), x.dtype)
+            ties = unreduce(reduce_sum(hit, axis, keepdims), x, axis, keepdims)
+            return unreduce(dY, x, axis, keepdims) * hit / ties
+
+        return backward
+
+    @op.jvp_rule
+    def _(x, axis=None, keepdims=False, out=None):
+        def tangent(dx):
+            hit = cast(x == unreduce(out, x, axis, keepdims), x.dtype)
+            return reduce_sum(dx * hit, axis, keepdims) / reduce_sum(
+                hit, axis, keepdims
+            )
+
+        return tangent
+
+
+@primitive(REDUCE)
+def reduce_max(xp, x, axis=None, keepdims=False):
+    """Maximum over ``axis``."""
+    return xp.max(x, axis=axis, keepdims=keepdims)
+
+
+@primitive(REDUCE)
+def reduce_min(xp, x, axis=None, keepdims=False):
+    """Minimum over ``axis``."""
+    return xp.min(x, axis=axis, keepdims=keepdims)
+
+
+_extremum_rules(reduce_max)
+_extremum_rules(reduce_min)
+
+
+@primitive(REDUCE)
+def reduce_prod(xp, x, axis=None, keepdims=False):
+    """Product over ``axis`` (its gradient divides by x: inputs must be non-zero)."""
+    return xp.prod(x, axis=axis, keepdims=keepdims)
+
+
+@reduce_prod.grad_rule
+def _(x, axis=None, keepdims=False, out=None):
+    def backward(dY):
+        return unreduce(dY * out, x, axis, keepdims) / x
+
+    return backward
+
+
+@reduce_prod.jvp_rule
+def _(x, axis=None, keepdims=False, out=None):
+    def tangent(dx):
+        return reduce_sum(dx / x, axis, keepdims) * out
+
+    return tangent
+
+
+@primitive(REDUCE)
+def logsumexp(xp, x, axis=None, keepdims=False):
+    """log(sum(exp(x))) over ``axis``, without overflow."""
+    peak = xp.max(x, axis=axis, keepdims=True)
+    peak = xp.where(xp.isfinite(peak), peak, 0)
+    total = xp.log(xp.sum(xp.exp(x - peak), axis=axis, keepdims=True)) + peak
+    return total if keepdims else xp.squeeze(total, axis=axis)
+
+
+@logsumexp.grad_rule
+def _(x, axis=None, keepdims=False, out=None):
+    def backward(dY):
+        return unreduce(dY, x, axis, keepdims) * exp(
+            x - unreduce(out, x, axis, keepdims)
+        )
+
+    return backward
+
+
+@logsumexp.jvp_rule
+def _(x, axis=None, keepdims=False, out=None):
+    def tangent(dx):
+        return reduce_sum(
+            dx * exp(x - unreduce(out, x, axis, keepdims)), axis, keepdims
+        )
+
+    return tangent
+
+
+@primitive(REDUCE, differentiable=False)
+def argmax(xp, x, axis=None, keepdims=False):
+    """Index of the maximum over ``axis`` (not differentiable)."""
+    return xp.argmax(x, axis=axis, keepdims=keepdims)
+
+
+@primitive(REDUCE, differentiable=False)
+def argmin(xp, x, axis=None, keepdims=False):
+    """Index of the minimum over ``axis`` (not differentiable)."""
+    return xp.argmin(x, axis=axis, keepdims=keepdims)

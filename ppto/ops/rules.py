@@ -1,0 +1,145 @@
+"""Gradient rules in one format for both directions, kept as inspectable source.
+
+A rule is a Python function of the operator's inputs and parameters (plus ``out``, the
+operator's result, when it asks for it) that returns a closure: ``backward(dY)`` giving
+one gradient per input, or ``tangent(dx, ...)`` giving the output's tangent. Built-in
+and user rules have exactly this form; the transformer inlines their source.
+
+Tangent rules of three algebraic classes are derived, as source, instead of written:
+``linear`` (the operator applied to the tangents), ``bilinear`` (product rule) and
+``diagonal`` (elementwise with a symmetric Jacobian: the backward rule read forwards).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import linecache
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+from ppto.errors import GradError
+
+
+class Rule:
+    """A backward or tangent rule of one operator, callable as the user wrote it.
+
+    >>> backward = ppto.get_grad_rule(ppto.exp)(x)     # doctest: +SKIP
+    >>> backward(dy)                                    # doctest: +SKIP
+    """
+
+    def __init__(self, op: Any, fn: Callable, kind: str, source: str | None = None):
+        self.op = op
+        self.fn = fn
+        self.kind = kind
+        self.takes_out = "out" in inspect.signature(fn).parameters
+        self._source = source
+
+    @property
+    def source(self) -> str:
+        """The rule's Python source, dedented (derived rules have generated source)."""
+        if self._source is None:
+            self._source = textwrap.dedent(inspect.getsource(self.fn))
+        return self._source
+
+    def closure(self, inputs: list, params: dict, out: Any) -> Callable:
+        """The rule's ``backward`` / ``tangent`` for one application of the operator."""
+        if self.takes_out:
+            return self.fn(*inputs, **params, out=out)
+        return self.fn(*inputs, **params)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Callable:
+        out = kwargs.pop("out", None)
+        if hasattr(self.op, "bind"):
+            inputs, params = self.op.bind(args, kwargs)
+        else:
+            inputs, params = list(args), kwargs
+        if self.takes_out and out is None:
+            out = self.op(*inputs, **params)
+        return self.closure(inputs, params, out)
+
+    def __repr__(self) -> str:
+        return f"<ppto {self.kind} rule of {self.op.name}>"
+
+
+def tangent_name(input_name: str) -> str:
+    return "d" + input_name
+
+
+def derive_tangent(op: Any, kind: str) -> Rule:
+    """Generate the tangent rule of a linear, bilinear or diagonal operator."""
+    if kind == "diagonal":
+        return _diagonal_tangent(op)
+    inputs = list(op.input_names)
+    params = list(op.param_names)
+    header = ", ".join(inputs + params)
+    call_params = "".join(f", {name}={name}" for name in params)
+    tangents = [tangent_name(name) for name in inputs]
+    if kind == "linear":
+        arguments = [
+            name if name in op.nondiff else tangent_name(name) for name in inputs
+        ]
+        body = f"{op.name}({', '.join(arguments)}{call_params})"
+    elif kind == "bilinear":
+        left, right = inputs
+        body = (
+            f"{op.name}({tangents[0]}, {right}{call_params}) + "
+            f"{op.name}({left}, {tangents[1]}{call_params})"
+        )
+    else:
+        raise ValueError(f"unknown tangent kind {kind!r}")
+    source = (
+        f"def {op.name}_tangent_rule({header}):\n"
+        f"    def tangent({', '.join(tangents)}):\n"
+        f"        return {body}\n"
+        f"    return tangent\n"
+    )
+    return _compiled_rule(op, source, f"{op.name}_tangent_rule", op.impl.__globals__)
+
+
+def _diagonal_tangent(op: Any) -> Rule:
+    backward = op.backward_rule
+    tree = ast.parse(backward.source)
+    rule_def = tree.body[0]
+    rule_def.decorator_list = []
+    rule_def.name = f"{op.name}_tangent_rule"
+    inner = next(node for node in rule_def.body if isinstance(node, ast.FunctionDef))
+    old = inner.args.args[0].arg
+    new = tangent_name(op.input_names[0])
+    inner.args.args[0].arg = new
+    for node in ast.walk(inner):
+        if isinstance(node, ast.Name) and node.id == old:
+            node.id = new
+    for node in ast.walk(rule_def):
+        if isinstance(node, ast.Name) and node.id == inner.name:
+            node.id = "tangent"
+    inner.name = "tangent"
+    source = ast.unparse(tree) + "\n"
+    return _compiled_rule(op, source, rule_def.name, backward.fn.__globals__)
+
+
+def _compiled_rule(op: Any, source: str, name: str, namespace: dict) -> Rule:
+    filename = f"<ppto tangent rule of {op.name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    scope: dict = {}
+    exec(compile(source, filename, "exec"), namespace, scope)
+    return Rule(op, scope[name], "tangent", source)
+
+
+def normalize_grads(op: Any, grads: Any, count: int) -> list:
+    """A backward closure's result as a list with one entry per input."""
+    if not isinstance(grads, (tuple, list)) or count == 1 and _is_list_input(op):
+        grads = [grads]
+    grads = list(grads)
+    if len(grads) > count:
+        raise GradError(
+            f"the gradient rule of {op.name} returned {len(grads)} gradients for "
+            f"{count} inputs"
+        )
+    return grads + [None] * (count - len(grads))
+
+
+def _is_list_input(op: Any) -> bool:
+    signature = getattr(op, "signature", None)
+    return bool(signature and signature.inputs and signature.inputs[0].is_list)

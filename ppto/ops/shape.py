@@ -1,0 +1,239 @@
+"""Shape operators: transpose, reshape, broadcasting, axes, joining and splitting, and
+the constant constructors ``zeros_like`` / ``ones_like``.
+
+All of them are linear, so their tangent rules are the operators themselves. The
+adjoint pairs (broadcast_to / unbroadcast, concat / split, stack / unstack) give each
+other's gradients, which keeps the rules closed under repeated differentiation.
+"""
+
+import numpy as np
+
+from ppto.ops.primitive import primitive
+
+ANY = "(Tensor[...]) -> Tensor[...]"
+
+
+def inverse_permutation(axes):
+    """The axes that undo ``transpose(x, axes)``; None stays None (a reversal)."""
+    return None if axes is None else tuple(int(i) for i in np.argsort(axes))
+
+
+def split_points(xs, axis):
+    """Where ``split`` must cut to undo ``concat(xs, axis)``."""
+    sizes = [np.shape(x)[axis] for x in xs]
+    return list(np.cumsum(sizes)[:-1])
+
+
+@primitive(ANY, tangent="linear", keeps_layout=False)
+def transpose(xp, x, axes=None):
+    """Permute axes (reverse them when axes is None), like np.transpose."""
+    return xp.transpose(x, axes)
+
+
+@transpose.grad_rule
+def _(x, axes=None):
+    def backward(dY):
+        return transpose(dY, inverse_permutation(axes))
+
+    return backward
+
+
+@primitive("(Tensor[...,M,N]) -> Tensor[...,N,M]", tangent="linear")
+def matrix_transpose(xp, x):
+    """Swap the last two axes (of each matrix in a batch)."""
+    return xp.swapaxes(x, -1, -2)
+
+
+@matrix_transpose.grad_rule
+def _(x):
+    def backward(dY):
+        return matrix_transpose(dY)
+
+    return backward
+
+
+@primitive(ANY, tangent="linear")
+def reshape(xp, x, shape):
+    """The same elements in a new shape (one axis may be -1)."""
+    return xp.reshape(x, shape)
+
+
+@reshape.grad_rule
+def _(x, shape):
+    def backward(dY):
+        return reshape(dY, x.shape)
+
+    return backward
+
+
+@primitive(ANY, tangent="linear")
+def broadcast_to(xp, x, shape):
+    """x repeated along new or size-1 axes to ``shape``, like np.broadcast_to."""
+    return xp.broadcast_to(x, shape)
+
+
+@broadcast_to.grad_rule
+def _(x, shape):
+    def backward(dY):
+        return unbroadcast(dY, x)
+
+    return backward
+
+
+@primitive(ANY, tangent="linear")
+def unbroadcast(xp, x, like):
+    """Sum x down to the shape of ``like``: the adjoint of broadcasting to x's shape.
+
+    Every binary elementwise gradient goes through this one helper.
+    """
+    target = np.shape(like)
+    if tuple(x.shape) == tuple(target):
+        return x
+    lead = x.ndim - len(target)
+    axes = tuple(range(lead)) + tuple(
+        lead + i
+        for i, size in enumerate(target)
+        if size == 1 and x.shape[lead + i] != 1
+    )
+    summed = xp.sum(x, axis=axes, keepdims=True) if axes else x
+    return xp.reshape(summed, target)
+
+
+@unbroadcast.grad_rule
+def _(x, like):
+    def backward(dY):
+        return broadcast_to(dY, x.shape)
+
+    return backward
+
+
+@primitive(ANY, tangent="linear")
+def expand_dims(xp, x, axis):
+    """Insert size-1 axes at ``axis`` (an int or a tuple)."""
+    return xp.expand_dims(x, axis)
+
+
+@expand_dims.grad_rule
+def _(x, axis):
+    def backward(dY):
+        return reshape(dY, x.shape)
+
+    return backward
+
+
+@primitive(ANY, tangent="linear")
+def squeeze(xp, x, axis=None):
+    """Remove size-1 axes (all of them when axis is None)."""
+    return xp.squeeze(x, axis)
+
+
+@squeeze.grad_rule
+def _(x, axis=None):
+    def backward(dY):
+        return reshape(dY, x.shape)
+
+    return backward
+
+
+@primitive("([Tensor[...]]) -> Tensor[...]", tangent="linear")
+def concat(xp, xs, axis=0):
+    """Join tensors along an existing axis, like np.concatenate."""
+    return xp.concatenate(xs, axis=axis)
+
+
+@concat.grad_rule
+def _(xs, axis=0):
+    def backward(dY):
+        return split(dY, split_points(xs, axis), axis)
+
+    return backward
+
+
+@primitive("([Tensor[...]]) -> Tensor[...]", tangent="linear")
+def stack(xp, xs, axis=0):
+    """Join tensors along a new axis, like np.stack."""
+    return xp.stack(xs, axis=axis)
+
+
+@stack.grad_rule
+def _(xs, axis=0):
+    def backward(dY):
+        return unstack(dY, axis)
+
+    return backward
+
+
+@primitive(ANY + " tuple", tangent="linear")
+def split(xp, x, indices, axis=0):
+    """Cut x at ``indices`` along ``axis`` into a tuple, like np.split."""
+    return tuple(xp.split(x, indices, axis=axis))
+
+
+@split.grad_rule
+def _(x, indices, axis=0):
+    def backward(dYs):
+        return concat(dYs, axis)
+
+    return backward
+
+
+@primitive(ANY + " tuple", tangent="linear")
+def unstack(xp, x, axis=0):
+    """The slices of x along ``axis``, as a tuple (the inverse of stack)."""
+    return tuple(xp.moveaxis(x, axis, 0))
+
+
+@unstack.grad_rule
+def _(x, axis=0):
+    def backward(dYs):
+        return stack(dYs, axis)
+
+    return backward
+
+
+@primitive(ANY, tangent="linear")
+def cast(xp, x, dtype):
+    """x converted to ``dtype``."""
+    return x.astype(dtype)
+
+
+@cast.grad_rule
+def _(x, dtype):
+    def backward(dY):
+        return cast(dY, x.dtype)
+
+    return backward
+
+
+@primitive(ANY, keeps_layout=True)
+def zeros_like(xp, x, dtype=None):
+    """Zeros of x's shape and device (and dtype unless given); a constant for
+    differentiation."""
+    return xp.zeros_like(x, dtype=dtype)
+
+
+@primitive(ANY, keeps_layout=True)
+def ones_like(xp, x, dtype=None):
+    """Ones of x's shape and device (and dtype unless given); a constant for
+    differentiation."""
+    return xp.ones_like(x, dtype=dtype)
+
+
+def _constant_rules(op):
+    @op.grad_rule
+    def _(x, dtype=None):
+        def backward(dY):
+            return None
+
+        return backward
+
+    @op.jvp_rule
+    def _(x, dtype=None, out=None):
+        def tangent(dx):
+            return zeros_like(out)
+
+        return tangent
+
+
+_constant_rules(zeros_like)
+_constant_rules(ones_like)

@@ -1,0 +1,103 @@
+"""``show_op``: an operator's signature and gradient, as text derived from its rule.
+
+The ``Grad:`` line is the backward rule's returned expression with its local names
+substituted, the incoming gradient written ``δY`` and the result ``Y``. Plumbing that
+only restores shapes (``unbroadcast``) is left out and ``matrix_transpose(B)`` is
+written ``B.T``, so ``dot`` reads ``(δY @ B.T, A.T @ δY)``.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from ppto.ops.primitive import OperatorDef
+
+
+def show_op(op: OperatorDef, file=None) -> str:
+    """Print and return an operator's name, signature and gradient.
+
+    >>> text = ppto.show_op(ppto.dot)
+    Operator: Dot
+    Input: (Tensor[M,K], Tensor[K,N])
+    Output: Tensor[M,N]
+    Grad: (δY @ B.T, A.T @ δY)
+    """
+    parameters = list(op.python_signature.parameters.values())[op.signature.arity :]
+    params = [str(p) for p in parameters]
+    inputs = ", ".join([op.signature.input_text()] + params)
+    output = op.signature.output.removesuffix(" tuple")
+    if op.signature.output.endswith(" tuple"):
+        output = f"tuple of {output}"
+    text = "\n".join(
+        [
+            f"Operator: {op.display_name}",
+            f"Input: ({inputs})",
+            f"Output: {output}",
+            f"Grad: {grad_text(op)}",
+        ]
+    )
+    print(text, file=file)
+    return text
+
+
+def grad_text(op: OperatorDef) -> str:
+    """The backward rule's result as one expression (see the module docstring)."""
+    if not op.differentiable:
+        return "none (not differentiable)"
+    rule = op.backward_rule
+    if rule is None:
+        return "none (no rule defined)"
+    outer = ast.parse(rule.source).body[0]
+    inner = next(node for node in outer.body if isinstance(node, ast.FunctionDef))
+    incoming = inner.args.args[0].arg
+    renames = {incoming: "δY", "out": "Y"}
+    bindings = _bindings(outer.body) | _bindings(inner.body)
+    result = _final_return(inner.body)
+    if result is None:
+        return "none"
+    expression = _Simplify(bindings, renames).visit(copy.deepcopy(result))
+    return ast.unparse(expression)
+
+
+def _bindings(body: list) -> dict:
+    found = {}
+    for node in body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
+            found[node.targets[0].id] = node.value
+    return found
+
+
+def _final_return(body: list):
+    for node in reversed(body):
+        if isinstance(node, ast.Return):
+            return node.value
+    return None
+
+
+class _Simplify(ast.NodeTransformer):
+    def __init__(self, bindings: dict, renames: dict) -> None:
+        self.bindings = bindings
+        self.renames = renames
+
+    def visit_Name(self, node: ast.Name):
+        if node.id in self.bindings:
+            return self.visit(copy.deepcopy(self.bindings[node.id]))
+        if node.id in self.renames:
+            return ast.Name(self.renames[node.id], ast.Load())
+        return node
+
+    def visit_Call(self, node: ast.Call):
+        self.generic_visit(node)
+        name = node.func.id if isinstance(node.func, ast.Name) else None
+        if name == "unbroadcast" and node.args:
+            return node.args[0]
+        if name == "matrix_transpose" and len(node.args) == 1:
+            return ast.Attribute(node.args[0], "T", ast.Load())
+        if name == "dot" and len(node.args) == 2:
+            return ast.BinOp(node.args[0], ast.MatMult(), node.args[1])
+        return node

@@ -1,0 +1,150 @@
+"""Operator signatures with symbolic dimensions, checked at call time.
+
+``(Tensor[M,K], Tensor[K,N]) -> Tensor[M,N]`` binds M, K and N from the inputs' shapes
+and refuses shapes that disagree. ``Tensor[...]`` takes any shape; ``[Tensor[...]]`` is
+a list of tensors. Two modes refine matching: ``broadcast`` (elementwise inputs must
+broadcast together) and ``matmul`` (NumPy matmul: 1-D operands are promoted and leading
+batch axes broadcast; only the two trailing axes meet the pattern).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ppto.errors import ShapeError
+
+_TENSOR = re.compile(r"(\[)?Tensor\[([^\]]*)\](\])?")
+
+
+@dataclass(frozen=True)
+class TensorPattern:
+    dims: tuple[str, ...] | None  # None: any shape
+    is_list: bool
+
+    def __str__(self) -> str:
+        inner = "..." if self.dims is None else ",".join(self.dims)
+        text = f"Tensor[{inner}]"
+        return f"[{text}]" if self.is_list else text
+
+
+@dataclass(frozen=True)
+class Signature:
+    inputs: tuple[TensorPattern, ...]
+    output: str
+    mode: str = ""  # "", "broadcast" or "matmul"
+
+    @classmethod
+    def parse(cls, text: str, mode: str = "") -> Signature:
+        """Parse ``"(Tensor[M,K], Tensor[K,N]) -> Tensor[M,N]"``."""
+        left, arrow, right = text.partition("->")
+        if not arrow:
+            raise ValueError(f"signature {text!r} has no '->'")
+        patterns = []
+        for match in _TENSOR.finditer(left):
+            body = match.group(2).replace(" ", "")
+            dims = None if body in ("...", "") else tuple(body.split(","))
+            patterns.append(TensorPattern(dims, bool(match.group(1))))
+        return cls(tuple(patterns), right.strip(), mode)
+
+    @property
+    def arity(self) -> int:
+        return len(self.inputs)
+
+    def input_text(self) -> str:
+        return ", ".join(str(pattern) for pattern in self.inputs)
+
+    def __str__(self) -> str:
+        return f"({self.input_text()}) -> {self.output}"
+
+    def check(self, op_name: str, shapes: list[tuple[int, ...]]) -> None:
+        """Raise ``ShapeError`` if ``shapes`` (one per input) break the signature."""
+        if self.mode == "broadcast":
+            _check_broadcast(op_name, self, shapes)
+            return
+        if self.mode == "matmul":
+            shapes = _matmul_cores(op_name, self, shapes)
+        bound: dict[str, int] = {}
+        for position, (pattern, shape) in enumerate(zip(self.inputs, shapes)):
+            if pattern.dims is None or pattern.is_list:
+                continue
+            dims = pattern.dims
+            if dims[0] == "...":
+                dims = dims[1:]
+                if len(shape) < len(dims):
+                    _fail(
+                        op_name,
+                        self,
+                        shapes,
+                        f"argument {position + 1} must have "
+                        f"at least {len(dims)} axes, it has {len(shape)}",
+                    )
+                shape = shape[len(shape) - len(dims) :]
+            elif len(shape) != len(dims):
+                _fail(
+                    op_name,
+                    self,
+                    shapes,
+                    f"argument {position + 1} must have "
+                    f"{len(dims)} axes, it has {len(shape)}",
+                )
+            for name, size in zip(dims, shape):
+                if name.isdigit():
+                    if int(name) != size:
+                        _fail(op_name, self, shapes, f"an axis must have size {name}")
+                elif bound.setdefault(name, size) != size:
+                    _fail(
+                        op_name,
+                        self,
+                        shapes,
+                        f"{name} is {bound[name]} in one "
+                        f"argument and {size} in another",
+                    )
+
+
+def _fail(op_name: str, signature: Signature, shapes, reason: str) -> None:
+    shown = ", ".join(str(tuple(shape)) for shape in shapes)
+    raise ShapeError(
+        f"ppto.{op_name}: shapes {shown} do not match the signature {signature}: "
+        f"{reason}"
+    )
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy's broadcast result shape, or ValueError."""
+    ndim = max((len(shape) for shape in shapes), default=0)
+    result = [1] * ndim
+    for shape in shapes:
+        for axis, size in enumerate(shape, start=ndim - len(shape)):
+            if size != 1:
+                if result[axis] not in (1, size):
+                    raise ValueError(f"axis {axis - ndim}: {result[axis]} vs {size}")
+                result[axis] = size
+    return tuple(result)
+
+
+def _check_broadcast(op_name, signature, shapes) -> None:
+    if len(shapes) < 2:
+        return
+    first = shapes[0]
+    if all(shape == first for shape in shapes):
+        return
+    try:
+        broadcast_shapes(*shapes)
+    except ValueError as error:
+        _fail(op_name, signature, shapes, f"they do not broadcast together ({error})")
+
+
+def _matmul_cores(op_name, signature, shapes):
+    left, right = shapes
+    if len(left) == 0 or len(right) == 0:
+        _fail(
+            op_name, signature, shapes, "matmul needs arguments with at least one axis"
+        )
+    left_core = (1,) + tuple(left) if len(left) == 1 else tuple(left[-2:])
+    right_core = tuple(right) + (1,) if len(right) == 1 else tuple(right[-2:])
+    try:
+        broadcast_shapes(tuple(left[:-2]), tuple(right[:-2]))
+    except ValueError as error:
+        _fail(op_name, signature, shapes, f"batch axes do not broadcast ({error})")
+    return [left_core, right_core]

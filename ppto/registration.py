@@ -1,0 +1,89 @@
+"""Public registration: gradient and tangent rules for operators, and backends.
+
+``@ppto.grad_rule`` has three forms: bare (attaches to the operator defined just above
+it in the same module), ``@ppto.grad_rule(op)``, and ``@op.grad_rule``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ppto.errors import GradError
+from ppto.ops.primitive import OPERATORS, OperatorDef
+from ppto.runtime import backends
+
+_LAST_DEFINED: dict[str, OperatorDef] = {}
+
+
+def note_definition(op: OperatorDef, module: str) -> None:
+    """Remember ``op`` as the latest operator defined in ``module`` (for bare rules)."""
+    _LAST_DEFINED[module] = op
+
+
+def _resolve(target: Any, fn: Callable, decorator: str) -> OperatorDef:
+    if isinstance(target, OperatorDef):
+        return target
+    op = _LAST_DEFINED.get(getattr(fn, "__module__", ""))
+    if op is None:
+        raise GradError(
+            f"@ppto.{decorator} on {fn.__name__} found no operator defined above it in "
+            f"module {fn.__module__}: write @ppto.{decorator}(your_operator)"
+        )
+    return op
+
+
+def grad_rule(target: Any) -> Any:
+    """Attach a gradient rule ``rule(*inputs, **params) -> backward(dY)``.
+
+    >>> @ppto.grad_rule(ppto.exp)              # doctest: +SKIP
+    ... def _(x):
+    ...     def backward(dY):
+    ...         return dY * ppto.exp(x)
+    ...     return backward
+    """
+    if isinstance(target, OperatorDef):
+        return lambda fn: target.grad_rule(fn)
+    return _resolve(None, target, "grad_rule").grad_rule(target)
+
+
+def jvp_rule(target: Any) -> Any:
+    """Attach a tangent rule ``rule(*inputs, **params) -> tangent(*input_tangents)``."""
+    if isinstance(target, OperatorDef):
+        return lambda fn: target.jvp_rule(fn)
+    return _resolve(None, target, "jvp_rule").jvp_rule(target)
+
+
+def get_grad_rule(op: Any):
+    """The gradient rule of ``op`` (an operator or its name): ``rule(*args)(dY)``."""
+    op = OPERATORS.get(op, op) if isinstance(op, str) else op
+    rule = getattr(op, "backward_rule", None)
+    if rule is None:
+        raise GradError(f"{op!r} has no gradient rule")
+    return rule
+
+
+def get_jvp_rule(op: Any):
+    """The tangent rule of ``op``: ``rule(*args)(*tangents)``."""
+    op = OPERATORS.get(op, op) if isinstance(op, str) else op
+    rule = getattr(op, "tangent_rule", None)
+    if rule is None:
+        raise GradError(f"{op!r} has no tangent rule")
+    return rule
+
+
+def register_backend(name: str, backend: Any) -> None:
+    """Make ``device=name`` usable; ``backend`` provides ``<op>_impl`` functions.
+
+    >>> class MyAccelerator:
+    ...     xp = numpy                              # namespace for other operators
+    ...     @staticmethod
+    ...     def dot_impl(A, B):
+    ...         return A @ B
+    >>> ppto.register_backend("my_hw", MyAccelerator)      # doctest: +SKIP
+    """
+    backends.register_backend(name, backend)
+    for op in OPERATORS.values():
+        clear = getattr(op, "clear_cache", None)
+        if clear is not None:
+            clear()

@@ -1,0 +1,250 @@
+"""Backends: the array library behind each device kind.
+
+A backend turns host data into its own arrays and back, names an array namespace ``xp``
+that operators' generic implementations are written against, and may override any
+operator with a ``<name>_impl`` function. NumPy serves ``cpu``; CuPy serves ``cuda`` and
+is imported only when a CUDA device is first used; ``register_backend`` adds more.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from ppto.errors import BackendError, DeviceError
+from ppto.runtime.device import Device
+
+
+class Backend:
+    """The array library behind one device kind (see the module docstring)."""
+
+    kind: str = ""
+    accelerator: bool = False
+
+    @property
+    def xp(self) -> ModuleType | None:
+        return None
+
+    def device_count(self) -> int:
+        return 1
+
+    def from_host(self, array: np.ndarray, index: int) -> Any:
+        raise NotImplementedError
+
+    def to_host(self, array: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def owns(self, array: Any) -> bool:
+        """Whether ``array`` is one of this backend's raw arrays."""
+        return False
+
+    def index_of(self, array: Any) -> int:
+        return 0
+
+    def override(self, op_name: str) -> Callable | None:
+        """The backend's own implementation of an operator, if it has one."""
+        return None
+
+    def synchronize(self) -> None:
+        """Wait for queued work; host backends have none."""
+
+
+class NumpyBackend(Backend):
+    kind = "cpu"
+
+    @property
+    def xp(self) -> ModuleType:
+        return np
+
+    def from_host(self, array: np.ndarray, index: int) -> np.ndarray:
+        return array
+
+    def to_host(self, array: np.ndarray) -> np.ndarray:
+        return np.asarray(array)
+
+    def owns(self, array: Any) -> bool:
+        return isinstance(array, (np.ndarray, np.generic))
+
+
+class CupyBackend(Backend):
+    """CuPy for ``cuda:N``; CuPy is imported on first use so ppto runs without it."""
+
+    kind = "cuda"
+    accelerator = True
+
+    def __init__(self) -> None:
+        self._cupy: ModuleType | None = None
+        self._import_error: Exception | None = None
+
+    def _load(self) -> ModuleType:
+        if self._cupy is None:
+            if self._import_error is not None:
+                raise self._unavailable()
+            try:
+                self._cupy = importlib.import_module("cupy")
+            except Exception as error:  # ImportError, or CUDA libraries missing
+                self._import_error = error
+                raise self._unavailable() from error
+        return self._cupy
+
+    def _unavailable(self) -> DeviceError:
+        return DeviceError(
+            f"device 'cuda' needs CuPy and an NVIDIA GPU ({self._import_error}); "
+            "install it with pip install 'ppto[cuda]' or use device='cpu'"
+        )
+
+    @property
+    def xp(self) -> ModuleType:
+        return self._load()
+
+    def is_loaded(self) -> bool:
+        return self._cupy is not None
+
+    def device_count(self) -> int:
+        try:
+            return self._load().cuda.runtime.getDeviceCount()
+        except DeviceError:
+            return 0
+        except Exception:  # a CuPy install with no usable driver
+            return 0
+
+    def from_host(self, array: np.ndarray, index: int) -> Any:
+        cupy = self._load()
+        with cupy.cuda.Device(index):
+            return cupy.asarray(array)
+
+    def to_host(self, array: Any) -> np.ndarray:
+        return self._load().asnumpy(array)
+
+    def owns(self, array: Any) -> bool:
+        return type(array).__module__.startswith("cupy")
+
+    def index_of(self, array: Any) -> int:
+        return array.device.id
+
+    def synchronize(self) -> None:
+        if self._cupy is not None:
+            self._cupy.cuda.get_current_stream().synchronize()
+
+
+class RegisteredBackend(Backend):
+    """Adapts a user's backend class or object (see ``ppto.register_backend``).
+
+    The user object provides ``<op>_impl`` functions and optionally ``xp`` (an array
+    namespace for the operators it does not override), ``from_numpy``/``to_numpy``,
+    ``device_count`` and ``accelerator`` (default True: it wins over ``cpu``).
+    """
+
+    def __init__(self, kind: str, user_backend: Any) -> None:
+        self.kind = kind
+        self.user = user_backend
+        self.accelerator = bool(getattr(user_backend, "accelerator", True))
+        self._xp = getattr(user_backend, "xp", None)
+        self._overrides = {
+            name[: -len("_impl")]: getattr(user_backend, name)
+            for name in dir(user_backend)
+            if name.endswith("_impl") and callable(getattr(user_backend, name))
+        }
+        if self._xp is None and not self._overrides:
+            raise BackendError(
+                f"backend {kind!r} defines no operator: give it functions such as "
+                "dot_impl(a, b), or an array namespace attribute xp"
+            )
+
+    @property
+    def xp(self) -> ModuleType | None:
+        return self._xp
+
+    def device_count(self) -> int:
+        count = getattr(self.user, "device_count", 1)
+        return count() if callable(count) else int(count)
+
+    def from_host(self, array: np.ndarray, index: int) -> Any:
+        convert = getattr(self.user, "from_numpy", None)
+        return convert(array) if convert else array.copy()
+
+    def to_host(self, array: Any) -> np.ndarray:
+        convert = getattr(self.user, "to_numpy", None)
+        return np.asarray(convert(array) if convert else array)
+
+    def override(self, op_name: str) -> Callable | None:
+        return self._overrides.get(op_name)
+
+    def operator_names(self) -> list[str]:
+        return sorted(self._overrides)
+
+
+_BACKENDS: dict[str, Backend] = {"cpu": NumpyBackend(), "cuda": CupyBackend()}
+
+
+def register_backend(name: str, backend: Any) -> None:
+    """Make ``device=name`` usable, run by ``backend``'s ``<op>_impl`` functions.
+
+    >>> class Doubler:
+    ...     xp = numpy
+    ...     def dot_impl(a, b): return 2 * (a @ b)
+    >>> register_backend("doubler", Doubler)        # doctest: +SKIP
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise BackendError(
+            f"a backend name is an identifier such as 'my_hw', got {name!r}"
+        )
+    if name in ("cpu", "cuda"):
+        raise BackendError(
+            f"{name!r} is built in; register your backend under another name"
+        )
+    _BACKENDS[name] = RegisteredBackend(name, backend)
+
+
+def unregister_backend(name: str) -> None:
+    """Remove a backend added with ``register_backend``."""
+    if name in ("cpu", "cuda") or name not in _BACKENDS:
+        raise BackendError(f"no registered backend named {name!r}")
+    del _BACKENDS[name]
+
+
+def backend_for(device: Device) -> Backend:
+    """The backend of ``device``, checking that the device exists."""
+    backend = _BACKENDS.get(device.kind)
+    if backend is None:
+        known = ", ".join(sorted(_BACKENDS))
+        raise DeviceError(
+            f"unknown device {str(device)!r}: known kinds are {known}; "
+            "add one with ppto.register_backend(name, backend)"
+        )
+    if device.index != 0 or device.kind == "cuda":
+        count = backend.device_count()
+        if device.index >= count:
+            if device.kind == "cuda" and count == 0:
+                raise DeviceError(
+                    "device 'cuda' needs CuPy and a usable NVIDIA GPU, and none was "
+                    "found: install CuPy with pip install 'ppto[cuda]' on a machine "
+                    "with a GPU, or use device='cpu'"
+                )
+            raise DeviceError(
+                f"device {str(device)!r} does not exist: {device.kind} has {count} "
+                f"device(s), numbered from 0"
+            )
+    return backend
+
+
+def backend_of_array(array: Any) -> tuple[Backend, int] | None:
+    """The backend owning a raw array, with its device index; None for host data."""
+    cupy_backend = _BACKENDS["cuda"]
+    if cupy_backend.owns(array):
+        return cupy_backend, cupy_backend.index_of(array)
+    return None
+
+
+def devices() -> list[Device]:
+    """Every usable device: ``cpu``, each visible GPU, and registered backends'."""
+    found = [Device("cpu")]
+    for kind, backend in _BACKENDS.items():
+        if kind == "cpu":
+            continue
+        found.extend(Device(kind, index) for index in range(backend.device_count()))
+    return found

@@ -1,0 +1,94 @@
+"""Tensor constructors (``zeros``, ``ones``, ``full``, ``arange``, ``eye``), each with
+``device=`` and ``dtype=``. Arrays are made directly in the device's own namespace
+where it has one, so nothing is copied from the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ppto.runtime.backends import backend_for
+from ppto.runtime.device import Device
+from ppto.runtime.dtypes import check_dtype
+from ppto.runtime.tensor import Tensor
+
+
+def _create(make: Callable, device: Any, dtype: Any, what: str) -> Tensor:
+    target = Device(device or "cpu")
+    backend = backend_for(target)
+    resolved = None if dtype is None else check_dtype(dtype, f"ppto.{what} dtype")
+    xp = backend.xp
+    if xp is None:
+        array = backend.from_host(make(np, resolved), target.index)
+    elif target.kind == "cuda":
+        with xp.cuda.Device(target.index):
+            array = make(xp, resolved)
+    else:
+        array = make(xp, resolved)
+    check_dtype(array.dtype, f"ppto.{what}")
+    return Tensor(array, target)
+
+
+def zeros(shape: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """A tensor of zeros (float64 unless ``dtype`` says otherwise).
+
+    >>> ppto.zeros((2, 3), device="cpu").shape
+    (2, 3)
+    """
+    return _create(
+        lambda xp, dt: xp.zeros(shape, dtype=dt or np.float64), device, dtype, "zeros"
+    )
+
+
+def ones(shape: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """A tensor of ones (float64 unless ``dtype`` says otherwise)."""
+    return _create(
+        lambda xp, dt: xp.ones(shape, dtype=dt or np.float64), device, dtype, "ones"
+    )
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """A tensor filled with ``fill_value`` (dtype inferred from it, as in NumPy)."""
+    return _create(
+        lambda xp, dt: xp.full(shape, fill_value, dtype=dt), device, dtype, "full"
+    )
+
+
+def arange(
+    start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """Evenly spaced values in [start, stop), like np.arange."""
+    if stop is None:
+        start, stop = 0, start
+    return _create(
+        lambda xp, dt: xp.arange(start, stop, step, dtype=dt), device, dtype, "arange"
+    )
+
+
+def eye(n: int, m: int | None = None, dtype: Any = None, device: Any = None) -> Tensor:
+    """The n x m identity matrix (float64 unless ``dtype`` says otherwise)."""
+    return _create(
+        lambda xp, dt: xp.eye(n, m, dtype=dt or np.float64), device, dtype, "eye"
+    )
+
+
+def zeros_like(x: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """Zeros shaped like x, on x's device unless ``device`` is given."""
+    return _like("zeros_like", x, dtype, device)
+
+
+def ones_like(x: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """Ones shaped like x, on x's device unless ``device`` is given."""
+    return _like("ones_like", x, dtype, device)
+
+
+def _like(name: str, x: Any, dtype: Any, device: Any) -> Tensor:
+    from ppto.ops.primitive import OPERATORS
+
+    if device is None:
+        return OPERATORS[name](x, dtype)
+    make = zeros if name == "zeros_like" else ones
+    return make(np.shape(x), dtype or getattr(x, "dtype", None), device)

@@ -1,0 +1,79 @@
+"""Devices: where a tensor's memory lives.
+
+A ``Device`` is a backend kind plus an index (``cpu``, ``cuda:1``, ``sim:0``). It is
+immutable, hashable and compares equal to its string form; ``"cuda"`` means
+``"cuda:0"``.
+"""
+
+from __future__ import annotations
+
+from ppto.errors import DeviceError
+
+
+class Device:
+    """A place tensors live: ``Device("cuda:1").kind == "cuda"``, ``.index == 1``.
+
+    >>> Device("cuda") == "cuda:0"
+    True
+    """
+
+    __slots__ = ("kind", "index")
+
+    def __init__(self, spec: str | Device, index: int | None = None) -> None:
+        if isinstance(spec, Device):
+            kind, parsed_index = spec.kind, spec.index
+        elif isinstance(spec, str):
+            kind, parsed_index = _parse(spec)
+        else:
+            raise DeviceError(
+                f"a device is a string such as 'cpu' or 'cuda:0', got {spec!r} "
+                f"of type {type(spec).__name__}"
+            )
+        if index is not None:
+            parsed_index = index
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "index", parsed_index)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Device is immutable")
+
+    def __str__(self) -> str:
+        if self.kind == "cpu":
+            return "cpu"
+        return f"{self.kind}:{self.index}"
+
+    def __repr__(self) -> str:
+        return f"Device('{self}')"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            try:
+                other = Device(other)
+            except DeviceError:
+                return False
+        if not isinstance(other, Device):
+            return NotImplemented
+        return self.kind == other.kind and self.index == other.index
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.index))
+
+
+def _parse(spec: str) -> tuple[str, int]:
+    kind, sep, index_text = spec.strip().partition(":")
+    if not kind or not kind.replace("_", "").isalnum():
+        raise DeviceError(f"{spec!r} is not a device: write 'cpu', 'cuda', 'cuda:N'")
+    if not sep:
+        return kind, 0
+    if not index_text.isdigit():
+        raise DeviceError(
+            f"{spec!r} is not a device: the part after ':' must be a GPU number, "
+            f"as in '{kind}:0'"
+        )
+    index = int(index_text)
+    if kind == "cpu" and index != 0:
+        raise DeviceError(f"{spec!r}: there is one CPU device; write 'cpu'")
+    return kind, index
+
+
+CPU = Device("cpu")

@@ -1,0 +1,191 @@
+"""``Tensor``: a raw array of some backend, the device it lives on, and a layout hint.
+
+Tensors are values: operators return new tensors and never change their inputs.
+Arithmetic, indexing and NumPy-style methods are installed by ``ppto.ops.methods`` so
+that this module depends on no operator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ppto.errors import DeviceError, ShapeError
+from ppto.runtime import ledger
+from ppto.runtime.backends import backend_for, backend_of_array
+from ppto.runtime.device import CPU, Device
+from ppto.runtime.dtypes import check_dtype
+
+LAYOUTS = (None, "nchw", "nhwc")
+
+
+class Tensor:
+    """An array on a device. Build one with ``ppto.tensor``.
+
+    >>> x = ppto.tensor([[1.0, 2.0]], device="cpu")
+    >>> x.shape, x.device, (x * 2).numpy()
+    ((1, 2), Device('cpu'), array([[2., 4.]]))
+    """
+
+    __slots__ = ("data", "device", "layout")
+    __array_priority__ = 1000
+
+    def __init__(self, data: Any, device: Device = CPU, layout: str | None = None):
+        self.data = data
+        self.device = device
+        self.layout = layout
+
+    shape = property(lambda self: tuple(self.data.shape), doc="The shape, a tuple.")
+    dtype = property(lambda self: self.data.dtype, doc="The NumPy dtype.")
+    ndim = property(lambda self: self.data.ndim, doc="The number of axes.")
+    size = property(lambda self: int(self.data.size), doc="The number of elements.")
+    nbytes = property(lambda self: int(self.data.nbytes), doc="Bytes of memory held.")
+
+    def numpy(self) -> np.ndarray:
+        """A host copy as a NumPy array."""
+        return np.array(self._to_host("numpy"), copy=True)
+
+    def to(self, device: str | Device) -> Tensor:
+        """A copy of this tensor on ``device`` (recorded in the transfer ledger)."""
+        target = Device(device)
+        if target == self.device:
+            return self
+        return Tensor(
+            move(self.data, self.device, target, "to", False), target, self.layout
+        )
+
+    def item(self) -> Any:
+        """The single element as a Python number."""
+        if self.size != 1:
+            raise ShapeError(
+                f"item() needs a tensor with one element, this has shape {self.shape}"
+            )
+        return self._to_host("item").reshape(()).item()
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        host = self._to_host("__array__")
+        return host if dtype is None else host.astype(dtype, copy=False)
+
+    def _to_host(self, why: str) -> np.ndarray:
+        if self.device == CPU:
+            return np.asarray(self.data)
+        return move(self.data, self.device, CPU, why, False)
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shape[0]
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError(
+                f"the truth value of a tensor of shape {self.shape} is ambiguous: "
+                "use ppto.reduce_max(x) > 0 or .any()-style reductions"
+            )
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iu" or self.size != 1:
+            raise TypeError(
+                f"only a single integer tensor can be an index, not {self!r}"
+            )
+        return int(self.item())
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._to_host("repr"), separator=", ", prefix="Tensor(")
+        extra = f", layout='{self.layout}'" if self.layout else ""
+        return f"Tensor({body}, device='{self.device}', dtype={self.dtype}{extra})"
+
+    __hash__ = None  # == is elementwise, so tensors cannot be dict keys
+
+
+def move(data: Any, source: Device, target: Device, op: str, implicit: bool) -> Any:
+    """Copy a raw array from one device to another, recording it in the ledger."""
+    ledger.record(op, int(data.nbytes), source, target, implicit)
+    source_backend, target_backend = backend_for(source), backend_for(target)
+    if source.kind == target.kind == "cuda":
+        return target_backend.from_host(data, target.index)
+    return target_backend.from_host(source_backend.to_host(data), target.index)
+
+
+def device_of(value: Any) -> Device | None:
+    """The device of a Tensor or raw array; None for Python scalars."""
+    if isinstance(value, Tensor):
+        return value.device
+    owner = backend_of_array(value)
+    if owner is not None:
+        backend, index = owner
+        return Device(backend.kind, index)
+    if isinstance(value, (np.ndarray, np.generic, list, tuple)):
+        return CPU
+    return None
+
+
+def tensor(
+    data: Any,
+    device: str | Device | None = None,
+    dtype: Any = None,
+    layout: str | None = None,
+) -> Tensor:
+    """Make a tensor from lists, scalars, NumPy or CuPy arrays, or another tensor.
+
+    dtype follows NumPy (Python floats give float64); the data is copied.
+
+    >>> ppto.tensor([1.0, 2.0], device="cpu").dtype
+    dtype('float64')
+    """
+    source = device_of(data) or CPU
+    target = Device(device) if device is not None else source
+    backend = backend_for(target)
+    if layout not in LAYOUTS:
+        raise ShapeError(f"layout must be None, 'nchw' or 'nhwc', got {layout!r}")
+    if isinstance(data, Tensor):
+        raw, source = data.data, data.device
+    else:
+        raw = data
+    if source == CPU:
+        host = _host_array(raw, dtype)
+        array = host.copy() if host is raw else host
+        if target != CPU:
+            array = backend.from_host(array, target.index)
+    else:
+        array = move(raw, source, target, "tensor", False) if target != source else raw
+        if dtype is not None:
+            array = array.astype(check_dtype(dtype, "ppto.tensor dtype"))
+        if array is raw:
+            array = array.copy()
+    check_dtype(array.dtype, "ppto.tensor data")
+    if layout is not None and array.ndim != 4:
+        raise ShapeError(
+            f"layout={layout!r} describes 4-D image tensors; this data has shape "
+            f"{tuple(array.shape)}"
+        )
+    return Tensor(array, target, layout)
+
+
+def _host_array(data: Any, dtype: Any) -> np.ndarray:
+    if dtype is not None:
+        dtype = check_dtype(dtype, "ppto.tensor dtype")
+    try:
+        array = np.asarray(data, dtype=dtype)
+    except (ValueError, TypeError) as error:
+        raise ShapeError(
+            f"ppto.tensor cannot make an array of {type(data).__name__} data: {error}; "
+            "nested lists must be rectangular and hold numbers"
+        ) from error
+    check_dtype(array.dtype, "ppto.tensor data")
+    return array
+
+
+def require_device(value: Any) -> Device:
+    device = device_of(value)
+    if device is None:
+        raise DeviceError(f"{value!r} is not on any device")
+    return device

@@ -1,0 +1,38 @@
+"""Shared fixtures: the simulated second device, the devices to run the operator table
+on (``cpu``, ``sim``, and ``cuda`` where CuPy and a GPU exist), and a clean ledger."""
+
+import pytest
+
+import ppto
+from ppto.runtime.sim import SimBackend
+
+if "sim" not in {d.kind for d in ppto.devices()}:
+    ppto.register_backend("sim", SimBackend)
+
+
+def cuda_available() -> bool:
+    try:
+        return any(d.kind == "cuda" for d in ppto.devices())
+    except ppto.PptoError:
+        return False
+
+
+DEVICES = [
+    "cpu",
+    "sim",
+    pytest.param(
+        "cuda",
+        marks=[
+            pytest.mark.gpu,
+            pytest.mark.skipif(not cuda_available(), reason="needs CuPy and a GPU"),
+        ],
+    ),
+]
+
+
+@pytest.fixture(autouse=True)
+def clean_ledger():
+    ppto.clear_transfers()
+    previous = ppto.set_transfer_policy("allow")
+    yield
+    ppto.set_transfer_policy(previous)

@@ -1,0 +1,271 @@
+"""The operator table: one row per operator with its input domain, shapes (including
+broadcasting and ``axis``/``keepdims`` variants) and which inputs are differentiated.
+
+Rows are data; ``tests/test_operator_table.py`` runs each one through the gradient
+checker in float64 and float32 (with the dot-product identity between the forward and
+reverse rules), on every available device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import ppto
+
+
+@dataclass(frozen=True)
+class Normal:
+    """Standard normal floats."""
+
+    shape: tuple
+
+    def make(self, rng, dtype):
+        return rng.standard_normal(self.shape).astype(dtype)
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """Floats drawn uniformly from [low, high): positive domains, |x| < 1, ..."""
+
+    shape: tuple
+    low: float
+    high: float
+
+    def make(self, rng, dtype):
+        return rng.uniform(self.low, self.high, self.shape).astype(dtype)
+
+
+@dataclass(frozen=True)
+class AwayFromZero:
+    """Normal floats with |x| >= 0.3, for functions with a kink at 0."""
+
+    shape: tuple
+
+    def make(self, rng, dtype):
+        x = rng.standard_normal(self.shape)
+        return (np.sign(x) * (np.abs(x) + 0.3)).astype(dtype)
+
+
+@dataclass(frozen=True)
+class Distinct:
+    """Floats at least 0.1 apart (a shuffled grid), so max/min have no ties."""
+
+    shape: tuple
+
+    def make(self, rng, dtype):
+        size = int(np.prod(self.shape))
+        values = (rng.permutation(size) - size / 2) * 0.25 + rng.uniform(0, 0.1, size)
+        return values.reshape(self.shape).astype(dtype)
+
+
+@dataclass(frozen=True)
+class Integers:
+    """Integer indices in [0, high) (not differentiated)."""
+
+    shape: tuple
+    high: int
+
+    def make(self, rng, dtype):
+        return rng.integers(0, self.high, self.shape)
+
+
+@dataclass(frozen=True)
+class Mask:
+    """Booleans (not differentiated)."""
+
+    shape: tuple
+
+    def make(self, rng, dtype):
+        return rng.random(self.shape) < 0.5
+
+
+@dataclass(frozen=True)
+class Row:
+    """One operator case: ``call(*args)`` is checked with respect to ``wrt``."""
+
+    op: str
+    args: tuple
+    params: dict = field(default_factory=dict)
+    wrt: tuple = (0,)
+    call: Callable | None = None
+    label: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}-{self.label}" if self.label else self.op
+
+    def function(self) -> Callable:
+        if self.call is not None:
+            return self.call
+        op = getattr(ppto, self.op)
+        return lambda *args: op(*args, **self.params)
+
+    def inputs(self, rng, dtype, device) -> list[Any]:
+        values = []
+        for spec in self.args:
+            if hasattr(spec, "make"):
+                values.append(ppto.tensor(spec.make(rng, dtype), device=device))
+            else:
+                values.append(spec)
+        return values
+
+
+def unary(op, spec, label="", **params):
+    return Row(op, (spec,), params, label=label)
+
+
+def binary(op, a, b, label="", wrt=(0, 1), **params):
+    return Row(op, (a, b), params, wrt=wrt, label=label)
+
+
+N, U = Normal, Uniform
+
+ELEMENTWISE = [
+    binary("add", N((3, 4)), N((3, 4))),
+    binary("add", N((3, 4)), N((4,)), "broadcast-row"),
+    binary("add", N((3, 1)), N((1, 4)), "broadcast-both"),
+    binary("add", N((3, 4)), 2.5, "scalar", wrt=(0,)),
+    binary("sub", N((2, 3, 4)), N((3, 1))),
+    binary("mul", N((3, 4)), N((3, 4))),
+    binary("mul", N((2, 3, 4)), N((4,)), "broadcast"),
+    binary("div", N((3, 4)), U((3, 4), 0.5, 2.0)),
+    binary("div", N((3, 4)), U((3, 1), 0.5, 2.0), "broadcast"),
+    unary("neg", N((3, 4))),
+    binary("pow", U((3, 4), 0.5, 2.0), N((3, 4))),
+    binary("pow", U((3, 4), 0.5, 2.0), 3.0, "scalar-exponent", wrt=(0,)),
+    binary("pow", 2.0, N((3, 4)), "scalar-base", wrt=(1,)),
+    unary("square", N((3, 4))),
+    unary("sqrt", U((3, 4), 0.5, 3.0)),
+    unary("abs", AwayFromZero((3, 4))),
+    unary("exp", N((3, 4))),
+    unary("log", U((3, 4), 0.5, 3.0)),
+    unary("log1p", U((3, 4), -0.5, 2.0)),
+    unary("expm1", N((3, 4))),
+    unary("sin", N((3, 4))),
+    unary("cos", N((3, 4))),
+    unary("tan", U((3, 4), -1.2, 1.2)),
+    unary("tanh", N((3, 4))),
+    unary("sinh", N((3, 4))),
+    unary("cosh", N((3, 4))),
+    unary("arcsin", U((3, 4), -0.8, 0.8)),
+    unary("arccos", U((3, 4), -0.8, 0.8)),
+    unary("arctan", N((3, 4))),
+    unary("sigmoid", N((3, 4))),
+    unary("relu", AwayFromZero((3, 4))),
+    unary("leaky_relu", AwayFromZero((3, 4)), negative_slope=0.1),
+    unary("elu", AwayFromZero((3, 4)), alpha=0.7),
+    unary("softplus", N((3, 4))),
+    unary("gelu", N((3, 4))),
+    binary("maximum", Distinct((3, 4)), Distinct((3, 4))),
+    binary("maximum", Distinct((3, 4)), 0.05, "scalar", wrt=(0,)),
+    binary("minimum", Distinct((3, 4)), Distinct((4,)), "broadcast"),
+    Row("where", (Mask((3, 4)), N((3, 4)), N((4,))), wrt=(1, 2)),
+    unary("clip", Distinct((3, 4)), lo=-0.55, hi=0.6),
+    unary("clip", Distinct((3, 4)), "lower-only", lo=-0.55),
+]
+
+REDUCTIONS = [
+    unary("reduce_sum", N((3, 4))),
+    unary("reduce_sum", N((2, 3, 4)), "axis", axis=1),
+    unary("reduce_sum", N((2, 3, 4)), "axes-keepdims", axis=(0, 2), keepdims=True),
+    unary("reduce_mean", N((3, 4))),
+    unary("reduce_mean", N((2, 3, 4)), "axis-keepdims", axis=-1, keepdims=True),
+    unary("reduce_max", Distinct((3, 4))),
+    unary("reduce_max", Distinct((2, 3, 4)), "axis", axis=1),
+    unary("reduce_min", Distinct((3, 4)), "axis-keepdims", axis=0, keepdims=True),
+    unary("reduce_prod", U((3, 4), 0.5, 1.5)),
+    unary("reduce_prod", U((3, 4), 0.5, 1.5), "axis", axis=1),
+    unary("logsumexp", N((3, 4))),
+    unary("logsumexp", N((2, 3, 4)), "axis-keepdims", axis=1, keepdims=True),
+    Row("unreduce", (N((3,)),), {"like": np.zeros((3, 4)), "axis": 1}),
+]
+
+LINALG = [
+    binary("dot", N((3, 4)), N((4, 5))),
+    binary("dot", N((2, 3, 4)), N((4, 5)), "batched-broadcast"),
+    binary("dot", N((2, 3, 4)), N((2, 4, 2)), "batched"),
+    binary("dot", N((4,)), N((4, 5)), "vector-matrix"),
+    binary("dot", N((3, 4)), N((4,)), "matrix-vector"),
+    binary("dot", N((4,)), N((4,)), "vector-vector"),
+]
+
+SHAPE = [
+    unary("transpose", N((2, 3, 4))),
+    unary("transpose", N((2, 3, 4)), "axes", axes=(1, 2, 0)),
+    unary("matrix_transpose", N((2, 3, 4))),
+    unary("reshape", N((2, 6)), shape=(3, 4)),
+    unary("reshape", N((2, 6)), "infer", shape=(-1,)),
+    unary("broadcast_to", N((3, 1)), shape=(2, 3, 4)),
+    Row("unbroadcast", (N((2, 3, 4)),), {"like": np.zeros((3, 1))}),
+    unary("expand_dims", N((3, 4)), axis=1),
+    unary("squeeze", N((3, 1, 4))),
+    unary("squeeze", N((3, 1, 1)), "axis", axis=2),
+    Row(
+        "concat",
+        (N((2, 3)), N((4, 3))),
+        wrt=(0, 1),
+        call=lambda a, b: ppto.concat([a, b], axis=0),
+    ),
+    Row(
+        "stack",
+        (N((2, 3)), N((2, 3))),
+        wrt=(0, 1),
+        call=lambda a, b: ppto.stack([a, b], axis=1),
+    ),
+    Row("split", (N((5, 3)),), call=lambda x: ppto.split(x, [1, 3], axis=0)),
+    Row("unstack", (N((3, 2)),), call=lambda x: ppto.unstack(x, axis=1)),
+    unary("cast", N((3, 4)), dtype="float64"),
+]
+
+INDEXING = [
+    unary("getitem", N((4, 5)), "int", index=1),
+    unary("getitem", N((4, 5)), "negative", index=-1),
+    unary("getitem", N((4, 5)), "slice", index=(slice(1, 3), slice(None, None, 2))),
+    unary("getitem", N((4, 5)), "row-col", index=(2, slice(None))),
+    unary("getitem", N((4, 5)), "int-array-repeats", index=np.array([0, 2, 2, 3])),
+    unary("getitem", N((4, 5)), "mask", index=np.array([True, False, True, True])),
+    Row("index_add", (N((4, 3)), N((3,))), {"index": np.array([0, 0, 2])}, wrt=(0, 1)),
+    Row("setitem", (N((4, 3)), N((3,))), {"index": 1}, wrt=(0, 1)),
+    Row("take", (N((4, 3)), Integers((5,), 4)), {"axis": 0}),
+    Row("take", (N((4, 3)), Integers((5,), 12)), label="flat"),
+    Row("gather", (N((4, 3)), Integers((6,), 4))),
+    Row("scatter_add", (N((4, 3)), Integers((6,), 4), N((6, 3))), wrt=(0, 2)),
+]
+
+# Operators whose gradients are deliberately refused (not differentiable).
+NON_DIFFERENTIABLE = [
+    "greater",
+    "greater_equal",
+    "less",
+    "less_equal",
+    "equal",
+    "not_equal",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "logical_not",
+    "isfinite",
+    "sign",
+    "floor",
+    "ceil",
+    "round",
+    "argmax",
+    "argmin",
+]
+# Constants: differentiable, with zero gradient (checked separately).
+CONSTANT = ["zeros_like", "ones_like", "stop_gradient"]
+
+
+def all_rows() -> list[Row]:
+    rows = ELEMENTWISE + REDUCTIONS + LINALG + SHAPE + INDEXING
+    for module in ("rows_nn", "rows_graph"):
+        try:
+            extra = __import__(f"tests.{module}", fromlist=["ROWS"])
+        except ModuleNotFoundError:
+            continue
+        rows = rows + list(extra.ROWS)
+    return rows
