@@ -142,6 +142,8 @@ class Primitive(OperatorDef):
     def apply(self, inputs: list, params: dict) -> Any:
         """Run the operator on bound inputs (see the module docstring)."""
         flat, lengths = _flatten(inputs, self.signature)
+        if params.get("layout", "") is None:
+            params = {**params, "layout": _layout_of(inputs)}
         if any(_is_symbolic(value) for value in flat):
             from ppto.symbolic import Operator
 
@@ -214,6 +216,12 @@ def _grouped(flat: list, lengths: list) -> list:
             grouped.append(list(flat[position : position + length]))
             position += length
     return grouped
+
+
+def _layout_of(inputs: list) -> str:
+    """An image operator's layout when not given: its first input's hint, else NCHW."""
+    first = inputs[0] if inputs else None
+    return getattr(first, "layout", None) or "nchw"
 
 
 def _shape_of(raw: Any) -> tuple:
