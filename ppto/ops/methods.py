@@ -26,10 +26,10 @@ def _reduction(op):
     return method
 
 
-def _reshape(self, *shape):
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    return shape.reshape(self, shape)
+def _reshape(self, *new_shape):
+    if len(new_shape) == 1 and isinstance(new_shape[0], (tuple, list)):
+        new_shape = tuple(new_shape[0])
+    return shape.reshape(self, new_shape)
 
 
 def _transpose(self, *axes):

@@ -1,0 +1,153 @@
+"""Devices, tensor construction and the Tensor surface (NumPy interoperation)."""
+
+import numpy as np
+import pytest
+
+import ppto
+
+
+def test_device_parsing_and_equality():
+    assert ppto.Device("cuda") == "cuda:0"
+    assert ppto.Device("cuda:1").kind == "cuda" and ppto.Device("cuda:1").index == 1
+    assert str(ppto.Device("cpu")) == "cpu"
+    assert ppto.Device("sim:1") != "sim:0"
+    assert len({ppto.Device("cpu"), ppto.Device("cpu")}) == 1
+
+
+@pytest.mark.parametrize("spec", ["cuda:x", "", "cpu:3", "gpu!"])
+def test_malformed_device_strings_are_refused(spec):
+    with pytest.raises(ppto.DeviceError):
+        ppto.Device(spec)
+
+
+def test_unknown_device_names_the_known_kinds():
+    with pytest.raises(
+        ppto.DeviceError, match="unknown device 'tpu:0'.*register_backend"
+    ):
+        ppto.tensor([1.0], device="tpu")
+
+
+def test_missing_device_index_is_refused():
+    with pytest.raises(ppto.DeviceError, match="sim:5.*2 device"):
+        ppto.tensor([1.0], device="sim:5")
+
+
+def test_tensor_dtype_follows_numpy():
+    assert ppto.tensor(1.5).dtype == np.float64
+    assert ppto.tensor([1, 2]).dtype == np.int64
+    assert ppto.tensor([1, 2], dtype="float32").dtype == np.float32
+    assert ppto.tensor([True]).dtype == np.bool_
+
+
+@pytest.mark.parametrize(
+    "data, pattern",
+    [
+        (np.array(["a", "b"]), "strings"),
+        (np.array([object(), 1], dtype=object), "convert the data"),
+        (np.array([1 + 2j]), "complex"),
+    ],
+)
+def test_unsupported_dtypes_are_refused(data, pattern):
+    with pytest.raises(ppto.DTypeError, match=pattern):
+        ppto.tensor(data)
+
+
+def test_ragged_lists_are_refused_with_a_hint():
+    with pytest.raises(ppto.ShapeError, match="rectangular"):
+        ppto.tensor([[1.0, 2.0], [3.0]])
+
+
+def test_tensor_copies_its_data():
+    data = np.ones(3)
+    t = ppto.tensor(data)
+    data[0] = 5.0
+    assert t.numpy()[0] == 1.0
+
+
+def test_tensor_surface():
+    t = ppto.tensor(np.arange(6.0).reshape(2, 3), device="sim")
+    assert t.shape == (2, 3) and t.ndim == 2 and t.size == 6
+    assert t.device == "sim:0"
+    assert t.T.shape == (3, 2)
+    assert t.to("cpu").device == "cpu"
+    assert t[1, 2].item() == 5.0
+    np.testing.assert_array_equal(np.asarray(t), np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(t.sum(axis=0).numpy(), [3.0, 5.0, 7.0])
+    assert t.mean().item() == 2.5
+    assert t.reshape(3, 2).shape == (3, 2)
+    assert t.transpose(1, 0).shape == (3, 2)
+    assert t.max().item() == 5.0
+    assert float(ppto.tensor([2.5])) == 2.5
+    assert len(t) == 2
+    assert [row.shape for row in t] == [(3,), (3,)]
+
+
+def test_arithmetic_and_comparisons_dispatch_to_operators():
+    a = ppto.tensor([1.0, 2.0, 3.0])
+    b = ppto.tensor([3.0, 2.0, 1.0])
+    np.testing.assert_allclose((a + b * 2 - 1 / a).numpy(), [6.0, 5.5, 4 + 2 / 3])
+    np.testing.assert_allclose((-a).numpy(), [-1.0, -2.0, -3.0])
+    np.testing.assert_allclose((2**a).numpy(), [2.0, 4.0, 8.0])
+    np.testing.assert_array_equal((a > b).numpy(), [False, False, True])
+    np.testing.assert_array_equal((a == b).numpy(), [False, True, False])
+    assert (a @ b).item() == 10.0
+
+
+def test_numpy_functions_on_tensors_run_ppto_operators_on_the_tensor_device():
+    x = ppto.tensor([[1.0, 2.0], [3.0, 4.0]], device="sim")
+    for result in (np.exp(x), np.sum(x, axis=1), np.maximum(x, 2.0), x + np.ones(2)):
+        assert isinstance(result, ppto.Tensor) and result.device == "sim:0"
+    np.testing.assert_allclose(np.sum(x, axis=1).numpy(), [3.0, 7.0])
+    np.testing.assert_allclose(
+        np.clip(x, a_min=1.5, a_max=3.5).numpy(), [[1.5, 2], [3, 3.5]]
+    )
+    np.testing.assert_allclose(np.concatenate([x, x]).numpy().shape, (4, 2))
+    parts = np.split(ppto.tensor(np.arange(6.0)), 3)
+    assert [p.shape for p in parts] == [(2,), (2,), (2,)]
+    assert np.shape(x) == (2, 2) and np.ndim(x) == 2
+
+
+def test_numpy_function_without_operator_names_it():
+    with pytest.raises(ppto.PptoError, match="np.fft|np.cumsum|no ppto operator"):
+        np.cumsum(ppto.tensor([1.0, 2.0]))
+
+
+def test_setitem_writes_through_an_operator():
+    t = ppto.tensor(np.zeros((2, 3)))
+    t[0, 1:] = 5.0
+    np.testing.assert_array_equal(t.numpy(), [[0, 5, 5], [0, 0, 0]])
+
+
+def test_constructors():
+    assert ppto.zeros((2, 3), device="sim").device == "sim:0"
+    assert ppto.ones(3, dtype="float32").dtype == np.float32
+    np.testing.assert_array_equal(ppto.full((2,), 7).numpy(), [7, 7])
+    np.testing.assert_array_equal(ppto.arange(3).numpy(), [0, 1, 2])
+    np.testing.assert_array_equal(ppto.arange(1, 7, 2).numpy(), [1, 3, 5])
+    np.testing.assert_array_equal(ppto.eye(2).numpy(), np.eye(2))
+    x = ppto.tensor([[1.0, 2.0]], device="sim")
+    assert ppto.zeros_like(x).device == "sim:0"
+    assert ppto.ones_like(x, device="cpu").device == "cpu"
+    assert ppto.zeros_like(x, dtype="int32").dtype == np.int32
+
+
+def test_layout_hint():
+    image = ppto.tensor(np.zeros((1, 4, 4, 3)), layout="nhwc")
+    assert image.layout == "nhwc"
+    assert ppto.relu(image).layout == "nhwc"
+    with pytest.raises(ppto.ShapeError, match="4-D"):
+        ppto.tensor(np.zeros((4, 3)), layout="nhwc")
+    with pytest.raises(ppto.ShapeError, match="layout must be"):
+        ppto.tensor(np.zeros((1, 1, 1, 1)), layout="hwcn")
+
+
+def test_devices_lists_cpu_and_registered():
+    kinds = [str(d) for d in ppto.devices()]
+    assert kinds[0] == "cpu" and "sim:0" in kinds and "sim:1" in kinds
+
+
+def test_cuda_without_gpu_explains(monkeypatch):
+    if any(d.kind == "cuda" for d in ppto.devices()):
+        pytest.skip("a GPU is present")
+    with pytest.raises(ppto.DeviceError, match="CuPy"):
+        ppto.tensor([1.0], device="cuda")

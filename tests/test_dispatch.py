@@ -1,0 +1,155 @@
+"""Dispatch and migration across devices, the transfer ledger and its policies, and
+registered backends (exercised on the simulated second device ``sim``)."""
+
+import logging
+
+import numpy as np
+import pytest
+
+import ppto
+from ppto.runtime.sim import SimBackend
+
+
+def test_implementation_is_chosen_from_the_inputs_device():
+    before = SimBackend.dot_calls
+    a = ppto.tensor(np.eye(2), device="sim")
+    out = ppto.dot(a, a)
+    assert out.device == "sim:0"
+    assert SimBackend.dot_calls == before + 1  # the backend's own dot_impl ran
+    ppto.dot(a.to("cpu"), a.to("cpu"))
+    assert SimBackend.dot_calls == before + 1
+    assert not [t for t in ppto.transfers() if t.implicit]
+
+
+def test_mixed_devices_migrate_to_the_accelerator_and_are_recorded():
+    cpu = ppto.tensor(np.ones((3, 4)))
+    sim = ppto.tensor(np.ones((4, 2)), device="sim")
+    out = ppto.dot(cpu, sim)
+    assert out.device == "sim:0"
+    (entry,) = ppto.transfers()
+    assert entry.op == "dot" and entry.nbytes == 3 * 4 * 8
+    assert entry.source == "cpu" and entry.target == "sim:0" and entry.implicit
+    assert entry.where.startswith(__file__ + ":")  # the user's line, not ppto's
+    np.testing.assert_allclose(out.numpy(), np.full((3, 2), 4.0))
+
+
+def test_accelerator_wins_even_as_second_argument_and_raw_numpy_counts_as_cpu():
+    sim = ppto.tensor([1.0, 2.0], device="sim:1")
+    out = np.array([10.0, 20.0]) + sim
+    assert out.device == "sim:1"
+    assert [(t.source, t.target) for t in ppto.transfers()] == [("cpu", "sim:1")]
+
+
+def test_between_two_accelerators_the_first_argument_wins():
+    a = ppto.tensor([1.0], device="sim:1")
+    b = ppto.tensor([2.0], device="sim:0")
+    assert (a + b).device == "sim:1"
+    assert ppto.transfers()[-1].source == "sim:0"
+
+
+def test_python_scalars_never_migrate():
+    (ppto.tensor([1.0], device="sim") * 3.0).numpy()
+    assert not [t for t in ppto.transfers() if t.implicit]
+
+
+def test_policy_error_refuses_implicit_copies_but_not_explicit_ones():
+    ppto.set_transfer_policy("error")
+    cpu = ppto.tensor([1.0, 2.0])
+    sim = cpu.to("sim")
+    with pytest.raises(
+        ppto.TransferError, match=r"add at .*test_dispatch.py:\d+.*\.to"
+    ):
+        ppto.add(cpu, sim)
+    assert ppto.add(sim, sim).device == "sim:0"
+    assert [t.implicit for t in ppto.transfers()] == [False]
+
+
+def test_policy_log_records_and_warns(caplog):
+    ppto.set_transfer_policy("log")
+    with caplog.at_level(logging.WARNING, logger="ppto.transfers"):
+        ppto.mul(ppto.tensor([1.0]), ppto.tensor([2.0], device="sim"))
+    assert "implicit transfer: mul" in caplog.text
+    assert len(ppto.transfers()) == 1
+
+
+def test_unknown_policy_is_refused():
+    with pytest.raises(ValueError, match="allow"):
+        ppto.set_transfer_policy("sometimes")
+
+
+def test_explicit_copies_are_recorded_as_explicit():
+    t = ppto.tensor([1.0, 2.0], device="sim")
+    t.numpy()
+    np.asarray(t)
+    assert [(e.op, e.implicit) for e in ppto.transfers()] == [
+        ("numpy", False),
+        ("__array__", False),
+    ]
+
+
+def test_registered_backend_with_only_dot_impl():
+    class DotOnly:
+        calls = []
+
+        @staticmethod
+        def dot_impl(A, B):
+            DotOnly.calls.append((A.shape, B.shape))
+            return np.matmul(A, B) * 1.0
+
+    ppto.register_backend("dotonly", DotOnly)
+    try:
+        a = ppto.tensor(np.eye(2), device="dotonly")
+        np.testing.assert_allclose(ppto.dot(a, a).numpy(), np.eye(2))
+        assert DotOnly.calls == [((2, 2), (2, 2))]
+        with pytest.raises(
+            ppto.BackendError, match="no implementation of 'exp'.*exp_impl"
+        ):
+            ppto.exp(a)
+    finally:
+        ppto.unregister_backend("dotonly")
+
+
+def test_register_backend_validates():
+    with pytest.raises(ppto.BackendError, match="defines no operator"):
+        ppto.register_backend("empty", object())
+    with pytest.raises(ppto.BackendError, match="built in"):
+        ppto.register_backend("cpu", SimBackend)
+    with pytest.raises(ppto.BackendError, match="identifier"):
+        ppto.register_backend("my hw", SimBackend)
+
+
+def test_shape_mismatch_names_operator_signature_and_shapes():
+    a, b = ppto.tensor(np.ones((3, 4))), ppto.tensor(np.ones((5, 6)))
+    with pytest.raises(ppto.ShapeError) as info:
+        ppto.dot(a, b)
+    message = str(info.value)
+    assert "ppto.dot" in message and "(3, 4), (5, 6)" in message
+    assert (
+        "(Tensor[M,K], Tensor[K,N]) -> Tensor[M,N]" in message and "K is 4" in message
+    )
+
+
+def test_broadcast_mismatch_is_a_shape_error():
+    with pytest.raises(
+        ppto.ShapeError, match=r"ppto.add: shapes \(3,\), \(4,\).*broadcast"
+    ):
+        ppto.tensor(np.ones(3)) + ppto.tensor(np.ones(4))
+
+
+def test_array_library_errors_are_wrapped_with_context():
+    with pytest.raises(
+        ppto.ShapeError, match=r"ppto.reshape.*\(2, 3\).*shape=\(4, 4\)"
+    ):
+        ppto.reshape(ppto.tensor(np.ones((2, 3))), (4, 4))
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ppto.PptoError, match="unexpected argument 'axes'.*reduce_sum"):
+        ppto.reduce_sum(ppto.tensor([1.0]), axes=0)
+    with pytest.raises(ppto.PptoError, match="missing argument"):
+        ppto.add(ppto.tensor([1.0]))
+
+
+def test_object_arrays_passed_to_operators_are_refused():
+    with pytest.raises(ppto.DTypeError, match="ppto.exp|exp: a NumPy argument"):
+        ppto.exp(np.array([object()], dtype=object))

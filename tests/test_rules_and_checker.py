@@ -1,0 +1,134 @@
+"""The rule format, show_op, custom rules, the gradient checker itself, and symbolic
+expressions built from operators."""
+
+import numpy as np
+import pytest
+
+import ppto
+from ppto.ops.primitive import OPERATORS, Primitive
+
+
+@pytest.fixture
+def cube():
+    """A fresh primitive x ** 3 (unregistered, so tests can attach rules to it)."""
+    op = Primitive(lambda xp, x: x * x * x, "(Tensor[...]) -> Tensor[...]", name="cube")
+    yield op
+    OPERATORS.pop("cube", None)
+
+
+def test_show_op_prints_and_returns_the_spec_format(capsys):
+    text = ppto.show_op(ppto.dot)
+    assert text == (
+        "Operator: Dot\n"
+        "Input: (Tensor[M,K], Tensor[K,N])\n"
+        "Output: Tensor[M,N]\n"
+        "Grad: (δY @ B.T, A.T @ δY)"
+    )
+    assert capsys.readouterr().out == text + "\n"
+
+
+def test_show_op_grad_line_comes_from_the_rule(cube):
+    @cube.grad_rule
+    def _(x):
+        def backward(dY):
+            three_x2 = 3 * x * x
+            return dY * three_x2
+
+        return backward
+
+    assert ppto.show_op(cube).splitlines()[-1] == "Grad: δY * (3 * x * x)"
+    assert "reduce_sum" in ppto.show_op(ppto.reduce_mean) or "unreduce" in ppto.show_op(
+        ppto.reduce_mean
+    )
+    assert ppto.show_op(ppto.greater).endswith("Grad: none (not differentiable)")
+
+
+def test_checker_catches_a_wrong_rule(cube):
+    @ppto.grad_rule(cube)
+    def _(x):
+        def backward(dY):
+            return dY * 2 * x * x  # wrong: should be 3 x^2
+
+        return backward
+
+    @ppto.jvp_rule(cube)
+    def _(x):
+        def tangent(dx):
+            return dx * 3 * x * x
+
+        return tangent
+
+    x = ppto.tensor([0.5, 1.5, -2.0])
+    report = ppto.check_grad(cube, x, forward=False)
+    assert not report.ok
+    assert report.worst is not None and report.worst.argument == "x"
+    assert "FAILED" in str(report)
+    # Forward rule right, reverse wrong: the dot-product identity exposes it as well.
+    assert ppto.check_grad(cube, x).identity_error > 1e-3
+
+
+def test_checker_passes_a_right_rule_and_a_user_rule_object_is_callable(cube):
+    @cube.grad_rule
+    def _(x):
+        def backward(dY):
+            return dY * 3 * x * x
+
+        return backward
+
+    x = ppto.tensor([0.5, 1.5, -2.0])
+    assert ppto.check_grad(cube, x, forward=False).ok
+    backward = ppto.get_grad_rule(cube)(x)
+    np.testing.assert_allclose(
+        np.asarray(backward(ppto.ones_like(x))), 3 * x.numpy() ** 2
+    )
+
+
+def test_missing_rule_is_a_grad_error(cube):
+    with pytest.raises(ppto.GradError, match="cube has no backward rule.*grad_rule"):
+        ppto.check_grad(cube, ppto.tensor([1.0]))
+
+
+def test_integer_arguments_cannot_be_differentiated():
+    with pytest.raises(ppto.GradError, match="int64.*floating point"):
+        ppto.check_grad(ppto.exp, ppto.tensor([1, 2]))
+
+
+def test_wrt_by_name_and_unknown_name():
+    a, b = ppto.tensor([1.0, 2.0]), ppto.tensor([3.0, 4.0])
+    assert ppto.check_grad(ppto.mul, a, b, wrt="b").ok
+    with pytest.raises(ppto.GradError, match="no parameter named 'c'"):
+        ppto.check_grad(ppto.mul, a, b, wrt="c")
+
+
+def test_gradients_through_non_differentiable_operators_are_constants():
+    x = ppto.tensor([-0.7, 0.5, 2.3])  # away from floor's jumps
+    # x * floor(x): floor contributes a constant factor, not an error.
+    report = ppto.check_grad(lambda a: a * ppto.floor(a), x)
+    assert report.ok
+
+
+def test_builtin_rules_are_inspectable_source():
+    rule = ppto.get_grad_rule(ppto.tanh)
+    assert "def backward(dY)" in rule.source and "1 - out * out" in rule.source
+    tangent = ppto.get_jvp_rule(ppto.tanh)
+    assert "def tangent(dx)" in tangent.source  # derived from the diagonal rule
+    assert "mul(da, b" in ppto.get_jvp_rule(ppto.mul).source  # product rule, derived
+
+
+def test_symbolic_expressions_and_a_user_written_symbolic_differentiator():
+    x = ppto.symbol("x", (3,))
+    expr = ppto.exp(x) * 2.0
+    assert isinstance(expr, ppto.Operator) and expr.op is ppto.mul
+    assert expr.args[0].op is ppto.exp and repr(expr) == "mul(exp(x), 2.0)"
+
+    def symbolic_diff(expr):
+        grad_rule = ppto.get_grad_rule(expr.op)
+        return grad_rule(*expr.args)
+
+    backward = symbolic_diff(expr.args[0])
+    derivative = backward(ppto.symbol("dY"))
+    value = ppto.evaluate(derivative, {"x": [0.0, 1.0, 2.0], "dY": [1.0, 1.0, 1.0]})
+    np.testing.assert_allclose(value.numpy(), np.exp([0.0, 1.0, 2.0]))
+    assert ppto.evaluate(expr, {"x": [0.0]}).item() == 2.0
+    with pytest.raises(ppto.PptoError, match="symbolic"):
+        bool(expr)
