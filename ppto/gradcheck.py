@@ -228,14 +228,16 @@ def _scalarized(f, args, indices, cotangent):
         ]
         for i, host in zip(indices, hosts):
             call[i] = host
-        return _inner(cotangent, f(*[_to_cpu(value) for value in call]))
+        return _inner(cotangent, f(*[_to_cpu(v, arg) for v, arg in zip(call, args)]))
 
     return scalar
 
 
-def _to_cpu(value):
+def _to_cpu(value, like=None):
     if isinstance(value, Tensor):
         return tensor(value, device="cpu")
+    if isinstance(value, np.ndarray) and isinstance(like, Tensor):
+        return tensor(value, layout=like.layout)
     if isinstance(value, np.ndarray):
         return tensor(value)
     return value

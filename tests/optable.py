@@ -255,7 +255,10 @@ NON_DIFFERENTIABLE = [
     "round",
     "argmax",
     "argmin",
+    "one_hot",
 ]
+# Parameters without defaults that the refusal test must pass.
+REFUSAL_PARAMS = {"one_hot": {"num_classes": 3}}
 # Constants: differentiable, with zero gradient (checked separately).
 CONSTANT = ["zeros_like", "ones_like", "stop_gradient"]
 

@@ -9,7 +9,7 @@ import pytest
 import ppto
 from ppto.ruletape import vjp_by_rules
 from tests.conftest import DEVICES
-from tests.optable import CONSTANT, NON_DIFFERENTIABLE, all_rows
+from tests.optable import CONSTANT, NON_DIFFERENTIABLE, REFUSAL_PARAMS, all_rows
 
 ROWS = all_rows()
 
@@ -50,7 +50,12 @@ def test_every_differentiable_operator_has_a_row():
 def test_non_differentiable_operator_refuses_gradient(name):
     op = ppto._OPERATORS[name]
     x = ppto.tensor([[0.5, -1.5], [2.5, 0.25]])
-    call = (lambda a: op(a, a * 2)) if op.signature.arity == 2 else op
+    params = REFUSAL_PARAMS.get(name, {})
+    call = (
+        (lambda a: op(a, a * 2))
+        if op.signature.arity == 2
+        else (lambda a: op(a, **params))
+    )
     with pytest.raises(ppto.GradError, match="no gradient|not differentiable"):
         ppto.check_grad(call, x)
 

@@ -4,10 +4,20 @@ Importing this package registers the operators and installs Tensor's arithmetic 
 methods.
 """
 
-from ppto.ops import elementwise, indexing, linalg, logic, methods, reductions, shape
+from ppto.ops import (
+    elementwise,
+    graph,
+    indexing,
+    linalg,
+    logic,
+    methods,
+    nn,
+    reductions,
+    shape,
+)
 from ppto.ops.primitive import OPERATORS
 
-FAMILIES = (elementwise, logic, reductions, linalg, shape, indexing)
+FAMILIES = (elementwise, logic, reductions, linalg, shape, indexing, graph, nn)
 
 ALIASES = {
     "sum": "reduce_sum",

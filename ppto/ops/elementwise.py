@@ -1,7 +1,7 @@
 """Elementwise operators: arithmetic, transcendental functions, activations, selection.
 
 Binary operators broadcast like NumPy; their gradients are reduced back to each input's
-shape by ``unbroadcast``. Unary operators have diagonal Jacobians, so their tangent
+shape by ``unbroadcast``. Unary operators have diagonal (so symmetric) Jacobians: their tangent
 rules are derived from the backward rules.
 """
 
@@ -14,7 +14,7 @@ TERNARY = "(Tensor[...], Tensor[...], Tensor[...]) -> Tensor[...]"
 
 
 def unary(**options):
-    options.setdefault("tangent", "diagonal")
+    options.setdefault("tangent", "symmetric")
     return primitive(UNARY, mode="broadcast", keeps_layout=True, **options)
 
 

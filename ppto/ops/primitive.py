@@ -49,8 +49,8 @@ class OperatorDef:
         from ppto.ops.rules import Rule, derive_tangent
 
         self.backward_rule = Rule(self, fn, "backward")
-        if self.tangent_kind == "diagonal":
-            self.tangent_rule = derive_tangent(self, "diagonal")
+        if self.tangent_kind == "symmetric":
+            self.tangent_rule = derive_tangent(self, "symmetric")
         return fn
 
     def jvp_rule(self, fn: Callable) -> Callable:
@@ -166,15 +166,15 @@ class Primitive(OperatorDef):
                 f"ppto.{self.name}{self.python_signature} cannot take inputs of shape "
                 f"{shapes} with {_params_text(params)}: {error}"
             ) from error
-        out = self._wrap(raw_out, device, inputs)
+        out = self._wrap(raw_out, device, inputs, params)
         for observer in OBSERVERS:
             observer(self, inputs, params, out)
         return out
 
-    def _wrap(self, raw_out, device, inputs):
+    def _wrap(self, raw_out, device, inputs, params):
         layout = None
         if self.keeps_layout:
-            layout = next(
+            layout = params.get("layout") or next(
                 (x.layout for x in inputs if isinstance(x, Tensor) and x.layout), None
             )
         if isinstance(raw_out, tuple):
@@ -242,7 +242,7 @@ def _is_symbolic(value: Any) -> bool:
 def primitive(signature: str, **options: Any) -> Callable[[Callable], Primitive]:
     """Decorator that defines and registers a primitive from its generic implementation.
 
-    >>> @primitive("(Tensor[...]) -> Tensor[...]", mode="broadcast", tangent="diagonal")
+    >>> @primitive("(Tensor[...]) -> Tensor[...]", mode="broadcast", tangent="symmetric")
     ... def exp(xp, x):
     ...     return xp.exp(x)
     """

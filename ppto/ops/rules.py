@@ -7,7 +7,8 @@ and user rules have exactly this form; the transformer inlines their source.
 
 Tangent rules of three algebraic classes are derived, as source, instead of written:
 ``linear`` (the operator applied to the tangents), ``bilinear`` (product rule) and
-``diagonal`` (elementwise with a symmetric Jacobian: the backward rule read forwards).
+``symmetric`` (a symmetric Jacobian, as every elementwise function has: the backward
+rule read forwards).
 """
 
 from __future__ import annotations
@@ -68,9 +69,9 @@ def tangent_name(input_name: str) -> str:
 
 
 def derive_tangent(op: Any, kind: str) -> Rule:
-    """Generate the tangent rule of a linear, bilinear or diagonal operator."""
-    if kind == "diagonal":
-        return _diagonal_tangent(op)
+    """Generate the tangent rule of a linear, bilinear or symmetric operator."""
+    if kind == "symmetric":
+        return _symmetric_tangent(op)
     inputs = list(op.input_names)
     params = list(op.param_names)
     header = ", ".join(inputs + params)
@@ -98,7 +99,7 @@ def derive_tangent(op: Any, kind: str) -> Rule:
     return _compiled_rule(op, source, f"{op.name}_tangent_rule", op.impl.__globals__)
 
 
-def _diagonal_tangent(op: Any) -> Rule:
+def _symmetric_tangent(op: Any) -> Rule:
     backward = op.backward_rule
     tree = ast.parse(backward.source)
     rule_def = tree.body[0]

@@ -148,6 +148,7 @@ def tensor(
         raise ShapeError(f"layout must be None, 'nchw' or 'nhwc', got {layout!r}")
     if isinstance(data, Tensor):
         raw, source = data.data, data.device
+        layout = layout or data.layout
     else:
         raw = data
     if source == CPU:

@@ -1,0 +1,439 @@
+"""Neural-network operators: softmax, log_softmax, one_hot, and 2-D convolution and
+pooling of images in NCHW or NHWC layout (convolution weights are always OIHW).
+
+Image operators compute in the layout they are given, without transposing the data, and
+return results in it. Each gradient is a backward primitive of this module whose own
+rules keep the family closed under repeated differentiation: conv2d and its two
+backward primitives are mutually adjoint bilinear maps, max pooling scatters to and
+gathers from each window's maxima (ties share equally), and average pooling and its
+backward are adjoint linear maps.
+"""
+
+import numpy as np
+
+from ppto.errors import ShapeError
+from ppto.ops.elementwise import exp
+from ppto.ops.primitive import primitive
+from ppto.ops.reductions import reduce_sum
+
+SAME = "(Tensor[...]) -> Tensor[...]"
+PAIR = "(Tensor[...], Tensor[...]) -> Tensor[...]"
+
+# The (channel, row, column) axes of a 4-D image in each layout. Signatures bind axes
+# by position, which cannot say "C is axis 1 or 3 by layout", so image operators write
+# their images as Tensor[...] and check shapes themselves, naming the layout.
+IMAGE_AXES = {"nchw": (1, 2, 3), "nhwc": (3, 1, 2)}
+
+
+# --- softmax ----------------------------------------------------------------------
+
+
+@primitive(SAME, tangent="symmetric", keeps_layout=True)
+def softmax(xp, x, axis=-1):
+    """exp(x) / sum(exp(x)) along ``axis``, shifted by the maximum so it cannot
+    overflow: ``softmax(x)`` sums to 1 along ``axis``."""
+    e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
+    return e / xp.sum(e, axis=axis, keepdims=True)
+
+
+@softmax.grad_rule
+def _(x, axis=-1, out=None):
+    # The Jacobian diag(Y) - Y Y^T is symmetric, so the derived ("symmetric") tangent
+    # rule is this backward rule read forwards.
+    def backward(dY):
+        return out * (dY - reduce_sum(dY * out, axis, keepdims=True))
+
+    return backward
+
+
+@primitive(SAME, keeps_layout=True)
+def log_softmax(xp, x, axis=-1):
+    """x - logsumexp(x) along ``axis``, without overflow."""
+    shifted = x - xp.max(x, axis=axis, keepdims=True)
+    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+
+
+@log_softmax.grad_rule
+def _(x, axis=-1, out=None):
+    def backward(dY):
+        return dY - exp(out) * reduce_sum(dY, axis, keepdims=True)
+
+    return backward
+
+
+@log_softmax.jvp_rule
+def _(x, axis=-1, out=None):
+    def tangent(dx):
+        return dx - reduce_sum(exp(out) * dx, axis, keepdims=True)
+
+    return tangent
+
+
+@primitive("(Tensor[...]) -> Tensor[...,num_classes]", differentiable=False)
+def one_hot(xp, indices, num_classes, dtype="float64"):
+    """1 where a new last axis of length ``num_classes`` equals ``indices``, else 0.
+
+    Indices outside [0, num_classes) give rows of zeros, as in jax.nn.one_hot.
+    """
+    return (xp.expand_dims(indices, -1) == xp.arange(num_classes)).astype(dtype)
+
+
+# --- image geometry ---------------------------------------------------------------
+
+
+def pair(op_name, what, value):
+    """An int or a pair of ints, as (rows, columns)."""
+    if isinstance(value, (int, np.integer)):
+        return int(value), int(value)
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return int(value[0]), int(value[1])
+    raise ShapeError(
+        f"ppto.{op_name}: {what} must be an int or a pair (rows, columns), "
+        f"got {value!r}"
+    )
+
+
+def image_axes(op_name, layout, shape):
+    """The (channel, row, column) axes of an image of ``shape`` in ``layout``."""
+    if layout not in IMAGE_AXES:
+        raise ShapeError(
+            f"ppto.{op_name}: layout must be 'nchw' or 'nhwc', got {layout!r}"
+        )
+    if len(shape) != 4:
+        raise ShapeError(
+            f"ppto.{op_name}: images are 4-D ({layout.upper()}), got shape "
+            f"{tuple(shape)}"
+        )
+    return IMAGE_AXES[layout]
+
+
+def spatial_index(layout, rows, cols):
+    """The subscript selecting ``rows`` and ``cols`` of a 4-D image (or window view)."""
+    index = [slice(None)] * 4
+    _, row_axis, col_axis = IMAGE_AXES[layout]
+    index[row_axis], index[col_axis] = rows, cols
+    return tuple(index)
+
+
+def windowed_shape(op_name, shape, kernel, stride, padding, layout):
+    """The shape of one value per window: the image ``shape`` with its rows and
+    columns replaced by window counts (ShapeError when a window does not fit)."""
+    _, row_axis, col_axis = image_axes(op_name, layout, shape)
+    if min(stride) < 1 or min(padding) < 0 or min(kernel) < 1:
+        raise ShapeError(
+            f"ppto.{op_name}: need kernel and stride >= 1 and padding >= 0, got "
+            f"kernel {kernel}, stride {stride}, padding {padding}"
+        )
+    padded = (shape[row_axis] + 2 * padding[0], shape[col_axis] + 2 * padding[1])
+    if kernel[0] > padded[0] or kernel[1] > padded[1]:
+        raise ShapeError(
+            f"ppto.{op_name}: a {kernel[0]}x{kernel[1]} window does not fit in the "
+            f"{padded[0]}x{padded[1]} (padded) image of input {tuple(shape)} in "
+            f"layout {layout!r}: use a smaller kernel or more padding"
+        )
+    result = list(shape)
+    for axis, size, k, s in zip((row_axis, col_axis), padded, kernel, stride):
+        result[axis] = (size - k) // s + 1
+    return tuple(result)
+
+
+def expect_shape(op_name, what, shape, expected, layout):
+    if tuple(shape) != tuple(expected):
+        raise ShapeError(
+            f"ppto.{op_name}: {what} has shape {tuple(shape)} but the forward "
+            f"operator's result has shape {tuple(expected)} (layout {layout!r})"
+        )
+
+
+def pad_image(xp, x, padding, layout):
+    if padding == (0, 0):
+        return x
+    widths = [(0, 0)] * 4
+    _, row_axis, col_axis = IMAGE_AXES[layout]
+    widths[row_axis] = (padding[0], padding[0])
+    widths[col_axis] = (padding[1], padding[1])
+    return xp.pad(x, widths)
+
+
+def crop_image(x, padding, layout):
+    """The inverse of ``pad_image``: x without its padded border."""
+    _, row_axis, col_axis = IMAGE_AXES[layout]
+    rows = slice(padding[0], x.shape[row_axis] - padding[0])
+    cols = slice(padding[1], x.shape[col_axis] - padding[1])
+    return x[spatial_index(layout, rows, cols)]
+
+
+def windows(xp, x, kernel, stride, layout):
+    """A view of x's kernel-sized windows at ``stride``: window positions replace the
+    rows and columns in place, and each window's rows and columns trail as two axes."""
+    _, row_axis, col_axis = IMAGE_AXES[layout]
+    view = xp.lib.stride_tricks.sliding_window_view(
+        x, kernel, axis=(row_axis, col_axis)
+    )
+    every = spatial_index(
+        layout, slice(None, None, stride[0]), slice(None, None, stride[1])
+    )
+    return view[every]
+
+
+def scatter_windows(xp, parts, shape, stride, layout):
+    """Sum per-window values ``parts`` (shaped like ``windows``) back into an image of
+    ``shape``: the adjoint of ``windows``."""
+    out = xp.zeros(shape, dtype=parts.dtype)
+    _, row_axis, col_axis = IMAGE_AXES[layout]
+    count_rows, count_cols = parts.shape[row_axis], parts.shape[col_axis]
+    kernel_rows, kernel_cols = parts.shape[-2:]
+    for i in range(kernel_rows):
+        for j in range(kernel_cols):
+            # For one kernel offset the windows touch distinct pixels, so a strided
+            # += is exact; overlapping windows accumulate across offsets.
+            rows = slice(i, i + stride[0] * (count_rows - 1) + 1, stride[0])
+            cols = slice(j, j + stride[1] * (count_cols - 1) + 1, stride[1])
+            out[spatial_index(layout, rows, cols)] += parts[..., i, j]
+    return out
+
+
+# --- convolution ------------------------------------------------------------------
+
+
+def conv_geometry(op_name, x_shape, w_shape, stride, padding, layout):
+    """(stride, padding, output shape) of conv2d, checking that x and w agree."""
+    channel, _, _ = image_axes(op_name, layout, x_shape)
+    if len(w_shape) != 4:
+        raise ShapeError(
+            f"ppto.{op_name}: weights must be 4-D (O, C, KH, KW), got shape "
+            f"{tuple(w_shape)}"
+        )
+    if x_shape[channel] != w_shape[1]:
+        raise ShapeError(
+            f"ppto.{op_name}: input {tuple(x_shape)} in layout {layout!r} has "
+            f"{x_shape[channel]} channels but the weights {tuple(w_shape)} (OIHW) "
+            f"expect {w_shape[1]}: pass the layout the data is in, or weights of "
+            f"shape (O, {x_shape[channel]}, KH, KW)"
+        )
+    stride = pair(op_name, "stride", stride)
+    padding = pair(op_name, "padding", padding)
+    counts = windowed_shape(op_name, x_shape, w_shape[2:], stride, padding, layout)
+    out_shape = list(counts)
+    out_shape[channel] = w_shape[0]
+    return stride, padding, tuple(out_shape)
+
+
+@primitive(
+    "(Tensor[...], Tensor[O,C,KH,KW]) -> Tensor[...]",
+    tangent="bilinear",
+    keeps_layout=True,
+)
+def conv2d(xp, x, w, stride=1, padding=0, layout=None):
+    """2-D cross-correlation of images x (NCHW or NHWC, per ``layout``) with weights
+    w (O, C, KH, KW), zero ``padding`` and ``stride`` (ints or (rows, columns) pairs).
+
+    The result has O channels and stays in x's layout.
+    """
+    stride, padding, _ = conv_geometry(
+        "conv2d", x.shape, w.shape, stride, padding, layout
+    )
+    channel, _, _ = IMAGE_AXES[layout]
+    patches = windows(
+        xp, pad_image(xp, x, padding, layout), w.shape[2:], stride, layout
+    )
+    out = xp.tensordot(patches, w, axes=((channel, 4, 5), (1, 2, 3)))
+    return xp.moveaxis(out, -1, channel)
+
+
+@conv2d.grad_rule
+def _(x, w, stride=1, padding=0, layout=None):
+    def backward(dY):
+        return (
+            conv2d_backward_input(dY, w, x, stride, padding, layout),
+            conv2d_backward_weight(x, dY, w, stride, padding, layout),
+        )
+
+    return backward
+
+
+@primitive(
+    "(Tensor[...], Tensor[O,C,KH,KW]) -> Tensor[...]",
+    tangent="bilinear",
+    keeps_layout=True,
+)
+def conv2d_backward_input(xp, dY, w, like, stride=1, padding=0, layout=None):
+    """The gradient of conv2d with respect to its input, of ``like``'s shape: the
+    transposed convolution of dY with w."""
+    stride, padding, out_shape = conv_geometry(
+        "conv2d_backward_input", like.shape, w.shape, stride, padding, layout
+    )
+    expect_shape("conv2d_backward_input", "dY", dY.shape, out_shape, layout)
+    channel, row_axis, col_axis = IMAGE_AXES[layout]
+    # Each window's contribution, moved into the layout ``windows`` gives.
+    parts = xp.moveaxis(xp.tensordot(dY, w, axes=((channel,), (0,))), 3, channel)
+    padded = list(like.shape)
+    padded[row_axis] += 2 * padding[0]
+    padded[col_axis] += 2 * padding[1]
+    return crop_image(
+        scatter_windows(xp, parts, padded, stride, layout), padding, layout
+    )
+
+
+@conv2d_backward_input.grad_rule
+def _(dY, w, like, stride=1, padding=0, layout=None):
+    def backward(dX):
+        return (
+            conv2d(dX, w, stride, padding, layout),
+            conv2d_backward_weight(dX, dY, w, stride, padding, layout),
+        )
+
+    return backward
+
+
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[O,C,KH,KW]", tangent="bilinear")
+def conv2d_backward_weight(xp, x, dY, like, stride=1, padding=0, layout=None):
+    """The gradient of conv2d with respect to its weights, of ``like``'s shape: the
+    correlation of x's windows with dY, summed over the batch and positions."""
+    stride, padding, out_shape = conv_geometry(
+        "conv2d_backward_weight", x.shape, like.shape, stride, padding, layout
+    )
+    expect_shape("conv2d_backward_weight", "dY", dY.shape, out_shape, layout)
+    _, row_axis, col_axis = IMAGE_AXES[layout]
+    patches = windows(
+        xp, pad_image(xp, x, padding, layout), like.shape[2:], stride, layout
+    )
+    summed = (0, row_axis, col_axis)
+    return xp.tensordot(dY, patches, axes=(summed, summed))
+
+
+@conv2d_backward_weight.grad_rule
+def _(x, dY, like, stride=1, padding=0, layout=None):
+    def backward(dW):
+        return (
+            conv2d_backward_input(dY, dW, x, stride, padding, layout),
+            conv2d(x, dW, stride, padding, layout),
+        )
+
+    return backward
+
+
+# --- pooling ----------------------------------------------------------------------
+
+
+def pool_geometry(op_name, shape, kernel_size, stride, layout):
+    """(kernel, stride, output shape) of a pooling; stride defaults to the kernel."""
+    kernel = pair(op_name, "kernel_size", kernel_size)
+    stride = kernel if stride is None else pair(op_name, "stride", stride)
+    out_shape = windowed_shape(op_name, shape, kernel, stride, (0, 0), layout)
+    return kernel, stride, out_shape
+
+
+def window_maxima(xp, x, kernel, stride, layout, dtype):
+    """Weights on each window's maxima, shaped like ``windows``: 1 shared equally
+    among ties, 0 elsewhere."""
+    patches = windows(xp, x, kernel, stride, layout)
+    hit = (patches == xp.max(patches, axis=(-2, -1), keepdims=True)).astype(dtype)
+    return hit / xp.sum(hit, axis=(-2, -1), keepdims=True)
+
+
+@primitive(SAME, keeps_layout=True)
+def max_pool2d(xp, x, kernel_size, stride=None, layout=None):
+    """The maximum of each window of x (NCHW or NHWC), without padding; ``stride``
+    defaults to ``kernel_size``."""
+    kernel, stride, _ = pool_geometry(
+        "max_pool2d", x.shape, kernel_size, stride, layout
+    )
+    return xp.max(windows(xp, x, kernel, stride, layout), axis=(-2, -1))
+
+
+@max_pool2d.grad_rule
+def _(x, kernel_size, stride=None, layout=None):
+    def backward(dY):
+        return max_pool2d_backward(dY, x, kernel_size, stride, layout)
+
+    return backward
+
+
+@max_pool2d.jvp_rule
+def _(x, kernel_size, stride=None, layout=None):
+    def tangent(dx):
+        return max_pool2d_tangent(dx, x, kernel_size, stride, layout)
+
+    return tangent
+
+
+@primitive(PAIR, tangent="linear", keeps_layout=True, nondiff=("x",))
+def max_pool2d_backward(xp, dY, x, kernel_size, stride=None, layout=None):
+    """The gradient of max_pool2d at x: each window's dY sent to its maxima (shared
+    equally among ties, which makes it an exact subgradient). Linear in dY; x only
+    selects, so it is not differentiated."""
+    name = "max_pool2d_backward"
+    kernel, stride, out_shape = pool_geometry(
+        name, x.shape, kernel_size, stride, layout
+    )
+    expect_shape(name, "dY", dY.shape, out_shape, layout)
+    weights = window_maxima(xp, x, kernel, stride, layout, dY.dtype)
+    return scatter_windows(xp, weights * dY[..., None, None], x.shape, stride, layout)
+
+
+@max_pool2d_backward.grad_rule
+def _(dY, x, kernel_size, stride=None, layout=None):
+    def backward(dX):
+        return max_pool2d_tangent(dX, x, kernel_size, stride, layout), None
+
+    return backward
+
+
+@primitive(PAIR, tangent="linear", keeps_layout=True, nondiff=("x",))
+def max_pool2d_tangent(xp, dx, x, kernel_size, stride=None, layout=None):
+    """The tangent of max_pool2d at x: per window, the mean of dx over x's maxima.
+    The adjoint of max_pool2d_backward; x only selects, so it is not differentiated."""
+    name = "max_pool2d_tangent"
+    kernel, stride, _ = pool_geometry(name, x.shape, kernel_size, stride, layout)
+    expect_shape(name, "dx", dx.shape, x.shape, layout)
+    weights = window_maxima(xp, x, kernel, stride, layout, dx.dtype)
+    return xp.sum(windows(xp, dx, kernel, stride, layout) * weights, axis=(-2, -1))
+
+
+@max_pool2d_tangent.grad_rule
+def _(dx, x, kernel_size, stride=None, layout=None):
+    def backward(dY):
+        return max_pool2d_backward(dY, x, kernel_size, stride, layout), None
+
+    return backward
+
+
+@primitive(SAME, tangent="linear", keeps_layout=True)
+def avg_pool2d(xp, x, kernel_size, stride=None, layout=None):
+    """The mean of each window of x (NCHW or NHWC), without padding; ``stride``
+    defaults to ``kernel_size``."""
+    kernel, stride, _ = pool_geometry(
+        "avg_pool2d", x.shape, kernel_size, stride, layout
+    )
+    return xp.mean(windows(xp, x, kernel, stride, layout), axis=(-2, -1))
+
+
+@avg_pool2d.grad_rule
+def _(x, kernel_size, stride=None, layout=None):
+    def backward(dY):
+        return avg_pool2d_backward(dY, x, kernel_size, stride, layout)
+
+    return backward
+
+
+@primitive(SAME, tangent="linear", keeps_layout=True)
+def avg_pool2d_backward(xp, dY, like, kernel_size, stride=None, layout=None):
+    """The gradient of avg_pool2d, of ``like``'s shape: each window's dY spread
+    evenly over the window."""
+    name = "avg_pool2d_backward"
+    kernel, stride, out_shape = pool_geometry(
+        name, like.shape, kernel_size, stride, layout
+    )
+    expect_shape(name, "dY", dY.shape, out_shape, layout)
+    share = dY[..., None, None] / (kernel[0] * kernel[1])
+    parts = xp.broadcast_to(share, tuple(dY.shape) + kernel)
+    return scatter_windows(xp, parts, tuple(like.shape), stride, layout)
+
+
+@avg_pool2d_backward.grad_rule
+def _(dY, like, kernel_size, stride=None, layout=None):
+    def backward(dX):
+        return avg_pool2d(dX, kernel_size, stride, layout)
+
+    return backward

@@ -1,0 +1,233 @@
+"""Behaviour of the nn family beyond the operator table: convolution and pooling
+against naive loops in both layouts, layout handling, numerical stability of softmax,
+tie sharing in max pooling, second order through the rules, and shape errors."""
+
+import numpy as np
+import pytest
+
+import ppto
+
+RNG = np.random.default_rng(2024)
+
+
+def to_nhwc(x):
+    return np.transpose(x, (0, 2, 3, 1))
+
+
+def to_nchw(x):
+    return np.transpose(x, (0, 3, 1, 2))
+
+
+def naive_conv2d(x, w, stride, padding):
+    """NCHW cross-correlation, one output element at a time."""
+    (sh, sw), (ph, pw) = stride, padding
+    x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    batch, _, height, width = x.shape
+    out_channels, _, kh, kw = w.shape
+    out = np.zeros(
+        (batch, out_channels, (height - kh) // sh + 1, (width - kw) // sw + 1)
+    )
+    for n, o, i, j in np.ndindex(out.shape):
+        window = x[n, :, i * sh : i * sh + kh, j * sw : j * sw + kw]
+        out[n, o, i, j] = np.sum(window * w[o])
+    return out
+
+
+def naive_pool(x, kernel, stride, reduce):
+    """NCHW pooling, one window at a time."""
+    (kh, kw), (sh, sw) = kernel, stride
+    batch, channels, height, width = x.shape
+    out = np.zeros((batch, channels, (height - kh) // sh + 1, (width - kw) // sw + 1))
+    for n, c, i, j in np.ndindex(out.shape):
+        out[n, c, i, j] = reduce(x[n, c, i * sh : i * sh + kh, j * sw : j * sw + kw])
+    return out
+
+
+CONV_CASES = [
+    ((2, 2, 5, 5), (3, 2, 3, 3), (1, 1), (0, 0)),
+    ((2, 2, 5, 5), (3, 2, 3, 3), (2, 2), (1, 1)),
+    ((1, 3, 6, 7), (2, 3, 2, 3), (2, 1), (0, 2)),
+    ((2, 1, 4, 4), (2, 1, 4, 4), (1, 1), (0, 0)),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, stride, padding", CONV_CASES)
+def test_conv2d_matches_naive_loop_in_both_layouts(x_shape, w_shape, stride, padding):
+    x, w = RNG.standard_normal(x_shape), RNG.standard_normal(w_shape)
+    expected = naive_conv2d(x, w, stride, padding)
+    nchw = ppto.conv2d(x, w, stride=stride, padding=padding, layout="nchw")
+    nhwc = ppto.conv2d(to_nhwc(x), w, stride=stride, padding=padding, layout="nhwc")
+    np.testing.assert_allclose(np.asarray(nchw), expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(to_nchw(np.asarray(nhwc)), expected, rtol=1e-12)
+
+
+def test_int_stride_and_padding_mean_both_axes():
+    x, w = RNG.standard_normal((2, 2, 5, 5)), RNG.standard_normal((3, 2, 3, 3))
+    np.testing.assert_allclose(
+        np.asarray(ppto.conv2d(x, w, stride=2, padding=1)),
+        naive_conv2d(x, w, (2, 2), (1, 1)),
+        rtol=1e-12,
+    )
+
+
+def test_layout_comes_from_the_input_tensor_and_is_kept():
+    x, w = RNG.standard_normal((2, 5, 5, 2)), RNG.standard_normal((3, 2, 3, 3))
+    image = ppto.tensor(x, layout="nhwc")
+    out = ppto.conv2d(image, w, stride=2, padding=1)
+    assert out.layout == "nhwc"
+    assert out.shape == (2, 3, 3, 3)
+    expected = ppto.conv2d(to_nchw(x), w, stride=2, padding=1, layout="nchw")
+    np.testing.assert_allclose(to_nchw(np.asarray(out)), np.asarray(expected))
+    assert ppto.max_pool2d(image, 2).layout == "nhwc"
+    assert ppto.avg_pool2d(image, 2).layout == "nhwc"
+    assert ppto.conv2d(ppto.tensor(to_nchw(x), layout="nchw"), w).layout == "nchw"
+
+
+def test_input_gradient_keeps_the_layout_and_weight_gradient_has_none():
+    x = ppto.tensor(RNG.standard_normal((2, 5, 5, 2)), layout="nhwc")
+    w = ppto.tensor(RNG.standard_normal((3, 2, 3, 3)))
+    dY = ppto.tensor(RNG.standard_normal((2, 3, 3, 3)), layout="nhwc")
+    dx, dw = ppto.get_grad_rule(ppto.conv2d)(x, w)(dY)
+    assert dx.layout == "nhwc" and dx.shape == x.shape
+    assert dw.layout is None and dw.shape == w.shape
+
+
+POOL_CASES = [
+    ((2, 2, 4, 4), 2, None),
+    ((2, 3, 5, 5), 3, 2),
+    ((1, 2, 5, 6), (2, 3), (1, 2)),
+]
+
+
+@pytest.mark.parametrize("shape, kernel_size, stride", POOL_CASES)
+@pytest.mark.parametrize(
+    "name, reduce", [("max_pool2d", np.max), ("avg_pool2d", np.mean)]
+)
+def test_pooling_matches_naive_loop_in_both_layouts(
+    name, reduce, shape, kernel_size, stride
+):
+    pool = getattr(ppto, name)
+    x = RNG.standard_normal(shape)
+    kernel = (kernel_size,) * 2 if isinstance(kernel_size, int) else kernel_size
+    steps = (
+        kernel
+        if stride is None
+        else (stride,) * 2
+        if isinstance(stride, int)
+        else stride
+    )
+    expected = naive_pool(x, kernel, steps, reduce)
+    nchw = pool(x, kernel_size, stride, layout="nchw")
+    nhwc = pool(to_nhwc(x), kernel_size, stride, layout="nhwc")
+    np.testing.assert_allclose(np.asarray(nchw), expected, rtol=1e-12)
+    np.testing.assert_allclose(to_nchw(np.asarray(nhwc)), expected, rtol=1e-12)
+
+
+def test_max_pool_shares_the_gradient_among_tied_maxima():
+    x = np.array([[[[1.0, 1.0], [0.0, 1.0]]]])
+    dY = ppto.tensor([[[[3.0]]]])
+    dx = ppto.get_grad_rule(ppto.max_pool2d)(x, 2)(dY)
+    np.testing.assert_allclose(np.asarray(dx), [[[[1.0, 1.0], [0.0, 1.0]]]])
+    np.testing.assert_allclose(
+        np.asarray(ppto.max_pool2d_tangent(x, x, 2)), [[[[1.0]]]]
+    )
+
+
+def test_softmax_sums_to_one_and_does_not_overflow():
+    x = RNG.standard_normal((4, 6)) * 3
+    out = np.asarray(ppto.softmax(x))
+    np.testing.assert_allclose(out.sum(axis=-1), np.ones(4))
+    big = np.asarray(ppto.softmax(np.full((2, 3), 1000.0)))
+    np.testing.assert_allclose(big, np.full((2, 3), 1 / 3))
+    assert np.all(np.isfinite(np.asarray(ppto.softmax(np.array([1000.0, -1000.0])))))
+    along_first = np.asarray(ppto.softmax(x, axis=0))
+    np.testing.assert_allclose(along_first.sum(axis=0), np.ones(6))
+
+
+def test_log_softmax_is_stable_and_is_the_log_of_softmax():
+    x = np.array([[1000.0, 0.0, -1000.0], [1.0, 2.0, 3.0]])
+    out = np.asarray(ppto.log_softmax(x))
+    assert np.all(np.isfinite(out[:, :2]))
+    np.testing.assert_allclose(out[0, :2], [0.0, -1000.0])
+    np.testing.assert_allclose(np.exp(out[1]), np.asarray(ppto.softmax(x))[1])
+
+
+def test_one_hot():
+    out = ppto.one_hot(np.array([[0, 2], [1, 5]]), 3)
+    assert out.dtype == np.float64 and out.shape == (2, 2, 3)
+    np.testing.assert_array_equal(
+        np.asarray(out), [[[1, 0, 0], [0, 0, 1]], [[0, 1, 0], [0, 0, 0]]]
+    )
+    assert ppto.one_hot(np.array([1]), 2, dtype="int32").dtype == np.int32
+
+
+# Second order: the backward rule itself, evaluated through ppto operators, is checked
+# by the gradient checker (rules of the rules, and their dot-product identity).
+# Pooling gradients depend on x only through which elements are maxima (or not at
+# all), so they are differentiated with respect to dY alone.
+SECOND_ORDER = [
+    ("softmax", (2, 5), {"axis": -1}, (0, 1)),
+    ("log_softmax", (3, 4), {"axis": 0}, (0, 1)),
+    ("max_pool2d", (1, 2, 4, 4), {"kernel_size": 2, "layout": "nchw"}, (1,)),
+    (
+        "avg_pool2d",
+        (1, 4, 4, 2),
+        {"kernel_size": 3, "stride": 1, "layout": "nhwc"},
+        (1,),
+    ),
+]
+
+
+@pytest.mark.parametrize("name, shape, params, wrt", SECOND_ORDER)
+def test_backward_rules_are_differentiable(name, shape, params, wrt):
+    op = getattr(ppto, name)
+    x = ppto.tensor(RNG.permutation(np.prod(shape)).reshape(shape) * 0.1)
+    dY = ppto.tensor(RNG.standard_normal(op(x, **params).shape))
+    rule = ppto.get_grad_rule(op)
+    report = ppto.check_grad(lambda a, g: rule(a, **params)(g), x, dY, wrt=wrt)
+    assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_conv2d_backward_rule_is_differentiable(layout):
+    shape = (2, 2, 5, 5) if layout == "nchw" else (2, 5, 5, 2)
+    x, w = RNG.standard_normal(shape), RNG.standard_normal((3, 2, 3, 3))
+    params = {"stride": 2, "padding": 1, "layout": layout}
+    dY = RNG.standard_normal(np.shape(ppto.conv2d(x, w, **params)))
+    rule = ppto.get_grad_rule(ppto.conv2d)
+    # The input's gradient is bilinear in (w, dY), the weights' in (x, dY).
+    for part, wrt in ((0, (1, 2)), (1, (0, 2))):
+        report = ppto.check_grad(
+            lambda a, b, g: rule(a, b, **params)(g)[part], x, w, dY, wrt=wrt
+        )
+        assert report.ok, f"gradient {part}\n{report}"
+
+
+def test_channel_mismatch_names_conv2d_the_layout_and_both_shapes():
+    x, w = np.zeros((2, 5, 5, 2)), np.zeros((3, 2, 3, 3))
+    with pytest.raises(ppto.ShapeError, match="conv2d") as caught:
+        ppto.conv2d(x, w)
+    assert "'nchw'" in str(caught.value) and "(2, 5, 5, 2)" in str(caught.value)
+    with pytest.raises(ppto.ShapeError, match=r"\(3, 2, 3, 3\)"):
+        ppto.conv2d(np.zeros((2, 3, 5, 5)), w)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: ppto.conv2d(np.zeros((2, 2, 5)), np.zeros((3, 2, 3, 3))), "4-D"),
+        (lambda: ppto.conv2d(np.zeros((1, 2, 2, 2)), np.zeros((1, 2, 3, 3))), "fit"),
+        (lambda: ppto.conv2d(np.zeros((1, 2, 5, 5)), np.zeros((1, 2, 3))), "conv2d"),
+        (lambda: ppto.max_pool2d(np.zeros((1, 1, 4, 4)), 2, layout="hwcn"), "layout"),
+        (lambda: ppto.avg_pool2d(np.zeros((1, 1, 4, 4)), 2, stride=0), "stride"),
+        (
+            lambda: ppto.conv2d_backward_input(
+                np.zeros((1, 3, 2, 2)), np.zeros((3, 2, 3, 3)), np.zeros((1, 2, 5, 5))
+            ),
+            "dY",
+        ),
+    ],
+)
+def test_bad_image_arguments_raise_shape_errors(call, message):
+    with pytest.raises(ppto.ShapeError, match=message):
+        call()
