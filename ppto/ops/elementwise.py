@@ -1,8 +1,8 @@
 """Elementwise operators: arithmetic, transcendental functions, activations, selection.
 
 Binary operators broadcast like NumPy; their gradients are reduced back to each input's
-shape by ``unbroadcast``. Unary operators have diagonal (so symmetric) Jacobians: their tangent
-rules are derived from the backward rules.
+shape by ``unbroadcast``. Unary operators have diagonal (so symmetric) Jacobians:
+their tangent rules are derived from the backward rules.
 """
 
 from ppto.ops.primitive import primitive

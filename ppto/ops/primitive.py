@@ -242,7 +242,7 @@ def _is_symbolic(value: Any) -> bool:
 def primitive(signature: str, **options: Any) -> Callable[[Callable], Primitive]:
     """Decorator that defines and registers a primitive from its generic implementation.
 
-    >>> @primitive("(Tensor[...]) -> Tensor[...]", mode="broadcast", tangent="symmetric")
+    >>> @primitive("(Tensor[...]) -> Tensor[...]", tangent="symmetric")
     ... def exp(xp, x):
     ...     return xp.exp(x)
     """
