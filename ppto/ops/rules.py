@@ -34,7 +34,13 @@ class Rule:
         self.op = op
         self.fn = fn
         self.kind = kind
-        self.takes_out = "out" in inspect.signature(fn).parameters
+        parameters = inspect.signature(fn).parameters
+        self.takes_out = "out" in parameters
+        self.accepted = {
+            name
+            for name, p in parameters.items()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        }
         self._source = source
 
     @property
@@ -45,10 +51,16 @@ class Rule:
         return self._source
 
     def closure(self, inputs: list, params: dict, out: Any) -> Callable:
-        """The rule's ``backward`` / ``tangent`` for one application of the operator."""
+        """The rule's ``backward`` / ``tangent`` for one application of the operator.
+
+        Arguments are passed by name, and only those the rule declares, so a user's
+        rule may leave out parameters it does not need.
+        """
+        values = dict(zip(self.op.input_names, inputs))
+        values.update(params)
         if self.takes_out:
-            return self.fn(*inputs, **params, out=out)
-        return self.fn(*inputs, **params)
+            values["out"] = out
+        return self.fn(**{k: v for k, v in values.items() if k in self.accepted})
 
     def __call__(self, *args: Any, **kwargs: Any) -> Callable:
         out = kwargs.pop("out", None)

@@ -1,0 +1,327 @@
+"""The differentiation API: ``grad``, ``value_and_grad``, ``vjp`` and ``show_grad``.
+
+Each transformed function is generated once per (wrt, argument ranks) and compiled
+once per device kind; a call unwraps tensors once, moves arguments to one device
+(recorded in the ledger), runs the generated code on raw arrays and wraps the results
+once. Gradients come back on the device of their argument.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ppto.errors import GradError
+from ppto.ops.primitive import OperatorDef
+from ppto.runtime.device import CPU, Device
+from ppto.runtime.dispatch import gather_inputs
+from ppto.runtime.tensor import Tensor, move
+from ppto.transform.pipeline import build
+
+
+def _target_function(f: Callable) -> Callable:
+    """The Python function whose source is transformed."""
+    if isinstance(f, OperatorDef):
+        function = getattr(f, "function", None)
+        if function is not None and f.backward_rule is None:
+            return function
+        return _operator_wrapper(f)
+    if not callable(f):
+        raise GradError(f"ppto.grad needs a function, got {type(f).__name__}")
+    return f
+
+
+_WRAPPERS: dict[int, Callable] = {}
+
+
+def _operator_wrapper(op: OperatorDef) -> Callable:
+    """A one-line function calling ``op``, so an operator can be differentiated like
+    any function (its rule is then inlined)."""
+    if id(op) in _WRAPPERS:
+        return _WRAPPERS[id(op)]
+    import linecache
+
+    signature = op.python_signature
+    parameters = ", ".join(
+        str(p).split(":")[0].split("=")[0].strip()
+        for p in signature.parameters.values()
+    )
+    header = str(signature).split(" ->")[0].strip("()")
+    source = f"def {op.name}({header}):\n    return __op({parameters})\n"
+    filename = f"<ppto operator {op.name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"__op": op}
+    exec(compile(source, filename, "exec"), namespace)
+    wrapper = namespace[op.name]
+    _WRAPPERS[id(op)] = wrapper
+    return wrapper
+
+
+class _Call:
+    """One call's arguments, bound to the function's parameters."""
+
+    def __init__(self, function: Callable, args: tuple, kwargs: dict) -> None:
+        signature = inspect.signature(function)
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise GradError(f"{function.__name__}{signature}: {error}") from error
+        bound.apply_defaults()
+        self.names = list(signature.parameters)
+        self.values = [bound.arguments[name] for name in self.names]
+
+
+def _wrt_names(function: Callable, wrt) -> list[str]:
+    names = list(inspect.signature(function).parameters)
+    items = wrt if isinstance(wrt, (tuple, list)) else (wrt,)
+    resolved = []
+    for item in items:
+        if isinstance(item, str):
+            if item not in names:
+                raise GradError(
+                    f"{function.__name__} has no parameter named {item!r}; "
+                    f"its parameters are {', '.join(names)}"
+                )
+            resolved.append(item)
+        elif isinstance(item, int) and -len(names) <= item < len(names):
+            resolved.append(names[item])
+        else:
+            raise GradError(
+                f"wrt={item!r} does not name a parameter of "
+                f"{function.__name__} ({', '.join(names)})"
+            )
+    return resolved
+
+
+def _is_array(value) -> bool:
+    return (
+        isinstance(value, Tensor)
+        or hasattr(value, "__array_interface__")
+        or (type(value).__module__.startswith("cupy"))
+    )
+
+
+def _check_differentiable(name: str, value: Any) -> None:
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        if isinstance(value, bool) or isinstance(value, int):
+            raise GradError(
+                f"cannot differentiate with respect to {name!r}: it is the "
+                f"integer {value!r}; pass a float such as {float(value)!r}"
+            )
+        if not isinstance(value, float):
+            raise GradError(
+                f"cannot differentiate with respect to {name!r}: a "
+                f"{type(value).__name__} is not a number or an array"
+            )
+        return
+    if np.dtype(dtype).kind != "f":
+        raise GradError(
+            f"cannot differentiate with respect to {name!r}: its dtype is "
+            f"{dtype}; integer and boolean arrays have no gradient, convert "
+            f"with .astype('float64')"
+        )
+
+
+class Transformed:
+    """A differentiated function; calling it runs generated code."""
+
+    def __init__(self, f: Callable, wrt, mode: str, with_value: bool) -> None:
+        self.f = f
+        self.function = _target_function(f)
+        self.wrt = _wrt_names(self.function, wrt)
+        self.single = not isinstance(wrt, (tuple, list))
+        self.mode = mode
+        self.with_value = with_value
+        self._programs: dict = {}
+        self.__name__ = getattr(self.function, "__name__", "f") + "_grad"
+        self.__wrapped__ = self.function
+
+    def program(self, ranks: tuple):
+        key = ranks
+        if key not in self._programs:
+            names = list(inspect.signature(self.function).parameters)
+            rank_map = {n: r for n, r in zip(names, ranks) if r is not None}
+            program = build(self.function, self.wrt, rank_map, self.mode)
+            namespace = program.compile(self.__name__)
+            self._programs[key] = (program, namespace)
+        return self._programs[key]
+
+    def prepare(self, args: tuple, kwargs: dict):
+        call = _Call(self.function, args, kwargs)
+        for name in self.wrt:
+            _check_differentiable(name, call.values[call.names.index(name)])
+        arrays = [i for i, v in enumerate(call.values) if _is_array(v)]
+        devices = [_device_of(call.values[i]) for i in arrays]
+        raws, device = gather_inputs(
+            f"grad of {self.__name__}", [call.values[i] for i in arrays]
+        )
+        values = list(call.values)
+        for position, raw in zip(arrays, raws):
+            values[position] = Tensor(raw, device)
+        ranks = tuple(getattr(v, "ndim", None) for v in call.values)
+        return call, values, ranks, dict(zip(arrays, devices)), device
+
+    def __call__(self, *args: Any, **kwargs: Any):
+        call, values, ranks, devices, device = self.prepare(args, kwargs)
+        _, namespace = self.program(ranks)
+        value, grads = namespace[self._entry(ranks)](*values)
+        if not self.with_value:
+            _require_scalar(value, self.__name__)
+        grads = (grads,) if len(self.wrt) == 1 else tuple(grads)
+        placed = tuple(
+            _place(
+                g,
+                devices.get(call.names.index(n), device),
+                device,
+                call.values[call.names.index(n)],
+            )
+            for g, n in zip(grads, self.wrt)
+        )
+        result = placed[0] if self.single else placed
+        return (_as_tensor(value, device), result) if self.with_value else result
+
+    def _entry(self, ranks) -> str:
+        return self._programs[ranks][0].entry
+
+
+def _device_of(value) -> Device:
+    if isinstance(value, Tensor):
+        return value.device
+    from ppto.runtime.tensor import device_of
+
+    return device_of(value) or CPU
+
+
+def _require_scalar(value, name: str) -> None:
+    size = getattr(value, "size", 1)
+    if size != 1:
+        shape = tuple(getattr(value, "shape", ()))
+        raise GradError(
+            f"ppto.grad needs a function with a scalar result, but "
+            f"{name.removesuffix('_grad')} returned shape {shape}: reduce it "
+            f"(e.g. .sum()) or use ppto.vjp for non-scalar results"
+        )
+
+
+def _as_tensor(value, device: Device):
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, tuple):
+        return tuple(_as_tensor(v, device) for v in value)
+    if _is_array(value):
+        return Tensor(value, device)
+    return Tensor(np.asarray(value), CPU)
+
+
+def _place(gradient, home: Device, device: Device, argument):
+    gradient = _as_tensor(gradient, device)
+    if gradient.device != home:
+        gradient = Tensor(
+            move(gradient.data, gradient.device, home, "gradient", True), home
+        )
+    return gradient
+
+
+def grad(f: Callable, wrt: int | str | Sequence = 0) -> Transformed:
+    """The gradient of a scalar function, by source transformation.
+
+    >>> def f(x):
+    ...     return np.sum(np.sin(x) * x)
+    >>> df = ppto.grad(f)
+    >>> df(ppto.tensor([0.0, 1.0]))     # doctest: +SKIP
+    """
+    return Transformed(f, wrt, "combined", with_value=False)
+
+
+def value_and_grad(f: Callable, wrt: int | str | Sequence = 0) -> Transformed:
+    """Like ``grad`` but returns ``(value, gradients)``."""
+    return Transformed(f, wrt, "combined", with_value=True)
+
+
+def show_grad(
+    f: Callable,
+    *args: Any,
+    wrt: int | str | Sequence = 0,
+    file=None,
+    lowered: bool = False,
+) -> str:
+    """Print and return the generated backward source of ``f``.
+
+    With example ``args``, the source is the one specialised for their ranks (the code
+    that runs for them).
+    """
+    transformed = Transformed(f, wrt, "combined", with_value=True)
+    ranks = (
+        tuple(
+            getattr(v, "ndim", None)
+            for v in _Call(transformed.function, args, {}).values
+        )
+        if args
+        else None
+    )
+    if ranks is None:
+        names = list(inspect.signature(transformed.function).parameters)
+        ranks = (None,) * len(names)
+    program, _ = transformed.program(ranks)
+    text = program.source()
+    print(text, file=file)
+    return text
+
+
+def vjp(f: Callable, *args: Any, **kwargs: Any):
+    """``(out, pullback)``: ``pullback(cotangent)`` returns the gradient for every
+    argument (``None`` for arguments that are not floating point). ``out`` may be a
+    tuple; the cotangent then is a tuple of the same structure."""
+    function = _target_function(f)
+    call = _Call(function, args, kwargs)
+    wrt = [name for name, value in zip(call.names, call.values) if _is_float(value)]
+    if not wrt:
+        raise GradError(f"vjp: {function.__name__} has no floating point argument")
+    transformed = Transformed(f, wrt, "split", with_value=True)
+    call, values, ranks, devices, device = transformed.prepare(args, kwargs)
+    program, namespace = transformed.program(ranks)
+    forward_name, backward_name = program.entries
+    out, saved = namespace[forward_name](*values)
+    backward = namespace[backward_name]
+
+    def pullback(cotangent):
+        raw = _cotangent_on(cotangent, device)
+        grads = backward(saved, raw)
+        grads = (grads,) if len(wrt) == 1 else tuple(grads)
+        by_name = dict(zip(wrt, grads))
+        return tuple(
+            _place(by_name[name], devices.get(i, device), device, value)
+            if name in by_name
+            else None
+            for i, (name, value) in enumerate(zip(call.names, call.values))
+        )
+
+    return _as_tensor(out, device), pullback
+
+
+def _is_float(value) -> bool:
+    if isinstance(value, float):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and np.dtype(dtype).kind == "f"
+
+
+def _cotangent_on(cotangent, device: Device):
+    if isinstance(cotangent, tuple):
+        return tuple(_cotangent_on(c, device) for c in cotangent)
+    if isinstance(cotangent, Tensor):
+        if cotangent.device != device:
+            return Tensor(
+                move(cotangent.data, cotangent.device, device, "pullback", True), device
+            )
+        return cotangent
+    raws, _ = gather_inputs("pullback", [np.asarray(cotangent)])
+    return (
+        Tensor(raws[0], device)
+        if device == CPU
+        else Tensor(move(raws[0], CPU, device, "pullback", True), device)
+    )

@@ -1,0 +1,82 @@
+"""``@ppto.operator``: a user function registered as an operator.
+
+It runs as the plain Python function it is; to the transformer it is an operator
+whose derivative comes from its custom rule (``@ppto.grad_rule``) if it has one, and
+otherwise from differentiating its body. ``show_op`` describes it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from ppto.ops.primitive import OperatorDef, camel_case
+from ppto.ops.signature import Signature, TensorPattern
+from ppto.registration import note_definition
+
+USER_OPERATORS: dict[str, CompositeOperator] = {}
+
+
+class CompositeOperator(OperatorDef):
+    """A user function as an operator (see the module docstring)."""
+
+    def __init__(self, function: Callable) -> None:
+        super().__init__()
+        self.function = function
+        self.name = function.__name__
+        self.python_signature = inspect.signature(function)
+        parameters = list(self.python_signature.parameters.values())
+        self.input_names = tuple(
+            p.name
+            for p in parameters
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        )
+        self.param_names = tuple(p.name for p in parameters if p.kind == p.KEYWORD_ONLY)
+        self.defaults = {
+            p.name: p.default for p in parameters if p.default is not p.empty
+        }
+        patterns = tuple(TensorPattern(None, False) for _ in self.input_names)
+        self.signature = Signature(patterns, _annotation_text(self.python_signature))
+        self.__doc__ = function.__doc__
+        self.__name__ = function.__name__
+        self.__wrapped__ = function
+
+    @property
+    def display_name(self) -> str:
+        return camel_case(self.name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
+
+    def bind(self, args: tuple, kwargs: dict) -> tuple[list, dict]:
+        bound = self.python_signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        inputs = [bound.arguments[name] for name in self.input_names]
+        params = {name: bound.arguments[name] for name in self.param_names}
+        return inputs, params
+
+    def __repr__(self) -> str:
+        return (
+            f"<ppto operator {self.name} (user function {self.function.__qualname__})>"
+        )
+
+
+def _annotation_text(signature: inspect.Signature) -> str:
+    annotation = signature.return_annotation
+    if annotation is signature.empty:
+        return "Tensor"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def operator(function: Callable) -> CompositeOperator:
+    """Register ``function`` as an operator (see the module docstring).
+
+    >>> @ppto.operator
+    ... def softsign(x):
+    ...     return x / (1 + ppto.abs(x))
+    """
+    op = CompositeOperator(function)
+    USER_OPERATORS[f"{function.__module__}.{function.__qualname__}"] = op
+    note_definition(op, function.__module__)
+    return op

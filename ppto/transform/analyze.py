@@ -1,0 +1,215 @@
+"""Activity analysis and rank inference over the normalized program.
+
+A value is *varied* if it depends on a differentiated parameter through differentiable
+operators, *useful* if the result depends on it; only values that are both get
+adjoints. A value computed by something ppto cannot differentiate from a varied value
+is *tainted*: using it on the way to the result would give a silently wrong gradient,
+so that raises ``TransformError`` at its line. Ranks (numbers of axes) are propagated
+from the arguments where they are known, so rules can be specialised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import gast
+
+from ppto.errors import GradError
+from ppto.transform import ir
+
+
+@dataclass
+class Activity:
+    varied: set = field(default_factory=set)
+    useful: set = field(default_factory=set)
+    tainted: dict = field(default_factory=dict)  # name -> Passive statement
+    blocked: list = field(default_factory=list)  # nondifferentiable ops on the way
+    ranks: dict = field(default_factory=dict)
+
+    def active(self, name) -> bool:
+        return isinstance(name, str) and name in self.varied and name in self.useful
+
+
+def analyze(body: list, wrt: list[str], ranks: dict, source) -> Activity:
+    activity = Activity(varied=set(wrt), ranks=dict(ranks))
+    _forward(body, activity)
+    _backward(body, activity)
+    _check_taint(body, activity, source)
+    return activity
+
+
+def _any_varied(operands, activity) -> bool:
+    return bool(ir.operand_names(operands) & activity.varied)
+
+
+def _forward(body, activity: Activity) -> None:
+    for statement in body:
+        if isinstance(statement, ir.If):
+            _forward(statement.body, activity)
+            _forward(statement.orelse, activity)
+        elif isinstance(statement, ir.Apply):
+            op = statement.op
+            slots = [
+                value
+                for name, value in zip(op.input_names, statement.inputs)
+                if name not in op.nondiff
+            ]
+            if _any_varied(slots, activity):
+                if op.differentiable:
+                    activity.varied.add(statement.target)
+                else:
+                    activity.blocked.append(statement)
+            activity.ranks[statement.target] = rank_of(statement, activity.ranks)
+        elif isinstance(statement, ir.CallFunction):
+            inputs = list(statement.inputs) + list(statement.keywords.values())
+            if _any_varied(inputs, activity):
+                activity.varied.update(statement.targets)
+        elif isinstance(statement, (ir.Pack, ir.Copy, ir.Unpack)):
+            if ir.reads(statement) & activity.varied:
+                activity.varied.update(ir.writes(statement))
+            if isinstance(statement, ir.Copy) and isinstance(statement.source, str):
+                activity.ranks[statement.target] = activity.ranks.get(statement.source)
+        elif isinstance(statement, ir.Passive):
+            if statement.opaque and statement.reads & activity.varied:
+                for name in statement.targets:
+                    activity.tainted[name] = statement
+
+
+def _backward(body, activity: Activity) -> None:
+    for statement in reversed(body):
+        if isinstance(statement, ir.If):
+            _backward(statement.body, activity)
+            _backward(statement.orelse, activity)
+        elif isinstance(statement, ir.Return):
+            activity.useful |= ir.operand_names(statement.value)
+        elif isinstance(statement, ir.Passive):
+            continue
+        elif set(ir.writes(statement)) & activity.useful:
+            if isinstance(statement, ir.Apply):
+                activity.useful |= ir.operand_names(statement.inputs)
+            else:
+                activity.useful |= ir.reads(statement)
+
+
+def _check_taint(body, activity: Activity, source) -> None:
+    for statement in body:
+        if isinstance(statement, ir.If):
+            _check_taint(statement.body, activity, source)
+            _check_taint(statement.orelse, activity, source)
+            continue
+        if isinstance(statement, ir.Passive) or not (
+            set(ir.writes(statement)) & activity.useful
+        ):
+            continue
+        for name in ir.reads(statement) & set(activity.tainted):
+            passive = activity.tainted[name]
+            raise source.error(
+                passive.node,
+                "this value depends on a differentiated value through a call ppto "
+                "cannot differentiate, and the result depends on it",
+                "compute it with ppto operators, or wrap it in ppto.stop_gradient(...) "
+                "if it is meant to be a constant",
+            )
+
+
+def check_reachable(activity: Activity, wrt: list[str], source) -> None:
+    """A parameter that reaches the result only through non-differentiable operators
+    has no gradient: say so instead of returning zeros."""
+    blocked = [s for s in activity.blocked if s.target in activity.useful]
+    for name in wrt:
+        if name not in activity.useful and blocked:
+            op = blocked[0].op.name
+            line, _ = source.position(blocked[0].origin)
+            raise GradError(
+                f"the result depends on {name!r} only through ppto.{op} (line {line}), "
+                "which is not differentiable: its gradient would be zero almost "
+                "everywhere; use a differentiable formulation or ppto.stop_gradient"
+            )
+
+
+REDUCTIONS = {
+    "reduce_sum",
+    "reduce_mean",
+    "reduce_max",
+    "reduce_min",
+    "reduce_prod",
+    "logsumexp",
+    "argmax",
+    "argmin",
+}
+SAME_RANK = {
+    "transpose",
+    "matrix_transpose",
+    "cast",
+    "softmax",
+    "log_softmax",
+    "unbroadcast",
+    "stop_gradient",
+    "zeros_like",
+    "ones_like",
+    "clip",
+    "leaky_relu",
+    "elu",
+}
+
+
+def _literal(node):
+    try:
+        return gast.literal_eval(node)
+    except Exception:
+        return _NOT_LITERAL
+
+
+_NOT_LITERAL = object()
+
+
+def operand_rank(operand, ranks):
+    """The rank of an operand if known: a variable, a scalar literal, or a verbatim
+    expression that is just a name."""
+    if isinstance(operand, ir.Verbatim) and isinstance(operand.expr, gast.Name):
+        operand = operand.expr.id
+    if isinstance(operand, str):
+        return ranks.get(operand)
+    if isinstance(operand, ir.Const) and isinstance(operand.value, (int, float, bool)):
+        return 0
+    return None
+
+
+def rank_of(statement: ir.Apply, ranks: dict):
+    """The number of axes of an operator's result, or None when unknown."""
+    op, params = statement.op, statement.params
+    inputs = [
+        operand_rank(x, ranks) if not isinstance(x, list) else None
+        for x in statement.inputs
+    ]
+    if not inputs or any(rank is None for rank in inputs[:1]):
+        return None
+    first = inputs[0]
+    name = op.name
+    if getattr(op.signature, "mode", "") == "broadcast":
+        return None if None in inputs else max(inputs)
+    if name in SAME_RANK:
+        return first
+    if name == "dot":
+        a, b = inputs
+        if b is None:
+            return None
+        if a == 1 and b == 1:
+            return 0
+        return b - 1 if a == 1 else a - 1 if b == 1 else max(a, b)
+    if name in REDUCTIONS:
+        axis = _literal(params.get("axis"))
+        keepdims = _literal(params.get("keepdims"))
+        if axis is _NOT_LITERAL or keepdims is _NOT_LITERAL:
+            return None
+        if keepdims:
+            return first
+        if axis is None:
+            return 0
+        return first - (len(axis) if isinstance(axis, tuple) else 1)
+    if name == "reshape":
+        shape = _literal(params.get("shape"))
+        if shape is _NOT_LITERAL:
+            return None
+        return len(shape) if isinstance(shape, (tuple, list)) else 1
+    return None

@@ -1,0 +1,306 @@
+"""The fence: one accept-or-reject decision for every kind of syntax node.
+
+Everything the later stages handle is accepted; everything else raises
+``TransformError`` at the user's line with what to write instead. Nothing unknown
+slips through: a node type with no method here is rejected.
+"""
+
+from __future__ import annotations
+
+import gast
+
+from ppto.transform.source import ParsedFunction, SourceMap
+
+ALLOWED_BINARY = (
+    gast.Add,
+    gast.Sub,
+    gast.Mult,
+    gast.Div,
+    gast.Pow,
+    gast.MatMult,
+    gast.FloorDiv,
+    gast.Mod,
+)
+
+
+# Contexts and operator symbols carry no decisions of their own.
+_NEUTRAL = (gast.expr_context, gast.operator, gast.unaryop, gast.cmpop, gast.boolop)
+
+
+class Fence(gast.NodeVisitor):
+    """Walks a function's tree; ``check`` raises on the first rejected construct."""
+
+    def __init__(self, source: SourceMap, loops: bool = True) -> None:
+        self.source = source
+        self.loops = loops
+        self.depth = 0
+
+    def check(self, tree: gast.FunctionDef) -> None:
+        self.visit(tree)
+
+    def reject(self, node, what: str, instead: str):
+        raise self.source.error(node, f"ppto cannot differentiate {what}", instead)
+
+    def generic_visit(self, node):
+        if isinstance(node, _NEUTRAL):
+            return
+        kind = type(node).__name__
+        self.reject(
+            node,
+            f"a {kind} construct",
+            "rewrite it with the supported subset "
+            "(assignments, if/else, for/while loops, calls, arithmetic)",
+        )
+
+    def accept(self, node):
+        super().generic_visit(node)
+
+    # --- definitions -------------------------------------------------------------
+
+    def visit_FunctionDef(self, node):
+        if self.depth:
+            self.reject(
+                node,
+                "a nested function definition",
+                "define the helper at module level and call it",
+            )
+        arguments = node.args
+        if arguments.vararg or arguments.kwarg:
+            self.reject(
+                node, "*args or **kwargs parameters", "list the parameters explicitly"
+            )
+        self.depth += 1
+        for statement in node.body:
+            self.visit(statement)
+        for default in arguments.defaults + [d for d in arguments.kw_defaults if d]:
+            self.visit(default)
+        self.depth -= 1
+
+    def visit_Lambda(self, node):
+        self.reject(node, "a lambda inside the function", "define a function with def")
+
+    def visit_ClassDef(self, node):
+        self.reject(node, "a class definition", "define classes outside the function")
+
+    # --- statements ----------------------------------------------------------------
+
+    def visit_Return(self, node):
+        self.accept(node)
+
+    def visit_Assign(self, node):
+        for target in node.targets:
+            self._check_target(target)
+        self.visit(node.value)
+
+    def visit_AugAssign(self, node):
+        self._check_target(node.target)
+        if not isinstance(node.op, ALLOWED_BINARY):
+            self._unsupported_operator(node)
+        self.visit(node.value)
+
+    def visit_AnnAssign(self, node):
+        if node.value is None:
+            self.reject(node, "an annotation without a value", "assign a value")
+        self._check_target(node.target)
+        self.visit(node.value)
+
+    def _check_target(self, target):
+        if isinstance(target, gast.Name):
+            return
+        if isinstance(target, (gast.Tuple, gast.List)):
+            for element in target.elts:
+                if isinstance(element, gast.Starred):
+                    self.reject(
+                        element,
+                        "starred unpacking",
+                        "unpack into a fixed number of names",
+                    )
+                self._check_target(element)
+            return
+        if isinstance(target, gast.Subscript):
+            self.visit(target.value)
+            self.visit(target.slice)
+            return
+        self.reject(
+            target,
+            f"assignment to {type(target).__name__.lower()}s",
+            "assign to a plain variable name",
+        )
+
+    def visit_If(self, node):
+        self.accept(node)
+
+    def visit_For(self, node):
+        self._loops_allowed(node)
+        if node.orelse:
+            self.reject(node, "for ... else", "use a flag variable set before break")
+        self._check_target(node.target)
+        self.accept(node)
+
+    def visit_While(self, node):
+        self._loops_allowed(node)
+        if node.orelse:
+            self.reject(node, "while ... else", "use a flag variable set before break")
+        self.accept(node)
+
+    def _loops_allowed(self, node):
+        if not self.loops:
+            self.reject(node, "a loop here", "move the loop into a called function")
+
+    def visit_Break(self, node):
+        pass
+
+    def visit_Continue(self, node):
+        pass
+
+    def visit_Expr(self, node):
+        self.accept(node)
+
+    def visit_Pass(self, node):
+        pass
+
+    def visit_Assert(self, node):
+        self.accept(node)
+
+    def visit_Raise(self, node):
+        self.accept(node)
+
+    def visit_Try(self, node):
+        self.reject(node, "try/except", "check the inputs before calling the function")
+
+    def visit_With(self, node):
+        self.reject(
+            node,
+            "a with block",
+            "move the context manager outside the differentiated function",
+        )
+
+    def visit_Global(self, node):
+        self.reject(node, "global declarations", "pass the value as an argument")
+
+    def visit_Nonlocal(self, node):
+        self.reject(node, "nonlocal declarations", "pass the value as an argument")
+
+    def visit_Delete(self, node):
+        self.reject(node, "del", "let the variable go out of use instead")
+
+    def visit_Import(self, node):
+        self.reject(node, "an import inside the function", "import at module level")
+
+    visit_ImportFrom = visit_Import
+
+    # --- expressions ---------------------------------------------------------------
+
+    def visit_BinOp(self, node):
+        if not isinstance(node.op, ALLOWED_BINARY):
+            self._unsupported_operator(node)
+        self.accept(node)
+
+    def _unsupported_operator(self, node):
+        symbol = type(node.op).__name__
+        self.reject(
+            node, f"the {symbol} operator", "use +, -, *, /, **, @ or a ppto operator"
+        )
+
+    def visit_UnaryOp(self, node):
+        self.accept(node)
+
+    def visit_BoolOp(self, node):
+        self.accept(node)
+
+    def visit_Compare(self, node):
+        self.accept(node)
+
+    def visit_IfExp(self, node):
+        self.accept(node)
+
+    def visit_Call(self, node):
+        for argument in node.args:
+            if isinstance(argument, gast.Starred):
+                self.reject(
+                    argument,
+                    "*-unpacking in a call",
+                    "pass the arguments "
+                    "one by one, or pass the list itself (ppto.stack(xs))",
+                )
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                self.reject(node, "**-unpacking in a call", "pass keywords by name")
+        self.accept(node)
+
+    def visit_keyword(self, node):
+        self.accept(node)
+
+    def visit_Attribute(self, node):
+        self.accept(node)
+
+    def visit_Subscript(self, node):
+        self.accept(node)
+
+    def visit_Slice(self, node):
+        self.accept(node)
+
+    def visit_Name(self, node):
+        pass
+
+    def visit_Constant(self, node):
+        pass
+
+    def visit_Tuple(self, node):
+        self.accept(node)
+
+    def visit_List(self, node):
+        self.accept(node)
+
+    def visit_JoinedStr(self, node):
+        self.accept(node)
+
+    def visit_FormattedValue(self, node):
+        self.accept(node)
+
+    def visit_ListComp(self, node):
+        self.reject(
+            node,
+            "a list comprehension",
+            "build the list with a for loop and append, then ppto.stack it",
+        )
+
+    visit_GeneratorExp = visit_ListComp
+
+    def visit_DictComp(self, node):
+        self.reject(node, "a dict comprehension", "use separate variables or a list")
+
+    visit_SetComp = visit_DictComp
+
+    def visit_Dict(self, node):
+        self.reject(node, "a dict", "use separate variables, a tuple or a list")
+
+    def visit_Set(self, node):
+        self.reject(node, "a set", "use a tuple or a list")
+
+    def visit_NamedExpr(self, node):
+        self.reject(
+            node,
+            "an assignment expression (:=)",
+            "assign in a separate statement first",
+        )
+
+    def visit_Starred(self, node):
+        self.reject(node, "starred expressions", "write the elements out")
+
+    def visit_Yield(self, node):
+        self.reject(node, "a generator (yield)", "return a value, or a tuple of values")
+
+    visit_YieldFrom = visit_Yield
+
+    def visit_Await(self, node):
+        self.reject(node, "await", "differentiate a synchronous function")
+
+
+def check(parsed: ParsedFunction, loops: bool = True) -> None:
+    """Raise ``TransformError`` at the first construct the transformer cannot handle."""
+    if any(isinstance(node, gast.AsyncFunctionDef) for node in [parsed.tree]):
+        raise parsed.source.error(
+            parsed.tree, "ppto cannot differentiate async functions"
+        )
+    Fence(parsed.source, loops).check(parsed.tree)

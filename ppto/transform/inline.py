@@ -1,0 +1,195 @@
+"""Inlining a gradient rule: the rule's ``backward`` body, as source, with its
+parameters replaced by the operator's actual arguments, ``dY`` by the adjoint of the
+result, its local names made fresh, and its free names resolved to objects the
+generated code can see. Returns the statements to run and one gradient expression per
+input (``None`` where the input needs none).
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+
+import gast
+
+from ppto.transform import ir
+from ppto.transform.names import Namer
+from ppto.transform.optimize import fold_constants
+
+
+@cache
+def _parsed_rule(source: str):
+    outer = gast.parse(source).body[0]
+    inner = next(node for node in outer.body if isinstance(node, gast.FunctionDef))
+    prelude = [
+        node
+        for node in outer.body
+        if node is not inner and not isinstance(node, gast.Return)
+    ]
+    return outer, inner, prelude
+
+
+def operand_expr(operand) -> gast.expr:
+    """The expression that reads an operand in generated code."""
+    if isinstance(operand, str):
+        return gast.Name(operand, gast.Load(), None, None)
+    if isinstance(operand, ir.Const):
+        return gast.Constant(operand.value, None)
+    if isinstance(operand, ir.Verbatim):
+        return copy.deepcopy(operand.expr)
+    if isinstance(operand, list):
+        return gast.List([operand_expr(item) for item in operand], gast.Load())
+    raise TypeError(operand)
+
+
+class _Substitute(gast.NodeTransformer):
+    def __init__(self, bindings: dict, resolve_global, ranks: dict) -> None:
+        self.bindings = bindings
+        self.resolve_global = resolve_global
+        self.ranks = ranks
+
+    def visit_Name(self, node):
+        if node.id in self.bindings:
+            replacement = self.bindings[node.id]
+            if isinstance(replacement, str):
+                return gast.Name(replacement, node.ctx, None, None)
+            return copy.deepcopy(replacement)
+        if isinstance(node.ctx, gast.Load):
+            return self.resolve_global(node) or node
+        return node
+
+    def visit_Attribute(self, node):
+        if node.attr == "ndim" and isinstance(node.value, gast.Name):
+            bound = self.bindings.get(node.value.id)
+            name = bound.id if isinstance(bound, gast.Name) else bound
+            if isinstance(name, str) and self.ranks.get(name) is not None:
+                return gast.Constant(self.ranks[name], None)
+        base = node
+        while isinstance(base, gast.Attribute):
+            base = base.value
+        if not (isinstance(base, gast.Name) and base.id in self.bindings):
+            resolved = self.resolve_global(node)
+            if resolved is not None:
+                return resolved
+        self.generic_visit(node)
+        return node
+
+
+def _local_names(statements) -> set[str]:
+    found = set()
+    for statement in statements:
+        for node in gast.walk(statement):
+            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
+                found.add(node.id)
+    return found
+
+
+def inline_rule(
+    rule,
+    statement: ir.Apply,
+    adjoint: str,
+    needed: list[bool],
+    namer: Namer,
+    resolve_global,
+    ranks: dict,
+):
+    """``(statements, gradients)`` for one application of ``rule`` (module doc)."""
+    outer, inner, prelude = _parsed_rule(rule.source)
+    op = statement.op
+    arguments = dict(zip(op.input_names, statement.inputs))
+    bindings: dict = {}
+    for argument in outer.args.args:
+        name = argument.id
+        if name == "out":
+            bindings[name] = statement.target
+        elif name in arguments:
+            bindings[name] = operand_expr(arguments[name])
+        elif name in statement.params:
+            bindings[name] = copy.deepcopy(statement.params[name])
+        elif argument is not None:
+            bindings[name] = _default_of(outer, name)
+    bindings[inner.args.args[0].id] = adjoint
+    body = [copy.deepcopy(node) for node in prelude + inner.body]
+    for name in sorted(_local_names(body)):
+        bindings[name] = namer.fresh(name)
+    substitute = _Substitute(bindings, resolve_global, ranks)
+    body = [substitute.visit(node) for node in body]
+    body = fold_constants(body)
+    return _returns_to_gradients(body, len(op.input_names), needed, namer)
+
+
+def _default_of(definition, name):
+    arguments = definition.args
+    defaults = arguments.defaults
+    offset = len(arguments.args) - len(defaults)
+    for position, argument in enumerate(arguments.args):
+        if argument.id == name and position >= offset:
+            return defaults[position - offset]
+    return gast.Constant(None, None)
+
+
+def _returns_to_gradients(body, count, needed, namer):
+    """Straight-line rules give their return expressions; branching rules assign a
+    gradient variable on each path (code after an ``if`` that returns moves into the
+    branch that does not)."""
+    returns = [node for node in _walk_statements(body) if isinstance(node, gast.Return)]
+    if len(returns) == 1 and body and body[-1] is returns[0]:
+        return body[:-1], _split(returns[0].value, count, needed)
+    names = [namer.temporary() if needed[i] else None for i in range(count)]
+
+    def rewrite(statements):
+        out = []
+        for position, node in enumerate(statements):
+            if isinstance(node, gast.Return):
+                for name, value in zip(names, _split(node.value, count, needed)):
+                    if name is not None:
+                        out.append(
+                            _assign(
+                                name,
+                                value
+                                if value is not None
+                                else gast.Constant(None, None),
+                            )
+                        )
+                return out
+            if isinstance(node, gast.If) and any(
+                isinstance(child, gast.Return) for child in gast.walk(node)
+            ):
+                rest = statements[position + 1 :]
+                node.body = rewrite(node.body + rest)
+                node.orelse = rewrite(node.orelse + rest)
+                out.append(node)
+                return out
+            out.append(node)
+        return out
+
+    gradients = [gast.Name(n, gast.Load(), None, None) if n else None for n in names]
+    return rewrite(body), gradients
+
+
+def _walk_statements(body):
+    for node in body:
+        yield node
+        if isinstance(node, gast.If):
+            yield from _walk_statements(node.body)
+            yield from _walk_statements(node.orelse)
+
+
+def _split(value, count, needed):
+    if isinstance(value, gast.Tuple) and (count > 1 or len(value.elts) != 1):
+        elements = list(value.elts)
+    else:
+        elements = [value]
+    elements += [None] * (count - len(elements))
+    return [
+        None if not needed[i] or _is_none(elements[i]) else elements[i]
+        for i in range(count)
+    ]
+
+
+def _is_none(node) -> bool:
+    return node is None or (isinstance(node, gast.Constant) and node.value is None)
+
+
+def _assign(name, value):
+    return gast.Assign([gast.Name(name, gast.Store(), None, None)], value, None)

@@ -1,0 +1,159 @@
+"""The normalized program: one operation per statement, every value named.
+
+Operands are variable names (``str``), ``Const`` literals, or ``Verbatim`` expressions
+that read no differentiated value (kept as the user wrote them). Each statement keeps
+``origin``, the user's statement it came from, for ``# grad of`` comments and errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import gast
+
+
+@dataclass(frozen=True)
+class Const:
+    value: Any
+
+
+@dataclass
+class Verbatim:
+    """An expression that needs no derivative, emitted as written (after renaming)."""
+
+    expr: gast.expr
+    reads: frozenset = frozenset()
+
+
+Operand = Any  # str | Const | Verbatim | list of those (list inputs such as concat's)
+
+
+@dataclass
+class Stmt:
+    origin: Any = field(default=None, repr=False, kw_only=True)
+
+
+@dataclass
+class Apply(Stmt):
+    """``target = op(inputs..., **params)``; ``style`` says how to print it."""
+
+    target: str
+    op: Any
+    inputs: list
+    params: dict  # every parameter, defaults filled: name -> gast expr
+    given: tuple = ()  # parameters the user wrote (printed as keywords)
+    style: str = "call"  # "call", "binop", "unary", "subscript", "attribute"
+    syntax: Any = None  # the operator symbol or the original subscript slice
+
+
+@dataclass
+class CallFunction(Stmt):
+    """``targets = function(inputs..., **keywords)`` for a user function."""
+
+    targets: list
+    function: Any  # a ParsedFunction
+    inputs: list
+    keywords: dict
+
+
+@dataclass
+class Passive(Stmt):
+    """A statement that needs no derivative, emitted verbatim."""
+
+    node: Any  # a gast statement
+    targets: tuple = ()
+    reads: frozenset = frozenset()
+    opaque: bool = False  # a value computed by something ppto cannot differentiate
+
+
+@dataclass
+class Pack(Stmt):
+    target: str
+    items: list
+
+
+@dataclass
+class Unpack(Stmt):
+    targets: list
+    source: str
+
+
+@dataclass
+class Copy(Stmt):
+    target: str
+    source: Operand
+
+
+@dataclass
+class If(Stmt):
+    test: str  # a variable holding the decision
+    body: list
+    orelse: list
+
+
+@dataclass
+class Return(Stmt):
+    value: Operand
+
+
+def operand_names(operand) -> set[str]:
+    """The variables an operand reads."""
+    if isinstance(operand, str):
+        return {operand}
+    if isinstance(operand, Verbatim):
+        return set(operand.reads)
+    if isinstance(operand, list):
+        return (
+            set().union(*(operand_names(item) for item in operand))
+            if operand
+            else set()
+        )
+    return set()
+
+
+def reads(statement: Stmt) -> set[str]:
+    """Variables a (simple) statement reads."""
+    if isinstance(statement, Apply):
+        names = set().union(*(operand_names(x) for x in statement.inputs))
+        for value in statement.params.values():
+            names |= expression_names(value)
+        return names
+    if isinstance(statement, CallFunction):
+        names = set().union(*(operand_names(x) for x in statement.inputs), set())
+        for value in statement.keywords.values():
+            names |= operand_names(value)
+        return names
+    if isinstance(statement, Passive):
+        return set(statement.reads)
+    if isinstance(statement, Pack):
+        return operand_names(statement.items)
+    if isinstance(statement, Unpack):
+        return {statement.source}
+    if isinstance(statement, Copy):
+        return operand_names(statement.source)
+    if isinstance(statement, If):
+        return {statement.test}
+    if isinstance(statement, Return):
+        return operand_names(statement.value)
+    return set()
+
+
+def writes(statement: Stmt) -> tuple:
+    if isinstance(statement, (Apply, Pack, Copy)):
+        return (statement.target,)
+    if isinstance(statement, (CallFunction, Unpack)):
+        return tuple(statement.targets)
+    if isinstance(statement, Passive):
+        return statement.targets
+    return ()
+
+
+def expression_names(node) -> set[str]:
+    if node is None or not hasattr(node, "_fields"):
+        return set()
+    return {
+        child.id
+        for child in gast.walk(node)
+        if isinstance(child, gast.Name) and isinstance(child.ctx, gast.Load)
+    }

@@ -1,0 +1,56 @@
+"""``Namer``: fresh, readable, deterministic names that never collide with the user's.
+
+Temporaries are ``t1, t2, ...``; adjoints are ``d`` + the primal name (``dW``); a
+taken name gets the next free numbered variant. The same input always yields the same
+names, so generated source is byte-for-byte reproducible.
+"""
+
+from __future__ import annotations
+
+import gast
+
+
+class Namer:
+    """Hands out names not already in use."""
+
+    def __init__(self, taken: set[str]) -> None:
+        self.taken = set(taken)
+        self.counters: dict[str, int] = {}
+
+    def reserve(self, name: str) -> str:
+        self.taken.add(name)
+        return name
+
+    def fresh(self, base: str) -> str:
+        """``base`` itself if free, else ``base`` with the next free number."""
+        if base not in self.taken:
+            return self.reserve(base)
+        return self.numbered(base)
+
+    def numbered(self, base: str) -> str:
+        """``base1``, ``base2``, ... (``base_1`` after a trailing digit)."""
+        joiner = "_" if base[-1:].isdigit() else ""
+        count = self.counters.get(base, 0)
+        while True:
+            count += 1
+            name = f"{base}{joiner}{count}"
+            if name not in self.taken:
+                self.counters[base] = count
+                return self.reserve(name)
+
+    def temporary(self) -> str:
+        return self.numbered("t")
+
+    def adjoint(self, primal: str) -> str:
+        return self.fresh("d" + primal)
+
+
+def names_in(tree) -> set[str]:
+    """Every identifier used anywhere in a tree."""
+    found = set()
+    for node in gast.walk(tree):
+        if isinstance(node, gast.Name):
+            found.add(node.id)
+        elif isinstance(node, gast.FunctionDef):
+            found.add(node.name)
+    return found

@@ -1,0 +1,452 @@
+"""Normalization: statements that touch differentiated values become one operation per
+statement (``ir.Apply``, ``ir.CallFunction``, ...); everything else stays as the user
+wrote it (``ir.Passive``). Calls are resolved to operators here, so the program that
+comes out names every operation by its ppto operator.
+"""
+
+from __future__ import annotations
+
+import gast
+
+from ppto.errors import TransformError
+from ppto.ops import elementwise, indexing, linalg, shape
+from ppto.transform import ir
+from ppto.transform.names import Namer
+from ppto.transform.resolve import (
+    ATTRIBUTE_OPERATORS,
+    METADATA_ATTRIBUTES,
+    METHOD_OPERATORS,
+    VARARG_METHODS,
+    resolve_call,
+)
+from ppto.transform.source import ParsedFunction
+
+BINARY_OPERATORS = {
+    gast.Add: elementwise.add,
+    gast.Sub: elementwise.sub,
+    gast.Mult: elementwise.mul,
+    gast.Div: elementwise.div,
+    gast.Pow: elementwise.pow,
+    gast.MatMult: linalg.dot,
+}
+
+
+def value_reads(node) -> set[str]:
+    """Names whose *values* an expression reads (``x.shape`` reads only metadata)."""
+    found: set[str] = set()
+
+    def walk(child):
+        if isinstance(child, gast.Attribute) and child.attr in METADATA_ATTRIBUTES:
+            return
+        if isinstance(child, gast.Name) and isinstance(child.ctx, gast.Load):
+            found.add(child.id)
+        for grandchild in gast.iter_child_nodes(child):
+            walk(grandchild)
+
+    walk(node)
+    return found
+
+
+def constant_expr(value) -> gast.expr:
+    """A gast expression for a Python literal (defaults of operator parameters)."""
+    if isinstance(value, tuple):
+        return gast.Tuple([constant_expr(v) for v in value], gast.Load())
+    return gast.Constant(value, None)
+
+
+def slice_expr(node) -> gast.expr:
+    """A subscript's slice as an expression: ``1:3`` -> ``slice(1, 3, None)``."""
+    if isinstance(node, gast.Slice):
+        parts = [
+            part or gast.Constant(None, None)
+            for part in (node.lower, node.upper, node.step)
+        ]
+        return gast.Call(gast.Name("slice", gast.Load(), None, None), parts, [])
+    if isinstance(node, gast.Tuple):
+        return gast.Tuple([slice_expr(element) for element in node.elts], gast.Load())
+    return node
+
+
+class Normalizer:
+    """Turns the renamed statements of one function into IR (see module docstring)."""
+
+    def __init__(
+        self,
+        parsed: ParsedFunction,
+        varied: set[str],
+        namer: Namer,
+        local_names: set[str],
+    ) -> None:
+        self.parsed = parsed
+        self.source = parsed.source
+        self.varied = set(varied)
+        self.namer = namer
+        self.local_names = local_names
+        self.out: list = []
+        self.origin = None
+
+    # --- statements ------------------------------------------------------------------
+
+    def block(self, body: list) -> list:
+        saved, self.out = self.out, []
+        for statement in body:
+            self.origin = statement
+            self.statement(statement)
+        result, self.out = self.out, saved
+        return result
+
+    def emit(self, statement: ir.Stmt) -> None:
+        statement.origin = self.origin
+        self.out.append(statement)
+
+    def statement(self, node) -> None:
+        handler = getattr(self, "statement_" + type(node).__name__, None)
+        if handler is None:
+            self.emit(ir.Passive(node, reads=frozenset(value_reads(node))))
+            return
+        handler(node)
+
+    def statement_Assign(self, node) -> None:
+        reads = value_reads(node.value)
+        targets = node.targets
+        if any(isinstance(t, gast.Subscript) for t in targets):
+            raise self.source.error(
+                node,
+                "ppto cannot differentiate a subscript assignment here",
+                "build the value with ppto.setitem",
+            )
+        names = tuple(
+            n.id for t in targets for n in gast.walk(t) if isinstance(n, gast.Name)
+        )
+        if not reads & self.varied:
+            self.emit(ir.Passive(node, targets=names, reads=frozenset(reads)))
+            return
+        self.varied.update(names)
+        first = targets[0]
+        if isinstance(first, gast.Name):
+            result = self.expression(node.value, first.id)
+            if result != first.id:
+                self.emit(ir.Copy(first.id, result))
+        else:
+            self.unpack(first, node.value)
+        for other in targets[1:]:
+            self.emit(ir.Copy(other.id, first.id))
+
+    def unpack(self, target, value) -> None:
+        names = [element.id for element in target.elts]
+        if isinstance(value, (gast.Tuple, gast.List)) and len(value.elts) == len(names):
+            for name, element in zip(names, value.elts):
+                result = self.expression(element, name)
+                if result != name:
+                    self.emit(ir.Copy(name, result))
+            return
+        if isinstance(value, gast.Call):
+            callee = resolve_call(value, self.parsed.namespace, self.local_names)
+            if callee.kind == "function" or _composite_without_rule(callee):
+                self.call_function(value, callee, names)
+                return
+        source = self.expression(value)
+        self.emit(ir.Unpack(names, source))
+
+    def statement_Expr(self, node) -> None:
+        if isinstance(node.value, gast.Constant):
+            return  # a docstring
+        self.emit(ir.Passive(node, reads=frozenset(value_reads(node))))
+
+    def statement_If(self, node) -> None:
+        test = node.test
+        if isinstance(test, gast.Name):
+            name = test.id
+        else:
+            name = self.namer.fresh("cond")
+            assign = gast.Assign(
+                [gast.Name(name, gast.Store(), None, None)], test, None
+            )
+            self.emit(
+                ir.Passive(
+                    gast.copy_location(assign, node),
+                    targets=(name,),
+                    reads=frozenset(value_reads(test)),
+                )
+            )
+        body, orelse = self.block(node.body), self.block(node.orelse)
+        self.emit(ir.If(name, body, orelse))
+
+    def statement_Return(self, node) -> None:
+        value = node.value if node.value is not None else gast.Constant(None, None)
+        self.emit(
+            ir.Return(
+                self.expression(value)
+                if value_reads(value) & self.varied
+                else ir.Verbatim(value, frozenset(value_reads(value)))
+            )
+        )
+
+    def statement_Pass(self, node) -> None:
+        pass
+
+    # --- expressions -----------------------------------------------------------------
+
+    def expression(self, node, target: str | None = None):
+        """An operand for ``node``; operations write into ``target`` if given."""
+        reads = value_reads(node)
+        if not reads & self.varied:
+            if isinstance(node, gast.Constant):
+                return ir.Const(node.value)
+            return ir.Verbatim(node, frozenset(reads))
+        if isinstance(node, gast.Name):
+            return node.id
+        handler = getattr(self, "expression_" + type(node).__name__, None)
+        if handler is None:
+            return self.passive(node, target)
+        return handler(node, target)
+
+    def passive(self, node, target: str | None, opaque: bool = False):
+        """A value that is not differentiated although it reads differentiated ones."""
+        name = target or self.namer.temporary()
+        assign = gast.Assign([gast.Name(name, gast.Store(), None, None)], node, None)
+        gast.copy_location(assign, self.origin)
+        self.emit(
+            ir.Passive(
+                assign,
+                targets=(name,),
+                reads=frozenset(value_reads(node)),
+                opaque=opaque,
+            )
+        )
+        return name
+
+    def apply(
+        self, target, op, inputs, params=None, given=(), style="call", syntax=None
+    ):
+        target = target or self.namer.temporary()
+        params = dict(params or {})
+        for name in getattr(op, "param_names", ()):
+            if name not in params:
+                if name not in getattr(op, "defaults", {}):
+                    raise self.source.error(
+                        self.origin,
+                        f"ppto.{op.name} needs the argument {name!r}",
+                        f"pass {name}=...",
+                    )
+                params[name] = constant_expr(op.defaults[name])
+        self.emit(ir.Apply(target, op, inputs, params, tuple(given), style, syntax))
+        return target
+
+    def expression_BinOp(self, node, target):
+        op = BINARY_OPERATORS.get(type(node.op))
+        if op is None:
+            raise self.source.error(
+                node,
+                f"ppto cannot differentiate the {type(node.op).__name__} operator",
+                "use / and ppto.floor, which is not differentiable",
+            )
+        inputs = [self.expression(node.left), self.expression(node.right)]
+        return self.apply(target, op, inputs, style="binop", syntax=node.op)
+
+    def expression_UnaryOp(self, node, target):
+        if isinstance(node.op, gast.USub):
+            return self.apply(
+                target,
+                elementwise.neg,
+                [self.expression(node.operand)],
+                style="unary",
+                syntax=node.op,
+            )
+        if isinstance(node.op, gast.UAdd):
+            return self.expression(node.operand, target)
+        return self.passive(node, target)
+
+    def expression_Compare(self, node, target):
+        return self.passive(node, target)
+
+    def expression_BoolOp(self, node, target):
+        return self.passive(node, target)
+
+    def expression_Tuple(self, node, target):
+        items = [self.expression(element) for element in node.elts]
+        target = target or self.namer.temporary()
+        self.emit(ir.Pack(target, items))
+        return target
+
+    expression_List = expression_Tuple
+
+    def expression_Attribute(self, node, target):
+        op = ATTRIBUTE_OPERATORS.get(node.attr)
+        if op is None:
+            raise self.source.error(
+                node,
+                f"ppto cannot differentiate the attribute .{node.attr}",
+                "use a ppto operator",
+            )
+        return self.apply(
+            target,
+            op,
+            [self.expression(node.value)],
+            style="attribute",
+            syntax=node.attr,
+        )
+
+    def expression_Subscript(self, node, target):
+        index = slice_expr(node.slice)
+        self.check_not_varied(index, "an index")
+        return self.apply(
+            target,
+            indexing.getitem,
+            [self.expression(node.value)],
+            {"index": index},
+            style="subscript",
+            syntax=node.slice,
+        )
+
+    def expression_Call(self, node, target):
+        callee = resolve_call(node, self.parsed.namespace, self.local_names)
+        if callee.kind == "method":
+            return self.method_call(node, callee.method, target)
+        if callee.kind == "function" or _composite_without_rule(callee):
+            return self.call_function(node, callee, [target])[0]
+        if callee.kind == "operator":
+            return self.operator_call(node, callee.op, callee.renames, target)
+        if callee.function is not None and _is_constant_constructor(callee.function):
+            return self.passive(node, target)
+        raise self.source.error(
+            node,
+            f"{callee.text} has no ppto operator, so its "
+            "result cannot be differentiated",
+            "use a ppto operator (ppto ops lists them) or give your "
+            "function a rule with @ppto.grad_rule",
+        )
+
+    def operator_call(self, node, op, renames, target):
+        arity = len(op.input_names)
+        inputs, params, given = [], {}, []
+        for position, argument in enumerate(node.args):
+            if position < arity:
+                inputs.append(self.input_operand(op, position, argument))
+            else:
+                names = op.param_names
+                if position - arity >= len(names):
+                    raise self.source.error(
+                        node,
+                        f"ppto.{op.name} takes at most "
+                        f"{arity + len(names)} positional arguments",
+                    )
+                name = names[position - arity]
+                params[name] = self.parameter(argument, name, op)
+                given.append(name)
+        for keyword in node.keywords:
+            name = renames.get(keyword.arg, keyword.arg)
+            if name in op.input_names:
+                index = op.input_names.index(name)
+                while len(inputs) <= index:
+                    inputs.append(None)
+                inputs[index] = self.input_operand(op, index, keyword.value)
+            elif name in op.param_names:
+                params[name] = self.parameter(keyword.value, name, op)
+                given.append(name)
+            else:
+                raise self.source.error(
+                    keyword.value,
+                    f"ppto.{op.name} has no argument {keyword.arg!r}",
+                    f"its arguments are {', '.join(op.input_names + op.param_names)}",
+                )
+        if len(inputs) < arity or any(value is None for value in inputs):
+            raise self.source.error(
+                node,
+                f"ppto.{op.name} needs {arity} input(s): {', '.join(op.input_names)}",
+            )
+        return self.apply(target, op, inputs, params, given)
+
+    def input_operand(self, op, position, argument):
+        pattern = op.signature.inputs[position] if hasattr(op, "signature") else None
+        if pattern is not None and pattern.is_list:
+            if not isinstance(argument, (gast.List, gast.Tuple)):
+                return self.expression(argument)
+            return [self.expression(element) for element in argument.elts]
+        return self.expression(argument)
+
+    def parameter(self, argument, name, op):
+        self.check_not_varied(argument, f"the {name!r} argument of ppto.{op.name}")
+        return argument
+
+    def check_not_varied(self, expression, what):
+        if value_reads(expression) & self.varied:
+            raise self.source.error(
+                expression,
+                f"ppto does not differentiate {what}, but "
+                "it depends on a differentiated value",
+                "compute it from values that are not differentiated",
+            )
+
+    def method_call(self, node, method, target):
+        op = METHOD_OPERATORS.get(method)
+        if op is None:
+            raise self.source.error(
+                node,
+                f"ppto cannot differentiate the method .{method}()",
+                "use a ppto operator instead",
+            )
+        receiver = self.expression(node.func.value)
+        arguments = list(node.args)
+        if method in VARARG_METHODS and len(arguments) > 1:
+            arguments = [gast.Tuple(arguments, gast.Load())]
+        call = gast.Call(node.func, [gast.Constant(0, None)] + arguments, node.keywords)
+        gast.copy_location(call, node)
+        inputs_call = self.operator_call(call, op, {}, target)
+        statement = self.out[-1]
+        statement.inputs[0] = receiver
+        return inputs_call
+
+    def call_function(self, node, callee, targets):
+        from ppto.transform.source import parse_function
+
+        function = getattr(callee.op, "function", None) or callee.function
+        inputs = [self.expression(argument) for argument in node.args]
+        keywords = {k.arg: self.expression(k.value) for k in node.keywords}
+        targets = [t or self.namer.temporary() for t in targets]
+        try:
+            parsed = parse_function(function)
+        except TransformError as error:
+            raise self.source.error(
+                node,
+                f"cannot differentiate the call to "
+                f"{callee.text}: {error.msg.splitlines()[0]}",
+            ) from error
+        self.emit(ir.CallFunction(targets, parsed, inputs, keywords))
+        return targets
+
+
+def _composite_without_rule(callee) -> bool:
+    op = callee.op
+    return (
+        callee.kind == "operator"
+        and getattr(op, "function", None) is not None
+        and op.backward_rule is None
+    )
+
+
+def _is_constant_constructor(function) -> bool:
+    module = getattr(function, "__module__", "") or ""
+    return module.startswith("ppto.runtime.constructors")
+
+
+def varied_names(body: list, wrt: set[str]) -> set[str]:
+    """Names that may depend on the differentiated parameters (statement level)."""
+    varied = set(wrt)
+
+    def visit(statements):
+        for node in statements:
+            if isinstance(node, gast.If):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, gast.Assign) and value_reads(node.value) & varied:
+                for target in node.targets:
+                    varied.update(
+                        n.id for n in gast.walk(target) if isinstance(n, gast.Name)
+                    )
+
+    visit(body)
+    return varied
+
+
+__all__ = ["Normalizer", "varied_names", "shape"]

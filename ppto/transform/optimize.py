@@ -1,0 +1,203 @@
+"""Optimizations on generated statements that are sound for arrays: constant folding
+(``2 - 1`` -> ``1``, ``x ** 1`` -> ``x``, ``if True:``), and removal of assignments
+nobody reads. Nothing is folded that would change a result's shape or dtype (no
+``0 * x`` -> ``0``).
+"""
+
+from __future__ import annotations
+
+import operator
+
+import gast
+
+_FOLD = {
+    gast.Add: operator.add,
+    gast.Sub: operator.sub,
+    gast.Mult: operator.mul,
+    gast.Div: operator.truediv,
+}
+_COMPARE = {
+    gast.Eq: operator.eq,
+    gast.NotEq: operator.ne,
+    gast.Lt: operator.lt,
+    gast.LtE: operator.le,
+    gast.Gt: operator.gt,
+    gast.GtE: operator.ge,
+}
+
+
+def _number(node) -> bool:
+    return (
+        isinstance(node, gast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+    )
+
+
+class _Fold(gast.NodeTransformer):
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if _number(node.left) and _number(node.right) and type(node.op) in _FOLD:
+            try:
+                return gast.Constant(
+                    _FOLD[type(node.op)](node.left.value, node.right.value), None
+                )
+            except ZeroDivisionError:
+                return node
+        if (
+            isinstance(node.op, gast.Pow)
+            and _number(node.right)
+            and node.right.value == 1
+        ):
+            return node.left
+        return node
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        if (
+            len(node.ops) == 1
+            and type(node.ops[0]) in _COMPARE
+            and _number(node.left)
+            and _number(node.comparators[0])
+        ):
+            result = _COMPARE[type(node.ops[0])](
+                node.left.value, node.comparators[0].value
+            )
+            return gast.Constant(result, None)
+        return node
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        if all(isinstance(v, gast.Constant) for v in node.values):
+            values = [v.value for v in node.values]
+            result = all(values) if isinstance(node.op, gast.And) else any(values)
+            return gast.Constant(result, None)
+        return node
+
+
+def fold_constants(body: list) -> list:
+    """Fold constant arithmetic and prune ``if`` statements with a constant test."""
+    folder = _Fold()
+    out = []
+    for statement in body:
+        statement = folder.visit(statement)
+        if isinstance(statement, gast.If):
+            statement.body = fold_constants(statement.body)
+            statement.orelse = fold_constants(statement.orelse)
+            if isinstance(statement.test, gast.Constant):
+                out.extend(statement.body if statement.test.value else statement.orelse)
+                continue
+        out.append(statement)
+    return out
+
+
+def remove_unused(body: list, keep: set[str], removable: set[str]) -> list:
+    """Drop assignments to names in ``removable`` that nothing reads (iterated)."""
+    while True:
+        used = set(keep)
+        for statement in body:
+            for node in gast.walk(statement):
+                if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
+                    used.add(node.id)
+        pruned = _prune(body, used, removable)
+        if _count(pruned) == _count(body):
+            return pruned
+        body = pruned
+
+
+def _prune(body, used, removable):
+    out = []
+    for statement in body:
+        if isinstance(statement, gast.If):
+            statement.body = _prune(statement.body, used, removable)
+            statement.orelse = _prune(statement.orelse, used, removable)
+            if not statement.body and not statement.orelse:
+                continue
+            if not statement.body:
+                statement.body = [gast.Pass()]
+        elif isinstance(statement, gast.Assign) and all(
+            isinstance(t, gast.Name) and t.id in removable and t.id not in used
+            for t in statement.targets
+        ):
+            continue
+        out.append(statement)
+    return out
+
+
+def _count(body) -> int:
+    return sum(1 for statement in body for _ in gast.walk(statement))
+
+
+def coalesce_copies(body: list, temporaries: set[str]) -> list:
+    """``t = ...; x = t`` with ``t`` a temporary read only there becomes ``x = ...``
+    (also when ``t`` is assigned in both branches of an ``if``)."""
+    loads: dict[str, int] = {}
+    for statement in body:
+        for node in gast.walk(statement):
+            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
+                loads[node.id] = loads.get(node.id, 0) + 1
+    renames = {}
+    kept = []
+    for position, statement in enumerate(body):
+        if (
+            isinstance(statement, gast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], gast.Name)
+            and isinstance(statement.value, gast.Name)
+            and statement.value.id in temporaries
+            and loads.get(statement.value.id) == 1
+            and not _mentions(body[:position], statement.targets[0].id)
+        ):
+            renames[statement.value.id] = statement.targets[0].id
+            continue
+        kept.append(statement)
+    if not renames:
+        return body
+    for statement in kept:
+        for node in gast.walk(statement):
+            if isinstance(node, gast.Name) and node.id in renames:
+                node.id = renames[node.id]
+    return kept
+
+
+def _mentions(body, identifier) -> bool:
+    return any(
+        isinstance(node, gast.Name) and node.id == identifier
+        for statement in body
+        for node in gast.walk(statement)
+    )
+
+
+def drop_default_arguments(body: list, namespace: dict) -> list:
+    """Leave out trailing positional arguments of operator calls that equal their
+    defaults (``unreduce(dy, x, None, False)`` -> ``unreduce(dy, x)``)."""
+
+    class Drop(gast.NodeTransformer):
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            op = (
+                namespace.get(node.func.id)
+                if isinstance(node.func, gast.Name)
+                else None
+            )
+            names = getattr(op, "param_names", None)
+            if not names:
+                return node
+            arity = len(op.input_names)
+            while len(node.args) > arity:
+                position = len(node.args) - 1 - arity
+                argument = node.args[-1]
+                name = names[position] if position < len(names) else None
+                if (
+                    name in op.defaults
+                    and isinstance(argument, gast.Constant)
+                    and type(argument.value) is type(op.defaults[name])
+                    and argument.value == op.defaults[name]
+                ):
+                    node.args.pop()
+                else:
+                    break
+            return node
+
+    transformer = Drop()
+    return [transformer.visit(statement) for statement in body]

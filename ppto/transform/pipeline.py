@@ -1,0 +1,282 @@
+"""The transformation pipeline: a user function in, a ``Program`` of generated
+functions out (the function's derivative plus the forward/backward pairs of the user
+functions it calls), readable and ready to compile or lower.
+
+Modes: ``combined`` generates ``f_grad(*args) -> (value, gradients)`` (forward and
+backward in one body, used by ``grad`` and ``value_and_grad``); ``split`` generates
+``f_forward(*args) -> (value, saved)`` and ``f_backward(saved, cotangent) ->
+gradients`` (used by ``vjp`` and for called functions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import gast
+
+from ppto.errors import GradError
+from ppto.ops.shape import ones_like, zeros_like
+from ppto.transform import fence, ir
+from ppto.transform.analyze import analyze, check_reachable, operand_rank
+from ppto.transform.emit import compile_source, render_function
+from ppto.transform.names import Namer, names_in
+from ppto.transform.normalize import Normalizer, varied_names
+from ppto.transform.optimize import (
+    coalesce_copies,
+    drop_default_arguments,
+    remove_unused,
+)
+from ppto.transform.reverse import Generator, References, assign, call, name
+from ppto.transform.source import ParsedFunction, parse_function
+from ppto.transform.ssa import rename
+from ppto.transform.structure import lift_conditionals, single_exit
+
+
+@dataclass
+class Program:
+    """Generated functions sharing one namespace; ``entry`` is the one to call."""
+
+    functions: list = field(default_factory=list)  # gast.FunctionDef, callees first
+    refs: References | None = None
+    namer: Namer | None = None
+    entry: str = ""
+    entries: tuple = ()
+    callee_plans: dict = field(default_factory=dict)
+    result_ranks: dict = field(default_factory=dict)
+    last_result_rank: int | None = None
+
+    def function_name(self, preferred: str) -> str:
+        return self.namer.fresh(preferred)
+
+    def source(self) -> str:
+        return "\n\n".join(render_function(f) for f in self.functions)
+
+    def compile(self, label: str):
+        namespace = dict(self.refs.namespace)
+        compile_source(self.source(), self.entry, namespace, label)
+        return namespace
+
+
+def free_globals(parsed: ParsedFunction) -> dict:
+    """User globals and closure values the function's text refers to."""
+    assigned = set(parsed.parameters)
+    for node in gast.walk(parsed.tree):
+        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
+            assigned.add(node.id)
+    closure, module_globals = parsed.namespace.maps[0], parsed.namespace.maps[1]
+    found = {}
+    for node in gast.walk(parsed.tree):
+        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
+            if node.id in assigned:
+                continue
+            if node.id in closure:
+                found[node.id] = closure[node.id]
+            elif node.id in module_globals:
+                found[node.id] = module_globals[node.id]
+    return found
+
+
+def _prepare(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program):
+    fence.check(parsed, loops=False)
+    user_names = names_in(gast.Module(body=parsed.tree.body, type_ignores=[]))
+    user_names |= set(parsed.parameters)
+    namer = Namer(user_names)
+    program.namer.taken |= user_names
+    for key, value in free_globals(parsed).items():
+        program.refs.bind(key, value)
+    result = namer.fresh(parsed.name if parsed.name != "lambda_" else "result")
+    body = single_exit(list(parsed.tree.body), result)
+    body = lift_conditionals(body, namer)
+    body, env = rename(body, parsed.parameters, namer)
+    if result not in env:
+        raise parsed.source.error(
+            parsed.tree,
+            f"{parsed.name} returns nothing, so there is nothing to differentiate",
+            "return a value",
+        )
+    final = gast.Return(name(env[result]))
+    gast.copy_location(final, parsed.tree)
+    body.append(final)
+    local_names = set(parsed.parameters) | names_in(
+        gast.Module(body=body, type_ignores=[])
+    )
+    local_names -= set(free_globals(parsed))
+    normalizer = Normalizer(parsed, varied_names(body, set(wrt)), namer, local_names)
+    ir_body = normalizer.block(body)
+    activity = analyze(ir_body, wrt, ranks, parsed.source)
+    check_reachable(activity, wrt, parsed.source)
+    generator = Generator(
+        parsed, activity, namer, program.refs, program_callee(program)
+    )
+    generator.user_names = set(parsed.parameters) | _stores(parsed.tree.body)
+    return ir_body, activity, generator
+
+
+def _result_operand(ir_body):
+    returns = [s for s in ir_body if isinstance(s, ir.Return)]
+    return returns[-1].value
+
+
+def _gradient_exprs(generator, wrt, initialized, refs):
+    zeros = generator.ref(zeros_like, "zeros_like")
+    exprs = []
+    for parameter in wrt:
+        if parameter in initialized:
+            exprs.append(name(generator.adjoint_name(parameter)))
+        else:
+            exprs.append(call(zeros, name(parameter)))
+    return exprs
+
+
+def _arguments(parsed: ParsedFunction):
+    import copy
+
+    return copy.deepcopy(parsed.tree.args)
+
+
+def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program):
+    """``<name>_grad(*args) -> (value, gradients)``."""
+    ir_body, activity, generator = _prepare(parsed, wrt, ranks, program)
+    forward = generator.forward(ir_body)
+    result = _result_operand(ir_body)
+    from ppto.transform.inline import operand_expr
+
+    initialized: set = set()
+    seed = []
+    if activity.active(result):
+        ones = generator.ref(ones_like, "ones_like")
+        seed = [assign(generator.adjoint_name(result), call(ones, name(result)))]
+        initialized.add(result)
+    backward = generator.backward(ir_body, initialized)
+    gradients = _gradient_exprs(generator, wrt, initialized, program.refs)
+    packed = gradients[0] if len(gradients) == 1 else gast.Tuple(gradients, gast.Load())
+    body = forward + seed + backward
+    body.append(gast.Return(gast.Tuple([operand_expr(result), packed], gast.Load())))
+    body = _cleanup(body, generator)
+    function_name = program.function_name(f"{parsed.name}_grad")
+    definition = _definition(function_name, _arguments(parsed), body)
+    program.functions.append(definition)
+    return function_name
+
+
+def split(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program):
+    """``<name>_forward`` and ``<name>_backward``; returns their names."""
+    from ppto.transform.inline import operand_expr
+
+    ir_body, activity, generator = _prepare(parsed, wrt, ranks, program)
+    forward = generator.forward(ir_body)
+    result = _result_operand(ir_body)
+    program.last_result_rank = operand_rank(result, activity.ranks)
+    namer = generator.namer
+    cotangent = namer.fresh("d" + (result if isinstance(result, str) else "out"))
+    initialized: set = set()
+    if activity.active(result):
+        generator.adjoints[result] = cotangent
+        initialized.add(result)
+    backward = generator.backward(ir_body, initialized)
+    gradients = _gradient_exprs(generator, wrt, initialized, program.refs)
+    packed = gradients[0] if len(gradients) == 1 else gast.Tuple(gradients, gast.Load())
+    backward = _cleanup(backward + [gast.Return(packed)], generator)
+    defined = set(parsed.parameters)
+    for statement in forward:
+        for node in gast.walk(statement):
+            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
+                defined.add(node.id)
+    saved_names = sorted(_reads(backward) & defined - _stores(backward))
+    saved = namer.fresh("saved")
+    saved_tuple = gast.Tuple([name(n) for n in saved_names], gast.Load())
+    forward.append(
+        gast.Return(gast.Tuple([operand_expr(result), saved_tuple], gast.Load()))
+    )
+    forward = _cleanup(forward, generator)
+    if saved_names:
+        store = gast.Tuple([name(n, True) for n in saved_names], gast.Store())
+        backward.insert(0, gast.Assign([store], name(saved), None))
+    forward_name = program.function_name(f"{parsed.name}_forward")
+    backward_name = program.function_name(f"{parsed.name}_backward")
+    program.functions.append(_definition(forward_name, _arguments(parsed), forward))
+    backward_arguments = gast.arguments(
+        args=[name(saved, False), name(cotangent, False)],
+        posonlyargs=[],
+        vararg=None,
+        kwonlyargs=[],
+        kw_defaults=[],
+        kwarg=None,
+        defaults=[],
+    )
+    for argument in backward_arguments.args:
+        argument.ctx = gast.Param()
+    program.functions.append(_definition(backward_name, backward_arguments, backward))
+    return forward_name, backward_name
+
+
+def _reads(body) -> set:
+    return {
+        node.id
+        for statement in body
+        for node in gast.walk(statement)
+        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load)
+    }
+
+
+def _stores(body) -> set:
+    return {
+        node.id
+        for statement in body
+        for node in gast.walk(statement)
+        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store)
+    }
+
+
+def _cleanup(body, generator):
+    removable = set(generator.namer.taken) - set(generator.parsed.parameters)
+    body = remove_unused(body, keep=set(), removable=removable)
+    generated = set(generator.namer.taken) - generator.user_names
+    body = coalesce_copies(body, generated)
+    return drop_default_arguments(body, generator.refs.namespace)
+
+
+def _definition(function_name, arguments, body):
+    return gast.FunctionDef(
+        name=function_name,
+        args=arguments,
+        body=body,
+        decorator_list=[],
+        returns=None,
+        type_comment=None,
+        type_params=[],
+    )
+
+
+def program_callee(program: Program):
+    def plan(parsed: ParsedFunction, positions, keywords, ranks):
+        parameters = parsed.parameters
+        wrt = [parameters[p] for p in positions if p < len(parameters)] + list(keywords)
+        if len(wrt) != len(positions) + len(keywords):
+            raise GradError(f"{parsed.name} was called with more arguments than it has")
+        key = (parsed.fn.__code__, tuple(wrt), tuple(ranks))
+        if key not in program.callee_plans:
+            rank_map = {
+                parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)
+            }
+            forward_name, backward_name = split(parsed, wrt, rank_map, program)
+            order = list(positions) + list(keywords)
+            program.callee_plans[key] = (forward_name, backward_name, order)
+            program.result_ranks[key] = program.last_result_rank
+        return program.callee_plans[key] + (program.result_ranks[key],)
+
+    return plan
+
+
+def build(fn, wrt: list[str], ranks: dict, mode: str) -> Program:
+    """Transform ``fn`` (see the module docstring)."""
+    parsed = parse_function(fn)
+    program = Program(namer=Namer(set()))
+    program.refs = References(program.namer)
+    if mode == "combined":
+        program.entry = combined(parsed, wrt, ranks, program)
+        program.entries = (program.entry,)
+    else:
+        program.entries = split(parsed, wrt, ranks, program)
+        program.entry = program.entries[0]
+    return program

@@ -1,0 +1,132 @@
+"""What each called name in a function is, decided statically from its globals and
+closure: a ppto operator (directly, as a NumPy function, a builtin or a tensor
+method), another user function to differentiate, or an opaque callable that may only
+see values that are not differentiated.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import gast
+import numpy as np
+
+from ppto.ops import elementwise, linalg, reductions, shape
+from ppto.ops.numpy_map import NUMPY_FUNCTIONS
+from ppto.ops.primitive import OperatorDef
+from ppto.runtime import constructors
+
+# Tensor methods and attributes that are operators, and those that are metadata.
+METHOD_OPERATORS = {
+    "sum": reductions.reduce_sum,
+    "mean": reductions.reduce_mean,
+    "max": reductions.reduce_max,
+    "min": reductions.reduce_min,
+    "prod": reductions.reduce_prod,
+    "argmax": reductions.argmax,
+    "argmin": reductions.argmin,
+    "reshape": shape.reshape,
+    "transpose": shape.transpose,
+    "squeeze": shape.squeeze,
+    "astype": shape.cast,
+    "dot": linalg.dot,
+    "clip": elementwise.clip,
+    "exp": elementwise.exp,
+    "log": elementwise.log,
+}
+VARARG_METHODS = {"reshape": "shape", "transpose": "axes"}
+ATTRIBUTE_OPERATORS = {"T": shape.transpose, "mT": shape.matrix_transpose}
+METADATA_ATTRIBUTES = {"shape", "ndim", "dtype", "size", "nbytes", "device", "layout"}
+
+_BUILTIN_OPERATORS = {builtins.abs: elementwise.abs}
+_CONSTRUCTOR_OPERATORS = {
+    constructors.zeros_like: shape.zeros_like,
+    constructors.ones_like: shape.ones_like,
+}
+
+
+@dataclass
+class Callee:
+    """The resolution of a call's function expression."""
+
+    kind: str  # "operator", "function", "method" or "opaque"
+    op: OperatorDef | None = None
+    renames: dict = field(default_factory=dict)
+    function: Any = None
+    method: str = ""
+    text: str = ""
+
+
+def static_value(node: gast.expr, namespace, local_names: set) -> tuple[bool, Any]:
+    """``(True, value)`` if ``node`` names something outside the function."""
+    if isinstance(node, gast.Name):
+        if node.id in local_names or node.id not in namespace:
+            return False, None
+        return True, namespace[node.id]
+    if isinstance(node, gast.Attribute):
+        found, base = static_value(node.value, namespace, local_names)
+        if found and hasattr(base, node.attr):
+            return True, getattr(base, node.attr)
+    return False, None
+
+
+def resolve_call(node: gast.Call, namespace, local_names: set) -> Callee:
+    """Decide what ``node.func`` calls (see the module docstring)."""
+    text = gast.unparse(node.func).strip()
+    found, value = static_value(node.func, namespace, local_names)
+    if not found:
+        if isinstance(node.func, gast.Attribute):
+            return Callee("method", method=node.func.attr, text=text)
+        return Callee("opaque", text=text)
+    return classify(value, text)
+
+
+def classify(value: Any, text: str = "") -> Callee:
+    """The Callee for a Python object found at a call site."""
+    if isinstance(value, OperatorDef):
+        return Callee("operator", op=value, text=text)
+    alias = _numpy_alias(value)
+    if alias is not None:
+        if alias.convert is not None:
+            return Callee("opaque", text=text)
+        return Callee("operator", op=alias.op, renames=dict(alias.renames), text=text)
+    if _hashable(value) and value in _BUILTIN_OPERATORS:
+        return Callee("operator", op=_BUILTIN_OPERATORS[value], text=text)
+    if _hashable(value) and value in _CONSTRUCTOR_OPERATORS:
+        return Callee("operator", op=_CONSTRUCTOR_OPERATORS[value], text=text)
+    if inspect.isfunction(value) and not _is_library(value):
+        return Callee("function", function=value, text=text)
+    return Callee("opaque", function=value, text=text)
+
+
+def _numpy_alias(value: Any):
+    if not _hashable(value):
+        return None
+    try:
+        return NUMPY_FUNCTIONS.get(value)
+    except TypeError:
+        return None
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _is_library(function: Any) -> bool:
+    module = getattr(function, "__module__", "") or ""
+    return module.split(".")[0] in {"ppto", "numpy", "cupy", "math", "builtins"}
+
+
+def is_numpy_module(value: Any) -> bool:
+    return isinstance(value, ModuleType) and value.__name__.split(".")[0] == "numpy"
+
+
+__all__ = ["Callee", "classify", "resolve_call", "static_value", "np"]

@@ -1,0 +1,171 @@
+"""Reading a function's source: the gast tree of its definition, a map from tree
+positions back to the user's file, line and column, and ``TransformError`` built
+from that map (quoted line, caret, suggestion).
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import linecache
+import textwrap
+from collections import ChainMap
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gast
+
+from ppto.errors import TransformError
+
+
+@dataclass
+class SourceMap:
+    """Where the parsed text came from: tree line 1 is file line ``first_line``."""
+
+    filename: str
+    first_line: int
+    indent: int
+
+    def position(self, node: Any) -> tuple[int, int]:
+        line = getattr(node, "lineno", 1) + self.first_line - 1
+        column = getattr(node, "col_offset", 0) + self.indent
+        return line, column
+
+    def line_text(self, line: int) -> str:
+        return linecache.getline(self.filename, line).rstrip("\n")
+
+    def error(self, node: Any, message: str, suggestion: str = "") -> TransformError:
+        """A ``TransformError`` at ``node`` quoting the line with a caret under it."""
+        line, column = self.position(node)
+        text = self.line_text(line)
+        parts = [message, f'  File "{self.filename}", line {line}, column {column + 1}']
+        if text:
+            parts += [
+                f"    {text.strip()}",
+                "    " + " " * (column - _lead(text)) + "^",
+            ]
+        if suggestion:
+            parts.append(f"  Instead: {suggestion}")
+        error = TransformError("\n".join(parts))
+        error.filename, error.lineno, error.offset, error.text = (
+            self.filename,
+            line,
+            column + 1,
+            text,
+        )
+        return error
+
+    def statement_text(self, node: Any) -> str:
+        """The user's text of a statement, on one line (for ``# grad of:``)."""
+        start, _ = self.position(node)
+        end = getattr(node, "end_lineno", None)
+        end = start if end is None else end + self.first_line - 1
+        lines = [self.line_text(n).strip() for n in range(start, end + 1)]
+        return " ".join(line for line in lines if line)
+
+
+def _lead(text: str) -> int:
+    return len(text) - len(text.lstrip())
+
+
+@dataclass
+class ParsedFunction:
+    """A user function ready for transformation."""
+
+    fn: Callable
+    name: str
+    tree: gast.FunctionDef
+    source: SourceMap
+    namespace: ChainMap
+
+    @property
+    def parameters(self) -> list[str]:
+        return [arg.id for arg in self.tree.args.args]
+
+
+def parse_function(fn: Callable) -> ParsedFunction:
+    """Parse ``fn`` (a ``def`` or an unambiguous ``lambda``) into a gast tree."""
+    fn = inspect.unwrap(getattr(fn, "__wrapped__", fn))
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        raise TransformError(
+            f"{fn!r} is not a Python function, so ppto cannot read its source: "
+            "differentiate a def-function, or give it a rule with @ppto.grad_rule"
+        )
+    try:
+        lines, first_line = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as error:
+        raise TransformError(
+            f"the source of {fn.__qualname__} is not available ({error}): ppto reads "
+            "source code, so define the function in a file (not in an interactive "
+            "shell without source) or use exec with linecache"
+        ) from error
+    text = "".join(lines)
+    dedented = textwrap.dedent(text)
+    indent = _lead(lines[0]) - _lead(dedented.splitlines()[0])
+    source = SourceMap(code.co_filename, max(first_line, 1), indent)
+    tree = _definition(fn, dedented, source)
+    namespace = ChainMap(_closure(fn), fn.__globals__, vars(builtins))
+    return ParsedFunction(fn, fn.__name__, tree, source, namespace)
+
+
+def _definition(fn: Callable, text: str, source: SourceMap) -> gast.FunctionDef:
+    if fn.__name__ != "<lambda>":
+        module = gast.parse(text)
+        definition = module.body[0]
+        if not isinstance(definition, gast.FunctionDef):
+            raise source.error(
+                definition, f"cannot find the definition of {fn.__name__}"
+            )
+        definition.decorator_list = []
+        return definition
+    return _lambda_definition(fn, text, source)
+
+
+def _lambda_definition(fn: Callable, text: str, source: SourceMap) -> gast.FunctionDef:
+    module = None
+    for candidate in (text, "(" + text.strip() + ")", text.strip().rstrip(",)")):
+        try:
+            module = gast.parse(candidate)
+            break
+        except SyntaxError:
+            continue
+    names = fn.__code__.co_varnames[: fn.__code__.co_argcount]
+    found = []
+    if module is not None:
+        for node in gast.walk(module):
+            if isinstance(node, gast.Lambda):
+                if tuple(arg.id for arg in node.args.args) == names:
+                    found.append(node)
+    if len(found) != 1:
+        raise TransformError(
+            f"cannot tell which lambda on line {source.first_line} of "
+            f"{source.filename} is being differentiated: define it with def"
+        )
+    node = found[0]
+    definition = gast.FunctionDef(
+        name="lambda_",
+        args=node.args,
+        body=[gast.Return(value=node.body)],
+        decorator_list=[],
+        returns=None,
+        type_comment=None,
+        type_params=[],
+    )
+    gast.copy_location(definition, node)
+    definition.body[0].lineno = node.lineno
+    definition.body[0].col_offset = node.col_offset
+    return definition
+
+
+def _closure(fn: Callable) -> dict:
+    if not fn.__closure__:
+        return {}
+    values = {}
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+        try:
+            values[name] = cell.cell_contents
+        except ValueError:  # a cell not yet filled: resolved later, at call time
+            continue
+    return values

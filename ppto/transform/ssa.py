@@ -1,0 +1,143 @@
+"""Renaming so that no variable is assigned twice on any path.
+
+A reassigned name gets a numbered version (``x``, then ``x_1``, ``x_2``), so every
+value the derivative needs is still there when the backward pass runs, without a tape.
+Both branches of an ``if`` may define the same version (only one runs); where they
+end with different versions, the branch that differs copies its value into the one
+that continues after the ``if``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import gast
+
+from ppto.transform.names import Namer
+
+
+class Renamer:
+    """Holds the current version of each user name while walking statements."""
+
+    def __init__(self, namer: Namer, parameters: list[str]) -> None:
+        self.namer = namer
+        self.env: dict[str, str] = {name: name for name in parameters}
+        self.count: dict[str, int] = {name: 0 for name in parameters}
+        self.created: set[str] = set()
+
+    def version(self, base: str) -> str:
+        """A new version of ``base`` for an assignment."""
+        if base not in self.count:
+            self.count[base] = 0
+            self.env[base] = base
+            return base
+        number = self.count[base]
+        while True:
+            number += 1
+            name = f"{base}_{number}"
+            if name not in self.namer.taken or name in self.created:
+                break
+        self.count[base] = number
+        self.created.add(name)
+        self.namer.reserve(name)
+        self.env[base] = name
+        return name
+
+    def reads(self, node):
+        """Rename the loaded names of an expression to their current versions."""
+        for child in gast.walk(node):
+            if isinstance(child, gast.Name) and isinstance(child.ctx, gast.Load):
+                child.id = self.env.get(child.id, child.id)
+        return node
+
+    def targets(self, target):
+        for child in gast.walk(target):
+            if isinstance(child, gast.Name) and isinstance(child.ctx, gast.Store):
+                child.id = self.version(child.id)
+        return target
+
+    def block(self, body: list) -> list:
+        out = []
+        for statement in body:
+            out.extend(self.statement(statement))
+        return out
+
+    def statement(self, node) -> list:
+        if isinstance(node, gast.If):
+            return [self._branch(node)]
+        if isinstance(node, gast.Assign):
+            node.value = self.reads(node.value)
+            node.targets = [self._store(target) for target in node.targets]
+            return [node]
+        if isinstance(node, gast.AugAssign):
+            value = gast.BinOp(left=_load(node.target), op=node.op, right=node.value)
+            gast.copy_location(value, node)
+            assign = gast.Assign(targets=[node.target], value=value, type_comment=None)
+            return self.statement(gast.copy_location(assign, node))
+        if isinstance(node, gast.AnnAssign):
+            assign = gast.Assign(
+                targets=[node.target], value=node.value, type_comment=None
+            )
+            return self.statement(gast.copy_location(assign, node))
+        return [self.reads(node)]
+
+    def _store(self, target):
+        if isinstance(target, gast.Subscript):
+            return target  # subscript writes are handled by the loop stage
+        return self.targets(target)
+
+    def _branch(self, node: gast.If) -> gast.If:
+        node.test = self.reads(node.test)
+        before_env, before_count = dict(self.env), dict(self.count)
+        node.body = self.block(node.body)
+        body_env, body_count = self.env, self.count
+        self.env, self.count = dict(before_env), dict(before_count)
+        node.orelse = self.block(node.orelse)
+        else_env, else_count = self.env, self.count
+        merged = dict(body_env)
+        for base in set(body_env) | set(else_env):
+            in_body, in_else = body_env.get(base), else_env.get(base)
+            if in_body == in_else:
+                continue
+            if in_body is None or (
+                in_else is not None and in_body == before_env.get(base)
+            ):
+                merged[base] = in_else
+                if in_body is not None:
+                    node.body.append(_copy(in_else, in_body, node))
+            else:
+                merged[base] = in_body
+                if in_else is not None:
+                    node.orelse.append(_copy(in_body, in_else, node))
+        self.env = merged
+        self.count = {
+            base: max(body_count.get(base, 0), else_count.get(base, 0))
+            for base in set(body_count) | set(else_count)
+        }
+        return node
+
+
+def _load(target):
+    loaded = copy.deepcopy(target)
+    for child in gast.walk(loaded):
+        if hasattr(child, "ctx"):
+            child.ctx = gast.Load()
+    return loaded
+
+
+def _copy(target: str, source: str, origin) -> gast.Assign:
+    assign = gast.Assign(
+        targets=[gast.Name(target, gast.Store(), None, None)],
+        value=gast.Name(source, gast.Load(), None, None),
+        type_comment=None,
+    )
+    return gast.copy_location(assign, origin)
+
+
+def rename(body: list, parameters: list[str], namer: Namer) -> tuple[list, dict]:
+    """Rename ``body`` so every assignment creates a new name (see module doc).
+
+    Returns the renamed statements and the final version of each name.
+    """
+    renamer = Renamer(namer, parameters)
+    return renamer.block(body), renamer.env
