@@ -16,9 +16,11 @@ import numpy as np
 
 from ppto.errors import GradError
 from ppto.ops.primitive import OperatorDef
+from ppto.runtime.backends import backend_for
 from ppto.runtime.device import CPU, Device
 from ppto.runtime.dispatch import gather_inputs
 from ppto.runtime.tensor import Tensor, move
+from ppto.transform.lower import _unwrap, lower
 from ppto.transform.pipeline import build
 
 
@@ -137,6 +139,7 @@ class Transformed:
         self.mode = mode
         self.with_value = with_value
         self._programs: dict = {}
+        self._lowered: dict = {}
         self.__name__ = getattr(self.function, "__name__", "f") + "_grad"
         self.__wrapped__ = self.function
 
@@ -161,14 +164,30 @@ class Transformed:
         )
         values = list(call.values)
         for position, raw in zip(arrays, raws):
-            values[position] = Tensor(raw, device)
-        ranks = tuple(getattr(v, "ndim", None) for v in call.values)
+            values[position] = raw
+        ranks = tuple(getattr(v, "ndim", None) for v in values)
         return call, values, ranks, dict(zip(arrays, devices)), device
+
+    def lowered(self, ranks: tuple, device: Device) -> dict:
+        """The namespace of the program lowered for ``device``'s backend."""
+        key = (ranks, device.kind)
+        if key not in self._lowered:
+            program, _ = self.program(ranks)
+            source, namespace = lower(program, backend_for(device), device.kind)
+            self._lowered[key] = (source, namespace)
+        return self._lowered[key][1]
+
+    def run(self, name_of, ranks, device, values):
+        namespace = self.lowered(ranks, device)
+        entry = namespace[name_of(self._programs[ranks][0])]
+        if device.kind == "cuda" and device.index != 0:
+            with backend_for(device).xp.cuda.Device(device.index):
+                return entry(*values)
+        return entry(*values)
 
     def __call__(self, *args: Any, **kwargs: Any):
         call, values, ranks, devices, device = self.prepare(args, kwargs)
-        _, namespace = self.program(ranks)
-        value, grads = namespace[self._entry(ranks)](*values)
+        value, grads = self.run(lambda program: program.entry, ranks, device, values)
         if not self.with_value:
             _require_scalar(value, self.__name__)
         grads = (grads,) if len(self.wrt) == 1 else tuple(grads)
@@ -183,9 +202,6 @@ class Transformed:
         )
         result = placed[0] if self.single else placed
         return (_as_tensor(value, device), result) if self.with_value else result
-
-    def _entry(self, ranks) -> str:
-        return self._programs[ranks][0].entry
 
 
 def _device_of(value) -> Device:
@@ -268,6 +284,11 @@ def show_grad(
         ranks = (None,) * len(names)
     program, _ = transformed.program(ranks)
     text = program.source()
+    if lowered:
+        device = (
+            _device_of(next((a for a in args if _is_array(a)), None)) if args else CPU
+        )
+        text = lower(program, backend_for(device), device.kind)[0]
     print(text, file=file)
     return text
 
@@ -283,13 +304,13 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
         raise GradError(f"vjp: {function.__name__} has no floating point argument")
     transformed = Transformed(f, wrt, "split", with_value=True)
     call, values, ranks, devices, device = transformed.prepare(args, kwargs)
-    program, namespace = transformed.program(ranks)
+    program, _ = transformed.program(ranks)
     forward_name, backward_name = program.entries
-    out, saved = namespace[forward_name](*values)
-    backward = namespace[backward_name]
+    out, saved = transformed.run(lambda p: forward_name, ranks, device, values)
+    backward = transformed.lowered(ranks, device)[backward_name]
 
     def pullback(cotangent):
-        raw = _cotangent_on(cotangent, device)
+        raw = _unwrap(_cotangent_on(cotangent, device))
         grads = backward(saved, raw)
         grads = (grads,) if len(wrt) == 1 else tuple(grads)
         by_name = dict(zip(wrt, grads))

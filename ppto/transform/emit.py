@@ -17,7 +17,7 @@ class Comment(gast.stmt):
 
     _fields = ("text",)
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str = "") -> None:
         super().__init__()
         self.text = text
 

@@ -1,0 +1,231 @@
+"""Lowering: the generic generated program (calls to ppto operators on tensors) turned
+into the program that runs on one backend's raw arrays.
+
+Each operator call becomes the backend's own ``<op>_impl`` if it has one, else the
+operator's generic implementation: inlined as an ``xp`` expression when its body is a
+single ``return`` (``tanh(t)`` -> ``xp.tanh(t)``), called with ``xp`` otherwise. Python
+arithmetic, subscripts and attributes already mean the same on raw arrays. Calls of
+user functions get wrappers that return raw arrays. Nothing dispatches per operator.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import textwrap
+from functools import cache
+
+import gast
+
+from ppto.errors import BackendError
+from ppto.ops.primitive import OperatorDef, Primitive
+from ppto.runtime.backends import Backend
+from ppto.runtime.tensor import Tensor
+from ppto.transform.emit import compile_source, render_function
+
+
+@cache
+def _impl_expression(impl):
+    """``(parameters, expression)`` if ``impl`` is ``return <expr>``, else None."""
+    try:
+        source = textwrap.dedent(inspect.getsource(impl))
+    except (OSError, TypeError):
+        return None
+    definition = gast.parse(source).body[0]
+    body = [s for s in definition.body if not _is_docstring(s)]
+    if len(body) != 1 or not isinstance(body[0], gast.Return) or body[0].value is None:
+        return None
+    parameters = [argument.id for argument in definition.args.args]
+    defaults = definition.args.defaults
+    if definition.args.kwonlyargs or definition.args.vararg:
+        return None
+    return parameters, defaults, body[0].value
+
+
+def _is_docstring(statement) -> bool:
+    return isinstance(statement, gast.Expr) and isinstance(
+        getattr(statement, "value", None), gast.Constant
+    )
+
+
+def raw_result(function):
+    """Wrap a user function so it returns raw arrays inside lowered code."""
+
+    def run(*args, **kwargs):
+        return _unwrap(function(*args, **kwargs))
+
+    run.__name__ = getattr(function, "__name__", "function")
+    return run
+
+
+def _unwrap(value):
+    if isinstance(value, Tensor):
+        return value.data
+    if isinstance(value, tuple):
+        return tuple(_unwrap(v) for v in value)
+    return value
+
+
+class Lowering(gast.NodeTransformer):
+    """Rewrites operator calls of one generated function for one backend."""
+
+    def __init__(self, namespace: dict, lowered: dict, backend: Backend, kind: str):
+        self.namespace = namespace
+        self.lowered = lowered
+        self.backend = backend
+        self.kind = kind
+        self.locals: set[str] = set()
+
+    def function(self, definition):
+        definition = copy.deepcopy(definition)
+        self.locals = {
+            node.id for node in gast.walk(definition) if isinstance(node, gast.Name)
+        } | {argument.id for argument in definition.args.args}
+        return self.visit(definition)
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        target = _static(node.func, self.namespace)
+        if isinstance(target, Primitive):
+            return self.lower_primitive(node, target)
+        if isinstance(target, OperatorDef) or (
+            inspect.isfunction(target) and _is_user(target)
+        ):
+            function = getattr(target, "function", target)
+            node.func = gast.Name(
+                self.bind(
+                    raw_result(function),
+                    function.__name__ + "_raw",
+                    key=("raw", id(function)),
+                ),
+                gast.Load(),
+                None,
+                None,
+            )
+        return node
+
+    def lower_primitive(self, node, op: Primitive):
+        own = self.backend.override(op.name)
+        if own is not None:
+            node.func = gast.Name(
+                self.bind(own, f"{op.name}_impl", key=("own", op.name)),
+                gast.Load(),
+                None,
+                None,
+            )
+            return node
+        if self.backend.xp is None:
+            raise BackendError(
+                f"backend {self.kind!r} has no implementation of {op.name!r}: add "
+                f"{op.name}_impl to it, or give it an array namespace xp"
+            )
+        arguments = self.bind_arguments(node, op)
+        inlined = self.inline(op, arguments)
+        if inlined is not None:
+            return inlined
+        impl = self.bind(op.impl, f"{op.name}_impl", key=("impl", op.name))
+        xp = gast.Name("xp", gast.Load(), None, None)
+        names = [p for p in list(inspect.signature(op.impl).parameters)[1:]]
+        return gast.Call(
+            gast.Name(impl, gast.Load(), None, None),
+            [xp] + [arguments[n] for n in names],
+            [],
+        )
+
+    def bind_arguments(self, node, op: Primitive) -> dict:
+        names = list(inspect.signature(op.impl).parameters)[1:]
+        bound = {}
+        for position, argument in enumerate(node.args):
+            bound[names[position]] = argument
+        for keyword in node.keywords:
+            bound[keyword.arg] = keyword.value
+        for name in names:
+            if name not in bound:
+                default = op.defaults.get(name)
+                bound[name] = _literal(default)
+        return bound
+
+    def inline(self, op: Primitive, arguments: dict):
+        found = _impl_expression(op.impl)
+        if found is None:
+            return None
+        parameters, _, expression = found
+        expression = copy.deepcopy(expression)
+        uses: dict[str, int] = {}
+        for node in gast.walk(expression):
+            if isinstance(node, gast.Name):
+                uses[node.id] = uses.get(node.id, 0) + 1
+        for name in parameters[1:]:
+            value = arguments[name]
+            if uses.get(name, 0) > 1 and not isinstance(
+                value, (gast.Name, gast.Constant)
+            ):
+                return None
+        globals_ = op.impl.__globals__
+        renames = {}
+        for name in uses:
+            if name in parameters:
+                continue
+            if name not in globals_:
+                return None
+            bound = self.bind(globals_[name], name, key=("global", id(globals_[name])))
+            renames[name] = bound
+
+        class Substitute(gast.NodeTransformer):
+            def visit_Name(self, node):
+                if node.id == parameters[0]:
+                    return gast.Name("xp", gast.Load(), None, None)
+                if node.id in arguments and node.id in parameters:
+                    return copy.deepcopy(arguments[node.id])
+                if node.id in renames:
+                    return gast.Name(renames[node.id], gast.Load(), None, None)
+                return node
+
+        return Substitute().visit(expression)
+
+    def bind(self, value, preferred: str, key) -> str:
+        if key in self.lowered["keys"]:
+            return self.lowered["keys"][key]
+        label, number = preferred, 0
+        while label in self.lowered["namespace"] or label in self.locals:
+            if self.lowered["namespace"].get(label) is value:
+                break
+            number += 1
+            label = f"{preferred}_{number}"
+        self.lowered["namespace"][label] = value
+        self.lowered["keys"][key] = label
+        return label
+
+
+def _is_user(function) -> bool:
+    module = getattr(function, "__module__", "") or ""
+    return module.split(".")[0] not in {"ppto", "numpy", "cupy", "math"}
+
+
+def _literal(value):
+    if isinstance(value, tuple):
+        return gast.Tuple([_literal(v) for v in value], gast.Load())
+    return gast.Constant(value, None)
+
+
+def _static(node, namespace):
+    if isinstance(node, gast.Name):
+        return namespace.get(node.id)
+    if isinstance(node, gast.Attribute):
+        base = _static(node.value, namespace)
+        return getattr(base, node.attr, None) if base is not None else None
+    return None
+
+
+def lower(program, backend: Backend, kind: str):
+    """``(source, namespace)`` of ``program`` lowered for ``backend``."""
+    namespace = dict(program.refs.namespace)
+    lowered = {"namespace": {}, "keys": {}}
+    lowering = Lowering(namespace, lowered, backend, kind)
+    functions = [lowering.function(f) for f in program.functions]
+    source = "\n\n".join(render_function(f) for f in functions)
+    final = dict(namespace)
+    final.update(lowered["namespace"])
+    final["xp"] = backend.xp
+    compile_source(source, program.entry, final, f"{program.entry} lowered for {kind}")
+    return source, final
