@@ -104,6 +104,20 @@ class Lowering(gast.NodeTransformer):
             )
         return node
 
+    def visit_BinOp(self, node):
+        """``a @ b`` etc. run the backend's own operator where it overrides one."""
+        from ppto.transform.normalize import BINARY_OPERATORS
+
+        self.generic_visit(node)
+        op = BINARY_OPERATORS.get(type(node.op))
+        own = self.backend.override(op.name) if op is not None else None
+        if own is None:
+            return node
+        label = self.bind(own, f"{op.name}_impl", key=("own", op.name))
+        return gast.Call(
+            gast.Name(label, gast.Load(), None, None), [node.left, node.right], []
+        )
+
     def lower_primitive(self, node, op: Primitive):
         own = self.backend.override(op.name)
         if own is not None:
