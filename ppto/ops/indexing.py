@@ -9,12 +9,14 @@ accumulate (``np.add.at`` semantics).
 import numpy as np
 
 from ppto.ops.primitive import primitive
+from ppto.ops.rules import shape_helper
 from ppto.ops.shape import reshape, unbroadcast, zeros_like
 from ppto.runtime.tensor import Tensor
 
 ANY = "(Tensor[...]) -> Tensor[...]"
 
 
+@shape_helper
 def raw_index(xp, index):
     """``index`` with tensors replaced by raw arrays of the backend ``xp``."""
     if isinstance(index, tuple):
@@ -26,6 +28,7 @@ def raw_index(xp, index):
     return index
 
 
+@shape_helper
 def is_basic(index):
     """Whether ``index`` only slices (then no element can be selected twice)."""
     parts = index if isinstance(index, tuple) else (index,)
@@ -35,6 +38,7 @@ def is_basic(index):
     )
 
 
+@shape_helper
 def axis_index(indices, axis, ndim):
     """The subscript that selects ``indices`` along ``axis`` of an ndim-D tensor."""
     return (slice(None),) * (axis % ndim) + (indices,)

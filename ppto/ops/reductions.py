@@ -6,11 +6,13 @@ import numpy as np
 
 from ppto.ops.elementwise import exp
 from ppto.ops.primitive import primitive
+from ppto.ops.rules import shape_helper
 from ppto.ops.shape import cast
 
 REDUCE = "(Tensor[...]) -> Tensor[...]"
 
 
+@shape_helper
 def reduced_axes(ndim, axis):
     """``axis`` (None, int or tuple) as a sorted tuple of non-negative axes."""
     if axis is None:
@@ -19,6 +21,7 @@ def reduced_axes(ndim, axis):
     return tuple(sorted(int(a) % ndim if ndim else 0 for a in axes))
 
 
+@shape_helper
 def reduced_count(x, axis):
     """How many elements each reduction of ``x`` over ``axis`` combines."""
     shape = np.shape(x)

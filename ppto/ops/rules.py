@@ -76,6 +76,14 @@ class Rule:
         return f"<ppto {self.kind} rule of {self.op.name}>"
 
 
+def shape_helper(function: Callable) -> Callable:
+    """Mark a rule helper that reads only shapes and parameters of its arguments, so
+    the transformer treats its result as a constant even when its arguments are
+    differentiated values."""
+    function.reads_metadata_only = True
+    return function
+
+
 def tangent_name(input_name: str) -> str:
     return "d" + input_name
 

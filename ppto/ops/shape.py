@@ -9,15 +9,18 @@ other's gradients, which keeps the rules closed under repeated differentiation.
 import numpy as np
 
 from ppto.ops.primitive import primitive
+from ppto.ops.rules import shape_helper
 
 ANY = "(Tensor[...]) -> Tensor[...]"
 
 
+@shape_helper
 def inverse_permutation(axes):
     """The axes that undo ``transpose(x, axes)``; None stays None (a reversal)."""
     return None if axes is None else tuple(int(i) for i in np.argsort(axes))
 
 
+@shape_helper
 def split_points(xs, axis):
     """Where ``split`` must cut to undo ``concat(xs, axis)``."""
     sizes = [np.shape(x)[axis] for x in xs]

@@ -307,7 +307,10 @@ class Normalizer:
             return self.call_function(node, callee, [target])[0]
         if callee.kind == "operator":
             return self.operator_call(node, callee.op, callee.renames, target)
-        if callee.function is not None and _is_constant_constructor(callee.function):
+        if callee.function is not None and (
+            _is_constant_constructor(callee.function)
+            or getattr(callee.function, "reads_metadata_only", False)
+        ):
             return self.passive(node, target)
         raise self.source.error(
             node,
@@ -366,7 +369,8 @@ class Normalizer:
         return self.expression(argument)
 
     def parameter(self, argument, name, op):
-        self.check_not_varied(argument, f"the {name!r} argument of ppto.{op.name}")
+        if name != "like":  # a "like" parameter is read only for its shape
+            self.check_not_varied(argument, f"the {name!r} argument of ppto.{op.name}")
         return argument
 
     def check_not_varied(self, expression, what):
