@@ -33,7 +33,7 @@ def reduced_count(x, axis):
 @primitive(REDUCE, tangent="linear")
 def unreduce(xp, x, like, axis=None, keepdims=False):
     """Broadcast a reduction's result (or gradient) back to the shape of ``like``."""
-    target = np.shape(like)
+    target = like if isinstance(like, tuple) else np.shape(like)
     if not keepdims:
         kept = list(target)
         for a in reduced_axes(len(target), axis):

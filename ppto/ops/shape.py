@@ -89,7 +89,7 @@ def unbroadcast(xp, x, like):
 
     Every binary elementwise gradient goes through this one helper.
     """
-    target = np.shape(like)
+    target = like if isinstance(like, tuple) else np.shape(like)
     if tuple(x.shape) == tuple(target):
         return x
     lead = x.ndim - len(target)

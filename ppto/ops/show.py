@@ -23,22 +23,32 @@ def show_op(op: OperatorDef, file=None) -> str:
     Output: Tensor[M,N]
     Grad: (δY @ B.T, A.T @ δY)
     """
-    parameters = list(op.python_signature.parameters.values())[op.signature.arity :]
-    params = [str(p) for p in parameters]
-    inputs = ", ".join([op.signature.input_text()] + params)
-    output = op.signature.output.removesuffix(" tuple")
-    if op.signature.output.endswith(" tuple"):
-        output = f"tuple of {output}"
+    inputs, output = signature_text(op)
     text = "\n".join(
         [
             f"Operator: {op.display_name}",
-            f"Input: ({inputs})",
+            f"Input: {inputs}",
             f"Output: {output}",
             f"Grad: {grad_text(op)}",
         ]
     )
     print(text, file=file)
     return text
+
+
+def signature_text(op: OperatorDef) -> tuple[str, str]:
+    """``(inputs, output)`` as ``show_op`` writes them: the tensor inputs followed by
+    the non-tensor parameters with their defaults.
+
+    >>> signature_text(ppto.reduce_sum)
+    ('(Tensor[...], axis=None, keepdims=False)', 'Tensor[...]')
+    """
+    parameters = list(op.python_signature.parameters.values())[op.signature.arity :]
+    inputs = ", ".join([op.signature.input_text()] + [str(p) for p in parameters])
+    output = op.signature.output.removesuffix(" tuple")
+    if op.signature.output.endswith(" tuple"):
+        output = f"tuple of {output}"
+    return f"({inputs})", output
 
 
 def grad_text(op: OperatorDef) -> str:

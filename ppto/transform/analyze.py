@@ -25,6 +25,7 @@ class Activity:
     tainted: dict = field(default_factory=dict)  # name -> Passive statement
     blocked: list = field(default_factory=list)  # nondifferentiable ops on the way
     ranks: dict = field(default_factory=dict)
+    ranges: set = field(default_factory=set)  # variables holding a range()
 
     def active(self, name) -> bool:
         return isinstance(name, str) and name in self.varied and name in self.useful
@@ -42,9 +43,26 @@ def _any_varied(operands, activity) -> bool:
     return bool(ir.operand_names(operands) & activity.varied)
 
 
+def _fixpoint(walk, block, activity: Activity) -> None:
+    """Walk a loop body until the activity sets stop growing (values flow round)."""
+    before = None
+    while before != (len(activity.varied), len(activity.useful), len(activity.tainted)):
+        before = (len(activity.varied), len(activity.useful), len(activity.tainted))
+        walk(block, activity)
+
+
+def _is_range(node) -> bool:
+    value = getattr(node, "value", None)
+    return isinstance(value, gast.Call) and getattr(value.func, "id", "") == "range"
+
+
 def _forward(body, activity: Activity) -> None:
     for statement in body:
-        if isinstance(statement, ir.If):
+        if isinstance(statement, ir.For) and statement.iterable in activity.ranges:
+            activity.ranks[statement.target] = 0  # an integer from a range
+        if isinstance(statement, ir.LOOPS):
+            _fixpoint(_forward, statement.body, activity)
+        elif isinstance(statement, ir.If):
             _forward(statement.body, activity)
             _forward(statement.orelse, activity)
         elif isinstance(statement, ir.Apply):
@@ -68,8 +86,17 @@ def _forward(body, activity: Activity) -> None:
             if ir.reads(statement) & activity.varied:
                 activity.varied.update(ir.writes(statement))
             if isinstance(statement, ir.Copy) and isinstance(statement.source, str):
-                activity.ranks[statement.target] = activity.ranks.get(statement.source)
+                rank = activity.ranks.get(statement.source)
+                known = activity.ranks.get(statement.target, rank)
+                activity.ranks[statement.target] = rank if known == rank else None
         elif isinstance(statement, ir.Passive):
+            node = statement.node
+            if isinstance(node, gast.Assign) and len(statement.targets) == 1:
+                activity.ranks[statement.targets[0]] = expression_rank(
+                    node.value, activity.ranks
+                )
+            if _is_range(statement.node):
+                activity.ranges.update(statement.targets)
             if statement.opaque and statement.reads & activity.varied:
                 for name in statement.targets:
                     activity.tainted[name] = statement
@@ -77,7 +104,9 @@ def _forward(body, activity: Activity) -> None:
 
 def _backward(body, activity: Activity) -> None:
     for statement in reversed(body):
-        if isinstance(statement, ir.If):
+        if isinstance(statement, ir.LOOPS):
+            _fixpoint(_backward, statement.body, activity)
+        elif isinstance(statement, ir.If):
             _backward(statement.body, activity)
             _backward(statement.orelse, activity)
         elif isinstance(statement, ir.Return):
@@ -93,9 +122,9 @@ def _backward(body, activity: Activity) -> None:
 
 def _check_taint(body, activity: Activity, source) -> None:
     for statement in body:
-        if isinstance(statement, ir.If):
-            _check_taint(statement.body, activity, source)
-            _check_taint(statement.orelse, activity, source)
+        if ir.blocks(statement):
+            for block in ir.blocks(statement):
+                _check_taint(block, activity, source)
             continue
         if isinstance(statement, ir.Passive) or not (
             set(ir.writes(statement)) & activity.useful
@@ -166,12 +195,64 @@ _NOT_LITERAL = object()
 def operand_rank(operand, ranks):
     """The rank of an operand if known: a variable, a scalar literal, or a verbatim
     expression that is just a name."""
-    if isinstance(operand, ir.Verbatim) and isinstance(operand.expr, gast.Name):
-        operand = operand.expr.id
+    if isinstance(operand, ir.Verbatim):
+        return expression_rank(operand.expr, ranks)
     if isinstance(operand, str):
         return ranks.get(operand)
     if isinstance(operand, ir.Const) and isinstance(operand.value, (int, float, bool)):
         return 0
+    return None
+
+
+def _index_rank(rank, index, ranks):
+    """The rank after basic indexing with a literal index, else None."""
+    parts = index.elts if isinstance(index, gast.Tuple) else [index]
+    for part in parts:
+        if isinstance(part, gast.Constant) and isinstance(part.value, int):
+            rank -= 1
+        elif isinstance(part, gast.Constant) and part.value is None:
+            rank += 1
+        elif isinstance(part, gast.Call) and getattr(part.func, "id", "") == "slice":
+            continue
+        elif isinstance(part, gast.Name) and ranks.get(part.id) == 0:
+            rank -= 1
+        else:
+            return None
+    return rank
+
+
+def _matmul_rank(a, b):
+    if a is None or b is None:
+        return None
+    if a == 1 and b == 1:
+        return 0
+    return b - 1 if a == 1 else a - 1 if b == 1 else max(a, b)
+
+
+def expression_rank(node, ranks: dict):
+    """The rank of a simple verbatim expression (names, literals, indexing,
+    arithmetic), or None."""
+    if isinstance(node, gast.Name):
+        return ranks.get(node.id)
+    if isinstance(node, gast.Constant):
+        return 0 if isinstance(node.value, (int, float)) else None
+    if isinstance(node, gast.Subscript):
+        base = expression_rank(node.value, ranks)
+        if base is None:
+            return None
+        from ppto.transform.normalize import slice_expr
+
+        return _index_rank(base, slice_expr(node.slice), ranks)
+    if isinstance(node, gast.UnaryOp):
+        return expression_rank(node.operand, ranks)
+    if isinstance(node, gast.BinOp):
+        left, right = (
+            expression_rank(node.left, ranks),
+            expression_rank(node.right, ranks),
+        )
+        if isinstance(node.op, gast.MatMult):
+            return _matmul_rank(left, right)
+        return None if left is None or right is None else max(left, right)
     return None
 
 
@@ -191,12 +272,7 @@ def rank_of(statement: ir.Apply, ranks: dict):
     if name in SAME_RANK:
         return first
     if name == "dot":
-        a, b = inputs
-        if b is None:
-            return None
-        if a == 1 and b == 1:
-            return 0
-        return b - 1 if a == 1 else a - 1 if b == 1 else max(a, b)
+        return _matmul_rank(*inputs)
     if name in REDUCTIONS:
         axis = _literal(params.get("axis"))
         keepdims = _literal(params.get("keepdims"))
@@ -207,6 +283,8 @@ def rank_of(statement: ir.Apply, ranks: dict):
         if axis is None:
             return 0
         return first - (len(axis) if isinstance(axis, tuple) else 1)
+    if name == "getitem":
+        return _index_rank(first, params.get("index"), ranks)
     if name == "reshape":
         shape = _literal(params.get("shape"))
         if shape is _NOT_LITERAL:

@@ -97,6 +97,34 @@ class Return(Stmt):
     value: Operand
 
 
+@dataclass
+class For(Stmt):
+    """``for target in iterable`` (a variable holding a range or index sequence)."""
+
+    target: str
+    iterable: str
+    body: list
+
+
+@dataclass
+class While(Stmt):
+    """``while test`` (a verbatim condition, re-evaluated before every iteration)."""
+
+    test: Any
+    reads: frozenset
+    body: list
+
+
+@dataclass
+class BreakIf(Stmt):
+    """``if test: break``, the only form of break after restructuring."""
+
+    test: str
+
+
+LOOPS = (For, While)
+
+
 def operand_names(operand) -> set[str]:
     """The variables an operand reads."""
     if isinstance(operand, str):
@@ -132,11 +160,36 @@ def reads(statement: Stmt) -> set[str]:
         return {statement.source}
     if isinstance(statement, Copy):
         return operand_names(statement.source)
-    if isinstance(statement, If):
+    if isinstance(statement, (If, BreakIf)):
         return {statement.test}
+    if isinstance(statement, For):
+        return {statement.iterable}
+    if isinstance(statement, While):
+        return set(statement.reads)
     if isinstance(statement, Return):
         return operand_names(statement.value)
     return set()
+
+
+def blocks(statement: Stmt) -> list:
+    """The statement lists nested in a compound statement."""
+    if isinstance(statement, If):
+        return [statement.body, statement.orelse]
+    if isinstance(statement, LOOPS):
+        return [statement.body]
+    return []
+
+
+def all_writes(body: list) -> set:
+    """Every name assigned anywhere in ``body``, nested blocks included."""
+    found = set()
+    for statement in body:
+        found |= set(writes(statement))
+        if isinstance(statement, For):
+            found.add(statement.target)
+        for block in blocks(statement):
+            found |= all_writes(block)
+    return found
 
 
 def writes(statement: Stmt) -> tuple:

@@ -6,6 +6,8 @@ comes out names every operation by its ppto operator.
 
 from __future__ import annotations
 
+import builtins
+
 import gast
 
 from ppto.errors import TransformError
@@ -38,6 +40,12 @@ def value_reads(node) -> set[str]:
     def walk(child):
         if isinstance(child, gast.Attribute) and child.attr in METADATA_ATTRIBUTES:
             return
+        if (
+            isinstance(child, gast.Call)
+            and isinstance(child.func, gast.Name)
+            and child.func.id == "len"
+        ):
+            return  # len() reads a shape
         if isinstance(child, gast.Name) and isinstance(child.ctx, gast.Load):
             found.add(child.id)
         for grandchild in gast.iter_child_nodes(child):
@@ -61,6 +69,12 @@ def slice_expr(node) -> gast.expr:
             part or gast.Constant(None, None)
             for part in (node.lower, node.upper, node.step)
         ]
+        # slice(1, 3) rather than slice(1, 3, None), and slice(None) for ``:``;
+        # never slice(1) for ``1:`` (that is stop=1)
+        if _is_none(parts[2]):
+            parts.pop()
+            if _is_none(parts[0]) and _is_none(parts[1]):
+                parts.pop()
         return gast.Call(gast.Name("slice", gast.Load(), None, None), parts, [])
     if isinstance(node, gast.Tuple):
         return gast.Tuple([slice_expr(element) for element in node.elts], gast.Load())
@@ -81,7 +95,17 @@ class Normalizer:
         self.source = parsed.source
         self.varied = set(varied)
         self.namer = namer
-        self.local_names = local_names
+        # a builtin the function never assigns is not local (``abs(x)`` resolves)
+        stored = set(parsed.parameters) | {
+            node.id
+            for node in gast.walk(parsed.tree)
+            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store)
+        }
+        self.local_names = {
+            name
+            for name in local_names
+            if name in stored or not hasattr(builtins, name)
+        }
         self.out: list = []
         self.origin = None
 
@@ -107,6 +131,9 @@ class Normalizer:
         handler(node)
 
     def statement_Assign(self, node) -> None:
+        if _is_setitem(node.value):
+            self.setitem(node)
+            return
         reads = value_reads(node.value)
         targets = node.targets
         if any(isinstance(t, gast.Subscript) for t in targets):
@@ -132,6 +159,16 @@ class Normalizer:
         for other in targets[1:]:
             self.emit(ir.Copy(other.id, first.id))
 
+    def setitem(self, node) -> None:
+        """``x_1 = setitem(x, v, index)`` from a subscript write (see ssa)."""
+        base, value, index = node.value.args
+        target = node.targets[0].id
+        if value_reads(node.value) & self.varied:
+            self.varied.add(target)
+        self.check_not_varied(index, "an index")
+        inputs = [self.expression(base), self.expression(value)]
+        self.apply(target, indexing.setitem, inputs, {"index": index}, ("index",))
+
     def unpack(self, target, value) -> None:
         names = [element.id for element in target.elts]
         if isinstance(value, (gast.Tuple, gast.List)) and len(value.elts) == len(names):
@@ -153,7 +190,19 @@ class Normalizer:
             return  # a docstring
         self.emit(ir.Passive(node, reads=frozenset(value_reads(node))))
 
+    def statement_For(self, node) -> None:
+        body = self.block(node.body)
+        self.emit(ir.For(node.target.id, node.iter.id, body))
+
+    def statement_While(self, node) -> None:
+        body = self.block(node.body)
+        reads = frozenset(value_reads(node.test))
+        self.emit(ir.While(node.test, reads, body))
+
     def statement_If(self, node) -> None:
+        if len(node.body) == 1 and isinstance(node.body[0], gast.Break):
+            self.emit(ir.BreakIf(node.test.id))
+            return
         test = node.test
         if isinstance(test, gast.Name):
             name = test.id
@@ -353,7 +402,13 @@ class Normalizer:
                     f"ppto.{op.name} has no argument {keyword.arg!r}",
                     f"its arguments are {', '.join(op.input_names + op.param_names)}",
                 )
-        if len(inputs) < arity or any(value is None for value in inputs):
+        defaults = getattr(op, "defaults", {})
+        inputs += [None] * (arity - len(inputs))
+        for index, name in enumerate(op.input_names):
+            if inputs[index] is None and name in defaults:
+                # an input left out takes its default (a user operator's keepdims)
+                inputs[index] = ir.Verbatim(constant_expr(defaults[name]))
+        if any(value is None for value in inputs):
             raise self.source.error(
                 node,
                 f"ppto.{op.name} needs {arity} input(s): {', '.join(op.input_names)}",
@@ -420,6 +475,20 @@ class Normalizer:
         return targets
 
 
+def _is_none(node) -> bool:
+    return isinstance(node, gast.Constant) and node.value is None
+
+
+def _is_setitem(value) -> bool:
+    from ppto.transform.ssa import SETITEM
+
+    return (
+        isinstance(value, gast.Call)
+        and isinstance(value.func, gast.Name)
+        and value.func.id == SETITEM
+    )
+
+
 def _composite_without_rule(callee) -> bool:
     op = callee.op
     return (
@@ -443,6 +512,11 @@ def varied_names(body: list, wrt: set[str]) -> set[str]:
             if isinstance(node, gast.If):
                 visit(node.body)
                 visit(node.orelse)
+            elif isinstance(node, (gast.For, gast.While)):
+                before = None
+                while before != len(varied):  # values flow round the loop: fixpoint
+                    before = len(varied)
+                    visit(node.body)
             elif isinstance(node, gast.Assign) and value_reads(node.value) & varied:
                 for target in node.targets:
                     varied.update(

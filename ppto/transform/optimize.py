@@ -108,7 +108,9 @@ def remove_unused(body: list, keep: set[str], removable: set[str]) -> list:
 def _prune(body, used, removable):
     out = []
     for statement in body:
-        if isinstance(statement, gast.If):
+        if isinstance(statement, (gast.For, gast.While)):
+            statement.body = _prune(statement.body, used, removable) or [gast.Pass()]
+        elif isinstance(statement, gast.If):
             statement.body = _prune(statement.body, used, removable)
             statement.orelse = _prune(statement.orelse, used, removable)
             if not statement.body and not statement.orelse:
@@ -129,35 +131,74 @@ def _count(body) -> int:
 
 
 def coalesce_copies(body: list, temporaries: set[str]) -> list:
-    """``t = ...; x = t`` with ``t`` a temporary read only there becomes ``x = ...``
-    (also when ``t`` is assigned in both branches of an ``if``)."""
+    """``t = ...; x = t`` with ``t`` a temporary read only there becomes ``x = ...``,
+    in every block; also when ``t`` is assigned in both branches of an ``if``."""
     loads: dict[str, int] = {}
     for statement in body:
         for node in gast.walk(statement):
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
                 loads[node.id] = loads.get(node.id, 0) + 1
-    renames = {}
-    kept = []
-    for position, statement in enumerate(body):
+    return _coalesce_block(body, temporaries, loads)
+
+
+def _coalesce_block(body: list, temporaries, loads) -> list:
+    for statement in body:
+        for field in ("body", "orelse"):
+            block = getattr(statement, field, None)
+            if isinstance(block, list) and block:
+                setattr(statement, field, _coalesce_block(block, temporaries, loads))
+    out = list(body)
+    position = 0
+    while position < len(out):
+        statement = out[position]
+        source = _copied_temporary(statement, temporaries, loads)
+        if source is not None:
+            target = statement.targets[0].id
+            definition = _last_definition(out[:position], source)
+            if definition is not None and not _mentions(
+                out[definition + 1 : position], target
+            ):
+                _rename_stores(out[definition], source, target)
+                if not _mentions([out[definition]], source):
+                    del out[position]
+                    continue
+        position += 1
+    return out
+
+
+def _copied_temporary(statement, temporaries, loads):
+    if (
+        isinstance(statement, gast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], gast.Name)
+        and isinstance(statement.value, gast.Name)
+        and statement.value.id in temporaries
+        and loads.get(statement.value.id) == 1
+    ):
+        return statement.value.id
+    return None
+
+
+def _last_definition(block, identifier):
+    for position in range(len(block) - 1, -1, -1):
+        stored = {
+            node.id
+            for node in gast.walk(block[position])
+            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store)
+        }
+        if identifier in stored:
+            return position
+    return None
+
+
+def _rename_stores(statement, old, new) -> None:
+    for node in gast.walk(statement):
         if (
-            isinstance(statement, gast.Assign)
-            and len(statement.targets) == 1
-            and isinstance(statement.targets[0], gast.Name)
-            and isinstance(statement.value, gast.Name)
-            and statement.value.id in temporaries
-            and loads.get(statement.value.id) == 1
-            and not _mentions(body[:position], statement.targets[0].id)
+            isinstance(node, gast.Name)
+            and node.id == old
+            and isinstance(node.ctx, gast.Store)
         ):
-            renames[statement.value.id] = statement.targets[0].id
-            continue
-        kept.append(statement)
-    if not renames:
-        return body
-    for statement in kept:
-        for node in gast.walk(statement):
-            if isinstance(node, gast.Name) and node.id in renames:
-                node.id = renames[node.id]
-    return kept
+            node.id = new
 
 
 def _mentions(body, identifier) -> bool:

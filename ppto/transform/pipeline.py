@@ -29,7 +29,7 @@ from ppto.transform.optimize import (
 from ppto.transform.reverse import Generator, References, assign, call, name
 from ppto.transform.source import ParsedFunction, parse_function
 from ppto.transform.ssa import rename
-from ppto.transform.structure import lift_conditionals, single_exit
+from ppto.transform.structure import lift_conditionals, loops, single_exit
 
 
 @dataclass
@@ -77,7 +77,7 @@ def free_globals(parsed: ParsedFunction) -> dict:
 
 
 def _prepare(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program):
-    fence.check(parsed, loops=False)
+    fence.check(parsed)
     user_names = names_in(gast.Module(body=parsed.tree.body, type_ignores=[]))
     user_names |= set(parsed.parameters)
     namer = Namer(user_names)
@@ -85,7 +85,8 @@ def _prepare(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
     for key, value in free_globals(parsed).items():
         program.refs.bind(key, value)
     result = namer.fresh(parsed.name if parsed.name != "lambda_" else "result")
-    body = single_exit(list(parsed.tree.body), result)
+    body = loops(list(parsed.tree.body), namer, parsed.source)
+    body = single_exit(body, result)
     body = lift_conditionals(body, namer)
     body, env = rename(body, parsed.parameters, namer)
     if result not in env:
@@ -109,7 +110,16 @@ def _prepare(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
         parsed, activity, namer, program.refs, program_callee(program)
     )
     generator.user_names = set(parsed.parameters) | _stores(parsed.tree.body)
+    generator.function_body = ir_body
+    generator.forward(ir_body)  # a first pass plans called functions and their names
     return ir_body, activity, generator
+
+
+def _forward_with_tapes(generator, ir_body) -> list:
+    """The forward statements, after the backward pass decided what loops save."""
+    forward = generator.forward(ir_body)
+    tapes = [assign(tape, gast.List([], gast.Load())) for tape in generator.tapes]
+    return tapes + forward
 
 
 def _result_operand(ir_body):
@@ -137,7 +147,6 @@ def _arguments(parsed: ParsedFunction):
 def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program):
     """``<name>_grad(*args) -> (value, gradients)``."""
     ir_body, activity, generator = _prepare(parsed, wrt, ranks, program)
-    forward = generator.forward(ir_body)
     result = _result_operand(ir_body)
     from ppto.transform.inline import operand_expr
 
@@ -148,6 +157,7 @@ def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
         seed = [assign(generator.adjoint_name(result), call(ones, name(result)))]
         initialized.add(result)
     backward = generator.backward(ir_body, initialized)
+    forward = _forward_with_tapes(generator, ir_body)
     gradients = _gradient_exprs(generator, wrt, initialized, program.refs)
     packed = gradients[0] if len(gradients) == 1 else gast.Tuple(gradients, gast.Load())
     body = forward + seed + backward
@@ -164,7 +174,6 @@ def split(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program)
     from ppto.transform.inline import operand_expr
 
     ir_body, activity, generator = _prepare(parsed, wrt, ranks, program)
-    forward = generator.forward(ir_body)
     result = _result_operand(ir_body)
     program.last_result_rank = operand_rank(result, activity.ranks)
     namer = generator.namer
@@ -174,6 +183,7 @@ def split(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program)
         generator.adjoints[result] = cotangent
         initialized.add(result)
     backward = generator.backward(ir_body, initialized)
+    forward = _forward_with_tapes(generator, ir_body)
     gradients = _gradient_exprs(generator, wrt, initialized, program.refs)
     packed = gradients[0] if len(gradients) == 1 else gast.Tuple(gradients, gast.Load())
     backward = _cleanup(backward + [gast.Return(packed)], generator)

@@ -78,6 +78,12 @@ class Generator:
         self.adjoints: dict[str, str] = {}
         self.saved_of_call: dict[int, str] = {}
         self.user_names: set = set()
+        self.plans: dict[int, LoopPlan] = {}
+        self.carried: set[str] = set()
+        self.function_body: list = []
+        self.tapes: list[str] = []
+        self.reversed_ifs: dict = {}
+        self.plan_stack: list = []
 
     def ref(self, value, preferred: str) -> str:
         local = self.user_names | (self.namer.taken - self.refs.namer.taken)
@@ -91,7 +97,21 @@ class Generator:
         out = []
         for statement in body:
             out.extend(self.forward_statement(statement))
+            out.extend(self.pushes_after(statement))
         return out
+
+    def pushes_after(self, statement) -> list:
+        """Tape pushes of the values a statement computes that an enclosing loop's
+        reverse reads."""
+        code = []
+        for plan in self.plan_stack:
+            for written in ir.writes(statement):
+                if written in plan.pushed_after:
+                    code.append(_push(plan.tape(written), name(written)))
+                if written in plan.shapes:
+                    shape = gast.Attribute(name(written), "shape", gast.Load())
+                    code.append(_push(plan.tape(written + "_shape"), shape))
+        return code
 
     def forward_statement(self, s) -> list:
         if isinstance(s, ir.Apply):
@@ -119,7 +139,47 @@ class Generator:
             ]
         if isinstance(s, ir.CallFunction):
             return self.forward_call(s)
+        if isinstance(s, ir.LOOPS):
+            return self.forward_loop(s)
+        if isinstance(s, ir.BreakIf):
+            return [gast.If(name(s.test), [gast.Break()], [])]
         return []
+
+    def forward_loop(self, s) -> list:
+        """The loop as written, plus what its reverse needs: pushes of values the
+        backward pass reads and the loop overwrites, and an iteration counter."""
+        plan = self.plans.get(id(s))
+        if plan is not None:
+            self.plan_stack.append(plan)
+        body = []
+        for statement in s.body:
+            code = self.forward_statement(statement)
+            if (
+                plan is not None
+                and isinstance(statement, ir.Copy)
+                and (statement.target in plan.pushed_before)
+            ):
+                code = [
+                    _push(plan.tape(statement.target), name(statement.target))
+                ] + code
+            if isinstance(statement, ir.BreakIf) and plan is not None and plan.counter:
+                code = [_increment(plan.counter)] + code
+            body.extend(code)
+            body.extend(self.pushes_after(statement))
+        if plan is not None:
+            self.plan_stack.pop()
+        prelude = []
+        if plan is not None and plan.counter:
+            prelude.append(assign(plan.counter, gast.Constant(0, None)))
+            if not any(isinstance(x, ir.BreakIf) for x in s.body):
+                body.append(_increment(plan.counter))
+        if isinstance(s, ir.For):
+            loop = gast.For(
+                name(s.target, True), name(s.iterable), body or [gast.Pass()], [], None
+            )
+        else:
+            loop = gast.While(copy.deepcopy(s.test), body or [gast.Pass()], [])
+        return prelude + [loop]
 
     def apply_expr(self, s: ir.Apply):
         inputs = [operand_expr(x) for x in s.inputs]
@@ -149,8 +209,9 @@ class Generator:
         forward_name, _, _, result_rank = plan
         if len(s.targets) == 1:
             self.activity.ranks[s.targets[0]] = result_rank
-        saved = self.namer.fresh(f"{s.function.name}_saved")
-        self.saved_of_call[id(s)] = saved
+        if id(s) not in self.saved_of_call:
+            self.saved_of_call[id(s)] = self.namer.fresh(f"{s.function.name}_saved")
+        saved = self.saved_of_call[id(s)]
         both = gast.Tuple(
             [
                 targets if len(s.targets) > 1 else name(s.targets[0], True),
@@ -200,7 +261,8 @@ class Generator:
             if (
                 origin is not None
                 and origin is not last_origin
-                and not isinstance(statement, ir.If)
+                and not isinstance(statement, (ir.If, *ir.LOOPS))
+                and not getattr(origin, "synthetic", False)
             ):
                 text = self.parsed.source.statement_text(origin)
                 out.append(comment(f"grad of: {text}"))
@@ -212,11 +274,14 @@ class Generator:
         if isinstance(s, ir.Apply):
             return self.adjoint_apply(s, initialized)
         if isinstance(s, ir.Copy):
-            if s.target in initialized:
-                return self.accumulate(
-                    s.source, name(self.adjoint_name(s.target)), initialized
-                )
-            return []
+            if s.target not in initialized:
+                return []
+            code = self.accumulate(
+                s.source, name(self.adjoint_name(s.target)), initialized
+            )
+            if s.target in self.carried:
+                initialized.discard(s.target)  # its earlier value starts afresh
+            return code
         if isinstance(s, ir.Pack):
             if s.target not in initialized:
                 return []
@@ -239,6 +304,8 @@ class Generator:
             return self.adjoint_if(s, initialized)
         if isinstance(s, ir.CallFunction):
             return self.adjoint_call(s, initialized)
+        if isinstance(s, ir.LOOPS):
+            return self.adjoint_loop(s, initialized)
         return []
 
     def cotangent_of(self, targets, initialized):
@@ -347,7 +414,56 @@ class Generator:
         initialized |= (in_body | in_else) - inside
         if not body and not orelse:
             return []
-        return [gast.If(name(s.test), body or [gast.Pass()], orelse)]
+        reversed_if = gast.If(name(s.test), body or [gast.Pass()], orelse)
+        self.reversed_ifs[id(s)] = reversed_if
+        return [reversed_if]
+
+    def adjoint_loop(self, s, initialized: set) -> list:
+        """The reversed loop (see the module docstring of this method's plan)."""
+        local = ir.all_writes(s.body)
+        if isinstance(s, ir.For):
+            local.add(s.target)
+        outside = _writes_outside(self.function_body, s) | set(self.parsed.parameters)
+        carried = local & outside
+        body_local = local - carried
+        active_reads = {n for n in _all_reads(s.body) if self.activity.active(n)} | {
+            n for n in carried if self.activity.active(n)
+        }
+        external = active_reads - body_local
+        prelude = []
+        for primal in sorted(external - initialized):
+            prelude.append(
+                assign(self.adjoint_name(primal), call(self.zeros_ref(), name(primal)))
+            )
+            initialized.add(primal)
+        saved_carried = self.carried
+        self.carried = saved_carried | carried
+        inner = set(initialized)
+        reverse_body = self.backward(s.body, inner)
+        self.carried = saved_carried
+        for primal in sorted(external - inner):
+            reverse_body.append(
+                assign(self.adjoint_name(primal), call(self.zeros_ref(), name(primal)))
+            )
+        plan = LoopPlan(self.namer, self.tapes)
+        self.plans[id(s)] = plan
+        restore = plan.decide(s, reverse_body, body_local, carried, self)
+        if not reverse_body:
+            return prelude
+        if isinstance(s, ir.For) and not plan.counter:
+            steps = call("reversed", name(s.iterable))
+        elif isinstance(s, ir.For):
+            sliced = gast.Subscript(
+                name(s.iterable),
+                gast.Slice(None, name(plan.counter), None),
+                gast.Load(),
+            )
+            steps = call("reversed", sliced)
+        else:
+            steps = call("range", name(plan.counter))
+        target = s.target if isinstance(s, ir.For) else "_"
+        loop = gast.For(name(target, True), steps, restore + reverse_body, [], None)
+        return prelude + [loop]
 
     def adjoint_call(self, s: ir.CallFunction, initialized: set) -> list:
         if not any(t in initialized for t in s.targets):
@@ -370,6 +486,237 @@ class Generator:
 
 
 _MISSING = object()
+
+
+class LoopPlan:
+    """What one loop saves for its reverse: values pushed after they are computed,
+    shapes pushed where only a shape is read, carried values pushed before they are
+    overwritten, cheap values recomputed, and an iteration counter where needed."""
+
+    def __init__(self, namer, tapes: list) -> None:
+        self.namer = namer
+        self.tapes = tapes
+        self.pushed_after: set = set()
+        self.pushed_before: set = set()
+        self.shapes: set = set()
+        self.counter = ""
+        self._tapes: dict = {}
+
+    def tape(self, key: str) -> str:
+        if key not in self._tapes:
+            self._tapes[key] = self.namer.fresh(f"{key}_tape")
+            self.tapes.append(self._tapes[key])
+        return self._tapes[key]
+
+    def decide(
+        self, loop, reverse_body: list, body_local: set, carried: set, generator
+    ):
+        needed = free_reads(reverse_body)
+        if isinstance(loop, ir.While) or any(
+            isinstance(x, ir.BreakIf) for x in loop.body
+        ):
+            self.counter = self.namer.fresh("iterations")
+        restore = []
+        copies = [
+            x for x in loop.body if isinstance(x, ir.Copy) and x.target in carried
+        ]
+        for copy_ in copies:
+            source = copy_.source if isinstance(copy_.source, str) else None
+            header = copy_.target
+            wants_source = source is not None and source in needed
+            if wants_source or header in needed:
+                if wants_source:
+                    restore.append(assign(source, name(header)))
+                restore.append(assign(header, _pop(self.tape(header))))
+                self.pushed_before.add(header)
+        restored = {x.source for x in copies if isinstance(x.source, str)} | carried
+        recomputable = _cheap_statements(loop.body)
+        recompute = []
+        shape_only = _shape_only(reverse_body, generator)
+        branches = _defining_branches(loop.body)
+        for primal in sorted(needed & body_local - restored):
+            if isinstance(loop, ir.For) and primal == loop.target:
+                continue
+            if primal in shape_only:
+                self.shapes.add(primal)
+                _rename_shape_uses(reverse_body, primal, primal + "_shape", generator)
+                popped = assign(primal + "_shape", _pop(self.tape(primal + "_shape")))
+            elif primal in recomputable and primal not in branches:
+                recompute.extend(generator.forward_statement(recomputable[primal]))
+                continue
+            else:
+                self.pushed_after.add(primal)
+                popped = assign(primal, _pop(self.tape(primal)))
+            branch = branches.get(primal)
+            if branch is None:
+                restore.append(popped)
+            else:
+                statement, side = branch
+                reversed_if = generator.reversed_ifs.get(id(statement))
+                if reversed_if is not None:
+                    getattr(reversed_if, side).insert(0, popped)
+        return restore + recompute
+
+
+def _defining_branches(body: list) -> dict:
+    """For names assigned inside an ``if`` of a loop body: the innermost ``if`` and
+    branch ("body" or "orelse") that assigns them."""
+    found: dict = {}
+    for statement in body:
+        if isinstance(statement, ir.If):
+            for side in ("body", "orelse"):
+                for written in ir.all_writes(getattr(statement, side)):
+                    found[written] = (statement, side)
+                found.update(_defining_branches(getattr(statement, side)))
+    return found
+
+
+def _writes_outside(body: list, loop) -> set:
+    """Names assigned in ``body`` anywhere except inside ``loop``."""
+    found = set()
+    for statement in body:
+        if statement is loop:
+            continue
+        found |= set(ir.writes(statement))
+        if isinstance(statement, ir.For):
+            found.add(statement.target)
+        for block in ir.blocks(statement):
+            found |= _writes_outside(block, loop)
+    return found
+
+
+def _push(tape: str, value) -> gast.Expr:
+    method = gast.Attribute(name(tape), "append", gast.Load())
+    return gast.Expr(gast.Call(method, [value], []))
+
+
+def _pop(tape: str):
+    return gast.Call(gast.Attribute(name(tape), "pop", gast.Load()), [], [])
+
+
+def _increment(counter: str) -> gast.Assign:
+    return assign(
+        counter, gast.BinOp(name(counter), gast.Add(), gast.Constant(1, None))
+    )
+
+
+def _all_reads(body: list) -> set:
+    found = set()
+    for statement in body:
+        found |= ir.reads(statement)
+        for block in ir.blocks(statement):
+            found |= _all_reads(block)
+    return found
+
+
+def free_reads(statements: list) -> set:
+    """Names a block of generated statements reads before assigning them."""
+    stored: set = set()
+    found: set = set()
+
+    def visit(block, stored):
+        for statement in block:
+            if isinstance(statement, gast.If):
+                found.update(_loads(statement.test) - stored)
+                visit(statement.body, set(stored))
+                visit(statement.orelse, set(stored))
+                continue
+            if isinstance(statement, (gast.For, gast.While)):
+                header = (
+                    statement.iter
+                    if isinstance(statement, gast.For)
+                    else statement.test
+                )
+                found.update(_loads(header) - stored)
+                inner = set(stored)
+                if isinstance(statement, gast.For):
+                    inner |= _stores(statement.target)
+                visit(statement.body, inner)
+                continue
+            value = statement.value if hasattr(statement, "value") else statement
+            found.update(_loads(value) - stored)
+            if isinstance(statement, gast.Assign):
+                for target in statement.targets:
+                    found.update(_loads(target) - stored)
+                    stored |= _stores(target)
+
+    visit(statements, stored)
+    return found
+
+
+def _loads(node) -> set:
+    if node is None:
+        return set()
+    return {
+        n.id
+        for n in gast.walk(node)
+        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)
+    }
+
+
+def _stores(node) -> set:
+    return {
+        n.id
+        for n in gast.walk(node)
+        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)
+    }
+
+
+_CHEAP = {
+    "getitem",
+    "transpose",
+    "matrix_transpose",
+    "reshape",
+    "expand_dims",
+    "squeeze",
+}
+
+
+def _cheap_statements(body: list) -> dict:
+    """Views of other values (indexing, transposes, reshapes): recomputed in the
+    reverse loop rather than saved."""
+    return {
+        s.target: s for s in body if isinstance(s, ir.Apply) and s.op.name in _CHEAP
+    }
+
+
+def _shape_uses(statements, generator):
+    """Yield (node, parent-kind) for each load; used to find shape-only reads."""
+    from ppto.ops.reductions import unreduce
+    from ppto.ops.shape import unbroadcast
+
+    helpers = {
+        generator.ref(unbroadcast, "unbroadcast"),
+        generator.ref(unreduce, "unreduce"),
+    }
+    for statement in statements:
+        for node in gast.walk(statement):
+            if (
+                isinstance(node, gast.Call)
+                and isinstance(node.func, gast.Name)
+                and (node.func.id in helpers)
+                and len(node.args) > 1
+                and isinstance(node.args[1], gast.Name)
+            ):
+                yield node.args[1], "like"
+
+
+def _shape_only(statements, generator) -> set:
+    shape_loads: dict = {}
+    for node, _ in _shape_uses(statements, generator):
+        shape_loads[node.id] = shape_loads.get(node.id, 0) + 1
+    all_loads: dict = {}
+    for statement in statements:
+        for node in gast.walk(statement):
+            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
+                all_loads[node.id] = all_loads.get(node.id, 0) + 1
+    return {n for n, count in shape_loads.items() if all_loads.get(n) == count}
+
+
+def _rename_shape_uses(statements, primal: str, shape_name: str, generator) -> None:
+    for node, _ in list(_shape_uses(statements, generator)):
+        if node.id == primal:
+            node.id = shape_name
 
 
 def _written_inside(statement: ir.If) -> set:

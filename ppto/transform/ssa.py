@@ -65,7 +65,11 @@ class Renamer:
     def statement(self, node) -> list:
         if isinstance(node, gast.If):
             return [self._branch(node)]
+        if isinstance(node, (gast.For, gast.While)):
+            return self._loop(node)
         if isinstance(node, gast.Assign):
+            if len(node.targets) == 1 and _is_subscript_of_name(node.targets[0]):
+                return [self._subscript_write(node)]
             node.value = self.reads(node.value)
             node.targets = [self._store(target) for target in node.targets]
             return [node]
@@ -80,6 +84,23 @@ class Renamer:
             )
             return self.statement(gast.copy_location(assign, node))
         return [self.reads(node)]
+
+    def _subscript_write(self, node) -> gast.Assign:
+        """``x[i] = v`` -> ``x_1 = setitem(x, v, i)``: the write makes a new version."""
+        from ppto.transform.normalize import slice_expr
+
+        target = node.targets[0]
+        value = self.reads(node.value)
+        index = self.reads(slice_expr(target.slice))
+        old = self.env.get(target.value.id, target.value.id)
+        call = gast.Call(
+            gast.Name(SETITEM, gast.Load(), None, None),
+            [gast.Name(old, gast.Load(), None, None), value, index],
+            [],
+        )
+        gast.copy_location(call, node)
+        new = gast.Name(self.version(target.value.id), gast.Store(), None, None)
+        return gast.copy_location(gast.Assign([new], call, None), node)
 
     def _store(self, target):
         if isinstance(target, gast.Subscript):
@@ -116,6 +137,59 @@ class Renamer:
         }
         return node
 
+    def _loop(self, node) -> list:
+        """A loop: values carried from one iteration to the next live in a header
+        variable, copied in before the loop and at the end of each iteration."""
+        if isinstance(node, gast.For):
+            node.iter = self.reads(node.iter)
+        assigned = _stored_names(node.body)
+        carried = sorted(name for name in assigned if name in self.env)
+        prelude, headers = [], {}
+        for base in carried:
+            previous = self.env[base]
+            headers[base] = self.version(base)
+            prelude.append(_copy(headers[base], previous, node))
+        if isinstance(node, gast.For):
+            node.target = self.targets(node.target)
+        else:
+            node.test = self.reads(node.test)
+        body = self.block(node.body)
+        tail = []
+        if body and _is_break_if(body[-1]):
+            tail = [body.pop()]
+        for base in carried:
+            if self.env[base] != headers[base]:
+                body.append(_copy(headers[base], self.env[base], node))
+            self.env[base] = headers[base]
+        node.body = body + tail
+        return prelude + [node]
+
+
+SETITEM = "__ppto_setitem__"  # resolved by normalization to the setitem operator
+
+
+def _is_subscript_of_name(target) -> bool:
+    return isinstance(target, gast.Subscript) and isinstance(target.value, gast.Name)
+
+
+def _stored_names(body: list) -> set:
+    found = set()
+    for statement in body:
+        for child in gast.walk(statement):
+            if isinstance(child, gast.Name) and isinstance(child.ctx, gast.Store):
+                found.add(child.id)
+            elif _is_subscript_of_name(child) and isinstance(child.ctx, gast.Store):
+                found.add(child.value.id)
+    return found
+
+
+def _is_break_if(statement) -> bool:
+    return (
+        isinstance(statement, gast.If)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], gast.Break)
+    )
+
 
 def _load(target):
     loaded = copy.deepcopy(target)
@@ -131,6 +205,7 @@ def _copy(target: str, source: str, origin) -> gast.Assign:
         value=gast.Name(source, gast.Load(), None, None),
         type_comment=None,
     )
+    assign.synthetic = True  # a renaming copy, not a line the user wrote
     return gast.copy_location(assign, origin)
 
 

@@ -90,3 +90,130 @@ def lift_conditionals(body: list, namer: Namer) -> list:
             out.extend(lifter.lifted)
             out.append(rewritten)
     return out
+
+
+def _assign_expr(name: str, value, origin) -> gast.Assign:
+    return _assign(name, value, origin)
+
+
+def _name(identifier: str):
+    return gast.Name(identifier, gast.Load(), None, None)
+
+
+def _call(function: str, *arguments):
+    return gast.Call(_name(function), list(arguments), [])
+
+
+def _contains(node, kinds) -> bool:
+    """Whether ``node`` contains one of ``kinds`` outside nested loops."""
+    for child in gast.iter_child_nodes(node):
+        if isinstance(child, kinds):
+            return True
+        if isinstance(child, (gast.For, gast.While)):
+            continue
+        if _contains(child, kinds):
+            return True
+    return False
+
+
+def _drop_continue(body: list) -> list:
+    """A loop body with ``continue`` replaced by skipping the rest of the iteration."""
+    out = []
+    for position, statement in enumerate(body):
+        if isinstance(statement, gast.Continue):
+            return out
+        if isinstance(statement, gast.If) and _contains(statement, gast.Continue):
+            rest = body[position + 1 :]
+            statement.body = _drop_continue(statement.body + rest)
+            statement.orelse = _drop_continue(statement.orelse + rest)
+            out.append(statement)
+            return out
+        out.append(statement)
+    return out
+
+
+def _lift_break(body: list, flag: str, origin) -> list:
+    """A loop body whose ``break`` sets ``flag`` and skips the rest of the iteration;
+    the caller adds ``if flag: break`` at the end."""
+    out = []
+    for position, statement in enumerate(body):
+        if isinstance(statement, gast.Break):
+            out.append(_assign(flag, gast.Constant(True, None), statement))
+            return out
+        if isinstance(statement, gast.If) and _contains(statement, gast.Break):
+            rest = body[position + 1 :]
+            statement.body = _lift_break(statement.body + rest, flag, origin)
+            statement.orelse = _lift_break(statement.orelse + rest, flag, origin)
+            out.append(statement)
+            return out
+        out.append(statement)
+    return out
+
+
+def loops(body: list, namer: Namer, source) -> list:
+    """Loops in the one form later stages handle: ``for`` over a variable holding a
+    range or sequence of indices, no ``continue``, and ``break`` only as the last
+    statement ``if <flag>: break``."""
+    out = []
+    for statement in body:
+        if isinstance(statement, gast.If):
+            statement.body = loops(statement.body, namer, source)
+            statement.orelse = loops(statement.orelse, namer, source)
+            out.append(statement)
+            continue
+        if not isinstance(statement, (gast.For, gast.While)):
+            out.append(statement)
+            continue
+        if _contains(statement, gast.Return):
+            raise source.error(
+                statement,
+                "ppto cannot differentiate a return inside a loop",
+                "set a result variable and break, then return after the loop",
+            )
+        prelude = []
+        if isinstance(statement, gast.For):
+            prelude, statement = _index_loop(statement, namer)
+        statement.body = loops(statement.body, namer, source)
+        statement.body = _drop_continue(statement.body)
+        if _contains(statement, gast.Break):
+            flag = namer.fresh("stop")
+            prelude.append(_assign(flag, gast.Constant(False, None), statement))
+            statement.body = _lift_break(statement.body, flag, statement)
+            statement.body.append(
+                gast.copy_location(gast.If(_name(flag), [gast.Break()], []), statement)
+            )
+        out.extend(prelude)
+        out.append(statement)
+    return out
+
+
+def _index_loop(statement: gast.For, namer: Namer):
+    """``for x in seq`` -> ``for i in range(len(seq)): x = seq[i]`` unless ``seq`` is
+    a call of ``range``; the iterable is held in a variable either way."""
+    iterable = statement.iter
+    prelude = []
+    is_range = (
+        isinstance(iterable, gast.Call)
+        and isinstance(iterable.func, gast.Name)
+        and iterable.func.id == "range"
+    )
+    if is_range and isinstance(statement.target, gast.Name):
+        steps = namer.fresh("steps")
+        prelude.append(_assign(steps, iterable, statement))
+        statement.iter = _name(steps)
+        return prelude, statement
+    if not isinstance(statement.target, gast.Name):
+        raise ValueError("tuple loop targets")
+    sequence = namer.fresh("sequence")
+    index = namer.fresh("i")
+    steps = namer.fresh("steps")
+    prelude.append(_assign(sequence, iterable, statement))
+    prelude.append(
+        _assign(steps, _call("range", _call("len", _name(sequence))), statement)
+    )
+    element = gast.Subscript(_name(sequence), _name(index), gast.Load())
+    first = _assign(statement.target.id, element, statement)
+    statement.target = gast.Name(index, gast.Store(), None, None)
+    statement.iter = _name(steps)
+    statement.body = [first] + statement.body
+    return prelude, statement
