@@ -82,6 +82,12 @@ def _forward(body, activity: Activity) -> None:
             inputs = list(statement.inputs) + list(statement.keywords.values())
             if _any_varied(inputs, activity):
                 activity.varied.update(statement.targets)
+        elif isinstance(statement, ir.ListAppend):
+            if ir.operand_names(statement.value) & activity.varied:
+                activity.varied.add(statement.target)
+        elif isinstance(statement, (ir.ListPop, ir.ListGet)):
+            if statement.source in activity.varied:
+                activity.varied.add(statement.target)
         elif isinstance(statement, (ir.Pack, ir.Copy, ir.Unpack)):
             if ir.reads(statement) & activity.varied:
                 activity.varied.update(ir.writes(statement))
@@ -113,6 +119,9 @@ def _backward(body, activity: Activity) -> None:
             activity.useful |= ir.operand_names(statement.value)
         elif isinstance(statement, ir.Passive):
             continue
+        elif isinstance(statement, ir.ListAppend):
+            if statement.target in activity.useful:
+                activity.useful |= ir.operand_names(statement.value)
         elif set(ir.writes(statement)) & activity.useful:
             if isinstance(statement, ir.Apply):
                 activity.useful |= ir.operand_names(statement.inputs)

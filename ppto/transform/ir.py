@@ -125,6 +125,32 @@ class BreakIf(Stmt):
 LOOPS = (For, While)
 
 
+@dataclass
+class ListNew(Stmt):
+    """``target = []``: a Python list (of tensors) built by appending."""
+
+    target: str
+
+
+@dataclass
+class ListAppend(Stmt):
+    target: str  # the list
+    value: Operand
+
+
+@dataclass
+class ListPop(Stmt):
+    target: str
+    source: str
+
+
+@dataclass
+class ListGet(Stmt):
+    target: str
+    source: str
+    index: Any  # a gast expression
+
+
 def operand_names(operand) -> set[str]:
     """The variables an operand reads."""
     if isinstance(operand, str):
@@ -168,6 +194,14 @@ def reads(statement: Stmt) -> set[str]:
         return set(statement.reads)
     if isinstance(statement, Return):
         return operand_names(statement.value)
+    if isinstance(statement, ListAppend):
+        return {statement.target} | operand_names(statement.value)
+    if isinstance(statement, (ListPop, ListGet)):
+        return {statement.source} | (
+            expression_names(statement.index)
+            if isinstance(statement, ListGet)
+            else set()
+        )
     return set()
 
 
@@ -193,7 +227,7 @@ def all_writes(body: list) -> set:
 
 
 def writes(statement: Stmt) -> tuple:
-    if isinstance(statement, (Apply, Pack, Copy)):
+    if isinstance(statement, (Apply, Pack, Copy, ListNew, ListPop, ListGet)):
         return (statement.target,)
     if isinstance(statement, (CallFunction, Unpack)):
         return tuple(statement.targets)

@@ -108,6 +108,7 @@ class Normalizer:
         }
         self.out: list = []
         self.origin = None
+        self.lists: set[str] = set()
 
     # --- statements ------------------------------------------------------------------
 
@@ -134,6 +135,8 @@ class Normalizer:
         if _is_setitem(node.value):
             self.setitem(node)
             return
+        if self.list_statement(node):
+            return
         reads = value_reads(node.value)
         targets = node.targets
         if any(isinstance(t, gast.Subscript) for t in targets):
@@ -158,6 +161,47 @@ class Normalizer:
             self.unpack(first, node.value)
         for other in targets[1:]:
             self.emit(ir.Copy(other.id, first.id))
+
+    def list_statement(self, node) -> bool:
+        """Python lists of tensors: ``xs = [...]``, ``x = xs.pop()``, ``x = xs[i]``,
+        ``ys = xs``. Returns whether ``node`` was one."""
+        if len(node.targets) != 1 or not isinstance(node.targets[0], gast.Name):
+            return False
+        target, value = node.targets[0].id, node.value
+        if isinstance(value, gast.List):
+            self.lists.add(target)
+            self.emit(ir.ListNew(target))
+            for element in value.elts:
+                self.emit(ir.ListAppend(target, self.expression(element)))
+            return True
+        if isinstance(value, gast.Name) and value.id in self.lists:
+            self.lists.add(target)
+            self.emit(ir.Copy(target, value.id))
+            return True
+        if _is_list_pop(value, self.lists):
+            self.emit(ir.ListPop(target, value.func.value.id))
+            return True
+        if isinstance(value, gast.Subscript) and _names_list(value.value, self.lists):
+            self.emit(ir.ListGet(target, value.value.id, slice_expr(value.slice)))
+            return True
+        return False
+
+    def statement_Expr(self, node) -> None:
+        value = node.value
+        if isinstance(value, gast.Constant):
+            return  # a docstring
+        if (
+            isinstance(value, gast.Call)
+            and isinstance(value.func, gast.Attribute)
+            and value.func.attr == "append"
+            and _names_list(value.func.value, self.lists)
+            and len(value.args) == 1
+        ):
+            self.emit(
+                ir.ListAppend(value.func.value.id, self.expression(value.args[0]))
+            )
+            return
+        self.emit(ir.Passive(node, reads=frozenset(value_reads(node))))
 
     def setitem(self, node) -> None:
         """``x_1 = setitem(x, v, index)`` from a subscript write (see ssa)."""
@@ -184,11 +228,6 @@ class Normalizer:
                 return
         source = self.expression(value)
         self.emit(ir.Unpack(names, source))
-
-    def statement_Expr(self, node) -> None:
-        if isinstance(node.value, gast.Constant):
-            return  # a docstring
-        self.emit(ir.Passive(node, reads=frozenset(value_reads(node))))
 
     def statement_For(self, node) -> None:
         body = self.block(node.body)
@@ -338,6 +377,10 @@ class Normalizer:
 
     def expression_Subscript(self, node, target):
         index = slice_expr(node.slice)
+        if _names_list(node.value, self.lists):
+            target = target or self.namer.temporary()
+            self.emit(ir.ListGet(target, node.value.id, index))
+            return target
         self.check_not_varied(index, "an index")
         return self.apply(
             target,
@@ -475,6 +518,20 @@ class Normalizer:
         return targets
 
 
+def _names_list(node, lists) -> bool:
+    return isinstance(node, gast.Name) and node.id in lists
+
+
+def _is_list_pop(value, lists) -> bool:
+    return (
+        isinstance(value, gast.Call)
+        and isinstance(value.func, gast.Attribute)
+        and value.func.attr == "pop"
+        and not value.args
+        and _names_list(value.func.value, lists)
+    )
+
+
 def _is_none(node) -> bool:
     return isinstance(node, gast.Constant) and node.value is None
 
@@ -517,6 +574,15 @@ def varied_names(body: list, wrt: set[str]) -> set[str]:
                 while before != len(varied):  # values flow round the loop: fixpoint
                     before = len(varied)
                     visit(node.body)
+            elif (
+                isinstance(node, gast.Expr)
+                and isinstance(node.value, gast.Call)
+                and isinstance(node.value.func, gast.Attribute)
+                and node.value.func.attr == "append"
+                and isinstance(node.value.func.value, gast.Name)
+                and value_reads(node.value) & varied
+            ):
+                varied.add(node.value.func.value.id)  # appending to a list
             elif isinstance(node, gast.Assign) and value_reads(node.value) & varied:
                 for target in node.targets:
                     varied.update(

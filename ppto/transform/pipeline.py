@@ -110,6 +110,7 @@ def _prepare(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
         parsed, activity, namer, program.refs, program_callee(program)
     )
     generator.user_names = set(parsed.parameters) | _stores(parsed.tree.body)
+    generator.lists = normalizer.lists
     generator.function_body = ir_body
     generator.forward(ir_body)  # a first pass plans called functions and their names
     return ir_body, activity, generator

@@ -13,7 +13,7 @@ import copy
 import gast
 
 from ppto.ops.primitive import require_rule
-from ppto.transform import ir
+from ppto.transform import ir, lists
 from ppto.transform.analyze import operand_rank
 from ppto.transform.emit import comment
 from ppto.transform.inline import inline_rule, operand_expr
@@ -84,6 +84,7 @@ class Generator:
         self.tapes: list[str] = []
         self.reversed_ifs: dict = {}
         self.plan_stack: list = []
+        self.lists: set[str] = set()
 
     def ref(self, value, preferred: str) -> str:
         local = self.user_names | (self.namer.taken - self.refs.namer.taken)
@@ -141,6 +142,17 @@ class Generator:
             return self.forward_call(s)
         if isinstance(s, ir.LOOPS):
             return self.forward_loop(s)
+        if isinstance(s, ir.ListNew):
+            return [assign(s.target, gast.List([], gast.Load()))]
+        if isinstance(s, ir.ListAppend):
+            return [_push(s.target, operand_expr(s.value))]
+        if isinstance(s, ir.ListPop):
+            return [assign(s.target, _pop(s.source))]
+        if isinstance(s, ir.ListGet):
+            element = gast.Subscript(
+                name(s.source), copy.deepcopy(s.index), gast.Load()
+            )
+            return [assign(s.target, element)]
         if isinstance(s, ir.BreakIf):
             return [gast.If(name(s.test), [gast.Break()], [])]
         return []
@@ -246,6 +258,12 @@ class Generator:
         if not isinstance(operand, str) or not self.activity.active(operand):
             return []
         adjoint = self.adjoint_name(operand)
+        if operand in self.lists:
+            if operand not in initialized:
+                initialized.add(operand)
+                return [assign(adjoint, call("list", value))]
+            add = self.ref(lists.add_lists, "add_lists")
+            return [assign(adjoint, call(add, name(adjoint), value))]
         if operand not in initialized:
             initialized.add(operand)
             return [assign(adjoint, value)]
@@ -306,7 +324,47 @@ class Generator:
             return self.adjoint_call(s, initialized)
         if isinstance(s, ir.LOOPS):
             return self.adjoint_loop(s, initialized)
+        if isinstance(s, (ir.ListAppend, ir.ListPop, ir.ListGet)):
+            return self.adjoint_list(s, initialized)
         return []
+
+    def adjoint_list(self, s, initialized: set) -> list:
+        """A list's adjoint is a list: appends pop from it, pops append to it,
+        indexing adds into one element."""
+        if isinstance(s, ir.ListAppend):
+            if s.target not in initialized:
+                return []
+            popped = _pop(self.adjoint_name(s.target))
+            if isinstance(s.value, str) and self.activity.active(s.value):
+                return self.accumulate(s.value, popped, initialized)
+            return [gast.Expr(popped)]
+        if not self.activity.active(s.source):
+            return []
+        adjoint = self.adjoint_name(s.source)
+        code = []
+        if isinstance(s, ir.ListPop):
+            if s.source not in initialized:
+                code.append(assign(adjoint, gast.List([], gast.Load())))
+                initialized.add(s.source)
+            value = (
+                name(self.adjoint_name(s.target))
+                if s.target in initialized
+                else call(self.zeros_ref(), name(s.target))
+            )
+            return code + [_push(adjoint, value)]
+        if s.target not in initialized:
+            return []
+        if s.source not in initialized:
+            helper = self.ref(lists.zeros_like_list, "zeros_like_list")
+            code.append(assign(adjoint, call(helper, name(s.source))))
+            initialized.add(s.source)
+        add_at = self.ref(lists.add_at, "add_at")
+        element = name(self.adjoint_name(s.target))
+        return code + [
+            assign(
+                adjoint, call(add_at, name(adjoint), copy.deepcopy(s.index), element)
+            )
+        ]
 
     def cotangent_of(self, targets, initialized):
         parts = [
@@ -316,6 +374,13 @@ class Generator:
             for t in targets
         ]
         return parts[0] if len(parts) == 1 else gast.Tuple(parts, gast.Load())
+
+    def zero_adjoint(self, primal: str):
+        """A zero adjoint: zeros shaped like the primal, or an empty list for a list
+        (its entries arrive by the reverse of pops)."""
+        if primal in self.lists:
+            return gast.List([], gast.Load())
+        return call(self.zeros_ref(), name(primal))
 
     def zeros_ref(self) -> str:
         from ppto.ops.shape import zeros_like
@@ -432,9 +497,7 @@ class Generator:
         external = active_reads - body_local
         prelude = []
         for primal in sorted(external - initialized):
-            prelude.append(
-                assign(self.adjoint_name(primal), call(self.zeros_ref(), name(primal)))
-            )
+            prelude.append(assign(self.adjoint_name(primal), self.zero_adjoint(primal)))
             initialized.add(primal)
         saved_carried = self.carried
         self.carried = saved_carried | carried
@@ -443,7 +506,7 @@ class Generator:
         self.carried = saved_carried
         for primal in sorted(external - inner):
             reverse_body.append(
-                assign(self.adjoint_name(primal), call(self.zeros_ref(), name(primal)))
+                assign(self.adjoint_name(primal), self.zero_adjoint(primal))
             )
         plan = LoopPlan(self.namer, self.tapes)
         self.plans[id(s)] = plan

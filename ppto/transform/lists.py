@@ -1,0 +1,39 @@
+"""Helpers that generated code calls for Python lists of arrays (a list's adjoint is a
+list with one adjoint per element). They work on tensors and on raw NumPy or CuPy
+arrays, so lowered code can use them unchanged.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ppto.ops.rules import shape_helper
+from ppto.runtime.tensor import Tensor
+
+
+def _zeros_like(value):
+    if isinstance(value, Tensor):
+        from ppto.ops.shape import zeros_like
+
+        return zeros_like(value)
+    module = type(value).__module__.split(".")[0]
+    xp = importlib.import_module("cupy" if module == "cupy" else "numpy")
+    return xp.zeros_like(value)
+
+
+@shape_helper
+def zeros_like_list(values: list) -> list:
+    """One zero adjoint per element of ``values``."""
+    return [_zeros_like(value) for value in values]
+
+
+def add_lists(left: list, right) -> list:
+    """Element-by-element sum of two lists of adjoints."""
+    return [a + b for a, b in zip(left, right)]
+
+
+def add_at(values: list, index, addition) -> list:
+    """A copy of ``values`` with ``addition`` added to element ``index``."""
+    out = list(values)
+    out[index] = out[index] + addition
+    return out
