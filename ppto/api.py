@@ -346,3 +346,33 @@ def _cotangent_on(cotangent, device: Device):
         if device == CPU
         else Tensor(move(raws[0], CPU, device, "pullback", True), device)
     )
+
+
+def jvp(f: Callable, primals: Sequence, tangents: Sequence):
+    """Forward mode: ``(f(*primals), J @ tangents)``, by source transformation.
+
+    ``tangents`` has one entry per primal (``None`` for an argument held constant).
+
+    >>> out, tangent = ppto.jvp(np.sin, (x,), (v,))     # doctest: +SKIP
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise GradError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
+    function = _target_function(f)
+    names = list(inspect.signature(function).parameters)[: len(primals)]
+    wrt = [n for n, p, t in zip(names, primals, tangents) if t is not None]
+    for name_ in wrt:
+        _check_differentiable(name_, primals[names.index(name_)])
+    if not wrt:
+        raise GradError(
+            "jvp: every tangent is None, so there is nothing to push forward"
+        )
+    transformed = Transformed(f, wrt, "jvp", with_value=True)
+    call_, values, ranks, devices, device = transformed.prepare(primals, {})
+    raw_tangents = [
+        _unwrap(_cotangent_on(tangents[names.index(n)], device)) for n in wrt
+    ]
+    value, tangent = transformed.run(
+        lambda p: p.entry, ranks, device, values + raw_tangents
+    )
+    return _as_tensor(value, device), _as_tensor(tangent, device)

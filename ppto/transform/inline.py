@@ -94,6 +94,38 @@ def inline_rule(
     ranks: dict,
 ):
     """``(statements, gradients)`` for one application of ``rule`` (module doc)."""
+    outer, inner, _ = _parsed_rule(rule.source)
+    body = _instantiate(
+        rule, statement, {inner.args.args[0].id: adjoint}, namer, resolve_global, ranks
+    )
+    return _returns_to_gradients(body, len(statement.op.input_names), needed, namer)
+
+
+def inline_tangent(
+    rule, statement: ir.Apply, tangents: list, namer: Namer, resolve_global, ranks: dict
+):
+    """``(statements, tangent expression)`` for one application of a tangent rule;
+    ``tangents`` holds one expression per input."""
+    _, inner, _ = _parsed_rule(rule.source)
+    inner_bindings = {a.id: t for a, t in zip(inner.args.args, tangents)}
+    body = _instantiate(rule, statement, inner_bindings, namer, resolve_global, ranks)
+    returns = [node for node in body if isinstance(node, gast.Return)]
+    if len(returns) != 1 or body[-1] is not returns[0]:
+        raise NotImplementedError(
+            f"tangent rule of {statement.op.name} must end in its only return"
+        )
+    return body[:-1], returns[0].value
+
+
+def _instantiate(
+    rule,
+    statement: ir.Apply,
+    inner_bindings: dict,
+    namer: Namer,
+    resolve_global,
+    ranks: dict,
+) -> list:
+    """The rule's inner body with parameters, inner arguments and locals bound."""
     outer, inner, prelude = _parsed_rule(rule.source)
     op = statement.op
     arguments = dict(zip(op.input_names, statement.inputs))
@@ -108,14 +140,13 @@ def inline_rule(
             bindings[name] = copy.deepcopy(statement.params[name])
         elif argument is not None:
             bindings[name] = _default_of(outer, name)
-    bindings[inner.args.args[0].id] = adjoint
+    bindings.update(inner_bindings)
     body = [copy.deepcopy(node) for node in prelude + inner.body]
     for name in sorted(_local_names(body)):
         bindings[name] = namer.fresh(name)
     substitute = _Substitute(bindings, resolve_global, ranks)
     body = [substitute.visit(node) for node in body]
-    body = fold_constants(body)
-    return _returns_to_gradients(body, len(op.input_names), needed, namer)
+    return fold_constants(body)
 
 
 def _default_of(definition, name):

@@ -209,6 +209,15 @@ def _mentions(body, identifier) -> bool:
     )
 
 
+def _is_default(argument, name, op) -> bool:
+    return (
+        name in op.defaults
+        and isinstance(argument, gast.Constant)
+        and type(argument.value) is type(op.defaults[name])
+        and argument.value == op.defaults[name]
+    )
+
+
 def drop_default_arguments(body: list, namespace: dict) -> list:
     """Leave out trailing positional arguments of operator calls that equal their
     defaults (``unreduce(dy, x, None, False)`` -> ``unreduce(dy, x)``)."""
@@ -229,15 +238,13 @@ def drop_default_arguments(body: list, namespace: dict) -> list:
                 position = len(node.args) - 1 - arity
                 argument = node.args[-1]
                 name = names[position] if position < len(names) else None
-                if (
-                    name in op.defaults
-                    and isinstance(argument, gast.Constant)
-                    and type(argument.value) is type(op.defaults[name])
-                    and argument.value == op.defaults[name]
-                ):
+                if _is_default(argument, name, op):
                     node.args.pop()
                 else:
                     break
+            node.keywords = [
+                k for k in node.keywords if not _is_default(k.value, k.arg, op)
+            ]
             return node
 
     transformer = Drop()

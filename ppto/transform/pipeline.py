@@ -259,6 +259,45 @@ def _definition(function_name, arguments, body):
     )
 
 
+def jvp(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program) -> str:
+    """``<name>_jvp(*args, *tangents) -> (value, tangent)``; one tangent per ``wrt``."""
+    from ppto.transform.forward import TangentGenerator
+    from ppto.transform.inline import operand_expr
+
+    ir_body, activity, generator = _prepare(parsed, wrt, ranks, program)
+    result = _result_operand(ir_body)
+    program.last_result_rank = operand_rank(result, activity.ranks)
+    tangents = TangentGenerator(generator, program_jvp_callee(program))
+    tangent_parameters = [tangents.tangent_name(parameter) for parameter in wrt]
+    body = tangents.block(ir_body)
+    tangent_out = tangents.materialised(result)
+    body.append(
+        gast.Return(gast.Tuple([operand_expr(result), tangent_out], gast.Load()))
+    )
+    body = _cleanup(body, generator)
+    arguments = _arguments(parsed)
+    for tangent in tangent_parameters:
+        arguments.args.append(gast.Name(tangent, gast.Param(), None, None))
+    function_name = program.function_name(f"{parsed.name}_jvp")
+    program.functions.append(_definition(function_name, arguments, body))
+    return function_name
+
+
+def program_jvp_callee(program: Program):
+    def plan(parsed: ParsedFunction, positions, keywords, ranks):
+        parameters = parsed.parameters
+        wrt = [parameters[p] for p in positions] + list(keywords)
+        key = ("jvp", parsed.fn.__code__, tuple(wrt), tuple(ranks))
+        if key not in program.callee_plans:
+            rank_map = {
+                parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)
+            }
+            program.callee_plans[key] = jvp(parsed, wrt, rank_map, program)
+        return program.callee_plans[key]
+
+    return plan
+
+
 def program_callee(program: Program):
     def plan(parsed: ParsedFunction, positions, keywords, ranks):
         parameters = parsed.parameters
@@ -286,6 +325,9 @@ def build(fn, wrt: list[str], ranks: dict, mode: str) -> Program:
     program.refs = References(program.namer)
     if mode == "combined":
         program.entry = combined(parsed, wrt, ranks, program)
+        program.entries = (program.entry,)
+    elif mode == "jvp":
+        program.entry = jvp(parsed, wrt, ranks, program)
         program.entries = (program.entry,)
     else:
         program.entries = split(parsed, wrt, ranks, program)

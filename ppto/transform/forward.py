@@ -1,0 +1,327 @@
+"""Forward mode: each active statement followed by its tangent, from the operators'
+tangent rules inlined as source; control flow and loops are kept as they are (tangents
+travel with the values, so no tape is needed).
+
+A tangent that is known to be zero is never materialised: the inlined rule is
+simplified (``0 * x`` -> zero, ``a + 0`` -> ``a``, a linear operator of zero -> zero)
+and only a zero that cannot be simplified away becomes ``zeros_like(...)``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import gast
+
+from ppto.ops.primitive import OperatorDef, require_rule
+from ppto.transform import ir, lists
+from ppto.transform.inline import inline_tangent, operand_expr
+from ppto.transform.reverse import _pop, _push, _targets, assign, call, name
+
+ZERO = "__zero__"
+
+
+def zero(primal: str = "") -> gast.Name:
+    return gast.Name(ZERO + primal, gast.Load(), None, None)
+
+
+def is_zero(node) -> bool:
+    return isinstance(node, gast.Name) and node.id.startswith(ZERO)
+
+
+class TangentGenerator:
+    """Forward statements interleaved with tangent statements for one function."""
+
+    def __init__(self, generator, callees) -> None:
+        self.generator = generator
+        self.activity = generator.activity
+        self.namer = generator.namer
+        self.callees = callees  # (parsed, positions, keywords, ranks) -> jvp name
+        self.names: dict[str, str] = {}  # one tangent variable per primal, everywhere
+        self.tangents: dict[str, str] = {}  # the primals with a tangent on this path
+
+    def tangent_name(self, primal: str) -> str:
+        if primal not in self.names:
+            self.names[primal] = self.namer.adjoint(primal)
+        self.tangents[primal] = self.names[primal]
+        return self.names[primal]
+
+    def has(self, operand) -> bool:
+        return isinstance(operand, str) and operand in self.tangents
+
+    def tangent_of(self, operand):
+        """The tangent expression of an operand (a zero marker when it has none)."""
+        if isinstance(operand, list):
+            return gast.List([self.materialised(x) for x in operand], gast.Load())
+        if self.has(operand):
+            return name(self.tangents[operand])
+        return zero(operand if isinstance(operand, str) else "")
+
+    def materialised(self, operand):
+        expression = self.tangent_of(operand)
+        if is_zero(expression):
+            return call(self.generator.zeros_ref(), operand_expr(operand))
+        return expression
+
+    def block(self, body: list) -> list:
+        out = []
+        for statement in body:
+            out.extend(self.statement(statement))
+        return out
+
+    def statement(self, s) -> list:
+        if isinstance(s, ir.If):
+            return self.branch(s)
+        if isinstance(s, ir.LOOPS):
+            return self.loop(s)
+        if isinstance(s, ir.CallFunction):
+            return self.call(s)
+        code = self.generator.forward_statement(s)
+        return code + self.tangent_statement(s)
+
+    def tangent_statement(self, s) -> list:
+        if isinstance(s, ir.Apply):
+            return self.apply(s)
+        if isinstance(s, ir.Copy) and self.has(s.source):
+            return [assign(self.tangent_name(s.target), self.tangent_of(s.source))]
+        if isinstance(s, ir.Copy) and s.target in self.tangents:
+            # a carried value whose new tangent is zero
+            return [assign(self.tangents[s.target], self.materialised(s.target))]
+        if isinstance(s, ir.Pack) and any(self.has(x) for x in s.items):
+            items = [self.materialised(x) for x in s.items]
+            return [assign(self.tangent_name(s.target), gast.Tuple(items, gast.Load()))]
+        if isinstance(s, ir.Unpack) and self.has(s.source):
+            targets = [self.tangent_name(t) for t in s.targets]
+            return [assign(_targets(targets), self.tangent_of(s.source))]
+        if isinstance(s, ir.ListNew) and s.target in self.activity.varied:
+            return [assign(self.tangent_name(s.target), gast.List([], gast.Load()))]
+        if isinstance(s, ir.ListAppend) and s.target in self.tangents:
+            return [_push(self.tangents[s.target], self.materialised(s.value))]
+        if isinstance(s, ir.ListPop) and s.source in self.tangents:
+            return [assign(self.tangent_name(s.target), _pop(self.tangents[s.source]))]
+        if isinstance(s, ir.ListGet) and s.source in self.tangents:
+            element = gast.Subscript(
+                name(self.tangents[s.source]), copy.deepcopy(s.index), gast.Load()
+            )
+            return [assign(self.tangent_name(s.target), element)]
+        return []
+
+    def apply(self, s: ir.Apply) -> list:
+        op = s.op
+        if not op.differentiable or s.target not in self.activity.varied:
+            return []
+        slots = [
+            self.tangent_of(x) if input_name not in op.nondiff else zero()
+            for input_name, x in zip(op.input_names, s.inputs)
+        ]
+        if all(is_zero(t) for t in slots):
+            return []
+        rule = require_rule(op, "tangent")
+        statements, expression = inline_tangent(
+            rule,
+            s,
+            slots,
+            self.namer,
+            self.generator.resolver(rule),
+            self.activity.ranks,
+        )
+        simplifier = _Simplify(self.generator.refs.namespace)
+        code = simplifier.statements(statements)
+        expression = simplifier.visit(expression)
+        if is_zero(expression):
+            return code
+        code = [self.materialise_zeros(c) for c in code]
+        expression = self.materialise_zeros(expression)
+        return code + [assign(self.tangent_name(s.target), expression)]
+
+    def materialise_zeros(self, node):
+        zeros = self.generator.zeros_ref()
+
+        class Replace(gast.NodeTransformer):
+            def visit_Name(self, child):
+                if is_zero(child):
+                    primal = child.id[len(ZERO) :]
+                    if primal:
+                        return call(zeros, name(primal))
+                    return gast.Constant(0.0, None)
+                return child
+
+        return Replace().visit(node)
+
+    def branch(self, s: ir.If) -> list:
+        before = dict(self.tangents)
+        body = self.block(s.body)
+        in_body = dict(self.tangents)
+        self.tangents = dict(before)
+        orelse = self.block(s.orelse)
+        in_else = self.tangents
+        merged = dict(in_body)
+        merged.update(in_else)
+        defined = {
+            "body": ir.all_writes(s.body),
+            "orelse": ir.all_writes(s.orelse),
+        }
+        inside = defined["body"] | defined["orelse"]
+        for primal in sorted(set(in_body) ^ set(in_else)):
+            side, branch = (orelse, "orelse") if primal in in_body else (body, "body")
+            if primal in inside and primal not in defined[branch]:
+                continue  # not defined on that path, so not used after the if
+            side.append(
+                assign(merged[primal], call(self.generator.zeros_ref(), name(primal)))
+            )
+        self.tangents = merged
+        return [gast.If(name(s.test), body or [gast.Pass()], orelse)]
+
+    def loop(self, s) -> list:
+        prelude = []
+        written = ir.all_writes(s.body)
+        for primal in sorted(written & self.activity.varied):
+            if primal not in self.tangents and _defined_before(primal, s, self):
+                prelude.append(
+                    assign(
+                        self.tangent_name(primal),
+                        call(self.generator.zeros_ref(), name(primal)),
+                    )
+                )
+        body = self.block(s.body)
+        if isinstance(s, ir.For):
+            loop = gast.For(
+                name(s.target, True), name(s.iterable), body or [gast.Pass()], [], None
+            )
+        else:
+            loop = gast.While(copy.deepcopy(s.test), body or [gast.Pass()], [])
+        return prelude + [loop]
+
+    def call(self, s: ir.CallFunction) -> list:
+        arguments = [operand_expr(x) for x in s.inputs]
+        keywords = [gast.keyword(k, operand_expr(v)) for k, v in s.keywords.items()]
+        positions = [i for i, x in enumerate(s.inputs) if self.has(x)]
+        names = [k for k, x in s.keywords.items() if self.has(x)]
+        if not positions and not names:
+            return self.generator.forward_statement(s)
+        from ppto.transform.analyze import operand_rank
+
+        ranks = [operand_rank(x, self.activity.ranks) for x in s.inputs]
+        jvp_name = self.callees(s.function, positions, names, ranks)
+        tangents = [self.tangent_of(s.inputs[i]) for i in positions]
+        tangents += [self.tangent_of(s.keywords[k]) for k in names]
+        outputs = (
+            _targets(s.targets) if len(s.targets) > 1 else name(s.targets[0], True)
+        )
+        tangent_names = [self.tangent_name(t) for t in s.targets]
+        tangent_out = (
+            _targets(tangent_names)
+            if len(tangent_names) > 1
+            else name(tangent_names[0], True)
+        )
+        both = gast.Tuple([outputs, tangent_out], gast.Store())
+        result = gast.Call(name(jvp_name), arguments + tangents, keywords)
+        return [gast.Assign([both], result, None)]
+
+
+def _defined_before(primal, loop, tangent_generator) -> bool:
+    from ppto.transform.reverse import _writes_outside
+
+    body = tangent_generator.generator.function_body
+    outside = _writes_outside(body, loop) | set(
+        tangent_generator.generator.parsed.parameters
+    )
+    return primal in outside
+
+
+_OPERATOR_SYNTAX = {
+    "add": gast.Add,
+    "sub": gast.Sub,
+    "mul": gast.Mult,
+    "div": gast.Div,
+    "dot": gast.MatMult,
+}
+
+
+class _Simplify(gast.NodeTransformer):
+    """Propagates known-zero tangents through an inlined tangent rule."""
+
+    def __init__(self, namespace: dict) -> None:
+        self.namespace = namespace
+        self.zeros: set[str] = set()
+
+    def statements(self, body: list) -> list:
+        out = []
+        for statement in body:
+            statement = self.visit(statement)
+            if (
+                isinstance(statement, gast.Assign)
+                and len(statement.targets) == 1
+                and isinstance(statement.targets[0], gast.Name)
+                and is_zero(statement.value)
+            ):
+                self.zeros.add(statement.targets[0].id)
+                continue
+            out.append(statement)
+        return out
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, gast.Load) and node.id in self.zeros:
+            return zero()
+        return node
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        left, right = is_zero(node.left), is_zero(node.right)
+        if isinstance(node.op, gast.Add):
+            if left:
+                return node.right
+            if right:
+                return node.left
+        elif isinstance(node.op, gast.Sub):
+            if right:
+                return node.left
+            if left:
+                return gast.UnaryOp(gast.USub(), node.right)
+        elif isinstance(node.op, (gast.Mult, gast.MatMult)):
+            if left:
+                return node.left
+            if right:
+                return node.right
+        elif isinstance(node.op, gast.Div) and left:
+            return node.left
+        return node
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, gast.USub) and is_zero(node.operand):
+            return node.operand
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        op = (
+            self.namespace.get(node.func.id)
+            if isinstance(node.func, gast.Name)
+            else None
+        )
+        if not isinstance(op, OperatorDef):
+            return node
+        symbol = _OPERATOR_SYNTAX.get(op.name)
+        if symbol is not None and len(node.args) == 2 and not node.keywords:
+            return self.visit_BinOp(gast.BinOp(node.args[0], symbol(), node.args[1]))
+        if op.name == "neg" and len(node.args) == 1:
+            return self.visit_UnaryOp(gast.UnaryOp(gast.USub(), node.args[0]))
+        inputs = node.args[: len(op.input_names)]
+        slots = [x for n, x in zip(op.input_names, inputs) if n not in op.nondiff]
+        kind = getattr(op, "tangent_kind", "")
+        if (
+            op.name == "where"
+            and len(inputs) == 3
+            and is_zero(inputs[1])
+            and is_zero(inputs[2])
+        ):
+            return inputs[1]
+        if kind == "linear" and slots and all(is_zero(x) for x in slots):
+            return slots[0]
+        if kind == "bilinear" and any(is_zero(x) for x in slots):
+            return next(x for x in slots if is_zero(x))
+        return node
+
+
+__all__ = ["TangentGenerator", "lists"]
