@@ -7,7 +7,7 @@ Tensor([17., 37.], device='cpu', dtype=float64)
 """
 
 from ppto import ops as _ops
-from ppto.api import grad, jvp, show_grad, value_and_grad, vjp
+from ppto.api import grad, hessian, jvp, show_grad, value_and_grad, vjp
 from ppto.composite import CompositeOperator, operator
 from ppto.errors import (
     BackendError,

@@ -31,9 +31,36 @@ def _target_function(f: Callable) -> Callable:
         if function is not None and f.backward_rule is None:
             return function
         return _operator_wrapper(f)
+    if isinstance(f, Transformed):
+        return f.function
     if not callable(f):
         raise GradError(f"ppto.grad needs a function, got {type(f).__name__}")
     return f
+
+
+def _generated_wrapper(inner: Transformed, ranks: tuple) -> Callable:
+    """A function with source that calls ``inner``'s generated code and returns what
+    ``inner`` returns: so a derivative can itself be differentiated."""
+    import linecache
+
+    program, namespace = inner.program(ranks)
+    entry = namespace[program.entry]
+    parameters = list(inspect.signature(inner.function).parameters)
+    arguments = ", ".join(parameters)
+    if inner.mode != "combined":
+        raise GradError("only gradients (ppto.grad) can be differentiated again")
+    result = "(value, gradient)" if inner.with_value else "gradient"
+    wrapper = inner.function.__name__ + "_derivative"
+    source = (
+        f"def {wrapper}({arguments}):\n"
+        f"    value, gradient = {program.entry}({arguments})\n"
+        f"    return {result}\n"
+    )
+    filename = f"<ppto derivative {wrapper} {id(inner)} {ranks}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    scope = {program.entry: entry}
+    exec(compile(source, filename, "exec"), scope)
+    return scope[wrapper]
 
 
 _WRAPPERS: dict[int, Callable] = {}
@@ -140,7 +167,8 @@ class Transformed:
         self.with_value = with_value
         self._programs: dict = {}
         self._lowered: dict = {}
-        self.__name__ = getattr(self.function, "__name__", "f") + "_grad"
+        base = getattr(f, "__name__", None) or getattr(self.function, "__name__", "f")
+        self.__name__ = base + "_grad"
         self.__wrapped__ = self.function
 
     def program(self, ranks: tuple):
@@ -148,7 +176,10 @@ class Transformed:
         if key not in self._programs:
             names = list(inspect.signature(self.function).parameters)
             rank_map = {n: r for n, r in zip(names, ranks) if r is not None}
-            program = build(self.function, self.wrt, rank_map, self.mode)
+            source = self.function
+            if isinstance(self.f, Transformed):
+                source = _generated_wrapper(self.f, ranks[: len(names)])
+            program = build(source, self.wrt, rank_map, self.mode)
             namespace = program.compile(self.__name__)
             self._programs[key] = (program, namespace)
         return self._programs[key]
@@ -188,8 +219,7 @@ class Transformed:
     def __call__(self, *args: Any, **kwargs: Any):
         call, values, ranks, devices, device = self.prepare(args, kwargs)
         value, grads = self.run(lambda program: program.entry, ranks, device, values)
-        if not self.with_value:
-            _require_scalar(value, self.__name__)
+        _require_scalar(value, self.__name__)
         grads = (grads,) if len(self.wrt) == 1 else tuple(grads)
         placed = tuple(
             _place(
@@ -376,3 +406,31 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
         lambda p: p.entry, ranks, device, values + raw_tangents
     )
     return _as_tensor(value, device), _as_tensor(tangent, device)
+
+
+def hessian(f: Callable, wrt: int | str = 0) -> Callable:
+    """The Hessian of a scalar function with respect to one argument, for small
+    inputs: forward mode over the generated gradient, one basis vector at a time.
+    The result has shape ``x.shape + x.shape``."""
+    gradient = grad(f, wrt)
+    function = _target_function(f)
+    (name_,) = _wrt_names(function, wrt)
+
+    def compute(*args: Any, **kwargs: Any) -> Tensor:
+        call_ = _Call(function, args, kwargs)
+        position = call_.names.index(name_)
+        point = np.asarray(call_.values[position], dtype=float)
+        device = _device_of(call_.values[position])
+        columns = []
+        for index in range(point.size):
+            basis = np.zeros(point.size)
+            basis[index] = 1.0
+            tangents = [None] * len(call_.values)
+            tangents[position] = basis.reshape(point.shape)
+            _, column = jvp(gradient, call_.values, tangents)
+            columns.append(np.asarray(column).reshape(-1))
+        matrix = np.stack(columns, axis=-1).reshape(point.shape + point.shape)
+        return _as_tensor(matrix, CPU).to(device)
+
+    compute.__name__ = f"hessian_of_{function.__name__}"
+    return compute

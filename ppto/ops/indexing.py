@@ -107,7 +107,7 @@ def _(x, indices, axis=None):
     def backward(dY):
         if axis is None:
             flat = index_add(zeros_like(reshape(x, (-1,))), dY, indices)
-            return reshape(flat, x.shape), None
+            return reshape(flat, np.shape(x)), None
         return index_add(zeros_like(x), dY, axis_index(indices, axis, x.ndim)), None
 
     return backward

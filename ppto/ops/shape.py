@@ -36,6 +36,8 @@ def transpose(xp, x, axes=None):
 @transpose.grad_rule
 def _(x, axes=None):
     def backward(dY):
+        if axes is None:
+            return transpose(dY)
         return transpose(dY, inverse_permutation(axes))
 
     return backward
@@ -64,7 +66,7 @@ def reshape(xp, x, shape):
 @reshape.grad_rule
 def _(x, shape):
     def backward(dY):
-        return reshape(dY, x.shape)
+        return reshape(dY, np.shape(x))
 
     return backward
 
@@ -105,7 +107,7 @@ def unbroadcast(xp, x, like):
 @unbroadcast.grad_rule
 def _(x, like):
     def backward(dY):
-        return broadcast_to(dY, x.shape)
+        return broadcast_to(dY, np.shape(x))
 
     return backward
 
@@ -119,7 +121,7 @@ def expand_dims(xp, x, axis):
 @expand_dims.grad_rule
 def _(x, axis):
     def backward(dY):
-        return reshape(dY, x.shape)
+        return reshape(dY, np.shape(x))
 
     return backward
 
@@ -133,7 +135,7 @@ def squeeze(xp, x, axis=None):
 @squeeze.grad_rule
 def _(x, axis=None):
     def backward(dY):
-        return reshape(dY, x.shape)
+        return reshape(dY, np.shape(x))
 
     return backward
 

@@ -124,7 +124,8 @@ def _backward(body, activity: Activity) -> None:
                 activity.useful |= ir.operand_names(statement.value)
         elif set(ir.writes(statement)) & activity.useful:
             if isinstance(statement, ir.Apply):
-                activity.useful |= ir.operand_names(statement.inputs)
+                if statement.op.differentiable:  # no adjoint crosses a comparison
+                    activity.useful |= ir.operand_names(statement.inputs)
             else:
                 activity.useful |= ir.reads(statement)
 
@@ -139,14 +140,26 @@ def _check_taint(body, activity: Activity, source) -> None:
             set(ir.writes(statement)) & activity.useful
         ):
             continue
-        for name in ir.reads(statement) & set(activity.tainted):
+        if isinstance(statement, ir.Apply):  # parameters are never differentiated
+            op = statement.op
+            used = ir.operand_names(
+                [
+                    x
+                    for n, x in zip(op.input_names, statement.inputs)
+                    if n not in op.nondiff
+                ]
+            )
+        else:
+            used = ir.reads(statement)
+        for name in used & set(activity.tainted):
             passive = activity.tainted[name]
             raise source.error(
                 passive.node,
-                "this value depends on a differentiated value through a call ppto "
-                "cannot differentiate, and the result depends on it",
-                "compute it with ppto operators, or wrap it in ppto.stop_gradient(...) "
-                "if it is meant to be a constant",
+                f"{passive.opaque} has no ppto operator, so ppto cannot differentiate "
+                "through it, and the result depends on its value",
+                "compute it with ppto operators (ppto ops lists them), give your "
+                "function a rule with @ppto.grad_rule, or wrap the value in "
+                "ppto.stop_gradient(...) if it is meant to be a constant",
             )
 
 

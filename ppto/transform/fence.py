@@ -23,6 +23,11 @@ ALLOWED_BINARY = (
 )
 
 
+_SYMBOLS = {
+    gast.LShift: "<<", gast.RShift: ">>", gast.BitOr: "|", gast.BitXor: "^",
+    gast.BitAnd: "&", gast.FloorDiv: "//", gast.Mod: "%",
+}  # fmt: skip
+
 # Contexts and operator symbols carry no decisions of their own.
 _NEUTRAL = (gast.expr_context, gast.operator, gast.unaryop, gast.cmpop, gast.boolop)
 
@@ -30,9 +35,8 @@ _NEUTRAL = (gast.expr_context, gast.operator, gast.unaryop, gast.cmpop, gast.boo
 class Fence(gast.NodeVisitor):
     """Walks a function's tree; ``check`` raises on the first rejected construct."""
 
-    def __init__(self, source: SourceMap, loops: bool = True) -> None:
+    def __init__(self, source: SourceMap) -> None:
         self.source = source
-        self.loops = loops
         self.depth = 0
 
     def check(self, tree: gast.FunctionDef) -> None:
@@ -131,21 +135,15 @@ class Fence(gast.NodeVisitor):
         self.accept(node)
 
     def visit_For(self, node):
-        self._loops_allowed(node)
         if node.orelse:
             self.reject(node, "for ... else", "use a flag variable set before break")
         self._check_target(node.target)
         self.accept(node)
 
     def visit_While(self, node):
-        self._loops_allowed(node)
         if node.orelse:
             self.reject(node, "while ... else", "use a flag variable set before break")
         self.accept(node)
-
-    def _loops_allowed(self, node):
-        if not self.loops:
-            self.reject(node, "a loop here", "move the loop into a called function")
 
     def visit_Break(self, node):
         pass
@@ -182,7 +180,7 @@ class Fence(gast.NodeVisitor):
         self.reject(node, "nonlocal declarations", "pass the value as an argument")
 
     def visit_Delete(self, node):
-        self.reject(node, "del", "let the variable go out of use instead")
+        self.reject(node, "del", "let the variable go out of use")
 
     def visit_Import(self, node):
         self.reject(node, "an import inside the function", "import at module level")
@@ -197,7 +195,7 @@ class Fence(gast.NodeVisitor):
         self.accept(node)
 
     def _unsupported_operator(self, node):
-        symbol = type(node.op).__name__
+        symbol = _SYMBOLS.get(type(node.op), type(node.op).__name__)
         self.reject(
             node, f"the {symbol} operator", "use +, -, *, /, **, @ or a ppto operator"
         )
@@ -265,12 +263,18 @@ class Fence(gast.NodeVisitor):
             "build the list with a for loop and append, then ppto.stack it",
         )
 
-    visit_GeneratorExp = visit_ListComp
+    def visit_GeneratorExp(self, node):
+        self.reject(
+            node,
+            "a generator expression",
+            "build a list with a for loop and append, then ppto.stack it",
+        )
 
     def visit_DictComp(self, node):
         self.reject(node, "a dict comprehension", "use separate variables or a list")
 
-    visit_SetComp = visit_DictComp
+    def visit_SetComp(self, node):
+        self.reject(node, "a set comprehension", "use a for loop building a list")
 
     def visit_Dict(self, node):
         self.reject(node, "a dict", "use separate variables, a tuple or a list")
@@ -297,10 +301,6 @@ class Fence(gast.NodeVisitor):
         self.reject(node, "await", "differentiate a synchronous function")
 
 
-def check(parsed: ParsedFunction, loops: bool = True) -> None:
+def check(parsed: ParsedFunction) -> None:
     """Raise ``TransformError`` at the first construct the transformer cannot handle."""
-    if any(isinstance(node, gast.AsyncFunctionDef) for node in [parsed.tree]):
-        raise parsed.source.error(
-            parsed.tree, "ppto cannot differentiate async functions"
-        )
-    Fence(parsed.source, loops).check(parsed.tree)
+    Fence(parsed.source).check(parsed.tree)

@@ -47,6 +47,10 @@ class _Substitute(gast.NodeTransformer):
         self.bindings = bindings
         self.resolve_global = resolve_global
         self.ranks = ranks
+        resolved = resolve_global(
+            gast.Name("matrix_transpose", gast.Load(), None, None)
+        )
+        self.transpose_name = resolved.id if resolved is not None else None
 
     def visit_Name(self, node):
         if node.id in self.bindings:
@@ -56,6 +60,19 @@ class _Substitute(gast.NodeTransformer):
             return copy.deepcopy(replacement)
         if isinstance(node.ctx, gast.Load):
             return self.resolve_global(node) or node
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        function = node.func
+        if (
+            isinstance(function, gast.Name)
+            and function.id == self.transpose_name
+            and len(node.args) == 1
+            and isinstance(node.args[0], gast.Name)
+            and self.ranks.get(node.args[0].id) == 2
+        ):  # a matrix: B.T reads better than matrix_transpose(B)
+            return gast.Attribute(node.args[0], "T", gast.Load())
         return node
 
     def visit_Attribute(self, node):

@@ -64,7 +64,7 @@ class Passive(Stmt):
     node: Any  # a gast statement
     targets: tuple = ()
     reads: frozenset = frozenset()
-    opaque: bool = False  # a value computed by something ppto cannot differentiate
+    opaque: str = ""  # names the call ppto cannot differentiate that computed it
 
 
 @dataclass

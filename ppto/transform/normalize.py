@@ -23,6 +23,8 @@ from ppto.transform.resolve import (
 )
 from ppto.transform.source import ParsedFunction
 
+_SHAPE_QUERIES = {"shape", "ndim", "size"}
+
 BINARY_OPERATORS = {
     gast.Add: elementwise.add,
     gast.Sub: elementwise.sub,
@@ -40,12 +42,17 @@ def value_reads(node) -> set[str]:
     def walk(child):
         if isinstance(child, gast.Attribute) and child.attr in METADATA_ATTRIBUTES:
             return
-        if (
-            isinstance(child, gast.Call)
-            and isinstance(child.func, gast.Name)
-            and child.func.id == "len"
+        if isinstance(child, gast.Call) and (
+            (
+                isinstance(child.func, gast.Name)
+                and child.func.id in {"len", *_SHAPE_QUERIES}
+            )
+            or (
+                isinstance(child.func, gast.Attribute)
+                and child.func.attr in _SHAPE_QUERIES
+            )
         ):
-            return  # len() reads a shape
+            return  # len(x), np.shape(x), np.ndim(x) read only a shape
         if isinstance(child, gast.Name) and isinstance(child.ctx, gast.Load):
             found.add(child.id)
         for grandchild in gast.iter_child_nodes(child):
@@ -209,7 +216,6 @@ class Normalizer:
         target = node.targets[0].id
         if value_reads(node.value) & self.varied:
             self.varied.add(target)
-        self.check_not_varied(index, "an index")
         inputs = [self.expression(base), self.expression(value)]
         self.apply(target, indexing.setitem, inputs, {"index": index}, ("index",))
 
@@ -293,7 +299,8 @@ class Normalizer:
         """A value that is not differentiated although it reads differentiated ones."""
         name = target or self.namer.temporary()
         assign = gast.Assign([gast.Name(name, gast.Store(), None, None)], node, None)
-        gast.copy_location(assign, self.origin)
+        gast.copy_location(assign, node if hasattr(node, "lineno") else self.origin)
+        self.varied.discard(name)  # its value carries no derivative
         self.emit(
             ir.Passive(
                 assign,
@@ -305,7 +312,15 @@ class Normalizer:
         return name
 
     def apply(
-        self, target, op, inputs, params=None, given=(), style="call", syntax=None
+        self,
+        target,
+        op,
+        inputs,
+        params=None,
+        given=(),
+        style="call",
+        syntax=None,
+        at=None,
     ):
         target = target or self.namer.temporary()
         params = dict(params or {})
@@ -313,7 +328,7 @@ class Normalizer:
             if name not in params:
                 if name not in getattr(op, "defaults", {}):
                     raise self.source.error(
-                        self.origin,
+                        at or self.origin,
                         f"ppto.{op.name} needs the argument {name!r}",
                         f"pass {name}=...",
                     )
@@ -326,7 +341,7 @@ class Normalizer:
         if op is None:
             raise self.source.error(
                 node,
-                f"ppto cannot differentiate the {type(node.op).__name__} operator",
+                f"ppto cannot differentiate the {_symbol(node.op)} operator",
                 "use / and ppto.floor, which is not differentiable",
             )
         inputs = [self.expression(node.left), self.expression(node.right)]
@@ -377,11 +392,11 @@ class Normalizer:
 
     def expression_Subscript(self, node, target):
         index = slice_expr(node.slice)
+        self.check_index(index)
         if _names_list(node.value, self.lists):
             target = target or self.namer.temporary()
             self.emit(ir.ListGet(target, node.value.id, index))
             return target
-        self.check_not_varied(index, "an index")
         return self.apply(
             target,
             indexing.getitem,
@@ -404,13 +419,8 @@ class Normalizer:
             or getattr(callee.function, "reads_metadata_only", False)
         ):
             return self.passive(node, target)
-        raise self.source.error(
-            node,
-            f"{callee.text} has no ppto operator, so its "
-            "result cannot be differentiated",
-            "use a ppto operator (ppto ops lists them) or give your "
-            "function a rule with @ppto.grad_rule",
-        )
+        # Not differentiable; an error only if the result depends on it (analysis).
+        return self.passive(node, target, opaque=callee.text)
 
     def operator_call(self, node, op, renames, target):
         arity = len(op.input_names)
@@ -456,7 +466,7 @@ class Normalizer:
                 node,
                 f"ppto.{op.name} needs {arity} input(s): {', '.join(op.input_names)}",
             )
-        return self.apply(target, op, inputs, params, given)
+        return self.apply(target, op, inputs, params, given, at=node)
 
     def input_operand(self, op, position, argument):
         pattern = op.signature.inputs[position] if hasattr(op, "signature") else None
@@ -470,6 +480,13 @@ class Normalizer:
         if name != "like":  # a "like" parameter is read only for its shape
             self.check_not_varied(argument, f"the {name!r} argument of ppto.{op.name}")
         return argument
+
+    def check_index(self, index):
+        """A differentiated value used directly as an index has no gradient there."""
+        parts = index.elts if isinstance(index, gast.Tuple) else [index]
+        for part in parts:
+            if isinstance(part, gast.Name) and part.id in self.varied:
+                self.check_not_varied(part, "an index")
 
     def check_not_varied(self, expression, what):
         if value_reads(expression) & self.varied:
@@ -486,7 +503,7 @@ class Normalizer:
             raise self.source.error(
                 node,
                 f"ppto cannot differentiate the method .{method}()",
-                "use a ppto operator instead",
+                "use a ppto operator",
             )
         receiver = self.expression(node.func.value)
         arguments = list(node.args)
@@ -516,6 +533,12 @@ class Normalizer:
             ) from error
         self.emit(ir.CallFunction(targets, parsed, inputs, keywords))
         return targets
+
+
+def _symbol(operator) -> str:
+    from ppto.transform.fence import _SYMBOLS
+
+    return _SYMBOLS.get(type(operator), type(operator).__name__)
 
 
 def _names_list(node, lists) -> bool:

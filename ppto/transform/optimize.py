@@ -50,10 +50,27 @@ class _Fold(gast.NodeTransformer):
             and node.right.value == 1
         ):
             return node.left
+        if (
+            isinstance(node.op, (gast.Add, gast.Sub))
+            and isinstance(node.right, gast.UnaryOp)
+            and isinstance(node.right.op, gast.USub)
+        ):  # a + -b -> a - b, a - -b -> a + b
+            flipped = gast.Sub() if isinstance(node.op, gast.Add) else gast.Add()
+            return gast.BinOp(node.left, flipped, node.right.operand)
         return node
 
     def visit_Compare(self, node):
         self.generic_visit(node)
+        if (
+            len(node.ops) == 1
+            and isinstance(node.ops[0], (gast.Is, gast.IsNot))
+            and isinstance(node.left, gast.Constant)
+            and isinstance(node.comparators[0], gast.Constant)
+        ):
+            same = node.left.value is node.comparators[0].value
+            return gast.Constant(
+                same if isinstance(node.ops[0], gast.Is) else not same, None
+            )
         if (
             len(node.ops) == 1
             and type(node.ops[0]) in _COMPARE
@@ -86,8 +103,12 @@ def fold_constants(body: list) -> list:
             statement.orelse = fold_constants(statement.orelse)
             if isinstance(statement.test, gast.Constant):
                 out.extend(statement.body if statement.test.value else statement.orelse)
+                if out and isinstance(out[-1], gast.Return):
+                    return out  # what follows a return is never reached
                 continue
         out.append(statement)
+        if isinstance(statement, gast.Return):
+            return out
     return out
 
 

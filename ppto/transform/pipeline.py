@@ -26,7 +26,7 @@ from ppto.transform.optimize import (
     drop_default_arguments,
     remove_unused,
 )
-from ppto.transform.reverse import Generator, References, assign, call, name
+from ppto.transform.reverse import Generator, References, assign, call, free_reads, name
 from ppto.transform.source import ParsedFunction, parse_function
 from ppto.transform.ssa import rename
 from ppto.transform.structure import lift_conditionals, loops, single_exit
@@ -76,7 +76,13 @@ def free_globals(parsed: ParsedFunction) -> dict:
     return found
 
 
-def _prepare(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program):
+def _prepare(
+    parsed: ParsedFunction,
+    wrt: list[str],
+    ranks: dict,
+    program: Program,
+    plan_reverse: bool = True,
+):
     fence.check(parsed)
     user_names = names_in(gast.Module(body=parsed.tree.body, type_ignores=[]))
     user_names |= set(parsed.parameters)
@@ -112,7 +118,8 @@ def _prepare(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
     generator.user_names = set(parsed.parameters) | _stores(parsed.tree.body)
     generator.lists = normalizer.lists
     generator.function_body = ir_body
-    generator.forward(ir_body)  # a first pass plans called functions and their names
+    if plan_reverse:
+        generator.forward(ir_body)  # a first pass plans called functions' derivatives
     return ir_body, activity, generator
 
 
@@ -193,7 +200,7 @@ def split(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program)
         for node in gast.walk(statement):
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
                 defined.add(node.id)
-    saved_names = sorted(_reads(backward) & defined - _stores(backward))
+    saved_names = sorted(free_reads(backward) & defined)
     saved = namer.fresh("saved")
     saved_tuple = gast.Tuple([name(n) for n in saved_names], gast.Load())
     forward.append(
@@ -264,7 +271,9 @@ def jvp(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program) -
     from ppto.transform.forward import TangentGenerator
     from ppto.transform.inline import operand_expr
 
-    ir_body, activity, generator = _prepare(parsed, wrt, ranks, program)
+    ir_body, activity, generator = _prepare(
+        parsed, wrt, ranks, program, plan_reverse=False
+    )
     result = _result_operand(ir_body)
     program.last_result_rank = operand_rank(result, activity.ranks)
     tangents = TangentGenerator(generator, program_jvp_callee(program))

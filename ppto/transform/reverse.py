@@ -110,7 +110,9 @@ class Generator:
                 if written in plan.pushed_after:
                     code.append(_push(plan.tape(written), name(written)))
                 if written in plan.shapes:
-                    shape = gast.Attribute(name(written), "shape", gast.Load())
+                    import numpy as np
+
+                    shape = call(self.ref(np.shape, "shape"), name(written))
                     code.append(_push(plan.tape(written + "_shape"), shape))
         return code
 

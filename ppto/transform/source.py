@@ -114,6 +114,12 @@ def _definition(fn: Callable, text: str, source: SourceMap) -> gast.FunctionDef:
     if fn.__name__ != "<lambda>":
         module = gast.parse(text)
         definition = module.body[0]
+        if isinstance(definition, gast.AsyncFunctionDef):
+            raise source.error(
+                definition,
+                "ppto cannot differentiate async functions",
+                "differentiate a plain def function",
+            )
         if not isinstance(definition, gast.FunctionDef):
             raise source.error(
                 definition, f"cannot find the definition of {fn.__name__}"

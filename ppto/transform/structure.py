@@ -92,10 +92,6 @@ def lift_conditionals(body: list, namer: Namer) -> list:
     return out
 
 
-def _assign_expr(name: str, value, origin) -> gast.Assign:
-    return _assign(name, value, origin)
-
-
 def _name(identifier: str):
     return gast.Name(identifier, gast.Load(), None, None)
 
@@ -150,15 +146,19 @@ def _lift_break(body: list, flag: str, origin) -> list:
     return out
 
 
-def loops(body: list, namer: Namer, source) -> list:
+def loops(body: list, namer: Namer, source, ranges: set | None = None) -> list:
     """Loops in the one form later stages handle: ``for`` over a variable holding a
     range or sequence of indices, no ``continue``, and ``break`` only as the last
-    statement ``if <flag>: break``."""
+    statement ``if <flag>: break``. ``ranges`` collects variables known to hold
+    ranges (generated code loops over them)."""
+    ranges = set() if ranges is None else ranges
     out = []
     for statement in body:
+        if isinstance(statement, gast.Assign) and _range_like(statement.value, ranges):
+            ranges.update(t.id for t in statement.targets if isinstance(t, gast.Name))
         if isinstance(statement, gast.If):
-            statement.body = loops(statement.body, namer, source)
-            statement.orelse = loops(statement.orelse, namer, source)
+            statement.body = loops(statement.body, namer, source, ranges)
+            statement.orelse = loops(statement.orelse, namer, source, ranges)
             out.append(statement)
             continue
         if not isinstance(statement, (gast.For, gast.While)):
@@ -171,9 +171,16 @@ def loops(body: list, namer: Namer, source) -> list:
                 "set a result variable and break, then return after the loop",
             )
         prelude = []
-        if isinstance(statement, gast.For):
-            prelude, statement = _index_loop(statement, namer)
-        statement.body = loops(statement.body, namer, source)
+        if isinstance(statement, gast.For) and not (
+            isinstance(statement.iter, gast.Name)
+            and statement.iter.id in ranges
+            and isinstance(statement.target, gast.Name)
+        ):
+            prelude, statement = _index_loop(statement, namer, source)
+            ranges.update(
+                t.id for s in prelude for t in s.targets if _range_like(s.value, ranges)
+            )
+        statement.body = loops(statement.body, namer, source, ranges)
         statement.body = _drop_continue(statement.body)
         if _contains(statement, gast.Break):
             flag = namer.fresh("stop")
@@ -187,33 +194,86 @@ def loops(body: list, namer: Namer, source) -> list:
     return out
 
 
-def _index_loop(statement: gast.For, namer: Namer):
-    """``for x in seq`` -> ``for i in range(len(seq)): x = seq[i]`` unless ``seq`` is
-    a call of ``range``; the iterable is held in a variable either way."""
-    iterable = statement.iter
-    prelude = []
-    is_range = (
-        isinstance(iterable, gast.Call)
-        and isinstance(iterable.func, gast.Name)
-        and iterable.func.id == "range"
+def _range_like(node, ranges: set) -> bool:
+    """A ``range(...)``, a variable holding one, or a slice of either."""
+    if _called(node, "range"):
+        return True
+    if isinstance(node, gast.Name):
+        return node.id in ranges
+    if isinstance(node, gast.Subscript):
+        return _range_like(node.value, ranges)
+    if _called(node, "reversed") and node.args:
+        return _range_like(node.args[0], ranges)
+    return False
+
+
+def _called(node, function: str) -> bool:
+    return (
+        isinstance(node, gast.Call)
+        and isinstance(node.func, gast.Name)
+        and node.func.id == function
     )
-    if is_range and isinstance(statement.target, gast.Name):
+
+
+def _index_loop(statement: gast.For, namer: Namer, source):
+    """Every ``for`` as ``for i in steps`` with ``steps`` a variable holding a range
+    (or a reversed one): ``for x in seq`` becomes ``for i in range(len(seq))`` with
+    ``x = seq[i]`` first in the body; ``enumerate`` and ``zip`` likewise."""
+    iterable, target = statement.iter, statement.target
+    prelude = []
+    if isinstance(target, gast.Name) and (
+        _called(iterable, "range") or _called(iterable, "reversed")
+    ):
+        if _called(iterable, "reversed"):
+            backwards = gast.Slice(None, None, gast.Constant(-1, None))
+            iterable = gast.Subscript(iterable.args[0], backwards, gast.Load())
         steps = namer.fresh("steps")
         prelude.append(_assign(steps, iterable, statement))
         statement.iter = _name(steps)
         return prelude, statement
-    if not isinstance(statement.target, gast.Name):
-        raise ValueError("tuple loop targets")
-    sequence = namer.fresh("sequence")
-    index = namer.fresh("i")
+    index_name, pairs = _sequence_targets(statement, namer, source)
     steps = namer.fresh("steps")
-    prelude.append(_assign(sequence, iterable, statement))
-    prelude.append(
-        _assign(steps, _call("range", _call("len", _name(sequence))), statement)
-    )
-    element = gast.Subscript(_name(sequence), _name(index), gast.Load())
-    first = _assign(statement.target.id, element, statement)
-    statement.target = gast.Name(index, gast.Store(), None, None)
+    sequences = []
+    for element_target, sequence_expr in pairs:
+        sequence = namer.fresh("sequence")
+        prelude.append(_assign(sequence, sequence_expr, statement))
+        sequences.append((element_target, sequence))
+    length = _call("len", _name(sequences[0][1])) if sequences else None
+    prelude.append(_assign(steps, _call("range", length), statement))
+    first = []
+    for element_target, sequence in sequences:
+        element = gast.Subscript(_name(sequence), _name(index_name), gast.Load())
+        first.append(_assign(element_target, element, statement))
+    statement.target = gast.Name(index_name, gast.Store(), None, None)
     statement.iter = _name(steps)
-    statement.body = [first] + statement.body
+    statement.body = first + statement.body
     return prelude, statement
+
+
+def _sequence_targets(statement: gast.For, namer: Namer, source):
+    """The index variable and (element name, sequence) pairs of a ``for`` loop."""
+    iterable, target = statement.iter, statement.target
+    unsupported = source.error(
+        statement,
+        "ppto cannot differentiate this form of for loop",
+        "loop over range(...), a tensor or list, enumerate(...) or zip(...), with "
+        "plain names as targets",
+    )
+    if _called(iterable, "enumerate"):
+        if not (isinstance(target, gast.Tuple) and len(target.elts) == 2):
+            raise unsupported
+        index, element = target.elts
+        if not (isinstance(index, gast.Name) and isinstance(element, gast.Name)):
+            raise unsupported
+        return index.id, [(element.id, iterable.args[0])]
+    if _called(iterable, "zip"):
+        if not (
+            isinstance(target, gast.Tuple) and len(target.elts) == len(iterable.args)
+        ):
+            raise unsupported
+        if not all(isinstance(t, gast.Name) for t in target.elts):
+            raise unsupported
+        return namer.fresh("i"), [(t.id, a) for t, a in zip(target.elts, iterable.args)]
+    if not isinstance(target, gast.Name):
+        raise unsupported
+    return namer.fresh("i"), [(target.id, iterable)]

@@ -1,0 +1,325 @@
+"""Functions ppto must refuse to differentiate, one per rejected construct, and near
+misses it must accept.
+
+Each rejected function marks the line the error must point at with the comment
+``# <- error``; tests/test_transform_errors.py finds that line in this file's source,
+so cases can be added or moved freely. Everything here is at module level (or in a
+factory, where Python requires an enclosing function) so that ``inspect`` can read the
+source.
+"""
+
+import numpy as np
+
+import ppto
+
+COUNTER = 0
+OPTIONS = {"axis": 0}
+PAIR = (1.0, 2.0)
+
+
+# --- definitions ----------------------------------------------------------------------
+
+
+def nested_def(x):
+    def helper(v):  # <- error
+        return v * 2.0
+
+    return np.sum(helper(x))
+
+
+def lambda_inside(x):
+    double = lambda v: v * 2.0  # noqa: E731  # <- error
+    return np.sum(double(x))
+
+
+def class_inside(x):
+    class Box:  # <- error
+        pass
+
+    return np.sum(x)
+
+
+def star_args_params(x, *rest):  # <- error
+    return np.sum(x)
+
+
+def star_kwargs_params(x, **options):  # <- error
+    return np.sum(x)
+
+
+async def async_function(x):  # <- error
+    return np.sum(x)
+
+
+async def awaiting(x):  # <- error
+    y = await x
+    return np.sum(y)
+
+
+# --- statements -----------------------------------------------------------------------
+
+
+def try_block(x):
+    try:  # <- error
+        y = np.log(x)
+    except FloatingPointError:
+        y = x
+    return np.sum(y)
+
+
+def with_block(x):
+    with np.errstate(all="ignore"):  # <- error
+        y = np.log(x)
+    return np.sum(y)
+
+
+def global_declaration(x):
+    global COUNTER  # <- error
+    return np.sum(x)
+
+
+def make_nonlocal_declaration():
+    calls = 0
+
+    def nonlocal_declaration(x):
+        nonlocal calls  # <- error
+        return np.sum(x)
+
+    return nonlocal_declaration
+
+
+nonlocal_declaration = make_nonlocal_declaration()
+
+
+def delete(x):
+    y = x * 2.0
+    del y  # <- error
+    return np.sum(x)
+
+
+def import_inside(x):
+    import math  # <- error
+
+    return np.sum(x) * math.pi
+
+
+def import_from_inside(x):
+    from math import pi  # <- error
+
+    return np.sum(x) * pi
+
+
+def yield_value(x):
+    yield np.sum(x)  # <- error
+
+
+def yield_from(x):
+    yield from (np.sum(x),)  # <- error
+
+
+def starred_target(x):
+    first, *rest = x  # <- error
+    return np.sum(first)
+
+
+def attribute_target(x):
+    np.last_value = x  # <- error
+    return np.sum(x)
+
+
+def annotation_without_value(x):
+    y: float  # noqa: F842  # <- error
+    return np.sum(x)
+
+
+# --- expressions ----------------------------------------------------------------------
+
+
+def starred_call_argument(x):
+    pair = (x, x)
+    return np.sum(np.add(*pair))  # <- error
+
+
+def double_starred_call_argument(x):
+    return np.sum(x, **OPTIONS)  # <- error
+
+
+def list_comprehension(x):
+    parts = [v * 2.0 for v in (x, x)]  # <- error
+    return np.sum(parts[0])
+
+
+def dict_comprehension(x):
+    parts = {k: x for k in "ab"}  # <- error
+    return np.sum(parts["a"])
+
+
+def set_comprehension(x):
+    parts = {float(v) for v in PAIR}  # <- error
+    return np.sum(x) * len(parts)
+
+
+def generator_expression(x):
+    return sum(np.sum(v) for v in (x, x))  # <- error
+
+
+def dict_literal(x):
+    parts = {"x": x}  # <- error
+    return np.sum(parts["x"])
+
+
+def set_literal(x):
+    scales = {1.0, 2.0}  # <- error
+    return np.sum(x) * len(scales)
+
+
+def walrus(x):
+    return np.sum((y := x * 2.0) * y)  # <- error
+
+
+def starred_in_list(x):
+    parts = [*PAIR]  # <- error
+    return np.sum(x) * parts[0]
+
+
+def shift_operator(x):
+    return np.sum(x) * (1 << 2)  # <- error
+
+
+def shift_assignment(x):
+    scale = 1
+    scale <<= 2  # <- error
+    return np.sum(x) * scale
+
+
+def floor_division(x):
+    return np.sum(x // 2.0)  # <- error
+
+
+def modulo(x):
+    return np.sum(x % 2.0)  # <- error
+
+
+def numpy_function_without_operator(x):
+    return np.sum(np.cumsum(x))  # <- error
+
+
+def method_without_operator(x):
+    return x.cumsum().sum()  # <- error
+
+
+def attribute_without_operator(x):
+    return np.sum(x.real)  # <- error
+
+
+def non_differentiable_use(x):
+    total = float(x.sum())  # <- error
+    return total * np.sum(x)
+
+
+def differentiated_index(x, position):
+    return x[position]  # <- error
+
+
+def differentiated_parameter(x, shape):
+    return np.sum(np.reshape(x, shape))  # <- error
+
+
+def missing_operator_argument(x):
+    return np.sum(ppto.reshape(x))  # <- error
+
+
+def unknown_operator_keyword(x):
+    return ppto.reduce_sum(x, axes=0)  # <- error
+
+
+def returns_nothing(x):  # <- error
+    np.sum(x)
+
+
+def calls_rejected_helper(x):
+    return np.sum(lambda_inside(x) * x)
+
+
+# --- loops ---------------------------------------------------------------------------
+
+
+def for_else(x):
+    total = 0.0
+    for v in x:  # <- error
+        total = total + v
+    else:
+        total = total * 2.0
+    return total
+
+
+def while_else(x):
+    total = np.sum(x)
+    while total > 1.0:  # <- error
+        total = total / 2.0
+    else:
+        total = total * 2.0
+    return total
+
+
+# --- gradient errors (raised as ppto.GradError, not at a line) ------------------------
+
+
+def scale(x, n):
+    return np.sum(x) * n
+
+
+def elementwise_square(x):
+    return x * x
+
+
+def through_floor(x):
+    return np.sum(ppto.floor(x) * 2.0)
+
+
+# --- near misses: non-differentiable uses that do not feed the gradient ---------------
+
+
+def floor_division_of_metadata(x):
+    half = x.shape[0] // 2
+    return np.sum(x[:half] * x[half:])
+
+
+def length_of_argument(x):
+    return np.sum(x) / len(x)
+
+
+def float_in_condition(x):
+    total = float(np.sum(x))
+    if total > 0.0:
+        return np.sum(x * x)
+    return np.sum(x)
+
+
+def integer_index_from_argmax(x):
+    position = int(np.argmax(x))
+    return x[position]
+
+
+def argmax_index(x):
+    return x[np.argmax(x)]
+
+
+def for_loop(x):
+    total = 0.0
+    for v in x:
+        total = total + v
+    return total
+
+
+def while_loop(x):
+    total = np.sum(x)
+    while total > 1.0:
+        total = total / 2.0
+    return total
+
+
+def subscript_assignment(x):
+    y = x * 1.0
+    y[0] = x[1]
+    return np.sum(y)

@@ -1,0 +1,287 @@
+"""Every construct the transformer rejects raises ``ppto.TransformError`` naming the
+construct, at the user's file and line, quoting the line with a caret under the
+construct and saying what to write instead; gradients that cannot be taken raise
+``ppto.GradError``. The offending functions live in tests/error_cases.py, each with a
+``# <- error`` comment on the line the error must point at.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import linecache
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+import ppto
+from tests import error_cases
+
+MARKER = "# <- error"
+VECTOR = np.array([0.5, 1.5, 2.5])
+
+
+@dataclass(frozen=True)
+class Case:
+    """A rejected function: ``construct`` must appear in the message's first line and
+    the caret must fall inside ``at``, a piece of the marked line."""
+
+    function: object
+    construct: str
+    at: str
+    args: tuple = (VECTOR,)
+    wrt: object = 0
+    marked_in: object = None  # the function holding the marker, if not ``function``
+    known_problem: str = field(default="", compare=False)
+
+    @property
+    def id(self) -> str:
+        return self.function.__name__
+
+
+def marked_line(function) -> int:
+    """The file line of ``function`` that carries the ``# <- error`` marker."""
+    lines, first = inspect.getsourcelines(function)
+    found = [
+        first + i for i, line in enumerate(lines) if line.rstrip().endswith(MARKER)
+    ]
+    assert len(found) == 1, f"{function.__name__} must mark exactly one line"
+    return found[0]
+
+
+def transform(case: Case) -> ppto.TransformError:
+    with pytest.raises(ppto.TransformError) as caught:
+        ppto.show_grad(case.function, *case.args, wrt=case.wrt, file=io.StringIO())
+    return caught.value
+
+
+def check_error(case: Case) -> None:
+    error = transform(case)
+    assert isinstance(error, SyntaxError)
+    lines = error.msg.splitlines()
+    assert case.construct in lines[0]
+
+    marker_owner = case.marked_in or case.function
+    line = marked_line(marker_owner)
+    assert error.filename == error_cases.__file__
+    assert error.lineno == line
+    text = linecache.getline(error_cases.__file__, line).rstrip("\n")
+    assert error.text == text
+    where = f'  File "{error_cases.__file__}", line {line}, column {error.offset}'
+    assert lines[1] == where
+
+    quoted, caret = lines[2], lines[3]
+    assert quoted == "    " + text.strip()
+    assert caret.strip() == "^"
+    caret_column = caret.index("^") - 4 + (len(text) - len(text.lstrip()))
+    assert caret_column == error.offset - 1
+    start = text.index(case.at)
+    assert start <= caret_column < start + len(case.at), (
+        f"the caret points at column {caret_column + 1}, not at {case.at!r}"
+    )
+
+    suggestion = [part for part in lines if part.startswith("  Instead: ")]
+    assert len(suggestion) == 1 and len(suggestion[0]) > len("  Instead: ")
+
+
+def params(cases: list[Case]) -> list:
+    return [
+        pytest.param(
+            case,
+            id=case.id,
+            marks=[pytest.mark.xfail(strict=True, reason=case.known_problem)]
+            if case.known_problem
+            else [],
+        )
+        for case in cases
+    ]
+
+
+ec = error_cases
+REJECTED = [
+    Case(ec.nested_def, "nested function definition", "def helper(v):"),
+    Case(ec.lambda_inside, "lambda", "lambda v: v * 2.0"),
+    Case(ec.class_inside, "class definition", "class Box:"),
+    Case(ec.star_args_params, "*args", "def star_args_params"),
+    Case(ec.star_kwargs_params, "**kwargs", "def star_kwargs_params"),
+    Case(
+        ec.async_function,
+        "async functions",
+        "async def",
+    ),
+    Case(
+        ec.awaiting,
+        "async functions",
+        "async def",
+    ),
+    Case(ec.try_block, "try/except", "try:"),
+    Case(ec.with_block, "with block", "with np.errstate"),
+    Case(ec.global_declaration, "global", "global COUNTER"),
+    Case(ec.nonlocal_declaration, "nonlocal", "nonlocal calls"),
+    Case(ec.delete, "del", "del y"),
+    Case(ec.import_inside, "import", "import math"),
+    Case(ec.import_from_inside, "import", "from math import pi"),
+    Case(ec.yield_value, "yield", "yield np.sum(x)"),
+    Case(ec.yield_from, "yield", "yield from"),
+    Case(ec.starred_target, "starred unpacking", "*rest"),
+    Case(ec.attribute_target, "assignment to attributes", "np.last_value"),
+    Case(ec.annotation_without_value, "annotation without a value", "y: float"),
+    Case(ec.starred_call_argument, "*-unpacking in a call", "*pair"),
+    Case(ec.double_starred_call_argument, "**-unpacking in a call", "np.sum("),
+    Case(ec.list_comprehension, "list comprehension", "[v * 2.0 for v in (x, x)]"),
+    Case(ec.dict_comprehension, "dict comprehension", '{k: x for k in "ab"}'),
+    Case(
+        ec.set_comprehension,
+        "set comprehension",
+        "{float(v) for v in PAIR}",
+    ),
+    Case(
+        ec.generator_expression,
+        "generator expression",
+        "(np.sum(v) for v in (x, x))",
+    ),
+    Case(ec.dict_literal, "a dict", '{"x": x}'),
+    Case(ec.set_literal, "a set", "{1.0, 2.0}"),
+    Case(ec.walrus, ":=", "y := x * 2.0"),
+    Case(ec.starred_in_list, "starred", "*PAIR"),
+    Case(ec.shift_operator, "<<", "1 << 2"),
+    Case(ec.shift_assignment, "<<", "scale <<= 2"),
+    Case(ec.floor_division, "//", "x // 2.0"),
+    Case(ec.modulo, "%", "x % 2.0"),
+    Case(ec.numpy_function_without_operator, "np.cumsum", "np.cumsum(x)"),
+    Case(ec.method_without_operator, ".cumsum()", "x.cumsum()"),
+    Case(ec.attribute_without_operator, ".real", "x.real"),
+    Case(ec.non_differentiable_use, "float", "float(x.sum())"),
+    Case(
+        ec.differentiated_index,
+        "an index",
+        "position",
+        args=(VECTOR, np.array(1.0)),
+        wrt=(0, 1),
+    ),
+    Case(
+        ec.differentiated_parameter,
+        "'shape' argument of ppto.reshape",
+        "shape)",
+        args=(VECTOR, np.array([3.0, 1.0])),
+        wrt=(0, 1),
+    ),
+    Case(
+        ec.missing_operator_argument,
+        "ppto.reshape needs the argument 'shape'",
+        "ppto.reshape(x)",
+    ),
+    Case(ec.unknown_operator_keyword, "no argument 'axes'", "axes=0"),
+    Case(ec.returns_nothing, "returns nothing", "def returns_nothing"),
+    Case(
+        ec.calls_rejected_helper,
+        "lambda",
+        "lambda v: v * 2.0",
+        marked_in=ec.lambda_inside,
+    ),
+    Case(ec.for_else, "for ... else", "for v in x:"),
+    Case(ec.while_else, "while ... else", "while total > 1.0:"),
+]
+
+
+@pytest.mark.parametrize("case", params(REJECTED))
+def test_rejected_construct_points_at_its_line(case: Case):
+    check_error(case)
+
+
+def test_grad_raises_the_same_error_when_called():
+    with pytest.raises(ppto.TransformError) as caught:
+        ppto.grad(error_cases.lambda_inside)(VECTOR)
+    assert caught.value.lineno == marked_line(error_cases.lambda_inside)
+    assert "lambda" in caught.value.msg
+
+
+# --- near misses and former rejections: these must be accepted ----------------------
+
+ONE_HOT_MAX = np.array([0.0, 0.0, 1.0])
+ACCEPTED = [
+    (ec.for_loop, VECTOR, np.ones(3), ""),
+    (ec.while_loop, VECTOR, np.full(3, 1 / 8), ""),
+    (ec.subscript_assignment, VECTOR, [0.0, 2.0, 1.0], ""),
+    (
+        ec.floor_division_of_metadata,
+        np.array([0.5, 1.5, 2.5, 3.0]),
+        [2.5, 3, 0.5, 1.5],
+        "",
+    ),
+    (ec.length_of_argument, VECTOR, np.full(3, 1 / 3), ""),
+    (ec.float_in_condition, VECTOR, 2 * VECTOR, ""),
+    (ec.integer_index_from_argmax, VECTOR, ONE_HOT_MAX, ""),
+    (ec.argmax_index, VECTOR, ONE_HOT_MAX, ""),
+]
+
+
+@pytest.mark.parametrize(
+    "function, argument, expected",
+    [
+        pytest.param(
+            function,
+            argument,
+            expected,
+            id=function.__name__,
+            marks=[pytest.mark.xfail(strict=True, reason=problem)] if problem else [],
+        )
+        for function, argument, expected, problem in ACCEPTED
+    ],
+)
+def test_near_miss_is_differentiated(function, argument, expected):
+    gradient = ppto.grad(function)(argument)
+    np.testing.assert_allclose(np.asarray(gradient), expected)
+
+
+# --- gradient errors ------------------------------------------------------------------
+
+
+def test_wrt_an_integer_argument():
+    with pytest.raises(ppto.GradError, match=r"'n': it is the integer 3.*3\.0"):
+        ppto.grad(ec.scale, wrt=1)(VECTOR, 3)
+
+
+def test_wrt_a_bool_argument():
+    with pytest.raises(ppto.GradError, match="'n'"):
+        ppto.grad(ec.scale, wrt="n")(VECTOR, True)
+
+
+@pytest.mark.parametrize(
+    "array", [np.arange(3), np.array([True, False])], ids=["int", "bool"]
+)
+def test_wrt_an_integer_or_boolean_array(array):
+    with pytest.raises(ppto.GradError, match=rf"'x'.*{array.dtype}.*astype"):
+        ppto.grad(ec.scale)(array, 2.0)
+
+
+def test_wrt_an_integer_tensor():
+    with pytest.raises(ppto.GradError, match="int64"):
+        ppto.grad(ec.scale)(ppto.tensor(np.arange(3)), 2.0)
+
+
+def test_grad_of_a_non_scalar_result():
+    with pytest.raises(ppto.GradError, match=r"elementwise_square.*\(3,\).*vjp"):
+        ppto.grad(ec.elementwise_square)(VECTOR)
+
+
+def test_value_and_grad_of_a_non_scalar_result():
+    with pytest.raises(ppto.GradError, match="scalar"):
+        ppto.value_and_grad(ec.elementwise_square)(VECTOR)
+
+
+@pytest.mark.parametrize("wrt", ["y", (0, "m")])
+def test_wrt_a_name_that_is_not_a_parameter(wrt):
+    with pytest.raises(ppto.GradError, match=r"no parameter named.*x, n"):
+        ppto.grad(ec.scale, wrt=wrt)
+
+
+def test_wrt_a_position_out_of_range():
+    with pytest.raises(ppto.GradError, match=r"wrt=2.*\(x, n\)"):
+        ppto.grad(ec.scale, wrt=2)
+
+
+def test_result_depending_only_through_floor():
+    with pytest.raises(ppto.GradError, match=r"'x' only through ppto.floor"):
+        ppto.grad(ec.through_floor)(VECTOR)
