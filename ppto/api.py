@@ -175,11 +175,12 @@ class Transformed:
         key = ranks
         if key not in self._programs:
             names = list(inspect.signature(self.function).parameters)
-            rank_map = {n: r for n, r in zip(names, ranks) if r is not None}
+            rank_map = {n: _rank(r) for n, r in zip(names, ranks) if r is not None}
+            layouts = {n: r[1] for n, r in zip(names, ranks) if isinstance(r, tuple)}
             source = self.function
             if isinstance(self.f, Transformed):
                 source = _generated_wrapper(self.f, ranks[: len(names)])
-            program = build(source, self.wrt, rank_map, self.mode)
+            program = build(source, self.wrt, rank_map, self.mode, layouts)
             namespace = program.compile(self.__name__)
             self._programs[key] = (program, namespace)
         return self._programs[key]
@@ -196,7 +197,12 @@ class Transformed:
         values = list(call.values)
         for position, raw in zip(arrays, raws):
             values[position] = raw
-        ranks = tuple(getattr(v, "ndim", None) for v in values)
+        ranks = tuple(
+            (v.ndim, original.layout)
+            if isinstance(original, Tensor) and original.layout
+            else getattr(v, "ndim", None)
+            for v, original in zip(values, call.values)
+        )
         return call, values, ranks, dict(zip(arrays, devices)), device
 
     def lowered(self, ranks: tuple, device: Device) -> dict:
@@ -234,6 +240,11 @@ class Transformed:
         return (_as_tensor(value, device), result) if self.with_value else result
 
 
+def _rank(entry):
+    """A call's rank entry: the number of axes, with the layout hint if any."""
+    return entry[0] if isinstance(entry, tuple) else entry
+
+
 def _device_of(value) -> Device:
     if isinstance(value, Tensor):
         return value.device
@@ -243,6 +254,12 @@ def _device_of(value) -> Device:
 
 
 def _require_scalar(value, name: str) -> None:
+    if isinstance(value, tuple):
+        raise GradError(
+            f"ppto.grad needs a function with a scalar result, but "
+            f"{name.removesuffix('_grad')} returned a tuple of "
+            f"{len(value)} values: use ppto.vjp for several results"
+        )
     size = getattr(value, "size", 1)
     if size != 1:
         shape = tuple(getattr(value, "shape", ()))
@@ -312,7 +329,11 @@ def show_grad(
     if ranks is None:
         names = list(inspect.signature(transformed.function).parameters)
         ranks = (None,) * len(names)
-    program, _ = transformed.program(ranks)
+    try:
+        program, _ = transformed.program(ranks)
+    except GradError:  # several results: show the forward/backward pair of vjp
+        transformed = Transformed(f, wrt, "split", with_value=True)
+        program, _ = transformed.program(ranks)
     text = program.source()
     if lowered:
         device = (

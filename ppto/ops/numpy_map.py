@@ -22,41 +22,15 @@ class NumpyAlias:
 
     op: object
     renames: dict = field(default_factory=dict)
-    convert: object = None  # rewrites (args, kwargs) where the meaning differs
 
     def __call__(self, *args, **kwargs):
         renamed = {self.renames.get(key, key): value for key, value in kwargs.items()}
-        if self.convert is not None:
-            args, renamed = self.convert(args, renamed)
         try:
             return self.op(*args, **renamed)
         except PptoError:
             raise
         except TypeError as error:
             raise PptoError(f"{self.op.name}: {error}") from error
-
-
-def split_arguments(args, kwargs):
-    """np.split's ``indices_or_sections`` (positional or keyword) as cut indices."""
-    x, sections = (
-        args[0],
-        args[1] if len(args) > 1 else kwargs.pop("indices_or_sections"),
-    )
-    axis = args[2] if len(args) > 2 else kwargs.pop("axis", 0)
-    return (x, split_indices(x, sections, axis), axis), kwargs
-
-
-def split_indices(x, sections, axis):
-    """Cut indices for np.split's ``indices_or_sections``."""
-    if isinstance(sections, (int, np.integer)):
-        size = np.shape(x)[axis]
-        if size % sections:
-            raise PptoError(
-                f"split: axis of size {size} does not divide into {sections}"
-            )
-        step = size // sections
-        return list(range(step, size, step))
-    return list(sections)
 
 
 NUMPY_UFUNCS = {
@@ -142,5 +116,5 @@ NUMPY_FUNCTIONS: dict = {func: NumpyAlias(op) for func, op in _FUNCTIONS.items()
 NUMPY_FUNCTIONS.update(
     {func: NumpyAlias(op, names) for func, (op, names) in _RENAMES.items()}
 )
-NUMPY_FUNCTIONS[np.split] = NumpyAlias(shape.split, convert=split_arguments)
+NUMPY_FUNCTIONS[np.split] = NumpyAlias(shape.split, {"indices_or_sections": "indices"})
 NUMPY_FUNCTIONS.update({ufunc: NumpyAlias(op) for ufunc, op in NUMPY_UFUNCS.items()})

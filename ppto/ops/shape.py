@@ -170,7 +170,8 @@ def _(xs, axis=0):
 
 @primitive(ANY + " tuple", tangent="linear")
 def split(xp, x, indices, axis=0):
-    """Cut x at ``indices`` along ``axis`` into a tuple, like np.split."""
+    """Cut x along ``axis`` into a tuple, like np.split: ``indices`` is a list of cut
+    points or a number of equal sections."""
     return tuple(xp.split(x, indices, axis=axis))
 
 

@@ -26,13 +26,14 @@ class Activity:
     blocked: list = field(default_factory=list)  # nondifferentiable ops on the way
     ranks: dict = field(default_factory=dict)
     ranges: set = field(default_factory=set)  # variables holding a range()
+    layouts: dict = field(default_factory=dict)  # image layout hints of variables
 
     def active(self, name) -> bool:
         return isinstance(name, str) and name in self.varied and name in self.useful
 
 
-def analyze(body: list, wrt: list[str], ranks: dict, source) -> Activity:
-    activity = Activity(varied=set(wrt), ranks=dict(ranks))
+def analyze(body: list, wrt: list[str], ranks: dict, source, layouts=None) -> Activity:
+    activity = Activity(varied=set(wrt), ranks=dict(ranks), layouts=dict(layouts or {}))
     _forward(body, activity)
     _backward(body, activity)
     _check_taint(body, activity, source)
@@ -49,6 +50,24 @@ def _fixpoint(walk, block, activity: Activity) -> None:
     while before != (len(activity.varied), len(activity.useful), len(activity.tainted)):
         before = (len(activity.varied), len(activity.useful), len(activity.tainted))
         walk(block, activity)
+
+
+def _resolve_layout(statement: ir.Apply, layouts: dict) -> None:
+    """An image operator without an explicit layout takes its input's hint (as it does
+    when called on tensors), decided here because generated code sees raw arrays."""
+    first = statement.inputs[0] if statement.inputs else None
+    hint = layouts.get(first) if isinstance(first, str) else None
+    if isinstance(first, ir.Verbatim) and isinstance(first.expr, gast.Name):
+        hint = layouts.get(first.expr.id)
+    parameter = statement.params.get("layout")
+    if isinstance(parameter, gast.Constant) and parameter.value is None:
+        parameter.value = hint or "nchw"
+        if "layout" not in statement.given:
+            statement.given = (*statement.given, "layout")
+    if isinstance(parameter, gast.Constant):
+        hint = parameter.value
+    if getattr(statement.op, "keeps_layout", False) and hint:
+        layouts[statement.target] = hint
 
 
 def _is_range(node) -> bool:
@@ -78,6 +97,7 @@ def _forward(body, activity: Activity) -> None:
                 else:
                     activity.blocked.append(statement)
             activity.ranks[statement.target] = rank_of(statement, activity.ranks)
+            _resolve_layout(statement, activity.layouts)
         elif isinstance(statement, ir.CallFunction):
             inputs = list(statement.inputs) + list(statement.keywords.values())
             if _any_varied(inputs, activity):

@@ -73,6 +73,13 @@ class _Fold(gast.NodeTransformer):
             )
         if (
             len(node.ops) == 1
+            and isinstance(node.ops[0], (gast.Is, gast.IsNot))
+            and isinstance(node.left, (gast.Tuple, gast.List))
+            and isinstance(node.comparators[0], gast.Constant)
+        ):  # a literal tuple is never None
+            return gast.Constant(isinstance(node.ops[0], gast.IsNot), None)
+        if (
+            len(node.ops) == 1
             and type(node.ops[0]) in _COMPARE
             and _number(node.left)
             and _number(node.comparators[0])

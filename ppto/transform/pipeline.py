@@ -43,6 +43,7 @@ class Program:
     entries: tuple = ()
     callee_plans: dict = field(default_factory=dict)
     result_ranks: dict = field(default_factory=dict)
+    layouts: dict = field(default_factory=dict)
     last_result_rank: int | None = None
 
     def function_name(self, preferred: str) -> str:
@@ -110,7 +111,7 @@ def _prepare(
     local_names -= set(free_globals(parsed))
     normalizer = Normalizer(parsed, varied_names(body, set(wrt)), namer, local_names)
     ir_body = normalizer.block(body)
-    activity = analyze(ir_body, wrt, ranks, parsed.source)
+    activity = analyze(ir_body, wrt, ranks, parsed.source, program.layouts)
     check_reachable(activity, wrt, parsed.source)
     generator = Generator(
         parsed, activity, namer, program.refs, program_callee(program)
@@ -128,6 +129,16 @@ def _forward_with_tapes(generator, ir_body) -> list:
     forward = generator.forward(ir_body)
     tapes = [assign(tape, gast.List([], gast.Load())) for tape in generator.tapes]
     return tapes + forward
+
+
+def _packed(body, result) -> bool:
+    """Whether ``result`` is built as a tuple somewhere in ``body``."""
+    for statement in body:
+        if isinstance(statement, ir.Pack) and statement.target == result:
+            return True
+        if any(_packed(block, result) for block in ir.blocks(statement)):
+            return True
+    return False
 
 
 def _result_operand(ir_body):
@@ -158,6 +169,11 @@ def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
     result = _result_operand(ir_body)
     from ppto.transform.inline import operand_expr
 
+    if _packed(ir_body, result):
+        raise GradError(
+            f"ppto.grad needs a function with a scalar result, but "
+            f"{parsed.name} returns a tuple: use ppto.vjp for several results"
+        )
     initialized: set = set()
     seed = []
     if activity.active(result):
@@ -201,6 +217,17 @@ def split(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program)
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
                 defined.add(node.id)
     saved_names = sorted(free_reads(backward) & defined)
+    # A value saved from one branch (or a loop body) may be unbound on the path
+    # taken: it starts as None so that the saved tuple can always be built.
+    always = set(parsed.parameters) | {
+        node.id
+        for statement in forward
+        if not isinstance(statement, (gast.If, gast.For, gast.While))
+        for node in gast.walk(statement)
+        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store)
+    }
+    unbound = [n for n in saved_names if n not in always]
+    forward[:0] = [assign(n, gast.Constant(None, None)) for n in unbound]
     saved = namer.fresh("saved")
     saved_tuple = gast.Tuple([name(n) for n in saved_names], gast.Load())
     forward.append(
@@ -327,10 +354,11 @@ def program_callee(program: Program):
     return plan
 
 
-def build(fn, wrt: list[str], ranks: dict, mode: str) -> Program:
-    """Transform ``fn`` (see the module docstring)."""
+def build(fn, wrt: list[str], ranks: dict, mode: str, layouts=None) -> Program:
+    """Transform ``fn`` (see the module docstring). ``ranks`` and ``layouts`` describe
+    the arguments (number of axes, image layout hint) where known."""
     parsed = parse_function(fn)
-    program = Program(namer=Namer(set()))
+    program = Program(namer=Namer(set()), layouts=dict(layouts or {}))
     program.refs = References(program.namer)
     if mode == "combined":
         program.entry = combined(parsed, wrt, ranks, program)

@@ -91,8 +91,6 @@ def classify(value: Any, text: str = "") -> Callee:
         return Callee("operator", op=value, text=text)
     alias = _numpy_alias(value)
     if alias is not None:
-        if alias.convert is not None:
-            return Callee("opaque", text=text)
         return Callee("operator", op=alias.op, renames=dict(alias.renames), text=text)
     if _hashable(value) and value in _BUILTIN_OPERATORS:
         return Callee("operator", op=_BUILTIN_OPERATORS[value], text=text)

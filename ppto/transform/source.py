@@ -81,7 +81,11 @@ class ParsedFunction:
 
     @property
     def parameters(self) -> list[str]:
-        return [arg.id for arg in self.tree.args.args]
+        arguments = self.tree.args
+        return [
+            arg.id
+            for arg in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+        ]
 
 
 def parse_function(fn: Callable) -> ParsedFunction:

@@ -1,0 +1,730 @@
+"""Corpus functions written NumPy style: ``np.*`` calls, methods, operators,
+subscripts, Python control flow. ``CASES`` declares each one's inputs."""
+
+import numpy as np
+
+import ppto
+from tests.corpus.case import (
+    Case,
+    F,
+    K,
+    S,
+    T,
+)
+
+# --- straight line ---
+
+
+def affine_bias(x, w, b):
+    return np.sum(x @ w + b)
+
+
+def exp_sum_axis(x):
+    s = np.sum(np.exp(x), axis=1)
+    return np.sum(s * s)
+
+
+def gram_transpose(x):
+    return np.sum(x.T @ x)
+
+
+def method_sum(x):
+    return (x * x).sum()
+
+
+def reshape_rows(x):
+    y = x.reshape(2, 6)
+    return np.sum(y[0] * y[1])
+
+
+def shape_metadata(x):
+    n = x.shape[0]
+    flat = x.reshape(x.shape[0] * x.shape[1])
+    return np.sum(flat * flat) / n
+
+
+def first_times_last(x):
+    return x[0] * x[-1]
+
+
+def shifted_slices(x):
+    return np.sum(x[1:4] * x[:3])
+
+
+def column_differences(x):
+    return np.sum((x[:, 1:] - x[:, :-1]) ** 2)
+
+
+def reversed_slice(x):
+    return np.sum(x * x[::-1] * np.arange(x.shape[0]))
+
+
+def row_by_index(x, i):
+    return np.sum(x[i, :] ** 2)
+
+
+def integer_array_index(x, idx):
+    return np.sum(x[idx] ** 2 * x[idx])
+
+
+def relu_by_maximum(x):
+    return np.sum(np.maximum(x, 0.0) * x)
+
+
+def maximum_of_two(a, b):
+    return np.sum(np.maximum(a, b) ** 2)
+
+
+def leaky_where(x):
+    return np.sum(np.where(x > 0, x, 0.1 * x) * x)
+
+
+def where_of_two(a, b):
+    return np.sum(np.where(a > b, a * b, a - b))
+
+
+def clipped(x):
+    return np.sum(np.clip(x, -0.5, 0.5) * x)
+
+
+def concatenated(a, b):
+    c = np.concatenate([a, b], axis=0)
+    return np.sum(c * np.sin(c))
+
+
+def stacked(a, b):
+    s = np.stack([a, b], axis=1)
+    return np.sum(s[:, 0] * s[:, 1] + s[:, 1])
+
+
+def transposed_axes(x):
+    return np.sum(np.transpose(x, (1, 0, 2))[0] ** 2)
+
+
+def outer_by_expand_dims(x, y):
+    return np.sum(np.expand_dims(x, 1) * np.expand_dims(y, 0) * np.cos(y))
+
+
+def vector_dot(a, b):
+    return np.dot(a, b)
+
+
+def mean_of_columns(x):
+    return np.sum(np.mean(x, axis=0) ** 2)
+
+
+def row_maxima(x):
+    return np.sum(np.max(x, axis=1) * np.max(x))
+
+
+def power_scalar(x, y):
+    return np.sum(x**y)
+
+
+def normalized_first(a):
+    return (a / np.sum(a))[0]
+
+
+def negate_divide(x, y):
+    return np.sum(-x / y)
+
+
+def pairwise_squared_distances(x, y):
+    return np.sum((x[:, None] - y[None, :]) ** 2)
+
+
+def bilinear(x, a, y):
+    return x @ a @ y
+
+
+def squeeze_and_max(x):
+    return np.squeeze(x, axis=0).max() + x.mean()
+
+
+def method_transpose(x):
+    return np.sum(x.transpose(1, 0) @ x * x.T.sum(axis=0))
+
+
+def elementwise_chain(x):
+    return np.sum(np.tanh(x) * np.log1p(x * x) + np.sqrt(np.exp(x)))
+
+
+def layer_norm(x):
+    mu = x.mean(axis=1, keepdims=True)
+    centered = x - mu
+    var = np.mean(centered**2, axis=1, keepdims=True)
+    y = centered / np.sqrt(var + 1e-5)
+    return np.sum(y * np.arange(x.shape[1]))
+
+
+def unused_argument(x, y):
+    return np.sum(x * 2.0)
+
+
+def metadata_only_argument(x, y):
+    return np.sum(x) * y.shape[0]
+
+
+# --- overwriting and unpacking ---
+
+
+def overwritten(x):
+    x = x * 2
+    x = np.sin(x)
+    x = x + x
+    return np.sum(x)
+
+
+def augmented(x, w):
+    s = 0.0
+    s += np.sum(x @ w)
+    s *= 2.0
+    s -= np.sum(w)
+    return s
+
+
+def swapped_tuple(x, y):
+    a, b = x * 2, y + 1
+    a, b = b, a
+    return np.sum(a * np.exp(b))
+
+
+def _moments(v):
+    m = np.mean(v)
+    return m, np.mean((v - m) ** 2)
+
+
+def tuple_from_helper(x):
+    m, var = _moments(x)
+    return m * var + var
+
+
+# --- calls ---
+
+
+def _square_sum(v):
+    return np.sum(v * v)
+
+
+def calls_helper_twice(x, w):
+    return _square_sum(x @ w) + _square_sum(x)
+
+
+def _scaled_sum(v, scale=1.0, axis=0):
+    return np.sum(v, axis=axis) * scale
+
+
+def helper_with_keywords(x):
+    return np.sum(_scaled_sum(x, scale=2.0, axis=1) ** 2)
+
+
+def helper_with_array_keyword(x, w):
+    return np.sum(_scaled_sum(x, scale=w, axis=0))
+
+
+@ppto.operator
+def softsign(x):
+    return x / (1 + abs(x))
+
+
+def uses_operator(x):
+    return np.sum(softsign(x) * x)
+
+
+def _activation(v):
+    return np.tanh(v)
+
+
+def _layer(x, w, b):
+    return _activation(x @ w + b)
+
+
+def nested_helpers(x, w, b):
+    return np.sum(_layer(x, w, b) ** 2)
+
+
+# --- branches ---
+
+
+def branch_on_sum(x):
+    if np.sum(x) > 0:
+        y = x * 2
+    else:
+        y = x**2
+    return np.sum(y)
+
+
+def elif_chain(x):
+    s = np.mean(x)
+    if s > 0.5:
+        y = np.exp(x)
+    elif s > 0:
+        y = x * s
+    else:
+        y = -x
+    return np.sum(y * x)
+
+
+def nested_branches(x, y):
+    if np.sum(x) > 0:
+        if np.sum(y) > 0:
+            z = x * y
+        else:
+            z = x - y
+    else:
+        z = x + y * y
+    return np.sum(z)
+
+
+def branches_assign_different_names(x):
+    if np.max(x) > 0.5:
+        a = np.exp(x)
+        out = np.sum(a)
+    else:
+        b = np.sin(x)
+        out = np.sum(b * b)
+    return out
+
+
+def branch_one_sided(x):
+    y = x * 3
+    if np.min(x) < 0:
+        y = y * x
+    return np.sum(y)
+
+
+def conditional_expression(x):
+    y = x * 2 if np.max(x) > 0.5 else x / 2
+    return np.sum(y)
+
+
+def boolean_conditions(x, y):
+    if np.sum(x) > 0 and not np.sum(y) > 1 or np.max(x) > 2:
+        z = x * y
+    else:
+        z = x + y
+    return np.sum(z * z)
+
+
+def early_return(x):
+    if np.min(x) > 0:
+        return np.sum(np.log(x))
+    y = x * x
+    return np.sum(y)
+
+
+def multiple_returns(x):
+    s = np.sum(x)
+    if s > 1:
+        return s * s
+    elif s > -1:
+        return np.sum(np.sin(x))
+    else:
+        return -s
+
+
+def branch_on_integer(x, n):
+    if n > 1:
+        y = x.reshape(n, -1)
+    else:
+        y = x.reshape(1, -1)
+    return np.sum(y[n - 1] ** 2)
+
+
+# --- integers, shapes and losses ---
+
+
+def integer_shape(x, n):
+    return np.sum(x.reshape(n, -1)[n - 1] * x[0])
+
+
+def integer_indices(x, k):
+    return x[k] * x[k + 1] + x[-k - 1]
+
+
+def softmax_cross_entropy(logits, labels):
+    z = logits - np.max(logits, axis=1, keepdims=True)
+    log_probs = z - np.log(np.sum(np.exp(z), axis=1, keepdims=True))
+    return -np.mean(log_probs[np.arange(logits.shape[0]), labels])
+
+
+def mlp(x, w1, b1, w2, b2, labels):
+    h = np.maximum(x @ w1 + b1, 0.0)
+    logits = h @ w2 + b2
+    return softmax_cross_entropy(logits, labels)
+
+
+# --- more indexing, broadcasting and NumPy spellings ---
+
+SCALE = 0.5
+WEIGHTS = np.array([[1.0, -2.0, 0.5], [0.25, 1.5, -1.0]])
+
+
+def ellipsis_and_none(x):
+    return np.sum(x[..., 0] * x[None][0, :, 1])
+
+
+def index_array_with_slice(x, idx):
+    return np.sum(x[idx, 1:] ** 2)
+
+
+def tuple_axis_sum(x):
+    return np.sum(np.sum(x**2, axis=(0, 2)) * np.mean(x, axis=-1).sum())
+
+
+def reshape_variants(x):
+    a = x.reshape((2, -1))
+    b = x.reshape(-1)
+    return np.sum(a[1] * b[:3]) + np.sum(np.reshape(x, (3, 2)) ** 2)
+
+
+def methods_on_results(x):
+    return np.exp(x).sum(axis=0).max() + (x * 2).T.mean()
+
+
+def python_scalar_arithmetic(x):
+    return np.sum(2.0 / x + (1 - x) * 3 + x**0.5 - 2**x)
+
+
+def numpy_ufunc_spellings(a, b):
+    c = np.subtract(np.square(a), np.power(b, 3)) + np.negative(np.abs(a * b))
+    return np.sum(np.multiply(c, np.add(a, 1.0)) / np.sqrt(b))
+
+
+def matrix_vector_dot(a, v):
+    return np.sum(np.dot(a, v) ** 2) + np.sum(np.matmul(a.T, a))
+
+
+def module_constants(x):
+    return np.sum(np.tanh(WEIGHTS @ x) * SCALE)
+
+
+def same_argument_twice(x):
+    return _weighted_inner(x, x) + _weighted_inner(x, x * 2.0)
+
+
+def _weighted_inner(u, v):
+    return np.sum(u * v * np.arange(u.shape[0]))
+
+
+def zero_dim_and_broadcast_shapes(x, s, row, col):
+    return np.sum((x * s + row) * col)
+
+
+def keepdims_division(x):
+    return np.sum(x / np.sum(x, axis=1, keepdims=True) * x)
+
+
+def split_and_unpack(x):
+    a, b = np.split(x, 2)
+    return np.sum(a * np.exp(b))
+
+
+def where_constant_branch(x):
+    return np.sum(np.where(x > 0.2, x * x, 0.0))
+
+
+# --- more control flow ---
+
+
+def return_conditional_expression(x):
+    return np.sum(x) if np.max(x) > 0.5 else np.sum(x * x)
+
+
+def nested_conditional_expressions(x, y):
+    z = (x if np.sum(y) > 0 else y) * (y if np.sum(x) > 0 else 2.0 * x)
+    return np.sum(z)
+
+
+def chained_comparison(x):
+    s = np.mean(x)
+    if -0.5 < s < 0.5:
+        y = np.sin(x)
+    else:
+        y = np.cos(x)
+    return np.sum(y * x)
+
+
+def shape_condition(x):
+    if x.shape[0] > 2:
+        y = x[:2] * x[1:3]
+    else:
+        y = x * x
+    return np.sum(y)
+
+
+def reassigned_in_both_branches(x):
+    y = x * 1.5
+    if np.sum(x) > 0:
+        y = y * x
+        y = y + 1.0
+    else:
+        y = y - x
+    z = y * y
+    return np.sum(z + y)
+
+
+def variable_only_in_one_branch(x, w):
+    out = np.sum(x)
+    if np.sum(w) > 0:
+        h = x @ w
+        out = out + np.sum(h * h)
+    return out * 2.0
+
+
+def helper_in_branch(x):
+    if np.sum(x) > 0:
+        v = _square_sum(x * 2.0)
+    else:
+        v = _square_sum(x) + 1.0
+    return v
+
+
+def _clamped_energy(v):
+    if np.max(v) > 1.0:
+        return np.sum(v)
+    return np.sum(v * v)
+
+
+def helper_with_early_return(x):
+    return _clamped_energy(x * 3.0) + _clamped_energy(x)
+
+
+def return_in_nested_branch(x, y):
+    if np.sum(x) > 0:
+        if np.sum(y) > 0:
+            return np.sum(x * y)
+        z = x - y
+    else:
+        z = x + y
+    return np.sum(z**2)
+
+
+def _pair(x, y):
+    return x * y, x + y
+
+
+def unpack_helper_and_reuse(x, y):
+    p, q = _pair(x, y)
+    p, q = _pair(p, q)
+    return np.sum(p * q)
+
+
+# --- constants, metadata and non-differentiable operators ---
+
+
+def passthrough(s):
+    return s
+
+
+def constant_on_one_path(x):
+    if np.sum(x) > 10.0:
+        return 0.0
+    return np.sum(x * x)
+
+
+def argument_only_in_condition(x, y):
+    if np.sum(x) > 0:
+        return np.sum(y * 2.0)
+    return np.sum(y)
+
+
+def sign_and_floor(x):
+    return np.sum(x * np.sign(x) + (x - np.floor(x)) * x)
+
+
+def boolean_mask_multiply(x):
+    return np.sum((x > 0) * x**2 + (x < 0).astype(np.float64) * x)
+
+
+def cast_differentiable(x):
+    return np.sum(x.astype(np.float64) ** 2)
+
+
+def length_and_size(x):
+    return np.sum(x) / len(x) + np.sum(x * x) / x.size + x.ndim * np.sum(x)
+
+
+def numpy_constants(x):
+    return np.sum(np.sin(np.pi * x) * np.e + np.float64(2.0) * x)
+
+
+def chained_integer_indexing(x, i):
+    a = x[i][1] * x[-1, -1] + np.sum(x[1:3, ::-1] * x[[0, 2]])
+    return a + x[[3, 1]][:, :2].sum()
+
+
+def boolean_mask_index(x):
+    return np.sum(x[x > 0] ** 2)
+
+
+# --- non-scalar results (checked through vjp) ---
+
+
+def rows_softmax(x):
+    e = np.exp(x - np.max(x, axis=1, keepdims=True))
+    return e / np.sum(e, axis=1, keepdims=True)
+
+
+def matmul_tanh(x, w):
+    return np.tanh(x @ w)
+
+
+def two_outputs(x, y):
+    return x * y, np.sum(x)
+
+
+def branch_matrix(x, w):
+    if np.sum(x) > 0:
+        return x @ w
+    return (x * 2.0) @ w
+
+
+def pairs_from_helper(x, y):
+    return _pair(x, y)
+
+
+LABELS = np.array([0, 2, 1, 2])
+
+CASES = [
+    Case(affine_bias, F(3, 4), T(4, 2), F(2)),
+    Case(exp_sum_axis, F(3, 4)),
+    Case(gram_transpose, T(4, 3)),
+    Case(method_sum, F(2, 3)),
+    Case(reshape_rows, F(3, 4)),
+    Case(shape_metadata, T(3, 4)),
+    Case(first_times_last, F(5)),
+    Case(shifted_slices, F(6)),
+    Case(column_differences, F(3, 4)),
+    Case(reversed_slice, F(5)),
+    Case(row_by_index, F(4, 3), K(2)),
+    Case(integer_array_index, F(5), K(np.array([0, 2, 2, 4]))),
+    Case(relu_by_maximum, F(2, 5)),
+    Case(maximum_of_two, F(6), T(6)),
+    Case(leaky_where, F(7)),
+    Case(where_of_two, F(2, 3), F(2, 3)),
+    Case(clipped, F(8)),
+    Case(concatenated, F(2, 3), T(1, 3)),
+    Case(stacked, F(4), F(4)),
+    Case(transposed_axes, F(2, 3, 2)),
+    Case(outer_by_expand_dims, F(3), F(4)),
+    Case(vector_dot, F(5), T(5)),
+    Case(mean_of_columns, F(4, 3)),
+    Case(row_maxima, F(3, 4)),
+    Case(power_scalar, F(2, 3, lo=0.5, hi=2.0), S(1.5, 3.0)),
+    Case(normalized_first, F(5, lo=0.5, hi=2.0)),
+    Case(negate_divide, F(4), F(4, lo=0.5, hi=2.0)),
+    Case(pairwise_squared_distances, F(3), F(4)),
+    Case(bilinear, F(3), F(3, 4), T(4)),
+    Case(squeeze_and_max, F(1, 6)),
+    Case(method_transpose, F(3, 3)),
+    Case(elementwise_chain, F(2, 4)),
+    Case(layer_norm, F(3, 5)),
+    Case(unused_argument, F(3), F(2)),
+    Case(metadata_only_argument, F(3), F(4)),
+    Case(overwritten, F(5)),
+    Case(augmented, F(2, 3), F(3, 2)),
+    Case(swapped_tuple, F(4), F(4)),
+    Case(tuple_from_helper, F(6)),
+    Case(calls_helper_twice, F(2, 3), F(3, 2)),
+    Case(helper_with_keywords, F(3, 4)),
+    Case(helper_with_array_keyword, F(3, 4), F(4)),
+    Case(uses_operator, F(6)),
+    Case(nested_helpers, F(2, 3), F(3, 4), T(4)),
+    Case(branch_on_sum, F(5, lo=0.1, hi=1.0), id="branch_on_sum-then"),
+    Case(branch_on_sum, F(5, lo=-1.0, hi=-0.1), id="branch_on_sum-else"),
+    Case(elif_chain, F(4, lo=0.6, hi=1.0), id="elif_chain-if"),
+    Case(elif_chain, F(4, lo=0.1, hi=0.4), id="elif_chain-elif"),
+    Case(elif_chain, F(4, lo=-1.0, hi=-0.1), id="elif_chain-else"),
+    Case(nested_branches, F(3, lo=0.1), F(3, lo=0.1), id="nested_branches-pp"),
+    Case(nested_branches, F(3, lo=0.1), F(3, hi=-0.1), id="nested_branches-pn"),
+    Case(nested_branches, F(3, hi=-0.1), F(3), id="nested_branches-n"),
+    Case(branches_assign_different_names, F(4, lo=0.6), id="different_names-then"),
+    Case(branches_assign_different_names, F(4, hi=0.4), id="different_names-else"),
+    Case(branch_one_sided, F(4, lo=-1.0, hi=0.5), id="branch_one_sided-taken"),
+    Case(branch_one_sided, F(4, lo=0.1, hi=1.0), id="branch_one_sided-skipped"),
+    Case(conditional_expression, F(4, lo=0.6), id="conditional_expression-then"),
+    Case(conditional_expression, F(4, hi=0.4), id="conditional_expression-else"),
+    Case(boolean_conditions, F(3, lo=0.1), F(3, hi=0.3), id="boolean_conditions-t"),
+    Case(boolean_conditions, F(3, hi=-0.1), F(3), id="boolean_conditions-f"),
+    Case(early_return, F(4, lo=0.5, hi=2.0), id="early_return-early"),
+    Case(early_return, F(4, lo=-1.0, hi=-0.1), id="early_return-late"),
+    Case(multiple_returns, F(4, lo=0.5, hi=1.0), id="multiple_returns-1"),
+    Case(multiple_returns, F(4, lo=-0.2, hi=0.2), id="multiple_returns-2"),
+    Case(multiple_returns, F(4, lo=-1.0, hi=-0.5), id="multiple_returns-3"),
+    Case(branch_on_integer, F(12), K(3), id="branch_on_integer-3"),
+    Case(branch_on_integer, F(12), K(1), id="branch_on_integer-1"),
+    Case(integer_shape, F(12), K(3)),
+    Case(integer_indices, F(6), K(2)),
+    Case(softmax_cross_entropy, F(4, 3), K(LABELS)),
+    Case(mlp, F(4, 3), F(3, 5), F(5), T(5, 3), F(3), K(LABELS)),
+    Case(ellipsis_and_none, F(3, 2)),
+    Case(index_array_with_slice, F(4, 3), K(np.array([3, 0, 3]))),
+    Case(tuple_axis_sum, F(2, 3, 2)),
+    Case(reshape_variants, F(6)),
+    Case(methods_on_results, F(2, 3)),
+    Case(python_scalar_arithmetic, F(5, lo=0.5, hi=2.0)),
+    Case(numpy_ufunc_spellings, F(4), F(4, lo=0.5, hi=1.5)),
+    Case(matrix_vector_dot, F(3, 2), F(2)),
+    Case(module_constants, F(3, 2)),
+    Case(same_argument_twice, F(4)),
+    Case(zero_dim_and_broadcast_shapes, F(3, 4), F(), F(1), T(3, 1)),
+    Case(keepdims_division, F(2, 3, lo=0.5, hi=2.0)),
+    Case(split_and_unpack, F(6)),
+    Case(where_constant_branch, F(8)),
+    Case(return_conditional_expression, F(3, lo=0.6), id="return_ifexp-then"),
+    Case(return_conditional_expression, F(3, hi=0.4), id="return_ifexp-else"),
+    Case(
+        nested_conditional_expressions, F(3, lo=0.1), F(3, lo=0.1), id="nested_ifexp-pp"
+    ),
+    Case(
+        nested_conditional_expressions,
+        F(3, hi=-0.1),
+        F(3, hi=-0.1),
+        id="nested_ifexp-nn",
+    ),
+    Case(chained_comparison, F(4, lo=-0.3, hi=0.3), id="chained_comparison-in"),
+    Case(chained_comparison, F(4, lo=0.6, hi=1.0), id="chained_comparison-out"),
+    Case(shape_condition, F(4), id="shape_condition-long"),
+    Case(shape_condition, F(2), id="shape_condition-short"),
+    Case(reassigned_in_both_branches, F(3, lo=0.1), id="reassigned_both-then"),
+    Case(reassigned_in_both_branches, F(3, hi=-0.1), id="reassigned_both-else"),
+    Case(
+        variable_only_in_one_branch, F(2, 3), F(3, 2, lo=0.1), id="one_branch_var-taken"
+    ),
+    Case(
+        variable_only_in_one_branch,
+        F(2, 3),
+        F(3, 2, hi=-0.1),
+        id="one_branch_var-skipped",
+    ),
+    Case(helper_in_branch, F(3, lo=0.1), id="helper_in_branch-then"),
+    Case(helper_in_branch, F(3, hi=-0.1), id="helper_in_branch-else"),
+    Case(helper_with_early_return, F(4, lo=0.4, hi=0.9)),
+    Case(return_in_nested_branch, F(3, lo=0.1), F(3, lo=0.1), id="nested_return-pp"),
+    Case(return_in_nested_branch, F(3, lo=0.1), F(3, hi=-0.1), id="nested_return-pn"),
+    Case(return_in_nested_branch, F(3, hi=-0.1), F(3), id="nested_return-n"),
+    Case(unpack_helper_and_reuse, F(3), T(3)),
+    Case(passthrough, S()),
+    Case(constant_on_one_path, F(4, lo=3.0, hi=4.0), id="constant_path-const"),
+    Case(constant_on_one_path, F(4), id="constant_path-value"),
+    Case(argument_only_in_condition, F(3, lo=0.1), F(3), id="condition_only-then"),
+    Case(argument_only_in_condition, F(3, hi=-0.1), F(3), id="condition_only-else"),
+    Case(sign_and_floor, F(6, lo=-3.0, hi=3.0)),
+    Case(boolean_mask_multiply, F(6)),
+    Case(cast_differentiable, F(4)),
+    Case(length_and_size, F(5)),
+    Case(numpy_constants, F(4)),
+    Case(chained_integer_indexing, F(4, 3), K(2)),
+    Case(boolean_mask_index, F(7)),
+    Case(rows_softmax, F(2, 3), vjp=True),
+    Case(matmul_tanh, F(3, 2), T(2, 4), vjp=True),
+    Case(two_outputs, F(3), F(3), vjp=True),
+    Case(branch_matrix, F(2, 3, lo=0.1), F(3, 2), vjp=True, id="branch_matrix-then"),
+    Case(branch_matrix, F(2, 3, hi=-0.1), F(3, 2), vjp=True, id="branch_matrix-else"),
+    Case(pairs_from_helper, F(4), T(4), vjp=True),
+]
+
+# (test, case id) -> why it still fails; the test asserts it does (see
+# tests/test_transform_corpus.py). Remove an entry once its bug is fixed.
+KNOWN_FAILING = {}
