@@ -6,8 +6,10 @@
 Tensor([17., 37.], device='cpu', dtype=float64)
 """
 
+from ppto import debug
 from ppto import ops as _ops
 from ppto.api import grad, hessian, jvp, show_grad, value_and_grad, vjp
+from ppto.checkpoint import checkpoint
 from ppto.composite import CompositeOperator, operator
 from ppto.errors import (
     BackendError,

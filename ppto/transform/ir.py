@@ -55,6 +55,7 @@ class CallFunction(Stmt):
     function: Any  # a ParsedFunction
     inputs: list
     keywords: dict
+    checkpoint: bool = False  # recompute in the backward pass instead of saving
 
 
 @dataclass
@@ -104,6 +105,7 @@ class For(Stmt):
     target: str
     iterable: str
     body: list
+    checkpoint: bool = False  # recompute the body in the reverse loop
 
 
 @dataclass

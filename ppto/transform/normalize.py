@@ -19,7 +19,9 @@ from ppto.transform.resolve import (
     METADATA_ATTRIBUTES,
     METHOD_OPERATORS,
     VARARG_METHODS,
+    classify,
     resolve_call,
+    static_value,
 )
 from ppto.transform.source import ParsedFunction
 
@@ -237,7 +239,8 @@ class Normalizer:
 
     def statement_For(self, node) -> None:
         body = self.block(node.body)
-        self.emit(ir.For(node.target.id, node.iter.id, body))
+        checkpoint = getattr(node, "checkpoint", False)
+        self.emit(ir.For(node.target.id, node.iter.id, body, checkpoint))
 
     def statement_While(self, node) -> None:
         body = self.block(node.body)
@@ -407,6 +410,9 @@ class Normalizer:
         )
 
     def expression_Call(self, node, target):
+        checkpointed = self.checkpointed(node)
+        if checkpointed is not None:
+            return self.call_function(node, checkpointed, [target], checkpoint=True)[0]
         callee = resolve_call(node, self.parsed.namespace, self.local_names)
         if callee.kind == "method":
             return self.method_call(node, callee.method, target)
@@ -516,7 +522,29 @@ class Normalizer:
         statement.inputs[0] = receiver
         return inputs_call
 
-    def call_function(self, node, callee, targets):
+    def checkpointed(self, node):
+        """The Callee of ``ppto.checkpoint(step)(...)`` or of a call to a function
+        wrapped with ``ppto.checkpoint``, else None."""
+        from ppto.checkpoint import Checkpointed, checkpoint
+
+        function = node.func
+        if isinstance(function, gast.Call):
+            found, value = static_value(
+                function.func, self.parsed.namespace, self.local_names
+            )
+            if found and value is checkpoint and len(function.args) == 1:
+                found, wrapped = static_value(
+                    function.args[0], self.parsed.namespace, self.local_names
+                )
+                if found:
+                    return classify(wrapped, gast.unparse(function.args[0]).strip())
+            return None
+        found, value = static_value(function, self.parsed.namespace, self.local_names)
+        if found and isinstance(value, Checkpointed):
+            return classify(value.function, gast.unparse(function).strip())
+        return None
+
+    def call_function(self, node, callee, targets, checkpoint=False):
         from ppto.transform.source import parse_function
 
         function = getattr(callee.op, "function", None) or callee.function
@@ -531,7 +559,7 @@ class Normalizer:
                 f"cannot differentiate the call to "
                 f"{callee.text}: {error.msg.splitlines()[0]}",
             ) from error
-        self.emit(ir.CallFunction(targets, parsed, inputs, keywords))
+        self.emit(ir.CallFunction(targets, parsed, inputs, keywords, checkpoint))
         return targets
 
 

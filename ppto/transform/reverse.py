@@ -101,12 +101,28 @@ class Generator:
             out.extend(self.pushes_after(statement))
         return out
 
+    def writes(self, statement) -> tuple:
+        """What a statement assigns in generated code (a call also assigns the values
+        its backward pass needs)."""
+        saved = self.saved_of_call.get(id(statement))
+        return ir.writes(statement) + ((saved,) if saved else ())
+
+    def all_writes(self, body: list) -> set:
+        found = set()
+        for statement in body:
+            found |= set(self.writes(statement))
+            if isinstance(statement, ir.For):
+                found.add(statement.target)
+            for block in ir.blocks(statement):
+                found |= self.all_writes(block)
+        return found
+
     def pushes_after(self, statement) -> list:
         """Tape pushes of the values a statement computes that an enclosing loop's
         reverse reads."""
         code = []
         for plan in self.plan_stack:
-            for written in ir.writes(statement):
+            for written in self.writes(statement):
                 if written in plan.pushed_after:
                     code.append(_push(plan.tape(written), name(written)))
                 if written in plan.shapes:
@@ -217,7 +233,7 @@ class Generator:
         keywords = [gast.keyword(k, operand_expr(v)) for k, v in s.keywords.items()]
         targets = _targets(s.targets)
         plan = self.call_plan(s)
-        if plan is None:
+        if plan is None or s.checkpoint:  # a checkpointed call saves nothing
             function = self.ref(s.function.fn, s.function.name)
             return [assign(targets, gast.Call(name(function), arguments, keywords))]
         forward_name, _, _, result_rank = plan
@@ -487,7 +503,7 @@ class Generator:
 
     def adjoint_loop(self, s, initialized: set) -> list:
         """The reversed loop (see the module docstring of this method's plan)."""
-        local = ir.all_writes(s.body)
+        local = self.all_writes(s.body)
         if isinstance(s, ir.For):
             local.add(s.target)
         outside = _writes_outside(self.function_body, s) | set(self.parsed.parameters)
@@ -536,14 +552,28 @@ class Generator:
         plan = self.call_plan(s)
         if plan is None:
             return []
-        _, backward_name, wrt, _ = plan
+        forward_name, backward_name, wrt, _ = plan
         cotangent = self.cotangent_of(s.targets, initialized)
+        code = []
+        if s.checkpoint:  # recompute the call's intermediate values now
+            saved = self.namer.fresh(f"{s.function.name}_saved")
+            self.saved_of_call[id(s)] = saved
+            arguments = [operand_expr(x) for x in s.inputs]
+            keywords = [gast.keyword(k, operand_expr(v)) for k, v in s.keywords.items()]
+            recomputed = gast.Tuple([name("_", True), name(saved, True)], gast.Store())
+            code.append(
+                gast.Assign(
+                    [recomputed],
+                    gast.Call(name(forward_name), arguments, keywords),
+                    None,
+                )
+            )
         result = gast.Call(
             name(backward_name), [name(self.saved_of_call[id(s)]), cotangent], []
         )
         holders = [self.namer.temporary() for _ in wrt]
         target = holders[0] if len(holders) == 1 else _targets(holders)
-        code = [assign(target, result)]
+        code.append(assign(target, result))
         operands = [s.inputs[w] if isinstance(w, int) else s.keywords[w] for w in wrt]
         for operand, holder in zip(operands, holders):
             code += self.accumulate(operand, name(holder), initialized)
@@ -566,6 +596,9 @@ class LoopPlan:
         self.shapes: set = set()
         self.counter = ""
         self._tapes: dict = {}
+
+    def recompute_body(self, loop, restore, copies, generator):
+        return _recompute(self, loop, restore, copies, generator)
 
     def tape(self, key: str) -> str:
         if key not in self._tapes:
@@ -594,6 +627,8 @@ class LoopPlan:
                     restore.append(assign(source, name(header)))
                 restore.append(assign(header, _pop(self.tape(header))))
                 self.pushed_before.add(header)
+        if getattr(loop, "checkpoint", False):
+            return self.recompute_body(loop, restore, copies, generator)
         restored = {x.source for x in copies if isinstance(x.source, str)} | carried
         recomputable = _cheap_statements(loop.body)
         recompute = []
@@ -621,6 +656,18 @@ class LoopPlan:
                 if reversed_if is not None:
                     getattr(reversed_if, side).insert(0, popped)
         return restore + recompute
+
+
+def _recompute(plan, loop, restore, copies, generator):
+    """A checkpointed loop saves only its carried values; each reverse iteration
+    runs the body forward again (without its closing copies) to recompute the rest."""
+    restore = [
+        s
+        for s in restore
+        if not (isinstance(s, gast.Assign) and isinstance(s.value, gast.Name))
+    ]  # the body recomputes what the copies would restore
+    body = [s for s in loop.body if s not in copies and not isinstance(s, ir.BreakIf)]
+    return restore + generator.forward(body)
 
 
 def _defining_branches(body: list) -> dict:

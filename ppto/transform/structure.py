@@ -171,6 +171,11 @@ def loops(body: list, namer: Namer, source, ranges: set | None = None) -> list:
                 "set a result variable and break, then return after the loop",
             )
         prelude = []
+        if isinstance(statement, gast.For) and _is_checkpoint_call(statement.iter):
+            statement.iter = statement.iter.args[
+                0
+            ]  # for t in ppto.checkpoint(range(n))
+            statement.checkpoint = True
         if isinstance(statement, gast.For) and not (
             isinstance(statement.iter, gast.Name)
             and statement.iter.id in ranges
@@ -192,6 +197,12 @@ def loops(body: list, namer: Namer, source, ranges: set | None = None) -> list:
         out.extend(prelude)
         out.append(statement)
     return out
+
+
+def _is_checkpoint_call(node) -> bool:
+    function = getattr(node, "func", None)
+    named = getattr(function, "attr", None) or getattr(function, "id", None)
+    return isinstance(node, gast.Call) and named == "checkpoint" and len(node.args) == 1
 
 
 def _range_like(node, ranges: set) -> bool:
