@@ -175,12 +175,14 @@ class Transformed:
         key = ranks
         if key not in self._programs:
             names = list(inspect.signature(self.function).parameters)
-            rank_map = {n: _rank(r) for n, r in zip(names, ranks) if r is not None}
-            layouts = {n: r[1] for n, r in zip(names, ranks) if isinstance(r, tuple)}
+            described = [(n, r) for n, r in zip(names, ranks) if r is not None]
+            rank_map = {n: r[0] for n, r in described}
+            shapes = {n: r[1] for n, r in described if r[1] is not None}
+            layouts = {n: r[2] for n, r in described if r[2]}
             source = self.function
             if isinstance(self.f, Transformed):
                 source = _generated_wrapper(self.f, ranks[: len(names)])
-            program = build(source, self.wrt, rank_map, self.mode, layouts)
+            program = build(source, self.wrt, rank_map, self.mode, layouts, shapes)
             namespace = program.compile(self.__name__)
             self._programs[key] = (program, namespace)
         return self._programs[key]
@@ -197,13 +199,24 @@ class Transformed:
         values = list(call.values)
         for position, raw in zip(arrays, raws):
             values[position] = raw
-        ranks = tuple(
-            (v.ndim, original.layout)
-            if isinstance(original, Tensor) and original.layout
-            else getattr(v, "ndim", None)
-            for v, original in zip(values, call.values)
-        )
+        ranks = self.describe(values, call.values)
         return call, values, ranks, dict(zip(arrays, devices)), device
+
+    def describe(self, values: list, originals: list) -> tuple:
+        """What generated code is specialised on, per argument: ``(ndim, shape,
+        layout)`` for arrays (shape dropped once many shapes have been seen, so that a
+        function called with ever-changing shapes is not regenerated each time)."""
+        keep_shapes = len(self._programs) < SHAPE_SPECIALISATIONS
+        return tuple(
+            (
+                value.ndim,
+                tuple(value.shape) if keep_shapes else None,
+                getattr(original, "layout", None),
+            )
+            if hasattr(value, "ndim")
+            else None
+            for value, original in zip(values, originals)
+        )
 
     def lowered(self, ranks: tuple, device: Device) -> dict:
         """The namespace of the program lowered for ``device``'s backend."""
@@ -240,9 +253,7 @@ class Transformed:
         return (_as_tensor(value, device), result) if self.with_value else result
 
 
-def _rank(entry):
-    """A call's rank entry: the number of axes, with the layout hint if any."""
-    return entry[0] if isinstance(entry, tuple) else entry
+SHAPE_SPECIALISATIONS = 8
 
 
 def _device_of(value) -> Device:
@@ -314,19 +325,15 @@ def show_grad(
 ) -> str:
     """Print and return the generated backward source of ``f``.
 
-    With example ``args``, the source is the one specialised for their ranks (the code
-    that runs for them).
+    With example ``args``, the source is the one specialised for them (the code that
+    runs for arguments of their shapes).
     """
     transformed = Transformed(f, wrt, "combined", with_value=True)
-    ranks = (
-        tuple(
-            getattr(v, "ndim", None)
-            for v in _Call(transformed.function, args, {}).values
-        )
-        if args
-        else None
-    )
-    if ranks is None:
+    if args:
+        values = _Call(transformed.function, args, {}).values
+        raws = [getattr(v, "data", v) if isinstance(v, Tensor) else v for v in values]
+        ranks = transformed.describe(raws, values)
+    else:
         names = list(inspect.signature(transformed.function).parameters)
         ranks = (None,) * len(names)
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import gast
+import numpy as np
 
 from ppto.errors import GradError
 from ppto.transform import ir
@@ -27,13 +28,21 @@ class Activity:
     ranks: dict = field(default_factory=dict)
     ranges: set = field(default_factory=set)  # variables holding a range()
     layouts: dict = field(default_factory=dict)  # image layout hints of variables
+    shapes: dict = field(default_factory=dict)  # shapes known when specialising
 
     def active(self, name) -> bool:
         return isinstance(name, str) and name in self.varied and name in self.useful
 
 
-def analyze(body: list, wrt: list[str], ranks: dict, source, layouts=None) -> Activity:
-    activity = Activity(varied=set(wrt), ranks=dict(ranks), layouts=dict(layouts or {}))
+def analyze(
+    body: list, wrt: list[str], ranks: dict, source, layouts=None, shapes=None
+) -> Activity:
+    activity = Activity(
+        varied=set(wrt),
+        ranks=dict(ranks),
+        layouts=dict(layouts or {}),
+        shapes=dict(shapes or {}),
+    )
     _forward(body, activity)
     _backward(body, activity)
     _check_taint(body, activity, source)
@@ -96,7 +105,14 @@ def _forward(body, activity: Activity) -> None:
                     activity.varied.add(statement.target)
                 else:
                     activity.blocked.append(statement)
-            activity.ranks[statement.target] = rank_of(statement, activity.ranks)
+            _merge(
+                activity.shapes, statement.target, shape_of(statement, activity.shapes)
+            )
+            shape = activity.shapes.get(statement.target)
+            rank = (
+                len(shape) if shape is not None else rank_of(statement, activity.ranks)
+            )
+            activity.ranks[statement.target] = rank
             _resolve_layout(statement, activity.layouts)
         elif isinstance(statement, ir.CallFunction):
             inputs = list(statement.inputs) + list(statement.keywords.values())
@@ -111,6 +127,12 @@ def _forward(body, activity: Activity) -> None:
         elif isinstance(statement, (ir.Pack, ir.Copy, ir.Unpack)):
             if ir.reads(statement) & activity.varied:
                 activity.varied.update(ir.writes(statement))
+            if isinstance(statement, ir.Copy):
+                _merge(
+                    activity.shapes,
+                    statement.target,
+                    operand_shape(statement.source, activity.shapes),
+                )
             if isinstance(statement, ir.Copy) and isinstance(statement.source, str):
                 rank = activity.ranks.get(statement.source)
                 known = activity.ranks.get(statement.target, rank)
@@ -261,6 +283,89 @@ def _index_rank(rank, index, ranks):
         else:
             return None
     return rank
+
+
+def _merge(shapes: dict, name: str, shape) -> None:
+    """Record a variable's shape; one assigned different shapes (in a loop) has none."""
+    if name in shapes and shapes[name] != shape:
+        shapes[name] = None
+    else:
+        shapes[name] = shape
+
+
+def operand_shape(operand, shapes: dict):
+    """The shape of an operand when known."""
+    if isinstance(operand, ir.Verbatim):
+        if isinstance(operand.expr, gast.Name):
+            return shapes.get(operand.expr.id)
+        return None
+    if isinstance(operand, str):
+        return shapes.get(operand)
+    if isinstance(operand, ir.Const) and isinstance(operand.value, (int, float)):
+        return ()
+    return None
+
+
+def shape_of(statement: ir.Apply, shapes: dict):
+    """The shape of an operator's result from its inputs' shapes and literal
+    parameters, or None when it cannot be known before running."""
+    op, params = statement.op, statement.params
+    inputs = [
+        operand_shape(x, shapes) if not isinstance(x, list) else None
+        for x in statement.inputs
+    ]
+    if not inputs or inputs[0] is None:
+        return None
+    first, name = inputs[0], op.name
+    try:
+        if getattr(op.signature, "mode", "") == "broadcast":
+            if None in inputs:
+                return None
+            return tuple(np.broadcast_shapes(*inputs))
+        if name == "dot":
+            return None if inputs[1] is None else _matmul_shape(first, inputs[1])
+        if name in {"unbroadcast", "unreduce"}:
+            like = params.get("like")
+            return shapes.get(like.id) if isinstance(like, gast.Name) else None
+        literal = {key: _literal(value) for key, value in params.items()}
+        if any(value is _NOT_LITERAL for value in literal.values()):
+            return None
+        probe = np.lib.stride_tricks.as_strided(np.zeros(1), first, [0] * len(first))
+        if name in REDUCTIONS:
+            return np.sum(
+                probe, axis=literal.get("axis"), keepdims=literal.get("keepdims", False)
+            ).shape
+        if name in {"transpose"}:
+            return np.transpose(probe, literal.get("axes")).shape
+        if name == "matrix_transpose":
+            return np.swapaxes(probe, -1, -2).shape
+        if name in {"reshape"}:
+            return np.reshape(probe, literal["shape"]).shape
+        if name == "expand_dims":
+            return np.expand_dims(probe, literal["axis"]).shape
+        if name == "squeeze":
+            return np.squeeze(probe, literal.get("axis")).shape
+        if name in {"broadcast_to"}:
+            return tuple(np.broadcast_shapes(first, literal["shape"]))
+        if name in SAME_RANK - {"unbroadcast"}:
+            return first
+    except (ValueError, TypeError, KeyError, IndexError):
+        return None
+    return None
+
+
+def _matmul_shape(a, b):
+    left = (1,) + tuple(a) if len(a) == 1 else tuple(a)
+    right = tuple(b) + (1,) if len(b) == 1 else tuple(b)
+    if left[-1] != right[-2]:
+        return None
+    batch = tuple(np.broadcast_shapes(left[:-2], right[:-2]))
+    shape = batch + (left[-2], right[-1])
+    if len(a) == 1:
+        shape = shape[:-2] + shape[-1:]
+    if len(b) == 1:
+        shape = shape[:-1]
+    return shape
 
 
 def _matmul_rank(a, b):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 
 import gast
+import numpy as np
 
 from ppto.ops.primitive import OperatorDef, require_rule
 from ppto.transform import ir, lists
@@ -132,7 +133,33 @@ class TangentGenerator:
             return code
         code = [self.materialise_zeros(c) for c in code]
         expression = self.materialise_zeros(expression)
+        expression = self.full_shape(s, expression)
         return code + [assign(self.tangent_name(s.target), expression)]
+
+    def full_shape(self, s: ir.Apply, expression):
+        """A broadcasting operator whose other tangents vanished passes an input's
+        tangent through unchanged: give it the result's shape."""
+        from ppto.ops.shape import broadcast_to
+        from ppto.transform.analyze import operand_shape
+
+        if getattr(s.op.signature, "mode", "") != "broadcast":
+            return expression
+        inner = (
+            expression.operand if isinstance(expression, gast.UnaryOp) else expression
+        )
+        if not isinstance(inner, gast.Name):
+            return expression
+        for operand in s.inputs:
+            if self.has(operand) and self.tangents[operand] == inner.id:
+                shapes = self.activity.shapes
+                known = operand_shape(operand, shapes)
+                if known is not None and known == shapes.get(s.target):
+                    return expression
+                shape = call(self.generator.ref(np.shape, "shape"), name(s.target))
+                return call(
+                    self.generator.ref(broadcast_to, "broadcast_to"), expression, shape
+                )
+        return expression
 
     def materialise_zeros(self, node):
         zeros = self.generator.zeros_ref()

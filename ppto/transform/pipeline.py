@@ -44,6 +44,8 @@ class Program:
     callee_plans: dict = field(default_factory=dict)
     result_ranks: dict = field(default_factory=dict)
     layouts: dict = field(default_factory=dict)
+    shapes: dict = field(default_factory=dict)  # of the entry function's arguments
+    entry_function: object = None
     last_result_rank: int | None = None
 
     def function_name(self, preferred: str) -> str:
@@ -111,7 +113,8 @@ def _prepare(
     local_names -= set(free_globals(parsed))
     normalizer = Normalizer(parsed, varied_names(body, set(wrt)), namer, local_names)
     ir_body = normalizer.block(body)
-    activity = analyze(ir_body, wrt, ranks, parsed.source, program.layouts)
+    shapes = program.shapes if parsed.fn is program.entry_function else {}
+    activity = analyze(ir_body, wrt, ranks, parsed.source, program.layouts, shapes)
     check_reachable(activity, wrt, parsed.source)
     generator = Generator(
         parsed, activity, namer, program.refs, program_callee(program)
@@ -354,11 +357,18 @@ def program_callee(program: Program):
     return plan
 
 
-def build(fn, wrt: list[str], ranks: dict, mode: str, layouts=None) -> Program:
-    """Transform ``fn`` (see the module docstring). ``ranks`` and ``layouts`` describe
-    the arguments (number of axes, image layout hint) where known."""
+def build(
+    fn, wrt: list[str], ranks: dict, mode: str, layouts=None, shapes=None
+) -> Program:
+    """Transform ``fn`` (see the module docstring). ``ranks``, ``layouts`` and
+    ``shapes`` describe the arguments (axes, image layout hint, shape) where known."""
     parsed = parse_function(fn)
-    program = Program(namer=Namer(set()), layouts=dict(layouts or {}))
+    program = Program(
+        namer=Namer(set()),
+        layouts=dict(layouts or {}),
+        shapes=dict(shapes or {}),
+        entry_function=parsed.fn,
+    )
     program.refs = References(program.namer)
     if mode == "combined":
         program.entry = combined(parsed, wrt, ranks, program)

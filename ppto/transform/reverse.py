@@ -426,7 +426,7 @@ class Generator:
             self.activity.ranks,
         )
         code = list(statements)
-        if getattr(s.op.signature, "mode", "") == "broadcast":
+        if getattr(s.op.signature, "mode", "") == "broadcast" or s.op.name == "dot":
             gradients = self.without_trivial_unbroadcast(s, gradients)
         for operand, gradient in zip(s.inputs, gradients):
             if gradient is None:
@@ -444,11 +444,14 @@ class Generator:
         return code
 
     def without_trivial_unbroadcast(self, s: ir.Apply, gradients):
-        """``unbroadcast(g, a)`` is ``g`` when every other input is a Python number:
-        broadcasting against a scalar leaves a's shape unchanged."""
+        """``unbroadcast(g, a)`` is ``g`` when broadcasting did not change a's shape:
+        every other input is a Python number, or the shapes are known and equal (the
+        gradient has the result's shape)."""
+        from ppto.transform.analyze import operand_shape
         from ppto.ops.shape import unbroadcast
 
         helper = self.ref(unbroadcast, "unbroadcast")
+        result_shape = self.activity.shapes.get(s.target)
         out = []
         for position, gradient in enumerate(gradients):
             others = [x for i, x in enumerate(s.inputs) if i != position]
@@ -456,8 +459,14 @@ class Generator:
                 isinstance(x, ir.Const) and isinstance(x.value, (int, float))
                 for x in others
             )
+            own = operand_shape(s.inputs[position], self.activity.shapes)
+            same_shape = result_shape is not None and own == result_shape
+            if s.op.name == "dot":  # matrices: no batch axes were broadcast
+                same_shape = all(
+                    operand_rank(x, self.activity.ranks) == 2 for x in s.inputs
+                )
             if (
-                scalar_partners
+                (scalar_partners or same_shape)
                 and isinstance(gradient, gast.Call)
                 and isinstance(gradient.func, gast.Name)
                 and gradient.func.id == helper

@@ -1,0 +1,115 @@
+"""Benchmark ppto's generated gradients against hand-written NumPy, in one process.
+
+Run: ``python benchmarks/run.py`` (``--quick`` for fewer repetitions). For each
+workload it checks ppto's gradient against the hand-written one, then reports the
+median time of many calls of each and their ratio, the first-call latency (transform +
+compile + first call), and the peak memory of one call (tracemalloc sees NumPy's
+allocations), and says which targets hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ppto  # noqa: E402
+from workloads import WORKLOADS  # noqa: E402
+
+TARGETS = {"a": 1.05, "b": 1.05, "c": 0.5, "d": 1.05, "e": 2.0, "f": 2.0}
+
+
+def median_time(function, args, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function(*args)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def peak_memory(function, args) -> int:
+    tracemalloc.start()
+    function(*args)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+def check(ppto_grads, hand_grads, dtype) -> float:
+    worst = 0.0
+    for mine, theirs in zip(ppto_grads, hand_grads):
+        mine, theirs = (
+            np.asarray(mine, dtype=np.float64),
+            np.asarray(theirs, np.float64),
+        )
+        scale = max(1e-30, float(np.max(np.abs(theirs))))
+        worst = max(worst, float(np.max(np.abs(mine - theirs))) / scale)
+    limit = 1e-9 if dtype == "float64" else 1e-3
+    if worst > limit:
+        raise SystemExit(f"gradient mismatch {worst:.2e} > {limit}")
+    return worst
+
+
+def run(quick: bool) -> int:
+    rng = np.random.default_rng(0)
+    print(
+        f"machine: {platform.processor() or platform.machine()}, "
+        f"{platform.python_implementation()} {platform.python_version()}, "
+        f"NumPy {np.__version__}"
+    )
+    header = (
+        f"{'workload':24s} {'dtype':8s} {'ppto ms':>9s} {'numpy ms':>9s} "
+        f"{'ratio':>6s} {'target':>6s} {'first ms':>9s} {'peak ratio':>10s}  ok"
+    )
+    print(header)
+    print("-" * len(header))
+    failures = 0
+    for workload in WORKLOADS:
+        for dtype in workload.dtypes:
+            args = workload.make(rng, dtype)
+            start = time.perf_counter()
+            gradient = ppto.grad(workload.function, wrt=workload.wrt)
+            grads = gradient(*args)
+            first = time.perf_counter() - start
+            _, hand = workload.hand(*args)
+            check(grads, hand, dtype)
+            big = args[0].size >= 100_000 or workload.name.startswith(("b", "d"))
+            repeats = (5 if quick else 21) if big else (200 if quick else 2001)
+            mine = median_time(gradient, args, repeats)
+            theirs = median_time(workload.hand, args, repeats)
+            ratio = mine / theirs
+            memory = peak_memory(gradient, args) / max(
+                1, peak_memory(workload.hand, args)
+            )
+            target = TARGETS[workload.name[0]]
+            ok = ratio <= target and first <= 0.020 and memory <= 1.2
+            failures += not ok
+            print(
+                f"{workload.name:24s} {dtype:8s} {mine * 1e3:9.3f} {theirs * 1e3:9.3f} "
+                f"{ratio:6.2f} {target:6.2f} {first * 1e3:9.1f} {memory:10.2f}  "
+                f"{'yes' if ok else 'NO'}"
+            )
+    print(
+        f"\ntargets: ratio <= target, first call <= 20 ms, peak memory <= 1.2x; "
+        f"{failures} row(s) miss"
+    )
+    return failures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    run(parser.parse_args().quick)
+
+
+if __name__ == "__main__":
+    main()
