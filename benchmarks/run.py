@@ -21,8 +21,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import ppto  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
+
+import ppto  # noqa: E402
 
 TARGETS = {"a": 1.05, "b": 1.05, "c": 0.5, "d": 1.05, "e": 2.0, "f": 2.0}
 

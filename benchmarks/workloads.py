@@ -3,8 +3,8 @@ hand-written NumPy forward+backward of the same function (the baseline)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -162,13 +162,14 @@ def branch_inputs(sign):
     return make
 
 
+F64 = ("float64",)
 WORKLOADS = [
     Workload("a logsumexp 1000x1000", logsumexp_sum, logsumexp_hand,
              lambda rng, dt: (rng.standard_normal((1000, 1000)).astype(dt),), (0,)),
     Workload("b MLP 256x784-256-10", mlp, mlp_hand, mlp_inputs, (0, 1, 2, 3)),
     Workload("c chain 1e6", chain, chain_hand, chain_inputs(1_000_000), (0, 1, 2)),
     Workload("d RNN 50 steps", rnn, rnn_hand, rnn_inputs, (2, 3, 4), ("float64",)),
-    Workload("e branch, then", branch, branch_hand, branch_inputs(1.0), (0,), ("float64",)),
-    Workload("e branch, else", branch, branch_hand, branch_inputs(-1.0), (0,), ("float64",)),
-    Workload("f chain 10", chain, chain_hand, chain_inputs(10), (0, 1, 2), ("float64",)),
+    Workload("e branch, then", branch, branch_hand, branch_inputs(1.0), (0,), F64),
+    Workload("e branch, else", branch, branch_hand, branch_inputs(-1.0), (0,), F64),
+    Workload("f chain 10", chain, chain_hand, chain_inputs(10), (0, 1, 2), F64),
 ]  # fmt: skip

@@ -447,8 +447,8 @@ class Generator:
         """``unbroadcast(g, a)`` is ``g`` when broadcasting did not change a's shape:
         every other input is a Python number, or the shapes are known and equal (the
         gradient has the result's shape)."""
-        from ppto.transform.analyze import operand_shape
         from ppto.ops.shape import unbroadcast
+        from ppto.transform.analyze import operand_shape
 
         helper = self.ref(unbroadcast, "unbroadcast")
         result_shape = self.activity.shapes.get(s.target)
@@ -619,14 +619,21 @@ class LoopPlan:
         self, loop, reverse_body: list, body_local: set, carried: set, generator
     ):
         needed = free_reads(reverse_body)
+        copies = [
+            x for x in loop.body if isinstance(x, ir.Copy) and x.target in carried
+        ]
+        if getattr(loop, "checkpoint", False):  # the recomputation reads values too
+            rerun = [
+                s
+                for s in loop.body
+                if s not in copies and not isinstance(s, ir.BreakIf)
+            ]
+            needed |= free_reads(generator.forward(rerun) + reverse_body)
         if isinstance(loop, ir.While) or any(
             isinstance(x, ir.BreakIf) for x in loop.body
         ):
             self.counter = self.namer.fresh("iterations")
         restore = []
-        copies = [
-            x for x in loop.body if isinstance(x, ir.Copy) and x.target in carried
-        ]
         for copy_ in copies:
             source = copy_.source if isinstance(copy_.source, str) else None
             header = copy_.target
