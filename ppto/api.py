@@ -89,17 +89,26 @@ def _operator_wrapper(op: OperatorDef) -> Callable:
     return wrapper
 
 
+_SIGNATURES: dict = {}
+
+
 class _Call:
-    """One call's arguments, bound to the function's parameters."""
+    """One call's arguments, bound to the function's parameters (positional calls
+    with every parameter given skip ``inspect``'s binding: the common, fast case)."""
 
     def __init__(self, function: Callable, args: tuple, kwargs: dict) -> None:
-        signature = inspect.signature(function)
+        signature = _SIGNATURES.get(function)
+        if signature is None:
+            signature = _SIGNATURES[function] = inspect.signature(function)
+        self.names = list(signature.parameters)
+        if not kwargs and len(args) == len(self.names):
+            self.values = list(args)
+            return
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as error:
             raise GradError(f"{function.__name__}{signature}: {error}") from error
         bound.apply_defaults()
-        self.names = list(signature.parameters)
         self.values = [bound.arguments[name] for name in self.names]
 
 
@@ -126,10 +135,13 @@ def _wrt_names(function: Callable, wrt) -> list[str]:
 
 
 def _is_array(value) -> bool:
+    kind = type(value)
+    if kind is np.ndarray or kind is Tensor:
+        return True
     return (
         isinstance(value, Tensor)
         or hasattr(value, "__array_interface__")
-        or (type(value).__module__.startswith("cupy"))
+        or kind.__module__.startswith("cupy")
     )
 
 
@@ -167,6 +179,8 @@ class Transformed:
         self.with_value = with_value
         self._programs: dict = {}
         self._lowered: dict = {}
+        self._entries: dict = {}
+        self._wrt_positions: list | None = None
         base = getattr(f, "__name__", None) or getattr(self.function, "__name__", "f")
         self.__name__ = base + "_grad"
         self.__wrapped__ = self.function
@@ -188,19 +202,29 @@ class Transformed:
         return self._programs[key]
 
     def prepare(self, args: tuple, kwargs: dict):
+        """Bind a call, check it, and bring its arrays onto one device (unwrapped):
+        ``(call, raw values, specialisation key, devices of moved arguments,
+        device)``."""
         call = _Call(self.function, args, kwargs)
-        for name in self.wrt:
-            _check_differentiable(name, call.values[call.names.index(name)])
+        if self._wrt_positions is None:
+            self._wrt_positions = [call.names.index(name) for name in self.wrt]
+        for name, position in zip(self.wrt, self._wrt_positions):
+            _check_differentiable(name, call.values[position])
         arrays = [i for i, v in enumerate(call.values) if _is_array(v)]
-        devices = [_device_of(call.values[i]) for i in arrays]
         raws, device = gather_inputs(
             f"grad of {self.__name__}", [call.values[i] for i in arrays]
         )
         values = list(call.values)
+        homes = {}
         for position, raw in zip(arrays, raws):
+            original = values[position]
+            if raw is not original and not (
+                isinstance(original, Tensor) and original.data is raw
+            ):
+                homes[position] = _device_of(original)  # moved: its gradient goes back
             values[position] = raw
         ranks = self.describe(values, call.values)
-        return call, values, ranks, dict(zip(arrays, devices)), device
+        return call, values, ranks, homes, device
 
     def describe(self, values: list, originals: list) -> tuple:
         """What generated code is specialised on, per argument: ``(ndim, shape,
@@ -227,27 +251,28 @@ class Transformed:
             self._lowered[key] = (source, namespace)
         return self._lowered[key][1]
 
-    def run(self, name_of, ranks, device, values):
-        namespace = self.lowered(ranks, device)
-        entry = namespace[name_of(self._programs[ranks][0])]
+    def run(self, which: int, ranks, device, values):
+        """Call generated function ``which`` (0: the entry; 1: a split's backward)."""
+        key = (ranks, device.kind, which)
+        entry = self._entries.get(key)
+        if entry is None:
+            namespace = self.lowered(ranks, device)
+            name_ = self._programs[ranks][0].entries[which]
+            entry = self._entries[key] = namespace[name_]
         if device.kind == "cuda" and device.index != 0:
             with backend_for(device).xp.cuda.Device(device.index):
                 return entry(*values)
         return entry(*values)
 
     def __call__(self, *args: Any, **kwargs: Any):
-        call, values, ranks, devices, device = self.prepare(args, kwargs)
-        value, grads = self.run(lambda program: program.entry, ranks, device, values)
+        call, values, ranks, homes, device = self.prepare(args, kwargs)
+        value, grads = self.run(0, ranks, device, values)
         _require_scalar(value, self.__name__)
-        grads = (grads,) if len(self.wrt) == 1 else tuple(grads)
+        if len(self.wrt) == 1:
+            grads = (grads,)
         placed = tuple(
-            _place(
-                g,
-                devices.get(call.names.index(n), device),
-                device,
-                call.values[call.names.index(n)],
-            )
-            for g, n in zip(grads, self.wrt)
+            _place(g, homes.get(position, device), device)
+            for g, position in zip(grads, self._wrt_positions)
         )
         result = placed[0] if self.single else placed
         return (_as_tensor(value, device), result) if self.with_value else result
@@ -282,6 +307,8 @@ def _require_scalar(value, name: str) -> None:
 
 
 def _as_tensor(value, device: Device):
+    if type(value) is np.ndarray:
+        return Tensor(value, device)
     if isinstance(value, Tensor):
         return value
     if isinstance(value, tuple):
@@ -291,9 +318,11 @@ def _as_tensor(value, device: Device):
     return Tensor(np.asarray(value), CPU)
 
 
-def _place(gradient, home: Device, device: Device, argument):
+def _place(gradient, home: Device, device: Device):
+    if type(gradient) is np.ndarray and home is device:
+        return Tensor(gradient, device)
     gradient = _as_tensor(gradient, device)
-    if gradient.device != home:
+    if gradient.device is not home and gradient.device != home:
         gradient = Tensor(
             move(gradient.data, gradient.device, home, "gradient", True), home
         )
@@ -364,7 +393,7 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
     call, values, ranks, devices, device = transformed.prepare(args, kwargs)
     program, _ = transformed.program(ranks)
     forward_name, backward_name = program.entries
-    out, saved = transformed.run(lambda p: forward_name, ranks, device, values)
+    out, saved = transformed.run(0, ranks, device, values)
     backward = transformed.lowered(ranks, device)[backward_name]
 
     def pullback(cotangent):
@@ -373,7 +402,7 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
         grads = (grads,) if len(wrt) == 1 else tuple(grads)
         by_name = dict(zip(wrt, grads))
         return tuple(
-            _place(by_name[name], devices.get(i, device), device, value)
+            _place(by_name[name], devices.get(i, device), device)
             if name in by_name
             else None
             for i, (name, value) in enumerate(zip(call.names, call.values))
@@ -430,9 +459,7 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
     raw_tangents = [
         _unwrap(_cotangent_on(tangents[names.index(n)], device)) for n in wrt
     ]
-    value, tangent = transformed.run(
-        lambda p: p.entry, ranks, device, values + raw_tangents
-    )
+    value, tangent = transformed.run(0, ranks, device, values + raw_tangents)
     return _as_tensor(value, device), _as_tensor(tangent, device)
 
 

@@ -22,9 +22,7 @@ def saved_bytes(function: Callable, *args: Any, wrt: Sequence = (0,)) -> int:
     transformed = Transformed(function, list(wrt), "split", True)
     _, values, ranks, _, device = transformed.prepare(args, {})
     transformed.program(ranks)
-    _, saved = transformed.run(
-        lambda program: program.entries[0], ranks, device, values
-    )
+    _, saved = transformed.run(0, ranks, device, values)
     arguments = {id(value) for value in values}
     seen: set[int] = set()
     total, pending = 0, [saved]
