@@ -20,6 +20,7 @@ from ppto.runtime.backends import backend_for
 from ppto.runtime.device import CPU, Device
 from ppto.runtime.dispatch import gather_inputs
 from ppto.runtime.tensor import Tensor, move
+from ppto.transform.emit import render_function
 from ppto.transform.lower import _unwrap, lower
 from ppto.transform.pipeline import build
 
@@ -244,16 +245,35 @@ class Transformed:
 
     def lowered(self, ranks: tuple, device: Device) -> dict:
         """The namespace of the program lowered for ``device``'s backend."""
-        key = (ranks, device.kind)
+        from ppto.runtime.precision import get_precision
+
+        key = (ranks, device.kind, get_precision())
         if key not in self._lowered:
             program, _ = self.program(ranks)
             source, namespace = lower(program, backend_for(device), device.kind)
             self._lowered[key] = (source, namespace)
         return self._lowered[key][1]
 
+    def operator_counts(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
+        """Operator applications in the generated code for these arguments, before
+        and after fusion."""
+        from ppto.transform.fuse import count_operators, fuse_program
+
+        _, values, ranks, _, _ = self.prepare(args, kwargs)
+        program, _ = self.program(ranks)
+        namespace = dict(program.refs.namespace)
+        fused, kernels = fuse_program(program.functions, namespace)
+        namespace.update(kernels)
+        return (
+            count_operators(program.functions, namespace),
+            count_operators(fused, namespace),
+        )
+
     def run(self, which: int, ranks, device, values):
         """Call generated function ``which`` (0: the entry; 1: a split's backward)."""
-        key = (ranks, device.kind, which)
+        from ppto.runtime.precision import get_precision
+
+        key = (ranks, device.kind, which, get_precision())
         entry = self._entries.get(key)
         if entry is None:
             namespace = self.lowered(ranks, device)
@@ -351,13 +371,30 @@ def show_grad(
     wrt: int | str | Sequence = 0,
     file=None,
     lowered: bool = False,
+    fused: bool = False,
 ) -> str:
     """Print and return the generated backward source of ``f``.
 
     With example ``args``, the source is the one specialised for them (the code that
-    runs for arguments of their shapes).
+    runs for arguments of their shapes). ``fused=True`` shows the fused kernels
+    (``__fused_*``) that replace operator chains; ``lowered=True`` the code that runs
+    on the arguments' device.
     """
-    transformed = Transformed(f, wrt, "combined", with_value=True)
+    return _show(f, args, wrt, "combined", file, lowered, fused)
+
+
+def show_source(
+    f: Callable, *args: Any, file=None, lowered: bool = False, fused: bool = False
+) -> str:
+    """Print and return the normalized source of ``f`` itself (one operation per
+    statement), as fusion and lowering see it; ``fused=True`` shows fused kernels."""
+    return _show(f, args, (), "primal", file, lowered, fused)
+
+
+def _show(f, args, wrt, mode, file, lowered, fused) -> str:
+    from ppto.transform.fuse import count_operators, fuse_program
+
+    transformed = Transformed(f, wrt, mode, with_value=True)
     if args:
         values = _Call(transformed.function, args, {}).values
         raws = [getattr(v, "data", v) if isinstance(v, Tensor) else v for v in values]
@@ -371,11 +408,19 @@ def show_grad(
         transformed = Transformed(f, wrt, "split", with_value=True)
         program, _ = transformed.program(ranks)
     text = program.source()
+    if fused and not lowered:
+        namespace = dict(program.refs.namespace)
+        functions, kernels = fuse_program(program.functions, namespace)
+        namespace.update(kernels)
+        before = count_operators(program.functions, namespace)
+        after = count_operators(functions, namespace)
+        header = f"# operators: {before} before fusion, {after} after\n"
+        text = header + "\n\n".join(render_function(f) for f in functions)
     if lowered:
         device = (
             _device_of(next((a for a in args if _is_array(a)), None)) if args else CPU
         )
-        text = lower(program, backend_for(device), device.kind)[0]
+        text = lower(program, backend_for(device), device.kind, fused)[0]
     print(text, file=file)
     return text
 

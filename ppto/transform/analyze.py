@@ -88,6 +88,7 @@ def _forward(body, activity: Activity) -> None:
     for statement in body:
         if isinstance(statement, ir.For) and statement.iterable in activity.ranges:
             activity.ranks[statement.target] = 0  # an integer from a range
+            activity.shapes[statement.target] = ()
         if isinstance(statement, ir.LOOPS):
             _fixpoint(_forward, statement.body, activity)
         elif isinstance(statement, ir.If):
@@ -140,6 +141,11 @@ def _forward(body, activity: Activity) -> None:
         elif isinstance(statement, ir.Passive):
             node = statement.node
             if isinstance(node, gast.Assign) and len(statement.targets) == 1:
+                _merge(
+                    activity.shapes,
+                    statement.targets[0],
+                    expression_shape(node.value, activity.shapes),
+                )
                 activity.ranks[statement.targets[0]] = expression_rank(
                     node.value, activity.ranks
                 )
@@ -296,13 +302,63 @@ def _merge(shapes: dict, name: str, shape) -> None:
 def operand_shape(operand, shapes: dict):
     """The shape of an operand when known."""
     if isinstance(operand, ir.Verbatim):
-        if isinstance(operand.expr, gast.Name):
-            return shapes.get(operand.expr.id)
-        return None
+        return expression_shape(operand.expr, shapes)
     if isinstance(operand, str):
         return shapes.get(operand)
     if isinstance(operand, ir.Const) and isinstance(operand.value, (int, float)):
         return ()
+    return None
+
+
+def expression_shape(node, shapes: dict):
+    """The shape of a simple verbatim expression (names, indexing by integers and
+    slices, arithmetic, matrix products), or None."""
+    if isinstance(node, gast.Name):
+        return shapes.get(node.id)
+    if isinstance(node, gast.Constant):
+        return () if isinstance(node.value, (int, float)) else None
+    if isinstance(node, gast.UnaryOp):
+        return expression_shape(node.operand, shapes)
+    if isinstance(node, gast.BinOp):
+        left = expression_shape(node.left, shapes)
+        right = expression_shape(node.right, shapes)
+        if left is None or right is None:
+            return None
+        if isinstance(node.op, gast.MatMult):
+            return _matmul_shape(left, right)
+        try:
+            return tuple(np.broadcast_shapes(left, right))
+        except ValueError:
+            return None
+    if isinstance(node, gast.Subscript):
+        base = expression_shape(node.value, shapes)
+        if base is None:
+            return None
+        from ppto.transform.normalize import slice_expr
+
+        index = slice_expr(node.slice)
+        parts = index.elts if isinstance(index, gast.Tuple) else [index]
+        literal = []
+        for part in parts:
+            if isinstance(part, gast.Name) and shapes.get(part.id) == ():
+                literal.append(0)  # an integer (a loop index): drops the axis
+                continue
+            value = _literal(part)
+            if value is _NOT_LITERAL and isinstance(part, gast.Call):
+                arguments = [_literal(a) for a in part.args]
+                if (
+                    getattr(part.func, "id", "") == "slice"
+                    and _NOT_LITERAL not in arguments
+                ):
+                    value = slice(*arguments)
+            if value is _NOT_LITERAL or not isinstance(value, (int, slice, type(None))):
+                return None
+            literal.append(value)
+        probe = np.lib.stride_tricks.as_strided(np.zeros(1), base, [0] * len(base))
+        try:
+            return probe[tuple(literal)].shape
+        except IndexError:
+            return None
     return None
 
 

@@ -65,22 +65,27 @@ class _Substitute(gast.NodeTransformer):
     def visit_Call(self, node):
         self.generic_visit(node)
         function = node.func
+        from ppto.transform.analyze import expression_rank
+
         if (
             isinstance(function, gast.Name)
             and function.id == self.transpose_name
             and len(node.args) == 1
-            and isinstance(node.args[0], gast.Name)
-            and self.ranks.get(node.args[0].id) == 2
+            and expression_rank(node.args[0], self.ranks) == 2
         ):  # a matrix: B.T reads better than matrix_transpose(B)
             return gast.Attribute(node.args[0], "T", gast.Load())
         return node
 
     def visit_Attribute(self, node):
         if node.attr == "ndim" and isinstance(node.value, gast.Name):
+            from ppto.transform.analyze import expression_rank
+
             bound = self.bindings.get(node.value.id)
-            name = bound.id if isinstance(bound, gast.Name) else bound
-            if isinstance(name, str) and self.ranks.get(name) is not None:
-                return gast.Constant(self.ranks[name], None)
+            if isinstance(bound, str):
+                bound = gast.Name(bound, gast.Load(), None, None)
+            rank = expression_rank(bound, self.ranks) if bound is not None else None
+            if rank is not None:
+                return gast.Constant(rank, None)
         base = node
         while isinstance(base, gast.Attribute):
             base = base.value

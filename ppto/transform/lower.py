@@ -231,12 +231,23 @@ def _static(node, namespace):
     return None
 
 
-def lower(program, backend: Backend, kind: str):
-    """``(source, namespace)`` of ``program`` lowered for ``backend``."""
+def lower(program, backend: Backend, kind: str, fused: bool | None = None):
+    """``(source, namespace)`` of ``program`` lowered for ``backend``; fused kernels
+    replace operator chains on the CPU unless precision is 'strict' (a backend with
+    no fused implementation runs the unfused code)."""
+    from ppto.runtime.precision import get_precision
+    from ppto.transform.fuse import fuse_program
+
     namespace = dict(program.refs.namespace)
     lowered = {"namespace": {}, "keys": {}}
     lowering = Lowering(namespace, lowered, backend, kind)
-    functions = [lowering.function(f) for f in program.functions]
+    functions = program.functions
+    if fused is None:
+        fused = kind == "cpu" and get_precision() != "strict"
+    if fused:
+        functions, kernels = fuse_program(functions, namespace)
+        namespace.update(kernels)
+    functions = [lowering.function(f) for f in functions]
     source = "\n\n".join(render_function(f) for f in functions)
     final = dict(namespace)
     final.update(lowered["namespace"])

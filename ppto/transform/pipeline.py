@@ -322,6 +322,19 @@ def jvp(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program) -
     return function_name
 
 
+def primal(parsed: ParsedFunction, wrt, ranks: dict, program: Program) -> str:
+    """The function itself, normalized (every parameter treated as differentiated so
+    that all its operations are explicit): what fusion sees of a forward pass."""
+    from ppto.transform.inline import operand_expr
+
+    ir_body, _, generator = _prepare(parsed, parsed.parameters, ranks, program)
+    body = generator.forward(ir_body)
+    body.append(gast.Return(operand_expr(_result_operand(ir_body))))
+    function_name = program.function_name(parsed.name)
+    program.functions.append(_definition(function_name, _arguments(parsed), body))
+    return function_name
+
+
 def program_jvp_callee(program: Program):
     def plan(parsed: ParsedFunction, positions, keywords, ranks):
         parameters = parsed.parameters
@@ -372,6 +385,9 @@ def build(
     program.refs = References(program.namer)
     if mode == "combined":
         program.entry = combined(parsed, wrt, ranks, program)
+        program.entries = (program.entry,)
+    elif mode == "primal":
+        program.entry = primal(parsed, wrt, ranks, program)
         program.entries = (program.entry,)
     elif mode == "jvp":
         program.entry = jvp(parsed, wrt, ranks, program)

@@ -1,0 +1,8 @@
+"""Operator fusion: rules (a pattern and a fused implementation), the built-in ones,
+and the user-facing ``fusion_rule`` / ``fusion_rules``. The rewrite of generated code
+lives in ``ppto.transform.fuse``."""
+
+from ppto.fusion import patterns  # noqa: F401  (registers the built-in rules)
+from ppto.fusion.registry import FusionError, FusionRule, fusion_rule, fusion_rules
+
+__all__ = ["FusionError", "FusionRule", "fusion_rule", "fusion_rules"]

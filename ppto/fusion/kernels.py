@@ -1,0 +1,164 @@
+"""Fused CPU kernels for elementwise expressions.
+
+A kernel evaluates one expression tree over its leaf arrays. Small arrays run the
+plain NumPy expression (compiled once). Large ones avoid temporaries: arithmetic-only
+trees go to numexpr (multithreaded, one pass, no intermediate arrays); trees with
+transcendental functions, which NumPy's SIMD routines compute faster than numexpr,
+run as a NumPy sequence writing into one reused buffer (``out=``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:  # numexpr is optional: without it, large kernels use the out= sequence
+    import numexpr
+except ImportError:  # pragma: no cover - exercised where numexpr is absent
+    numexpr = None
+
+LARGE = 1 << 15  # elements from which avoiding temporaries pays off
+
+# op name -> (NumPy ufunc, numexpr spelling or None, arity)
+ELEMENTWISE = {
+    "add": (np.add, "({0} + {1})", 2),
+    "sub": (np.subtract, "({0} - {1})", 2),
+    "mul": (np.multiply, "({0} * {1})", 2),
+    "div": (np.true_divide, "({0} / {1})", 2),
+    "neg": (np.negative, "(-{0})", 1),
+    "pow": (np.power, "({0} ** {1})", 2),
+    "square": (np.square, "({0} * {0})", 1),
+    "abs": (np.absolute, "abs({0})", 1),
+    "sqrt": (np.sqrt, "sqrt({0})", 1),
+    "exp": (np.exp, None, 1),
+    "log": (np.log, None, 1),
+    "log1p": (np.log1p, None, 1),
+    "expm1": (np.expm1, None, 1),
+    "sin": (np.sin, None, 1),
+    "cos": (np.cos, None, 1),
+    "tan": (np.tan, None, 1),
+    "tanh": (np.tanh, None, 1),
+    "sinh": (np.sinh, None, 1),
+    "cosh": (np.cosh, None, 1),
+    "arcsin": (np.arcsin, None, 1),
+    "arccos": (np.arccos, None, 1),
+    "arctan": (np.arctan, None, 1),
+    "maximum": (np.maximum, "where({0} >= {1}, {0}, {1})", 2),
+    "minimum": (np.minimum, "where({0} <= {1}, {0}, {1})", 2),
+    "greater": (np.greater, "({0} > {1})", 2),
+    "less": (np.less, "({0} < {1})", 2),
+    "greater_equal": (np.greater_equal, "({0} >= {1})", 2),
+    "less_equal": (np.less_equal, "({0} <= {1})", 2),
+    "equal": (np.equal, "({0} == {1})", 2),
+}
+TERNARY = {"where": (np.where, "where({0}, {1}, {2})")}
+COMPARISONS = {"greater", "less", "greater_equal", "less_equal", "equal"}
+
+
+class Node:
+    """An expression tree node: an operator over children, a leaf (argument
+    position) or a constant."""
+
+    __slots__ = ("op", "children", "leaf", "value")
+
+    def __init__(self, op=None, children=(), leaf=None, value=None):
+        self.op = op
+        self.children = tuple(children)
+        self.leaf = leaf
+        self.value = value
+
+    def count(self) -> int:
+        return (1 if self.op else 0) + sum(child.count() for child in self.children)
+
+    def arithmetic_only(self) -> bool:
+        if self.op is None:
+            return True
+        spelling = (
+            ELEMENTWISE.get(self.op, (None, None))[1]
+            or TERNARY.get(self.op, (None, None))[1]
+        )
+        return spelling is not None and all(c.arithmetic_only() for c in self.children)
+
+    def numexpr(self, names) -> str:
+        if self.leaf is not None:
+            return names[self.leaf]
+        if self.op is None:
+            return repr(float(self.value))
+        spelling = (
+            ELEMENTWISE[self.op][1] if self.op in ELEMENTWISE else TERNARY[self.op][1]
+        )
+        return spelling.format(*(child.numexpr(names) for child in self.children))
+
+    def numpy(self, names) -> str:
+        if self.leaf is not None:
+            return names[self.leaf]
+        if self.op is None:
+            return repr(self.value)
+        function = (
+            ELEMENTWISE[self.op][0] if self.op in ELEMENTWISE else TERNARY[self.op][0]
+        )
+        arguments = ", ".join(child.numpy(names) for child in self.children)
+        return f"np.{function.__name__}({arguments})"
+
+
+class ElementwiseKernel:
+    """One fused elementwise expression (see the module docstring)."""
+
+    def __init__(self, name: str, tree: Node, arity: int) -> None:
+        self.name = name
+        self.tree = tree
+        self.arity = arity
+        names = [f"a{i}" for i in range(arity)]
+        source = f"def {name}({', '.join(names)}):\n    return {tree.numpy(names)}\n"
+        scope: dict = {}
+        exec(compile(source, f"<ppto fused kernel {name}>", "exec"), {"np": np}, scope)
+        self.small = scope[name]
+        self.expression = tree.numexpr(names) if tree.arithmetic_only() else None
+        self.names = names
+
+    def __call__(self, *arrays):
+        size = max((getattr(a, "size", 1) for a in arrays), default=1)
+        if size < LARGE or not all(
+            isinstance(a, (np.ndarray, np.generic, float, int)) for a in arrays
+        ):
+            return self.small(*arrays)
+        if self.expression is not None and numexpr is not None:
+            local = {}
+            dtype = np.result_type(*arrays)
+            for name, value in zip(self.names, arrays):
+                local[name] = (
+                    value if isinstance(value, np.ndarray) else dtype.type(value)
+                )
+            return numexpr.evaluate(self.expression, local_dict=local)
+        return self.in_place(arrays)
+
+    def in_place(self, arrays):
+        """The NumPy sequence writing intermediate results into reused buffers."""
+        owned: set[int] = set()
+
+        def evaluate(node):
+            if node.leaf is not None:
+                return arrays[node.leaf]
+            if node.op is None:
+                return node.value
+            values = [evaluate(child) for child in node.children]
+            function = (ELEMENTWISE.get(node.op) or TERNARY[node.op])[0]
+            if node.op == "where":
+                result = np.where(*values)
+                owned.add(id(result))
+                return result
+            shape = np.broadcast_shapes(*(np.shape(v) for v in values))
+            dtype = np.result_type(*values)
+            writable = node.op not in COMPARISONS and dtype.kind == "f"
+            for value in values:
+                if (
+                    writable
+                    and id(value) in owned
+                    and value.shape == shape
+                    and value.dtype == dtype
+                ):
+                    return function(*values, out=value)
+            result = function(*values)
+            owned.add(id(result))
+            return result
+
+        return evaluate(self.tree)

@@ -1,0 +1,303 @@
+"""The built-in fusion rules. Each is a pattern of ppto operators; elementwise ones get
+generated kernels, the others a NumPy implementation that avoids temporaries (BLAS
+with in-place epilogues, dot products instead of product-then-sum, out= sequences).
+Every rule is checked against its pattern when registered.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ppto.fusion.registry import register
+from ppto.ops import elementwise as ew
+from ppto.ops import linalg, nn, reductions
+from ppto.ops.elementwise import GELU_CUBIC, GELU_SCALE
+
+FORWARD, BACKWARD, BOTH = "forward", "backward", "forward and backward"
+MATRIX = [(4, 3), (3, 5)]
+MATRIX_BIAS = [(4, 3), (3, 5), (5,)]
+ROWS = [(4, 6)]
+
+
+def rule(name, shapes=None, applies=BOTH, implementation=None):
+    def define(pattern):
+        register(
+            pattern,
+            implementation,
+            name=name,
+            shapes=shapes,
+            applies=applies,
+            builtin=True,
+        )
+        return pattern
+
+    return define
+
+
+def _gelu(x, out):
+    np.multiply(x, x, out=out)
+    out *= GELU_CUBIC * x
+    out += x
+    out *= GELU_SCALE
+    np.tanh(out, out=out)
+    out += 1
+    out *= 0.5 * x
+    return out
+
+
+def _sigmoid(out):
+    out *= 0.5
+    np.tanh(out, out=out)
+    out += 1
+    out *= 0.5
+    return out
+
+
+# --- matmul epilogues: BLAS, then the epilogue in place ---
+
+
+def _matmul_bias(A, B, b):
+    out = A @ B
+    out += b
+    return out
+
+
+rule("matmul_bias", MATRIX_BIAS, implementation=_matmul_bias)(
+    lambda A, B, b: linalg.dot(A, B) + b
+)
+rule("matmul_relu", MATRIX, FORWARD, lambda A, B: np.maximum(A @ B, 0, out=None))(
+    lambda A, B: ew.relu(linalg.dot(A, B))
+)
+rule("matmul_bias_relu", MATRIX_BIAS, FORWARD,
+     lambda A, B, b: np.maximum(_matmul_bias(A, B, b), 0, out=None))(
+    lambda A, B, b: ew.relu(linalg.dot(A, B) + b)
+)  # fmt: skip
+
+
+def _in_place(function):
+    def run(*args):
+        out = _matmul_bias(*args) if len(args) == 3 else args[0] @ args[1]
+        return function(out, out=out)
+
+    return run
+
+
+rule("matmul_bias_maximum", MATRIX_BIAS, FORWARD,
+     lambda A, B, b: np.maximum(_matmul_bias(A, B, b), 0.0))(
+    lambda A, B, b: ew.maximum(linalg.dot(A, B) + b, 0.0)
+)  # fmt: skip
+rule("matmul_bias_tanh", MATRIX_BIAS, FORWARD, _in_place(np.tanh))(
+    lambda A, B, b: ew.tanh(linalg.dot(A, B) + b)
+)
+rule("matmul_tanh", MATRIX, FORWARD, _in_place(np.tanh))(
+    lambda A, B: ew.tanh(linalg.dot(A, B))
+)
+rule("matmul_bias_sigmoid", MATRIX_BIAS, FORWARD,
+     lambda A, B, b: _sigmoid(_matmul_bias(A, B, b)))(
+    lambda A, B, b: ew.sigmoid(linalg.dot(A, B) + b)
+)  # fmt: skip
+rule("matmul_sigmoid", MATRIX, FORWARD, lambda A, B: _sigmoid(A @ B))(
+    lambda A, B: ew.sigmoid(linalg.dot(A, B))
+)
+rule("matmul_bias_gelu", MATRIX_BIAS, FORWARD,
+     lambda A, B, b: _gelu(_matmul_bias(A, B, b), np.empty((A.shape[0], B.shape[1]))))(
+    lambda A, B, b: ew.gelu(linalg.dot(A, B) + b)
+)  # fmt: skip
+rule("matmul_scale", MATRIX + [()], BOTH, lambda A, B, s: np.multiply(A @ B, s))(
+    lambda A, B, s: linalg.dot(A, B) * s
+)
+rule("matmul_add", [(4, 3), (3, 5), (4, 5)], BOTH, _matmul_bias)(
+    lambda A, B, C: C + linalg.dot(A, B)
+)
+
+# --- elementwise + reduction: no product array ----------------------------------------
+
+
+def _vdot(a, b):
+    return (
+        np.vdot(np.ravel(a), np.ravel(b))
+        if np.shape(a) == np.shape(b)
+        else np.sum(a * b)
+    )
+
+
+rule("sum_of_products", [(4, 4), (4, 4)], BOTH, _vdot)(
+    lambda x, y: reductions.reduce_sum(x * y)
+)
+rule("sum_of_squares", [(4, 4)], BOTH, lambda x: _vdot(x, x))(
+    lambda x: reductions.reduce_sum(x * x)
+)
+rule("sum_of_square_op", [(4, 4)], BOTH, lambda x: _vdot(x, x))(
+    lambda x: reductions.reduce_sum(ew.square(x))
+)
+rule("mean_of_squares", [(4, 4)], BOTH, lambda x: _vdot(x, x) / np.size(x))(
+    lambda x: reductions.reduce_mean(x * x)
+)
+rule("mean_of_square_op", [(4, 4)], BOTH, lambda x: _vdot(x, x) / np.size(x))(
+    lambda x: reductions.reduce_mean(ew.square(x))
+)
+
+
+def _squared_distance(a, b):
+    difference = np.subtract(a, b)
+    return _vdot(difference, difference)
+
+
+rule("squared_distance", [(4, 4), (4, 4)], BOTH, _squared_distance)(
+    lambda a, b: reductions.reduce_sum(ew.square(a - b))
+)
+rule("squared_distance_product", [(4, 4), (4, 4)], BOTH, _squared_distance)(
+    lambda a, b: reductions.reduce_sum((a - b) * (a - b))
+)
+rule("mean_squared_error", [(4, 4), (4, 4)], BOTH,
+     lambda a, b: _squared_distance(a, b) / np.size(a))(
+    lambda a, b: reductions.reduce_mean(ew.square(a - b))
+)  # fmt: skip
+
+
+# --- softmax family along the last axis: out= sequences ---
+
+
+def _softmax(x):
+    out = x - np.max(x, axis=-1, keepdims=True)
+    np.exp(out, out=out)
+    out /= np.sum(out, axis=-1, keepdims=True)
+    return out
+
+
+def _log_softmax(x):
+    out = x - np.max(x, axis=-1, keepdims=True)
+    out -= np.log(np.sum(np.exp(out), axis=-1, keepdims=True))
+    return out
+
+
+def _logsumexp(x):
+    peak = np.max(x, axis=-1, keepdims=True)
+    return (np.log(np.sum(np.exp(x - peak), axis=-1, keepdims=True)) + peak)[..., 0]
+
+
+def _softmax_patterns(axis):
+    def shifted_exp(x):
+        return ew.exp(x - reductions.reduce_max(x, axis, True))
+
+    return {
+        "softmax": lambda x: (
+            shifted_exp(x) / reductions.reduce_sum(shifted_exp(x), axis, True)
+        ),
+        "log_softmax": lambda x: (
+            x
+            - reductions.reduce_max(x, axis, True)
+            - ew.log(reductions.reduce_sum(shifted_exp(x), axis, True))
+        ),
+        "logsumexp": lambda x: (
+            ew.log(reductions.reduce_sum(shifted_exp(x), axis))
+            + reductions.reduce_max(x, axis)
+        ),
+        "softmax_backward": lambda s, dy: (
+            s * (dy - reductions.reduce_sum(dy * s, axis, True))
+        ),
+        "log_softmax_backward": lambda y, dy: (
+            dy - ew.exp(y) * reductions.reduce_sum(dy, axis, True)
+        ),
+    }
+
+
+_SOFTMAX_IMPLEMENTATIONS = {
+    "softmax": (_softmax, ROWS, BOTH),
+    "log_softmax": (_log_softmax, ROWS, BOTH),
+    "logsumexp": (_logsumexp, ROWS, BOTH),
+    "softmax_backward": (
+        lambda s, dy: s * (dy - np.sum(dy * s, axis=-1, keepdims=True)),
+        [(4, 6), (4, 6)],
+        BACKWARD,
+    ),
+    "log_softmax_backward": (
+        lambda y, dy: dy - np.exp(y) * np.sum(dy, axis=-1, keepdims=True),
+        [(4, 6), (4, 6)],
+        BACKWARD,
+    ),
+}
+for axis, suffix in ((-1, "last_axis"), (1, "axis1")):
+    for kind, pattern in _softmax_patterns(axis).items():
+        implementation, shapes, applies = _SOFTMAX_IMPLEMENTATIONS[kind]
+        rule(f"{kind}_{suffix}", shapes, applies, implementation)(pattern)
+
+
+def _cross_entropy(z, labels):
+    return -np.mean(np.sum(labels * _log_softmax(z), axis=-1))
+
+
+rule("cross_entropy_from_logits", [(4, 6), (4, 6)], FORWARD, _cross_entropy)(
+    lambda z, labels: (
+        -reductions.reduce_mean(
+            reductions.reduce_sum(labels * nn.log_softmax(z, -1), -1)
+        )
+    )
+)
+
+
+def _layer_norm(x, eps):
+    centred = x - np.mean(x, axis=-1, keepdims=True)
+    variance = np.mean(centred * centred, axis=-1, keepdims=True)
+    variance += eps
+    np.sqrt(variance, out=variance)
+    centred /= variance
+    return centred
+
+
+rule("layer_norm", [(4, 6), ()], FORWARD, _layer_norm)(
+    lambda x, eps: (
+        (x - reductions.reduce_mean(x, -1, True))
+        / ew.sqrt(
+            reductions.reduce_mean(
+                ew.square(x - reductions.reduce_mean(x, -1, True)), -1, True
+            )
+            + eps
+        )
+    )
+)
+
+# --- elementwise chains: generated kernels ---
+
+E = [(4, 4)]
+rule("mul_add", E * 3)(lambda a, b, c: a * b + c)
+rule("add_mul", E * 3)(lambda a, b, c: (a + b) * c)
+rule("sub_mul", E * 3)(lambda a, b, c: (a - b) * c)
+rule("mul_sub", E * 3)(lambda a, b, c: a * b - c)
+rule("axpby", E * 4)(lambda a, x, b, y: a * x + b * y)
+rule("mul3", E * 3)(lambda a, b, c: a * b * c)
+rule("add3", E * 3)(lambda a, b, c: a + b + c)
+rule("div_add", E * 3)(lambda a, b, c: a / (b + c))
+rule("square_difference", E * 2)(lambda a, b: ew.square(a - b))
+rule("product_of_difference", E * 2)(lambda a, b: (a - b) * (a - b))
+rule("abs_difference", E * 2)(lambda a, b: ew.abs(a - b))
+rule("polynomial2", E * 4)(lambda a, x, b, c: a * x * x + b * x + c)
+rule("tanh_of_affine", E * 3)(lambda x, a, b: ew.tanh(x * a + b))
+rule("tanh_of_sum", E * 2)(lambda x, b: ew.tanh(x + b))
+rule("sigmoid_of_sum", E * 2)(lambda x, b: ew.sigmoid(x + b))
+rule("relu_of_sum", E * 2)(lambda x, b: ew.relu(x + b))
+rule("exp_of_negative", E)(lambda x: ew.exp(-x))
+rule("exp_of_difference", E * 2)(lambda x, m: ew.exp(x - m))
+rule("scaled_exp", E * 2)(lambda x, s: s * ew.exp(x))
+rule("softplus_stable", E)(lambda x: ew.log1p(ew.exp(-ew.abs(x))) + ew.maximum(x, 0.0))
+rule("relu_backward", E * 2, BACKWARD)(lambda x, dy: ew.where(x > 0, dy, 0.0))
+rule("relu_mask_multiply", E * 2, BACKWARD)(lambda x, dy: dy * (x > 0))
+rule("leaky_relu_backward", E * 3, BACKWARD)(
+    lambda x, dy, slope: ew.where(x > 0, dy, dy * slope)
+)
+rule("tanh_backward", E * 2, BACKWARD)(lambda y, dy: dy * (1 - y * y))
+rule("sigmoid_backward", E * 2, BACKWARD)(lambda y, dy: dy * y * (1 - y))
+rule("log_backward", E * 2, BACKWARD)(lambda x, dy: dy / x)
+rule("sqrt_backward", E * 2, BACKWARD)(lambda y, dy: dy / (2 * y))
+rule("sin_backward", E * 2, BACKWARD)(lambda x, dy: dy * ew.cos(x))
+rule("cos_backward", E * 2, BACKWARD)(lambda x, dy: -dy * ew.sin(x))
+rule("square_backward", E * 2, BACKWARD)(lambda x, dy: dy * 2 * x)
+rule("elu_backward", E * 3, BACKWARD)(
+    lambda x, dy, y: ew.where(x > 0, dy, dy * (y + 1.0))
+)
+rule("clip_backward", E * 3, BACKWARD)(lambda x, y, dy: ew.where(y == x, dy, 0.0))
+rule("pow_backward", E * 3, BACKWARD)(lambda a, b, dy: dy * b * a ** (b - 1))
+rule("quotient_backward", E * 3, BACKWARD)(lambda y, b, dy: -dy * y / b)
+rule("gelu", E)(
+    lambda x: 0.5 * x * (1 + ew.tanh(GELU_SCALE * (x + GELU_CUBIC * x * x * x)))
+)

@@ -1,0 +1,188 @@
+"""Fusion rules: a pattern (a Python function of ppto operators) and a fused
+implementation that computes the same thing faster.
+
+``@ppto.fusion_rule(pattern)`` registers a user's implementation after checking it
+against the pattern on random inputs; one that disagrees beyond the tolerance is
+refused. Built-in rules are registered the same way. An elementwise pattern needs no
+implementation: its kernel is generated from the pattern itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ppto.errors import PptoError
+from ppto.fusion.kernels import ELEMENTWISE, TERNARY, ElementwiseKernel, Node
+from ppto.symbolic import Operator, Symbol, symbol
+
+
+class FusionError(PptoError):
+    """A fusion rule that is malformed or whose implementation is wrong."""
+
+
+@dataclass
+class FusionRule:
+    """One pattern and its fused implementation (see the module docstring)."""
+
+    name: str
+    pattern: Callable
+    implementation: Callable
+    template: Any  # the pattern applied to symbols: an Operator tree
+    parameters: tuple
+    applies: str = "forward and backward"
+    builtin: bool = False
+    kind: str = "elementwise"
+    notes: str = field(default="", repr=False)
+
+    @property
+    def kernel_name(self) -> str:
+        return f"__fused_{self.name}"
+
+    def size(self) -> int:
+        return _size(self.template)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.template!r}  ({self.kind}; {self.applies})"
+
+
+RULES: list[FusionRule] = []
+
+
+def _size(node) -> int:
+    if isinstance(node, Operator):
+        return 1 + sum(_size(argument) for argument in node.args)
+    return 0
+
+
+def template_of(pattern: Callable, parameters: Sequence[str]):
+    """The pattern evaluated on symbols: the tree the matcher looks for."""
+    symbols = [symbol(name) for name in parameters]
+    tree = pattern(*symbols)
+    if not isinstance(tree, Operator):
+        raise FusionError(
+            f"fusion pattern {pattern.__name__} must return an operator "
+            "expression of its arguments"
+        )
+    return tree
+
+
+def elementwise_tree(template, parameters) -> Node | None:
+    """The kernel tree of a purely elementwise template, else None."""
+    if isinstance(template, Symbol):
+        return Node(leaf=list(parameters).index(template.name))
+    if isinstance(template, (int, float)):
+        return Node(value=template)
+    if not isinstance(template, Operator):
+        return None
+    name = template.op.name
+    if name not in ELEMENTWISE and name not in TERNARY and name not in ALIASES:
+        return None
+    children = [elementwise_tree(argument, parameters) for argument in template.args]
+    if any(child is None for child in children):
+        return None
+    return ALIASES[name](children) if name in ALIASES else Node(name, children)
+
+
+ALIASES = {
+    "relu": lambda c: Node("maximum", [c[0], Node(value=0.0)]),
+    "sigmoid": lambda c: Node("div", [Node(value=1.0), Node("add", [
+        Node(value=1.0), Node("exp", [Node("neg", [c[0]])])])]),
+}  # fmt: skip
+
+
+def _random_inputs(shapes, rng):
+    return [rng.uniform(0.5, 1.5, shape) for shape in shapes]
+
+
+def verify(rule: FusionRule, shapes: Sequence[tuple], rtol: float = 1e-7) -> float:
+    """Largest relative difference between the implementation and the pattern."""
+    from ppto.runtime.tensor import Tensor, tensor
+
+    rng = np.random.default_rng(0)
+    inputs = _random_inputs(shapes, rng)
+    expected = rule.pattern(*[tensor(x) for x in inputs])
+    expected = np.asarray(
+        expected.numpy() if isinstance(expected, Tensor) else expected
+    )
+    actual = np.asarray(rule.implementation(*inputs))
+    if actual.shape != expected.shape:
+        raise FusionError(
+            f"fusion rule {rule.name}: implementation returns shape "
+            f"{actual.shape}, the pattern {expected.shape}"
+        )
+    scale = max(1e-300, float(np.max(np.abs(expected))))
+    error = float(np.max(np.abs(actual - expected))) / scale
+    if not error <= rtol:
+        raise FusionError(
+            f"fusion rule {rule.name} refused: its implementation differs "
+            f"from the pattern by {error:.3g} (relative), more than {rtol}"
+        )
+    return error
+
+
+def register(pattern: Callable, implementation: Callable | None, *, name: str,
+             shapes: Sequence[tuple] | None, applies: str, builtin: bool,
+             kind: str = "") -> FusionRule:  # fmt: skip
+    import inspect
+
+    parameters = tuple(inspect.signature(pattern).parameters)
+    template = template_of(pattern, parameters)
+    tree = elementwise_tree(template, parameters)
+    if implementation is None:
+        if tree is None:
+            raise FusionError(
+                f"fusion rule {name} is not elementwise, so it needs an implementation"
+            )
+        implementation = ElementwiseKernel(f"__fused_{name}", tree, len(parameters))
+    rule = FusionRule(
+        name,
+        pattern,
+        implementation,
+        template,
+        parameters,
+        applies,
+        builtin,
+        kind or ("elementwise" if tree is not None else "composite"),
+    )
+    verify(rule, shapes or [(4, 4)] * len(parameters))
+    if any(existing.name == name for existing in RULES):
+        raise FusionError(f"a fusion rule named {name!r} already exists")
+    RULES.append(rule)
+    return rule
+
+
+def fusion_rule(pattern: Callable, *, name: str | None = None,
+                shapes: Sequence[tuple] | None = None,
+                applies: str = "forward and backward") -> Callable:  # fmt: skip
+    """Register a fused implementation of ``pattern`` (checked on random inputs).
+
+    >>> def pattern(A, B, b):
+    ...     return ppto.relu(ppto.dot(A, B) + b)
+    >>> shapes = [(4, 3), (3, 5), (5,)]
+    >>> @ppto.fusion_rule(pattern, name="my_matmul_bias_relu", shapes=shapes)
+    ... def fused(A, B, b):
+    ...     out = A @ B
+    ...     out += b
+    ...     return np.maximum(out, 0, out=out)
+    """
+
+    def decorate(implementation: Callable) -> FusionRule:
+        return register(
+            pattern,
+            implementation,
+            name=name or implementation.__name__,
+            shapes=shapes,
+            applies=applies,
+            builtin=False,
+        )
+
+    return decorate
+
+
+def fusion_rules() -> list[FusionRule]:
+    """Every fusion rule, built-in and registered, largest patterns first."""
+    return sorted(RULES, key=lambda rule: -rule.size())

@@ -1,0 +1,370 @@
+"""Fusion: a rewrite of generated code, the same for forward and backward passes.
+
+Each fusion rule's pattern is matched against the data flow of the generated
+statements: an assignment's expression, and the single-purpose temporaries it reads
+(values that no other statement reads, defined earlier in the same block with nothing
+in between changing their inputs). A match replaces the expression with a call of the
+rule's fused kernel (``__fused_<name>``) and drops the temporaries it absorbed. What
+remains of chains of elementwise operators (three or more) becomes a generated
+elementwise kernel. An intermediate another statement still reads is never fused away.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+import gast
+
+from ppto.fusion.kernels import ELEMENTWISE, TERNARY, ElementwiseKernel, Node
+from ppto.fusion.registry import ALIASES, fusion_rules
+from ppto.ops.primitive import OperatorDef
+from ppto.symbolic import Operator, Symbol
+from ppto.transform.normalize import BINARY_OPERATORS
+
+_UNARY = {gast.USub: "neg"}
+
+
+class Decoded:
+    """An expression seen as an operator application."""
+
+    def __init__(self, op, inputs, params):
+        self.op = op
+        self.inputs = inputs
+        self.params = params
+
+
+class Fuser:
+    """Fuses one generated function (see the module docstring)."""
+
+    def __init__(self, namespace: dict, kernels: dict) -> None:
+        self.namespace = namespace
+        self.kernels = kernels  # kernel name -> kernel object
+        self.loads: dict[str, int] = {}
+        self.stores: dict[str, int] = {}
+
+    def function(self, definition: gast.FunctionDef) -> gast.FunctionDef:
+        definition = copy.deepcopy(definition)
+        for node in gast.walk(definition):
+            if isinstance(node, gast.Name):
+                table = self.loads if isinstance(node.ctx, gast.Load) else self.stores
+                table[node.id] = table.get(node.id, 0) + 1
+        definition.body = self.block(definition.body)
+        return definition
+
+    def block(self, body: list) -> list:
+        for statement in body:
+            for field in ("body", "orelse"):
+                inner = getattr(statement, field, None)
+                if (
+                    isinstance(inner, list)
+                    and inner
+                    and not isinstance(statement, gast.FunctionDef)
+                ):
+                    setattr(statement, field, self.block(inner))
+        out = list(body)
+        position = len(out) - 1
+        while position >= 0:  # from the last statement: larger patterns first
+            statement = out[position]
+            if _simple_assignment(statement):
+                consumed = self.fuse(statement, out[:position])
+                for index in sorted(consumed, reverse=True):
+                    del out[index]
+                position -= len(consumed)
+            position -= 1
+        return out
+
+    # --- decoding --------------------------------------------------------------------
+
+    def decode(self, expression):
+        if isinstance(expression, gast.BinOp):
+            op = BINARY_OPERATORS.get(type(expression.op))
+            if op is not None:
+                return Decoded(op, [expression.left, expression.right], {})
+        if isinstance(expression, gast.UnaryOp) and type(expression.op) in _UNARY:
+            from ppto.ops.elementwise import neg
+
+            return Decoded(neg, [expression.operand], {})
+        if isinstance(expression, gast.Call) and isinstance(expression.func, gast.Name):
+            op = self.namespace.get(expression.func.id)
+            if isinstance(op, OperatorDef) and hasattr(op, "input_names"):
+                arity = len(op.input_names)
+                if len(expression.args) < arity:
+                    return None
+                params = dict(getattr(op, "defaults", {}))
+                names = list(getattr(op, "param_names", ()))
+                for name, value in zip(names, expression.args[arity:]):
+                    params[name] = value
+                for keyword in expression.keywords:
+                    params[keyword.arg] = keyword.value
+                return Decoded(op, list(expression.args[:arity]), params)
+        return None
+
+    # --- matching named rules --------------------------------------------------------
+
+    def fuse(self, statement, before: list) -> list:
+        definitions = _definitions(before)
+        for rule in fusion_rules():
+            if rule.size() < 2:
+                continue  # a single operator is already one kernel
+            match = _Match(self, definitions, before)
+            if match.node(rule.template, statement.value) and match.complete():
+                arguments = [match.bindings[name] for name in rule.parameters]
+                label = rule.kernel_name
+                self.kernels[label] = rule.implementation
+                statement.value = gast.Call(
+                    gast.Name(label, gast.Load(), None, None),
+                    [copy.deepcopy(a) for a in arguments],
+                    [],
+                )
+                return sorted(match.consumed)
+        return self.elementwise(statement, before, definitions)
+
+    # --- generic elementwise chains ---------------------------------------------------
+
+    def elementwise(self, statement, before, definitions) -> list:
+        leaves: list = []
+        consumed: set = set()
+        tree = self.tree(statement.value, before, definitions, leaves, consumed)
+        if tree is None or tree.count() < 3:
+            return []
+        name = f"__fused_chain_{'_'.join(_op_names(tree))}"  # apart from named rules
+        label = name
+        number = 1
+        while label in self.kernels and getattr(
+            self.kernels[label], "signature", None
+        ) != (_signature(tree)):
+            number += 1
+            label = f"{name}_{number}"
+        if label not in self.kernels:
+            kernel = ElementwiseKernel(label, tree, len(leaves))
+            kernel.signature = _signature(tree)
+            self.kernels[label] = kernel
+        statement.value = gast.Call(
+            gast.Name(label, gast.Load(), None, None),
+            [copy.deepcopy(leaf) for leaf in leaves],
+            [],
+        )
+        return sorted(consumed)
+
+    def tree(self, expression, before, definitions, leaves, consumed):
+        if isinstance(expression, gast.Constant) and isinstance(
+            expression.value, (int, float)
+        ):
+            return Node(value=expression.value)
+        decoded = self.decode(expression)
+        name = decoded.op.name if decoded is not None else None
+        if (
+            decoded is None
+            or decoded.params
+            or (name not in ELEMENTWISE and name not in TERNARY and name not in ALIASES)
+        ):
+            inner = self.absorbable(expression, before, definitions)
+            if inner is not None:
+                position, value = inner
+                trial_leaves, trial_consumed = list(leaves), set(consumed)
+                subtree = self.tree(
+                    value,
+                    before[:position],
+                    _definitions(before[:position]),
+                    trial_leaves,
+                    trial_consumed,
+                )
+                if subtree is not None and subtree.op is not None:
+                    leaves[:] = trial_leaves
+                    consumed |= trial_consumed | {position}
+                    return subtree
+            return _leaf(expression, leaves)
+        children = []
+        for argument in decoded.inputs:
+            child = self.tree(argument, before, definitions, leaves, consumed)
+            if child is None:
+                return None
+            children.append(child)
+        return ALIASES[name](children) if name in ALIASES else Node(name, children)
+
+    def absorbable(self, expression, before, definitions):
+        """``(position, value)`` of a temporary's definition that may be inlined."""
+        if not isinstance(expression, gast.Name):
+            return None
+        name = expression.id
+        position = definitions.get(name)
+        if position is None or self.loads.get(name) != 1 or self.stores.get(name) != 1:
+            return None
+        value = before[position].value
+        reads = _loads(value)
+        for later in before[position + 1 :]:
+            if _stores(later) & reads:
+                return None
+        return position, value
+
+
+class _Match:
+    """Matches one template against code, absorbing temporaries it fully uses."""
+
+    def __init__(self, fuser: Fuser, definitions: dict, before: list) -> None:
+        self.fuser = fuser
+        self.definitions = definitions
+        self.before = before
+        self.bindings: dict = {}
+        self.consumed: set = set()
+        self.uses: dict[str, int] = {}
+        self.shared: dict = {}
+
+    def node(self, template, expression) -> bool:
+        if isinstance(template, Symbol):
+            key = template.name
+            if key in self.bindings:
+                return ast.dump(gast.gast_to_ast(self.bindings[key])) == ast.dump(
+                    gast.gast_to_ast(expression)
+                )
+            self.bindings[key] = expression
+            return True
+        if isinstance(template, (int, float)):
+            return (
+                isinstance(expression, gast.Constant) and expression.value == template
+            )
+        if not isinstance(template, Operator):
+            return False
+        if id(template) in self.shared:  # a value the pattern uses more than once
+            return (
+                isinstance(expression, gast.Name)
+                and expression.id == self.shared[id(template)]
+            )
+        decoded = self.fuser.decode(expression)
+        if decoded is None and isinstance(expression, gast.Name):
+            position = self.definitions.get(expression.id)
+            if position is None:
+                return False
+            self.uses[expression.id] = self.uses.get(expression.id, 0) + 1
+            if expression.id in {
+                n for n, p in self.definitions.items() if p in self.consumed
+            }:
+                return False
+            self.consumed.add(position)
+            matched = self.node(template, self.before[position].value)
+            if matched:
+                self.shared[id(template)] = expression.id
+            return matched
+        if decoded is None or decoded.op is not template.op:
+            return False
+        if len(decoded.inputs) != len(template.args):
+            return False
+        for name, value in template.params.items():
+            code = decoded.params.get(name)
+            if isinstance(value, Symbol):
+                if not self.node(
+                    value,
+                    code if hasattr(code, "_fields") else gast.Constant(code, None),
+                ):
+                    return False
+            elif _literal(code) != value:
+                return False
+        return all(self.node(t, e) for t, e in zip(template.args, decoded.inputs))
+
+    def complete(self) -> bool:
+        """Absorbed temporaries must be read only inside the match."""
+        for name, count in self.uses.items():
+            if self.fuser.loads.get(name) != count or self.fuser.stores.get(name) != 1:
+                return False
+        return True
+
+
+def _literal(node):
+    if not hasattr(node, "_fields"):
+        return node
+    try:
+        return ast.literal_eval(gast.gast_to_ast(node))
+    except ValueError:
+        return object()
+
+
+def _simple_assignment(statement) -> bool:
+    return (
+        isinstance(statement, gast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], gast.Name)
+    )
+
+
+def _definitions(block: list) -> dict:
+    found = {}
+    for position, statement in enumerate(block):
+        if _simple_assignment(statement):
+            found[statement.targets[0].id] = position
+    return found
+
+
+def _loads(node) -> set:
+    return {
+        n.id
+        for n in gast.walk(node)
+        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)
+    }
+
+
+def _stores(node) -> set:
+    return {
+        n.id
+        for n in gast.walk(node)
+        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)
+    }
+
+
+def _leaf(expression, leaves: list) -> Node:
+    text = ast.dump(gast.gast_to_ast(expression))
+    for index, existing in enumerate(leaves):
+        if ast.dump(gast.gast_to_ast(existing)) == text:
+            return Node(leaf=index)
+    leaves.append(expression)
+    return Node(leaf=len(leaves) - 1)
+
+
+def _op_names(tree: Node) -> list:
+    names = []
+
+    def walk(node):
+        for child in node.children:
+            walk(child)
+        if node.op and node.op not in names:
+            names.append(node.op)
+
+    walk(tree)
+    return names[:4]
+
+
+def _signature(tree: Node) -> str:
+    if tree.leaf is not None:
+        return f"a{tree.leaf}"
+    if tree.op is None:
+        return repr(tree.value)
+    return f"{tree.op}({','.join(_signature(c) for c in tree.children)})"
+
+
+def fuse_program(functions: list, namespace: dict) -> tuple[list, dict]:
+    """The functions with fused kernels, and the kernels by name."""
+    kernels: dict = {}
+    fused = []
+    for definition in functions:
+        fuser = Fuser(namespace, kernels)
+        fused.append(fuser.function(definition))
+    return fused, kernels
+
+
+def count_operators(functions: list, namespace: dict) -> int:
+    """Operator applications in generated functions (fused kernels count as one)."""
+    fuser = Fuser(namespace, {})
+    total = 0
+    for definition in functions:
+        for node in gast.walk(definition):
+            if isinstance(node, (gast.BinOp, gast.UnaryOp)) and fuser.decode(node):
+                total += 1
+            elif (
+                isinstance(node, gast.Call)
+                and isinstance(node.func, gast.Name)
+                and (
+                    fuser.decode(node) is not None or node.func.id.startswith("__fused")
+                )
+            ):
+                total += 1
+    return total
