@@ -78,15 +78,20 @@ class Node:
         )
         return spelling is not None and all(c.arithmetic_only() for c in self.children)
 
-    def numexpr(self, names) -> str:
+    def numexpr(self, names, constants: list) -> str:
+        """The numexpr spelling; constants become named values (``c0``, ...) so that
+        they take the arrays' dtype instead of promoting float32 to float64."""
         if self.leaf is not None:
             return names[self.leaf]
         if self.op is None:
-            return repr(float(self.value))
+            constants.append(self.value)
+            return f"c{len(constants) - 1}"
         spelling = (
             ELEMENTWISE[self.op][1] if self.op in ELEMENTWISE else TERNARY[self.op][1]
         )
-        return spelling.format(*(child.numexpr(names) for child in self.children))
+        return spelling.format(
+            *(child.numexpr(names, constants) for child in self.children)
+        )
 
     def numpy(self, names) -> str:
         if self.leaf is not None:
@@ -112,7 +117,10 @@ class ElementwiseKernel:
         scope: dict = {}
         exec(compile(source, f"<ppto fused kernel {name}>", "exec"), {"np": np}, scope)
         self.small = scope[name]
-        self.expression = tree.numexpr(names) if tree.arithmetic_only() else None
+        self.constants: list = []
+        self.expression = (
+            tree.numexpr(names, self.constants) if tree.arithmetic_only() else None
+        )
         self.names = names
 
     def __call__(self, *arrays):
@@ -128,6 +136,8 @@ class ElementwiseKernel:
                 local[name] = (
                     value if isinstance(value, np.ndarray) else dtype.type(value)
                 )
+            for number, value in enumerate(self.constants):
+                local[f"c{number}"] = dtype.type(value)
             return numexpr.evaluate(self.expression, local_dict=local)
         return self.in_place(arrays)
 

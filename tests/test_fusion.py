@@ -1,0 +1,150 @@
+"""Fusion: every built-in rule agrees with its pattern, user rules are checked on
+registration, fused code is what runs and gives the same gradients as unfused code."""
+
+import io
+
+import numpy as np
+import pytest
+
+import ppto
+from ppto.fusion.kernels import LARGE, ElementwiseKernel, Node
+
+RULES = ppto.fusion_rules()
+
+
+def test_there_are_more_than_fifty_rules_each_described():
+    assert len(RULES) >= 50
+    names = [rule.name for rule in RULES]
+    assert len(set(names)) == len(names)
+    for rule in RULES:
+        assert rule.applies in ("forward", "backward", "forward and backward")
+        assert rule.kernel_name == f"__fused_{rule.name}"
+        assert "(" in repr(rule.template)  # the pattern, as operators
+    wanted = {"matmul_bias", "matmul_relu", "matmul_bias_relu", "matmul_bias_tanh",
+              "matmul_bias_sigmoid", "matmul_bias_gelu", "sum_of_products",
+              "mean_of_squares", "softmax_last_axis", "log_softmax_last_axis",
+              "logsumexp_last_axis", "cross_entropy_from_logits", "layer_norm",
+              "relu_backward", "tanh_backward", "sigmoid_backward",
+              "softmax_backward_last_axis"}  # fmt: skip
+    assert wanted <= set(names)
+
+
+def _inputs(rule, rng, dtype):
+    shapes = {
+        "matmul": [(5, 4), (4, 3), (3,)],
+        "softmax": [(3, 7), (3, 7)],
+        "log_softmax": [(3, 7), (3, 7)],
+        "logsumexp": [(3, 7)],
+        "cross": [(3, 7), (3, 7)],
+        "layer": [(3, 7), ()],
+    }
+    prefix = next((key for key in shapes if rule.name.startswith(key)), None)
+    chosen = shapes[prefix] if prefix else [(6, 5)] * len(rule.parameters)
+    if rule.name == "matmul_add":
+        chosen = [(5, 4), (4, 3), (5, 3)]
+    if rule.name == "matmul_scale":
+        chosen = [(5, 4), (4, 3), ()]
+    chosen = chosen[: len(rule.parameters)]
+    return [rng.uniform(0.5, 1.5, shape).astype(dtype) for shape in chosen]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("rule", RULES, ids=[rule.name for rule in RULES])
+def test_builtin_rule_equals_its_pattern(rule, dtype):
+    rng = np.random.default_rng(11)
+    inputs = _inputs(rule, rng, dtype)
+    expected = np.asarray(rule.pattern(*[ppto.tensor(x) for x in inputs]))
+    actual = np.asarray(rule.implementation(*inputs))
+    assert actual.shape == expected.shape
+    tolerance = 1e-12 if dtype == "float64" else 2e-5
+    np.testing.assert_allclose(actual, expected, rtol=tolerance, atol=tolerance)
+
+
+def test_large_kernels_equal_small_ones():
+    # (a + b) * tanh(a) - a / b: numexpr cannot do tanh, so the out= sequence runs
+    a, b = Node(leaf=0), Node(leaf=1)
+    product = Node("mul", [Node("add", [a, b]), Node("tanh", [a])])
+    tree = Node("sub", [product, Node("div", [a, b])])
+    arithmetic = Node(
+        "add", [Node("mul", [Node(leaf=0), Node(leaf=1)]), Node(value=2.0)]
+    )
+    rng = np.random.default_rng(0)
+    x, y = rng.uniform(0.5, 1.5, (2, LARGE + 3))
+    for node in (tree, arithmetic):
+        kernel = ElementwiseKernel("__fused_test", node, 2)
+        np.testing.assert_allclose(kernel(x, y), kernel.small(x, y), rtol=1e-13)
+    float32 = ElementwiseKernel("__fused_test32", arithmetic, 2)
+    assert float32(x.astype("float32"), y.astype("float32")).dtype == np.float32
+
+
+def test_a_wrong_user_rule_is_refused():
+    def pattern(x, y):
+        return ppto.exp(x) * y
+
+    with pytest.raises(ppto.FusionError, match="exp_times_wrong refused"):
+
+        @ppto.fusion_rule(pattern, name="exp_times_wrong")
+        def wrong(x, y):
+            return np.exp(x) + y
+
+    assert "exp_times_wrong" not in [rule.name for rule in ppto.fusion_rules()]
+
+
+def scaled_softsign(x, y):
+    return np.sum(x / (1.0 + np.abs(x)) * y)
+
+
+def test_a_user_rule_is_used_by_generated_code_and_keeps_gradients_right():
+    def pattern(x):
+        return x / (1.0 + ppto.abs(x))
+
+    @ppto.fusion_rule(pattern, name="softsign")
+    def softsign(x):
+        return x / (1.0 + np.abs(x))
+
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal(8), rng.standard_normal(8)
+    shown = ppto.show_source(scaled_softsign, x, y, fused=True, file=io.StringIO())
+    assert "__fused_softsign(x)" in shown
+    gradient = np.asarray(ppto.grad(scaled_softsign, wrt=1)(x, y))
+    np.testing.assert_allclose(gradient, x / (1 + np.abs(x)), rtol=1e-13)
+
+
+def mlp(W1, b1, W2, x):
+    h = np.tanh(x @ W1 + b1)
+    return np.sum((h @ W2) ** 2)
+
+
+def chain(x, y, z):
+    return np.sum(np.tanh(x * y + z) * np.exp(-x))
+
+
+def test_show_grad_fused_shows_kernels_and_counts():
+    rng = np.random.default_rng(0)
+    args = (rng.standard_normal((4, 3)), rng.standard_normal(3),
+            rng.standard_normal((3, 2)), rng.standard_normal((5, 4)))  # fmt: skip
+    text = ppto.show_grad(mlp, *args, wrt=(0, 1, 2), fused=True, file=io.StringIO())
+    assert "__fused_matmul_bias_tanh" in text or "__fused_matmul_bias" in text
+    header = text.splitlines()[0]
+    before, after = [int(word) for word in header.split() if word.isdigit()]
+    assert after < before
+    assert ppto.grad(mlp, wrt=(0, 1, 2)).operator_counts(*args) == (before, after)
+
+
+@pytest.mark.parametrize("function, shapes", [
+    (mlp, [(4, 3), (3,), (3, 2), (5, 4)]),
+    (chain, [(LARGE + 5,)] * 3),
+    (chain, [(7,)] * 3),
+])  # fmt: skip
+def test_fused_and_unfused_gradients_agree(function, shapes):
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal(shape) for shape in shapes]
+    wrt = tuple(range(len(args)))
+    fused = ppto.grad(function, wrt=wrt)(*args)
+    previous = ppto.set_precision("strict")  # strict: no fusion
+    try:
+        unfused = ppto.grad(function, wrt=wrt)(*args)
+    finally:
+        ppto.set_precision(previous)
+    for a, b in zip(fused, unfused):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
