@@ -37,13 +37,16 @@ class FusionRule:
     builtin: bool = False
     kind: str = "elementwise"
     notes: str = field(default="", repr=False)
+    _size: int | None = field(default=None, repr=False)
 
     @property
     def kernel_name(self) -> str:
         return f"__fused_{self.name}"
 
     def size(self) -> int:
-        return _size(self.template)
+        if self._size is None:
+            self._size = _size(self.template)
+        return self._size
 
     def __str__(self) -> str:
         return f"{self.name}: {self.template!r}  ({self.kind}; {self.applies})"
@@ -152,6 +155,7 @@ def register(pattern: Callable, implementation: Callable | None, *, name: str,
     if any(existing.name == name for existing in RULES):
         raise FusionError(f"a fusion rule named {name!r} already exists")
     RULES.append(rule)
+    _BY_ROOT.clear()
     return rule
 
 
@@ -186,3 +190,14 @@ def fusion_rule(pattern: Callable, *, name: str | None = None,
 def fusion_rules() -> list[FusionRule]:
     """Every fusion rule, built-in and registered, largest patterns first."""
     return sorted(RULES, key=lambda rule: -rule.size())
+
+
+_BY_ROOT: dict = {}
+
+
+def rules_for(op) -> list[FusionRule]:
+    """The rules whose pattern's outermost operator is ``op``, largest first."""
+    if not _BY_ROOT:
+        for rule in fusion_rules():
+            _BY_ROOT.setdefault(rule.template.op, []).append(rule)
+    return _BY_ROOT.get(op, [])

@@ -4,7 +4,7 @@ and ``unreduce``, which broadcasts a reduced gradient back over the reduced axes
 
 import numpy as np
 
-from ppto.ops.elementwise import exp
+from ppto.ops.elementwise import exp, where
 from ppto.ops.primitive import primitive
 from ppto.ops.rules import shape_helper
 from ppto.ops.shape import cast
@@ -84,9 +84,9 @@ def _extremum_rules(op):
     @op.grad_rule
     def _(x, axis=None, keepdims=False, out=None):
         def backward(dY):
-            hit = cast(x == unreduce(out, x, axis, keepdims), x.dtype)
-            ties = unreduce(reduce_sum(hit, axis, keepdims), x, axis, keepdims)
-            return unreduce(dY, x, axis, keepdims) * hit / ties
+            hit = x == unreduce(out, x, axis, keepdims)
+            share = dY / cast(reduce_sum(hit, axis, keepdims), x.dtype)
+            return where(hit, unreduce(share, x, axis, keepdims), 0)
 
         return backward
 

@@ -9,8 +9,6 @@ and only a zero that cannot be simplified away becomes ``zeros_like(...)``.
 
 from __future__ import annotations
 
-import copy
-
 import gast
 import numpy as np
 
@@ -18,6 +16,7 @@ from ppto.ops.primitive import OperatorDef, require_rule
 from ppto.transform import ir, lists
 from ppto.transform.inline import inline_tangent, operand_expr
 from ppto.transform.reverse import _pop, _push, _targets, assign, call, name
+from ppto.transform.trees import clone
 
 ZERO = "__zero__"
 
@@ -102,7 +101,7 @@ class TangentGenerator:
             return [assign(self.tangent_name(s.target), _pop(self.tangents[s.source]))]
         if isinstance(s, ir.ListGet) and s.source in self.tangents:
             element = gast.Subscript(
-                name(self.tangents[s.source]), copy.deepcopy(s.index), gast.Load()
+                name(self.tangents[s.source]), clone(s.index), gast.Load()
             )
             return [assign(self.tangent_name(s.target), element)]
         return []
@@ -216,7 +215,7 @@ class TangentGenerator:
                 name(s.target, True), name(s.iterable), body or [gast.Pass()], [], None
             )
         else:
-            loop = gast.While(copy.deepcopy(s.test), body or [gast.Pass()], [])
+            loop = gast.While(clone(s.test), body or [gast.Pass()], [])
         return prelude + [loop]
 
     def call(self, s: ir.CallFunction) -> list:

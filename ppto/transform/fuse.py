@@ -12,15 +12,15 @@ elementwise kernel. An intermediate another statement still reads is never fused
 from __future__ import annotations
 
 import ast
-import copy
 
 import gast
 
 from ppto.fusion.kernels import ELEMENTWISE, TERNARY, ElementwiseKernel, Node
-from ppto.fusion.registry import ALIASES, fusion_rules
+from ppto.fusion.registry import ALIASES, rules_for
 from ppto.ops.primitive import OperatorDef
 from ppto.symbolic import Operator, Symbol
 from ppto.transform.normalize import BINARY_OPERATORS
+from ppto.transform.trees import clone
 
 _UNARY = {gast.USub: "neg"}
 
@@ -44,7 +44,7 @@ class Fuser:
         self.stores: dict[str, int] = {}
 
     def function(self, definition: gast.FunctionDef) -> gast.FunctionDef:
-        definition = copy.deepcopy(definition)
+        definition = clone(definition)
         for node in gast.walk(definition):
             if isinstance(node, gast.Name):
                 table = self.loads if isinstance(node.ctx, gast.Load) else self.stores
@@ -104,7 +104,8 @@ class Fuser:
 
     def fuse(self, statement, before: list) -> list:
         definitions = _definitions(before)
-        for rule in fusion_rules():
+        root = self.decode(statement.value)
+        for rule in rules_for(root.op) if root is not None else ():
             if rule.size() < 2:
                 continue  # a single operator is already one kernel
             match = _Match(self, definitions, before)
@@ -114,7 +115,7 @@ class Fuser:
                 self.kernels[label] = rule.implementation
                 statement.value = gast.Call(
                     gast.Name(label, gast.Load(), None, None),
-                    [copy.deepcopy(a) for a in arguments],
+                    [clone(a) for a in arguments],
                     [],
                 )
                 return sorted(match.consumed)
@@ -142,7 +143,7 @@ class Fuser:
             self.kernels[label] = kernel
         statement.value = gast.Call(
             gast.Name(label, gast.Load(), None, None),
-            [copy.deepcopy(leaf) for leaf in leaves],
+            [clone(leaf) for leaf in leaves],
             [],
         )
         return sorted(consumed)

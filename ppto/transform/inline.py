@@ -7,7 +7,6 @@ input (``None`` where the input needs none).
 
 from __future__ import annotations
 
-import copy
 from functools import cache
 
 import gast
@@ -15,6 +14,7 @@ import gast
 from ppto.transform import ir
 from ppto.transform.names import Namer
 from ppto.transform.optimize import fold_constants
+from ppto.transform.trees import clone
 
 
 @cache
@@ -36,7 +36,7 @@ def operand_expr(operand) -> gast.expr:
     if isinstance(operand, ir.Const):
         return gast.Constant(operand.value, None)
     if isinstance(operand, ir.Verbatim):
-        return copy.deepcopy(operand.expr)
+        return clone(operand.expr)
     if isinstance(operand, list):
         return gast.List([operand_expr(item) for item in operand], gast.Load())
     raise TypeError(operand)
@@ -57,7 +57,7 @@ class _Substitute(gast.NodeTransformer):
             replacement = self.bindings[node.id]
             if isinstance(replacement, str):
                 return gast.Name(replacement, node.ctx, None, None)
-            return copy.deepcopy(replacement)
+            return clone(replacement)
         if isinstance(node.ctx, gast.Load):
             return self.resolve_global(node) or node
         return node
@@ -159,11 +159,11 @@ def _instantiate(
         elif name in arguments:
             bindings[name] = operand_expr(arguments[name])
         elif name in statement.params:
-            bindings[name] = copy.deepcopy(statement.params[name])
+            bindings[name] = clone(statement.params[name])
         elif argument is not None:
             bindings[name] = _default_of(outer, name)
     bindings.update(inner_bindings)
-    body = [copy.deepcopy(node) for node in prelude + inner.body]
+    body = [clone(node) for node in prelude + inner.body]
     for name in sorted(_local_names(body)):
         bindings[name] = namer.fresh(name)
     substitute = _Substitute(bindings, resolve_global, ranks)

@@ -10,7 +10,6 @@ user functions get wrappers that return raw arrays. Nothing dispatches per opera
 
 from __future__ import annotations
 
-import copy
 import inspect
 import textwrap
 from functools import cache
@@ -22,6 +21,7 @@ from ppto.ops.primitive import OperatorDef, Primitive
 from ppto.runtime.backends import Backend
 from ppto.runtime.tensor import Tensor
 from ppto.transform.emit import compile_source, render_function
+from ppto.transform.trees import clone
 
 
 @cache
@@ -77,7 +77,7 @@ class Lowering(gast.NodeTransformer):
         self.locals: set[str] = set()
 
     def function(self, definition):
-        definition = copy.deepcopy(definition)
+        definition = clone(definition)
         self.locals = {
             node.id for node in gast.walk(definition) if isinstance(node, gast.Name)
         } | {argument.id for argument in definition.args.args}
@@ -164,7 +164,7 @@ class Lowering(gast.NodeTransformer):
         if found is None:
             return None
         parameters, _, expression = found
-        expression = copy.deepcopy(expression)
+        expression = clone(expression)
         uses: dict[str, int] = {}
         for node in gast.walk(expression):
             if isinstance(node, gast.Name):
@@ -190,7 +190,7 @@ class Lowering(gast.NodeTransformer):
                 if node.id == parameters[0]:
                     return gast.Name("xp", gast.Load(), None, None)
                 if node.id in arguments and node.id in parameters:
-                    return copy.deepcopy(arguments[node.id])
+                    return clone(arguments[node.id])
                 if node.id in renames:
                     return gast.Name(renames[node.id], gast.Load(), None, None)
                 return node

@@ -30,6 +30,7 @@ from ppto.transform.reverse import Generator, References, assign, call, free_rea
 from ppto.transform.source import ParsedFunction, parse_function
 from ppto.transform.ssa import rename
 from ppto.transform.structure import lift_conditionals, loops, single_exit
+from ppto.transform.trees import clone
 
 
 @dataclass
@@ -161,9 +162,8 @@ def _gradient_exprs(generator, wrt, initialized, refs):
 
 
 def _arguments(parsed: ParsedFunction):
-    import copy
 
-    return copy.deepcopy(parsed.tree.args)
+    return clone(parsed.tree.args)
 
 
 def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program):

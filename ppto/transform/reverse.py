@@ -8,8 +8,6 @@ other starts it at zero, so every adjoint is defined on every path.
 
 from __future__ import annotations
 
-import copy
-
 import gast
 
 from ppto.ops.primitive import require_rule
@@ -17,6 +15,7 @@ from ppto.transform import ir, lists
 from ppto.transform.analyze import operand_rank
 from ppto.transform.emit import comment
 from ppto.transform.inline import inline_rule, operand_expr
+from ppto.transform.trees import clone
 
 
 def name(identifier: str, store: bool = False) -> gast.Name:
@@ -136,7 +135,7 @@ class Generator:
         if isinstance(s, ir.Apply):
             return [assign(s.target, self.apply_expr(s))]
         if isinstance(s, ir.Passive):
-            return [copy.deepcopy(s.node)]
+            return [clone(s.node)]
         if isinstance(s, ir.Copy):
             return [assign(s.target, operand_expr(s.source))]
         if isinstance(s, ir.Pack):
@@ -167,9 +166,7 @@ class Generator:
         if isinstance(s, ir.ListPop):
             return [assign(s.target, _pop(s.source))]
         if isinstance(s, ir.ListGet):
-            element = gast.Subscript(
-                name(s.source), copy.deepcopy(s.index), gast.Load()
-            )
+            element = gast.Subscript(name(s.source), clone(s.index), gast.Load())
             return [assign(s.target, element)]
         if isinstance(s, ir.BreakIf):
             return [gast.If(name(s.test), [gast.Break()], [])]
@@ -208,20 +205,20 @@ class Generator:
                 name(s.target, True), name(s.iterable), body or [gast.Pass()], [], None
             )
         else:
-            loop = gast.While(copy.deepcopy(s.test), body or [gast.Pass()], [])
+            loop = gast.While(clone(s.test), body or [gast.Pass()], [])
         return prelude + [loop]
 
     def apply_expr(self, s: ir.Apply):
         inputs = [operand_expr(x) for x in s.inputs]
         if s.style == "binop":
-            return gast.BinOp(inputs[0], copy.deepcopy(s.syntax), inputs[1])
+            return gast.BinOp(inputs[0], clone(s.syntax), inputs[1])
         if s.style == "unary":
-            return gast.UnaryOp(copy.deepcopy(s.syntax), inputs[0])
+            return gast.UnaryOp(clone(s.syntax), inputs[0])
         if s.style == "attribute":
             return gast.Attribute(inputs[0], s.syntax, gast.Load())
         if s.style == "subscript":
-            return gast.Subscript(inputs[0], copy.deepcopy(s.syntax), gast.Load())
-        keywords = [gast.keyword(k, copy.deepcopy(s.params[k])) for k in s.given]
+            return gast.Subscript(inputs[0], clone(s.syntax), gast.Load())
+        keywords = [gast.keyword(k, clone(s.params[k])) for k in s.given]
         return gast.Call(name(self.op_ref(s.op)), inputs, keywords)
 
     def op_ref(self, op) -> str:
@@ -379,9 +376,7 @@ class Generator:
         add_at = self.ref(lists.add_at, "add_at")
         element = name(self.adjoint_name(s.target))
         return code + [
-            assign(
-                adjoint, call(add_at, name(adjoint), copy.deepcopy(s.index), element)
-            )
+            assign(adjoint, call(add_at, name(adjoint), clone(s.index), element))
         ]
 
     def cotangent_of(self, targets, initialized):

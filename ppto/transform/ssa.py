@@ -9,11 +9,10 @@ that continues after the ``if``.
 
 from __future__ import annotations
 
-import copy
-
 import gast
 
 from ppto.transform.names import Namer
+from ppto.transform.trees import clone
 
 
 class Renamer:
@@ -192,7 +191,7 @@ def _is_break_if(statement) -> bool:
 
 
 def _load(target):
-    loaded = copy.deepcopy(target)
+    loaded = clone(target)
     for child in gast.walk(loaded):
         if hasattr(child, "ctx"):
             child.ctx = gast.Load()

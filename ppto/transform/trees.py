@@ -1,0 +1,17 @@
+"""``clone``: a fast deep copy of syntax trees (``copy.deepcopy`` spends most of its
+time on bookkeeping trees do not need), keeping every attribute a stage attached."""
+
+from __future__ import annotations
+
+import ast
+
+
+def clone(node):
+    """A deep copy of a gast/ast node, list of nodes, or leaf value."""
+    if isinstance(node, list):
+        return [clone(item) for item in node]
+    if isinstance(node, ast.AST):
+        copied = node.__class__.__new__(node.__class__)
+        copied.__dict__ = {key: clone(value) for key, value in node.__dict__.items()}
+        return copied
+    return node
