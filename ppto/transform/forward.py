@@ -15,7 +15,15 @@ import numpy as np
 from ppto.ops.primitive import OperatorDef, require_rule
 from ppto.transform import ir, lists
 from ppto.transform.inline import inline_tangent, operand_expr
-from ppto.transform.reverse import _pop, _push, _targets, assign, call, name
+from ppto.transform.reverse import (
+    _pop,
+    _push,
+    _targets,
+    assign,
+    call,
+    loop_statement,
+    name,
+)
 from ppto.transform.trees import clone
 
 ZERO = "__zero__"
@@ -209,14 +217,7 @@ class TangentGenerator:
                         call(self.generator.zeros_ref(), name(primal)),
                     )
                 )
-        body = self.block(s.body)
-        if isinstance(s, ir.For):
-            loop = gast.For(
-                name(s.target, True), name(s.iterable), body or [gast.Pass()], [], None
-            )
-        else:
-            loop = gast.While(clone(s.test), body or [gast.Pass()], [])
-        return prelude + [loop]
+        return prelude + [loop_statement(s, self.block(s.body))]
 
     def call(self, s: ir.CallFunction) -> list:
         arguments = [operand_expr(x) for x in s.inputs]

@@ -20,7 +20,7 @@ from ppto.fusion.registry import ALIASES, rules_for
 from ppto.ops.primitive import OperatorDef
 from ppto.symbolic import Operator, Symbol
 from ppto.transform.normalize import BINARY_OPERATORS
-from ppto.transform.trees import clone
+from ppto.transform.trees import clone, loads, stores
 
 _UNARY = {gast.USub: "neg"}
 
@@ -193,9 +193,9 @@ class Fuser:
         if position is None or self.loads.get(name) != 1 or self.stores.get(name) != 1:
             return None
         value = before[position].value
-        reads = _loads(value)
+        reads = loads(value)
         for later in before[position + 1 :]:
-            if _stores(later) & reads:
+            if stores(later) & reads:
                 return None
         return position, value
 
@@ -294,22 +294,6 @@ def _definitions(block: list) -> dict:
         if _simple_assignment(statement):
             found[statement.targets[0].id] = position
     return found
-
-
-def _loads(node) -> set:
-    return {
-        n.id
-        for n in gast.walk(node)
-        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)
-    }
-
-
-def _stores(node) -> set:
-    return {
-        n.id
-        for n in gast.walk(node)
-        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)
-    }
 
 
 def _leaf(expression, leaves: list) -> Node:

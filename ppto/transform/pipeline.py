@@ -26,11 +26,18 @@ from ppto.transform.optimize import (
     drop_default_arguments,
     remove_unused,
 )
-from ppto.transform.reverse import Generator, References, assign, call, free_reads, name
+from ppto.transform.reverse import (
+    Generator,
+    References,
+    assign,
+    call,
+    free_reads,
+    name,
+)
 from ppto.transform.source import ParsedFunction, parse_function
 from ppto.transform.ssa import rename
 from ppto.transform.structure import lift_conditionals, loops, single_exit
-from ppto.transform.trees import clone
+from ppto.transform.trees import clone, stores
 
 
 @dataclass
@@ -120,7 +127,7 @@ def _prepare(
     generator = Generator(
         parsed, activity, namer, program.refs, program_callee(program)
     )
-    generator.user_names = set(parsed.parameters) | _stores(parsed.tree.body)
+    generator.user_names = set(parsed.parameters) | stores(parsed.tree.body)
     generator.lists = normalizer.lists
     generator.function_body = ir_body
     if plan_reverse:
@@ -256,24 +263,6 @@ def split(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program)
         argument.ctx = gast.Param()
     program.functions.append(_definition(backward_name, backward_arguments, backward))
     return forward_name, backward_name
-
-
-def _reads(body) -> set:
-    return {
-        node.id
-        for statement in body
-        for node in gast.walk(statement)
-        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load)
-    }
-
-
-def _stores(body) -> set:
-    return {
-        node.id
-        for statement in body
-        for node in gast.walk(statement)
-        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store)
-    }
 
 
 def _cleanup(body, generator):

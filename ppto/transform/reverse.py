@@ -15,7 +15,7 @@ from ppto.transform import ir, lists
 from ppto.transform.analyze import operand_rank
 from ppto.transform.emit import comment
 from ppto.transform.inline import inline_rule, operand_expr
-from ppto.transform.trees import clone
+from ppto.transform.trees import clone, loads, stores
 
 
 def name(identifier: str, store: bool = False) -> gast.Name:
@@ -200,13 +200,7 @@ class Generator:
             prelude.append(assign(plan.counter, gast.Constant(0, None)))
             if not any(isinstance(x, ir.BreakIf) for x in s.body):
                 body.append(_increment(plan.counter))
-        if isinstance(s, ir.For):
-            loop = gast.For(
-                name(s.target, True), name(s.iterable), body or [gast.Pass()], [], None
-            )
-        else:
-            loop = gast.While(clone(s.test), body or [gast.Pass()], [])
-        return prelude + [loop]
+        return prelude + [loop_statement(s, body)]
 
     def apply_expr(self, s: ir.Apply):
         inputs = [operand_expr(x) for x in s.inputs]
@@ -587,6 +581,14 @@ class Generator:
 _MISSING = object()
 
 
+def loop_statement(s, body: list):
+    """The generated ``for`` or ``while`` statement of IR loop ``s`` with ``body``."""
+    if isinstance(s, ir.For):
+        target, iterable = name(s.target, True), name(s.iterable)
+        return gast.For(target, iterable, body or [gast.Pass()], [], None)
+    return gast.While(clone(s.test), body or [gast.Pass()], [])
+
+
 class LoopPlan:
     """What one loop saves for its reverse: values pushed after they are computed,
     shapes pushed where only a shape is read, carried values pushed before they are
@@ -740,7 +742,7 @@ def free_reads(statements: list) -> set:
     def visit(block, stored):
         for statement in block:
             if isinstance(statement, gast.If):
-                found.update(_loads(statement.test) - stored)
+                found.update(loads(statement.test) - stored)
                 visit(statement.body, set(stored))
                 visit(statement.orelse, set(stored))
                 continue
@@ -750,39 +752,21 @@ def free_reads(statements: list) -> set:
                     if isinstance(statement, gast.For)
                     else statement.test
                 )
-                found.update(_loads(header) - stored)
+                found.update(loads(header) - stored)
                 inner = set(stored)
                 if isinstance(statement, gast.For):
-                    inner |= _stores(statement.target)
+                    inner |= stores(statement.target)
                 visit(statement.body, inner)
                 continue
             value = statement.value if hasattr(statement, "value") else statement
-            found.update(_loads(value) - stored)
+            found.update(loads(value) - stored)
             if isinstance(statement, gast.Assign):
                 for target in statement.targets:
-                    found.update(_loads(target) - stored)
-                    stored |= _stores(target)
+                    found.update(loads(target) - stored)
+                    stored |= stores(target)
 
     visit(statements, stored)
     return found
-
-
-def _loads(node) -> set:
-    if node is None:
-        return set()
-    return {
-        n.id
-        for n in gast.walk(node)
-        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)
-    }
-
-
-def _stores(node) -> set:
-    return {
-        n.id
-        for n in gast.walk(node)
-        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)
-    }
 
 
 _CHEAP = {

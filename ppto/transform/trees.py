@@ -15,3 +15,25 @@ def clone(node):
         copied.__dict__ = {key: clone(value) for key, value in node.__dict__.items()}
         return copied
     return node
+
+
+def loads(node) -> set[str]:
+    """Names a tree (or list of trees) reads."""
+    return _names(node, "Load")
+
+
+def stores(node) -> set[str]:
+    """Names a tree (or list of trees) assigns."""
+    return _names(node, "Store")
+
+
+def _names(node, context: str) -> set[str]:
+    if node is None:
+        return set()
+    nodes = node if isinstance(node, list) else [node]
+    return {
+        child.id
+        for tree in nodes
+        for child in ast.walk(tree)
+        if type(child).__name__ == "Name" and type(child.ctx).__name__ == context
+    }
