@@ -16,6 +16,7 @@ import gast
 import numpy as np
 
 from ppto.errors import GradError
+from ppto.ops.primitive import Primitive
 from ppto.transform import ir
 
 
@@ -366,6 +367,8 @@ def shape_of(statement: ir.Apply, shapes: dict):
     """The shape of an operator's result from its inputs' shapes and literal
     parameters, or None when it cannot be known before running."""
     op, params = statement.op, statement.params
+    if not isinstance(op, Primitive):  # a user's operator: its shape is unknown
+        return None
     inputs = [
         operand_shape(x, shapes) if not isinstance(x, list) else None
         for x in statement.inputs
@@ -461,6 +464,8 @@ def expression_rank(node, ranks: dict):
 
 def rank_of(statement: ir.Apply, ranks: dict):
     """The number of axes of an operator's result, or None when unknown."""
+    if not isinstance(statement.op, Primitive):
+        return None
     op, params = statement.op, statement.params
     inputs = [
         operand_rank(x, ranks) if not isinstance(x, list) else None

@@ -88,6 +88,23 @@ class Lowering(gast.NodeTransformer):
         target = _static(node.func, self.namespace)
         if isinstance(target, Primitive):
             return self.lower_primitive(node, target)
+        constructor = _CONSTRUCTORS.get(target) if _hashable(target) else None
+        if constructor is not None and not any(
+            k.arg == "device" for k in node.keywords
+        ):
+            # tensors made inside generated code are the backend's raw arrays
+            node.func = gast.Attribute(
+                gast.Name("xp", gast.Load(), None, None), constructor, gast.Load()
+            )
+            return node
+        if _from_ppto(target):
+            label = self.bind(
+                raw_result(target),
+                getattr(target, "__name__", "call") + "_raw",
+                key=("raw", id(target)),
+            )
+            node.func = gast.Name(label, gast.Load(), None, None)
+            return node
         if isinstance(target, OperatorDef) or (
             inspect.isfunction(target) and _is_user(target)
         ):
@@ -209,6 +226,43 @@ class Lowering(gast.NodeTransformer):
         self.lowered["namespace"][label] = value
         self.lowered["keys"][key] = label
         return label
+
+
+def _constructors() -> dict:
+    from ppto.runtime import constructors
+    from ppto.runtime.tensor import tensor
+
+    return {
+        constructors.zeros: "zeros",
+        constructors.ones: "ones",
+        constructors.full: "full",
+        constructors.arange: "arange",
+        constructors.eye: "eye",
+        tensor: "asarray",
+    }
+
+
+_CONSTRUCTORS = _constructors()
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _from_ppto(target) -> bool:
+    """A ppto function that is not an operator (its results are tensors)."""
+    module = getattr(target, "__module__", "") or ""
+    return (
+        callable(target)
+        and module.startswith("ppto.")
+        and not isinstance(target, OperatorDef)
+        and not module.startswith("ppto.fusion")
+        and not module.startswith("ppto.ops")
+    )
 
 
 def _is_user(function) -> bool:

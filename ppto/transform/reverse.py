@@ -414,7 +414,8 @@ class Generator:
             self.resolver(rule),
             self.activity.ranks,
         )
-        code = list(statements)
+        code = self.known_shapes(list(statements))
+        gradients = [self.known_shapes(g) if g is not None else None for g in gradients]
         if getattr(s.op.signature, "mode", "") == "broadcast" or s.op.name == "dot":
             gradients = self.without_trivial_unbroadcast(s, gradients)
         for operand, gradient in zip(s.inputs, gradients):
@@ -431,6 +432,34 @@ class Generator:
             else:
                 code += self.accumulate(operand, gradient, initialized)
         return code
+
+    def known_shapes(self, tree):
+        """``unbroadcast``/``unreduce`` read their ``like`` argument only for its shape:
+        where that shape is known, pass it as a literal, so the value need not be kept
+        (and can be fused away)."""
+        from ppto.ops.reductions import unreduce
+        from ppto.ops.shape import unbroadcast
+
+        helpers = {self.ref(unbroadcast, "unbroadcast"), self.ref(unreduce, "unreduce")}
+        shapes = self.activity.shapes
+        for node in (
+            gast.walk(t) for t in (tree if isinstance(tree, list) else [tree])
+        ):
+            for call_ in node:
+                if (
+                    isinstance(call_, gast.Call)
+                    and isinstance(call_.func, gast.Name)
+                    and call_.func.id in helpers
+                    and len(call_.args) > 1
+                    and isinstance(call_.args[1], gast.Name)
+                    and call_.args[1].id not in self.user_names  # temporaries only
+                    and shapes.get(call_.args[1].id) is not None
+                ):
+                    shape = shapes[call_.args[1].id]
+                    call_.args[1] = gast.Tuple(
+                        [gast.Constant(size, None) for size in shape], gast.Load()
+                    )
+        return tree
 
     def without_trivial_unbroadcast(self, s: ir.Apply, gradients):
         """``unbroadcast(g, a)`` is ``g`` when broadcasting did not change a's shape:
