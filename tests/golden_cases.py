@@ -270,6 +270,71 @@ def expand_and_squeeze(x):
     return np.sum(np.squeeze(column * column.T, axis=None))
 
 
+# --- loops ----------------------------------------------------------------------------
+
+
+def recurrent_cell(x, w, h):
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ w + h)
+    return np.sum(h * h)
+
+
+def rows_loop(x, w):
+    total = 0.0
+    for row in x:
+        total = total + np.sum(np.sin(row) * w)
+    return total
+
+
+def while_growing(x):
+    y = x * 1.0
+    while np.sum(y) < 4.0:
+        y = y * 1.5 + x
+    return np.sum(y * y)
+
+
+def break_on_total(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        total = total + x[i] * x[i]
+        if total > 2.0:
+            break
+    return total
+
+
+def skip_negatives(x):
+    total = 0.0
+    for v in x:
+        if v < 0.0:
+            continue
+        total = total + np.exp(v)
+    return total
+
+
+def nested_loops(x, w):
+    total = 0.0
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            total = total + x[i, j] * w[j]
+    return total
+
+
+def stacked_states(x, w):
+    h = x[0]
+    states = []
+    for t in range(x.shape[0]):
+        h = np.tanh(h * w + x[t])
+        states.append(h)
+    return np.sum(np.stack(states)) + np.sum(states[-1])
+
+
+def buffer_in_loop(x):
+    out = np.zeros(x.shape[0] - 1)
+    for i in range(x.shape[0] - 1):
+        out[i] = x[i + 1] - x[i]
+    return np.sum(out * out)
+
+
 # --- custom rules ---------------------------------------------------------------------
 
 
@@ -342,6 +407,14 @@ CASES = [
         wrt=(0, 1),
     ),
     GoldenCase(expand_and_squeeze, (vector(),)),
+    GoldenCase(recurrent_cell, (matrix(3, 2), matrix(2, 2), vector(2)), wrt=(1, 2)),
+    GoldenCase(rows_loop, (matrix(3, 2), vector(2)), wrt=(0, 1)),
+    GoldenCase(while_growing, (vector(),)),
+    GoldenCase(break_on_total, (np.array([0.5, -0.3, 1.2, 0.8, 0.9]),)),
+    GoldenCase(skip_negatives, (np.array([0.5, -0.3, 1.2, -0.8]),)),
+    GoldenCase(nested_loops, (matrix(2, 3), vector(3)), wrt=(0, 1)),
+    GoldenCase(stacked_states, (matrix(3, 2), vector(2)), wrt=(0, 1)),
+    GoldenCase(buffer_in_loop, (vector(4),)),
     GoldenCase(custom_rule, (vector(),)),
     GoldenCase(composite_operator, (vector(),)),
 ]

@@ -4,144 +4,34 @@ with respect to each differentiable argument (``grad`` per argument,
 function: split mode, with a random cotangent for non-scalar results) and compared
 with float64 central differences of the plain function evaluated on NumPy arrays.
 Also: integer arguments and non-scalar results raise ``GradError``, and generating
-the source twice gives the same bytes.
-
-Entries of a corpus module's ``KNOWN_FAILING`` ``{(test, case id): reason}`` are
-bugs not fixed yet: their check must still fail, so the test flips when the bug is
-fixed (then remove the entry). ``test`` is one of the names in
-``test_known_failing_entries_name_real_tests``.
+the source twice gives the same bytes, in one process and in processes with different
+hash seeds. Known failures: see tests/corpus/checks.py.
 """
 
 import inspect
 import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import ppto
-from tests.corpus import numpy_style, ppto_style
-from tests.corpus.case import numpy_arguments
-
-MODULES = (numpy_style, ppto_style)
-CASES = [case for module in MODULES for case in module.CASES]
-KNOWN_FAILING = {
-    key: reason
-    for module in MODULES
-    for key, reason in getattr(module, "KNOWN_FAILING", {}).items()
-}
-
-EPS = 1e-6
-RTOL = 1e-6
-
-
-# --- the reference: central differences, independent of ppto's gradients ---
-
-
-def as_float(value) -> np.ndarray:
-    if isinstance(value, tuple):
-        return tuple(as_float(v) for v in value)
-    return np.array(np.asarray(value), dtype=np.float64)
-
-
-def plain(case, arguments):
-    """The plain function on NumPy copies of the arguments."""
-    return as_float(case.fn(*numpy_arguments(arguments)))
-
-
-def central_differences(function, arguments, position):
-    """d function(*arguments) / d arguments[position], one element at a time."""
-    arguments = list(numpy_arguments(arguments))
-    point = arguments[position]
-    if isinstance(point, float):
-
-        def at(value):
-            arguments[position] = value
-            return float(function(*arguments))
-
-        return np.array((at(point + EPS) - at(point - EPS)) / (2 * EPS))
-    point = np.array(point, dtype=np.float64)
-    gradient = np.zeros_like(point)
-    for index in np.ndindex(point.shape):
-        values = []
-        for step in (EPS, -EPS):
-            moved = point.copy()
-            moved[index] += step
-            arguments[position] = moved
-            values.append(float(function(*arguments)))
-        gradient[index] = (values[0] - values[1]) / (2 * EPS)
-    arguments[position] = point
-    return gradient
-
-
-def scalar_function(case):
-    return lambda *arguments: as_float(case.fn(*arguments))
-
-
-def contracted_function(case, cotangent):
-    """sum(cotangent * f(...)) over every output, for checking a pullback."""
-
-    def function(*arguments):
-        out = as_float(case.fn(*arguments))
-        outs, cots = (
-            (out, cotangent) if isinstance(out, tuple) else ((out,), (cotangent,))
-        )
-        return sum(float(np.sum(c * o)) for c, o in zip(cots, outs))
-
-    return function
-
-
-def assert_gradient(actual, expected, what):
-    actual = np.asarray(actual)
-    assert isinstance(actual, np.ndarray)
-    assert actual.shape == expected.shape, (
-        f"{what}: gradient shape {actual.shape}, expected {expected.shape}"
-    )
-    assert actual.dtype == np.float64, f"{what}: gradient dtype {actual.dtype}"
-    scale = max(float(np.max(np.abs(expected), initial=0.0)), 1e-2)
-    error = float(np.max(np.abs(actual - expected), initial=0.0))
-    assert error <= RTOL * scale, (
-        f"{what}: max error {error:.3g} (scale {scale:.3g})\n"
-        f"ppto:\n{actual}\nfinite differences:\n{expected}"
-    )
-
-
-def assert_value(actual, expected, what):
-    np.testing.assert_allclose(
-        np.asarray(actual), expected, rtol=1e-12, atol=1e-14, err_msg=what
-    )
-
-
-def expect(test: str, case_id: str):
-    """Run the check; a known failure must still fail."""
-    reason = KNOWN_FAILING.get((test, case_id))
-    return _Passes() if reason is None else _StillFails(test, case_id, reason)
-
-
-class _Passes:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-class _StillFails:
-    """Swallows the failure of a KNOWN_FAILING check; complains if there is none."""
-
-    def __init__(self, test, case_id, reason):
-        self.key, self.reason = (test, case_id), reason
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, error, traceback):
-        if kind is None:
-            pytest.fail(
-                f"{self.key} is in KNOWN_FAILING ({self.reason}) but now passes: "
-                "remove it from KNOWN_FAILING"
-            )
-        return issubclass(kind, (Exception, pytest.fail.Exception))
-
+from tests.corpus.checks import (
+    CASES,
+    KNOWN_FAILING,
+    KNOWN_TESTS,
+    assert_gradient,
+    assert_value,
+    central_differences,
+    contracted_function,
+    expect,
+    plain,
+    scalar_function,
+)
 
 # --- parametrization ---
 
@@ -284,18 +174,51 @@ def test_generated_source_is_deterministic(case):
         assert first == second
 
 
+HASH_SEEDS = ("1", "2")
+DIGEST_EVERY_CASE = """
+import hashlib, io, json, sys
+import ppto
+from tests.corpus.checks import CASES
+digests = {}
+for case in CASES:
+    try:
+        text = ppto.show_grad(
+            case.fn, *case.arguments(), wrt=case.wrt, file=io.StringIO()
+        )
+    except Exception as error:
+        text = type(error).__name__
+    digests[case.id] = hashlib.sha1(text.encode()).hexdigest()
+json.dump(digests, sys.stdout)
+"""
+
+
+@pytest.fixture(scope="module")
+def digests_by_hash_seed():
+    """Each case's generated source (digested) from processes with different
+    ``PYTHONHASHSEED``: set and dict order must not leak into the source."""
+    runs = []
+    for seed in HASH_SEEDS:
+        done = subprocess.run(
+            [sys.executable, "-c", DIGEST_EVERY_CASE],
+            cwd=Path(__file__).resolve().parent.parent,
+            env=dict(os.environ, PYTHONHASHSEED=seed),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        runs.append(json.loads(done.stdout))
+    return runs
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_generated_source_does_not_depend_on_hash_seed(case, digests_by_hash_seed):
+    with expect("show_grad_hash_seed", case.id):
+        first, second = (digests[case.id] for digests in digests_by_hash_seed)
+        assert first == second, f"PYTHONHASHSEED={HASH_SEEDS} give different sources"
+
+
 @pytest.mark.parametrize("key", sorted(KNOWN_FAILING), ids=str)
 def test_known_failing_entries_name_real_tests(key):
     test, case_id = key
-    assert test in {
-        "grad",
-        "value_and_grad",
-        "vjp",
-        "vjp_scalar",
-        "grad_names",
-        "grad_non_scalar",
-        "value_and_grad_non_scalar",
-        "grad_integer",
-        "show_grad",
-    }
+    assert test in KNOWN_TESTS
     assert any(case_id.startswith(case.id) for case in CASES), key

@@ -4,6 +4,7 @@ subscripts, Python control flow. ``CASES`` declares each one's inputs."""
 import numpy as np
 
 import ppto
+from tests.corpus import known_bugs as bugs
 from tests.corpus.case import (
     Case,
     F,
@@ -199,6 +200,24 @@ def tuple_from_helper(x):
     return m * var + var
 
 
+def _one_element(v):
+    return (v * 2.0,)
+
+
+def single_element_unpacking(x):
+    (y,) = _one_element(x)
+    return np.sum(y * y)
+
+
+def _nested_pairs(v):
+    return (v, v * 2.0), v * 3.0
+
+
+def nested_unpacking(x):
+    (a, b), c = _nested_pairs(x)
+    return np.sum(a * b * c)
+
+
 # --- calls ---
 
 
@@ -289,6 +308,15 @@ def branches_assign_different_names(x):
 def branch_one_sided(x):
     y = x * 3
     if np.min(x) < 0:
+        y = y * x
+    return np.sum(y)
+
+
+def reassigned_within_branch(x):
+    if np.sum(x) > 0:
+        y = x * 1.0
+    else:
+        y = x * 2.0
         y = y * x
     return np.sum(y)
 
@@ -626,6 +654,8 @@ CASES = [
     Case(augmented, F(2, 3), F(3, 2)),
     Case(swapped_tuple, F(4), F(4)),
     Case(tuple_from_helper, F(6)),
+    Case(single_element_unpacking, F(3)),
+    Case(nested_unpacking, F(3)),
     Case(calls_helper_twice, F(2, 3), F(3, 2)),
     Case(helper_with_keywords, F(3, 4)),
     Case(helper_with_array_keyword, F(3, 4), F(4)),
@@ -643,6 +673,8 @@ CASES = [
     Case(branches_assign_different_names, F(4, hi=0.4), id="different_names-else"),
     Case(branch_one_sided, F(4, lo=-1.0, hi=0.5), id="branch_one_sided-taken"),
     Case(branch_one_sided, F(4, lo=0.1, hi=1.0), id="branch_one_sided-skipped"),
+    Case(reassigned_within_branch, F(3, lo=0.1), id="reassigned_within-then"),
+    Case(reassigned_within_branch, F(3, hi=-0.1), id="reassigned_within-else"),
     Case(conditional_expression, F(4, lo=0.6), id="conditional_expression-then"),
     Case(conditional_expression, F(4, hi=0.4), id="conditional_expression-else"),
     Case(boolean_conditions, F(3, lo=0.1), F(3, hi=0.3), id="boolean_conditions-t"),
@@ -726,5 +758,67 @@ CASES = [
 ]
 
 # (test, case id) -> why it still fails; the test asserts it does (see
-# tests/test_transform_corpus.py). Remove an entry once its bug is fixed.
-KNOWN_FAILING = {}
+# tests/corpus/checks.py). Remove an entry once its bug is fixed.
+KNOWN_FAILING = {
+    **dict.fromkeys(
+        [
+            ("grad", "single_element_unpacking-wrt0"),
+            ("value_and_grad", "single_element_unpacking"),
+            ("vjp_scalar", "single_element_unpacking"),
+            ("hvp", "single_element_unpacking-wrt0"),
+            ("hvp", "nested_helpers-wrt0"),
+            ("hvp", "nested_helpers-wrt1"),
+            ("hvp", "nested_helpers-wrt2"),
+        ],
+        bugs.SINGLE_UNPACK,
+    ),
+    **dict.fromkeys(
+        [
+            ("grad", "nested_unpacking-wrt0"),
+            ("value_and_grad", "nested_unpacking"),
+            ("vjp_scalar", "nested_unpacking"),
+            ("show_grad", "nested_unpacking"),
+            ("jvp", "nested_unpacking-wrt0"),
+            ("jvp_all", "nested_unpacking"),
+            ("hvp", "tuple_from_helper-wrt0"),
+            ("hvp", "nested_unpacking-wrt0"),
+            ("hvp", "unpack_helper_and_reuse-wrt0"),
+            ("hvp", "unpack_helper_and_reuse-wrt1"),
+        ],
+        bugs.NESTED_UNPACK,
+    ),
+    **dict.fromkeys(
+        [
+            ("grad", "reassigned_within-else-wrt0"),
+            ("value_and_grad", "reassigned_within-else"),
+            ("vjp_scalar", "reassigned_within-else"),
+        ],
+        bugs.BRANCH_REASSIGNMENT,
+    ),
+    **dict.fromkeys(
+        [
+            ("jvp", "helper_with_keywords-wrt0"),
+            ("jvp", "helper_with_array_keyword-wrt0"),
+            ("jvp", "helper_with_array_keyword-wrt1"),
+            ("jvp_all", "helper_with_keywords"),
+            ("jvp_all", "helper_with_array_keyword"),
+        ],
+        bugs.JVP_KEYWORDS,
+    ),
+    **dict.fromkeys(
+        [
+            ("hvp", "concatenated-wrt0"),
+            ("hvp", "concatenated-wrt1"),
+            ("hvp", "helper_with_keywords-wrt0"),
+            ("hvp", "helper_with_array_keyword-wrt0"),
+            ("hvp", "helper_with_array_keyword-wrt1"),
+            ("hvp", "mlp-wrt0"),
+            ("hvp", "mlp-wrt1"),
+            ("hvp", "mlp-wrt2"),
+            ("hvp", "mlp-wrt3"),
+            ("hvp", "mlp-wrt4"),
+            ("hvp", "boolean_mask_index-wrt0"),
+        ],
+        bugs.METADATA_ACTIVE,
+    ),
+}

@@ -4,6 +4,7 @@ gradient rules. ``CASES`` declares each one's inputs."""
 import numpy as np
 
 import ppto
+from tests.corpus import known_bugs as bugs
 from tests.corpus.case import (
     Case,
     F,
@@ -553,5 +554,96 @@ CASES = [
 ]
 
 # (test, case id) -> why it still fails; the test asserts it does (see
-# tests/test_transform_corpus.py). Remove an entry once its bug is fixed.
-KNOWN_FAILING = {}
+# tests/corpus/checks.py). Remove an entry once its bug is fixed.
+KNOWN_FAILING = {
+    **dict.fromkeys(
+        [
+            ("jvp", "take_and_scatter-wrt0"),
+            ("jvp", "functional_setitem-wrt1"),
+            ("jvp", "index_add_rows-wrt1"),
+        ],
+        bugs.ZERO_TANGENT_FLOAT,
+    ),
+    **dict.fromkeys(
+        [
+            ("jvp", "custom_rule_keepdims-wrt0"),
+            ("jvp", "custom_rule_axis0-wrt0"),
+            ("jvp", "two_input_rule-wrt0"),
+            ("jvp", "two_input_rule-wrt1"),
+            ("jvp", "explicit_rule_form-wrt0"),
+            ("jvp", "branching_rule-wrt0"),
+            ("jvp", "rule_with_keyword_inputs-wrt0"),
+            ("jvp", "rule_with_keyword_inputs-wrt1"),
+            ("jvp_all", "custom_rule_keepdims"),
+            ("jvp_all", "custom_rule_axis0"),
+            ("jvp_all", "two_input_rule"),
+            ("jvp_all", "explicit_rule_form"),
+            ("jvp_all", "branching_rule"),
+            ("jvp_all", "rule_with_keyword_inputs"),
+            ("hvp", "custom_rule_keepdims-wrt0"),
+            ("hvp", "custom_rule_axis0-wrt0"),
+            ("hvp", "two_input_rule-wrt0"),
+            ("hvp", "two_input_rule-wrt1"),
+            ("hvp", "explicit_rule_form-wrt0"),
+            ("hvp", "branching_rule-wrt0"),
+            ("hvp", "rule_with_keyword_inputs-wrt0"),
+            ("hvp", "rule_with_keyword_inputs-wrt1"),
+        ],
+        bugs.NO_TANGENT_RULE,
+    ),
+    **dict.fromkeys(
+        [
+            ("jvp", "operator_with_keyword-wrt0"),
+            ("jvp", "operator_with_array_keyword-wrt0"),
+            ("jvp", "operator_with_array_keyword-wrt1"),
+            ("jvp", "ppto_mlp-wrt0"),
+            ("jvp", "ppto_mlp-wrt1"),
+            ("jvp", "ppto_mlp-wrt2"),
+            ("jvp", "ppto_mlp-wrt3"),
+            ("jvp", "ppto_mlp-wrt4"),
+            ("jvp", "ifexp_in_call-then-wrt0"),
+            ("jvp", "ifexp_in_call-then-wrt1"),
+            ("jvp", "ifexp_in_call-else-wrt0"),
+            ("jvp", "ifexp_in_call-else-wrt1"),
+            ("jvp_all", "operator_with_keyword"),
+            ("jvp_all", "operator_with_array_keyword"),
+            ("jvp_all", "ppto_mlp"),
+            ("jvp_all", "ifexp_in_call-then"),
+            ("jvp_all", "ifexp_in_call-else"),
+            ("hvp", "operator_with_keyword-wrt0"),
+            ("hvp", "operator_with_array_keyword-wrt0"),
+            ("hvp", "operator_with_array_keyword-wrt1"),
+            ("hvp", "ppto_mlp-wrt0"),
+            ("hvp", "ppto_mlp-wrt1"),
+            ("hvp", "ppto_mlp-wrt2"),
+            ("hvp", "ppto_mlp-wrt3"),
+            ("hvp", "ppto_mlp-wrt4"),
+            ("hvp", "ifexp_in_call-then-wrt0"),
+            ("hvp", "ifexp_in_call-then-wrt1"),
+            ("hvp", "ifexp_in_call-else-wrt0"),
+            ("hvp", "ifexp_in_call-else-wrt1"),
+        ],
+        bugs.JVP_KEYWORDS,
+    ),
+    **dict.fromkeys(
+        [
+            ("hvp", "concat_columns-wrt0"),
+            ("hvp", "concat_columns-wrt1"),
+            ("hvp", "numpy_aliases-wrt0"),
+            ("hvp", "numpy_aliases-wrt1"),
+            ("hvp", "operator_keyword_only-wrt0"),
+            ("hvp", "gru_like_cell-wrt0"),
+            ("hvp", "gru_like_cell-wrt1"),
+            ("hvp", "gru_like_cell-wrt2"),
+        ],
+        bugs.METADATA_ACTIVE,
+    ),
+    **dict.fromkeys(
+        [
+            ("hvp", "helper_tuple-wrt0"),
+            ("hvp", "helper_tuple-wrt1"),
+            ("hvp", "helper_tuple-wrt2"),
+        ],
+        bugs.NESTED_UNPACK,
+    ),
+}

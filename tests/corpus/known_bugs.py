@@ -1,0 +1,89 @@
+"""Transformer bugs that corpus checks still hit: one reason per bug, shared by the
+corpus modules' ``KNOWN_FAILING`` tables (see tests/corpus/checks.py). Delete a reason
+once no table uses it."""
+
+# --- reverse mode ---
+
+LIST_ADJOINT = (
+    "reverse mode: the adjoint of a list iterated with `for v in <list>` (a literal, "
+    "enumerate, zip, or a list built with append) starts as [] instead of one zero "
+    "per element, so add_at(dsequence, i, dv) raises IndexError"
+)
+INNER_BREAK_COUNT = (
+    "reverse mode, wrong gradient: the iteration count of an inner loop that can "
+    "break is not taped per outer iteration, so the backward pass replays every "
+    "inner loop with the count of the last outer iteration"
+)
+BRANCH_SHAPE_TAPE = (
+    "reverse mode: in a loop, when both branches of an if assign y (one of them "
+    "twice), the shapes of y pushed in both branches are popped only in the else "
+    "branch, after their first use: UnboundLocalError on y_1_shape"
+)
+BRANCH_REASSIGNMENT = (
+    "reverse mode, wrong gradient: y assigned twice in one branch (y = x * 2; "
+    "y = y * x): the merge copy y = y_1 overwrites the y the backward pass reads, "
+    "and the adjoint of the first y is added to dy instead of replacing it"
+)
+SINGLE_UNPACK = (
+    "`(y,) = f(x)` is treated as `y = f(x)`: y is bound to the tuple (TypeError "
+    "can't multiply sequence); generated helper gradients unpack `name, = saved`, "
+    "so second order through a helper saving one value fails the same way"
+)
+NESTED_UNPACK = (
+    "a nested tuple target `(a, b), c = ...` crashes normalize.py with "
+    "AttributeError ('Tuple' object has no attribute 'id') instead of working or "
+    "raising TransformError; generated gradients of helpers returning tuples use "
+    "such targets, so their second order crashes too"
+)
+HASH_ORDER = (
+    "generated source depends on PYTHONHASHSEED: in a loop with continue and break, "
+    "the copies that merge an if (total_2 = total_1; stop_2 = stop_1) come out in "
+    "set order"
+)
+
+# --- forward mode ---
+
+JVP_KEYWORDS = (
+    "forward mode: a call with keyword arguments to a helper or composite operator "
+    "becomes `f_jvp(x, dx, scale=...)` with the tangents in the keyword parameters' "
+    "positions: TypeError got multiple values for argument"
+)
+NO_TANGENT_RULE = (
+    "forward mode: an operator with a custom @ppto.grad_rule and no @ppto.jvp_rule "
+    "raises GradError 'has no tangent rule', although its body could be "
+    "differentiated in forward mode"
+)
+ZERO_TANGENT_FLOAT = (
+    "forward mode: when the array written into (setitem, index_add, scatter_add, a "
+    "subscript write into np.zeros) has no tangent, its tangent is the float 0.0 and "
+    "the tangent rule calls 0.0.copy(): AttributeError"
+)
+
+# --- fusion (default precision; precision "strict" passes) ---
+
+FUSION_LOOP_ORDER = (
+    "fusion, wrong value: in a loop body, a fused kernel is emitted at its last "
+    "consumer, after a statement that reassigns one of its inputs (dx = "
+    "__fused_mul3(dx, xp.cos(x_1), 1.5) placed after x_1 = x_1_2), so "
+    "Hessian-vector products through loops read the next iteration's values"
+)
+
+# --- second order (forward over the generated gradient) ---
+
+METADATA_ACTIVE = (
+    "second order: metadata in the generated gradient (split_points([a, b], 0), "
+    "np.arange(x.shape[0]), a mask x > 0, a helper's axis parameter) is taken as "
+    "depending on differentiated values: TransformError 'ppto does not differentiate "
+    "the ... argument'"
+)
+LIST_POP_SECOND = (
+    "second order: a generated gradient that pops a list adjoint or a helper's saved "
+    "tape (dhs.pop(), total_1_tape.pop()) or calls list(unstack(...)) is rejected: "
+    "TransformError 'cannot differentiate the method .pop()' / 'list has no ppto "
+    "operator'"
+)
+LIST_SECOND_WRONG = (
+    "second order, wrong value: the generated gradient's list adjoint operations "
+    "(zeros_like_list, add_at, pop) are treated as constants, dropping the Hessian "
+    "terms of values that went through a Python list"
+)

@@ -1,0 +1,609 @@
+"""Corpus functions with loops: ``for`` over ranges, tensor rows, lists,
+``enumerate`` and ``zip``; ``while`` with data-dependent conditions; ``break`` and
+``continue``; nested loops; branches and helper calls in loops; Python lists built
+with ``append``; subscript writes. ``CASES`` declares each one's inputs; cases whose
+path depends on the data come in pairs (one input per path), far from the
+thresholds so finite differences stay on the path."""
+
+import numpy as np
+
+import ppto
+from tests.corpus import known_bugs as bugs
+from tests.corpus.case import (
+    Case,
+    F,
+    K,
+    S,
+    T,
+)
+
+# --- for over ranges ---
+
+
+def rnn(x, wx, wh, b):
+    h = np.zeros(wh.shape[0])
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ wx + h @ wh + b)
+    return np.sum(h * h)
+
+
+def range_of_integer_argument(x, n):
+    for _ in range(n):
+        x = np.sin(x) * 1.5
+    return np.sum(x)
+
+
+def range_with_expression_bounds(x, n):
+    total = 0.0
+    for i in range(1, n - 1):
+        total = total + np.sum(x[i] * x[i - 1] - x[i + 1])
+    return total
+
+
+def range_with_step(x):
+    total = np.sum(x[0])
+    for i in range(1, x.shape[0], 2):
+        total = total * np.sum(x[i] * x[i - 1])
+    return total
+
+
+def range_counting_down(x):
+    y = x[-1]
+    for i in range(x.shape[0] - 2, -1, -1):
+        y = y * x[i] + np.cos(y)
+    return y
+
+
+def empty_range(x, n):
+    y = x * 2.0
+    for i in range(n):
+        y = y * x[i]
+    return np.sum(y)
+
+
+def index_as_number(x, s):
+    total = s * 0.0
+    for i in range(3):
+        total = total + i * s * np.sum(x**i)
+    return total
+
+
+def power_iteration(a, v):
+    for _ in range(3):
+        v = a @ v
+        v = v / np.sqrt(np.sum(v * v))
+    return v @ a @ v
+
+
+def fibonacci_pairs(x, y):
+    for _ in range(4):
+        x, y = y, x + y * 0.5
+    return np.sum(x * y)
+
+
+def augmented_accumulators(x, w):
+    total = 0.0
+    scale = 1.0
+    for i in range(x.shape[0]):
+        total += np.sum(x[i] @ w)
+        scale *= 1.0 + x[i, 0] ** 2
+    return total * scale
+
+
+def ppto_style_loop(x, w):
+    h = ppto.zeros(w.shape[1])
+    for t in range(x.shape[0]):
+        h = ppto.sigmoid(ppto.dot(x[t], w) + h)
+    return ppto.reduce_sum(h * h)
+
+
+# --- for over rows, lists, enumerate and zip ---
+
+
+def rows_of_matrix(x, w):
+    total = 0.0
+    for row in x:
+        total = total + np.sum(np.tanh(row * w))
+    return total
+
+
+def rows_of_tensor(x):
+    out = ppto.ones(x.shape[1])
+    for row in x:
+        out = out * ppto.exp(row * 0.5)
+    return ppto.reduce_sum(out)
+
+
+def list_of_weights(x, w1, w2, w3):
+    h = x
+    for w in [w1, w2, w3]:
+        h = np.tanh(h @ w)
+    return np.sum(h)
+
+
+def tuple_of_arguments(a, b):
+    total = 0.0
+    for v in (a, b, a * b):
+        total = total + np.sum(np.sin(v) * v)
+    return total
+
+
+def enumerate_rows(x):
+    total = 0.0
+    for i, row in enumerate(x):
+        total = total + (i + 1.0) * np.sum(row**2)
+    return total
+
+
+def enumerate_list(x, y):
+    total = 0.0
+    for i, v in enumerate([x, y, x - y]):
+        total = total + np.sum(v * x[i])
+    return total
+
+
+def zip_rows(x, y):
+    total = 0.0
+    for a, b in zip(x, y):
+        total = total + np.sum(a * np.exp(b))
+    return total
+
+
+def zip_list_and_rows(x, w1, w2):
+    total = 0.0
+    for w, row in zip([w1, w2], x):
+        total = total + np.sum(np.tanh(row @ w))
+    return total
+
+
+# --- while ---
+
+
+def while_until_threshold(x):
+    h = x * 1.0
+    while np.sum(h * h) < 4.0:
+        h = h * 1.5 + 0.1 * x
+    return np.sum(h)
+
+
+def while_with_counter(x, n):
+    i = 0
+    y = x
+    while i < n:
+        y = np.sin(y) + x
+        i = i + 1
+    return np.sum(y)
+
+
+def while_halving(x):
+    total = np.sum(x * x)
+    steps = 0
+    while total > 1.0 and steps < 10:
+        total = total * 0.5 + np.mean(x) * 0.01
+        steps = steps + 1
+    return total
+
+
+def while_true_with_break(x):
+    y = x
+    while True:
+        y = y * 1.2 + 0.2
+        if np.max(y) > 3.0:
+            break
+    return np.sum(y * x)
+
+
+# --- break and continue ---
+
+
+def break_on_data(x, w):
+    h = x
+    for _ in range(6):
+        h = np.tanh(h @ w) * 2.0
+        if np.sum(h) > 1.5:
+            break
+    return np.sum(h * h)
+
+
+def continue_on_data(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        if x[i] < 0:
+            continue
+        total = total + x[i] ** 2 * x[0]
+    return total
+
+
+def continue_and_break(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        if x[i] < -0.5:
+            continue
+        total = total + np.exp(x[i])
+        if total > 3.0:
+            break
+    return total
+
+
+def break_in_inner_loop(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            if x[i, j] > 0.5:
+                break
+            total = total + x[i, j] * x[i, 0]
+    return total
+
+
+# --- nested loops ---
+
+
+def nested_ranges(x, w):
+    total = 0.0
+    for i in range(x.shape[0]):
+        for j in range(w.shape[0]):
+            total = total + x[i, j] * w[j] * w[j]
+    return total
+
+
+def triangular_loops(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        for j in range(i):
+            total = total + x[i] * x[j]
+    return total
+
+
+def nested_list_and_range(x, w1, w2):
+    h = x
+    for w in [w1, w2]:
+        for _ in range(2):
+            h = np.tanh(h @ w) + h
+    return np.sum(h)
+
+
+# --- branches and calls in loops ---
+
+
+def branch_in_loop(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            total = total + x[i] ** 2
+        else:
+            total = total - np.sin(x[i])
+    return total
+
+
+def branch_on_index(x, w):
+    h = x
+    for i in range(3):
+        if i == 0:
+            h = h @ w
+        elif i == 1:
+            h = np.tanh(h)
+        else:
+            h = h * h
+    return np.sum(h)
+
+
+def branch_on_carried_value(x):
+    y = x
+    for _ in range(4):
+        if np.sum(y) > 2.0:
+            y = y * 0.5
+        else:
+            y = y + np.exp(y)
+    return np.sum(y)
+
+
+def reassigned_in_loop_branch(x):
+    total = 0.0
+    for _ in range(2):
+        if np.sum(x) < 0:
+            y = x * 2.0
+            y = y + x
+        else:
+            y = x
+        total = total + y
+    return np.sum(total * x)
+
+
+def _cell(x, h, w):
+    return np.tanh(x @ w + h)
+
+
+def helper_in_loop(x, w):
+    h = np.zeros(w.shape[1])
+    for t in range(x.shape[0]):
+        h = _cell(x[t], h, w)
+    return np.sum(h)
+
+
+def _loop_sum(v, n):
+    total = 0.0
+    for i in range(n):
+        total = total + np.sum(v[i] ** 2)
+    return total
+
+
+def helper_with_loop(x):
+    return _loop_sum(x, 3) + _loop_sum(x * x, 2)
+
+
+def _step(h, w):
+    if np.sum(h) > 0:
+        return np.tanh(h @ w)
+    return h @ w
+
+
+def helper_with_branch_in_loop(x, w):
+    h = x
+    for _ in range(3):
+        h = _step(h, w)
+    return np.sum(h * h)
+
+
+# --- lists built in loops ---
+
+
+def stacked_hidden_states(x, wx, wh):
+    h = np.zeros(wh.shape[0])
+    hs = []
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ wx + h @ wh)
+        hs.append(h)
+    return np.sum(np.stack(hs) * np.arange(x.shape[0])[:, None])
+
+
+def last_of_list(x, w):
+    hs = [x]
+    for _ in range(3):
+        hs.append(np.sin(hs[-1] @ w))
+    return np.sum(hs[-1] * hs[1])
+
+
+def sum_over_built_list(x):
+    parts = []
+    for i in range(x.shape[0]):
+        parts.append(x[i] * np.exp(x[i]))
+    total = 0.0
+    for p in parts:
+        total = total + p
+    return total
+
+
+def list_in_while(x):
+    values = []
+    y = x
+    while len(values) < 3:
+        y = np.cos(y) * x
+        values.append(np.sum(y))
+    return values[0] * values[2] + values[1]
+
+
+# --- subscript writes ---
+
+
+def write_then_read(x):
+    y = x * 1.0
+    y[0] = x[1] * x[2]
+    y[2] = np.sin(y[0])
+    return np.sum(y * x)
+
+
+def buffer_filled_in_loop(x):
+    buf = np.zeros(x.shape[0] - 1)
+    for i in range(x.shape[0] - 1):
+        buf[i] = x[i] * x[i + 1]
+    return np.sum(np.tanh(buf))
+
+
+def column_accumulation(x, w):
+    out = np.zeros((x.shape[0], w.shape[1]))
+    for j in range(w.shape[1]):
+        out[:, j] += x @ w[:, j]
+        out[:, j] += x[:, j] * 2.0
+    return np.sum(out * out)
+
+
+def recurrence_in_buffer(x):
+    buf = np.zeros(x.shape[0])
+    buf[0] = x[0]
+    for i in range(1, x.shape[0]):
+        buf[i] = buf[i - 1] * x[i] + x[i]
+    return np.sum(buf**2)
+
+
+def overwrite_argument_row(x, v):
+    x = x * 1.0
+    for i in range(x.shape[0]):
+        x[i] = x[i] * v + x[i - 1]
+    return np.sum(x)
+
+
+# --- non-scalar results (checked through vjp) ---
+
+
+def hidden_state_sequence(x, wx, wh):
+    h = np.zeros(wh.shape[0])
+    hs = []
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ wx + h @ wh)
+        hs.append(h)
+    return np.stack(hs)
+
+
+def running_products(x):
+    out = x * 1.0
+    for i in range(1, x.shape[0]):
+        out[i] = out[i - 1] * x[i]
+    return out
+
+
+def iterate_until_large(x):
+    while np.max(np.abs(x)) < 2.0:
+        x = x * 1.5 + 0.25
+    return x
+
+
+CASES = [
+    Case(rnn, F(4, 3), F(3, 2), T(2, 2), F(2)),
+    Case(range_of_integer_argument, F(3), K(3)),
+    Case(range_with_expression_bounds, F(5, 2), K(4)),
+    Case(range_with_step, F(5, 2)),
+    Case(range_counting_down, F(4)),
+    Case(empty_range, F(3), K(0), id="empty_range-0"),
+    Case(empty_range, F(3), K(2), id="empty_range-2"),
+    Case(index_as_number, F(3), S()),
+    Case(power_iteration, F(3, 3), F(3)),
+    Case(fibonacci_pairs, F(3), F(3)),
+    Case(augmented_accumulators, F(3, 2), F(2, 2)),
+    Case(ppto_style_loop, T(3, 2), T(2, 3)),
+    Case(rows_of_matrix, F(3, 4), F(4)),
+    Case(rows_of_tensor, T(3, 2)),
+    Case(list_of_weights, F(2, 3), F(3, 3), T(3, 3), F(3, 2)),
+    Case(tuple_of_arguments, F(3), F(3)),
+    Case(enumerate_rows, F(3, 2)),
+    Case(enumerate_list, F(3), T(3)),
+    Case(zip_rows, F(3, 2), F(3, 2)),
+    Case(zip_list_and_rows, F(2, 3), F(3, 2), F(3, 2)),
+    Case(while_until_threshold, F(3, lo=0.3, hi=0.6), id="while_threshold-loops"),
+    Case(while_until_threshold, F(3, lo=1.3, hi=1.5), id="while_threshold-skipped"),
+    Case(while_with_counter, F(3), K(3)),
+    Case(while_halving, F(4, lo=1.0, hi=1.5)),
+    Case(while_true_with_break, F(3, lo=0.5, hi=1.0)),
+    Case(break_on_data, F(3, lo=0.5), F(3, 3, lo=0.2), id="break_on_data-taken"),
+    Case(break_on_data, F(3, hi=-0.5), F(3, 3, lo=0.2), id="break_on_data-never"),
+    Case(continue_on_data, F(6)),
+    Case(continue_and_break, F(6, lo=-1.0, hi=1.0)),
+    Case(break_in_inner_loop, F(3, 4)),
+    Case(nested_ranges, F(2, 3), F(3)),
+    Case(triangular_loops, F(4)),
+    Case(nested_list_and_range, F(2), F(2, 2), T(2, 2)),
+    Case(branch_in_loop, F(6)),
+    Case(branch_on_index, F(2, 3), F(3, 2)),
+    Case(branch_on_carried_value, F(3, lo=0.1, hi=0.5)),
+    Case(reassigned_in_loop_branch, F(3, hi=-0.1), id="loop_branch_reassigned-if"),
+    Case(reassigned_in_loop_branch, F(3, lo=0.1), id="loop_branch_reassigned-else"),
+    Case(helper_in_loop, F(3, 2), F(2, 3)),
+    Case(helper_with_loop, F(3, 2)),
+    Case(helper_with_branch_in_loop, F(3, lo=0.1), F(3, 3, lo=0.1), id="loop_step-+"),
+    Case(helper_with_branch_in_loop, F(3, hi=-0.1), F(3, 3, lo=0.1), id="loop_step--"),
+    Case(stacked_hidden_states, F(3, 2), F(2, 3), F(3, 3)),
+    Case(last_of_list, F(3), T(3, 3)),
+    Case(sum_over_built_list, F(4)),
+    Case(list_in_while, F(3)),
+    Case(write_then_read, F(4)),
+    Case(buffer_filled_in_loop, F(5)),
+    Case(column_accumulation, F(3, 2), F(2, 2)),
+    Case(recurrence_in_buffer, F(4)),
+    Case(overwrite_argument_row, F(3, 2), F(2)),
+    Case(hidden_state_sequence, F(3, 2), F(2, 3), T(3, 3), vjp=True),
+    Case(running_products, F(4), vjp=True),
+    Case(iterate_until_large, F(3, lo=0.2, hi=0.5), vjp=True),
+]
+
+# (test, case id) -> why it still fails; the test asserts it does (see
+# tests/corpus/checks.py). Remove an entry once its bug is fixed.
+KNOWN_FAILING = {
+    ("show_grad_hash_seed", "continue_and_break"): bugs.HASH_ORDER,
+    **dict.fromkeys(
+        [
+            ("grad", "list_of_weights-wrt1"),
+            ("grad", "list_of_weights-wrt2"),
+            ("grad", "list_of_weights-wrt3"),
+            ("grad", "enumerate_list-wrt0"),
+            ("grad", "enumerate_list-wrt1"),
+            ("grad", "zip_list_and_rows-wrt1"),
+            ("grad", "zip_list_and_rows-wrt2"),
+            ("grad", "nested_list_and_range-wrt1"),
+            ("grad", "nested_list_and_range-wrt2"),
+            ("grad", "sum_over_built_list-wrt0"),
+            ("value_and_grad", "list_of_weights"),
+            ("value_and_grad", "enumerate_list"),
+            ("value_and_grad", "zip_list_and_rows"),
+            ("value_and_grad", "nested_list_and_range"),
+            ("value_and_grad", "sum_over_built_list"),
+            ("vjp_scalar", "list_of_weights"),
+            ("vjp_scalar", "enumerate_list"),
+            ("vjp_scalar", "zip_list_and_rows"),
+            ("vjp_scalar", "nested_list_and_range"),
+            ("vjp_scalar", "sum_over_built_list"),
+            ("grad_names", "list_of_weights"),
+            ("grad_names", "enumerate_list"),
+            ("grad_names", "zip_list_and_rows"),
+            ("grad_names", "nested_list_and_range"),
+            ("hvp", "list_of_weights-wrt1"),
+            ("hvp", "list_of_weights-wrt2"),
+            ("hvp", "list_of_weights-wrt3"),
+            ("hvp", "zip_list_and_rows-wrt1"),
+            ("hvp", "zip_list_and_rows-wrt2"),
+            ("hvp", "nested_list_and_range-wrt1"),
+            ("hvp", "nested_list_and_range-wrt2"),
+            ("hvp", "sum_over_built_list-wrt0"),
+        ],
+        bugs.LIST_ADJOINT,
+    ),
+    **dict.fromkeys(
+        [
+            ("grad", "break_in_inner_loop-wrt0"),
+            ("value_and_grad", "break_in_inner_loop"),
+            ("vjp_scalar", "break_in_inner_loop"),
+        ],
+        bugs.INNER_BREAK_COUNT,
+    ),
+    **dict.fromkeys(
+        [
+            ("grad", "loop_branch_reassigned-if-wrt0"),
+            ("grad", "loop_branch_reassigned-else-wrt0"),
+            ("value_and_grad", "loop_branch_reassigned-if"),
+            ("value_and_grad", "loop_branch_reassigned-else"),
+            ("vjp_scalar", "loop_branch_reassigned-if"),
+            ("vjp_scalar", "loop_branch_reassigned-else"),
+            ("hvp", "loop_branch_reassigned-if-wrt0"),
+            ("hvp", "loop_branch_reassigned-else-wrt0"),
+        ],
+        bugs.BRANCH_SHAPE_TAPE,
+    ),
+    **dict.fromkeys(
+        [
+            ("jvp", "recurrence_in_buffer-wrt0"),
+            ("jvp_all", "recurrence_in_buffer"),
+            ("hvp", "recurrence_in_buffer-wrt0"),
+        ],
+        bugs.ZERO_TANGENT_FLOAT,
+    ),
+    **dict.fromkeys(
+        [
+            ("hvp", "enumerate_list-wrt0"),
+            ("hvp", "enumerate_list-wrt1"),
+            ("hvp", "helper_with_loop-wrt0"),
+            ("hvp", "stacked_hidden_states-wrt0"),
+            ("hvp", "stacked_hidden_states-wrt1"),
+            ("hvp", "stacked_hidden_states-wrt2"),
+            ("hvp", "last_of_list-wrt0"),
+            ("hvp", "last_of_list-wrt1"),
+        ],
+        bugs.LIST_POP_SECOND,
+    ),
+    **dict.fromkeys(
+        [
+            ("hvp", "list_in_while-wrt0"),
+        ],
+        bugs.LIST_SECOND_WRONG,
+    ),
+    **dict.fromkeys(
+        [
+            ("hvp", "rnn-wrt0"),
+            ("hvp", "rnn-wrt1"),
+            ("hvp", "rnn-wrt2"),
+            ("hvp", "rnn-wrt3"),
+            ("hvp", "range_of_integer_argument-wrt0"),
+            ("hvp", "range_counting_down-wrt0"),
+            ("hvp", "while_with_counter-wrt0"),
+            ("hvp", "list_of_weights-wrt0"),
+        ],
+        bugs.FUSION_LOOP_ORDER,
+    ),
+}

@@ -1,0 +1,286 @@
+"""The transformation corpus in forward mode and to second order.
+
+Forward mode: ``ppto.jvp`` on every corpus function (scalar results or not), once
+per differentiable argument (a random tangent on it, ``None`` on the others) and once
+with random tangents on all of them; the tangent must match central differences of
+the plain function along the tangent direction, and the value must be ``f(*args)``.
+
+Second order: for every scalar function, the Hessian-vector product
+``ppto.jvp(ppto.grad(f, wrt=i), args, tangents)`` against central differences of
+the generated gradient along the tangents (a coarser step, 1e-5, and tolerance
+1e-5, since the reference differences a derivative; whether that gradient is right
+is test_transform_corpus.py's business); ``grad(grad(f))`` on scalar
+functions of one scalar, and ``ppto.hessian`` on small functions, against exact
+derivatives or differences of the gradient. Known failures: tests/corpus/checks.py.
+"""
+
+import numpy as np
+import pytest
+
+import ppto
+from tests.corpus import known_bugs as bugs
+from tests.corpus.checks import (
+    CASES,
+    as_float,
+    assert_gradient,
+    directional_differences,
+    expect,
+    plain,
+)
+
+SECOND_ORDER_EPS = 1e-5
+SECOND_ORDER_RTOL = 1e-5
+
+
+def random_tangent(argument, rng):
+    """A tangent like ``argument``: a float for a float, a tensor for a tensor."""
+    if isinstance(argument, float):
+        return float(rng.standard_normal())
+    tangent = rng.standard_normal(np.shape(argument))
+    return ppto.tensor(tangent) if isinstance(argument, ppto.Tensor) else tangent
+
+
+def tangents_on(arguments, positions, seed):
+    """Tangents for ``ppto.jvp`` (``None`` outside ``positions``) and the same
+    direction as NumPy values by position, for the finite differences."""
+    rng = np.random.default_rng(seed)
+    tangents = [None] * len(arguments)
+    for position in positions:
+        tangents[position] = random_tangent(arguments[position], rng)
+    direction = {
+        p: t if isinstance(t, float) else as_float(t)
+        for p, t in enumerate(tangents)
+        if t is not None
+    }
+    return tuple(tangents), direction
+
+
+def assert_outputs(actual, expected, what, check):
+    """``check`` each output of a possibly tuple-valued result."""
+    if isinstance(expected, tuple):
+        assert isinstance(actual, tuple) and len(actual) == len(expected), what
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            check(a, e, f"{what} output {i}")
+    else:
+        check(actual, expected, what)
+
+
+def assert_same_value(actual, expected, what):
+    np.testing.assert_allclose(
+        np.asarray(actual), expected, rtol=1e-12, atol=1e-14, err_msg=what
+    )
+
+
+def check_jvp(case, positions, seed):
+    arguments = case.arguments()
+    tangents, direction = tangents_on(arguments, positions, seed)
+    out, tangent_out = ppto.jvp(case.fn, arguments, tangents)
+    assert_outputs(out, plain(case, arguments), f"{case.id} value", assert_same_value)
+    expected = directional_differences(
+        lambda *a: as_float(case.fn(*a)), arguments, direction
+    )
+    assert_outputs(tangent_out, expected, f"{case.id} tangent", assert_gradient)
+
+
+# --- forward mode ---
+
+PER_ARGUMENT = [
+    pytest.param(case, position, id=f"{case.id}-wrt{position}")
+    for case in CASES
+    for position in case.wrt
+]
+
+
+@pytest.mark.parametrize("case, position", PER_ARGUMENT)
+def test_jvp_per_argument(case, position):
+    with expect("jvp", f"{case.id}-wrt{position}"):
+        check_jvp(case, (position,), seed=position)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
+def test_jvp_all_arguments(case):
+    with expect("jvp_all", case.id):
+        check_jvp(case, case.wrt, seed=17)
+
+
+def test_jvp_needs_one_tangent_per_primal_and_one_not_none():
+    with pytest.raises(ppto.GradError, match="every tangent is None"):
+        ppto.jvp(sin_cubed, (0.5,), (None,))
+    with pytest.raises(ppto.GradError, match="1 primals but 2 tangents"):
+        ppto.jvp(sin_cubed, (0.5,), (1.0, None))
+
+
+# --- Hessian-vector products over the corpus ---
+
+# Differences of the gradient see a value under ppto.stop_gradient move; jvp holds
+# it constant (as JAX does), so these have no finite-difference reference.
+HELD_CONSTANT = {"stopped_gradient"}
+SCALAR_PER_ARGUMENT = [
+    pytest.param(case, position, id=f"{case.id}-wrt{position}")
+    for case in CASES
+    if not case.vjp and case.id not in HELD_CONSTANT
+    for position in case.wrt
+]
+
+
+@pytest.mark.parametrize("case, position", SCALAR_PER_ARGUMENT)
+def test_hessian_vector_product(case, position):
+    """d/dt grad_i f(args + t v) for random v on every differentiable argument."""
+    arguments = case.arguments()
+    with expect("hvp", f"{case.id}-wrt{position}"):
+        gradient = ppto.grad(case.fn, wrt=position)
+        tangents, direction = tangents_on(arguments, case.wrt, seed=position + 1)
+        value, product = ppto.jvp(gradient, arguments, tangents)
+        np.testing.assert_allclose(
+            np.asarray(value), np.asarray(gradient(*arguments)), rtol=1e-10, atol=1e-12
+        )
+        expected = directional_differences(
+            lambda *a: as_float(gradient(*a)),
+            arguments,
+            direction,
+            eps=SECOND_ORDER_EPS,
+        )
+        assert_gradient(
+            product,
+            expected,
+            f"{case.id} Hessian-vector product, row {position}",
+            rtol=SECOND_ORDER_RTOL,
+        )
+
+
+# --- grad of grad, scalar to scalar ---
+
+
+def sin_cubed(x):
+    return x**3 * np.sin(x)
+
+
+def sin_cubed_second(x):
+    return 6 * x * np.sin(x) + 6 * x**2 * np.cos(x) - x**3 * np.sin(x)
+
+
+def exp_of_tanh(x):
+    return ppto.exp(ppto.tanh(x))
+
+
+def exp_of_tanh_second(x):
+    t = np.tanh(x)
+    d = 1 - t * t
+    return np.exp(t) * (d * d - 2 * t * d)
+
+
+def piecewise(x):
+    if x > 0:
+        y = x**3 + x
+    else:
+        y = np.exp(x) - x * x
+    return y
+
+
+def piecewise_second(x):
+    return 6 * x if x > 0 else np.exp(x) - 2.0
+
+
+def repeated_sine(x):
+    y = x
+    for _ in range(3):
+        y = np.sin(y) * x
+    return y
+
+
+def halving_while(x):
+    y = x * x
+    while y > 0.5:
+        y = y * 0.5 + x * 0.1
+    return y * x
+
+
+SCALAR_FUNCTIONS = [
+    pytest.param(sin_cubed, sin_cubed_second, 0.7, id="sin_cubed"),
+    pytest.param(exp_of_tanh, exp_of_tanh_second, -0.4, id="exp_of_tanh"),
+    pytest.param(piecewise, piecewise_second, 0.8, id="piecewise-positive"),
+    pytest.param(
+        piecewise,
+        piecewise_second,
+        -0.6,
+        id="piecewise-negative",
+        # The generated gradient assigns dx twice in the else branch.
+        marks=pytest.mark.xfail(strict=True, reason=bugs.BRANCH_REASSIGNMENT),
+    ),
+    pytest.param(repeated_sine, None, 0.9, id="repeated_sine"),
+    pytest.param(halving_while, None, 1.7, id="halving_while"),
+]
+
+
+def differences_of(function, x, eps=SECOND_ORDER_EPS):
+    return (float(function(x + eps)) - float(function(x - eps))) / (2 * eps)
+
+
+@pytest.mark.parametrize("function, exact, x", SCALAR_FUNCTIONS)
+def test_grad_of_grad(function, exact, x):
+    first = ppto.grad(function)
+    second = ppto.grad(ppto.grad(function))
+    for point in (x, np.array(x)):
+        value = second(point)
+        assert isinstance(value, ppto.Tensor)
+        expected = exact(x) if exact else differences_of(first, x)
+        np.testing.assert_allclose(float(value), expected, rtol=SECOND_ORDER_RTOL)
+        assert np.isclose(float(first(point)), differences_of(function, x))
+
+
+# --- Hessians ---
+
+
+def quartic(x):
+    return np.sum(x**4) + np.sum(x[:-1] * x[1:])
+
+
+def unrolled_recurrence(x, w):
+    h = x * 0.0
+    for _ in range(2):
+        h = np.tanh(x * w + h) + h * x
+    return np.sum(h * h)
+
+
+def branchy_matrix(x):
+    if np.sum(x) > 0:
+        return np.sum(np.exp(x) * x.T)
+    return np.sum(x @ x)
+
+
+HESSIANS = [
+    pytest.param(quartic, (np.array([0.3, -0.7, 1.1]),), 0, id="quartic"),
+    pytest.param(
+        unrolled_recurrence,
+        (np.array([0.2, -0.5, 0.9]), np.array([0.4, 1.2, -0.3])),
+        1,
+        id="unrolled_recurrence-w",
+    ),
+    pytest.param(
+        branchy_matrix, (np.array([[0.5, -0.2], [0.3, 0.1]]),), 0, id="branchy_matrix"
+    ),
+]
+
+
+@pytest.mark.parametrize("function, arguments, wrt", HESSIANS)
+def test_hessian(function, arguments, wrt):
+    point = arguments[wrt]
+    hessian = ppto.hessian(function, wrt=wrt)(*arguments)
+    assert isinstance(hessian, ppto.Tensor)
+    assert hessian.shape == point.shape + point.shape
+    hessian = np.asarray(hessian)
+    gradient = ppto.grad(function, wrt=wrt)
+    expected = np.zeros(point.shape + point.shape)
+    for index in np.ndindex(point.shape):
+        basis = np.zeros(point.shape)
+        basis[index] = 1.0
+        column = directional_differences(
+            lambda *a: as_float(gradient(*a)),
+            arguments,
+            {wrt: basis},
+            eps=SECOND_ORDER_EPS,
+        )
+        expected[(Ellipsis, *index)] = column
+    assert_gradient(hessian, expected, "Hessian", rtol=SECOND_ORDER_RTOL)
+    flat = hessian.reshape(point.size, point.size)
+    np.testing.assert_allclose(flat, flat.T, rtol=1e-12, atol=1e-12)
