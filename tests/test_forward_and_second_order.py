@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import ppto
-from tests.corpus import known_bugs as bugs
 from tests.corpus.checks import (
     CASES,
     as_float,
@@ -199,14 +198,7 @@ SCALAR_FUNCTIONS = [
     pytest.param(sin_cubed, sin_cubed_second, 0.7, id="sin_cubed"),
     pytest.param(exp_of_tanh, exp_of_tanh_second, -0.4, id="exp_of_tanh"),
     pytest.param(piecewise, piecewise_second, 0.8, id="piecewise-positive"),
-    pytest.param(
-        piecewise,
-        piecewise_second,
-        -0.6,
-        id="piecewise-negative",
-        # The generated gradient assigns dx twice in the else branch.
-        marks=pytest.mark.xfail(strict=True, reason=bugs.BRANCH_REASSIGNMENT),
-    ),
+    pytest.param(piecewise, piecewise_second, -0.6, id="piecewise-negative"),
     pytest.param(repeated_sine, None, 0.9, id="repeated_sine"),
     pytest.param(halving_while, None, 1.7, id="halving_while"),
 ]

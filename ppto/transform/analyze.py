@@ -337,30 +337,33 @@ def expression_shape(node, shapes: dict):
             return None
         from ppto.transform.normalize import slice_expr
 
-        index = slice_expr(node.slice)
-        parts = index.elts if isinstance(index, gast.Tuple) else [index]
-        literal = []
-        for part in parts:
-            if isinstance(part, gast.Name) and shapes.get(part.id) == ():
-                literal.append(0)  # an integer (a loop index): drops the axis
-                continue
-            value = _literal(part)
-            if value is _NOT_LITERAL and isinstance(part, gast.Call):
-                arguments = [_literal(a) for a in part.args]
-                if (
-                    getattr(part.func, "id", "") == "slice"
-                    and _NOT_LITERAL not in arguments
-                ):
-                    value = slice(*arguments)
-            if value is _NOT_LITERAL or not isinstance(value, (int, slice, type(None))):
-                return None
-            literal.append(value)
-        probe = np.lib.stride_tricks.as_strided(np.zeros(1), base, [0] * len(base))
-        try:
-            return probe[tuple(literal)].shape
-        except IndexError:
-            return None
+        return _index_shape(base, slice_expr(node.slice), shapes)
     return None
+
+
+def _index_shape(base: tuple, index, shapes: dict):
+    """The shape of ``x[index]`` for an ``x`` of shape ``base``, when the index is made
+    of literals, slices and integer variables; else None."""
+    parts = index.elts if isinstance(index, gast.Tuple) else [index]
+    literal = []
+    for part in parts:
+        if isinstance(part, gast.Name) and shapes.get(part.id) == ():
+            literal.append(0)  # an integer (a loop index): drops the axis
+            continue
+        value = _literal(part)
+        if value is _NOT_LITERAL and isinstance(part, gast.Call):
+            arguments = [_literal(a) for a in part.args]
+            is_slice = getattr(part.func, "id", "") == "slice"
+            if is_slice and _NOT_LITERAL not in arguments:
+                value = slice(*arguments)
+        if value is _NOT_LITERAL or not isinstance(value, (int, slice, type(None))):
+            return None
+        literal.append(value)
+    probe = np.lib.stride_tricks.as_strided(np.zeros(1), base, [0] * len(base))
+    try:
+        return probe[tuple(literal)].shape
+    except IndexError:
+        return None
 
 
 def shape_of(statement: ir.Apply, shapes: dict):
@@ -383,6 +386,8 @@ def shape_of(statement: ir.Apply, shapes: dict):
             return tuple(np.broadcast_shapes(*inputs))
         if name == "dot":
             return None if inputs[1] is None else _matmul_shape(first, inputs[1])
+        if name == "getitem":
+            return _index_shape(first, params.get("index"), shapes)
         if name in {"unbroadcast", "unreduce"}:
             like = params.get("like")
             return shapes.get(like.id) if isinstance(like, gast.Name) else None

@@ -45,6 +45,7 @@ class TangentGenerator:
         self.activity = generator.activity
         self.namer = generator.namer
         self.callees = callees  # (parsed, positions, keywords, ranks) -> jvp name
+        self.zero_expressions: list = []  # what zeros of verbatim operands look like
         self.names: dict[str, str] = {}  # one tangent variable per primal, everywhere
         self.tangents: dict[str, str] = {}  # the primals with a tangent on this path
 
@@ -63,6 +64,9 @@ class TangentGenerator:
             return gast.List([self.materialised(x) for x in operand], gast.Load())
         if self.has(operand):
             return name(self.tangents[operand])
+        if isinstance(operand, ir.Verbatim):  # zeros shaped like the expression
+            self.zero_expressions.append(operand_expr(operand))
+            return zero(f"_{len(self.zero_expressions) - 1}")
         return zero(operand if isinstance(operand, str) else "")
 
     def materialised(self, operand):
@@ -99,8 +103,10 @@ class TangentGenerator:
             items = [self.materialised(x) for x in s.items]
             return [assign(self.tangent_name(s.target), gast.Tuple(items, gast.Load()))]
         if isinstance(s, ir.Unpack) and self.has(s.source):
-            targets = [self.tangent_name(t) for t in s.targets]
-            return [assign(_targets(targets), self.tangent_of(s.source))]
+            targets = [name(self.tangent_name(t), True) for t in s.targets]
+            return [
+                assign(gast.Tuple(targets, gast.Store()), self.tangent_of(s.source))
+            ]
         if isinstance(s, ir.ListNew) and s.target in self.activity.varied:
             return [assign(self.tangent_name(s.target), gast.List([], gast.Load()))]
         if isinstance(s, ir.ListAppend) and s.target in self.tangents:
@@ -170,11 +176,14 @@ class TangentGenerator:
 
     def materialise_zeros(self, node):
         zeros = self.generator.zeros_ref()
+        expressions = self.zero_expressions
 
         class Replace(gast.NodeTransformer):
             def visit_Name(self, child):
                 if is_zero(child):
                     primal = child.id[len(ZERO) :]
+                    if primal.startswith("_"):
+                        return call(zeros, clone(expressions[int(primal[1:])]))
                     if primal:
                         return call(zeros, name(primal))
                     return gast.Constant(0.0, None)

@@ -103,6 +103,7 @@ class Fuser:
     # --- matching named rules --------------------------------------------------------
 
     def fuse(self, statement, before: list) -> list:
+        self.root_before = before  # every statement up to the one being fused
         definitions = _definitions(before)
         root = self.decode(statement.value)
         for rule in rules_for(root.op) if root is not None else ():
@@ -192,12 +193,9 @@ class Fuser:
         position = definitions.get(name)
         if position is None or self.loads.get(name) != 1 or self.stores.get(name) != 1:
             return None
-        value = before[position].value
-        reads = loads(value)
-        for later in before[position + 1 :]:
-            if stores(later) & reads:
-                return None
-        return position, value
+        if not _unchanged_after(self.root_before, position):
+            return None  # its inputs change before the statement that would use it
+        return position, before[position].value
 
 
 class _Match:
@@ -235,7 +233,7 @@ class _Match:
         decoded = self.fuser.decode(expression)
         if decoded is None and isinstance(expression, gast.Name):
             position = self.definitions.get(expression.id)
-            if position is None:
+            if position is None or not _unchanged_after(self.before, position):
                 return False
             self.uses[expression.id] = self.uses.get(expression.id, 0) + 1
             if expression.id in {
@@ -269,6 +267,13 @@ class _Match:
             if self.fuser.loads.get(name) != count or self.fuser.stores.get(name) != 1:
                 return False
         return True
+
+
+def _unchanged_after(block: list, position: int) -> bool:
+    """Whether nothing after ``block[position]`` assigns a name its value reads, so
+    the value may be computed later instead (a loop's carried copies do)."""
+    reads = loads(block[position].value)
+    return not any(stores(later) & reads for later in block[position + 1 :])
 
 
 def _literal(node):

@@ -222,6 +222,12 @@ class Normalizer:
         self.apply(target, indexing.setitem, inputs, {"index": index}, ("index",))
 
     def unpack(self, target, value) -> None:
+        if not all(isinstance(element, gast.Name) for element in target.elts):
+            raise self.source.error(
+                target,
+                "ppto cannot differentiate nested unpacking",
+                "unpack in two steps: first the outer tuple, then the inner one",
+            )
         names = [element.id for element in target.elts]
         if isinstance(value, (gast.Tuple, gast.List)) and len(value.elts) == len(names):
             for name, element in zip(names, value.elts):
@@ -229,7 +235,7 @@ class Normalizer:
                 if result != name:
                     self.emit(ir.Copy(name, result))
             return
-        if isinstance(value, gast.Call):
+        if isinstance(value, gast.Call) and len(names) > 1:
             callee = resolve_call(value, self.parsed.namespace, self.local_names)
             if callee.kind == "function" or _composite_without_rule(callee):
                 self.call_function(value, callee, names)

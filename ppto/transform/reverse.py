@@ -104,7 +104,9 @@ class Generator:
         """What a statement assigns in generated code (a call also assigns the values
         its backward pass needs)."""
         saved = self.saved_of_call.get(id(statement))
-        return ir.writes(statement) + ((saved,) if saved else ())
+        plan = self.plans.get(id(statement))
+        counter = (plan.counter,) if plan is not None and plan.counter else ()
+        return ir.writes(statement) + ((saved,) if saved else ()) + counter
 
     def all_writes(self, body: list) -> set:
         found = set()
@@ -145,8 +147,9 @@ class Generator:
                     gast.Tuple([operand_expr(i) for i in s.items], gast.Load()),
                 )
             ]
-        if isinstance(s, ir.Unpack):
-            return [assign(_targets(s.targets), name(s.source))]
+        if isinstance(s, ir.Unpack):  # always a tuple target, even for (y,) = f(x)
+            names = gast.Tuple([name(t, True) for t in s.targets], gast.Store())
+            return [assign(names, name(s.source))]
         if isinstance(s, ir.If):
             return [
                 gast.If(
@@ -324,9 +327,10 @@ class Generator:
         if isinstance(s, ir.Unpack):
             if not any(t in initialized for t in s.targets):
                 return []
-            return self.accumulate(
-                s.source, self.cotangent_of(s.targets, initialized), initialized
-            )
+            parts = self.cotangent_of(s.targets, initialized)
+            if len(s.targets) == 1:
+                parts = gast.Tuple([parts], gast.Load())
+            return self.accumulate(s.source, parts, initialized)
         if isinstance(s, ir.If):
             return self.adjoint_if(s, initialized)
         if isinstance(s, ir.CallFunction):
@@ -382,10 +386,15 @@ class Generator:
         ]
         return parts[0] if len(parts) == 1 else gast.Tuple(parts, gast.Load())
 
-    def zero_adjoint(self, primal: str):
-        """A zero adjoint: zeros shaped like the primal, or an empty list for a list
-        (its entries arrive by the reverse of pops)."""
+    def zero_adjoint(self, primal: str, body: list = ()):
+        """A zero adjoint: zeros shaped like the primal; for a list, one zero per
+        element where ``body`` reads elements, else an empty list (its entries then
+        arrive by the reverse of pops)."""
         if primal in self.lists:
+            if any(isinstance(s, ir.ListGet) and s.source == primal
+                   for s in _walk_ir(body)):  # fmt: skip
+                return call(self.ref(lists.zeros_like_list, "zeros_like_list"),
+                            name(primal))  # fmt: skip
             return gast.List([], gast.Load())
         return call(self.zeros_ref(), name(primal))
 
@@ -542,13 +551,17 @@ class Generator:
         external = active_reads - body_local
         prelude = []
         for primal in sorted(external - initialized):
-            prelude.append(assign(self.adjoint_name(primal), self.zero_adjoint(primal)))
+            prelude.append(
+                assign(self.adjoint_name(primal), self.zero_adjoint(primal, s.body))
+            )
             initialized.add(primal)
         saved_carried = self.carried
         self.carried = saved_carried | carried
         inner = set(initialized)
         reverse_body = self.backward(s.body, inner)
         self.carried = saved_carried
+        # inner loops planned just now: their iteration counters are values too
+        body_local = self.all_writes(s.body) | local - carried
         for primal in sorted(external - inner):
             reverse_body.append(
                 assign(self.adjoint_name(primal), self.zero_adjoint(primal))
@@ -723,6 +736,13 @@ def _defining_branches(body: list) -> dict:
                     found[written] = (statement, side)
                 found.update(_defining_branches(getattr(statement, side)))
     return found
+
+
+def _walk_ir(body):
+    for statement in body:
+        yield statement
+        for block in ir.blocks(statement):
+            yield from _walk_ir(block)
 
 
 def _writes_outside(body: list, loop) -> set:

@@ -115,25 +115,28 @@ class Renamer:
         node.orelse = self.block(node.orelse)
         else_env, else_count = self.env, self.count
         merged = dict(body_env)
-        for base in set(body_env) | set(else_env):
-            in_body, in_else = body_env.get(base), else_env.get(base)
-            if in_body == in_else:
-                continue
-            if in_body is None or (
-                in_else is not None and in_body == before_env.get(base)
-            ):
-                merged[base] = in_else
-                if in_body is not None:
-                    node.body.append(_copy(in_else, in_body, node))
-            else:
-                merged[base] = in_body
-                if in_else is not None:
-                    node.orelse.append(_copy(in_body, in_else, node))
-        self.env = merged
         self.count = {
             base: max(body_count.get(base, 0), else_count.get(base, 0))
             for base in set(body_count) | set(else_count)
         }
+        before = before_env.get
+        for base in sorted(set(body_env) | set(else_env)):
+            in_body, in_else = body_env.get(base), else_env.get(base)
+            if in_body == in_else:
+                continue
+            if in_body is None or (in_else is not None and in_body == before(base)):
+                merged[base] = in_else
+                if in_body is not None:
+                    node.body.append(_copy(in_else, in_body, node))
+            elif in_else is None or in_else == before(base):
+                merged[base] = in_body
+                if in_else is not None:
+                    node.orelse.append(_copy(in_body, in_else, node))
+            else:  # both branches assign it: a fresh name, so neither loses a value
+                merged[base] = self.version(base)
+                node.body.append(_copy(merged[base], in_body, node))
+                node.orelse.append(_copy(merged[base], in_else, node))
+        self.env = merged
         return node
 
     def _loop(self, node) -> list:

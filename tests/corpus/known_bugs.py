@@ -19,26 +19,11 @@ BRANCH_SHAPE_TAPE = (
     "twice), the shapes of y pushed in both branches are popped only in the else "
     "branch, after their first use: UnboundLocalError on y_1_shape"
 )
-BRANCH_REASSIGNMENT = (
-    "reverse mode, wrong gradient: y assigned twice in one branch (y = x * 2; "
-    "y = y * x): the merge copy y = y_1 overwrites the y the backward pass reads, "
-    "and the adjoint of the first y is added to dy instead of replacing it"
-)
-SINGLE_UNPACK = (
-    "`(y,) = f(x)` is treated as `y = f(x)`: y is bound to the tuple (TypeError "
-    "can't multiply sequence); generated helper gradients unpack `name, = saved`, "
-    "so second order through a helper saving one value fails the same way"
-)
 NESTED_UNPACK = (
     "a nested tuple target `(a, b), c = ...` crashes normalize.py with "
     "AttributeError ('Tuple' object has no attribute 'id') instead of working or "
     "raising TransformError; generated gradients of helpers returning tuples use "
     "such targets, so their second order crashes too"
-)
-HASH_ORDER = (
-    "generated source depends on PYTHONHASHSEED: in a loop with continue and break, "
-    "the copies that merge an if (total_2 = total_1; stop_2 = stop_1) come out in "
-    "set order"
 )
 
 # --- forward mode ---
@@ -53,20 +38,9 @@ NO_TANGENT_RULE = (
     "raises GradError 'has no tangent rule', although its body could be "
     "differentiated in forward mode"
 )
-ZERO_TANGENT_FLOAT = (
-    "forward mode: when the array written into (setitem, index_add, scatter_add, a "
-    "subscript write into np.zeros) has no tangent, its tangent is the float 0.0 and "
-    "the tangent rule calls 0.0.copy(): AttributeError"
-)
 
 # --- fusion (default precision; precision "strict" passes) ---
 
-FUSION_LOOP_ORDER = (
-    "fusion, wrong value: in a loop body, a fused kernel is emitted at its last "
-    "consumer, after a statement that reassigns one of its inputs (dx = "
-    "__fused_mul3(dx, xp.cos(x_1), 1.5) placed after x_1 = x_1_2), so "
-    "Hessian-vector products through loops read the next iteration's values"
-)
 
 # --- second order (forward over the generated gradient) ---
 

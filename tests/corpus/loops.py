@@ -507,33 +507,8 @@ CASES = [
 # (test, case id) -> why it still fails; the test asserts it does (see
 # tests/corpus/checks.py). Remove an entry once its bug is fixed.
 KNOWN_FAILING = {
-    ("show_grad_hash_seed", "continue_and_break"): bugs.HASH_ORDER,
     **dict.fromkeys(
         [
-            ("grad", "list_of_weights-wrt1"),
-            ("grad", "list_of_weights-wrt2"),
-            ("grad", "list_of_weights-wrt3"),
-            ("grad", "enumerate_list-wrt0"),
-            ("grad", "enumerate_list-wrt1"),
-            ("grad", "zip_list_and_rows-wrt1"),
-            ("grad", "zip_list_and_rows-wrt2"),
-            ("grad", "nested_list_and_range-wrt1"),
-            ("grad", "nested_list_and_range-wrt2"),
-            ("grad", "sum_over_built_list-wrt0"),
-            ("value_and_grad", "list_of_weights"),
-            ("value_and_grad", "enumerate_list"),
-            ("value_and_grad", "zip_list_and_rows"),
-            ("value_and_grad", "nested_list_and_range"),
-            ("value_and_grad", "sum_over_built_list"),
-            ("vjp_scalar", "list_of_weights"),
-            ("vjp_scalar", "enumerate_list"),
-            ("vjp_scalar", "zip_list_and_rows"),
-            ("vjp_scalar", "nested_list_and_range"),
-            ("vjp_scalar", "sum_over_built_list"),
-            ("grad_names", "list_of_weights"),
-            ("grad_names", "enumerate_list"),
-            ("grad_names", "zip_list_and_rows"),
-            ("grad_names", "nested_list_and_range"),
             ("hvp", "list_of_weights-wrt1"),
             ("hvp", "list_of_weights-wrt2"),
             ("hvp", "list_of_weights-wrt3"),
@@ -541,16 +516,11 @@ KNOWN_FAILING = {
             ("hvp", "zip_list_and_rows-wrt2"),
             ("hvp", "nested_list_and_range-wrt1"),
             ("hvp", "nested_list_and_range-wrt2"),
-            ("hvp", "sum_over_built_list-wrt0"),
         ],
         bugs.LIST_ADJOINT,
     ),
     **dict.fromkeys(
-        [
-            ("grad", "break_in_inner_loop-wrt0"),
-            ("value_and_grad", "break_in_inner_loop"),
-            ("vjp_scalar", "break_in_inner_loop"),
-        ],
+        [],
         bugs.INNER_BREAK_COUNT,
     ),
     **dict.fromkeys(
@@ -565,14 +535,6 @@ KNOWN_FAILING = {
             ("hvp", "loop_branch_reassigned-else-wrt0"),
         ],
         bugs.BRANCH_SHAPE_TAPE,
-    ),
-    **dict.fromkeys(
-        [
-            ("jvp", "recurrence_in_buffer-wrt0"),
-            ("jvp_all", "recurrence_in_buffer"),
-            ("hvp", "recurrence_in_buffer-wrt0"),
-        ],
-        bugs.ZERO_TANGENT_FLOAT,
     ),
     **dict.fromkeys(
         [
@@ -592,18 +554,5 @@ KNOWN_FAILING = {
             ("hvp", "list_in_while-wrt0"),
         ],
         bugs.LIST_SECOND_WRONG,
-    ),
-    **dict.fromkeys(
-        [
-            ("hvp", "rnn-wrt0"),
-            ("hvp", "rnn-wrt1"),
-            ("hvp", "rnn-wrt2"),
-            ("hvp", "rnn-wrt3"),
-            ("hvp", "range_of_integer_argument-wrt0"),
-            ("hvp", "range_counting_down-wrt0"),
-            ("hvp", "while_with_counter-wrt0"),
-            ("hvp", "list_of_weights-wrt0"),
-        ],
-        bugs.FUSION_LOOP_ORDER,
     ),
 }

@@ -762,18 +762,6 @@ CASES = [
 KNOWN_FAILING = {
     **dict.fromkeys(
         [
-            ("grad", "single_element_unpacking-wrt0"),
-            ("value_and_grad", "single_element_unpacking"),
-            ("vjp_scalar", "single_element_unpacking"),
-            ("hvp", "single_element_unpacking-wrt0"),
-            ("hvp", "nested_helpers-wrt0"),
-            ("hvp", "nested_helpers-wrt1"),
-            ("hvp", "nested_helpers-wrt2"),
-        ],
-        bugs.SINGLE_UNPACK,
-    ),
-    **dict.fromkeys(
-        [
             ("grad", "nested_unpacking-wrt0"),
             ("value_and_grad", "nested_unpacking"),
             ("vjp_scalar", "nested_unpacking"),
@@ -786,14 +774,6 @@ KNOWN_FAILING = {
             ("hvp", "unpack_helper_and_reuse-wrt1"),
         ],
         bugs.NESTED_UNPACK,
-    ),
-    **dict.fromkeys(
-        [
-            ("grad", "reassigned_within-else-wrt0"),
-            ("value_and_grad", "reassigned_within-else"),
-            ("vjp_scalar", "reassigned_within-else"),
-        ],
-        bugs.BRANCH_REASSIGNMENT,
     ),
     **dict.fromkeys(
         [

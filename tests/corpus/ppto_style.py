@@ -558,14 +558,6 @@ CASES = [
 KNOWN_FAILING = {
     **dict.fromkeys(
         [
-            ("jvp", "take_and_scatter-wrt0"),
-            ("jvp", "functional_setitem-wrt1"),
-            ("jvp", "index_add_rows-wrt1"),
-        ],
-        bugs.ZERO_TANGENT_FLOAT,
-    ),
-    **dict.fromkeys(
-        [
             ("jvp", "custom_rule_keepdims-wrt0"),
             ("jvp", "custom_rule_axis0-wrt0"),
             ("jvp", "two_input_rule-wrt0"),
