@@ -269,7 +269,7 @@ class Transformed:
             count_operators(fused, namespace),
         )
 
-    def run(self, which: int, ranks, device, values):
+    def run(self, which: int, ranks, device, values, keywords=None):
         """Call generated function ``which`` (0: the entry; 1: a split's backward)."""
         from ppto.runtime.precision import get_precision
 
@@ -281,8 +281,8 @@ class Transformed:
             entry = self._entries[key] = namespace[name_]
         if device.kind == "cuda" and device.index != 0:
             with backend_for(device).xp.cuda.Device(device.index):
-                return entry(*values)
-        return entry(*values)
+                return entry(*values, **(keywords or {}))
+        return entry(*values, **(keywords or {}))
 
     def __call__(self, *args: Any, **kwargs: Any):
         call, values, ranks, homes, device = self.prepare(args, kwargs)
@@ -504,7 +504,11 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
     raw_tangents = [
         _unwrap(_cotangent_on(tangents[names.index(n)], device)) for n in wrt
     ]
-    value, tangent = transformed.run(0, ranks, device, values + raw_tangents)
+    program, _ = transformed.program(ranks)
+    parameters = program.tangent_parameters[program.entry]
+    value, tangent = transformed.run(
+        0, ranks, device, values, dict(zip(parameters, raw_tangents))
+    )
     return _as_tensor(value, device), _as_tensor(tangent, device)
 
 

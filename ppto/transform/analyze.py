@@ -85,8 +85,20 @@ def _is_range(node) -> bool:
     return isinstance(value, gast.Call) and getattr(value.func, "id", "") == "range"
 
 
+def _spread_taint(statement, activity: Activity) -> None:
+    """A value assembled from, copied from or popped out of a tainted one (a list an
+    opaque call built) is tainted too."""
+    if isinstance(statement, (ir.Copy, ir.Pack, ir.Unpack, ir.ListPop, ir.ListGet)):
+        sources = set(ir.reads(statement)) & set(activity.tainted)
+        if sources:
+            origin = activity.tainted[sorted(sources)[0]]
+            for name in ir.writes(statement):
+                activity.tainted.setdefault(name, origin)
+
+
 def _forward(body, activity: Activity) -> None:
     for statement in body:
+        _spread_taint(statement, activity)
         if isinstance(statement, ir.For) and statement.iterable in activity.ranges:
             activity.ranks[statement.target] = 0  # an integer from a range
             activity.shapes[statement.target] = ()

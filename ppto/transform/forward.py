@@ -238,9 +238,10 @@ class TangentGenerator:
         from ppto.transform.analyze import operand_rank
 
         ranks = [operand_rank(x, self.activity.ranks) for x in s.inputs]
-        jvp_name = self.callees(s.function, positions, names, ranks)
-        tangents = [self.tangent_of(s.inputs[i]) for i in positions]
-        tangents += [self.tangent_of(s.keywords[k]) for k in names]
+        jvp_name, parameters = self.callees(s.function, positions, names, ranks)
+        tangents = [self.materialised(s.inputs[i]) for i in positions]
+        tangents += [self.materialised(s.keywords[k]) for k in names]
+        keywords = keywords + [gast.keyword(p, t) for p, t in zip(parameters, tangents)]
         outputs = (
             _targets(s.targets) if len(s.targets) > 1 else name(s.targets[0], True)
         )
@@ -251,7 +252,7 @@ class TangentGenerator:
             else name(tangent_names[0], True)
         )
         both = gast.Tuple([outputs, tangent_out], gast.Store())
-        result = gast.Call(name(jvp_name), arguments + tangents, keywords)
+        result = gast.Call(name(jvp_name), arguments, keywords)
         return [gast.Assign([both], result, None)]
 
 

@@ -52,6 +52,7 @@ class Program:
     callee_plans: dict = field(default_factory=dict)
     result_ranks: dict = field(default_factory=dict)
     layouts: dict = field(default_factory=dict)
+    tangent_parameters: dict = field(default_factory=dict)  # jvp function -> names
     shapes: dict = field(default_factory=dict)  # of the entry function's arguments
     entry_function: object = None
     last_result_rank: int | None = None
@@ -304,9 +305,11 @@ def jvp(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program) -
     )
     body = _cleanup(body, generator)
     arguments = _arguments(parsed)
-    for tangent in tangent_parameters:
-        arguments.args.append(gast.Name(tangent, gast.Param(), None, None))
+    for tangent in tangent_parameters:  # keyword-only: parameters may have defaults
+        arguments.kwonlyargs.append(gast.Name(tangent, gast.Param(), None, None))
+        arguments.kw_defaults.append(None)
     function_name = program.function_name(f"{parsed.name}_jvp")
+    program.tangent_parameters[function_name] = tangent_parameters
     program.functions.append(_definition(function_name, arguments, body))
     return function_name
 
@@ -333,7 +336,8 @@ def program_jvp_callee(program: Program):
             rank_map = {
                 parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)
             }
-            program.callee_plans[key] = jvp(parsed, wrt, rank_map, program)
+            jvp_name = jvp(parsed, wrt, rank_map, program)
+            program.callee_plans[key] = (jvp_name, program.tangent_parameters[jvp_name])
         return program.callee_plans[key]
 
     return plan

@@ -9,11 +9,6 @@ LIST_ADJOINT = (
     "enumerate, zip, or a list built with append) starts as [] instead of one zero "
     "per element, so add_at(dsequence, i, dv) raises IndexError"
 )
-INNER_BREAK_COUNT = (
-    "reverse mode, wrong gradient: the iteration count of an inner loop that can "
-    "break is not taped per outer iteration, so the backward pass replays every "
-    "inner loop with the count of the last outer iteration"
-)
 BRANCH_SHAPE_TAPE = (
     "reverse mode: in a loop, when both branches of an if assign y (one of them "
     "twice), the shapes of y pushed in both branches are popped only in the else "

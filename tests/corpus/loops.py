@@ -520,10 +520,6 @@ KNOWN_FAILING = {
         bugs.LIST_ADJOINT,
     ),
     **dict.fromkeys(
-        [],
-        bugs.INNER_BREAK_COUNT,
-    ),
-    **dict.fromkeys(
         [
             ("grad", "loop_branch_reassigned-if-wrt0"),
             ("grad", "loop_branch_reassigned-else-wrt0"),

@@ -776,13 +776,7 @@ KNOWN_FAILING = {
         bugs.NESTED_UNPACK,
     ),
     **dict.fromkeys(
-        [
-            ("jvp", "helper_with_keywords-wrt0"),
-            ("jvp", "helper_with_array_keyword-wrt0"),
-            ("jvp", "helper_with_array_keyword-wrt1"),
-            ("jvp_all", "helper_with_keywords"),
-            ("jvp_all", "helper_with_array_keyword"),
-        ],
+        [],
         bugs.JVP_KEYWORDS,
     ),
     **dict.fromkeys(
