@@ -107,8 +107,8 @@ class Fuser:
         definitions = _definitions(before)
         root = self.decode(statement.value)
         for rule in rules_for(root.op) if root is not None else ():
-            if rule.size() < 2:
-                continue  # a single operator is already one kernel
+            if rule.size() < 2 or rule.kind == "elementwise":
+                continue  # one operator is one kernel; chains are fused below
             match = _Match(self, definitions, before)
             if match.node(rule.template, statement.value) and match.complete():
                 arguments = [match.bindings[name] for name in rule.parameters]
@@ -128,9 +128,10 @@ class Fuser:
         leaves: list = []
         consumed: set = set()
         tree = self.tree(statement.value, before, definitions, leaves, consumed)
-        if tree is None or tree.count() < 3:
+        if tree is None or tree.count() < 2:
             return []
-        name = f"__fused_chain_{'_'.join(_op_names(tree))}"  # apart from named rules
+        named = _named_elementwise(tree)
+        name = named or f"__fused_chain_{'_'.join(_op_names(tree))}"
         label = name
         number = 1
         while label in self.kernels and getattr(
@@ -267,6 +268,19 @@ class _Match:
             if self.fuser.loads.get(name) != count or self.fuser.stores.get(name) != 1:
                 return False
         return True
+
+
+def _named_elementwise(tree: Node) -> str | None:
+    """The kernel name of the elementwise rule whose pattern is exactly ``tree``."""
+    from ppto.fusion.registry import RULES, elementwise_tree
+
+    signature = _signature(tree)
+    for rule in RULES:
+        if rule.kind == "elementwise":
+            pattern = elementwise_tree(rule.template, rule.parameters)
+            if pattern is not None and _signature(pattern) == signature:
+                return rule.kernel_name
+    return None
 
 
 def _unchanged_after(block: list, position: int) -> bool:

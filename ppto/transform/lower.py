@@ -15,8 +15,10 @@ import textwrap
 from functools import cache
 
 import gast
+import numpy as np
 
 from ppto.errors import BackendError
+from ppto.fusion.kernels import LARGE
 from ppto.ops.primitive import OperatorDef, Primitive
 from ppto.runtime.backends import Backend
 from ppto.runtime.tensor import Tensor
@@ -296,8 +298,10 @@ def lower(program, backend: Backend, kind: str, fused: bool | None = None):
     lowered = {"namespace": {}, "keys": {}}
     lowering = Lowering(namespace, lowered, backend, kind)
     functions = program.functions
-    if fused is None:
-        fused = kind == "cpu" and get_precision() != "strict"
+    if fused is None:  # small arrays gain nothing from fused kernels' bookkeeping
+        sizes = [int(np.prod(shape)) for shape in program.shapes.values()]
+        small = bool(sizes) and max(sizes) < LARGE
+        fused = kind == "cpu" and get_precision() != "strict" and not small
     if fused:
         functions, kernels = fuse_program(functions, namespace)
         namespace.update(kernels)
