@@ -57,10 +57,13 @@ class SourceMap:
         return error
 
     def statement_text(self, node: Any) -> str:
-        """The user's text of a statement, on one line (for ``# grad of:``)."""
+        """The user's text of a statement, on one line (for ``# grad of:``); only the
+        header line of a compound statement (``for t in range(n):``)."""
         start, _ = self.position(node)
         end = getattr(node, "end_lineno", None)
         end = start if end is None else end + self.first_line - 1
+        if isinstance(node, (gast.For, gast.While, gast.If)):
+            end = start
         lines = [self.line_text(n).strip() for n in range(start, end + 1)]
         return " ".join(line for line in lines if line)
 
