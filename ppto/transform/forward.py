@@ -88,8 +88,35 @@ class TangentGenerator:
             return self.loop(s)
         if isinstance(s, ir.CallFunction):
             return self.call(s)
+        body_call = self.through_body(s)
+        if body_call is not None:
+            return self.call(body_call)
         code = self.generator.forward_statement(s)
         return code + self.tangent_statement(s)
+
+    def through_body(self, s):
+        """A user operator with a gradient rule but no tangent rule is differentiated
+        in forward mode through its body, as a call of its function."""
+        op = getattr(s, "op", None)
+        function = getattr(op, "function", None)
+        if (
+            not isinstance(s, ir.Apply)
+            or function is None
+            or op.tangent_rule is not None
+            or s.target not in self.activity.varied
+        ):
+            return None
+        from ppto.transform.source import parse_function
+
+        keywords = {
+            key: ir.Verbatim(value, frozenset()) if hasattr(value, "_fields") else
+            ir.Const(value)
+            for key, value in s.params.items()
+        }  # fmt: skip
+        call = ir.CallFunction([s.target], parse_function(function), list(s.inputs),
+                               keywords)  # fmt: skip
+        call.origin = s.origin
+        return call
 
     def tangent_statement(self, s) -> list:
         if isinstance(s, ir.Apply):

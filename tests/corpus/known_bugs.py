@@ -23,11 +23,6 @@ NESTED_UNPACK = (
 
 # --- forward mode ---
 
-JVP_KEYWORDS = (
-    "forward mode: a call with keyword arguments to a helper or composite operator "
-    "becomes `f_jvp(x, dx, scale=...)` with the tangents in the keyword parameters' "
-    "positions: TypeError got multiple values for argument"
-)
 NO_TANGENT_RULE = (
     "forward mode: an operator with a custom @ppto.grad_rule and no @ppto.jvp_rule "
     "raises GradError 'has no tangent rule', although its body could be "

@@ -776,10 +776,6 @@ KNOWN_FAILING = {
         bugs.NESTED_UNPACK,
     ),
     **dict.fromkeys(
-        [],
-        bugs.JVP_KEYWORDS,
-    ),
-    **dict.fromkeys(
         [
             ("hvp", "concatenated-wrt0"),
             ("hvp", "concatenated-wrt1"),

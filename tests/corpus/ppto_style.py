@@ -557,35 +557,8 @@ CASES = [
 # tests/corpus/checks.py). Remove an entry once its bug is fixed.
 KNOWN_FAILING = {
     **dict.fromkeys(
-        [
-            ("jvp", "custom_rule_keepdims-wrt0"),
-            ("jvp", "custom_rule_axis0-wrt0"),
-            ("jvp", "two_input_rule-wrt0"),
-            ("jvp", "two_input_rule-wrt1"),
-            ("jvp", "explicit_rule_form-wrt0"),
-            ("jvp", "branching_rule-wrt0"),
-            ("jvp", "rule_with_keyword_inputs-wrt0"),
-            ("jvp", "rule_with_keyword_inputs-wrt1"),
-            ("jvp_all", "custom_rule_keepdims"),
-            ("jvp_all", "custom_rule_axis0"),
-            ("jvp_all", "two_input_rule"),
-            ("jvp_all", "explicit_rule_form"),
-            ("jvp_all", "branching_rule"),
-            ("jvp_all", "rule_with_keyword_inputs"),
-            ("hvp", "custom_rule_keepdims-wrt0"),
-            ("hvp", "custom_rule_axis0-wrt0"),
-            ("hvp", "two_input_rule-wrt0"),
-            ("hvp", "two_input_rule-wrt1"),
-            ("hvp", "explicit_rule_form-wrt0"),
-            ("hvp", "branching_rule-wrt0"),
-            ("hvp", "rule_with_keyword_inputs-wrt0"),
-            ("hvp", "rule_with_keyword_inputs-wrt1"),
-        ],
-        bugs.NO_TANGENT_RULE,
-    ),
-    **dict.fromkeys(
         [],
-        bugs.JVP_KEYWORDS,
+        bugs.NO_TANGENT_RULE,
     ),
     **dict.fromkeys(
         [
