@@ -21,17 +21,6 @@ NESTED_UNPACK = (
     "such targets, so their second order crashes too"
 )
 
-# --- forward mode ---
-
-NO_TANGENT_RULE = (
-    "forward mode: an operator with a custom @ppto.grad_rule and no @ppto.jvp_rule "
-    "raises GradError 'has no tangent rule', although its body could be "
-    "differentiated in forward mode"
-)
-
-# --- fusion (default precision; precision "strict" passes) ---
-
-
 # --- second order (forward over the generated gradient) ---
 
 METADATA_ACTIVE = (

@@ -557,10 +557,6 @@ CASES = [
 # tests/corpus/checks.py). Remove an entry once its bug is fixed.
 KNOWN_FAILING = {
     **dict.fromkeys(
-        [],
-        bugs.NO_TANGENT_RULE,
-    ),
-    **dict.fromkeys(
         [
             ("hvp", "concat_columns-wrt0"),
             ("hvp", "concat_columns-wrt1"),
