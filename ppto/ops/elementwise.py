@@ -540,7 +540,9 @@ def _(x, lo=None, hi=None, out=None):
     return backward
 
 
-@unary(tangent="")
+# x is nondifferentiable so that activity analysis sees a constant result and no
+# adjoint flows back into what computed x.
+@unary(tangent="", nondiff=("x",))
 def stop_gradient(xp, x):
     """x, treated as a constant by differentiation."""
     return x
