@@ -106,7 +106,7 @@ def _prepare(
     body = loops(list(parsed.tree.body), namer, parsed.source)
     body = single_exit(body, result)
     body = lift_conditionals(body, namer)
-    body, env = rename(body, parsed.parameters, namer)
+    body, env = rename(body, parsed.parameters, namer, {result})
     if result not in env:
         raise parsed.source.error(
             parsed.tree,

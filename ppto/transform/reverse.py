@@ -727,15 +727,42 @@ def _recompute(plan, loop, restore, copies, generator):
 
 def _defining_branches(body: list) -> dict:
     """For names assigned inside an ``if`` of a loop body: the innermost ``if`` and
-    branch ("body" or "orelse") that assigns them."""
-    found: dict = {}
+    branch ("body" or "orelse") that holds every assignment of the name. A name that
+    both branches assign is pushed on every path, so it is popped outside that ``if``
+    (at the level that holds both)."""
+    paths: dict = {}
+    _branch_paths(body, (), paths)
+    found = {}
+    for written, (first, *others) in paths.items():
+        common = first
+        for other in others:
+            size = 0
+            while size < min(len(common), len(other)) and _same(
+                common[size], other[size]
+            ):
+                size += 1
+            common = common[:size]
+        if common:
+            statement, side = common[-1]
+            found[written] = (statement, side)
+    return found
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return a[0] is b[0] and a[1] == b[1]
+
+
+def _branch_paths(body: list, path: tuple, paths: dict) -> None:
+    """Record, for every name ``body`` assigns, the chain of (if, side) around each
+    assignment."""
     for statement in body:
         if isinstance(statement, ir.If):
             for side in ("body", "orelse"):
-                for written in ir.all_writes(getattr(statement, side)):
-                    found[written] = (statement, side)
-                found.update(_defining_branches(getattr(statement, side)))
-    return found
+                inner = path + ((statement, side),)
+                _branch_paths(getattr(statement, side), inner, paths)
+        else:
+            for name_ in ir.all_writes([statement]):  # nested loops included
+                paths.setdefault(name_, []).append(path)
 
 
 def _walk_ir(body):

@@ -4,7 +4,9 @@ A reassigned name gets a numbered version (``x``, then ``x_1``, ``x_2``), so eve
 value the derivative needs is still there when the backward pass runs, without a tape.
 Both branches of an ``if`` may define the same version (only one runs); where they
 end with different versions, the branch that differs copies its value into the one
-that continues after the ``if``.
+that continues after the ``if``. Copies are made only for names that may be read
+later (a conservative liveness check): copying a name that one path never assigned
+would read an unbound variable where Python itself would not.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ from ppto.transform.trees import clone
 class Renamer:
     """Holds the current version of each user name while walking statements."""
 
-    def __init__(self, namer: Namer, parameters: list[str]) -> None:
+    def __init__(self, namer: Namer, parameters: list[str], live_out: set) -> None:
         self.namer = namer
         self.env: dict[str, str] = {name: name for name in parameters}
         self.count: dict[str, int] = {name: 0 for name in parameters}
         self.created: set[str] = set()
+        # what runs after the current statement: the rest of each enclosing block
+        # (a list of statements) or a loop's next iteration (the names it may read)
+        self.later: list = [live_out]
 
     def version(self, base: str) -> str:
         """A new version of ``base`` for an assignment."""
@@ -57,9 +62,19 @@ class Renamer:
 
     def block(self, body: list) -> list:
         out = []
-        for statement in body:
+        for index, statement in enumerate(body):
+            self.later.append(body[index + 1 :])
             out.extend(self.statement(statement))
+            self.later.pop()
         return out
+
+    def live(self) -> set:
+        """Names the code after the current statement may read before assigning
+        them (a superset: definite assignment only within each block)."""
+        found = set()
+        for after in self.later:
+            found |= exposed(after)[0] if isinstance(after, list) else after
+        return found
 
     def statement(self, node) -> list:
         if isinstance(node, gast.If):
@@ -108,6 +123,7 @@ class Renamer:
 
     def _branch(self, node: gast.If) -> gast.If:
         node.test = self.reads(node.test)
+        live = self.live()
         before_env, before_count = dict(self.env), dict(self.count)
         node.body = self.block(node.body)
         body_env, body_count = self.env, self.count
@@ -123,6 +139,9 @@ class Renamer:
         for base in sorted(set(body_env) | set(else_env)):
             in_body, in_else = body_env.get(base), else_env.get(base)
             if in_body == in_else:
+                continue
+            if base not in live:  # no later read: keep either version, copy nothing
+                merged[base] = in_body if in_body is not None else in_else
                 continue
             if in_body is None or (in_else is not None and in_body == before(base)):
                 merged[base] = in_else
@@ -145,7 +164,11 @@ class Renamer:
         if isinstance(node, gast.For):
             node.iter = self.reads(node.iter)
         assigned = _stored_names(node.body)
-        carried = sorted(name for name in assigned if name in self.env)
+        target = _stored_names([node.target]) if isinstance(node, gast.For) else set()
+        head = set() if isinstance(node, gast.For) else _loaded_names(node.test)
+        next_iteration = exposed(node.body, target)[0] | head
+        live = next_iteration | self.live()
+        carried = sorted(name for name in assigned if name in self.env and name in live)
         prelude, headers = [], {}
         for base in carried:
             previous = self.env[base]
@@ -155,7 +178,9 @@ class Renamer:
             node.target = self.targets(node.target)
         else:
             node.test = self.reads(node.test)
+        self.later.append(next_iteration)
         body = self.block(node.body)
+        self.later.pop()
         tail = []
         if body and _is_break_if(body[-1]):
             tail = [body.pop()]
@@ -185,6 +210,42 @@ def _stored_names(body: list) -> set:
     return found
 
 
+def _loaded_names(node) -> set:
+    found = set()
+    for child in gast.walk(node):
+        if isinstance(child, gast.Name) and isinstance(child.ctx, gast.Load):
+            found.add(child.id)
+        elif isinstance(child, gast.AugAssign) and isinstance(child.target, gast.Name):
+            found.add(child.target.id)  # x += 1 reads x
+    return found
+
+
+def exposed(body: list, assigned: set = frozenset()) -> tuple[set, set]:
+    """``(names body may read before assigning them, names it surely assigns)``,
+    given names already assigned on entry."""
+    assigned, found = set(assigned), set()
+    for statement in body:
+        if isinstance(statement, gast.If):
+            found |= _loaded_names(statement.test) - assigned
+            read_body, sure_body = exposed(statement.body, assigned)
+            read_else, sure_else = exposed(statement.orelse, assigned)
+            found |= read_body | read_else
+            assigned = sure_body & sure_else
+        elif isinstance(statement, (gast.For, gast.While)):
+            if isinstance(statement, gast.For):
+                found |= _loaded_names(statement.iter) - assigned
+                inner = assigned | _stored_names([statement.target])
+            else:
+                found |= _loaded_names(statement.test) - assigned
+                inner = assigned
+            found |= exposed(statement.body, inner)[0]
+            found |= exposed(statement.orelse, assigned)[0]
+        else:
+            found |= _loaded_names(statement) - assigned
+            assigned |= _stored_names([statement])
+    return found, assigned
+
+
 def _is_break_if(statement) -> bool:
     return (
         isinstance(statement, gast.If)
@@ -211,10 +272,13 @@ def _copy(target: str, source: str, origin) -> gast.Assign:
     return gast.copy_location(assign, origin)
 
 
-def rename(body: list, parameters: list[str], namer: Namer) -> tuple[list, dict]:
-    """Rename ``body`` so every assignment creates a new name (see module doc).
+def rename(
+    body: list, parameters: list[str], namer: Namer, live_out: set
+) -> tuple[list, dict]:
+    """Rename ``body`` so every assignment creates a new name (see module doc);
+    ``live_out`` names what is read after it.
 
     Returns the renamed statements and the final version of each name.
     """
-    renamer = Renamer(namer, parameters)
+    renamer = Renamer(namer, parameters, live_out)
     return renamer.block(body), renamer.env

@@ -9,11 +9,6 @@ LIST_ADJOINT = (
     "enumerate, zip, or a list built with append) starts as [] instead of one zero "
     "per element, so add_at(dsequence, i, dv) raises IndexError"
 )
-BRANCH_SHAPE_TAPE = (
-    "reverse mode: in a loop, when both branches of an if assign y (one of them "
-    "twice), the shapes of y pushed in both branches are popped only in the else "
-    "branch, after their first use: UnboundLocalError on y_1_shape"
-)
 NESTED_UNPACK = (
     "a nested tuple target `(a, b), c = ...` crashes normalize.py with "
     "AttributeError ('Tuple' object has no attribute 'id') instead of working or "

@@ -309,6 +309,33 @@ def reassigned_in_loop_branch(x):
     return np.sum(total * x)
 
 
+def nested_branch_in_loop(x):
+    total = 0.0
+    for _ in range(2):
+        if np.sum(x) < 0:
+            if np.max(x) > -0.5:
+                y = x * x
+            else:
+                y = np.sin(x) + x
+            z = y * 2.0
+        else:
+            z = x
+        total = total + z
+    return np.sum(total * x)
+
+
+def assigned_on_some_paths(x):
+    # Python runs this whichever branch is taken: c may stay unbound, never read
+    if np.sum(x) > 0:
+        c = x * 2.0
+    total = x
+    for _ in range(2):
+        if np.sum(x) > 0:
+            c = x * 3.0
+            total = total + c * x
+    return np.sum(total * x)
+
+
 def _cell(x, h, w):
     return np.tanh(x @ w + h)
 
@@ -486,6 +513,17 @@ CASES = [
     Case(branch_on_carried_value, F(3, lo=0.1, hi=0.5)),
     Case(reassigned_in_loop_branch, F(3, hi=-0.1), id="loop_branch_reassigned-if"),
     Case(reassigned_in_loop_branch, F(3, lo=0.1), id="loop_branch_reassigned-else"),
+    Case(
+        nested_branch_in_loop, F(3, lo=-0.4, hi=-0.1), id="nested_loop_branch-inner-if"
+    ),
+    Case(
+        nested_branch_in_loop,
+        F(3, lo=-2.0, hi=-0.6),
+        id="nested_loop_branch-inner-else",
+    ),
+    Case(nested_branch_in_loop, F(3, lo=0.1), id="nested_loop_branch-outer-else"),
+    Case(assigned_on_some_paths, F(3, lo=0.1), id="assigned_on_some_paths-if"),
+    Case(assigned_on_some_paths, F(3, hi=-0.1), id="assigned_on_some_paths-else"),
     Case(helper_in_loop, F(3, 2), F(2, 3)),
     Case(helper_with_loop, F(3, 2)),
     Case(helper_with_branch_in_loop, F(3, lo=0.1), F(3, 3, lo=0.1), id="loop_step-+"),
@@ -518,19 +556,6 @@ KNOWN_FAILING = {
             ("hvp", "nested_list_and_range-wrt2"),
         ],
         bugs.LIST_ADJOINT,
-    ),
-    **dict.fromkeys(
-        [
-            ("grad", "loop_branch_reassigned-if-wrt0"),
-            ("grad", "loop_branch_reassigned-else-wrt0"),
-            ("value_and_grad", "loop_branch_reassigned-if"),
-            ("value_and_grad", "loop_branch_reassigned-else"),
-            ("vjp_scalar", "loop_branch_reassigned-if"),
-            ("vjp_scalar", "loop_branch_reassigned-else"),
-            ("hvp", "loop_branch_reassigned-if-wrt0"),
-            ("hvp", "loop_branch_reassigned-else-wrt0"),
-        ],
-        bugs.BRANCH_SHAPE_TAPE,
     ),
     **dict.fromkeys(
         [
