@@ -2,20 +2,6 @@
 corpus modules' ``KNOWN_FAILING`` tables (see tests/corpus/checks.py). Delete a reason
 once no table uses it."""
 
-# --- reverse mode ---
-
-LIST_ADJOINT = (
-    "reverse mode: the adjoint of a list iterated with `for v in <list>` (a literal, "
-    "enumerate, zip, or a list built with append) starts as [] instead of one zero "
-    "per element, so add_at(dsequence, i, dv) raises IndexError"
-)
-NESTED_UNPACK = (
-    "a nested tuple target `(a, b), c = ...` crashes normalize.py with "
-    "AttributeError ('Tuple' object has no attribute 'id') instead of working or "
-    "raising TransformError; generated gradients of helpers returning tuples use "
-    "such targets, so their second order crashes too"
-)
-
 # --- second order (forward over the generated gradient) ---
 
 METADATA_ACTIVE = (
@@ -23,6 +9,12 @@ METADATA_ACTIVE = (
     "np.arange(x.shape[0]), a mask x > 0, a helper's axis parameter) is taken as "
     "depending on differentiated values: TransformError 'ppto does not differentiate "
     "the ... argument'"
+)
+NESTED_UNPACK = (
+    "second order: generated gradients of helpers returning tuples unpack them "
+    "with a nested target `(a, b), c = ...`, which the transformer rejects: "
+    "TransformError 'ppto cannot differentiate nested unpacking' (user code gets "
+    "the same clear error)"
 )
 LIST_POP_SECOND = (
     "second order: a generated gradient that pops a list adjoint or a helper's saved "

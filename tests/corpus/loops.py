@@ -554,11 +554,6 @@ KNOWN_FAILING = {
             ("hvp", "zip_list_and_rows-wrt2"),
             ("hvp", "nested_list_and_range-wrt1"),
             ("hvp", "nested_list_and_range-wrt2"),
-        ],
-        bugs.LIST_ADJOINT,
-    ),
-    **dict.fromkeys(
-        [
             ("hvp", "enumerate_list-wrt0"),
             ("hvp", "enumerate_list-wrt1"),
             ("hvp", "helper_with_loop-wrt0"),
