@@ -234,6 +234,15 @@ def tuple_unpacking(x):
     return variance + first * second
 
 
+def centered_moments(x):
+    return (np.mean(x), np.mean(x * x)), x - np.mean(x)
+
+
+def nested_unpacking(x):
+    (mean, mean_square), centered = centered_moments(x)
+    return np.sum(centered * centered) + mean_square - mean * mean
+
+
 # --- indexing and shapes --------------------------------------------------------------
 
 
@@ -396,6 +405,7 @@ CASES = [
     GoldenCase(early_return, (vector(),)),
     GoldenCase(calls_with_keywords, (vector(),)),
     GoldenCase(tuple_unpacking, (vector(),)),
+    GoldenCase(nested_unpacking, (vector(),)),
     GoldenCase(slices, (matrix(3, 4),)),
     GoldenCase(integer_array_index, (vector(4), np.array([0, 2, 2]))),
     GoldenCase(take_rows, (matrix(3, 2), np.array([2, 0]))),

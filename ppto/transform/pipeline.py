@@ -36,7 +36,12 @@ from ppto.transform.reverse import (
 )
 from ppto.transform.source import ParsedFunction, parse_function
 from ppto.transform.ssa import rename
-from ppto.transform.structure import lift_conditionals, loops, single_exit
+from ppto.transform.structure import (
+    lift_conditionals,
+    loops,
+    single_exit,
+    unpack_in_steps,
+)
 from ppto.transform.trees import clone, stores
 
 
@@ -103,7 +108,8 @@ def _prepare(
     for key, value in free_globals(parsed).items():
         program.refs.bind(key, value)
     result = namer.fresh(parsed.name if parsed.name != "lambda_" else "result")
-    body = loops(list(parsed.tree.body), namer, parsed.source)
+    body = unpack_in_steps(list(parsed.tree.body), namer)
+    body = loops(body, namer, parsed.source)
     body = single_exit(body, result)
     body = lift_conditionals(body, namer)
     body, env = rename(body, parsed.parameters, namer, {result})

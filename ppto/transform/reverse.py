@@ -288,6 +288,7 @@ class Generator:
             if not code:
                 continue
             origin = statement.origin
+            origin = getattr(origin, "split_from", origin)  # one comment per line
             if (
                 origin is not None
                 and origin is not last_origin

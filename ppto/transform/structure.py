@@ -1,10 +1,11 @@
-"""Structural rewrites before renaming: a single exit, and conditional expressions
-as statements.
+"""Structural rewrites before renaming: a single exit, conditional expressions as
+statements, and nested unpacking in steps.
 
 ``return`` in the middle of a function becomes an assignment to the result variable,
 with the statements after an ``if`` that may return moved into its branches (so every
 path ends by assigning the result once). ``a if c else b`` inside a statement becomes
-an ``if`` statement assigning a temporary just before it.
+an ``if`` statement assigning a temporary just before it. ``(a, b), c = v`` becomes
+``a_b, c = v`` then ``a, b = a_b``.
 """
 
 from __future__ import annotations
@@ -288,3 +289,44 @@ def _sequence_targets(statement: gast.For, namer: Namer, source):
     if not isinstance(target, gast.Name):
         raise unsupported
     return namer.fresh("i"), [(target.id, iterable)]
+
+
+def unpack_in_steps(body: list, namer: Namer) -> list:
+    """Split nested tuple targets into one level per statement (see module doc)."""
+    out = []
+    for statement in body:
+        for field in ("body", "orelse"):
+            if isinstance(getattr(statement, field, None), list):
+                setattr(
+                    statement, field, unpack_in_steps(getattr(statement, field), namer)
+                )
+        out.extend(_unpack_steps(statement, namer))
+    return out
+
+
+def _unpack_steps(statement, namer: Namer) -> list:
+    if not (
+        isinstance(statement, gast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], (gast.Tuple, gast.List))
+    ):
+        return [statement]
+    later = []
+    elements = []
+    for element in statement.targets[0].elts:
+        if isinstance(element, (gast.Tuple, gast.List)):
+            names = [n.id for n in gast.walk(element) if isinstance(n, gast.Name)]
+            whole = namer.fresh("_".join(names) or "part")
+            elements.append(gast.Name(whole, gast.Store(), None, None))
+            inner = gast.Assign(
+                targets=[element],
+                value=gast.Name(whole, gast.Load(), None, None),
+                type_comment=None,
+            )
+            gast.copy_location(inner, statement)
+            inner.split_from = getattr(statement, "split_from", statement)
+            later.extend(_unpack_steps(inner, namer))
+        else:
+            elements.append(element)
+    statement.targets[0].elts = elements
+    return [statement] + later

@@ -10,12 +10,6 @@ METADATA_ACTIVE = (
     "depending on differentiated values: TransformError 'ppto does not differentiate "
     "the ... argument'"
 )
-NESTED_UNPACK = (
-    "second order: generated gradients of helpers returning tuples unpack them "
-    "with a nested target `(a, b), c = ...`, which the transformer rejects: "
-    "TransformError 'ppto cannot differentiate nested unpacking' (user code gets "
-    "the same clear error)"
-)
 LIST_POP_SECOND = (
     "second order: a generated gradient that pops a list adjoint or a helper's saved "
     "tape (dhs.pop(), total_1_tape.pop()) or calls list(unstack(...)) is rejected: "

@@ -762,21 +762,6 @@ CASES = [
 KNOWN_FAILING = {
     **dict.fromkeys(
         [
-            ("grad", "nested_unpacking-wrt0"),
-            ("value_and_grad", "nested_unpacking"),
-            ("vjp_scalar", "nested_unpacking"),
-            ("show_grad", "nested_unpacking"),
-            ("jvp", "nested_unpacking-wrt0"),
-            ("jvp_all", "nested_unpacking"),
-            ("hvp", "tuple_from_helper-wrt0"),
-            ("hvp", "nested_unpacking-wrt0"),
-            ("hvp", "unpack_helper_and_reuse-wrt0"),
-            ("hvp", "unpack_helper_and_reuse-wrt1"),
-        ],
-        bugs.NESTED_UNPACK,
-    ),
-    **dict.fromkeys(
-        [
             ("hvp", "concatenated-wrt0"),
             ("hvp", "concatenated-wrt1"),
             ("hvp", "helper_with_keywords-wrt0"),

@@ -569,12 +569,4 @@ KNOWN_FAILING = {
         ],
         bugs.METADATA_ACTIVE,
     ),
-    **dict.fromkeys(
-        [
-            ("hvp", "helper_tuple-wrt0"),
-            ("hvp", "helper_tuple-wrt1"),
-            ("hvp", "helper_tuple-wrt2"),
-        ],
-        bugs.NESTED_UNPACK,
-    ),
 }
