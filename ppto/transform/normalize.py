@@ -25,7 +25,9 @@ from ppto.transform.resolve import (
 )
 from ppto.transform.source import ParsedFunction
 
-_SHAPE_QUERIES = {"shape", "ndim", "size"}
+# calls that read only their arguments' shapes; split_points comes from concat's
+# gradient rule, so second derivatives meet it in generated code
+_SHAPE_QUERIES = {"shape", "ndim", "size", "split_points"}
 
 BINARY_OPERATORS = {
     gast.Add: elementwise.add,

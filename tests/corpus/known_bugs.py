@@ -5,10 +5,11 @@ once no table uses it."""
 # --- second order (forward over the generated gradient) ---
 
 METADATA_ACTIVE = (
-    "second order: metadata in the generated gradient (split_points([a, b], 0), "
-    "np.arange(x.shape[0]), a mask x > 0, a helper's axis parameter) is taken as "
-    "depending on differentiated values: TransformError 'ppto does not differentiate "
-    "the ... argument'"
+    "second order: a helper's generated backward unpacks non-differentiable values "
+    "(an axis, integer labels) from its saved tuple together with arrays, so forward "
+    "mode takes them as differentiated, and a mask x > 0 used as an index counts as "
+    "differentiated too: TransformError 'ppto does not differentiate the ... "
+    "argument'"
 )
 LIST_POP_SECOND = (
     "second order: a generated gradient that pops a list adjoint or a helper's saved "

@@ -762,8 +762,6 @@ CASES = [
 KNOWN_FAILING = {
     **dict.fromkeys(
         [
-            ("hvp", "concatenated-wrt0"),
-            ("hvp", "concatenated-wrt1"),
             ("hvp", "helper_with_keywords-wrt0"),
             ("hvp", "helper_with_array_keyword-wrt0"),
             ("hvp", "helper_with_array_keyword-wrt1"),

@@ -558,14 +558,7 @@ CASES = [
 KNOWN_FAILING = {
     **dict.fromkeys(
         [
-            ("hvp", "concat_columns-wrt0"),
-            ("hvp", "concat_columns-wrt1"),
-            ("hvp", "numpy_aliases-wrt0"),
-            ("hvp", "numpy_aliases-wrt1"),
             ("hvp", "operator_keyword_only-wrt0"),
-            ("hvp", "gru_like_cell-wrt0"),
-            ("hvp", "gru_like_cell-wrt1"),
-            ("hvp", "gru_like_cell-wrt2"),
         ],
         bugs.METADATA_ACTIVE,
     ),
