@@ -39,12 +39,16 @@ BINARY_OPERATORS = {
 }
 
 
-def value_reads(node) -> set[str]:
-    """Names whose *values* an expression reads (``x.shape`` reads only metadata)."""
+def value_reads(node, through_comparisons: bool = True) -> set[str]:
+    """Names whose *values* an expression reads (``x.shape`` reads only metadata);
+    with ``through_comparisons=False``, not those only compared (``x > 0`` is
+    piecewise constant: no derivative flows through it)."""
     found: set[str] = set()
 
     def walk(child):
         if isinstance(child, gast.Attribute) and child.attr in METADATA_ATTRIBUTES:
+            return
+        if isinstance(child, gast.Compare) and not through_comparisons:
             return
         if isinstance(child, gast.Call) and (
             (
@@ -503,7 +507,7 @@ class Normalizer:
                 self.check_not_varied(part, "an index")
 
     def check_not_varied(self, expression, what):
-        if value_reads(expression) & self.varied:
+        if value_reads(expression, through_comparisons=False) & self.varied:
             raise self.source.error(
                 expression,
                 f"ppto does not differentiate {what}, but "

@@ -7,9 +7,8 @@ once no table uses it."""
 METADATA_ACTIVE = (
     "second order: a helper's generated backward unpacks non-differentiable values "
     "(an axis, integer labels) from its saved tuple together with arrays, so forward "
-    "mode takes them as differentiated, and a mask x > 0 used as an index counts as "
-    "differentiated too: TransformError 'ppto does not differentiate the ... "
-    "argument'"
+    "mode takes them as differentiated: TransformError 'ppto does not "
+    "differentiate the ... argument'"
 )
 LIST_POP_SECOND = (
     "second order: a generated gradient that pops a list adjoint or a helper's saved "

@@ -770,7 +770,6 @@ KNOWN_FAILING = {
             ("hvp", "mlp-wrt2"),
             ("hvp", "mlp-wrt3"),
             ("hvp", "mlp-wrt4"),
-            ("hvp", "boolean_mask_index-wrt0"),
         ],
         bugs.METADATA_ACTIVE,
     ),
