@@ -10,6 +10,7 @@ gradients`` (used by ``vjp`` and for called functions).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 import gast
@@ -210,8 +211,17 @@ def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
     return function_name
 
 
-def split(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program):
-    """``<name>_forward`` and ``<name>_backward``; returns their names."""
+def split(
+    parsed: ParsedFunction,
+    wrt: list[str],
+    ranks: dict,
+    program: Program,
+    called: bool = True,
+):
+    """``<name>_forward`` and ``<name>_backward``; returns their names and the
+    parameters the backward takes from the call site (only when ``called`` from
+    generated code: the entry point's backward takes just ``saved`` and the
+    cotangent)."""
     from ppto.transform.inline import operand_expr
 
     ir_body, activity, generator = _prepare(parsed, wrt, ranks, program)
@@ -234,6 +244,13 @@ def split(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program)
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
                 defined.add(node.id)
     saved_names = sorted(free_reads(backward) & defined)
+    # Parameters not differentiated (an axis, integer labels) come from the call site
+    # rather than through the saved tuple, so that differentiating the generated code
+    # again sees them as the constants they are.
+    passed = [
+        n for n in saved_names if called and n not in wrt and _passable(parsed, n)
+    ]
+    saved_names = [n for n in saved_names if n not in passed]
     # A value saved from one branch (or a loop body) may be unbound on the path
     # taken: it starts as None so that the saved tuple can always be built.
     always = set(parsed.parameters) | {
@@ -258,7 +275,7 @@ def split(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program)
     backward_name = program.function_name(f"{parsed.name}_backward")
     program.functions.append(_definition(forward_name, _arguments(parsed), forward))
     backward_arguments = gast.arguments(
-        args=[name(saved, False), name(cotangent, False)],
+        args=[name(n, False) for n in [saved, cotangent, *passed]],
         posonlyargs=[],
         vararg=None,
         kwonlyargs=[],
@@ -269,7 +286,22 @@ def split(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program)
     for argument in backward_arguments.args:
         argument.ctx = gast.Param()
     program.functions.append(_definition(backward_name, backward_arguments, backward))
-    return forward_name, backward_name
+    return forward_name, backward_name, passed
+
+
+def _passable(parsed: ParsedFunction, parameter: str) -> bool:
+    """Whether the call site can always supply ``parameter``: it is a parameter whose
+    default, if any, is a literal."""
+    if parameter not in parsed.parameters:
+        return False
+    default = inspect.signature(parsed.fn).parameters[parameter].default
+    return default is inspect.Parameter.empty or _is_literal(default)
+
+
+def _is_literal(value) -> bool:
+    if isinstance(value, tuple):
+        return all(_is_literal(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
 
 
 def _cleanup(body, generator):
@@ -360,9 +392,9 @@ def program_callee(program: Program):
             rank_map = {
                 parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)
             }
-            forward_name, backward_name = split(parsed, wrt, rank_map, program)
+            forward_name, backward_name, passed = split(parsed, wrt, rank_map, program)
             order = list(positions) + list(keywords)
-            program.callee_plans[key] = (forward_name, backward_name, order)
+            program.callee_plans[key] = (forward_name, backward_name, order, passed)
             program.result_ranks[key] = program.last_result_rank
         return program.callee_plans[key] + (program.result_ranks[key],)
 
@@ -392,6 +424,6 @@ def build(
         program.entry = jvp(parsed, wrt, ranks, program)
         program.entries = (program.entry,)
     else:
-        program.entries = split(parsed, wrt, ranks, program)
+        program.entries = split(parsed, wrt, ranks, program, called=False)[:2]
         program.entry = program.entries[0]
     return program

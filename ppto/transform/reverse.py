@@ -8,6 +8,8 @@ other starts it at zero, so every adjoint is defined on every path.
 
 from __future__ import annotations
 
+import inspect
+
 import gast
 
 from ppto.ops.primitive import require_rule
@@ -230,7 +232,7 @@ class Generator:
         if plan is None or s.checkpoint:  # a checkpointed call saves nothing
             function = self.ref(s.function.fn, s.function.name)
             return [assign(targets, gast.Call(name(function), arguments, keywords))]
-        forward_name, _, _, result_rank = plan
+        forward_name, _, _, _, result_rank = plan
         if len(s.targets) == 1:
             self.activity.ranks[s.targets[0]] = result_rank
         if id(s) not in self.saved_of_call:
@@ -248,6 +250,18 @@ class Generator:
                 [both], gast.Call(name(forward_name), arguments, keywords), None
             )
         ]
+
+    def argument_of(self, s: ir.CallFunction, parameter: str):
+        """The expression a call gives for ``parameter`` (its default if omitted)."""
+        from ppto.transform.normalize import constant_expr
+
+        if parameter in s.keywords:
+            return operand_expr(s.keywords[parameter])
+        position = s.function.parameters.index(parameter)
+        if position < len(s.inputs):
+            return operand_expr(s.inputs[position])
+        default = inspect.signature(s.function.fn).parameters[parameter].default
+        return constant_expr(default)
 
     def call_plan(self, s: ir.CallFunction):
         if not any(self.activity.active(t) for t in s.targets):
@@ -593,7 +607,7 @@ class Generator:
         plan = self.call_plan(s)
         if plan is None:
             return []
-        forward_name, backward_name, wrt, _ = plan
+        forward_name, backward_name, wrt, passed, _ = plan
         cotangent = self.cotangent_of(s.targets, initialized)
         code = []
         if s.checkpoint:  # recompute the call's intermediate values now
@@ -610,7 +624,9 @@ class Generator:
                 )
             )
         result = gast.Call(
-            name(backward_name), [name(self.saved_of_call[id(s)]), cotangent], []
+            name(backward_name),
+            [name(self.saved_of_call[id(s)]), cotangent],
+            [gast.keyword(p, self.argument_of(s, p)) for p in passed],
         )
         holders = [self.namer.temporary() for _ in wrt]
         target = holders[0] if len(holders) == 1 else _targets(holders)

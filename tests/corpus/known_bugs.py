@@ -4,12 +4,6 @@ once no table uses it."""
 
 # --- second order (forward over the generated gradient) ---
 
-METADATA_ACTIVE = (
-    "second order: a helper's generated backward unpacks non-differentiable values "
-    "(an axis, integer labels) from its saved tuple together with arrays, so forward "
-    "mode takes them as differentiated: TransformError 'ppto does not "
-    "differentiate the ... argument'"
-)
 LIST_POP_SECOND = (
     "second order: a generated gradient that pops a list adjoint or a helper's saved "
     "tape (dhs.pop(), total_1_tape.pop()) or calls list(unstack(...)) is rejected: "

@@ -336,6 +336,19 @@ def assigned_on_some_paths(x):
     return np.sum(total * x)
 
 
+def _scaled(v, k, power=2):
+    return v**power * k
+
+
+def helper_constant_changes_in_loop(x):
+    # the helper's backward takes k from the call site, which differs per iteration
+    total = 0.0
+    for i in range(3):
+        k = i * 2.0 + 1.0
+        total = total + np.sum(_scaled(x, k) * x)
+    return total
+
+
 def _cell(x, h, w):
     return np.tanh(x @ w + h)
 
@@ -524,6 +537,7 @@ CASES = [
     Case(nested_branch_in_loop, F(3, lo=0.1), id="nested_loop_branch-outer-else"),
     Case(assigned_on_some_paths, F(3, lo=0.1), id="assigned_on_some_paths-if"),
     Case(assigned_on_some_paths, F(3, hi=-0.1), id="assigned_on_some_paths-else"),
+    Case(helper_constant_changes_in_loop, F(3)),
     Case(helper_in_loop, F(3, 2), F(2, 3)),
     Case(helper_with_loop, F(3, 2)),
     Case(helper_with_branch_in_loop, F(3, lo=0.1), F(3, 3, lo=0.1), id="loop_step-+"),

@@ -4,7 +4,6 @@ subscripts, Python control flow. ``CASES`` declares each one's inputs."""
 import numpy as np
 
 import ppto
-from tests.corpus import known_bugs as bugs
 from tests.corpus.case import (
     Case,
     F,
@@ -759,18 +758,4 @@ CASES = [
 
 # (test, case id) -> why it still fails; the test asserts it does (see
 # tests/corpus/checks.py). Remove an entry once its bug is fixed.
-KNOWN_FAILING = {
-    **dict.fromkeys(
-        [
-            ("hvp", "helper_with_keywords-wrt0"),
-            ("hvp", "helper_with_array_keyword-wrt0"),
-            ("hvp", "helper_with_array_keyword-wrt1"),
-            ("hvp", "mlp-wrt0"),
-            ("hvp", "mlp-wrt1"),
-            ("hvp", "mlp-wrt2"),
-            ("hvp", "mlp-wrt3"),
-            ("hvp", "mlp-wrt4"),
-        ],
-        bugs.METADATA_ACTIVE,
-    ),
-}
+KNOWN_FAILING: dict = {}

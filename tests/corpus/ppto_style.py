@@ -4,7 +4,6 @@ gradient rules. ``CASES`` declares each one's inputs."""
 import numpy as np
 
 import ppto
-from tests.corpus import known_bugs as bugs
 from tests.corpus.case import (
     Case,
     F,
@@ -555,11 +554,4 @@ CASES = [
 
 # (test, case id) -> why it still fails; the test asserts it does (see
 # tests/corpus/checks.py). Remove an entry once its bug is fixed.
-KNOWN_FAILING = {
-    **dict.fromkeys(
-        [
-            ("hvp", "operator_keyword_only-wrt0"),
-        ],
-        bugs.METADATA_ACTIVE,
-    ),
-}
+KNOWN_FAILING: dict = {}
