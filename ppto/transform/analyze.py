@@ -151,6 +151,9 @@ def _forward(body, activity: Activity) -> None:
                 rank = activity.ranks.get(statement.source)
                 known = activity.ranks.get(statement.target, rank)
                 activity.ranks[statement.target] = rank if known == rank else None
+        elif isinstance(statement, ir.ListCall):
+            if _any_varied(_list_call_inputs(statement), activity):
+                activity.varied.update(statement.targets)
         elif isinstance(statement, ir.Passive):
             node = statement.node
             if isinstance(node, gast.Assign) and len(statement.targets) == 1:
@@ -178,6 +181,9 @@ def _backward(body, activity: Activity) -> None:
             _backward(statement.orelse, activity)
         elif isinstance(statement, ir.Return):
             activity.useful |= ir.operand_names(statement.value)
+        elif isinstance(statement, ir.ListCall):
+            if set(statement.targets) & activity.useful:
+                activity.useful |= ir.operand_names(_list_call_inputs(statement))
         elif isinstance(statement, ir.Passive):
             continue
         elif isinstance(statement, ir.ListAppend):
@@ -189,6 +195,10 @@ def _backward(body, activity: Activity) -> None:
                     activity.useful |= ir.operand_names(statement.inputs)
             else:
                 activity.useful |= ir.reads(statement)
+
+
+def _list_call_inputs(statement) -> list:
+    return [x for kind, x in zip(statement.kinds, statement.inputs) if kind != "fixed"]
 
 
 def _check_taint(body, activity: Activity, source) -> None:

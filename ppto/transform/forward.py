@@ -72,8 +72,17 @@ class TangentGenerator:
     def materialised(self, operand):
         expression = self.tangent_of(operand)
         if is_zero(expression):
+            if isinstance(operand, str):
+                return self.zeros_for(operand)
             return call(self.generator.zeros_ref(), operand_expr(operand))
         return expression
+
+    def zeros_for(self, primal: str):
+        """A zero tangent for ``primal``: zeros like it, one per element of a list."""
+        if primal in self.generator.lists:
+            zeros = self.generator.ref(lists.zeros_like_list, "zeros_like_list")
+            return call(zeros, name(primal))
+        return call(self.generator.zeros_ref(), name(primal))
 
     def block(self, body: list) -> list:
         out = []
@@ -134,6 +143,8 @@ class TangentGenerator:
             return [
                 assign(gast.Tuple(targets, gast.Store()), self.tangent_of(s.source))
             ]
+        if isinstance(s, ir.ListCall) and s.targets[0] in self.activity.varied:
+            return [assign(self.tangent_name(s.targets[0]), self.list_call(s))]
         if isinstance(s, ir.ListNew) and s.target in self.activity.varied:
             return [assign(self.tangent_name(s.target), gast.List([], gast.Load()))]
         if isinstance(s, ir.ListAppend) and s.target in self.tangents:
@@ -146,6 +157,16 @@ class TangentGenerator:
             )
             return [assign(self.tangent_name(s.target), element)]
         return []
+
+    def list_call(self, s: ir.ListCall):
+        """The same (linear) list helper applied to the inputs' tangents."""
+        arguments = []
+        for kind, operand in zip(s.kinds, s.inputs):
+            if kind == "fixed":
+                arguments.append(clone(operand))
+            else:
+                arguments.append(self.materialised(operand))
+        return gast.Call(clone(s.node.value.func), arguments, [])
 
     def apply(self, s: ir.Apply) -> list:
         op = s.op
@@ -236,9 +257,7 @@ class TangentGenerator:
             side, branch = (orelse, "orelse") if primal in in_body else (body, "body")
             if primal in inside and primal not in defined[branch]:
                 continue  # not defined on that path, so not used after the if
-            side.append(
-                assign(merged[primal], call(self.generator.zeros_ref(), name(primal)))
-            )
+            side.append(assign(merged[primal], self.zeros_for(primal)))
         self.tangents = merged
         return [gast.If(name(s.test), body or [gast.Pass()], orelse)]
 
@@ -248,10 +267,7 @@ class TangentGenerator:
         for primal in sorted(written & self.activity.varied):
             if primal not in self.tangents and _defined_before(primal, s, self):
                 prelude.append(
-                    assign(
-                        self.tangent_name(primal),
-                        call(self.generator.zeros_ref(), name(primal)),
-                    )
+                    assign(self.tangent_name(primal), self.zeros_for(primal))
                 )
         return prelude + [loop_statement(s, self.block(s.body))]
 

@@ -69,6 +69,19 @@ class Passive(Stmt):
 
 
 @dataclass
+class ListCall(Passive):
+    """``target = function(*inputs)`` for a list helper that is linear in its list and
+    tensor inputs (``add_at``, ``add_lists``): emitted verbatim like ``Passive``, and
+    in forward mode the same function applied to the tangents. ``kinds`` says per
+    input "list", "value" (a tensor or tuple) or "fixed" (passed through unchanged,
+    an index)."""
+
+    function: Any = None
+    inputs: list = field(default_factory=list)  # operand names; gast for "fixed"
+    kinds: tuple = ()
+
+
+@dataclass
 class Pack(Stmt):
     target: str
     items: list

@@ -37,3 +37,11 @@ def add_at(values: list, index, addition) -> list:
     out = list(values)
     out[index] = out[index] + addition
     return out
+
+
+# Generated gradients call these; differentiating such a gradient again (forward
+# mode) needs to know what each argument is. Both functions are linear in their list
+# and tensor arguments, so their tangent is the same call on the tangents.
+zeros_like_list.returns_list = True
+add_lists.linear_list = ("list", "list")
+add_at.linear_list = ("list", "fixed", "value")

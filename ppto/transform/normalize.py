@@ -199,7 +199,64 @@ class Normalizer:
         if isinstance(value, gast.Subscript) and _names_list(value.value, self.lists):
             self.emit(ir.ListGet(target, value.value.id, slice_expr(value.slice)))
             return True
+        helper = self.list_helper(value)
+        if helper is not None:
+            self.lists.add(target)
+            if helper[1]:
+                self.list_call(node, target, *helper)
+                return True
         return False
+
+    def list_helper(self, value):
+        """``(function, kinds)`` when a call makes a list: ``list(...)`` or one of the
+        list helpers of generated gradients (see ppto/transform/lists.py); ``kinds``
+        is empty for one that is constant. None for other calls."""
+        if not isinstance(value, gast.Call) or value.keywords:
+            return None
+        function = resolve_call(value, self.parsed.namespace, self.local_names).function
+        if function is list and len(value.args) == 1:
+            return function, ("value",)  # list(unstack(dY)): linear in its argument
+        if getattr(function, "linear_list", None):
+            return function, function.linear_list
+        if getattr(function, "returns_list", False):
+            return function, ()
+        return None
+
+    def list_call(self, node, target: str, helper, kinds: tuple) -> None:
+        from ppto.transform.inline import operand_expr
+
+        call_ = node.value
+        inputs, arguments = [], []
+        for kind, argument in zip(kinds, call_.args):
+            if kind == "fixed":
+                self.check_not_varied(argument, "a list position")
+                inputs.append(argument)
+                arguments.append(argument)
+            else:
+                operand = self.expression(argument)
+                inputs.append(operand)
+                arguments.append(operand_expr(operand))
+        if any(
+            kind != "fixed" and ir.operand_names(x) & self.varied
+            for kind, x in zip(kinds, inputs)
+        ):
+            self.varied.add(target)
+        else:
+            self.varied.discard(target)
+        value = gast.Call(call_.func, arguments, [])
+        assign = gast.Assign([gast.Name(target, gast.Store(), None, None)], value, None)
+        gast.copy_location(assign, node)
+        reads = set(value_reads(value))
+        self.emit(
+            ir.ListCall(
+                assign,
+                targets=(target,),
+                reads=frozenset(reads),
+                function=helper,
+                inputs=inputs,
+                kinds=kinds,
+            )
+        )
 
     def statement_Expr(self, node) -> None:
         value = node.value
@@ -215,6 +272,9 @@ class Normalizer:
             self.emit(
                 ir.ListAppend(value.func.value.id, self.expression(value.args[0]))
             )
+            return
+        if _is_list_pop(value, self.lists):  # a pop whose value is not used
+            self.emit(ir.ListPop(self.namer.temporary(), value.func.value.id))
             return
         self.emit(ir.Passive(node, reads=frozenset(value_reads(node))))
 
@@ -516,6 +576,10 @@ class Normalizer:
             )
 
     def method_call(self, node, method, target):
+        if _is_list_pop(node, self.lists):  # xs.pop() inside an expression
+            target = target or self.namer.temporary()
+            self.emit(ir.ListPop(target, node.func.value.id))
+            return target
         op = METHOD_OPERATORS.get(method)
         if op is None:
             raise self.source.error(

@@ -149,9 +149,19 @@ def _prune(body, used, removable):
             isinstance(t, gast.Name) and t.id in removable and t.id not in used
             for t in statement.targets
         ):
+            if _is_pop(statement.value):  # the pop itself must still happen
+                out.append(gast.copy_location(gast.Expr(statement.value), statement))
             continue
         out.append(statement)
     return out
+
+
+def _is_pop(value) -> bool:
+    return (
+        isinstance(value, gast.Call)
+        and isinstance(value.func, gast.Attribute)
+        and value.func.attr == "pop"
+    )
 
 
 def _count(body) -> int:

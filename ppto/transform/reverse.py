@@ -316,6 +316,14 @@ class Generator:
         return out
 
     def adjoint(self, s, initialized: set) -> list:
+        if isinstance(s, ir.ListCall) and self.activity.active(s.targets[0]):
+            raise self.parsed.source.error(
+                s.node,
+                "ppto differentiates the list operations of a generated gradient in "
+                "forward mode only",
+                "take second derivatives as jvp(grad(f), ...) (Hessian-vector "
+                "products) rather than grad(grad(f))",
+            )
         if isinstance(s, ir.Apply):
             return self.adjoint_apply(s, initialized)
         if isinstance(s, ir.Copy):

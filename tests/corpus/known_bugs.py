@@ -10,8 +10,3 @@ LIST_POP_SECOND = (
     "TransformError 'cannot differentiate the method .pop()' / 'list has no ppto "
     "operator'"
 )
-LIST_SECOND_WRONG = (
-    "second order, wrong value: the generated gradient's list adjoint operations "
-    "(zeros_like_list, add_at, pop) are treated as constants, dropping the Hessian "
-    "terms of values that went through a Python list"
-)

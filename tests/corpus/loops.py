@@ -561,28 +561,8 @@ CASES = [
 KNOWN_FAILING = {
     **dict.fromkeys(
         [
-            ("hvp", "list_of_weights-wrt1"),
-            ("hvp", "list_of_weights-wrt2"),
-            ("hvp", "list_of_weights-wrt3"),
-            ("hvp", "zip_list_and_rows-wrt1"),
-            ("hvp", "zip_list_and_rows-wrt2"),
-            ("hvp", "nested_list_and_range-wrt1"),
-            ("hvp", "nested_list_and_range-wrt2"),
-            ("hvp", "enumerate_list-wrt0"),
-            ("hvp", "enumerate_list-wrt1"),
             ("hvp", "helper_with_loop-wrt0"),
-            ("hvp", "stacked_hidden_states-wrt0"),
-            ("hvp", "stacked_hidden_states-wrt1"),
-            ("hvp", "stacked_hidden_states-wrt2"),
-            ("hvp", "last_of_list-wrt0"),
-            ("hvp", "last_of_list-wrt1"),
         ],
         bugs.LIST_POP_SECOND,
-    ),
-    **dict.fromkeys(
-        [
-            ("hvp", "list_in_while-wrt0"),
-        ],
-        bugs.LIST_SECOND_WRONG,
     ),
 }
