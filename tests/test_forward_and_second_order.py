@@ -220,6 +220,25 @@ def test_grad_of_grad(function, exact, x):
         assert np.isclose(float(first(point)), differences_of(function, x))
 
 
+def cubes_of_a_list(x):
+    xs = [x, x * 2.0]
+    total = 0.0
+    for v in xs:
+        total = total + v * v * v
+    return total
+
+
+def test_list_operations_differentiate_in_forward_mode_only():
+    """jvp(grad(f)) goes through the gradient's list operations; grad(grad(f)) would
+    need their adjoints, which ppto does not generate: a clear error, not zeros."""
+    _, curvature = ppto.jvp(ppto.grad(cubes_of_a_list), (1.5,), (1.0,))
+    np.testing.assert_allclose(
+        float(curvature), differences_of(ppto.grad(cubes_of_a_list), 1.5), rtol=1e-6
+    )
+    with pytest.raises(ppto.TransformError, match="forward mode only"):
+        ppto.grad(ppto.grad(cubes_of_a_list))(1.5)
+
+
 # --- Hessians ---
 
 
