@@ -72,6 +72,8 @@ class TangentGenerator:
     def materialised(self, operand):
         expression = self.tangent_of(operand)
         if is_zero(expression):
+            if isinstance(operand, ir.Verbatim) and isinstance(operand.expr, gast.Name):
+                operand = operand.expr.id  # a value read as it is (not differentiated)
             if isinstance(operand, str):
                 return self.zeros_for(operand)
             return call(self.generator.zeros_ref(), operand_expr(operand))

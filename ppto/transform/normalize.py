@@ -123,7 +123,9 @@ class Normalizer:
         }
         self.out: list = []
         self.origin = None
-        self.lists: set[str] = set()
+        # lists: those built here, and names only lists can be whose .pop() or
+        # .append(v) is called (a tape a generated backward unpacks from ``saved``)
+        self.lists: set[str] = _list_receivers(parsed.tree)
 
     # --- statements ------------------------------------------------------------------
 
@@ -647,6 +649,23 @@ def _symbol(operator) -> str:
 
 def _names_list(node, lists) -> bool:
     return isinstance(node, gast.Name) and node.id in lists
+
+
+def _list_receivers(tree) -> set[str]:
+    found = set()
+    for node in gast.walk(tree):
+        if (
+            isinstance(node, gast.Call)
+            and isinstance(node.func, gast.Attribute)
+            and isinstance(node.func.value, gast.Name)
+            and (
+                (node.func.attr == "pop" and not node.args)
+                or (node.func.attr == "append" and len(node.args) == 1)
+            )
+            and not node.keywords
+        ):
+            found.add(node.func.value.id)
+    return found
 
 
 def _is_list_pop(value, lists) -> bool:

@@ -4,7 +4,8 @@ tolerances, and the ``KNOWN_FAILING`` mechanism.
 
 Entries of a corpus module's ``KNOWN_FAILING`` ``{(test, case id): reason}`` are
 bugs not fixed yet: their check must still fail, so the test flips when the bug is
-fixed (then remove the entry). ``test`` is one of ``KNOWN_TESTS``.
+fixed (then remove the entry). ``test`` is one of ``KNOWN_TESTS``; ``reason`` says
+what fails and why. No corpus check is known to fail at present.
 """
 
 import numpy as np

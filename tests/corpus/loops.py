@@ -8,7 +8,6 @@ thresholds so finite differences stay on the path."""
 import numpy as np
 
 import ppto
-from tests.corpus import known_bugs as bugs
 from tests.corpus.case import (
     Case,
     F,
@@ -558,11 +557,4 @@ CASES = [
 
 # (test, case id) -> why it still fails; the test asserts it does (see
 # tests/corpus/checks.py). Remove an entry once its bug is fixed.
-KNOWN_FAILING = {
-    **dict.fromkeys(
-        [
-            ("hvp", "helper_with_loop-wrt0"),
-        ],
-        bugs.LIST_POP_SECOND,
-    ),
-}
+KNOWN_FAILING: dict = {}
