@@ -194,6 +194,29 @@ def halving_while(x):
     return y * x
 
 
+def stacked_states(x):
+    hs = []
+    h = x
+    for _ in range(3):
+        h = np.sin(h) * x
+        hs.append(h)
+    return np.sum(np.stack(hs))
+
+
+def enumerated_list(x):
+    xs = [x, x * x, np.cos(x)]
+    total = 0.0
+    for i, v in enumerate(xs):
+        total = total + v * (i + 1.0) * v
+    return total
+
+
+def popped_list(x):
+    xs = [x, x * 2.0, np.sin(x)]
+    last = xs.pop()
+    return last * xs[0] + xs[1] ** 2
+
+
 SCALAR_FUNCTIONS = [
     pytest.param(sin_cubed, sin_cubed_second, 0.7, id="sin_cubed"),
     pytest.param(exp_of_tanh, exp_of_tanh_second, -0.4, id="exp_of_tanh"),
@@ -201,6 +224,9 @@ SCALAR_FUNCTIONS = [
     pytest.param(piecewise, piecewise_second, -0.6, id="piecewise-negative"),
     pytest.param(repeated_sine, None, 0.9, id="repeated_sine"),
     pytest.param(halving_while, None, 1.7, id="halving_while"),
+    pytest.param(stacked_states, None, 0.7, id="stacked_states"),
+    pytest.param(enumerated_list, None, 0.7, id="enumerated_list"),
+    pytest.param(popped_list, None, 0.7, id="popped_list"),
 ]
 
 
@@ -228,15 +254,14 @@ def cubes_of_a_list(x):
     return total
 
 
-def test_list_operations_differentiate_in_forward_mode_only():
-    """jvp(grad(f)) goes through the gradient's list operations; grad(grad(f)) would
-    need their adjoints, which ppto does not generate: a clear error, not zeros."""
+def test_second_derivatives_through_list_operations():
+    """The gradient's list operations (zeros_like_list, add_at, pops) differentiate
+    in forward mode (jvp(grad(f))) and in reverse mode (grad(grad(f)))."""
+    expected = differences_of(ppto.grad(cubes_of_a_list), 1.5)
     _, curvature = ppto.jvp(ppto.grad(cubes_of_a_list), (1.5,), (1.0,))
-    np.testing.assert_allclose(
-        float(curvature), differences_of(ppto.grad(cubes_of_a_list), 1.5), rtol=1e-6
-    )
-    with pytest.raises(ppto.TransformError, match="forward mode only"):
-        ppto.grad(ppto.grad(cubes_of_a_list))(1.5)
+    np.testing.assert_allclose(float(curvature), expected, rtol=1e-6)
+    second = ppto.grad(ppto.grad(cubes_of_a_list))(1.5)
+    np.testing.assert_allclose(float(second), expected, rtol=1e-6)
 
 
 # --- Hessians ---

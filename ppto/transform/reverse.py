@@ -316,14 +316,8 @@ class Generator:
         return out
 
     def adjoint(self, s, initialized: set) -> list:
-        if isinstance(s, ir.ListCall) and self.activity.active(s.targets[0]):
-            raise self.parsed.source.error(
-                s.node,
-                "ppto differentiates the list operations of a generated gradient in "
-                "forward mode only",
-                "take second derivatives as jvp(grad(f), ...) (Hessian-vector "
-                "products) rather than grad(grad(f))",
-            )
+        if isinstance(s, ir.ListCall):
+            return self.adjoint_list_call(s, initialized)
         if isinstance(s, ir.Apply):
             return self.adjoint_apply(s, initialized)
         if isinstance(s, ir.Copy):
@@ -399,6 +393,27 @@ class Generator:
         return code + [
             assign(adjoint, call(add_at, name(adjoint), clone(s.index), element))
         ]
+
+    def adjoint_list_call(self, s: ir.ListCall, initialized: set) -> list:
+        """The list helpers are linear: ``add_at(xs, i, v)`` passes its adjoint on to
+        ``xs`` and element ``i`` of it to ``v``; ``add_lists`` to both lists;
+        ``list(t)`` (of a tuple) its adjoint as a tuple."""
+        target = s.targets[0]
+        if target not in initialized or not self.activity.active(target):
+            return []
+        adjoint = self.adjoint_name(target)
+        code = []
+        for kind, operand in zip(s.kinds, s.inputs):
+            if kind == "fixed":
+                continue
+            if s.function is lists.add_at and kind == "value":
+                value = gast.Subscript(name(adjoint), clone(s.inputs[1]), gast.Load())
+            elif s.function is list:
+                value = call("tuple", name(adjoint))
+            else:
+                value = name(adjoint)
+            code += self.accumulate(operand, value, initialized)
+        return code
 
     def cotangent_of(self, targets, initialized):
         parts = [
