@@ -217,6 +217,12 @@ def non_differentiable_use(x):
     return total * np.sum(x)
 
 
+def opaque_call_into_list(x):
+    xs = [x, x * 2.0]
+    ys = list(reversed(xs))  # <- error
+    return np.sum(ys[0] * ys[1])
+
+
 def differentiated_index(x, position):
     return x[position]  # <- error
 

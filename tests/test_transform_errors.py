@@ -153,6 +153,7 @@ REJECTED = [
     Case(ec.method_without_operator, ".cumsum()", "x.cumsum()"),
     Case(ec.attribute_without_operator, ".real", "x.real"),
     Case(ec.non_differentiable_use, "float", "float(x.sum())"),
+    Case(ec.opaque_call_into_list, "reversed has no ppto operator", "reversed(xs)"),
     Case(
         ec.differentiated_index,
         "an index",

@@ -88,7 +88,9 @@ def _is_range(node) -> bool:
 def _spread_taint(statement, activity: Activity) -> None:
     """A value assembled from, copied from or popped out of a tainted one (a list an
     opaque call built) is tainted too."""
-    if isinstance(statement, (ir.Copy, ir.Pack, ir.Unpack, ir.ListPop, ir.ListGet)):
+    if isinstance(
+        statement, (ir.Copy, ir.Pack, ir.Unpack, ir.ListPop, ir.ListGet, ir.ListCall)
+    ):
         sources = set(ir.reads(statement)) & set(activity.tainted)
         if sources:
             origin = activity.tainted[sorted(sources)[0]]
@@ -207,9 +209,9 @@ def _check_taint(body, activity: Activity, source) -> None:
             for block in ir.blocks(statement):
                 _check_taint(block, activity, source)
             continue
-        if isinstance(statement, ir.Passive) or not (
-            set(ir.writes(statement)) & activity.useful
-        ):
+        if (
+            isinstance(statement, ir.Passive) and not isinstance(statement, ir.ListCall)
+        ) or not (set(ir.writes(statement)) & activity.useful):
             continue
         if isinstance(statement, ir.Apply):  # parameters are never differentiated
             op = statement.op

@@ -216,7 +216,7 @@ class Normalizer:
         if not isinstance(value, gast.Call) or value.keywords:
             return None
         function = resolve_call(value, self.parsed.namespace, self.local_names).function
-        if function is list and len(value.args) == 1:
+        if function in (list, tuple) and len(value.args) == 1:
             return function, ("value",)  # list(unstack(dY)): linear in its argument
         if getattr(function, "linear_list", None):
             return function, function.linear_list
@@ -238,9 +238,9 @@ class Normalizer:
                 operand = self.expression(argument)
                 inputs.append(operand)
                 arguments.append(operand_expr(operand))
-        if any(
-            kind != "fixed" and ir.operand_names(x) & self.varied
-            for kind, x in zip(kinds, inputs)
+        if any(  # from what the arguments read: an opaque call inside still counts
+            kind != "fixed" and value_reads(argument) & self.varied
+            for kind, argument in zip(kinds, call_.args)
         ):
             self.varied.add(target)
         else:

@@ -397,7 +397,8 @@ class Generator:
     def adjoint_list_call(self, s: ir.ListCall, initialized: set) -> list:
         """The list helpers are linear: ``add_at(xs, i, v)`` passes its adjoint on to
         ``xs`` and element ``i`` of it to ``v``; ``add_lists`` to both lists;
-        ``list(t)`` (of a tuple) its adjoint as a tuple."""
+        ``list(t)`` / ``tuple(t)`` its adjoint (as a tuple when ``t`` is the tuple an
+        operator returned)."""
         target = s.targets[0]
         if target not in initialized or not self.activity.active(target):
             return []
@@ -408,8 +409,8 @@ class Generator:
                 continue
             if s.function is lists.add_at and kind == "value":
                 value = gast.Subscript(name(adjoint), clone(s.inputs[1]), gast.Load())
-            elif s.function is list:
-                value = call("tuple", name(adjoint))
+            elif s.function in (list, tuple) and operand not in self.lists:
+                value = call("tuple", name(adjoint))  # a tuple-valued operator's
             else:
                 value = name(adjoint)
             code += self.accumulate(operand, value, initialized)

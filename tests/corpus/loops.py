@@ -348,6 +348,16 @@ def helper_constant_changes_in_loop(x):
     return total
 
 
+def copied_list(x):
+    xs = [x, x * 2.0]
+    ys = list(xs)
+    ys.append(x * x)
+    total = 0.0
+    for y in ys:
+        total = total + np.sum(y * y)
+    return total
+
+
 def _cell(x, h, w):
     return np.tanh(x @ w + h)
 
@@ -537,6 +547,7 @@ CASES = [
     Case(assigned_on_some_paths, F(3, lo=0.1), id="assigned_on_some_paths-if"),
     Case(assigned_on_some_paths, F(3, hi=-0.1), id="assigned_on_some_paths-else"),
     Case(helper_constant_changes_in_loop, F(3)),
+    Case(copied_list, F(2)),
     Case(helper_in_loop, F(3, 2), F(2, 3)),
     Case(helper_with_loop, F(3, 2)),
     Case(helper_with_branch_in_loop, F(3, lo=0.1), F(3, 3, lo=0.1), id="loop_step-+"),
