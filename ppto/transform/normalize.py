@@ -165,6 +165,15 @@ class Normalizer:
         names = tuple(
             n.id for t in targets for n in gast.walk(t) if isinstance(n, gast.Name)
         )
+        if getattr(node, "synthetic", False) and isinstance(node.value, gast.Name):
+            # a renaming copy (ssa.py), varied or not: loops restore the values they
+            # carry from these, and a backward pass may read a constant one
+            if node.value.id in self.lists:
+                self.lists.add(names[0])
+            if reads & self.varied:
+                self.varied.update(names)
+            self.emit(ir.Copy(names[0], node.value.id))
+            return
         if not reads & self.varied:
             self.emit(ir.Passive(node, targets=names, reads=frozenset(reads)))
             return

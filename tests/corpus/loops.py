@@ -348,6 +348,25 @@ def helper_constant_changes_in_loop(x):
     return total
 
 
+def helper_constant_carried(x):
+    # k is carried from one iteration to the next and never differentiated
+    total = 0.0
+    k = 1.0
+    for _ in range(3):
+        total = total + np.sum(_scaled(x, k) * x)
+        k = k * 2.0
+    return total
+
+
+def helper_constant_in_while(x):
+    k = 1.0
+    total = 0.0
+    while k < 5.0:
+        total = total + np.sum(_scaled(x, k, power=3))
+        k = k + 1.5
+    return total
+
+
 def copied_list(x):
     xs = [x, x * 2.0]
     ys = list(xs)
@@ -548,6 +567,8 @@ CASES = [
     Case(assigned_on_some_paths, F(3, hi=-0.1), id="assigned_on_some_paths-else"),
     Case(helper_constant_changes_in_loop, F(3)),
     Case(copied_list, F(2)),
+    Case(helper_constant_carried, F(2)),
+    Case(helper_constant_in_while, F(3)),
     Case(helper_in_loop, F(3, 2), F(2, 3)),
     Case(helper_with_loop, F(3, 2)),
     Case(helper_with_branch_in_loop, F(3, lo=0.1), F(3, 3, lo=0.1), id="loop_step-+"),
