@@ -729,7 +729,7 @@ class LoopPlan:
         recomputable = _cheap_statements(loop.body)
         recompute = []
         shape_only = _shape_only(reverse_body, generator)
-        branches = _defining_branches(loop.body)
+        branches = _defining_branches(loop.body, generator.all_writes)
         for primal in sorted(needed & body_local - restored):
             if isinstance(loop, ir.For) and primal == loop.target:
                 continue
@@ -766,13 +766,13 @@ def _recompute(plan, loop, restore, copies, generator):
     return restore + generator.forward(body)
 
 
-def _defining_branches(body: list) -> dict:
+def _defining_branches(body: list, all_writes) -> dict:
     """For names assigned inside an ``if`` of a loop body: the innermost ``if`` and
     branch ("body" or "orelse") that holds every assignment of the name. A name that
     both branches assign is pushed on every path, so it is popped outside that ``if``
     (at the level that holds both)."""
     paths: dict = {}
-    _branch_paths(body, (), paths)
+    _branch_paths(body, (), paths, all_writes)
     found = {}
     for written, (first, *others) in paths.items():
         common = first
@@ -793,16 +793,16 @@ def _same(a: tuple, b: tuple) -> bool:
     return a[0] is b[0] and a[1] == b[1]
 
 
-def _branch_paths(body: list, path: tuple, paths: dict) -> None:
+def _branch_paths(body: list, path: tuple, paths: dict, all_writes) -> None:
     """Record, for every name ``body`` assigns, the chain of (if, side) around each
     assignment."""
     for statement in body:
         if isinstance(statement, ir.If):
             for side in ("body", "orelse"):
                 inner = path + ((statement, side),)
-                _branch_paths(getattr(statement, side), inner, paths)
+                _branch_paths(getattr(statement, side), inner, paths, all_writes)
         else:
-            for name_ in ir.all_writes([statement]):  # nested loops included
+            for name_ in all_writes([statement]):  # saved values, nested loops too
                 paths.setdefault(name_, []).append(path)
 
 

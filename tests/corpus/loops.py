@@ -367,6 +367,17 @@ def helper_constant_in_while(x):
     return total
 
 
+def helpers_in_loop_branches(x):
+    # each branch calls the helper and saves its values: popped in that branch only
+    total = 0.0
+    for i in range(4):
+        if i % 2 == 0:
+            total = total + np.sum(_scaled(x, i * 2.0))
+        else:
+            total = total + np.sum(_scaled(x, 1.0 / (i + 1.0), power=3))
+    return total
+
+
 def copied_list(x):
     xs = [x, x * 2.0]
     ys = list(xs)
@@ -567,6 +578,7 @@ CASES = [
     Case(assigned_on_some_paths, F(3, hi=-0.1), id="assigned_on_some_paths-else"),
     Case(helper_constant_changes_in_loop, F(3)),
     Case(copied_list, F(2)),
+    Case(helpers_in_loop_branches, F(3)),
     Case(helper_constant_carried, F(2)),
     Case(helper_constant_in_while, F(3)),
     Case(helper_in_loop, F(3, 2), F(2, 3)),
