@@ -121,11 +121,19 @@ class Generator:
         return found
 
     def pushes_after(self, statement) -> list:
-        """Tape pushes of the values a statement computes that an enclosing loop's
-        reverse reads."""
+        """Tape pushes of the values a statement computes that the innermost enclosing
+        loop's reverse reads. A value a nested loop writes is pushed once, after that
+        loop (its final value is what the enclosing body goes on with)."""
         code = []
-        for plan in self.plan_stack:
-            for written in self.writes(statement):
+        plans = self.plan_stack[-1:] if self.plan_stack else []
+        for plan in [p for p in plans if p is not None]:
+            if isinstance(statement, ir.LOOPS):
+                writes = sorted(self.all_writes([statement]))
+            else:
+                writes = [
+                    w for w in self.writes(statement) if w not in plan.loop_written
+                ]
+            for written in writes:
                 if written in plan.pushed_after:
                     code.append(_push(plan.tape(written), name(written)))
                 if written in plan.shapes:
@@ -182,7 +190,15 @@ class Generator:
         backward pass reads and the loop overwrites, and an iteration counter."""
         plan = self.plans.get(id(s))
         if plan is not None:
-            self.plan_stack.append(plan)
+            plan.loop_written = {
+                written
+                for inner in _walk_ir(s.body)
+                if isinstance(inner, ir.LOOPS)
+                for written in self.all_writes([inner])
+            }
+        self.plan_stack.append(
+            plan
+        )  # None too: inner statements push for no outer loop
         body = []
         for statement in s.body:
             code = self.forward_statement(statement)
@@ -198,8 +214,7 @@ class Generator:
                 code = [_increment(plan.counter)] + code
             body.extend(code)
             body.extend(self.pushes_after(statement))
-        if plan is not None:
-            self.plan_stack.pop()
+        self.plan_stack.pop()
         prelude = []
         if plan is not None and plan.counter:
             prelude.append(assign(plan.counter, gast.Constant(0, None)))
@@ -599,6 +614,14 @@ class Generator:
         inner = set(initialized)
         reverse_body = self.backward(s.body, inner)
         self.carried = saved_carried
+        # A value the loop body assigns and the code after the loop reads is the last
+        # iteration's: once its assignment is reversed, earlier iterations' values
+        # (overwritten, never read after the loop) start from a zero adjoint.
+        for primal in sorted(body_local & initialized):
+            if self.activity.active(primal) and reverse_body:
+                reverse_body.append(
+                    assign(self.adjoint_name(primal), self.zero_adjoint(primal))
+                )
         # inner loops planned just now: their iteration counters are values too
         body_local = self.all_writes(s.body) | local - carried
         for primal in sorted(external - inner):
@@ -683,6 +706,7 @@ class LoopPlan:
         self.pushed_after: set = set()
         self.pushed_before: set = set()
         self.shapes: set = set()
+        self.loop_written: set = set()  # names nested loops write (pushed after them)
         self.counter = ""
         self._tapes: dict = {}
 

@@ -378,6 +378,24 @@ def helpers_in_loop_branches(x):
     return total
 
 
+def inner_loop_restarts(x):
+    # the inner loop carries acc, which each outer iteration starts afresh
+    total = 0.0
+    for _ in range(2):
+        acc = x
+        for j in range(3):
+            acc = acc * 0.5 + x * j
+        total = total + np.sum(acc * acc)
+    return total
+
+
+def assigned_in_loop_read_after(x):
+    # only the last iteration's value reaches the result
+    for i in range(3):
+        last = x * (i + 1.0)
+    return np.sum(last * x)
+
+
 def copied_list(x):
     xs = [x, x * 2.0]
     ys = list(xs)
@@ -578,6 +596,8 @@ CASES = [
     Case(assigned_on_some_paths, F(3, hi=-0.1), id="assigned_on_some_paths-else"),
     Case(helper_constant_changes_in_loop, F(3)),
     Case(copied_list, F(2)),
+    Case(inner_loop_restarts, F(3)),
+    Case(assigned_in_loop_read_after, F(3)),
     Case(helpers_in_loop_branches, F(3)),
     Case(helper_constant_carried, F(2)),
     Case(helper_constant_in_while, F(3)),
