@@ -12,15 +12,14 @@ setting that turns fusion off.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
+from run import check, median_time  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
 import ppto  # noqa: E402
@@ -28,30 +27,11 @@ import ppto  # noqa: E402
 TARGETS = {"a": 1.0, "b": 1.0, "c": 0.5}
 
 
-def median_ms(function, args, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function(*args)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
-def agree(mine, theirs, dtype) -> None:
-    """Refuse to time a gradient that disagrees with the hand-written one."""
-    limit = 1e-9 if dtype == "float64" else 1e-3
-    for a, b in zip(mine, theirs):
-        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-        error = np.max(np.abs(a - b)) / max(1e-30, float(np.max(np.abs(b))))
-        if error > limit:
-            raise SystemExit(f"gradient mismatch {error:.2e} > {limit}")
-
-
 def timed_unfused(gradient, args, repeats: int) -> tuple[float, tuple]:
     previous = ppto.set_precision("strict")
     try:
         grads = gradient(*args)
-        return median_ms(gradient, args, repeats), grads
+        return median_time(gradient, args, repeats) * 1e3, grads
     finally:
         ppto.set_precision(previous)
 
@@ -76,10 +56,10 @@ def run(quick: bool) -> int:
             before, after = gradient.operator_counts(*args)
             _, hand = workload.hand(*args)
             unfused, unfused_grads = timed_unfused(gradient, args, repeats)
-            agree(unfused_grads, hand, dtype)
-            agree(gradient(*args), hand, dtype)
-            fused = median_ms(gradient, args, repeats)
-            numpy = median_ms(workload.hand, args, repeats)
+            check(unfused_grads, hand, dtype)  # refuse to time a wrong gradient
+            check(gradient(*args), hand, dtype)
+            fused = median_time(gradient, args, repeats) * 1e3
+            numpy = median_time(workload.hand, args, repeats) * 1e3
             target = TARGETS[workload.name[0]]
             ok = fused / numpy <= target
             misses += not ok

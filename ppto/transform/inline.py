@@ -14,6 +14,7 @@ import gast
 from ppto.transform import ir
 from ppto.transform.names import Namer
 from ppto.transform.optimize import fold_constants
+from ppto.transform.structure import until_exit
 from ppto.transform.trees import clone
 
 
@@ -190,34 +191,16 @@ def _returns_to_gradients(body, count, needed, namer):
         return body[:-1], _split(returns[0].value, count, needed)
     names = [namer.temporary() if needed[i] else None for i in range(count)]
 
-    def rewrite(statements):
-        out = []
-        for position, node in enumerate(statements):
-            if isinstance(node, gast.Return):
-                for name, value in zip(names, _split(node.value, count, needed)):
-                    if name is not None:
-                        out.append(
-                            _assign(
-                                name,
-                                value
-                                if value is not None
-                                else gast.Constant(None, None),
-                            )
-                        )
-                return out
-            if isinstance(node, gast.If) and any(
-                isinstance(child, gast.Return) for child in gast.walk(node)
-            ):
-                rest = statements[position + 1 :]
-                node.body = rewrite(node.body + rest)
-                node.orelse = rewrite(node.orelse + rest)
-                out.append(node)
-                return out
-            out.append(node)
-        return out
+    def assign_gradients(node) -> list:
+        values = _split(node.value, count, needed)
+        return [
+            _assign(name, value if value is not None else gast.Constant(None, None))
+            for name, value in zip(names, values)
+            if name is not None
+        ]
 
     gradients = [gast.Name(n, gast.Load(), None, None) if n else None for n in names]
-    return rewrite(body), gradients
+    return until_exit(body, gast.Return, assign_gradients), gradients
 
 
 def _walk_statements(body):

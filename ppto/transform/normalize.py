@@ -257,12 +257,11 @@ class Normalizer:
         value = gast.Call(call_.func, arguments, [])
         assign = gast.Assign([gast.Name(target, gast.Store(), None, None)], value, None)
         gast.copy_location(assign, node)
-        reads = set(value_reads(value))
         self.emit(
             ir.ListCall(
                 assign,
                 targets=(target,),
-                reads=frozenset(reads),
+                reads=frozenset(value_reads(value)),
                 function=helper,
                 inputs=inputs,
                 kinds=kinds,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 
 import gast
+import numpy as np
 
 from ppto.ops.primitive import require_rule
 from ppto.transform import ir, lists
@@ -124,23 +125,20 @@ class Generator:
         """Tape pushes of the values a statement computes that the innermost enclosing
         loop's reverse reads. A value a nested loop writes is pushed once, after that
         loop (its final value is what the enclosing body goes on with)."""
+        plan = self.plan_stack[-1] if self.plan_stack else None
+        if plan is None:
+            return []
+        if isinstance(statement, ir.LOOPS):
+            writes = sorted(self.all_writes([statement]))
+        else:
+            writes = [w for w in self.writes(statement) if w not in plan.loop_written]
         code = []
-        plans = self.plan_stack[-1:] if self.plan_stack else []
-        for plan in [p for p in plans if p is not None]:
-            if isinstance(statement, ir.LOOPS):
-                writes = sorted(self.all_writes([statement]))
-            else:
-                writes = [
-                    w for w in self.writes(statement) if w not in plan.loop_written
-                ]
-            for written in writes:
-                if written in plan.pushed_after:
-                    code.append(_push(plan.tape(written), name(written)))
-                if written in plan.shapes:
-                    import numpy as np
-
-                    shape = call(self.ref(np.shape, "shape"), name(written))
-                    code.append(_push(plan.tape(written + "_shape"), shape))
+        for written in writes:
+            if written in plan.pushed_after:
+                code.append(_push(plan.tape(written), name(written)))
+            if written in plan.shapes:
+                shape = call(self.ref(np.shape, "shape"), name(written))
+                code.append(_push(plan.tape(written + "_shape"), shape))
         return code
 
     def forward_statement(self, s) -> list:

@@ -17,25 +17,36 @@ from ppto.transform.names import Namer
 
 def single_exit(body: list, result: str) -> list:
     """``body`` with every ``return v`` turned into ``result = v`` (see module doc)."""
+    return until_exit(
+        body,
+        gast.Return,
+        lambda node: [_assign(result, node.value or gast.Constant(None, None), node)],
+    )
+
+
+def until_exit(body: list, kind, replace) -> list:
+    """``body`` with each ``kind`` statement (``Return`` or ``Continue``) replaced by
+    ``replace(statement)`` (a list) and nothing after it: the statements after an
+    ``if`` that may exit move into both of its branches."""
     out = []
     for position, statement in enumerate(body):
-        if isinstance(statement, gast.Return):
-            out.append(
-                _assign(result, statement.value or gast.Constant(None, None), statement)
-            )
-            return out
-        if isinstance(statement, gast.If) and _contains_return(statement):
+        if isinstance(statement, kind):
+            return out + replace(statement)
+        if isinstance(statement, gast.If) and _exits(statement, kind):
             rest = body[position + 1 :]
-            statement.body = single_exit(statement.body + rest, result)
-            statement.orelse = single_exit(statement.orelse + rest, result)
-            out.append(statement)
-            return out
+            statement.body = until_exit(statement.body + rest, kind, replace)
+            statement.orelse = until_exit(statement.orelse + rest, kind, replace)
+            return out + [statement]
         out.append(statement)
     return out
 
 
-def _contains_return(node) -> bool:
-    return any(isinstance(child, gast.Return) for child in gast.walk(node))
+def _exits(node, kind) -> bool:
+    """Whether ``node`` holds a ``kind`` statement: a return anywhere, a continue
+    outside nested loops (those belong to the inner loop)."""
+    if kind is gast.Return:
+        return any(isinstance(child, gast.Return) for child in gast.walk(node))
+    return _contains(node, kind)
 
 
 def _assign(name: str, value, origin) -> gast.Assign:
@@ -115,18 +126,7 @@ def _contains(node, kinds) -> bool:
 
 def _drop_continue(body: list) -> list:
     """A loop body with ``continue`` replaced by skipping the rest of the iteration."""
-    out = []
-    for position, statement in enumerate(body):
-        if isinstance(statement, gast.Continue):
-            return out
-        if isinstance(statement, gast.If) and _contains(statement, gast.Continue):
-            rest = body[position + 1 :]
-            statement.body = _drop_continue(statement.body + rest)
-            statement.orelse = _drop_continue(statement.orelse + rest)
-            out.append(statement)
-            return out
-        out.append(statement)
-    return out
+    return until_exit(body, gast.Continue, lambda _: [])
 
 
 def _lift_break(body: list, flag: str, origin) -> list:
