@@ -60,7 +60,7 @@ def check(ppto_grads, hand_grads, dtype) -> float:
     return worst
 
 
-def run(quick: bool) -> int:
+def run(quick: bool, only: str = "") -> int:
     rng = np.random.default_rng(0)
     print(
         f"machine: {platform.processor() or platform.machine()}, "
@@ -75,6 +75,8 @@ def run(quick: bool) -> int:
     print("-" * len(header))
     failures = 0
     for workload in WORKLOADS:
+        if only and workload.name[0] not in only:
+            continue
         for dtype in workload.dtypes:
             args = workload.make(rng, dtype)
             start = time.perf_counter()
@@ -109,7 +111,9 @@ def run(quick: bool) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
-    run(parser.parse_args().quick)
+    parser.add_argument("--only", default="", help="workload letters, e.g. 'ef'")
+    arguments = parser.parse_args()
+    run(arguments.quick, arguments.only)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ def test_traceback_inside_generated_code_shows_the_generated_line():
         gradient(np.array([0.0, 1.0]))  # the backward pass divides by sqrt(0)
     innermost = traceback.extract_tb(raised.value.__traceback__)[-1]
     assert innermost.filename.startswith("<ppto generated: sqrt_sum_grad")
-    assert innermost.line == "dx = dt1 / (2 * t1)"
+    assert innermost.line == "dx = dsqrt_sum / (2 * t1)"
 
 
 def logsumexp_stopped(x):

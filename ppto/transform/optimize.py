@@ -6,9 +6,12 @@ nobody reads. Nothing is folded that would change a result's shape or dtype (no
 
 from __future__ import annotations
 
+import ast
 import operator
 
 import gast
+
+from ppto.transform.trees import stores
 
 _FOLD = {
     gast.Add: operator.add,
@@ -287,3 +290,84 @@ def drop_default_arguments(body: list, namespace: dict) -> list:
 
     transformer = Drop()
     return [transformer.visit(statement) for statement in body]
+
+
+_ARITHMETIC = (gast.Add, gast.Sub, gast.Mult, gast.Div)
+
+
+def elide_broadcasts(body: list, namespace: dict, shapes: dict) -> list:
+    """``b = unreduce(s, like)`` read by arithmetic whose other operand has the shape
+    of ``like``: the arithmetic broadcasts ``s`` itself, so ``b`` need not be made
+    (``dt = unreduce(dy, (n,)); dt * t`` -> ``dy * t``). Only where ``s`` keeps the
+    rank of ``like`` or is a full reduction's scalar, so broadcasting lines its axes
+    up; only within one block, up to the next assignment of either name."""
+    from ppto.ops.reductions import unreduce
+    from ppto.transform.analyze import expression_shape
+
+    for statement in body:
+        for field in ("body", "orelse"):
+            inner = getattr(statement, field, None)
+            if isinstance(inner, list) and inner:
+                elide_broadcasts(inner, namespace, shapes)
+    for position, statement in enumerate(body):
+        found = _broadcast_of_scalar(statement, namespace, unreduce)
+        if found is None:
+            continue
+        broadcast, source, shape = found
+
+        class Substitute(gast.NodeTransformer):
+            def visit_BinOp(self, node):
+                self.generic_visit(node)
+                if not isinstance(node.op, _ARITHMETIC):
+                    return node
+                for side, other in (("left", "right"), ("right", "left")):
+                    operand = getattr(node, side)
+                    if (
+                        isinstance(operand, gast.Name)
+                        and operand.id == broadcast
+                        and expression_shape(getattr(node, other), shapes) == shape
+                    ):
+                        setattr(node, side, gast.Name(source, gast.Load(), None, None))
+                return node
+
+        for later in body[position + 1 :]:
+            if {broadcast, source} & stores(later):
+                break
+            Substitute().visit(later)
+    return body
+
+
+def _broadcast_of_scalar(statement, namespace, unreduce):
+    """``(b, s, shape)`` for ``b = unreduce(s, like, axis, keepdims)`` with ``like``'s
+    shape known and ``s`` broadcastable as it is (see ``elide_broadcasts``)."""
+    if not (
+        isinstance(statement, gast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], gast.Name)
+        and isinstance(statement.value, gast.Call)
+        and isinstance(statement.value.func, gast.Name)
+        and namespace.get(statement.value.func.id) is unreduce
+    ):
+        return None
+    call = statement.value
+    arguments = dict(zip(("x", "like", "axis", "keepdims"), call.args))
+    arguments.update({k.arg: k.value for k in call.keywords})
+    source, like = arguments.get("x"), arguments.get("like")
+    axis = _literal_value(arguments.get("axis", gast.Constant(None, None)))
+    keepdims = _literal_value(arguments.get("keepdims", gast.Constant(False, None)))
+    if not isinstance(source, gast.Name) or not (axis is None or keepdims is True):
+        return None
+    shape = _literal_value(like)
+    if not (isinstance(shape, tuple) and all(isinstance(n, int) for n in shape)):
+        return None
+    return statement.targets[0].id, source.id, shape
+
+
+def _literal_value(node):
+    try:
+        return ast.literal_eval(gast.gast_to_ast(node))
+    except (ValueError, TypeError, SyntaxError):
+        return _UNKNOWN
+
+
+_UNKNOWN = object()

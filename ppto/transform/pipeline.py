@@ -25,6 +25,7 @@ from ppto.transform.normalize import Normalizer, varied_names
 from ppto.transform.optimize import (
     coalesce_copies,
     drop_default_arguments,
+    elide_broadcasts,
     remove_unused,
 )
 from ppto.transform.reverse import (
@@ -306,6 +307,7 @@ def _is_literal(value) -> bool:
 
 def _cleanup(body, generator):
     removable = set(generator.namer.taken) - set(generator.parsed.parameters)
+    body = elide_broadcasts(body, generator.refs.namespace, generator.activity.shapes)
     body = remove_unused(body, keep=set(), removable=removable)
     generated = set(generator.namer.taken) - generator.user_names
     body = coalesce_copies(body, generated)
