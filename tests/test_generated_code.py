@@ -37,3 +37,72 @@ def test_stopped_value_gets_no_adjoint():
     # the peak cancels in logsumexp, so holding it constant leaves softmax(x)
     expected = np.exp(x) / np.sum(np.exp(x), axis=1, keepdims=True)
     np.testing.assert_allclose(ppto.grad(logsumexp_stopped)(x), expected, rtol=1e-12)
+
+
+def cubic_sum(x, y):
+    return np.sum(x * x * x * y)
+
+
+def test_repeated_calls_check_what_changed():
+    """A call like an earlier one skips argument checks; one that differs in dtype,
+    shape, kind or precision is checked and specialised again."""
+    gradient = ppto.grad(cubic_sum)
+    rng = np.random.default_rng(1)
+    for size in (3, 3, 5, 5):  # the second call of each shape takes the fast path
+        x, y = rng.standard_normal(size), rng.standard_normal(size)
+        np.testing.assert_allclose(gradient(x, y).numpy(), 3 * x * x * y, rtol=1e-12)
+    with pytest.raises(ppto.GradError, match="integer"):
+        gradient(np.arange(5), rng.standard_normal(5))
+    with pytest.raises(ppto.GradError, match="integer"):
+        gradient(2, 3.0)
+    x32 = rng.standard_normal(5).astype(np.float32)
+    assert gradient(x32, x32).dtype == np.float32
+    tensor_x = ppto.tensor(x)
+    np.testing.assert_allclose(gradient(tensor_x, y).numpy(), 3 * x * x * y)
+    previous = ppto.set_precision("strict")
+    try:
+        np.testing.assert_allclose(gradient(x, y).numpy(), 3 * x * x * y)
+    finally:
+        ppto.set_precision(previous)
+
+
+def logsumexp_rows(x):
+    peak = np.max(x, axis=1, keepdims=True)
+    return np.sum(np.log(np.sum(np.exp(x - peak), axis=1, keepdims=True)) + peak)
+
+
+def log_softmax_loss(x, w):
+    shifted = x - np.max(x, axis=-1, keepdims=True)
+    log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+    return np.sum(log_probs * w)
+
+
+def softmax_loss(x, w):
+    e = np.exp(x - np.max(x, axis=0, keepdims=True))
+    return np.sum(e / np.sum(e, axis=0, keepdims=True) * w)
+
+
+def shift_used_elsewhere(x, w):
+    shifted = x - np.max(x, axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))
+    return np.sum(log_probs * w) + np.sum(shifted * shifted)
+
+
+@pytest.mark.parametrize("function", [logsumexp_rows, log_softmax_loss, softmax_loss])
+def test_max_shift_of_softmax_idioms_gets_no_gradient(function):
+    """The maximum subtracted before exp cancels out of these idioms: it is held
+    constant (no pass over x for its mask) and the gradient is still exact."""
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((4, 5)), rng.standard_normal((4, 5))
+    args = (x,) if function is logsumexp_rows else (x, w)
+    source = ppto.show_grad(function, *args, file=io.StringIO())
+    assert "stop_gradient(" in source and "hit" not in source
+    assert ppto.check_grad(function, *args).ok
+
+
+def test_max_shift_used_outside_an_idiom_keeps_its_gradient():
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((4, 5)), rng.standard_normal((4, 5))
+    source = ppto.show_grad(shift_used_elsewhere, x, w, file=io.StringIO())
+    assert "stop_gradient(" not in source
+    assert ppto.check_grad(shift_used_elsewhere, x, w).ok

@@ -117,11 +117,7 @@ class ElementwiseKernel:
         scope: dict = {}
         exec(compile(source, f"<ppto fused kernel {name}>", "exec"), {"np": np}, scope)
         self.small = scope[name]
-        self.constants: list = []
-        self.expression = (
-            tree.numexpr(names, self.constants) if tree.arithmetic_only() else None
-        )
-        self.names = names
+        self.plans: dict = {}  # leaf shapes -> _Plan
 
     def __call__(self, *arrays):
         size = max((getattr(a, "size", 1) for a in arrays), default=1)
@@ -129,19 +125,26 @@ class ElementwiseKernel:
             isinstance(a, (np.ndarray, np.generic, float, int)) for a in arrays
         ):
             return self.small(*arrays)
-        if self.expression is not None and numexpr is not None:
+        shapes = tuple(np.shape(a) for a in arrays)
+        plan = self.plans.get(shapes)
+        if plan is None:
+            plan = self.plans[shapes] = _Plan(self.tree, shapes, len(arrays))
+        arrays = arrays + tuple(evaluate_numpy(node, arrays) for node in plan.hoisted)
+        if plan.tree.count() < 2:  # one operation left: NumPy's own pass is best
+            return evaluate_numpy(plan.tree, arrays)
+        if plan.expression is not None and numexpr is not None:
             local = {}
             dtype = np.result_type(*arrays)
-            for name, value in zip(self.names, arrays):
-                local[name] = (
+            for number, value in enumerate(arrays):
+                local[f"a{number}"] = (
                     value if isinstance(value, np.ndarray) else dtype.type(value)
                 )
-            for number, value in enumerate(self.constants):
+            for number, value in enumerate(plan.constants):
                 local[f"c{number}"] = dtype.type(value)
-            return numexpr.evaluate(self.expression, local_dict=local)
-        return self.in_place(arrays)
+            return numexpr.evaluate(plan.expression, local_dict=local)
+        return self.in_place(plan.tree, arrays)
 
-    def in_place(self, arrays):
+    def in_place(self, tree: Node, arrays):
         """The NumPy sequence writing intermediate results into reused buffers."""
         owned: set[int] = set()
 
@@ -171,4 +174,50 @@ class ElementwiseKernel:
             owned.add(id(result))
             return result
 
-        return evaluate(self.tree)
+        return evaluate(tree)
+
+
+class _Plan:
+    """How a kernel runs for one combination of leaf shapes: subexpressions whose
+    result is smaller than the output (they read only broadcast operands, such as a
+    per-row scale) are computed first at their own size and become extra leaves;
+    the rest runs over the full size."""
+
+    def __init__(self, tree: Node, shapes: tuple, arity: int) -> None:
+        self.hoisted: list[Node] = []
+        full = int(np.prod(np.broadcast_shapes(*shapes)))
+        self.tree = self.hoist(tree, shapes, full, arity)
+        self.constants: list = []
+        names = [f"a{i}" for i in range(arity + len(self.hoisted))]
+        self.expression = (
+            self.tree.numexpr(names, self.constants)
+            if self.tree.arithmetic_only()
+            else None
+        )
+
+    def hoist(self, node: Node, shapes: tuple, full: int, arity: int) -> Node:
+        if node.op is None:
+            return node
+        if int(np.prod(_shape(node, shapes))) < full:
+            self.hoisted.append(node)
+            return Node(leaf=arity + len(self.hoisted) - 1)
+        children = [self.hoist(c, shapes, full, arity) for c in node.children]
+        return Node(node.op, children)
+
+
+def _shape(node: Node, shapes: tuple) -> tuple:
+    if node.leaf is not None:
+        return shapes[node.leaf]
+    if node.op is None:
+        return ()
+    return np.broadcast_shapes(*(_shape(child, shapes) for child in node.children))
+
+
+def evaluate_numpy(node: Node, arrays):
+    """The value of ``node`` by plain NumPy calls."""
+    if node.leaf is not None:
+        return arrays[node.leaf]
+    if node.op is None:
+        return node.value
+    function = (ELEMENTWISE.get(node.op) or TERNARY[node.op])[0]
+    return function(*(evaluate_numpy(child, arrays) for child in node.children))

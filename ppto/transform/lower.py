@@ -23,6 +23,7 @@ from ppto.ops.primitive import OperatorDef, Primitive
 from ppto.runtime.backends import Backend
 from ppto.runtime.tensor import Tensor
 from ppto.transform.emit import compile_source, render_function
+from ppto.transform.release import release_dead_values
 from ppto.transform.trees import clone
 
 
@@ -305,7 +306,7 @@ def lower(program, backend: Backend, kind: str, fused: bool | None = None):
     if fused:
         functions, kernels = fuse_program(functions, namespace)
         namespace.update(kernels)
-    functions = [lowering.function(f) for f in functions]
+    functions = [release_dead_values(lowering.function(f)) for f in functions]
     source = "\n\n".join(render_function(f) for f in functions)
     final = dict(namespace)
     final.update(lowered["namespace"])

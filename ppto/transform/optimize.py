@@ -310,10 +310,11 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict) -> list:
             if isinstance(inner, list) and inner:
                 elide_broadcasts(inner, namespace, shapes)
     for position, statement in enumerate(body):
-        found = _broadcast_of_scalar(statement, namespace, unreduce)
+        found = _broadcast_of_scalar(statement, namespace, unreduce, shapes)
         if found is None:
             continue
         broadcast, source, shape = found
+        aliases = {broadcast}  # the broadcast and its copies (``dt1 = dt2``)
 
         class Substitute(gast.NodeTransformer):
             def visit_BinOp(self, node):
@@ -324,20 +325,36 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict) -> list:
                     operand = getattr(node, side)
                     if (
                         isinstance(operand, gast.Name)
-                        and operand.id == broadcast
+                        and operand.id in aliases
                         and expression_shape(getattr(node, other), shapes) == shape
                     ):
                         setattr(node, side, gast.Name(source, gast.Load(), None, None))
                 return node
 
         for later in body[position + 1 :]:
-            if {broadcast, source} & stores(later):
+            if source in stores(later):
                 break
             Substitute().visit(later)
+            if _copy_of(later, aliases):
+                aliases.add(later.targets[0].id)
+                continue
+            aliases -= stores(later)
+            if not aliases:
+                break
     return body
 
 
-def _broadcast_of_scalar(statement, namespace, unreduce):
+def _copy_of(statement, names: set) -> bool:
+    return (
+        isinstance(statement, gast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], gast.Name)
+        and isinstance(statement.value, gast.Name)
+        and statement.value.id in names
+    )
+
+
+def _broadcast_of_scalar(statement, namespace, unreduce, shapes):
     """``(b, s, shape)`` for ``b = unreduce(s, like, axis, keepdims)`` with ``like``'s
     shape known and ``s`` broadcastable as it is (see ``elide_broadcasts``)."""
     if not (
@@ -357,7 +374,7 @@ def _broadcast_of_scalar(statement, namespace, unreduce):
     keepdims = _literal_value(arguments.get("keepdims", gast.Constant(False, None)))
     if not isinstance(source, gast.Name) or not (axis is None or keepdims is True):
         return None
-    shape = _literal_value(like)
+    shape = shapes.get(like.id) if isinstance(like, gast.Name) else _literal_value(like)
     if not (isinstance(shape, tuple) and all(isinstance(n, int) for n in shape)):
         return None
     return statement.targets[0].id, source.id, shape

@@ -20,6 +20,7 @@ from ppto.ops.shape import ones_like, zeros_like
 from ppto.transform import fence, ir
 from ppto.transform.analyze import analyze, check_reachable, operand_rank
 from ppto.transform.emit import compile_source, render_function
+from ppto.transform.idioms import stop_shift_gradients
 from ppto.transform.names import Namer, names_in
 from ppto.transform.normalize import Normalizer, varied_names
 from ppto.transform.optimize import (
@@ -129,7 +130,7 @@ def _prepare(
     )
     local_names -= set(free_globals(parsed))
     normalizer = Normalizer(parsed, varied_names(body, set(wrt)), namer, local_names)
-    ir_body = normalizer.block(body)
+    ir_body = stop_shift_gradients(normalizer.block(body), namer)
     shapes = program.shapes if parsed.fn is program.entry_function else {}
     activity = analyze(ir_body, wrt, ranks, parsed.source, program.layouts, shapes)
     check_reachable(activity, wrt, parsed.source)
