@@ -45,7 +45,7 @@ def _generated_wrapper(inner: Transformed, ranks: tuple) -> Callable:
     import linecache
 
     program, namespace = inner.program(ranks)
-    entry = namespace[program.entry]
+    entry = namespace.get()[program.entry]
     parameters = list(inspect.signature(inner.function).parameters)
     arguments = ", ".join(parameters)
     if inner.mode != "combined":
@@ -65,6 +65,20 @@ def _generated_wrapper(inner: Transformed, ranks: tuple) -> Callable:
 
 
 _WRAPPERS: dict[int, Callable] = {}
+
+
+class _LazyNamespace:
+    """The namespace of a program compiled as generated (on tensors), made on first
+    use: calls run the lowered program, only differentiating a derivative again runs
+    this one."""
+
+    def __init__(self, program, label: str) -> None:
+        self.program, self.label, self.namespace = program, label, None
+
+    def get(self) -> dict:
+        if self.namespace is None:
+            self.namespace = self.program.compile(self.label)
+        return self.namespace
 
 
 def _operator_wrapper(op: OperatorDef) -> Callable:
@@ -199,8 +213,7 @@ class Transformed:
             if isinstance(self.f, Transformed):
                 source = _generated_wrapper(self.f, ranks[: len(names)])
             program = build(source, self.wrt, rank_map, self.mode, layouts, shapes)
-            namespace = program.compile(self.__name__)
-            self._programs[key] = (program, namespace)
+            self._programs[key] = (program, _LazyNamespace(program, self.__name__))
         return self._programs[key]
 
     def prepare(self, args: tuple, kwargs: dict):

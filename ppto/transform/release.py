@@ -27,9 +27,14 @@ def release_dead_values(definition: gast.FunctionDef) -> gast.FunctionDef:
 
 
 def _block(body: list, live_after: set, local: set) -> list:
+    read = [loads(statement) for statement in body]
+    read_later = [set(live_after)]  # read_later[k]: read after statement -1-k
+    for names in reversed(read[1:]):
+        read_later.append(read_later[-1] | names)
+    read_later.reverse()
     out = []
     for position, statement in enumerate(body):
-        later = loads(body[position + 1 :]) | live_after
+        later = read_later[position]
         if isinstance(statement, gast.If):
             statement.body = _block(statement.body, later, local)
             statement.orelse = _block(statement.orelse, later, local)
@@ -39,7 +44,7 @@ def _block(body: list, live_after: set, local: set) -> list:
         touched = (
             loads(statement.test)  # the branches release what they use
             if isinstance(statement, gast.If)
-            else loads(statement) | stores(statement)
+            else read[position] | stores(statement)
         )
         dead = sorted((touched & local) - later)
         if dead:
