@@ -30,13 +30,18 @@ import ppto  # noqa: E402
 TARGETS = {"a": 1.05, "b": 1.05, "c": 0.5, "d": 1.05, "e": 2.0, "f": 2.0}
 
 
-def median_time(function, args, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function(*args)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def median_times(functions, args, repeats: int) -> list[float]:
+    """The median time of each function, their calls interleaved (one of each per
+    round, the order rotating) so that a shared machine's changing load falls on
+    all of them alike rather than on whichever ran during a busy spell."""
+    times: list[list[float]] = [[] for _ in functions]
+    for round_ in range(repeats):
+        for offset in range(len(functions)):
+            which = (round_ + offset) % len(functions)
+            start = time.perf_counter()
+            functions[which](*args)
+            times[which].append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
 
 
 def peak_memory(function, args) -> int:
@@ -89,8 +94,7 @@ def run(quick: bool, only: str = "") -> int:
             check(grads, hand, dtype)
             big = args[0].size >= 100_000 or workload.name.startswith(("b", "d"))
             repeats = (5 if quick else 21) if big else (200 if quick else 2001)
-            mine = median_time(gradient, args, repeats)
-            theirs = median_time(workload.hand, args, repeats)
+            mine, theirs = median_times((gradient, workload.hand), args, repeats)
             ratio = mine / theirs
             memory = peak_memory(gradient, args) / max(
                 1, peak_memory(workload.hand, args)

@@ -465,7 +465,9 @@ def _show(f, args, wrt, mode, file, lowered, fused) -> str:
         before = count_operators(program.functions, namespace)
         after = count_operators(functions, namespace)
         header = f"# operators: {before} before fusion, {after} after\n"
-        text = header + "\n\n".join(render_function(f) for f in functions)
+        sources = [render_function(f) for f in functions]
+        sources += [k.source for k in kernels.values() if hasattr(k, "fallback_name")]
+        text = header + "\n\n".join(sources)
     if lowered:
         device = (
             _device_of(next((a for a in args if _is_array(a)), None)) if args else CPU

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ppto
-from ppto.fusion.kernels import LARGE, ElementwiseKernel, Node
+from ppto.fusion.kernels import LARGE, ElementwiseKernel, Node, region_layout
 
 RULES = ppto.fusion_rules()
 
@@ -148,3 +148,105 @@ def test_fused_and_unfused_gradients_agree(function, shapes):
         ppto.set_precision(previous)
     for a, b in zip(fused, unfused):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
+
+
+def fallback_calls(gradient, args) -> list:
+    """Compile ``gradient`` for ``args`` and record each call of a region's fallback
+    (its original statements) from then on."""
+    gradient(*args)
+    (lowered,) = [namespace for _, namespace in gradient._lowered.values()]
+    kernels = [v for v in lowered.values() if hasattr(v, "fallback_name")]
+    assert kernels, "no region was formed"
+    calls = []
+    for kernel in kernels:
+        kernel.fallback = _recording(kernel.fallback, calls)
+    return calls
+
+
+def _recording(function, calls):
+    def run(*args):
+        calls.append(function.__name__)
+        return function(*args)
+
+    return run
+
+
+def unfused_value_and_grad(function, wrt, args):
+    previous = ppto.set_precision("strict")  # strict: no fusion
+    try:
+        return ppto.value_and_grad(function, wrt=wrt)(*args)
+    finally:
+        ppto.set_precision(previous)
+
+
+def assert_same_results(first, second, tolerance):
+    (value, grads), (plain_value, plain_grads) = first, second
+    np.testing.assert_allclose(float(value), float(plain_value), rtol=tolerance)
+    for a, b in zip(grads, plain_grads):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=tolerance, atol=tolerance)
+
+
+def branchy_loss(x, y, s):
+    total = 0.0
+    for _ in range(2):
+        if np.sum(x) > 0:
+            u = np.sin(x) * y + s
+        else:
+            u = np.cos(x) - y
+        total = total + np.sum(np.where(u > 0, u * u, -u) * np.exp(-y))
+    return total
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("function, shapes", [
+    (chain, [(LARGE + 5,)] * 3),
+    (chain, [(3, LARGE // 2 + 7)] * 3),
+    (branchy_loss, [(LARGE + 1,), (LARGE + 1,), ()]),
+])  # fmt: skip
+def test_regions_run_in_one_pass_and_agree_with_unfused_code(function, shapes, dtype):
+    """A run of elementwise statements and full sums runs as one chunked pass when
+    every array has one shape and dtype: its results equal the unfused ones."""
+    rng = np.random.default_rng(6)
+    args = [rng.standard_normal(shape).astype(dtype) for shape in shapes]
+    args[-1] = args[-1] if shapes[-1] else 0.5
+    wrt = tuple(range(len(args) - (not shapes[-1])))
+    gradient = ppto.value_and_grad(function, wrt=wrt)
+    calls = fallback_calls(gradient, args)
+    fused = gradient(*args)
+    assert calls == []  # every region ran its chunked pass
+    tolerance = 1e-12 if dtype == "float64" else 2e-5
+    assert_same_results(fused, unfused_value_and_grad(function, wrt, args), tolerance)
+
+
+@pytest.mark.parametrize("shapes, dtypes", [
+    ([(LARGE + 5,), (1,), (LARGE + 5,)], ["float64"] * 3),  # broadcast operand
+    ([(LARGE + 5,)] * 3, ["float32", "float64", "float64"]),  # mixed dtypes
+])  # fmt: skip
+def test_regions_fall_back_to_their_statements_where_a_pass_does_not_apply(
+    shapes, dtypes
+):
+    rng = np.random.default_rng(7)
+    args = [rng.standard_normal(s).astype(d) for s, d in zip(shapes, dtypes)]
+    gradient = ppto.value_and_grad(chain, wrt=(0, 1, 2))
+    calls = fallback_calls(gradient, args)
+    fused = gradient(*args)
+    assert calls  # the original statements ran
+    assert_same_results(fused, unfused_value_and_grad(chain, (0, 1, 2), args), 1e-12)
+
+
+def test_region_layout_accepts_one_shape_and_floating_dtype_only():
+    big = np.zeros((2, LARGE))
+    assert region_layout((big, big, 2.0, np.ones(()))) == ((2, LARGE), big.dtype)
+    assert region_layout((big, big[0])) is None  # broadcast
+    assert region_layout((big, big.astype("float32"))) is None  # mixed dtypes
+    assert region_layout((big, big.astype("int64"))) is None  # not floating
+    assert region_layout((np.zeros(50), np.zeros(50))) is None  # too small to gain
+
+
+def test_show_grad_fused_shows_a_region_and_its_pass():
+    args = [np.ones(LARGE + 5)] * 3
+    text = ppto.show_grad(chain, *args, wrt=(0, 1, 2), fused=True, file=io.StringIO())
+    assert "= __fused_region_1(x, y, z)" in text  # the call replacing the statements
+    assert "def __fused_region_1_unfused(x, y, z):" in text  # where it cannot run
+    assert "for start in range(0, size, chunk):" in text  # the chunked pass

@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from run import check, median_time  # noqa: E402
+from run import check, median_times  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
 import ppto  # noqa: E402
@@ -27,13 +27,17 @@ import ppto  # noqa: E402
 TARGETS = {"a": 1.0, "b": 1.0, "c": 0.5}
 
 
-def timed_unfused(gradient, args, repeats: int) -> tuple[float, tuple]:
-    previous = ppto.set_precision("strict")
-    try:
-        grads = gradient(*args)
-        return median_time(gradient, args, repeats) * 1e3, grads
-    finally:
-        ppto.set_precision(previous)
+def unfused(gradient):
+    """``gradient`` run with fusion off (precision 'strict')."""
+
+    def run(*args):
+        previous = ppto.set_precision("strict")
+        try:
+            return gradient(*args)
+        finally:
+            ppto.set_precision(previous)
+
+    return run
 
 
 def run(quick: bool) -> int:
@@ -55,18 +59,19 @@ def run(quick: bool) -> int:
             gradient = ppto.grad(workload.function, wrt=workload.wrt)
             before, after = gradient.operator_counts(*args)
             _, hand = workload.hand(*args)
-            unfused, unfused_grads = timed_unfused(gradient, args, repeats)
-            check(unfused_grads, hand, dtype)  # refuse to time a wrong gradient
+            plain = unfused(gradient)
+            check(plain(*args), hand, dtype)  # refuse to time a wrong gradient
             check(gradient(*args), hand, dtype)
-            fused = median_time(gradient, args, repeats) * 1e3
-            numpy = median_time(workload.hand, args, repeats) * 1e3
+            functions = (plain, gradient, workload.hand)
+            times = median_times(functions, args, repeats)
+            unfused_ms, fused, numpy = (t * 1e3 for t in times)
             target = TARGETS[workload.name[0]]
             ok = fused / numpy <= target
             misses += not ok
             print(
                 f"{workload.name:22s} {dtype:8s} {before:4d} {after:5d} "
-                f"{unfused:10.2f} {fused:9.2f} {numpy:9.2f} "
-                f"{unfused / numpy:10.2f} {fused / numpy:8.2f} {target:6.2f}  "
+                f"{unfused_ms:10.2f} {fused:9.2f} {numpy:9.2f} "
+                f"{unfused_ms / numpy:10.2f} {fused / numpy:8.2f} {target:6.2f}  "
                 f"{'yes' if ok else 'NO'}"
             )
     print(f"\nmedians of {repeats} calls; {misses} row(s) miss their target")

@@ -9,6 +9,8 @@ run as a NumPy sequence writing into one reused buffer (``out=``).
 
 from __future__ import annotations
 
+import linecache
+
 import numpy as np
 
 try:  # numexpr is optional: without it, large kernels use the out= sequence
@@ -17,6 +19,7 @@ except ImportError:  # pragma: no cover - exercised where numexpr is absent
     numexpr = None
 
 LARGE = 1 << 15  # elements from which avoiding temporaries pays off
+CHUNK_BYTES = 1 << 18  # a region's chunk: a few buffers of this size stay in cache
 
 # op name -> (NumPy ufunc, numexpr spelling or None, arity)
 ELEMENTWISE = {
@@ -221,3 +224,53 @@ def evaluate_numpy(node: Node, arrays):
         return node.value
     function = (ELEMENTWISE.get(node.op) or TERNARY[node.op])[0]
     return function(*(evaluate_numpy(child, arrays) for child in node.children))
+
+
+class RegionKernel:
+    """A compiled region: calls the chunked pass, or ``fallback`` (the original
+    statements as a function) where the pass does not apply."""
+
+    def __init__(self, name: str, source: str, fallback_name: str) -> None:
+        self.name = name
+        self.source = source
+        self.fallback_name = fallback_name
+        self.fallback = None  # set once the program is compiled
+        scope = {"np": np, "layout": region_layout, "CHUNK_BYTES": CHUNK_BYTES}
+        filename = f"<ppto fused region {name}>"
+        linecache.cache[filename] = (
+            len(source),
+            None,
+            source.splitlines(True),
+            filename,
+        )
+        exec(compile(source, filename, "exec"), scope)
+        self.run = scope[name]
+
+    def __call__(self, *arguments):
+        result = self.run(*arguments)
+        return self.fallback(*arguments) if result is None else result
+
+
+def region_layout(arguments) -> tuple | None:
+    """``(shape, dtype)`` when every array argument has that one shape and floating
+    dtype (0-d arrays of the dtype and Python numbers may join them) and the shape has
+    at least ``LARGE`` elements; else None."""
+    shape = dtype = None
+    for value in arguments:
+        kind = type(value)
+        if kind is float or kind is int:
+            continue
+        if kind is not np.ndarray or value.dtype.kind != "f":
+            return None
+        if dtype is None:
+            dtype = value.dtype
+        elif value.dtype != dtype:
+            return None
+        if value.ndim:
+            if shape is None:
+                shape = value.shape
+            elif value.shape != shape:
+                return None
+    if shape is None or int(np.prod(shape)) < LARGE:
+        return None
+    return shape, dtype

@@ -347,11 +347,14 @@ def _signature(tree: Node) -> str:
 
 def fuse_program(functions: list, namespace: dict) -> tuple[list, dict]:
     """The functions with fused kernels, and the kernels by name."""
+    from ppto.transform.regions import fuse_regions
+
     kernels: dict = {}
     fused = []
     for definition in functions:
-        fuser = Fuser(namespace, kernels)
-        fused.append(fuser.function(definition))
+        definition, fallbacks = fuse_regions(definition, namespace, kernels)
+        for function in [definition, *fallbacks]:
+            fused.append(Fuser(namespace, kernels).function(function))
     return fused, kernels
 
 
@@ -360,6 +363,8 @@ def count_operators(functions: list, namespace: dict) -> int:
     fuser = Fuser(namespace, {})
     total = 0
     for definition in functions:
+        if definition.name.endswith("_unfused"):
+            continue  # a region's original statements, run only where it cannot be
         for node in gast.walk(definition):
             if isinstance(node, (gast.BinOp, gast.UnaryOp)) and fuser.decode(node):
                 total += 1

@@ -312,4 +312,7 @@ def lower(program, backend: Backend, kind: str, fused: bool | None = None):
     final.update(lowered["namespace"])
     final["xp"] = backend.xp
     compile_source(source, program.entry, final, f"{program.entry} lowered for {kind}")
+    for value in final.values():
+        if hasattr(value, "fallback_name"):  # a region: its original statements
+            value.fallback = final[value.fallback_name]
     return source, final

@@ -45,7 +45,7 @@ from ppto.transform.structure import (
     single_exit,
     unpack_in_steps,
 )
-from ppto.transform.trees import clone, stores
+from ppto.transform.trees import clone, function_definition, stores
 
 
 @dataclass
@@ -208,7 +208,7 @@ def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
     body.append(gast.Return(gast.Tuple([operand_expr(result), packed], gast.Load())))
     body = _cleanup(body, generator)
     function_name = program.function_name(f"{parsed.name}_grad")
-    definition = _definition(function_name, _arguments(parsed), body)
+    definition = function_definition(function_name, _arguments(parsed), body)
     program.functions.append(definition)
     return function_name
 
@@ -275,19 +275,13 @@ def split(
         backward.insert(0, gast.Assign([store], name(saved), None))
     forward_name = program.function_name(f"{parsed.name}_forward")
     backward_name = program.function_name(f"{parsed.name}_backward")
-    program.functions.append(_definition(forward_name, _arguments(parsed), forward))
-    backward_arguments = gast.arguments(
-        args=[name(n, False) for n in [saved, cotangent, *passed]],
-        posonlyargs=[],
-        vararg=None,
-        kwonlyargs=[],
-        kw_defaults=[],
-        kwarg=None,
-        defaults=[],
+    program.functions.append(
+        function_definition(forward_name, _arguments(parsed), forward)
     )
-    for argument in backward_arguments.args:
-        argument.ctx = gast.Param()
-    program.functions.append(_definition(backward_name, backward_arguments, backward))
+    backward_parameters = [saved, cotangent, *passed]
+    program.functions.append(
+        function_definition(backward_name, backward_parameters, backward)
+    )
     return forward_name, backward_name, passed
 
 
@@ -315,18 +309,6 @@ def _cleanup(body, generator):
     return drop_default_arguments(body, generator.refs.namespace)
 
 
-def _definition(function_name, arguments, body):
-    return gast.FunctionDef(
-        name=function_name,
-        args=arguments,
-        body=body,
-        decorator_list=[],
-        returns=None,
-        type_comment=None,
-        type_params=[],
-    )
-
-
 def jvp(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program) -> str:
     """``<name>_jvp(*args, *tangents) -> (value, tangent)``; one tangent per ``wrt``."""
     from ppto.transform.forward import TangentGenerator
@@ -351,7 +333,7 @@ def jvp(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program) -
         arguments.kw_defaults.append(None)
     function_name = program.function_name(f"{parsed.name}_jvp")
     program.tangent_parameters[function_name] = tangent_parameters
-    program.functions.append(_definition(function_name, arguments, body))
+    program.functions.append(function_definition(function_name, arguments, body))
     return function_name
 
 
@@ -364,7 +346,9 @@ def primal(parsed: ParsedFunction, wrt, ranks: dict, program: Program) -> str:
     body = generator.forward(ir_body)
     body.append(gast.Return(operand_expr(_result_operand(ir_body))))
     function_name = program.function_name(parsed.name)
-    program.functions.append(_definition(function_name, _arguments(parsed), body))
+    program.functions.append(
+        function_definition(function_name, _arguments(parsed), body)
+    )
     return function_name
 
 

@@ -526,11 +526,15 @@ class Generator:
         """``unbroadcast(g, a)`` is ``g`` when broadcasting did not change a's shape:
         every other input is a Python number, or the shapes are known and equal (the
         gradient has the result's shape)."""
+        from ppto.fusion.kernels import ELEMENTWISE, TERNARY
         from ppto.ops.shape import unbroadcast
         from ppto.transform.analyze import operand_shape
 
         helper = self.ref(unbroadcast, "unbroadcast")
         result_shape = self.activity.shapes.get(s.target)
+        # an elementwise operator's gradients have its result's shape before
+        # unbroadcast, so that shape and the input's say what the sum is
+        elementwise = s.op.name in ELEMENTWISE or s.op.name in TERNARY
         out = []
         for position, gradient in enumerate(gradients):
             others = [x for i, x in enumerate(s.inputs) if i != position]
@@ -545,14 +549,43 @@ class Generator:
                     operand_rank(x, self.activity.ranks) == 2 for x in s.inputs
                 )
             if (
-                (scalar_partners or same_shape)
-                and isinstance(gradient, gast.Call)
+                isinstance(gradient, gast.Call)
                 and isinstance(gradient.func, gast.Name)
                 and gradient.func.id == helper
             ):
-                gradient = gradient.args[0]
+                if scalar_partners or same_shape:
+                    gradient = gradient.args[0]
+                elif own is not None and result_shape is not None and elementwise:
+                    gradient = self.summed_to(gradient, own, result_shape)
             out.append(gradient)
         return out
+
+    def summed_to(self, gradient, own: tuple, result: tuple):
+        """``unbroadcast(g, a)`` as the sum it is when both shapes are known
+        (``reduce_sum(g, axis=0)`` for a bias), where one sum gives ``a``'s shape."""
+        from ppto.ops.reductions import reduce_sum
+
+        lead = len(result) - len(own)
+        if lead < 0 or any(n != 1 and n != r for n, r in zip(own, result[lead:])):
+            return gradient
+        inner = [
+            lead + i for i, n in enumerate(own) if n == 1 and result[lead + i] != 1
+        ]
+        if lead and inner:
+            return gradient  # leading and inner axes: one sum cannot give the shape
+        axes = list(range(lead)) + inner
+        if not axes:
+            return gradient.args[0]
+        axis = (
+            gast.Constant(axes[0], None)
+            if len(axes) == 1
+            else gast.Tuple([gast.Constant(a, None) for a in axes], gast.Load())
+        )
+        keywords = [gast.keyword("axis", axis)]
+        if inner:
+            keywords.append(gast.keyword("keepdims", gast.Constant(True, None)))
+        function = name(self.ref(reduce_sum, "reduce_sum"))
+        return gast.Call(function, [gradient.args[0]], keywords)
 
     def resolver(self, rule):
         namespace = rule.fn.__globals__

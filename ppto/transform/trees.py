@@ -37,3 +37,20 @@ def _names(node, context: str) -> set[str]:
         for child in ast.walk(tree)
         if type(child).__name__ == "Name" and type(child.ctx).__name__ == context
     }
+
+
+def function_definition(name: str, parameters, body: list):
+    """``def name(parameters): body`` as a gast node; ``parameters`` is a list of
+    names or a ready ``gast.arguments``."""
+    import gast
+
+    if not isinstance(parameters, gast.arguments):
+        parameters = gast.arguments(
+            args=[gast.Name(p, gast.Param(), None, None) for p in parameters],
+            posonlyargs=[], vararg=None, kwonlyargs=[], kw_defaults=[],
+            kwarg=None, defaults=[],
+        )  # fmt: skip
+    return gast.FunctionDef(
+        name=name, args=parameters, body=body, decorator_list=[], returns=None,
+        type_comment=None, type_params=[],
+    )  # fmt: skip

@@ -1,0 +1,399 @@
+"""Elementwise regions: a run of consecutive statements that are all elementwise
+(arithmetic, ``tanh``, ``where``...) or full sums becomes one pass over the data in
+cache-sized chunks.
+
+A gradient such as that of ``sum(tanh(x * y + z) * exp(-x))`` is a dozen elementwise
+statements over the same million elements. Run one by one, each streams its operands
+from memory and writes a new array; run as a region, every statement is applied to one
+chunk of the inputs while it is in cache, intermediates live in a few chunk-sized
+buffers that are reused, and only the values read after the region (its outputs) are
+written as full arrays. Sums are accumulated per chunk.
+
+The region becomes a generated NumPy function (``__fused_region_*``, its source shown
+with the fused code) and the statements a call of it. It runs when every array it
+reads has one shape and one floating dtype, at least ``LARGE`` elements; otherwise
+(broadcast operands, mixed dtypes, small arrays) it calls the original statements,
+kept as a function of their own.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import gast
+
+from ppto.fusion.kernels import (
+    COMPARISONS,
+    ELEMENTWISE,
+    TERNARY,
+    RegionKernel,
+)
+from ppto.fusion.registry import ALIASES
+from ppto.ops.reductions import reduce_sum
+from ppto.ops.shape import ones_like
+from ppto.transform.emit import Comment
+from ppto.transform.trees import clone, function_definition, loads
+
+MIN_OPERATIONS = 4  # fewer gain less than the region's bookkeeping costs
+
+_BINARY = {gast.Add: "add", gast.Sub: "sub", gast.Mult: "mul", gast.Div: "div"}
+_COMPARE = {
+    gast.Gt: "greater",
+    gast.Lt: "less",
+    gast.GtE: "greater_equal",
+    gast.LtE: "less_equal",
+    gast.Eq: "equal",
+}
+
+
+class Step:
+    """One statement of a region: ``target = tree`` (an elementwise expression), a
+    full sum of a value, ``ones_like`` of a sum, or a copy."""
+
+    def __init__(self, statement, target: str, kind: str, tree=None, source=None):
+        self.statement = statement
+        self.target = target
+        self.kind = kind  # "tree", "sum", "ones", "copy"
+        # nested tuples: ("op", name, children), ("leaf", name) or ("const", value)
+        self.tree = tree
+        self.source = source  # the name a sum, ones_like or copy reads
+
+
+def _decode(expression, namespace):
+    """The elementwise tree of ``expression``, or None."""
+    if isinstance(expression, gast.Name):
+        return ("leaf", expression.id)
+    if (
+        isinstance(expression, gast.Constant)
+        and isinstance(expression.value, (int, float))
+        and not isinstance(expression.value, bool)
+    ):
+        return ("const", expression.value)
+    if isinstance(expression, gast.BinOp) and type(expression.op) in _BINARY:
+        return _node(
+            _BINARY[type(expression.op)], [expression.left, expression.right], namespace
+        )
+    if isinstance(expression, gast.UnaryOp) and isinstance(expression.op, gast.USub):
+        return _node("neg", [expression.operand], namespace)
+    if (
+        isinstance(expression, gast.Compare)
+        and len(expression.ops) == 1
+        and type(expression.ops[0]) in _COMPARE
+    ):
+        return _node(
+            _COMPARE[type(expression.ops[0])],
+            [expression.left, expression.comparators[0]],
+            namespace,
+        )
+    if (
+        isinstance(expression, gast.Call)
+        and isinstance(expression.func, gast.Name)
+        and not expression.keywords
+    ):
+        op = namespace.get(expression.func.id)
+        name = getattr(op, "name", None)
+        arity = len(getattr(op, "input_names", ()))
+        if (name in ELEMENTWISE or name in TERNARY or name in ALIASES) and arity == len(
+            expression.args
+        ):
+            return _node(name, expression.args, namespace)
+    return None
+
+
+def _node(name, arguments, namespace):
+    children = [_decode(argument, namespace) for argument in arguments]
+    if any(child is None for child in children):
+        return None
+    if name in ALIASES:
+        return _expand_alias(name, children)
+    return ("op", name, children)
+
+
+def _expand_alias(name, children):
+    (x,) = children
+    if name == "relu":
+        return ("op", "maximum", [x, ("const", 0.0)])
+    exponential = ("op", "exp", [("op", "neg", [x])])
+    return ("op", "div", [("const", 1.0), ("op", "add", [("const", 1.0), exponential])])
+
+
+def _operations(tree) -> int:
+    if tree is None or tree[0] != "op":
+        return 0
+    return 1 + sum(_operations(child) for child in tree[2])
+
+
+def _step(statement, namespace, sums: set):
+    if not (
+        isinstance(statement, gast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], gast.Name)
+    ):
+        return None
+    target, value = statement.targets[0].id, statement.value
+    if isinstance(value, gast.Call) and isinstance(value.func, gast.Name):
+        op = namespace.get(value.func.id)
+        argument = value.args[0] if len(value.args) == 1 else None
+        if isinstance(argument, gast.Name) and not value.keywords:
+            if op is reduce_sum:
+                return Step(statement, target, "sum", source=argument.id)
+            if op is ones_like and argument.id in sums:
+                return Step(statement, target, "ones", source=argument.id)
+    if isinstance(value, gast.Name):
+        return Step(statement, target, "copy", source=value.id)
+    tree = _decode(value, namespace)
+    if tree is None or tree[0] != "op" or tree[1] in COMPARISONS:
+        return None  # a region's values are floating point: no bare comparisons
+    return Step(statement, target, "tree", tree=tree)
+
+
+def find_regions(body: list, namespace: dict) -> list[tuple[int, int, list]]:
+    """``(start, stop, steps)`` of each region in ``body`` (a block)."""
+    found = []
+    position = 0
+    while position < len(body):
+        steps: list[Step] = []
+        sums: set = set()
+        stop = position
+        while stop < len(body):
+            if isinstance(body[stop], Comment):  # kept, before the region's call
+                stop += 1
+                continue
+            step = _step(body[stop], namespace, sums)
+            if step is None or (loads(body[stop]) & sums and step.kind != "ones"):
+                break  # a sum is complete only after the region
+            if step.kind == "sum":
+                sums.add(step.target)
+            steps.append(step)
+            stop += 1
+        while steps and steps[-1].kind in ("copy", "ones"):
+            steps.pop()  # nothing gained by ending on a copy
+            stop = body.index(steps[-1].statement) + 1 if steps else position
+        operations = sum(_operations(s.tree) + (s.kind == "sum") for s in steps)
+        if operations >= MIN_OPERATIONS and sum(s.kind == "tree" for s in steps) >= 2:
+            found.append((position, stop, steps))
+            position = stop
+        else:
+            position += 1
+    return found
+
+
+class _Writer:
+    """Generates the chunked pass of one region: each operation becomes a ufunc call
+    writing into a chunk buffer (reused once the value is dead) or, for a value read
+    after the region, into its slice of an output array."""
+
+    def __init__(self, steps: list, outputs: list) -> None:
+        self.steps = steps
+        self.outputs = outputs  # names read after the region, in order
+        self.inputs: list[str] = []
+        self.instructions: list = []  # (value number, op, operand refs)
+        self.known: dict = {}  # (op, operand refs) -> ref: each value computed once
+
+    # --- what the region computes -----------------------------------------------------
+
+    def operand(self, tree, current: dict):
+        """The ref of a tree's value: ("input", i), ("value", k), ("const", v),
+        ("one",) for ``ones_like`` of a sum, ("sum", name)."""
+        kind = tree[0]
+        if kind == "const":
+            return ("const", tree[1])
+        if kind == "leaf":
+            if tree[1] in current:
+                return current[tree[1]]
+            if tree[1] not in self.inputs:
+                self.inputs.append(tree[1])
+            return ("input", self.inputs.index(tree[1]))
+        op = tree[1]
+        operands = tuple(self.operand(child, current) for child in tree[2])
+        if op in ("mul", "div") and operands[-1] == ("one",):
+            if operands[0][0] in ("input", "value"):
+                return operands[0]  # x * 1 and x / 1 are x, every dtype being one
+        if op == "mul" and operands[0] == ("one",) and operands[1][0] != "const":
+            return operands[1]
+        key = (op, operands)
+        if key not in self.known:
+            number = len(self.instructions) + 1
+            self.instructions.append((number, op, operands))
+            self.known[key] = ("value", number)
+        return self.known[key]
+
+    def analyse(self) -> tuple[dict, dict]:
+        """``(sums, outputs)``: what each sum accumulates and each output holds."""
+        current: dict = {}
+        sums: dict = {}
+        for step in self.steps:
+            if step.kind == "tree":
+                current[step.target] = self.operand(step.tree, current)
+            elif step.kind == "copy":
+                current[step.target] = self.operand(("leaf", step.source), current)
+            elif step.kind == "ones":
+                current[step.target] = ("one",)
+            else:
+                sums[step.target] = self.operand(("leaf", step.source), current)
+                current[step.target] = ("sum", step.target)
+        return sums, {name: current[name] for name in self.outputs}
+
+    # --- the generated function -------------------------------------------------------
+
+    def write(self, name: str) -> str:
+        sums, outputs = self.analyse()
+        into = {}  # value number -> the output array it is written into
+        for number, output in enumerate(self.outputs):
+            ref = outputs[output]
+            if ref[0] == "value" and ref[1] not in into:
+                into[ref[1]] = f"out{number}"
+        last_use = {}
+        for position, (_, _, operands) in enumerate(self.instructions):
+            for ref in operands:
+                if ref[0] == "value":
+                    last_use[ref[1]] = position
+        for ref in sums.values():
+            if ref[0] == "value":
+                last_use[ref[1]] = len(self.instructions)  # read after every chunk
+        loop, buffers = self.chunk_body(into, last_use)
+        for target, ref in sums.items():
+            loop.append(f"        total_{target} += float(np.sum({self.spell(ref)}))")
+        arguments = ", ".join(self.inputs)
+        lines = [
+            f"def {name}({arguments}):",
+            f'    """One pass in chunks: {", ".join(self.outputs)}."""',
+            f"    found = layout(({arguments},))",
+            "    if found is None:",
+            "        return None",
+            "    shape, dtype = found",
+            "    size = int(np.prod(shape))",
+            "    chunk = CHUNK_BYTES // dtype.itemsize",
+            "    one = np.ones((), dtype)",
+        ]
+        for number, input_ in enumerate(self.inputs):
+            lines.append(
+                f"    flat{number} = np.ravel({input_}) if np.ndim({input_}) else None"
+            )
+        lines += [
+            f"    {array} = np.empty(size, dtype)"
+            for array in sorted(set(into.values()))
+        ]
+        lines += [f"    total_{target} = 0.0" for target in sums]
+        lines += [f"    buffer{i} = np.empty(chunk, dtype)" for i in range(buffers)]
+        lines += [
+            "    for start in range(0, size, chunk):",
+            "        stop = min(start + chunk, size)",
+            "        count = stop - start",
+        ]
+        for number, input_ in enumerate(self.inputs):
+            lines.append(
+                f"        in{number} = flat{number}[start:stop] "
+                f"if flat{number} is not None else {input_}"
+            )
+        results = [self.result(outputs[o], into) for o in self.outputs]
+        returned = results[0] if len(results) == 1 else f"({', '.join(results)})"
+        return "\n".join(lines + loop + [f"    return {returned}", ""])
+
+    def chunk_body(self, into: dict, last_use: dict) -> tuple[list, int]:
+        lines, free, buffers = [], [], 0
+        self.places: dict = {}  # value number -> how the chunk code reads it
+        for position, (number, op, operands) in enumerate(self.instructions):
+            call = f"np.{(ELEMENTWISE.get(op) or TERNARY[op])[0].__name__}("
+            call += ", ".join(self.spell(ref) for ref in operands)
+            for ref in operands:  # dead after this: its buffer may hold the result
+                if ref[0] == "value" and last_use.get(ref[1]) == position:
+                    place = self.places[ref[1]]
+                    if place.startswith("buffer"):
+                        free.append(place)
+            if number in into:
+                destination = f"{into[number]}[start:stop]"
+            elif op in COMPARISONS or op == "where":
+                destination = None  # no out=: a boolean, or np.where
+            else:
+                if not free:
+                    free.append(f"buffer{buffers}[:count]")
+                    buffers += 1
+                destination = free.pop()
+            if destination is None:
+                lines.append(f"        v{number} = {call})")
+                self.places[number] = f"v{number}"
+            elif op == "where":
+                lines.append(f"        {destination} = {call})")
+                self.places[number] = destination
+            else:
+                lines.append(f"        {call}, out={destination})")
+                self.places[number] = destination
+        return lines, buffers
+
+    def spell(self, ref) -> str:
+        if ref[0] == "const":
+            return repr(ref[1])
+        if ref[0] == "input":
+            return f"in{ref[1]}"
+        if ref[0] == "one":
+            return "one"
+        return self.places[ref[1]]
+
+    def result(self, ref, into: dict) -> str:
+        if ref[0] == "value":
+            return f"{into[ref[1]]}.reshape(shape)"
+        if ref[0] == "input":
+            return self.inputs[ref[1]]
+        if ref[0] == "sum":
+            return f"dtype.type(total_{ref[1]})"
+        return "one"
+
+
+def fuse_regions(definition: gast.FunctionDef, namespace: dict, kernels: dict):
+    """``definition`` with its regions replaced by calls of region kernels (added to
+    ``kernels``), and the functions holding the original statements."""
+    definition = clone(definition)
+    reads = _load_counts(definition.body)
+    fallbacks: list = []
+
+    def block(body: list) -> list:
+        for statement in body:
+            for field in ("body", "orelse"):
+                inner = getattr(statement, field, None)
+                if isinstance(inner, list) and inner:
+                    setattr(statement, field, block(inner))
+        out, done = [], 0
+        for start, stop, steps in find_regions(body, namespace):
+            out.extend(body[done:start])
+            out.extend(replace(body[start:stop], steps))
+            done = stop
+        return out + body[done:]
+
+    def replace(statements: list, steps: list):
+        inside = _load_counts(statements)
+        assigned = [s.target for s in steps]
+        outputs = []
+        for target in assigned:
+            if reads.get(target, 0) > inside.get(target, 0) and target not in outputs:
+                outputs.append(target)
+        if not outputs:
+            return statements
+        comments = [s for s in statements if isinstance(s, Comment)]
+        statements = [s for s in statements if not isinstance(s, Comment)]
+        name = f"__fused_region_{len([k for k in kernels if '_region_' in k]) + 1}"
+        writer = _Writer(steps, outputs)
+        source = writer.write(name)
+        fallback = f"{name}_unfused"
+        kernels[name] = RegionKernel(name, source, fallback)
+        arguments = [gast.Name(n, gast.Load(), None, None) for n in writer.inputs]
+        results = [gast.Name(n, gast.Load(), None, None) for n in outputs]
+        returned = results[0] if len(results) == 1 else gast.Tuple(results, gast.Load())
+        body = clone(statements) + [gast.Return(returned)]
+        fallbacks.append(function_definition(fallback, writer.inputs, body))
+        targets = [gast.Name(n, gast.Store(), None, None) for n in outputs]
+        target = targets[0] if len(targets) == 1 else gast.Tuple(targets, gast.Store())
+        call = gast.Call(gast.Name(name, gast.Load(), None, None), arguments, [])
+        return comments + [gast.Assign([target], call, None)]
+
+    definition.body = block(definition.body)
+    return definition, fallbacks
+
+
+def _load_counts(body) -> dict:
+    counts: dict = {}
+    for statement in body:
+        for node in ast.walk(statement):
+            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
+                counts[node.id] = counts.get(node.id, 0) + 1
+    return counts
