@@ -123,10 +123,12 @@ class ElementwiseKernel:
         self.plans: dict = {}  # leaf shapes -> _Plan
 
     def __call__(self, *arrays):
-        size = max((getattr(a, "size", 1) for a in arrays), default=1)
-        if size < LARGE or not all(
-            isinstance(a, (np.ndarray, np.generic, float, int)) for a in arrays
-        ):
+        for array in arrays:  # the common case, small arrays, decided quickly
+            if type(array) is np.ndarray and array.size >= LARGE:
+                break
+        else:
+            return self.small(*arrays)
+        if not all(isinstance(a, (np.ndarray, np.generic, float, int)) for a in arrays):
             return self.small(*arrays)
         shapes = tuple(np.shape(a) for a in arrays)
         plan = self.plans.get(shapes)

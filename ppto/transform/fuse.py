@@ -42,6 +42,7 @@ class Fuser:
         self.kernels = kernels  # kernel name -> kernel object
         self.loads: dict[str, int] = {}
         self.stores: dict[str, int] = {}
+        self.written: dict[int, set] = {}  # id(statement) -> names it assigns
 
     def function(self, definition: gast.FunctionDef) -> gast.FunctionDef:
         definition = clone(definition)
@@ -73,6 +74,18 @@ class Fuser:
                 position -= len(consumed)
             position -= 1
         return out
+
+    def unchanged_after(self, block: list, position: int) -> bool:
+        """Whether nothing after ``block[position]`` assigns a name its value reads, so
+        the value may be computed later instead (a loop's carried copies do)."""
+        reads = loads(block[position].value)
+        for later in block[position + 1 :]:
+            written = self.written.get(id(later))
+            if written is None:  # statements keep their targets: computed once
+                written = self.written[id(later)] = stores(later)
+            if written & reads:
+                return False
+        return True
 
     # --- decoding --------------------------------------------------------------------
 
@@ -130,18 +143,23 @@ class Fuser:
         tree = self.tree(statement.value, before, definitions, leaves, consumed)
         if tree is None or tree.count() < 2:
             return []
-        named = _named_elementwise(tree)
-        name = named or f"__fused_chain_{'_'.join(_op_names(tree))}"
+        signature = _signature(tree)
+        name = _named_elementwise(signature)
+        name = name or f"__fused_chain_{'_'.join(_op_names(tree))}"
         label = name
         number = 1
-        while label in self.kernels and getattr(
-            self.kernels[label], "signature", None
-        ) != (_signature(tree)):
+        while (
+            label in self.kernels
+            and getattr(self.kernels[label], "signature", None) != signature
+        ):
             number += 1
             label = f"{name}_{number}"
         if label not in self.kernels:
-            kernel = ElementwiseKernel(label, tree, len(leaves))
-            kernel.signature = _signature(tree)
+            kernel = _KERNELS.get(signature)
+            if kernel is None:  # kernels are shared by every program: compiled once
+                kernel = ElementwiseKernel(label, tree, len(leaves))
+                kernel.signature = signature
+                _KERNELS[signature] = kernel
             self.kernels[label] = kernel
         statement.value = gast.Call(
             gast.Name(label, gast.Load(), None, None),
@@ -194,7 +212,7 @@ class Fuser:
         position = definitions.get(name)
         if position is None or self.loads.get(name) != 1 or self.stores.get(name) != 1:
             return None
-        if not _unchanged_after(self.root_before, position):
+        if not self.unchanged_after(self.root_before, position):
             return None  # its inputs change before the statement that would use it
         return position, before[position].value
 
@@ -234,7 +252,9 @@ class _Match:
         decoded = self.fuser.decode(expression)
         if decoded is None and isinstance(expression, gast.Name):
             position = self.definitions.get(expression.id)
-            if position is None or not _unchanged_after(self.before, position):
+            if position is None:
+                return False
+            if not self.fuser.unchanged_after(self.before, position):
                 return False
             self.uses[expression.id] = self.uses.get(expression.id, 0) + 1
             if expression.id in {
@@ -270,24 +290,24 @@ class _Match:
         return True
 
 
-def _named_elementwise(tree: Node) -> str | None:
-    """The kernel name of the elementwise rule whose pattern is exactly ``tree``."""
+_KERNELS: dict = {}  # tree signature -> its ElementwiseKernel
+_NAMED: dict = {}  # tree signature -> kernel name of the rule with that pattern
+
+
+def _named_elementwise(signature: str) -> str | None:
+    """The kernel name of the elementwise rule whose pattern is exactly the tree of
+    ``signature``."""
     from ppto.fusion.registry import RULES, elementwise_tree
 
-    signature = _signature(tree)
-    for rule in RULES:
-        if rule.kind == "elementwise":
-            pattern = elementwise_tree(rule.template, rule.parameters)
-            if pattern is not None and _signature(pattern) == signature:
-                return rule.kernel_name
-    return None
-
-
-def _unchanged_after(block: list, position: int) -> bool:
-    """Whether nothing after ``block[position]`` assigns a name its value reads, so
-    the value may be computed later instead (a loop's carried copies do)."""
-    reads = loads(block[position].value)
-    return not any(stores(later) & reads for later in block[position + 1 :])
+    if _NAMED.get(None) != len(RULES):  # rules were added since: index them again
+        _NAMED.clear()
+        for rule in RULES:
+            if rule.kind == "elementwise":
+                pattern = elementwise_tree(rule.template, rule.parameters)
+                if pattern is not None:
+                    _NAMED.setdefault(_signature(pattern), rule.kernel_name)
+        _NAMED[None] = len(RULES)
+    return _NAMED.get(signature)
 
 
 def _literal(node):

@@ -130,21 +130,24 @@ def remove_unused(body: list, keep: set[str], removable: set[str]) -> list:
             for node in gast.walk(statement):
                 if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
                     used.add(node.id)
-        pruned = _prune(body, used, removable)
-        if _count(pruned) == _count(body):
-            return pruned
-        body = pruned
+        removed: list = []
+        body = _prune(body, used, removable, removed)
+        if not removed:
+            return body
 
 
-def _prune(body, used, removable):
+def _prune(body, used, removable, removed: list):
     out = []
     for statement in body:
         if isinstance(statement, (gast.For, gast.While)):
-            statement.body = _prune(statement.body, used, removable) or [gast.Pass()]
+            statement.body = _prune(statement.body, used, removable, removed) or [
+                gast.Pass()
+            ]
         elif isinstance(statement, gast.If):
-            statement.body = _prune(statement.body, used, removable)
-            statement.orelse = _prune(statement.orelse, used, removable)
+            statement.body = _prune(statement.body, used, removable, removed)
+            statement.orelse = _prune(statement.orelse, used, removable, removed)
             if not statement.body and not statement.orelse:
+                removed.append(statement)
                 continue
             if not statement.body:
                 statement.body = [gast.Pass()]
@@ -152,6 +155,7 @@ def _prune(body, used, removable):
             isinstance(t, gast.Name) and t.id in removable and t.id not in used
             for t in statement.targets
         ):
+            removed.append(statement)
             if _is_pop(statement.value):  # the pop itself must still happen
                 out.append(gast.copy_location(gast.Expr(statement.value), statement))
             continue
@@ -165,10 +169,6 @@ def _is_pop(value) -> bool:
         and isinstance(value.func, gast.Attribute)
         and value.func.attr == "pop"
     )
-
-
-def _count(body) -> int:
-    return sum(1 for statement in body for _ in gast.walk(statement))
 
 
 def coalesce_copies(body: list, temporaries: set[str]) -> list:
