@@ -276,7 +276,9 @@ class Transformed:
         _, values, ranks, _, _ = self.prepare(args, kwargs)
         program, _ = self.program(ranks)
         namespace = dict(program.refs.namespace)
-        fused, kernels = fuse_program(program.functions, namespace)
+        fused, kernels = fuse_program(
+            program.functions, namespace, program.value_shapes
+        )
         namespace.update(kernels)
         return (
             count_operators(program.functions, namespace),
@@ -460,7 +462,9 @@ def _show(f, args, wrt, mode, file, lowered, fused) -> str:
     text = program.source()
     if fused and not lowered:
         namespace = dict(program.refs.namespace)
-        functions, kernels = fuse_program(program.functions, namespace)
+        functions, kernels = fuse_program(
+            program.functions, namespace, program.value_shapes
+        )
         namespace.update(kernels)
         before = count_operators(program.functions, namespace)
         after = count_operators(functions, namespace)

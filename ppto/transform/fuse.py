@@ -20,6 +20,7 @@ from ppto.fusion.registry import ALIASES, rules_for
 from ppto.ops.primitive import OperatorDef
 from ppto.symbolic import Operator, Symbol
 from ppto.transform.normalize import BINARY_OPERATORS
+from ppto.transform.regions import fuse_regions
 from ppto.transform.trees import clone, loads, stores
 
 _UNARY = {gast.USub: "neg"}
@@ -365,14 +366,16 @@ def _signature(tree: Node) -> str:
     return f"{tree.op}({','.join(_signature(c) for c in tree.children)})"
 
 
-def fuse_program(functions: list, namespace: dict) -> tuple[list, dict]:
-    """The functions with fused kernels, and the kernels by name."""
-    from ppto.transform.regions import fuse_regions
-
+def fuse_program(
+    functions: list, namespace: dict, shapes: dict | None = None
+) -> tuple[list, dict]:
+    """The functions with fused kernels, and the kernels by name; ``shapes`` gives
+    per function the shapes its values are known to have."""
     kernels: dict = {}
     fused = []
     for definition in functions:
-        definition, fallbacks = fuse_regions(definition, namespace, kernels)
+        known = (shapes or {}).get(definition.name, {})
+        definition, fallbacks = fuse_regions(definition, namespace, kernels, known)
         for function in [definition, *fallbacks]:
             fused.append(Fuser(namespace, kernels).function(function))
     return fused, kernels

@@ -23,6 +23,7 @@ from ppto.ops.primitive import OperatorDef, Primitive
 from ppto.runtime.backends import Backend
 from ppto.runtime.tensor import Tensor
 from ppto.transform.emit import compile_source, render_function
+from ppto.transform.fuse import fuse_program
 from ppto.transform.release import release_dead_values
 from ppto.transform.trees import clone
 
@@ -293,7 +294,6 @@ def lower(program, backend: Backend, kind: str, fused: bool | None = None):
     replace operator chains on the CPU unless precision is 'strict' (a backend with
     no fused implementation runs the unfused code)."""
     from ppto.runtime.precision import get_precision
-    from ppto.transform.fuse import fuse_program
 
     namespace = dict(program.refs.namespace)
     lowered = {"namespace": {}, "keys": {}}
@@ -304,7 +304,7 @@ def lower(program, backend: Backend, kind: str, fused: bool | None = None):
         small = bool(sizes) and max(sizes) < LARGE
         fused = kind == "cpu" and get_precision() != "strict" and not small
     if fused:
-        functions, kernels = fuse_program(functions, namespace)
+        functions, kernels = fuse_program(functions, namespace, program.value_shapes)
         namespace.update(kernels)
     functions = [release_dead_values(lowering.function(f)) for f in functions]
     source = "\n\n".join(render_function(f) for f in functions)

@@ -64,6 +64,13 @@ class Program:
     shapes: dict = field(default_factory=dict)  # of the entry function's arguments
     entry_function: object = None
     last_result_rank: int | None = None
+    value_shapes: dict = field(default_factory=dict)  # function -> known shapes
+
+    def add(self, definition, activity) -> None:
+        """Append a generated function, with the shapes its values are known to
+        have (fusion does not join values of different shapes)."""
+        self.functions.append(definition)
+        self.value_shapes[definition.name] = activity.shapes
 
     def function_name(self, preferred: str) -> str:
         return self.namer.fresh(preferred)
@@ -209,7 +216,7 @@ def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
     body = _cleanup(body, generator)
     function_name = program.function_name(f"{parsed.name}_grad")
     definition = function_definition(function_name, _arguments(parsed), body)
-    program.functions.append(definition)
+    program.add(definition, activity)
     return function_name
 
 
@@ -275,12 +282,12 @@ def split(
         backward.insert(0, gast.Assign([store], name(saved), None))
     forward_name = program.function_name(f"{parsed.name}_forward")
     backward_name = program.function_name(f"{parsed.name}_backward")
-    program.functions.append(
-        function_definition(forward_name, _arguments(parsed), forward)
+    program.add(
+        function_definition(forward_name, _arguments(parsed), forward), activity
     )
     backward_parameters = [saved, cotangent, *passed]
-    program.functions.append(
-        function_definition(backward_name, backward_parameters, backward)
+    program.add(
+        function_definition(backward_name, backward_parameters, backward), activity
     )
     return forward_name, backward_name, passed
 
@@ -333,7 +340,7 @@ def jvp(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program) -
         arguments.kw_defaults.append(None)
     function_name = program.function_name(f"{parsed.name}_jvp")
     program.tangent_parameters[function_name] = tangent_parameters
-    program.functions.append(function_definition(function_name, arguments, body))
+    program.add(function_definition(function_name, arguments, body), activity)
     return function_name
 
 
@@ -342,13 +349,11 @@ def primal(parsed: ParsedFunction, wrt, ranks: dict, program: Program) -> str:
     that all its operations are explicit): what fusion sees of a forward pass."""
     from ppto.transform.inline import operand_expr
 
-    ir_body, _, generator = _prepare(parsed, parsed.parameters, ranks, program)
+    ir_body, activity, generator = _prepare(parsed, parsed.parameters, ranks, program)
     body = generator.forward(ir_body)
     body.append(gast.Return(operand_expr(_result_operand(ir_body))))
     function_name = program.function_name(parsed.name)
-    program.functions.append(
-        function_definition(function_name, _arguments(parsed), body)
-    )
+    program.add(function_definition(function_name, _arguments(parsed), body), activity)
     return function_name
 
 

@@ -21,10 +21,12 @@ from __future__ import annotations
 import ast
 
 import gast
+import numpy as np
 
 from ppto.fusion.kernels import (
     COMPARISONS,
     ELEMENTWISE,
+    LARGE,
     TERNARY,
     RegionKernel,
 )
@@ -147,13 +149,17 @@ def _step(statement, namespace, sums: set):
     return Step(statement, target, "tree", tree=tree)
 
 
-def find_regions(body: list, namespace: dict) -> list[tuple[int, int, list]]:
-    """``(start, stop, steps)`` of each region in ``body`` (a block)."""
+def find_regions(
+    body: list, namespace: dict, shapes: dict
+) -> list[tuple[int, int, list]]:
+    """``(start, stop, steps)`` of each region in ``body`` (a block); a region stops
+    where a value of another known shape would join it (the pass could not run)."""
     found = []
     position = 0
     while position < len(body):
         steps: list[Step] = []
         sums: set = set()
+        extent = None  # the region's array shape, once a value's is known
         stop = position
         while stop < len(body):
             if isinstance(body[stop], Comment):  # kept, before the region's call
@@ -162,6 +168,14 @@ def find_regions(body: list, namespace: dict) -> list[tuple[int, int, list]]:
             step = _step(body[stop], namespace, sums)
             if step is None or (loads(body[stop]) & sums and step.kind != "ones"):
                 break  # a sum is complete only after the region
+            known = {
+                shapes[n]
+                for n in loads(body[stop]) | {step.target}
+                if shapes.get(n) and n not in sums
+            }
+            if len(known | ({extent} if extent else set())) > 1:
+                break
+            extent = extent or next(iter(known), None)
             if step.kind == "sum":
                 sums.add(step.target)
             steps.append(step)
@@ -170,7 +184,12 @@ def find_regions(body: list, namespace: dict) -> list[tuple[int, int, list]]:
             steps.pop()  # nothing gained by ending on a copy
             stop = body.index(steps[-1].statement) + 1 if steps else position
         operations = sum(_operations(s.tree) + (s.kind == "sum") for s in steps)
-        if operations >= MIN_OPERATIONS and sum(s.kind == "tree" for s in steps) >= 2:
+        small = extent is not None and int(np.prod(extent)) < LARGE  # never passes
+        if (
+            operations >= MIN_OPERATIONS
+            and sum(s.kind == "tree" for s in steps) >= 2
+            and not small
+        ):
             found.append((position, stop, steps))
             position = stop
         else:
@@ -340,9 +359,12 @@ class _Writer:
         return "one"
 
 
-def fuse_regions(definition: gast.FunctionDef, namespace: dict, kernels: dict):
+def fuse_regions(
+    definition: gast.FunctionDef, namespace: dict, kernels: dict, shapes: dict
+):
     """``definition`` with its regions replaced by calls of region kernels (added to
-    ``kernels``), and the functions holding the original statements."""
+    ``kernels``), and the functions holding the original statements. ``shapes``:
+    the values' shapes where known."""
     definition = clone(definition)
     reads = _load_counts(definition.body)
     fallbacks: list = []
@@ -354,7 +376,7 @@ def fuse_regions(definition: gast.FunctionDef, namespace: dict, kernels: dict):
                 if isinstance(inner, list) and inner:
                     setattr(statement, field, block(inner))
         out, done = [], 0
-        for start, stop, steps in find_regions(body, namespace):
+        for start, stop, steps in find_regions(body, namespace, shapes):
             out.extend(body[done:start])
             out.extend(replace(body[start:stop], steps))
             done = stop
