@@ -221,3 +221,30 @@ def test_known_failing_entries_name_real_tests():
     for test, case_id in KNOWN_FAILING:
         assert test in KNOWN_TESTS, test
         assert any(case_id.startswith(case.id) for case in CASES), case_id
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_quick_emitter_writes_what_ast_unparse_writes(case):
+    """Generated statements are written without going through ``ast``; the text must
+    be exactly ``ast.unparse``'s (same parentheses, quotes and spacing)."""
+    import ast
+
+    import gast
+
+    from ppto.api import Transformed
+    from ppto.transform.emit import _TEST, _quick
+
+    mode = "split" if case.vjp else "combined"
+    gradient = Transformed(case.fn, case.wrt, mode, with_value=True)
+    with expect("show_grad", case.id):
+        program, _ = gradient.program(gradient.prepare(case.arguments(), {})[2])
+        checked = 0
+        for definition in program.functions:
+            for node in gast.walk(definition):
+                if isinstance(node, (gast.Assign, gast.Return, gast.Expr)):
+                    quick = _quick(node, _TEST)
+                    if quick is not None:
+                        tree = ast.fix_missing_locations(gast.gast_to_ast(node))
+                        assert quick == ast.unparse(tree)
+                        checked += 1
+        assert checked

@@ -62,9 +62,145 @@ def _block(body: list, depth: int) -> list[str]:
 
 
 def _unparse(node) -> str:
+    text = _quick(node, _TEST)
+    if text is not None:
+        return text
     tree = gast.gast_to_ast(node)
     ast.fix_missing_locations(tree)
     return ast.unparse(tree)
+
+
+# The same text as ast.unparse for the nodes generated code is made of, without
+# converting gast to ast first (most of emitting's time); None for anything else,
+# which ast.unparse then writes. Precedences and parenthesisation follow ast.unparse.
+_TUPLE, _TEST, _OR, _AND, _NOT, _CMP = 1, 3, 4, 5, 6, 7
+_ARITH, _TERM, _FACTOR, _POWER, _ATOM = 12, 13, 14, 15, 17
+_BINARY = {
+    gast.Add: ("+", _ARITH), gast.Sub: ("-", _ARITH), gast.Mult: ("*", _TERM),
+    gast.Div: ("/", _TERM), gast.FloorDiv: ("//", _TERM), gast.Mod: ("%", _TERM),
+    gast.MatMult: ("@", _TERM), gast.Pow: ("**", _POWER),
+}  # fmt: skip
+_UNARY = {gast.USub: "-", gast.UAdd: "+", gast.Invert: "~"}
+_COMPARE = {
+    gast.Eq: "==", gast.NotEq: "!=", gast.Lt: "<", gast.LtE: "<=", gast.Gt: ">",
+    gast.GtE: ">=", gast.Is: "is", gast.IsNot: "is not", gast.In: "in",
+    gast.NotIn: "not in",
+}  # fmt: skip
+
+
+def _quick(node, context: int) -> str | None:
+    kind = type(node)
+    if kind is gast.Name:
+        return node.id
+    if kind is gast.Constant:
+        return _constant(node.value)
+    if kind is gast.BinOp:
+        symbol, precedence = _BINARY.get(type(node.op), (None, 0))
+        if symbol is None:
+            return None
+        power = precedence == _POWER  # right-associative
+        left = _quick(node.left, precedence + 1 if power else precedence)
+        right = _quick(node.right, precedence if power else precedence + 1)
+        if left is None or right is None:
+            return None
+        return _parenthesised(f"{left} {symbol} {right}", precedence, context)
+    if kind is gast.UnaryOp:
+        symbol = _UNARY.get(type(node.op))
+        if symbol is None:
+            return None
+        operand = _quick(node.operand, _FACTOR)
+        return (
+            None
+            if operand is None
+            else _parenthesised(symbol + operand, _FACTOR, context)
+        )
+    if kind is gast.Call:
+        function = _quick(node.func, _ATOM)
+        parts = [_quick(argument, _TEST) for argument in node.args]
+        for keyword in node.keywords:
+            value = _quick(keyword.value, _TEST)
+            parts.append(None if keyword.arg is None or value is None else
+                         f"{keyword.arg}={value}")  # fmt: skip
+        if function is None or None in parts:
+            return None
+        return f"{function}({', '.join(parts)})"
+    if kind is gast.Attribute:
+        value = _quick(node.value, _ATOM)
+        if value is None or type(node.value) is gast.Constant:
+            return None
+        return f"{value}.{node.attr}"
+    if kind is gast.Subscript:
+        value = _quick(node.value, _ATOM)
+        index = node.slice
+        if type(index) is gast.Tuple and index.elts:
+            parts = [_quick(item, _TEST) for item in index.elts]
+            if None in parts:
+                return None
+            inside = ", ".join(parts) + ("," if len(parts) == 1 else "")
+        else:
+            inside = _quick(index, _TUPLE)
+        if value is None or inside is None:
+            return None
+        return f"{value}[{inside}]"
+    if kind is gast.Slice:
+        parts = [
+            "" if part is None else _quick(part, _TEST)
+            for part in (node.lower, node.upper)
+        ]
+        if node.step is not None:
+            parts.append(_quick(node.step, _TEST))
+        return None if None in parts else ":".join(parts)
+    if kind is gast.Tuple or kind is gast.List:
+        parts = [_quick(item, _TEST) for item in node.elts]
+        if None in parts:
+            return None
+        if kind is gast.List:
+            return f"[{', '.join(parts)}]"
+        inside = ", ".join(parts) + ("," if len(parts) == 1 else "")
+        return f"({inside})" if not parts or context > _TUPLE else inside
+    if kind is gast.Compare:
+        parts = [_quick(node.left, _CMP + 1)]
+        for op, right in zip(node.ops, node.comparators):
+            symbol = _COMPARE.get(type(op))
+            parts += [symbol, _quick(right, _CMP + 1)]
+        if None in parts:
+            return None
+        return _parenthesised(" ".join(parts), _CMP, context)
+    if kind is gast.Assign:
+        targets = [_quick(target, _TUPLE) for target in node.targets]
+        value = _quick(node.value, _TEST)
+        return (
+            None
+            if None in targets or value is None
+            else (" = ".join(targets) + f" = {value}")
+        )
+    if kind is gast.Return:
+        if node.value is None:
+            return "return"
+        value = _quick(node.value, _TEST)
+        return None if value is None else f"return {value}"
+    if kind is gast.Expr:
+        return _quick(node.value, _TEST)
+    if kind is gast.Pass:
+        return "pass"
+    return None
+
+
+def _parenthesised(text: str, precedence: int, context: int) -> str:
+    return f"({text})" if context > precedence else text
+
+
+def _constant(value) -> str | None:
+    if value is None or value is True or value is False or value is Ellipsis:
+        return "..." if value is Ellipsis else repr(value)
+    kind = type(value)
+    if kind is int:
+        return repr(value)
+    if kind is float:
+        return repr(value) if value == value and abs(value) != float("inf") else None
+    if kind is str and "'" not in value and "\\" not in value and value.isprintable():
+        return repr(value)
+    return None
 
 
 def _header_only(statement):
