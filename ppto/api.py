@@ -209,10 +209,13 @@ class Transformed:
             rank_map = {n: r[0] for n, r in described}
             shapes = {n: r[1] for n, r in described if r[1] is not None}
             layouts = {n: r[2] for n, r in described if r[2]}
+            dtypes = {n: r[3] for n, r in described if r[3] is not None}
             source = self.function
             if isinstance(self.f, Transformed):
                 source = _generated_wrapper(self.f, ranks[: len(names)])
-            program = build(source, self.wrt, rank_map, self.mode, layouts, shapes)
+            program = build(
+                source, self.wrt, rank_map, self.mode, layouts, shapes, dtypes
+            )
             self._programs[key] = (program, _LazyNamespace(program, self.__name__))
         return self._programs[key]
 
@@ -243,14 +246,16 @@ class Transformed:
 
     def describe(self, values: list, originals: list) -> tuple:
         """What generated code is specialised on, per argument: ``(ndim, shape,
-        layout)`` for arrays (shape dropped once many shapes have been seen, so that a
-        function called with ever-changing shapes is not regenerated each time)."""
+        layout, dtype)`` for arrays (shape dropped once many shapes have been seen, so
+        that a function called with ever-changing shapes is not regenerated each
+        time)."""
         keep_shapes = len(self._programs) < SHAPE_SPECIALISATIONS
         return tuple(
             (
                 value.ndim,
                 tuple(value.shape) if keep_shapes else None,
                 getattr(original, "layout", None),
+                np.dtype(value.dtype) if hasattr(value, "dtype") else None,
             )
             if hasattr(value, "ndim")
             else None
@@ -306,12 +311,25 @@ class Transformed:
             entry = self._fast.get(key)
             if entry is not None:  # a call like an earlier one: nothing to check
                 raws = [a.data if type(a) is Tensor else a for a in args]
-                return self.finish(*entry(*raws), {}, CPU)
+                return self.finish_on_cpu(*entry(*raws))
         call, values, ranks, homes, device = self.prepare(args, kwargs)
         result = self.finish(*self.run(0, ranks, device, values), homes, device)
         if key is not None and device == CPU and len(self._fast) < FAST_CALLS:
             self._fast[key] = self._entries[(ranks, "cpu", 0, key[-1])]
         return result
+
+    def finish_on_cpu(self, value, grads):
+        """``finish`` for a call whose arrays were all on the CPU (nothing moved)."""
+        if type(value) is not np.float64 and type(value) is not np.float32:
+            _require_scalar(value, self.__name__)
+        if len(self.wrt) == 1:
+            grads = (grads,)
+        placed = tuple(
+            Tensor(g, CPU) if type(g) is np.ndarray else _as_tensor(g, CPU)
+            for g in grads
+        )
+        result = placed[0] if self.single else placed
+        return (_as_tensor(value, CPU), result) if self.with_value else result
 
     def finish(self, value, grads, homes: dict, device: Device):
         """The caller's result from the generated code's ``(value, gradients)``."""

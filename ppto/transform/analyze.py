@@ -16,6 +16,7 @@ import gast
 import numpy as np
 
 from ppto.errors import GradError
+from ppto.fusion.kernels import ELEMENTWISE, TERNARY
 from ppto.ops.primitive import Primitive
 from ppto.transform import ir
 
@@ -30,19 +31,28 @@ class Activity:
     ranges: set = field(default_factory=set)  # variables holding a range()
     layouts: dict = field(default_factory=dict)  # image layout hints of variables
     shapes: dict = field(default_factory=dict)  # shapes known when specialising
+    dtypes: dict = field(default_factory=dict)  # dtypes known when specialising
+    fresh: set = field(default_factory=set)  # values made by elementwise operators
 
     def active(self, name) -> bool:
         return isinstance(name, str) and name in self.varied and name in self.useful
 
 
 def analyze(
-    body: list, wrt: list[str], ranks: dict, source, layouts=None, shapes=None
+    body: list,
+    wrt: list[str],
+    ranks: dict,
+    source,
+    layouts=None,
+    shapes=None,
+    dtypes=None,
 ) -> Activity:
     activity = Activity(
         varied=set(wrt),
         ranks=dict(ranks),
         layouts=dict(layouts or {}),
         shapes=dict(shapes or {}),
+        dtypes=dict(dtypes or {}),
     )
     _forward(body, activity)
     _backward(body, activity)
@@ -101,6 +111,9 @@ def _spread_taint(statement, activity: Activity) -> None:
 def _forward(body, activity: Activity) -> None:
     for statement in body:
         _spread_taint(statement, activity)
+        for name in ir.writes(statement):  # known only where worked out below
+            if not isinstance(statement, (ir.Apply, ir.Copy)):
+                _merge(activity.dtypes, name, None)
         if isinstance(statement, ir.For) and statement.iterable in activity.ranges:
             activity.ranks[statement.target] = 0  # an integer from a range
             activity.shapes[statement.target] = ()
@@ -124,6 +137,11 @@ def _forward(body, activity: Activity) -> None:
             _merge(
                 activity.shapes, statement.target, shape_of(statement, activity.shapes)
             )
+            _merge(
+                activity.dtypes, statement.target, dtype_of(statement, activity.dtypes)
+            )
+            if op.name in ELEMENTWISE or op.name in TERNARY:
+                activity.fresh.add(statement.target)  # a new array, aliasing nothing
             shape = activity.shapes.get(statement.target)
             rank = (
                 len(shape) if shape is not None else rank_of(statement, activity.ranks)
@@ -148,6 +166,12 @@ def _forward(body, activity: Activity) -> None:
                     activity.shapes,
                     statement.target,
                     operand_shape(statement.source, activity.shapes),
+                )
+                source = statement.source
+                _merge(
+                    activity.dtypes,
+                    statement.target,
+                    activity.dtypes.get(source) if isinstance(source, str) else None,
                 )
             if isinstance(statement, ir.Copy) and isinstance(statement.source, str):
                 rank = activity.ranks.get(statement.source)
@@ -439,6 +463,46 @@ def shape_of(statement: ir.Apply, shapes: dict):
             return first
     except (ValueError, TypeError, KeyError, IndexError):
         return None
+    return None
+
+
+_KEEPS_DTYPE = {
+    "getitem", "stop_gradient", "unbroadcast", "unreduce", "transpose",
+    "matrix_transpose", "reshape", "expand_dims", "squeeze", "broadcast_to",
+    "reduce_max", "reduce_min", "softmax", "log_softmax", "logsumexp", "relu",
+    "sigmoid", "zeros_like", "ones_like",
+}  # fmt: skip
+
+
+def dtype_of(statement: ir.Apply, dtypes: dict):
+    """The dtype of an operator's result, where its inputs' are known and the
+    operator is one whose result dtype NumPy's rules give (elementwise operators,
+    sums, matrix products, and those that keep their input's), else None."""
+    op = statement.op
+    if not isinstance(op, Primitive) or any(
+        isinstance(x, list) for x in statement.inputs
+    ):
+        return None
+    probes = []
+    for operand in statement.inputs:
+        if isinstance(operand, ir.Const) and type(operand.value) in (int, float):
+            probes.append(operand.value)  # a Python number: NumPy's weak scalar
+        elif isinstance(operand, str) and dtypes.get(operand) is not None:
+            probes.append(np.zeros((1,), dtypes[operand]))
+        else:
+            return None
+    name = op.name
+    if name in _KEEPS_DTYPE and isinstance(probes[0], np.ndarray):
+        return probes[0].dtype
+    with np.errstate(all="ignore"):
+        if name in ELEMENTWISE or name in TERNARY:
+            function = (ELEMENTWISE.get(name) or TERNARY[name])[0]
+            return np.asarray(function(*probes)).dtype
+        if name in ("reduce_sum", "reduce_mean", "reduce_prod"):
+            reduce = {"reduce_sum": np.sum, "reduce_mean": np.mean}.get(name, np.prod)
+            return np.asarray(reduce(probes[0])).dtype
+        if name == "dot" and all(isinstance(p, np.ndarray) for p in probes):
+            return np.matmul(probes[0], probes[1]).dtype
     return None
 
 

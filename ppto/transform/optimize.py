@@ -388,3 +388,69 @@ def _literal_value(node):
 
 
 _UNKNOWN = object()
+
+
+def drop_unit_factors(body: list, namespace: dict, activity) -> list:
+    """``one * t`` -> ``t`` where ``one = ones_like(y)`` is the seed of a gradient (a
+    0-d one of y's dtype) and ``t`` is a new array of that same dtype (made by an
+    elementwise operator, so the result aliases nothing the caller holds): the product
+    would be an exact copy (``dy = dsum * t`` for ``sum(t)``)."""
+    from ppto.ops.shape import ones_like
+
+    units = {}
+    for statement in body:  # seeds are assigned once, at the top level
+        value = getattr(statement, "value", None)
+        if (
+            _simple_store(statement)
+            and isinstance(value, gast.Call)
+            and isinstance(value.func, gast.Name)
+            and namespace.get(value.func.id) is ones_like
+            and len(value.args) == 1
+            and isinstance(value.args[0], gast.Name)
+            and activity.shapes.get(value.args[0].id) == ()
+            and activity.dtypes.get(value.args[0].id) is not None
+        ):
+            units[statement.targets[0].id] = activity.dtypes[value.args[0].id]
+    units = {u: d for u, d in units.items() if _stored_once(body, u)}
+    if not units:
+        return body
+
+    class Drop(gast.NodeTransformer):
+        def visit_BinOp(self, node):
+            self.generic_visit(node)
+            if not isinstance(node.op, gast.Mult):
+                return node
+            for unit, other in ((node.left, node.right), (node.right, node.left)):
+                if (
+                    isinstance(unit, gast.Name)
+                    and unit.id in units
+                    and isinstance(other, gast.Name)
+                    and other.id in activity.fresh
+                    and activity.dtypes.get(other.id) == units[unit.id]
+                ):
+                    return other
+            return node
+
+    return [Drop().visit(statement) for statement in body]
+
+
+def _simple_store(statement) -> bool:
+    return (
+        isinstance(statement, gast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], gast.Name)
+    )
+
+
+def _stored_once(body: list, name: str) -> bool:
+    return (
+        sum(
+            1
+            for statement in body
+            for node in gast.walk(statement)
+            if isinstance(node, gast.Name)
+            and node.id == name
+            and isinstance(node.ctx, gast.Store)
+        )
+        == 1
+    )

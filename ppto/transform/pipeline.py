@@ -26,6 +26,7 @@ from ppto.transform.normalize import Normalizer, varied_names
 from ppto.transform.optimize import (
     coalesce_copies,
     drop_default_arguments,
+    drop_unit_factors,
     elide_broadcasts,
     remove_unused,
 )
@@ -62,6 +63,7 @@ class Program:
     layouts: dict = field(default_factory=dict)
     tangent_parameters: dict = field(default_factory=dict)  # jvp function -> names
     shapes: dict = field(default_factory=dict)  # of the entry function's arguments
+    dtypes: dict = field(default_factory=dict)  # of the entry function's arguments
     entry_function: object = None
     last_result_rank: int | None = None
     value_shapes: dict = field(default_factory=dict)  # function -> known shapes
@@ -138,8 +140,11 @@ def _prepare(
     local_names -= set(free_globals(parsed))
     normalizer = Normalizer(parsed, varied_names(body, set(wrt)), namer, local_names)
     ir_body = stop_shift_gradients(normalizer.block(body), namer)
-    shapes = program.shapes if parsed.fn is program.entry_function else {}
-    activity = analyze(ir_body, wrt, ranks, parsed.source, program.layouts, shapes)
+    entry = parsed.fn is program.entry_function
+    shapes, dtypes = (program.shapes, program.dtypes) if entry else ({}, {})
+    activity = analyze(
+        ir_body, wrt, ranks, parsed.source, program.layouts, shapes, dtypes
+    )
     check_reachable(activity, wrt, parsed.source)
     generator = Generator(
         parsed, activity, namer, program.refs, program_callee(program)
@@ -310,6 +315,7 @@ def _is_literal(value) -> bool:
 def _cleanup(body, generator):
     removable = set(generator.namer.taken) - set(generator.parsed.parameters)
     body = elide_broadcasts(body, generator.refs.namespace, generator.activity.shapes)
+    body = drop_unit_factors(body, generator.refs.namespace, generator.activity)
     body = remove_unused(body, keep=set(), removable=removable)
     generated = set(generator.namer.taken) - generator.user_names
     body = coalesce_copies(body, generated)
@@ -394,15 +400,17 @@ def program_callee(program: Program):
 
 
 def build(
-    fn, wrt: list[str], ranks: dict, mode: str, layouts=None, shapes=None
+    fn, wrt: list[str], ranks: dict, mode: str, layouts=None, shapes=None, dtypes=None
 ) -> Program:
     """Transform ``fn`` (see the module docstring). ``ranks``, ``layouts`` and
-    ``shapes`` describe the arguments (axes, image layout hint, shape) where known."""
+    ``shapes`` and ``dtypes`` describe the arguments (axes, image layout hint, shape,
+    dtype) where known."""
     parsed = parse_function(fn)
     program = Program(
         namer=Namer(set()),
         layouts=dict(layouts or {}),
         shapes=dict(shapes or {}),
+        dtypes=dict(dtypes or {}),
         entry_function=parsed.fn,
     )
     program.refs = References(program.namer)
