@@ -106,3 +106,30 @@ def test_max_shift_used_outside_an_idiom_keeps_its_gradient():
     source = ppto.show_grad(shift_used_elsewhere, x, w, file=io.StringIO())
     assert "stop_gradient(" not in source
     assert ppto.check_grad(shift_used_elsewhere, x, w).ok
+
+
+def product_sum(x, w):
+    return np.sum(x * w)
+
+
+def maybe_scaled(x, w, flag):
+    if flag:
+        y = x
+    else:
+        y = x * 2.0
+    return np.sum(y * w)
+
+
+def test_gradients_never_alias_the_callers_arrays():
+    """Generated code drops products with the gradient seed (dw = x, not 1 * x) only
+    where the result is a new array or is read only by arithmetic: a gradient handed
+    back never shares memory with an argument."""
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal(5), rng.standard_normal(5)
+    dx, dw = ppto.grad(product_sum, wrt=(0, 1))(x, w)
+    np.testing.assert_array_equal(dw.numpy(), x)
+    assert not np.shares_memory(dw.data, x) and not np.shares_memory(dx.data, w)
+    for flag in (True, False):
+        (dw,) = ppto.grad(maybe_scaled, wrt=(1,))(x, w, flag)
+        np.testing.assert_array_equal(dw.numpy(), x if flag else 2.0 * x)
+        assert not np.shares_memory(dw.data, x)

@@ -32,7 +32,13 @@ class Activity:
     layouts: dict = field(default_factory=dict)  # image layout hints of variables
     shapes: dict = field(default_factory=dict)  # shapes known when specialising
     dtypes: dict = field(default_factory=dict)  # dtypes known when specialising
-    fresh: set = field(default_factory=set)  # values made by elementwise operators
+    made_new: set = field(default_factory=set)  # assigned by elementwise operators
+    made_otherwise: set = field(default_factory=set)  # assigned by anything else
+
+    @property
+    def fresh(self) -> set:
+        """Values always made by elementwise operators: new arrays, aliasing none."""
+        return self.made_new - self.made_otherwise
 
     def active(self, name) -> bool:
         return isinstance(name, str) and name in self.varied and name in self.useful
@@ -112,6 +118,8 @@ def _forward(body, activity: Activity) -> None:
     for statement in body:
         _spread_taint(statement, activity)
         for name in ir.writes(statement):  # known only where worked out below
+            if not isinstance(statement, ir.Apply):
+                activity.made_otherwise.add(name)
             if not isinstance(statement, (ir.Apply, ir.Copy)):
                 _merge(activity.dtypes, name, None)
         if isinstance(statement, ir.For) and statement.iterable in activity.ranges:
@@ -140,8 +148,10 @@ def _forward(body, activity: Activity) -> None:
             _merge(
                 activity.dtypes, statement.target, dtype_of(statement, activity.dtypes)
             )
-            if op.name in ELEMENTWISE or op.name in TERNARY:
-                activity.fresh.add(statement.target)  # a new array, aliasing nothing
+            new = op.name in ELEMENTWISE or op.name in TERNARY
+            (activity.made_new if new else activity.made_otherwise).add(
+                statement.target
+            )
             shape = activity.shapes.get(statement.target)
             rank = (
                 len(shape) if shape is not None else rank_of(statement, activity.ranks)

@@ -10,6 +10,7 @@ import ast
 import operator
 
 import gast
+import numpy as np
 
 from ppto.transform.trees import stores
 
@@ -301,8 +302,24 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict) -> list:
     (``dt = unreduce(dy, (n,)); dt * t`` -> ``dy * t``). Only where ``s`` keeps the
     rank of ``like`` or is a full reduction's scalar, so broadcasting lines its axes
     up; only within one block, up to the next assignment of either name."""
+    from ppto.fusion.kernels import ELEMENTWISE
     from ppto.ops.reductions import unreduce
     from ppto.transform.analyze import expression_shape
+
+    def _shape(node):
+        """An expression's shape where known: ``expression_shape``'s, and that of
+        an elementwise operator applied to operands of known shapes."""
+        if isinstance(node, gast.Call) and isinstance(node.func, gast.Name):
+            op = namespace.get(node.func.id)
+            if getattr(op, "name", None) in ELEMENTWISE and not node.keywords:
+                operands = [_shape(argument) for argument in node.args]
+                if operands and None not in operands:
+                    try:
+                        return tuple(np.broadcast_shapes(*operands))
+                    except ValueError:
+                        return None
+            return None
+        return expression_shape(node, shapes)
 
     for statement in body:
         for field in ("body", "orelse"):
@@ -323,12 +340,20 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict) -> list:
                     return node
                 for side, other in (("left", "right"), ("right", "left")):
                     operand = getattr(node, side)
+                    negated = (  # -b reads b as b does
+                        isinstance(operand, gast.UnaryOp)
+                        and isinstance(operand.op, gast.USub)
+                    )
+                    name_ = operand.operand if negated else operand
                     if (
-                        isinstance(operand, gast.Name)
-                        and operand.id in aliases
-                        and expression_shape(getattr(node, other), shapes) == shape
+                        isinstance(name_, gast.Name)
+                        and name_.id in aliases
+                        and _shape(getattr(node, other)) == shape
                     ):
-                        setattr(node, side, gast.Name(source, gast.Load(), None, None))
+                        replaced = gast.Name(source, gast.Load(), None, None)
+                        if negated:
+                            replaced = gast.UnaryOp(gast.USub(), replaced)
+                        setattr(node, side, replaced)
                 return node
 
         for later in body[position + 1 :]:
@@ -392,9 +417,10 @@ _UNKNOWN = object()
 
 def drop_unit_factors(body: list, namespace: dict, activity) -> list:
     """``one * t`` -> ``t`` where ``one = ones_like(y)`` is the seed of a gradient (a
-    0-d one of y's dtype) and ``t`` is a new array of that same dtype (made by an
-    elementwise operator, so the result aliases nothing the caller holds): the product
-    would be an exact copy (``dy = dsum * t`` for ``sum(t)``)."""
+    0-d one of y's dtype) and ``t`` has that same dtype: the product would be an exact
+    copy (``dy = dsum * t`` for ``sum(t)``). ``t`` must be a new array (made by an
+    elementwise operator), or the product be read only by arithmetic, so that no
+    gradient handed back aliases an array the caller holds."""
     from ppto.ops.shape import ones_like
 
     units = {}
@@ -414,24 +440,58 @@ def drop_unit_factors(body: list, namespace: dict, activity) -> list:
     units = {u: d for u, d in units.items() if _stored_once(body, u)}
     if not units:
         return body
+    private = _read_only_by_arithmetic(body)
+
+    def factor(node):
+        """The factor the unit multiplies in ``node``, if it may stand for it."""
+        if not (isinstance(node, gast.BinOp) and isinstance(node.op, gast.Mult)):
+            return None
+        for unit, other in ((node.left, node.right), (node.right, node.left)):
+            if (
+                isinstance(unit, gast.Name)
+                and unit.id in units
+                and isinstance(other, gast.Name)
+                and activity.dtypes.get(other.id) == units[unit.id]
+            ):
+                return other
+        return None
 
     class Drop(gast.NodeTransformer):
-        def visit_BinOp(self, node):
+        def visit_Assign(self, node):
             self.generic_visit(node)
-            if not isinstance(node.op, gast.Mult):
-                return node
-            for unit, other in ((node.left, node.right), (node.right, node.left)):
-                if (
-                    isinstance(unit, gast.Name)
-                    and unit.id in units
-                    and isinstance(other, gast.Name)
-                    and other.id in activity.fresh
-                    and activity.dtypes.get(other.id) == units[unit.id]
-                ):
-                    return other
+            other = factor(node.value)
+            target = node.targets[0] if len(node.targets) == 1 else None
+            if other is not None and isinstance(target, gast.Name):
+                if other.id in activity.fresh or target.id in private:
+                    node.value = other
             return node
 
+        def visit_BinOp(self, node):
+            self.generic_visit(node)
+            other = factor(node)
+            return other if other is not None and other.id in activity.fresh else node
+
     return [Drop().visit(statement) for statement in body]
+
+
+def _read_only_by_arithmetic(body: list) -> set:
+    """Names every read of which is an operand of arithmetic (whose result is a new
+    array), so they never reach the caller or an alias."""
+    reads: dict = {}
+    operands: dict = {}
+    for statement in body:
+        for node in gast.walk(statement):
+            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
+                reads[node.id] = reads.get(node.id, 0) + 1
+            children = ()
+            if isinstance(node, gast.BinOp):
+                children = (node.left, node.right)
+            elif isinstance(node, gast.UnaryOp):
+                children = (node.operand,)
+            for child in children:
+                if isinstance(child, gast.Name):
+                    operands[child.id] = operands.get(child.id, 0) + 1
+    return {name for name, count in operands.items() if reads.get(name) == count}
 
 
 def _simple_store(statement) -> bool:
