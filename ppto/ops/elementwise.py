@@ -382,7 +382,7 @@ def relu(xp, x):
 @relu.grad_rule
 def _(x):
     def backward(dY):
-        return where(x > 0, dY, 0)
+        return where(x > 0, dY, 0.0)
 
     return backward
 
@@ -461,8 +461,8 @@ def maximum(xp, a, b):
 @maximum.grad_rule
 def _(a, b):
     def backward(dY):
-        return unbroadcast(where(a >= b, dY, 0), a), unbroadcast(
-            where(a >= b, 0, dY), b
+        return unbroadcast(where(a >= b, dY, 0.0), a), unbroadcast(
+            where(a >= b, 0.0, dY), b
         )
 
     return backward
@@ -485,8 +485,8 @@ def minimum(xp, a, b):
 @minimum.grad_rule
 def _(a, b):
     def backward(dY):
-        return unbroadcast(where(a <= b, dY, 0), a), unbroadcast(
-            where(a <= b, 0, dY), b
+        return unbroadcast(where(a <= b, dY, 0.0), a), unbroadcast(
+            where(a <= b, 0.0, dY), b
         )
 
     return backward
@@ -511,8 +511,8 @@ def _(condition, a, b):
     def backward(dY):
         return (
             None,
-            unbroadcast(where(condition, dY, 0), a),
-            unbroadcast(where(condition, 0, dY), b),
+            unbroadcast(where(condition, dY, 0.0), a),
+            unbroadcast(where(condition, 0.0, dY), b),
         )
 
     return backward
@@ -535,7 +535,7 @@ def clip(xp, x, lo=None, hi=None):
 @clip.grad_rule
 def _(x, lo=None, hi=None, out=None):
     def backward(dY):
-        return where(out == x, dY, 0)
+        return where(out == x, dY, 0.0)
 
     return backward
 

@@ -86,7 +86,7 @@ def _extremum_rules(op):
         def backward(dY):
             hit = x == unreduce(out, x, axis, keepdims)
             share = dY / cast(reduce_sum(hit, axis, keepdims), x.dtype)
-            return where(hit, unreduce(share, x, axis, keepdims), 0)
+            return where(hit, unreduce(share, x, axis, keepdims), 0.0)
 
         return backward
 
