@@ -164,12 +164,81 @@ def _instantiate(
         elif argument is not None:
             bindings[name] = _default_of(outer, name)
     bindings.update(inner_bindings)
-    body = [clone(node) for node in prelude + inner.body]
+    body = [clone(node) for node in _taken(prelude + inner.body, bindings, ranks)]
     for name in sorted(_local_names(body)):
         bindings[name] = namer.fresh(name)
     substitute = _Substitute(bindings, resolve_global, ranks)
     body = [substitute.visit(node) for node in body]
     return fold_constants(body)
+
+
+def _taken(body: list, bindings: dict, ranks: dict) -> list:
+    """The statements of a rule that run for these ranks: an ``if`` on a parameter's
+    ``ndim`` that the ranks decide is replaced by its branch (before anything is
+    copied: a rule such as dot's has a branch per case)."""
+    from ppto.transform.analyze import expression_rank
+
+    def rank(parameter: str):
+        bound = bindings.get(parameter)
+        if isinstance(bound, str):
+            bound = gast.Name(bound, gast.Load(), None, None)
+        return expression_rank(bound, ranks) if bound is not None else None
+
+    out = []
+    for statement in body:
+        decided = (
+            _decide(statement.test, rank) if isinstance(statement, gast.If) else None
+        )
+        if decided is None:
+            out.append(statement)
+            if isinstance(statement, gast.Return):
+                break
+            continue
+        branch = _taken(
+            statement.body if decided else statement.orelse, bindings, ranks
+        )
+        out.extend(branch)
+        if branch and isinstance(branch[-1], gast.Return):
+            break  # what follows is not reached
+    return out
+
+
+_COMPARISONS = {
+    gast.Eq: lambda a, b: a == b,
+    gast.NotEq: lambda a, b: a != b,
+    gast.Lt: lambda a, b: a < b,
+    gast.LtE: lambda a, b: a <= b,
+    gast.Gt: lambda a, b: a > b,
+    gast.GtE: lambda a, b: a >= b,
+}
+
+
+def _decide(test, rank):
+    """The value of ``p.ndim <op> <int>`` (or ``and``/``or``/``not`` of such) when
+    the ranks decide it, else None."""
+    if isinstance(test, gast.BoolOp):
+        values = [_decide(value, rank) for value in test.values]
+        if None in values:
+            return None
+        return all(values) if isinstance(test.op, gast.And) else any(values)
+    if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
+        value = _decide(test.operand, rank)
+        return None if value is None else not value
+    if not (
+        isinstance(test, gast.Compare)
+        and len(test.ops) == 1
+        and type(test.ops[0]) in _COMPARISONS
+        and isinstance(test.left, gast.Attribute)
+        and test.left.attr == "ndim"
+        and isinstance(test.left.value, gast.Name)
+        and isinstance(test.comparators[0], gast.Constant)
+        and type(test.comparators[0].value) is int
+    ):
+        return None
+    known = rank(test.left.value.id)
+    if known is None:
+        return None
+    return _COMPARISONS[type(test.ops[0])](known, test.comparators[0].value)
 
 
 def _default_of(definition, name):
