@@ -21,7 +21,7 @@ from ppto.ops.primitive import OperatorDef
 from ppto.symbolic import Operator, Symbol
 from ppto.transform.normalize import BINARY_OPERATORS
 from ppto.transform.regions import fuse_regions
-from ppto.transform.trees import clone, loads, stores
+from ppto.transform.trees import clone, loads, single_target, stores
 
 _UNARY = {gast.USub: "neg"}
 
@@ -321,11 +321,7 @@ def _literal(node):
 
 
 def _simple_assignment(statement) -> bool:
-    return (
-        isinstance(statement, gast.Assign)
-        and len(statement.targets) == 1
-        and isinstance(statement.targets[0], gast.Name)
-    )
+    return single_target(statement) is not None
 
 
 def _definitions(block: list) -> dict:

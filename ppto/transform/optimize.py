@@ -12,7 +12,7 @@ import operator
 import gast
 import numpy as np
 
-from ppto.transform.trees import stores
+from ppto.transform.trees import copied_name, single_target, stores
 
 _FOLD = {
     gast.Add: operator.add,
@@ -209,15 +209,9 @@ def _coalesce_block(body: list, temporaries, loads) -> list:
 
 
 def _copied_temporary(statement, temporaries, loads):
-    if (
-        isinstance(statement, gast.Assign)
-        and len(statement.targets) == 1
-        and isinstance(statement.targets[0], gast.Name)
-        and isinstance(statement.value, gast.Name)
-        and statement.value.id in temporaries
-        and loads.get(statement.value.id) == 1
-    ):
-        return statement.value.id
+    source = copied_name(statement)
+    if source in temporaries and loads.get(source) == 1:
+        return source
     return None
 
 
@@ -360,7 +354,7 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict) -> list:
             if source in stores(later):
                 break
             Substitute().visit(later)
-            if _copy_of(later, aliases):
+            if copied_name(later) in aliases:
                 aliases.add(later.targets[0].id)
                 continue
             aliases -= stores(later)
@@ -369,23 +363,11 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict) -> list:
     return body
 
 
-def _copy_of(statement, names: set) -> bool:
-    return (
-        isinstance(statement, gast.Assign)
-        and len(statement.targets) == 1
-        and isinstance(statement.targets[0], gast.Name)
-        and isinstance(statement.value, gast.Name)
-        and statement.value.id in names
-    )
-
-
 def _broadcast_of_scalar(statement, namespace, unreduce, shapes):
     """``(b, s, shape)`` for ``b = unreduce(s, like, axis, keepdims)`` with ``like``'s
     shape known and ``s`` broadcastable as it is (see ``elide_broadcasts``)."""
     if not (
-        isinstance(statement, gast.Assign)
-        and len(statement.targets) == 1
-        and isinstance(statement.targets[0], gast.Name)
+        single_target(statement)
         and isinstance(statement.value, gast.Call)
         and isinstance(statement.value.func, gast.Name)
         and namespace.get(statement.value.func.id) is unreduce
@@ -427,7 +409,7 @@ def drop_unit_factors(body: list, namespace: dict, activity) -> list:
     for statement in body:  # seeds are assigned once, at the top level
         value = getattr(statement, "value", None)
         if (
-            _simple_store(statement)
+            single_target(statement)
             and isinstance(value, gast.Call)
             and isinstance(value.func, gast.Name)
             and namespace.get(value.func.id) is ones_like
@@ -492,14 +474,6 @@ def _read_only_by_arithmetic(body: list) -> set:
                 if isinstance(child, gast.Name):
                     operands[child.id] = operands.get(child.id, 0) + 1
     return {name for name, count in operands.items() if reads.get(name) == count}
-
-
-def _simple_store(statement) -> bool:
-    return (
-        isinstance(statement, gast.Assign)
-        and len(statement.targets) == 1
-        and isinstance(statement.targets[0], gast.Name)
-    )
 
 
 def _stored_once(body: list, name: str) -> bool:

@@ -34,7 +34,7 @@ from ppto.fusion.registry import ALIASES
 from ppto.ops.reductions import reduce_sum
 from ppto.ops.shape import ones_like
 from ppto.transform.emit import Comment
-from ppto.transform.trees import clone, function_definition, loads
+from ppto.transform.trees import clone, function_definition, loads, single_target
 
 MIN_OPERATIONS = 4  # fewer gain less than the region's bookkeeping costs
 
@@ -126,13 +126,10 @@ def _operations(tree) -> int:
 
 
 def _step(statement, namespace, sums: set):
-    if not (
-        isinstance(statement, gast.Assign)
-        and len(statement.targets) == 1
-        and isinstance(statement.targets[0], gast.Name)
-    ):
+    target = single_target(statement)
+    if target is None:
         return None
-    target, value = statement.targets[0].id, statement.value
+    value = statement.value
     if isinstance(value, gast.Call) and isinstance(value.func, gast.Name):
         op = namespace.get(value.func.id)
         argument = value.args[0] if len(value.args) == 1 else None

@@ -17,6 +17,24 @@ def clone(node):
     return node
 
 
+def single_target(statement) -> str | None:
+    """The name ``statement`` assigns if it is ``name = value``, else None."""
+    if (
+        type(statement).__name__ == "Assign"
+        and len(statement.targets) == 1
+        and type(statement.targets[0]).__name__ == "Name"
+    ):
+        return statement.targets[0].id
+    return None
+
+
+def copied_name(statement) -> str | None:
+    """``b`` if ``statement`` is the copy ``a = b``, else None."""
+    if single_target(statement) and type(statement.value).__name__ == "Name":
+        return statement.value.id
+    return None
+
+
 def loads(node) -> set[str]:
     """Names a tree (or list of trees) reads."""
     return _names(node, "Load")
