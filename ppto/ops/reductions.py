@@ -73,7 +73,8 @@ def reduce_mean(xp, x, axis=None, keepdims=False):
 @reduce_mean.grad_rule
 def _(x, axis=None, keepdims=False):
     def backward(dY):
-        return unreduce(dY, x, axis, keepdims) / reduced_count(x, axis)
+        # divided before broadcasting: one division per mean, not per element
+        return unreduce(dY / reduced_count(x, axis), x, axis, keepdims)
 
     return backward
 

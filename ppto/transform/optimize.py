@@ -12,7 +12,7 @@ import operator
 import gast
 import numpy as np
 
-from ppto.transform.trees import copied_name, single_target, stores
+from ppto.transform.trees import clone, copied_name, loads, single_target, stores
 
 _FOLD = {
     gast.Add: operator.add,
@@ -327,6 +327,26 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict) -> list:
         broadcast, source, shape = found
         aliases = {broadcast}  # the broadcast and its copies (``dt1 = dt2``)
 
+        def scalar_like(node) -> bool:
+            """The broadcast, negated or scaled by numbers (``-b``, ``b * 2``):
+            reading ``s`` there instead gives what broadcasting gives."""
+            if isinstance(node, gast.Name):
+                return node.id in aliases
+            if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
+                return scalar_like(node.operand)
+            if isinstance(node, gast.BinOp) and isinstance(node.op, _ARITHMETIC):
+                sides = (node.left, node.right)
+                return any(scalar_like(x) for x in sides) and all(
+                    scalar_like(x) or isinstance(x, gast.Constant) for x in sides
+                )
+            return False
+
+        class Rename(gast.NodeTransformer):
+            def visit_Name(self, node):
+                if node.id in aliases and isinstance(node.ctx, gast.Load):
+                    return clone(source)
+                return node
+
         class Substitute(gast.NodeTransformer):
             def visit_BinOp(self, node):
                 self.generic_visit(node)
@@ -334,24 +354,12 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict) -> list:
                     return node
                 for side, other in (("left", "right"), ("right", "left")):
                     operand = getattr(node, side)
-                    negated = (  # -b reads b as b does
-                        isinstance(operand, gast.UnaryOp)
-                        and isinstance(operand.op, gast.USub)
-                    )
-                    name_ = operand.operand if negated else operand
-                    if (
-                        isinstance(name_, gast.Name)
-                        and name_.id in aliases
-                        and _shape(getattr(node, other)) == shape
-                    ):
-                        replaced = gast.Name(source, gast.Load(), None, None)
-                        if negated:
-                            replaced = gast.UnaryOp(gast.USub(), replaced)
-                        setattr(node, side, replaced)
+                    if scalar_like(operand) and _shape(getattr(node, other)) == shape:
+                        setattr(node, side, Rename().visit(clone(operand)))
                 return node
 
         for later in body[position + 1 :]:
-            if source in stores(later):
+            if loads(source) & stores(later):
                 break
             Substitute().visit(later)
             if copied_name(later) in aliases:
@@ -379,12 +387,30 @@ def _broadcast_of_scalar(statement, namespace, unreduce, shapes):
     source, like = arguments.get("x"), arguments.get("like")
     axis = _literal_value(arguments.get("axis", gast.Constant(None, None)))
     keepdims = _literal_value(arguments.get("keepdims", gast.Constant(False, None)))
-    if not isinstance(source, gast.Name) or not (axis is None or keepdims is True):
+    if not _cheap(source, namespace) or not (axis is None or keepdims is True):
         return None
     shape = shapes.get(like.id) if isinstance(like, gast.Name) else _literal_value(like)
     if not (isinstance(shape, tuple) and all(isinstance(n, int) for n in shape)):
         return None
-    return statement.targets[0].id, source.id, shape
+    return statement.targets[0].id, source, shape
+
+
+def _cheap(node, namespace) -> bool:
+    """Names, numbers, arithmetic on them and ``reduced_count``: an expression worth
+    repeating where it is read rather than broadcasting it once."""
+    from ppto.ops.reductions import reduced_count
+
+    if isinstance(node, (gast.Name, gast.Constant)):
+        return True
+    if isinstance(node, gast.BinOp) and isinstance(node.op, _ARITHMETIC):
+        return _cheap(node.left, namespace) and _cheap(node.right, namespace)
+    if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
+        return _cheap(node.operand, namespace)
+    return (
+        isinstance(node, gast.Call)
+        and isinstance(node.func, gast.Name)
+        and namespace.get(node.func.id) is reduced_count
+    )
 
 
 def _literal_value(node):
