@@ -153,3 +153,24 @@ def test_bad_arguments_are_named():
 def test_object_arrays_passed_to_operators_are_refused():
     with pytest.raises(ppto.DTypeError, match="ppto.exp|exp: a NumPy argument"):
         ppto.exp(np.array([object()], dtype=object))
+
+
+def test_numpy_where_with_a_zero_is_exactly_np_where():
+    """The NumPy backend computes where(mask, values, 0) as a product when that gives
+    the same array: bit for bit, including signed zeros, infinities and NaN."""
+    from ppto.runtime.backends import backend_for
+
+    where = backend_for(ppto.Device("cpu")).override("where")
+    rng = np.random.default_rng(0)
+    for dtype in ("float64", "float32"):
+        values = rng.standard_normal((40, 30)).astype(dtype)
+        mask = rng.standard_normal((40, 30)) > 0
+        spoiled = values.copy()
+        spoiled[0, :3] = [np.inf, -np.inf, np.nan]
+        for a in (values, spoiled, -np.abs(values)):
+            for args in ((mask, a, 0.0), (mask, 0, a), (mask, a, 0)):
+                with np.errstate(all="raise"):  # no warning np.where would not give
+                    got, expected = where(*args), np.where(*args)
+                assert got.dtype == expected.dtype
+                assert np.array_equal(np.signbit(got), np.signbit(expected))
+                np.testing.assert_array_equal(got, expected)

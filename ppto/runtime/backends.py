@@ -88,7 +88,33 @@ def _ones_like(x, dtype=None):
     return np.ones_like(x, dtype=dtype)
 
 
-_NUMPY_OWN = {"reduce_sum": _reduce_sum, "ones_like": _ones_like}
+def _where(condition, a, b):
+    """np.where, but ``where(mask, values, 0)`` (every masked gradient: relu, max,
+    clip) as the product ``values * mask``, several times faster. The product differs
+    from the selection where a value is infinite or NaN (it gives NaN, where gives 0),
+    so it is kept only when its sum is finite, and where a value is negative (-0.0,
+    not 0.0): adding 0.0 makes those zeros positive."""
+    for values, zero, keep in ((a, b, True), (b, a, False)):
+        if (
+            type(zero) in (float, int)
+            and zero == 0
+            and type(values) is np.ndarray
+            and values.dtype.kind == "f"
+            and type(condition) is np.ndarray
+            and condition.dtype == bool
+            and condition.shape == values.shape
+        ):
+            mask = condition if keep else ~condition
+            with np.errstate(all="ignore"):  # where itself warns of nothing
+                product = np.multiply(values, mask)
+                finite = np.isfinite(np.add.reduce(product, axis=None))
+            if finite:
+                return np.add(product, 0.0, out=product)
+            break
+    return np.where(condition, a, b)
+
+
+_NUMPY_OWN = {"reduce_sum": _reduce_sum, "ones_like": _ones_like, "where": _where}
 
 
 class CupyBackend(Backend):
