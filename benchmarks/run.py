@@ -26,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from others import Unsupported, available  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
 import ppto  # noqa: E402
@@ -55,7 +56,7 @@ def peak_memory(function, args) -> int:
     return peak
 
 
-def check(ppto_grads, hand_grads, dtype) -> float:
+def check(ppto_grads, hand_grads, dtype, who: str = "ppto") -> float:
     worst = 0.0
     for mine, theirs in zip(ppto_grads, hand_grads):
         mine, theirs = (
@@ -66,7 +67,7 @@ def check(ppto_grads, hand_grads, dtype) -> float:
         worst = max(worst, float(np.max(np.abs(mine - theirs))) / scale)
     limit = 1e-9 if dtype == "float64" else 1e-3
     if worst > limit:
-        raise SystemExit(f"gradient mismatch {worst:.2e} > {limit}")
+        raise SystemExit(f"{who}: gradient mismatch {worst:.2e} > {limit}")
     return worst
 
 
@@ -89,9 +90,11 @@ def run(quick: bool, only: str = "") -> int:
         f"NumPy {np.__version__}; first gradient in this process (start-up): "
         f"{start_up() * 1e3:.1f} ms"
     )
+    frameworks = available()
     header = (
         f"{'workload':24s} {'dtype':8s} {'ppto ms':>9s} {'numpy ms':>9s} "
         f"{'ratio':>6s} {'target':>6s} {'first ms':>9s} {'peak ratio':>10s}  ok"
+        + "".join(f" {name:>8s}" for name in frameworks)
     )
     print(header)
     print("-" * len(header))
@@ -110,6 +113,16 @@ def run(quick: bool, only: str = "") -> int:
             big = args[0].size >= 100_000 or workload.name.startswith(("b", "d"))
             repeats = (5 if quick else 21) if big else (200 if quick else 2001)
             mine, theirs = median_times((gradient, workload.hand), args, repeats)
+            columns, notes = "", []
+            for name, prepare in frameworks.items():  # timed apart: their threads
+                try:  # spinning after a call would slow whatever runs next
+                    other = prepare(workload, args)
+                    check(other(), hand, dtype, name)
+                    pair = median_times((other, workload.hand), args, repeats)
+                    columns += f" {pair[0] / pair[1]:8.2f}"
+                except Unsupported as reason:
+                    notes.append(f"{name}: {reason}")
+                    columns += f" {'n/a':>8s}"
             ratio = mine / theirs
             memory = peak_memory(gradient, args) / max(
                 1, peak_memory(workload.hand, args)
@@ -120,12 +133,16 @@ def run(quick: bool, only: str = "") -> int:
             print(
                 f"{workload.name:24s} {dtype:8s} {mine * 1e3:9.3f} {theirs * 1e3:9.3f} "
                 f"{ratio:6.2f} {target:6.2f} {first * 1e3:9.1f} {memory:10.2f}  "
-                f"{'yes' if ok else 'NO'}"
+                f"{'yes' if ok else 'NO'}{columns}"
             )
+            for note in notes:
+                print(f"    {note}")
     print(
         f"\ntargets: ratio <= target, first call <= 20 ms, peak memory <= 1.2x; "
         f"{failures} row(s) miss"
     )
+    if frameworks:
+        print(f"{', '.join(frameworks)}: median time as a ratio to NumPy's")
     return failures
 
 
