@@ -234,9 +234,7 @@ class _Match:
         if isinstance(template, Symbol):
             key = template.name
             if key in self.bindings:
-                return ast.dump(gast.gast_to_ast(self.bindings[key])) == ast.dump(
-                    gast.gast_to_ast(expression)
-                )
+                return _same(self.bindings[key], expression)
             self.bindings[key] = expression
             return True
         if isinstance(template, (int, float)):
@@ -333,12 +331,24 @@ def _definitions(block: list) -> dict:
 
 
 def _leaf(expression, leaves: list) -> Node:
-    text = ast.dump(gast.gast_to_ast(expression))
     for index, existing in enumerate(leaves):
-        if ast.dump(gast.gast_to_ast(existing)) == text:
+        if _same(existing, expression):
             return Node(leaf=index)
     leaves.append(expression)
     return Node(leaf=len(leaves) - 1)
+
+
+def _same(first, second) -> bool:
+    """Whether two expressions are the same code (names and numbers compared
+    directly: most are)."""
+    kind = type(first)
+    if kind is not type(second):
+        return False
+    if kind is gast.Name:
+        return first.id == second.id
+    if kind is gast.Constant:
+        return type(first.value) is type(second.value) and first.value == second.value
+    return ast.dump(gast.gast_to_ast(first)) == ast.dump(gast.gast_to_ast(second))
 
 
 def _op_names(tree: Node) -> list:

@@ -46,15 +46,26 @@ def stores(node) -> set[str]:
 
 
 def _names(node, context: str) -> set[str]:
-    if node is None:
-        return set()
-    nodes = node if isinstance(node, list) else [node]
-    return {
-        child.id
-        for tree in nodes
-        for child in ast.walk(tree)
-        if type(child).__name__ == "Name" and type(child.ctx).__name__ == context
-    }
+    found: set[str] = set()
+    for tree in node if isinstance(node, list) else [node]:
+        if tree is not None:
+            _collect(tree, context, found)
+    return found
+
+
+def _collect(node, context: str, found: set) -> None:
+    """Names used in ``context`` under ``node`` (a direct walk over the node's
+    fields: several times faster than ``ast.walk``'s generators)."""
+    if type(node).__name__ == "Name" and type(node.ctx).__name__ == context:
+        found.add(node.id)
+    for field in node._fields:
+        value = getattr(node, field, None)
+        if isinstance(value, list):
+            for item in value:
+                if isinstance(item, ast.AST):
+                    _collect(item, context, found)
+        elif isinstance(value, ast.AST):
+            _collect(value, context, found)
 
 
 def function_definition(name: str, parameters, body: list):
