@@ -171,6 +171,7 @@ class ElementwiseKernel:
                 if (
                     writable
                     and id(value) in owned
+                    and type(value) is np.ndarray  # not a NumPy scalar
                     and value.shape == shape
                     and value.dtype == dtype
                 ):

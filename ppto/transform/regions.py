@@ -286,6 +286,12 @@ class _Writer:
             lines.append(
                 f"    flat{number} = np.ravel({input_}) if np.ndim({input_}) else None"
             )
+        for reads in self.scalar_risks(outputs):
+            test = " and ".join(f"flat{i} is None" for i in sorted(reads)) or "True"
+            lines += [
+                f"    if {test}:  # a value of numbers only: not an array",
+                "        return None",
+            ]
         lines += [
             f"    {array} = np.empty(size, dtype)"
             for array in sorted(set(into.values()))
@@ -306,14 +312,33 @@ class _Writer:
         returned = results[0] if len(results) == 1 else f"({', '.join(results)})"
         return "\n".join(lines + loop + [f"    return {returned}", ""])
 
+    def scalar_risks(self, outputs: dict) -> list[set]:
+        """For each computed output, the inputs it reads: if all of them are numbers
+        at run time (a loop's counter), the output is a number, which the pass would
+        write as an array."""
+        reads: dict = {}
+        for number, _, operands in self.instructions:
+            found = set()
+            for ref in operands:
+                if ref[0] == "input":
+                    found.add(ref[1])
+                elif ref[0] == "value":
+                    found |= reads[ref[1]]
+            reads[number] = found
+        risks = []
+        for ref in outputs.values():
+            if ref[0] == "value" and reads[ref[1]] not in risks:
+                risks.append(reads[ref[1]])
+        return risks
+
     def chunk_body(self, into: dict, last_use: dict) -> tuple[list, int]:
         lines, free, buffers = [], [], 0
         self.places: dict = {}  # value number -> how the chunk code reads it
         for position, (number, op, operands) in enumerate(self.instructions):
             call = f"np.{(ELEMENTWISE.get(op) or TERNARY[op])[0].__name__}("
             call += ", ".join(self.spell(ref) for ref in operands)
-            for ref in operands:  # dead after this: its buffer may hold the result
-                if ref[0] == "value" and last_use.get(ref[1]) == position:
+            for ref in dict.fromkeys(operands):  # dead after this: its buffer may
+                if ref[0] == "value" and last_use.get(ref[1]) == position:  # hold it
                     place = self.places[ref[1]]
                     if place.startswith("buffer"):
                         free.append(place)
@@ -381,10 +406,11 @@ def fuse_regions(
 
     def replace(statements: list, steps: list):
         inside = _load_counts(statements)
-        assigned = [s.target for s in steps]
+        carried = _read_before_assigned(steps)  # in a loop, the next pass reads them
         outputs = []
-        for target in assigned:
-            if reads.get(target, 0) > inside.get(target, 0) and target not in outputs:
+        for target in [s.target for s in steps]:
+            elsewhere = reads.get(target, 0) > inside.get(target, 0)
+            if (elsewhere or target in carried) and target not in outputs:
                 outputs.append(target)
         if not outputs:
             return statements
@@ -407,6 +433,24 @@ def fuse_regions(
 
     definition.body = block(definition.body)
     return definition, fallbacks
+
+
+def _read_before_assigned(steps: list) -> set:
+    """Names the region reads before (or without) assigning them."""
+    assigned, found = set(), set()
+    for step in steps:
+        read = {step.source} if step.source else set(_leaves(step.tree))
+        found |= read - assigned
+        assigned.add(step.target)
+    return found
+
+
+def _leaves(tree):
+    if tree[0] == "leaf":
+        yield tree[1]
+    elif tree[0] == "op":
+        for child in tree[2]:
+            yield from _leaves(child)
 
 
 def _load_counts(body) -> dict:
