@@ -308,43 +308,58 @@ class Transformed:
     def __call__(self, *args: Any, **kwargs: Any):
         key = None if kwargs else _call_key(args)
         if key is not None:
-            entry = self._fast.get(key)
-            if entry is not None:  # a call like an earlier one: nothing to check
+            fast = self._fast.get(key)
+            if fast is not None:  # a call like an earlier one: nothing to check
                 raws = [a.data if type(a) is Tensor else a for a in args]
-                return self.finish_on_cpu(*entry(*raws))
+                return self.finish_on_cpu(*fast[0](*raws), fast[1])
         call, values, ranks, homes, device = self.prepare(args, kwargs)
-        result = self.finish(*self.run(0, ranks, device, values), homes, device)
+        dtypes = [getattr(values[p], "dtype", None) for p in self._wrt_positions]
+        value, grads = self.run(0, ranks, device, values)
+        result = self.finish(value, grads, homes, device, dtypes)
         if key is not None and device == CPU and len(self._fast) < FAST_CALLS:
-            self._fast[key] = self._entries[(ranks, "cpu", 0, key[-1])]
+            entry = self._entries[(ranks, "cpu", 0, key[-1])]
+            self._fast[key] = (entry, dtypes)
         return result
 
-    def finish_on_cpu(self, value, grads):
+    def finish_on_cpu(self, value, grads, dtypes: list):
         """``finish`` for a call whose arrays were all on the CPU (nothing moved)."""
         if type(value) is not np.float64 and type(value) is not np.float32:
             _require_scalar(value, self.__name__)
         if len(self.wrt) == 1:
             grads = (grads,)
         placed = tuple(
-            Tensor(g, CPU) if type(g) is np.ndarray else _as_tensor(g, CPU)
-            for g in grads
+            Tensor(g, CPU)
+            if type(g) is np.ndarray and g.dtype == dtype
+            else _as_tensor(_in_dtype(g, dtype), CPU)
+            for g, dtype in zip(grads, dtypes)
         )
         result = placed[0] if self.single else placed
         return (_as_tensor(value, CPU), result) if self.with_value else result
 
-    def finish(self, value, grads, homes: dict, device: Device):
-        """The caller's result from the generated code's ``(value, gradients)``."""
+    def finish(self, value, grads, homes: dict, device: Device, dtypes: list):
+        """The caller's result from the generated code's ``(value, gradients)``:
+        each gradient in its argument's dtype (a float32 parameter's gradient is
+        float32 even where the function computed in float64) and on its device."""
         _require_scalar(value, self.__name__)
         if len(self.wrt) == 1:
             grads = (grads,)
         placed = tuple(
-            _place(g, homes.get(position, device), device)
-            for g, position in zip(grads, self._wrt_positions)
+            _place(_in_dtype(g, dtype), homes.get(position, device), device)
+            for g, position, dtype in zip(grads, self._wrt_positions, dtypes)
         )
         result = placed[0] if self.single else placed
         return (_as_tensor(value, device), result) if self.with_value else result
 
 
 SHAPE_SPECIALISATIONS = 8
+
+
+def _in_dtype(gradient, dtype):
+    if dtype is None or getattr(gradient, "dtype", dtype) == dtype:
+        return gradient
+    return gradient.astype(dtype)
+
+
 FAST_CALLS = 32
 
 
@@ -521,7 +536,11 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
         grads = (grads,) if len(wrt) == 1 else tuple(grads)
         by_name = dict(zip(wrt, grads))
         return tuple(
-            _place(by_name[name], devices.get(i, device), device)
+            _place(
+                _in_dtype(by_name[name], getattr(values[i], "dtype", None)),
+                devices.get(i, device),
+                device,
+            )
             if name in by_name
             else None
             for i, (name, value) in enumerate(zip(call.names, call.values))

@@ -133,3 +133,25 @@ def test_gradients_never_alias_the_callers_arrays():
         (dw,) = ppto.grad(maybe_scaled, wrt=(1,))(x, w, flag)
         np.testing.assert_array_equal(dw.numpy(), x if flag else 2.0 * x)
         assert not np.shares_memory(dw.data, x)
+
+
+def widened(x):
+    total = np.zeros(3)  # float64: the computation widens a float32 x
+    for i in range(2):
+        total = total + x * (i + 1.0)
+    return np.sum(total * total)
+
+
+def test_gradients_come_back_in_their_arguments_dtype():
+    """As in JAX and PyTorch: a float32 argument's gradient is float32, also where
+    the function computes in float64 (values agree with the float64 gradient)."""
+    x = np.array([0.5, -1.0, 2.0], dtype=np.float32)
+    expected = 2 * 3.0 * (3.0 * x.astype(np.float64))
+    for _ in range(2):  # the second call takes the fast path
+        gradient = ppto.grad(widened)(x)
+        assert gradient.dtype == np.float32
+        np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6)
+    _, pullback = ppto.vjp(widened, x)
+    (dx,) = pullback(np.float64(1.0))
+    assert dx.dtype == np.float32
+    np.testing.assert_allclose(dx.numpy(), expected, rtol=1e-6)
