@@ -6,8 +6,9 @@ A gradient such as that of ``sum(tanh(x * y + z) * exp(-x))`` is a dozen element
 statements over the same million elements. Run one by one, each streams its operands
 from memory and writes a new array; run as a region, every statement is applied to one
 chunk of the inputs while it is in cache, intermediates live in a few chunk-sized
-buffers that are reused, and only the values read after the region (its outputs) are
-written as full arrays. Sums are accumulated per chunk.
+buffers that are reused, and only the values read after the region, or by its next
+run in a loop (its outputs), are written as full arrays. Sums are accumulated per
+chunk.
 
 The region becomes a generated NumPy function (``__fused_region_*``, its source shown
 with the fused code) and the statements a call of it. It runs when every array it
