@@ -21,7 +21,7 @@ from ppto.ops.primitive import OperatorDef
 from ppto.symbolic import Operator, Symbol
 from ppto.transform.normalize import BINARY_OPERATORS
 from ppto.transform.regions import fuse_regions
-from ppto.transform.trees import clone, loads, single_target, stores
+from ppto.transform.trees import clone, loads, name_counts, single_target, stores
 
 _UNARY = {gast.USub: "neg"}
 
@@ -47,10 +47,8 @@ class Fuser:
 
     def function(self, definition: gast.FunctionDef) -> gast.FunctionDef:
         definition = clone(definition)
-        for node in gast.walk(definition):
-            if isinstance(node, gast.Name):
-                table = self.loads if isinstance(node.ctx, gast.Load) else self.stores
-                table[node.id] = table.get(node.id, 0) + 1
+        self.loads = name_counts(definition, "Load")
+        self.stores = name_counts(definition, "Store")
         definition.body = self.block(definition.body)
         return definition
 

@@ -15,7 +15,7 @@ from ppto.transform import ir
 from ppto.transform.names import Namer
 from ppto.transform.optimize import fold_constants
 from ppto.transform.structure import until_exit
-from ppto.transform.trees import clone
+from ppto.transform.trees import clone, stores
 
 
 @cache
@@ -99,12 +99,7 @@ class _Substitute(gast.NodeTransformer):
 
 
 def _local_names(statements) -> set[str]:
-    found = set()
-    for statement in statements:
-        for node in gast.walk(statement):
-            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
-                found.add(node.id)
-    return found
+    return stores(statements)
 
 
 def inline_rule(

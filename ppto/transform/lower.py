@@ -25,7 +25,7 @@ from ppto.runtime.tensor import Tensor
 from ppto.transform.emit import compile_source, render_function
 from ppto.transform.fuse import fuse_program
 from ppto.transform.release import release_dead_values
-from ppto.transform.trees import clone
+from ppto.transform.trees import clone, name_counts
 
 
 @cache
@@ -82,9 +82,9 @@ class Lowering(gast.NodeTransformer):
 
     def function(self, definition):
         definition = clone(definition)
-        self.locals = {
-            node.id for node in gast.walk(definition) if isinstance(node, gast.Name)
-        } | {argument.id for argument in definition.args.args}
+        self.locals = set(name_counts(definition, None)) | {
+            argument.id for argument in definition.args.args
+        }
         return self.visit(definition)
 
     def visit_Call(self, node):

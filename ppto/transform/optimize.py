@@ -12,7 +12,14 @@ import operator
 import gast
 import numpy as np
 
-from ppto.transform.trees import clone, copied_name, loads, single_target, stores
+from ppto.transform.trees import (
+    clone,
+    copied_name,
+    load_counts,
+    loads,
+    single_target,
+    stores,
+)
 
 _FOLD = {
     gast.Add: operator.add,
@@ -126,11 +133,7 @@ def fold_constants(body: list) -> list:
 def remove_unused(body: list, keep: set[str], removable: set[str]) -> list:
     """Drop assignments to names in ``removable`` that nothing reads (iterated)."""
     while True:
-        used = set(keep)
-        for statement in body:
-            for node in gast.walk(statement):
-                if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
-                    used.add(node.id)
+        used = set(keep) | loads(body)
         removed: list = []
         body = _prune(body, used, removable, removed)
         if not removed:
@@ -175,12 +178,7 @@ def _is_pop(value) -> bool:
 def coalesce_copies(body: list, temporaries: set[str]) -> list:
     """``t = ...; x = t`` with ``t`` a temporary read only there becomes ``x = ...``,
     in every block; also when ``t`` is assigned in both branches of an ``if``."""
-    loads: dict[str, int] = {}
-    for statement in body:
-        for node in gast.walk(statement):
-            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
-                loads[node.id] = loads.get(node.id, 0) + 1
-    return _coalesce_block(body, temporaries, loads)
+    return _coalesce_block(body, temporaries, load_counts(body))
 
 
 def _coalesce_block(body: list, temporaries, loads) -> list:

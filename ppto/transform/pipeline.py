@@ -88,10 +88,7 @@ class Program:
 
 def free_globals(parsed: ParsedFunction) -> dict:
     """User globals and closure values the function's text refers to."""
-    assigned = set(parsed.parameters)
-    for node in gast.walk(parsed.tree):
-        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
-            assigned.add(node.id)
+    assigned = set(parsed.parameters) | stores(parsed.tree)
     closure, module_globals = parsed.namespace.maps[0], parsed.namespace.maps[1]
     found = {}
     for node in gast.walk(parsed.tree):

@@ -19,8 +19,6 @@ kept as a function of their own.
 
 from __future__ import annotations
 
-import ast
-
 import gast
 import numpy as np
 
@@ -35,7 +33,13 @@ from ppto.fusion.registry import ALIASES
 from ppto.ops.reductions import reduce_sum
 from ppto.ops.shape import ones_like
 from ppto.transform.emit import Comment
-from ppto.transform.trees import clone, function_definition, loads, single_target
+from ppto.transform.trees import (
+    clone,
+    function_definition,
+    load_counts,
+    loads,
+    single_target,
+)
 
 MIN_OPERATIONS = 4  # fewer gain less than the region's bookkeeping costs
 
@@ -422,7 +426,7 @@ def fuse_regions(
     ``kernels``), and the functions holding the original statements. ``shapes``:
     the values' shapes where known."""
     definition = clone(definition)
-    reads = _load_counts(definition.body)
+    reads = load_counts(definition.body)
     fallbacks: list = []
 
     def block(body: list) -> list:
@@ -439,7 +443,7 @@ def fuse_regions(
         return out + body[done:]
 
     def replace(statements: list, steps: list):
-        inside = _load_counts(statements)
+        inside = load_counts(statements)
         carried = _read_before_assigned(steps)  # in a loop, the next pass reads them
         outputs = []
         for target in [s.target for s in steps]:
@@ -485,12 +489,3 @@ def _leaves(tree):
     elif tree[0] == "op":
         for child in tree[2]:
             yield from _leaves(child)
-
-
-def _load_counts(body) -> dict:
-    counts: dict = {}
-    for statement in body:
-        for node in ast.walk(statement):
-            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
-                counts[node.id] = counts.get(node.id, 0) + 1
-    return counts

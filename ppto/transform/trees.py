@@ -45,19 +45,32 @@ def stores(node) -> set[str]:
     return _names(node, "Store")
 
 
-def _names(node, context: str) -> set[str]:
-    found: set[str] = set()
+def load_counts(node) -> dict[str, int]:
+    """How many times a tree (or list of trees) reads each name."""
+    return name_counts(node, "Load")
+
+
+def name_counts(node, context: str | None) -> dict[str, int]:
+    """How many times each name is used in ``context`` ("Load", "Store"; None: any)
+    in a tree or list of trees."""
+    found: dict[str, int] = {}
     for tree in node if isinstance(node, list) else [node]:
         if tree is not None:
             _collect(tree, context, found)
     return found
 
 
-def _collect(node, context: str, found: set) -> None:
-    """Names used in ``context`` under ``node`` (a direct walk over the node's
-    fields: several times faster than ``ast.walk``'s generators)."""
-    if type(node).__name__ == "Name" and type(node.ctx).__name__ == context:
-        found.add(node.id)
+def _names(node, context: str) -> set[str]:
+    return set(name_counts(node, context))
+
+
+def _collect(node, context: str | None, found: dict) -> None:
+    """Counts of names used in ``context`` under ``node`` (a direct walk over the
+    node's fields: several times faster than ``ast.walk``'s generators)."""
+    if type(node).__name__ == "Name" and (
+        context is None or type(node.ctx).__name__ == context
+    ):
+        found[node.id] = found.get(node.id, 0) + 1
     for field in node._fields:
         value = getattr(node, field, None)
         if isinstance(value, list):
