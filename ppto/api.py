@@ -329,7 +329,7 @@ class Transformed:
             grads = (grads,)
         placed = tuple(
             Tensor(g, CPU)
-            if type(g) is np.ndarray and g.dtype == dtype
+            if type(g) is np.ndarray and g.dtype == dtype and g.flags.writeable
             else _as_tensor(_in_dtype(g, dtype), CPU)
             for g, dtype in zip(grads, dtypes)
         )
@@ -355,6 +355,11 @@ SHAPE_SPECIALISATIONS = 8
 
 
 def _in_dtype(gradient, dtype):
+    """The gradient in its argument's dtype, and an array of its own: a broadcast
+    view (the gradient of ``sum(x)``) is read-only, which a caller updating the
+    gradient in place would trip over."""
+    if type(gradient) is np.ndarray and not gradient.flags.writeable:
+        gradient = gradient.copy()
     if dtype is None or getattr(gradient, "dtype", dtype) == dtype:
         return gradient
     return gradient.astype(dtype)

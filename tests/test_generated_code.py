@@ -155,3 +155,16 @@ def test_gradients_come_back_in_their_arguments_dtype():
     (dx,) = pullback(np.float64(1.0))
     assert dx.dtype == np.float32
     np.testing.assert_allclose(dx.numpy(), expected, rtol=1e-6)
+
+
+def plain_sum(x):
+    return np.sum(x)
+
+
+def test_gradients_are_writable_arrays():
+    """The gradient of sum(x) is a broadcast of one in the generated code; the caller
+    gets an array of its own that in-place updates can change."""
+    for _ in range(2):  # the first call and the fast path
+        gradient = ppto.grad(plain_sum)(np.zeros(3))
+        gradient.data *= 2.0
+        np.testing.assert_array_equal(gradient.numpy(), [2.0, 2.0, 2.0])
