@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import inspect
 import linecache
-import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -47,7 +46,9 @@ class Rule:
     def source(self) -> str:
         """The rule's Python source, dedented (derived rules have generated source)."""
         if self._source is None:
-            self._source = textwrap.dedent(inspect.getsource(self.fn))
+            from ppto.transform.source import function_source
+
+            self._source = function_source(self.fn)
         return self._source
 
     def closure(self, inputs: list, params: dict, out: Any) -> Callable:

@@ -11,7 +11,6 @@ user functions get wrappers that return raw arrays. Nothing dispatches per opera
 from __future__ import annotations
 
 import inspect
-import textwrap
 from functools import cache
 
 import gast
@@ -25,6 +24,7 @@ from ppto.runtime.tensor import Tensor
 from ppto.transform.emit import compile_source, render_function
 from ppto.transform.fuse import fuse_program
 from ppto.transform.release import release_dead_values
+from ppto.transform.source import function_source
 from ppto.transform.trees import clone, name_counts
 
 
@@ -32,7 +32,7 @@ from ppto.transform.trees import clone, name_counts
 def _impl_expression(impl):
     """``(parameters, expression)`` if ``impl`` is ``return <expr>``, else None."""
     try:
-        source = textwrap.dedent(inspect.getsource(impl))
+        source = function_source(impl)
     except (OSError, TypeError):
         return None
     definition = gast.parse(source).body[0]
