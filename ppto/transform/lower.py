@@ -10,6 +10,7 @@ user functions get wrappers that return raw arrays. Nothing dispatches per opera
 
 from __future__ import annotations
 
+import ast
 import inspect
 from functools import cache
 
@@ -30,25 +31,25 @@ from ppto.transform.trees import clone, name_counts
 
 @cache
 def _impl_expression(impl):
-    """``(parameters, expression)`` if ``impl`` is ``return <expr>``, else None."""
+    """``(parameters, expression)`` if ``impl`` is ``return <expr>``, else None. (The
+    function is parsed with ``ast`` and only the expression converted to gast.)"""
     try:
         source = function_source(impl)
     except (OSError, TypeError):
         return None
-    definition = gast.parse(source).body[0]
+    definition = ast.parse(source).body[0]
     body = [s for s in definition.body if not _is_docstring(s)]
-    if len(body) != 1 or not isinstance(body[0], gast.Return) or body[0].value is None:
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
         return None
-    parameters = [argument.id for argument in definition.args.args]
-    defaults = definition.args.defaults
     if definition.args.kwonlyargs or definition.args.vararg:
         return None
-    return parameters, defaults, body[0].value
+    parameters = [argument.arg for argument in definition.args.args]
+    return parameters, gast.ast_to_gast(body[0].value)
 
 
 def _is_docstring(statement) -> bool:
-    return isinstance(statement, gast.Expr) and isinstance(
-        getattr(statement, "value", None), gast.Constant
+    return isinstance(statement, ast.Expr) and isinstance(
+        getattr(statement, "value", None), ast.Constant
     )
 
 
@@ -184,7 +185,7 @@ class Lowering(gast.NodeTransformer):
         found = _impl_expression(op.impl)
         if found is None:
             return None
-        parameters, _, expression = found
+        parameters, expression = found
         expression = clone(expression)
         uses: dict[str, int] = {}
         for node in gast.walk(expression):
