@@ -96,47 +96,24 @@ def run(quick: bool, only: str = "") -> int:
         f"{'ratio':>6s} {'target':>6s} {'first ms':>9s} {'peak ratio':>10s}  ok"
         + "".join(f" {name:>8s}" for name in frameworks)
     )
-    print(header)
-    print("-" * len(header))
-    failures = 0
+    rows = []
     for workload in WORKLOADS:
         if only and workload.name[0] not in only:
             continue
         for dtype in workload.dtypes:
             args = workload.make(rng, dtype)
-            _, hand = workload.hand(*args)  # warms the heap for both (see docstring)
-            start = time.perf_counter()
-            gradient = ppto.grad(workload.function, wrt=workload.wrt)
-            grads = gradient(*args)
-            first = time.perf_counter() - start
-            check(grads, hand, dtype)
-            big = args[0].size >= 100_000 or workload.name.startswith(("b", "d"))
-            repeats = (5 if quick else 21) if big else (200 if quick else 2001)
-            mine, theirs = median_times((gradient, workload.hand), args, repeats)
-            columns, notes = "", []
-            for name, prepare in frameworks.items():  # timed apart: their threads
-                try:  # spinning after a call would slow whatever runs next
-                    other = prepare(workload, args)
-                    check(other(), hand, dtype, name)
-                    pair = median_times((other, workload.hand), args, repeats)
-                    columns += f" {pair[0] / pair[1]:8.2f}"
-                except Unsupported as reason:
-                    notes.append(f"{name}: {reason}")
-                    columns += f" {'n/a':>8s}"
-            ratio = mine / theirs
-            memory = peak_memory(gradient, args) / max(
-                1, peak_memory(workload.hand, args)
-            )
-            target = TARGETS[workload.name[0]]
-            ok = ratio <= target and first <= 0.020 and memory <= 1.2
-            failures += not ok
-            print(
-                f"{workload.name:24s} {dtype:8s} {mine * 1e3:9.3f} {theirs * 1e3:9.3f} "
-                f"{ratio:6.2f} {target:6.2f} {first * 1e3:9.1f} {memory:10.2f}  "
-                f"{'yes' if ok else 'NO'}{columns}"
-            )
-            for note in notes:
-                print(f"    {note}")
+            rows.append((workload, dtype, measure(workload, dtype, args, quick)))
+            del args  # each row starts from the same memory state
+    # Other frameworks after every ppto measurement: their thread pools keep
+    # spinning after a call and would slow whatever runs next.
+    lines, failures = [header, "-" * len(header)], 0
+    for workload, dtype, (text, ok, repeats) in rows:
+        args = workload.make(rng, dtype)
+        columns, notes = compare(frameworks, workload, dtype, args, repeats)
+        lines.append(text + columns)
+        lines += [f"    {note}" for note in notes]
+        failures += not ok
+    print("\n".join(lines))
     print(
         f"\ntargets: ratio <= target, first call <= 20 ms, peak memory <= 1.2x; "
         f"{failures} row(s) miss"
@@ -144,6 +121,47 @@ def run(quick: bool, only: str = "") -> int:
     if frameworks:
         print(f"{', '.join(frameworks)}: median time as a ratio to NumPy's")
     return failures
+
+
+def measure(workload, dtype, args, quick: bool) -> tuple[str, bool, int]:
+    """ppto against the hand-written gradient: the row's text, whether it meets its
+    targets, and the repetitions used."""
+    _, hand = workload.hand(*args)  # warms the heap for both (see docstring)
+    start = time.perf_counter()
+    gradient = ppto.grad(workload.function, wrt=workload.wrt)
+    grads = gradient(*args)
+    first = time.perf_counter() - start
+    check(grads, hand, dtype)
+    big = args[0].size >= 100_000 or workload.name.startswith(("b", "d"))
+    repeats = (5 if quick else 21) if big else (200 if quick else 2001)
+    mine, theirs = median_times((gradient, workload.hand), args, repeats)
+    ratio = mine / theirs
+    memory = peak_memory(gradient, args) / max(1, peak_memory(workload.hand, args))
+    target = TARGETS[workload.name[0]]
+    ok = ratio <= target and first <= 0.020 and memory <= 1.2
+    text = (
+        f"{workload.name:24s} {dtype:8s} {mine * 1e3:9.3f} {theirs * 1e3:9.3f} "
+        f"{ratio:6.2f} {target:6.2f} {first * 1e3:9.1f} {memory:10.2f}  "
+        f"{'yes' if ok else 'NO '}"
+    )
+    return text, ok, repeats
+
+
+def compare(frameworks: dict, workload, dtype, args, repeats: int):
+    """Each framework's time as a ratio to the hand-written gradient's (timed
+    together), checked against it first; notes say why one cannot run."""
+    _, hand = workload.hand(*args)
+    columns, notes = "", []
+    for name, prepare in frameworks.items():
+        try:
+            other = prepare(workload, args)
+            check(other(), hand, dtype, name)
+            pair = median_times((other, workload.hand), args, repeats)
+            columns += f" {pair[0] / pair[1]:8.2f}"
+        except Unsupported as reason:
+            notes.append(f"{name}: {reason}")
+            columns += f" {'n/a':>8s}"
+    return columns, notes
 
 
 def main() -> None:
