@@ -125,10 +125,11 @@ def test_gradients_never_alias_the_callers_arrays():
     where the result is a new array or is read only by arithmetic: a gradient handed
     back never shares memory with an argument."""
     rng = np.random.default_rng(4)
-    x, w = rng.standard_normal(5), rng.standard_normal(5)
-    dx, dw = ppto.grad(product_sum, wrt=(0, 1))(x, w)
-    np.testing.assert_array_equal(dw.numpy(), x)
-    assert not np.shares_memory(dw.data, x) and not np.shares_memory(dx.data, w)
+    for size in (5, 1 << 16):  # the second large enough for fused regions
+        x, w = rng.standard_normal(size), rng.standard_normal(size)
+        dx, dw = ppto.grad(product_sum, wrt=(0, 1))(x, w)
+        np.testing.assert_array_equal(dw.numpy(), x)
+        assert not np.shares_memory(dw.data, x) and not np.shares_memory(dx.data, w)
     for flag in (True, False):
         (dw,) = ppto.grad(maybe_scaled, wrt=(1,))(x, w, flag)
         np.testing.assert_array_equal(dw.numpy(), x if flag else 2.0 * x)

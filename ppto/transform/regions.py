@@ -243,11 +243,17 @@ class _Writer:
         """``(sums, outputs)``: what each sum accumulates and each output holds."""
         current: dict = {}
         sums: dict = {}
+        self.computed: set = set()  # names the statements make new arrays for
         for step in self.steps:
             if step.kind == "tree":
                 current[step.target] = self.operand(step.tree, current)
+                self.computed.add(step.target)
             elif step.kind == "copy":
                 current[step.target] = self.operand(("leaf", step.source), current)
+                if step.source in self.computed:
+                    self.computed.add(step.target)
+                else:
+                    self.computed.discard(step.target)
             elif step.kind == "ones":
                 current[step.target] = ("one",)
             else:
@@ -346,7 +352,7 @@ class _Writer:
                 f"        in{number} = flat{number}[start:stop] "
                 f"if flat{number} is not None else {input_}"
             )
-        results = [self.result(outputs[o], into) for o in self.outputs]
+        results = [self.result(outputs[o], into, o) for o in self.outputs]
         returned = results[0] if len(results) == 1 else f"({', '.join(results)})"
         return "\n".join(lines + loop + [f"    return {returned}", ""])
 
@@ -409,9 +415,13 @@ class _Writer:
             return "one"
         return self.places[ref[1]]
 
-    def result(self, ref, into: dict) -> str:
+    def result(self, ref, into: dict, name: str) -> str:
         if ref[0] == "value":
             return f"{into[ref[1]]}.reshape(shape)"
+        if ref[0] == "input" and name in self.computed:
+            # ``dw = one * x`` was a new array: handing back x itself would let the
+            # caller's in-place update of the gradient change x
+            return f"np.array({self.inputs[ref[1]]}, dtype)"
         if ref[0] == "input":
             return self.inputs[ref[1]]
         if ref[0] == "sum":
