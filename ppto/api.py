@@ -9,6 +9,7 @@ once. Gradients come back on the device of their argument.
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -79,6 +80,36 @@ class _LazyNamespace:
         if self.namespace is None:
             self.namespace = self.program.compile(self.label)
         return self.namespace
+
+
+_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _shared_state(transformed) -> dict:
+    """The generated programs and their compiled forms, shared by every grad object
+    of the same function, ``wrt`` and mode, so that ``ppto.grad(loss)(w)`` in a loop
+    transforms once. Reused only while no operator, rule, fusion rule or backend was
+    registered since, and while every global and closure value the programs read
+    (also in the functions they call) is still the object its scope holds."""
+    from ppto.ops.primitive import registrations
+
+    fresh = {"programs": {}, "lowered": {}, "entries": {}, "fast": {}}
+    if isinstance(transformed.f, Transformed):
+        return fresh  # a derivative of a derivative: its program wraps that object
+    key = (tuple(transformed.wrt), transformed.mode, registrations())
+    try:
+        states = _SHARED.setdefault(transformed.function, {})
+    except TypeError:  # not weakly referenceable: nothing is shared
+        return fresh
+    state = states.get(key)
+    if state is not None and all(
+        program.still_current() for program, _ in state["programs"].values()
+    ):
+        return state
+    for old in [k for k in states if k == key or k[2] != key[2]]:
+        del states[old]  # stale, or made before a registration: never reused
+    states[key] = fresh
+    return fresh
 
 
 def _operator_wrapper(op: OperatorDef) -> Callable:
@@ -192,11 +223,12 @@ class Transformed:
         self.single = not isinstance(wrt, (tuple, list))
         self.mode = mode
         self.with_value = with_value
-        self._programs: dict = {}
-        self._lowered: dict = {}
-        self._entries: dict = {}
+        shared = _shared_state(self)
+        self._programs: dict = shared["programs"]
+        self._lowered: dict = shared["lowered"]
+        self._entries: dict = shared["entries"]
+        self._fast: dict = shared["fast"]  # call_key -> (entry, gradient dtypes)
         self._wrt_positions: list | None = None
-        self._fast: dict = {}  # call_key -> generated entry (see _call_key)
         base = getattr(f, "__name__", None) or getattr(self.function, "__name__", "f")
         self.__name__ = base + "_grad"
         self.__wrapped__ = self.function
@@ -441,6 +473,10 @@ def _place(gradient, home: Device, device: Device):
 
 def grad(f: Callable, wrt: int | str | Sequence = 0) -> Transformed:
     """The gradient of a scalar function, by source transformation.
+
+    The source is transformed on the first call for each kind of arguments (ranks,
+    shapes, dtypes); later ``grad`` objects of the same function share that work
+    until a global it reads is rebound or a rule is registered.
 
     >>> def f(x):
     ...     return np.sum(np.sin(x) * x)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ppto.errors import GradError
-from ppto.ops.primitive import OPERATORS, OperatorDef
+from ppto.ops.primitive import OPERATORS, OperatorDef, note_registration
 from ppto.runtime import backends
 
 _LAST_DEFINED: dict[str, OperatorDef] = {}
@@ -83,6 +83,7 @@ def register_backend(name: str, backend: Any) -> None:
     >>> ppto.register_backend("my_hw", MyAccelerator)      # doctest: +SKIP
     """
     backends.register_backend(name, backend)
+    note_registration()
     for op in OPERATORS.values():
         clear = getattr(op, "clear_cache", None)
         if clear is not None:

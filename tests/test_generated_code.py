@@ -169,3 +169,54 @@ def test_gradients_are_writable_arrays():
         gradient = ppto.grad(plain_sum)(np.zeros(3))
         gradient.data *= 2.0
         np.testing.assert_array_equal(gradient.numpy(), [2.0, 2.0, 2.0])
+
+
+SCALE = 2.0
+
+
+def scaled_helper(x):
+    return x * SCALE
+
+
+def uses_scale(x):
+    return np.sum(np.sin(x) * SCALE)
+
+
+def calls_helper(x):
+    return np.sum(scaled_helper(x) * x)
+
+
+def test_grad_objects_of_one_function_share_its_transform():
+    x = np.linspace(0.1, 1.0, 4)
+    first = ppto.grad(uses_scale)
+    first(x)
+    second = ppto.grad(uses_scale)
+    assert second._programs is first._programs  # no second transform
+    np.testing.assert_allclose(second(x).numpy(), 2.0 * np.cos(x), rtol=1e-12)
+    assert ppto.grad(uses_scale, wrt="x")._programs is first._programs
+
+
+def test_a_shared_transform_is_not_reused_after_what_it_read_changed(monkeypatch):
+    """Rebinding a global the function or a helper it calls reads, or registering a
+    rule, makes the next grad object transform again (never a stale gradient)."""
+    x = np.linspace(0.1, 1.0, 4)
+    np.testing.assert_allclose(ppto.grad(uses_scale)(x).numpy(), 2.0 * np.cos(x))
+    np.testing.assert_allclose(ppto.grad(calls_helper)(x).numpy(), 4.0 * x)
+    monkeypatch.setitem(globals(), "SCALE", 3.0)
+    np.testing.assert_allclose(ppto.grad(uses_scale)(x).numpy(), 3.0 * np.cos(x))
+    np.testing.assert_allclose(ppto.grad(calls_helper)(x).numpy(), 6.0 * x)
+    before = ppto.grad(uses_scale)
+    before(x)
+
+    @ppto.operator
+    def doubled(v):
+        return v * 2.0
+
+    @ppto.grad_rule(doubled)
+    def _(v):
+        def backward(dY):
+            return dY * 2.0
+
+        return backward
+
+    assert ppto.grad(uses_scale)._programs is not before._programs

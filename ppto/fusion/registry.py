@@ -17,6 +17,7 @@ import numpy as np
 
 from ppto.errors import PptoError
 from ppto.fusion.kernels import ELEMENTWISE, TERNARY, ElementwiseKernel, Node
+from ppto.ops.primitive import note_registration
 from ppto.symbolic import Operator, Symbol, symbol
 
 
@@ -156,6 +157,7 @@ def register(pattern: Callable, implementation: Callable | None, *, name: str,
         raise FusionError(f"a fusion rule named {name!r} already exists")
     RULES.append(rule)
     _BY_ROOT.clear()
+    note_registration()
     return rule
 
 

@@ -51,6 +51,7 @@ class OperatorDef:
         self.backward_rule = Rule(self, fn, "backward")
         if self.tangent_kind == "symmetric":
             self.tangent_rule = derive_tangent(self, "symmetric")
+        note_registration()
         return fn
 
     def jvp_rule(self, fn: Callable) -> Callable:
@@ -58,6 +59,7 @@ class OperatorDef:
         from ppto.ops.rules import Rule
 
         self.tangent_rule = Rule(self, fn, "tangent")
+        note_registration()
         return fn
 
     @property
@@ -259,6 +261,20 @@ def register(op: OperatorDef) -> None:
     if op.name in OPERATORS and OPERATORS[op.name] is not op:
         raise PptoError(f"an operator named {op.name!r} is already registered")
     OPERATORS[op.name] = op
+    note_registration()
+
+
+_REGISTRATIONS = [0]
+
+
+def note_registration() -> None:
+    """Count a change to what generated code is made from (an operator, a rule, a
+    fusion rule, a backend): transforms made before it are not reused after it."""
+    _REGISTRATIONS[0] += 1
+
+
+def registrations() -> int:
+    return _REGISTRATIONS[0]
 
 
 def require_rule(op: OperatorDef, kind: str):

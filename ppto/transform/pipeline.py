@@ -10,6 +10,7 @@ gradients`` (used by ``vjp`` and for called functions).
 
 from __future__ import annotations
 
+import collections
 import inspect
 from dataclasses import dataclass, field
 
@@ -67,6 +68,18 @@ class Program:
     entry_function: object = None
     last_result_rank: int | None = None
     value_shapes: dict = field(default_factory=dict)  # function -> known shapes
+    captured: list = field(default_factory=list)  # (function, {global: value read})
+
+    def still_current(self) -> bool:
+        """Whether every global and closure value the transformed functions read is
+        still what their scopes hold (a rebinding makes this program stale)."""
+        for function, values in self.captured:
+            scope = _free_values(function)
+            if scope is None or any(
+                scope.get(name, _MISSING) is not value for name, value in values.items()
+            ):
+                return False
+        return True
 
     def add(self, definition, activity) -> None:
         """Append a generated function, with the shapes its values are known to
@@ -84,6 +97,24 @@ class Program:
         namespace = dict(self.refs.namespace)
         compile_source(self.source(), self.entry, namespace, label)
         return namespace
+
+
+_MISSING = object()
+
+
+def _free_values(function) -> dict | None:
+    """The current values of ``function``'s closure variables and globals (None when
+    a closure cell is empty)."""
+    try:
+        cells = {
+            name: cell.cell_contents
+            for name, cell in zip(
+                function.__code__.co_freevars, function.__closure__ or ()
+            )
+        }
+    except ValueError:
+        return None
+    return collections.ChainMap(cells, function.__globals__)
 
 
 def free_globals(parsed: ParsedFunction) -> dict:
@@ -114,7 +145,9 @@ def _prepare(
     user_names |= set(parsed.parameters)
     namer = Namer(user_names)
     program.namer.taken |= user_names
-    for key, value in free_globals(parsed).items():
+    captured = free_globals(parsed)
+    program.captured.append((parsed.fn, captured))
+    for key, value in captured.items():
         program.refs.bind(key, value)
     result = namer.fresh(parsed.name if parsed.name != "lambda_" else "result")
     body = unpack_in_steps(list(parsed.tree.body), namer)
