@@ -108,8 +108,10 @@ def run(quick: bool, only: str = "") -> int:
     # spinning after a call and would slow whatever runs next.
     lines, failures = [header, "-" * len(header)], 0
     for workload, dtype, (text, ok, repeats) in rows:
-        args = workload.make(rng, dtype)
-        columns, notes = compare(frameworks, workload, dtype, args, repeats)
+        columns, notes = "", []
+        if frameworks:
+            args = workload.make(rng, dtype)
+            columns, notes = compare(frameworks, workload, dtype, args, repeats)
         lines.append(text + columns)
         lines += [f"    {note}" for note in notes]
         failures += not ok

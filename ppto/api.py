@@ -365,8 +365,7 @@ class Transformed:
             else _as_tensor(_in_dtype(g, dtype), CPU)
             for g, dtype in zip(grads, dtypes)
         )
-        result = placed[0] if self.single else placed
-        return (_as_tensor(value, CPU), result) if self.with_value else result
+        return self.result(value, placed, CPU)
 
     def finish(self, value, grads, homes: dict, device: Device, dtypes: list):
         """The caller's result from the generated code's ``(value, gradients)``:
@@ -379,8 +378,13 @@ class Transformed:
             _place(_in_dtype(g, dtype), homes.get(position, device), device)
             for g, position, dtype in zip(grads, self._wrt_positions, dtypes)
         )
-        result = placed[0] if self.single else placed
-        return (_as_tensor(value, device), result) if self.with_value else result
+        return self.result(value, placed, device)
+
+    def result(self, value, placed: tuple, device: Device):
+        """What the caller gets: the gradients (one or a tuple), with the value for
+        ``value_and_grad``."""
+        gradients = placed[0] if self.single else placed
+        return (_as_tensor(value, device), gradients) if self.with_value else gradients
 
 
 SHAPE_SPECIALISATIONS = 8

@@ -311,14 +311,15 @@ SAME_RANK = {
 }
 
 
-def _literal(node):
+def literal(node):
+    """The value of a literal expression, else ``NOT_LITERAL``."""
     try:
         return gast.literal_eval(node)
     except Exception:
-        return _NOT_LITERAL
+        return NOT_LITERAL
 
 
-_NOT_LITERAL = object()
+NOT_LITERAL = object()
 
 
 def operand_rank(operand, ranks):
@@ -403,23 +404,23 @@ def _index_shape(base: tuple, index, shapes: dict):
     """The shape of ``x[index]`` for an ``x`` of shape ``base``, when the index is made
     of literals, slices and integer variables; else None."""
     parts = index.elts if isinstance(index, gast.Tuple) else [index]
-    literal = []
+    known = []
     for part in parts:
         if isinstance(part, gast.Name) and shapes.get(part.id) == ():
-            literal.append(0)  # an integer (a loop index): drops the axis
+            known.append(0)  # an integer (a loop index): drops the axis
             continue
-        value = _literal(part)
-        if value is _NOT_LITERAL and isinstance(part, gast.Call):
-            arguments = [_literal(a) for a in part.args]
+        value = literal(part)
+        if value is NOT_LITERAL and isinstance(part, gast.Call):
+            arguments = [literal(a) for a in part.args]
             is_slice = getattr(part.func, "id", "") == "slice"
-            if is_slice and _NOT_LITERAL not in arguments:
+            if is_slice and NOT_LITERAL not in arguments:
                 value = slice(*arguments)
-        if value is _NOT_LITERAL or not isinstance(value, (int, slice, type(None))):
+        if value is NOT_LITERAL or not isinstance(value, (int, slice, type(None))):
             return None
-        literal.append(value)
+        known.append(value)
     probe = np.lib.stride_tricks.as_strided(np.zeros(1), base, [0] * len(base))
     try:
-        return probe[tuple(literal)].shape
+        return probe[tuple(known)].shape
     except IndexError:
         return None
 
@@ -449,26 +450,26 @@ def shape_of(statement: ir.Apply, shapes: dict):
         if name in {"unbroadcast", "unreduce"}:
             like = params.get("like")
             return shapes.get(like.id) if isinstance(like, gast.Name) else None
-        literal = {key: _literal(value) for key, value in params.items()}
-        if any(value is _NOT_LITERAL for value in literal.values()):
+        values = {key: literal(value) for key, value in params.items()}
+        if any(value is NOT_LITERAL for value in values.values()):
             return None
         probe = np.lib.stride_tricks.as_strided(np.zeros(1), first, [0] * len(first))
         if name in REDUCTIONS:
             return np.sum(
-                probe, axis=literal.get("axis"), keepdims=literal.get("keepdims", False)
+                probe, axis=values.get("axis"), keepdims=values.get("keepdims", False)
             ).shape
         if name in {"transpose"}:
-            return np.transpose(probe, literal.get("axes")).shape
+            return np.transpose(probe, values.get("axes")).shape
         if name == "matrix_transpose":
             return np.swapaxes(probe, -1, -2).shape
         if name in {"reshape"}:
-            return np.reshape(probe, literal["shape"]).shape
+            return np.reshape(probe, values["shape"]).shape
         if name == "expand_dims":
-            return np.expand_dims(probe, literal["axis"]).shape
+            return np.expand_dims(probe, values["axis"]).shape
         if name == "squeeze":
-            return np.squeeze(probe, literal.get("axis")).shape
+            return np.squeeze(probe, values.get("axis")).shape
         if name in {"broadcast_to"}:
-            return tuple(np.broadcast_shapes(first, literal["shape"]))
+            return tuple(np.broadcast_shapes(first, values["shape"]))
         if name in SAME_RANK - {"unbroadcast"}:
             return first
     except (ValueError, TypeError, KeyError, IndexError):
@@ -585,9 +586,9 @@ def rank_of(statement: ir.Apply, ranks: dict):
     if name == "dot":
         return _matmul_rank(*inputs)
     if name in REDUCTIONS:
-        axis = _literal(params.get("axis"))
-        keepdims = _literal(params.get("keepdims"))
-        if axis is _NOT_LITERAL or keepdims is _NOT_LITERAL:
+        axis = literal(params.get("axis"))
+        keepdims = literal(params.get("keepdims"))
+        if axis is NOT_LITERAL or keepdims is NOT_LITERAL:
             return None
         if keepdims:
             return first
@@ -597,8 +598,8 @@ def rank_of(statement: ir.Apply, ranks: dict):
     if name == "getitem":
         return _index_rank(first, params.get("index"), ranks)
     if name == "reshape":
-        shape = _literal(params.get("shape"))
-        if shape is _NOT_LITERAL:
+        shape = literal(params.get("shape"))
+        if shape is NOT_LITERAL:
             return None
         return len(shape) if isinstance(shape, (tuple, list)) else 1
     return None

@@ -19,6 +19,7 @@ from ppto.fusion.kernels import ELEMENTWISE, TERNARY, ElementwiseKernel, Node
 from ppto.fusion.registry import ALIASES, rules_for
 from ppto.ops.primitive import OperatorDef
 from ppto.symbolic import Operator, Symbol
+from ppto.transform.analyze import literal
 from ppto.transform.normalize import BINARY_OPERATORS
 from ppto.transform.regions import fuse_regions
 from ppto.transform.trees import clone, loads, name_counts, single_target, stores
@@ -275,7 +276,7 @@ class _Match:
                     code if hasattr(code, "_fields") else gast.Constant(code, None),
                 ):
                     return False
-            elif _literal(code) != value:
+            elif (literal(code) if hasattr(code, "_fields") else code) != value:
                 return False
         return all(self.node(t, e) for t, e in zip(template.args, decoded.inputs))
 
@@ -305,15 +306,6 @@ def _named_elementwise(signature: str) -> str | None:
                     _NAMED.setdefault(_signature(pattern), rule.kernel_name)
         _NAMED[None] = len(RULES)
     return _NAMED.get(signature)
-
-
-def _literal(node):
-    if not hasattr(node, "_fields"):
-        return node
-    try:
-        return ast.literal_eval(gast.gast_to_ast(node))
-    except ValueError:
-        return object()
 
 
 def _simple_assignment(statement) -> bool:

@@ -13,13 +13,10 @@ the saved exponentials). A value used outside the pattern keeps its gradient.
 
 from __future__ import annotations
 
-import gast
-
 from ppto.ops import elementwise as ew
 from ppto.ops import reductions
 from ppto.transform import ir
-
-_UNKNOWN = object()
+from ppto.transform.analyze import literal
 
 
 def stop_shift_gradients(body: list, namer) -> list:
@@ -142,9 +139,4 @@ def _is(statement, op) -> bool:
 
 def _param(statement: ir.Apply, name: str):
     value = statement.params.get(name)
-    if value is None:
-        return None
-    try:
-        return gast.literal_eval(value)
-    except ValueError:
-        return _UNKNOWN
+    return None if value is None else literal(value)

@@ -6,17 +6,18 @@ nobody reads. Nothing is folded that would change a result's shape or dtype (no
 
 from __future__ import annotations
 
-import ast
 import operator
 
 import gast
 import numpy as np
 
+from ppto.transform.analyze import expression_shape, literal
 from ppto.transform.trees import (
     clone,
     copied_name,
     load_counts,
     loads,
+    name_counts,
     single_target,
     stores,
 )
@@ -296,7 +297,6 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict) -> list:
     up; only within one block, up to the next assignment of either name."""
     from ppto.fusion.kernels import ELEMENTWISE
     from ppto.ops.reductions import unreduce
-    from ppto.transform.analyze import expression_shape
 
     def _shape(node):
         """An expression's shape where known: ``expression_shape``'s, and that of
@@ -383,11 +383,11 @@ def _broadcast_of_scalar(statement, namespace, unreduce, shapes):
     arguments = dict(zip(("x", "like", "axis", "keepdims"), call.args))
     arguments.update({k.arg: k.value for k in call.keywords})
     source, like = arguments.get("x"), arguments.get("like")
-    axis = _literal_value(arguments.get("axis", gast.Constant(None, None)))
-    keepdims = _literal_value(arguments.get("keepdims", gast.Constant(False, None)))
+    axis = literal(arguments.get("axis", gast.Constant(None, None)))
+    keepdims = literal(arguments.get("keepdims", gast.Constant(False, None)))
     if not _cheap(source, namespace) or not (axis is None or keepdims is True):
         return None
-    shape = shapes.get(like.id) if isinstance(like, gast.Name) else _literal_value(like)
+    shape = shapes.get(like.id) if isinstance(like, gast.Name) else literal(like)
     if not (isinstance(shape, tuple) and all(isinstance(n, int) for n in shape)):
         return None
     return statement.targets[0].id, source, shape
@@ -409,16 +409,6 @@ def _cheap(node, namespace) -> bool:
         and isinstance(node.func, gast.Name)
         and namespace.get(node.func.id) is reduced_count
     )
-
-
-def _literal_value(node):
-    try:
-        return ast.literal_eval(gast.gast_to_ast(node))
-    except (ValueError, TypeError, SyntaxError):
-        return _UNKNOWN
-
-
-_UNKNOWN = object()
 
 
 def drop_unit_factors(body: list, namespace: dict, activity) -> list:
@@ -501,14 +491,4 @@ def _read_only_by_arithmetic(body: list) -> set:
 
 
 def _stored_once(body: list, name: str) -> bool:
-    return (
-        sum(
-            1
-            for statement in body
-            for node in gast.walk(statement)
-            if isinstance(node, gast.Name)
-            and node.id == name
-            and isinstance(node.ctx, gast.Store)
-        )
-        == 1
-    )
+    return name_counts(body, "Store").get(name) == 1

@@ -39,7 +39,7 @@ from ppto.transform.reverse import (
     free_reads,
     name,
 )
-from ppto.transform.source import ParsedFunction, parse_function
+from ppto.transform.source import ParsedFunction, closure_values, parse_function
 from ppto.transform.ssa import rename
 from ppto.transform.structure import (
     lift_conditionals,
@@ -75,7 +75,7 @@ class Program:
         still what their scopes hold (a rebinding makes this program stale)."""
         for function, values in self.captured:
             scope = _free_values(function)
-            if scope is None or any(
+            if any(
                 scope.get(name, _MISSING) is not value for name, value in values.items()
             ):
                 return False
@@ -102,19 +102,9 @@ class Program:
 _MISSING = object()
 
 
-def _free_values(function) -> dict | None:
-    """The current values of ``function``'s closure variables and globals (None when
-    a closure cell is empty)."""
-    try:
-        cells = {
-            name: cell.cell_contents
-            for name, cell in zip(
-                function.__code__.co_freevars, function.__closure__ or ()
-            )
-        }
-    except ValueError:
-        return None
-    return collections.ChainMap(cells, function.__globals__)
+def _free_values(function) -> collections.ChainMap:
+    """The current values of ``function``'s closure variables and globals."""
+    return collections.ChainMap(closure_values(function), function.__globals__)
 
 
 def free_globals(parsed: ParsedFunction) -> dict:

@@ -27,6 +27,7 @@ from ppto.fusion.kernels import (
     ELEMENTWISE,
     LARGE,
     TERNARY,
+    Node,
     RegionKernel,
 )
 from ppto.fusion.registry import ALIASES
@@ -61,21 +62,20 @@ class Step:
         self.statement = statement
         self.target = target
         self.kind = kind  # "tree", "sum", "ones", "copy"
-        # nested tuples: ("op", name, children), ("leaf", name) or ("const", value)
-        self.tree = tree
+        self.tree = tree  # a kernels.Node whose leaves are variable names
         self.source = source  # the name a sum, ones_like or copy reads
 
 
 def _decode(expression, namespace):
     """The elementwise tree of ``expression``, or None."""
     if isinstance(expression, gast.Name):
-        return ("leaf", expression.id)
+        return Node(leaf=expression.id)
     if (
         isinstance(expression, gast.Constant)
         and isinstance(expression.value, (int, float))
         and not isinstance(expression.value, bool)
     ):
-        return ("const", expression.value)
+        return Node(value=expression.value)
     if isinstance(expression, gast.BinOp) and type(expression.op) in _BINARY:
         return _node(
             _BINARY[type(expression.op)], [expression.left, expression.right], namespace
@@ -111,23 +111,7 @@ def _node(name, arguments, namespace):
     children = [_decode(argument, namespace) for argument in arguments]
     if any(child is None for child in children):
         return None
-    if name in ALIASES:
-        return _expand_alias(name, children)
-    return ("op", name, children)
-
-
-def _expand_alias(name, children):
-    (x,) = children
-    if name == "relu":
-        return ("op", "maximum", [x, ("const", 0.0)])
-    exponential = ("op", "exp", [("op", "neg", [x])])
-    return ("op", "div", [("const", 1.0), ("op", "add", [("const", 1.0), exponential])])
-
-
-def _operations(tree) -> int:
-    if tree is None or tree[0] != "op":
-        return 0
-    return 1 + sum(_operations(child) for child in tree[2])
+    return ALIASES[name](children) if name in ALIASES else Node(name, children)
 
 
 def _step(statement, namespace, sums: set):
@@ -146,7 +130,7 @@ def _step(statement, namespace, sums: set):
     if isinstance(value, gast.Name):
         return Step(statement, target, "copy", source=value.id)
     tree = _decode(value, namespace)
-    if tree is None or tree[0] != "op" or tree[1] in COMPARISONS:
+    if tree is None or tree.op is None or tree.op in COMPARISONS:
         return None  # a region's values are floating point: no bare comparisons
     return Step(statement, target, "tree", tree=tree)
 
@@ -185,7 +169,9 @@ def find_regions(
         while steps and steps[-1].kind in ("copy", "ones"):
             steps.pop()  # nothing gained by ending on a copy
             stop = body.index(steps[-1].statement) + 1 if steps else position
-        operations = sum(_operations(s.tree) + (s.kind == "sum") for s in steps)
+        operations = sum(
+            (s.tree.count() if s.tree else 0) + (s.kind == "sum") for s in steps
+        )
         small = extent is not None and int(np.prod(extent)) < LARGE  # never passes
         if (
             operations >= MIN_OPERATIONS
@@ -216,17 +202,16 @@ class _Writer:
     def operand(self, tree, current: dict):
         """The ref of a tree's value: ("input", i), ("value", k), ("const", v),
         ("one",) for ``ones_like`` of a sum, ("sum", name)."""
-        kind = tree[0]
-        if kind == "const":
-            return ("const", tree[1])
-        if kind == "leaf":
-            if tree[1] in current:
-                return current[tree[1]]
-            if tree[1] not in self.inputs:
-                self.inputs.append(tree[1])
-            return ("input", self.inputs.index(tree[1]))
-        op = tree[1]
-        operands = tuple(self.operand(child, current) for child in tree[2])
+        if tree.leaf is not None:
+            if tree.leaf in current:
+                return current[tree.leaf]
+            if tree.leaf not in self.inputs:
+                self.inputs.append(tree.leaf)
+            return ("input", self.inputs.index(tree.leaf))
+        if tree.op is None:
+            return ("const", tree.value)
+        op = tree.op
+        operands = tuple(self.operand(child, current) for child in tree.children)
         if op in ("mul", "div") and operands[-1] == ("one",):
             if operands[0][0] in ("input", "value"):
                 return operands[0]  # x * 1 and x / 1 are x, every dtype being one
@@ -249,7 +234,7 @@ class _Writer:
                 current[step.target] = self.operand(step.tree, current)
                 self.computed.add(step.target)
             elif step.kind == "copy":
-                current[step.target] = self.operand(("leaf", step.source), current)
+                current[step.target] = self.operand(Node(leaf=step.source), current)
                 if step.source in self.computed:
                     self.computed.add(step.target)
                 else:
@@ -257,7 +242,7 @@ class _Writer:
             elif step.kind == "ones":
                 current[step.target] = ("one",)
             else:
-                sums[step.target] = self.operand(("leaf", step.source), current)
+                sums[step.target] = self.operand(Node(leaf=step.source), current)
                 current[step.target] = ("sum", step.target)
         return sums, {name: current[name] for name in self.outputs}
 
@@ -324,8 +309,10 @@ class _Writer:
             "    shape, dtype = found",
             "    size = int(np.prod(shape))",
             "    chunk = CHUNK_BYTES // dtype.itemsize",
-            "    one = np.ones((), dtype)",
         ]
+        refs = [r for _, _, operands in self.instructions for r in operands]
+        if ("one",) in refs + list(outputs.values()):
+            lines.append("    one = np.ones((), dtype)")
         for number, input_ in enumerate(self.inputs):
             lines.append(
                 f"    flat{number} = np.ravel({input_}) if np.ndim({input_}) else None"
@@ -493,9 +480,8 @@ def _read_before_assigned(steps: list) -> set:
     return found
 
 
-def _leaves(tree):
-    if tree[0] == "leaf":
-        yield tree[1]
-    elif tree[0] == "op":
-        for child in tree[2]:
-            yield from _leaves(child)
+def _leaves(tree: Node):
+    if tree.leaf is not None:
+        yield tree.leaf
+    for child in tree.children:
+        yield from _leaves(child)

@@ -140,7 +140,7 @@ def parse_function(fn: Callable) -> ParsedFunction:
     indent = _lead(lines[0]) - _lead(dedented.splitlines()[0])
     source = SourceMap(code.co_filename, max(first_line, 1), indent)
     tree = _definition(fn, dedented, source)
-    namespace = ChainMap(_closure(fn), fn.__globals__, vars(builtins))
+    namespace = ChainMap(closure_values(fn), fn.__globals__, vars(builtins))
     return ParsedFunction(fn, fn.__name__, tree, source, namespace)
 
 
@@ -199,7 +199,7 @@ def _lambda_definition(fn: Callable, text: str, source: SourceMap) -> gast.Funct
     return definition
 
 
-def _closure(fn: Callable) -> dict:
+def closure_values(fn: Callable) -> dict:
     if not fn.__closure__:
         return {}
     values = {}
