@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 
 import ppto
-from ppto.fusion.kernels import LARGE, ElementwiseKernel, Node, region_layout
+from ppto.fusion.kernels import (
+    CHUNK_BYTES,
+    LARGE,
+    ElementwiseKernel,
+    Node,
+    region_layout,
+)
 
 RULES = ppto.fusion_rules()
 
@@ -274,7 +280,26 @@ def test_show_grad_fused_shows_a_region_and_its_pass():
     text = ppto.show_grad(chain, *args, wrt=(0, 1, 2), fused=True, file=io.StringIO())
     assert "= __fused_region_1(x, y, z)" in text  # the call replacing the statements
     assert "def __fused_region_1_unfused(x, y, z):" in text  # where it cannot run
-    assert "for start in range(0, size, chunk):" in text  # the chunked pass
+    assert "for start in range(begin, end, chunk):" in text  # the chunked pass
+    assert "run_parts(part, size, chunk)" in text  # its blocks, on worker threads
+
+
+def test_threaded_regions_agree_with_one_thread_and_with_unfused_code(monkeypatch):
+    """Thirteen chunks over three threads: every block's outputs are written and the
+    partial sums of all blocks are added."""
+    rng = np.random.default_rng(8)
+    size = 13 * (CHUNK_BYTES // 8) - 100
+    args = [rng.standard_normal(size) for _ in range(3)]
+    gradient = ppto.value_and_grad(chain, wrt=(0, 1, 2))
+    monkeypatch.setenv("PPTO_NUM_THREADS", "1")
+    single = gradient(*args)
+    monkeypatch.setenv("PPTO_NUM_THREADS", "3")
+    calls = fallback_calls(gradient, args)
+    threaded = gradient(*args)
+    assert calls == []
+    for a, b in zip(threaded[1], single[1]):  # elementwise: the same operations
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert_same_results(threaded, unfused_value_and_grad(chain, (0, 1, 2), args), 1e-12)
 
 
 @pytest.fixture

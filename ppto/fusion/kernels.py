@@ -13,6 +13,8 @@ import linecache
 
 import numpy as np
 
+from ppto.fusion.parallel import run_parts
+
 try:  # numexpr is optional: without it, large kernels use the out= sequence
     import numexpr
 except ImportError:  # pragma: no cover - exercised where numexpr is absent
@@ -238,7 +240,12 @@ class RegionKernel:
         self.source = source
         self.fallback_name = fallback_name
         self.fallback = None  # set once the program is compiled
-        scope = {"np": np, "layout": region_layout, "CHUNK_BYTES": CHUNK_BYTES}
+        scope = {
+            "np": np,
+            "layout": region_layout,
+            "CHUNK_BYTES": CHUNK_BYTES,
+            "run_parts": run_parts,
+        }
         filename = f"<ppto fused region {name}>"
         linecache.cache[filename] = (
             len(source),

@@ -298,7 +298,9 @@ class _Writer:
                 last_use[ref[1]] = len(self.instructions)  # read after every chunk
         loop, buffers = self.chunk_body(into, last_use)
         for target, ref in sums.items():
-            loop.append(f"        total_{target} += float(np.sum({self.spell(ref)}))")
+            loop.append(
+                f"            total_{target} += float(np.sum({self.spell(ref)}))"
+            )
         arguments = ", ".join(self.inputs)
         lines = [
             f"def {name}({arguments}):",
@@ -327,21 +329,32 @@ class _Writer:
             f"    {array} = np.empty(size, dtype)"
             for array in sorted(set(into.values()))
         ]
-        lines += [f"    total_{target} = 0.0" for target in sums]
-        lines += [f"    buffer{i} = np.empty(chunk, dtype)" for i in range(buffers)]
+        totals = [f"total_{target}" for target in sums]
+        lines += ["", "    def part(begin, end):  # the chunks from begin to end"]
+        lines += [f"        {total} = 0.0" for total in totals]
+        lines += [f"        buffer{i} = np.empty(chunk, dtype)" for i in range(buffers)]
         lines += [
-            "    for start in range(0, size, chunk):",
-            "        stop = min(start + chunk, size)",
-            "        count = stop - start",
+            "        for start in range(begin, end, chunk):",
+            "            stop = min(start + chunk, end)",
+            "            count = stop - start",
         ]
         for number, input_ in enumerate(self.inputs):
             lines.append(
-                f"        in{number} = flat{number}[start:stop] "
+                f"            in{number} = flat{number}[start:stop] "
                 f"if flat{number} is not None else {input_}"
             )
+        lines += loop
+        lines += [f"        return {_tuple(totals)}", ""]
+        if totals:  # each worker's partial sums, added in block order
+            lines.append(
+                f"    {_tuple(totals)} = "
+                "(sum(column) for column in zip(*run_parts(part, size, chunk)))"
+            )
+        else:
+            lines.append("    run_parts(part, size, chunk)")
         results = [self.result(outputs[o], into, o) for o in self.outputs]
         returned = results[0] if len(results) == 1 else f"({', '.join(results)})"
-        return "\n".join(lines + loop + [f"    return {returned}", ""])
+        return "\n".join(lines + [f"    return {returned}", ""])
 
     def scalar_risks(self, outputs: dict) -> list[set]:
         """For each computed output, the inputs it reads: if all of them are numbers
@@ -383,13 +396,13 @@ class _Writer:
                     buffers += 1
                 destination = free.pop()
             if destination is None:
-                lines.append(f"        v{number} = {call})")
+                lines.append(f"            v{number} = {call})")
                 self.places[number] = f"v{number}"
             elif op == "where":
-                lines.append(f"        {destination} = {call})")
+                lines.append(f"            {destination} = {call})")
                 self.places[number] = destination
             else:
-                lines.append(f"        {call}, out={destination})")
+                lines.append(f"            {call}, out={destination})")
                 self.places[number] = destination
         return lines, buffers
 
@@ -414,6 +427,11 @@ class _Writer:
         if ref[0] == "sum":
             return f"dtype.type(total_{ref[1]})"
         return "one"
+
+
+def _tuple(names: list) -> str:
+    """The source of a tuple of ``names``."""
+    return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
 
 
 def fuse_regions(
