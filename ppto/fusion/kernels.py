@@ -13,7 +13,7 @@ import linecache
 
 import numpy as np
 
-from ppto.fusion.parallel import run_parts
+from ppto.fusion.parallel import run_parts, thread_count
 
 try:  # numexpr is optional: without it, large kernels use the out= sequence
     import numexpr
@@ -149,40 +149,88 @@ class ElementwiseKernel:
             for number, value in enumerate(plan.constants):
                 local[f"c{number}"] = dtype.type(value)
             return numexpr.evaluate(plan.expression, local_dict=local)
-        return self.in_place(plan.tree, arrays)
+        return self.in_blocks(plan.tree, arrays)
 
-    def in_place(self, tree: Node, arrays):
-        """The NumPy sequence writing intermediate results into reused buffers."""
-        owned: set[int] = set()
+    def in_blocks(self, tree: Node, arrays):
+        """The NumPy sequence for the tree, its intermediate values written over one
+        another (``out=``) and the last straight into the result, over blocks of rows
+        (axis 0) on worker threads. An operand whose first axis is the result's is
+        cut with it; the others broadcast whole. (Chunks small enough to stay in cache
+        measured slower here than whole blocks: the ufuncs' own loops stream well.)"""
+        shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+        if not shape:
+            return evaluate_numpy(tree, arrays)
+        rows = shape[0]
+        cut = [
+            type(a) is np.ndarray and a.ndim == len(shape) and a.shape[0] == rows > 1
+            for a in arrays
+        ]
+        # the result's dtype by NumPy's own rules, from one element of each operand
+        out = np.empty(shape, evaluate_numpy(tree, list(map(_sample, arrays))).dtype)
+        workers = min(thread_count(), rows, out.size // LARGE)
 
-        def evaluate(node):
-            if node.leaf is not None:
-                return arrays[node.leaf]
-            if node.op is None:
-                return node.value
-            values = [evaluate(child) for child in node.children]
-            function = (ELEMENTWISE.get(node.op) or TERNARY[node.op])[0]
-            if node.op == "where":
-                result = np.where(*values)
-                owned.add(id(result))
-                return result
-            shape = np.broadcast_shapes(*(np.shape(v) for v in values))
-            dtype = np.result_type(*values)
-            writable = node.op not in COMPARISONS and dtype.kind == "f"
-            for value in values:
-                if (
-                    writable
-                    and id(value) in owned
-                    and type(value) is np.ndarray  # not a NumPy scalar
-                    and value.shape == shape
-                    and value.dtype == dtype
-                ):
-                    return function(*values, out=value)
-            result = function(*values)
-            owned.add(id(result))
-            return result
+        def part(begin, end):
+            leaves = [a[begin:end] if c else a for a, c in zip(arrays, cut)]
+            _evaluate_into(tree, leaves, out[begin:end])
 
-        return evaluate(tree)
+        run_parts(part, rows, 1, workers)
+        return out
+
+
+def _evaluate_into(tree: Node, leaves, destination) -> None:
+    """``tree`` over ``leaves``, the result written into ``destination``, which also
+    holds the first intermediate value: an operation writes over an operand it
+    computed itself where shape and dtype allow (in a tree every value is read once),
+    else into ``destination`` while that holds nothing, else into a new array. A
+    chain of operations so runs in ``destination`` alone."""
+    shape, dtype = destination.shape, destination.dtype
+    holder = [None]  # the node whose value ``destination`` holds now
+
+    def evaluate(node, into=None):
+        if node.leaf is not None:
+            return leaves[node.leaf]
+        if node.op is None:
+            return node.value
+        values = [evaluate(child) for child in node.children]
+        if holder[0] in node.children:
+            holder[0] = None  # read now: overwritten below or free
+        if node.op == "where":
+            value = np.where(*values)
+            if into is not None:
+                np.copyto(into, value)
+            return value
+        if into is None and node.op not in COMPARISONS:
+            kind = np.result_type(*values)
+            for value, child in zip(values, node.children):
+                if child.op is not None and _writable(value, shape, kind):
+                    into = value  # an operand computed here: overwrite it
+                    break
+            else:
+                if holder[0] is None and kind == dtype:
+                    into = destination
+        value = ELEMENTWISE[node.op][0](*values, out=into)
+        if value is destination:
+            holder[0] = node
+        return value
+
+    evaluate(tree, destination)
+
+
+def _writable(value, shape, dtype) -> bool:
+    return (
+        type(value) is np.ndarray
+        and value.shape == shape
+        and value.dtype == dtype
+        and dtype.kind == "f"
+    )
+
+
+def _sample(value):
+    """One element of ``value`` with its dtype (a Python number stays itself, so that
+    NumPy's promotion treats it as it treats the number)."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.flat[:1]
+    return value
 
 
 class _Plan:

@@ -48,11 +48,14 @@ def block_bounds(size: int, chunk: int, workers: int) -> list[int]:
     ]
 
 
-def run_parts(part, size: int, chunk: int) -> list:
-    """``part(begin, end)`` over blocks covering ``0..size``, the first in this thread
-    and the rest on workers; their results in block order. Each worker runs in a copy
-    of the caller's context: NumPy's error state (``np.errstate``) holds there too."""
-    workers = min(thread_count(), size // (chunk * MIN_CHUNKS))
+def run_parts(part, size: int, chunk: int, workers: int | None = None) -> list:
+    """``part(begin, end)`` over blocks of whole chunks covering ``0..size``, the
+    first in this thread and the rest on workers; their results in block order. Each
+    worker runs in a copy of the caller's context: NumPy's error state
+    (``np.errstate``) holds there too. ``workers`` defaults to as many threads as
+    allowed, each with ``MIN_CHUNKS`` chunks at least."""
+    if workers is None:
+        workers = min(thread_count(), size // (chunk * MIN_CHUNKS))
     if workers <= 1:
         return [part(0, size)]
     bounds = block_bounds(size, chunk, workers)
