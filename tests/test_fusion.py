@@ -83,6 +83,52 @@ def test_large_kernels_equal_small_ones():
     assert float32(x.astype("float32"), y.astype("float32")).dtype == np.float32
 
 
+@pytest.mark.parametrize("threads", ["1", "3"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_kernels_over_blocks_of_rows_equal_plain_numpy(threads, dtype, monkeypatch):
+    """Rows are cut into blocks (one per thread); operands with the result's first
+    axis are cut with them, broadcast ones are not; intermediates are written over one
+    another and into the result. Every case equals the plain NumPy expression."""
+    monkeypatch.setenv("PPTO_NUM_THREADS", threads)
+    a, b, c = Node(leaf=0), Node(leaf=1), Node(leaf=2)
+    trees = {
+        # two computed operands at once: one lives in the result, one elsewhere
+        "two computed": Node("mul", [Node("exp", [Node("sub", [a, b])]),
+                                     Node("tanh", [Node("add", [a, c])])]),
+        "comparison inside": Node("where", [Node("greater", [Node("sin", [a]), b]),
+                                            Node("exp", [a]), Node("cos", [c])]),
+        "python number": Node("log1p", [Node("mul", [Node("exp", [a]),
+                                                     Node(value=2.0)])]),
+    }  # fmt: skip
+    import ppto.fusion.kernels as kernels
+
+    blocks = []
+    run_parts = kernels.run_parts
+
+    def spy(part, size, chunk, workers=None):
+        blocks.append(workers)
+        return run_parts(part, size, chunk, workers)
+
+    monkeypatch.setattr(kernels, "run_parts", spy)
+    rng = np.random.default_rng(3)
+    rows = 3 * LARGE // 16 + 5
+    x = rng.uniform(-1, 1, (rows, 16)).astype(dtype)
+    operands = {  # b and c: cut with the rows, broadcast per row, per column, 0-d
+        "rows": (rng.uniform(-1, 1, (rows, 16)), rng.uniform(-1, 1, (rows, 16))),
+        "broadcast": (rng.uniform(-1, 1, (rows, 1)), rng.uniform(-1, 1, 16)),
+        "0-d": (np.array(0.25), rng.uniform(-1, 1, (1, 16))),
+    }
+    for name, tree in trees.items():
+        kernel = ElementwiseKernel(f"__fused_{name.replace(' ', '_')}", tree, 3)
+        for y, z in operands.values():
+            arguments = (x, y.astype(dtype), z.astype(dtype))
+            actual = kernel(*arguments)
+            expected = kernel.small(*arguments)
+            assert actual.dtype == expected.dtype and actual.shape == expected.shape
+            np.testing.assert_array_equal(actual, expected)
+    assert set(blocks) == {int(threads)}
+
+
 def test_a_wrong_user_rule_is_refused():
     def pattern(x, y):
         return ppto.exp(x) * y
