@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import ast
 
+_ATOMS = frozenset({str, int, float, bool, complex, bytes, type(None)})
+
 
 def clone(node):
     """A deep copy of a gast/ast node, list of nodes, or leaf value."""
-    if isinstance(node, list):
+    kind = type(node)
+    if kind is list:
         return [clone(item) for item in node]
     if isinstance(node, ast.AST):
-        copied = node.__class__.__new__(node.__class__)
-        copied.__dict__ = {key: clone(value) for key, value in node.__dict__.items()}
+        copied = kind.__new__(kind)
+        copied.__dict__ = {
+            key: value if type(value) in _ATOMS else clone(value)
+            for key, value in node.__dict__.items()
+        }
         return copied
     return node
 
@@ -66,19 +72,36 @@ def _names(node, context: str) -> set[str]:
 
 def _collect(node, context: str | None, found: dict) -> None:
     """Counts of names used in ``context`` under ``node`` (a direct walk over the
-    node's fields: several times faster than ``ast.walk``'s generators)."""
-    if type(node).__name__ == "Name" and (
-        context is None or type(node.ctx).__name__ == context
-    ):
-        found[node.id] = found.get(node.id, 0) + 1
-    for field in node._fields:
-        value = getattr(node, field, None)
-        if isinstance(value, list):
-            for item in value:
-                if isinstance(item, ast.AST):
-                    _collect(item, context, found)
-        elif isinstance(value, ast.AST):
-            _collect(value, context, found)
+    nodes' fields with a stack: several times faster than ``ast.walk``'s
+    generators)."""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        fields = _CHILD_FIELDS.get(kind)
+        if fields is None:
+            fields = _child_fields(kind)
+        if kind in _NAMES and (context is None or type(node.ctx).__name__ == context):
+            found[node.id] = found.get(node.id, 0) + 1
+        attributes = node.__dict__
+        for field in fields:
+            value = attributes.get(field)
+            if type(value) is list:
+                stack.extend(item for item in value if isinstance(item, ast.AST))
+            elif isinstance(value, ast.AST):
+                stack.append(value)
+
+
+_CHILD_FIELDS: dict = {}  # node class -> the fields that may hold names
+_NAMES: set = set()  # the Name classes (ast's and gast's)
+
+
+def _child_fields(kind) -> tuple:
+    if kind.__name__ == "Name":
+        _NAMES.add(kind)
+    fields = tuple(f for f in kind._fields if f not in ("ctx", "type_comment"))
+    _CHILD_FIELDS[kind] = fields
+    return fields
 
 
 def function_definition(name: str, parameters, body: list):
