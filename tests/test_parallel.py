@@ -1,6 +1,8 @@
 """Worker threads for chunked passes: blocks cover the range in whole chunks, results
 come back in block order, errors and NumPy's error state cross the threads."""
 
+import multiprocessing
+import os
 import threading
 import time
 
@@ -87,3 +89,28 @@ def test_a_bad_thread_setting_is_named(monkeypatch):
         thread_count()
     monkeypatch.setenv("PPTO_NUM_THREADS", "0")
     assert thread_count() == 1
+
+
+def _sum_in_parts(queue):
+    import os
+
+    os.environ["PPTO_NUM_THREADS"] = "2"
+    results = run_parts(lambda begin, end: end - begin, 1000, 10)
+    queue.put(sum(results))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
+def test_a_forked_child_runs_parts_with_threads_of_its_own(monkeypatch):
+    """The parent's worker threads do not exist in a forked child (as in a
+    multiprocessing pool or a data loader): the child must start its own."""
+    monkeypatch.setenv("PPTO_NUM_THREADS", "2")
+    run_parts(lambda begin, end: None, 1000, 10)  # the parent's pool is running
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_sum_in_parts, args=(queue,))
+    child.start()
+    child.join(timeout=60)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0
+    assert queue.get(timeout=5) == 1000

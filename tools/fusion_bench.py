@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from run import check, median_times  # noqa: E402
+from run import check, median_times, steady_heap  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
 import ppto  # noqa: E402
@@ -42,7 +42,7 @@ def unfused(gradient):
 
 def run(quick: bool) -> int:
     rng = np.random.default_rng(0)
-    repeats = 5 if quick else 21
+    repeats = 5 if quick else 41
     header = (
         f"{'workload':22s} {'dtype':8s} {'ops':>4s} {'fused':>5s} "
         f"{'unfused ms':>10s} {'fused ms':>9s} {'numpy ms':>9s} "
@@ -81,7 +81,12 @@ def run(quick: bool) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
-    run(parser.parse_args().quick)
+    parser.add_argument(
+        "--system-heap", action="store_true", help="keep glibc's heap defaults"
+    )
+    arguments = parser.parse_args()
+    print(steady_heap(arguments.system_heap))  # see benchmarks/run.py
+    run(arguments.quick)
 
 
 if __name__ == "__main__":

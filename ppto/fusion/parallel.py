@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 MIN_CHUNKS = 4  # whole chunks per worker below which a thread costs more than it saves
 
 _pool: ThreadPoolExecutor | None = None
+_pool_process = 0  # the process that started the pool's threads
 
 
 def thread_count() -> int:
@@ -72,9 +73,12 @@ def run_parts(part, size: int, chunk: int, workers: int | None = None) -> list:
 
 
 def _workers(count: int) -> ThreadPoolExecutor:
-    global _pool
+    global _pool, _pool_process
+    if _pool_process != os.getpid():  # a forked child: the parent's threads are not
+        _pool = None  # here, and a pool that counts them would never run its work
     if _pool is None or _pool._max_workers < count:
         if _pool is not None:
             _pool.shutdown(wait=False)
         _pool = ThreadPoolExecutor(count, thread_name_prefix="ppto-chunks")
+        _pool_process = os.getpid()
     return _pool
