@@ -90,28 +90,32 @@ def _ones_like(x, dtype=None):
 
 def _where(condition, a, b):
     """np.where, but ``where(mask, values, 0)`` (every masked gradient: relu, max,
-    clip) as the product ``values * mask``, several times faster. The product differs
-    from the selection where a value is infinite or NaN (it gives NaN, where gives 0),
-    so it is kept only when its sum is finite, and where a value is negative (-0.0,
-    not 0.0): adding 0.0 makes those zeros positive."""
+    clip) as a bitwise AND of the values' bits with lanes of all ones where the mask
+    holds and all zeros where not: exactly np.where's result (+0.0 where masked out,
+    infinities and NaN kept where not), about twice as fast."""
     for values, zero, keep in ((a, b, True), (b, a, False)):
         if (
             type(zero) in (float, int)
             and zero == 0
             and type(values) is np.ndarray
             and values.dtype.kind == "f"
+            and values.dtype.itemsize in _LANES
             and type(condition) is np.ndarray
             and condition.dtype == bool
             and condition.shape == values.shape
         ):
-            mask = condition if keep else ~condition
-            with np.errstate(all="ignore"):  # where itself warns of nothing
-                product = np.multiply(values, mask)
-                finite = np.isfinite(np.add.reduce(product, axis=None))
-            if finite:
-                return np.add(product, 0.0, out=product)
-            break
+            lanes_type = _LANES[values.dtype.itemsize]
+            # mask 1 -> lanes of ones (-1), 0 -> zeros; kept where not: 1 -> 0, 0 -> -1
+            if keep:
+                lanes = np.subtract(0, condition, dtype=lanes_type)
+            else:
+                lanes = np.subtract(condition, 1, dtype=lanes_type)
+            np.bitwise_and(values.view(lanes_type), lanes, out=lanes)
+            return lanes.view(values.dtype)
     return np.where(condition, a, b)
+
+
+_LANES = {2: np.int16, 4: np.int32, 8: np.int64}  # float itemsize -> integer lanes
 
 
 _NUMPY_OWN = {"reduce_sum": _reduce_sum, "ones_like": _ones_like, "where": _where}
