@@ -16,7 +16,7 @@ import contextvars
 import os
 from concurrent.futures import ThreadPoolExecutor, wait
 
-MIN_CHUNKS = 4  # whole chunks per worker below which a thread costs more than it saves
+MIN_CHUNKS = 2  # whole chunks per worker below which a thread costs more than it saves
 
 _pool: ThreadPoolExecutor | None = None
 _pool_process = 0  # the process that started the pool's threads
