@@ -114,3 +114,26 @@ def test_a_forked_child_runs_parts_with_threads_of_its_own(monkeypatch):
         child.kill()
     assert child.exitcode == 0
     assert queue.get(timeout=5) == 1000
+
+
+def test_callers_on_several_threads_share_the_workers(monkeypatch):
+    """Four threads of a program compute gradients at once; each waits only for
+    its own blocks and gets its own, correct result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ppto.fusion.kernels import CHUNK_BYTES
+
+    def chain(x, y):
+        return np.sum(np.tanh(x * y) * np.exp(-x))
+
+    monkeypatch.setenv("PPTO_NUM_THREADS", "2")
+    size = 6 * (CHUNK_BYTES // 8)
+    rng = np.random.default_rng(4)
+    inputs = [(rng.standard_normal(size), rng.standard_normal(size)) for _ in range(4)]
+    gradient = ppto.grad(chain, wrt=(0, 1))
+    expected = [[g.numpy() for g in gradient(*pair)] for pair in inputs]
+    with ThreadPoolExecutor(4) as callers:
+        results = list(callers.map(lambda pair: gradient(*pair), inputs * 3))
+    for got, want in zip(results, expected * 3):
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a.numpy(), b)
