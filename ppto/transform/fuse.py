@@ -46,8 +46,11 @@ class Fuser:
         self.stores: dict[str, int] = {}
         self.written: dict[int, set] = {}  # id(statement) -> names it assigns
 
-    def function(self, definition: gast.FunctionDef) -> gast.FunctionDef:
-        definition = clone(definition)
+    def function(self, definition: gast.FunctionDef, copy: bool = True):
+        """The fused ``definition``: a copy, or the tree itself changed in place
+        where the caller owns it (``copy=False``)."""
+        if copy:
+            definition = clone(definition)
         self.loads = name_counts(definition, "Load")
         self.stores = name_counts(definition, "Store")
         definition.body = self.block(definition.body)
@@ -371,9 +374,10 @@ def fuse_program(
     fused = []
     for definition in functions:
         known = (shapes or {}).get(definition.name, {})
-        definition, fallbacks = fuse_regions(definition, namespace, kernels, known)
-        for function in [definition, *fallbacks]:
-            fused.append(Fuser(namespace, kernels).function(function))
+        regions, fallbacks = fuse_regions(definition, namespace, kernels, known)
+        for function in [regions, *fallbacks]:  # new trees but the original
+            fuser = Fuser(namespace, kernels)
+            fused.append(fuser.function(function, copy=function is definition))
     return fused, kernels
 
 

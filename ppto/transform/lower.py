@@ -81,8 +81,9 @@ class Lowering(gast.NodeTransformer):
         self.kind = kind
         self.locals: set[str] = set()
 
-    def function(self, definition):
-        definition = clone(definition)
+    def function(self, definition, copy: bool = True):
+        if copy:  # the program's own tree, which other lowerings read again
+            definition = clone(definition)
         self.locals = set(name_counts(definition, None)) | {
             argument.id for argument in definition.args.args
         }
@@ -307,7 +308,9 @@ def lower(program, backend: Backend, kind: str, fused: bool | None = None):
     if fused:
         functions, kernels = fuse_program(functions, namespace, program.value_shapes)
         namespace.update(kernels)
-    functions = [release_dead_values(lowering.function(f)) for f in functions]
+    functions = [  # fused functions are new trees: lowered in place
+        release_dead_values(lowering.function(f, copy=not fused)) for f in functions
+    ]
     source = "\n\n".join(render_function(f) for f in functions)
     final = dict(namespace)
     final.update(lowered["namespace"])

@@ -114,7 +114,11 @@ def _node(name, arguments, namespace):
     return ALIASES[name](children) if name in ALIASES else Node(name, children)
 
 
-def _step(statement, namespace, sums: set):
+def _step(statement, namespace):
+    """The statement as a region step, or None. A ``ones`` step (``ones_like(s)``)
+    belongs to a region only where ``s`` is one of its sums."""
+    if isinstance(statement, Comment):
+        return None
     target = single_target(statement)
     if target is None:
         return None
@@ -125,7 +129,7 @@ def _step(statement, namespace, sums: set):
         if isinstance(argument, gast.Name) and not value.keywords:
             if op is reduce_sum:
                 return Step(statement, target, "sum", source=argument.id)
-            if op is ones_like and argument.id in sums:
+            if op is ones_like:
                 return Step(statement, target, "ones", source=argument.id)
     if isinstance(value, gast.Name):
         return Step(statement, target, "copy", source=value.id)
@@ -141,6 +145,9 @@ def find_regions(
     """``(start, stop, steps)`` of each region in ``body`` (a block); a region stops
     where a value of another known shape would join it (the pass could not run)."""
     found = []
+    # each statement decoded once (a failed start is retried from the next one)
+    candidates = [_step(statement, namespace) for statement in body]
+    reads = [loads(statement) for statement in body]
     position = 0
     while position < len(body):
         steps: list[Step] = []
@@ -151,12 +158,14 @@ def find_regions(
             if isinstance(body[stop], Comment):  # kept, before the region's call
                 stop += 1
                 continue
-            step = _step(body[stop], namespace, sums)
-            if step is None or (loads(body[stop]) & sums and step.kind != "ones"):
+            step = candidates[stop]
+            if step is not None and step.kind == "ones" and step.source not in sums:
+                step = None
+            if step is None or (reads[stop] & sums and step.kind != "ones"):
                 break  # a sum is complete only after the region
             known = {
                 shapes[n]
-                for n in loads(body[stop]) | {step.target}
+                for n in reads[stop] | {step.target}
                 if shapes.get(n) and n not in sums
             }
             if len(known | ({extent} if extent else set())) > 1:
@@ -440,6 +449,8 @@ def fuse_regions(
     """``definition`` with its regions replaced by calls of region kernels (added to
     ``kernels``), and the functions holding the original statements. ``shapes``:
     the values' shapes where known."""
+    if not _has_regions(definition.body, namespace, shapes):
+        return definition, []  # unchanged: no copy needed
     definition = clone(definition)
     reads = load_counts(definition.body)
     fallbacks: list = []
@@ -486,6 +497,20 @@ def fuse_regions(
 
     definition.body = block(definition.body)
     return definition, fallbacks
+
+
+def _has_regions(body: list, namespace: dict, shapes: dict) -> bool:
+    """Whether ``body`` or a block inside it has a region."""
+    for statement in body:
+        for field in ("body", "orelse"):
+            inner = getattr(statement, field, None)
+            if (
+                isinstance(inner, list)
+                and inner
+                and _has_regions(inner, namespace, shapes)
+            ):
+                return True
+    return bool(find_regions(body, namespace, shapes))
 
 
 def _read_before_assigned(steps: list) -> set:
