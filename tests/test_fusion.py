@@ -103,13 +103,13 @@ def test_kernels_over_blocks_of_rows_equal_plain_numpy(threads, dtype, monkeypat
     import ppto.fusion.kernels as kernels
 
     blocks = []
-    run_parts = kernels.run_parts
+    run_chunks = kernels.run_chunks
 
-    def spy(part, size, chunk, workers=None):
-        blocks.append(workers)
-        return run_parts(part, size, chunk, workers)
+    def spy(work, count, min_chunks):
+        blocks.append(count)
+        return run_chunks(work, count, min_chunks)
 
-    monkeypatch.setattr(kernels, "run_parts", spy)
+    monkeypatch.setattr(kernels, "run_chunks", spy)
     rng = np.random.default_rng(3)
     rows = 3 * LARGE // 16 + 5
     x = rng.uniform(-1, 1, (rows, 16)).astype(dtype)
@@ -126,7 +126,7 @@ def test_kernels_over_blocks_of_rows_equal_plain_numpy(threads, dtype, monkeypat
             expected = kernel.small(*arguments)
             assert actual.dtype == expected.dtype and actual.shape == expected.shape
             np.testing.assert_array_equal(actual, expected)
-    assert set(blocks) == {int(threads)}
+    assert set(blocks) == {1 if threads == "1" else 3}  # 3: one per LARGE elements
 
 
 def test_a_wrong_user_rule_is_refused():
@@ -326,13 +326,14 @@ def test_show_grad_fused_shows_a_region_and_its_pass():
     text = ppto.show_grad(chain, *args, wrt=(0, 1, 2), fused=True, file=io.StringIO())
     assert "= __fused_region_1(x, y, z)" in text  # the call replacing the statements
     assert "def __fused_region_1_unfused(x, y, z):" in text  # where it cannot run
-    assert "for start in range(begin, end, chunk):" in text  # the chunked pass
-    assert "run_parts(part, size, chunk)" in text  # its blocks, on worker threads
+    assert "for number in iter(claim, None):" in text  # the chunked pass
+    assert "run_chunks(part, chunks)" in text  # its chunks, claimed by threads
 
 
 def test_threaded_regions_agree_with_one_thread_and_with_unfused_code(monkeypatch):
-    """Thirteen chunks over three threads: every block's outputs are written and the
-    partial sums of all blocks are added."""
+    """Thirteen chunks claimed by three threads: every chunk's outputs are written,
+    and the sum is the one thread's to the last bit (partial sums per chunk, added
+    in chunk order)."""
     rng = np.random.default_rng(8)
     size = 13 * (CHUNK_BYTES // 8) - 100
     args = [rng.standard_normal(size) for _ in range(3)]
@@ -345,6 +346,7 @@ def test_threaded_regions_agree_with_one_thread_and_with_unfused_code(monkeypatc
     assert calls == []
     for a, b in zip(threaded[1], single[1]):  # elementwise: the same operations
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert float(threaded[0]) == float(single[0])
     assert_same_results(threaded, unfused_value_and_grad(chain, (0, 1, 2), args), 1e-12)
 
 

@@ -1,5 +1,6 @@
-"""Worker threads for chunked passes: blocks cover the range in whole chunks, results
-come back in block order, errors and NumPy's error state cross the threads."""
+"""Worker threads for chunked passes: every chunk is claimed once, small work stays in
+the calling thread, errors and NumPy's error state cross the threads, a forked child
+and several calling threads work."""
 
 import multiprocessing
 import os
@@ -10,77 +11,90 @@ import numpy as np
 import pytest
 
 import ppto
-from ppto.fusion.parallel import block_bounds, run_parts, thread_count
+from ppto.fusion.parallel import run_chunks, thread_count
 
 
-@pytest.mark.parametrize("size, chunk, workers", [
-    (100, 10, 3), (101, 10, 3), (95, 10, 4), (40, 10, 4), (7, 10, 1), (1000, 7, 5),
-])  # fmt: skip
-def test_blocks_cover_the_range_in_whole_chunks(size, chunk, workers):
-    bounds = block_bounds(size, chunk, workers)
-    assert bounds[0] == 0 and bounds[-1] == size and len(bounds) == workers + 1
-    assert all(a < b for a, b in zip(bounds, bounds[1:]))
-    assert all(bound % chunk == 0 for bound in bounds[:-1])
+def _recorder(delay=0.0):
+    claimed = []
+
+    def work(claim):
+        for number in iter(claim, None):
+            claimed.append((number, threading.get_ident()))
+            time.sleep(delay)
+
+    return work, claimed
 
 
-def test_parts_run_on_several_threads_and_come_back_in_order(monkeypatch):
-    monkeypatch.setenv("PPTO_NUM_THREADS", "4")
-    seen = []
+@pytest.mark.parametrize("threads", ["1", "2", "4"])
+@pytest.mark.parametrize("count", [1, 2, 7, 100])
+def test_every_chunk_is_claimed_exactly_once(threads, count, monkeypatch):
+    monkeypatch.setenv("PPTO_NUM_THREADS", threads)
+    work, claimed = _recorder()
+    run_chunks(work, count)
+    assert sorted(number for number, _ in claimed) == list(range(count))
 
-    def part(begin, end):
-        seen.append(threading.get_ident())
-        return begin, end
 
-    results = run_parts(part, 1000, 10)
-    assert [r[0] for r in results] == sorted(r[0] for r in results)
-    assert results[0][0] == 0 and results[-1][1] == 1000
-    assert all(a[1] == b[0] for a, b in zip(results, results[1:]))  # no gap, no overlap
-    assert len(results) == 4 and len(set(seen)) > 1
+def test_chunks_go_to_several_threads(monkeypatch):
+    monkeypatch.setenv("PPTO_NUM_THREADS", "3")
+    work, claimed = _recorder(delay=0.01)  # slow chunks: the workers wake and claim
+    run_chunks(work, 30)
+    assert sorted(number for number, _ in claimed) == list(range(30))
+    assert len({thread for _, thread in claimed}) > 1
 
 
 def test_small_work_stays_in_the_calling_thread(monkeypatch):
     monkeypatch.setenv("PPTO_NUM_THREADS", "4")
-    threads = []
-    run_parts(lambda b, e: threads.append(threading.get_ident()), 30, 10)
-    assert threads == [threading.get_ident()]  # fewer than MIN_CHUNKS per worker
+    work, claimed = _recorder(delay=0.01)
+    run_chunks(work, 3)  # fewer than MIN_CHUNKS per second thread
+    assert {thread for _, thread in claimed} == {threading.get_ident()}
 
 
-def test_errors_reach_the_caller_only_after_every_block_ends(monkeypatch):
+def test_errors_reach_the_caller_only_after_every_claimed_chunk_ends(monkeypatch):
     monkeypatch.setenv("PPTO_NUM_THREADS", "3")
-    finished = []
+    caller = threading.get_ident()
+    started, finished = [], []
 
-    def part(begin, end):
-        if begin == 0:
-            raise ValueError("the first block failed")
-        time.sleep(0.05)  # the workers are still writing when the first block fails
-        finished.append(begin)
+    def work(claim):
+        for number in iter(claim, None):
+            if threading.get_ident() == caller and started:
+                raise ValueError("the calling thread failed")
+            started.append(number)
+            time.sleep(0.05)  # still writing when the calling thread fails
+            finished.append(number)
 
-    with pytest.raises(ValueError, match="first block"):
-        run_parts(part, 1200, 100)
-    assert len(finished) == 2
+    with pytest.raises(ValueError, match="calling thread"):
+        run_chunks(work, 50)
+    assert sorted(started) == sorted(finished)
+    assert len(started) < 10  # no chunk handed out after the failure
 
 
 def test_an_error_in_a_worker_reaches_the_caller(monkeypatch):
-    monkeypatch.setenv("PPTO_NUM_THREADS", "3")
+    monkeypatch.setenv("PPTO_NUM_THREADS", "2")
+    caller = threading.get_ident()
 
-    def part(begin, end):
-        if begin:
-            raise ValueError(f"block at {begin}")
+    def work(claim):
+        for number in iter(claim, None):
+            if threading.get_ident() != caller:
+                raise ValueError(f"chunk {number} failed on a worker")
+            time.sleep(0.05)  # the worker has time to wake and claim
 
-    with pytest.raises(ValueError, match="block at"):
-        run_parts(part, 1200, 100)
+    with pytest.raises(ValueError, match="failed on a worker"):
+        run_chunks(work, 20)
 
 
 def test_numpy_error_state_holds_in_workers(monkeypatch):
     monkeypatch.setenv("PPTO_NUM_THREADS", "2")
+    caller = threading.get_ident()
 
-    def part(begin, end):
-        if begin:  # only the worker's block divides by zero
-            np.log(np.zeros(1))
+    def work(claim):
+        for _ in iter(claim, None):
+            if threading.get_ident() != caller:  # only a worker divides by zero
+                np.log(np.zeros(1))
+            time.sleep(0.05)
 
     with np.errstate(divide="raise"):
         with pytest.raises(FloatingPointError):
-            run_parts(part, 800, 100)
+            run_chunks(work, 20)
 
 
 def test_a_bad_thread_setting_is_named(monkeypatch):
@@ -91,34 +105,34 @@ def test_a_bad_thread_setting_is_named(monkeypatch):
     assert thread_count() == 1
 
 
-def _sum_in_parts(queue):
-    import os
-
+def _claim_in_child(queue):
     os.environ["PPTO_NUM_THREADS"] = "2"
-    results = run_parts(lambda begin, end: end - begin, 1000, 10)
-    queue.put(sum(results))
+    work, claimed = _recorder(delay=0.01)
+    run_chunks(work, 20)
+    queue.put(sorted(number for number, _ in claimed))
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
-def test_a_forked_child_runs_parts_with_threads_of_its_own(monkeypatch):
+def test_a_forked_child_runs_chunks_with_threads_of_its_own(monkeypatch):
     """The parent's worker threads do not exist in a forked child (as in a
     multiprocessing pool or a data loader): the child must start its own."""
     monkeypatch.setenv("PPTO_NUM_THREADS", "2")
-    run_parts(lambda begin, end: None, 1000, 10)  # the parent's pool is running
+    work, _ = _recorder(delay=0.01)
+    run_chunks(work, 20)  # the parent's pool is running
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
-    child = context.Process(target=_sum_in_parts, args=(queue,))
+    child = context.Process(target=_claim_in_child, args=(queue,))
     child.start()
     child.join(timeout=60)
     if child.is_alive():
         child.kill()
     assert child.exitcode == 0
-    assert queue.get(timeout=5) == 1000
+    assert queue.get(timeout=5) == list(range(20))
 
 
 def test_callers_on_several_threads_share_the_workers(monkeypatch):
-    """Four threads of a program compute gradients at once; each waits only for
-    its own blocks and gets its own, correct result."""
+    """Four threads of a program compute gradients at once; each gets its own,
+    correct result."""
     from concurrent.futures import ThreadPoolExecutor
 
     from ppto.fusion.kernels import CHUNK_BYTES

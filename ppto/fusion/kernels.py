@@ -13,7 +13,7 @@ import linecache
 
 import numpy as np
 
-from ppto.fusion.parallel import run_parts, thread_count
+from ppto.fusion.parallel import run_chunks, thread_count
 
 try:  # numexpr is optional: without it, large kernels use the out= sequence
     import numexpr
@@ -155,10 +155,11 @@ class ElementwiseKernel:
 
     def in_blocks(self, tree: Node, arrays):
         """The NumPy sequence for the tree, its intermediate values written over one
-        another (``out=``) and the last straight into the result, over blocks of rows
-        (axis 0) on worker threads. An operand whose first axis is the result's is
-        cut with it; the others broadcast whole. (Chunks small enough to stay in cache
-        measured slower here than whole blocks: the ufuncs' own loops stream well.)"""
+        another (``out=``) and the last straight into the result, over blocks of
+        rows (axis 0) claimed by worker threads. An operand whose first axis is the
+        result's is cut with it; the others broadcast whole. (Chunks small enough to
+        stay in cache measured slower here than large blocks: the ufuncs' own loops
+        stream well.)"""
         shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
         if not shape:
             return evaluate_numpy(tree, arrays)
@@ -169,13 +170,18 @@ class ElementwiseKernel:
         ]
         # the result's dtype by NumPy's own rules, from one element of each operand
         out = np.empty(shape, evaluate_numpy(tree, list(map(_sample, arrays))).dtype)
-        workers = min(thread_count(), rows, out.size // LARGE)
+        threads = thread_count()
+        # a few blocks per thread, so that a thread that starts late takes fewer
+        blocks = 1 if threads == 1 else min(rows, out.size // LARGE, 4 * threads)
+        step = -(-rows // max(1, blocks))
 
-        def part(begin, end):
-            leaves = [a[begin:end] if c else a for a, c in zip(arrays, cut)]
-            _evaluate_into(tree, leaves, out[begin:end])
+        def work(claim):
+            for number in iter(claim, None):
+                begin, end = number * step, min(number * step + step, rows)
+                leaves = [a[begin:end] if c else a for a, c in zip(arrays, cut)]
+                _evaluate_into(tree, leaves, out[begin:end])
 
-        run_parts(part, rows, 1, workers)
+        run_chunks(work, -(-rows // step), min_chunks=1)
         return out
 
 
@@ -294,7 +300,7 @@ class RegionKernel:
             "np": np,
             "layout": region_layout,
             "CHUNK_BYTES": CHUNK_BYTES,
-            "run_parts": run_parts,
+            "run_chunks": run_chunks,
         }
         filename = f"<ppto fused region {name}>"
         linecache.cache[filename] = (

@@ -1,10 +1,17 @@
 """Worker threads for chunked passes.
 
-NumPy's ufuncs release the GIL, so a region's chunks can run on several cores at once:
-each worker takes one contiguous block of whole chunks, with buffers of its own, and
-writes a disjoint slice of the outputs. Blocks are fixed by the size and the thread
-count alone (no work stealing), so a result is the same on every call; the partial
-sums a pass returns are added in block order.
+NumPy's ufuncs release the GIL, so the chunks of a region (or the row blocks of a
+fused kernel) can run on several cores at once. ``run_chunks`` hands chunk numbers out
+one at a time to the calling thread and to workers, each with buffers of its own, that
+write disjoint slices of the outputs. Which thread computes a chunk changes nothing in
+its result, and partial sums are stored per chunk and added in chunk order, so results
+are the same on every call and for every thread count.
+
+Handing chunks out as they are claimed (instead of fixed blocks per thread) matters on
+shared and virtual machines: waking a sleeping worker can take a few hundred
+microseconds and a core can be taken away for a while; the calling thread meanwhile
+claims the chunks itself. A worker that has not started when the chunks run out is
+cancelled rather than waited for.
 
 The thread count is the number of cores this process may run on, or the environment
 variable ``PPTO_NUM_THREADS`` (``1`` turns threading off).
@@ -13,10 +20,11 @@ variable ``PPTO_NUM_THREADS`` (``1`` turns threading off).
 from __future__ import annotations
 
 import contextvars
+import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor, wait
 
-MIN_CHUNKS = 2  # whole chunks per worker below which a thread costs more than it saves
+MIN_CHUNKS = 2  # chunks per thread below which a thread costs more than it saves
 
 _pool: ThreadPoolExecutor | None = None
 _pool_process = 0  # the process that started the pool's threads
@@ -40,36 +48,45 @@ def thread_count() -> int:
         return os.cpu_count() or 1
 
 
-def block_bounds(size: int, chunk: int, workers: int) -> list[int]:
-    """``workers + 1`` increasing offsets from 0 to ``size``, each a multiple of
-    ``chunk`` but the last: the blocks of whole chunks the workers take."""
-    chunks = -(-size // chunk)
-    return [
-        min(size, chunks * block // workers * chunk) for block in range(workers + 1)
-    ]
+def run_chunks(work, count: int, min_chunks: int = MIN_CHUNKS) -> None:
+    """``work(claim)`` in this thread and on as many workers as the thread count and
+    ``count // min_chunks`` allow; ``claim()`` returns the number of a chunk no one
+    has claimed yet (0 to ``count - 1``, each once) or None when all are. Returns once
+    every claimed chunk is done; an error in any thread is raised here. Each worker
+    runs in a copy of the caller's context: NumPy's error state (``np.errstate``)
+    holds there too."""
+    workers = min(thread_count(), count // max(1, min_chunks))
+    numbers = itertools.count()  # next() on it is atomic under the GIL
+    failed = []  # once a thread fails, no more chunks are handed out
 
+    def claim():
+        number = next(numbers)
+        return number if number < count and not failed else None
 
-def run_parts(part, size: int, chunk: int, workers: int | None = None) -> list:
-    """``part(begin, end)`` over blocks of whole chunks covering ``0..size``, the
-    first in this thread and the rest on workers; their results in block order. Each
-    worker runs in a copy of the caller's context: NumPy's error state
-    (``np.errstate``) holds there too. ``workers`` defaults to as many threads as
-    allowed, each with ``MIN_CHUNKS`` chunks at least."""
-    if workers is None:
-        workers = min(thread_count(), size // (chunk * MIN_CHUNKS))
+    def guarded(claim):
+        try:
+            work(claim)
+        except BaseException:
+            failed.append(True)
+            raise
+
     if workers <= 1:
-        return [part(0, size)]
-    bounds = block_bounds(size, chunk, workers)
+        work(claim)
+        return
     pool = _workers(workers - 1)
     futures = [
-        pool.submit(contextvars.copy_context().run, part, bounds[i], bounds[i + 1])
-        for i in range(1, workers)
+        pool.submit(contextvars.copy_context().run, guarded, claim)
+        for _ in range(workers - 1)
     ]
     try:
-        first = part(bounds[0], bounds[1])
-    finally:  # never return (or raise) while a worker still writes the outputs
-        wait(futures)
-    return [first, *(future.result() for future in futures)]
+        guarded(claim)
+    finally:
+        # a worker still asleep has claimed nothing: cancel it; wait for the others
+        # (never return, or raise, while one still writes the outputs)
+        wait([future for future in futures if not future.cancel()])
+    for future in futures:
+        if not future.cancelled():
+            future.result()  # raises a worker's error
 
 
 def _workers(count: int) -> ThreadPoolExecutor:

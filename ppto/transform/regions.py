@@ -307,9 +307,8 @@ class _Writer:
                 last_use[ref[1]] = len(self.instructions)  # read after every chunk
         loop, buffers = self.chunk_body(into, last_use)
         for target, ref in sums.items():
-            loop.append(
-                f"            total_{target} += float(np.sum({self.spell(ref)}))"
-            )
+            total = f"float(np.sum({self.spell(ref)}))"
+            loop.append(f"            partial_{target}[number] = {total}")
         arguments = ", ".join(self.inputs)
         lines = [
             f"def {name}({arguments}):",
@@ -338,13 +337,16 @@ class _Writer:
             f"    {array} = np.empty(size, dtype)"
             for array in sorted(set(into.values()))
         ]
-        totals = [f"total_{target}" for target in sums]
-        lines += ["", "    def part(begin, end):  # the chunks from begin to end"]
-        lines += [f"        {total} = 0.0" for total in totals]
+        lines.append("    chunks = -(-size // chunk)")
+        lines += [  # one partial sum per chunk, added in chunk order below
+            f"    partial_{target} = [0.0] * chunks" for target in sums
+        ]
+        lines += ["", "    def part(claim):  # the chunks this thread claims"]
         lines += [f"        buffer{i} = np.empty(chunk, dtype)" for i in range(buffers)]
         lines += [
-            "        for start in range(begin, end, chunk):",
-            "            stop = min(start + chunk, end)",
+            "        for number in iter(claim, None):",
+            "            start = number * chunk",
+            "            stop = min(start + chunk, size)",
             "            count = stop - start",
         ]
         for number, input_ in enumerate(self.inputs):
@@ -353,14 +355,8 @@ class _Writer:
                 f"if flat{number} is not None else {input_}"
             )
         lines += loop
-        lines += [f"        return {_tuple(totals)}", ""]
-        if totals:  # each worker's partial sums, added in block order
-            lines.append(
-                f"    {_tuple(totals)} = "
-                "(sum(column) for column in zip(*run_parts(part, size, chunk)))"
-            )
-        else:
-            lines.append("    run_parts(part, size, chunk)")
+        lines += ["", "    run_chunks(part, chunks)"]
+        lines += [f"    total_{target} = sum(partial_{target})" for target in sums]
         results = [self.result(outputs[o], into, o) for o in self.outputs]
         returned = results[0] if len(results) == 1 else f"({', '.join(results)})"
         return "\n".join(lines + [f"    return {returned}", ""])
@@ -436,11 +432,6 @@ class _Writer:
         if ref[0] == "sum":
             return f"dtype.type(total_{ref[1]})"
         return "one"
-
-
-def _tuple(names: list) -> str:
-    """The source of a tuple of ``names``."""
-    return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
 
 
 def fuse_regions(
