@@ -22,7 +22,14 @@ from ppto.symbolic import Operator, Symbol
 from ppto.transform.analyze import literal
 from ppto.transform.normalize import BINARY_OPERATORS
 from ppto.transform.regions import fuse_regions
-from ppto.transform.trees import clone, loads, name_counts, single_target, stores
+from ppto.transform.trees import (
+    clone,
+    loads,
+    name_counts,
+    nested_blocks,
+    single_target,
+    stores,
+)
 
 _UNARY = {gast.USub: "neg"}
 
@@ -58,13 +65,8 @@ class Fuser:
 
     def block(self, body: list) -> list:
         for statement in body:
-            for field in ("body", "orelse"):
-                inner = getattr(statement, field, None)
-                if (
-                    isinstance(inner, list)
-                    and inner
-                    and not isinstance(statement, gast.FunctionDef)
-                ):
+            if not isinstance(statement, gast.FunctionDef):
+                for field, inner in nested_blocks(statement):
                     setattr(statement, field, self.block(inner))
         out = list(body)
         position = len(out) - 1

@@ -39,6 +39,7 @@ from ppto.transform.trees import (
     function_definition,
     load_counts,
     loads,
+    nested_blocks,
     single_target,
 )
 
@@ -448,10 +449,8 @@ def fuse_regions(
 
     def block(body: list) -> list:
         for statement in body:
-            for field in ("body", "orelse"):
-                inner = getattr(statement, field, None)
-                if isinstance(inner, list) and inner:
-                    setattr(statement, field, block(inner))
+            for field, inner in nested_blocks(statement):
+                setattr(statement, field, block(inner))
         out, done = [], 0
         for start, stop, steps in find_regions(body, namespace, shapes):
             out.extend(body[done:start])
@@ -493,13 +492,8 @@ def fuse_regions(
 def _has_regions(body: list, namespace: dict, shapes: dict) -> bool:
     """Whether ``body`` or a block inside it has a region."""
     for statement in body:
-        for field in ("body", "orelse"):
-            inner = getattr(statement, field, None)
-            if (
-                isinstance(inner, list)
-                and inner
-                and _has_regions(inner, namespace, shapes)
-            ):
+        for _, inner in nested_blocks(statement):
+            if _has_regions(inner, namespace, shapes):
                 return True
     return bool(find_regions(body, namespace, shapes))
 

@@ -104,6 +104,15 @@ def _child_fields(kind) -> tuple:
     return fields
 
 
+def nested_blocks(statement):
+    """``(field, statements)`` for each non-empty block directly inside
+    ``statement``: an ``if``'s or a loop's ``body`` and ``orelse``."""
+    for field in ("body", "orelse"):
+        inner = getattr(statement, field, None)
+        if isinstance(inner, list) and inner:
+            yield field, inner
+
+
 def function_definition(name: str, parameters, body: list):
     """``def name(parameters): body`` as a gast node; ``parameters`` is a list of
     names or a ready ``gast.arguments``."""
