@@ -15,12 +15,13 @@ from ppto.transform import ir
 from ppto.transform.names import Namer
 from ppto.transform.optimize import fold_constants
 from ppto.transform.structure import until_exit
+from ppto.transform.syntax import parse
 from ppto.transform.trees import clone, stores
 
 
 @cache
 def _parsed_rule(source: str):
-    outer = gast.parse(source).body[0]
+    outer = parse(source).body[0]
     inner = next(node for node in outer.body if isinstance(node, gast.FunctionDef))
     prelude = [
         node

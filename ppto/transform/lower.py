@@ -26,6 +26,7 @@ from ppto.transform.emit import compile_source, render_function
 from ppto.transform.fuse import fuse_program
 from ppto.transform.release import release_dead_values
 from ppto.transform.source import function_source
+from ppto.transform.syntax import to_gast
 from ppto.transform.trees import clone, name_counts
 
 
@@ -44,7 +45,7 @@ def _impl_expression(impl):
     if definition.args.kwonlyargs or definition.args.vararg:
         return None
     parameters = [argument.arg for argument in definition.args.args]
-    return parameters, gast.ast_to_gast(body[0].value)
+    return parameters, to_gast(body[0].value)
 
 
 def _is_docstring(statement) -> bool:

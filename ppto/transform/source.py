@@ -17,6 +17,7 @@ from typing import Any
 import gast
 
 from ppto.errors import TransformError
+from ppto.transform.syntax import parse
 
 
 @dataclass
@@ -146,7 +147,7 @@ def parse_function(fn: Callable) -> ParsedFunction:
 
 def _definition(fn: Callable, text: str, source: SourceMap) -> gast.FunctionDef:
     if fn.__name__ != "<lambda>":
-        module = gast.parse(text)
+        module = parse(text)
         definition = module.body[0]
         if isinstance(definition, gast.AsyncFunctionDef):
             raise source.error(
@@ -167,7 +168,7 @@ def _lambda_definition(fn: Callable, text: str, source: SourceMap) -> gast.Funct
     module = None
     for candidate in (text, "(" + text.strip() + ")", text.strip().rstrip(",)")):
         try:
-            module = gast.parse(candidate)
+            module = parse(candidate)
             break
         except SyntaxError:
             continue
