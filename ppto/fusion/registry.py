@@ -152,7 +152,8 @@ def register(pattern: Callable, implementation: Callable | None, *, name: str,
         builtin,
         kind or ("elementwise" if tree is not None else "composite"),
     )
-    verify(rule, shapes or [(4, 4)] * len(parameters))
+    if not builtin:  # built-in rules are checked by the test suite, not at import
+        verify(rule, shapes or [(4, 4)] * len(parameters))
     if any(existing.name == name for existing in RULES):
         raise FusionError(f"a fusion rule named {name!r} already exists")
     RULES.append(rule)
