@@ -183,3 +183,24 @@ def test_numpy_where_with_a_zero_is_exactly_np_where(monkeypatch):
         assert np.array_equal(np.signbit(got), np.signbit(expected))
         assert got.tobytes() == expected.tobytes()  # NaN's bits too
     assert calls == []
+
+
+def test_numpy_where_with_other_zeros_and_arrays_is_np_where():
+    """-0.0 stays -0.0, and 0-d or byte-swapped values still give np.where's result
+    (the bitwise route is only for +0 and native arrays with an axis)."""
+    from ppto.runtime.backends import backend_for
+
+    where = backend_for(ppto.Device("cpu")).override("where")
+    rng = np.random.default_rng(1)
+    values = rng.standard_normal(50)
+    mask = values > 0
+    cases = [
+        (mask, values, -0.0),
+        (mask, -0.0, values),
+        (np.array(True), np.array(2.5), 0.0),
+        (mask, values.astype(">f8"), 0.0),
+    ]
+    for args in cases:
+        got, expected = where(*args), np.where(*args)
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        assert np.asarray(got).tobytes() == np.asarray(expected).tobytes()

@@ -2,6 +2,7 @@
 registration, fused code is what runs and gives the same gradients as unfused code."""
 
 import io
+import linecache
 
 import numpy as np
 import pytest
@@ -127,6 +128,62 @@ def test_kernels_over_blocks_of_rows_equal_plain_numpy(threads, dtype, monkeypat
             assert actual.dtype == expected.dtype and actual.shape == expected.shape
             np.testing.assert_array_equal(actual, expected)
     assert set(blocks) == {1 if threads == "1" else 3}  # 3: one per LARGE elements
+
+
+def test_kernels_over_blocks_take_array_subclasses_empty_rows_and_booleans(
+    monkeypatch,
+):
+    """Found in review: an ndarray subclass (a memmap) was not cut with the rows, a
+    result of no rows divided by zero, and ``sin`` of a boolean (float16) was
+    written into a boolean destination."""
+    monkeypatch.setenv("PPTO_NUM_THREADS", "3")
+    a, b = Node(leaf=0), Node(leaf=1)
+    transcendental = Node("mul", [Node("exp", [a]), Node("sin", [b])])
+    boolean = Node("less_equal", [Node("sin", [Node("greater", [a, Node(value=0.0)])]),
+                                  b])  # fmt: skip
+
+    class Marked(np.ndarray):
+        pass
+
+    rng = np.random.default_rng(9)
+    rows = 3 * LARGE // 16 + 5
+    x, y = rng.uniform(-1, 1, (2, rows, 16))
+    cases = [
+        (transcendental, (x.view(Marked), y)),
+        (transcendental, (np.ones((0, 1)), rng.uniform(-1, 1, 40000))),
+        (boolean, (x, y)),
+    ]
+    for number, (tree, arguments) in enumerate(cases):
+        kernel = ElementwiseKernel(f"__fused_review_{number}", tree, 2)
+        actual, expected = kernel(*arguments), kernel.small(*arguments)
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape
+        np.testing.assert_array_equal(actual, expected)
+
+
+SHADOWING = ["number", "chunks", "claim", "part", "count", "sum", "iter", "min",
+             "run_chunks", "found"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SHADOWING)
+def test_region_inputs_may_have_any_name(name):
+    """The generated pass names its inputs a0, a1, ...: a parameter named like one of
+    its locals or a builtin it calls gave wrong gradients or errors (review)."""
+    namespace = {"np": np}
+    source = (
+        f"def shadowing(x, y, {name}):\n"
+        f"    return np.sum(np.tanh(x * y + {name}) * np.exp(-x))\n"
+    )
+    filename = f"<region names {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    function = namespace["shadowing"]
+    rng = np.random.default_rng(10)
+    args = [rng.standard_normal(3 * LARGE), rng.standard_normal(3 * LARGE), 0.5]
+    gradient = ppto.value_and_grad(function, wrt=(0, 1))
+    calls = fallback_calls(gradient, args)
+    fused = gradient(*args)
+    assert calls == []
+    assert_same_results(fused, unfused_value_and_grad(function, (0, 1), args), 1e-12)
 
 
 def test_a_wrong_user_rule_is_refused():

@@ -151,3 +151,26 @@ def test_callers_on_several_threads_share_the_workers(monkeypatch):
     for got, want in zip(results, expected * 3):
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a.numpy(), b)
+
+
+def test_callers_needing_pools_of_different_sizes_at_once(monkeypatch):
+    """Found in review: a caller replacing the pool with a larger one shut it down
+    while another caller was about to submit to it ("cannot schedule new futures
+    after shutdown")."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ppto.fusion import parallel
+
+    monkeypatch.setenv("PPTO_NUM_THREADS", "8")
+    for _ in range(30):
+        monkeypatch.setattr(parallel, "_pool", None)  # every round grows the pool
+        counts = list(range(4, 18, 2))
+
+        def run(count):
+            work, claimed = _recorder()
+            run_chunks(work, count)
+            return sorted(number for number, _ in claimed)
+
+        with ThreadPoolExecutor(len(counts)) as callers:
+            results = list(callers.map(run, counts))
+        assert results == [list(range(count)) for count in counts]

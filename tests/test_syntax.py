@@ -1,6 +1,6 @@
 """ppto's parser gives gast's trees: node for node, positions included, over every
-Python file of ppto, its tests and the standard library, and over constructs that
-gast converts specially."""
+Python file of ppto and its tests, every eighth module of the standard library, and
+constructs that gast converts specially."""
 
 import ast
 import sysconfig

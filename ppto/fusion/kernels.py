@@ -4,7 +4,9 @@ A kernel evaluates one expression tree over its leaf arrays. Small arrays run th
 plain NumPy expression (compiled once). Large ones avoid temporaries: arithmetic-only
 trees go to numexpr (multithreaded, one pass, no intermediate arrays); trees with
 transcendental functions, which NumPy's SIMD routines compute faster than numexpr,
-run as a NumPy sequence writing into one reused buffer (``out=``).
+run as a NumPy sequence over blocks of rows that worker threads claim, each block's
+intermediate values written over one another and into the block of the result
+(``out=``).
 """
 
 from __future__ import annotations
@@ -156,16 +158,18 @@ class ElementwiseKernel:
     def in_blocks(self, tree: Node, arrays):
         """The NumPy sequence for the tree, its intermediate values written over one
         another (``out=``) and the last straight into the result, over blocks of
-        rows (axis 0) claimed by worker threads. An operand whose first axis is the
-        result's is cut with it; the others broadcast whole. (Chunks small enough to
-        stay in cache measured slower here than large blocks: the ufuncs' own loops
-        stream well.)"""
+        rows (axis 0) claimed by worker threads. An array operand of the result's
+        rank whose first axis is the result's is cut with it; the others broadcast
+        whole. (Chunks small enough to stay in cache measured slower here than
+        large blocks: the ufuncs' own loops stream well.)"""
         shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
-        if not shape:
+        if not shape or 0 in shape:
             return evaluate_numpy(tree, arrays)
         rows = shape[0]
         cut = [
-            type(a) is np.ndarray and a.ndim == len(shape) and a.shape[0] == rows > 1
+            isinstance(a, np.ndarray)
+            and a.ndim == len(shape)
+            and a.shape[0] == rows > 1
             for a in arrays
         ]
         # the result's dtype by NumPy's own rules, from one element of each operand
@@ -187,10 +191,12 @@ class ElementwiseKernel:
 
 def _evaluate_into(tree: Node, leaves, destination) -> None:
     """``tree`` over ``leaves``, the result written into ``destination``, which also
-    holds the first intermediate value: an operation writes over an operand it
-    computed itself where shape and dtype allow (in a tree every value is read once),
-    else into ``destination`` while that holds nothing, else into a new array. A
-    chain of operations so runs in ``destination`` alone."""
+    holds the first intermediate value: an operation on floating point operands
+    writes over an operand it computed itself where shape and dtype allow (in a tree
+    every value is read once), else into ``destination`` while that holds nothing
+    and has the operation's dtype, else into a new array. A chain of operations so
+    runs in ``destination`` alone. (Other operands, booleans say, give dtypes that
+    NumPy's promotion rules do not predict: ``sin`` of a boolean is float16.)"""
     shape, dtype = destination.shape, destination.dtype
     holder = [None]  # the node whose value ``destination`` holds now
 
@@ -207,7 +213,7 @@ def _evaluate_into(tree: Node, leaves, destination) -> None:
             if into is not None:
                 np.copyto(into, value)
             return value
-        if into is None and node.op not in COMPARISONS:
+        if into is None and node.op not in COMPARISONS and _floating(values):
             kind = np.result_type(*values)
             for value, child in zip(values, node.children):
                 if child.op is not None and _writable(value, shape, kind):
@@ -222,6 +228,16 @@ def _evaluate_into(tree: Node, leaves, destination) -> None:
         return value
 
     evaluate(tree, destination)
+
+
+def _floating(values) -> bool:
+    """Every operand a floating point array or scalar, or a Python number: then the
+    operation's result has NumPy's promoted dtype of its operands."""
+    return all(
+        type(value) in (float, int)
+        or (getattr(value, "dtype", None) is not None and value.dtype.kind == "f")
+        for value in values
+    )
 
 
 def _writable(value, shape, dtype) -> bool:

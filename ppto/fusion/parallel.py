@@ -22,12 +22,25 @@ from __future__ import annotations
 import contextvars
 import itertools
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
 MIN_CHUNKS = 2  # chunks per thread below which a thread costs more than it saves
 
 _pool: ThreadPoolExecutor | None = None
-_pool_process = 0  # the process that started the pool's threads
+_pool_lock = threading.Lock()
+
+
+def _after_fork() -> None:
+    """In a forked child the parent's worker threads are gone (a pool counting them
+    would never run its work) and a thread of the parent may have held the lock."""
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def thread_count() -> int:
@@ -56,11 +69,13 @@ def run_chunks(work, count: int, min_chunks: int = MIN_CHUNKS) -> None:
     runs in a copy of the caller's context: NumPy's error state (``np.errstate``)
     holds there too."""
     workers = min(thread_count(), count // max(1, min_chunks))
-    numbers = itertools.count()  # next() on it is atomic under the GIL
+    numbers = itertools.count()
+    handing_out = threading.Lock()  # (itertools.count is atomic only under a GIL)
     failed = []  # once a thread fails, no more chunks are handed out
 
     def claim():
-        number = next(numbers)
+        with handing_out:
+            number = next(numbers)
         return number if number < count and not failed else None
 
     def guarded(claim):
@@ -73,29 +88,44 @@ def run_chunks(work, count: int, min_chunks: int = MIN_CHUNKS) -> None:
     if workers <= 1:
         work(claim)
         return
-    pool = _workers(workers - 1)
-    futures = [
-        pool.submit(contextvars.copy_context().run, guarded, claim)
-        for _ in range(workers - 1)
-    ]
+    futures = _submit(workers - 1, guarded, claim)
     try:
         guarded(claim)
     finally:
-        # a worker still asleep has claimed nothing: cancel it; wait for the others
-        # (never return, or raise, while one still writes the outputs)
-        wait([future for future in futures if not future.cancel()])
+        _finish(futures, failed)
     for future in futures:
         if not future.cancelled():
             future.result()  # raises a worker's error
 
 
-def _workers(count: int) -> ThreadPoolExecutor:
-    global _pool, _pool_process
-    if _pool_process != os.getpid():  # a forked child: the parent's threads are not
-        _pool = None  # here, and a pool that counts them would never run its work
-    if _pool is None or _pool._max_workers < count:
-        if _pool is not None:
-            _pool.shutdown(wait=False)
-        _pool = ThreadPoolExecutor(count, thread_name_prefix="ppto-chunks")
-        _pool_process = os.getpid()
-    return _pool
+def _finish(futures: list, failed: list) -> None:
+    """Cancel the workers still asleep (they have claimed nothing) and wait for the
+    others: never return, or raise, while one still writes the outputs; an
+    interruption meanwhile (Ctrl-C) stops the handing out and is raised after."""
+    running = [future for future in futures if not future.cancel()]
+    interrupted = None
+    while True:
+        try:
+            wait(running)
+            break
+        except BaseException as error:
+            failed.append(True)
+            interrupted = error
+    if interrupted is not None:
+        raise interrupted
+
+
+def _submit(count: int, work, claim) -> list:
+    """``count`` calls of ``work(claim)`` on the pool, each in a copy of the
+    caller's context. Under a lock: callers on several threads may need a larger
+    pool at once, and a pool must not be replaced between getting and using it."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < count:
+            if _pool is not None:
+                _pool.shutdown(wait=False)  # its running work still finishes
+            _pool = ThreadPoolExecutor(count, thread_name_prefix="ppto-chunks")
+        return [
+            _pool.submit(contextvars.copy_context().run, work, claim)
+            for _ in range(count)
+        ]

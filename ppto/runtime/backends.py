@@ -9,6 +9,7 @@ is imported only when a CUDA device is first used; ``register_backend`` adds mor
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -92,13 +93,17 @@ def _where(condition, a, b):
     """np.where, but ``where(mask, values, 0)`` (every masked gradient: relu, max,
     clip) as a bitwise AND of the values' bits with lanes of all ones where the mask
     holds and all zeros where not: exactly np.where's result (+0.0 where masked out,
-    infinities and NaN kept where not), about twice as fast."""
+    infinities and NaN kept where not), about twice as fast. (Only for +0 and
+    arrays of native floats with at least one axis; np.where otherwise.)"""
     for values, zero, keep in ((a, b, True), (b, a, False)):
         if (
             type(zero) in (float, int)
             and zero == 0
+            and math.copysign(1.0, zero) > 0  # -0.0 must stay -0.0
             and type(values) is np.ndarray
+            and values.ndim
             and values.dtype.kind == "f"
+            and values.dtype.isnative
             and values.dtype.itemsize in _LANES
             and type(condition) is np.ndarray
             and condition.dtype == bool

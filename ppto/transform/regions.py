@@ -310,10 +310,14 @@ class _Writer:
         for target, ref in sums.items():
             total = f"float(np.sum({self.spell(ref)}))"
             loop.append(f"            partial_{target}[number] = {total}")
-        arguments = ", ".join(self.inputs)
+        # the pass names its inputs a0, a1, ...: a user's name (``number``, ``sum``)
+        # would collide with the pass's own locals and the builtins it calls
+        names = [f"a{number}" for number in range(len(self.inputs))]
+        arguments = ", ".join(names)
         lines = [
             f"def {name}({arguments}):",
-            f'    """One pass in chunks: {", ".join(self.outputs)}."""',
+            f'    """{", ".join(self.inputs)} ({arguments}) -> '
+            f'{", ".join(self.outputs)}, in one pass of chunks."""',
             f"    found = layout(({arguments},))",
             "    if found is None:",
             "        return None",
@@ -324,7 +328,7 @@ class _Writer:
         refs = [r for _, _, operands in self.instructions for r in operands]
         if ("one",) in refs + list(outputs.values()):
             lines.append("    one = np.ones((), dtype)")
-        for number, input_ in enumerate(self.inputs):
+        for number, input_ in enumerate(names):
             lines.append(
                 f"    flat{number} = np.ravel({input_}) if np.ndim({input_}) else None"
             )
@@ -350,7 +354,7 @@ class _Writer:
             "            stop = min(start + chunk, size)",
             "            count = stop - start",
         ]
-        for number, input_ in enumerate(self.inputs):
+        for number, input_ in enumerate(names):
             lines.append(
                 f"            in{number} = flat{number}[start:stop] "
                 f"if flat{number} is not None else {input_}"
@@ -427,9 +431,9 @@ class _Writer:
         if ref[0] == "input" and name in self.computed:
             # ``dw = one * x`` was a new array: handing back x itself would let the
             # caller's in-place update of the gradient change x
-            return f"np.array({self.inputs[ref[1]]}, dtype)"
+            return f"np.array(a{ref[1]}, dtype)"
         if ref[0] == "input":
-            return self.inputs[ref[1]]
+            return f"a{ref[1]}"
         if ref[0] == "sum":
             return f"dtype.type(total_{ref[1]})"
         return "one"

@@ -10,7 +10,8 @@ versions, are inherited unchanged) with a faster generic path: each node class's
 class, fields and special case are looked up once, and fields are copied straight
 from the node. Names, the most common nodes, take a direct path that builds what
 gast's ``visit_Name`` builds. A test compares both converters' trees, positions
-included, over every Python file of ppto and of the standard library.
+included, over every Python file of ppto and its tests and every eighth module of
+the standard library (all of it agreed too, when compared once).
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ class _Converter(Ast3ToGAst):
         for attribute in attributes:
             if attribute in original:
                 values[attribute] = original[attribute]
+            elif hasattr(node, attribute):  # a class default (end_lineno: None)
+                values[attribute] = getattr(node, attribute)
         converted = target.__new__(target)
         converted.__dict__.update(values)
         return converted

@@ -105,8 +105,9 @@ def _child_fields(kind) -> tuple:
 
 
 def nested_blocks(statement):
-    """``(field, statements)`` for each non-empty block directly inside
-    ``statement``: an ``if``'s or a loop's ``body`` and ``orelse``."""
+    """``(field, statements)`` for each non-empty ``body`` and ``orelse`` directly
+    inside ``statement``: an ``if``'s or a loop's blocks (in generated code, the
+    only statements with blocks)."""
     for field in ("body", "orelse"):
         inner = getattr(statement, field, None)
         if isinstance(inner, list) and inner:
