@@ -130,6 +130,30 @@ def test_kernels_over_blocks_of_rows_equal_plain_numpy(threads, dtype, monkeypat
     assert set(blocks) == {1 if threads == "1" else 3}  # 3: one per LARGE elements
 
 
+def test_kernels_time_both_ways_then_keep_the_faster_and_give_the_same_bits(
+    monkeypatch,
+):
+    from ppto.fusion.kernels import TRIALS
+
+    monkeypatch.setenv("PPTO_NUM_THREADS", "2")
+    a, b = Node(leaf=0), Node(leaf=1)
+    kernel = ElementwiseKernel(
+        "__fused_trial", Node("exp", [Node("sub", [a, Node("tanh", [b])])]), 2
+    )
+    rng = np.random.default_rng(12)
+    x, y = rng.standard_normal((2, LARGE // 8, 16))
+    results = [kernel(x, y[:, :1]) for _ in range(2 * TRIALS + 3)]
+    for result in results[1:]:
+        assert result.tobytes() == results[0].tobytes()
+    (plan,) = kernel.plans.values()
+    (key,) = plan.chosen
+    assert plan.chosen[key] in ("blocks", "numpy")
+    assert all(len(seconds) == TRIALS for seconds in plan.trials[key].values())
+    monkeypatch.setenv("PPTO_NUM_THREADS", "1")  # another thread count: tried anew
+    kernel(x, y[:, :1])
+    assert len(plan.trials) == 2 and len(plan.chosen) == 1
+
+
 def test_kernels_over_blocks_take_array_subclasses_empty_rows_and_booleans(
     monkeypatch,
 ):

@@ -12,6 +12,8 @@ intermediate values written over one another and into the block of the result
 from __future__ import annotations
 
 import linecache
+import statistics
+import time
 
 import numpy as np
 
@@ -153,7 +155,7 @@ class ElementwiseKernel:
             for number, value in enumerate(plan.constants):
                 local[f"c{number}"] = dtype.type(value)
             return numexpr.evaluate(plan.expression, local_dict=local)
-        return self.in_blocks(plan.tree, arrays)
+        return plan.run(self, arrays)
 
     def in_blocks(self, tree: Node, arrays):
         """The NumPy sequence for the tree, its intermediate values written over one
@@ -264,6 +266,8 @@ class _Plan:
     the rest runs over the full size."""
 
     def __init__(self, tree: Node, shapes: tuple, arity: int) -> None:
+        self.trials: dict = {}  # (dtypes, threads) -> {way: seconds of its calls}
+        self.chosen: dict = {}  # (dtypes, threads) -> the faster way
         self.hoisted: list[Node] = []
         full = int(np.prod(np.broadcast_shapes(*shapes)))
         self.tree = self.hoist(tree, shapes, full, arity)
@@ -275,6 +279,29 @@ class _Plan:
             else None
         )
 
+    def run(self, kernel, arrays):
+        """The tree over ``arrays`` by the faster of two ways that give the same
+        bits: ``kernel.in_blocks`` (threads, intermediate values written in place)
+        and plain NumPy (a new array per operation). Which is faster depends on the
+        machine, the dtype and the other work in flight (on a 2-core virtual machine
+        blocks won for float64 and lost for float32 at a million elements), so the
+        first ``TRIALS`` calls of each are timed and the faster kept, separately for
+        each combination of dtypes and thread count."""
+        key = (tuple(getattr(a, "dtype", type(a)) for a in arrays), thread_count())
+        way = self.chosen.get(key)
+        if way is not None:
+            return _WAYS[way](kernel, self.tree, arrays)
+        times = self.trials.setdefault(key, {way: [] for way in _WAYS})
+        way = min(times, key=lambda name: len(times[name]))  # the one tried least
+        start = time.perf_counter()
+        result = _WAYS[way](kernel, self.tree, arrays)
+        times[way].append(time.perf_counter() - start)
+        if all(len(seconds) >= TRIALS for seconds in times.values()):
+            self.chosen[key] = min(
+                times, key=lambda name: statistics.median(times[name])
+            )
+        return result
+
     def hoist(self, node: Node, shapes: tuple, full: int, arity: int) -> Node:
         if node.op is None:
             return node
@@ -283,6 +310,13 @@ class _Plan:
             return Node(leaf=arity + len(self.hoisted) - 1)
         children = [self.hoist(c, shapes, full, arity) for c in node.children]
         return Node(node.op, children)
+
+
+TRIALS = 3  # timed calls of each way before a plan keeps the faster
+_WAYS = {
+    "blocks": lambda kernel, tree, arrays: kernel.in_blocks(tree, arrays),
+    "numpy": lambda kernel, tree, arrays: evaluate_numpy(tree, arrays),
+}
 
 
 def _shape(node: Node, shapes: tuple) -> tuple:
