@@ -30,7 +30,11 @@ class Checkpointed:
 def checkpoint(target: Any) -> Any:
     """Mark a function (or a loop's range) for recomputation (see module docstring).
 
+    >>> def rnn_step(h, x, W):
+    ...     return np.tanh(x @ W + h)
     >>> step = ppto.checkpoint(rnn_step)
+    >>> step
+    <ppto.checkpoint of rnn_step>
     >>> for t in ppto.checkpoint(range(steps)):     # doctest: +SKIP
     ...     h = np.tanh(x[t] @ Wx + h @ Wh)
     """

@@ -76,7 +76,7 @@ def register_backend(name: str, backend: Any) -> None:
     """Make ``device=name`` usable; ``backend`` provides ``<op>_impl`` functions.
 
     >>> class MyAccelerator:
-    ...     xp = numpy                              # namespace for other operators
+    ...     xp = np                                 # namespace for other operators
     ...     @staticmethod
     ...     def dot_impl(A, B):
     ...         return A @ B

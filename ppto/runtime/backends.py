@@ -241,7 +241,7 @@ def register_backend(name: str, backend: Any) -> None:
     """Make ``device=name`` usable, run by ``backend``'s ``<op>_impl`` functions.
 
     >>> class Doubler:
-    ...     xp = numpy
+    ...     xp = np
     ...     def dot_impl(a, b): return 2 * (a @ b)
     >>> register_backend("doubler", Doubler)        # doctest: +SKIP
     """
