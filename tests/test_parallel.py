@@ -164,6 +164,7 @@ def test_callers_needing_pools_of_different_sizes_at_once(monkeypatch):
     monkeypatch.setenv("PPTO_NUM_THREADS", "8")
     for _ in range(30):
         monkeypatch.setattr(parallel, "_pool", None)  # every round grows the pool
+        monkeypatch.setattr(parallel, "_pool_size", 0)
         counts = list(range(4, 18, 2))
 
         def run(count):

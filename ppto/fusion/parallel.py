@@ -28,14 +28,15 @@ from concurrent.futures import ThreadPoolExecutor, wait
 MIN_CHUNKS = 2  # chunks per thread below which a thread costs more than it saves
 
 _pool: ThreadPoolExecutor | None = None
+_pool_size = 0
 _pool_lock = threading.Lock()
 
 
 def _after_fork() -> None:
     """In a forked child the parent's worker threads are gone (a pool counting them
     would never run its work) and a thread of the parent may have held the lock."""
-    global _pool, _pool_lock
-    _pool = None
+    global _pool, _pool_size, _pool_lock
+    _pool, _pool_size = None, 0
     _pool_lock = threading.Lock()
 
 
@@ -119,12 +120,13 @@ def _submit(count: int, work, claim) -> list:
     """``count`` calls of ``work(claim)`` on the pool, each in a copy of the
     caller's context. Under a lock: callers on several threads may need a larger
     pool at once, and a pool must not be replaced between getting and using it."""
-    global _pool
+    global _pool, _pool_size
     with _pool_lock:
-        if _pool is None or _pool._max_workers < count:
+        if _pool is None or _pool_size < count:
             if _pool is not None:
                 _pool.shutdown(wait=False)  # its running work still finishes
             _pool = ThreadPoolExecutor(count, thread_name_prefix="ppto-chunks")
+            _pool_size = count
         return [
             _pool.submit(contextvars.copy_context().run, work, claim)
             for _ in range(count)
