@@ -11,7 +11,7 @@ import operator
 import gast
 import numpy as np
 
-from ppto.transform.analyze import expression_shape, literal
+from ppto.transform.analyze import NOT_LITERAL, expression_shape, literal
 from ppto.transform.trees import (
     clone,
     copied_name,
@@ -287,6 +287,38 @@ def drop_default_arguments(body: list, namespace: dict) -> list:
 
 
 _ARITHMETIC = (gast.Add, gast.Sub, gast.Mult, gast.Div)
+
+
+def fold_reduced_counts(body: list, namespace: dict, shapes: dict) -> list:
+    """``reduced_count(x, axis)`` -> the number, where ``x``'s shape is known: the
+    gradient of a mean reads ``dy / 8``, as one would write it."""
+    from ppto.ops.reductions import reduced_axes, reduced_count
+
+    class Fold(gast.NodeTransformer):
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            if not (
+                isinstance(node.func, gast.Name)
+                and namespace.get(node.func.id) is reduced_count
+                and len(node.args) == 2
+                and not node.keywords
+            ):
+                return node
+            shape = expression_shape(node.args[0], shapes)
+            axis = literal(node.args[1])
+            if not isinstance(shape, tuple) or axis is NOT_LITERAL:
+                return node
+            try:
+                axes = reduced_axes(len(shape), axis)
+            except (TypeError, ZeroDivisionError):
+                return node  # an axis the reduction itself refuses
+            count = 1
+            for number in axes:
+                count *= shape[number]
+            return gast.Constant(int(count), None)
+
+    folder = Fold()
+    return [folder.visit(statement) for statement in body]
 
 
 def elide_broadcasts(body: list, namespace: dict, shapes: dict) -> list:

@@ -29,6 +29,7 @@ from ppto.transform.optimize import (
     drop_default_arguments,
     drop_unit_factors,
     elide_broadcasts,
+    fold_reduced_counts,
     remove_unused,
 )
 from ppto.transform.reverse import (
@@ -334,7 +335,9 @@ def _is_literal(value) -> bool:
 
 def _cleanup(body, generator):
     removable = set(generator.namer.taken) - set(generator.parsed.parameters)
-    body = elide_broadcasts(body, generator.refs.namespace, generator.activity.shapes)
+    shapes = generator.activity.shapes
+    body = fold_reduced_counts(body, generator.refs.namespace, shapes)
+    body = elide_broadcasts(body, generator.refs.namespace, shapes)
     body = drop_unit_factors(body, generator.refs.namespace, generator.activity)
     body = remove_unused(body, keep=set(), removable=removable)
     generated = set(generator.namer.taken) - generator.user_names
