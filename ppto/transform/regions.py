@@ -308,7 +308,7 @@ class _Writer:
                 last_use[ref[1]] = len(self.instructions)  # read after every chunk
         loop, buffers = self.chunk_body(into, last_use)
         for target, ref in sums.items():
-            total = f"float(np.sum({self.spell(ref)}))"
+            total = f"float(np.add.reduce({self.spell(ref)}))"
             loop.append(f"            partial_{target}[number] = {total}")
         # the pass names its inputs a0, a1, ...: a user's name (``number``, ``sum``)
         # would collide with the pass's own locals and the builtins it calls
