@@ -90,8 +90,8 @@ class _Converter(Ast3ToGAst):
         position."""
         converted = gast.Name.__new__(gast.Name)
         context = _CONTEXTS[type(node.ctx)]
-        converted.__dict__.update(
-            id=node.id, ctx=context(), annotation=None, type_comment=None
+        converted.__dict__.update(  # (a context has no fields: __new__ is all of it)
+            id=node.id, ctx=context.__new__(context), annotation=None, type_comment=None
         )
         original = node.__dict__
         for attribute in _LOCATION:  # ast.copy_location
