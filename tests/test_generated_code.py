@@ -220,3 +220,18 @@ def test_a_shared_transform_is_not_reused_after_what_it_read_changed(monkeypatch
         return backward
 
     assert ppto.grad(uses_scale)._programs is not before._programs
+
+
+def test_an_unknown_dtype_never_merges_into_a_known_one():
+    """``np.dtype('float64') == None`` is true in NumPy (None reads as the default
+    dtype): merging the dtypes a loop assigns must still make the value unknown, in
+    either order (before, a loop's analysis flipped between them for ever)."""
+    from ppto.transform.analyze import _merge
+
+    for first, second in ((np.dtype("float64"), None), (None, np.dtype("float64"))):
+        known: dict = {}
+        _merge(known, "t", first)
+        _merge(known, "t", second)
+        assert known["t"] is None
+        _merge(known, "t", np.dtype("float64"))
+        assert known["t"] is None  # unknown stays unknown

@@ -71,11 +71,27 @@ def _any_varied(operands, activity) -> bool:
 
 
 def _fixpoint(walk, block, activity: Activity) -> None:
-    """Walk a loop body until the activity sets stop growing (values flow round)."""
+    """Walk a loop body until what is known stops changing: the activity sets only
+    grow and shapes and dtypes only ever become unknown (so this ends), but a change
+    can take a pass per statement to come round (``b = c; c = c[1:]`` reaches
+    ``b * b`` on the third pass)."""
     before = None
-    while before != (len(activity.varied), len(activity.useful), len(activity.tainted)):
-        before = (len(activity.varied), len(activity.useful), len(activity.tainted))
+    while before != _state(activity):
+        before = _state(activity)
         walk(block, activity)
+
+
+def _state(activity: Activity) -> tuple:
+    def unknown(values: dict) -> tuple:
+        return len(values), sum(value is None for value in values.values())
+
+    return (
+        len(activity.varied),
+        len(activity.useful),
+        len(activity.tainted),
+        unknown(activity.shapes),
+        unknown(activity.dtypes),
+    )
 
 
 def _resolve_layout(statement: ir.Apply, layouts: dict) -> None:
@@ -117,14 +133,18 @@ def _spread_taint(statement, activity: Activity) -> None:
 def _forward(body, activity: Activity) -> None:
     for statement in body:
         _spread_taint(statement, activity)
+        counter = (
+            isinstance(statement, ir.For) and statement.iterable in activity.ranges
+        )
         for name in ir.writes(statement):  # known only where worked out below
             if not isinstance(statement, ir.Apply):
                 activity.made_otherwise.add(name)
-            if not isinstance(statement, (ir.Apply, ir.Copy)):
+            if not isinstance(statement, (ir.Apply, ir.Copy)) and not counter:
                 _merge(activity.dtypes, name, None)
-        if isinstance(statement, ir.For) and statement.iterable in activity.ranges:
+        if counter:
             activity.ranks[statement.target] = 0  # an integer from a range
             activity.shapes[statement.target] = ()
+            _merge(activity.dtypes, statement.target, np.dtype(np.intp))
         if isinstance(statement, ir.LOOPS):
             _fixpoint(_forward, statement.body, activity)
         elif isinstance(statement, ir.If):
@@ -142,9 +162,8 @@ def _forward(body, activity: Activity) -> None:
                     activity.varied.add(statement.target)
                 else:
                     activity.blocked.append(statement)
-            _merge(
-                activity.shapes, statement.target, shape_of(statement, activity.shapes)
-            )
+            shape = shape_of(statement, activity.shapes, activity.dtypes)
+            _merge(activity.shapes, statement.target, shape)
             _merge(
                 activity.dtypes, statement.target, dtype_of(statement, activity.dtypes)
             )
@@ -175,7 +194,7 @@ def _forward(body, activity: Activity) -> None:
                 _merge(
                     activity.shapes,
                     statement.target,
-                    operand_shape(statement.source, activity.shapes),
+                    operand_shape(statement.source, activity.shapes, activity.dtypes),
                 )
                 source = statement.source
                 _merge(
@@ -196,7 +215,7 @@ def _forward(body, activity: Activity) -> None:
                 _merge(
                     activity.shapes,
                     statement.targets[0],
-                    expression_shape(node.value, activity.shapes),
+                    expression_shape(node.value, activity.shapes, activity.dtypes),
                 )
                 activity.ranks[statement.targets[0]] = expression_rank(
                     node.value, activity.ranks
@@ -351,18 +370,26 @@ def _index_rank(rank, index, ranks):
     return rank
 
 
-def _merge(shapes: dict, name: str, shape) -> None:
-    """Record a variable's shape; one assigned different shapes (in a loop) has none."""
-    if name in shapes and shapes[name] != shape:
-        shapes[name] = None
+def _merge(known: dict, name: str, value) -> None:
+    """Record a variable's shape (or dtype); one assigned different ones (in a loop)
+    has none. (None is compared by identity: ``np.dtype('float64') == None`` is true,
+    since NumPy reads None as the default dtype.)"""
+    if name in known and not _same(known[name], value):
+        known[name] = None
     else:
-        shapes[name] = shape
+        known[name] = value
 
 
-def operand_shape(operand, shapes: dict):
-    """The shape of an operand when known."""
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a == b
+
+
+def operand_shape(operand, shapes: dict, dtypes: dict | None = None):
+    """The shape of an operand when known (``dtypes``: see ``expression_shape``)."""
     if isinstance(operand, ir.Verbatim):
-        return expression_shape(operand.expr, shapes)
+        return expression_shape(operand.expr, shapes, dtypes)
     if isinstance(operand, str):
         return shapes.get(operand)
     if isinstance(operand, ir.Const) and isinstance(operand.value, (int, float)):
@@ -370,18 +397,19 @@ def operand_shape(operand, shapes: dict):
     return None
 
 
-def expression_shape(node, shapes: dict):
+def expression_shape(node, shapes: dict, dtypes: dict | None = None):
     """The shape of a simple verbatim expression (names, indexing by integers and
-    slices, arithmetic, matrix products), or None."""
+    slices, arithmetic, matrix products), or None. A 0-d value indexes as an integer
+    only where ``dtypes`` says it is one (a 0-d boolean adds an axis instead)."""
     if isinstance(node, gast.Name):
         return shapes.get(node.id)
     if isinstance(node, gast.Constant):
         return () if isinstance(node.value, (int, float)) else None
     if isinstance(node, gast.UnaryOp):
-        return expression_shape(node.operand, shapes)
+        return expression_shape(node.operand, shapes, dtypes)
     if isinstance(node, gast.BinOp):
-        left = expression_shape(node.left, shapes)
-        right = expression_shape(node.right, shapes)
+        left = expression_shape(node.left, shapes, dtypes)
+        right = expression_shape(node.right, shapes, dtypes)
         if left is None or right is None:
             return None
         if isinstance(node.op, gast.MatMult):
@@ -391,22 +419,25 @@ def expression_shape(node, shapes: dict):
         except ValueError:
             return None
     if isinstance(node, gast.Subscript):
-        base = expression_shape(node.value, shapes)
+        base = expression_shape(node.value, shapes, dtypes)
         if base is None:
             return None
         from ppto.transform.normalize import slice_expr
 
-        return _index_shape(base, slice_expr(node.slice), shapes)
+        return _index_shape(base, slice_expr(node.slice), shapes, dtypes)
     return None
 
 
-def _index_shape(base: tuple, index, shapes: dict):
+def _index_shape(base: tuple, index, shapes: dict, dtypes: dict | None = None):
     """The shape of ``x[index]`` for an ``x`` of shape ``base``, when the index is made
     of literals, slices and integer variables; else None."""
     parts = index.elts if isinstance(index, gast.Tuple) else [index]
     known = []
     for part in parts:
         if isinstance(part, gast.Name) and shapes.get(part.id) == ():
+            dtype = (dtypes or {}).get(part.id)
+            if dtype is None or np.dtype(dtype).kind not in "iu":
+                return None  # a boolean (or unknown) 0-d value: not an integer
             known.append(0)  # an integer (a loop index): drops the axis
             continue
         value = literal(part)
@@ -425,14 +456,14 @@ def _index_shape(base: tuple, index, shapes: dict):
         return None
 
 
-def shape_of(statement: ir.Apply, shapes: dict):
+def shape_of(statement: ir.Apply, shapes: dict, dtypes: dict | None = None):
     """The shape of an operator's result from its inputs' shapes and literal
     parameters, or None when it cannot be known before running."""
     op, params = statement.op, statement.params
     if not isinstance(op, Primitive):  # a user's operator: its shape is unknown
         return None
     inputs = [
-        operand_shape(x, shapes) if not isinstance(x, list) else None
+        operand_shape(x, shapes, dtypes) if not isinstance(x, list) else None
         for x in statement.inputs
     ]
     if not inputs or inputs[0] is None:
@@ -446,7 +477,7 @@ def shape_of(statement: ir.Apply, shapes: dict):
         if name == "dot":
             return None if inputs[1] is None else _matmul_shape(first, inputs[1])
         if name == "getitem":
-            return _index_shape(first, params.get("index"), shapes)
+            return _index_shape(first, params.get("index"), shapes, dtypes)
         if name in {"unbroadcast", "unreduce"}:
             like = params.get("like")
             return shapes.get(like.id) if isinstance(like, gast.Name) else None

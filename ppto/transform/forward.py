@@ -215,7 +215,7 @@ class TangentGenerator:
         for operand in s.inputs:
             if self.has(operand) and self.tangents[operand] == inner.id:
                 shapes = self.activity.shapes
-                known = operand_shape(operand, shapes)
+                known = operand_shape(operand, shapes, self.activity.dtypes)
                 if known is not None and known == shapes.get(s.target):
                     return expression
                 shape = call(self.generator.ref(np.shape, "shape"), name(s.target))

@@ -289,7 +289,9 @@ def drop_default_arguments(body: list, namespace: dict) -> list:
 _ARITHMETIC = (gast.Add, gast.Sub, gast.Mult, gast.Div)
 
 
-def fold_reduced_counts(body: list, namespace: dict, shapes: dict) -> list:
+def fold_reduced_counts(
+    body: list, namespace: dict, shapes: dict, dtypes: dict
+) -> list:
     """``reduced_count(x, axis)`` -> the number, where ``x``'s shape is known: the
     gradient of a mean reads ``dy / 8``, as one would write it."""
     from ppto.ops.reductions import reduced_axes, reduced_count
@@ -304,7 +306,7 @@ def fold_reduced_counts(body: list, namespace: dict, shapes: dict) -> list:
                 and not node.keywords
             ):
                 return node
-            shape = expression_shape(node.args[0], shapes)
+            shape = expression_shape(node.args[0], shapes, dtypes)
             axis = literal(node.args[1])
             if not isinstance(shape, tuple) or axis is NOT_LITERAL:
                 return node
@@ -321,7 +323,7 @@ def fold_reduced_counts(body: list, namespace: dict, shapes: dict) -> list:
     return [folder.visit(statement) for statement in body]
 
 
-def elide_broadcasts(body: list, namespace: dict, shapes: dict) -> list:
+def elide_broadcasts(body: list, namespace: dict, shapes: dict, dtypes: dict) -> list:
     """``b = unreduce(s, like)`` read by arithmetic whose other operand has the shape
     of ``like``: the arithmetic broadcasts ``s`` itself, so ``b`` need not be made
     (``dt = unreduce(dy, (n,)); dt * t`` -> ``dy * t``). Only where ``s`` keeps the
@@ -343,13 +345,13 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict) -> list:
                     except ValueError:
                         return None
             return None
-        return expression_shape(node, shapes)
+        return expression_shape(node, shapes, dtypes)
 
     for statement in body:
         for field in ("body", "orelse"):
             inner = getattr(statement, field, None)
             if isinstance(inner, list) and inner:
-                elide_broadcasts(inner, namespace, shapes)
+                elide_broadcasts(inner, namespace, shapes, dtypes)
     for position, statement in enumerate(body):
         found = _broadcast_of_scalar(statement, namespace, unreduce, shapes)
         if found is None:
@@ -479,7 +481,8 @@ def drop_unit_factors(body: list, namespace: dict, activity) -> list:
                 isinstance(unit, gast.Name)
                 and unit.id in units
                 and isinstance(other, gast.Name)
-                and activity.dtypes.get(other.id) == units[unit.id]
+                and activity.dtypes.get(other.id) is not None  # (None == float64!)
+                and activity.dtypes[other.id] == units[unit.id]
             ):
                 return other
         return None

@@ -335,9 +335,9 @@ def _is_literal(value) -> bool:
 
 def _cleanup(body, generator):
     removable = set(generator.namer.taken) - set(generator.parsed.parameters)
-    shapes = generator.activity.shapes
-    body = fold_reduced_counts(body, generator.refs.namespace, shapes)
-    body = elide_broadcasts(body, generator.refs.namespace, shapes)
+    shapes, dtypes = generator.activity.shapes, generator.activity.dtypes
+    body = fold_reduced_counts(body, generator.refs.namespace, shapes, dtypes)
+    body = elide_broadcasts(body, generator.refs.namespace, shapes, dtypes)
     body = drop_unit_factors(body, generator.refs.namespace, generator.activity)
     body = remove_unused(body, keep=set(), removable=removable)
     generated = set(generator.namer.taken) - generator.user_names

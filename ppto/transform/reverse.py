@@ -542,7 +542,9 @@ class Generator:
                 isinstance(x, ir.Const) and isinstance(x.value, (int, float))
                 for x in others
             )
-            own = operand_shape(s.inputs[position], self.activity.shapes)
+            own = operand_shape(
+                s.inputs[position], self.activity.shapes, self.activity.dtypes
+            )
             same_shape = result_shape is not None and own == result_shape
             if s.op.name == "dot":  # matrices: no batch axes were broadcast
                 same_shape = all(

@@ -19,6 +19,18 @@ from tests.corpus.case import (
 # --- for over ranges ---
 
 
+def shape_reaching_late(x):
+    b = x * 1.0
+    c = x * 1.0
+    total = 0.0
+    for _ in range(3):  # c's shape changes; it reaches t on the third pass only
+        t = b * b
+        total = total + np.sum(np.mean(t, axis=0))
+        b = c
+        c = c[1:]
+    return total
+
+
 def rnn(x, wx, wh, b):
     h = np.zeros(wh.shape[0])
     for t in range(x.shape[0]):
@@ -545,6 +557,7 @@ def iterate_until_large(x):
 
 
 CASES = [
+    Case(shape_reaching_late, F(5, 3)),
     Case(rnn, F(4, 3), F(3, 2), T(2, 2), F(2)),
     Case(range_of_integer_argument, F(3), K(3)),
     Case(range_with_expression_bounds, F(5, 2), K(4)),

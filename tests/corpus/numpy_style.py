@@ -59,6 +59,11 @@ def reversed_slice(x):
     return np.sum(x * x[::-1] * np.arange(x.shape[0]))
 
 
+def index_by_zero_d_boolean(x, keep):
+    y = x[keep]  # a 0-d boolean index adds an axis (an integer would drop one)
+    return np.sum(np.mean(y * y, axis=0))
+
+
 def row_by_index(x, i):
     return np.sum(x[i, :] ** 2)
 
@@ -614,6 +619,7 @@ def pairs_from_helper(x, y):
 LABELS = np.array([0, 2, 1, 2])
 
 CASES = [
+    Case(index_by_zero_d_boolean, F(3), K(np.array(True))),
     Case(affine_bias, F(3, 4), T(4, 2), F(2)),
     Case(exp_sum_axis, F(3, 4)),
     Case(gram_transpose, T(4, 3)),
