@@ -170,6 +170,7 @@ def measure(workload, dtype, args, quick: bool) -> tuple[str, bool, int]:
     big = args[0].size >= 100_000 or workload.name.startswith(("b", "d"))
     repeats = (5 if quick else 41) if big else (200 if quick else 2001)
     mine, theirs = median_times((gradient, workload.hand), args, repeats)
+    check(gradient(*args), hand, dtype)  # and as it runs after its first calls
     ratio = mine / theirs
     memory = peak_memory(gradient, args) / max(1, peak_memory(workload.hand, args))
     target = TARGETS[workload.name[0]]

@@ -157,9 +157,10 @@ def test_kernels_time_both_ways_then_keep_the_faster_and_give_the_same_bits(
 def test_kernels_over_blocks_take_array_subclasses_empty_rows_and_booleans(
     monkeypatch,
 ):
-    """Found in review: an ndarray subclass (a memmap) was not cut with the rows, a
-    result of no rows divided by zero, and ``sin`` of a boolean (float16) was
-    written into a boolean destination."""
+    """Found in review: an ndarray subclass (a memmap, a masked array) lost its
+    rules in row blocks (it now runs as plain NumPy), a result of no rows divided by
+    zero, and ``sin`` of a boolean (float16) was written into a boolean
+    destination."""
     monkeypatch.setenv("PPTO_NUM_THREADS", "3")
     a, b = Node(leaf=0), Node(leaf=1)
     transcendental = Node("mul", [Node("exp", [a]), Node("sin", [b])])
@@ -172,16 +173,22 @@ def test_kernels_over_blocks_take_array_subclasses_empty_rows_and_booleans(
     rng = np.random.default_rng(9)
     rows = 3 * LARGE // 16 + 5
     x, y = rng.uniform(-1, 1, (2, rows, 16))
+    masked = np.ma.masked_less(x, 0.0)
     cases = [
         (transcendental, (x.view(Marked), y)),
+        (transcendental, (masked, y)),  # the mask must survive
+        (transcendental, (y, masked)),
         (transcendental, (np.ones((0, 1)), rng.uniform(-1, 1, 40000))),
         (boolean, (x, y)),
     ]
     for number, (tree, arguments) in enumerate(cases):
         kernel = ElementwiseKernel(f"__fused_review_{number}", tree, 2)
         actual, expected = kernel(*arguments), kernel.small(*arguments)
+        assert type(actual) is type(expected)
         assert actual.dtype == expected.dtype and actual.shape == expected.shape
         np.testing.assert_array_equal(actual, expected)
+        if isinstance(expected, np.ma.MaskedArray):
+            np.testing.assert_array_equal(actual.mask, expected.mask)
 
 
 SHADOWING = ["number", "chunks", "claim", "part", "count", "sum", "iter", "min",

@@ -136,8 +136,8 @@ class ElementwiseKernel:
                 break
         else:
             return self.small(*arrays)
-        if not all(isinstance(a, (np.ndarray, np.generic, float, int)) for a in arrays):
-            return self.small(*arrays)
+        if not all(type(a) in _PLAIN or isinstance(a, np.generic) for a in arrays):
+            return self.small(*arrays)  # a subclass (a masked array) keeps its rules
         shapes = tuple(np.shape(a) for a in arrays)
         plan = self.plans.get(shapes)
         if plan is None:
@@ -281,7 +281,8 @@ class _Plan:
 
     def run(self, kernel, arrays):
         """The tree over ``arrays`` by the faster of two ways that give the same
-        bits: ``kernel.in_blocks`` (threads, intermediate values written in place)
+        numbers (a NaN's sign bit aside: SIMD and scalar loops may differ there):
+        ``kernel.in_blocks`` (threads, intermediate values written in place)
         and plain NumPy (a new array per operation). Which is faster depends on the
         machine, the dtype and the other work in flight (on a 2-core virtual machine
         blocks won for float64 and lost for float32 at a million elements), so the
@@ -312,6 +313,7 @@ class _Plan:
         return Node(node.op, children)
 
 
+_PLAIN = (np.ndarray, float, int)  # operand types the large paths take
 TRIALS = 3  # timed calls of each way before a plan keeps the faster
 _WAYS = {
     "blocks": lambda kernel, tree, arrays: kernel.in_blocks(tree, arrays),

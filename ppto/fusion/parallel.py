@@ -4,8 +4,8 @@ NumPy's ufuncs release the GIL, so the chunks of a region (or the row blocks of 
 fused kernel) can run on several cores at once. ``run_chunks`` hands chunk numbers out
 one at a time to the calling thread and to workers, each with buffers of its own, that
 write disjoint slices of the outputs. Which thread computes a chunk changes nothing in
-its result, and partial sums are stored per chunk and added in chunk order, so results
-are the same on every call and for every thread count.
+its result, and partial sums are stored per chunk and added in chunk order, so a
+region's results are the same on every call and for every thread count.
 
 Handing chunks out as they are claimed (instead of fixed blocks per thread) matters on
 shared and virtual machines: waking a sleeping worker can take a few hundred
