@@ -37,8 +37,8 @@ def test_every_chunk_is_claimed_exactly_once(threads, count, monkeypatch):
 def test_chunks_go_to_several_threads(monkeypatch):
     monkeypatch.setenv("PPTO_NUM_THREADS", "3")
     work, claimed = _recorder(delay=0.01)  # slow chunks: the workers wake and claim
-    run_chunks(work, 30)
-    assert sorted(number for number, _ in claimed) == list(range(30))
+    run_chunks(work, 80)  # (a second of work: time for a worker on a busy machine)
+    assert sorted(number for number, _ in claimed) == list(range(80))
     assert len({thread for _, thread in claimed}) > 1
 
 
@@ -79,7 +79,7 @@ def test_an_error_in_a_worker_reaches_the_caller(monkeypatch):
             time.sleep(0.05)  # the worker has time to wake and claim
 
     with pytest.raises(ValueError, match="failed on a worker"):
-        run_chunks(work, 20)
+        run_chunks(work, 40)
 
 
 def test_numpy_error_state_holds_in_workers(monkeypatch):
@@ -94,7 +94,7 @@ def test_numpy_error_state_holds_in_workers(monkeypatch):
 
     with np.errstate(divide="raise"):
         with pytest.raises(FloatingPointError):
-            run_chunks(work, 20)
+            run_chunks(work, 40)
 
 
 def test_a_bad_thread_setting_is_named(monkeypatch):
