@@ -20,6 +20,7 @@ from ppto.ops.primitive import OperatorDef
 from ppto.runtime.backends import backend_for
 from ppto.runtime.device import CPU, Device
 from ppto.runtime.dispatch import gather_inputs
+from ppto.runtime.precision import get_precision
 from ppto.runtime.tensor import Tensor, move
 from ppto.transform.emit import render_function
 from ppto.transform.lower import _unwrap, lower
@@ -296,8 +297,6 @@ class Transformed:
 
     def lowered(self, ranks: tuple, device: Device) -> dict:
         """The namespace of the program lowered for ``device``'s backend."""
-        from ppto.runtime.precision import get_precision
-
         key = (ranks, device.kind, get_precision())
         if key not in self._lowered:
             program, _ = self.program(ranks)
@@ -324,8 +323,6 @@ class Transformed:
 
     def run(self, which: int, ranks, device, values, keywords=None):
         """Call generated function ``which`` (0: the entry; 1: a split's backward)."""
-        from ppto.runtime.precision import get_precision
-
         key = (ranks, device.kind, which, get_precision())
         entry = self._entries.get(key)
         if entry is None:
@@ -408,8 +405,6 @@ def _call_key(args: tuple) -> tuple | None:
     """What decides everything ``prepare`` does for positional arguments that are
     NumPy arrays, CPU tensors or Python numbers: their kinds, dtypes, shapes and
     layouts, and the precision setting. None for anything else (the full path)."""
-    from ppto.runtime.precision import get_precision
-
     key = []
     for value in args:
         kind = type(value)

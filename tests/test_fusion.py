@@ -106,9 +106,9 @@ def test_kernels_over_blocks_of_rows_equal_plain_numpy(threads, dtype, monkeypat
     blocks = []
     run_chunks = kernels.run_chunks
 
-    def spy(work, count, min_chunks):
+    def spy(work, count, min_chunks, threads=None):
         blocks.append(count)
-        return run_chunks(work, count, min_chunks)
+        return run_chunks(work, count, min_chunks, threads)
 
     monkeypatch.setattr(kernels, "run_chunks", spy)
     rng = np.random.default_rng(3)

@@ -11,13 +11,13 @@ intermediate values written over one another and into the block of the result
 
 from __future__ import annotations
 
-import linecache
 import statistics
 import time
 
 import numpy as np
 
 from ppto.fusion.parallel import run_chunks, thread_count
+from ppto.transform.emit import compile_source
 
 try:  # numexpr is optional: without it, large kernels use the out= sequence
     import numexpr
@@ -65,6 +65,11 @@ TERNARY = {"where": (np.where, "where({0}, {1}, {2})")}
 COMPARISONS = {"greater", "less", "greater_equal", "less_equal", "equal"}
 
 
+def ufunc(op: str):
+    """The NumPy function of an elementwise op name (``where`` included)."""
+    return (ELEMENTWISE.get(op) or TERNARY[op])[0]
+
+
 class Node:
     """An expression tree node: an operator over children, a leaf (argument
     position) or a constant."""
@@ -109,11 +114,8 @@ class Node:
             return names[self.leaf]
         if self.op is None:
             return repr(self.value)
-        function = (
-            ELEMENTWISE[self.op][0] if self.op in ELEMENTWISE else TERNARY[self.op][0]
-        )
         arguments = ", ".join(child.numpy(names) for child in self.children)
-        return f"np.{function.__name__}({arguments})"
+        return f"np.{ufunc(self.op).__name__}({arguments})"
 
 
 class ElementwiseKernel:
@@ -143,7 +145,7 @@ class ElementwiseKernel:
         if plan is None:
             plan = self.plans[shapes] = _Plan(self.tree, shapes, len(arrays))
         arrays = arrays + tuple(evaluate_numpy(node, arrays) for node in plan.hoisted)
-        if plan.tree.count() < 2:  # one operation left: NumPy's own pass is best
+        if plan.operations < 2:  # one operation left: NumPy's own pass is best
             return evaluate_numpy(plan.tree, arrays)
         if plan.expression is not None and numexpr is not None:
             local = {}
@@ -157,7 +159,7 @@ class ElementwiseKernel:
             return numexpr.evaluate(plan.expression, local_dict=local)
         return plan.run(self, arrays)
 
-    def in_blocks(self, tree: Node, arrays):
+    def in_blocks(self, tree: Node, arrays, threads: int | None = None):
         """The NumPy sequence for the tree, its intermediate values written over one
         another (``out=``) and the last straight into the result, over blocks of
         rows (axis 0) claimed by worker threads. An array operand of the result's
@@ -176,7 +178,7 @@ class ElementwiseKernel:
         ]
         # the result's dtype by NumPy's own rules, from one element of each operand
         out = np.empty(shape, evaluate_numpy(tree, list(map(_sample, arrays))).dtype)
-        threads = thread_count()
+        threads = threads or thread_count()
         # a few blocks per thread, so that a thread that starts late takes fewer
         blocks = 1 if threads == 1 else min(rows, out.size // LARGE, 4 * threads)
         step = -(-rows // max(1, blocks))
@@ -187,7 +189,7 @@ class ElementwiseKernel:
                 leaves = [a[begin:end] if c else a for a, c in zip(arrays, cut)]
                 _evaluate_into(tree, leaves, out[begin:end])
 
-        run_chunks(work, -(-rows // step), min_chunks=1)
+        run_chunks(work, -(-rows // step), min_chunks=1, threads=threads)
         return out
 
 
@@ -271,6 +273,7 @@ class _Plan:
         self.hoisted: list[Node] = []
         full = int(np.prod(np.broadcast_shapes(*shapes)))
         self.tree = self.hoist(tree, shapes, full, arity)
+        self.operations = self.tree.count()
         self.constants: list = []
         names = [f"a{i}" for i in range(arity + len(self.hoisted))]
         self.expression = (
@@ -288,14 +291,15 @@ class _Plan:
         blocks won for float64 and lost for float32 at a million elements), so the
         first ``TRIALS`` calls of each are timed and the faster kept, separately for
         each combination of dtypes and thread count."""
-        key = (tuple(getattr(a, "dtype", type(a)) for a in arrays), thread_count())
+        threads = thread_count()
+        key = (tuple(getattr(a, "dtype", type(a)) for a in arrays), threads)
         way = self.chosen.get(key)
         if way is not None:
-            return _WAYS[way](kernel, self.tree, arrays)
+            return _WAYS[way](kernel, self.tree, arrays, threads)
         times = self.trials.setdefault(key, {way: [] for way in _WAYS})
         way = min(times, key=lambda name: len(times[name]))  # the one tried least
         start = time.perf_counter()
-        result = _WAYS[way](kernel, self.tree, arrays)
+        result = _WAYS[way](kernel, self.tree, arrays, threads)
         times[way].append(time.perf_counter() - start)
         if all(len(seconds) >= TRIALS for seconds in times.values()):
             self.chosen[key] = min(
@@ -316,8 +320,10 @@ class _Plan:
 _PLAIN = (np.ndarray, float, int)  # operand types the large paths take
 TRIALS = 3  # timed calls of each way before a plan keeps the faster
 _WAYS = {
-    "blocks": lambda kernel, tree, arrays: kernel.in_blocks(tree, arrays),
-    "numpy": lambda kernel, tree, arrays: evaluate_numpy(tree, arrays),
+    "blocks": lambda kernel, tree, arrays, threads: kernel.in_blocks(
+        tree, arrays, threads
+    ),
+    "numpy": lambda kernel, tree, arrays, threads: evaluate_numpy(tree, arrays),
 }
 
 
@@ -335,8 +341,7 @@ def evaluate_numpy(node: Node, arrays):
         return arrays[node.leaf]
     if node.op is None:
         return node.value
-    function = (ELEMENTWISE.get(node.op) or TERNARY[node.op])[0]
-    return function(*(evaluate_numpy(child, arrays) for child in node.children))
+    return ufunc(node.op)(*(evaluate_numpy(child, arrays) for child in node.children))
 
 
 class RegionKernel:
@@ -354,15 +359,7 @@ class RegionKernel:
             "CHUNK_BYTES": CHUNK_BYTES,
             "run_chunks": run_chunks,
         }
-        filename = f"<ppto fused region {name}>"
-        linecache.cache[filename] = (
-            len(source),
-            None,
-            source.splitlines(True),
-            filename,
-        )
-        exec(compile(source, filename, "exec"), scope)
-        self.run = scope[name]
+        self.run = compile_source(source, name, scope, f"fused region {name}")
 
     def __call__(self, *arguments):
         result = self.run(*arguments)

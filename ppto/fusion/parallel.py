@@ -62,14 +62,16 @@ def thread_count() -> int:
         return os.cpu_count() or 1
 
 
-def run_chunks(work, count: int, min_chunks: int = MIN_CHUNKS) -> None:
+def run_chunks(
+    work, count: int, min_chunks: int = MIN_CHUNKS, threads: int | None = None
+) -> None:
     """``work(claim)`` in this thread and on as many workers as the thread count and
     ``count // min_chunks`` allow; ``claim()`` returns the number of a chunk no one
     has claimed yet (0 to ``count - 1``, each once) or None when all are. Returns once
     every claimed chunk is done; an error in any thread is raised here. Each worker
     runs in a copy of the caller's context: NumPy's error state (``np.errstate``)
-    holds there too."""
-    workers = min(thread_count(), count // max(1, min_chunks))
+    holds there too. ``threads``: the thread count, where the caller has it."""
+    workers = min(threads or thread_count(), count // max(1, min_chunks))
     numbers = itertools.count()
     handing_out = threading.Lock()  # (itertools.count is atomic only under a GIL)
     failed = []  # once a thread fails, no more chunks are handed out

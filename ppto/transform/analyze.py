@@ -16,7 +16,7 @@ import gast
 import numpy as np
 
 from ppto.errors import GradError
-from ppto.fusion.kernels import ELEMENTWISE, TERNARY
+from ppto.fusion.kernels import ELEMENTWISE, TERNARY, ufunc
 from ppto.ops.primitive import Primitive
 from ppto.transform import ir
 
@@ -538,8 +538,7 @@ def dtype_of(statement: ir.Apply, dtypes: dict):
         return probes[0].dtype
     with np.errstate(all="ignore"):
         if name in ELEMENTWISE or name in TERNARY:
-            function = (ELEMENTWISE.get(name) or TERNARY[name])[0]
-            return np.asarray(function(*probes)).dtype
+            return np.asarray(ufunc(name)(*probes)).dtype
         if name in ("reduce_sum", "reduce_mean", "reduce_prod"):
             reduce = {"reduce_sum": np.sum, "reduce_mean": np.mean}.get(name, np.prod)
             return np.asarray(reduce(probes[0])).dtype

@@ -72,7 +72,7 @@ class Fuser:
         position = len(out) - 1
         while position >= 0:  # from the last statement: larger patterns first
             statement = out[position]
-            if _simple_assignment(statement):
+            if single_target(statement):
                 consumed = self.fuse(statement, out[:position])
                 for index in sorted(consumed, reverse=True):
                     del out[index]
@@ -313,14 +313,10 @@ def _named_elementwise(signature: str) -> str | None:
     return _NAMED.get(signature)
 
 
-def _simple_assignment(statement) -> bool:
-    return single_target(statement) is not None
-
-
 def _definitions(block: list) -> dict:
     found = {}
     for position, statement in enumerate(block):
-        if _simple_assignment(statement):
+        if single_target(statement):
             found[statement.targets[0].id] = position
     return found
 

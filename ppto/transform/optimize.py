@@ -18,6 +18,7 @@ from ppto.transform.trees import (
     load_counts,
     loads,
     name_counts,
+    nested_blocks,
     single_target,
     stores,
 )
@@ -348,10 +349,8 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict, dtypes: dict) ->
         return expression_shape(node, shapes, dtypes)
 
     for statement in body:
-        for field in ("body", "orelse"):
-            inner = getattr(statement, field, None)
-            if isinstance(inner, list) and inner:
-                elide_broadcasts(inner, namespace, shapes, dtypes)
+        for _, inner in nested_blocks(statement):
+            elide_broadcasts(inner, namespace, shapes, dtypes)
     for position, statement in enumerate(body):
         found = _broadcast_of_scalar(statement, namespace, unreduce, shapes)
         if found is None:
@@ -467,7 +466,8 @@ def drop_unit_factors(body: list, namespace: dict, activity) -> list:
             and activity.dtypes.get(value.args[0].id) is not None
         ):
             units[statement.targets[0].id] = activity.dtypes[value.args[0].id]
-    units = {u: d for u, d in units.items() if _stored_once(body, u)}
+    stored = name_counts(body, "Store")
+    units = {u: d for u, d in units.items() if stored.get(u) == 1}  # assigned once
     if not units:
         return body
     private = _read_only_by_arithmetic(body)
@@ -491,9 +491,9 @@ def drop_unit_factors(body: list, namespace: dict, activity) -> list:
         def visit_Assign(self, node):
             self.generic_visit(node)
             other = factor(node.value)
-            target = node.targets[0] if len(node.targets) == 1 else None
-            if other is not None and isinstance(target, gast.Name):
-                if other.id in activity.fresh or target.id in private:
+            target = single_target(node)
+            if other is not None and target is not None:
+                if other.id in activity.fresh or target in private:
                     node.value = other
             return node
 
@@ -508,12 +508,10 @@ def drop_unit_factors(body: list, namespace: dict, activity) -> list:
 def _read_only_by_arithmetic(body: list) -> set:
     """Names every read of which is an operand of arithmetic (whose result is a new
     array), so they never reach the caller or an alias."""
-    reads: dict = {}
+    reads = load_counts(body)
     operands: dict = {}
     for statement in body:
         for node in gast.walk(statement):
-            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
-                reads[node.id] = reads.get(node.id, 0) + 1
             children = ()
             if isinstance(node, gast.BinOp):
                 children = (node.left, node.right)
@@ -523,7 +521,3 @@ def _read_only_by_arithmetic(body: list) -> set:
                 if isinstance(child, gast.Name):
                     operands[child.id] = operands.get(child.id, 0) + 1
     return {name for name, count in operands.items() if reads.get(name) == count}
-
-
-def _stored_once(body: list, name: str) -> bool:
-    return name_counts(body, "Store").get(name) == 1

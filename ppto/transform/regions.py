@@ -29,6 +29,7 @@ from ppto.fusion.kernels import (
     TERNARY,
     Node,
     RegionKernel,
+    ufunc,
 )
 from ppto.fusion.registry import ALIASES
 from ppto.ops.reductions import reduce_sum
@@ -389,7 +390,7 @@ class _Writer:
         lines, free, buffers = [], [], 0
         self.places: dict = {}  # value number -> how the chunk code reads it
         for position, (number, op, operands) in enumerate(self.instructions):
-            call = f"np.{(ELEMENTWISE.get(op) or TERNARY[op])[0].__name__}("
+            call = f"np.{ufunc(op).__name__}("
             call += ", ".join(self.spell(ref) for ref in operands)
             for ref in dict.fromkeys(operands):  # dead after this: its buffer may
                 if ref[0] == "value" and last_use.get(ref[1]) == position:  # hold it
