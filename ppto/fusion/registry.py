@@ -74,8 +74,11 @@ def template_of(pattern: Callable, parameters: Sequence[str]):
     return tree
 
 
-def elementwise_tree(template, parameters) -> Node | None:
-    """The kernel tree of a purely elementwise template, else None."""
+def elementwise_tree(template, parameters, substitute=None) -> Node | None:
+    """The kernel tree of a purely elementwise template, else None; ``substitute``
+    maps ``id`` of a template node to the tree node that stands for it."""
+    if substitute and id(template) in substitute:
+        return substitute[id(template)]
     if isinstance(template, Symbol):
         return Node(leaf=list(parameters).index(template.name))
     if isinstance(template, (int, float)):
@@ -85,7 +88,9 @@ def elementwise_tree(template, parameters) -> Node | None:
     name = template.op.name
     if name not in ELEMENTWISE and name not in TERNARY and name not in ALIASES:
         return None
-    children = [elementwise_tree(argument, parameters) for argument in template.args]
+    children = [
+        elementwise_tree(argument, parameters, substitute) for argument in template.args
+    ]
     if any(child is None for child in children):
         return None
     return ALIASES[name](children) if name in ALIASES else Node(name, children)

@@ -15,6 +15,7 @@ import ast
 
 import gast
 
+from ppto.fusion.cuda import CudaElementwise, for_rule
 from ppto.fusion.kernels import ELEMENTWISE, TERNARY, ElementwiseKernel, Node
 from ppto.fusion.registry import ALIASES, rules_for
 from ppto.ops.primitive import OperatorDef
@@ -46,9 +47,10 @@ class Decoded:
 class Fuser:
     """Fuses one generated function (see the module docstring)."""
 
-    def __init__(self, namespace: dict, kernels: dict) -> None:
+    def __init__(self, namespace: dict, kernels: dict, kind: str = "cpu") -> None:
         self.namespace = namespace
         self.kernels = kernels  # kernel name -> kernel object
+        self.kind = kind  # the backend kind the kernels are for: cpu or cuda
         self.loads: dict[str, int] = {}
         self.stores: dict[str, int] = {}
         self.written: dict[int, set] = {}  # id(statement) -> names it assigns
@@ -127,11 +129,14 @@ class Fuser:
         for rule in rules_for(root.op) if root is not None else ():
             if rule.size() < 2 or rule.kind == "elementwise":
                 continue  # one operator is one kernel; chains are fused below
+            implementation = implementation_for(rule, self.kind)
+            if implementation is None:
+                continue  # no fused kernel of this rule on this backend
             match = _Match(self, definitions, before)
             if match.node(rule.template, statement.value) and match.complete():
                 arguments = [match.bindings[name] for name in rule.parameters]
                 label = rule.kernel_name
-                self.kernels[label] = rule.implementation
+                self.kernels[label] = implementation
                 statement.value = gast.Call(
                     gast.Name(label, gast.Load(), None, None),
                     [clone(a) for a in arguments],
@@ -160,11 +165,12 @@ class Fuser:
             number += 1
             label = f"{name}_{number}"
         if label not in self.kernels:
-            kernel = _KERNELS.get(signature)
+            kernel = _KERNELS.get((signature, self.kind))
             if kernel is None:  # kernels are shared by every program: compiled once
-                kernel = ElementwiseKernel(label, tree, len(leaves))
+                make = ElementwiseKernel if self.kind == "cpu" else CudaElementwise
+                kernel = make(label, tree, len(leaves))
                 kernel.signature = signature
-                _KERNELS[signature] = kernel
+                _KERNELS[signature, self.kind] = kernel
             self.kernels[label] = kernel
         statement.value = gast.Call(
             gast.Name(label, gast.Load(), None, None),
@@ -293,7 +299,22 @@ class _Match:
         return True
 
 
-_KERNELS: dict = {}  # tree signature -> its ElementwiseKernel
+_KERNELS: dict = {}  # (tree signature, backend kind) -> its kernel
+_CUDA_RULES: dict = {}  # rule name -> its CuPy kernel, or None
+
+
+def implementation_for(rule, kind: str):
+    """A rule's fused implementation on backend ``kind``: its own on the CPU, the
+    CuPy kernel derived from its pattern on CUDA (None where there is none)."""
+    if kind == "cpu":
+        return rule.implementation
+    if kind != "cuda":
+        return None
+    if rule.name not in _CUDA_RULES or _CUDA_RULES[rule.name][0] is not rule:
+        _CUDA_RULES[rule.name] = (rule, for_rule(rule))
+    return _CUDA_RULES[rule.name][1]
+
+
 _NAMED: dict = {}  # tree signature -> kernel name of the rule with that pattern
 
 
@@ -364,17 +385,21 @@ def _signature(tree: Node) -> str:
 
 
 def fuse_program(
-    functions: list, namespace: dict, shapes: dict | None = None
+    functions: list, namespace: dict, shapes: dict | None = None, kind: str = "cpu"
 ) -> tuple[list, dict]:
-    """The functions with fused kernels, and the kernels by name; ``shapes`` gives
-    per function the shapes its values are known to have."""
+    """The functions with fused kernels for backend ``kind`` (``cpu`` or ``cuda``),
+    and the kernels by name; ``shapes`` gives per function the shapes its values are
+    known to have. Chunked regions are a CPU pass (they keep data in cache); on CUDA
+    each chain is one generated kernel."""
     kernels: dict = {}
     fused = []
     for definition in functions:
         known = (shapes or {}).get(definition.name, {})
-        regions, fallbacks = fuse_regions(definition, namespace, kernels, known)
+        regions, fallbacks = definition, []
+        if kind == "cpu":
+            regions, fallbacks = fuse_regions(definition, namespace, kernels, known)
         for function in [regions, *fallbacks]:  # new trees but the original
-            fuser = Fuser(namespace, kernels)
+            fuser = Fuser(namespace, kernels, kind)
             fused.append(fuser.function(function, copy=function is definition))
     return fused, kernels
 

@@ -294,20 +294,27 @@ def _static(node, namespace):
 
 def lower(program, backend: Backend, kind: str, fused: bool | None = None):
     """``(source, namespace)`` of ``program`` lowered for ``backend``; fused kernels
-    replace operator chains on the CPU unless precision is 'strict' (a backend with
-    no fused implementation runs the unfused code)."""
+    replace operator chains on the CPU and on CUDA unless precision is 'strict' (a
+    backend with no fused implementation runs the unfused code)."""
     from ppto.runtime.precision import get_precision
 
     namespace = dict(program.refs.namespace)
     lowered = {"namespace": {}, "keys": {}}
     lowering = Lowering(namespace, lowered, backend, kind)
     functions = program.functions
-    if fused is None:  # small arrays gain nothing from fused kernels' bookkeeping
+    if fused is None:
+        # small arrays gain nothing from CPU kernels' bookkeeping; on a GPU every
+        # launch saved counts
         sizes = [int(np.prod(shape)) for shape in program.shapes.values()]
         small = bool(sizes) and max(sizes) < LARGE
-        fused = kind == "cpu" and get_precision() != "strict" and not small
+        fused = get_precision() != "strict" and (
+            kind == "cuda" or (kind == "cpu" and not small)
+        )
+    fused = fused and kind in ("cpu", "cuda")  # other backends: no fused kernels
     if fused:
-        functions, kernels = fuse_program(functions, namespace, program.value_shapes)
+        functions, kernels = fuse_program(
+            functions, namespace, program.value_shapes, kind
+        )
         namespace.update(kernels)
     functions = [  # fused functions are new trees: lowered in place
         release_dead_values(lowering.function(f, copy=not fused)) for f in functions

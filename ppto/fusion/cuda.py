@@ -1,0 +1,330 @@
+"""Fused CuPy kernels: the CUDA C of an elementwise expression tree.
+
+On a ``cuda`` device each generated elementwise kernel becomes one
+``cupy.ElementwiseKernel`` (one pass over memory, no temporaries, one launch instead
+of one per operator); a full sum or mean of an elementwise expression becomes one
+``cupy.ReductionKernel``; a matrix product followed by an elementwise epilogue
+(``relu(A @ B + b)``) is cuBLAS's product with the epilogue applied in place by a
+generated kernel. The kernels are derived from the rule's pattern itself, so they
+compute what the pattern says whatever a user's CPU implementation does. Rules of
+other shapes (softmax, layer norm) have no CuPy kernel and run unfused there.
+
+The generated code computes in the operands' one floating type ``T`` (float32 or
+float64), as NumPy does; operands of mixed floating types, integer operands or
+arithmetic on booleans take the unfused route (one CuPy call per operator), so that
+NumPy's promotion rules, not C's, decide every result.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import numpy as np
+
+from ppto.fusion.kernels import COMPARISONS, Node, ufunc
+from ppto.fusion.registry import elementwise_tree
+from ppto.symbolic import Operator, Symbol
+
+# NaN-propagating maximum and minimum, as NumPy's (CUDA's fmax drops NaN)
+PREAMBLE = """\
+template <typename T> __host__ __device__ T ppto_maximum(T a, T b) {
+  return (a != a || a >= b) ? a : b;
+}
+template <typename T> __host__ __device__ T ppto_minimum(T a, T b) {
+  return (a != a || a <= b) ? a : b;
+}
+"""
+
+SPELLINGS = {
+    "add": "({0} + {1})",
+    "sub": "({0} - {1})",
+    "mul": "({0} * {1})",
+    "div": "({0} / {1})",
+    "neg": "(-{0})",
+    "pow": "pow({0}, {1})",
+    "square": "({0} * {0})",
+    "abs": "fabs({0})",
+    "arcsin": "asin({0})",
+    "arccos": "acos({0})",
+    "arctan": "atan({0})",
+    "maximum": "ppto_maximum<T>({0}, {1})",
+    "minimum": "ppto_minimum<T>({0}, {1})",
+    "greater": "({0} > {1})",
+    "less": "({0} < {1})",
+    "greater_equal": "({0} >= {1})",
+    "less_equal": "({0} <= {1})",
+    "equal": "({0} == {1})",
+    "where": "({0} ? {1} : {2})",
+}
+FUNCTIONS = {"sqrt", "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh"}
+FUNCTIONS |= {"sinh", "cosh"}
+
+
+class Unsupported(Exception):
+    """A tree or operand types the CUDA kernels do not take (the caller runs the
+    operators one by one instead)."""
+
+
+def expression(node: Node, names) -> str:
+    """The CUDA C expression of ``node``; leaves are ``names``, constants ``T``."""
+    if node.leaf is not None:
+        return names[node.leaf]
+    if node.op is None:
+        value = node.value
+        if isinstance(value, (bool, np.bool_)):
+            return "true" if value else "false"
+        if not math.isfinite(value):
+            raise Unsupported(f"the constant {value!r}")
+        return f"((T){float(value)!r})"
+    children = [expression(child, names) for child in node.children]
+    if node.op in FUNCTIONS:
+        return f"{node.op}({children[0]})"
+    if node.op not in SPELLINGS:
+        raise Unsupported(f"the operator {node.op}")
+    return SPELLINGS[node.op].format(*children)
+
+
+def result_kind(node: Node, kinds) -> str:
+    """``'f'`` (the floating type ``T``) or ``'b'`` (bool) for ``node`` over leaves of
+    ``kinds``; raises ``Unsupported`` for arithmetic with no floating operand, whose
+    NumPy result (boolean or integer arithmetic) C would not reproduce."""
+    if node.leaf is not None:
+        return kinds[node.leaf]
+    if node.op is None:
+        return "b" if isinstance(node.value, (bool, np.bool_)) else "f"
+    children = [result_kind(child, kinds) for child in node.children]
+    if node.op in COMPARISONS:
+        return "b"
+    if node.op == "where":
+        return "b" if children[1] == children[2] == "b" else "f"
+    if "f" not in children:
+        raise Unsupported(f"{node.op} of booleans")
+    return "f"
+
+
+def operand_kinds(arrays) -> tuple[tuple, np.dtype]:
+    """Per operand ``'f'`` or ``'b'``, and the one floating dtype of the array
+    operands; raises ``Unsupported`` otherwise. Python numbers are weak, as in
+    NumPy: they take the arrays' type."""
+    kinds, dtypes = [], set()
+    for value in arrays:
+        if isinstance(value, (bool, np.bool_)):
+            kinds.append("b")
+            continue
+        if type(value) in (float, int):
+            kinds.append("f")
+            continue
+        dtype = getattr(value, "dtype", None)
+        if dtype is None:
+            raise Unsupported(f"an operand of type {type(value).__name__}")
+        if dtype.kind == "b":
+            kinds.append("b")
+        elif dtype.kind == "f" and dtype.itemsize in (4, 8):
+            kinds.append("f")
+            dtypes.add(dtype)
+        else:
+            raise Unsupported(f"an operand of dtype {dtype}")
+    if len(dtypes) != 1:
+        raise Unsupported("operands of no or several floating dtypes")
+    return tuple(kinds), dtypes.pop()
+
+
+def parameters(kinds) -> str:
+    """CuPy's parameter list: ``T a0, bool a1, ...``."""
+    return ", ".join(
+        f"{'T' if kind == 'f' else 'bool'} a{number}"
+        for number, kind in enumerate(kinds)
+    )
+
+
+def evaluate_with(xp, node: Node, arrays):
+    """The value of ``node`` by one call of ``xp``'s function per operator."""
+    if node.leaf is not None:
+        return arrays[node.leaf]
+    if node.op is None:
+        return node.value
+    function = getattr(xp, ufunc(node.op).__name__)
+    return function(*(evaluate_with(xp, child, arrays) for child in node.children))
+
+
+def _cupy():
+    return importlib.import_module("cupy")
+
+
+class CudaElementwise:
+    """One elementwise tree as ``cupy.ElementwiseKernel``s, one per combination of
+    operand kinds (compiled by CuPy on first use and cached on disk)."""
+
+    def __init__(self, name: str, tree: Node, arity: int) -> None:
+        self.name = name
+        self.tree = tree
+        self.arity = arity
+        self.names = [f"a{number}" for number in range(arity)]
+        self.compiled: dict = {}  # operand kinds -> kernel, or None: unfused
+
+    def operation(self, kinds) -> tuple[str, str, str]:
+        """``(in_params, out_params, body)`` for operands of ``kinds``."""
+        out = "T" if result_kind(self.tree, kinds) == "f" else "bool"
+        body = f"out = {expression(self.tree, self.names)}"
+        return parameters(kinds), f"{out} out", body
+
+    def kernel(self, arrays):
+        try:
+            kinds, _ = operand_kinds(arrays)
+        except Unsupported:
+            return None
+        if kinds not in self.compiled:
+            try:
+                in_params, out_params, body = self.operation(kinds)
+            except Unsupported:
+                self.compiled[kinds] = None
+            else:
+                self.compiled[kinds] = _cupy().ElementwiseKernel(
+                    in_params,
+                    out_params,
+                    body,
+                    _kernel_name(self.name),
+                    preamble=PREAMBLE,
+                )
+        return self.compiled[kinds]
+
+    def __call__(self, *arrays, out=None):
+        kernel = self.kernel(arrays)
+        if kernel is None:  # operand types C would promote otherwise: unfused
+            return evaluate_with(_cupy(), self.tree, arrays)
+        return kernel(*arrays) if out is None else kernel(*arrays, out)
+
+
+class CudaReduction:
+    """The full sum (or mean) of an elementwise tree as one ``cupy.ReductionKernel``."""
+
+    def __init__(self, name: str, tree: Node, arity: int, mean: bool) -> None:
+        self.elementwise = CudaElementwise(name, tree, arity)
+        self.mean = mean
+        self.compiled: dict = {}
+
+    def operation(self, kinds) -> tuple[str, str]:
+        """``(in_params, map_expr)`` for operands of ``kinds``."""
+        if result_kind(self.elementwise.tree, kinds) != "f":
+            raise Unsupported("a sum of booleans")
+        map_expr = expression(self.elementwise.tree, self.elementwise.names)
+        return parameters(kinds), map_expr
+
+    def kernel(self, arrays):
+        try:
+            kinds, _ = operand_kinds(arrays)
+            if kinds not in self.compiled:
+                in_params, map_expr = self.operation(kinds)
+                self.compiled[kinds] = _cupy().ReductionKernel(
+                    in_params, "T y", map_expr, "a + b", "y = a", "0",
+                    _kernel_name(self.elementwise.name), preamble=PREAMBLE,
+                )  # fmt: skip
+        except Unsupported:
+            return None
+        return self.compiled[kinds]
+
+    def __call__(self, *arrays):
+        kernel = self.kernel(arrays)
+        if kernel is None:  # operand types C would promote otherwise: unfused
+            values = evaluate_with(_cupy(), self.elementwise.tree, arrays)
+            return values.mean() if self.mean else values.sum()
+        total = kernel(*arrays)
+        if self.mean:
+            size = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+            total = total / math.prod(size)  # an empty mean is NaN, as in NumPy
+        return total
+
+
+class CudaMatmulEpilogue:
+    """``epilogue(A @ B, *rest)``: cuBLAS's product, then the generated elementwise
+    epilogue written over it in place (the product is read once, nothing else is
+    allocated)."""
+
+    def __init__(self, name: str, epilogue: Node, operands, rest) -> None:
+        self.epilogue = CudaElementwise(name, epilogue, 1 + len(rest))
+        self.operands = operands  # argument positions of the product's A and B
+        self.rest = rest  # argument positions of the epilogue's other operands
+
+    def __call__(self, *arguments):
+        A, B = (arguments[position] for position in self.operands)
+        rest = [arguments[position] for position in self.rest]
+        product = _cupy().matmul(A, B)
+        shape = np.broadcast_shapes(product.shape, *(np.shape(r) for r in rest))
+        if shape != product.shape or self.epilogue.kernel((product, *rest)) is None:
+            return self.epilogue(product, *rest)  # a new array, unfused if need be
+        return self.epilogue(product, *rest, out=product)
+
+
+def _kernel_name(name: str) -> str:
+    """A C identifier for CuPy's kernel (names with two underscores are the
+    compiler's)."""
+    return "ppto_" + name.strip("_").replace("__", "_")
+
+
+def for_rule(rule):
+    """The CuPy kernel of a fusion rule, derived from its pattern, or None where the
+    pattern has none of the shapes above (the rule then does not apply on CUDA)."""
+    template, names = rule.template, list(rule.parameters)
+    if rule.kind == "elementwise":
+        tree = elementwise_tree(template, names)
+        return CudaElementwise(rule.kernel_name, tree, len(names)) if tree else None
+    op = template.op.name
+    if op in ("reduce_sum", "reduce_mean") and _full_reduction(template):
+        tree = elementwise_tree(template.args[0], names)
+        if tree is None:
+            return None
+        return CudaReduction(rule.kernel_name, tree, len(names), op == "reduce_mean")
+    return _matmul_epilogue(rule)
+
+
+def _full_reduction(template) -> bool:
+    return template.params.get("axis") is None and not template.params.get("keepdims")
+
+
+def _matmul_epilogue(rule):
+    """A pattern ``epilogue(dot(A, B), ...)`` with one matrix product of two
+    parameters: the product's operands and the epilogue's tree over the product
+    (leaf 0) and the parameters it reads."""
+    products = [node for node in _walk(rule.template) if _is_op(node, "dot")]
+    if len(products) != 1 or products[0] is rule.template:
+        return None
+    product = products[0]
+    if not all(isinstance(a, Symbol) for a in product.args) or product.params:
+        return None
+    names = ["<product>", *rule.parameters]
+    tree = elementwise_tree(rule.template, names, {id(product): Node(leaf=0)})
+    if tree is None:
+        return None
+    read = sorted({leaf for leaf in _leaves(tree)} - {0})
+    renumber = {0: 0, **{old: new for new, old in enumerate(read, start=1)}}
+    tree = _renumbered(tree, renumber)
+    operands = [names.index(a.name) - 1 for a in product.args]
+    rest = [old - 1 for old in read]
+    return CudaMatmulEpilogue(rule.kernel_name, tree, operands, rest)
+
+
+def _walk(node):
+    yield node
+    if isinstance(node, Operator):
+        for argument in node.args:
+            yield from _walk(argument)
+
+
+def _is_op(node, name: str) -> bool:
+    return isinstance(node, Operator) and node.op.name == name
+
+
+def _leaves(node: Node):
+    if node.leaf is not None:
+        yield node.leaf
+    for child in node.children:
+        yield from _leaves(child)
+
+
+def _renumbered(node: Node, renumber: dict) -> Node:
+    if node.leaf is not None:
+        return Node(leaf=renumber[node.leaf])
+    if node.op is None:
+        return node
+    return Node(node.op, [_renumbered(child, renumber) for child in node.children])

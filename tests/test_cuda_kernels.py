@@ -1,0 +1,389 @@
+"""Fused CuPy kernels (``ppto/fusion/cuda.py``).
+
+Where there is no GPU, the generated CUDA C is still checked for real: nvcc compiles
+every kernel's operation for the device in float and double (so it is valid CUDA, with
+every function it calls defined there) and compiles the same text a second time as
+host code, which runs here on random inputs against NumPy's evaluation of the kernel's
+tree. The fused program for a CUDA device is run here too, each kernel evaluated from
+its tree, to check what calls what with which operands against finite differences.
+With CuPy and a GPU (the ``gpu`` marker) the kernels themselves run.
+"""
+
+import ctypes
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import ppto
+from ppto.fusion import cuda
+from ppto.fusion.kernels import Node, evaluate_numpy
+from ppto.runtime.backends import backend_for
+from ppto.runtime.device import CPU
+from ppto.transform.fuse import fuse_program, implementation_for
+from ppto.transform.lower import lower
+from tests.conftest import cuda_available
+from tests.test_golden import central_differences
+
+RULES = ppto.fusion_rules()
+CUDA_RULES = [rule for rule in RULES if implementation_for(rule, "cuda") is not None]
+# patterns with axis-wise reductions: unfused on CUDA until they have kernels
+WITHOUT_CUDA_KERNELS = {"layer_norm", "cross_entropy_from_logits", "matmul_bias_gelu"}
+WITHOUT_CUDA_KERNELS |= {
+    f"{kind}_{axis}"
+    for kind in ("softmax", "log_softmax", "logsumexp")
+    + ("softmax_backward", "log_softmax_backward")
+    for axis in ("last_axis", "axis1")
+}
+
+
+def chain(x, y, z):
+    return np.sum(np.tanh(x * y + z) * np.exp(-x))
+
+
+def mlp(W1, b1, W2, x):
+    h = np.maximum(x @ W1 + b1, 0.0)
+    return np.mean((np.tanh(h) @ W2) ** 2)
+
+
+def gated(x, y):
+    mask = x > 0
+    return np.sum(np.where(mask, np.sin(x) * y, np.cos(y)) + np.maximum(x, y) ** 2)
+
+
+WORKLOADS = [
+    (chain, [(300,), (300,), (300,)]),
+    (mlp, [(4, 3), (3,), (3, 2), (5, 4)]),
+    (gated, [(7, 5), (7, 5)]),
+]
+
+
+def fused_for_cuda(function, shapes, dtype="float64"):
+    """``(program, fused functions, kernels)`` of ``function``'s gradient fused for a
+    CUDA device."""
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(shape).astype(dtype) for shape in shapes]
+    transformed = ppto.grad(function, wrt=tuple(range(len(args))))
+    program, _ = transformed.program(transformed.describe(args, args))
+    namespace = dict(program.refs.namespace)
+    functions, kernels = fuse_program(
+        program.functions, namespace, program.value_shapes, "cuda"
+    )
+    return program, functions, kernels
+
+
+def test_rules_have_cuda_kernels_derived_from_their_patterns():
+    names = {rule.name for rule in CUDA_RULES}
+    assert names == {rule.name for rule in RULES} - WITHOUT_CUDA_KERNELS
+    assert len(CUDA_RULES) >= 50
+    kinds = {type(implementation_for(rule, "cuda")).__name__ for rule in CUDA_RULES}
+    assert kinds == {"CudaElementwise", "CudaReduction", "CudaMatmulEpilogue"}
+    epilogue = implementation_for(_rule("matmul_add"), "cuda")  # C + dot(A, B)
+    assert (epilogue.operands, epilogue.rest) == ([0, 1], [2])
+    assert epilogue.epilogue.operation(("f", "f"))[2] == "out = (a1 + a0)"
+
+
+def test_fusing_for_cuda_uses_only_cuda_kernels_and_no_cpu_regions():
+    for function, shapes in WORKLOADS:
+        _, functions, kernels = fused_for_cuda(function, shapes)
+        assert kernels, function.__name__
+        for name, kernel in kernels.items():
+            assert type(kernel).__module__ == "ppto.fusion.cuda", name
+            assert "region" not in name
+        assert not any(f.name.endswith("_unfused") for f in functions)
+
+
+def test_generated_cuda_expressions():
+    a0, a1 = Node(leaf=0), Node(leaf=1)
+    tree = Node("where", [Node("greater", [a0, Node(value=0.0)]), a1, Node(value=0)])
+    assert cuda.expression(tree, ["a0", "a1"]) == "((a0 > ((T)0.0)) ? a1 : ((T)0.0))"
+    maximum = Node("maximum", [a0, Node("arctan", [a1])])
+    assert cuda.expression(maximum, ["x", "y"]) == "ppto_maximum<T>(x, atan(y))"
+    with pytest.raises(cuda.Unsupported):
+        cuda.expression(Node("add", [a0, Node(value=float("inf"))]), ["a0", "a1"])
+
+
+def test_operand_types_c_would_promote_differently_are_refused():
+    f32, f64 = np.ones(3, np.float32), np.ones(3)
+    assert cuda.operand_kinds([f32, 2.0, np.ones(3, bool)]) == (
+        ("f", "f", "b"),
+        np.dtype(np.float32),
+    )
+    for operands in ([f32, f64], [f64, np.ones(3, np.int64)], [1.0, 2.0]):
+        with pytest.raises(cuda.Unsupported):
+            cuda.operand_kinds(operands)
+    both_bool = Node("add", [Node(leaf=0), Node(leaf=1)])
+    with pytest.raises(cuda.Unsupported):
+        cuda.result_kind(both_bool, ("b", "b"))
+    assert cuda.result_kind(Node("mul", [Node(leaf=0), Node(leaf=1)]), "fb") == "f"
+    assert cuda.result_kind(Node("less", [Node(leaf=0), Node(leaf=1)]), "ff") == "b"
+
+
+def test_operators_one_by_one_give_numpy_values():
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((2, 9))
+    p, q = Node(leaf=0), Node(leaf=1)
+    tree = Node("where", [Node("less", [p, q]), Node("tanh", [p]), Node("abs", [q])])
+    np.testing.assert_array_equal(
+        cuda.evaluate_with(np, tree, [x, y]), np.where(x < y, np.tanh(x), np.abs(y))
+    )
+
+
+# --- the CUDA C itself, compiled by nvcc ------------------------------------------
+
+
+def _cases():
+    """``(label, tree, arity)`` of every built-in rule's CUDA kernel and of every
+    kernel fusion makes for the workloads above."""
+    cases = []
+    for rule in CUDA_RULES:
+        kernel = implementation_for(rule, "cuda")
+        elementwise = getattr(kernel, "epilogue", None) or getattr(
+            kernel, "elementwise", kernel
+        )
+        cases.append((rule.name, elementwise))
+    for function, shapes in WORKLOADS:
+        for name, kernel in fused_for_cuda(function, shapes)[2].items():
+            if isinstance(kernel, cuda.CudaElementwise):
+                cases.append((f"{function.__name__}{name}", kernel))
+    for op in ("maximum", "minimum"):  # NumPy's: NaN in, NaN out
+        tree = Node(op, [Node(leaf=0), Node(leaf=1)])
+        cases.append((f"nan_{op}", cuda.CudaElementwise(op, tree, 2)))
+    return cases
+
+
+CASES = _cases()
+HARNESS = """
+template <typename T> __global__ void device_{n}({params}, {out}* result, long size) {{
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < size) {{ {loads} {out} out; {body}; result[i] = out; }}
+}}
+template __global__ void device_{n}<float>({float_params}, {float_out}* r, long s);
+template __global__ void device_{n}<double>({double_params}, {double_out}* r, long s);
+template <typename T> void host_{n}({params}, {out}* result, long size) {{
+  for (long i = 0; i < size; ++i) {{ {loads} {out} out; {body}; result[i] = out; }}
+}}
+extern "C" void host_{n}_float({float_params}, {float_out}* r, long s) {{
+  host_{n}<float>({names}, r, s);
+}}
+extern "C" void host_{n}_double({double_params}, {double_out}* r, long s) {{
+  host_{n}<double>({names}, r, s);
+}}
+"""
+
+
+def _kernel_source(number: int, kernel) -> str:
+    kinds = ("f",) * kernel.arity
+    in_params, out_params, body = kernel.operation(kinds)
+    out = out_params.split()[0]
+    pointers = [f"const T* p{i}" for i in range(kernel.arity)]
+    typed = {
+        name: [p.replace("T*", f"{name}*") for p in pointers]
+        for name in ("float", "double")
+    }
+    return HARNESS.format(
+        n=number,
+        params=", ".join(pointers),
+        out=out,
+        loads=" ".join(f"const T a{i} = p{i}[i];" for i in range(kernel.arity)),
+        body=body,
+        float_params=", ".join(typed["float"]),
+        double_params=", ".join(typed["double"]),
+        float_out=out.replace("T", "float"),
+        double_out=out.replace("T", "double"),
+        names=", ".join(f"p{i}" for i in range(kernel.arity)),
+    )
+
+
+@pytest.fixture(scope="module")
+def host_library(tmp_path_factory):
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("needs nvcc (the CUDA toolkit) to compile the generated kernels")
+    directory = tmp_path_factory.mktemp("cuda")
+    source = (
+        "#include <cmath>\n"
+        + cuda.PREAMBLE
+        + "".join(
+            _kernel_source(number, kernel) for number, (_, kernel) in enumerate(CASES)
+        )
+    )
+    (directory / "kernels.cu").write_text(source)
+    library = directory / "kernels.so"
+    command = [nvcc, "-O2", "-shared", "-Xcompiler", "-fPIC", "-arch=sm_80",
+               "-o", str(library), str(directory / "kernels.cu")]  # fmt: skip
+    compiled = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert compiled.returncode == 0, compiled.stderr[-4000:]
+    return ctypes.CDLL(str(library))
+
+
+def _needs_positive(tree: Node) -> bool:
+    ops = set(_ops(tree))
+    return bool(ops & {"log", "log1p", "sqrt", "pow", "div", "arcsin", "arccos"})
+
+
+def _ops(tree: Node):
+    if tree.op is not None:
+        yield tree.op
+    for child in tree.children:
+        yield from _ops(child)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize(
+    "number, label", [(n, label) for n, (label, _) in enumerate(CASES)]
+)
+def test_cuda_kernel_source_computes_what_its_tree_says(
+    host_library, number, label, dtype
+):
+    kernel = CASES[number][1]
+    rng = np.random.default_rng(number)
+    low = 0.5 if _needs_positive(kernel.tree) else -1.5
+    size = 257
+    inputs = [rng.uniform(low, 1.5, size).astype(dtype) for _ in range(kernel.arity)]
+    if label.startswith("nan_"):
+        inputs[0][:5] = np.nan
+        inputs[1][3:8] = np.nan
+    expected = np.asarray(evaluate_numpy(kernel.tree, inputs))
+    result = np.empty(size, expected.dtype)
+    function = getattr(
+        host_library, f"host_{number}_{'float' if dtype == 'float32' else 'double'}"
+    )
+    pointers = [ctypes.c_void_p(a.ctypes.data) for a in inputs]
+    function(*pointers, ctypes.c_void_p(result.ctypes.data), ctypes.c_long(size))
+    tolerance = 1e-13 if dtype == "float64" else 2e-6
+    np.testing.assert_allclose(result, expected, rtol=tolerance, atol=tolerance)
+    assert np.array_equal(np.isnan(result), np.isnan(expected))
+
+
+# --- the fused CUDA program, its kernels evaluated from their trees ----------------
+
+
+@pytest.fixture
+def kernels_from_trees(monkeypatch):
+    """CuPy's place taken by NumPy and each generated kernel by its tree's NumPy
+    value (checked above against the CUDA C), so that the rest of a program fused for
+    CUDA (operands, in-place epilogues, means) runs here."""
+    calls = []
+
+    def elementwise(self, arrays):
+        kinds, _ = cuda.operand_kinds(arrays)
+        self.operation(kinds)  # the C must be generated for these operands
+
+        def run(*operands):
+            calls.append(self.name)
+            value = evaluate_numpy(self.tree, operands[: self.arity])
+            if len(operands) > self.arity:  # written over the given output
+                operands[-1][...] = value
+                return operands[-1]
+            return np.asarray(value)
+
+        return run
+
+    def reduction(self, arrays):
+        kinds, _ = cuda.operand_kinds(arrays)
+        self.operation(kinds)
+        tree = self.elementwise.tree
+
+        def run(*operands):
+            calls.append(self.elementwise.name)
+            return np.sum(evaluate_numpy(tree, operands))
+
+        return run
+
+    monkeypatch.setattr(cuda, "_cupy", lambda: np)
+    monkeypatch.setattr(cuda.CudaElementwise, "kernel", elementwise)
+    monkeypatch.setattr(cuda.CudaReduction, "kernel", reduction)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("function, shapes", WORKLOADS, ids=lambda w: str(w)[:20])
+def test_programs_fused_for_cuda_give_right_gradients(
+    kernels_from_trees, function, shapes, dtype
+):
+    program, _, _ = fused_for_cuda(function, shapes, dtype)
+    _, namespace = lower(program, backend_for(CPU), "cuda")
+    entry = namespace[program.entry]
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(shape) for shape in shapes]
+    value, gradients = entry(*[a.astype(dtype) for a in args])
+    assert kernels_from_trees, "no fused kernel ran"
+    tolerance = 1e-6 if dtype == "float64" else 2e-2
+    np.testing.assert_allclose(
+        value, function(*args), rtol=1e-5 if dtype == "float32" else 1e-12
+    )
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(function, args, position)
+        np.testing.assert_allclose(gradient, expected, rtol=tolerance, atol=tolerance)
+
+
+def test_matmul_epilogues_write_over_the_product(kernels_from_trees):
+    rng = np.random.default_rng(4)
+    A, B, b = (
+        rng.standard_normal((5, 4)),
+        rng.standard_normal((4, 3)),
+        rng.standard_normal(3),
+    )
+    for name, expected in [
+        ("matmul_bias_relu", np.maximum(A @ B + b, 0)),
+        ("matmul_bias_sigmoid", 1 / (1 + np.exp(-(A @ B + b)))),
+        ("matmul_add", (A @ B) + A @ B),
+    ]:
+        third = A @ B if name == "matmul_add" else b
+        result = implementation_for(_rule(name), "cuda")(A, B, third)
+        np.testing.assert_allclose(result, expected, rtol=1e-13)
+    assert kernels_from_trees == [
+        "__fused_matmul_bias_relu",
+        "__fused_matmul_bias_sigmoid",
+        "__fused_matmul_add",
+    ]
+
+
+def _rule(name):
+    return next(rule for rule in RULES if rule.name == name)
+
+
+# --- on a GPU -----------------------------------------------------------------------
+
+gpu = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not cuda_available(), reason="needs CuPy and a GPU"),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("rule", CUDA_RULES, ids=[rule.name for rule in CUDA_RULES])
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs CuPy and a GPU")
+def test_cuda_kernel_of_every_rule_equals_its_pattern_on_the_gpu(rule, dtype):
+    import cupy
+
+    from tests.test_fusion import _inputs
+
+    inputs = _inputs(rule, np.random.default_rng(11), dtype)
+    expected = np.asarray(rule.pattern(*[ppto.tensor(x) for x in inputs]))
+    actual = implementation_for(rule, "cuda")(*[cupy.asarray(x) for x in inputs])
+    tolerance = 1e-12 if dtype == "float64" else 2e-5
+    np.testing.assert_allclose(
+        cupy.asnumpy(actual), expected, rtol=tolerance, atol=tolerance
+    )
+
+
+@pytest.mark.parametrize("function, shapes", WORKLOADS, ids=lambda w: str(w)[:20])
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs CuPy and a GPU")
+def test_fused_gradients_on_the_gpu_equal_the_cpu_ones(function, shapes):
+    rng = np.random.default_rng(6)
+    args = [rng.standard_normal(shape) for shape in shapes]
+    wrt = tuple(range(len(args)))
+    on_cpu = ppto.grad(function, wrt=wrt)(*args)
+    on_gpu = ppto.grad(function, wrt=wrt)(
+        *[ppto.tensor(a, device="cuda") for a in args]
+    )
+    for cpu_gradient, gpu_gradient in zip(on_cpu, on_gpu):
+        assert gpu_gradient.device == "cuda:0"
+        np.testing.assert_allclose(
+            gpu_gradient.numpy(), cpu_gradient.numpy(), rtol=1e-10, atol=1e-12
+        )
