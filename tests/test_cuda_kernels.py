@@ -10,6 +10,7 @@ With CuPy and a GPU (the ``gpu`` marker) the kernels themselves run.
 """
 
 import ctypes
+import re
 import shutil
 import subprocess
 
@@ -107,17 +108,51 @@ def test_generated_cuda_expressions():
 def test_operand_types_c_would_promote_differently_are_refused():
     f32, f64 = np.ones(3, np.float32), np.ones(3)
     assert cuda.operand_kinds([f32, 2.0, np.ones(3, bool)]) == (
-        ("f", "f", "b"),
+        ("f", "w", "b"),
         np.dtype(np.float32),
     )
     for operands in ([f32, f64], [f64, np.ones(3, np.int64)], [1.0, 2.0]):
         with pytest.raises(cuda.Unsupported):
             cuda.operand_kinds(operands)
-    both_bool = Node("add", [Node(leaf=0), Node(leaf=1)])
-    with pytest.raises(cuda.Unsupported):
-        cuda.result_kind(both_bool, ("b", "b"))
-    assert cuda.result_kind(Node("mul", [Node(leaf=0), Node(leaf=1)]), "fb") == "f"
-    assert cuda.result_kind(Node("less", [Node(leaf=0), Node(leaf=1)]), "ff") == "b"
+    p, q, half = Node(leaf=0), Node(leaf=1), Node(value=0.5)
+    refused = [
+        (Node("add", [p, q]), "bb"),  # NumPy: bool
+        (Node("mul", [p, half]), "b"),  # NumPy: float64 whatever T is
+        (Node("where", [p, Node(value=1.0), half]), "b"),  # NumPy: float64
+        (Node("add", [p, q]), "bw"),
+    ]
+    for tree, kinds in refused:
+        with pytest.raises(cuda.Unsupported):
+            cuda.result_kind(tree, kinds)
+        with pytest.raises(cuda.Unsupported):
+            cuda.CudaElementwise("k", tree, len(kinds)).operation(kinds)
+    assert cuda.result_kind(Node("mul", [p, q]), "fb") == "f"
+    assert cuda.result_kind(Node("mul", [p, half]), "f") == "f"
+    assert cuda.result_kind(Node("less", [p, q]), "ff") == "b"
+    with pytest.raises(cuda.Unsupported):  # a constant beyond any float
+        cuda.expression(Node("add", [p, Node(value=10**400)]), ["a0"])
+
+
+def test_kernel_names_are_c_identifiers_whatever_the_rule_is_called():
+    for name in ["<lambda>", "my-rule", "__fused_chain_mul_add", "ünïcode"]:
+        identifier = cuda._kernel_name(name)
+        assert re.fullmatch(r"ppto_[A-Za-z0-9_]*", identifier), identifier
+        assert "__" not in identifier
+
+
+def test_an_epilogue_of_another_type_is_not_written_over_the_product(monkeypatch):
+    monkeypatch.setattr(cuda, "_cupy", lambda: np)
+    monkeypatch.setattr(cuda.CudaElementwise, "kernel", lambda self, arrays: object())
+    product = np.ones((2, 3))
+    positive = cuda.CudaMatmulEpilogue(
+        "positive", Node("greater", [Node(leaf=0), Node(value=0.0)]), [0, 1], []
+    )
+    assert not positive.in_place(product, [])  # a boolean result
+    scaled = cuda.CudaMatmulEpilogue(
+        "scaled", Node("mul", [Node(leaf=0), Node(leaf=1)]), [0, 1], [2]
+    )
+    assert scaled.in_place(product, [2.0])
+    assert not scaled.in_place(product, [np.ones((4, 2, 3))])  # broadcast larger
 
 
 def test_operators_one_by_one_give_numpy_values():
@@ -268,8 +303,11 @@ def kernels_from_trees(monkeypatch):
     calls = []
 
     def elementwise(self, arrays):
-        kinds, _ = cuda.operand_kinds(arrays)
-        self.operation(kinds)  # the C must be generated for these operands
+        try:  # as the real method: None where the kernel does not apply
+            kinds, _ = cuda.operand_kinds(arrays)
+            self.operation(kinds)  # the C must be generated for these operands
+        except cuda.Unsupported:
+            return None
 
         def run(*operands):
             calls.append(self.name)
@@ -282,8 +320,11 @@ def kernels_from_trees(monkeypatch):
         return run
 
     def reduction(self, arrays):
-        kinds, _ = cuda.operand_kinds(arrays)
-        self.operation(kinds)
+        try:
+            kinds, _ = cuda.operand_kinds(arrays)
+            self.operation(kinds)
+        except cuda.Unsupported:
+            return None
         tree = self.elementwise.tree
 
         def run(*operands):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 
 import numpy as np
 
@@ -74,9 +75,13 @@ def expression(node: Node, names) -> str:
         value = node.value
         if isinstance(value, (bool, np.bool_)):
             return "true" if value else "false"
-        if not math.isfinite(value):
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
             raise Unsupported(f"the constant {value!r}")
-        return f"((T){float(value)!r})"
+        return f"((T){number!r})"
     children = [expression(child, names) for child in node.children]
     if node.op in FUNCTIONS:
         return f"{node.op}({children[0]})"
@@ -86,34 +91,39 @@ def expression(node: Node, names) -> str:
 
 
 def result_kind(node: Node, kinds) -> str:
-    """``'f'`` (the floating type ``T``) or ``'b'`` (bool) for ``node`` over leaves of
-    ``kinds``; raises ``Unsupported`` for arithmetic with no floating operand, whose
-    NumPy result (boolean or integer arithmetic) C would not reproduce."""
+    """``'f'`` (the floating type ``T``), ``'w'`` (a Python number or constant: weak,
+    it takes the arrays' type) or ``'b'`` (bool) for ``node`` over leaves of
+    ``kinds``. Raises ``Unsupported`` where NumPy's result type is not ``T``:
+    arithmetic on booleans alone or with numbers only (NumPy gives an integer or
+    float64 array, C would give ``T``)."""
     if node.leaf is not None:
         return kinds[node.leaf]
     if node.op is None:
-        return "b" if isinstance(node.value, (bool, np.bool_)) else "f"
+        return "b" if isinstance(node.value, (bool, np.bool_)) else "w"
     children = [result_kind(child, kinds) for child in node.children]
     if node.op in COMPARISONS:
         return "b"
-    if node.op == "where":
-        return "b" if children[1] == children[2] == "b" else "f"
-    if "f" not in children:
-        raise Unsupported(f"{node.op} of booleans")
-    return "f"
+    values = children[1:] if node.op == "where" else children
+    if "f" in values:
+        return "f"
+    if node.op == "where" and values == ["b", "b"]:
+        return "b"
+    if "b" in children or node.op == "where":
+        raise Unsupported(f"{node.op} of booleans or numbers alone")
+    return "w"  # numbers only: folded in T as the arrays would take them
 
 
 def operand_kinds(arrays) -> tuple[tuple, np.dtype]:
-    """Per operand ``'f'`` or ``'b'``, and the one floating dtype of the array
-    operands; raises ``Unsupported`` otherwise. Python numbers are weak, as in
-    NumPy: they take the arrays' type."""
+    """Per operand ``'f'``, ``'w'`` (a Python number: weak, as in NumPy, it takes the
+    arrays' type) or ``'b'``, and the one floating dtype of the array operands;
+    raises ``Unsupported`` otherwise."""
     kinds, dtypes = [], set()
     for value in arrays:
         if isinstance(value, (bool, np.bool_)):
             kinds.append("b")
             continue
         if type(value) in (float, int):
-            kinds.append("f")
+            kinds.append("w")
             continue
         dtype = getattr(value, "dtype", None)
         if dtype is None:
@@ -133,7 +143,7 @@ def operand_kinds(arrays) -> tuple[tuple, np.dtype]:
 def parameters(kinds) -> str:
     """CuPy's parameter list: ``T a0, bool a1, ...``."""
     return ", ".join(
-        f"{'T' if kind == 'f' else 'bool'} a{number}"
+        f"{'bool' if kind == 'b' else 'T'} a{number}"
         for number, kind in enumerate(kinds)
     )
 
@@ -165,7 +175,10 @@ class CudaElementwise:
 
     def operation(self, kinds) -> tuple[str, str, str]:
         """``(in_params, out_params, body)`` for operands of ``kinds``."""
-        out = "T" if result_kind(self.tree, kinds) == "f" else "bool"
+        kind = result_kind(self.tree, kinds)
+        if kind == "w":
+            raise Unsupported("a value of numbers only")
+        out = "T" if kind == "f" else "bool"
         body = f"out = {expression(self.tree, self.names)}"
         return parameters(kinds), f"{out} out", body
 
@@ -207,7 +220,7 @@ class CudaReduction:
     def operation(self, kinds) -> tuple[str, str]:
         """``(in_params, map_expr)`` for operands of ``kinds``."""
         if result_kind(self.elementwise.tree, kinds) != "f":
-            raise Unsupported("a sum of booleans")
+            raise Unsupported("a sum of booleans or numbers")
         map_expr = expression(self.elementwise.tree, self.elementwise.names)
         return parameters(kinds), map_expr
 
@@ -250,16 +263,25 @@ class CudaMatmulEpilogue:
         A, B = (arguments[position] for position in self.operands)
         rest = [arguments[position] for position in self.rest]
         product = _cupy().matmul(A, B)
+        if self.in_place(product, rest):
+            return self.epilogue(product, *rest, out=product)
+        return self.epilogue(product, *rest)  # a new array, unfused if need be
+
+    def in_place(self, product, rest) -> bool:
+        """Whether the epilogue's result has the product's shape and type, so that it
+        may be written over the product."""
         shape = np.broadcast_shapes(product.shape, *(np.shape(r) for r in rest))
         if shape != product.shape or self.epilogue.kernel((product, *rest)) is None:
-            return self.epilogue(product, *rest)  # a new array, unfused if need be
-        return self.epilogue(product, *rest, out=product)
+            return False
+        kinds, _ = operand_kinds((product, *rest))
+        return result_kind(self.epilogue.tree, kinds) == "f"
 
 
 def _kernel_name(name: str) -> str:
-    """A C identifier for CuPy's kernel (names with two underscores are the
-    compiler's)."""
-    return "ppto_" + name.strip("_").replace("__", "_")
+    """A C identifier for CuPy's kernel from a rule's name, which may be any string
+    (``<lambda>``); names with two underscores are the compiler's."""
+    identifier = re.sub(r"_+", "_", re.sub(r"[^0-9A-Za-z_]", "_", name)).strip("_")
+    return "ppto_" + identifier
 
 
 def for_rule(rule):
