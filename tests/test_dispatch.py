@@ -2,6 +2,7 @@
 registered backends (exercised on the simulated second device ``sim``)."""
 
 import logging
+import warnings
 
 import numpy as np
 import pytest
@@ -204,3 +205,31 @@ def test_numpy_where_with_other_zeros_and_arrays_is_np_where():
         got, expected = where(*args), np.where(*args)
         assert got.dtype == expected.dtype and got.shape == expected.shape
         assert np.asarray(got).tobytes() == np.asarray(expected).tobytes()
+
+
+def test_numpy_mean_is_np_mean_bit_for_bit():
+    """The NumPy backend's mean (np.mean's steps without its dispatch) gives the very
+    result np.mean gives: type, shape, dtype and bits, for every axis and keepdims,
+    float32 and float64, and falls back to np.mean for other dtypes and empty arrays."""
+    from ppto.runtime.backends import backend_for
+
+    mean = backend_for(ppto.Device("cpu")).override("reduce_mean")
+    rng = np.random.default_rng(2)
+    arrays = [
+        (rng.standard_normal(shape) * scale).astype(dtype)
+        for dtype in ("float32", "float64")
+        for shape in [(257,), (7, 13), (3, 4, 5), (1,), ()]
+        for scale in (1e-3, 1.0, 1e4)
+    ]
+    arrays += [np.arange(12).reshape(3, 4), np.ones((2, 0)), np.ones(6, "float16")]
+    for x in arrays:
+        axes = [None, *range(x.ndim)] + ([(0, x.ndim - 1)] if x.ndim > 1 else [])
+        for axis in axes:
+            for keepdims in (False, True):
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    expected = np.mean(x, axis=axis, keepdims=keepdims)
+                    got = mean(x, axis=axis, keepdims=keepdims)
+                assert type(got) is type(expected)
+                assert got.dtype == expected.dtype and got.shape == expected.shape
+                assert np.asarray(got).tobytes() == np.asarray(expected).tobytes()

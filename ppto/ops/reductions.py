@@ -2,6 +2,8 @@
 and ``unreduce``, which broadcasts a reduced gradient back over the reduced axes.
 """
 
+import math
+
 import numpy as np
 
 from ppto.ops.elementwise import exp, where
@@ -25,16 +27,16 @@ def reduced_axes(ndim, axis):
 def reduced_count(x, axis):
     """How many elements each reduction of ``x`` over ``axis`` combines."""
     shape = np.shape(x)
-    return int(
-        np.prod([shape[a] for a in reduced_axes(len(shape), axis)], dtype=np.int64)
-    )
+    if axis is None:
+        return math.prod(shape)
+    return math.prod(shape[a] for a in reduced_axes(len(shape), axis))
 
 
 @primitive(REDUCE, tangent="linear")
 def unreduce(xp, x, like, axis=None, keepdims=False):
     """Broadcast a reduction's result (or gradient) back to the shape of ``like``."""
     target = like if isinstance(like, tuple) else np.shape(like)
-    if not keepdims:
+    if not keepdims and np.ndim(x):  # a 0-d value broadcasts to any shape as it is
         kept = list(target)
         for a in reduced_axes(len(target), axis):
             kept[a] = 1

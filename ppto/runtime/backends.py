@@ -74,13 +74,29 @@ class NumpyBackend(Backend):
         return _NUMPY_OWN.get(op_name)
 
 
-# NumPy's own spellings of two operators that every gradient runs, without the
+# NumPy's own spellings of operators that most gradients run, without the
 # Python-level argument handling of np.sum and np.ones_like (a microsecond or two
 # each, which matters for gradients of small arrays).
 
 
 def _reduce_sum(x, axis=None, keepdims=False):
     return np.add.reduce(x, axis=axis, keepdims=keepdims)
+
+
+def _reduce_mean(x, axis=None, keepdims=False):
+    """np.mean's own steps for a float32 or float64 array (its sum, divided by the
+    count as an intp, which NumPy divides in float64 and rounds back), without its
+    Python-level dispatch and checks; np.mean for anything else."""
+    if type(x) is np.ndarray and x.size and x.dtype.type in _MEAN_TYPES:
+        total = np.add.reduce(x, axis=axis, keepdims=keepdims)
+        count = np.intp(x.size // np.size(total))
+        if type(total) is np.ndarray:
+            return np.true_divide(total, count, out=total, casting="unsafe")
+        return total.dtype.type(total / count)
+    return np.mean(x, axis=axis, keepdims=keepdims)
+
+
+_MEAN_TYPES = (np.float64, np.float32)
 
 
 def _ones_like(x, dtype=None):
@@ -123,7 +139,12 @@ def _where(condition, a, b):
 _LANES = {2: np.int16, 4: np.int32, 8: np.int64}  # float itemsize -> integer lanes
 
 
-_NUMPY_OWN = {"reduce_sum": _reduce_sum, "ones_like": _ones_like, "where": _where}
+_NUMPY_OWN = {
+    "reduce_sum": _reduce_sum,
+    "reduce_mean": _reduce_mean,
+    "ones_like": _ones_like,
+    "where": _where,
+}
 
 
 class CupyBackend(Backend):
