@@ -19,9 +19,11 @@ import pytest
 
 import ppto
 from ppto.fusion import cuda
+from ppto.fusion.cuda_regions import CudaRegion, layout
 from ppto.fusion.kernels import Node, evaluate_numpy
 from ppto.runtime.backends import backend_for
 from ppto.runtime.device import CPU
+from ppto.transform.emit import render_function
 from ppto.transform.fuse import fuse_program, implementation_for
 from ppto.transform.lower import lower
 from tests.conftest import cuda_available
@@ -85,14 +87,39 @@ def test_rules_have_cuda_kernels_derived_from_their_patterns():
     assert epilogue.epilogue.operation(("f", "f"))[2] == "out = (a1 + a0)"
 
 
-def test_fusing_for_cuda_uses_only_cuda_kernels_and_no_cpu_regions():
+def test_fusing_for_cuda_uses_only_cuda_kernels():
     for function, shapes in WORKLOADS:
         _, functions, kernels = fused_for_cuda(function, shapes)
         assert kernels, function.__name__
         for name, kernel in kernels.items():
-            assert type(kernel).__module__ == "ppto.fusion.cuda", name
-            assert "region" not in name
-        assert not any(f.name.endswith("_unfused") for f in functions)
+            assert type(kernel).__module__.startswith("ppto.fusion.cuda"), name
+        regions = [k for k in kernels.values() if isinstance(k, CudaRegion)]
+        fallbacks = {f.name for f in functions if f.name.endswith("_unfused")}
+        assert fallbacks == {region.fallback_name for region in regions}
+    _, functions, kernels = fused_for_cuda(chain, [(300,)] * 3)
+    (region,) = [k for k in kernels.values() if isinstance(k, CudaRegion)]
+    # the whole gradient is the region: one elementwise kernel and one sum
+    assert render_function(functions[0]).count("__fused") == 1
+    assert [name for name, _ in region.outputs] == ["chain", "dx", "dz", "dy"]
+    assert len(region.arrays) == 3 and len(region.sums) == 1
+
+
+def test_a_cuda_region_reads_like_the_statements_it_replaces():
+    _, _, kernels = fused_for_cuda(chain, [(300,)] * 3)
+    source = kernels["__fused_region_1"].source
+    assert "// __fused_region_1: x, y, z (a0, a1, ...) -> chain, dx, dz, dy" in source
+    assert "const T v3 = tanh(v2);" in source and "const T v5 = exp(v4);" in source
+    summed = source[source.index("// the value summed into chain") :]
+    assert "return v6;" in summed and "v13" not in summed  # only what the sum needs
+
+
+def test_a_cuda_region_runs_for_one_shape_and_one_float_dtype_only():
+    f64, f32 = np.ones((4, 3)), np.ones((4, 3), np.float32)
+    assert layout([f64, 2.0, np.array(1.5), f64]) == np.float64
+    assert layout([f32, 1]) == np.float32
+    for refused in ([f64, f32], [f64, np.ones(3)], [f64.astype(np.float16)],
+                    [f64, np.ones((4, 3), int)], [2.0, 3]):  # fmt: skip
+        assert layout(refused) is None
 
 
 def test_generated_cuda_expressions():
@@ -135,13 +162,13 @@ def test_operand_types_c_would_promote_differently_are_refused():
 
 def test_kernel_names_are_c_identifiers_whatever_the_rule_is_called():
     for name in ["<lambda>", "my-rule", "__fused_chain_mul_add", "ünïcode"]:
-        identifier = cuda._kernel_name(name)
+        identifier = cuda.kernel_name(name)
         assert re.fullmatch(r"ppto_[A-Za-z0-9_]*", identifier), identifier
         assert "__" not in identifier
 
 
 def test_an_epilogue_of_another_type_is_not_written_over_the_product(monkeypatch):
-    monkeypatch.setattr(cuda, "_cupy", lambda: np)
+    monkeypatch.setattr(cuda, "cupy_module", lambda: np)
     monkeypatch.setattr(cuda.CudaElementwise, "kernel", lambda self, arrays: object())
     product = np.ones((2, 3))
     positive = cuda.CudaMatmulEpilogue(
@@ -232,25 +259,35 @@ def _kernel_source(number: int, kernel) -> str:
 
 
 @pytest.fixture(scope="module")
-def host_library(tmp_path_factory):
+def compile_host(tmp_path_factory):
+    """``compile_host(source)``: the CUDA C ``source`` compiled by nvcc (device code
+    for sm_80 included) into a library loaded here; one compilation per source."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("needs nvcc (the CUDA toolkit) to compile the generated kernels")
     directory = tmp_path_factory.mktemp("cuda")
-    source = (
-        "#include <cmath>\n"
-        + cuda.PREAMBLE
-        + "".join(
-            _kernel_source(number, kernel) for number, (_, kernel) in enumerate(CASES)
-        )
-    )
-    (directory / "kernels.cu").write_text(source)
-    library = directory / "kernels.so"
-    command = [nvcc, "-O2", "-shared", "-Xcompiler", "-fPIC", "-arch=sm_80",
-               "-o", str(library), str(directory / "kernels.cu")]  # fmt: skip
-    compiled = subprocess.run(command, capture_output=True, text=True, check=False)
-    assert compiled.returncode == 0, compiled.stderr[-4000:]
-    return ctypes.CDLL(str(library))
+    libraries: dict = {}
+
+    def compile_source(source: str):
+        if source not in libraries:
+            number = len(libraries)
+            path = directory / f"kernels{number}.cu"
+            path.write_text("#include <cmath>\n" + source)
+            library = directory / f"kernels{number}.so"
+            command = [nvcc, "-O2", "-shared", "-Xcompiler", "-fPIC", "-arch=sm_80",
+                       "-o", str(library), str(path)]  # fmt: skip
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            assert done.returncode == 0, done.stderr[-4000:]
+            libraries[source] = ctypes.CDLL(str(library))
+        return libraries[source]
+
+    return compile_source
+
+
+@pytest.fixture(scope="module")
+def host_library(compile_host):
+    kernels = (_kernel_source(n, kernel) for n, (_, kernel) in enumerate(CASES))
+    return compile_host(cuda.PREAMBLE + "".join(kernels))
 
 
 def _needs_positive(tree: Node) -> bool:
@@ -333,16 +370,73 @@ def kernels_from_trees(monkeypatch):
 
         return run
 
-    monkeypatch.setattr(cuda, "_cupy", lambda: np)
+    monkeypatch.setattr(cuda, "cupy_module", lambda: np)
     monkeypatch.setattr(cuda.CudaElementwise, "kernel", elementwise)
     monkeypatch.setattr(cuda.CudaReduction, "kernel", reduction)
     return calls
 
 
+REGION_HARNESS = """
+extern "C" void host_{c}({inputs}, {outputs}, long size) {{
+  for (long i = 0; i < size; ++i) {function}<{c}>({elements}, {results});
+}}
+"""
+SUM_HARNESS = """
+extern "C" void host_{c}_sum{n}({inputs}, {c}* total, long size) {{
+  {c} sum = 0;
+  for (long i = 0; i < size; ++i) sum += {function}_sum{n}<{c}>({elements});
+  *total = sum;
+}}
+"""
+
+
+@pytest.fixture
+def regions_on_the_host(kernels_from_trees, compile_host, monkeypatch):
+    """Besides ``kernels_from_trees``: each CUDA region runs its own CUDA C, compiled
+    by nvcc as host code, one element after another."""
+
+    def launch(self, arguments):
+        source = self.source
+        for c in ("float", "double"):
+            names = {"c": c, "function": self.function}
+            count = len(arguments)
+            names["inputs"] = ", ".join(f"const {c}* p{i}" for i in range(count))
+            names["elements"] = ", ".join(f"p{i}[i]" for i in range(count))
+            names["outputs"] = ", ".join(f"{c}* q{k}" for k in range(len(self.arrays)))
+            names["results"] = ", ".join(f"q{k}[i]" for k in range(len(self.arrays)))
+            if self.arrays:
+                source += REGION_HARNESS.format(**names)
+            for number in range(len(self.sums)):
+                source += SUM_HARNESS.format(n=number, **names)
+        library = compile_host(source)
+        dtype = layout(arguments)
+        c = "float" if dtype == np.float32 else "double"
+        shape = np.broadcast_shapes(*(np.shape(a) for a in arguments))
+        inputs = [np.ascontiguousarray(np.broadcast_to(np.asarray(a, dtype), shape))
+                  for a in arguments]  # fmt: skip
+        arrays = [np.empty(shape, dtype) for _ in self.arrays]
+        size = ctypes.c_long(int(np.prod(shape)))
+        if arrays:
+            getattr(library, f"host_{c}")(*map(_pointer, inputs + arrays), size)
+        totals = [np.zeros((), dtype) for _ in self.sums]
+        for number, total in enumerate(totals):
+            run = getattr(library, f"host_{c}_sum{number}")
+            run(*map(_pointer, inputs), _pointer(total), size)
+        kernels_from_trees.append(self.name)
+        return arrays, totals
+
+    monkeypatch.setattr(CudaRegion, "launch", launch)
+    return kernels_from_trees
+
+
+def _pointer(array):
+    return ctypes.c_void_p(array.ctypes.data)
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("function, shapes", WORKLOADS, ids=lambda w: str(w)[:20])
 def test_programs_fused_for_cuda_give_right_gradients(
-    kernels_from_trees, function, shapes, dtype
+    regions_on_the_host, function, shapes, dtype
 ):
     program, _, _ = fused_for_cuda(function, shapes, dtype)
     _, namespace = lower(program, backend_for(CPU), "cuda")
@@ -350,7 +444,9 @@ def test_programs_fused_for_cuda_give_right_gradients(
     rng = np.random.default_rng(3)
     args = [rng.standard_normal(shape) for shape in shapes]
     value, gradients = entry(*[a.astype(dtype) for a in args])
-    assert kernels_from_trees, "no fused kernel ran"
+    assert regions_on_the_host, "no fused kernel ran"
+    if function is chain:  # the whole gradient as one region
+        assert regions_on_the_host == ["__fused_region_1"]
     tolerance = 1e-6 if dtype == "float64" else 2e-2
     np.testing.assert_allclose(
         value, function(*args), rtol=1e-5 if dtype == "float32" else 1e-12

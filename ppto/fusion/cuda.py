@@ -72,22 +72,30 @@ def expression(node: Node, names) -> str:
     if node.leaf is not None:
         return names[node.leaf]
     if node.op is None:
-        value = node.value
-        if isinstance(value, (bool, np.bool_)):
-            return "true" if value else "false"
-        try:
-            number = float(value)
-        except OverflowError:
-            number = math.inf
-        if not math.isfinite(number):
-            raise Unsupported(f"the constant {value!r}")
-        return f"((T){number!r})"
-    children = [expression(child, names) for child in node.children]
-    if node.op in FUNCTIONS:
-        return f"{node.op}({children[0]})"
-    if node.op not in SPELLINGS:
-        raise Unsupported(f"the operator {node.op}")
-    return SPELLINGS[node.op].format(*children)
+        return constant(node.value)
+    return spell(node.op, [expression(child, names) for child in node.children])
+
+
+def constant(value) -> str:
+    """A number as a CUDA C value of type ``T`` (a boolean as ``true``/``false``)."""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise Unsupported(f"the constant {value!r}")
+    return f"((T){number!r})"
+
+
+def spell(op: str, operands: list) -> str:
+    """The CUDA C of elementwise ``op`` applied to operand expressions."""
+    if op in FUNCTIONS:
+        return f"{op}({operands[0]})"
+    if op not in SPELLINGS:
+        raise Unsupported(f"the operator {op}")
+    return SPELLINGS[op].format(*operands)
 
 
 def result_kind(node: Node, kinds) -> str:
@@ -158,7 +166,8 @@ def evaluate_with(xp, node: Node, arrays):
     return function(*(evaluate_with(xp, child, arrays) for child in node.children))
 
 
-def _cupy():
+def cupy_module():
+    """CuPy (imported where a CUDA kernel first runs)."""
     return importlib.import_module("cupy")
 
 
@@ -193,11 +202,11 @@ class CudaElementwise:
             except Unsupported:
                 self.compiled[kinds] = None
             else:
-                self.compiled[kinds] = _cupy().ElementwiseKernel(
+                self.compiled[kinds] = cupy_module().ElementwiseKernel(
                     in_params,
                     out_params,
                     body,
-                    _kernel_name(self.name),
+                    kernel_name(self.name),
                     preamble=PREAMBLE,
                 )
         return self.compiled[kinds]
@@ -205,7 +214,7 @@ class CudaElementwise:
     def __call__(self, *arrays, out=None):
         kernel = self.kernel(arrays)
         if kernel is None:  # operand types C would promote otherwise: unfused
-            return evaluate_with(_cupy(), self.tree, arrays)
+            return evaluate_with(cupy_module(), self.tree, arrays)
         return kernel(*arrays) if out is None else kernel(*arrays, out)
 
 
@@ -229,9 +238,9 @@ class CudaReduction:
             kinds, _ = operand_kinds(arrays)
             if kinds not in self.compiled:
                 in_params, map_expr = self.operation(kinds)
-                self.compiled[kinds] = _cupy().ReductionKernel(
+                self.compiled[kinds] = cupy_module().ReductionKernel(
                     in_params, "T y", map_expr, "a + b", "y = a", "0",
-                    _kernel_name(self.elementwise.name), preamble=PREAMBLE,
+                    kernel_name(self.elementwise.name), preamble=PREAMBLE,
                 )  # fmt: skip
         except Unsupported:
             return None
@@ -240,7 +249,7 @@ class CudaReduction:
     def __call__(self, *arrays):
         kernel = self.kernel(arrays)
         if kernel is None:  # operand types C would promote otherwise: unfused
-            values = evaluate_with(_cupy(), self.elementwise.tree, arrays)
+            values = evaluate_with(cupy_module(), self.elementwise.tree, arrays)
             return values.mean() if self.mean else values.sum()
         total = kernel(*arrays)
         if self.mean:
@@ -262,7 +271,7 @@ class CudaMatmulEpilogue:
     def __call__(self, *arguments):
         A, B = (arguments[position] for position in self.operands)
         rest = [arguments[position] for position in self.rest]
-        product = _cupy().matmul(A, B)
+        product = cupy_module().matmul(A, B)
         if self.in_place(product, rest):
             return self.epilogue(product, *rest, out=product)
         return self.epilogue(product, *rest)  # a new array, unfused if need be
@@ -277,7 +286,7 @@ class CudaMatmulEpilogue:
         return result_kind(self.epilogue.tree, kinds) == "f"
 
 
-def _kernel_name(name: str) -> str:
+def kernel_name(name: str) -> str:
     """A C identifier for CuPy's kernel from a rule's name, which may be any string
     (``<lambda>``); names with two underscores are the compiler's."""
     identifier = re.sub(r"_+", "_", re.sub(r"[^0-9A-Za-z_]", "_", name)).strip("_")

@@ -367,15 +367,25 @@ class RegionKernel:
 
 
 def region_layout(arguments) -> tuple | None:
-    """``(shape, dtype)`` when every array argument has that one shape and floating
-    dtype (0-d arrays of the dtype and Python numbers may join them) and the shape has
-    at least ``LARGE`` elements; else None."""
+    """``(shape, dtype)`` when every array argument is a NumPy array of that one shape
+    and floating dtype (0-d arrays of the dtype and Python numbers may join them) and
+    the shape has at least ``LARGE`` elements; else None."""
+    found = shared_layout(arguments, lambda value: type(value) is np.ndarray)
+    if found is None or int(np.prod(found[0])) < LARGE:
+        return None
+    return found
+
+
+def shared_layout(arguments, accepted) -> tuple | None:
+    """``(shape, dtype)`` when every argument that is not a Python number is an array
+    ``accepted`` takes, all of one floating dtype and one shape (0-d arrays aside);
+    else None."""
     shape = dtype = None
     for value in arguments:
         kind = type(value)
         if kind is float or kind is int:
             continue
-        if kind is not np.ndarray or value.dtype.kind != "f":
+        if not accepted(value) or value.dtype.kind != "f":
             return None
         if dtype is None:
             dtype = value.dtype
@@ -386,6 +396,4 @@ def region_layout(arguments) -> tuple | None:
                 shape = value.shape
             elif value.shape != shape:
                 return None
-    if shape is None or int(np.prod(shape)) < LARGE:
-        return None
-    return shape, dtype
+    return None if shape is None else (shape, dtype)

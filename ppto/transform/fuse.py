@@ -389,15 +389,13 @@ def fuse_program(
 ) -> tuple[list, dict]:
     """The functions with fused kernels for backend ``kind`` (``cpu`` or ``cuda``),
     and the kernels by name; ``shapes`` gives per function the shapes its values are
-    known to have. Chunked regions are a CPU pass (they keep data in cache); on CUDA
-    each chain is one generated kernel."""
+    known to have. Regions of elementwise statements become chunked NumPy passes on
+    the CPU and CUDA kernels on a GPU."""
     kernels: dict = {}
     fused = []
     for definition in functions:
         known = (shapes or {}).get(definition.name, {})
-        regions, fallbacks = definition, []
-        if kind == "cpu":
-            regions, fallbacks = fuse_regions(definition, namespace, kernels, known)
+        regions, fallbacks = fuse_regions(definition, namespace, kernels, known, kind)
         for function in [regions, *fallbacks]:  # new trees but the original
             fuser = Fuser(namespace, kernels, kind)
             fused.append(fuser.function(function, copy=function is definition))

@@ -22,6 +22,8 @@ from __future__ import annotations
 import gast
 import numpy as np
 
+from ppto.fusion.cuda import Unsupported
+from ppto.fusion.cuda_regions import CudaRegion
 from ppto.fusion.kernels import (
     COMPARISONS,
     ELEMENTWISE,
@@ -142,10 +144,11 @@ def _step(statement, namespace):
 
 
 def find_regions(
-    body: list, namespace: dict, shapes: dict
+    body: list, namespace: dict, shapes: dict, large: int = LARGE
 ) -> list[tuple[int, int, list]]:
     """``(start, stop, steps)`` of each region in ``body`` (a block); a region stops
-    where a value of another known shape would join it (the pass could not run)."""
+    where a value of another known shape would join it (the pass could not run).
+    Regions of a known size below ``large`` elements are left out."""
     found = []
     # each statement decoded once (a failed start is retried from the next one)
     candidates = [_step(statement, namespace) for statement in body]
@@ -183,7 +186,7 @@ def find_regions(
         operations = sum(
             (s.tree.count() if s.tree else 0) + (s.kind == "sum") for s in steps
         )
-        small = extent is not None and int(np.prod(extent)) < LARGE  # never passes
+        small = extent is not None and int(np.prod(extent)) < large  # never passes
         if (
             operations >= MIN_OPERATIONS
             and sum(s.kind == "tree" for s in steps) >= 2
@@ -367,6 +370,21 @@ class _Writer:
         returned = results[0] if len(results) == 1 else f"({', '.join(results)})"
         return "\n".join(lines + [f"    return {returned}", ""])
 
+    def cuda(self, name: str) -> CudaRegion:
+        """The region as CUDA kernels (raises ``Unsupported`` where C would type a
+        value otherwise than NumPy)."""
+        sums, outputs = self.analyse()
+        self.fold_negations(list(sums.values()) + list(outputs.values()))
+        return CudaRegion(
+            name,
+            list(self.inputs),
+            list(self.instructions),
+            [(output, outputs[output]) for output in self.outputs],
+            sums,
+            self.scalar_risks(outputs),
+            self.computed,
+        )
+
     def scalar_risks(self, outputs: dict) -> list[set]:
         """For each computed output, the inputs it reads: if all of them are numbers
         at run time (a loop's counter), the output is a number, which the pass would
@@ -441,12 +459,18 @@ class _Writer:
 
 
 def fuse_regions(
-    definition: gast.FunctionDef, namespace: dict, kernels: dict, shapes: dict
+    definition: gast.FunctionDef,
+    namespace: dict,
+    kernels: dict,
+    shapes: dict,
+    kind: str = "cpu",
 ):
     """``definition`` with its regions replaced by calls of region kernels (added to
-    ``kernels``), and the functions holding the original statements. ``shapes``:
-    the values' shapes where known."""
-    if not _has_regions(definition.body, namespace, shapes):
+    ``kernels``) for backend ``kind`` (``cpu``: chunked NumPy passes; ``cuda``: CUDA
+    kernels, for any size), and the functions holding the original statements.
+    ``shapes``: the values' shapes where known."""
+    large = LARGE if kind == "cpu" else 0  # a GPU saves launches at any size
+    if not _has_regions(definition.body, namespace, shapes, large):
         return definition, []  # unchanged: no copy needed
     definition = clone(definition)
     reads = load_counts(definition.body)
@@ -457,7 +481,7 @@ def fuse_regions(
             for field, inner in nested_blocks(statement):
                 setattr(statement, field, block(inner))
         out, done = [], 0
-        for start, stop, steps in find_regions(body, namespace, shapes):
+        for start, stop, steps in find_regions(body, namespace, shapes, large):
             out.extend(body[done:start])
             out.extend(replace(body[start:stop], steps))
             done = stop
@@ -477,9 +501,14 @@ def fuse_regions(
         statements = [s for s in statements if not isinstance(s, Comment)]
         name = f"__fused_region_{len([k for k in kernels if '_region_' in k]) + 1}"
         writer = _Writer(steps, outputs)
-        source = writer.write(name)
         fallback = f"{name}_unfused"
-        kernels[name] = RegionKernel(name, source, fallback)
+        if kind == "cpu":
+            kernels[name] = RegionKernel(name, writer.write(name), fallback)
+        else:
+            try:
+                kernels[name] = writer.cuda(name)
+            except Unsupported:
+                return comments + statements  # fused statement by statement
         arguments = [gast.Name(n, gast.Load(), None, None) for n in writer.inputs]
         results = [gast.Name(n, gast.Load(), None, None) for n in outputs]
         returned = results[0] if len(results) == 1 else gast.Tuple(results, gast.Load())
@@ -494,13 +523,13 @@ def fuse_regions(
     return definition, fallbacks
 
 
-def _has_regions(body: list, namespace: dict, shapes: dict) -> bool:
+def _has_regions(body: list, namespace: dict, shapes: dict, large: int) -> bool:
     """Whether ``body`` or a block inside it has a region."""
     for statement in body:
         for _, inner in nested_blocks(statement):
-            if _has_regions(inner, namespace, shapes):
+            if _has_regions(inner, namespace, shapes, large):
                 return True
-    return bool(find_regions(body, namespace, shapes))
+    return bool(find_regions(body, namespace, shapes, large))
 
 
 def _read_before_assigned(steps: list) -> set:
