@@ -497,26 +497,35 @@ def show_grad(
     file=None,
     lowered: bool = False,
     fused: bool = False,
+    device: str | Device | None = None,
 ) -> str:
     """Print and return the generated backward source of ``f``.
 
     With example ``args``, the source is the one specialised for them (the code that
     runs for arguments of their shapes). ``fused=True`` shows the fused kernels
-    (``__fused_*``) that replace operator chains; ``lowered=True`` the code that runs
-    on the arguments' device.
+    (``__fused_*``) that replace operator chains, and their code: the chunked NumPy
+    passes on the CPU, the generated CUDA C on ``cuda``; ``lowered=True`` the code
+    that runs on the arguments' device. ``device`` (default: the arguments') shows
+    the fused code for another device, ``'cuda'`` included on a machine without one.
     """
-    return _show(f, args, wrt, "combined", file, lowered, fused)
+    return _show(f, args, wrt, "combined", file, lowered, fused, device)
 
 
 def show_source(
-    f: Callable, *args: Any, file=None, lowered: bool = False, fused: bool = False
+    f: Callable,
+    *args: Any,
+    file=None,
+    lowered: bool = False,
+    fused: bool = False,
+    device: str | Device | None = None,
 ) -> str:
     """Print and return the normalized source of ``f`` itself (one operation per
-    statement), as fusion and lowering see it; ``fused=True`` shows fused kernels."""
-    return _show(f, args, (), "primal", file, lowered, fused)
+    statement), as fusion and lowering see it; ``fused=True`` shows fused kernels
+    (for ``device``, as in ``show_grad``)."""
+    return _show(f, args, (), "primal", file, lowered, fused, device)
 
 
-def _show(f, args, wrt, mode, file, lowered, fused) -> str:
+def _show(f, args, wrt, mode, file, lowered, fused, device=None) -> str:
     from ppto.transform.fuse import count_operators, fuse_program
 
     transformed = Transformed(f, wrt, mode, with_value=True)
@@ -533,10 +542,14 @@ def _show(f, args, wrt, mode, file, lowered, fused) -> str:
         transformed = Transformed(f, wrt, "split", with_value=True)
         program, _ = transformed.program(ranks)
     text = program.source()
-    if fused and not lowered:
+    if device is None:
+        first = next((a for a in args if _is_array(a)), None)
+        device = _device_of(first) if first is not None else CPU
+    device = Device(device)
+    if fused and not lowered and device.kind in ("cpu", "cuda"):
         namespace = dict(program.refs.namespace)
         functions, kernels = fuse_program(
-            program.functions, namespace, program.value_shapes
+            program.functions, namespace, program.value_shapes, device.kind
         )
         namespace.update(kernels)
         before = count_operators(program.functions, namespace)
@@ -544,11 +557,13 @@ def _show(f, args, wrt, mode, file, lowered, fused) -> str:
         header = f"# operators: {before} before fusion, {after} after\n"
         sources = [render_function(f) for f in functions]
         sources += [k.source for k in kernels.values() if hasattr(k, "fallback_name")]
+        sources += [
+            k.cuda_source() for k in kernels.values() if hasattr(k, "cuda_source")
+        ]
         text = header + "\n\n".join(sources)
+    elif fused and not lowered:
+        text = f"# backend {device.kind!r} has no fused kernels: this code runs\n{text}"
     if lowered:
-        device = (
-            _device_of(next((a for a in args if _is_array(a)), None)) if args else CPU
-        )
         text = lower(program, backend_for(device), device.kind, fused)[0]
     print(text, file=file)
     return text

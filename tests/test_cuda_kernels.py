@@ -10,6 +10,7 @@ With CuPy and a GPU (the ``gpu`` marker) the kernels themselves run.
 """
 
 import ctypes
+import io
 import re
 import shutil
 import subprocess
@@ -111,6 +112,27 @@ def test_a_cuda_region_reads_like_the_statements_it_replaces():
     assert "const T v3 = tanh(v2);" in source and "const T v5 = exp(v4);" in source
     summed = source[source.index("// the value summed into chain") :]
     assert "return v6;" in summed and "v13" not in summed  # only what the sum needs
+
+
+def test_show_grad_shows_the_cuda_code_without_a_gpu():
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(shape) for shape in WORKLOADS[1][1]]
+    text = ppto.show_grad(mlp, *args, wrt=(0, 1, 2), fused=True, device="cuda",
+                          file=io.StringIO())  # fmt: skip
+    assert text.startswith("# operators:")
+    assert "__fused_matmul_bias(x, W1, b1)" in text
+    assert "// __fused_matmul_bias: cuBLAS's a0 = A @ B, then written over a0" in text
+    assert "ElementwiseKernel('T a0', 'T out')\nout = tanh(ppto_maximum<T>(a0," in text
+    assert "template <typename T> __host__ __device__ void ppto_fused_region_1(" in text
+    gated_args = [rng.standard_normal((7, 5))] * 2
+    region = ppto.show_grad(gated, *gated_args, wrt=(0, 1), fused=True,
+                            device="cuda", file=io.StringIO())  # fmt: skip
+    assert "ppto_maximum(T a, T b)" in region  # the helper a region calls, with it
+    on_cpu = ppto.show_grad(mlp, *args, wrt=(0, 1, 2), fused=True, file=io.StringIO())
+    assert "ElementwiseKernel" not in on_cpu and "def __fused_region" not in on_cpu
+    elsewhere = ppto.show_grad(mlp, *args, wrt=(0, 1, 2), fused=True, device="sim",
+                               file=io.StringIO())  # fmt: skip
+    assert elsewhere.startswith("# backend 'sim' has no fused kernels")
 
 
 def test_a_cuda_region_runs_for_one_shape_and_one_float_dtype_only():

@@ -191,6 +191,15 @@ class CudaElementwise:
         body = f"out = {expression(self.tree, self.names)}"
         return parameters(kinds), f"{out} out", body
 
+    def cuda_source(self) -> str:
+        """The kernel as it runs for floating operands, to read."""
+        try:
+            in_params, out_params, body = self.operation(("f",) * self.arity)
+        except Unsupported as reason:
+            return f"// {self.name}: one CuPy call per operator ({reason})\n"
+        header = f"// {self.name}: ElementwiseKernel('{in_params}', '{out_params}')"
+        return f"{header}\n{body};\n"
+
     def kernel(self, arrays):
         try:
             kinds, _ = operand_kinds(arrays)
@@ -225,6 +234,19 @@ class CudaReduction:
         self.elementwise = CudaElementwise(name, tree, arity)
         self.mean = mean
         self.compiled: dict = {}
+
+    def cuda_source(self) -> str:
+        """The kernel as it runs for floating operands, to read."""
+        elementwise = self.elementwise
+        try:
+            in_params, map_expr = self.operation(("f",) * elementwise.arity)
+        except Unsupported as reason:
+            return f"// {elementwise.name}: one CuPy call per operator ({reason})\n"
+        divided = ", divided by the count" if self.mean else ""
+        return (
+            f"// {elementwise.name}: ReductionKernel('{in_params}', 'T y'), the sum "
+            f"of{divided}\n{map_expr}\n"
+        )
 
     def operation(self, kinds) -> tuple[str, str]:
         """``(in_params, map_expr)`` for operands of ``kinds``."""
@@ -275,6 +297,14 @@ class CudaMatmulEpilogue:
         if self.in_place(product, rest):
             return self.epilogue(product, *rest, out=product)
         return self.epilogue(product, *rest)  # a new array, unfused if need be
+
+    def cuda_source(self) -> str:
+        """The product and its epilogue, to read."""
+        epilogue = self.epilogue.cuda_source().split("\n", 1)[1]
+        return (
+            f"// {self.epilogue.name}: cuBLAS's a0 = A @ B, then written over a0 by "
+            f"ElementwiseKernel\n{epilogue}"
+        )
 
     def in_place(self, product, rest) -> bool:
         """Whether the epilogue's result has the product's shape and type, so that it

@@ -69,7 +69,6 @@ class CudaRegion:
         text = [
             f"// {self.name}: {', '.join(self.inputs)} (a0, a1, ...) -> "
             f"{', '.join(name for name, _ in self.outputs)}",
-            PREAMBLE,
             "template <typename T> __host__ __device__ void "
             f"{self.function}({inputs}, {results}) {{",
             *body(self.arrays),
@@ -85,6 +84,8 @@ class CudaRegion:
                 f"  return {self.spelled(ref)};",
                 "}",
             ]
+        if any("ppto_m" in line for line in lines.values()):  # maximum, minimum
+            text.insert(1, PREAMBLE)
         return "\n".join(text) + "\n"
 
     def needed(self, refs) -> set:
