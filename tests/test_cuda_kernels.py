@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import ppto
+from ppto.api import Transformed
 from ppto.fusion import cuda
 from ppto.fusion.cuda_regions import CudaRegion, layout
 from ppto.fusion.kernels import Node, evaluate_numpy
@@ -56,10 +57,21 @@ def gated(x, y):
     return np.sum(np.where(mask, np.sin(x) * y, np.cos(y)) + np.maximum(x, y) ** 2)
 
 
+def gated_inline(x, y):  # the comparison inside a region
+    return np.sum(np.where(x * y > 0, np.sin(x) * y, np.cos(y)) - np.minimum(x, y))
+
+
+def scaled(x, w):  # w a 0-d array: values and a sum of it alone are not arrays
+    v = np.exp(w * w) + w
+    return np.sum(np.tanh(x * v + v) * np.exp(-x)) + np.sum(w * w * w)
+
+
 WORKLOADS = [
     (chain, [(300,), (300,), (300,)]),
     (mlp, [(4, 3), (3,), (3, 2), (5, 4)]),
     (gated, [(7, 5), (7, 5)]),
+    (gated_inline, [(7, 5), (7, 5)]),
+    (scaled, [(40,), ()]),
 ]
 
 
@@ -336,9 +348,11 @@ def test_cuda_kernel_source_computes_what_its_tree_says(
     low = 0.5 if _needs_positive(kernel.tree) else -1.5
     size = 257
     inputs = [rng.uniform(low, 1.5, size).astype(dtype) for _ in range(kernel.arity)]
-    if label.startswith("nan_"):
+    if label.startswith("nan_"):  # NaN on either side, ties of equal and signed zeros
         inputs[0][:5] = np.nan
         inputs[1][3:8] = np.nan
+        inputs[0][10:14] = [-0.0, 0.0, 1.5, 0.0]
+        inputs[1][10:14] = [0.0, -0.0, 1.5, 0.0]
     expected = np.asarray(evaluate_numpy(kernel.tree, inputs))
     result = np.empty(size, expected.dtype)
     function = getattr(
@@ -349,6 +363,8 @@ def test_cuda_kernel_source_computes_what_its_tree_says(
     tolerance = 1e-13 if dtype == "float64" else 2e-6
     np.testing.assert_allclose(result, expected, rtol=tolerance, atol=tolerance)
     assert np.array_equal(np.isnan(result), np.isnan(expected))
+    if label.startswith("nan_"):
+        assert result.tobytes() == expected.tobytes()  # the sign of each zero too
 
 
 # --- the fused CUDA program, its kernels evaluated from their trees ----------------
@@ -464,18 +480,42 @@ def test_programs_fused_for_cuda_give_right_gradients(
     _, namespace = lower(program, backend_for(CPU), "cuda")
     entry = namespace[program.entry]
     rng = np.random.default_rng(3)
-    args = [rng.standard_normal(shape) for shape in shapes]
+    args = [np.asarray(rng.standard_normal(shape)) for shape in shapes]  # 0-d: array
     value, gradients = entry(*[a.astype(dtype) for a in args])
     assert regions_on_the_host, "no fused kernel ran"
     if function is chain:  # the whole gradient as one region
         assert regions_on_the_host == ["__fused_region_1"]
+    if function is gated_inline:
+        assert any("region" in name for name in regions_on_the_host)
     tolerance = 1e-6 if dtype == "float64" else 2e-2
+    assert np.shape(value) == () and value.dtype == dtype
     np.testing.assert_allclose(
         value, function(*args), rtol=1e-5 if dtype == "float32" else 1e-12
     )
     for position, gradient in enumerate(gradients):
         expected = central_differences(function, args, position)
+        assert np.shape(gradient) == expected.shape, position
         np.testing.assert_allclose(gradient, expected, rtol=tolerance, atol=tolerance)
+
+
+def test_a_region_handing_on_sums_only_is_valid_cuda(regions_on_the_host):
+    """The forward mode of the chain: its region's results are two sums."""
+    transformed = Transformed(chain, ["x", "y", "z"], "jvp", with_value=True)
+    rng = np.random.default_rng(8)
+    primals = [rng.standard_normal(300) for _ in range(3)]
+    tangents = [rng.standard_normal(300) for _ in range(3)]
+    program, _ = transformed.program(transformed.describe(primals, primals))
+    _, namespace = lower(program, backend_for(CPU), "cuda")
+    (region,) = [k for k in namespace.values() if isinstance(k, CudaRegion)]
+    assert region.arrays == [] and len(region.sums) == 2
+    parameters = program.tangent_parameters[program.entry]
+    value, tangent = namespace[program.entry](
+        *primals, **dict(zip(parameters, tangents))
+    )
+    assert regions_on_the_host == [region.name]
+    expected = ppto.jvp(chain, primals, tangents)
+    np.testing.assert_allclose(value, expected[0].numpy(), rtol=1e-12)
+    np.testing.assert_allclose(tangent, expected[1].numpy(), rtol=1e-12)
 
 
 def test_matmul_epilogues_write_over_the_product(kernels_from_trees):

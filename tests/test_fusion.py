@@ -386,6 +386,44 @@ def test_regions_fall_back_to_their_statements_for_mixed_dtypes():
     assert_same_results(fused, unfused_value_and_grad(chain, (0, 1, 2), args), 1e-6)
 
 
+def held_constant(x, w):
+    s = ppto.stop_gradient(w)
+    return np.sum(np.tanh(x) * np.exp(-x) + s * 0.0) + np.sum(s * s * s + s * s)
+
+
+def test_a_region_summing_a_value_of_numbers_only_runs_its_statements():
+    """w is 0-d: summed in a chunked pass, ``s * s * s + s * s`` would be added once
+    per element of x (it was: a wrong value)."""
+    rng = np.random.default_rng(8)
+    x, w = rng.standard_normal(LARGE + 5), np.array(0.7)
+    gradient = ppto.value_and_grad(held_constant, wrt=(0, 1))
+    calls = fallback_calls(gradient, (x, w))
+    value, (dx, dw) = gradient(x, w)
+    assert calls  # the region saw the sum of numbers only and ran the statements
+    expected = np.sum(np.tanh(x) * np.exp(-x)) + (0.7**3 + 0.7**2)
+    np.testing.assert_allclose(float(value), expected, rtol=1e-12)
+    np.testing.assert_allclose(dx, np.exp(-x) * (1 - np.tanh(x) ** 2 - np.tanh(x)))
+    assert float(dw) == 0.0
+
+
+def test_numexpr_maximum_and_minimum_are_numpys_for_nan_and_ties():
+    """NaN on either side propagates; a tie gives the second operand, so the signs of
+    zeros come out as NumPy's."""
+    a, b = Node(leaf=0), Node(leaf=1)
+    x = np.linspace(-2.0, 2.0, LARGE + 8)
+    y = -x[::-1].copy()
+    x[:3], y[5:8] = np.nan, np.nan
+    x[10:14], y[10:14] = [-0.0, 0.0, 1.5, 0.0], [0.0, -0.0, 1.5, 0.0]
+    for op, function in (("maximum", np.maximum), ("minimum", np.minimum)):
+        tree = Node("mul", [Node(op, [a, b]), Node(value=1.0)])  # keeps zeros' signs
+        kernel = ElementwiseKernel(f"__fused_{op}_test", tree, 2)
+        got = kernel(x, y)
+        (plan,) = kernel.plans.values()
+        assert plan.expression is not None  # numexpr's path
+        assert got.tobytes() == function(x, y).tobytes()
+        assert list(np.signbit(got[10:12])) == [False, True]  # the second operand
+
+
 def test_values_of_different_known_shapes_are_not_joined_in_a_region():
     """y broadcasts against x: the statements reading it stay outside the regions,
     which then always run their pass."""

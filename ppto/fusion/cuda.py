@@ -27,13 +27,14 @@ from ppto.fusion.kernels import COMPARISONS, Node, ufunc
 from ppto.fusion.registry import elementwise_tree
 from ppto.symbolic import Operator, Symbol
 
-# NaN-propagating maximum and minimum, as NumPy's (CUDA's fmax drops NaN)
+# maximum and minimum as NumPy's: NaN propagates (CUDA's fmax drops it), a tie gives
+# the second operand (maximum(-0.0, 0.0) is +0.0)
 PREAMBLE = """\
 template <typename T> __host__ __device__ T ppto_maximum(T a, T b) {
-  return (a != a || a >= b) ? a : b;
+  return (a != a || a > b) ? a : b;
 }
 template <typename T> __host__ __device__ T ppto_minimum(T a, T b) {
-  return (a != a || a <= b) ? a : b;
+  return (a != a || a < b) ? a : b;
 }
 """
 
@@ -101,24 +102,29 @@ def spell(op: str, operands: list) -> str:
 def result_kind(node: Node, kinds) -> str:
     """``'f'`` (the floating type ``T``), ``'w'`` (a Python number or constant: weak,
     it takes the arrays' type) or ``'b'`` (bool) for ``node`` over leaves of
-    ``kinds``. Raises ``Unsupported`` where NumPy's result type is not ``T``:
-    arithmetic on booleans alone or with numbers only (NumPy gives an integer or
-    float64 array, C would give ``T``)."""
+    ``kinds``; raises ``Unsupported`` where NumPy's result type is not what C's would
+    be (see ``combined_kind``)."""
     if node.leaf is not None:
         return kinds[node.leaf]
     if node.op is None:
         return "b" if isinstance(node.value, (bool, np.bool_)) else "w"
-    children = [result_kind(child, kinds) for child in node.children]
-    if node.op in COMPARISONS:
+    return combined_kind(node.op, [result_kind(c, kinds) for c in node.children])
+
+
+def combined_kind(op: str, kinds: list) -> str:
+    """The kind of ``op`` applied to operands of ``kinds`` (``'f'``, ``'w'``, ``'b'``).
+    Raises ``Unsupported`` for arithmetic on booleans alone or with numbers only,
+    ``where`` choosing between numbers, and any operation on numbers alone: NumPy's
+    results there are integers, booleans or float64 (a ufunc of Python numbers is a
+    strong float64), C's would be ``T``."""
+    if op in COMPARISONS:
         return "b"
-    values = children[1:] if node.op == "where" else children
+    values = kinds[1:] if op == "where" else kinds
     if "f" in values:
         return "f"
-    if node.op == "where" and values == ["b", "b"]:
+    if op == "where" and values == ["b", "b"]:
         return "b"
-    if "b" in children or node.op == "where":
-        raise Unsupported(f"{node.op} of booleans or numbers alone")
-    return "w"  # numbers only: folded in T as the arrays would take them
+    raise Unsupported(f"{op} of {' and '.join(sorted(set(kinds)))} operands")
 
 
 def operand_kinds(arrays) -> tuple[tuple, np.dtype]:
@@ -184,10 +190,7 @@ class CudaElementwise:
 
     def operation(self, kinds) -> tuple[str, str, str]:
         """``(in_params, out_params, body)`` for operands of ``kinds``."""
-        kind = result_kind(self.tree, kinds)
-        if kind == "w":
-            raise Unsupported("a value of numbers only")
-        out = "T" if kind == "f" else "bool"
+        out = "T" if result_kind(self.tree, kinds) == "f" else "bool"
         body = f"out = {expression(self.tree, self.names)}"
         return parameters(kinds), f"{out} out", body
 

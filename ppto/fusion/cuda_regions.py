@@ -19,8 +19,15 @@ from __future__ import annotations
 import numpy as np
 
 from ppto.fusion import cuda
-from ppto.fusion.cuda import PREAMBLE, Unsupported, constant, kernel_name, spell
-from ppto.fusion.kernels import COMPARISONS, shared_layout
+from ppto.fusion.cuda import (
+    PREAMBLE,
+    Unsupported,
+    combined_kind,
+    constant,
+    kernel_name,
+    spell,
+)
+from ppto.fusion.kernels import shared_layout
 
 
 class CudaRegion:
@@ -68,13 +75,16 @@ class CudaRegion:
         results = ", ".join(f"T& o{k}" for k in range(len(self.arrays)))
         text = [
             f"// {self.name}: {', '.join(self.inputs)} (a0, a1, ...) -> "
-            f"{', '.join(name for name, _ in self.outputs)}",
-            "template <typename T> __host__ __device__ void "
-            f"{self.function}({inputs}, {results}) {{",
-            *body(self.arrays),
-            *(f"  o{k} = {self.spelled(ref)};" for k, ref in enumerate(self.arrays)),
-            "}",
+            f"{', '.join(name for name, _ in self.outputs)}"
         ]
+        if self.arrays:  # (a region may hand on sums only)
+            text += [
+                "template <typename T> __host__ __device__ void "
+                f"{self.function}({inputs}, {results}) {{",
+                *body(self.arrays),
+                *(f"  o{k} = {self.spelled(r)};" for k, r in enumerate(self.arrays)),
+                "}",
+            ]
         for number, (name, ref) in enumerate(self.sums):
             text += [
                 f"// the value summed into {name}",
@@ -100,18 +110,15 @@ class CudaRegion:
         return found
 
     def kinds(self) -> dict:
-        """Value number -> ``'f'`` (``T``) or ``'b'`` (bool)."""
+        """Value number -> ``'f'`` (``T``) or ``'b'`` (bool); inputs are ``T``
+        (Python numbers among them take the arrays' type), constants are weak."""
         kinds: dict = {}
         for number, op, operands in self.instructions:
-            found = [kinds[r[1]] if r[0] == "value" else "f" for r in operands]
-            if op in COMPARISONS:
-                kinds[number] = "b"
-            elif op == "where":
-                kinds[number] = "b" if found[1] == found[2] == "b" else "f"
-            elif "f" not in found:
-                raise Unsupported(f"{op} of booleans")  # NumPy: logical, C: integer
-            else:
-                kinds[number] = "f"
+            found = [
+                kinds[r[1]] if r[0] == "value" else "w" if r[0] == "const" else "f"
+                for r in operands
+            ]
+            kinds[number] = combined_kind(op, found)
         return kinds
 
     def spelled(self, ref) -> str:
@@ -130,9 +137,8 @@ class CudaRegion:
     def __call__(self, *arguments):
         dtype = layout(arguments)
         if dtype is None or any(
-            all(not hasattr(arguments[i], "shape") for i in reads)
-            for reads in self.risks
-        ):  # mixed shapes or dtypes, or an output of numbers only: the statements
+            all(np.ndim(arguments[i]) == 0 for i in reads) for reads in self.risks
+        ):  # mixed shapes or dtypes, or a value of numbers only: the statements
             return self.fallback(*arguments)
         arrays, totals = self.launch(arguments)
         results = []

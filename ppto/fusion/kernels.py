@@ -53,8 +53,9 @@ ELEMENTWISE = {
     "arcsin": (np.arcsin, None, 1),
     "arccos": (np.arccos, None, 1),
     "arctan": (np.arctan, None, 1),
-    "maximum": (np.maximum, "where({0} >= {1}, {0}, {1})", 2),
-    "minimum": (np.minimum, "where({0} <= {1}, {0}, {1})", 2),
+    # as NumPy's: NaN propagates, a tie gives the second operand (signed zeros)
+    "maximum": (np.maximum, "where(({0} > {1}) | ({0} != {0}), {0}, {1})", 2),
+    "minimum": (np.minimum, "where(({0} < {1}) | ({0} != {0}), {0}, {1})", 2),
     "greater": (np.greater, "({0} > {1})", 2),
     "less": (np.less, "({0} < {1})", 2),
     "greater_equal": (np.greater_equal, "({0} >= {1})", 2),

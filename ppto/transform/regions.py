@@ -336,7 +336,7 @@ class _Writer:
             lines.append(
                 f"    flat{number} = np.ravel({input_}) if np.ndim({input_}) else None"
             )
-        for reads in self.scalar_risks(outputs):
+        for reads in self.scalar_risks(outputs, sums):
             test = " and ".join(f"flat{i} is None" for i in sorted(reads)) or "True"
             lines += [
                 f"    if {test}:  # a value of numbers only: not an array",
@@ -381,14 +381,15 @@ class _Writer:
             list(self.instructions),
             [(output, outputs[output]) for output in self.outputs],
             sums,
-            self.scalar_risks(outputs),
+            self.scalar_risks(outputs, sums),
             self.computed,
         )
 
-    def scalar_risks(self, outputs: dict) -> list[set]:
-        """For each computed output, the inputs it reads: if all of them are numbers
-        at run time (a loop's counter), the output is a number, which the pass would
-        write as an array."""
+    def scalar_risks(self, outputs: dict, sums: dict) -> list[set]:
+        """For each computed output and each sum, the inputs it reads: if all of them
+        are numbers at run time (a loop's counter, a 0-d array), an output is a
+        number, which the pass would write as an array, and a sum would add the number
+        once per element."""
         reads: dict = {}
         for number, _, operands in self.instructions:
             found = set()
@@ -399,9 +400,16 @@ class _Writer:
                     found |= reads[ref[1]]
             reads[number] = found
         risks = []
-        for ref in outputs.values():
-            if ref[0] == "value" and reads[ref[1]] not in risks:
-                risks.append(reads[ref[1]])
+        computed = [ref for ref in outputs.values() if ref[0] == "value"]
+        for ref in computed + list(sums.values()):
+            if ref[0] == "input":
+                read = {ref[1]}
+            elif ref[0] == "value":
+                read = reads[ref[1]]
+            else:
+                continue
+            if read not in risks:
+                risks.append(read)
         return risks
 
     def chunk_body(self, into: dict, last_use: dict) -> tuple[list, int]:
