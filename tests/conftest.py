@@ -5,6 +5,11 @@ import pytest
 
 import ppto
 from ppto.runtime.sim import SimBackend
+from tests.cuda_emulation import (  # noqa: F401 (fixtures for the CUDA kernel tests)
+    compile_host,
+    kernels_from_trees,
+    regions_on_the_host,
+)
 
 if "sim" not in {d.kind for d in ppto.devices()}:
     ppto.register_backend("sim", SimBackend)

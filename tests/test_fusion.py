@@ -13,6 +13,7 @@ from ppto.fusion.kernels import (
     LARGE,
     ElementwiseKernel,
     Node,
+    evaluate_numpy,
     region_layout,
 )
 
@@ -422,6 +423,30 @@ def test_numexpr_maximum_and_minimum_are_numpys_for_nan_and_ties():
         assert plan.expression is not None  # numexpr's path
         assert got.tobytes() == function(x, y).tobytes()
         assert list(np.signbit(got[10:12])) == [False, True]  # the second operand
+
+
+def test_numexpr_kernels_take_boolean_conditions_and_masks_as_numpy_does():
+    """A 0-d condition (``w >= 0`` for a 0-d w) is a NumPy bool scalar, which stays a
+    condition (it was made a float: an error); a mask alone with float constants
+    (``-(mask * 1.5)``) is NumPy's float64, not booleans (1.5 was made True)."""
+    a, b = Node(leaf=0), Node(leaf=1)
+    rng = np.random.default_rng(9)
+    values = rng.standard_normal(LARGE + 3)
+    mask = values > 0
+    cases = [
+        (Node("where", [a, Node("neg", [b]), b]), (np.bool_(True), values)),
+        (Node("where", [a, Node("neg", [b]), b]), (np.float64(2.0) > 3, values)),
+        (Node("neg", [Node("mul", [a, Node(value=1.5)])]), (mask,)),
+        (Node("add", [Node("mul", [a, Node(value=1.5)]), a]), (mask,)),
+        (Node("add", [Node("mul", [a, b]), Node(value=2)]), (values.astype("float32"),
+                                                            np.float64(3.0))),
+    ]  # fmt: skip
+    for number, (tree, arrays) in enumerate(cases):
+        kernel = ElementwiseKernel(f"__fused_mask_test{number}", tree, len(arrays))
+        expected = evaluate_numpy(tree, arrays)
+        got = kernel(*arrays)
+        assert got.dtype == expected.dtype, number
+        np.testing.assert_array_equal(got, expected)
 
 
 def test_values_of_different_known_shapes_are_not_joined_in_a_region():

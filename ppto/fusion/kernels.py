@@ -148,13 +148,18 @@ class ElementwiseKernel:
         arrays = arrays + tuple(evaluate_numpy(node, arrays) for node in plan.hoisted)
         if plan.operations < 2:  # one operation left: NumPy's own pass is best
             return evaluate_numpy(plan.tree, arrays)
-        if plan.expression is not None and numexpr is not None:
+        dtype = np.result_type(*arrays)
+        # numexpr for floating results only: its constants take the operands' type,
+        # which for booleans alone (mask * 1.5) would make 1.5 a True
+        if plan.expression is not None and numexpr is not None and dtype.kind == "f":
             local = {}
-            dtype = np.result_type(*arrays)
             for number, value in enumerate(arrays):
-                local[f"a{number}"] = (
-                    value if isinstance(value, np.ndarray) else dtype.type(value)
-                )
+                if isinstance(value, (np.ndarray, np.generic)):
+                    local[f"a{number}"] = value  # NumPy's scalars keep their type
+                elif isinstance(value, bool):  # a condition stays one
+                    local[f"a{number}"] = np.bool_(value)
+                else:  # a Python number is weak: it takes the arrays' type
+                    local[f"a{number}"] = dtype.type(value)
             for number, value in enumerate(plan.constants):
                 local[f"c{number}"] = dtype.type(value)
             return numexpr.evaluate(plan.expression, local_dict=local)

@@ -1,0 +1,101 @@
+"""Fusion on random programs (``tests/random_programs.py``): with fused kernels and
+regions forced on for arrays of any size, chunks of a few elements and three
+threads, each program's value and gradients equal those of the unfused code (same
+shape and dtype); programs fused for CUDA, their CUDA C run as host code, too.
+Running these first found a NumPy bool scalar made a float in numexpr kernels and
+constants made booleans next to a mask alone."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ppto
+from ppto.runtime.backends import backend_for
+from ppto.runtime.device import CPU
+from ppto.transform.lower import lower
+from tests.random_programs import arguments, function
+
+PROGRAMS = 300
+ON_CUDA = 8  # each region costs an nvcc run
+
+
+def unfused(f, args):
+    """Value and gradients of the unfused code, or None where NumPy itself fails on
+    the program (an axis a 0-d value lacks) or ppto refuses it (an operation with no
+    gradient at some argument): neither is this test's subject."""
+    try:
+        f(*args)
+    except Exception:  # NumPy's own error: the program is not valid
+        return None
+    previous = ppto.set_precision("strict")  # strict: no fusion
+    try:
+        return ppto.value_and_grad(f, wrt=(0, 1, 2))(*args)
+    except ppto.PptoError:
+        return None
+    finally:
+        ppto.set_precision(previous)
+
+
+def assert_same(value, gradients, expected, dtype, label):
+    tolerance = 1e-10 if dtype == np.float64 else 2e-4
+    expected_value, expected_gradients = expected
+    assert np.shape(value) == (), label
+    np.testing.assert_allclose(
+        float(value), float(expected_value), rtol=tolerance, err_msg=label
+    )
+    for gradient, wanted in zip(gradients, expected_gradients):
+        gradient, wanted = np.asarray(gradient), wanted.numpy()
+        assert gradient.shape == wanted.shape, label
+        np.testing.assert_allclose(
+            gradient.astype(wanted.dtype), wanted, rtol=tolerance, atol=tolerance,
+            err_msg=label,
+        )  # fmt: skip
+
+
+@pytest.fixture
+def fuse_everything_in_small_chunks(monkeypatch):
+    import ppto.fusion.kernels as kernels
+    import ppto.transform.lower as lowering
+    import ppto.transform.regions as regions
+
+    for module in (kernels, lowering, regions):
+        monkeypatch.setattr(module, "LARGE", 1)
+    monkeypatch.setattr(kernels, "CHUNK_BYTES", 64)
+    monkeypatch.setenv("PPTO_NUM_THREADS", "3")
+
+
+def test_fused_code_equals_unfused_code_on_random_programs(
+    fuse_everything_in_small_chunks,
+):
+    checked = 0
+    for seed in range(PROGRAMS):
+        f, args = function(seed), arguments(seed)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            expected = unfused(f, args)
+            if expected is None:
+                continue
+            value, gradients = ppto.value_and_grad(f, wrt=(0, 1, 2))(*args)
+        assert_same(value, gradients, expected, args[0].dtype, f"program {seed}")
+        checked += 1
+    assert checked > PROGRAMS * 0.9
+
+
+def test_programs_fused_for_cuda_equal_unfused_code(regions_on_the_host):
+    ran = 0
+    for seed in range(ON_CUDA):
+        f, args = function(seed), arguments(seed)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            expected = unfused(f, args)
+            if expected is None:
+                continue
+            transformed = ppto.value_and_grad(f, wrt=(0, 1, 2))
+            program, _ = transformed.program(transformed.describe(list(args), args))
+            _, namespace = lower(program, backend_for(CPU), "cuda")
+            value, gradients = namespace[program.entry](*args)
+        assert_same(value, gradients, expected, args[0].dtype, f"program {seed}")
+        ran += 1
+    assert ran >= ON_CUDA * 0.75
+    assert any("region" in name for name in regions_on_the_host)
