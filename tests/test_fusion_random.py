@@ -65,37 +65,38 @@ def fuse_everything_in_small_chunks(monkeypatch):
     monkeypatch.setenv("PPTO_NUM_THREADS", "3")
 
 
+def compared_programs(count: int, run) -> int:
+    """How many of the first ``count`` programs ``run(f, args)`` (value and
+    gradients) computes as the unfused code does (failing on any that differs)."""
+    compared = 0
+    for seed in range(count):
+        f, args = function(seed), arguments(seed)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            expected = unfused(f, args)
+            if expected is None:
+                continue
+            value, gradients = run(f, args)
+        assert_same(value, gradients, expected, args[0].dtype, f"program {seed}")
+        compared += 1
+    return compared
+
+
 def test_fused_code_equals_unfused_code_on_random_programs(
     fuse_everything_in_small_chunks,
 ):
-    checked = 0
-    for seed in range(PROGRAMS):
-        f, args = function(seed), arguments(seed)
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            expected = unfused(f, args)
-            if expected is None:
-                continue
-            value, gradients = ppto.value_and_grad(f, wrt=(0, 1, 2))(*args)
-        assert_same(value, gradients, expected, args[0].dtype, f"program {seed}")
-        checked += 1
-    assert checked > PROGRAMS * 0.9
+    def fused(f, args):
+        return ppto.value_and_grad(f, wrt=(0, 1, 2))(*args)
+
+    assert compared_programs(PROGRAMS, fused) > PROGRAMS * 0.9
 
 
 def test_programs_fused_for_cuda_equal_unfused_code(regions_on_the_host):
-    ran = 0
-    for seed in range(ON_CUDA):
-        f, args = function(seed), arguments(seed)
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            expected = unfused(f, args)
-            if expected is None:
-                continue
-            transformed = ppto.value_and_grad(f, wrt=(0, 1, 2))
-            program, _ = transformed.program(transformed.describe(list(args), args))
-            _, namespace = lower(program, backend_for(CPU), "cuda")
-            value, gradients = namespace[program.entry](*args)
-        assert_same(value, gradients, expected, args[0].dtype, f"program {seed}")
-        ran += 1
-    assert ran >= ON_CUDA * 0.75
+    def fused_for_cuda(f, args):
+        transformed = ppto.value_and_grad(f, wrt=(0, 1, 2))
+        program, _ = transformed.program(transformed.describe(list(args), args))
+        _, namespace = lower(program, backend_for(CPU), "cuda")
+        return namespace[program.entry](*args)
+
+    assert compared_programs(ON_CUDA, fused_for_cuda) >= ON_CUDA * 0.75
     assert any("region" in name for name in regions_on_the_host)
