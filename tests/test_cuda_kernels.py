@@ -154,6 +154,49 @@ def test_a_cuda_region_runs_for_one_shape_and_one_float_dtype_only():
         assert layout(refused) is None
 
 
+class CompileException(Exception):
+    """Named as CuPy's compiler error is."""
+
+
+class RefusingCupy:
+    """NumPy in CuPy's place, except that every generated kernel fails to compile."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    def ElementwiseKernel(self, *args, **kwargs):
+        return self.refusing
+
+    def ReductionKernel(self, *args, **kwargs):
+        return self.refusing
+
+    @staticmethod
+    def refusing(*args):
+        raise CompileException("error: identifier is undefined\nmore detail")
+
+
+def test_a_kernel_cuda_cannot_compile_runs_unfused_with_a_warning(monkeypatch):
+    monkeypatch.setattr(cuda, "cupy_module", RefusingCupy)
+    x, y = np.linspace(-1, 1, 12).reshape(3, 4), np.linspace(0, 2, 4)
+    p, q = Node(leaf=0), Node(leaf=1)
+    tree = Node("mul", [Node("tanh", [p]), q])
+    kernels = [
+        (cuda.CudaElementwise("__fused_e", tree, 2), np.tanh(x) * y),
+        (cuda.CudaReduction("__fused_r", tree, 2, mean=True), np.mean(np.tanh(x) * y)),
+    ]
+    for kernel, expected in kernels:
+        with pytest.warns(RuntimeWarning, match="did not compile .error: identifier"):
+            np.testing.assert_allclose(kernel(x, y), expected, rtol=1e-15)
+        assert kernel.failed
+        np.testing.assert_allclose(kernel(x, y), expected, rtol=1e-15)  # no retry
+    _, _, fused = fused_for_cuda(chain, [(300,)] * 3)
+    (region,) = [k for k in fused.values() if isinstance(k, CudaRegion)]
+    region.fallback = lambda *arguments: "the statements"
+    with pytest.warns(RuntimeWarning, match="__fused_region_1 did not compile"):
+        assert region(*[np.ones(300)] * 3) == "the statements"
+    assert region.failed
+
+
 def test_generated_cuda_expressions():
     a0, a1 = Node(leaf=0), Node(leaf=1)
     tree = Node("where", [Node("greater", [a0, Node(value=0.0)]), a1, Node(value=0)])

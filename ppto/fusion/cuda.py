@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import math
 import re
+import warnings
 
 import numpy as np
 
@@ -187,6 +188,7 @@ class CudaElementwise:
         self.arity = arity
         self.names = [f"a{number}" for number in range(arity)]
         self.compiled: dict = {}  # operand kinds -> kernel, or None: unfused
+        self.failed = False  # set if CuPy could not compile the kernel
 
     def operation(self, kinds) -> tuple[str, str, str]:
         """``(in_params, out_params, body)`` for operands of ``kinds``."""
@@ -224,10 +226,14 @@ class CudaElementwise:
         return self.compiled[kinds]
 
     def __call__(self, *arrays, out=None):
-        kernel = self.kernel(arrays)
-        if kernel is None:  # operand types C would promote otherwise: unfused
-            return evaluate_with(cupy_module(), self.tree, arrays)
-        return kernel(*arrays) if out is None else kernel(*arrays, out)
+        kernel = None if self.failed else self.kernel(arrays)
+        if kernel is not None:
+            extra = () if out is None else (out,)
+            result = compiled_call(self, kernel, *arrays, *extra)
+            if result is not None:
+                return result
+        # operand types C would promote otherwise (or CUDA C that failed): unfused
+        return evaluate_with(cupy_module(), self.tree, arrays)
 
 
 class CudaReduction:
@@ -235,7 +241,9 @@ class CudaReduction:
 
     def __init__(self, name: str, tree: Node, arity: int, mean: bool) -> None:
         self.elementwise = CudaElementwise(name, tree, arity)
+        self.name = name
         self.mean = mean
+        self.failed = False  # set if CuPy could not compile the kernel
         self.compiled: dict = {}
 
     def cuda_source(self) -> str:
@@ -272,11 +280,11 @@ class CudaReduction:
         return self.compiled[kinds]
 
     def __call__(self, *arrays):
-        kernel = self.kernel(arrays)
-        if kernel is None:  # operand types C would promote otherwise: unfused
+        kernel = None if self.failed else self.kernel(arrays)
+        total = None if kernel is None else compiled_call(self, kernel, *arrays)
+        if total is None:  # types C would promote otherwise, or failed C: unfused
             values = evaluate_with(cupy_module(), self.elementwise.tree, arrays)
             return values.mean() if self.mean else values.sum()
-        total = kernel(*arrays)
         if self.mean:
             size = np.broadcast_shapes(*(np.shape(a) for a in arrays))
             total = total / math.prod(size)  # an empty mean is NaN, as in NumPy
@@ -317,6 +325,28 @@ class CudaMatmulEpilogue:
             return False
         kinds, _ = operand_kinds((product, *rest))
         return result_kind(self.epilogue.tree, kinds) == "f"
+
+
+def compiled_call(owner, kernel, *arguments):
+    """``kernel(*arguments)``, or None (with a warning, and ``owner.failed`` set) where
+    CuPy cannot compile the generated CUDA C: the caller then runs the operators one by
+    one. This CUDA C was compiled by nvcc and run on the CPU in ppto's tests, not on a
+    GPU; a compiler that refuses it must not stop the user's program."""
+    try:
+        return kernel(*arguments)
+    except Exception as error:
+        if type(error).__name__ != "CompileException":
+            raise
+        owner.failed = True
+        message = str(error).strip().splitlines()
+        warnings.warn(
+            f"ppto: the fused CUDA kernel {owner.name} did not compile "
+            f"({message[0] if message else type(error).__name__}); it runs unfused "
+            "(please report this)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
 
 
 def kernel_name(name: str) -> str:

@@ -51,6 +51,7 @@ class CudaRegion:
         self.function = kernel_name(name)
         self.source = self.render()
         self.kernels = None  # (elementwise kernel or None, reduction kernels)
+        self.failed = False  # set if CuPy could not compile the region
 
     # --- the CUDA C -----------------------------------------------------------------
 
@@ -136,11 +137,18 @@ class CudaRegion:
 
     def __call__(self, *arguments):
         dtype = layout(arguments)
-        if dtype is None or any(
-            all(np.ndim(arguments[i]) == 0 for i in reads) for reads in self.risks
+        if (
+            self.failed
+            or dtype is None
+            or any(
+                all(np.ndim(arguments[i]) == 0 for i in reads) for reads in self.risks
+            )
         ):  # mixed shapes or dtypes, or a value of numbers only: the statements
             return self.fallback(*arguments)
-        arrays, totals = self.launch(arguments)
+        launched = cuda.compiled_call(self, self.launch, arguments)
+        if launched is None:  # CuPy could not compile it (warned): the statements
+            return self.fallback(*arguments)
+        arrays, totals = launched
         results = []
         for name, ref in self.outputs:
             if ref[0] == "value":
