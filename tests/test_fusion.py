@@ -393,18 +393,44 @@ def held_constant(x, w):
 
 
 def test_a_region_summing_a_value_of_numbers_only_runs_its_statements():
-    """w is 0-d: summed in a chunked pass, ``s * s * s + s * s`` would be added once
-    per element of x (it was: a wrong value)."""
+    """w is a Python number, whose shape the transform does not know: summed in a
+    chunked pass, ``s * s * s + s * s`` would be added once per element of x (it
+    was: a wrong value); the region runs its statements instead. (Where w is a 0-d
+    array, those statements run before the region: next test.)"""
     rng = np.random.default_rng(8)
-    x, w = rng.standard_normal(LARGE + 5), np.array(0.7)
-    gradient = ppto.value_and_grad(held_constant, wrt=(0, 1))
-    calls = fallback_calls(gradient, (x, w))
-    value, (dx, dw) = gradient(x, w)
-    assert calls  # the region saw the sum of numbers only and ran the statements
+    x = rng.standard_normal(LARGE + 5)
     expected = np.sum(np.tanh(x) * np.exp(-x)) + (0.7**3 + 0.7**2)
-    np.testing.assert_allclose(float(value), expected, rtol=1e-12)
-    np.testing.assert_allclose(dx, np.exp(-x) * (1 - np.tanh(x) ** 2 - np.tanh(x)))
-    assert float(dw) == 0.0
+    gradient = ppto.value_and_grad(held_constant, wrt=(0, 1))
+    calls = fallback_calls(gradient, (x, 0.7))
+    for w in (0.7, np.array(0.7)):
+        value, (dx, dw) = gradient(x, w)
+        np.testing.assert_allclose(float(value), expected, rtol=1e-12)
+        slope = np.exp(-x) * (1 - np.tanh(x) ** 2 - np.tanh(x))
+        np.testing.assert_allclose(dx, slope, rtol=1e-12, atol=1e-15)
+        assert float(dw) == 0.0
+    assert calls  # the region saw the sum of numbers only and ran the statements
+
+
+def scaled_by_a_parameter(x, w):
+    v = np.exp(w * w) + w
+    return np.sum(np.tanh(x * v + v) * np.exp(-x)) + np.sum(w * w * w)
+
+
+def test_values_of_0d_parameters_run_before_the_region_instead_of_stopping_it():
+    """``v`` and ``w * w * w`` come from the 0-d w alone: in the region they would
+    make it run its statements on every call; they run before it."""
+    rng = np.random.default_rng(10)
+    x, w = rng.standard_normal(LARGE + 5), np.array(0.3)
+    gradient = ppto.value_and_grad(scaled_by_a_parameter, wrt=(0, 1))
+    source = ppto.show_grad(scaled_by_a_parameter, x, w, wrt=(0, 1), fused=True,
+                            file=io.StringIO())  # fmt: skip
+    body = source[: source.index("def __fused_region_1_unfused")]
+    assert body.index("v = t2 + w") < body.index("= __fused_region_1(x, v)")
+    calls = fallback_calls(gradient, (x, w))
+    fused = gradient(x, w)
+    assert "__fused_region_1_unfused" not in calls
+    expected = unfused_value_and_grad(scaled_by_a_parameter, (0, 1), (x, w))
+    assert_same_results(fused, expected, 1e-12)
 
 
 def test_numexpr_maximum_and_minimum_are_numpys_for_nan_and_ties():

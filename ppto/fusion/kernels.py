@@ -374,12 +374,17 @@ class RegionKernel:
 
 def region_layout(arguments) -> tuple | None:
     """``(shape, dtype)`` when every array argument is a NumPy array of that one shape
-    and floating dtype (0-d arrays of the dtype and Python numbers may join them) and
-    the shape has at least ``LARGE`` elements; else None."""
-    found = shared_layout(arguments, lambda value: type(value) is np.ndarray)
+    and floating dtype (0-d arrays and NumPy scalars of the dtype, which ufuncs of 0-d
+    arrays give, and Python numbers may join them) and the shape has at least
+    ``LARGE`` elements; else None."""
+    found = shared_layout(arguments, _numpy_value)
     if found is None or int(np.prod(found[0])) < LARGE:
         return None
     return found
+
+
+def _numpy_value(value) -> bool:
+    return type(value) is np.ndarray or isinstance(value, np.floating)
 
 
 def shared_layout(arguments, accepted) -> tuple | None:

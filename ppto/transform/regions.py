@@ -146,9 +146,14 @@ def _step(statement, namespace):
 def find_regions(
     body: list, namespace: dict, shapes: dict, large: int = LARGE
 ) -> list[tuple[int, int, list]]:
-    """``(start, stop, steps)`` of each region in ``body`` (a block); a region stops
-    where a value of another known shape would join it (the pass could not run).
-    Regions of a known size below ``large`` elements are left out."""
+    """``(start, stop, steps, hoisted)`` of each region in ``body`` (a block); a
+    region stops where a value of another known shape would join it (the pass could
+    not run). Regions of a known size below ``large`` elements are left out.
+    ``hoisted``: steps between start and stop that compute a 0-d value from 0-d
+    values and numbers (a scale from a 0-d parameter); they run before the region
+    instead of in it, where they would make it fall back to its statements (a value
+    of numbers only), whenever no region step before them touches what they read or
+    write."""
     found = []
     # each statement decoded once (a failed start is retried from the next one)
     candidates = [_step(statement, namespace) for statement in body]
@@ -156,6 +161,7 @@ def find_regions(
     position = 0
     while position < len(body):
         steps: list[Step] = []
+        hoisted: list[Step] = []
         sums: set = set()
         extent = None  # the region's array shape, once a value's is known
         stop = position
@@ -164,6 +170,10 @@ def find_regions(
                 stop += 1
                 continue
             step = candidates[stop]
+            if step is not None and _of_numbers(step, shapes, hoisted, steps):
+                hoisted.append(step)
+                stop += 1
+                continue
             if step is not None and step.kind == "ones" and step.source not in sums:
                 step = None
             if step is None or (reads[stop] & sums and step.kind != "ones"):
@@ -183,6 +193,7 @@ def find_regions(
         while steps and steps[-1].kind in ("copy", "ones"):
             steps.pop()  # nothing gained by ending on a copy
             stop = body.index(steps[-1].statement) + 1 if steps else position
+        hoisted = [h for h in hoisted if _index(body, h.statement) < stop]
         operations = sum(
             (s.tree.count() if s.tree else 0) + (s.kind == "sum") for s in steps
         )
@@ -192,11 +203,36 @@ def find_regions(
             and sum(s.kind == "tree" for s in steps) >= 2
             and not small
         ):
-            found.append((position, stop, steps))
+            found.append((position, stop, steps, hoisted))
             position = stop
         else:
             position += 1
     return found
+
+
+def _of_numbers(step: Step, shapes: dict, hoisted: list, before: list) -> bool:
+    """Whether ``step`` computes a value known to be 0-d from 0-d values (a sum of a
+    0-d value, ``ones_like`` of such a sum included) and may run before the region
+    steps ``before`` it: none of them reads or assigns its target or assigns what it
+    reads."""
+    if shapes.get(step.target, None) != () or step.target not in shapes:
+        return False
+    read = {step.source} if step.source else set(_leaves(step.tree))
+    if step.kind == "sum" and shapes.get(step.source, None) != ():
+        return False  # the sum of an array: the region's work
+    if step.kind == "ones" and step.source not in {h.target for h in hoisted}:
+        return False
+    for other in before:
+        other_read = {other.source} if other.source else set(_leaves(other.tree))
+        if other.target == step.target or step.target in other_read:
+            return False
+        if other.target in read:
+            return False
+    return True
+
+
+def _index(body: list, statement) -> int:
+    return next(i for i, candidate in enumerate(body) if candidate is statement)
 
 
 class _Writer:
@@ -489,9 +525,12 @@ def fuse_regions(
             for field, inner in nested_blocks(statement):
                 setattr(statement, field, block(inner))
         out, done = [], 0
-        for start, stop, steps in find_regions(body, namespace, shapes, large):
+        for start, stop, steps, hoisted in find_regions(body, namespace, shapes, large):
             out.extend(body[done:start])
-            out.extend(replace(body[start:stop], steps))
+            before = [h.statement for h in hoisted]  # 0-d values: not the region's
+            out.extend(before)
+            rest = [s for s in body[start:stop] if all(s is not h for h in before)]
+            out.extend(replace(rest, steps))
             done = stop
         return out + body[done:]
 
