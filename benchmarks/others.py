@@ -31,7 +31,7 @@ def available() -> dict[str, Callable]:
     return found
 
 
-def _rebound(function: Callable, numpy_module) -> Callable:
+def rebound(function: Callable, numpy_module) -> Callable:
     """``function`` with the global ``np`` bound to ``numpy_module``."""
     scope = dict(function.__globals__, np=numpy_module)
     return types.FunctionType(function.__code__, scope, function.__name__)
@@ -42,7 +42,7 @@ def _jax(workload, args):
     import jax.numpy as jnp
 
     jax.config.update("jax_enable_x64", True)
-    function = _rebound(workload.function, jnp)
+    function = rebound(workload.function, jnp)
     gradient = jax.jit(jax.grad(function, argnums=workload.wrt))
     inputs = [jnp.asarray(a) for a in args]
     try:
@@ -60,7 +60,7 @@ def _autograd(workload, args):
     import autograd
     import autograd.numpy as anp
 
-    function = _rebound(workload.function, anp)
+    function = rebound(workload.function, anp)
     gradient = autograd.grad(function, argnum=list(workload.wrt))
 
     def run(*_):  # the arguments are bound already
@@ -72,7 +72,7 @@ def _autograd(workload, args):
 def _torch(workload, args):
     import torch
 
-    function = _rebound(workload.function, _torch_numpy(torch))
+    function = rebound(workload.function, _torch_numpy(torch))
     inputs = [
         torch.from_numpy(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a
         for a in args

@@ -306,14 +306,18 @@ class Transformed:
 
     def operator_counts(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
         """Operator applications in the generated code for these arguments, before
-        and after fusion."""
+        and after fusion (as fusion runs on their device: a backend without fused
+        kernels counts the same twice)."""
         from ppto.transform.fuse import count_operators, fuse_program
 
-        _, values, ranks, _, _ = self.prepare(args, kwargs)
+        _, values, ranks, _, device = self.prepare(args, kwargs)
         program, _ = self.program(ranks)
         namespace = dict(program.refs.namespace)
+        if device.kind not in ("cpu", "cuda"):
+            count = count_operators(program.functions, namespace)
+            return count, count
         fused, kernels = fuse_program(
-            program.functions, namespace, program.value_shapes
+            program.functions, namespace, program.value_shapes, device.kind
         )
         namespace.update(kernels)
         return (

@@ -33,3 +33,21 @@ def test_benchmark_checks_every_workload_and_prints_its_table(script):
         assert any(row.startswith(workload) for row in rows), workload
     assert "row(s) miss" in output  # the targets are judged
     assert output.startswith("heap:")  # which heap the numbers come from
+
+
+def test_the_fusion_benchmark_runs_on_a_gpu_or_says_it_needs_one():
+    from tests.conftest import cuda_available
+
+    done = subprocess.run(
+        [sys.executable, "tools/fusion_bench.py", "--quick", "--device", "cuda"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if cuda_available():  # the fused CUDA kernels checked, then timed
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert "calls on cuda;" in done.stdout
+    else:
+        assert done.returncode != 0
+        assert "--device cuda needs CuPy and a GPU" in done.stderr

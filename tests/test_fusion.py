@@ -270,6 +270,8 @@ def test_show_grad_fused_shows_kernels_and_counts():
     before, after = [int(word) for word in header.split() if word.isdigit()]
     assert after < before
     assert ppto.grad(mlp, wrt=(0, 1, 2)).operator_counts(*args) == (before, after)
+    on_sim = [ppto.tensor(a, device="sim") for a in args]  # a backend without fusion
+    assert ppto.grad(mlp, wrt=(0, 1, 2)).operator_counts(*on_sim) == (before, before)
 
 
 @pytest.mark.parametrize("function, shapes", [

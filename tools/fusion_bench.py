@@ -7,6 +7,10 @@ generated gradient before and after fusion, the median time of unfused ppto, fus
 and the hand-written NumPy gradient, and the ratios to NumPy against the targets
 (chain <= 0.5x, MLP and logsumexp <= 1.0x). Unfused means precision 'strict', the only
 setting that turns fusion off.
+
+``--device cuda`` runs the same on a GPU (the arguments and the hand-written gradient
+on CuPy, each call waited for), checking every gradient against NumPy's on the CPU
+first: the fused CUDA kernels' evidence. Without CuPy and a GPU it says so and fails.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
+from others import rebound  # noqa: E402
 from run import check, median_times, steady_heap  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
@@ -40,7 +45,51 @@ def unfused(gradient):
     return run
 
 
-def run(quick: bool) -> int:
+class Device:
+    """Where a run's arrays live: ``move`` puts arrays there, ``finished`` waits for
+    the work queued there, ``host`` brings results back, ``hand`` rebinds a
+    hand-written gradient to the device's NumPy."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        if name == "cpu":
+            self.xp = np
+            return
+        try:
+            import cupy
+
+            cupy.cuda.runtime.getDeviceCount()
+        except Exception as error:  # no CuPy, no driver or no GPU
+            raise SystemExit(f"--device {name} needs CuPy and a GPU: {error}") from None
+        self.xp = cupy
+
+    def move(self, args: tuple) -> tuple:
+        return tuple(self.xp.asarray(a) for a in args)
+
+    def finished(self, function):
+        if self.xp is np:
+            return function
+
+        def run(*args):
+            result = function(*args)
+            self.xp.cuda.get_current_stream().synchronize()
+            return result
+
+        return run
+
+    def host(self, values) -> list:
+        return [
+            v.numpy() if isinstance(v, ppto.Tensor) else self.xp.asnumpy(v)
+            if self.xp is not np else np.asarray(v)
+            for v in values
+        ]  # fmt: skip
+
+    def hand(self, workload):
+        return workload.hand if self.xp is np else rebound(workload.hand, self.xp)
+
+
+def run(quick: bool, device_name: str = "cpu") -> int:
+    device = Device(device_name)
     rng = np.random.default_rng(0)
     repeats = 5 if quick else 41
     header = (
@@ -55,16 +104,18 @@ def run(quick: bool) -> int:
         if workload.name[0] not in TARGETS:
             continue
         for dtype in workload.dtypes:
-            args = workload.make(rng, dtype)
+            cpu_args = workload.make(rng, dtype)
+            _, hand = workload.hand(*cpu_args)  # NumPy's, on the CPU: the reference
+            args = device.move(cpu_args)
             gradient = ppto.grad(workload.function, wrt=workload.wrt)
             before, after = gradient.operator_counts(*args)
-            _, hand = workload.hand(*args)
             plain = unfused(gradient)
-            check(plain(*args), hand, dtype)  # refuse to time a wrong gradient
-            check(gradient(*args), hand, dtype)
-            functions = (plain, gradient, workload.hand)
+            theirs = device.hand(workload)
+            for function in (plain, gradient, lambda *a: theirs(*a)[1]):
+                check(device.host(function(*args)), hand, dtype)  # before timing
+            functions = [device.finished(f) for f in (plain, gradient, theirs)]
             times = median_times(functions, args, repeats)
-            check(gradient(*args), hand, dtype)  # after its first calls too
+            check(device.host(gradient(*args)), hand, dtype)  # after its first calls
             unfused_ms, fused, numpy = (t * 1e3 for t in times)
             target = TARGETS[workload.name[0]]
             ok = fused / numpy <= target
@@ -75,7 +126,8 @@ def run(quick: bool) -> int:
                 f"{unfused_ms / numpy:10.2f} {fused / numpy:8.2f} {target:6.2f}  "
                 f"{'yes' if ok else 'NO'}"
             )
-    print(f"\nmedians of {repeats} calls; {misses} row(s) miss their target")
+    where = "" if device.name == "cpu" else f" on {device.name}"
+    print(f"\nmedians of {repeats} calls{where}; {misses} row(s) miss their target")
     return misses
 
 
@@ -85,9 +137,12 @@ def main() -> None:
     parser.add_argument(
         "--system-heap", action="store_true", help="keep glibc's heap defaults"
     )
+    parser.add_argument(
+        "--device", default="cpu", help="cpu (default) or cuda: where the arrays live"
+    )
     arguments = parser.parse_args()
     print(steady_heap(arguments.system_heap))  # see benchmarks/run.py
-    run(arguments.quick)
+    run(arguments.quick, arguments.device)
 
 
 if __name__ == "__main__":
