@@ -308,12 +308,12 @@ class Transformed:
         """Operator applications in the generated code for these arguments, before
         and after fusion (as fusion runs on their device: a backend without fused
         kernels counts the same twice)."""
-        from ppto.transform.fuse import count_operators, fuse_program
+        from ppto.transform.fuse import FUSED_KINDS, count_operators, fuse_program
 
         _, values, ranks, _, device = self.prepare(args, kwargs)
         program, _ = self.program(ranks)
         namespace = dict(program.refs.namespace)
-        if device.kind not in ("cpu", "cuda"):
+        if device.kind not in FUSED_KINDS:
             count = count_operators(program.functions, namespace)
             return count, count
         fused, kernels = fuse_program(
@@ -530,7 +530,7 @@ def show_source(
 
 
 def _show(f, args, wrt, mode, file, lowered, fused, device=None) -> str:
-    from ppto.transform.fuse import count_operators, fuse_program
+    from ppto.transform.fuse import FUSED_KINDS, count_operators, fuse_program
 
     transformed = Transformed(f, wrt, mode, with_value=True)
     if args:
@@ -550,7 +550,7 @@ def _show(f, args, wrt, mode, file, lowered, fused, device=None) -> str:
         first = next((a for a in args if _is_array(a)), None)
         device = _device_of(first) if first is not None else CPU
     device = Device(device)
-    if fused and not lowered and device.kind in ("cpu", "cuda"):
+    if fused and not lowered and device.kind in FUSED_KINDS:
         namespace = dict(program.refs.namespace)
         functions, kernels = fuse_program(
             program.functions, namespace, program.value_shapes, device.kind
@@ -560,10 +560,16 @@ def _show(f, args, wrt, mode, file, lowered, fused, device=None) -> str:
         after = count_operators(functions, namespace)
         header = f"# operators: {before} before fusion, {after} after\n"
         sources = [render_function(f) for f in functions]
-        sources += [k.source for k in kernels.values() if hasattr(k, "fallback_name")]
-        sources += [
-            k.cuda_source() for k in kernels.values() if hasattr(k, "cuda_source")
-        ]
+        for name, kernel in kernels.items():  # what each kernel runs
+            if hasattr(kernel, "fallback_name"):  # a region: its pass or CUDA C
+                sources.append(kernel.source)
+            elif hasattr(kernel, "cuda_source"):
+                sources.append(kernel.cuda_source())
+            elif hasattr(kernel, "numpy_source"):
+                sources.append(kernel.numpy_source())
+            else:  # a rule's own implementation
+                where = f"{kernel.__module__}.{kernel.__qualname__}"
+                sources.append(f"# {name}: the rule's implementation, {where}\n")
         text = header + "\n\n".join(sources)
     elif fused and not lowered:
         text = f"# backend {device.kind!r} has no fused kernels: this code runs\n{text}"

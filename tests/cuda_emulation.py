@@ -35,6 +35,7 @@ def compile_host(tmp_path_factory):
             path.write_text("#include <cmath>\n" + source)
             library = directory / f"kernels{number}.so"
             command = [nvcc, "-O2", "-shared", "-Xcompiler", "-fPIC", "-arch=sm_80",
+                       "-Werror", "all-warnings",  # a host function called on device
                        "-o", str(library), str(path)]  # fmt: skip
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             assert done.returncode == 0, done.stderr[-4000:]
@@ -92,12 +93,20 @@ REGION_HARNESS = """
 extern "C" void host_{c}({inputs}, {outputs}, long size) {{
   for (long i = 0; i < size; ++i) {function}<{c}>({elements}, {results});
 }}
+__global__ void device_{c}({inputs}, {outputs}, long size) {{
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < size) {function}<{c}>({elements}, {results});
+}}
 """
 SUM_HARNESS = """
 extern "C" void host_{c}_sum{n}({inputs}, {c}* total, long size) {{
   {c} sum = 0;
   for (long i = 0; i < size; ++i) sum += {function}_sum{n}<{c}>({elements});
   *total = sum;
+}}
+__global__ void device_{c}_sum{n}({inputs}, {c}* total, long size) {{
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < size) total[i] = {function}_sum{n}<{c}>({elements});
 }}
 """
 

@@ -140,6 +140,11 @@ def test_show_grad_shows_the_cuda_code_without_a_gpu():
     assert "ppto_maximum(T a, T b)" in region  # the helper a region calls, with it
     on_cpu = ppto.show_grad(mlp, *args, wrt=(0, 1, 2), fused=True, file=io.StringIO())
     assert "ElementwiseKernel" not in on_cpu and "def __fused_region" not in on_cpu
+    assert (
+        "def __fused_chain_maximum_tanh(a0):\n    return np.tanh(np.maximum(a0"
+        in on_cpu
+    )
+    assert "the rule's implementation, ppto.fusion.patterns._matmul_bias" in on_cpu
     elsewhere = ppto.show_grad(mlp, *args, wrt=(0, 1, 2), fused=True, device="sim",
                                file=io.StringIO())  # fmt: skip
     assert elsewhere.startswith("# backend 'sim' has no fused kernels")
@@ -271,8 +276,9 @@ def test_operators_one_by_one_give_numpy_values():
 
 
 def _cases():
-    """``(label, tree, arity)`` of every built-in rule's CUDA kernel and of every
-    kernel fusion makes for the workloads above."""
+    """``(label, kernel, operand kinds)`` of every built-in rule's CUDA kernel and of
+    every kernel fusion makes for the workloads above: float operands, and booleans
+    where a leaf is a ``where``'s condition (a mask computed before the kernel)."""
     cases = []
     for rule in CUDA_RULES:
         kernel = implementation_for(rule, "cuda")
@@ -287,7 +293,23 @@ def _cases():
     for op in ("maximum", "minimum"):  # NumPy's: NaN in, NaN out
         tree = Node(op, [Node(leaf=0), Node(leaf=1)])
         cases.append((f"nan_{op}", cuda.CudaElementwise(op, tree, 2)))
-    return cases
+    p, q, r = Node(leaf=0), Node(leaf=1), Node(leaf=2)  # a mask times values
+    mask = Node("add", [Node("where", [p, q, Node("neg", [q])]), Node("mul", [p, r])])
+    cases.append(("mask", cuda.CudaElementwise("mask", mask, 3)))
+    return [(label, kernel, _kinds(kernel)) for label, kernel in cases]
+
+
+def _kinds(kernel) -> tuple:
+    conditions = set()
+
+    def walk(node):
+        if node.op == "where" and node.children[0].leaf is not None:
+            conditions.add(node.children[0].leaf)
+        for child in node.children:
+            walk(child)
+
+    walk(kernel.tree)
+    return tuple("b" if n in conditions else "f" for n in range(kernel.arity))
 
 
 CASES = _cases()
@@ -310,11 +332,11 @@ extern "C" void host_{n}_double({double_params}, {double_out}* r, long s) {{
 """
 
 
-def _kernel_source(number: int, kernel) -> str:
-    kinds = ("f",) * kernel.arity
+def _kernel_source(number: int, kernel, kinds) -> str:
     in_params, out_params, body = kernel.operation(kinds)
     out = out_params.split()[0]
-    pointers = [f"const T* p{i}" for i in range(kernel.arity)]
+    types = ["bool" if kind == "b" else "T" for kind in kinds]
+    pointers = [f"const {t}* p{i}" for i, t in enumerate(types)]
     typed = {
         name: [p.replace("T*", f"{name}*") for p in pointers]
         for name in ("float", "double")
@@ -323,7 +345,7 @@ def _kernel_source(number: int, kernel) -> str:
         n=number,
         params=", ".join(pointers),
         out=out,
-        loads=" ".join(f"const T a{i} = p{i}[i];" for i in range(kernel.arity)),
+        loads=" ".join(f"const {t} a{i} = p{i}[i];" for i, t in enumerate(types)),
         body=body,
         float_params=", ".join(typed["float"]),
         double_params=", ".join(typed["double"]),
@@ -335,7 +357,7 @@ def _kernel_source(number: int, kernel) -> str:
 
 @pytest.fixture(scope="module")
 def host_library(compile_host):
-    kernels = (_kernel_source(n, kernel) for n, (_, kernel) in enumerate(CASES))
+    kernels = (_kernel_source(n, k, kinds) for n, (_, k, kinds) in enumerate(CASES))
     return compile_host(cuda.PREAMBLE + "".join(kernels))
 
 
@@ -353,16 +375,21 @@ def _ops(tree: Node):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize(
-    "number, label", [(n, label) for n, (label, _) in enumerate(CASES)]
+    "number, label", [(n, label) for n, (label, _, _) in enumerate(CASES)]
 )
 def test_cuda_kernel_source_computes_what_its_tree_says(
     host_library, number, label, dtype
 ):
-    kernel = CASES[number][1]
+    _, kernel, kinds = CASES[number]
     rng = np.random.default_rng(number)
     low = 0.5 if _needs_positive(kernel.tree) else -1.5
     size = 257
-    inputs = [rng.uniform(low, 1.5, size).astype(dtype) for _ in range(kernel.arity)]
+    inputs = [
+        rng.uniform(low, 1.5, size).astype(dtype)
+        if kind == "f"
+        else rng.random(size) > 0.5
+        for kind in kinds
+    ]
     if label.startswith("nan_"):  # NaN on either side, ties of equal and signed zeros
         inputs[0][:5] = np.nan
         inputs[1][3:8] = np.nan
@@ -459,11 +486,6 @@ def _rule(name):
 
 
 # --- on a GPU -----------------------------------------------------------------------
-
-gpu = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not cuda_available(), reason="needs CuPy and a GPU"),
-]
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

@@ -435,6 +435,40 @@ def test_values_of_0d_parameters_run_before_the_region_instead_of_stopping_it():
     assert_same_results(fused, expected, 1e-12)
 
 
+def squares_of_a_number(x, s):
+    shifted = s * s + x  # one elementwise statement: a kernel, not a region
+    return np.sum(shifted) + np.sum(x)
+
+
+def counted_twice(x):
+    total = np.sum(np.tanh(x) * x)
+    return total + np.sum(np.ones_like(total)) * np.sum(x)
+
+
+@pytest.mark.parametrize("size", [7, LARGE + 5])
+def test_fused_kernels_keep_numpys_types_for_python_numbers(size):
+    """``s * s`` of a Python number is a Python number (weak: float32 arrays stay
+    float32); fused into a kernel it was np.multiply's float64, which made the
+    float32 value float64 (found by the random programs)."""
+    x = np.random.default_rng(11).standard_normal(size).astype("float32")
+    value, gradient = ppto.value_and_grad(squares_of_a_number)(x, 0.5)
+    assert np.asarray(squares_of_a_number(x, 0.5)).dtype == np.float32  # NumPy's
+    assert value.dtype == np.float32 and gradient.dtype == np.float32
+    expected = unfused_value_and_grad(squares_of_a_number, 0, (x, 0.5))
+    np.testing.assert_allclose(float(value), float(expected[0]), rtol=1e-6)
+    assert expected[0].dtype == np.float32
+
+
+def test_a_sum_of_ones_like_a_sum_is_not_a_chunked_pass(fuse_everything):
+    """``np.sum(np.ones_like(total))`` is 1 (it was a NameError in the pass, and
+    would have counted its chunks)."""
+    x = np.random.default_rng(12).standard_normal(50)
+    value, gradient = ppto.value_and_grad(counted_twice)(x)
+    np.testing.assert_allclose(float(value), counted_twice(x), rtol=1e-12)
+    expected = unfused_value_and_grad(counted_twice, 0, (x,))
+    np.testing.assert_allclose(gradient.numpy(), expected[1].numpy(), rtol=1e-12)
+
+
 def test_numexpr_maximum_and_minimum_are_numpys_for_nan_and_ties():
     """NaN on either side propagates; a tie gives the second operand, so the signs of
     zeros come out as NumPy's."""

@@ -24,7 +24,14 @@ import warnings
 
 import numpy as np
 
-from ppto.fusion.kernels import COMPARISONS, Node, ufunc
+from ppto.fusion.kernels import (  # noqa: F401 (kinds are part of this API)
+    OPERATORS,
+    Node,
+    Unsupported,
+    combined_kind,
+    result_kind,
+    ufunc,
+)
 from ppto.fusion.registry import elementwise_tree
 from ppto.symbolic import Operator, Symbol
 
@@ -64,11 +71,6 @@ FUNCTIONS = {"sqrt", "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh"
 FUNCTIONS |= {"sinh", "cosh"}
 
 
-class Unsupported(Exception):
-    """A tree or operand types the CUDA kernels do not take (the caller runs the
-    operators one by one instead)."""
-
-
 def expression(node: Node, names) -> str:
     """The CUDA C expression of ``node``; leaves are ``names``, constants ``T``."""
     if node.leaf is not None:
@@ -98,34 +100,6 @@ def spell(op: str, operands: list) -> str:
     if op not in SPELLINGS:
         raise Unsupported(f"the operator {op}")
     return SPELLINGS[op].format(*operands)
-
-
-def result_kind(node: Node, kinds) -> str:
-    """``'f'`` (the floating type ``T``), ``'w'`` (a Python number or constant: weak,
-    it takes the arrays' type) or ``'b'`` (bool) for ``node`` over leaves of
-    ``kinds``; raises ``Unsupported`` where NumPy's result type is not what C's would
-    be (see ``combined_kind``)."""
-    if node.leaf is not None:
-        return kinds[node.leaf]
-    if node.op is None:
-        return "b" if isinstance(node.value, (bool, np.bool_)) else "w"
-    return combined_kind(node.op, [result_kind(c, kinds) for c in node.children])
-
-
-def combined_kind(op: str, kinds: list) -> str:
-    """The kind of ``op`` applied to operands of ``kinds`` (``'f'``, ``'w'``, ``'b'``).
-    Raises ``Unsupported`` for arithmetic on booleans alone or with numbers only,
-    ``where`` choosing between numbers, and any operation on numbers alone: NumPy's
-    results there are integers, booleans or float64 (a ufunc of Python numbers is a
-    strong float64), C's would be ``T``."""
-    if op in COMPARISONS:
-        return "b"
-    values = kinds[1:] if op == "where" else kinds
-    if "f" in values:
-        return "f"
-    if op == "where" and values == ["b", "b"]:
-        return "b"
-    raise Unsupported(f"{op} of {' and '.join(sorted(set(kinds)))} operands")
 
 
 def operand_kinds(arrays) -> tuple[tuple, np.dtype]:
@@ -169,7 +143,10 @@ def evaluate_with(xp, node: Node, arrays):
         return arrays[node.leaf]
     if node.op is None:
         return node.value
-    function = getattr(xp, ufunc(node.op).__name__)
+    if node.operator:  # Python's operator, as the code wrote it
+        function = OPERATORS[node.op][0]
+    else:
+        function = getattr(xp, ufunc(node.op).__name__)
     return function(*(evaluate_with(xp, child, arrays) for child in node.children))
 
 
@@ -421,4 +398,5 @@ def _renumbered(node: Node, renumber: dict) -> Node:
         return Node(leaf=renumber[node.leaf])
     if node.op is None:
         return node
-    return Node(node.op, [_renumbered(child, renumber) for child in node.children])
+    children = [_renumbered(child, renumber) for child in node.children]
+    return Node(node.op, children, operator=node.operator)

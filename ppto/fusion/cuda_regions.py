@@ -45,7 +45,7 @@ class CudaRegion:
         self.instructions = instructions
         self.outputs = outputs  # [(name, ref)] in the order the call returns them
         self.sums = list(sums.items())  # [(name, ref)]
-        self.risks = risks  # per array output, the inputs it reads
+        self.risks = risks  # per computed output and sum, the inputs it reads
         self.computed = computed  # outputs that must be new arrays
         self.arrays = list(dict.fromkeys(r for _, r in outputs if r[0] == "value"))
         self.function = kernel_name(name)

@@ -11,6 +11,7 @@ intermediate values written over one another and into the block of the result
 
 from __future__ import annotations
 
+import operator
 import statistics
 import time
 
@@ -63,6 +64,15 @@ ELEMENTWISE = {
     "equal": (np.equal, "({0} == {1})", 2),
 }
 TERNARY = {"where": (np.where, "where({0}, {1}, {2})")}
+# op name -> (Python's operator, its spelling), for nodes the code wrote with one
+OPERATORS = {
+    "add": (operator.add, "({0} + {1})"),
+    "sub": (operator.sub, "({0} - {1})"),
+    "mul": (operator.mul, "({0} * {1})"),
+    "div": (operator.truediv, "({0} / {1})"),
+    "pow": (operator.pow, "({0} ** {1})"),
+    "neg": (operator.neg, "(-{0})"),
+}
 COMPARISONS = {"greater", "less", "greater_equal", "less_equal", "equal"}
 
 
@@ -71,17 +81,54 @@ def ufunc(op: str):
     return (ELEMENTWISE.get(op) or TERNARY[op])[0]
 
 
+class Unsupported(Exception):
+    """A tree or operand types a single-typed evaluation (numexpr, CUDA C) does not
+    take: the caller runs the operators with NumPy's (or CuPy's) own rules instead."""
+
+
+def result_kind(node: Node, kinds) -> str:
+    """``'f'`` (the floating type ``T``), ``'w'`` (a Python number or constant: weak,
+    it takes the arrays' type) or ``'b'`` (bool) for ``node`` over leaves of
+    ``kinds``; raises ``Unsupported`` where NumPy's result type is not what C's would
+    be (see ``combined_kind``): there, evaluating in one type (numexpr's, CUDA C's
+    ``T``) would differ from NumPy."""
+    if node.leaf is not None:
+        return kinds[node.leaf]
+    if node.op is None:
+        return "b" if isinstance(node.value, (bool, np.bool_)) else "w"
+    return combined_kind(node.op, [result_kind(c, kinds) for c in node.children])
+
+
+def combined_kind(op: str, kinds: list) -> str:
+    """The kind of ``op`` applied to operands of ``kinds`` (``'f'``, ``'w'``, ``'b'``).
+    Raises ``Unsupported`` for arithmetic on booleans alone or with numbers only,
+    ``where`` choosing between numbers, and any operation on numbers alone: NumPy's
+    results there are integers, booleans or float64 (a ufunc of Python numbers is a
+    strong float64), C's would be ``T``."""
+    if op in COMPARISONS:
+        return "b"
+    values = kinds[1:] if op == "where" else kinds
+    if "f" in values:
+        return "f"
+    if op == "where" and values == ["b", "b"]:
+        return "b"
+    raise Unsupported(f"{op} of {' and '.join(sorted(set(kinds)))} operands")
+
+
 class Node:
     """An expression tree node: an operator over children, a leaf (argument
     position) or a constant."""
 
-    __slots__ = ("op", "children", "leaf", "value")
+    __slots__ = ("op", "children", "leaf", "value", "operator")
 
-    def __init__(self, op=None, children=(), leaf=None, value=None):
+    def __init__(self, op=None, children=(), leaf=None, value=None, operator=False):
         self.op = op
         self.children = tuple(children)
         self.leaf = leaf
         self.value = value
+        # written with Python's operator (``s * s``), not a NumPy call: for Python
+        # numbers alone the result is a Python number, which NumPy treats as weak
+        self.operator = operator and op in OPERATORS
 
     def count(self) -> int:
         return (1 if self.op else 0) + sum(child.count() for child in self.children)
@@ -115,8 +162,10 @@ class Node:
             return names[self.leaf]
         if self.op is None:
             return repr(self.value)
-        arguments = ", ".join(child.numpy(names) for child in self.children)
-        return f"np.{ufunc(self.op).__name__}({arguments})"
+        arguments = [child.numpy(names) for child in self.children]
+        if self.operator:
+            return OPERATORS[self.op][1].format(*arguments)
+        return f"np.{ufunc(self.op).__name__}({', '.join(arguments)})"
 
 
 class ElementwiseKernel:
@@ -128,10 +177,18 @@ class ElementwiseKernel:
         self.arity = arity
         names = [f"a{i}" for i in range(arity)]
         source = f"def {name}({', '.join(names)}):\n    return {tree.numpy(names)}\n"
+        self.source = source
         scope: dict = {}
         exec(compile(source, f"<ppto fused kernel {name}>", "exec"), {"np": np}, scope)
         self.small = scope[name]
         self.plans: dict = {}  # leaf shapes -> _Plan
+
+    def numpy_source(self) -> str:
+        """What the kernel computes, to read (large arrays: the same by numexpr or
+        over row blocks)."""
+        return (
+            f"# {self.name}: numexpr or NumPy over row blocks when large\n{self.source}"
+        )
 
     def __call__(self, *arrays):
         for array in arrays:  # the common case, small arrays, decided quickly
@@ -148,10 +205,8 @@ class ElementwiseKernel:
         arrays = arrays + tuple(evaluate_numpy(node, arrays) for node in plan.hoisted)
         if plan.operations < 2:  # one operation left: NumPy's own pass is best
             return evaluate_numpy(plan.tree, arrays)
-        dtype = np.result_type(*arrays)
-        # numexpr for floating results only: its constants take the operands' type,
-        # which for booleans alone (mask * 1.5) would make 1.5 a True
-        if plan.expression is not None and numexpr is not None and dtype.kind == "f":
+        dtype = _single_type(plan.tree, arrays)
+        if plan.expression is not None and numexpr is not None and dtype is not None:
             local = {}
             for number, value in enumerate(arrays):
                 if isinstance(value, (np.ndarray, np.generic)):
@@ -199,6 +254,35 @@ class ElementwiseKernel:
         return out
 
 
+def _single_type(tree: Node, arrays) -> np.dtype | None:
+    """The one dtype (float32 or float64) in which ``tree`` over ``arrays`` computes
+    every value as NumPy would, for numexpr, whose constants and Python numbers take
+    one type; None where NumPy's rules give another type somewhere: arrays of
+    several dtypes, integers, float16 (numexpr computes it in float32), or a mask
+    with numbers alone (``mask * 1.5`` is float64 in NumPy whatever the arrays)."""
+    kinds, dtypes = [], set()
+    for value in arrays:
+        if type(value) is float or type(value) is int:
+            kinds.append("w")
+            continue
+        dtype = getattr(value, "dtype", None)
+        if dtype is None and isinstance(value, bool):
+            kinds.append("b")
+        elif dtype is not None and dtype.kind == "b":
+            kinds.append("b")
+        elif dtype in _NUMEXPR:
+            kinds.append("f")
+            dtypes.add(dtype)
+        else:
+            return None
+    if len(dtypes) != 1:
+        return None
+    try:
+        return dtypes.pop() if result_kind(tree, kinds) == "f" else None
+    except Unsupported:
+        return None
+
+
 def _evaluate_into(tree: Node, leaves, destination) -> None:
     """``tree`` over ``leaves``, the result written into ``destination``, which also
     holds the first intermediate value: an operation on floating point operands
@@ -232,6 +316,8 @@ def _evaluate_into(tree: Node, leaves, destination) -> None:
             else:
                 if holder[0] is None and kind == dtype:
                     into = destination
+        if node.operator and all(type(v) in (float, int) for v in values):
+            return OPERATORS[node.op][0](*values)  # Python numbers stay one
         value = ELEMENTWISE[node.op][0](*values, out=into)
         if value is destination:
             holder[0] = node
@@ -320,10 +406,11 @@ class _Plan:
             self.hoisted.append(node)
             return Node(leaf=arity + len(self.hoisted) - 1)
         children = [self.hoist(c, shapes, full, arity) for c in node.children]
-        return Node(node.op, children)
+        return Node(node.op, children, operator=node.operator)
 
 
 _PLAIN = (np.ndarray, float, int)  # operand types the large paths take
+_NUMEXPR = (np.dtype(np.float32), np.dtype(np.float64))  # result types numexpr keeps
 TRIALS = 3  # timed calls of each way before a plan keeps the faster
 _WAYS = {
     "blocks": lambda kernel, tree, arrays, threads: kernel.in_blocks(
@@ -342,12 +429,14 @@ def _shape(node: Node, shapes: tuple) -> tuple:
 
 
 def evaluate_numpy(node: Node, arrays):
-    """The value of ``node`` by plain NumPy calls."""
+    """The value of ``node`` by plain NumPy calls (Python's operators where the code
+    used them)."""
     if node.leaf is not None:
         return arrays[node.leaf]
     if node.op is None:
         return node.value
-    return ufunc(node.op)(*(evaluate_numpy(child, arrays) for child in node.children))
+    function = OPERATORS[node.op][0] if node.operator else ufunc(node.op)
+    return function(*(evaluate_numpy(child, arrays) for child in node.children))
 
 
 class RegionKernel:

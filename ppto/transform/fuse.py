@@ -33,6 +33,7 @@ from ppto.transform.trees import (
 )
 
 _UNARY = {gast.USub: "neg"}
+FUSED_KINDS = ("cpu", "cuda")  # the backends with fused kernels; others run unfused
 
 
 class Decoded:
@@ -153,9 +154,9 @@ class Fuser:
         tree = self.tree(statement.value, before, definitions, leaves, consumed)
         if tree is None or tree.count() < 2:
             return []
-        signature = _signature(tree)
-        name = _named_elementwise(signature)
+        name = _named_elementwise(_signature(tree))
         name = name or f"__fused_chain_{'_'.join(_op_names(tree))}"
+        signature = _signature(tree, operators=True)  # the same computation
         label = name
         number = 1
         while (
@@ -213,7 +214,10 @@ class Fuser:
             if child is None:
                 return None
             children.append(child)
-        return ALIASES[name](children) if name in ALIASES else Node(name, children)
+        if name in ALIASES:
+            return ALIASES[name](children)
+        written = isinstance(expression, (gast.BinOp, gast.UnaryOp))
+        return Node(name, children, operator=written)
 
     def absorbable(self, expression, before, definitions):
         """``(position, value)`` of a temporary's definition that may be inlined."""
@@ -376,12 +380,16 @@ def _op_names(tree: Node) -> list:
     return names[:4]
 
 
-def _signature(tree: Node) -> str:
+def _signature(tree: Node, operators: bool = False) -> str:
+    """The tree as text; with ``operators``, marking nodes written as Python
+    operators (the same pattern, computed differently for Python numbers)."""
     if tree.leaf is not None:
         return f"a{tree.leaf}"
     if tree.op is None:
         return repr(tree.value)
-    return f"{tree.op}({','.join(_signature(c) for c in tree.children)})"
+    mark = "'" if operators and tree.operator else ""
+    inner = ",".join(_signature(c, operators) for c in tree.children)
+    return f"{tree.op}{mark}({inner})"
 
 
 def fuse_program(

@@ -23,7 +23,7 @@ from ppto.ops.primitive import OperatorDef, Primitive
 from ppto.runtime.backends import Backend
 from ppto.runtime.tensor import Tensor
 from ppto.transform.emit import compile_source, render_function
-from ppto.transform.fuse import fuse_program
+from ppto.transform.fuse import FUSED_KINDS, fuse_program
 from ppto.transform.release import release_dead_values
 from ppto.transform.source import function_source
 from ppto.transform.syntax import to_gast
@@ -310,7 +310,7 @@ def lower(program, backend: Backend, kind: str, fused: bool | None = None):
         fused = get_precision() != "strict" and (
             kind == "cuda" or (kind == "cpu" and not small)
         )
-    fused = fused and kind in ("cpu", "cuda")  # other backends: no fused kernels
+    fused = fused and kind in FUSED_KINDS
     if fused:
         functions, kernels = fuse_program(
             functions, namespace, program.value_shapes, kind

@@ -69,6 +69,11 @@ class Step:
         self.tree = tree  # a kernels.Node whose leaves are variable names
         self.source = source  # the name a sum, ones_like or copy reads
 
+    @property
+    def reads(self) -> set:
+        """The names the step reads."""
+        return {self.source} if self.source else set(_leaves(self.tree))
+
 
 def _decode(expression, namespace):
     """The elementwise tree of ``expression``, or None."""
@@ -145,7 +150,7 @@ def _step(statement, namespace):
 
 def find_regions(
     body: list, namespace: dict, shapes: dict, large: int = LARGE
-) -> list[tuple[int, int, list]]:
+) -> list[tuple[int, int, list, list]]:
     """``(start, stop, steps, hoisted)`` of each region in ``body`` (a block); a
     region stops where a value of another known shape would join it (the pass could
     not run). Regions of a known size below ``large`` elements are left out.
@@ -163,6 +168,7 @@ def find_regions(
         steps: list[Step] = []
         hoisted: list[Step] = []
         sums: set = set()
+        ones: set = set()  # ones_like of a sum and its copies: 0-d values
         extent = None  # the region's array shape, once a value's is known
         stop = position
         while stop < len(body):
@@ -170,12 +176,14 @@ def find_regions(
                 stop += 1
                 continue
             step = candidates[stop]
-            if step is not None and _of_numbers(step, shapes, hoisted, steps):
+            if step is not None and _hoistable(step, shapes, hoisted, steps):
                 hoisted.append(step)
                 stop += 1
                 continue
             if step is not None and step.kind == "ones" and step.source not in sums:
                 step = None
+            if step is not None and step.kind == "sum" and step.source in ones:
+                step = None  # the sum of a 0-d value is that value, not a pass's
             if step is None or (reads[stop] & sums and step.kind != "ones"):
                 break  # a sum is complete only after the region
             known = {
@@ -188,11 +196,13 @@ def find_regions(
             extent = extent or next(iter(known), None)
             if step.kind == "sum":
                 sums.add(step.target)
+            if step.kind == "ones" or (step.kind == "copy" and step.source in ones):
+                ones.add(step.target)
             steps.append(step)
             stop += 1
         while steps and steps[-1].kind in ("copy", "ones"):
             steps.pop()  # nothing gained by ending on a copy
-            stop = body.index(steps[-1].statement) + 1 if steps else position
+            stop = _index(body, steps[-1].statement) + 1 if steps else position
         hoisted = [h for h in hoisted if _index(body, h.statement) < stop]
         operations = sum(
             (s.tree.count() if s.tree else 0) + (s.kind == "sum") for s in steps
@@ -210,25 +220,23 @@ def find_regions(
     return found
 
 
-def _of_numbers(step: Step, shapes: dict, hoisted: list, before: list) -> bool:
+def _hoistable(step: Step, shapes: dict, hoisted: list, before: list) -> bool:
     """Whether ``step`` computes a value known to be 0-d from 0-d values (a sum of a
     0-d value, ``ones_like`` of such a sum included) and may run before the region
     steps ``before`` it: none of them reads or assigns its target or assigns what it
     reads."""
-    if shapes.get(step.target, None) != () or step.target not in shapes:
+    if step.target not in shapes or shapes[step.target] != ():
         return False
-    read = {step.source} if step.source else set(_leaves(step.tree))
     if step.kind == "sum" and shapes.get(step.source, None) != ():
         return False  # the sum of an array: the region's work
     if step.kind == "ones" and step.source not in {h.target for h in hoisted}:
         return False
-    for other in before:
-        other_read = {other.source} if other.source else set(_leaves(other.tree))
-        if other.target == step.target or step.target in other_read:
-            return False
-        if other.target in read:
-            return False
-    return True
+    return all(
+        other.target != step.target
+        and step.target not in other.reads
+        and other.target not in step.reads
+        for other in before
+    )
 
 
 def _index(body: list, statement) -> int:
@@ -236,9 +244,10 @@ def _index(body: list, statement) -> int:
 
 
 class _Writer:
-    """Generates the chunked pass of one region: each operation becomes a ufunc call
-    writing into a chunk buffer (reused once the value is dead) or, for a value read
-    after the region, into its slice of an output array."""
+    """Turns one region's steps into instructions (each value computed once) and
+    those into the CPU's chunked pass (``write``: each operation a ufunc call writing
+    into a chunk buffer, reused once the value is dead, or for a value read after the
+    region into its slice of an output array) or a ``CudaRegion`` (``cuda``)."""
 
     def __init__(self, steps: list, outputs: list) -> None:
         self.steps = steps
@@ -583,8 +592,7 @@ def _read_before_assigned(steps: list) -> set:
     """Names the region reads before (or without) assigning them."""
     assigned, found = set(), set()
     for step in steps:
-        read = {step.source} if step.source else set(_leaves(step.tree))
-        found |= read - assigned
+        found |= step.reads - assigned
         assigned.add(step.target)
     return found
 
