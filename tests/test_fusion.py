@@ -419,8 +419,9 @@ def scaled_by_a_parameter(x, w):
 
 
 def test_values_of_0d_parameters_run_before_the_region_instead_of_stopping_it():
-    """``v`` and ``w * w * w`` come from the 0-d w alone: in the region they would
-    make it run its statements on every call; they run before it."""
+    """``v`` and ``w * w * w`` come from the 0-d w alone, and so do the gradient's
+    first values for w: in a region they would make it run its statements on every
+    call; they run before it."""
     rng = np.random.default_rng(10)
     x, w = rng.standard_normal(LARGE + 5), np.array(0.3)
     gradient = ppto.value_and_grad(scaled_by_a_parameter, wrt=(0, 1))
@@ -430,7 +431,9 @@ def test_values_of_0d_parameters_run_before_the_region_instead_of_stopping_it():
     assert body.index("v = t2 + w") < body.index("= __fused_region_1(x, v)")
     calls = fallback_calls(gradient, (x, w))
     fused = gradient(x, w)
-    assert "__fused_region_1_unfused" not in calls
+    # the forward region and the backward one of x's gradient run their passes
+    # (w's gradient, after an axis sum whose shape the regions do not follow, may not)
+    assert not {"__fused_region_1_unfused", "__fused_region_2_unfused"} & set(calls)
     expected = unfused_value_and_grad(scaled_by_a_parameter, (0, 1), (x, w))
     assert_same_results(fused, expected, 1e-12)
 

@@ -44,6 +44,7 @@ from ppto.transform.trees import (
     loads,
     nested_blocks,
     single_target,
+    stores,
 )
 
 MIN_OPERATIONS = 4  # fewer gain less than the region's bookkeeping costs
@@ -68,6 +69,7 @@ class Step:
         self.kind = kind  # "tree", "sum", "ones", "copy"
         self.tree = tree  # a kernels.Node whose leaves are variable names
         self.source = source  # the name a sum, ones_like or copy reads
+        self.shapes: dict = {}  # name -> shape, where known, of what it reads and makes
 
     @property
     def reads(self) -> set:
@@ -163,6 +165,7 @@ def find_regions(
     # each statement decoded once (a failed start is retried from the next one)
     candidates = [_step(statement, namespace) for statement in body]
     reads = [loads(statement) for statement in body]
+    _follow_shapes(body, candidates, shapes)
     position = 0
     while position < len(body):
         steps: list[Step] = []
@@ -176,7 +179,7 @@ def find_regions(
                 stop += 1
                 continue
             step = candidates[stop]
-            if step is not None and _hoistable(step, shapes, hoisted, steps):
+            if step is not None and _hoistable(step, hoisted, steps):
                 hoisted.append(step)
                 stop += 1
                 continue
@@ -187,9 +190,9 @@ def find_regions(
             if step is None or (reads[stop] & sums and step.kind != "ones"):
                 break  # a sum is complete only after the region
             known = {
-                shapes[n]
-                for n in reads[stop] | {step.target}
-                if shapes.get(n) and n not in sums
+                shape
+                for name, shape in step.shapes.items()
+                if shape and name not in sums
             }
             if len(known | ({extent} if extent else set())) > 1:
                 break
@@ -220,14 +223,51 @@ def find_regions(
     return found
 
 
-def _hoistable(step: Step, shapes: dict, hoisted: list, before: list) -> bool:
+def _follow_shapes(body: list, candidates: list, shapes: dict) -> None:
+    """Give each step (``candidates``) the shapes, where known, of the values it reads
+    and makes at that point of the block: ``shapes`` (the analysis of the function)
+    and what the block's elementwise statements give (a copy or ``ones_like`` has its
+    source's shape, a sum is 0-d, a tree the broadcast of its leaves'), which covers
+    the gradient's values. A shape followed wrongly (in a loop, a value read before
+    the statement that changes its shape) costs a region its pass, never a result: a
+    region checks its arrays' shapes when it runs."""
+    known = {name: shape for name, shape in shapes.items() if shape is not None}
+    for statement, step in zip(body, candidates):
+        if step is None:
+            for name in stores(statement) - shapes.keys():
+                known.pop(name, None)  # assigned by something not followed
+            continue
+        if step.target in shapes:
+            shape = shapes[step.target]  # the analysis knows it
+        elif step.kind == "sum":
+            shape = ()
+        elif step.kind in ("copy", "ones"):
+            shape = known.get(step.source)
+        else:
+            leaves = [known.get(name) for name in step.reads]
+            shape = None if None in leaves else _broadcast(leaves)
+        step.shapes = {name: known[name] for name in step.reads if name in known}
+        if shape is None:
+            known.pop(step.target, None)
+        else:
+            known[step.target] = step.shapes[step.target] = shape
+
+
+def _broadcast(shapes: list) -> tuple | None:
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        return None
+
+
+def _hoistable(step: Step, hoisted: list, before: list) -> bool:
     """Whether ``step`` computes a value known to be 0-d from 0-d values (a sum of a
     0-d value, ``ones_like`` of such a sum included) and may run before the region
     steps ``before`` it: none of them reads or assigns its target or assigns what it
     reads."""
-    if step.target not in shapes or shapes[step.target] != ():
+    if step.shapes.get(step.target, None) != ():
         return False
-    if step.kind == "sum" and shapes.get(step.source, None) != ():
+    if step.kind == "sum" and step.shapes.get(step.source, None) != ():
         return False  # the sum of an array: the region's work
     if step.kind == "ones" and step.source not in {h.target for h in hoisted}:
         return False
