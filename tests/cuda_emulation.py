@@ -116,13 +116,13 @@ def regions_on_the_host(kernels_from_trees, compile_host, monkeypatch):
     """Besides ``kernels_from_trees``: each CUDA region runs its own CUDA C, compiled
     by nvcc as host code, one element after another."""
 
-    def launch(self, arguments):
-        source = self.source
+    def launch(self, arguments, operands):
+        source = self.source_for(operands)
         for c in ("float", "double"):
             names = {"c": c, "function": self.function}
-            count = len(arguments)
-            names["inputs"] = ", ".join(f"const {c}* p{i}" for i in range(count))
-            names["elements"] = ", ".join(f"p{i}[i]" for i in range(count))
+            types = ["bool" if kind == "b" else c for kind in operands]
+            names["inputs"] = ", ".join(f"const {t}* p{i}" for i, t in enumerate(types))
+            names["elements"] = ", ".join(f"p{i}[i]" for i in range(len(types)))
             names["outputs"] = ", ".join(f"{c}* q{k}" for k in range(len(self.arrays)))
             names["results"] = ", ".join(f"q{k}[i]" for k in range(len(self.arrays)))
             if self.arrays:
@@ -130,11 +130,15 @@ def regions_on_the_host(kernels_from_trees, compile_host, monkeypatch):
             for number in range(len(self.sums)):
                 source += SUM_HARNESS.format(n=number, **names)
         library = compile_host(source)
-        dtype = layout(arguments)
+        dtype, _ = layout(arguments)
         c = "float" if dtype == np.float32 else "double"
         shape = np.broadcast_shapes(*(np.shape(a) for a in arguments))
-        inputs = [np.ascontiguousarray(np.broadcast_to(np.asarray(a, dtype), shape))
-                  for a in arguments]  # fmt: skip
+        inputs = [
+            np.ascontiguousarray(
+                np.broadcast_to(np.asarray(a, bool if kind == "b" else dtype), shape)
+            )
+            for a, kind in zip(arguments, operands)
+        ]
         arrays = [np.empty(shape, dtype) for _ in self.arrays]
         size = ctypes.c_long(int(np.prod(shape)))
         if arrays:

@@ -152,10 +152,11 @@ def test_show_grad_shows_the_cuda_code_without_a_gpu():
 
 def test_a_cuda_region_runs_for_one_shape_and_one_float_dtype_only():
     f64, f32 = np.ones((4, 3)), np.ones((4, 3), np.float32)
-    assert layout([f64, 2.0, np.array(1.5), f64]) == np.float64
-    assert layout([f32, 1]) == np.float32
+    assert layout([f64, 2.0, np.array(1.5), f64]) == (np.float64, ("f",) * 4)
+    assert layout([f32, 1, f32 > 0, True]) == (np.float32, ("f", "f", "b", "b"))
     for refused in ([f64, f32], [f64, np.ones(3)], [f64.astype(np.float16)],
-                    [f64, np.ones((4, 3), int)], [2.0, 3]):  # fmt: skip
+                    [f64, np.ones((4, 3), int)], [2.0, 3], [f64, np.ones(3, bool)],
+                    [f64 > 0, 2.0]):  # fmt: skip
         assert layout(refused) is None
 
 
@@ -426,7 +427,9 @@ def test_programs_fused_for_cuda_give_right_gradients(
     assert regions_on_the_host, "no fused kernel ran"
     if function is chain:  # the whole gradient as one region
         assert regions_on_the_host == ["__fused_region_1"]
-    if function is gated_inline:
+    if function is gated:  # its first region reads the mask made before it
+        assert "__fused_region_1" in regions_on_the_host
+    if function is gated_inline:  # the comparison inside the region
         assert any("region" in name for name in regions_on_the_host)
     tolerance = 1e-6 if dtype == "float64" else 2e-2
     assert np.shape(value) == () and value.dtype == dtype

@@ -49,16 +49,24 @@ class CudaRegion:
         self.computed = computed  # outputs that must be new arrays
         self.arrays = list(dict.fromkeys(r for _, r in outputs if r[0] == "value"))
         self.function = kernel_name(name)
-        self.source = self.render()
-        self.kernels = None  # (elementwise kernel or None, reduction kernels)
+        self.sources: dict = {}  # operand kinds -> the CUDA C for them
+        self.source = self.source_for(("f",) * len(inputs))  # to show: all floating
+        self.kernels: dict = {}  # kinds -> (elementwise kernel or None, reductions)
         self.failed = False  # set if CuPy could not compile the region
 
     # --- the CUDA C -----------------------------------------------------------------
 
-    def render(self) -> str:
-        """The region's device functions (raises ``Unsupported`` for values C would
-        type otherwise than NumPy)."""
-        kinds = self.kinds()
+    def source_for(self, operands: tuple) -> str:
+        """The CUDA C for operands of ``operands`` kinds (``'f'``: ``T``, a float
+        array or Python number; ``'b'``: a boolean array, a mask made before the
+        region); raises ``Unsupported`` where C would type a value otherwise than
+        NumPy."""
+        if operands not in self.sources:
+            self.sources[operands] = self.render(operands)
+        return self.sources[operands]
+
+    def render(self, operands: tuple) -> str:
+        kinds = self.kinds(operands)
         for ref in self.arrays:
             if kinds[ref[1]] != "f":
                 raise Unsupported("a boolean array written by a region")
@@ -72,7 +80,10 @@ class CudaRegion:
             needed = self.needed(refs)
             return [line for number, line in lines.items() if number in needed]
 
-        inputs = ", ".join(f"const T a{i}" for i in range(len(self.inputs)))
+        inputs = ", ".join(
+            f"const {'bool' if kind == 'b' else 'T'} a{i}"
+            for i, kind in enumerate(operands)
+        )
         results = ", ".join(f"T& o{k}" for k in range(len(self.arrays)))
         text = [
             f"// {self.name}: {', '.join(self.inputs)} (a0, a1, ...) -> "
@@ -110,15 +121,19 @@ class CudaRegion:
                 stack += [r[1] for r in operands[number] if r[0] == "value"]
         return found
 
-    def kinds(self) -> dict:
-        """Value number -> ``'f'`` (``T``) or ``'b'`` (bool); inputs are ``T``
-        (Python numbers among them take the arrays' type), constants are weak."""
+    def kinds(self, operands: tuple) -> dict:
+        """Value number -> ``'f'`` (``T``) or ``'b'`` (bool), for inputs of
+        ``operands`` kinds (Python numbers among the ``'f'`` ones take the arrays'
+        type); constants are weak."""
         kinds: dict = {}
-        for number, op, operands in self.instructions:
+        for number, op, refs in self.instructions:
             found = [
-                kinds[r[1]] if r[0] == "value" else "w" if r[0] == "const" else "f"
-                for r in operands
-            ]
+                kinds[r[1]] if r[0] == "value"
+                else "w" if r[0] == "const"
+                else operands[r[1]] if r[0] == "input"
+                else "f"
+                for r in refs
+            ]  # fmt: skip
             kinds[number] = combined_kind(op, found)
         return kinds
 
@@ -136,16 +151,21 @@ class CudaRegion:
     # --- running it -----------------------------------------------------------------
 
     def __call__(self, *arguments):
-        dtype = layout(arguments)
+        found = layout(arguments)
         if (
             self.failed
-            or dtype is None
+            or found is None
             or any(
                 all(np.ndim(arguments[i]) == 0 for i in reads) for reads in self.risks
             )
         ):  # mixed shapes or dtypes, or a value of numbers only: the statements
             return self.fallback(*arguments)
-        launched = cuda.compiled_call(self, self.launch, arguments)
+        dtype, operands = found
+        try:
+            self.source_for(operands)
+        except Unsupported:  # booleans C would type otherwise: the statements
+            return self.fallback(*arguments)
+        launched = cuda.compiled_call(self, self.launch, arguments, operands)
         if launched is None:  # CuPy could not compile it (warned): the statements
             return self.fallback(*arguments)
         arrays, totals = launched
@@ -163,12 +183,16 @@ class CudaRegion:
                 results.append(cuda.cupy_module().ones((), dtype))
         return results[0] if len(results) == 1 else tuple(results)
 
-    def launch(self, arguments) -> tuple[list, list]:
-        """The region's array outputs and sums for ``arguments`` (CuPy kernels,
-        compiled on first use)."""
-        if self.kernels is None:
+    def launch(self, arguments, operands: tuple) -> tuple[list, list]:
+        """The region's array outputs and sums for ``arguments`` of ``operands``
+        kinds (CuPy kernels, compiled on first use)."""
+        if operands not in self.kernels:
             cupy = cuda.cupy_module()
-            in_params = ", ".join(f"T a{i}" for i in range(len(self.inputs)))
+            source = self.source_for(operands)
+            in_params = ", ".join(
+                f"{'bool' if kind == 'b' else 'T'} a{i}"
+                for i, kind in enumerate(operands)
+            )
             names = ", ".join(f"a{i}" for i in range(len(self.inputs)))
             elementwise = None
             if self.arrays:
@@ -178,7 +202,7 @@ class CudaRegion:
                     ", ".join(f"T o{k}" for k in range(len(self.arrays))),
                     f"{self.function}<T>({names}, {results})",
                     f"{self.function}_kernel",  # not the device function's name
-                    preamble=self.source,
+                    preamble=source,
                     return_tuple=True,
                 )
             reductions = [
@@ -190,21 +214,37 @@ class CudaRegion:
                     "y = a",
                     "0",
                     f"{self.function}_sum{number}_kernel",
-                    preamble=self.source,
+                    preamble=source,
                 )
                 for number in range(len(self.sums))
             ]
-            self.kernels = (elementwise, reductions)
-        elementwise, reductions = self.kernels
+            self.kernels[operands] = (elementwise, reductions)
+        elementwise, reductions = self.kernels[operands]
         arrays = list(elementwise(*arguments)) if elementwise is not None else []
         return arrays, [reduction(*arguments) for reduction in reductions]
 
 
-def layout(arguments):
-    """The one floating dtype (float32 or float64) of the array arguments when they
-    also share one shape (0-d arrays and Python numbers aside), else None."""
-    found = shared_layout(arguments, _typed_array)
-    return None if found is None else np.dtype(found[1])
+def layout(arguments) -> tuple | None:
+    """``(dtype, kinds)`` when the floating array arguments have one dtype (float32
+    or float64) and one shape, which boolean arrays share (0-d arrays and Python
+    numbers may join them); ``kinds``: ``'b'`` for each boolean, ``'f'`` for the
+    others. Else None."""
+    masks = [_boolean(value) for value in arguments]
+    found = shared_layout(
+        [value for value, mask in zip(arguments, masks) if not mask], _typed_array
+    )
+    if found is None:
+        return None
+    shape, dtype = found
+    for value, mask in zip(arguments, masks):
+        if mask and np.ndim(value) and np.shape(value) != shape:
+            return None
+    return np.dtype(dtype), tuple("b" if mask else "f" for mask in masks)
+
+
+def _boolean(value) -> bool:
+    dtype = getattr(value, "dtype", None)
+    return type(value) is bool or (dtype is not None and dtype.kind == "b")
 
 
 def _typed_array(value) -> bool:
