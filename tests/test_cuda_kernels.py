@@ -152,8 +152,8 @@ def test_show_grad_shows_the_cuda_code_without_a_gpu():
 
 def test_a_cuda_region_runs_for_one_shape_and_one_float_dtype_only():
     f64, f32 = np.ones((4, 3)), np.ones((4, 3), np.float32)
-    assert layout([f64, 2.0, np.array(1.5), f64]) == (np.float64, ("f",) * 4)
-    assert layout([f32, 1, f32 > 0, True]) == (np.float32, ("f", "f", "b", "b"))
+    assert layout([f64, 2.0, np.array(1.5), f64]) == (np.float64, tuple("fwff"))
+    assert layout([f32, 1, f32 > 0, True]) == (np.float32, tuple("fwbb"))
     for refused in ([f64, f32], [f64, np.ones(3)], [f64.astype(np.float16)],
                     [f64, np.ones((4, 3), int)], [2.0, 3], [f64, np.ones(3, bool)],
                     [f64 > 0, 2.0]):  # fmt: skip
@@ -440,6 +440,26 @@ def test_programs_fused_for_cuda_give_right_gradients(
         expected = central_differences(function, args, position)
         assert np.shape(gradient) == expected.shape, position
         np.testing.assert_allclose(gradient, expected, rtol=tolerance, atol=tolerance)
+
+
+def masked_scale(x, s):
+    mask = x > 0
+    t = np.exp(-np.abs(x)) * x + mask * s
+    return np.sum(np.cos(t) * x)
+
+
+@pytest.mark.parametrize("s", [0.7, 2])
+def test_a_mask_times_a_python_number_keeps_numpys_type(regions_on_the_host, s):
+    """``mask * s`` is float64 in NumPy whatever x's dtype (a bool array with a
+    Python number); a region reading the mask with s computed it in x's float32."""
+    x = np.random.default_rng(0).standard_normal(300).astype(np.float32)
+    transformed = ppto.value_and_grad(masked_scale)
+    program, _ = transformed.program(transformed.describe([x, s], [x, s]))
+    _, namespace = lower(program, backend_for(CPU), "cuda")
+    value, gradient = namespace[program.entry](x, s)
+    expected = masked_scale(x, s)
+    assert value.dtype == expected.dtype == np.float64
+    np.testing.assert_allclose(value, expected, rtol=1e-12)
 
 
 def test_a_region_handing_on_sums_only_is_valid_cuda(regions_on_the_host):

@@ -472,6 +472,16 @@ def test_a_sum_of_ones_like_a_sum_is_not_a_chunked_pass(fuse_everything):
     np.testing.assert_allclose(gradient.numpy(), expected[1].numpy(), rtol=1e-12)
 
 
+def test_a_sum_of_products_keeps_numpys_type_for_numbers_and_0d_arrays():
+    """sum(w * 2.0) with a 0-d float32 w is float32 in NumPy; the dot product route
+    made 2.0 a float64 array (found by review)."""
+    rule = next(r for r in RULES if r.name == "sum_of_products")
+    w = np.array(1.5, np.float32)
+    for a, b in [(w, 2.0), (w, w), (np.ones(3, np.float32), np.float32(2))]:
+        got, expected = rule.implementation(a, b), np.sum(a * b)
+        assert got.dtype == expected.dtype and got == expected
+
+
 def test_numexpr_maximum_and_minimum_are_numpys_for_nan_and_ties():
     """NaN on either side propagates; a tie gives the second operand, so the signs of
     zeros come out as NumPy's."""

@@ -57,10 +57,10 @@ class CudaRegion:
     # --- the CUDA C -----------------------------------------------------------------
 
     def source_for(self, operands: tuple) -> str:
-        """The CUDA C for operands of ``operands`` kinds (``'f'``: ``T``, a float
-        array or Python number; ``'b'``: a boolean array, a mask made before the
-        region); raises ``Unsupported`` where C would type a value otherwise than
-        NumPy."""
+        """The CUDA C for operands of ``operands`` kinds (``'f'``: a float array,
+        ``'w'``: a Python number, both ``T`` in C; ``'b'``: a boolean array, a mask
+        made before the region); raises ``Unsupported`` where C would type a value
+        otherwise than NumPy."""
         if operands not in self.sources:
             self.sources[operands] = self.render(operands)
         return self.sources[operands]
@@ -70,6 +70,10 @@ class CudaRegion:
         for ref in self.arrays:
             if kinds[ref[1]] != "f":
                 raise Unsupported("a boolean array written by a region")
+        for _, ref in self.sums:  # NumPy counts booleans in int64
+            kind = kinds.get(ref[1]) if ref[0] == "value" else None
+            if kind == "b" or (ref[0] == "input" and operands[ref[1]] == "b"):
+                raise Unsupported("a sum of booleans")
         lines = {
             number: f"  const {'bool' if kinds[number] == 'b' else 'T'} v{number} = "
             f"{spell(op, [self.spelled(ref) for ref in operands])};"
@@ -123,8 +127,7 @@ class CudaRegion:
 
     def kinds(self, operands: tuple) -> dict:
         """Value number -> ``'f'`` (``T``) or ``'b'`` (bool), for inputs of
-        ``operands`` kinds (Python numbers among the ``'f'`` ones take the arrays'
-        type); constants are weak."""
+        ``operands`` kinds; constants are weak, as Python numbers are."""
         kinds: dict = {}
         for number, op, refs in self.instructions:
             found = [
@@ -227,8 +230,8 @@ class CudaRegion:
 def layout(arguments) -> tuple | None:
     """``(dtype, kinds)`` when the floating array arguments have one dtype (float32
     or float64) and one shape, which boolean arrays share (0-d arrays and Python
-    numbers may join them); ``kinds``: ``'b'`` for each boolean, ``'f'`` for the
-    others. Else None."""
+    numbers may join them); ``kinds``: ``'b'`` for each boolean, ``'w'`` for each
+    Python number, ``'f'`` for the arrays. Else None."""
     masks = [_boolean(value) for value in arguments]
     found = shared_layout(
         [value for value, mask in zip(arguments, masks) if not mask], _typed_array
@@ -239,7 +242,11 @@ def layout(arguments) -> tuple | None:
     for value, mask in zip(arguments, masks):
         if mask and np.ndim(value) and np.shape(value) != shape:
             return None
-    return np.dtype(dtype), tuple("b" if mask else "f" for mask in masks)
+    kinds = tuple(
+        "b" if mask else "w" if type(value) in (float, int) else "f"
+        for value, mask in zip(arguments, masks)
+    )  # a Python number is weak: with a mask alone NumPy makes it float64, not T
+    return np.dtype(dtype), kinds
 
 
 def _boolean(value) -> bool:

@@ -114,11 +114,17 @@ rule("matmul_add", [(4, 3), (3, 5), (4, 5)], BOTH, _matmul_bias)(
 
 
 def _vdot(a, b):
-    return (
-        np.vdot(np.ravel(a), np.ravel(b))
-        if np.shape(a) == np.shape(b)
-        else np.sum(a * b)
-    )
+    """sum(a * b) by BLAS's dot product where both are arrays of one shape and dtype
+    (a Python number or a broadcast operand: NumPy's own product and sum, which keep
+    NumPy's result type)."""
+    if (
+        type(a) is np.ndarray
+        and type(b) is np.ndarray
+        and a.shape == b.shape
+        and a.dtype == b.dtype
+    ):
+        return np.vdot(np.ravel(a), np.ravel(b))
+    return np.sum(a * b)
 
 
 rule("sum_of_products", [(4, 4), (4, 4)], BOTH, _vdot)(
