@@ -561,12 +561,8 @@ def _show(f, args, wrt, mode, file, lowered, fused, device=None) -> str:
         header = f"# operators: {before} before fusion, {after} after\n"
         sources = [render_function(f) for f in functions]
         for name, kernel in kernels.items():  # what each kernel runs
-            if hasattr(kernel, "fallback_name"):  # a region: its pass or CUDA C
-                sources.append(kernel.source)
-            elif hasattr(kernel, "cuda_source"):
-                sources.append(kernel.cuda_source())
-            elif hasattr(kernel, "numpy_source"):
-                sources.append(kernel.numpy_source())
+            if hasattr(kernel, "listing"):  # generated: NumPy, a pass or CUDA C
+                sources.append(kernel.listing())
             else:  # a rule's own implementation
                 where = f"{kernel.__module__}.{kernel.__qualname__}"
                 sources.append(f"# {name}: the rule's implementation, {where}\n")

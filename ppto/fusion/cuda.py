@@ -29,6 +29,7 @@ from ppto.fusion.kernels import (  # noqa: F401 (kinds are part of this API)
     Node,
     Unsupported,
     combined_kind,
+    operand_kinds,
     result_kind,
     ufunc,
 )
@@ -102,37 +103,11 @@ def spell(op: str, operands: list) -> str:
     return SPELLINGS[op].format(*operands)
 
 
-def operand_kinds(arrays) -> tuple[tuple, np.dtype]:
-    """Per operand ``'f'``, ``'w'`` (a Python number: weak, as in NumPy, it takes the
-    arrays' type) or ``'b'``, and the one floating dtype of the array operands;
-    raises ``Unsupported`` otherwise."""
-    kinds, dtypes = [], set()
-    for value in arrays:
-        if isinstance(value, (bool, np.bool_)):
-            kinds.append("b")
-            continue
-        if type(value) in (float, int):
-            kinds.append("w")
-            continue
-        dtype = getattr(value, "dtype", None)
-        if dtype is None:
-            raise Unsupported(f"an operand of type {type(value).__name__}")
-        if dtype.kind == "b":
-            kinds.append("b")
-        elif dtype.kind == "f" and dtype.itemsize in (4, 8):
-            kinds.append("f")
-            dtypes.add(dtype)
-        else:
-            raise Unsupported(f"an operand of dtype {dtype}")
-    if len(dtypes) != 1:
-        raise Unsupported("operands of no or several floating dtypes")
-    return tuple(kinds), dtypes.pop()
-
-
-def parameters(kinds) -> str:
-    """CuPy's parameter list: ``T a0, bool a1, ...``."""
+def parameters(kinds, prefix: str = "") -> str:
+    """A parameter list: ``T a0, bool a1, ...`` (CuPy's; ``prefix`` ``const `` for a
+    device function's)."""
     return ", ".join(
-        f"{'bool' if kind == 'b' else 'T'} a{number}"
+        f"{prefix}{'bool' if kind == 'b' else 'T'} a{number}"
         for number, kind in enumerate(kinds)
     )
 
@@ -173,7 +148,7 @@ class CudaElementwise:
         body = f"out = {expression(self.tree, self.names)}"
         return parameters(kinds), f"{out} out", body
 
-    def cuda_source(self) -> str:
+    def listing(self) -> str:
         """The kernel as it runs for floating operands, to read."""
         try:
             in_params, out_params, body = self.operation(("f",) * self.arity)
@@ -223,7 +198,7 @@ class CudaReduction:
         self.failed = False  # set if CuPy could not compile the kernel
         self.compiled: dict = {}
 
-    def cuda_source(self) -> str:
+    def listing(self) -> str:
         """The kernel as it runs for floating operands, to read."""
         elementwise = self.elementwise
         try:
@@ -286,9 +261,9 @@ class CudaMatmulEpilogue:
             return self.epilogue(product, *rest, out=product)
         return self.epilogue(product, *rest)  # a new array, unfused if need be
 
-    def cuda_source(self) -> str:
+    def listing(self) -> str:
         """The product and its epilogue, to read."""
-        epilogue = self.epilogue.cuda_source().split("\n", 1)[1]
+        epilogue = self.epilogue.listing().split("\n", 1)[1]
         return (
             f"// {self.epilogue.name}: cuBLAS's a0 = A @ B, then written over a0 by "
             f"ElementwiseKernel\n{epilogue}"
@@ -298,10 +273,13 @@ class CudaMatmulEpilogue:
         """Whether the epilogue's result has the product's shape and type, so that it
         may be written over the product."""
         shape = np.broadcast_shapes(product.shape, *(np.shape(r) for r in rest))
-        if shape != product.shape or self.epilogue.kernel((product, *rest)) is None:
+        if shape != product.shape:
             return False
-        kinds, _ = operand_kinds((product, *rest))
-        return result_kind(self.epilogue.tree, kinds) == "f"
+        try:
+            kinds, _ = operand_kinds((product, *rest))
+            return result_kind(self.epilogue.tree, kinds) == "f"
+        except Unsupported:
+            return False
 
 
 def compiled_call(owner, kernel, *arguments):
@@ -367,7 +345,7 @@ def _matmul_epilogue(rule):
     tree = elementwise_tree(rule.template, names, {id(product): Node(leaf=0)})
     if tree is None:
         return None
-    read = sorted({leaf for leaf in _leaves(tree)} - {0})
+    read = sorted(set(tree.leaves()) - {0})
     renumber = {0: 0, **{old: new for new, old in enumerate(read, start=1)}}
     tree = _renumbered(tree, renumber)
     operands = [names.index(a.name) - 1 for a in product.args]
@@ -384,13 +362,6 @@ def _walk(node):
 
 def _is_op(node, name: str) -> bool:
     return isinstance(node, Operator) and node.op.name == name
-
-
-def _leaves(node: Node):
-    if node.leaf is not None:
-        yield node.leaf
-    for child in node.children:
-        yield from _leaves(child)
 
 
 def _renumbered(node: Node, renumber: dict) -> Node:

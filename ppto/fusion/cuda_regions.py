@@ -45,6 +45,7 @@ class CudaRegion:
         self.instructions = instructions
         self.outputs = outputs  # [(name, ref)] in the order the call returns them
         self.sums = list(sums.items())  # [(name, ref)]
+        self.summed = list(sums)  # their names, in that order
         self.risks = risks  # per computed output and sum, the inputs it reads
         self.computed = computed  # outputs that must be new arrays
         self.arrays = list(dict.fromkeys(r for _, r in outputs if r[0] == "value"))
@@ -55,6 +56,10 @@ class CudaRegion:
         self.failed = False  # set if CuPy could not compile the region
 
     # --- the CUDA C -----------------------------------------------------------------
+
+    def listing(self) -> str:
+        """The CUDA C for floating operands, to read."""
+        return self.source
 
     def source_for(self, operands: tuple) -> str:
         """The CUDA C for operands of ``operands`` kinds (``'f'``: a float array,
@@ -84,10 +89,7 @@ class CudaRegion:
             needed = self.needed(refs)
             return [line for number, line in lines.items() if number in needed]
 
-        inputs = ", ".join(
-            f"const {'bool' if kind == 'b' else 'T'} a{i}"
-            for i, kind in enumerate(operands)
-        )
+        inputs = cuda.parameters(operands, prefix="const ")
         results = ", ".join(f"T& o{k}" for k in range(len(self.arrays)))
         text = [
             f"// {self.name}: {', '.join(self.inputs)} (a0, a1, ...) -> "
@@ -177,7 +179,7 @@ class CudaRegion:
             if ref[0] == "value":
                 results.append(arrays[self.arrays.index(ref)])
             elif ref[0] == "sum":
-                results.append(totals[[n for n, _ in self.sums].index(ref[1])])
+                results.append(totals[self.summed.index(ref[1])])
             elif ref[0] == "input" and name in self.computed:
                 results.append(cuda.cupy_module().array(arguments[ref[1]], dtype=dtype))
             elif ref[0] == "input":
@@ -192,10 +194,7 @@ class CudaRegion:
         if operands not in self.kernels:
             cupy = cuda.cupy_module()
             source = self.source_for(operands)
-            in_params = ", ".join(
-                f"{'bool' if kind == 'b' else 'T'} a{i}"
-                for i, kind in enumerate(operands)
-            )
+            in_params = cuda.parameters(operands)
             names = ", ".join(f"a{i}" for i in range(len(self.inputs)))
             elementwise = None
             if self.arrays:

@@ -115,6 +115,33 @@ def combined_kind(op: str, kinds: list) -> str:
     raise Unsupported(f"{op} of {' and '.join(sorted(set(kinds)))} operands")
 
 
+def operand_kinds(arrays) -> tuple[tuple, np.dtype]:
+    """Per operand ``'f'``, ``'w'`` (a Python number: weak, as in NumPy, it takes the
+    arrays' type) or ``'b'``, and the one floating dtype of the array operands;
+    raises ``Unsupported`` otherwise."""
+    kinds, dtypes = [], set()
+    for value in arrays:
+        if isinstance(value, (bool, np.bool_)):
+            kinds.append("b")
+            continue
+        if type(value) in (float, int):
+            kinds.append("w")
+            continue
+        dtype = getattr(value, "dtype", None)
+        if dtype is None:
+            raise Unsupported(f"an operand of type {type(value).__name__}")
+        if dtype.kind == "b":
+            kinds.append("b")
+        elif dtype.kind == "f" and dtype.itemsize in (4, 8) and dtype.isnative:
+            kinds.append("f")
+            dtypes.add(dtype)
+        else:
+            raise Unsupported(f"an operand of dtype {dtype}")
+    if len(dtypes) != 1:
+        raise Unsupported("operands of no or several floating dtypes")
+    return tuple(kinds), dtypes.pop()
+
+
 class Node:
     """An expression tree node: an operator over children, a leaf (argument
     position) or a constant."""
@@ -132,6 +159,13 @@ class Node:
 
     def count(self) -> int:
         return (1 if self.op else 0) + sum(child.count() for child in self.children)
+
+    def leaves(self):
+        """The leaves under this node (with repeats), left to right."""
+        if self.leaf is not None:
+            yield self.leaf
+        for child in self.children:
+            yield from child.leaves()
 
     def arithmetic_only(self) -> bool:
         if self.op is None:
@@ -183,7 +217,7 @@ class ElementwiseKernel:
         self.small = scope[name]
         self.plans: dict = {}  # leaf shapes -> _Plan
 
-    def numpy_source(self) -> str:
+    def listing(self) -> str:
         """What the kernel computes, to read (large arrays: the same by numexpr or
         over row blocks)."""
         return (
@@ -205,20 +239,22 @@ class ElementwiseKernel:
         arrays = arrays + tuple(evaluate_numpy(node, arrays) for node in plan.hoisted)
         if plan.operations < 2:  # one operation left: NumPy's own pass is best
             return evaluate_numpy(plan.tree, arrays)
+        if plan.expression is None or numexpr is None:
+            return plan.run(self, arrays)
         dtype = _single_type(plan.tree, arrays)
-        if plan.expression is not None and numexpr is not None and dtype is not None:
-            local = {}
-            for number, value in enumerate(arrays):
-                if isinstance(value, (np.ndarray, np.generic)):
-                    local[f"a{number}"] = value  # NumPy's scalars keep their type
-                elif isinstance(value, bool):  # a condition stays one
-                    local[f"a{number}"] = np.bool_(value)
-                else:  # a Python number is weak: it takes the arrays' type
-                    local[f"a{number}"] = dtype.type(value)
-            for number, value in enumerate(plan.constants):
-                local[f"c{number}"] = dtype.type(value)
-            return numexpr.evaluate(plan.expression, local_dict=local)
-        return plan.run(self, arrays)
+        if dtype is None:  # NumPy's types differ somewhere: its own evaluation
+            return plan.run(self, arrays)
+        local = {}
+        for number, value in enumerate(arrays):
+            if isinstance(value, (np.ndarray, np.generic)):
+                local[f"a{number}"] = value  # NumPy's scalars keep their type
+            elif isinstance(value, bool):  # a condition stays one
+                local[f"a{number}"] = np.bool_(value)
+            else:  # a Python number is weak: it takes the arrays' type
+                local[f"a{number}"] = dtype.type(value)
+        for number, value in enumerate(plan.constants):
+            local[f"c{number}"] = dtype.type(value)
+        return numexpr.evaluate(plan.expression, local_dict=local)
 
     def in_blocks(self, tree: Node, arrays, threads: int | None = None):
         """The NumPy sequence for the tree, its intermediate values written over one
@@ -260,25 +296,9 @@ def _single_type(tree: Node, arrays) -> np.dtype | None:
     one type; None where NumPy's rules give another type somewhere: arrays of
     several dtypes, integers, float16 (numexpr computes it in float32), or a mask
     with numbers alone (``mask * 1.5`` is float64 in NumPy whatever the arrays)."""
-    kinds, dtypes = [], set()
-    for value in arrays:
-        if type(value) is float or type(value) is int:
-            kinds.append("w")
-            continue
-        dtype = getattr(value, "dtype", None)
-        if dtype is None and isinstance(value, bool):
-            kinds.append("b")
-        elif dtype is not None and dtype.kind == "b":
-            kinds.append("b")
-        elif dtype in _NUMEXPR:
-            kinds.append("f")
-            dtypes.add(dtype)
-        else:
-            return None
-    if len(dtypes) != 1:
-        return None
     try:
-        return dtypes.pop() if result_kind(tree, kinds) == "f" else None
+        kinds, dtype = operand_kinds(arrays)
+        return dtype if result_kind(tree, kinds) == "f" else None
     except Unsupported:
         return None
 
@@ -410,7 +430,6 @@ class _Plan:
 
 
 _PLAIN = (np.ndarray, float, int)  # operand types the large paths take
-_NUMEXPR = (np.dtype(np.float32), np.dtype(np.float64))  # result types numexpr keeps
 TRIALS = 3  # timed calls of each way before a plan keeps the faster
 _WAYS = {
     "blocks": lambda kernel, tree, arrays, threads: kernel.in_blocks(
@@ -455,6 +474,10 @@ class RegionKernel:
             "run_chunks": run_chunks,
         }
         self.run = compile_source(source, name, scope, f"fused region {name}")
+
+    def listing(self) -> str:
+        """The chunked pass, to read."""
+        return self.source
 
     def __call__(self, *arguments):
         result = self.run(*arguments)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,14 @@ class FusionRule:
         if self._size is None:
             self._size = _size(self.template)
         return self._size
+
+    @cached_property
+    def cuda_kernel(self):
+        """The CuPy kernel derived from the pattern, or None (see ``ppto.fusion.cuda``;
+        made on first use: CUDA is optional)."""
+        from ppto.fusion.cuda import for_rule
+
+        return for_rule(self)
 
     def __str__(self) -> str:
         return f"{self.name}: {self.template!r}  ({self.kind}; {self.applies})"

@@ -27,8 +27,6 @@ def reduced_axes(ndim, axis):
 def reduced_count(x, axis):
     """How many elements each reduction of ``x`` over ``axis`` combines."""
     shape = np.shape(x)
-    if axis is None:
-        return math.prod(shape)
     return math.prod(shape[a] for a in reduced_axes(len(shape), axis))
 
 

@@ -15,7 +15,7 @@ import ast
 
 import gast
 
-from ppto.fusion.cuda import CudaElementwise, for_rule
+from ppto.fusion.cuda import CudaElementwise
 from ppto.fusion.kernels import ELEMENTWISE, TERNARY, ElementwiseKernel, Node
 from ppto.fusion.registry import ALIASES, rules_for
 from ppto.ops.primitive import OperatorDef
@@ -304,7 +304,6 @@ class _Match:
 
 
 _KERNELS: dict = {}  # (tree signature, backend kind) -> its kernel
-_CUDA_RULES: dict = {}  # rule name -> its CuPy kernel, or None
 
 
 def implementation_for(rule, kind: str):
@@ -312,11 +311,7 @@ def implementation_for(rule, kind: str):
     CuPy kernel derived from its pattern on CUDA (None where there is none)."""
     if kind == "cpu":
         return rule.implementation
-    if kind != "cuda":
-        return None
-    if rule.name not in _CUDA_RULES or _CUDA_RULES[rule.name][0] is not rule:
-        _CUDA_RULES[rule.name] = (rule, for_rule(rule))
-    return _CUDA_RULES[rule.name][1]
+    return rule.cuda_kernel if kind == "cuda" else None
 
 
 _NAMED: dict = {}  # tree signature -> kernel name of the rule with that pattern

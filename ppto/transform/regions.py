@@ -69,12 +69,8 @@ class Step:
         self.kind = kind  # "tree", "sum", "ones", "copy"
         self.tree = tree  # a kernels.Node whose leaves are variable names
         self.source = source  # the name a sum, ones_like or copy reads
+        self.reads = {source} if source else set(tree.leaves())  # the names it reads
         self.shapes: dict = {}  # name -> shape, where known, of what it reads and makes
-
-    @property
-    def reads(self) -> set:
-        """The names the step reads."""
-        return {self.source} if self.source else set(_leaves(self.tree))
 
 
 def _decode(expression, namespace):
@@ -345,6 +341,12 @@ class _Writer:
                 current[step.target] = ("sum", step.target)
         return sums, {name: current[name] for name in self.outputs}
 
+    def simplified(self) -> tuple[dict, dict]:
+        """``analyse``'s sums and outputs, negations folded into their uses."""
+        sums, outputs = self.analyse()
+        self.fold_negations(list(sums.values()) + list(outputs.values()))
+        return sums, outputs
+
     def fold_negations(self, kept: list) -> None:
         """``a + (-b)`` -> ``a - b`` and ``a - (-b)`` -> ``a + b`` where ``-b`` is
         read nowhere else (exact: subtracting is adding the negation), one pass less
@@ -380,8 +382,7 @@ class _Writer:
     # --- the generated function -------------------------------------------------------
 
     def write(self, name: str) -> str:
-        sums, outputs = self.analyse()
-        self.fold_negations(list(sums.values()) + list(outputs.values()))
+        sums, outputs = self.simplified()
         into = {}  # value number -> the output array it is written into
         for number, output in enumerate(self.outputs):
             ref = outputs[output]
@@ -458,8 +459,7 @@ class _Writer:
     def cuda(self, name: str) -> CudaRegion:
         """The region as CUDA kernels (raises ``Unsupported`` where C would type a
         value otherwise than NumPy)."""
-        sums, outputs = self.analyse()
-        self.fold_negations(list(sums.values()) + list(outputs.values()))
+        sums, outputs = self.simplified()
         return CudaRegion(
             name,
             list(self.inputs),
@@ -635,10 +635,3 @@ def _read_before_assigned(steps: list) -> set:
         found |= step.reads - assigned
         assigned.add(step.target)
     return found
-
-
-def _leaves(tree: Node):
-    if tree.leaf is not None:
-        yield tree.leaf
-    for child in tree.children:
-        yield from _leaves(child)
