@@ -77,9 +77,13 @@ def kernels_from_trees(monkeypatch):
             return None
         tree = self.elementwise.tree
 
-        def run(*operands):
+        def run(*operands, axis, keepdims):
             calls.append(self.elementwise.name)
-            return np.sum(evaluate_numpy(tree, operands))
+            values = np.broadcast_to(
+                evaluate_numpy(tree, operands),
+                np.broadcast_shapes(*(np.shape(a) for a in operands)),
+            )
+            return np.asarray(np.sum(values, axis=axis, keepdims=keepdims))
 
         return run
 

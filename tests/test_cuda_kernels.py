@@ -20,6 +20,7 @@ import ppto
 from ppto.api import Transformed
 from ppto.fusion import cuda
 from ppto.fusion.cuda_regions import CudaRegion, layout
+from ppto.fusion.cuda_staged import CudaStaged
 from ppto.fusion.kernels import Node, evaluate_numpy
 from ppto.runtime.backends import backend_for
 from ppto.runtime.device import CPU
@@ -31,9 +32,8 @@ from tests.test_golden import central_differences
 
 RULES = ppto.fusion_rules()
 CUDA_RULES = [rule for rule in RULES if implementation_for(rule, "cuda") is not None]
-# patterns with axis-wise reductions: unfused on CUDA until they have kernels
-WITHOUT_CUDA_KERNELS = {"layer_norm", "cross_entropy_from_logits", "matmul_bias_gelu"}
-WITHOUT_CUDA_KERNELS |= {
+# patterns that reduce along an axis: stages of reductions, then the result
+STAGED = {"layer_norm", "cross_entropy_from_logits"} | {
     f"{kind}_{axis}"
     for kind in ("softmax", "log_softmax", "logsumexp")
     + ("softmax_backward", "log_softmax_backward")
@@ -64,12 +64,18 @@ def scaled(x, w):  # w a 0-d array: values and a sum of it alone are not arrays
     return np.sum(np.tanh(x * v + v) * np.exp(-x)) + np.sum(w * w * w)
 
 
+def softmax_loss(z, y):  # softmax's backward pattern along an axis but the last
+    along_last = np.sum(ppto.log_softmax(z, axis=-1) * y)
+    return along_last + np.sum(ppto.softmax(z, axis=1) * y)
+
+
 WORKLOADS = [
     (chain, [(300,), (300,), (300,)]),
     (mlp, [(4, 3), (3,), (3, 2), (5, 4)]),
     (gated, [(7, 5), (7, 5)]),
     (gated_inline, [(7, 5), (7, 5)]),
     (scaled, [(40,), ()]),
+    (softmax_loss, [(3, 4, 5), (3, 4, 5)]),
 ]
 
 
@@ -88,11 +94,15 @@ def fused_for_cuda(function, shapes, dtype="float64"):
 
 
 def test_rules_have_cuda_kernels_derived_from_their_patterns():
-    names = {rule.name for rule in CUDA_RULES}
-    assert names == {rule.name for rule in RULES} - WITHOUT_CUDA_KERNELS
-    assert len(CUDA_RULES) >= 50
-    kinds = {type(implementation_for(rule, "cuda")).__name__ for rule in CUDA_RULES}
-    assert kinds == {"CudaElementwise", "CudaReduction", "CudaMatmulEpilogue"}
+    assert CUDA_RULES == RULES  # every built-in rule has a CUDA kernel
+    kinds = {rule.name: type(implementation_for(rule, "cuda")) for rule in CUDA_RULES}
+    assert {name for name, kind in kinds.items() if kind is CudaStaged} == STAGED
+    assert set(kinds.values()) == {
+        cuda.CudaElementwise,
+        cuda.CudaReduction,
+        cuda.CudaMatmulEpilogue,
+        CudaStaged,
+    }
     epilogue = implementation_for(_rule("matmul_add"), "cuda")  # C + dot(A, B)
     assert (epilogue.operands, epilogue.rest) == ([0, 1], [2])
     assert epilogue.epilogue.operation(("f", "f"))[2] == "out = (a1 + a0)"
@@ -161,11 +171,17 @@ def test_a_cuda_region_runs_for_one_shape_and_one_float_dtype_only():
 
 
 class CompileException(Exception):
-    """Named as CuPy's compiler error is."""
+    """Named as CuPy's compiler error is (NVRTC's)."""
+
+
+class JitifyException(Exception):
+    """Named as CuPy's error where jitify compiles a CUB reduction."""
 
 
 class RefusingCupy:
     """NumPy in CuPy's place, except that every generated kernel fails to compile."""
+
+    error = CompileException
 
     def __getattr__(self, name):
         return getattr(np, name)
@@ -176,19 +192,22 @@ class RefusingCupy:
     def ReductionKernel(self, *args, **kwargs):
         return self.refusing
 
-    @staticmethod
-    def refusing(*args):
-        raise CompileException("error: identifier is undefined\nmore detail")
+    def refusing(self, *args, **options):
+        raise self.error("error: identifier is undefined\nmore detail")
 
 
-def test_a_kernel_cuda_cannot_compile_runs_unfused_with_a_warning(monkeypatch):
+@pytest.mark.parametrize("error", [CompileException, JitifyException])
+def test_a_kernel_cuda_cannot_compile_runs_unfused_with_a_warning(monkeypatch, error):
+    monkeypatch.setattr(RefusingCupy, "error", error)
     monkeypatch.setattr(cuda, "cupy_module", RefusingCupy)
     x, y = np.linspace(-1, 1, 12).reshape(3, 4), np.linspace(0, 2, 4)
     p, q = Node(leaf=0), Node(leaf=1)
     tree = Node("mul", [Node("tanh", [p]), q])
+    rows = cuda.CudaReduction("__fused_rows", tree, 2, mean=True, axis=-1)
     kernels = [
         (cuda.CudaElementwise("__fused_e", tree, 2), np.tanh(x) * y),
         (cuda.CudaReduction("__fused_r", tree, 2, mean=True), np.mean(np.tanh(x) * y)),
+        (rows, np.mean(np.tanh(x) * y, axis=-1)),
     ]
     for kernel, expected in kernels:
         with pytest.warns(RuntimeWarning, match="did not compile .error: identifier"):
@@ -281,6 +300,9 @@ def _cases():
     cases = []
     for rule in CUDA_RULES:
         kernel = implementation_for(rule, "cuda")
+        if isinstance(kernel, CudaStaged):  # each sum's map step and the result
+            cases += [(f"{rule.name}{n}", p) for n, p in enumerate(kernel.parts())]
+            continue
         elementwise = getattr(kernel, "epilogue", None) or getattr(
             kernel, "elementwise", kernel
         )
@@ -429,6 +451,8 @@ def test_programs_fused_for_cuda_give_right_gradients(
         assert "__fused_region_1" in regions_on_the_host
     if function is gated_inline:  # the comparison inside the region
         assert any("region" in name for name in regions_on_the_host)
+    if function is softmax_loss:  # softmax's backward along axis 1, staged
+        assert "__fused_softmax_backward_axis1_1" in regions_on_the_host
     tolerance = 1e-6 if dtype == "float64" else 2e-2
     assert np.shape(value) == () and value.dtype == dtype
     np.testing.assert_allclose(
@@ -506,12 +530,68 @@ def _rule(name):
     return next(rule for rule in RULES if rule.name == name)
 
 
+STAGED_RULES = [rule for rule in RULES if rule.name in STAGED]
+
+
+def _staged_inputs(rule, dtype, eps=None):
+    """Inputs of three axes (so that axis 1 is not the last), eps a 0-d array."""
+    rng = np.random.default_rng(len(rule.name))
+    return [
+        np.asarray(1e-3 if eps is None else eps, dtype)
+        if name == "eps"
+        else rng.standard_normal((3, 4, 5)).astype(dtype)
+        for name in rule.parameters
+    ]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("rule", STAGED_RULES, ids=[rule.name for rule in STAGED_RULES])
+def test_staged_kernels_compute_their_patterns(kernels_from_trees, rule, dtype):
+    inputs = _staged_inputs(rule, dtype)
+    expected = np.asarray(rule.pattern(*[ppto.tensor(x) for x in inputs]))
+    kernel = implementation_for(rule, "cuda")
+    tolerance = 1e-12 if dtype == "float64" else 1e-5
+    for actual in (kernel(*inputs), kernel.evaluate(np, *inputs)):
+        assert actual.shape == expected.shape and actual.dtype == expected.dtype
+        np.testing.assert_allclose(actual, expected, rtol=tolerance, atol=tolerance)
+    # each sum is one reduction kernel (a maximum is cupy.max), then the result's
+    assert kernels_from_trees == [part.name for part in kernel.parts()]
+
+
+def test_staged_kernels_read_like_their_patterns():
+    softmax = implementation_for(_rule("softmax_axis1"), "cuda")
+    assert [stage.op for stage in softmax.stages] == ["max", "sum"]  # max once
+    assert [stage.axis for stage in softmax.stages] == [1, 1]
+    assert softmax.result.operation(("f",) * 3)[2] == "out = (exp((a0 - a1)) / a2)"
+    listing = implementation_for(_rule("cross_entropy_from_logits"), "cuda").listing()
+    assert "cupy.max(a0, axis=-1, keepdims=True)" in listing
+    assert "ReductionKernel('T a0, T a1, T a2, T a3', 'T y'), the sum along" in listing
+    assert "(a1 * ((a0 - a2) - log(a3)))" in listing  # log-softmax, never stored
+    assert "// stage 4 of stage 3 (axis dropped):" in listing
+    assert "the sum of, divided by the count" in listing
+    assert listing.endswith("// the result, of stage 4 (axis dropped):\nout = (-a0);\n")
+
+
+def test_staged_kernels_of_other_operand_types_run_unfused(kernels_from_trees):
+    rule = _rule("layer_norm")
+    x, _ = _staged_inputs(rule, "float32")
+    kernel = implementation_for(rule, "cuda")
+    for eps in (1e-3, np.float64(1e-3)):  # a Python number is weak, NumPy's is not
+        expected = np.asarray(rule.pattern(ppto.tensor(x), eps))
+        actual = kernel(x, eps)
+        assert actual.dtype == expected.dtype
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+    # float32 with a float64 number: the result's kernel runs unfused (NumPy's types)
+    assert kernels_from_trees.count("__fused_layer_norm") == 1
+
+
 # --- on a GPU -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("rule", CUDA_RULES, ids=[rule.name for rule in CUDA_RULES])
 @pytest.mark.gpu
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a kernel that did not compile
 @pytest.mark.skipif(not cuda_available(), reason="needs CuPy and a GPU")
 def test_cuda_kernel_of_every_rule_equals_its_pattern_on_the_gpu(rule, dtype):
     import cupy
@@ -529,6 +609,7 @@ def test_cuda_kernel_of_every_rule_equals_its_pattern_on_the_gpu(rule, dtype):
 
 @pytest.mark.parametrize("function, shapes", WORKLOADS, ids=lambda w: str(w)[:20])
 @pytest.mark.gpu
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a kernel that did not compile
 @pytest.mark.skipif(not cuda_available(), reason="needs CuPy and a GPU")
 def test_fused_gradients_on_the_gpu_equal_the_cpu_ones(function, shapes):
     rng = np.random.default_rng(6)

@@ -16,6 +16,7 @@ from ppto.fusion.kernels import (
     evaluate_numpy,
     region_layout,
 )
+from tests.test_golden import central_differences
 
 RULES = ppto.fusion_rules()
 
@@ -291,6 +292,34 @@ def test_fused_and_unfused_gradients_agree(function, shapes):
         ppto.set_precision(previous)
     for a, b in zip(fused, unfused):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
+
+
+def gelu_gated(x, y):
+    return np.sum(ppto.gelu(x) * y + x)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("size", [7, LARGE + 5])
+def test_gelu_fuses_into_chains_with_the_values_of_the_operator(dtype, size):
+    rng = np.random.default_rng(8)
+    x, y = (rng.standard_normal(size).astype(dtype) for _ in range(2))
+    text = ppto.show_grad(gelu_gated, x, y, fused=True, file=io.StringIO())
+    assert "= gelu(" not in text  # inside a kernel (a region when large)
+    assert "0.7978845608028654" in text
+    value, gradient = ppto.value_and_grad(gelu_gated)(x, y)
+    previous = ppto.set_precision("strict")  # strict: no fusion
+    try:
+        unfused_value, unfused_gradient = ppto.value_and_grad(gelu_gated)(x, y)
+    finally:
+        ppto.set_precision(previous)
+    assert value.dtype == unfused_value.dtype == dtype
+    assert np.asarray(value) == np.asarray(unfused_value)  # the same operations
+    np.testing.assert_allclose(np.asarray(gradient), np.asarray(unfused_gradient))
+    expected = central_differences(gelu_gated, [x.astype(float), y.astype(float)], 0)
+    tolerance = 1e-6 if dtype == "float64" else 2e-2
+    np.testing.assert_allclose(
+        np.asarray(gradient), expected, rtol=tolerance, atol=tolerance
+    )
 
 
 @pytest.fixture(autouse=True)

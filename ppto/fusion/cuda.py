@@ -5,9 +5,10 @@ On a ``cuda`` device each generated elementwise kernel becomes one
 of one per operator); a full sum or mean of an elementwise expression becomes one
 ``cupy.ReductionKernel``; a matrix product followed by an elementwise epilogue
 (``relu(A @ B + b)``) is cuBLAS's product with the epilogue applied in place by a
-generated kernel. The kernels are derived from the rule's pattern itself, so they
-compute what the pattern says whatever a user's CPU implementation does. Rules of
-other shapes (softmax, layer norm) have no CuPy kernel and run unfused there.
+generated kernel; patterns that reduce along an axis (softmax, layer norm) run as
+stages (``ppto.fusion.cuda_staged``). The kernels are derived from the rule's pattern
+itself, so they compute what the pattern says whatever a user's CPU implementation
+does; a pattern of none of these shapes runs unfused on CUDA.
 
 The generated code computes in the operands' one floating type ``T`` (float32 or
 float64), as NumPy does; operands of mixed floating types, integer operands or
@@ -189,12 +190,16 @@ class CudaElementwise:
 
 
 class CudaReduction:
-    """The full sum (or mean) of an elementwise tree as one ``cupy.ReductionKernel``."""
+    """The sum (or mean) of an elementwise tree as one ``cupy.ReductionKernel``: over
+    every axis, or along ``axis``."""
 
-    def __init__(self, name: str, tree: Node, arity: int, mean: bool) -> None:
+    def __init__(
+        self, name: str, tree: Node, arity: int, mean: bool, axis=None, keepdims=False
+    ) -> None:
         self.elementwise = CudaElementwise(name, tree, arity)
         self.name = name
         self.mean = mean
+        self.axis, self.keepdims = axis, keepdims
         self.failed = False  # set if CuPy could not compile the kernel
         self.compiled: dict = {}
 
@@ -206,9 +211,10 @@ class CudaReduction:
         except Unsupported as reason:
             return f"// {elementwise.name}: one CuPy call per operator ({reason})\n"
         divided = ", divided by the count" if self.mean else ""
+        along = "" if self.axis is None else f" along axis {self.axis}"
         return (
-            f"// {elementwise.name}: ReductionKernel('{in_params}', 'T y'), the sum "
-            f"of{divided}\n{map_expr}\n"
+            f"// {elementwise.name}: ReductionKernel('{in_params}', 'T y'), the sum"
+            f"{along} of{divided}\n{map_expr}\n"
         )
 
     def operation(self, kinds) -> tuple[str, str]:
@@ -233,13 +239,20 @@ class CudaReduction:
 
     def __call__(self, *arrays):
         kernel = None if self.failed else self.kernel(arrays)
-        total = None if kernel is None else compiled_call(self, kernel, *arrays)
+        where = {"axis": self.axis, "keepdims": self.keepdims}
+        total = None
+        if kernel is not None:
+            total = compiled_call(self, kernel, *arrays, **where)
         if total is None:  # types C would promote otherwise, or failed C: unfused
             values = evaluate_with(cupy_module(), self.elementwise.tree, arrays)
-            return values.mean() if self.mean else values.sum()
-        if self.mean:
-            size = np.broadcast_shapes(*(np.shape(a) for a in arrays))
-            total = total / math.prod(size)  # an empty mean is NaN, as in NumPy
+            return values.mean(**where) if self.mean else values.sum(**where)
+        if self.mean:  # divided here, as np.mean does (an empty mean is NaN): a
+            # post-map step reading CuPy's indexers does not compile where CuPy runs
+            # a one-input reduction by CUB, its default
+            shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+            total = total / (
+                math.prod(shape) if self.axis is None else shape[self.axis]
+            )
         return total
 
 
@@ -282,15 +295,20 @@ class CudaMatmulEpilogue:
             return False
 
 
-def compiled_call(owner, kernel, *arguments):
-    """``kernel(*arguments)``, or None (with a warning, and ``owner.failed`` set) where
-    CuPy cannot compile the generated CUDA C: the caller then runs the operators one by
-    one. This CUDA C was compiled by nvcc and run on the CPU in ppto's tests, not on a
-    GPU; a compiler that refuses it must not stop the user's program."""
+# CuPy's errors for CUDA C its compilers refuse (NVRTC, jitify for CUB, nvcc)
+COMPILER_ERRORS = {"CompileException", "JitifyException", "NVCCException"}
+
+
+def compiled_call(owner, kernel, *arguments, **options):
+    """``kernel(*arguments, **options)``, or None (with a warning, and
+    ``owner.failed`` set) where CuPy cannot compile the generated CUDA C: the caller
+    then runs the operators one by one. This CUDA C was compiled by nvcc and run on
+    the CPU in ppto's tests, not on a GPU; a compiler that refuses it must not stop
+    the user's program."""
     try:
-        return kernel(*arguments)
+        return kernel(*arguments, **options)
     except Exception as error:
-        if type(error).__name__ != "CompileException":
+        if type(error).__name__ not in COMPILER_ERRORS:
             raise
         owner.failed = True
         message = str(error).strip().splitlines()
@@ -314,6 +332,8 @@ def kernel_name(name: str) -> str:
 def for_rule(rule):
     """The CuPy kernel of a fusion rule, derived from its pattern, or None where the
     pattern has none of the shapes above (the rule then does not apply on CUDA)."""
+    from ppto.fusion.cuda_staged import staged
+
     template, names = rule.template, list(rule.parameters)
     if rule.kind == "elementwise":
         tree = elementwise_tree(template, names)
@@ -324,7 +344,7 @@ def for_rule(rule):
         if tree is None:
             return None
         return CudaReduction(rule.kernel_name, tree, len(names), op == "reduce_mean")
-    return _matmul_epilogue(rule)
+    return _matmul_epilogue(rule) or staged(rule)
 
 
 def _full_reduction(template) -> bool:
@@ -335,7 +355,7 @@ def _matmul_epilogue(rule):
     """A pattern ``epilogue(dot(A, B), ...)`` with one matrix product of two
     parameters: the product's operands and the epilogue's tree over the product
     (leaf 0) and the parameters it reads."""
-    products = [node for node in _walk(rule.template) if _is_op(node, "dot")]
+    products = [node for node in walk(rule.template) if _is_op(node, "dot")]
     if len(products) != 1 or products[0] is rule.template:
         return None
     product = products[0]
@@ -347,27 +367,27 @@ def _matmul_epilogue(rule):
         return None
     read = sorted(set(tree.leaves()) - {0})
     renumber = {0: 0, **{old: new for new, old in enumerate(read, start=1)}}
-    tree = _renumbered(tree, renumber)
+    tree = renumbered(tree, renumber)
     operands = [names.index(a.name) - 1 for a in product.args]
     rest = [old - 1 for old in read]
     return CudaMatmulEpilogue(rule.kernel_name, tree, operands, rest)
 
 
-def _walk(node):
+def walk(node):
     yield node
     if isinstance(node, Operator):
         for argument in node.args:
-            yield from _walk(argument)
+            yield from walk(argument)
 
 
 def _is_op(node, name: str) -> bool:
     return isinstance(node, Operator) and node.op.name == name
 
 
-def _renumbered(node: Node, renumber: dict) -> Node:
+def renumbered(node: Node, renumber: dict) -> Node:
     if node.leaf is not None:
         return Node(leaf=renumber[node.leaf])
     if node.op is None:
         return node
-    children = [_renumbered(child, renumber) for child in node.children]
+    children = [renumbered(child, renumber) for child in node.children]
     return Node(node.op, children, operator=node.operator)

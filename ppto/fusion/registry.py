@@ -18,6 +18,7 @@ import numpy as np
 
 from ppto.errors import PptoError
 from ppto.fusion.kernels import ELEMENTWISE, TERNARY, ElementwiseKernel, Node
+from ppto.ops.elementwise import GELU_CUBIC, GELU_SCALE
 from ppto.ops.primitive import note_registration
 from ppto.symbolic import Operator, Symbol, symbol
 
@@ -105,11 +106,25 @@ def elementwise_tree(template, parameters, substitute=None) -> Node | None:
     return ALIASES[name](children) if name in ALIASES else Node(name, children)
 
 
-ALIASES = {
+ALIASES = {  # operators as the elementwise operations they compute, in their order
     "relu": lambda c: Node("maximum", [c[0], Node(value=0.0)]),
     "sigmoid": lambda c: Node("div", [Node(value=1.0), Node("add", [
         Node(value=1.0), Node("exp", [Node("neg", [c[0]])])])]),
+    "gelu": lambda c: _gelu(c[0]),
 }  # fmt: skip
+
+
+def _gelu(x: Node) -> Node:
+    """``0.5 * x * (1 + tanh(GELU_SCALE * (x + GELU_CUBIC * x * x * x)))``, in the
+    order and with the Python operators ``ppto.gelu`` computes it with."""
+
+    def python(op, left, right):
+        return Node(op, [left, right], operator=True)
+
+    cube = python("mul", python("mul", python("mul", Node(value=GELU_CUBIC), x), x), x)
+    inner = python("mul", Node(value=GELU_SCALE), python("add", x, cube))
+    one_plus = python("add", Node(value=1), Node("tanh", [inner]))
+    return python("mul", python("mul", Node(value=0.5), x), one_plus)
 
 
 def _random_inputs(shapes, rng):
