@@ -156,6 +156,15 @@ def test_kernels_time_both_ways_then_keep_the_faster_and_give_the_same_bits(
     assert len(plan.trials) == 2 and len(plan.chosen) == 1
 
 
+def test_blocks_are_kept_only_when_clearly_faster():
+    # what blocks write sits in several cores' caches and slows the next reader
+    from ppto.fusion.kernels import faster_way
+
+    assert faster_way({"blocks": [0.5, 0.6, 9.0], "numpy": [1.0, 1.0, 1.0]}) == "blocks"
+    assert faster_way({"blocks": [0.95, 0.9, 0.1], "numpy": [1.0, 1.0, 1.0]}) == "numpy"
+    assert faster_way({"blocks": [2.0, 2.0, 2.0], "numpy": [1.0, 1.0, 1.0]}) == "numpy"
+
+
 def test_kernels_over_blocks_take_array_subclasses_empty_rows_and_booleans(
     monkeypatch,
 ):
