@@ -41,9 +41,10 @@ def test_there_are_more_than_fifty_rules_each_described():
 def _inputs(rule, rng, dtype):
     shapes = {
         "matmul": [(5, 4), (4, 3), (3,)],
-        "softmax": [(3, 7), (3, 7)],
-        "log_softmax": [(3, 7), (3, 7)],
-        "logsumexp": [(3, 7)],
+        # three axes: a rule along axis 1 must not reduce along the last one
+        "softmax": [(3, 4, 7), (3, 4, 7)],
+        "log_softmax": [(3, 4, 7), (3, 4, 7)],
+        "logsumexp": [(3, 4, 7)],
         "cross": [(3, 7), (3, 7)],
         "layer": [(3, 7), ()],
     }
@@ -301,6 +302,27 @@ def test_fused_and_unfused_gradients_agree(function, shapes):
         ppto.set_precision(previous)
     for a, b in zip(fused, unfused):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
+
+
+def softmax_along_axis1(x, y):
+    along = ppto.reduce_sum(ppto.softmax(x, axis=1) * y)
+    return along + ppto.reduce_sum(ppto.log_softmax(x, axis=1) * y)
+
+
+def test_softmax_rules_along_axis1_of_three_axes_reduce_along_axis1():
+    # their implementations once reduced along the last axis: silently wrong
+    # gradients for arrays of three axes (axis 1 is the last of two)
+    rng = np.random.default_rng(9)
+    x, y = rng.standard_normal((2, 30, LARGE // 50)), rng.standard_normal((2, 30, 1))
+    text = ppto.show_grad(softmax_along_axis1, x, y, fused=True, file=io.StringIO())
+    assert "__fused_log_softmax_backward_axis1(" in text
+    fused = np.asarray(ppto.grad(softmax_along_axis1)(x, y))
+    previous = ppto.set_precision("strict")  # strict: no fusion
+    try:
+        unfused = np.asarray(ppto.grad(softmax_along_axis1)(x, y))
+    finally:
+        ppto.set_precision(previous)
+    np.testing.assert_allclose(fused, unfused, rtol=1e-12, atol=1e-12)
 
 
 def gelu_gated(x, y):

@@ -6,6 +6,8 @@ Every rule is checked against its pattern when registered.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ppto.fusion.registry import register
@@ -16,7 +18,6 @@ from ppto.ops.elementwise import GELU_CUBIC, GELU_SCALE
 FORWARD, BACKWARD, BOTH = "forward", "backward", "forward and backward"
 MATRIX = [(4, 3), (3, 5)]
 MATRIX_BIAS = [(4, 3), (3, 5), (5,)]
-ROWS = [(4, 6)]
 
 
 def rule(name, shapes=None, applies=BOTH, implementation=None):
@@ -164,22 +165,31 @@ rule("mean_squared_error", [(4, 4), (4, 4)], BOTH,
 # --- softmax family along the last axis: out= sequences ---
 
 
-def _softmax(x):
-    out = x - np.max(x, axis=-1, keepdims=True)
+def _softmax(x, axis=-1):
+    out = x - np.max(x, axis=axis, keepdims=True)
     np.exp(out, out=out)
-    out /= np.sum(out, axis=-1, keepdims=True)
+    out /= np.sum(out, axis=axis, keepdims=True)
     return out
 
 
-def _log_softmax(x):
-    out = x - np.max(x, axis=-1, keepdims=True)
-    out -= np.log(np.sum(np.exp(out), axis=-1, keepdims=True))
+def _log_softmax(x, axis=-1):
+    out = x - np.max(x, axis=axis, keepdims=True)
+    out -= np.log(np.sum(np.exp(out), axis=axis, keepdims=True))
     return out
 
 
-def _logsumexp(x):
-    peak = np.max(x, axis=-1, keepdims=True)
-    return (np.log(np.sum(np.exp(x - peak), axis=-1, keepdims=True)) + peak)[..., 0]
+def _logsumexp(x, axis=-1):
+    peak = np.max(x, axis=axis, keepdims=True)
+    total = np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True)) + peak
+    return np.squeeze(total, axis)
+
+
+def _softmax_backward(s, dy, axis=-1):
+    return s * (dy - np.sum(dy * s, axis=axis, keepdims=True))
+
+
+def _log_softmax_backward(y, dy, axis=-1):
+    return dy - np.exp(y) * np.sum(dy, axis=axis, keepdims=True)
 
 
 def _softmax_patterns(axis):
@@ -208,25 +218,31 @@ def _softmax_patterns(axis):
     }
 
 
+# three axes, so that a rule along axis 1 is checked where axis 1 is not the last
+STACKED_ROWS = [(3, 4, 6)]
 _SOFTMAX_IMPLEMENTATIONS = {
-    "softmax": (_softmax, ROWS, BOTH),
-    "log_softmax": (_log_softmax, ROWS, BOTH),
-    "logsumexp": (_logsumexp, ROWS, BOTH),
-    "softmax_backward": (
-        lambda s, dy: s * (dy - np.sum(dy * s, axis=-1, keepdims=True)),
-        [(4, 6), (4, 6)],
-        BACKWARD,
-    ),
-    "log_softmax_backward": (
-        lambda y, dy: dy - np.exp(y) * np.sum(dy, axis=-1, keepdims=True),
-        [(4, 6), (4, 6)],
-        BACKWARD,
-    ),
+    "softmax": (_softmax, STACKED_ROWS, BOTH),
+    "log_softmax": (_log_softmax, STACKED_ROWS, BOTH),
+    "logsumexp": (_logsumexp, STACKED_ROWS, BOTH),
+    "softmax_backward": (_softmax_backward, STACKED_ROWS * 2, BACKWARD),
+    "log_softmax_backward": (_log_softmax_backward, STACKED_ROWS * 2, BACKWARD),
 }
+
+
+def _along(implementation, axis):
+    """``implementation`` along ``axis`` (the axis of the rule's pattern)."""
+
+    @functools.wraps(implementation)
+    def along_axis(*arrays):
+        return implementation(*arrays, axis=axis)
+
+    return along_axis
+
+
 for axis, suffix in ((-1, "last_axis"), (1, "axis1")):
     for kind, pattern in _softmax_patterns(axis).items():
         implementation, shapes, applies = _SOFTMAX_IMPLEMENTATIONS[kind]
-        rule(f"{kind}_{suffix}", shapes, applies, implementation)(pattern)
+        rule(f"{kind}_{suffix}", shapes, applies, _along(implementation, axis))(pattern)
 
 
 def _cross_entropy(z, labels):
