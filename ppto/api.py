@@ -358,8 +358,7 @@ class Transformed:
         """``finish`` for a call whose arrays were all on the CPU (nothing moved)."""
         if type(value) is not np.float64 and type(value) is not np.float32:
             _require_scalar(value, self.__name__)
-        if len(self.wrt) == 1:
-            grads = (grads,)
+        grads = (grads,) if len(self.wrt) == 1 else _separate(grads)
         placed = tuple(
             Tensor(g, CPU)
             if type(g) is np.ndarray and g.dtype == dtype and g.flags.writeable
@@ -373,8 +372,7 @@ class Transformed:
         each gradient in its argument's dtype (a float32 parameter's gradient is
         float32 even where the function computed in float64) and on its device."""
         _require_scalar(value, self.__name__)
-        if len(self.wrt) == 1:
-            grads = (grads,)
+        grads = (grads,) if len(self.wrt) == 1 else _separate(grads)
         placed = tuple(
             _place(_in_dtype(g, dtype), homes.get(position, device), device)
             for g, position, dtype in zip(grads, self._wrt_positions, dtypes)
@@ -389,6 +387,26 @@ class Transformed:
 
 
 SHAPE_SPECIALISATIONS = 8
+
+
+def _separate(grads: tuple) -> tuple:
+    """The gradients, none sharing memory with another: code that computed one value
+    for two gradients (those of ``x + y``) hands back the same array twice, and a
+    caller updating one gradient in place must not change the other."""
+    kept: list = []
+    for gradient in grads:
+        if any(_shared(gradient, other) for other in kept):
+            gradient = gradient.copy()
+        kept.append(gradient)
+    return tuple(kept)
+
+
+def _shared(a, b) -> bool:
+    if a is b:
+        return not isinstance(a, (int, float, np.generic))  # (numbers are values)
+    if type(a) is np.ndarray and type(b) is np.ndarray:
+        return np.may_share_memory(a, b)
+    return False
 
 
 def _in_dtype(gradient, dtype):

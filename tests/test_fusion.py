@@ -325,6 +325,108 @@ def test_softmax_rules_along_axis1_of_three_axes_reduce_along_axis1():
     np.testing.assert_allclose(fused, unfused, rtol=1e-12, atol=1e-12)
 
 
+# Rule implementations that assumed what their patterns do not: each computed a
+# different value or dtype, or raised, where the unfused code did not.
+
+
+def matmul_bias_tanh(x, W, b):
+    return np.sum(np.tanh(x @ W + b))
+
+
+def add_matmul_tanh(x, W, C):
+    return np.sum(np.tanh(C + x @ W))
+
+
+def vector_product_tanh(x, w):
+    return np.tanh(x @ w)
+
+
+def mean_squared_distance(x, w, y):
+    t = ppto.stop_gradient(x * w)
+    return np.mean(np.square(t - y)) + np.sum(w * w)
+
+
+def mean_squared_from_number(x, w):
+    t = ppto.stop_gradient(x * w)
+    return np.mean(np.square(2.0 - t)) * np.sum(w)
+
+
+def normalized(x, w, eps):
+    h = ppto.stop_gradient(x * w)
+    centred = h - np.mean(h, axis=-1, keepdims=True)
+    spread = np.mean(np.square(h - np.mean(h, axis=-1, keepdims=True)), axis=-1,
+                     keepdims=True)  # fmt: skip
+    return np.sum(centred / np.sqrt(spread + eps)) * np.sum(w)
+
+
+def gelu_features(x, W, b):
+    h = ppto.stop_gradient(ppto.gelu(x @ W + b))
+    return np.sum(h) + np.sum(W * W)
+
+
+def log_sigmoid(z):
+    return np.sum(np.log(ppto.sigmoid(z)))
+
+
+def _random(*shapes, dtype="float64"):
+    rng = np.random.default_rng(len(shapes))
+    return [rng.standard_normal(shape).astype(dtype) for shape in shapes]
+
+
+f32 = "float32"
+
+
+@pytest.mark.parametrize("function, args, wrt", [
+    (matmul_bias_tanh, _random((400, 100), (100, 100), (3, 400, 100)), (0, 1, 2)),
+    (matmul_bias_tanh, _random((300,), (300, 200), (400, 200)), (0, 1, 2)),
+    (add_matmul_tanh, _random((300,), (300, 200), (400, 200)), (0, 1, 2)),
+    (matmul_bias_tanh, _random((400, 100), (100, 100), dtype=f32) + _random((100,)),
+     (0, 1, 2)),
+    (vector_product_tanh, [0.01 * a for a in _random((40000,), (40000,))], (0, 1)),
+    (mean_squared_distance, _random((300,), (300,), (200, 300)), 1),
+    (mean_squared_from_number, _random((200, 300), (300,)), 1),
+    (normalized, _random((200, 300), (300,), dtype=f32) + [np.array(1e-5)], 1),
+    (normalized, _random((200, 300), (300,)) + [np.full(300, 1e-5)], 1),
+    (gelu_features, _random((300,), (300, 200), (200,)), 1),
+    (gelu_features, _random((3, 60, 64), (64, 1024), (1024,)), 1),
+    (log_sigmoid, [np.full((200, 200), -20.0) + _random((200, 200))[0] * 1e-3], 0),
+])  # fmt: skip
+def test_rules_compute_what_the_unfused_code_does_for_any_operands(function, args, wrt):
+    previous = ppto.set_precision("strict")  # strict: no fusion
+    try:
+        value, grads = ppto.value_and_grad(function, wrt=wrt)(*args)
+    finally:
+        ppto.set_precision(previous)
+    fused_value, fused_grads = ppto.value_and_grad(function, wrt=wrt)(*args)
+    assert np.asarray(fused_value).dtype == np.asarray(value).dtype
+    np.testing.assert_allclose(np.asarray(fused_value), np.asarray(value), rtol=1e-10)
+    pairs = (
+        zip(fused_grads, grads) if isinstance(wrt, tuple) else [(fused_grads, grads)]
+    )
+    for fused, unfused in pairs:
+        assert fused.dtype == unfused.dtype and fused.shape == unfused.shape
+        np.testing.assert_allclose(
+            np.asarray(fused), np.asarray(unfused), rtol=1e-9, atol=1e-9
+        )
+
+
+def doubled_sum(x, y):
+    return np.sum(np.tanh(x * 2.0 + y * 2.0))
+
+
+def plain_sum(x, y):
+    return np.sum(np.tanh(x + y))
+
+
+@pytest.mark.parametrize("function", [doubled_sum, plain_sum])
+def test_gradients_never_share_memory_with_each_other(function):
+    # one value computed for two gradients came back twice: scaling one in place
+    # changed the other
+    x, y = _random((200, 200), (200, 200))
+    dx, dy = ppto.grad(function, wrt=(0, 1))(x, y)
+    assert not np.shares_memory(np.asarray(dx), np.asarray(dy))
+
+
 def gelu_gated(x, y):
     return np.sum(ppto.gelu(x) * y + x)
 

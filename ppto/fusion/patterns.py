@@ -35,8 +35,25 @@ def rule(name, shapes=None, applies=BOTH, implementation=None):
     return define
 
 
-def _gelu(x, out):
-    np.multiply(x, x, out=out)
+def _fits(out, *operands) -> bool:
+    """Whether ``out`` combined with ``operands`` keeps ``out``'s own shape and
+    floating dtype, so that the result may be written over it: else the in-place
+    form would raise (a larger broadcast shape, a NumPy scalar from two vectors) or
+    cast silently (float32 ``A @ B`` plus a float64 bias is float64)."""
+    return (
+        type(out) is np.ndarray
+        and out.dtype.kind == "f"
+        and np.result_type(out, *operands) == out.dtype
+        and np.broadcast_shapes(out.shape, *(np.shape(o) for o in operands))
+        == out.shape
+    )
+
+
+def _gelu(x):
+    """GELU of a fresh array ``x``, in place where it may be (see ``_fits``)."""
+    if not _fits(x):
+        return 0.5 * x * (1 + np.tanh(GELU_SCALE * (x + GELU_CUBIC * x * x * x)))
+    out = np.multiply(x, x)
     out *= GELU_CUBIC * x
     out += x
     out *= GELU_SCALE
@@ -47,6 +64,9 @@ def _gelu(x, out):
 
 
 def _sigmoid(out):
+    """Sigmoid as ``ppto.sigmoid`` computes it, over a fresh array ``out``."""
+    if not _fits(out):
+        return 0.5 * (np.tanh(0.5 * out) + 1)
     out *= 0.5
     np.tanh(out, out=out)
     out += 1
@@ -59,6 +79,8 @@ def _sigmoid(out):
 
 def _matmul_bias(A, B, b):
     out = A @ B
+    if not _fits(out, b):
+        return out + b
     out += b
     return out
 
@@ -78,7 +100,7 @@ rule("matmul_bias_relu", MATRIX_BIAS, FORWARD,
 def _in_place(function):
     def run(*args):
         out = _matmul_bias(*args) if len(args) == 3 else args[0] @ args[1]
-        return function(out, out=out)
+        return function(out, out=out) if _fits(out) else function(out)
 
     return run
 
@@ -101,7 +123,7 @@ rule("matmul_sigmoid", MATRIX, FORWARD, lambda A, B: _sigmoid(A @ B))(
     lambda A, B: ew.sigmoid(linalg.dot(A, B))
 )
 rule("matmul_bias_gelu", MATRIX_BIAS, FORWARD,
-     lambda A, B, b: _gelu(_matmul_bias(A, B, b), np.empty((A.shape[0], B.shape[1]))))(
+     lambda A, B, b: _gelu(_matmul_bias(A, B, b)))(
     lambda A, B, b: ew.gelu(linalg.dot(A, B) + b)
 )  # fmt: skip
 rule("matmul_scale", MATRIX + [()], BOTH, lambda A, B, s: np.multiply(A @ B, s))(
@@ -156,8 +178,14 @@ rule("squared_distance", [(4, 4), (4, 4)], BOTH, _squared_distance)(
 rule("squared_distance_product", [(4, 4), (4, 4)], BOTH, _squared_distance)(
     lambda a, b: reductions.reduce_sum((a - b) * (a - b))
 )
-rule("mean_squared_error", [(4, 4), (4, 4)], BOTH,
-     lambda a, b: _squared_distance(a, b) / np.size(a))(
+
+
+def _mean_squared_error(a, b):
+    difference = np.subtract(a, b)  # its size: the broadcast one, not a's
+    return _vdot(difference, difference) / np.size(difference)
+
+
+rule("mean_squared_error", [(4, 4), (4, 4)], BOTH, _mean_squared_error)(
     lambda a, b: reductions.reduce_mean(ew.square(a - b))
 )  # fmt: skip
 
@@ -260,10 +288,10 @@ rule("cross_entropy_from_logits", [(4, 6), (4, 6)], FORWARD, _cross_entropy)(
 
 def _layer_norm(x, eps):
     centred = x - np.mean(x, axis=-1, keepdims=True)
-    variance = np.mean(centred * centred, axis=-1, keepdims=True)
-    variance += eps
-    np.sqrt(variance, out=variance)
-    centred /= variance
+    scale = np.sqrt(np.mean(centred * centred, axis=-1, keepdims=True) + eps)
+    if not _fits(centred, scale):  # an eps of another dtype or a larger shape
+        return centred / scale
+    centred /= scale
     return centred
 
 

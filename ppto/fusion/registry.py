@@ -108,19 +108,27 @@ def elementwise_tree(template, parameters, substitute=None) -> Node | None:
 
 ALIASES = {  # operators as the elementwise operations they compute, in their order
     "relu": lambda c: Node("maximum", [c[0], Node(value=0.0)]),
-    "sigmoid": lambda c: Node("div", [Node(value=1.0), Node("add", [
-        Node(value=1.0), Node("exp", [Node("neg", [c[0]])])])]),
+    "sigmoid": lambda c: _sigmoid(c[0]),
     "gelu": lambda c: _gelu(c[0]),
-}  # fmt: skip
+}
+
+
+def _python(op: str, left: Node, right: Node) -> Node:
+    return Node(op, [left, right], operator=True)
+
+
+def _sigmoid(x: Node) -> Node:
+    """``0.5 * (tanh(0.5 * x) + 1)``, as ``ppto.sigmoid`` computes it."""
+    half = _python("mul", Node(value=0.5), x)
+    return _python(
+        "mul", Node(value=0.5), _python("add", Node("tanh", [half]), Node(value=1))
+    )
 
 
 def _gelu(x: Node) -> Node:
     """``0.5 * x * (1 + tanh(GELU_SCALE * (x + GELU_CUBIC * x * x * x)))``, in the
     order and with the Python operators ``ppto.gelu`` computes it with."""
-
-    def python(op, left, right):
-        return Node(op, [left, right], operator=True)
-
+    python = _python
     cube = python("mul", python("mul", python("mul", Node(value=GELU_CUBIC), x), x), x)
     inner = python("mul", Node(value=GELU_SCALE), python("add", x, cube))
     one_plus = python("add", Node(value=1), Node("tanh", [inner]))
