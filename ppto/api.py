@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ppto.errors import GradError
-from ppto.ops.primitive import OperatorDef
+from ppto.ops.primitive import OperatorDef, registrations
 from ppto.runtime.backends import backend_for
 from ppto.runtime.device import CPU, Device
 from ppto.runtime.dispatch import gather_inputs
@@ -92,8 +92,6 @@ def _shared_state(transformed) -> dict:
     transforms once. Reused only while no operator, rule, fusion rule or backend was
     registered since, and while every global and closure value the programs read
     (also in the functions they call) is still the object its scope holds."""
-    from ppto.ops.primitive import registrations
-
     fresh = {"programs": {}, "lowered": {}, "entries": {}, "fast": {}}
     if isinstance(transformed.f, Transformed):
         return fresh  # a derivative of a derivative: its program wraps that object
@@ -224,17 +222,32 @@ class Transformed:
         self.single = not isinstance(wrt, (tuple, list))
         self.mode = mode
         self.with_value = with_value
-        shared = _shared_state(self)
-        self._programs: dict = shared["programs"]
-        self._lowered: dict = shared["lowered"]
-        self._entries: dict = shared["entries"]
-        self._fast: dict = shared["fast"]  # call_key -> (entry, gradient dtypes)
+        self._use(_shared_state(self))
         self._wrt_positions: list | None = None
         base = getattr(f, "__name__", None) or getattr(self.function, "__name__", "f")
         self.__name__ = base + "_grad"
         self.__wrapped__ = self.function
 
+    def _use(self, shared: dict) -> None:
+        self._programs: dict = shared["programs"]
+        self._lowered: dict = shared["lowered"]
+        self._entries: dict = shared["entries"]
+        # call_key -> (entry, gradient dtypes, its program)
+        self._fast: dict = shared["fast"]
+        self._registered = registrations()
+
+    def _ensure_current(self) -> None:
+        """Drop what was generated from values that have changed since: a global or
+        closure value the code read rebound, or an operator, rule or backend
+        registered. A grad object made before then must not go on computing the
+        gradient of the old function."""
+        if self._registered != registrations() or not all(
+            program.still_current() for program, _ in self._programs.values()
+        ):
+            self._use(_shared_state(self))
+
     def program(self, ranks: tuple):
+        self._ensure_current()
         key = ranks
         if key not in self._programs:
             names = list(inspect.signature(self.function).parameters)
@@ -342,16 +355,21 @@ class Transformed:
         key = None if kwargs else _call_key(args)
         if key is not None:
             fast = self._fast.get(key)
-            if fast is not None:  # a call like an earlier one: nothing to check
+            if (  # a call like an earlier one: only what its code read to check
+                fast is not None
+                and fast[2].still_current()
+                and self._registered == registrations()
+            ):
                 raws = [a.data if type(a) is Tensor else a for a in args]
                 return self.finish_on_cpu(*fast[0](*raws), fast[1])
+        self._ensure_current()
         call, values, ranks, homes, device = self.prepare(args, kwargs)
         dtypes = [getattr(values[p], "dtype", None) for p in self._wrt_positions]
         value, grads = self.run(0, ranks, device, values)
         result = self.finish(value, grads, homes, device, dtypes)
         if key is not None and device == CPU and len(self._fast) < FAST_CALLS:
             entry = self._entries[(ranks, "cpu", 0, key[-1])]
-            self._fast[key] = (entry, dtypes)
+            self._fast[key] = (entry, dtypes, self._programs[ranks][0])
         return result
 
     def finish_on_cpu(self, value, grads, dtypes: list):
@@ -393,6 +411,9 @@ def _separate(grads: tuple) -> tuple:
     """The gradients, none sharing memory with another: code that computed one value
     for two gradients (those of ``x + y``) hands back the same array twice, and a
     caller updating one gradient in place must not change the other."""
+    owners = {id(_owner(g) if type(g) is np.ndarray else g) for g in grads}
+    if len(owners) == len(grads):  # the common case, decided quickly
+        return grads
     kept: list = []
     for gradient in grads:
         if any(_shared(gradient, other) for other in kept):
@@ -405,8 +426,16 @@ def _shared(a, b) -> bool:
     if a is b:
         return not isinstance(a, (int, float, np.generic))  # (numbers are values)
     if type(a) is np.ndarray and type(b) is np.ndarray:
-        return np.may_share_memory(a, b)
+        # views of different arrays cannot overlap: one attribute each, where
+        # np.may_share_memory costs a microsecond (a tenth of a tiny gradient)
+        return _owner(a) is _owner(b) and np.may_share_memory(a, b)
     return False
+
+
+def _owner(array):
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
 
 
 def _in_dtype(gradient, dtype):

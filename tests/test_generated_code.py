@@ -222,6 +222,72 @@ def test_a_shared_transform_is_not_reused_after_what_it_read_changed(monkeypatch
     assert ppto.grad(uses_scale)._programs is not before._programs
 
 
+def tempered():
+    temperature = 2.0
+
+    def loss(x):
+        return np.sum(np.exp(x / temperature))
+
+    def set_temperature(value):
+        nonlocal temperature
+        temperature = value
+
+    return loss, set_temperature
+
+
+def test_a_grad_object_made_before_a_change_does_not_keep_the_old_gradient(
+    monkeypatch,
+):
+    """A grad object checks, before each call, that what its code read is current:
+    it kept handing out the gradient of the old function (its fast path for calls
+    like earlier ones checked nothing)."""
+    x = np.linspace(0.1, 1.0, 4)
+    scaled, helper = ppto.grad(uses_scale), ppto.grad(calls_helper)
+    for _ in range(2):  # the second call takes the fast path
+        np.testing.assert_allclose(scaled(x).numpy(), 2.0 * np.cos(x))
+        np.testing.assert_allclose(helper(x).numpy(), 4.0 * x)
+    monkeypatch.setitem(globals(), "SCALE", 3.0)
+    np.testing.assert_allclose(scaled(x).numpy(), 3.0 * np.cos(x))
+    np.testing.assert_allclose(helper(x).numpy(), 6.0 * x)  # a helper's global
+
+    loss, set_temperature = tempered()  # a closure variable, and jvp of a grad
+    gradient = ppto.grad(loss)
+    gradient(x), gradient(x)
+    set_temperature(4.0)
+    np.testing.assert_allclose(gradient(x).numpy(), np.exp(x / 4) / 4)
+    _, curvature = ppto.jvp(gradient, (x,), (np.ones(4),))
+    np.testing.assert_allclose(np.asarray(curvature), np.exp(x / 4) / 16)
+
+    @ppto.operator
+    def cube(v):
+        return v * v * v
+
+    @ppto.grad_rule(cube)
+    def _(v):
+        def backward(dY):
+            return dY * 2.0 * v * v  # wrong on purpose, corrected below
+
+        return backward
+
+    cubed = ppto.grad(cubes)
+    monkeypatch.setitem(globals(), "cube", cube)
+    np.testing.assert_allclose(cubed(x).numpy(), 2.0 * x**2)
+    np.testing.assert_allclose(cubed(x).numpy(), 2.0 * x**2)
+
+    @ppto.grad_rule(cube)
+    def _(v):
+        def backward(dY):
+            return dY * 3.0 * v * v
+
+        return backward
+
+    np.testing.assert_allclose(cubed(x).numpy(), 3.0 * x**2)
+
+
+def cubes(x):
+    return np.sum(cube(x))  # noqa: F821 (set by the test above)
+
+
 def test_an_unknown_dtype_never_merges_into_a_known_one():
     """``np.dtype('float64') == None`` is true in NumPy (None reads as the default
     dtype): merging the dtypes a loop assigns must still make the value unknown, in

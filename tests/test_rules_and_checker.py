@@ -156,3 +156,36 @@ def test_rule_and_implementation_sources_read_from_code_positions_are_exact():
         assert ast.dump(ast.parse(function_source(function))) == ast.dump(
             ast.parse(expected)
         ), function.__qualname__
+
+
+def scaled_cube_factory(factor):
+    """An operator and its rule made in a factory: the rule reads ``factor`` from its
+    closure (its inlined source once named a variable the generated code lacked)."""
+
+    @ppto.operator
+    def scaled_cube(v):
+        return v * v * v * factor
+
+    @ppto.grad_rule(scaled_cube)
+    def _(v):
+        def backward(dY):
+            return dY * 3.0 * factor * v * v
+
+        return backward
+
+    return scaled_cube
+
+
+SCALED_CUBE = scaled_cube_factory(2.0)
+
+
+def uses_scaled_cube(x):
+    return np.sum(SCALED_CUBE(x) * np.sin(x))
+
+
+def test_a_rule_made_in_a_factory_reads_its_closure():
+    x = np.linspace(0.5, 1.0, 4)
+    expected = 6 * x**2 * np.sin(x) + 2 * x**3 * np.cos(x)
+    np.testing.assert_allclose(ppto.grad(uses_scaled_cube)(x).numpy(), expected)
+    _, tangent = ppto.jvp(uses_scaled_cube, (x,), (np.ones(4),))
+    np.testing.assert_allclose(np.asarray(tangent), np.sum(expected))

@@ -138,7 +138,15 @@ def _symmetric_tangent(op: Any) -> Rule:
             node.id = "tangent"
     inner.name = "tangent"
     source = ast.unparse(tree) + "\n"
-    return _compiled_rule(op, source, rule_def.name, backward.fn.__globals__)
+    from ppto.transform.source import closure_values
+
+    # the backward rule's closure variables as globals of the derived rule (a rule
+    # made in a factory reads them); else its module's own globals, which later
+    # definitions in a module still being imported join
+    namespace = backward.fn.__globals__
+    if closure_values(backward.fn):
+        namespace = {**namespace, **closure_values(backward.fn)}
+    return _compiled_rule(op, source, rule_def.name, namespace)
 
 
 def _compiled_rule(op: Any, source: str, name: str, namespace: dict) -> Rule:

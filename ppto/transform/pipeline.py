@@ -10,7 +10,6 @@ gradients`` (used by ``vjp`` and for called functions).
 
 from __future__ import annotations
 
-import collections
 import inspect
 from dataclasses import dataclass, field
 
@@ -40,7 +39,7 @@ from ppto.transform.reverse import (
     free_reads,
     name,
 )
-from ppto.transform.source import ParsedFunction, closure_values, parse_function
+from ppto.transform.source import ParsedFunction, parse_function
 from ppto.transform.ssa import rename
 from ppto.transform.structure import (
     lift_conditionals,
@@ -70,15 +69,20 @@ class Program:
     last_result_rank: int | None = None
     value_shapes: dict = field(default_factory=dict)  # function -> known shapes
     captured: list = field(default_factory=list)  # (function, {global: value read})
+    watched: list | None = None  # (closure cell or globals dict, name, value read)
 
     def still_current(self) -> bool:
         """Whether every global and closure value the transformed functions read is
-        still what their scopes hold (a rebinding makes this program stale)."""
-        for function, values in self.captured:
-            scope = _free_values(function)
-            if any(
-                scope.get(name, _MISSING) is not value for name, value in values.items()
-            ):
+        still what their scopes hold (a rebinding makes this program stale). Checked
+        before every call of generated code, so made cheap: where each value lives
+        is found once."""
+        if self.watched is None:
+            self.watched = list(_watched(self.captured))
+        for place, variable, value in self.watched:
+            if type(place) is dict:
+                if place.get(variable, _MISSING) is not value:
+                    return False
+            elif _contents(place) is not value:
                 return False
         return True
 
@@ -103,9 +107,20 @@ class Program:
 _MISSING = object()
 
 
-def _free_values(function) -> collections.ChainMap:
-    """The current values of ``function``'s closure variables and globals."""
-    return collections.ChainMap(closure_values(function), function.__globals__)
+def _watched(captured: list):
+    """``(place, name, value)`` for each value the program read: a closure variable's
+    cell, or the globals dict a global is looked up in."""
+    for function, values in captured:
+        cells = dict(zip(function.__code__.co_freevars, function.__closure__ or ()))
+        for variable, value in values.items():
+            yield cells.get(variable, function.__globals__), variable, value
+
+
+def _contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # emptied (``del`` of the variable)
+        return _MISSING
 
 
 def free_globals(parsed: ParsedFunction) -> dict:

@@ -8,6 +8,7 @@ other starts it at zero, so every adjoint is defined on every path.
 
 from __future__ import annotations
 
+import collections
 import inspect
 
 import gast
@@ -18,6 +19,7 @@ from ppto.transform import ir, lists
 from ppto.transform.analyze import operand_rank
 from ppto.transform.emit import comment
 from ppto.transform.inline import inline_rule, operand_expr
+from ppto.transform.source import closure_values
 from ppto.transform.trees import clone, loads, stores
 
 
@@ -590,7 +592,8 @@ class Generator:
         return gast.Call(function, [gradient.args[0]], keywords)
 
     def resolver(self, rule):
-        namespace = rule.fn.__globals__
+        # the rule's closure first: a rule made in a factory reads its variables
+        namespace = collections.ChainMap(closure_values(rule.fn), rule.fn.__globals__)
 
         def resolve(node):
             value = _static(node, namespace)
