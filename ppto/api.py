@@ -25,6 +25,13 @@ from ppto.runtime.tensor import Tensor, move
 from ppto.transform.emit import render_function
 from ppto.transform.lower import _unwrap, lower
 from ppto.transform.pipeline import build
+from ppto.transform.source import unwrapped
+
+
+def _signature(function: Callable) -> inspect.Signature:
+    """The parameters of the function ppto transforms: its own (``inspect.signature``
+    would report a decorated function's inner parameters and defaults)."""
+    return inspect.signature(function, follow_wrapped=False)
 
 
 def _target_function(f: Callable) -> Callable:
@@ -38,7 +45,7 @@ def _target_function(f: Callable) -> Callable:
         return f.function
     if not callable(f):
         raise GradError(f"ppto.grad needs a function, got {type(f).__name__}")
-    return f
+    return unwrapped(f)
 
 
 def _generated_wrapper(inner: Transformed, ranks: tuple) -> Callable:
@@ -48,7 +55,7 @@ def _generated_wrapper(inner: Transformed, ranks: tuple) -> Callable:
 
     program, namespace = inner.program(ranks)
     entry = namespace.get()[program.entry]
-    parameters = list(inspect.signature(inner.function).parameters)
+    parameters = list(_signature(inner.function).parameters)
     arguments = ", ".join(parameters)
     if inner.mode != "combined":
         raise GradError("only gradients (ppto.grad) can be differentiated again")
@@ -144,7 +151,7 @@ class _Call:
     def __init__(self, function: Callable, args: tuple, kwargs: dict) -> None:
         signature = _SIGNATURES.get(function)
         if signature is None:
-            signature = _SIGNATURES[function] = inspect.signature(function)
+            signature = _SIGNATURES[function] = _signature(function)
         self.names = list(signature.parameters)
         if not kwargs and len(args) == len(self.names):
             self.values = list(args)
@@ -158,7 +165,7 @@ class _Call:
 
 
 def _wrt_names(function: Callable, wrt) -> list[str]:
-    names = list(inspect.signature(function).parameters)
+    names = list(_signature(function).parameters)
     items = wrt if isinstance(wrt, (tuple, list)) else (wrt,)
     resolved = []
     for item in items:
@@ -250,7 +257,7 @@ class Transformed:
         self._ensure_current()
         key = ranks
         if key not in self._programs:
-            names = list(inspect.signature(self.function).parameters)
+            names = list(_signature(self.function).parameters)
             described = [(n, r) for n, r in zip(names, ranks) if r is not None]
             rank_map = {n: r[0] for n, r in described}
             shapes = {n: r[1] for n, r in described if r[1] is not None}
@@ -585,7 +592,7 @@ def _show(f, args, wrt, mode, file, lowered, fused, device=None) -> str:
         raws = [getattr(v, "data", v) if isinstance(v, Tensor) else v for v in values]
         ranks = transformed.describe(raws, values)
     else:
-        names = list(inspect.signature(transformed.function).parameters)
+        names = list(_signature(transformed.function).parameters)
         ranks = (None,) * len(names)
     try:
         program, _ = transformed.program(ranks)
@@ -692,7 +699,7 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
     if len(primals) != len(tangents):
         raise GradError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
     function = _target_function(f)
-    names = list(inspect.signature(function).parameters)[: len(primals)]
+    names = list(_signature(function).parameters)[: len(primals)]
     wrt = [n for n, p, t in zip(names, primals, tangents) if t is not None]
     for name_ in wrt:
         _check_differentiable(name_, primals[names.index(name_)])

@@ -357,3 +357,43 @@ def subscript_assignment(x):
     y = x * 1.0
     y[0] = x[1]
     return np.sum(y)
+
+
+def opaque_result_returned(x):
+    return np.linalg.norm(x)  # <- error
+
+
+def opaque_result_squared(x):
+    scale = np.linalg.norm(x)  # <- error
+    return scale * scale + 1.0
+
+
+def write_through_view(x):
+    y = x * 1.0
+    rest = y[1:]
+    rest *= 2.0  # <- error
+    return np.sum(y**2)
+
+
+def write_through_alias(x):
+    y = x * 1.0
+    z = y
+    z[0] = 0.0  # <- error
+    return np.sum(y * x)
+
+
+def write_to_base_of_view(x):
+    y = x * 1.0
+    flipped = y.T
+    y += 1.0  # <- error
+    return np.sum(flipped * x)
+
+
+def write_to_list_element_in_loop(x):
+    hs = [x * 1.0, x * 2.0]
+    total = 0.0
+    for i in range(2):
+        h = hs[i]
+        h += 1.0  # <- error
+        total = total + np.sum(hs[i] * x)
+    return total

@@ -2,7 +2,10 @@
 it shows the generated line, and a value under ``ppto.stop_gradient`` gets no adjoint
 at all (not a zero one)."""
 
+import functools
+import importlib
 import io
+import os
 import traceback
 
 import numpy as np
@@ -301,3 +304,70 @@ def test_an_unknown_dtype_never_merges_into_a_known_one():
         assert known["t"] is None
         _merge(known, "t", np.dtype("float64"))
         assert known["t"] is None  # unknown stays unknown
+
+
+def scaled_by_ten(function):
+    @functools.wraps(function)
+    def wrapper(x):
+        return function(x) * 10.0
+
+    return wrapper
+
+
+def logged(function):
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        logged.calls += 1
+        return function(*args, **kwargs)
+
+    return wrapper
+
+
+logged.calls = 0
+
+
+@scaled_by_ten
+def decorated_square(x):
+    return np.sum(x**2)
+
+
+@logged
+def decorated_cube(x):
+    return np.sum(x**3)
+
+
+def test_decorated_functions_are_differentiated_as_they_run():
+    """A ``functools.wraps`` decorator changing the result is part of the function
+    (ppto differentiated the inner function alone: value 5, not 50); one passing
+    the call through is read through."""
+    x = np.array([1.0, 2.0])
+    value, gradient = ppto.value_and_grad(decorated_square)(x)
+    assert float(value) == 50.0
+    np.testing.assert_allclose(gradient.numpy(), 20.0 * x)
+    np.testing.assert_allclose(ppto.grad(decorated_cube)(x).numpy(), 3.0 * x**2)
+
+
+SQUARE = lambda x: np.sum(x**2)  # noqa: E731 (a lambda is what this tests)
+
+
+def test_a_lambda_is_differentiated_with_an_identifier_for_its_name():
+    # its generated function was named "<lambda>_grad": a SyntaxError
+    x = np.array([1.0, 2.0])
+    np.testing.assert_allclose(ppto.grad(SQUARE)(x).numpy(), 2.0 * x)
+    assert "def lambda__grad(x):" in ppto.show_grad(SQUARE, x, file=io.StringIO())
+
+
+def test_a_reloaded_module_is_read_afresh(tmp_path, monkeypatch):
+    """After the file is edited and the module reloaded (Jupyter's autoreload), the
+    new source is read: ppto read a cached copy of the old file."""
+    module = tmp_path / "edited_loss.py"
+    module.write_text("import numpy as np\ndef f(x):\n    return np.sum(x**2)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import edited_loss
+
+    x = np.array([1.0, 2.0])
+    np.testing.assert_allclose(ppto.grad(edited_loss.f)(x).numpy(), 2.0 * x)
+    module.write_text("import numpy as np\ndef f(x):\n    return np.sum(x**3)\n")
+    os.utime(module, (1, 1))  # a different modification time, as an edit gives
+    importlib.reload(edited_loss)
+    np.testing.assert_allclose(ppto.grad(edited_loss.f)(x).numpy(), 3.0 * x**2)

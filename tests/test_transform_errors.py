@@ -186,6 +186,14 @@ REJECTED = [
     Case(ec.return_in_for, "a return inside a loop", "for v in x:"),
     Case(ec.return_in_while, "a return inside a loop", "while total > 1.0:"),
     Case(ec.return_in_inner_loop, "a return inside a loop", "for v in x:"),
+    # an opaque value reaching the result directly gave a zero gradient
+    Case(ec.opaque_result_returned, "np.linalg.norm has no ppto operator", "np."),
+    Case(ec.opaque_result_squared, "np.linalg.norm has no ppto operator", "np."),
+    # writes NumPy makes visible through another name gave wrong values
+    Case(ec.write_through_view, "shares its array with y", "rest *= 2.0"),
+    Case(ec.write_through_alias, "shares its array with y", "z[0] = 0.0"),
+    Case(ec.write_to_base_of_view, "shares its array with flipped", "y += 1.0"),
+    Case(ec.write_to_list_element_in_loop, "shares its array with hs", "h += 1.0"),
 ]
 
 

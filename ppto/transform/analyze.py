@@ -119,9 +119,11 @@ def _is_range(node) -> bool:
 
 def _spread_taint(statement, activity: Activity) -> None:
     """A value assembled from, copied from or popped out of a tainted one (a list an
-    opaque call built) is tainted too."""
+    opaque call built), or computed from one by code ppto leaves as it is (``y * y``
+    of a tainted ``y`` that nothing varied reaches), is tainted too."""
     if isinstance(
-        statement, (ir.Copy, ir.Pack, ir.Unpack, ir.ListPop, ir.ListGet, ir.ListCall)
+        statement,
+        (ir.Copy, ir.Pack, ir.Unpack, ir.ListPop, ir.ListGet, ir.ListCall, ir.Passive),
     ):
         sources = set(ir.reads(statement)) & set(activity.tainted)
         if sources:
@@ -262,11 +264,13 @@ def _check_taint(body, activity: Activity, source) -> None:
             for block in ir.blocks(statement):
                 _check_taint(block, activity, source)
             continue
-        if (
+        if isinstance(statement, ir.Return):  # ``return det(A)``: read as it is
+            used = ir.operand_names(statement.value)
+        elif (
             isinstance(statement, ir.Passive) and not isinstance(statement, ir.ListCall)
         ) or not (set(ir.writes(statement)) & activity.useful):
             continue
-        if isinstance(statement, ir.Apply):  # parameters are never differentiated
+        elif isinstance(statement, ir.Apply):  # parameters are never differentiated
             op = statement.op
             used = ir.operand_names(
                 [

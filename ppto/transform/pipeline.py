@@ -17,7 +17,7 @@ import gast
 
 from ppto.errors import GradError
 from ppto.ops.shape import ones_like, zeros_like
-from ppto.transform import fence, ir
+from ppto.transform import aliases, fence, ir
 from ppto.transform.analyze import analyze, check_reachable, operand_rank
 from ppto.transform.emit import compile_source, render_function
 from ppto.transform.idioms import stop_shift_gradients
@@ -147,6 +147,7 @@ def _prepare(
     plan_reverse: bool = True,
 ):
     fence.check(parsed)
+    aliases.check(parsed)
     user_names = names_in(gast.Module(body=parsed.tree.body, type_ignores=[]))
     user_names |= set(parsed.parameters)
     namer = Namer(user_names)
@@ -338,7 +339,9 @@ def _passable(parsed: ParsedFunction, parameter: str) -> bool:
     default, if any, is a literal."""
     if parameter not in parsed.parameters:
         return False
-    default = inspect.signature(parsed.fn).parameters[parameter].default
+    default = (
+        inspect.signature(parsed.fn, follow_wrapped=False).parameters[parameter].default
+    )
     return default is inspect.Parameter.empty or _is_literal(default)
 
 

@@ -275,7 +275,11 @@ class Generator:
         position = s.function.parameters.index(parameter)
         if position < len(s.inputs):
             return operand_expr(s.inputs[position])
-        default = inspect.signature(s.function.fn).parameters[parameter].default
+        default = (
+            inspect.signature(s.function.fn, follow_wrapped=False)
+            .parameters[parameter]
+            .default
+        )
         return constant_expr(default)
 
     def call_plan(self, s: ir.CallFunction):

@@ -107,7 +107,8 @@ def source_lines(fn: Callable) -> tuple[list[str], int]:
                 if end is not None and end > last:
                     last = end
             pending.extend(c for c in current.co_consts if hasattr(c, "co_positions"))
-        lines = linecache.getlines(code.co_filename)
+        linecache.checkcache(code.co_filename)  # the file may have been edited
+        lines = linecache.getlines(code.co_filename)  # since (a module reloaded)
         head = lines[first - 1].lstrip() if 0 < first <= len(lines) else ""
         if head.startswith(("def ", "@", "async def ")) and last <= len(lines):
             return lines[first - 1 : last], first
@@ -121,7 +122,7 @@ def function_source(fn: Callable) -> str:
 
 def parse_function(fn: Callable) -> ParsedFunction:
     """Parse ``fn`` (a ``def`` or an unambiguous ``lambda``) into a gast tree."""
-    fn = inspect.unwrap(getattr(fn, "__wrapped__", fn))
+    fn = unwrapped(fn)
     code = getattr(fn, "__code__", None)
     if code is None:
         raise TransformError(
@@ -142,7 +143,94 @@ def parse_function(fn: Callable) -> ParsedFunction:
     source = SourceMap(code.co_filename, max(first_line, 1), indent)
     tree = _definition(fn, dedented, source)
     namespace = ChainMap(closure_values(fn), fn.__globals__, vars(builtins))
-    return ParsedFunction(fn, fn.__name__, tree, source, namespace)
+    # generated functions are named after it: a lambda's name is no identifier
+    name = fn.__name__ if fn.__name__.isidentifier() else "lambda_"
+    return ParsedFunction(fn, name, tree, source, namespace)
+
+
+def unwrapped(fn: Callable) -> Callable:
+    """``fn``, or the function it wraps where calling that gives the same result:
+    wrappers that are not functions (ppto's own, ``functools.lru_cache``) and
+    decorators that pass the call through (``return f(*args, **kwargs)`` after some
+    logging). Another wrapper's own code is what runs (``return f(x) * 10.0``), so it
+    is what ppto reads: reading the wrapped function instead gave its gradient."""
+    while True:
+        inner = getattr(fn, "__wrapped__", None)
+        if inner is None:
+            return fn
+        if getattr(fn, "__code__", None) is not None and not _passes_through(fn, inner):
+            return fn
+        fn = inner
+
+
+def _passes_through(wrapper: Callable, inner: Callable) -> bool:
+    """Whether ``wrapper`` ends in ``return inner(...)`` with its own arguments,
+    unchanged, and returns nowhere else."""
+    try:
+        definition = parse(function_source(wrapper)).body[0]
+    except (OSError, TypeError, SyntaxError):
+        return False
+    if not isinstance(definition, gast.FunctionDef):
+        return False
+    returns = [
+        node for node in _own_nodes(definition.body) if isinstance(node, gast.Return)
+    ]
+    if len(returns) != 1 or returns[0] is not definition.body[-1]:
+        return False
+    call = returns[0].value
+    if not (
+        isinstance(call, gast.Call)
+        and isinstance(call.func, gast.Name)
+        and closure_values(wrapper).get(call.func.id) is inner
+    ):
+        return False
+    arguments = definition.args
+    if any(isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store)
+           and node.id in _parameter_names(arguments)
+           for node in _own_nodes(definition.body)):  # fmt: skip
+        return False  # an argument changed before the call
+    return _forwarded(call, arguments)
+
+
+def _forwarded(call: gast.Call, arguments: gast.arguments) -> bool:
+    """``call``'s arguments are the wrapper's own, in order: ``*args, **kwargs``, or
+    its parameters by name."""
+    positional = [a.id for a in arguments.posonlyargs + arguments.args]
+    passed = []
+    for argument in call.args:
+        if isinstance(argument, gast.Starred) and isinstance(argument.value, gast.Name):
+            passed.append("*" + argument.value.id)
+        elif isinstance(argument, gast.Name):
+            passed.append(argument.id)
+        else:
+            return False
+    expected = positional + (["*" + arguments.vararg.id] if arguments.vararg else [])
+    keywords = []
+    for keyword in call.keywords:
+        if not isinstance(keyword.value, gast.Name):
+            return False
+        keywords.append((keyword.arg, keyword.value.id))
+    wanted = [(a.id, a.id) for a in arguments.kwonlyargs]
+    wanted += [(None, arguments.kwarg.id)] if arguments.kwarg else []
+    return passed == expected and sorted(keywords, key=str) == sorted(wanted, key=str)
+
+
+def _parameter_names(arguments: gast.arguments) -> set:
+    names = {
+        a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+    }
+    names |= {a.id for a in (arguments.vararg, arguments.kwarg) if a is not None}
+    return names
+
+
+def _own_nodes(body: list):
+    """The nodes of ``body``, not looking into nested functions and lambdas."""
+    pending = list(body)
+    while pending:
+        node = pending.pop()
+        yield node
+        if not isinstance(node, (gast.FunctionDef, gast.Lambda)):
+            pending.extend(gast.iter_child_nodes(node))
 
 
 def _definition(fn: Callable, text: str, source: SourceMap) -> gast.FunctionDef:

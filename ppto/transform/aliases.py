@@ -1,0 +1,138 @@
+"""Writes through a second name for an array: ``r = y[1:]; r *= 2.0`` changes ``y`` in
+NumPy (``r`` is a view of it), and ``z = y; z += 1.0`` changes ``y`` (the same array).
+The generated code gives every assignment a value of its own (``r = r * 2.0``), so
+``y`` would keep its old value, and its gradient would follow the code, not NumPy:
+silently wrong. Such a write raises ``TransformError`` where the other name is read
+after it; a write nothing else sees (into a fresh array, or a view never read again
+through its base) is fine.
+
+Which names may share memory is decided from how each was bound: a plain copy of
+another name, a subscript of it, ``.T``, or a reshaping call (``x.reshape``,
+``np.transpose``, ...). This is deliberately cautious: a subscript with an index
+array makes a copy in NumPy, but is treated as a possible view.
+"""
+
+from __future__ import annotations
+
+import gast
+
+from ppto.transform.source import ParsedFunction
+from ppto.transform.trees import loads
+
+VIEW_ATTRIBUTES = {"T", "mT", "real", "imag", "flat"}
+VIEW_CALLS = {
+    "reshape", "transpose", "ravel", "squeeze", "view", "swapaxes", "moveaxis",
+    "expand_dims", "asarray", "broadcast_to", "atleast_1d", "atleast_2d",
+    "atleast_3d", "diagonal",
+}  # fmt: skip
+MODULES = {"np", "numpy", "ppto"}
+
+
+def check(parsed: ParsedFunction) -> None:
+    """Raise at the first write through a name another name read later shares."""
+    statements = list(_flattened(parsed.tree.body, ()))
+    bases: dict[str, set] = {}  # name -> the names whose array it may be part of
+    for position, (statement, loops) in enumerate(statements):
+        written = _written_in_place(statement)
+        if written is not None:
+            shared = _sharing(written, bases)
+            later = set().union(*(loads(s) for s, _ in statements[position + 1 :]))
+            for loop in loops:  # the next turn reads what came before too
+                later |= loads(loop)
+            seen = sorted(shared & later)
+            if seen:
+                raise parsed.source.error(
+                    statement,
+                    f"this writes into {written}, which shares its array with "
+                    f"{seen[0]} (a view or another name for it), and {seen[0]} is "
+                    "read afterwards: ppto's generated code gives each assignment "
+                    "a new array, so the change would not reach "
+                    f"{seen[0]} as it does in NumPy",
+                    f"write the change into {seen[0]} itself ({seen[0]}[...] = "
+                    f"...), or, if {seen[0]} must not change, make {written} an "
+                    f"array of its own first ({written} = {written} * 1.0)",
+                )
+        _bind(statement, bases)
+
+
+def _flattened(body: list, loops: tuple):
+    """``(statement, enclosing loops)`` in the order they appear."""
+    for statement in body:
+        yield statement, loops
+        looping = isinstance(statement, (gast.For, gast.While))
+        inner = loops + (statement,) if looping else loops
+        for field in ("body", "orelse"):
+            block = getattr(statement, field, None)
+            if isinstance(block, list):
+                yield from _flattened(block, inner if field == "body" else loops)
+
+
+def _written_in_place(statement) -> str | None:
+    """The name whose array ``statement`` changes in place: ``a += ...``,
+    ``a[...] = ...``, ``a[...] += ...``."""
+    if isinstance(statement, gast.AugAssign):
+        target = statement.target
+    elif isinstance(statement, gast.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0]
+        if not isinstance(target, gast.Subscript):
+            return None
+    else:
+        return None
+    while isinstance(target, gast.Subscript):
+        target = target.value
+    return target.id if isinstance(target, gast.Name) else None
+
+
+def _sharing(name: str, bases: dict) -> set:
+    """The other names that may share ``name``'s array."""
+    mine = bases.get(name, set()) | {name}
+    return {
+        other
+        for other, theirs in bases.items()
+        if other != name and (theirs | {other}) & mine
+    } | (mine - {name})
+
+
+def _bind(statement, bases: dict) -> None:
+    """Update ``bases`` for the names ``statement`` binds."""
+    if isinstance(statement, gast.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0]
+        if isinstance(target, gast.Name):
+            origin = _viewed(statement.value)
+            _forget(target.id, bases)
+            if origin is not None:
+                bases[target.id] = bases.get(origin, set()) | {origin}
+            return
+    for node in gast.walk(statement):
+        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
+            if not isinstance(statement, gast.AugAssign):
+                _forget(node.id, bases)
+
+
+def _forget(name: str, bases: dict) -> None:
+    """``name`` is bound to another array now: what it shared is no more."""
+    bases.pop(name, None)
+    for shared in bases.values():
+        shared.discard(name)
+
+
+def _viewed(value) -> str | None:
+    """The name ``value`` may be a view of (or be), else None."""
+    if isinstance(value, gast.Name):
+        return value.id
+    if isinstance(value, gast.Subscript):
+        return _viewed(value.value)
+    if isinstance(value, gast.Attribute) and value.attr in VIEW_ATTRIBUTES:
+        return _viewed(value.value)
+    if isinstance(value, gast.Call):
+        function = value.func
+        name = getattr(function, "attr", getattr(function, "id", None))
+        if name not in VIEW_CALLS:
+            return None
+        if isinstance(function, gast.Attribute):
+            owner = function.value
+            if not (isinstance(owner, gast.Name) and owner.id in MODULES):
+                return _viewed(owner)  # x.reshape(...)
+        if value.args:
+            return _viewed(value.args[0])  # np.reshape(x, ...)
+    return None
