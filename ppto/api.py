@@ -45,6 +45,17 @@ def _target_function(f: Callable) -> Callable:
         return f.function
     if not callable(f):
         raise GradError(f"ppto.grad needs a function, got {type(f).__name__}")
+    if inspect.ismethod(f):  # its generated code would take the object first
+        owner = f.__self__
+        if isinstance(owner, type):  # a classmethod
+            function, first = f"{owner.__name__}.{f.__name__}.__func__", owner.__name__
+        else:
+            function, first = f"{type(owner).__name__}.{f.__name__}", "obj"
+        raise GradError(
+            f"{f.__qualname__} is a bound method: differentiate its function and "
+            f"pass what it is bound to first, e.g. ppto.grad({function}, wrt=1)"
+            f"({first}, x), or make it a staticmethod"
+        )
     return unwrapped(f)
 
 
@@ -231,6 +242,11 @@ class Transformed:
         self.with_value = with_value
         self._use(_shared_state(self))
         self._wrt_positions: list | None = None
+        self._keyword_only = [
+            parameter.name
+            for parameter in _signature(self.function).parameters.values()
+            if parameter.kind is parameter.KEYWORD_ONLY
+        ]
         base = getattr(f, "__name__", None) or getattr(self.function, "__name__", "f")
         self.__name__ = base + "_grad"
         self.__wrapped__ = self.function
@@ -353,6 +369,13 @@ class Transformed:
             namespace = self.lowered(ranks, device)
             name_ = self._programs[ranks][0].entries[which]
             entry = self._entries[key] = namespace[name_]
+        if which == 0 and self._keyword_only:  # (the generated code keeps them so)
+            count = len(values) - len(self._keyword_only)
+            keywords = {
+                **dict(zip(self._keyword_only, values[count:])),
+                **(keywords or {}),
+            }
+            values = values[:count]
         if device.kind == "cuda" and device.index != 0:
             with backend_for(device).xp.cuda.Device(device.index):
                 return entry(*values, **(keywords or {}))
@@ -374,7 +397,12 @@ class Transformed:
         dtypes = [getattr(values[p], "dtype", None) for p in self._wrt_positions]
         value, grads = self.run(0, ranks, device, values)
         result = self.finish(value, grads, homes, device, dtypes)
-        if key is not None and device == CPU and len(self._fast) < FAST_CALLS:
+        if (
+            key is not None
+            and device == CPU
+            and len(self._fast) < FAST_CALLS
+            and not self._keyword_only
+        ):
             entry = self._entries[(ranks, "cpu", 0, key[-1])]
             self._fast[key] = (entry, dtypes, self._programs[ranks][0])
         return result

@@ -371,3 +371,76 @@ def test_a_reloaded_module_is_read_afresh(tmp_path, monkeypatch):
     os.utime(module, (1, 1))  # a different modification time, as an edit gives
     importlib.reload(edited_loss)
     np.testing.assert_allclose(ppto.grad(edited_loss.f)(x).numpy(), 3.0 * x**2)
+
+
+def rows_written_twice(x):
+    y = np.zeros((5, 4))
+    y[[0, 2, 2]] = x  # row 1 of x is overwritten by row 2, as NumPy does
+    return np.sum(y * np.arange(5.0)[:, None])
+
+
+def rows_added_twice(x):
+    y = np.zeros((5, 4)) + 1.0
+    y[[0, 2, 2]] += x * x  # NumPy buffers: the last of a repeated index counts
+    return np.sum(y * np.arange(5.0)[:, None])
+
+
+@pytest.mark.parametrize("function", [rows_written_twice, rows_added_twice])
+def test_a_write_with_a_repeated_index_gives_no_gradient_to_what_it_overwrote(
+    function,
+):
+    # the gradient went to every value written, as if each survived
+    from tests.test_golden import central_differences
+
+    x = np.arange(12.0).reshape(3, 4) + 1.0
+    value, gradient = ppto.value_and_grad(function)(x)
+    assert float(value) == function(x)
+    expected = central_differences(function, [x], 0)
+    np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6, atol=1e-6)
+    assert not gradient.numpy()[1].any()
+
+
+def keyword_scaled(x, *, c=2.0):
+    return np.sum(np.sin(x) * c)
+
+
+def test_keyword_only_parameters():
+    # the generated code keeps them keyword-only: every call was a TypeError
+    x = np.array([0.3, 0.7])
+    np.testing.assert_allclose(ppto.grad(keyword_scaled)(x).numpy(), 2 * np.cos(x))
+    np.testing.assert_allclose(
+        ppto.grad(keyword_scaled)(x, c=3.0).numpy(), 3 * np.cos(x)
+    )
+    dc = ppto.grad(keyword_scaled, wrt="c")(x, c=3.0)
+    np.testing.assert_allclose(dc.numpy(), np.sum(np.sin(x)))
+    _, tangent = ppto.jvp(keyword_scaled, (x,), (np.ones(2),))
+    np.testing.assert_allclose(np.asarray(tangent), np.sum(2 * np.cos(x)))
+
+
+class Model:
+    def __init__(self, W):
+        self.W = W
+
+    def loss(self, x):
+        return np.sum(np.tanh(x @ self.W))
+
+
+def test_a_bound_method_is_refused_with_how_to_differentiate_it():
+    model, x = Model(np.full((3, 2), 0.1)), np.ones((4, 3))
+    with pytest.raises(ppto.GradError, match=r"ppto.grad\(Model.loss, wrt=1\)"):
+        ppto.grad(model.loss)(x)
+    gradient = ppto.grad(Model.loss, wrt=1)(model, x)  # what the message says
+    expected = (1 - np.tanh(x @ model.W) ** 2) @ model.W.T
+    np.testing.assert_allclose(gradient.numpy(), expected)
+
+
+def halved_repeatedly(x, n):
+    if n == 0:
+        return np.sum(x)
+    return halved_repeatedly(x * 0.5, n - 1)
+
+
+def test_recursion_is_a_transform_error():
+    # it overflowed the stack inside ppto
+    with pytest.raises(ppto.TransformError, match="calls itself"):
+        ppto.grad(halved_repeatedly)(np.ones(3), 3)

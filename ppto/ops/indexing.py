@@ -6,8 +6,11 @@ Reading ``x[index]`` and adding into ``x[index]`` are adjoint to each other, so
 accumulate (``np.add.at`` semantics).
 """
 
+import importlib
+
 import numpy as np
 
+from ppto.ops.elementwise import where
 from ppto.ops.primitive import primitive
 from ppto.ops.rules import shape_helper
 from ppto.ops.shape import reshape, unbroadcast, zeros_like
@@ -89,9 +92,30 @@ def setitem(xp, x, values, index):
 @setitem.grad_rule
 def _(x, values, index):
     def backward(dY):
-        return setitem(dY, 0, index), unbroadcast(getitem(dY, index), values)
+        chosen = getitem(dY, index)
+        if not is_basic(index):  # a repeated index keeps only its last write
+            chosen = where(last_written(dY, index), chosen, 0.0)  # x's shape
+        return setitem(dY, 0, index), unbroadcast(chosen, values)
 
     return backward
+
+
+@shape_helper
+def last_written(x, index):
+    """Which elements of the selection ``x[index]`` a write ``x[index] = values``
+    keeps: all but the earlier ones of a repeated integer index, which NumPy
+    overwrites with the last. Reads only ``x``'s shape; on the index arrays'
+    device."""
+    shape_ = x.shape
+    arrays = [p for p in (index if isinstance(index, tuple) else (index,))
+              if hasattr(p, "shape")]  # fmt: skip
+    module = type(arrays[0]).__module__.split(".")[0] if arrays else "numpy"
+    xp = importlib.import_module(module if module == "cupy" else "numpy")
+    index = raw_index(xp, index)
+    slots = xp.full(tuple(shape_), -1, dtype=xp.int64)
+    order = xp.arange(slots[index].size).reshape(slots[index].shape)
+    slots[index] = order
+    return slots[index] == order
 
 
 @primitive(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import gast
 
-from ppto.errors import GradError
+from ppto.errors import GradError, TransformError
 from ppto.ops.shape import ones_like, zeros_like
 from ppto.transform import aliases, fence, ir
 from ppto.transform.analyze import analyze, check_reachable, operand_rank
@@ -455,6 +455,18 @@ def build(
         entry_function=parsed.fn,
     )
     program.refs = References(program.namer)
+    try:
+        _transform(parsed, wrt, ranks, mode, program)
+    except RecursionError:  # each call generates its callees' code first
+        raise TransformError(
+            f"{parsed.fn.__qualname__} calls itself, directly or through the functions "
+            "it calls: ppto generates code for every function called and cannot for "
+            "recursion; rewrite it as a loop"
+        ) from None
+    return program
+
+
+def _transform(parsed, wrt, ranks, mode: str, program: Program) -> None:
     if mode == "combined":
         program.entry = combined(parsed, wrt, ranks, program)
         program.entries = (program.entry,)
@@ -467,4 +479,3 @@ def build(
     else:
         program.entries = split(parsed, wrt, ranks, program, called=False)[:2]
         program.entry = program.entries[0]
-    return program
