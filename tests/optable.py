@@ -219,6 +219,7 @@ SHAPE = [
     Row("split", (N((5, 3)),), call=lambda x: ppto.split(x, [1, 3], axis=0)),
     Row("unstack", (N((3, 2)),), call=lambda x: ppto.unstack(x, axis=1)),
     unary("cast", N((3, 4)), dtype="float64"),
+    unary("copy", N((3, 4))),
 ]
 
 INDEXING = [

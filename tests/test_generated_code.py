@@ -385,7 +385,14 @@ def rows_added_twice(x):
     return np.sum(y * np.arange(5.0)[:, None])
 
 
-@pytest.mark.parametrize("function", [rows_written_twice, rows_added_twice])
+def rows_written_at(x, rows):
+    y = np.zeros((5, 4))
+    y[rows] = x  # the index known only when called
+    return np.sum(y * np.arange(5.0)[:, None])
+
+
+@pytest.mark.parametrize("function", [rows_written_twice, rows_added_twice,
+                                      rows_written_at])  # fmt: skip
 def test_a_write_with_a_repeated_index_gives_no_gradient_to_what_it_overwrote(
     function,
 ):
@@ -393,11 +400,26 @@ def test_a_write_with_a_repeated_index_gives_no_gradient_to_what_it_overwrote(
     from tests.test_golden import central_differences
 
     x = np.arange(12.0).reshape(3, 4) + 1.0
-    value, gradient = ppto.value_and_grad(function)(x)
-    assert float(value) == function(x)
-    expected = central_differences(function, [x], 0)
+    args = [x, np.array([0, 2, 2])][: function.__code__.co_argcount]
+    value, gradient = ppto.value_and_grad(function)(*args)
+    assert float(value) == function(*args)
+    expected = central_differences(function, args, 0)
     np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6, atol=1e-6)
     assert not gradient.numpy()[1].any()
+
+
+def zeroed_copy(x):
+    y = x.copy()
+    y[0] = 0.0
+    return np.sum(y * x) + np.sum(np.copy(x) ** 2)
+
+
+def test_copies_are_operators():
+    # np.copy and .copy() were refused ("use a ppto operator"), and are what
+    # a subscript write into a copy is written with
+    x = np.array([1.0, 2.0, 3.0])
+    expected = np.array([0.0, 4.0, 6.0]) + 2 * x
+    np.testing.assert_allclose(ppto.grad(zeroed_copy)(x).numpy(), expected)
 
 
 def keyword_scaled(x, *, c=2.0):

@@ -42,6 +42,13 @@ def is_basic(index):
 
 
 @shape_helper
+def may_repeat(index):
+    """Whether ``index`` may select an element twice (an integer array may; the
+    transformer decides it where the index is written out in the code)."""
+    return not is_basic(index)
+
+
+@shape_helper
 def axis_index(indices, axis, ndim):
     """The subscript that selects ``indices`` along ``axis`` of an ndim-D tensor."""
     return (slice(None),) * (axis % ndim) + (indices,)
@@ -92,9 +99,10 @@ def setitem(xp, x, values, index):
 @setitem.grad_rule
 def _(x, values, index):
     def backward(dY):
-        chosen = getitem(dY, index)
-        if not is_basic(index):  # a repeated index keeps only its last write
-            chosen = where(last_written(dY, index), chosen, 0.0)  # x's shape
+        if not may_repeat(index):
+            return setitem(dY, 0, index), unbroadcast(getitem(dY, index), values)
+        # a repeated index keeps only its last write (dY has x's shape)
+        chosen = where(last_written(dY, index), getitem(dY, index), 0.0)
         return setitem(dY, 0, index), unbroadcast(chosen, values)
 
     return backward

@@ -110,6 +110,7 @@ _METHODS = {
     "transpose": _transpose,
     "squeeze": lambda self, axis=None: shape.squeeze(self, axis),
     "astype": lambda self, dtype: shape.cast(self, dtype),
+    "copy": lambda self: shape.copy(self),
     "exp": lambda self: ew.exp(self),
     "log": lambda self: ew.log(self),
     "clip": lambda self, lo=None, hi=None: ew.clip(self, lo, hi),

@@ -87,6 +87,7 @@ _FUNCTIONS = {
     np.argmin: reductions.argmin,
     np.dot: linalg.dot,
     np.transpose: shape.transpose,
+    np.copy: shape.copy,
     np.matrix_transpose: shape.matrix_transpose,
     np.reshape: shape.reshape,
     np.broadcast_to: shape.broadcast_to,

@@ -211,6 +211,21 @@ def _(x, dtype):
     return backward
 
 
+@primitive(ANY, tangent="linear", keeps_layout=True)
+def copy(xp, x):
+    """A new array with x's values (``np.copy(x)``, ``x.copy()``): what a subscript
+    write changes without touching x."""
+    return x.copy()
+
+
+@copy.grad_rule
+def _(x):
+    def backward(dY):
+        return dY
+
+    return backward
+
+
 @primitive(ANY, keeps_layout=True)
 def zeros_like(xp, x, dtype=None):
     """Zeros of x's shape and device (and dtype unless given); a constant for

@@ -183,7 +183,9 @@ def _taken(body: list, bindings: dict, ranks: dict) -> list:
     out = []
     for statement in body:
         decided = (
-            _decide(statement.test, rank) if isinstance(statement, gast.If) else None
+            _decide(statement.test, rank, bindings, ranks)
+            if isinstance(statement, gast.If)
+            else None
         )
         if decided is None:
             out.append(statement)
@@ -209,16 +211,22 @@ _COMPARISONS = {
 }
 
 
-def _decide(test, rank):
-    """The value of ``p.ndim <op> <int>`` (or ``and``/``or``/``not`` of such) when
-    the ranks decide it, else None."""
+def _decide(test, rank, bindings=None, ranks=None):
+    """The value of ``p.ndim <op> <int>`` or ``may_repeat(index)`` (or ``and``/
+    ``or``/``not`` of such) when the ranks and the index written decide it, else
+    None."""
+    if isinstance(test, gast.Call) and getattr(test.func, "id", "") == "may_repeat":
+        argument = test.args[0] if len(test.args) == 1 else None
+        bound = (bindings or {}).get(getattr(argument, "id", None))
+        unique = _unique(bound, ranks or {})
+        return None if unique is None else not unique
     if isinstance(test, gast.BoolOp):
-        values = [_decide(value, rank) for value in test.values]
+        values = [_decide(value, rank, bindings, ranks) for value in test.values]
         if None in values:
             return None
         return all(values) if isinstance(test.op, gast.And) else any(values)
     if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
-        value = _decide(test.operand, rank)
+        value = _decide(test.operand, rank, bindings, ranks)
         return None if value is None else not value
     if not (
         isinstance(test, gast.Compare)
@@ -235,6 +243,33 @@ def _decide(test, rank):
     if known is None:
         return None
     return _COMPARISONS[type(test.ops[0])](known, test.comparators[0].value)
+
+
+def _unique(index, ranks: dict):
+    """True where the index written selects no element twice (integers, slices,
+    ``None``, ``...``, scalars, a list of distinct integers), False for a list
+    repeating one, None where only its value will tell."""
+    if isinstance(index, str):
+        index = gast.Name(index, gast.Load(), None, None)
+    if isinstance(index, gast.Constant):
+        return (
+            index.value is None or index.value is Ellipsis or type(index.value) is int
+        )
+    if isinstance(index, gast.Call) and getattr(index.func, "id", "") == "slice":
+        return True
+    if isinstance(index, gast.Tuple):
+        parts = [_unique(part, ranks) for part in index.elts]
+        return None if None in parts else all(parts)
+    if isinstance(index, gast.List) and all(  # integers written out: repeats?
+        isinstance(e, gast.Constant) and type(e.value) is int for e in index.elts
+    ):
+        values = [e.value for e in index.elts]
+        return len(set(values)) == len(values)
+    if isinstance(index, gast.Name):
+        from ppto.transform.analyze import expression_rank
+
+        return True if expression_rank(index, ranks) == 0 else None
+    return None
 
 
 def _default_of(definition, name):

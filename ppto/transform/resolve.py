@@ -33,6 +33,7 @@ METHOD_OPERATORS = {
     "transpose": shape.transpose,
     "squeeze": shape.squeeze,
     "astype": shape.cast,
+    "copy": shape.copy,
     "dot": linalg.dot,
     "clip": elementwise.clip,
     "exp": elementwise.exp,
