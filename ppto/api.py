@@ -155,13 +155,33 @@ def _operator_wrapper(op: OperatorDef) -> Callable:
 _SIGNATURES: dict = {}
 
 
+def _same_defaults(signature: inspect.Signature, function) -> bool:
+    """Whether the function's defaults are still those of its cached signature (they
+    can be reassigned: ``f.__defaults__ = ...``)."""
+    defaults = getattr(function, "__defaults__", None) or ()
+    cached = [
+        p.default
+        for p in signature.parameters.values()
+        if p.default is not p.empty and p.kind is not p.KEYWORD_ONLY
+    ]
+    keywords = getattr(function, "__kwdefaults__", None) or {}
+    return (
+        len(cached) == len(defaults)
+        and all(a is b for a, b in zip(cached, defaults))
+        and all(
+            signature.parameters[name].default is value
+            for name, value in keywords.items()
+        )
+    )
+
+
 class _Call:
     """One call's arguments, bound to the function's parameters (positional calls
     with every parameter given skip ``inspect``'s binding: the common, fast case)."""
 
     def __init__(self, function: Callable, args: tuple, kwargs: dict) -> None:
         signature = _SIGNATURES.get(function)
-        if signature is None:
+        if signature is None or not _same_defaults(signature, function):
             signature = _SIGNATURES[function] = _signature(function)
         self.names = list(signature.parameters)
         if not kwargs and len(args) == len(self.names):
@@ -242,6 +262,7 @@ class Transformed:
         self.with_value = with_value
         self._use(_shared_state(self))
         self._wrt_positions: list | None = None
+        self._arity = len(_signature(self.function).parameters)
         self._keyword_only = [
             parameter.name
             for parameter in _signature(self.function).parameters.values()
@@ -382,7 +403,9 @@ class Transformed:
         return entry(*values, **(keywords or {}))
 
     def __call__(self, *args: Any, **kwargs: Any):
-        key = None if kwargs else _call_key(args)
+        # the fast path takes calls giving every argument: a default is bound from
+        # the function's current defaults (they can be reassigned)
+        key = None if kwargs or len(args) != self._arity else _call_key(args)
         if key is not None:
             fast = self._fast.get(key)
             if (  # a call like an earlier one: only what its code read to check

@@ -466,3 +466,25 @@ def test_recursion_is_a_transform_error():
     # it overflowed the stack inside ppto
     with pytest.raises(ppto.TransformError, match="calls itself"):
         ppto.grad(halved_repeatedly)(np.ones(3), 3)
+
+
+def returns_list(x):
+    return [np.sum(x)]
+
+
+def weighted(x, w=np.array([1.0, 1.0])):  # noqa: B008 (reassigned by the test)
+    return np.sum(x * w)
+
+
+def test_a_list_result_and_reassigned_defaults():
+    # a list result failed inside the generated code (list.pop of an array)
+    with pytest.raises(ppto.GradError, match="returns a tuple or list"):
+        ppto.grad(returns_list)(np.ones(3))
+    x, gradient = np.array([1.0, 2.0]), ppto.grad(weighted)
+    np.testing.assert_allclose(gradient(x).numpy(), [1.0, 1.0])
+    saved = weighted.__defaults__
+    weighted.__defaults__ = (np.array([3.0, 3.0]),)
+    try:  # the generated code's own default was used: the old one
+        np.testing.assert_allclose(gradient(x).numpy(), [3.0, 3.0])
+    finally:
+        weighted.__defaults__ = saved

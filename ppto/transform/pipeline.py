@@ -202,9 +202,9 @@ def _forward_with_tapes(generator, ir_body) -> list:
 
 
 def _packed(body, result) -> bool:
-    """Whether ``result`` is built as a tuple somewhere in ``body``."""
+    """Whether ``result`` is built as a tuple or list somewhere in ``body``."""
     for statement in body:
-        if isinstance(statement, ir.Pack) and statement.target == result:
+        if isinstance(statement, (ir.Pack, ir.ListNew)) and statement.target == result:
             return True
         if any(_packed(block, result) for block in ir.blocks(statement)):
             return True
@@ -241,7 +241,8 @@ def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
     if _packed(ir_body, result):
         raise GradError(
             f"ppto.grad needs a function with a scalar result, but "
-            f"{parsed.name} returns a tuple: use ppto.vjp for several results"
+            f"{parsed.name} returns a tuple or list: use ppto.vjp for several "
+            "results"
         )
     initialized: set = set()
     seed = []
