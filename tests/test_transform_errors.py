@@ -316,3 +316,18 @@ def test_wrt_a_position_out_of_range():
 def test_result_depending_only_through_floor():
     with pytest.raises(ppto.GradError, match=r"'x' only through ppto.floor"):
         ppto.grad(ec.through_floor)(VECTOR)
+
+
+def product_of_mismatched(x):
+    y = np.tanh(x)
+    return np.sum(y @ x)
+
+
+def test_a_shape_mismatch_is_a_shape_error_at_the_users_line():
+    # NumPy's ValueError came from the generated code's line
+    with pytest.raises(ppto.ShapeError) as caught:
+        ppto.grad(product_of_mismatched)(np.ones((3, 4)))
+    message = str(caught.value)
+    assert "K is 4 in one argument and 3 in another" in message
+    line = inspect.getsourcelines(product_of_mismatched)[1] + 2
+    assert f"line {line}" in message and "return np.sum(y @ x)" in message

@@ -63,7 +63,35 @@ def analyze(
     _forward(body, activity)
     _backward(body, activity)
     _check_taint(body, activity, source)
+    _check_shapes(body, activity, source)
     return activity
+
+
+def _check_shapes(body, activity: Activity, source) -> None:
+    """An operator whose arguments' shapes are known to break its signature raises
+    ``ShapeError`` at the user's line now, as calling it on tensors does (the
+    generated code would raise NumPy's error from its own line). Only statements
+    that always run are checked: a branch not taken may hold code that would not
+    fit these shapes."""
+    from ppto.errors import ShapeError
+
+    for statement in body:
+        if not isinstance(statement, ir.Apply) or not isinstance(
+            statement.op, Primitive
+        ):
+            continue
+        if any(isinstance(x, list) for x in statement.inputs):
+            continue
+        shapes = [
+            operand_shape(x, activity.shapes, activity.dtypes) for x in statement.inputs
+        ]
+        if None in shapes or not shapes:
+            continue
+        try:
+            statement.op.signature.check(statement.op.name, shapes)
+        except ShapeError as error:
+            where = statement.origin if statement.origin is not None else statement
+            raise ShapeError(str(source.error(where, str(error)))) from None
 
 
 def _any_varied(operands, activity) -> bool:
