@@ -39,13 +39,25 @@ def _fits(out, *operands) -> bool:
     """Whether ``out`` combined with ``operands`` keeps ``out``'s own shape and
     floating dtype, so that the result may be written over it: else the in-place
     form would raise (a larger broadcast shape, a NumPy scalar from two vectors) or
-    cast silently (float32 ``A @ B`` plus a float64 bias is float64)."""
-    return (
-        type(out) is np.ndarray
-        and out.dtype.kind == "f"
-        and np.result_type(out, *operands) == out.dtype
-        and np.broadcast_shapes(out.shape, *(np.shape(o) for o in operands))
-        == out.shape
+    cast silently (float32 ``A @ B`` plus a float64 bias is float64). Decided
+    without NumPy's type and shape machinery for the common operands (it costs
+    microseconds, per step of an RNN)."""
+    if type(out) is not np.ndarray or out.dtype.kind != "f":
+        return False
+    return all(_fits_one(out, operand) for operand in operands)
+
+
+def _fits_one(out, operand) -> bool:
+    kind = type(operand)
+    if kind is float or kind is int:
+        return True  # a Python number takes the array's type
+    if kind is not np.ndarray:
+        return np.result_type(out, operand) == out.dtype and np.ndim(operand) == 0
+    if operand.dtype != out.dtype and np.result_type(out, operand) != out.dtype:
+        return False
+    shape, own = operand.shape, out.shape
+    return len(shape) <= len(own) and all(
+        size == 1 or size == mine for size, mine in zip(shape[::-1], own[::-1])
     )
 
 
@@ -79,10 +91,19 @@ def _sigmoid(out):
 
 def _matmul_bias(A, B, b):
     out = A @ B
-    if not _fits(out, b):
-        return out + b
-    out += b
-    return out
+    if (
+        (  # the common case first: a bias or matrix of the product's dtype
+            type(out) is np.ndarray
+            and type(b) is np.ndarray
+            and b.dtype == out.dtype
+            and out.dtype.kind == "f"
+            and b.shape == out.shape[out.ndim - b.ndim :]
+        )
+        or _fits(out, b)
+    ):
+        out += b
+        return out
+    return out + b
 
 
 rule("matmul_bias", MATRIX_BIAS, implementation=_matmul_bias)(
