@@ -242,7 +242,14 @@ def _check_differentiable(name: str, value: Any) -> None:
                 f"{type(value).__name__} is not a number or an array"
             )
         return
-    if np.dtype(dtype).kind != "f":
+    kind = np.dtype(dtype).kind
+    if kind == "c":
+        raise GradError(
+            f"cannot differentiate with respect to {name!r}: its dtype is "
+            f"{dtype}; ppto differentiates real (floating point) arrays only: pass "
+            "the real and imaginary parts as two float arrays"
+        )
+    if kind != "f":
         raise GradError(
             f"cannot differentiate with respect to {name!r}: its dtype is "
             f"{dtype}; integer and boolean arrays have no gradient, convert "

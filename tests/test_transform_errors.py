@@ -331,3 +331,23 @@ def test_a_shape_mismatch_is_a_shape_error_at_the_users_line():
     assert "K is 4 in one argument and 3 in another" in message
     line = inspect.getsourcelines(product_of_mismatched)[1] + 2
     assert f"line {line}" in message and "return np.sum(y @ x)" in message
+
+
+def reads_an_undefined_name(x):
+    return np.sum(x * not_defined_anywhere)  # noqa: F821 (what this tests)
+
+
+def test_an_undefined_name_is_a_transform_error_at_its_line():
+    # the generated code raised NameError from its own line
+    with pytest.raises(ppto.TransformError) as caught:
+        ppto.grad(reads_an_undefined_name)(np.ones(3))
+    message = str(caught.value)
+    assert "not_defined_anywhere is not defined" in message
+    line = inspect.getsourcelines(reads_an_undefined_name)[1] + 1
+    assert f"line {line}" in message
+
+
+def test_a_complex_argument_is_refused_as_complex():
+    # the message said integer and boolean arrays have no gradient
+    with pytest.raises(ppto.GradError, match="real .floating point. arrays only"):
+        ppto.grad(product_of_mismatched)(np.ones((3, 3), complex))

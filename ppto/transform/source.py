@@ -143,9 +143,42 @@ def parse_function(fn: Callable) -> ParsedFunction:
     source = SourceMap(code.co_filename, max(first_line, 1), indent)
     tree = _definition(fn, dedented, source)
     namespace = ChainMap(closure_values(fn), fn.__globals__, vars(builtins))
+    _check_defined(tree, namespace, source)
     # generated functions are named after it: a lambda's name is no identifier
     name = fn.__name__ if fn.__name__.isidentifier() else "lambda_"
     return ParsedFunction(fn, name, tree, source, namespace)
+
+
+def _check_defined(tree: gast.FunctionDef, namespace: ChainMap, source) -> None:
+    """A name the function reads that is neither assigned in it nor a parameter,
+    global, closure variable or builtin raises here, at its line (else the
+    generated code raises NameError from its own line)."""
+    bound = set()  # (constructs the fence refuses bind names too: it says so first)
+    for node in gast.walk(tree):
+        if isinstance(node, gast.Name) and not isinstance(node.ctx, gast.Load):
+            bound.add(node.id)
+        elif isinstance(node, (gast.FunctionDef, gast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, gast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, (gast.Global, gast.Nonlocal)):
+            bound.update(node.names)
+        elif isinstance(node, gast.ExceptHandler) and node.name is not None:
+            bound.add(getattr(node.name, "id", node.name))
+    for node in gast.walk(tree):
+        if (
+            isinstance(node, gast.Name)
+            and isinstance(node.ctx, gast.Load)
+            and node.id not in bound
+            and node.id not in namespace
+        ):
+            raise source.error(
+                node,
+                f"{node.id} is not defined: the function reads it, but it is "
+                "neither assigned in the function nor a global, closure variable "
+                "or builtin",
+                f"define {node.id} before the call, or pass it as an argument",
+            )
 
 
 def unwrapped(fn: Callable) -> Callable:
