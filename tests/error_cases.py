@@ -397,3 +397,8 @@ def write_to_list_element_in_loop(x):
         h += 1.0  # <- error
         total = total + np.sum(hs[i] * x)
     return total
+
+
+def joined_lists(x):
+    items = [x[0]] + [x[1] * 2.0]  # <- error
+    return np.sum(np.stack(items))

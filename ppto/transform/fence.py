@@ -192,6 +192,12 @@ class Fence(gast.NodeVisitor):
     def visit_BinOp(self, node):
         if not isinstance(node.op, ALLOWED_BINARY):
             self._unsupported_operator(node)
+        if isinstance(node.left, gast.List) and isinstance(node.right, gast.List):
+            self.reject(  # (a list and an array add elementwise: that is allowed)
+                node,
+                "joining lists with +",
+                "build the list with append: items = [a], then items.append(b)",
+            )
         self.accept(node)
 
     def _unsupported_operator(self, node):
