@@ -71,7 +71,8 @@ def _generated_wrapper(inner: Transformed, ranks: tuple) -> Callable:
     if inner.mode != "combined":
         raise GradError("only gradients (ppto.grad) can be differentiated again")
     result = "(value, gradient)" if inner.with_value else "gradient"
-    wrapper = inner.function.__name__ + "_derivative"
+    base = inner.function.__name__
+    wrapper = (base if base.isidentifier() else "lambda_") + "_derivative"
     source = (
         f"def {wrapper}({arguments}):\n"
         f"    value, gradient = {program.entry}({arguments})\n"
@@ -704,6 +705,7 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
     backward = transformed.lowered(ranks, device)[backward_name]
 
     def pullback(cotangent):
+        _check_cotangent(cotangent, out, "the output")
         raw = _unwrap(_cotangent_on(cotangent, device))
         grads = backward(saved, raw)
         grads = (grads,) if len(wrt) == 1 else tuple(grads)
@@ -720,6 +722,33 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
         )
 
     return _as_tensor(out, device), pullback
+
+
+def _check_cotangent(cotangent, out, where: str) -> None:
+    """A cotangent has the structure and shapes of ``out`` (else the pullback would
+    hand back gradients of other shapes, or fail inside generated code)."""
+    from ppto.errors import ShapeError
+
+    if isinstance(out, tuple):
+        if not isinstance(cotangent, tuple) or len(cotangent) != len(out):
+            given = (
+                f"a tuple of {len(cotangent)}"
+                if isinstance(cotangent, tuple)
+                else type(cotangent).__name__
+            )
+            raise ShapeError(
+                f"vjp: {where} is a tuple of {len(out)} values, so the cotangent "
+                f"must be a tuple of {len(out)}; got {given}"
+            )
+        for number, (part, value) in enumerate(zip(cotangent, out)):
+            _check_cotangent(part, value, f"output {number}")
+        return
+    expected, given = np.shape(_unwrap(out)), np.shape(_unwrap(cotangent))
+    if tuple(given) != tuple(expected):
+        raise ShapeError(
+            f"vjp: the cotangent of {where} has shape {tuple(given)}, but {where} "
+            f"has shape {tuple(expected)}"
+        )
 
 
 def _is_float(value) -> bool:

@@ -189,3 +189,49 @@ def test_a_rule_made_in_a_factory_reads_its_closure():
     np.testing.assert_allclose(ppto.grad(uses_scaled_cube)(x).numpy(), expected)
     _, tangent = ppto.jvp(uses_scaled_cube, (x,), (np.ones(4),))
     np.testing.assert_allclose(np.asarray(tangent), np.sum(expected))
+
+
+@ppto.operator
+def product_missing_one(x, y):
+    return x * y
+
+
+@ppto.grad_rule(product_missing_one)
+def _(x, y):
+    def backward(dY):
+        return dY * y  # one gradient for two inputs: y's read as zero before
+
+    return backward
+
+
+def uses_product_missing_one(x, y):
+    return ppto.reduce_sum(product_missing_one(x, y))
+
+
+def test_a_rule_returning_too_few_gradients_is_refused():
+    with pytest.raises(ppto.GradError, match="returns 1 gradient .* has 2 inputs"):
+        ppto.grad(uses_product_missing_one, wrt=(0, 1))(np.ones(2), np.ones(2))
+
+
+def two_outputs(x, w):
+    return x * 2.0, w * 3.0
+
+
+def test_a_pullback_refuses_cotangents_of_other_shapes():
+    # a (2, 2) cotangent for a (3, 3) output gave a (2, 2) "gradient"
+    _, pullback = ppto.vjp(two_outputs, np.ones((2, 3)), np.ones((3, 3)))
+    with pytest.raises(ppto.ShapeError, match=r"output 1 has shape \(2, 2\)"):
+        pullback((np.ones((2, 3)), np.ones((2, 2))))
+    with pytest.raises(ppto.ShapeError, match="must be a tuple of 2"):
+        pullback((np.ones((2, 3)),))
+    dx, dw = pullback((np.ones((2, 3)), np.ones((3, 3))))
+    np.testing.assert_allclose(dw.numpy(), np.full((3, 3), 3.0))
+
+
+CUBE = lambda s: s * s * s  # noqa: E731 (a lambda is what this tests)
+
+
+def test_second_derivatives_of_a_lambda():
+    # the derivative's wrapper was named "<lambda>_derivative": a SyntaxError
+    assert float(ppto.hessian(CUBE)(2.0)) == 12.0
+    assert float(ppto.grad(ppto.grad(CUBE))(2.0)) == 12.0

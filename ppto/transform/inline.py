@@ -117,7 +117,9 @@ def inline_rule(
     body = _instantiate(
         rule, statement, {inner.args.args[0].id: adjoint}, namer, resolve_global, ranks
     )
-    return _returns_to_gradients(body, len(statement.op.input_names), needed, namer)
+    return _returns_to_gradients(
+        body, len(statement.op.input_names), needed, namer, statement.op.name
+    )
 
 
 def inline_tangent(
@@ -282,17 +284,17 @@ def _default_of(definition, name):
     return gast.Constant(None, None)
 
 
-def _returns_to_gradients(body, count, needed, namer):
+def _returns_to_gradients(body, count, needed, namer, op_name: str):
     """Straight-line rules give their return expressions; branching rules assign a
     gradient variable on each path (code after an ``if`` that returns moves into the
     branch that does not)."""
     returns = [node for node in _walk_statements(body) if isinstance(node, gast.Return)]
     if len(returns) == 1 and body and body[-1] is returns[0]:
-        return body[:-1], _split(returns[0].value, count, needed)
+        return body[:-1], _split(returns[0].value, count, needed, op_name)
     names = [namer.temporary() if needed[i] else None for i in range(count)]
 
     def assign_gradients(node) -> list:
-        values = _split(node.value, count, needed)
+        values = _split(node.value, count, needed, op_name)
         return [
             _assign(name, value if value is not None else gast.Constant(None, None))
             for name, value in zip(names, values)
@@ -311,11 +313,22 @@ def _walk_statements(body):
             yield from _walk_statements(node.orelse)
 
 
-def _split(value, count, needed):
+def _split(value, count, needed, op_name: str):
     if isinstance(value, gast.Tuple) and (count > 1 or len(value.elts) != 1):
         elements = list(value.elts)
     else:
         elements = [value]
+    missing_needed = any(needed[len(elements) :])  # would read as zero, silently
+    if len(elements) > count or missing_needed:
+        from ppto.errors import GradError
+
+        raise GradError(
+            f"the gradient rule of {op_name} returns {len(elements)} "
+            f"gradient{'s' if len(elements) != 1 else ''} from backward, but "
+            f"{op_name} has {count} input{'s' if count != 1 else ''}: return one "
+            "per positional input, in order, as a tuple (None for an input that "
+            "gets none)"
+        )
     elements += [None] * (count - len(elements))
     return [
         None if not needed[i] or _is_none(elements[i]) else elements[i]
