@@ -796,3 +796,24 @@ def test_regions_keep_values_a_loop_carries_and_operands_read_twice():
         assert calls == []
         expected = unfused_value_and_grad(function, wrt, args)
         assert_same_results(fused, expected, 1e-12)
+
+
+def test_a_rule_is_checked_on_signed_inputs_and_its_errors_are_fusion_errors():
+    # checked on positive inputs only, an implementation forgetting abs passed
+    def pattern(A, B):
+        return ppto.abs(ppto.dot(A, B))
+
+    with pytest.raises(ppto.FusionError, match="abs_forgotten refused"):
+
+        @ppto.fusion_rule(pattern, name="abs_forgotten", shapes=[(4, 3), (3, 5)])
+        def forgotten(A, B):
+            return A @ B
+
+    with pytest.raises(ppto.FusionError, match="raised TypeError"):
+
+        @ppto.fusion_rule(pattern, name="wrong_arity", shapes=[(4, 3), (3, 5)])
+        def wrong_arity(A):
+            return np.abs(A)
+
+    names = [rule.name for rule in ppto.fusion_rules()]
+    assert "abs_forgotten" not in names and "wrong_arity" not in names
