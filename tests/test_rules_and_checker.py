@@ -235,3 +235,36 @@ def test_second_derivatives_of_a_lambda():
     # the derivative's wrapper was named "<lambda>_derivative": a SyntaxError
     assert float(ppto.hessian(CUBE)(2.0)) == 12.0
     assert float(ppto.grad(ppto.grad(CUBE))(2.0)) == 12.0
+
+
+@ppto.operator
+def sine_with_wrong_rule(x):
+    return ppto.sin(x)
+
+
+@ppto.grad_rule(sine_with_wrong_rule)
+def _(x):
+    def backward(dY):
+        return dY * ppto.cos(x) * 1.1  # ten percent off on purpose
+
+    return backward
+
+
+@ppto.operator
+def sine_with_rule(x):
+    return ppto.sin(x)
+
+
+@ppto.grad_rule(sine_with_rule)
+def _(x):
+    def backward(dY):
+        return dY * ppto.cos(x)
+
+    return backward
+
+
+def test_the_checker_checks_a_user_operators_own_rule():
+    # it differentiated the operator's body instead: a wrong rule passed
+    x = np.array([0.3, -0.7, 1.2])
+    assert not ppto.check_grad(sine_with_wrong_rule, x).ok
+    assert ppto.check_grad(sine_with_rule, x).ok

@@ -288,8 +288,12 @@ def require_rule(op: OperatorDef, kind: str):
                 "constant or boolean): stop the gradient before it, or use a "
                 "differentiable operator"
             )
-        raise GradError(
+        raise (GradError if kind == "backward" else MissingTangentRule)(
             f"ppto.{op.name} has no {kind} rule: define one with "
             f"@ppto.{'grad_rule' if kind == 'backward' else 'jvp_rule'}({op.name})"
         )
     return rule
+
+
+class MissingTangentRule(GradError):
+    """An operator without a tangent rule met in forward mode."""
