@@ -90,6 +90,10 @@ def operator(function: Callable) -> CompositeOperator:
     ... def softsign(x):
     ...     return x / (1 + ppto.abs(x))
     """
+    if not callable(function) or not hasattr(function, "__name__"):
+        from ppto.errors import PptoError
+
+        raise PptoError(f"@ppto.operator decorates a function, got {function!r}")
     op = CompositeOperator(function)
     USER_OPERATORS[f"{function.__module__}.{function.__qualname__}"] = op
     note_definition(op, function.__module__)

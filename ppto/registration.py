@@ -24,6 +24,11 @@ def note_definition(op: OperatorDef, module: str) -> None:
 def _resolve(target: Any, fn: Callable, decorator: str) -> OperatorDef:
     if isinstance(target, OperatorDef):
         return target
+    if not callable(fn):
+        raise GradError(
+            f"@ppto.{decorator} takes an operator (@ppto.{decorator}(ppto.exp)) or "
+            f"decorates a rule function, got {fn!r}"
+        )
     op = _LAST_DEFINED.get(getattr(fn, "__module__", ""))
     if op is None:
         raise GradError(

@@ -268,3 +268,16 @@ def test_the_checker_checks_a_user_operators_own_rule():
     x = np.array([0.3, -0.7, 1.2])
     assert not ppto.check_grad(sine_with_wrong_rule, x).ok
     assert ppto.check_grad(sine_with_rule, x).ok
+
+
+@pytest.mark.parametrize("call", [
+    lambda: ppto.set_precision("ultra"),
+    lambda: ppto.set_tolerance(rtol="a"),
+    lambda: ppto.show_op("dot"),
+    lambda: ppto.grad_rule(3),
+    lambda: ppto.operator(3),
+])  # fmt: skip
+def test_misuse_of_the_api_is_a_ppto_error(call):
+    # each raised a raw ValueError, TypeError or AttributeError from inside ppto
+    with pytest.raises(ppto.PptoError):
+        call()

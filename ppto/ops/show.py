@@ -23,6 +23,13 @@ def show_op(op: OperatorDef, file=None) -> str:
     Output: Tensor[M,N]
     Grad: (δY @ B.T, A.T @ δY)
     """
+    if not isinstance(op, OperatorDef):
+        from ppto.errors import PptoError
+
+        raise PptoError(
+            f"show_op needs an operator such as ppto.dot, got {op!r}: "
+            "ppto.ops() lists them"
+        )
     inputs, output = signature_text(op)
     text = "\n".join(
         [

@@ -19,7 +19,9 @@ _state = {"mode": "default", "rtol": 1e-5, "atol": 1e-8}
 def set_precision(mode: str) -> str:
     """Set the precision mode ('strict', 'default' or 'fast'); returns the old one."""
     if mode not in _MODES:
-        raise ValueError(f"precision must be one of {_MODES}, got {mode!r}")
+        from ppto.errors import PptoError
+
+        raise PptoError(f"precision must be one of {_MODES}, got {mode!r}")
     previous, _state["mode"] = _state["mode"], mode
     return previous
 
@@ -33,8 +35,14 @@ def set_tolerance(rtol: float | None = None, atol: float | None = None) -> tuple
     previous = (_state["rtol"], _state["atol"])
     for name, value in (("rtol", rtol), ("atol", atol)):
         if value is not None:
-            if not value >= 0:
-                raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (value >= 0)
+            ):
+                from ppto.errors import PptoError
+
+                raise PptoError(f"{name} must be a non-negative number, got {value!r}")
             _state[name] = float(value)
     return previous
 
