@@ -28,7 +28,7 @@ def show_op(op: OperatorDef, file=None) -> str:
 
         raise PptoError(
             f"show_op needs an operator such as ppto.dot, got {op!r}: "
-            "ppto.ops() lists them"
+            "python -m ppto ops lists them"
         )
     inputs, output = signature_text(op)
     text = "\n".join(
