@@ -276,6 +276,9 @@ def test_the_checker_checks_a_user_operators_own_rule():
     lambda: ppto.show_op("dot"),
     lambda: ppto.grad_rule(3),
     lambda: ppto.operator(3),
+    lambda: ppto.zeros((-1,)),
+    lambda: ppto.arange(0, 1, 0),
+    lambda: ppto.eye("a"),
 ])  # fmt: skip
 def test_misuse_of_the_api_is_a_ppto_error(call):
     # each raised a raw ValueError, TypeError or AttributeError from inside ppto

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ppto.errors import PptoError
 from ppto.runtime.backends import backend_for
 from ppto.runtime.device import Device
 from ppto.runtime.dtypes import check_dtype
@@ -21,13 +22,16 @@ def _create(make: Callable, device: Any, dtype: Any, what: str) -> Tensor:
     backend = backend_for(target)
     resolved = None if dtype is None else check_dtype(dtype, f"ppto.{what} dtype")
     xp = backend.xp
-    if xp is None:
-        array = backend.from_host(make(np, resolved), target.index)
-    elif target.kind == "cuda":
-        with xp.cuda.Device(target.index):
+    try:
+        if xp is None:
+            array = backend.from_host(make(np, resolved), target.index)
+        elif target.kind == "cuda":
+            with xp.cuda.Device(target.index):
+                array = make(xp, resolved)
+        else:
             array = make(xp, resolved)
-    else:
-        array = make(xp, resolved)
+    except (ValueError, TypeError, ZeroDivisionError) as error:  # NumPy's refusal
+        raise PptoError(f"ppto.{what}: {error}") from error
     check_dtype(array.dtype, f"ppto.{what}")
     return Tensor(array, target)
 
