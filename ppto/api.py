@@ -811,6 +811,12 @@ def hessian(f: Callable, wrt: int | str = 0) -> Callable:
     """The Hessian of a scalar function with respect to one argument, for small
     inputs: forward mode over the generated gradient, one basis vector at a time.
     The result has shape ``x.shape + x.shape``."""
+    if isinstance(wrt, (tuple, list)):
+        raise GradError(
+            "ppto.hessian takes one argument at a time (wrt=0 or a name): the "
+            "Hessian of several is its blocks, hessian(f, wrt=i) for each i and, "
+            "across them, jvp of grad(f, wrt=i) along argument j"
+        )
     gradient = grad(f, wrt)
     function = _target_function(f)
     (name_,) = _wrt_names(function, wrt)
@@ -818,7 +824,9 @@ def hessian(f: Callable, wrt: int | str = 0) -> Callable:
     def compute(*args: Any, **kwargs: Any) -> Tensor:
         call_ = _Call(function, args, kwargs)
         position = call_.names.index(name_)
-        point = np.asarray(call_.values[position], dtype=float)
+        given = call_.values[position]
+        dtype = getattr(given, "dtype", np.float64)
+        point = np.asarray(given, dtype=float)
         device = _device_of(call_.values[position])
         columns = []
         for index in range(point.size):
@@ -829,6 +837,7 @@ def hessian(f: Callable, wrt: int | str = 0) -> Callable:
             _, column = jvp(gradient, call_.values, tangents)
             columns.append(np.asarray(column).reshape(-1))
         matrix = np.stack(columns, axis=-1).reshape(point.shape + point.shape)
+        matrix = matrix.astype(dtype)  # in the argument's dtype, as gradients are
         return _as_tensor(matrix, CPU).to(device)
 
     compute.__name__ = f"hessian_of_{function.__name__}"

@@ -320,3 +320,17 @@ def test_hessian(function, arguments, wrt):
     assert_gradient(hessian, expected, "Hessian", rtol=SECOND_ORDER_RTOL)
     flat = hessian.reshape(point.size, point.size)
     np.testing.assert_allclose(flat, flat.T, rtol=1e-12, atol=1e-12)
+
+
+def cubed_times(x, y):
+    return np.sum(x**3 * y)
+
+
+def test_hessian_keeps_the_arguments_dtype_and_refuses_several_arguments():
+    # float32 came back float64, and wrt=(0, 1) raised a raw ValueError
+    x, y = np.array([1.0, 2.0], np.float32), np.ones(2, np.float32)
+    hessian = ppto.hessian(cubed_times)(x, y)
+    assert hessian.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(hessian), np.diag(6.0 * x))
+    with pytest.raises(ppto.GradError, match="one argument at a time"):
+        ppto.hessian(cubed_times, wrt=(0, 1))
