@@ -394,7 +394,7 @@ def write_to_list_element_in_loop(x):
     total = 0.0
     for i in range(2):
         h = hs[i]
-        h += 1.0  # <- error
+        h[0] = 1.0  # <- error
         total = total + np.sum(hs[i] * x)
     return total
 

@@ -488,3 +488,36 @@ def test_a_list_result_and_reassigned_defaults():
         np.testing.assert_allclose(gradient(x).numpy(), [3.0, 3.0])
     finally:
         weighted.__defaults__ = saved
+
+
+def bumped_first(x):
+    a = x[0]  # a number for a vector: += rebinds it
+    a += 1.0
+    return a * np.sum(x)
+
+
+def bumped_argument(x, c):
+    d = c
+    d += 1.0
+    return np.sum(x) * d * c
+
+
+ANNOTATED = """\
+from __future__ import annotations
+import numpy as np
+def annotated(x: Undeclared) -> Undeclared:
+    return np.sum(x * x)
+"""
+
+
+def test_valid_code_the_new_checks_must_not_refuse(tmp_path, monkeypatch):
+    # refused for a while: += on a number taken from an array or an argument, and
+    # names in annotations, which are never evaluated
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(ppto.grad(bumped_first)(x).numpy(), [8.0, 2.0, 2.0])
+    np.testing.assert_allclose(ppto.grad(bumped_argument)(x, 2.0).numpy(), [6.0] * 3)
+    (tmp_path / "annotated_loss.py").write_text(ANNOTATED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import annotated_loss
+
+    np.testing.assert_allclose(ppto.grad(annotated_loss.annotated)(x).numpy(), 2 * x)

@@ -32,10 +32,17 @@ def check(parsed: ParsedFunction) -> None:
     """Raise at the first write through a name another name read later shares."""
     statements = list(_flattened(parsed.tree.body, ()))
     bases: dict[str, set] = {}  # name -> the names whose array it may be part of
+    views: dict[str, set] = {}  # the same, through views only (see below)
     for position, (statement, loops) in enumerate(statements):
         written = _written_in_place(statement)
         if written is not None:
-            shared = _sharing(written, bases)
+            # ``a += 1`` writes into an array only if ``a`` is one: after ``a = x[0]``
+            # or ``a = c`` it may be a number, which ``+=`` rebinds; a slice, ``.T``
+            # or a reshape is an array for sure. ``a[...] = ...`` needs an array.
+            augmented = isinstance(statement, gast.AugAssign) and isinstance(
+                statement.target, gast.Name
+            )
+            shared = _sharing(written, views if augmented else bases)
             later = set().union(*(loads(s) for s, _ in statements[position + 1 :]))
             for loop in loops:  # the next turn reads what came before too
                 later |= loads(loop)
@@ -52,7 +59,7 @@ def check(parsed: ParsedFunction) -> None:
                     f"...), or, if {seen[0]} must not change, make {written} an "
                     f"array of its own first ({written} = {written} * 1.0)",
                 )
-        _bind(statement, bases)
+        _bind(statement, bases, views)
 
 
 def _flattened(body: list, loops: tuple):
@@ -93,20 +100,35 @@ def _sharing(name: str, bases: dict) -> set:
     } | (mine - {name})
 
 
-def _bind(statement, bases: dict) -> None:
-    """Update ``bases`` for the names ``statement`` binds."""
+def _bind(statement, bases: dict, views: dict) -> None:
+    """Update ``bases`` and ``views`` for the names ``statement`` binds."""
     if isinstance(statement, gast.Assign) and len(statement.targets) == 1:
         target = statement.targets[0]
         if isinstance(target, gast.Name):
             origin = _viewed(statement.value)
             _forget(target.id, bases)
+            _forget(target.id, views)
             if origin is not None:
                 bases[target.id] = bases.get(origin, set()) | {origin}
+                if _surely_an_array(statement.value):
+                    views[target.id] = views.get(origin, set()) | {origin}
             return
     for node in gast.walk(statement):
         if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
             if not isinstance(statement, gast.AugAssign):
                 _forget(node.id, bases)
+                _forget(node.id, views)
+
+
+def _surely_an_array(value) -> bool:
+    """A view that is an array whatever its base held: a slice, ``.T``, a reshape
+    (not a bare name or ``x[0]``, which may be numbers)."""
+    if isinstance(value, gast.Subscript):
+        parts = (
+            value.slice.elts if isinstance(value.slice, gast.Tuple) else [value.slice]
+        )
+        return any(isinstance(part, gast.Slice) for part in parts)
+    return isinstance(value, (gast.Attribute, gast.Call))
 
 
 def _forget(name: str, bases: dict) -> None:

@@ -165,10 +165,18 @@ def _check_defined(tree: gast.FunctionDef, namespace: ChainMap, source) -> None:
             bound.update(node.names)
         elif isinstance(node, gast.ExceptHandler) and node.name is not None:
             bound.add(getattr(node.name, "id", node.name))
+    # annotations are never evaluated here, defaults were when the def ran
+    arguments = tree.args
+    skipped = [tree.returns, *arguments.defaults, *arguments.kw_defaults]
+    skipped += [a.annotation for a in arguments.posonlyargs + arguments.args]
+    skipped += [a.annotation for a in arguments.kwonlyargs]
+    skipped += [n.annotation for n in gast.walk(tree) if isinstance(n, gast.AnnAssign)]
+    ignored = {id(n) for root in skipped if root is not None for n in gast.walk(root)}
     for node in gast.walk(tree):
         if (
             isinstance(node, gast.Name)
             and isinstance(node.ctx, gast.Load)
+            and id(node) not in ignored
             and node.id not in bound
             and node.id not in namespace
         ):
