@@ -402,3 +402,24 @@ def write_to_list_element_in_loop(x):
 def joined_lists(x):
     items = [x[0]] + [x[1] * 2.0]  # <- error
     return np.sum(np.stack(items))
+
+
+def write_through_chained_alias(x):
+    y = x * 1.0
+    z = w = y
+    z[0] = 0.0  # <- error
+    return np.sum(y * x) + np.sum(w)
+
+
+def write_through_unpacked_alias(x):
+    y = x * 1.0
+    a, b = y, 2.0
+    a[0] = b  # <- error
+    return np.sum(y * x)
+
+
+def write_through_loop_target(x):
+    y = x * 1.0
+    for row in [y]:
+        row[0] = 0.0  # <- error
+    return np.sum(y * x)

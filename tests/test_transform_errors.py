@@ -194,6 +194,9 @@ REJECTED = [
     Case(ec.write_through_alias, "shares its array with y", "z[0] = 0.0"),
     Case(ec.write_to_base_of_view, "shares its array with flipped", "y += 1.0"),
     Case(ec.write_to_list_element_in_loop, "shares its array with hs", "h[0] = 1.0"),
+    Case(ec.write_through_chained_alias, "shares its array with", "z[0] = 0.0"),
+    Case(ec.write_through_unpacked_alias, "shares its array with y", "a[0] = b"),
+    Case(ec.write_through_loop_target, "shares its array with y", "row[0] = 0.0"),
     Case(ec.joined_lists, "joining lists with +", "[x[0]] + [x[1] * 2.0]"),  # crashed
 ]
 

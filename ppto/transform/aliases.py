@@ -101,28 +101,54 @@ def _sharing(name: str, bases: dict) -> set:
 
 
 def _bind(statement, bases: dict, views: dict) -> None:
-    """Update ``bases`` and ``views`` for the names ``statement`` binds."""
-    if isinstance(statement, gast.Assign) and len(statement.targets) == 1:
-        target = statement.targets[0]
-        if isinstance(target, gast.Name):
-            origin = _viewed(statement.value)
-            _forget(target.id, bases)
-            _forget(target.id, views)
-            if origin is not None:
-                bases[target.id] = bases.get(origin, set()) | {origin}
-                if _surely_an_array(statement.value):
-                    views[target.id] = views.get(origin, set()) | {origin}
-            return
-    for node in gast.walk(statement):
-        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
-            if not isinstance(statement, gast.AugAssign):
-                _forget(node.id, bases)
-                _forget(node.id, views)
+    """Update ``bases`` and ``views`` for the names ``statement`` binds: each target
+    of ``a = b = value``, the names of ``a, b = y, z`` pairwise, and a loop's
+    target (an element of what it runs over)."""
+    pairs = []
+    if isinstance(statement, gast.Assign):
+        for target in statement.targets:
+            pairs += _pairs(target, statement.value)
+    elif isinstance(statement, gast.For):
+        pairs += [(name, statement.iter, False) for name in _stored(statement.target)]
+    elif not isinstance(statement, gast.AugAssign):
+        pairs += [(name, None, False) for name in _stored(statement)]
+    for name, value, whole in pairs:
+        _forget(name, bases)
+        _forget(name, views)
+        origins = _viewed(value) if value is not None else set()
+        if origins:
+            bases[name] = set().union(*(bases.get(o, set()) for o in origins)) | origins
+            if whole and _surely_an_array(value):
+                views[name] = set().union(*(views.get(o, set()) for o in origins))
+                views[name] |= origins
+
+
+def _pairs(target, value) -> list:
+    """``(name, the expression it is bound to, whether it is all of it)``."""
+    if isinstance(target, gast.Name):
+        return [(target.id, value, True)]
+    if (
+        isinstance(target, (gast.Tuple, gast.List))
+        and isinstance(value, (gast.Tuple, gast.List))
+        and len(target.elts) == len(value.elts)
+    ):
+        return [p for t, v in zip(target.elts, value.elts) for p in _pairs(t, v)]
+    return [(name, value, False) for name in _stored(target)]  # parts of it
+
+
+def _stored(node) -> list:
+    return [
+        n.id
+        for n in gast.walk(node)
+        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)
+    ]
 
 
 def _surely_an_array(value) -> bool:
     """A view that is an array whatever its base held: a slice, ``.T``, a reshape
     (not a bare name or ``x[0]``, which may be numbers)."""
+    if isinstance(value, gast.IfExp):
+        return _surely_an_array(value.body) and _surely_an_array(value.orelse)
     if isinstance(value, gast.Subscript):
         parts = (
             value.slice.elts if isinstance(value.slice, gast.Tuple) else [value.slice]
@@ -138,23 +164,27 @@ def _forget(name: str, bases: dict) -> None:
         shared.discard(name)
 
 
-def _viewed(value) -> str | None:
-    """The name ``value`` may be a view of (or be), else None."""
+def _viewed(value) -> set:
+    """The names ``value`` may be (a part of) the array of."""
     if isinstance(value, gast.Name):
-        return value.id
+        return {value.id}
     if isinstance(value, gast.Subscript):
         return _viewed(value.value)
     if isinstance(value, gast.Attribute) and value.attr in VIEW_ATTRIBUTES:
         return _viewed(value.value)
+    if isinstance(value, gast.IfExp):
+        return _viewed(value.body) | _viewed(value.orelse)
+    if isinstance(value, (gast.List, gast.Tuple)):  # holds them
+        return set().union(set(), *(_viewed(item) for item in value.elts))
     if isinstance(value, gast.Call):
         function = value.func
         name = getattr(function, "attr", getattr(function, "id", None))
         if name not in VIEW_CALLS:
-            return None
+            return set()
         if isinstance(function, gast.Attribute):
             owner = function.value
             if not (isinstance(owner, gast.Name) and owner.id in MODULES):
                 return _viewed(owner)  # x.reshape(...)
         if value.args:
             return _viewed(value.args[0])  # np.reshape(x, ...)
-    return None
+    return set()
