@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ppto.errors import GradError
+from ppto.errors import GradError, ShapeError
 from ppto.ops.primitive import OperatorDef, registrations
 from ppto.runtime.backends import backend_for
 from ppto.runtime.device import CPU, Device
@@ -156,34 +156,18 @@ def _operator_wrapper(op: OperatorDef) -> Callable:
 _SIGNATURES: dict = {}
 
 
-def _same_defaults(signature: inspect.Signature, function) -> bool:
-    """Whether the function's defaults are still those of its cached signature (they
-    can be reassigned: ``f.__defaults__ = ...``)."""
-    defaults = getattr(function, "__defaults__", None) or ()
-    cached = [
-        p.default
-        for p in signature.parameters.values()
-        if p.default is not p.empty and p.kind is not p.KEYWORD_ONLY
-    ]
-    keywords = getattr(function, "__kwdefaults__", None) or {}
-    return (
-        len(cached) == len(defaults)
-        and all(a is b for a, b in zip(cached, defaults))
-        and all(
-            signature.parameters[name].default is value
-            for name, value in keywords.items()
-        )
-    )
-
-
 class _Call:
     """One call's arguments, bound to the function's parameters (positional calls
     with every parameter given skip ``inspect``'s binding: the common, fast case)."""
 
     def __init__(self, function: Callable, args: tuple, kwargs: dict) -> None:
-        signature = _SIGNATURES.get(function)
-        if signature is None or not _same_defaults(signature, function):
-            signature = _SIGNATURES[function] = _signature(function)
+        # the defaults are part of the key: they can be reassigned (f.__defaults__)
+        defaults = getattr(function, "__defaults__", None)
+        keywords = getattr(function, "__kwdefaults__", None)
+        cached = _SIGNATURES.get(function)
+        if cached is None or cached[1] is not defaults or cached[2] is not keywords:
+            cached = _SIGNATURES[function] = (_signature(function), defaults, keywords)
+        signature = cached[0]
         self.names = list(signature.parameters)
         if not kwargs and len(args) == len(self.names):
             self.values = list(args)
@@ -270,12 +254,9 @@ class Transformed:
         self.with_value = with_value
         self._use(_shared_state(self))
         self._wrt_positions: list | None = None
-        self._arity = len(_signature(self.function).parameters)
-        self._keyword_only = [
-            parameter.name
-            for parameter in _signature(self.function).parameters.values()
-            if parameter.kind is parameter.KEYWORD_ONLY
-        ]
+        parameters = _signature(self.function).parameters.values()
+        self._arity = len(parameters)
+        self._keyword_only = [p.name for p in parameters if p.kind is p.KEYWORD_ONLY]
         base = getattr(f, "__name__", None) or getattr(self.function, "__name__", "f")
         self.__name__ = base + "_grad"
         self.__wrapped__ = self.function
@@ -727,8 +708,6 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
 def _check_cotangent(cotangent, out, where: str) -> None:
     """A cotangent has the structure and shapes of ``out`` (else the pullback would
     hand back gradients of other shapes, or fail inside generated code)."""
-    from ppto.errors import ShapeError
-
     if isinstance(out, tuple):
         if not isinstance(cotangent, tuple) or len(cotangent) != len(out):
             given = (
@@ -827,7 +806,7 @@ def hessian(f: Callable, wrt: int | str = 0) -> Callable:
         given = call_.values[position]
         dtype = getattr(given, "dtype", np.float64)
         point = np.asarray(given, dtype=float)
-        device = _device_of(call_.values[position])
+        device = _device_of(given)
         columns = []
         for index in range(point.size):
             basis = np.zeros(point.size)

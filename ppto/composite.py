@@ -11,6 +11,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from ppto.errors import PptoError
 from ppto.ops.primitive import OBSERVERS, OperatorDef, camel_case
 from ppto.ops.signature import Signature, TensorPattern
 from ppto.registration import note_definition
@@ -91,8 +92,6 @@ def operator(function: Callable) -> CompositeOperator:
     ...     return x / (1 + ppto.abs(x))
     """
     if not callable(function) or not hasattr(function, "__name__"):
-        from ppto.errors import PptoError
-
         raise PptoError(f"@ppto.operator decorates a function, got {function!r}")
     op = CompositeOperator(function)
     USER_OPERATORS[f"{function.__module__}.{function.__qualname__}"] = op

@@ -179,7 +179,7 @@ class CudaStaged:
 def _outermost_reductions(template):
     """The reductions in ``template`` not inside another one."""
     if isinstance(template, Operator):
-        if template.op.name in REDUCTIONS:
+        if _is_reduction(template):
             yield template
             return
         for argument in template.args:
@@ -188,9 +188,9 @@ def _outermost_reductions(template):
 
 def _expanded(template):
     """``template`` with softmax and log-softmax written out in the operators they
-    are made of (the cross-entropy pattern reads log-softmax)."""
-    from ppto.ops import elementwise as ew
-    from ppto.ops import reductions
+    are made of, as their fusion patterns write them (the cross-entropy pattern
+    reads log-softmax)."""
+    from ppto.fusion.patterns import softmax_patterns
 
     if not isinstance(template, Operator):
         return template
@@ -198,11 +198,7 @@ def _expanded(template):
     name = template.op.name
     if name in ("softmax", "log_softmax"):
         axis = template.params.get("axis", -1)
-        shifted = arguments[0] - reductions.reduce_max(arguments[0], axis, True)
-        total = reductions.reduce_sum(ew.exp(shifted), axis, True)
-        if name == "softmax":
-            return ew.exp(shifted) / total
-        return shifted - ew.log(total)
+        return softmax_patterns(axis)[name](arguments[0])
     return Operator(template.op, tuple(arguments), template.params)
 
 

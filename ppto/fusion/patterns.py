@@ -44,11 +44,20 @@ def _fits(out, *operands) -> bool:
     microseconds, per step of an RNN)."""
     if type(out) is not np.ndarray or out.dtype.kind != "f":
         return False
-    return all(_fits_one(out, operand) for operand in operands)
+    for operand in operands:
+        if not _fits_one(out, operand):
+            return False
+    return True
 
 
 def _fits_one(out, operand) -> bool:
     kind = type(operand)
+    if (  # the common case first: a bias or matrix of out's dtype and trailing shape
+        kind is np.ndarray
+        and operand.dtype == out.dtype
+        and operand.shape == out.shape[out.ndim - operand.ndim :]
+    ):
+        return True
     if kind is float or kind is int:
         return True  # a Python number takes the array's type
     if kind is not np.ndarray:
@@ -91,16 +100,7 @@ def _sigmoid(out):
 
 def _matmul_bias(A, B, b):
     out = A @ B
-    if (
-        (  # the common case first: a bias or matrix of the product's dtype
-            type(out) is np.ndarray
-            and type(b) is np.ndarray
-            and b.dtype == out.dtype
-            and out.dtype.kind == "f"
-            and b.shape == out.shape[out.ndim - b.ndim :]
-        )
-        or _fits(out, b)
-    ):
+    if _fits(out, b):
         out += b
         return out
     return out + b
@@ -241,7 +241,10 @@ def _log_softmax_backward(y, dy, axis=-1):
     return dy - np.exp(y) * np.sum(dy, axis=axis, keepdims=True)
 
 
-def _softmax_patterns(axis):
+def softmax_patterns(axis) -> dict:
+    """The softmax family's patterns along ``axis`` (also how the CUDA stages write
+    softmax and log-softmax out)."""
+
     def shifted_exp(x):
         return ew.exp(x - reductions.reduce_max(x, axis, True))
 
@@ -289,7 +292,7 @@ def _along(implementation, axis):
 
 
 for axis, suffix in ((-1, "last_axis"), (1, "axis1")):
-    for kind, pattern in _softmax_patterns(axis).items():
+    for kind, pattern in softmax_patterns(axis).items():
         implementation, shapes, applies = _SOFTMAX_IMPLEMENTATIONS[kind]
         rule(f"{kind}_{suffix}", shapes, applies, _along(implementation, axis))(pattern)
 

@@ -6,14 +6,13 @@ Reading ``x[index]`` and adding into ``x[index]`` are adjoint to each other, so
 accumulate (``np.add.at`` semantics).
 """
 
-import importlib
-
 import numpy as np
 
 from ppto.ops.elementwise import where
 from ppto.ops.primitive import primitive
 from ppto.ops.rules import shape_helper
 from ppto.ops.shape import reshape, unbroadcast, zeros_like
+from ppto.runtime.backends import backend_of_array
 from ppto.runtime.tensor import Tensor
 
 ANY = "(Tensor[...]) -> Tensor[...]"
@@ -112,15 +111,12 @@ def _(x, values, index):
 def last_written(x, index):
     """Which elements of the selection ``x[index]`` a write ``x[index] = values``
     keeps: all but the earlier ones of a repeated integer index, which NumPy
-    overwrites with the last. Reads only ``x``'s shape; on the index arrays'
+    overwrites with the last. Reads only ``x``'s shape, and makes the mask on its
     device."""
-    shape_ = x.shape
-    arrays = [p for p in (index if isinstance(index, tuple) else (index,))
-              if hasattr(p, "shape")]  # fmt: skip
-    module = type(arrays[0]).__module__.split(".")[0] if arrays else "numpy"
-    xp = importlib.import_module(module if module == "cupy" else "numpy")
+    owner = backend_of_array(x)
+    xp = owner[0].xp if owner is not None else np
     index = raw_index(xp, index)
-    slots = xp.full(tuple(shape_), -1, dtype=xp.int64)
+    slots = xp.full(tuple(x.shape), -1, dtype=xp.int64)
     order = xp.arange(slots[index].size).reshape(slots[index].shape)
     slots[index] = order
     return slots[index] == order

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from ppto.errors import PptoError
 from ppto.ops.primitive import OperatorDef
 
 
@@ -24,8 +25,6 @@ def show_op(op: OperatorDef, file=None) -> str:
     Grad: (δY @ B.T, A.T @ δY)
     """
     if not isinstance(op, OperatorDef):
-        from ppto.errors import PptoError
-
         raise PptoError(
             f"show_op needs an operator such as ppto.dot, got {op!r}: "
             "python -m ppto ops lists them"

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ppto.errors import PptoError
+
 _MODES = ("strict", "default", "fast")
 _state = {"mode": "default", "rtol": 1e-5, "atol": 1e-8}
 
@@ -19,8 +21,6 @@ _state = {"mode": "default", "rtol": 1e-5, "atol": 1e-8}
 def set_precision(mode: str) -> str:
     """Set the precision mode ('strict', 'default' or 'fast'); returns the old one."""
     if mode not in _MODES:
-        from ppto.errors import PptoError
-
         raise PptoError(f"precision must be one of {_MODES}, got {mode!r}")
     previous, _state["mode"] = _state["mode"], mode
     return previous
@@ -40,8 +40,6 @@ def set_tolerance(rtol: float | None = None, atol: float | None = None) -> tuple
                 or not isinstance(value, (int, float))
                 or not (value >= 0)
             ):
-                from ppto.errors import PptoError
-
                 raise PptoError(f"{name} must be a non-negative number, got {value!r}")
             _state[name] = float(value)
     return previous

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import gast
 import numpy as np
 
-from ppto.errors import GradError
+from ppto.errors import GradError, ShapeError
 from ppto.fusion.kernels import ELEMENTWISE, TERNARY, ufunc
 from ppto.ops.primitive import Primitive
 from ppto.transform import ir
@@ -73,8 +73,6 @@ def _check_shapes(body, activity: Activity, source) -> None:
     generated code would raise NumPy's error from its own line). Only statements
     that always run are checked: a branch not taken may hold code that would not
     fit these shapes."""
-    from ppto.errors import ShapeError
-
     for statement in body:
         if not isinstance(statement, ir.Apply) or not isinstance(
             statement.op, Primitive

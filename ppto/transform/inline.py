@@ -11,6 +11,7 @@ from functools import cache
 
 import gast
 
+from ppto.errors import GradError
 from ppto.transform import ir
 from ppto.transform.names import Namer
 from ppto.transform.optimize import fold_constants
@@ -320,8 +321,6 @@ def _split(value, count, needed, op_name: str):
         elements = [value]
     missing_needed = any(needed[len(elements) :])  # would read as zero, silently
     if len(elements) > count or missing_needed:
-        from ppto.errors import GradError
-
         raise GradError(
             f"the gradient rule of {op_name} returns {len(elements)} "
             f"gradient{'s' if len(elements) != 1 else ''} from backward, but "

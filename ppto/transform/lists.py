@@ -5,9 +5,10 @@ arrays, so lowered code can use them unchanged.
 
 from __future__ import annotations
 
-import importlib
+import numpy as np
 
 from ppto.ops.rules import shape_helper
+from ppto.runtime.backends import backend_of_array
 from ppto.runtime.tensor import Tensor
 
 
@@ -16,9 +17,8 @@ def _zeros_like(value):
         from ppto.ops.shape import zeros_like
 
         return zeros_like(value)
-    module = type(value).__module__.split(".")[0]
-    xp = importlib.import_module("cupy" if module == "cupy" else "numpy")
-    return xp.zeros_like(value)
+    owner = backend_of_array(value)
+    return (owner[0].xp if owner is not None else np).zeros_like(value)
 
 
 @shape_helper

@@ -163,8 +163,6 @@ def _check_defined(tree: gast.FunctionDef, namespace: ChainMap, source) -> None:
             bound.add((node.asname or node.name).split(".")[0])
         elif isinstance(node, (gast.Global, gast.Nonlocal)):
             bound.update(node.names)
-        elif isinstance(node, gast.ExceptHandler) and node.name is not None:
-            bound.add(getattr(node.name, "id", node.name))
     # annotations are never evaluated here, defaults were when the def ran
     arguments = tree.args
     skipped = [tree.returns, *arguments.defaults, *arguments.kw_defaults]
