@@ -423,3 +423,16 @@ def write_through_loop_target(x):
     for row in [y]:
         row[0] = 0.0  # <- error
     return np.sum(y * x)
+
+
+def add_into_argument_alias(x):
+    z = x
+    z += 1.0  # <- error
+    return np.sum(x * x)
+
+
+def scale_alias_of_product(x):
+    y = np.tanh(x) * 2.0
+    z = y
+    z *= 3.0  # <- error
+    return np.sum(y * x)

@@ -502,6 +502,19 @@ def bumped_argument(x, c):
     return np.sum(x) * d * c
 
 
+def bumped_sum(x):
+    s = np.sum(x)  # a number: += rebinds it
+    t = s
+    t += 1.0
+    return s * t
+
+
+def bumped_own_array(x):
+    z = x
+    z += 1.0  # changes the argument, but nothing reads it through x afterwards
+    return np.sum(z * z)
+
+
 ANNOTATED = """\
 from __future__ import annotations
 import numpy as np
@@ -516,6 +529,8 @@ def test_valid_code_the_new_checks_must_not_refuse(tmp_path, monkeypatch):
     x = np.array([1.0, 2.0, 3.0])
     np.testing.assert_allclose(ppto.grad(bumped_first)(x).numpy(), [8.0, 2.0, 2.0])
     np.testing.assert_allclose(ppto.grad(bumped_argument)(x, 2.0).numpy(), [6.0] * 3)
+    np.testing.assert_allclose(ppto.grad(bumped_sum)(x).numpy(), [13.0] * 3)
+    np.testing.assert_allclose(ppto.grad(bumped_own_array)(x.copy()).numpy(), 2 * x + 2)
     (tmp_path / "annotated_loss.py").write_text(ANNOTATED)
     monkeypatch.syspath_prepend(str(tmp_path))
     import annotated_loss

@@ -197,6 +197,9 @@ REJECTED = [
     Case(ec.write_through_chained_alias, "shares its array with", "z[0] = 0.0"),
     Case(ec.write_through_unpacked_alias, "shares its array with y", "a[0] = b"),
     Case(ec.write_through_loop_target, "shares its array with y", "row[0] = 0.0"),
+    # += on a second name for an array argument, or for arithmetic on one
+    Case(ec.add_into_argument_alias, "shares its array with x", "z += 1.0"),
+    Case(ec.scale_alias_of_product, "shares its array with y", "z *= 3.0"),
     Case(ec.joined_lists, "joining lists with +", "[x[0]] + [x[1] * 2.0]"),  # crashed
 ]
 

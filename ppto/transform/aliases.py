@@ -15,7 +15,9 @@ array makes a copy in NumPy, but is treated as a possible view.
 from __future__ import annotations
 
 import gast
+import numpy as np
 
+from ppto.ops import elementwise
 from ppto.transform.source import ParsedFunction
 from ppto.transform.trees import loads
 
@@ -28,21 +30,25 @@ VIEW_CALLS = {
 MODULES = {"np", "numpy", "ppto"}
 
 
-def check(parsed: ParsedFunction) -> None:
-    """Raise at the first write through a name another name read later shares."""
+def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
+    """Raise at the first write through a name another name read later shares.
+    ``ranks``: the parameters' numbers of axes, where known (one or more: an array)."""
     statements = list(_flattened(parsed.tree.body, ()))
     bases: dict[str, set] = {}  # name -> the names whose array it may be part of
     views: dict[str, set] = {}  # the same, through views only (see below)
+    arrays = {name for name, rank in (ranks or {}).items() if rank}  # surely arrays
     for position, (statement, loops) in enumerate(statements):
         written = _written_in_place(statement)
         if written is not None:
             # ``a += 1`` writes into an array only if ``a`` is one: after ``a = x[0]``
             # or ``a = c`` it may be a number, which ``+=`` rebinds; a slice, ``.T``
-            # or a reshape is an array for sure. ``a[...] = ...`` needs an array.
+            # or a reshape is an array for sure, and so is a name bound to an array
+            # argument or to arithmetic on one. ``a[...] = ...`` needs an array.
             augmented = isinstance(statement, gast.AugAssign) and isinstance(
                 statement.target, gast.Name
             )
-            shared = _sharing(written, views if augmented else bases)
+            maybe_number = augmented and written not in arrays
+            shared = _sharing(written, views if maybe_number else bases)
             later = set().union(*(loads(s) for s, _ in statements[position + 1 :]))
             for loop in loops:  # the next turn reads what came before too
                 later |= loads(loop)
@@ -60,6 +66,57 @@ def check(parsed: ParsedFunction) -> None:
                     f"array of its own first ({written} = {written} * 1.0)",
                 )
         _bind(statement, bases, views)
+        _follow_arrays(statement, arrays)
+
+
+def _follow_arrays(statement, arrays: set) -> None:
+    """Update ``arrays`` for the names ``statement`` binds: ``a = x`` and
+    ``a = x * 2.0`` with ``x`` an array make ``a`` one (broadcasting never removes an
+    axis); anything else may be a number (``x[0]``, ``np.sum(x)``)."""
+    pairs = []
+    if isinstance(statement, gast.Assign):
+        for target in statement.targets:
+            pairs += _pairs(target, statement.value)
+    elif not isinstance(statement, gast.AugAssign):  # (``+=`` keeps what it was)
+        pairs += [(name, None, False) for name in _stored(statement)]
+    for name, value, whole in pairs:
+        if whole and value is not None and _is_array(value, arrays):
+            arrays.add(name)
+        else:
+            arrays.discard(name)
+
+
+def _is_array(value, arrays: set) -> bool:
+    """Whether ``value`` is surely an array (of one axis or more) given ``arrays``."""
+    if isinstance(value, gast.Name):
+        return value.id in arrays
+    if isinstance(value, gast.BinOp) and not isinstance(value.op, gast.MatMult):
+        return _is_array(value.left, arrays) or _is_array(value.right, arrays)
+    if isinstance(value, gast.UnaryOp) and not isinstance(value.op, gast.Not):
+        return _is_array(value.operand, arrays)
+    if isinstance(value, gast.IfExp):
+        return _is_array(value.body, arrays) and _is_array(value.orelse, arrays)
+    if isinstance(value, gast.Attribute) and value.attr in {"T", "mT"}:
+        return _is_array(value.value, arrays)
+    if isinstance(value, gast.Call) and _broadcasting(value.func):
+        return any(_is_array(argument, arrays) for argument in value.args)
+    return False
+
+
+def _broadcasting(function) -> bool:
+    """``np.tanh``, ``ppto.maximum``, ...: a function whose result has the axes of
+    its broadcast arguments, at least."""
+    if not (
+        isinstance(function, gast.Attribute)
+        and isinstance(function.value, gast.Name)
+        and function.value.id in MODULES
+    ):
+        return False
+    if function.value.id == "ppto":
+        found = getattr(elementwise, function.attr, None)
+        return getattr(getattr(found, "signature", None), "mode", "") == "broadcast"
+    found = getattr(np, function.attr, None)
+    return isinstance(found, np.ufunc) and found is not np.matmul
 
 
 def _flattened(body: list, loops: tuple):

@@ -147,7 +147,7 @@ def _prepare(
     plan_reverse: bool = True,
 ):
     fence.check(parsed)
-    aliases.check(parsed)
+    aliases.check(parsed, ranks)
     user_names = names_in(gast.Module(body=parsed.tree.body, type_ignores=[]))
     user_names |= set(parsed.parameters)
     namer = Namer(user_names)
