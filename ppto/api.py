@@ -66,15 +66,14 @@ def _generated_wrapper(inner: Transformed, ranks: tuple) -> Callable:
 
     program, namespace = inner.program(ranks)
     entry = namespace.get()[program.entry]
-    parameters = list(_signature(inner.function).parameters)
-    arguments = ", ".join(parameters)
+    parameters, arguments = _spelled(_signature(inner.function))
     if inner.mode != "combined":
         raise GradError("only gradients (ppto.grad) can be differentiated again")
     result = "(value, gradient)" if inner.with_value else "gradient"
     base = inner.function.__name__
     wrapper = (base if base.isidentifier() else "lambda_") + "_derivative"
     source = (
-        f"def {wrapper}({arguments}):\n"
+        f"def {wrapper}({parameters}):\n"
         f"    value, gradient = {program.entry}({arguments})\n"
         f"    return {result}\n"
     )
@@ -83,6 +82,22 @@ def _generated_wrapper(inner: Transformed, ranks: tuple) -> Callable:
     scope = {program.entry: entry}
     exec(compile(source, filename, "exec"), scope)
     return scope[wrapper]
+
+
+def _spelled(signature: inspect.Signature) -> tuple[str, str]:
+    """``signature``'s parameter list without defaults and the arguments that pass
+    each parameter on as received: ``("x, *, scale", "x, scale=scale")``."""
+    parameters, arguments, starred = [], [], False
+    for parameter in signature.parameters.values():
+        if parameter.kind is parameter.KEYWORD_ONLY:
+            if not starred:
+                parameters.append("*")
+                starred = True
+            arguments.append(f"{parameter.name}={parameter.name}")
+        else:
+            arguments.append(parameter.name)
+        parameters.append(parameter.name)
+    return ", ".join(parameters), ", ".join(arguments)
 
 
 _WRAPPERS: dict[int, Callable] = {}

@@ -334,3 +334,29 @@ def test_hessian_keeps_the_arguments_dtype_and_refuses_several_arguments():
     np.testing.assert_allclose(np.asarray(hessian), np.diag(6.0 * x))
     with pytest.raises(ppto.GradError, match="one argument at a time"):
         ppto.hessian(cubed_times, wrt=(0, 1))
+
+
+def scaled_sines(x, *, scale=2.0):
+    return np.sum(np.sin(x) * scale * x)
+
+
+@pytest.mark.parametrize("keywords", [{}, {"scale": 3.0}], ids=["default", "given"])
+def test_second_order_with_a_keyword_only_parameter(keywords):
+    # the derivative's wrapper passed keyword-only parameters positionally: TypeError
+    x = np.array([0.1, -0.4, 0.7])
+    gradient = ppto.grad(scaled_sines)
+
+    def first(point):
+        return as_float(gradient(point, **keywords))
+
+    columns = [
+        directional_differences(first, (x,), {0: basis}, eps=SECOND_ORDER_EPS)
+        for basis in np.eye(3)
+    ]
+    expected = np.stack(columns, axis=-1)
+    hessian = ppto.hessian(scaled_sines)(x, **keywords)
+    assert_gradient(np.asarray(hessian), expected, "Hessian", rtol=SECOND_ORDER_RTOL)
+    if not keywords:  # (jvp passes primals only)
+        tangent = np.array([0.5, -1.0, 2.0])
+        _, product = ppto.jvp(gradient, (x,), (tangent,))
+        assert_gradient(np.asarray(product), expected @ tangent, "jvp", rtol=1e-5)
