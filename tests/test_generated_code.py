@@ -536,3 +536,20 @@ def test_valid_code_the_new_checks_must_not_refuse(tmp_path, monkeypatch):
     import annotated_loss
 
     np.testing.assert_allclose(ppto.grad(annotated_loss.annotated)(x).numpy(), 2 * x)
+
+
+def filled_with_mean(x, w):
+    level = np.full_like(x, np.mean(x))  # x's shape, the mean's value
+    scale = np.full_like(x, w)
+    return np.sum(np.tanh(level * x) * scale)
+
+
+def test_full_like_is_differentiated_through_its_fill_value():
+    # np.full_like was refused as depending on x's value; it reads only x's shape
+    from tests.corpus.checks import central_differences
+
+    x, w = np.array([0.3, -0.8, 1.1]), 1.7
+    grads = ppto.grad(filled_with_mean, wrt=(0, 1))(x, w)
+    for position, gradient in enumerate(grads):
+        expected = central_differences(filled_with_mean, [x, w], position)
+        np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6)

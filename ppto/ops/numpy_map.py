@@ -97,6 +97,7 @@ _FUNCTIONS = {
     np.stack: shape.stack,
     np.zeros_like: shape.zeros_like,
     np.ones_like: shape.ones_like,
+    np.full_like: shape.full_like,
     np.where: ew.where,
     np.take: indexing.take,
     np.round: logic.round,

@@ -240,6 +240,32 @@ def ones_like(xp, x, dtype=None):
     return xp.ones_like(x, dtype=dtype)
 
 
+@primitive(
+    "(Tensor[...], Tensor[...]) -> Tensor[...]", keeps_layout=True, nondiff=("x",)
+)
+def full_like(xp, x, fill_value, dtype=None):
+    """An array of x's shape and device (and dtype unless given) holding
+    ``fill_value`` (broadcast to x's shape): ``np.full_like``. Only the fill value is
+    differentiated."""
+    return xp.full_like(x, fill_value, dtype=dtype)
+
+
+@full_like.grad_rule
+def _(x, fill_value, dtype=None):
+    def backward(dY):
+        return None, unbroadcast(dY, fill_value)
+
+    return backward
+
+
+@full_like.jvp_rule
+def _(x, fill_value, dtype=None, out=None):
+    def tangent(dx, dfill):
+        return full_like(out, dfill)
+
+    return tangent
+
+
 def _constant_rules(op):
     @op.grad_rule
     def _(x, dtype=None):

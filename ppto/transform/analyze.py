@@ -354,6 +354,7 @@ SAME_RANK = {
     "stop_gradient",
     "zeros_like",
     "ones_like",
+    "full_like",
     "clip",
     "leaky_relu",
     "elu",
