@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
 from ppto.errors import PptoError
 from ppto.ops import methods
 from ppto.runtime.tensor import tensor
@@ -15,6 +18,14 @@ from ppto.runtime.tensor import tensor
 class _Expression:
     _ppto_symbolic = True
     __hash__ = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
 
     def __bool__(self):
         raise PptoError(
@@ -36,12 +47,23 @@ class Symbol(_Expression):
 
 
 class Operator(_Expression):
-    """An applied operator: ``.op`` (its definition), ``.args`` and ``.params``."""
+    """An applied operator: ``.op`` (its definition), ``.args`` and ``.params``;
+    ``.shape``, ``.ndim`` and ``.dtype`` where its symbols' shapes are known (so a
+    gradient rule that looks at them can be applied to expressions)."""
 
     def __init__(self, op: Any, args: tuple, params: dict) -> None:
         self.op = op
         self.args = args
         self.params = params
+        self._probe = None
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(_probe(self).shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return _probe(self).dtype
 
     def __repr__(self) -> str:
         parts = [repr(arg) for arg in self.args]
@@ -59,6 +81,29 @@ def symbol(name: str, shape: tuple | None = None, dtype: str = "float64") -> Sym
     return Symbol(name, shape, dtype)
 
 
+def _probe(expr: Any) -> Any:
+    """An array of ``expr``'s shape and dtype, computed from arrays of zeros that
+    take no memory (every element is the same one) standing in for its symbols."""
+    if isinstance(expr, Symbol):
+        if expr.shape is None:
+            raise PptoError(
+                f"symbol {expr.name!r} has no shape, so the shape of an expression "
+                f"using it is unknown: give one, ppto.symbol({expr.name!r}, shape)"
+            )
+        zero = np.zeros(1, expr.dtype)
+        return as_strided(zero, expr.shape, (0,) * len(expr.shape), writeable=False)
+    if isinstance(expr, Operator):
+        if expr._probe is None:
+            args = [_probe(arg) for arg in expr.args]
+            params = {key: _probe(value) for key, value in expr.params.items()}
+            with np.errstate(all="ignore"):  # zeros: log(0) and 0 / 0 are fine here
+                expr._probe = np.asarray(expr.op.apply(args, params))
+        return expr._probe
+    if isinstance(expr, (list, tuple)):
+        return type(expr)(_probe(item) for item in expr)
+    return expr
+
+
 def evaluate(expr: Any, values: dict) -> Any:
     """Compute ``expr`` with each symbol's value taken from ``values`` by name."""
     if isinstance(expr, Symbol):
@@ -67,7 +112,8 @@ def evaluate(expr: Any, values: dict) -> Any:
         return tensor(values[expr.name])
     if isinstance(expr, Operator):
         args = [evaluate(arg, values) for arg in expr.args]
-        return expr.op.apply(args, dict(expr.params))
+        params = {key: evaluate(value, values) for key, value in expr.params.items()}
+        return expr.op.apply(args, params)
     if isinstance(expr, (list, tuple)):
         return type(expr)(evaluate(item, values) for item in expr)
     return expr

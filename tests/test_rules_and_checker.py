@@ -284,3 +284,52 @@ def test_misuse_of_the_api_is_a_ppto_error(call):
     # each raised a raw ValueError, TypeError or AttributeError from inside ppto
     with pytest.raises(ppto.PptoError):
         call()
+
+
+def symbolic_gradients(expr, seed):
+    """A user's reverse-mode differentiator over ``ppto.Operator`` trees: each node's
+    rule from ``ppto.get_grad_rule``, adjoints added per symbol name."""
+    adjoints: dict = {}
+
+    def visit(node, adjoint):
+        if isinstance(node, ppto.Symbol):
+            known = adjoints.get(node.name)
+            adjoints[node.name] = adjoint if known is None else known + adjoint
+        elif isinstance(node, ppto.Operator):
+            parts = ppto.get_grad_rule(node.op)(*node.args, **node.params)(adjoint)
+            parts = parts if isinstance(parts, tuple) else (parts,)
+            for argument, part in zip(node.args, parts):
+                if part is not None:
+                    visit(argument, part)
+
+    visit(expr, seed)
+    return adjoints
+
+
+def test_symbolic_differentiation_through_rules_that_read_shapes():
+    # dot's rule reads B.ndim, which symbols lacked; expressions now have shapes
+    A, B, b = ppto.symbol("A", (3, 4)), ppto.symbol("B", (4, 2)), ppto.symbol("b", (2,))
+    hidden = ppto.tanh(ppto.dot(A, B) + b)
+    assert hidden.shape == (3, 2) and hidden.ndim == 2 and hidden.dtype == np.float64
+    loss = ppto.reduce_sum(hidden * hidden)
+    adjoints = symbolic_gradients(loss, ppto.symbol("seed", ()))
+    rng = np.random.default_rng(3)
+    values = {"A": rng.standard_normal((3, 4)), "B": rng.standard_normal((4, 2))}
+    values.update(b=rng.standard_normal(2), seed=np.array(1.0))
+
+    def numeric(**changed):
+        return ppto.evaluate(loss, {**values, **changed}).item()
+
+    for name in ("A", "B", "b"):
+        gradient = ppto.evaluate(adjoints[name], values).numpy()
+        assert gradient.shape == values[name].shape
+        expected = np.zeros_like(values[name])
+        for index in np.ndindex(expected.shape):
+            step = np.zeros_like(expected)
+            step[index] = 1e-6
+            up = numeric(**{name: values[name] + step})
+            down = numeric(**{name: values[name] - step})
+            expected[index] = (up - down) / 2e-6
+        np.testing.assert_allclose(gradient, expected, rtol=1e-6, atol=1e-9)
+    with pytest.raises(ppto.PptoError, match="has no shape"):
+        _ = (ppto.symbol("free") * 2.0).shape
