@@ -196,8 +196,8 @@ def floor_division(x):
     return np.sum(x // 2.0)  # <- error
 
 
-def modulo(x):
-    return np.sum(x % 2.0)  # <- error
+def remainder_and_floor_division(x, y):
+    return np.sum(np.sin(x % 1.5) * (y % 0.7) + (x // 0.5) * y)
 
 
 def numpy_function_without_operator(x):

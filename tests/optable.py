@@ -164,6 +164,10 @@ ELEMENTWISE = [
     binary("maximum", Distinct((3, 4)), 0.05, "scalar", wrt=(0,)),
     binary("minimum", Distinct((3, 4)), Distinct((4,)), "broadcast"),
     Row("where", (Mask((3, 4)), N((3, 4)), N((4,))), wrt=(1, 2)),
+    # a / b kept away from whole numbers, where a % b jumps
+    binary("remainder", U((3, 4), 0.1, 0.6), U((4,), 0.7, 1.0), "broadcast"),
+    binary("remainder", U((3, 4), -0.6, -0.1), U((3, 4), 0.7, 1.0), "negative"),
+    binary("remainder", U((3, 4), 2.2, 2.7), 0.7, "scalar", wrt=(0,)),
     unary("clip", Distinct((3, 4)), lo=-0.55, hi=0.6),
     unary("clip", Distinct((3, 4)), "lower-only", lo=-0.55),
 ]
@@ -179,6 +183,12 @@ REDUCTIONS = [
     unary("reduce_min", Distinct((3, 4)), "axis-keepdims", axis=0, keepdims=True),
     unary("reduce_prod", U((3, 4), 0.5, 1.5)),
     unary("reduce_prod", U((3, 4), 0.5, 1.5), "axis", axis=1),
+    unary("reduce_var", N((3, 4))),
+    unary("reduce_var", N((2, 3, 4)), "axis-keepdims", axis=1, keepdims=True),
+    unary("reduce_var", N((3, 4)), "ddof", axis=0, ddof=1),
+    unary("reduce_std", N((3, 4))),
+    unary("reduce_std", N((2, 3, 4)), "axes", axis=(0, 2)),
+    unary("reduce_std", N((3, 4)), "ddof-keepdims", axis=1, keepdims=True, ddof=1),
     unary("logsumexp", N((3, 4))),
     unary("logsumexp", N((2, 3, 4)), "axis-keepdims", axis=1, keepdims=True),
     Row("unreduce", (N((3,)),), {"like": np.zeros((3, 4)), "axis": 1}),
@@ -199,6 +209,7 @@ SHAPE = [
     unary("matrix_transpose", N((2, 3, 4))),
     unary("reshape", N((2, 6)), shape=(3, 4)),
     unary("reshape", N((2, 6)), "infer", shape=(-1,)),
+    unary("flatten", N((2, 3, 2))),
     unary("broadcast_to", N((3, 1)), shape=(2, 3, 4)),
     Row("unbroadcast", (N((2, 3, 4)),), {"like": np.zeros((3, 1))}),
     unary("expand_dims", N((3, 4)), axis=1),
@@ -241,6 +252,7 @@ INDEXING = [
 
 # Operators whose gradients are deliberately refused (not differentiable).
 NON_DIFFERENTIABLE = [
+    "floor_divide",
     "greater",
     "greater_equal",
     "less",

@@ -151,3 +151,25 @@ def test_cuda_without_gpu_explains(monkeypatch):
         pytest.skip("a GPU is present")
     with pytest.raises(ppto.DeviceError, match="CuPy"):
         ppto.tensor([1.0], device="cuda")
+
+
+def test_numpy_style_spread_flatten_and_remainder_methods():
+    # .var(), .std(), .flatten(), .ravel(), // and % were missing on tensors
+    values = np.random.default_rng(5).standard_normal((3, 4))
+    t = ppto.tensor(values)
+    cases = [
+        (t.var(), values.var()),
+        (t.var(axis=1, ddof=1), values.var(axis=1, ddof=1)),
+        (t.std(axis=0, keepdims=True), values.std(axis=0, keepdims=True)),
+        (np.std(t, axis=1, ddof=1), np.std(values, axis=1, ddof=1)),
+        (np.var(t), np.var(values)),
+        (t.flatten(), values.flatten()),
+        (t.ravel(), values.ravel()),
+        (np.ravel(t), np.ravel(values)),
+        (t // 0.5, values // 0.5),
+        (t % 0.7, values % 0.7),
+    ]
+    for result, expected in cases:
+        assert isinstance(result, ppto.Tensor)
+        assert result.shape == np.shape(expected)
+        np.testing.assert_allclose(result.numpy(), expected, rtol=1e-12)

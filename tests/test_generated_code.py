@@ -553,3 +553,24 @@ def test_full_like_is_differentiated_through_its_fill_value():
     for position, gradient in enumerate(grads):
         expected = central_differences(filled_with_mean, [x, w], position)
         np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6)
+
+
+def spread_and_flattened(x):
+    v = np.var(x, axis=1)
+    s = x.std(axis=0, ddof=1, keepdims=True)
+    flat = x.ravel() * np.arange(12.0) + x.flatten() ** 2
+    return np.sum(v * 2.0) + np.sum(np.tanh(x / s)) + np.sum(flat) + np.std(x)
+
+
+def test_var_std_and_flatten_in_generated_code():
+    from tests.corpus.checks import central_differences
+
+    x = np.random.default_rng(11).standard_normal((3, 4))
+    gradient = ppto.grad(spread_and_flattened)(x)
+    expected = central_differences(spread_and_flattened, [x], 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6)
+    tangent = np.random.default_rng(12).standard_normal((3, 4))
+    _, derivative = ppto.jvp(spread_and_flattened, (x,), (tangent,))
+    np.testing.assert_allclose(float(derivative), np.sum(expected * tangent), rtol=1e-6)
+    source = ppto.show_grad(spread_and_flattened, x, file=io.StringIO())
+    assert "- 0)" not in source and "* 12)" in source and "* 0.5" in source  # folded

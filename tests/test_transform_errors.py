@@ -147,8 +147,6 @@ REJECTED = [
     Case(ec.starred_in_list, "starred", "*PAIR"),
     Case(ec.shift_operator, "<<", "1 << 2"),
     Case(ec.shift_assignment, "<<", "scale <<= 2"),
-    Case(ec.floor_division, "//", "x // 2.0"),
-    Case(ec.modulo, "%", "x % 2.0"),
     Case(ec.numpy_function_without_operator, "np.cumsum", "np.cumsum(x)"),
     Case(ec.method_without_operator, ".cumsum()", "x.cumsum()"),
     Case(ec.attribute_without_operator, ".real", "x.real"),
@@ -323,6 +321,32 @@ def test_wrt_a_position_out_of_range():
 def test_result_depending_only_through_floor():
     with pytest.raises(ppto.GradError, match=r"'x' only through ppto.floor"):
         ppto.grad(ec.through_floor)(VECTOR)
+    with pytest.raises(ppto.GradError, match=r"'x' only through ppto.floor_divide"):
+        ppto.grad(ec.floor_division)(VECTOR)
+
+
+def test_remainder_and_floor_division_are_operators():
+    # // and % on differentiated values were refused; % is differentiable (its
+    # gradient in b is -(a // b)) and // is piecewise constant, like floor
+    from tests.corpus.checks import central_differences
+
+    x, y = np.array([0.3, 1.7, -2.2]), np.array([0.9, -0.4, 2.5])
+    grads = ppto.grad(ec.remainder_and_floor_division, wrt=(0, 1))(x, y)
+    for position, gradient in enumerate(grads):
+        expected = central_differences(
+            ec.remainder_and_floor_division, [x, y], position
+        )
+        np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6)
+    tensor = ppto.tensor(x)
+    for result, expected in [
+        (tensor // 0.5, x // 0.5),
+        (tensor % 1.5, x % 1.5),
+        (3.0 % tensor, 3.0 % x),
+        (2.0 // tensor, 2.0 // x),
+        (np.mod(tensor, 1.5), np.mod(x, 1.5)),
+    ]:
+        assert isinstance(result, ppto.Tensor)
+        np.testing.assert_array_equal(result.numpy(), expected)
 
 
 def product_of_mismatched(x):

@@ -5,6 +5,7 @@ shape by ``unbroadcast``. Unary operators have diagonal (so symmetric) Jacobians
 their tangent rules are derived from the backward rules.
 """
 
+from ppto.ops.logic import floor_divide
 from ppto.ops.primitive import primitive
 from ppto.ops.shape import unbroadcast, zeros_like
 
@@ -496,6 +497,29 @@ def _(a, b):
 def _(a, b):
     def tangent(da, db):
         return where(a <= b, da, db)
+
+    return tangent
+
+
+@binary()
+def remainder(xp, a, b):
+    """a % b, elementwise, with the sign of b (as in Python and NumPy):
+    a - b * (a // b)."""
+    return xp.remainder(a, b)
+
+
+@remainder.grad_rule
+def _(a, b):
+    def backward(dY):
+        return unbroadcast(dY, a), unbroadcast(-dY * floor_divide(a, b), b)
+
+    return backward
+
+
+@remainder.jvp_rule
+def _(a, b):
+    def tangent(da, db):
+        return da - db * floor_divide(a, b)
 
     return tangent
 

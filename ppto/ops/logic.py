@@ -85,6 +85,12 @@ def sign(xp, x):
     return xp.sign(x)
 
 
+@binary
+def floor_divide(xp, a, b):
+    """a // b, elementwise: floor(a / b)."""
+    return xp.floor_divide(a, b)
+
+
 @unary
 def floor(xp, x):
     """The largest integer <= x, elementwise."""

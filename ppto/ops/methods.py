@@ -26,6 +26,14 @@ def _reduction(op):
     return method
 
 
+def _spread(op):
+    def method(self, axis=None, keepdims=False, ddof=0):
+        return op(self, axis, keepdims, ddof)
+
+    method.__doc__ = op.__doc__
+    return method
+
+
 def _reshape(self, *new_shape):
     if len(new_shape) == 1 and isinstance(new_shape[0], (tuple, list)):
         new_shape = tuple(new_shape[0])
@@ -76,6 +84,10 @@ _METHODS = {
     "__rmul__": _binary(ew.mul, True),
     "__truediv__": _binary(ew.div),
     "__rtruediv__": _binary(ew.div, True),
+    "__floordiv__": _binary(logic.floor_divide),
+    "__rfloordiv__": _binary(logic.floor_divide, True),
+    "__mod__": _binary(ew.remainder),
+    "__rmod__": _binary(ew.remainder, True),
     "__pow__": _binary(ew.pow),
     "__rpow__": _binary(ew.pow, True),
     "__matmul__": _binary(linalg.dot),
@@ -104,6 +116,10 @@ _METHODS = {
     "max": _reduction(reductions.reduce_max),
     "min": _reduction(reductions.reduce_min),
     "prod": _reduction(reductions.reduce_prod),
+    "var": _spread(reductions.reduce_var),
+    "std": _spread(reductions.reduce_std),
+    "flatten": lambda self: shape.flatten(self),
+    "ravel": lambda self: shape.flatten(self),
     "argmax": _reduction(reductions.argmax),
     "argmin": _reduction(reductions.argmin),
     "reshape": _reshape,

@@ -141,6 +141,59 @@ def _(x, axis=None, keepdims=False, out=None):
 
 
 @primitive(REDUCE)
+def reduce_var(xp, x, axis=None, keepdims=False, ddof=0):
+    """Variance over ``axis``: the mean squared deviation, divided by the count
+    less ``ddof`` (0: NumPy's default; 1: the unbiased estimate)."""
+    return xp.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
+
+
+@reduce_var.grad_rule
+def _(x, axis=None, keepdims=False, ddof=0):
+    def backward(dY):
+        centered = x - reduce_mean(x, axis, True)
+        scale = dY * (2.0 / (reduced_count(x, axis) - ddof))
+        return unreduce(scale, x, axis, keepdims) * centered
+
+    return backward
+
+
+@reduce_var.jvp_rule
+def _(x, axis=None, keepdims=False, ddof=0):
+    def tangent(dx):
+        centered = x - reduce_mean(x, axis, True)
+        scale = 2.0 / (reduced_count(x, axis) - ddof)
+        return reduce_sum(centered * dx, axis, keepdims) * scale
+
+    return tangent
+
+
+@primitive(REDUCE)
+def reduce_std(xp, x, axis=None, keepdims=False, ddof=0):
+    """Standard deviation over ``axis``: the square root of ``reduce_var``."""
+    return xp.std(x, axis=axis, keepdims=keepdims, ddof=ddof)
+
+
+@reduce_std.grad_rule
+def _(x, axis=None, keepdims=False, ddof=0, out=None):
+    def backward(dY):
+        centered = x - reduce_mean(x, axis, True)
+        scale = dY / (out * (reduced_count(x, axis) - ddof))
+        return unreduce(scale, x, axis, keepdims) * centered
+
+    return backward
+
+
+@reduce_std.jvp_rule
+def _(x, axis=None, keepdims=False, ddof=0, out=None):
+    def tangent(dx):
+        centered = x - reduce_mean(x, axis, True)
+        count = reduced_count(x, axis) - ddof
+        return reduce_sum(centered * dx, axis, keepdims) / (out * count)
+
+    return tangent
+
+
+@primitive(REDUCE)
 def logsumexp(xp, x, axis=None, keepdims=False):
     """log(sum(exp(x))) over ``axis``, without overflow."""
     peak = xp.max(x, axis=axis, keepdims=True)

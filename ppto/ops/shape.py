@@ -71,6 +71,21 @@ def _(x, shape):
     return backward
 
 
+@primitive("(Tensor[...]) -> Tensor[N]", tangent="linear")
+def flatten(xp, x):
+    """x's elements along one axis, in row-major order (``np.ravel(x)``,
+    ``x.flatten()``, ``x.ravel()``)."""
+    return xp.reshape(x, (-1,))
+
+
+@flatten.grad_rule
+def _(x):
+    def backward(dY):
+        return reshape(dY, np.shape(x))
+
+    return backward
+
+
 @primitive(ANY, tangent="linear")
 def broadcast_to(xp, x, shape):
     """x repeated along new or size-1 axes to ``shape``, like np.broadcast_to."""

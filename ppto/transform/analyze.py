@@ -340,6 +340,8 @@ REDUCTIONS = {
     "reduce_max",
     "reduce_min",
     "reduce_prod",
+    "reduce_var",
+    "reduce_std",
     "logsumexp",
     "argmax",
     "argmin",

@@ -11,7 +11,7 @@ import builtins
 import gast
 
 from ppto.errors import TransformError
-from ppto.ops import elementwise, indexing, linalg, shape
+from ppto.ops import elementwise, indexing, linalg, logic, shape
 from ppto.transform import ir
 from ppto.transform.names import Namer
 from ppto.transform.resolve import (
@@ -36,6 +36,8 @@ BINARY_OPERATORS = {
     gast.Div: elementwise.div,
     gast.Pow: elementwise.pow,
     gast.MatMult: linalg.dot,
+    gast.FloorDiv: logic.floor_divide,
+    gast.Mod: elementwise.remainder,
 }
 
 
@@ -427,7 +429,8 @@ class Normalizer:
             raise self.source.error(
                 node,
                 f"ppto cannot differentiate the {_symbol(node.op)} operator",
-                "use / and ppto.floor, which is not differentiable",
+                "bitwise operators have no derivative: build masks with comparisons "
+                "and combine them with ppto.where",
             )
         inputs = [self.expression(node.left), self.expression(node.right)]
         return self.apply(target, op, inputs, style="binop", syntax=node.op)

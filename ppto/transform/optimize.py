@@ -318,10 +318,17 @@ def fold_reduced_counts(
             count = 1
             for number in axes:
                 count *= shape[number]
+            self.folded = True
             return gast.Constant(int(count), None)
 
-    folder = Fold()
-    return [folder.visit(statement) for statement in body]
+    folder, arithmetic, folded_body = Fold(), _Fold(), []
+    for statement in body:
+        folder.folded = False
+        statement = folder.visit(statement)
+        if folder.folded:  # ``(12 - 0)``: the count's arithmetic, done now
+            statement = arithmetic.visit(statement)
+        folded_body.append(statement)
+    return folded_body
 
 
 def elide_broadcasts(body: list, namespace: dict, shapes: dict, dtypes: dict) -> list:
