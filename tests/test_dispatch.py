@@ -113,6 +113,18 @@ def test_registered_backend_with_only_dot_impl():
 def test_register_backend_validates():
     with pytest.raises(ppto.BackendError, match="defines no operator"):
         ppto.register_backend("empty", object())
+
+    class Misspelled:
+        xp = np
+
+        @staticmethod
+        def dott_impl(A, B):
+            return A @ B
+
+    # the misspelled implementation was ignored silently: ppto's own dot ran
+    with pytest.raises(ppto.BackendError, match="dott_impl.*did you mean dot_impl"):
+        ppto.register_backend("misspelled", Misspelled)
+    assert all(device.kind != "misspelled" for device in ppto.devices())
     with pytest.raises(ppto.BackendError, match="built in"):
         ppto.register_backend("cpu", SimBackend)
     with pytest.raises(ppto.BackendError, match="identifier"):
@@ -233,3 +245,58 @@ def test_numpy_mean_is_np_mean_bit_for_bit():
                 assert type(got) is type(expected)
                 assert got.dtype == expected.dtype and got.shape == expected.shape
                 assert np.asarray(got).tobytes() == np.asarray(expected).tobytes()
+
+
+class Transposing:
+    """A backend whose dot returns the product transposed."""
+
+    xp = np
+
+    @staticmethod
+    def dot_impl(A, B):
+        return np.matmul(A, B).T
+
+    @staticmethod
+    def exp_impl(x):
+        return np.exp(x)
+
+
+class ByAlias:
+    xp = np
+    calls = 0
+
+    @staticmethod
+    def matmul_impl(A, B):
+        ByAlias.calls += 1
+        return np.matmul(A, B)
+
+
+def test_a_backend_result_of_the_wrong_shape_is_refused():
+    # a wrong shape from a user's implementation flowed on silently
+    ppto.register_backend("transposing", Transposing)
+    try:
+        a = ppto.tensor(np.ones((2, 3)), device="transposing")
+        b = ppto.tensor(np.ones((3, 4)), device="transposing")
+        message = (
+            r"dot_impl returned a result of shape \(4, 2\).*ppto.dot gives \(2, 4\)"
+        )
+        with pytest.raises(ppto.BackendError, match=message):
+            ppto.dot(a, b)
+        with pytest.raises(ppto.BackendError, match=message):  # generated code too
+            ppto.grad(lambda A, B: ppto.reduce_sum(ppto.dot(A, B)))(a, b)
+        np.testing.assert_allclose(ppto.exp(a).numpy(), np.e * np.ones((2, 3)))
+    finally:
+        ppto.unregister_backend("transposing")
+
+
+def test_an_implementation_named_by_an_alias_runs():
+    ppto.register_backend("by_alias", ByAlias)
+    try:
+        a = ppto.tensor(np.arange(6.0).reshape(2, 3), device="by_alias")
+        b = ppto.tensor(np.ones((3, 2)), device="by_alias")
+        np.testing.assert_allclose(
+            ppto.dot(a, b).numpy(), np.arange(6.0).reshape(2, 3) @ np.ones((3, 2))
+        )
+        assert ByAlias.calls == 1
+    finally:
+        ppto.unregister_backend("by_alias")

@@ -216,16 +216,27 @@ class RegisteredBackend(Backend):
     ``device_count`` and ``accelerator`` (default True: it wins over ``cpu``).
     """
 
-    def __init__(self, kind: str, user_backend: Any) -> None:
+    def __init__(
+        self,
+        kind: str,
+        user_backend: Any,
+        names: dict | None = None,
+        check: Callable | None = None,
+    ) -> None:
+        """``names``: an ``<op>_impl`` name's operator where it is an alias
+        (``matmul`` -> ``dot``); ``check(kind, op_name, args, params, out)`` raises
+        where an implementation's result is not what the operator gives."""
         self.kind = kind
         self.user = user_backend
         self.accelerator = bool(getattr(user_backend, "accelerator", True))
         self._xp = getattr(user_backend, "xp", None)
+        names = names or {}
         self._overrides = {
-            name[: -len("_impl")]: getattr(user_backend, name)
-            for name in dir(user_backend)
-            if name.endswith("_impl") and callable(getattr(user_backend, name))
+            names.get(name, name): getattr(user_backend, f"{name}_impl")
+            for name in implemented_names(user_backend)
         }
+        self._check = check
+        self._checked: dict[str, Callable] = {}
         if self._xp is None and not self._overrides:
             raise BackendError(
                 f"backend {kind!r} defines no operator: give it functions such as "
@@ -249,7 +260,21 @@ class RegisteredBackend(Backend):
         return np.asarray(convert(array) if convert else array)
 
     def override(self, op_name: str) -> Callable | None:
-        return self._overrides.get(op_name)
+        own = self._overrides.get(op_name)
+        if own is None or self._check is None:
+            return own
+        checked = self._checked.get(op_name)
+        if checked is None:
+            kind, check = self.kind, self._check
+
+            def checked(*args, **params):
+                out = own(*args, **params)
+                check(kind, op_name, args, params, out)
+                return out
+
+            checked.__name__ = f"{op_name}_impl"
+            self._checked[op_name] = checked
+        return checked
 
     def operator_names(self) -> list[str]:
         return sorted(self._overrides)
@@ -258,7 +283,18 @@ class RegisteredBackend(Backend):
 _BACKENDS: dict[str, Backend] = {"cpu": NumpyBackend(), "cuda": CupyBackend()}
 
 
-def register_backend(name: str, backend: Any) -> None:
+def implemented_names(user_backend: Any) -> list[str]:
+    """The operator names of a user backend's ``<op>_impl`` functions."""
+    return [
+        name[: -len("_impl")]
+        for name in dir(user_backend)
+        if name.endswith("_impl") and callable(getattr(user_backend, name))
+    ]
+
+
+def register_backend(
+    name: str, backend: Any, names: dict | None = None, check: Callable | None = None
+) -> None:
     """Make ``device=name`` usable, run by ``backend``'s ``<op>_impl`` functions.
 
     >>> class Doubler:
@@ -274,7 +310,7 @@ def register_backend(name: str, backend: Any) -> None:
         raise BackendError(
             f"{name!r} is built in; register your backend under another name"
         )
-    _BACKENDS[name] = RegisteredBackend(name, backend)
+    _BACKENDS[name] = RegisteredBackend(name, backend, names, check)
 
 
 def unregister_backend(name: str) -> None:
