@@ -399,6 +399,20 @@ def write_to_list_element_in_loop(x):
     return total
 
 
+def joined_list_names(x):
+    first = [x * 2.0]
+    second = [x * 3.0]
+    both = first + second  # <- error
+    return np.sum(np.stack(both))
+
+
+def extend_through_second_name(x):
+    hs = [x]
+    kept = hs
+    hs += [x * 2.0]  # <- error
+    return np.sum(np.stack(kept))
+
+
 def joined_lists(x):
     items = [x[0]] + [x[1] * 2.0]  # <- error
     return np.sum(np.stack(items))

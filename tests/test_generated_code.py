@@ -574,3 +574,26 @@ def test_var_std_and_flatten_in_generated_code():
     np.testing.assert_allclose(float(derivative), np.sum(expected * tangent), rtol=1e-6)
     source = ppto.show_grad(spread_and_flattened, x, file=io.StringIO())
     assert "- 0)" not in source and "* 12)" in source and "* 0.5" in source  # folded
+
+
+def grown_in_a_loop(x):
+    hs = [np.tanh(x)]
+    for i in range(3):
+        hs = hs + [hs[-1] * x + i]
+    return np.sum(np.stack(hs) ** 2)
+
+
+def grown_in_place(x):
+    hs = [x]
+    hs += [np.sin(x), x * x]
+    return np.sum(np.stack(hs) * np.arange(3.0)[:, None])
+
+
+@pytest.mark.parametrize("function", [grown_in_a_loop, grown_in_place])
+def test_lists_grown_with_plus(function):
+    # hs + [item] crashed inside the generated code (a list added as an array)
+    from tests.corpus.checks import central_differences
+
+    x = np.array([0.3, -0.6, 0.9])
+    expected = central_differences(function, [x], 0)
+    np.testing.assert_allclose(ppto.grad(function)(x).numpy(), expected, rtol=1e-6)

@@ -199,6 +199,10 @@ REJECTED = [
     Case(ec.add_into_argument_alias, "shares its array with x", "z += 1.0"),
     Case(ec.scale_alias_of_product, "shares its array with y", "z *= 3.0"),
     Case(ec.joined_lists, "joining lists with +", "[x[0]] + [x[1] * 2.0]"),  # crashed
+    Case(ec.joined_list_names, "joining these lists with +", "both = first + second"),
+    Case(
+        ec.extend_through_second_name, "shares its array with kept", "hs += [x * 2.0]"
+    ),
 ]
 
 

@@ -47,7 +47,11 @@ def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
             augmented = isinstance(statement, gast.AugAssign) and isinstance(
                 statement.target, gast.Name
             )
-            maybe_number = augmented and written not in arrays
+            maybe_number = (  # (``+= [a]`` extends a list or adds into an array)
+                augmented
+                and written not in arrays
+                and not isinstance(statement.value, (gast.List, gast.Tuple))
+            )
             shared = _sharing(written, views if maybe_number else bases)
             later = set().union(*(loads(s) for s, _ in statements[position + 1 :]))
             for loop in loops:  # the next turn reads what came before too

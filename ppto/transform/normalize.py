@@ -209,6 +209,8 @@ class Normalizer:
         if _is_list_pop(value, self.lists):
             self.emit(ir.ListPop(target, value.func.value.id))
             return True
+        if isinstance(value, gast.BinOp) and isinstance(value.op, gast.Add):
+            return self.joined_lists(node, target, value.left, value.right)
         if isinstance(value, gast.Subscript) and _names_list(value.value, self.lists):
             self.emit(ir.ListGet(target, value.value.id, slice_expr(value.slice)))
             return True
@@ -219,6 +221,28 @@ class Normalizer:
                 self.list_call(node, target, *helper)
                 return True
         return False
+
+    def joined_lists(self, node, target: str, left, right) -> bool:
+        """``ys = xs + [a, b]`` (and ``xs += [a, b]``): a copy of the list with the
+        items appended, ``ys = list(xs); ys.append(a); ys.append(b)``, so that ``xs``
+        keeps its items as in Python. Other joins of a list are refused; a sum that
+        is not of a list is not this (returns False)."""
+        if not (_names_list(left, self.lists) or _names_list(right, self.lists)):
+            return False
+        if not (_names_list(left, self.lists) and isinstance(right, gast.List)):
+            raise self.source.error(
+                node,
+                "ppto cannot differentiate joining these lists with +",
+                "copy the first list and append the others' items: "
+                "items = list(first), then items.append(item) for each",
+            )
+        self.lists.add(target)
+        copy = gast.Call(gast.Name("list", gast.Load(), None, None), [left], [])
+        assign = gast.Assign([gast.Name(target, gast.Store(), None, None)], copy, None)
+        self.list_call(gast.copy_location(assign, node), target, list, ("value",))
+        for element in right.elts:
+            self.emit(ir.ListAppend(target, self.expression(element)))
+        return True
 
     def list_helper(self, value):
         """``(function, kinds)`` when a call makes a list: ``list(...)`` or one of the
