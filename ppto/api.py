@@ -463,10 +463,15 @@ class Transformed:
         """What the caller gets: the gradients (one or a tuple), with the value for
         ``value_and_grad``."""
         gradients = placed[0] if self.single else placed
+        if RESULT_OBSERVERS:  # (ppto.debug.memcheck)
+            for observer in RESULT_OBSERVERS:
+                observer(self.__name__.removesuffix("_grad"), gradients)
         return (_as_tensor(value, device), gradients) if self.with_value else gradients
 
 
 SHAPE_SPECIALISATIONS = 8
+# called with (function name, gradients) for each result handed back
+RESULT_OBSERVERS: list[Callable] = []
 
 
 def _separate(grads: tuple) -> tuple:

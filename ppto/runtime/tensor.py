@@ -28,7 +28,7 @@ class Tensor:
     ((1, 2), Device('cpu'), array([[2., 4.]]))
     """
 
-    __slots__ = ("data", "device", "layout")
+    __slots__ = ("data", "device", "layout", "__weakref__")  # (memcheck watches them)
     __array_priority__ = 1000
 
     def __init__(self, data: Any, device: Device = CPU, layout: str | None = None):
