@@ -59,6 +59,7 @@ from ppto.runtime.precision import (
     set_precision,
     set_tolerance,
 )
+from ppto.runtime.streams import stream, sync
 from ppto.runtime.tensor import Tensor, tensor
 from ppto.symbolic import Operator, Symbol, evaluate, symbol
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ppto.errors import GradError, ShapeError
 from ppto.ops.primitive import OperatorDef, registrations
+from ppto.runtime import streams
 from ppto.runtime.backends import backend_for
 from ppto.runtime.device import CPU, Device
 from ppto.runtime.dispatch import gather_inputs
@@ -318,6 +319,8 @@ class Transformed:
         ``(call, raw values, specialisation key, devices of moved arguments,
         device)``."""
         call = _Call(self.function, args, kwargs)
+        if streams.in_use:  # generated code reads raw arrays: they must be made
+            streams.ready(call.values)
         if self._wrt_positions is None:
             self._wrt_positions = [call.names.index(name) for name in self.wrt]
         for name, position in zip(self.wrt, self._wrt_positions):
@@ -401,6 +404,16 @@ class Transformed:
                 **(keywords or {}),
             }
             values = values[:count]
+        if streams.in_use and device.kind != "cpu":  # (see runtime/streams.py)
+            return streams.run_generated(
+                backend_for(device),
+                device,
+                lambda: self._enter(entry, device, values, keywords),
+            )
+        return self._enter(entry, device, values, keywords)
+
+    @staticmethod
+    def _enter(entry, device: Device, values, keywords):
         if device.kind == "cuda" and device.index != 0:
             with backend_for(device).xp.cuda.Device(device.index):
                 return entry(*values, **(keywords or {}))
@@ -707,8 +720,15 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
 
     def pullback(cotangent):
         _check_cotangent(cotangent, out, "the output")
+        if streams.in_use:
+            streams.ready(cotangent)
         raw = _unwrap(_cotangent_on(cotangent, device))
-        grads = backward(saved, raw)
+        if streams.in_use and device.kind != "cpu":
+            grads = streams.run_generated(
+                backend_for(device), device, lambda: backward(saved, raw)
+            )
+        else:
+            grads = backward(saved, raw)
         grads = (grads,) if len(wrt) == 1 else tuple(grads)
         by_name = dict(zip(wrt, grads))
         return tuple(

@@ -15,6 +15,8 @@ from typing import Any
 
 from ppto.errors import GradError, PptoError, ShapeError
 from ppto.ops.signature import Signature
+from ppto.runtime import streams
+from ppto.runtime.backends import backend_for
 from ppto.runtime.dispatch import gather_inputs, implementation
 from ppto.runtime.tensor import Tensor
 
@@ -158,8 +160,15 @@ class Primitive(OperatorDef):
         if run is None:
             run = self._impls[device] = implementation(self.name, self.impl, device)
         arrays = _grouped(raws, lengths)
+        key = backend = None
         try:
-            raw_out = run(*arrays, **params)
+            if streams.in_use:  # (ppto.stream was entered: see runtime/streams.py)
+                backend = backend_for(device)
+                context, key = streams.running(backend, device, flat)
+                with context:
+                    raw_out = run(*arrays, **params)
+            else:
+                raw_out = run(*arrays, **params)
         except PptoError:
             raise
         except (ValueError, IndexError, TypeError) as error:
@@ -169,6 +178,8 @@ class Primitive(OperatorDef):
                 f"{shapes} with {_params_text(params)}: {error}"
             ) from error
         out = self._wrap(raw_out, device, inputs, params)
+        if backend is not None:
+            streams.record(backend, device, key, out)
         for observer in OBSERVERS:
             observer(self, inputs, params, out)
         return out

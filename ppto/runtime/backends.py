@@ -8,6 +8,7 @@ is imported only when a CUDA device is first used; ``register_backend`` adds mor
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 from collections.abc import Callable
@@ -52,6 +53,32 @@ class Backend:
 
     def synchronize(self) -> None:
         """Wait for queued work; host backends have none."""
+
+    # the stream protocol (see ppto/runtime/streams.py); a backend that computes
+    # each operator as it is called has no streams: new_stream gives None
+
+    def new_stream(self, index: int) -> Any:
+        """A new queue of work on device ``index``, or None."""
+        return None
+
+    def using(self, queue: Any, index: int):
+        """A context in which this thread's operators go to ``queue``."""
+        return contextlib.nullcontext()
+
+    def record(self, queue: Any, index: int) -> Any:
+        """An event marking the work queued so far on ``queue`` (None: the default
+        queue of device ``index``), or None where work is done as it is called."""
+        return None
+
+    def wait(self, queue: Any, event: Any, index: int) -> None:
+        """Make ``queue`` (None: the default queue of device ``index``) wait for
+        ``event``."""
+
+    def host_wait(self, event: Any) -> None:
+        """Block until ``event`` has happened."""
+
+    def finish(self, queue: Any) -> None:
+        """Block until the work on ``queue`` is done."""
 
 
 class NumpyBackend(Backend):
@@ -207,13 +234,44 @@ class CupyBackend(Backend):
         if self._cupy is not None:
             self._cupy.cuda.get_current_stream().synchronize()
 
+    def new_stream(self, index: int) -> Any:
+        cupy = self._load()
+        with cupy.cuda.Device(index):  # (a stream belongs to the current device)
+            return cupy.cuda.Stream(non_blocking=True)
+
+    def using(self, queue: Any, index: int):
+        stack = contextlib.ExitStack()
+        stack.enter_context(self._load().cuda.Device(index))
+        stack.enter_context(queue)
+        return stack
+
+    def record(self, queue: Any, index: int) -> Any:
+        cupy = self._load()
+        with cupy.cuda.Device(index):  # (an event, its stream and device go together)
+            event = cupy.cuda.Event(disable_timing=True)
+            event.record(queue or cupy.cuda.get_current_stream())
+        return event
+
+    def wait(self, queue: Any, event: Any, index: int) -> None:
+        cupy = self._load()
+        with cupy.cuda.Device(index):
+            (queue or cupy.cuda.get_current_stream()).wait_event(event)
+
+    def host_wait(self, event: Any) -> None:
+        event.synchronize()
+
+    def finish(self, queue: Any) -> None:
+        queue.synchronize()
+
 
 class RegisteredBackend(Backend):
     """Adapts a user's backend class or object (see ``ppto.register_backend``).
 
     The user object provides ``<op>_impl`` functions and optionally ``xp`` (an array
     namespace for the operators it does not override), ``from_numpy``/``to_numpy``,
-    ``device_count`` and ``accelerator`` (default True: it wins over ``cpu``).
+    ``device_count``, ``accelerator`` (default True: it wins over ``cpu``),
+    ``synchronize``, and streams: ``new_stream`` with the other methods of the
+    stream protocol (``Backend.using`` and the rest), or none of them.
     """
 
     def __init__(
@@ -259,6 +317,31 @@ class RegisteredBackend(Backend):
         convert = getattr(self.user, "to_numpy", None)
         return np.asarray(convert(array) if convert else array)
 
+    def new_stream(self, index: int) -> Any:
+        make = getattr(self.user, "new_stream", None)
+        return make(index) if make is not None else None
+
+    def using(self, queue: Any, index: int):
+        return self.user.using(queue, index)
+
+    def record(self, queue: Any, index: int) -> Any:
+        record = getattr(self.user, "record", None)
+        return record(queue, index) if record is not None else None
+
+    def wait(self, queue: Any, event: Any, index: int) -> None:
+        self.user.wait(queue, event, index)
+
+    def host_wait(self, event: Any) -> None:
+        self.user.host_wait(event)
+
+    def finish(self, queue: Any) -> None:
+        self.user.finish(queue)
+
+    def synchronize(self) -> None:
+        synchronize = getattr(self.user, "synchronize", None)
+        if synchronize is not None:
+            synchronize()
+
     def override(self, op_name: str) -> Callable | None:
         own = self._overrides.get(op_name)
         if own is None or self._check is None:
@@ -281,6 +364,15 @@ class RegisteredBackend(Backend):
 
 
 _BACKENDS: dict[str, Backend] = {"cpu": NumpyBackend(), "cuda": CupyBackend()}
+
+
+def loaded_backends() -> list[Backend]:
+    """The backends in use (CuPy's once imported)."""
+    return [
+        backend
+        for backend in _BACKENDS.values()
+        if getattr(backend, "is_loaded", lambda: True)()
+    ]
 
 
 def implemented_names(user_backend: Any) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ppto.errors import BackendError
+from ppto.runtime import streams
 from ppto.runtime.backends import Backend, backend_for, backend_of_array
 from ppto.runtime.device import CPU, Device
 from ppto.runtime.dtypes import check_dtype
@@ -57,6 +58,8 @@ def gather_inputs(op_name: str, values: list) -> tuple[list, Device]:
         target = _choose_target(placed)
         for position, device in enumerate(devices):
             if device is not None and device != target:
+                if streams.in_use:
+                    streams.ready(values[position])
                 raws[position] = move(raws[position], device, target, op_name, True)
     return raws, target
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ppto.errors import DeviceError, ShapeError
-from ppto.runtime import ledger
+from ppto.runtime import ledger, streams
 from ppto.runtime.backends import backend_for, backend_of_array
 from ppto.runtime.device import CPU, Device
 from ppto.runtime.dtypes import check_dtype
@@ -51,6 +51,8 @@ class Tensor:
         target = Device(device)
         if target == self.device:
             return self
+        if streams.in_use:
+            streams.ready(self)
         return Tensor(
             move(self.data, self.device, target, "to", False), target, self.layout
         )
@@ -70,6 +72,8 @@ class Tensor:
     def _to_host(self, why: str) -> np.ndarray:
         if self.device == CPU:
             return np.asarray(self.data)
+        if streams.in_use:
+            streams.ready(self)  # (its stream may still be writing it)
         return move(self.data, self.device, CPU, why, False)
 
     def __len__(self) -> int:
