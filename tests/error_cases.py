@@ -413,6 +413,27 @@ def extend_through_second_name(x):
     return np.sum(np.stack(kept))
 
 
+def add_into_alias_in_a_branch(x, flag):
+    z = x
+    if flag:
+        z += 1.0  # <- error
+    return np.sum(z * x)
+
+
+def add_into_alias_in_a_loop(x):
+    acc = x
+    for _ in range(3):
+        acc += 1.0  # <- error
+        acc = acc * 2.0
+    return np.sum(acc * x)
+
+
+def add_into_rows(x):
+    for row in x:
+        row += 1.0  # <- error
+    return np.sum(x * x)
+
+
 def joined_lists(x):
     items = [x[0]] + [x[1] * 2.0]  # <- error
     return np.sum(np.stack(items))

@@ -515,6 +515,31 @@ def bumped_own_array(x):
     return np.sum(z * z)
 
 
+def grown_tuple(x):
+    s = x.shape
+    t = s
+    t += (1,)  # a tuple: += makes a new one
+    return np.sum(np.reshape(x, t)) * s[0]
+
+
+def fresh_in_each_turn(x):
+    for _ in range(2):
+        z = x
+        z = z * 2.0  # a new array: the += below does not reach x
+        z += 1.0
+    return np.sum(z * x)
+
+
+def fresh_on_both_paths(x, flag):
+    z = x
+    if flag:
+        z = z * 3.0
+    else:
+        z = z * 2.0
+    z += 1.0
+    return np.sum(z * x)
+
+
 ANNOTATED = """\
 from __future__ import annotations
 import numpy as np
@@ -531,6 +556,11 @@ def test_valid_code_the_new_checks_must_not_refuse(tmp_path, monkeypatch):
     np.testing.assert_allclose(ppto.grad(bumped_argument)(x, 2.0).numpy(), [6.0] * 3)
     np.testing.assert_allclose(ppto.grad(bumped_sum)(x).numpy(), [13.0] * 3)
     np.testing.assert_allclose(ppto.grad(bumped_own_array)(x.copy()).numpy(), 2 * x + 2)
+    np.testing.assert_allclose(ppto.grad(grown_tuple)(x).numpy(), [3.0] * 3)
+    np.testing.assert_allclose(ppto.grad(fresh_in_each_turn)(x).numpy(), 4 * x + 1)
+    np.testing.assert_allclose(
+        ppto.grad(fresh_on_both_paths)(x, True).numpy(), 6 * x + 1
+    )
     (tmp_path / "annotated_loss.py").write_text(ANNOTATED)
     monkeypatch.syspath_prepend(str(tmp_path))
     import annotated_loss

@@ -14,10 +14,13 @@ array makes a copy in NumPy, but is treated as a possible view.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import gast
 import numpy as np
 
-from ppto.ops import elementwise
+from ppto.ops import ALIASES
+from ppto.ops.primitive import OPERATORS
 from ppto.transform.source import ParsedFunction
 from ppto.transform.trees import loads
 
@@ -30,81 +33,147 @@ VIEW_CALLS = {
 MODULES = {"np", "numpy", "ppto"}
 
 
+@dataclass
+class _Sharing:
+    """What may share memory at one point of the function, over every path there."""
+
+    bases: dict = field(default_factory=dict)  # name -> names whose array it may be in
+    views: dict = field(default_factory=dict)  # the same, through views only
+    # name -> the fewest axes it has where it may be an array (a name that surely
+    # holds a number, or may hold anything, is not here)
+    arrays: dict = field(default_factory=dict)
+
+    def copy(self) -> _Sharing:
+        return _Sharing(
+            {k: set(v) for k, v in self.bases.items()},
+            {k: set(v) for k, v in self.views.items()},
+            dict(self.arrays),
+        )
+
+    def join(self, other: _Sharing) -> _Sharing:
+        """What may hold after either of two paths."""
+        joined = self.copy()
+        for name, shared in other.bases.items():
+            joined.bases[name] = joined.bases.get(name, set()) | shared
+        for name, shared in other.views.items():
+            joined.views[name] = joined.views.get(name, set()) | shared
+        for name, rank in other.arrays.items():
+            joined.arrays[name] = min(rank, joined.arrays.get(name, rank))
+        return joined
+
+
 def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
     """Raise at the first write through a name another name read later shares.
     ``ranks``: the parameters' numbers of axes, where known (one or more: an array)."""
-    statements = list(_flattened(parsed.tree.body, ()))
-    bases: dict[str, set] = {}  # name -> the names whose array it may be part of
-    views: dict[str, set] = {}  # the same, through views only (see below)
-    arrays = {name for name, rank in (ranks or {}).items() if rank}  # surely arrays
-    for position, (statement, loops) in enumerate(statements):
+    order = list(_flattened(parsed.tree.body, ()))
+    positions = {id(statement): n for n, (statement, _) in enumerate(order)}
+    state = _Sharing(
+        arrays={name: rank for name, rank in (ranks or {}).items() if rank}
+    )
+
+    def written_through_another_name(statement, state: _Sharing, loops: tuple):
         written = _written_in_place(statement)
-        if written is not None:
-            # ``a += 1`` writes into an array only if ``a`` is one: after ``a = x[0]``
-            # or ``a = c`` it may be a number, which ``+=`` rebinds; a slice, ``.T``
-            # or a reshape is an array for sure, and so is a name bound to an array
-            # argument or to arithmetic on one. ``a[...] = ...`` needs an array.
-            augmented = isinstance(statement, gast.AugAssign) and isinstance(
-                statement.target, gast.Name
+        if written is None:
+            return
+        # ``a += 1`` writes into an array only if ``a`` is one: after ``a = x[0]``
+        # or ``a = c`` it may be a number, which ``+=`` rebinds; a slice, ``.T``
+        # or a reshape is an array for sure, and so is a name bound to an array
+        # argument or to arithmetic on one. ``a[...] = ...`` needs an array.
+        augmented = isinstance(statement, gast.AugAssign) and isinstance(
+            statement.target, gast.Name
+        )
+        maybe_number = (  # (``+= [a]`` extends a list or adds into an array)
+            augmented
+            and written not in state.arrays
+            and not isinstance(statement.value, gast.List)
+        )
+        shared = _sharing(written, state.views if maybe_number else state.bases)
+        after = order[positions[id(statement)] + 1 :]
+        later = set().union(*(loads(s) for s, _ in after))
+        for loop in loops:  # the next turn reads what came before too
+            later |= loads(loop)
+        seen = sorted(shared & later)
+        if seen:
+            raise parsed.source.error(
+                statement,
+                f"this writes into {written}, which shares its array with "
+                f"{seen[0]} (a view or another name for it), and {seen[0]} is "
+                "read afterwards: ppto's generated code gives each assignment "
+                "a new array, so the change would not reach "
+                f"{seen[0]} as it does in NumPy",
+                f"write the change into {seen[0]} itself ({seen[0]}[...] = "
+                f"...), or, if {seen[0]} must not change, make {written} an "
+                f"array of its own first ({written} = {written} * 1.0)",
             )
-            maybe_number = (  # (``+= [a]`` extends a list or adds into an array)
-                augmented
-                and written not in arrays
-                and not isinstance(statement.value, (gast.List, gast.Tuple))
-            )
-            shared = _sharing(written, views if maybe_number else bases)
-            later = set().union(*(loads(s) for s, _ in statements[position + 1 :]))
-            for loop in loops:  # the next turn reads what came before too
-                later |= loads(loop)
-            seen = sorted(shared & later)
-            if seen:
-                raise parsed.source.error(
-                    statement,
-                    f"this writes into {written}, which shares its array with "
-                    f"{seen[0]} (a view or another name for it), and {seen[0]} is "
-                    "read afterwards: ppto's generated code gives each assignment "
-                    "a new array, so the change would not reach "
-                    f"{seen[0]} as it does in NumPy",
-                    f"write the change into {seen[0]} itself ({seen[0]}[...] = "
-                    f"...), or, if {seen[0]} must not change, make {written} an "
-                    f"array of its own first ({written} = {written} * 1.0)",
+
+    def block(statements: list, state: _Sharing, loops: tuple) -> _Sharing:
+        for statement in statements:
+            written_through_another_name(statement, state, loops)
+            if isinstance(statement, gast.If):
+                state = block(statement.body, state.copy(), loops).join(
+                    block(statement.orelse, state.copy(), loops)
                 )
-        _bind(statement, bases, views)
-        _follow_arrays(statement, arrays)
+            elif isinstance(statement, (gast.For, gast.While)):
+                inner = loops + (statement,)
+                entry = state
+                for _ in range(2):  # a second turn starts from what the first left
+                    turn = entry.copy()
+                    _bind(statement, turn)  # (a for loop's target)
+                    entry = entry.join(block(statement.body, turn, inner))
+                state = block(statement.orelse, entry, loops)
+            else:
+                _bind(statement, state)
+        return state
+
+    block(parsed.tree.body, state, ())
 
 
-def _follow_arrays(statement, arrays: set) -> None:
+def _follow_arrays(statement, arrays: dict) -> None:
     """Update ``arrays`` for the names ``statement`` binds: ``a = x`` and
     ``a = x * 2.0`` with ``x`` an array make ``a`` one (broadcasting never removes an
-    axis); anything else may be a number (``x[0]``, ``np.sum(x)``)."""
-    pairs = []
+    axis), and so does ``for a in x`` where ``x`` has two axes or more; anything else
+    may be a number (``x[0]``, ``np.sum(x)``)."""
+    bound = []  # (name, its fewest axes if surely an array, else None)
     if isinstance(statement, gast.Assign):
         for target in statement.targets:
-            pairs += _pairs(target, statement.value)
-    elif not isinstance(statement, gast.AugAssign):  # (``+=`` keeps what it was)
-        pairs += [(name, None, False) for name in _stored(statement)]
-    for name, value, whole in pairs:
-        if whole and value is not None and _is_array(value, arrays):
-            arrays.add(name)
+            bound += [
+                (name, _rank(value, arrays) if whole else None)
+                for name, value, whole in _pairs(target, statement.value)
+            ]
+    elif isinstance(statement, gast.For):
+        rank = _rank(statement.iter, arrays)
+        element = rank - 1 if rank and rank > 1 else None
+        bound += [(name, element) for name in _stored(statement.target)]
+    elif not isinstance(statement, gast.AugAssign):  # (+= keeps what a name was)
+        bound += [(name, None) for name in _stored(statement)]
+    for name, rank in bound:
+        if rank:
+            arrays[name] = rank
         else:
-            arrays.discard(name)
+            arrays.pop(name, None)
 
 
-def _is_array(value, arrays: set) -> bool:
-    """Whether ``value`` is surely an array (of one axis or more) given ``arrays``."""
+def _rank(value, arrays: dict) -> int | None:
+    """The fewest axes ``value`` has if it is surely an array, else None."""
     if isinstance(value, gast.Name):
-        return value.id in arrays
+        return arrays.get(value.id)
     if isinstance(value, gast.BinOp) and not isinstance(value.op, gast.MatMult):
-        return _is_array(value.left, arrays) or _is_array(value.right, arrays)
+        return _most(_rank(value.left, arrays), _rank(value.right, arrays))
     if isinstance(value, gast.UnaryOp) and not isinstance(value.op, gast.Not):
-        return _is_array(value.operand, arrays)
+        return _rank(value.operand, arrays)
     if isinstance(value, gast.IfExp):
-        return _is_array(value.body, arrays) and _is_array(value.orelse, arrays)
+        body, orelse = _rank(value.body, arrays), _rank(value.orelse, arrays)
+        return min(body, orelse) if body and orelse else None
     if isinstance(value, gast.Attribute) and value.attr in {"T", "mT"}:
-        return _is_array(value.value, arrays)
+        return _rank(value.value, arrays)
     if isinstance(value, gast.Call) and _broadcasting(value.func):
-        return any(_is_array(argument, arrays) for argument in value.args)
-    return False
+        return _most(*(_rank(argument, arrays) for argument in value.args))
+    return None
+
+
+def _most(*ranks) -> int | None:
+    known = [rank for rank in ranks if rank]
+    return max(known) if known else None
 
 
 def _broadcasting(function) -> bool:
@@ -117,7 +186,7 @@ def _broadcasting(function) -> bool:
     ):
         return False
     if function.value.id == "ppto":
-        found = getattr(elementwise, function.attr, None)
+        found = OPERATORS.get(ALIASES.get(function.attr, function.attr))
         return getattr(getattr(found, "signature", None), "mode", "") == "broadcast"
     found = getattr(np, function.attr, None)
     return isinstance(found, np.ufunc) and found is not np.matmul
@@ -129,10 +198,10 @@ def _flattened(body: list, loops: tuple):
         yield statement, loops
         looping = isinstance(statement, (gast.For, gast.While))
         inner = loops + (statement,) if looping else loops
-        for field in ("body", "orelse"):
-            block = getattr(statement, field, None)
+        for field_name in ("body", "orelse"):
+            block = getattr(statement, field_name, None)
             if isinstance(block, list):
-                yield from _flattened(block, inner if field == "body" else loops)
+                yield from _flattened(block, inner if field_name == "body" else loops)
 
 
 def _written_in_place(statement) -> str | None:
@@ -161,18 +230,19 @@ def _sharing(name: str, bases: dict) -> set:
     } | (mine - {name})
 
 
-def _bind(statement, bases: dict, views: dict) -> None:
-    """Update ``bases`` and ``views`` for the names ``statement`` binds: each target
-    of ``a = b = value``, the names of ``a, b = y, z`` pairwise, and a loop's
-    target (an element of what it runs over)."""
+def _bind(statement, state: _Sharing) -> None:
+    """Update ``state`` for the names ``statement`` binds: each target of
+    ``a = b = value``, the names of ``a, b = y, z`` pairwise, and a loop's target
+    (an element of what it runs over)."""
     pairs = []
     if isinstance(statement, gast.Assign):
         for target in statement.targets:
             pairs += _pairs(target, statement.value)
     elif isinstance(statement, gast.For):
         pairs += [(name, statement.iter, False) for name in _stored(statement.target)]
-    elif not isinstance(statement, gast.AugAssign):
+    elif not isinstance(statement, (gast.While, gast.AugAssign)):
         pairs += [(name, None, False) for name in _stored(statement)]
+    bases, views = state.bases, state.views
     for name, value, whole in pairs:
         _forget(name, bases)
         _forget(name, views)
@@ -182,6 +252,7 @@ def _bind(statement, bases: dict, views: dict) -> None:
             if whole and _surely_an_array(value):
                 views[name] = set().union(*(views.get(o, set()) for o in origins))
                 views[name] |= origins
+    _follow_arrays(statement, state.arrays)
 
 
 def _pairs(target, value) -> list:
