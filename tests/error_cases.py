@@ -434,6 +434,12 @@ def add_into_rows(x):
     return np.sum(x * x)
 
 
+def list_after_a_literal(x):
+    xs = [x[0]]
+    ys = [x[1]] + xs + [x[2]]  # <- error
+    return np.sum(np.stack(ys))
+
+
 def joined_lists(x):
     items = [x[0]] + [x[1] * 2.0]  # <- error
     return np.sum(np.stack(items))

@@ -619,7 +619,15 @@ def grown_in_place(x):
     return np.sum(np.stack(hs) * np.arange(3.0)[:, None])
 
 
-@pytest.mark.parametrize("function", [grown_in_a_loop, grown_in_place])
+def grown_by_a_chain(x):
+    xs = [x[0]]
+    ys = xs + [x[1]] + [x[2] * 2.0, x[0] * x[1]]  # chained + crashed too
+    return np.sum(np.stack(ys) ** 2)
+
+
+@pytest.mark.parametrize(
+    "function", [grown_in_a_loop, grown_in_place, grown_by_a_chain]
+)
 def test_lists_grown_with_plus(function):
     # hs + [item] crashed inside the generated code (a list added as an array)
     from tests.corpus.checks import central_differences

@@ -223,13 +223,17 @@ class Normalizer:
         return False
 
     def joined_lists(self, node, target: str, left, right) -> bool:
-        """``ys = xs + [a, b]`` (and ``xs += [a, b]``): a copy of the list with the
-        items appended, ``ys = list(xs); ys.append(a); ys.append(b)``, so that ``xs``
-        keeps its items as in Python. Other joins of a list are refused; a sum that
-        is not of a list is not this (returns False)."""
-        if not (_names_list(left, self.lists) or _names_list(right, self.lists)):
+        """``ys = xs + [a] + [b, c]`` (and ``xs += [a]``): a copy of the list with the
+        items appended, ``ys = list(xs); ys.append(a); ...``, so that ``xs`` keeps
+        its items as in Python. Other joins of a list are refused; a sum that is not
+        of a list is not this (returns False)."""
+        parts = _summands(left) + _summands(right)
+        if not any(_names_list(part, self.lists) for part in parts):
             return False
-        if not (_names_list(left, self.lists) and isinstance(right, gast.List)):
+        first, rest = parts[0], parts[1:]
+        if not _names_list(first, self.lists) or not all(
+            isinstance(part, gast.List) for part in rest
+        ):
             raise self.source.error(
                 node,
                 "ppto cannot differentiate joining these lists with +",
@@ -237,11 +241,12 @@ class Normalizer:
                 "items = list(first), then items.append(item) for each",
             )
         self.lists.add(target)
-        copy = gast.Call(gast.Name("list", gast.Load(), None, None), [left], [])
+        copy = gast.Call(gast.Name("list", gast.Load(), None, None), [first], [])
         assign = gast.Assign([gast.Name(target, gast.Store(), None, None)], copy, None)
         self.list_call(gast.copy_location(assign, node), target, list, ("value",))
-        for element in right.elts:
-            self.emit(ir.ListAppend(target, self.expression(element)))
+        for part in rest:
+            for element in part.elts:
+                self.emit(ir.ListAppend(target, self.expression(element)))
         return True
 
     def list_helper(self, value):
@@ -680,6 +685,13 @@ def _symbol(operator) -> str:
     from ppto.transform.fence import _SYMBOLS
 
     return _SYMBOLS.get(type(operator), type(operator).__name__)
+
+
+def _summands(node) -> list:
+    """``a + b + c`` -> ``[a, b, c]``."""
+    if isinstance(node, gast.BinOp) and isinstance(node.op, gast.Add):
+        return _summands(node.left) + _summands(node.right)
+    return [node]
 
 
 def _names_list(node, lists) -> bool:
