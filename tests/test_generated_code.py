@@ -603,7 +603,7 @@ def test_var_std_and_flatten_in_generated_code():
     _, derivative = ppto.jvp(spread_and_flattened, (x,), (tangent,))
     np.testing.assert_allclose(float(derivative), np.sum(expected * tangent), rtol=1e-6)
     source = ppto.show_grad(spread_and_flattened, x, file=io.StringIO())
-    assert "- 0)" not in source and "* 12)" in source and "* 0.5" in source  # folded
+    assert "- 0" not in source and "max(" not in source and "* 12)" in source
 
 
 def grown_in_a_loop(x):
@@ -635,3 +635,30 @@ def test_lists_grown_with_plus(function):
     x = np.array([0.3, -0.6, 0.9])
     expected = central_differences(function, [x], 0)
     np.testing.assert_allclose(ppto.grad(function)(x).numpy(), expected, rtol=1e-6)
+
+
+def spread_without_freedom(x):
+    return np.sum(np.var(x, axis=1, ddof=3)) + np.sum(np.std(x, axis=0, ddof=2))
+
+
+def spread_below_zero_freedom(x):
+    return np.sum(np.var(x, axis=1, ddof=5)) + np.sum(np.std(x, axis=0, ddof=4))
+
+
+@pytest.mark.parametrize(
+    "function", [spread_without_freedom, spread_below_zero_freedom]
+)
+def test_var_and_std_with_no_degrees_of_freedom_left(function):
+    # ddof >= count raised ZeroDivisionError (== count), or gave a finite gradient of
+    # the wrong sign (> count); NumPy divides by max(count - ddof, 0): infinite
+    x = np.array([[0.3, -1.2, 0.8], [0.1, 0.5, -0.7]])
+    with (
+        np.errstate(divide="ignore", invalid="ignore"),
+        pytest.warns(RuntimeWarning, match="Degrees of freedom"),  # NumPy's, as usual
+    ):
+        value, gradient = ppto.value_and_grad(function)(x)
+        _, tangent = ppto.jvp(function, (x,), (np.ones_like(x),))
+        expected = function(x)
+    assert np.isinf(float(value)) and np.isinf(expected)
+    assert not np.isfinite(np.asarray(gradient)).any()
+    assert not np.isfinite(float(tangent))

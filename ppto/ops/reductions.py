@@ -147,11 +147,15 @@ def reduce_var(xp, x, axis=None, keepdims=False, ddof=0):
     return xp.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
 
 
+# (NumPy divides by max(count - ddof, 0): with ddof >= count, the spread and its
+# derivatives are infinite or undefined, never finite)
+
+
 @reduce_var.grad_rule
 def _(x, axis=None, keepdims=False, ddof=0):
     def backward(dY):
         centered = x - reduce_mean(x, axis, True)
-        scale = dY * (2.0 / (reduced_count(x, axis) - ddof))
+        scale = dY * 2.0 / max(reduced_count(x, axis) - ddof, 0)
         return unreduce(scale, x, axis, keepdims) * centered
 
     return backward
@@ -161,8 +165,8 @@ def _(x, axis=None, keepdims=False, ddof=0):
 def _(x, axis=None, keepdims=False, ddof=0):
     def tangent(dx):
         centered = x - reduce_mean(x, axis, True)
-        scale = 2.0 / (reduced_count(x, axis) - ddof)
-        return reduce_sum(centered * dx, axis, keepdims) * scale
+        spread = reduce_sum(centered * dx, axis, keepdims) * 2.0
+        return spread / max(reduced_count(x, axis) - ddof, 0)
 
     return tangent
 
@@ -177,7 +181,7 @@ def reduce_std(xp, x, axis=None, keepdims=False, ddof=0):
 def _(x, axis=None, keepdims=False, ddof=0, out=None):
     def backward(dY):
         centered = x - reduce_mean(x, axis, True)
-        scale = dY / (out * (reduced_count(x, axis) - ddof))
+        scale = dY / (out * max(reduced_count(x, axis) - ddof, 0))
         return unreduce(scale, x, axis, keepdims) * centered
 
     return backward
@@ -187,7 +191,7 @@ def _(x, axis=None, keepdims=False, ddof=0, out=None):
 def _(x, axis=None, keepdims=False, ddof=0, out=None):
     def tangent(dx):
         centered = x - reduce_mean(x, axis, True)
-        count = reduced_count(x, axis) - ddof
+        count = max(reduced_count(x, axis) - ddof, 0)
         return reduce_sum(centered * dx, axis, keepdims) / (out * count)
 
     return tangent
