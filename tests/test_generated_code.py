@@ -662,3 +662,31 @@ def test_var_and_std_with_no_degrees_of_freedom_left(function):
     assert np.isinf(float(value)) and np.isinf(expected)
     assert not np.isfinite(np.asarray(gradient)).any()
     assert not np.isfinite(float(tangent))
+
+
+def filled_into_integers(w):
+    return np.sum(np.full_like(np.array([3, 4]), w) * 1.0)  # w is cut to 2
+
+
+def integer_fill_times(x):
+    return np.sum(np.full_like(x, x[0, 0], dtype=int) * x)
+
+
+def through_integers_only(x):
+    return np.sum(x.astype(np.int32) * 1.0)
+
+
+def test_whole_numbers_carry_no_derivative():
+    # a fill or cast into integers passed the derivative on as if it were a float
+    from tests.corpus.checks import central_differences
+
+    x = np.array([[1.7, 0.3], [0.2, -0.4]])
+    cases = [(filled_into_integers, 2.5), (integer_fill_times, x)]
+    for function, point in cases:
+        expected = central_differences(function, [point], 0)
+        np.testing.assert_allclose(np.asarray(ppto.grad(function)(point)), expected)
+        tangent = np.ones_like(np.asarray(point, dtype=float))
+        _, derivative = ppto.jvp(function, (point,), (tangent,))
+        np.testing.assert_allclose(float(derivative), np.sum(expected * tangent))
+    with pytest.raises(ppto.GradError, match=r"ppto.cast .*int32.*whole numbers"):
+        ppto.grad(through_integers_only)(x)

@@ -265,10 +265,21 @@ def full_like(xp, x, fill_value, dtype=None):
     return xp.full_like(x, fill_value, dtype=dtype)
 
 
+@shape_helper
+def floating(x) -> bool:
+    """Whether ``x`` holds floating point (or complex) numbers."""
+    dtype = getattr(x, "dtype", None)
+    return (np.dtype(dtype) if dtype is not None else np.result_type(x)).kind in "fc"
+
+
+# (a fill stored in whole numbers is cut to them: it has no derivative there)
+
+
 @full_like.grad_rule
-def _(x, fill_value, dtype=None):
+def _(x, fill_value, dtype=None, out=None):
     def backward(dY):
-        return None, unbroadcast(dY, fill_value)
+        fill = unbroadcast(dY, fill_value) if floating(out) else zeros_like(fill_value)
+        return None, fill
 
     return backward
 
@@ -276,7 +287,7 @@ def _(x, fill_value, dtype=None):
 @full_like.jvp_rule
 def _(x, fill_value, dtype=None, out=None):
     def tangent(dx, dfill):
-        return full_like(out, dfill)
+        return full_like(out, dfill) if floating(out) else zeros_like(out)
 
     return tangent
 

@@ -27,6 +27,7 @@ class Activity:
     useful: set = field(default_factory=set)
     tainted: dict = field(default_factory=dict)  # name -> Passive statement
     blocked: list = field(default_factory=list)  # nondifferentiable ops on the way
+    whole: set = field(default_factory=set)  # results of whole numbers (no derivative)
     ranks: dict = field(default_factory=dict)
     ranges: set = field(default_factory=set)  # variables holding a range()
     layouts: dict = field(default_factory=dict)  # image layout hints of variables
@@ -192,9 +193,17 @@ def _forward(body, activity: Activity) -> None:
                     activity.blocked.append(statement)
             shape = shape_of(statement, activity.shapes, activity.dtypes)
             _merge(activity.shapes, statement.target, shape)
-            _merge(
-                activity.dtypes, statement.target, dtype_of(statement, activity.dtypes)
-            )
+            dtype = statement.result_dtype or dtype_of(statement, activity.dtypes)
+            _merge(activity.dtypes, statement.target, dtype)
+            if (
+                statement.target in activity.varied
+                and dtype is not None
+                and np.dtype(dtype).kind in "biu"
+            ):  # whole numbers carry no derivative (x.astype(int), full_like(n, y))
+                activity.varied.discard(statement.target)
+                activity.whole.add(statement.target)
+                if statement not in activity.blocked:
+                    activity.blocked.append(statement)
             new = op.name in ELEMENTWISE or op.name in TERNARY
             (activity.made_new if new else activity.made_otherwise).add(
                 statement.target
@@ -274,7 +283,9 @@ def _backward(body, activity: Activity) -> None:
                 activity.useful |= ir.operand_names(statement.value)
         elif set(ir.writes(statement)) & activity.useful:
             if isinstance(statement, ir.Apply):
-                if statement.op.differentiable:  # no adjoint crosses a comparison
+                if statement.op.differentiable and statement.target not in (
+                    activity.whole  # (nor one whose result is whole numbers)
+                ):  # no adjoint crosses a comparison
                     activity.useful |= ir.operand_names(statement.inputs)
             else:
                 activity.useful |= ir.reads(statement)
@@ -327,10 +338,16 @@ def check_reachable(activity: Activity, wrt: list[str], source) -> None:
         if name not in activity.useful and blocked:
             op = blocked[0].op.name
             line, _ = source.position(blocked[0].origin)
+            why = (
+                f"whose result is {activity.dtypes[blocked[0].target]} (whole "
+                "numbers carry no derivative)"
+                if blocked[0].op.differentiable
+                else "which is not differentiable"
+            )
             raise GradError(
                 f"the result depends on {name!r} only through ppto.{op} (line {line}), "
-                "which is not differentiable: its gradient would be zero almost "
-                "everywhere; use a differentiable formulation or ppto.stop_gradient"
+                f"{why}: its gradient would be zero almost everywhere; use a "
+                "differentiable formulation or ppto.stop_gradient"
             )
 
 
@@ -545,7 +562,7 @@ _KEEPS_DTYPE = {
     "getitem", "stop_gradient", "unbroadcast", "unreduce", "transpose",
     "matrix_transpose", "reshape", "expand_dims", "squeeze", "broadcast_to",
     "reduce_max", "reduce_min", "softmax", "log_softmax", "logsumexp", "relu",
-    "sigmoid", "zeros_like", "ones_like",
+    "sigmoid", "zeros_like", "ones_like", "full_like",
 }  # fmt: skip
 
 
@@ -558,6 +575,14 @@ def dtype_of(statement: ir.Apply, dtypes: dict):
         isinstance(x, list) for x in statement.inputs
     ):
         return None
+    name, first = op.name, statement.inputs[0] if statement.inputs else None
+    asked = statement.params.get("dtype")
+    if asked is not None and not (
+        isinstance(asked, gast.Constant) and asked.value is None
+    ):
+        return None  # a dtype= the transformer could not read
+    if name in _KEEPS_DTYPE and isinstance(first, str):
+        return dtypes.get(first)
     probes = []
     for operand in statement.inputs:
         if isinstance(operand, ir.Const) and type(operand.value) in (int, float):
@@ -566,9 +591,6 @@ def dtype_of(statement: ir.Apply, dtypes: dict):
             probes.append(np.zeros((1,), dtypes[operand]))
         else:
             return None
-    name = op.name
-    if name in _KEEPS_DTYPE and isinstance(probes[0], np.ndarray):
-        return probes[0].dtype
     with np.errstate(all="ignore"):
         if name in ELEMENTWISE or name in TERNARY:
             return np.asarray(ufunc(name)(*probes)).dtype

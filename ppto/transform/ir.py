@@ -45,6 +45,7 @@ class Apply(Stmt):
     given: tuple = ()  # parameters the user wrote (printed as keywords)
     style: str = "call"  # "call", "binop", "unary", "subscript", "attribute"
     syntax: Any = None  # the operator symbol or the original subscript slice
+    result_dtype: Any = None  # the dtype its ``dtype=`` parameter names, if known
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 
 import gast
+import numpy as np
 
 from ppto.errors import TransformError
 from ppto.ops import elementwise, indexing, linalg, logic, shape
@@ -449,8 +450,33 @@ class Normalizer:
                         f"pass {name}=...",
                     )
                 params[name] = constant_expr(op.defaults[name])
-        self.emit(ir.Apply(target, op, inputs, params, tuple(given), style, syntax))
+        statement = ir.Apply(target, op, inputs, params, tuple(given), style, syntax)
+        if "dtype" in params:  # (x.astype(int) carries no derivative: see analyze)
+            statement.result_dtype = self.named_dtype(params["dtype"])
+        self.emit(statement)
         return target
+
+    def named_dtype(self, node):
+        """The NumPy dtype a ``dtype=`` argument names where it is a literal or a
+        name outside the function (``int``, ``np.float32``, ``"int32"``), else
+        None."""
+        if isinstance(node, gast.Constant):
+            value = node.value
+        else:
+            found, value = static_value(node, self.parsed.namespace, self.local_names)
+            if not found and isinstance(node, gast.Name):
+                if node.id in self.local_names:
+                    return None
+                value = getattr(builtins, node.id, None)
+                found = value is not None
+            if not found:
+                return None
+        if value is None:
+            return None
+        try:
+            return np.dtype(value)
+        except TypeError:
+            return None
 
     def expression_BinOp(self, node, target):
         op = BINARY_OPERATORS.get(type(node.op))

@@ -105,6 +105,12 @@ class _Fold(gast.NodeTransformer):
             return gast.Constant(result, None)
         return node
 
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.test, gast.Constant) and isinstance(node.test.value, bool):
+            return node.body if node.test.value else node.orelse
+        return node
+
     def visit_BoolOp(self, node):
         self.generic_visit(node)
         if all(isinstance(v, gast.Constant) for v in node.values):
@@ -298,6 +304,7 @@ def fold_reduced_counts(
     """``reduced_count(x, axis)`` -> the number, where ``x``'s shape is known: the
     gradient of a mean reads ``dy / 8``, as one would write it."""
     from ppto.ops.reductions import reduced_axes, reduced_count
+    from ppto.ops.shape import floating
 
     class Fold(gast.NodeTransformer):
         def visit_Call(self, node):
@@ -323,6 +330,21 @@ def fold_reduced_counts(
             self.folded = True
             return gast.Constant(int(count), None)
 
+    class Floating(gast.NodeTransformer):  # ``floating(t)`` -> ``True`` if known
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            if (
+                isinstance(node.func, gast.Name)
+                and namespace.get(node.func.id) is floating
+                and len(node.args) == 1
+                and isinstance(node.args[0], gast.Name)
+                and dtypes.get(node.args[0].id) is not None
+            ):
+                self.folded = True
+                kind = np.dtype(dtypes[node.args[0].id]).kind
+                return gast.Constant(kind in "fc", None)
+            return node
+
     class Extremes(gast.NodeTransformer):  # ``max(12 - 1, 0)`` -> ``11``
         def visit_Call(self, node):
             self.generic_visit(node)
@@ -339,9 +361,11 @@ def fold_reduced_counts(
             return node
 
     folder, arithmetic, folded_body = Fold(), _Fold(), []
+    floats = Floating()
     for statement in body:
-        folder.folded = False
-        statement = folder.visit(statement)
+        folder.folded = floats.folded = False
+        statement = floats.visit(folder.visit(statement))
+        folder.folded |= floats.folded
         if folder.folded:  # ``(12 - 0)``: the count's arithmetic, done now
             statement = Extremes().visit(arithmetic.visit(statement))
             statement = arithmetic.visit(statement)
