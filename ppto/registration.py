@@ -10,9 +10,8 @@ import difflib
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from ppto.errors import BackendError, GradError
+from ppto.ops.expected import check_output
 from ppto.ops.primitive import OPERATORS, OperatorDef, note_registration
 from ppto.runtime import backends
 
@@ -95,6 +94,12 @@ def register_backend(name: str, backend: Any) -> None:
     implemented = backends.implemented_names(backend)
     names = {alias: ALIASES[alias] for alias in implemented if alias in ALIASES}
     unknown = [n for n in implemented if n not in OPERATORS and n not in ALIASES]
+    twice = [alias for alias, op in names.items() if op in implemented]
+    if twice:
+        raise BackendError(
+            f"backend {name!r} has both {names[twice[0]]}_impl and {twice[0]}_impl, "
+            f"two implementations of ppto.{names[twice[0]]}: keep one"
+        )
     if unknown:
         close = difflib.get_close_matches(unknown[0], [*OPERATORS, *ALIASES], n=1)
         hint = f" (did you mean {close[0]}_impl?)" if close else ""
@@ -108,71 +113,3 @@ def register_backend(name: str, backend: Any) -> None:
         clear = getattr(op, "clear_cache", None)
         if clear is not None:
             clear()
-
-
-_EXPECTED: dict = {}  # (op, argument shapes and dtypes, parameters) -> result shapes
-_EXPECTED_LIMIT = 1024
-
-
-def check_output(kind: str, op_name: str, args: tuple, params: dict, out: Any) -> None:
-    """Raise ``BackendError`` where a backend's ``<op>_impl`` returned a result of
-    another shape than the operator's own implementation gives for the same inputs
-    (found once per kind of input by running that on arrays of zeros that take no
-    memory)."""
-    expected = _expected_shapes(OPERATORS.get(op_name), args, params)
-    if expected is None:
-        return
-    got = _shapes(out)
-    if got != expected:
-        given = ", ".join(str(shape) for shape in _shapes(list(args)))
-        raise BackendError(
-            f"backend {kind!r}: {op_name}_impl returned a result of shape {got} for "
-            f"inputs of shape {given}, but ppto.{op_name} gives {expected}"
-        )
-
-
-def _expected_shapes(op: Any, args: tuple, params: dict):
-    generic = getattr(op, "impl", None)
-    if generic is None:
-        return None
-    try:
-        key = (op.name, _signature_of(args), tuple(sorted(params.items())))
-        hash(key)
-    except (TypeError, ValueError):
-        return None  # (an index array among the parameters: not checked)
-    if key not in _EXPECTED:
-        try:
-            with np.errstate(all="ignore"):
-                result = generic(np, *_probes(args), **params)
-            _EXPECTED[key] = _shapes(result)
-        except Exception:  # the probe is only a reference: without it, no check
-            _EXPECTED[key] = None
-        if len(_EXPECTED) > _EXPECTED_LIMIT:
-            _EXPECTED.pop(next(iter(_EXPECTED)))
-    return _EXPECTED[key]
-
-
-def _signature_of(value: Any):
-    if isinstance(value, (list, tuple)):
-        return tuple(_signature_of(item) for item in value)
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return ("array", tuple(value.shape), np.dtype(value.dtype).str)
-    return ("value", value)
-
-
-def _probes(value: Any):
-    """NumPy stand-ins of ``value``'s arrays: zeros of their shape and dtype whose
-    elements are all one element."""
-    if isinstance(value, (list, tuple)):
-        return type(value)(_probes(item) for item in value)
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        shape, dtype = tuple(value.shape), np.dtype(value.dtype)
-        zero = np.zeros(1, dtype)
-        return np.lib.stride_tricks.as_strided(zero, shape, (0,) * len(shape))
-    return value
-
-
-def _shapes(value: Any):
-    if isinstance(value, (list, tuple)):
-        return tuple(_shapes(item) for item in value)
-    return tuple(np.shape(value))

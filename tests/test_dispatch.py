@@ -300,3 +300,60 @@ def test_an_implementation_named_by_an_alias_runs():
         assert ByAlias.calls == 1
     finally:
         ppto.unregister_backend("by_alias")
+
+
+class Segments:
+    """A correct segment_sum whose result's length depends on the ids' values, and a
+    helper of its own (a leading underscore: not an operator)."""
+
+    xp = np
+
+    @staticmethod
+    def segment_sum_impl(data, ids, num_segments=None):
+        count = int(ids.max()) + 1 if num_segments is None else num_segments
+        out = np.zeros((count,) + data.shape[1:], data.dtype)
+        np.add.at(out, ids, data)
+        return out
+
+    @staticmethod
+    def _gemm_impl(A, B):
+        return A @ B
+
+
+class Twice:
+    xp = np
+
+    @staticmethod
+    def dot_impl(A, B):
+        return A @ B
+
+    @staticmethod
+    def matmul_impl(A, B):
+        return A @ B
+
+
+def test_backend_checks_refuse_nothing_correct():
+    # a shape that depends on values was refused (stand-in ids of zeros give one
+    # segment), and so was a backend with a helper named like an implementation
+    ppto.register_backend("segments", Segments)
+    try:
+        data = ppto.tensor(np.arange(6.0).reshape(3, 2), device="segments")
+        ids = ppto.tensor(np.array([0, 2, 2]), device="segments")
+        total = ppto.segment_sum(data, ids)
+        np.testing.assert_allclose(total.numpy(), [[0.0, 1.0], [0.0, 0.0], [6.0, 8.0]])
+    finally:
+        ppto.unregister_backend("segments")
+    with pytest.raises(ppto.BackendError, match="both dot_impl and matmul_impl"):
+        ppto.register_backend("twice", Twice)
+
+
+def test_expected_shapes_come_from_signatures_or_small_reference_runs():
+    from ppto.ops import expected
+
+    big = np.lib.stride_tricks.as_strided(np.zeros(1), (2048, 1024), (0, 0))
+    # matrix products and broadcasting: from the signature, whatever the size
+    assert expected._expected(ppto.dot, (big, big.T), {}) == (2048, 2048)
+    assert expected._expected(ppto.add, (big, np.ones(1024)), {}) == (2048, 1024)
+    # anything else runs the operator, on inputs of at most PROBE_LIMIT elements
+    assert expected._expected(ppto.reduce_sum, (big[:4],), {"axis": 0}) == (1024,)
+    assert expected._expected(ppto.reduce_sum, (big,), {"axis": 0}) is None

@@ -376,11 +376,14 @@ def loaded_backends() -> list[Backend]:
 
 
 def implemented_names(user_backend: Any) -> list[str]:
-    """The operator names of a user backend's ``<op>_impl`` functions."""
+    """The operator names of a user backend's ``<op>_impl`` functions (a name with
+    a leading underscore is the backend's own helper)."""
     return [
         name[: -len("_impl")]
         for name in dir(user_backend)
-        if name.endswith("_impl") and callable(getattr(user_backend, name))
+        if name.endswith("_impl")
+        and not name.startswith("_")
+        and callable(getattr(user_backend, name))
     ]
 
 

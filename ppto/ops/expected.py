@@ -1,0 +1,120 @@
+"""What shape an operator's result has, to check a registered backend's own
+implementations (``<op>_impl``) against: a result of another shape than the
+operator's raises ``BackendError`` where it is returned, not somewhere later.
+
+The expected shape comes from the operator's signature where its mode gives it
+(broadcasting operators, matrix products), and otherwise from running the
+operator's own implementation once per kind of input, on NumPy stand-ins that take
+no memory, twice: filled with zeros and with ones. Where the two disagree the shape
+depends on the values (``segment_sum`` counting its segments), and nothing is
+checked; nor for inputs of more than ``PROBE_LIMIT`` elements, whose reference run
+would cost more than a check is worth, nor for parameters that cannot be compared
+(an index array).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ppto.errors import BackendError
+from ppto.ops.primitive import OPERATORS
+
+PROBE_LIMIT = 1 << 20  # input elements above which no reference run is made
+_LIMIT = 1024  # kinds of input remembered
+_EXPECTED: dict = {}  # (op, input shapes and dtypes, parameters) -> result shapes
+
+
+def check_output(kind: str, op_name: str, args: tuple, params: dict, out: Any) -> None:
+    """Raise ``BackendError`` if ``out`` does not have the shape ``op_name`` gives
+    for ``args`` and ``params`` (see the module docstring)."""
+    try:
+        key = (op_name, _signature_of(args), tuple(params.items()))
+        expected = _EXPECTED.get(key, _UNKNOWN)
+    except (TypeError, ValueError):
+        return  # (an index array among the parameters: not checked)
+    if expected is _UNKNOWN:
+        expected = _EXPECTED[key] = _expected(OPERATORS.get(op_name), args, params)
+        if len(_EXPECTED) > _LIMIT:
+            _EXPECTED.pop(next(iter(_EXPECTED)))
+    if expected is None:
+        return
+    got = _shapes(out)
+    if got != expected:
+        given = ", ".join(str(shape) for shape in _shapes(list(args)))
+        raise BackendError(
+            f"backend {kind!r}: {op_name}_impl returned a result of shape {got} for "
+            f"inputs of shape {given}, but ppto.{op_name} gives {expected}"
+        )
+
+
+_UNKNOWN = object()
+
+
+def _expected(op: Any, args: tuple, params: dict):
+    """The result shape(s) ``op`` gives, or None where it cannot be told."""
+    mode = getattr(getattr(op, "signature", None), "mode", "")
+    shapes = [np.shape(arg) for arg in args]
+    try:
+        if mode == "broadcast":
+            return tuple(np.broadcast_shapes(*shapes))
+        if mode == "matmul":
+            return _matmul_shape(*shapes)
+    except ValueError:
+        return None  # (shapes the operator refuses: it says so itself)
+    generic = getattr(op, "impl", None)
+    if generic is None or _elements(args) > PROBE_LIMIT:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            zeros = _shapes(generic(np, *_probes(args, 0), **params))
+            ones = _shapes(generic(np, *_probes(args, 1), **params))
+    except Exception:  # the reference run is only a reference: without it, no check
+        return None
+    return zeros if zeros == ones else None
+
+
+def _matmul_shape(a: tuple, b: tuple) -> tuple:
+    """``np.matmul``'s result shape, without multiplying."""
+    if not a or not b:
+        raise ValueError("matmul of a scalar")
+    rows = a[-2:-1] if len(a) > 1 else ()
+    columns = b[-1:] if len(b) > 1 else ()
+    inner_a, inner_b = a[-1], (b[-2] if len(b) > 1 else b[0])
+    if inner_a != inner_b:
+        raise ValueError("inner sizes differ")
+    batch = np.broadcast_shapes(a[:-2], b[:-2])
+    return tuple(batch) + rows + columns
+
+
+def _signature_of(value: Any):
+    if isinstance(value, (list, tuple)):
+        return tuple(_signature_of(item) for item in value)
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return (tuple(value.shape), value.dtype)
+    return value
+
+
+def _elements(value: Any) -> int:
+    if isinstance(value, (list, tuple)):
+        return sum(_elements(item) for item in value)
+    return int(np.prod(np.shape(value))) if hasattr(value, "shape") else 0
+
+
+def _probes(value: Any, fill: int):
+    """NumPy stand-ins of ``value``'s arrays: ``fill`` in their shape and dtype, all
+    elements one element."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_probes(item, fill) for item in value)
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        shape, dtype = tuple(value.shape), np.dtype(value.dtype)
+        one = np.full(1, fill, dtype)
+        return np.lib.stride_tricks.as_strided(one, shape, (0,) * len(shape))
+    return value
+
+
+def _shapes(value: Any):
+    if isinstance(value, (list, tuple)):
+        return tuple(_shapes(item) for item in value)
+    return tuple(np.shape(value))
