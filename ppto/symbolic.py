@@ -11,7 +11,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ppto.errors import PptoError
-from ppto.ops import methods
+from ppto.ops import expected, methods
 from ppto.runtime.tensor import tensor
 
 
@@ -21,11 +21,11 @@ class _Expression:
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)
+        return len(_probe(self).shape)
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape))
+        return int(np.prod(_probe(self).shape))
 
     def __bool__(self):
         raise PptoError(
@@ -82,26 +82,75 @@ def symbol(name: str, shape: tuple | None = None, dtype: str = "float64") -> Sym
 
 
 def _probe(expr: Any) -> Any:
-    """An array of ``expr``'s shape and dtype, computed from arrays of zeros that
-    take no memory (every element is the same one) standing in for its symbols."""
+    """An array of ``expr``'s shape and dtype that takes no memory (every element
+    is one element), standing in for it."""
     if isinstance(expr, Symbol):
         if expr.shape is None:
             raise PptoError(
                 f"symbol {expr.name!r} has no shape, so the shape of an expression "
                 f"using it is unknown: give one, ppto.symbol({expr.name!r}, shape)"
             )
-        zero = np.zeros(1, expr.dtype)
-        return as_strided(zero, expr.shape, (0,) * len(expr.shape), writeable=False)
+        return _stand_in(expr.shape, np.dtype(expr.dtype))
     if isinstance(expr, Operator):
         if expr._probe is None:
             args = [_probe(arg) for arg in expr.args]
             params = {key: _probe(value) for key, value in expr.params.items()}
-            with np.errstate(all="ignore"):  # zeros: log(0) and 0 / 0 are fine here
-                expr._probe = np.asarray(expr.op.apply(args, params))
+            expr._probe = _result(expr, args, params)
         return expr._probe
     if isinstance(expr, (list, tuple)):
         return type(expr)(_probe(item) for item in expr)
     return expr
+
+
+def _result(expr: Operator, args: list, params: dict):
+    """A stand-in of ``expr``'s result: its shape from the operator's signature
+    where that gives it (no computation), else from running the operator on the
+    stand-ins of zeros and of ones (which must agree: a shape that depends on the
+    values, as of ``y[y > 0.5]``, is not known)."""
+    op = expr.op
+    shape = expected.from_signature(op, args)
+    if shape is not None:
+        small = [_first(arg) for arg in args]  # (one element each: the dtype)
+        with np.errstate(all="ignore"):
+            dtype = np.asarray(op.apply(small, dict(params))).dtype
+        return _stand_in(shape, dtype)
+    if expected.elements(args) > expected.PROBE_LIMIT:
+        raise PptoError(
+            f"the shape of {expr!r} is not computed for inputs this large: ppto "
+            "would run the operator to find it"
+        )
+    results = []
+    for fill in (0, 1):
+        with np.errstate(all="ignore"):
+            filled = [  # (what is given as a value stays as it is)
+                expected.filled(arg, fill) if isinstance(given, _Expression) else arg
+                for arg, given in zip(args, expr.args)
+            ]
+            settings = {  # (a symbolic index array is a value too)
+                key: expected.filled(value, fill)
+                if isinstance(expr.params[key], _Expression)
+                else value
+                for key, value in params.items()
+            }
+            results.append(np.asarray(op.apply(filled, settings)))
+    if results[0].shape != results[1].shape:
+        raise PptoError(
+            f"the shape of {expr!r} depends on its inputs' values, so it is not "
+            "known until it is evaluated"
+        )
+    return _stand_in(results[0].shape, results[0].dtype)
+
+
+def _stand_in(shape: tuple, dtype) -> np.ndarray:
+    zero = np.zeros(1, dtype)
+    return as_strided(zero, tuple(shape), (0,) * len(shape), writeable=False)
+
+
+def _first(value: Any):
+    """A one-element array of ``value``'s dtype with its number of axes."""
+    if isinstance(value, np.ndarray):
+        return np.zeros((1,) * value.ndim, value.dtype)
+    return value
 
 
 def evaluate(expr: Any, values: dict) -> Any:

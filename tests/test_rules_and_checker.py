@@ -333,3 +333,19 @@ def test_symbolic_differentiation_through_rules_that_read_shapes():
         np.testing.assert_allclose(gradient, expected, rtol=1e-6, atol=1e-9)
     with pytest.raises(ppto.PptoError, match="has no shape"):
         _ = (ppto.symbol("free") * 2.0).shape
+
+
+def test_symbolic_shapes_are_known_or_clearly_not():
+    # raw TypeError and MemoryError, and a wrong (0,) for a value-dependent shape
+    with pytest.raises(ppto.PptoError, match="has no shape"):
+        _ = ppto.symbol("x").ndim
+    huge = ppto.symbol("b", (100_000, 100_000))
+    assert (ppto.exp(huge) * 2.0).shape == (100_000, 100_000)  # from the signature
+    with pytest.raises(ppto.PptoError, match="not computed for inputs this large"):
+        _ = ppto.reduce_sum(ppto.exp(huge), 0).shape
+    y = ppto.symbol("y", (5,))
+    with pytest.raises(ppto.PptoError, match="depends on its inputs' values"):
+        _ = y[y > 0.5].shape
+    assert y[np.array([True, False, True, True, False])].shape == (3,)
+    comparison = ppto.symbol("a", (3, 1)) > ppto.symbol("c", (4,))
+    assert comparison.shape == (3, 4) and comparison.dtype == np.bool_

@@ -54,6 +54,24 @@ _UNKNOWN = object()
 
 def _expected(op: Any, args: tuple, params: dict):
     """The result shape(s) ``op`` gives, or None where it cannot be told."""
+    shape = from_signature(op, args)
+    if shape is not None:
+        return shape
+    generic = getattr(op, "impl", None)
+    if generic is None or elements(args) > PROBE_LIMIT:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            zeros = _shapes(generic(np, *filled(args, 0), **params))
+            ones = _shapes(generic(np, *filled(args, 1), **params))
+    except Exception:  # the reference run is only a reference: without it, no check
+        return None
+    return zeros if zeros == ones else None
+
+
+def from_signature(op: Any, args) -> tuple | None:
+    """The result shape of a broadcasting operator or a matrix product, from its
+    inputs' shapes; None for other operators, or shapes that do not fit."""
     mode = getattr(getattr(op, "signature", None), "mode", "")
     shapes = [np.shape(arg) for arg in args]
     try:
@@ -63,16 +81,7 @@ def _expected(op: Any, args: tuple, params: dict):
             return _matmul_shape(*shapes)
     except ValueError:
         return None  # (shapes the operator refuses: it says so itself)
-    generic = getattr(op, "impl", None)
-    if generic is None or _elements(args) > PROBE_LIMIT:
-        return None
-    try:
-        with np.errstate(all="ignore"):
-            zeros = _shapes(generic(np, *_probes(args, 0), **params))
-            ones = _shapes(generic(np, *_probes(args, 1), **params))
-    except Exception:  # the reference run is only a reference: without it, no check
-        return None
-    return zeros if zeros == ones else None
+    return None
 
 
 def _matmul_shape(a: tuple, b: tuple) -> tuple:
@@ -96,17 +105,17 @@ def _signature_of(value: Any):
     return value
 
 
-def _elements(value: Any) -> int:
+def elements(value: Any) -> int:
     if isinstance(value, (list, tuple)):
-        return sum(_elements(item) for item in value)
+        return sum(elements(item) for item in value)
     return int(np.prod(np.shape(value))) if hasattr(value, "shape") else 0
 
 
-def _probes(value: Any, fill: int):
+def filled(value: Any, fill: int):
     """NumPy stand-ins of ``value``'s arrays: ``fill`` in their shape and dtype, all
     elements one element."""
     if isinstance(value, (list, tuple)):
-        return type(value)(_probes(item, fill) for item in value)
+        return type(value)(filled(item, fill) for item in value)
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         shape, dtype = tuple(value.shape), np.dtype(value.dtype)
         one = np.full(1, fill, dtype)
