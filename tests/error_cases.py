@@ -440,6 +440,14 @@ def list_after_a_literal(x):
     return np.sum(np.stack(ys))
 
 
+def numpy_dtype_by_position(x):
+    return np.sum(x.var(0, np.float64))  # <- error
+
+
+def numpy_function_dtype_by_position(x):
+    return np.sum(np.var(x, 0, None))  # <- error
+
+
 def joined_lists(x):
     items = [x[0]] + [x[1] * 2.0]  # <- error
     return np.sum(np.stack(items))

@@ -173,3 +173,19 @@ def test_numpy_style_spread_flatten_and_remainder_methods():
         assert isinstance(result, ppto.Tensor)
         assert result.shape == np.shape(expected)
         np.testing.assert_allclose(result.numpy(), expected, rtol=1e-12)
+
+
+def test_numpy_spelled_reductions_take_only_the_axis_by_position():
+    # t.var(0, None) and np.var(t, 0, None) passed NumPy's dtype as keepdims
+    t = ppto.tensor(np.arange(6.0).reshape(2, 3))
+    for call in (
+        lambda: t.var(0, None),
+        lambda: np.var(t, 0, None),
+        lambda: t.sum(0, 1),
+    ):
+        with pytest.raises(
+            ppto.PptoError, match="axis by position and the rest by name"
+        ):
+            call()
+    np.testing.assert_allclose(t.var(0, ddof=1).numpy(), np.var(t.numpy(), 0, ddof=1))
+    assert ppto.reduce_sum(t, 1, True).shape == (2, 1)  # ppto's own order stands

@@ -200,6 +200,9 @@ REJECTED = [
     Case(ec.scale_alias_of_product, "shares its array with y", "z *= 3.0"),
     Case(ec.joined_lists, "joining lists with +", "[x[0]] + [x[1] * 2.0]"),  # crashed
     Case(ec.joined_list_names, "joining these lists with +", "both = first + second"),
+    # NumPy reads these as dtype: they were keepdims (a raw TypeError)
+    Case(ec.numpy_dtype_by_position, ".var() takes its axis by position", "x.var("),
+    Case(ec.numpy_function_dtype_by_position, "np.var takes its axis", "np.var("),
     Case(ec.list_after_a_literal, "joining these lists with +", "ys = [x[1]]"),
     Case(
         ec.extend_through_second_name, "shares its array with kept", "hs += [x * 2.0]"

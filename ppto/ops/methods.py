@@ -8,7 +8,12 @@ the matching operator through ``__array_ufunc__`` / ``__array_function__``.
 from ppto.errors import PptoError
 from ppto.ops import elementwise as ew
 from ppto.ops import indexing, linalg, logic, reductions, shape
-from ppto.ops.numpy_map import NUMPY_FUNCTIONS, NUMPY_QUERIES, NUMPY_UFUNCS
+from ppto.ops.numpy_map import (
+    NUMPY_FUNCTIONS,
+    NUMPY_QUERIES,
+    NUMPY_UFUNCS,
+    check_numpy_positionals,
+)
 from ppto.runtime.tensor import Tensor
 
 
@@ -18,17 +23,10 @@ def _binary(op, reflected=False):
     return lambda self, other: op(self, other)
 
 
-def _reduction(op):
-    def method(self, axis=None, keepdims=False):
-        return op(self, axis, keepdims)
-
-    method.__doc__ = op.__doc__
-    return method
-
-
-def _spread(op):
-    def method(self, axis=None, keepdims=False, ddof=0):
-        return op(self, axis, keepdims, ddof)
+def _reduction(op, name: str):
+    def method(self, *axis, **options):
+        check_numpy_positionals(op, 1 + len(axis), f".{name}()")
+        return op(self, *axis, **options)
 
     method.__doc__ = op.__doc__
     return method
@@ -111,17 +109,17 @@ _METHODS = {
     "__array_function__": _array_function,
     "T": property(lambda self: shape.transpose(self)),
     "mT": property(lambda self: shape.matrix_transpose(self)),
-    "sum": _reduction(reductions.reduce_sum),
-    "mean": _reduction(reductions.reduce_mean),
-    "max": _reduction(reductions.reduce_max),
-    "min": _reduction(reductions.reduce_min),
-    "prod": _reduction(reductions.reduce_prod),
-    "var": _spread(reductions.reduce_var),
-    "std": _spread(reductions.reduce_std),
+    "sum": _reduction(reductions.reduce_sum, "sum"),
+    "mean": _reduction(reductions.reduce_mean, "mean"),
+    "max": _reduction(reductions.reduce_max, "max"),
+    "min": _reduction(reductions.reduce_min, "min"),
+    "prod": _reduction(reductions.reduce_prod, "prod"),
+    "var": _reduction(reductions.reduce_var, "var"),
+    "std": _reduction(reductions.reduce_std, "std"),
     "flatten": lambda self: shape.flatten(self),
     "ravel": lambda self: shape.flatten(self),
-    "argmax": _reduction(reductions.argmax),
-    "argmin": _reduction(reductions.argmin),
+    "argmax": _reduction(reductions.argmax, "argmax"),
+    "argmin": _reduction(reductions.argmin, "argmin"),
     "reshape": _reshape,
     "transpose": _transpose,
     "squeeze": lambda self, axis=None: shape.squeeze(self, axis),

@@ -15,6 +15,25 @@ from ppto.errors import PptoError
 from ppto.ops import elementwise as ew
 from ppto.ops import indexing, linalg, logic, reductions, shape
 
+# NumPy's reductions take (a, axis, dtype, out, ...): after the axis, ppto's
+# keepdims and ddof would receive NumPy's dtype and out if given by position
+AXIS_ONLY = {
+    "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
+    "reduce_var", "reduce_std", "argmax", "argmin",
+}  # fmt: skip
+
+
+def check_numpy_positionals(op, count: int, spelled: str) -> None:
+    """Refuse what NumPy would read as ``dtype`` or ``out``: a reduction spelled the
+    NumPy way (``np.var``, ``x.var()``) given more than its array and axis by
+    position."""
+    if op.name in AXIS_ONLY and count > 2:
+        raise PptoError(
+            f"{spelled} takes its axis by position and the rest by name "
+            "(keepdims=..., ddof=...): NumPy's next positional arguments are dtype "
+            "and out, which ppto does not take"
+        )
+
 
 @dataclass(frozen=True)
 class NumpyAlias:
@@ -24,6 +43,7 @@ class NumpyAlias:
     renames: dict = field(default_factory=dict)
 
     def __call__(self, *args, **kwargs):
+        check_numpy_positionals(self.op, len(args), "this NumPy function")
         renamed = {self.renames.get(key, key): value for key, value in kwargs.items()}
         try:
             return self.op(*args, **renamed)

@@ -11,8 +11,9 @@ import builtins
 import gast
 import numpy as np
 
-from ppto.errors import TransformError
+from ppto.errors import PptoError, TransformError
 from ppto.ops import elementwise, indexing, linalg, logic, shape
+from ppto.ops.numpy_map import check_numpy_positionals
 from ppto.transform import ir
 from ppto.transform.names import Namer
 from ppto.transform.resolve import (
@@ -559,6 +560,8 @@ class Normalizer:
         if callee.kind == "function" or _composite_without_rule(callee):
             return self.call_function(node, callee, [target])[0]
         if callee.kind == "operator":
+            if callee.numpy:
+                self.numpy_positionals(node, callee.op, len(node.args), callee.text)
             return self.operator_call(node, callee.op, callee.renames, target)
         if callee.function is not None and (
             _is_constant_constructor(callee.function)
@@ -567,6 +570,14 @@ class Normalizer:
             return self.passive(node, target)
         # Not differentiable; an error only if the result depends on it (analysis).
         return self.passive(node, target, opaque=callee.text)
+
+    def numpy_positionals(self, node, op, count: int, spelled: str) -> None:
+        try:
+            check_numpy_positionals(op, count, spelled)
+        except PptoError as error:
+            raise self.source.error(
+                node, str(error), "pass keepdims=... by name"
+            ) from None
 
     def operator_call(self, node, op, renames, target):
         arity = len(op.input_names)
@@ -655,6 +666,7 @@ class Normalizer:
                 f"ppto cannot differentiate the method .{method}()",
                 "use a ppto operator",
             )
+        self.numpy_positionals(node, op, 1 + len(node.args), f".{method}()")
         receiver = self.expression(node.func.value)
         arguments = list(node.args)
         if method in VARARG_METHODS and len(arguments) > 1:

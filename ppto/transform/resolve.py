@@ -62,6 +62,7 @@ class Callee:
     op: OperatorDef | None = None
     renames: dict = field(default_factory=dict)
     function: Any = None
+    numpy: bool = False  # spelled the NumPy way (np.sum): NumPy's positional order
     method: str = ""
     text: str = ""
 
@@ -96,7 +97,9 @@ def classify(value: Any, text: str = "") -> Callee:
         return Callee("operator", op=value, text=text)
     alias = _numpy_alias(value)
     if alias is not None:
-        return Callee("operator", op=alias.op, renames=dict(alias.renames), text=text)
+        return Callee(
+            "operator", op=alias.op, renames=dict(alias.renames), text=text, numpy=True
+        )
     if _hashable(value) and value in _BUILTIN_OPERATORS:
         return Callee("operator", op=_BUILTIN_OPERATORS[value], text=text)
     if _hashable(value) and value in _CONSTRUCTOR_OPERATORS:
