@@ -448,6 +448,11 @@ def numpy_function_dtype_by_position(x):
     return np.sum(np.var(x, 0, None))  # <- error
 
 
+def repeated_by_a_name(x, n=3):
+    ys = [x] * n  # <- error
+    return np.sum(np.stack(ys))
+
+
 def joined_lists(x):
     items = [x[0]] + [x[1] * 2.0]  # <- error
     return np.sum(np.stack(items))

@@ -635,6 +635,9 @@ def test_lists_grown_with_plus(function):
     x = np.array([0.3, -0.6, 0.9])
     expected = central_differences(function, [x], 0)
     np.testing.assert_allclose(ppto.grad(function)(x).numpy(), expected, rtol=1e-6)
+    tangent = np.array([1.0, -2.0, 0.5])
+    _, derivative = ppto.jvp(function, (x,), (tangent,))
+    np.testing.assert_allclose(float(derivative), expected @ tangent, rtol=1e-6)
 
 
 def spread_without_freedom(x):

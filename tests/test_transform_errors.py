@@ -204,6 +204,7 @@ REJECTED = [
     Case(ec.numpy_dtype_by_position, ".var() takes its axis by position", "x.var("),
     Case(ec.numpy_function_dtype_by_position, "np.var takes its axis", "np.var("),
     Case(ec.list_after_a_literal, "joining these lists with +", "ys = [x[1]]"),
+    Case(ec.repeated_by_a_name, "repeats the list or multiplies", "ys = [x] * n"),
     Case(
         ec.extend_through_second_name, "shares its array with kept", "hs += [x * 2.0]"
     ),

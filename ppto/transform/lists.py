@@ -39,9 +39,27 @@ def add_at(values: list, index, addition) -> list:
     return out
 
 
+def repeat(values: list, count: int) -> list:
+    """``values * count``: the list repeated (Python's list repetition)."""
+    return list(values) * count
+
+
+def fold_repeats(adjoints: list, count: int) -> list:
+    """The adjoint of ``repeat``: each element's adjoint summed over its copies."""
+    size = len(adjoints) // count if count else 0
+    return [
+        sum(adjoints[copy * size + position] for copy in range(count))
+        if count
+        else None
+        for position in range(size)
+    ]
+
+
 # Generated gradients call these; differentiating such a gradient again (forward
 # mode) needs to know what each argument is. Both functions are linear in their list
 # and tensor arguments, so their tangent is the same call on the tangents.
 zeros_like_list.returns_list = True
 add_lists.linear_list = ("list", "list")
 add_at.linear_list = ("list", "fixed", "value")
+repeat.linear_list = ("list", "fixed")
+fold_repeats.linear_list = ("list", "fixed")

@@ -14,7 +14,7 @@ import numpy as np
 from ppto.errors import PptoError, TransformError
 from ppto.ops import elementwise, indexing, linalg, logic, shape
 from ppto.ops.numpy_map import check_numpy_positionals
-from ppto.transform import ir
+from ppto.transform import ir, lists
 from ppto.transform.names import Namer
 from ppto.transform.resolve import (
     ATTRIBUTE_OPERATORS,
@@ -213,6 +213,8 @@ class Normalizer:
             return True
         if isinstance(value, gast.BinOp) and isinstance(value.op, gast.Add):
             return self.joined_lists(node, target, value.left, value.right)
+        if isinstance(value, gast.BinOp) and isinstance(value.op, gast.Mult):
+            return self.repeated_list(node, target, value)
         if isinstance(value, gast.Subscript) and _names_list(value.value, self.lists):
             self.emit(ir.ListGet(target, value.value.id, slice_expr(value.slice)))
             return True
@@ -249,6 +251,52 @@ class Normalizer:
         for part in rest:
             for element in part.elts:
                 self.emit(ir.ListAppend(target, self.expression(element)))
+        return True
+
+    def repeated_list(self, node, target: str, value) -> bool:
+        """``ys = [a, b] * 3`` (or ``xs * 3``): Python's list repetition, whose
+        adjoint adds each element's copies. The count must be a whole number
+        written out: ``[a] * n`` could as well be an elementwise product with an
+        array ``n``. A product without a list of differentiated values is not this
+        (returns False)."""
+        sides = [value.left, value.right]
+        listed = [
+            side
+            for side in sides
+            if _names_list(side, self.lists)
+            or (isinstance(side, gast.List) and value_reads(side) & self.varied)
+        ]
+        if not listed:
+            return False
+        (items,) = listed[:1]
+        count = value.right if items is value.left else value.left
+        if not (isinstance(count, gast.Constant) and type(count.value) is int):
+            raise self.source.error(
+                node,
+                "ppto cannot tell whether this repeats the list or multiplies "
+                "elementwise",
+                "repeat a list by a whole number written out ([a] * 3), or build "
+                "the array with np.stack([...]) first to multiply elementwise",
+            )
+        if isinstance(items, gast.List):
+            source = self.namer.temporary()
+            self.lists.add(source)
+            self.varied.add(source)  # (it holds differentiated values: see above)
+            self.emit(ir.ListNew(source))
+            for element in items.elts:
+                self.emit(ir.ListAppend(source, self.expression(element)))
+            items = gast.Name(source, gast.Load(), None, None)
+        self.lists.add(target)
+        helper = self.reference(lists.repeat, "repeat")
+        repeated = gast.Call(
+            gast.Name(helper, gast.Load(), None, None), [items, count], []
+        )
+        assign = gast.Assign(
+            [gast.Name(target, gast.Store(), None, None)], repeated, None
+        )
+        self.list_call(
+            gast.copy_location(assign, node), target, lists.repeat, ("list", "fixed")
+        )
         return True
 
     def list_helper(self, value):
@@ -480,6 +528,17 @@ class Normalizer:
             return None
 
     def expression_BinOp(self, node, target):
+        if isinstance(node.op, (gast.Add, gast.Mult)) and any(
+            _names_list(part, self.lists) or isinstance(part, gast.List)
+            for part in _summands(node) + [node.left, node.right]
+        ):  # a list made inside an expression: np.stack(xs + [a]), [a] * 3
+            target = target or self.namer.temporary()
+            statement = gast.Assign(
+                [gast.Name(target, gast.Store(), None, None)], node, None
+            )
+            gast.copy_location(statement, node)
+            if self.list_statement(statement):
+                return target
         op = BINARY_OPERATORS.get(type(node.op))
         if op is None:
             raise self.source.error(

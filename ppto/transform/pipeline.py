@@ -176,6 +176,9 @@ def _prepare(
     )
     local_names -= set(free_globals(parsed))
     normalizer = Normalizer(parsed, varied_names(body, set(wrt)), namer, local_names)
+    normalizer.reference = lambda value, preferred: program.refs.ref(
+        value, preferred, local_names
+    )  # (list helpers the user's code turns into, such as lists.repeat)
     ir_body = stop_shift_gradients(normalizer.block(body), namer)
     entry = parsed.fn is program.entry_function
     shapes, dtypes = (program.shapes, program.dtypes) if entry else ({}, {})

@@ -428,6 +428,9 @@ class Generator:
                 continue
             if s.function is lists.add_at and kind == "value":
                 value = gast.Subscript(name(adjoint), clone(s.inputs[1]), gast.Load())
+            elif s.function is lists.repeat:
+                fold = self.ref(lists.fold_repeats, "fold_repeats")
+                value = call(fold, name(adjoint), clone(s.inputs[1]))
             elif s.function in (list, tuple) and operand not in self.lists:
                 value = call("tuple", name(adjoint))  # a tuple-valued operator's
             else:
