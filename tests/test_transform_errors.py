@@ -208,6 +208,20 @@ REJECTED = [
     Case(
         ec.extend_through_second_name, "shares its array with kept", "hs += [x * 2.0]"
     ),
+    # the same inside a branch or a loop, and into the rows of a matrix
+    Case(
+        ec.add_into_alias_in_a_branch,
+        "shares its array with x",
+        "z += 1.0",
+        args=(VECTOR, True),
+    ),
+    Case(ec.add_into_alias_in_a_loop, "shares its array with x", "acc += 1.0"),
+    Case(
+        ec.add_into_rows,
+        "shares its array with x",
+        "row += 1.0",
+        args=(np.ones((2, 3)),),
+    ),
 ]
 
 
