@@ -530,6 +530,15 @@ def fresh_in_each_turn(x):
     return np.sum(z * x)
 
 
+def array_on_one_path_only(x, flag):
+    if flag:
+        z = x * 2.0
+    else:
+        z = x[0]  # a number for a vector: += rebinds it
+    z += 1.0
+    return np.sum(x * z)
+
+
 def fresh_on_both_paths(x, flag):
     z = x
     if flag:
@@ -560,6 +569,9 @@ def test_valid_code_the_new_checks_must_not_refuse(tmp_path, monkeypatch):
     np.testing.assert_allclose(ppto.grad(fresh_in_each_turn)(x).numpy(), 4 * x + 1)
     np.testing.assert_allclose(
         ppto.grad(fresh_on_both_paths)(x, True).numpy(), 6 * x + 1
+    )
+    np.testing.assert_allclose(  # refused for a while: z is an array on one path
+        ppto.grad(array_on_one_path_only)(x, True).numpy(), 4 * x + 1
     )
     (tmp_path / "annotated_loss.py").write_text(ANNOTATED)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -679,6 +691,11 @@ def through_integers_only(x):
     return np.sum(x.astype(np.int32) * 1.0)
 
 
+def cast_by_a_variable(x, like):
+    whole = like.dtype  # known only when the code runs
+    return np.sum(x.astype(whole) * 1.0 + x * x)
+
+
 def test_whole_numbers_carry_no_derivative():
     # a fill or cast into integers passed the derivative on as if it were a float
     from tests.corpus.checks import central_differences
@@ -693,3 +710,7 @@ def test_whole_numbers_carry_no_derivative():
         np.testing.assert_allclose(float(derivative), np.sum(expected * tangent))
     with pytest.raises(ppto.GradError, match=r"ppto.cast .*int32.*whole numbers"):
         ppto.grad(through_integers_only)(x)
+    vector, like = np.array([0.3, -0.7, 2.3]), np.array([1, 2, 3])
+    expected = central_differences(cast_by_a_variable, [vector, like], 0)
+    gradient = ppto.grad(cast_by_a_variable)(vector, like)
+    np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6)

@@ -212,18 +212,33 @@ def _(x, axis=0):
     return backward
 
 
-@primitive(ANY, tangent="linear")
+@shape_helper
+def floating(x) -> bool:
+    """Whether ``x`` holds floating point (or complex) numbers."""
+    dtype = getattr(x, "dtype", None)
+    return (np.dtype(dtype) if dtype is not None else np.result_type(x)).kind in "fc"
+
+
+@primitive(ANY)
 def cast(xp, x, dtype):
-    """x converted to ``dtype``."""
+    """x converted to ``dtype`` (to whole numbers: no derivative passes)."""
     return x.astype(dtype)
 
 
 @cast.grad_rule
-def _(x, dtype):
+def _(x, dtype, out=None):
     def backward(dY):
-        return cast(dY, x.dtype)
+        return cast(dY, x.dtype) if floating(out) else zeros_like(x)
 
     return backward
+
+
+@cast.jvp_rule
+def _(x, dtype, out=None):
+    def tangent(dx):
+        return cast(dx, dtype) if floating(out) else zeros_like(out)
+
+    return tangent
 
 
 @primitive(ANY, tangent="linear", keeps_layout=True)
@@ -263,13 +278,6 @@ def full_like(xp, x, fill_value, dtype=None):
     ``fill_value`` (broadcast to x's shape): ``np.full_like``. Only the fill value is
     differentiated."""
     return xp.full_like(x, fill_value, dtype=dtype)
-
-
-@shape_helper
-def floating(x) -> bool:
-    """Whether ``x`` holds floating point (or complex) numbers."""
-    dtype = getattr(x, "dtype", None)
-    return (np.dtype(dtype) if dtype is not None else np.result_type(x)).kind in "fc"
 
 
 # (a fill stored in whole numbers is cut to them: it has no derivative there)

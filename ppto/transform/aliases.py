@@ -39,8 +39,8 @@ class _Sharing:
 
     bases: dict = field(default_factory=dict)  # name -> names whose array it may be in
     views: dict = field(default_factory=dict)  # the same, through views only
-    # name -> the fewest axes it has where it may be an array (a name that surely
-    # holds a number, or may hold anything, is not here)
+    # name -> the fewest axes it has, for a name that is an array on every path
+    # here (one that may hold a number is not here)
     arrays: dict = field(default_factory=dict)
 
     def copy(self) -> _Sharing:
@@ -57,8 +57,11 @@ class _Sharing:
             joined.bases[name] = joined.bases.get(name, set()) | shared
         for name, shared in other.views.items():
             joined.views[name] = joined.views.get(name, set()) | shared
-        for name, rank in other.arrays.items():
-            joined.arrays[name] = min(rank, joined.arrays.get(name, rank))
+        joined.arrays = {  # (an array on one path may be a number on the other)
+            name: min(rank, other.arrays[name])
+            for name, rank in self.arrays.items()
+            if name in other.arrays
+        }
         return joined
 
 

@@ -227,17 +227,17 @@ class Normalizer:
         return False
 
     def joined_lists(self, node, target: str, left, right) -> bool:
-        """``ys = xs + [a] + [b, c]`` (and ``xs += [a]``): a copy of the list with the
-        items appended, ``ys = list(xs); ys.append(a); ...``, so that ``xs`` keeps
-        its items as in Python. Other joins of a list are refused; a sum that is not
-        of a list is not this (returns False)."""
+        """``ys = xs + [a] + (b, c)``, ``[a] * 2 + [b]`` (and ``xs += [a]``): a new
+        list with the items appended (``ys = list(xs); ys.append(a); ...``), so that
+        ``xs`` keeps its items as in Python. A sum without a list or a sequence of
+        differentiated values is not this (returns False); other joins are
+        refused."""
         parts = _summands(left) + _summands(right)
-        if not any(_names_list(part, self.lists) for part in parts):
+        sequences = [self.sequence(part) for part in parts]
+        if not any(sequences):
             return False
         first, rest = parts[0], parts[1:]
-        if not _names_list(first, self.lists) or not all(
-            isinstance(part, gast.List) for part in rest
-        ):
+        if not all(sequences) or not all(_literal(part) for part in rest):
             raise self.source.error(
                 node,
                 "ppto cannot differentiate joining these lists with +",
@@ -245,30 +245,51 @@ class Normalizer:
                 "items = list(first), then items.append(item) for each",
             )
         self.lists.add(target)
-        copy = gast.Call(gast.Name("list", gast.Load(), None, None), [first], [])
-        assign = gast.Assign([gast.Name(target, gast.Store(), None, None)], copy, None)
-        self.list_call(gast.copy_location(assign, node), target, list, ("value",))
+        if _literal(first):
+            self.varied.add(target)
+            self.emit(ir.ListNew(target))
+            rest = parts
+        else:
+            source = self.listed(node, first)
+            copy = gast.Call(gast.Name("list", gast.Load(), None, None), [source], [])
+            stored = gast.Name(target, gast.Store(), None, None)
+            assign = gast.Assign([stored], copy, None)
+            self.list_call(gast.copy_location(assign, node), target, list, ("value",))
         for part in rest:
             for element in part.elts:
                 self.emit(ir.ListAppend(target, self.expression(element)))
         return True
 
+    def sequence(self, node) -> bool:
+        """Whether ``node`` is a list or tuple whose items are differentiated (a
+        list variable, a literal reading differentiated values, or one repeated),
+        as opposed to an array or a sequence of constants (``x + [1.0, 2.0]``)."""
+        if _names_list(node, self.lists):
+            return True
+        if _literal(node):
+            return bool(value_reads(node) & self.varied)
+        if isinstance(node, gast.BinOp) and isinstance(node.op, gast.Mult):
+            return self.sequence(node.left) or self.sequence(node.right)
+        return False
+
+    def listed(self, node, part) -> gast.Name:
+        """A list variable holding ``part`` (a list variable, or a repetition)."""
+        if _names_list(part, self.lists):
+            return part
+        temporary = self.namer.temporary()
+        self.repeated_list(node, temporary, part)
+        return gast.Name(temporary, gast.Load(), None, None)
+
     def repeated_list(self, node, target: str, value) -> bool:
-        """``ys = [a, b] * 3`` (or ``xs * 3``): Python's list repetition, whose
-        adjoint adds each element's copies. The count must be a whole number
+        """``ys = [a, b] * 3``, ``(a,) * 3`` or ``xs * 3``: Python's repetition,
+        whose adjoint adds each element's copies. The count must be a whole number
         written out: ``[a] * n`` could as well be an elementwise product with an
-        array ``n``. A product without a list of differentiated values is not this
-        (returns False)."""
-        sides = [value.left, value.right]
-        listed = [
-            side
-            for side in sides
-            if _names_list(side, self.lists)
-            or (isinstance(side, gast.List) and value_reads(side) & self.varied)
-        ]
+        array ``n``. A product without a sequence of differentiated values is not
+        this (returns False)."""
+        listed = [side for side in (value.left, value.right) if self.sequence(side)]
         if not listed:
             return False
-        (items,) = listed[:1]
+        items = listed[0]
         count = value.right if items is value.left else value.left
         if not (isinstance(count, gast.Constant) and type(count.value) is int):
             raise self.source.error(
@@ -278,7 +299,7 @@ class Normalizer:
                 "repeat a list by a whole number written out ([a] * 3), or build "
                 "the array with np.stack([...]) first to multiply elementwise",
             )
-        if isinstance(items, gast.List):
+        if _literal(items):
             source = self.namer.temporary()
             self.lists.add(source)
             self.varied.add(source)  # (it holds differentiated values: see above)
@@ -286,6 +307,8 @@ class Normalizer:
             for element in items.elts:
                 self.emit(ir.ListAppend(source, self.expression(element)))
             items = gast.Name(source, gast.Load(), None, None)
+        elif not _names_list(items, self.lists):
+            items = self.listed(node, items)  # ([a] * 2) * 3
         self.lists.add(target)
         helper = self.reference(lists.repeat, "repeat")
         repeated = gast.Call(
@@ -529,8 +552,7 @@ class Normalizer:
 
     def expression_BinOp(self, node, target):
         if isinstance(node.op, (gast.Add, gast.Mult)) and any(
-            _names_list(part, self.lists) or isinstance(part, gast.List)
-            for part in _summands(node) + [node.left, node.right]
+            self.sequence(part) for part in _summands(node) + [node.left, node.right]
         ):  # a list made inside an expression: np.stack(xs + [a]), [a] * 3
             target = target or self.namer.temporary()
             statement = gast.Assign(
@@ -782,6 +804,10 @@ def _symbol(operator) -> str:
     from ppto.transform.fence import _SYMBOLS
 
     return _SYMBOLS.get(type(operator), type(operator).__name__)
+
+
+def _literal(node) -> bool:
+    return isinstance(node, (gast.List, gast.Tuple))
 
 
 def _summands(node) -> list:
