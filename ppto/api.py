@@ -475,16 +475,24 @@ class Transformed:
     def result(self, value, placed: tuple, device: Device):
         """What the caller gets: the gradients (one or a tuple), with the value for
         ``value_and_grad``."""
-        gradients = placed[0] if self.single else placed
-        if RESULT_OBSERVERS:  # (ppto.debug.memcheck)
-            for observer in RESULT_OBSERVERS:
-                observer(self.__name__.removesuffix("_grad"), gradients)
+        gradients = _observed(
+            "Grad",
+            self.__name__.removesuffix("_grad"),
+            placed[0] if self.single else placed,
+        )
         return (_as_tensor(value, device), gradients) if self.with_value else gradients
 
 
 SHAPE_SPECIALISATIONS = 8
-# called with (function name, gradients) for each result handed back
+# called with (what, function name, result) for each result handed back
 RESULT_OBSERVERS: list[Callable] = []
+
+
+def _observed(what: str, name: str, result):
+    """``result``, after the observers saw it (ppto.debug.memcheck)."""
+    for observer in RESULT_OBSERVERS:
+        observer(what, name, result)
+    return result
 
 
 def _separate(grads: tuple) -> tuple:
@@ -731,7 +739,7 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
             grads = backward(saved, raw)
         grads = (grads,) if len(wrt) == 1 else tuple(grads)
         by_name = dict(zip(wrt, grads))
-        return tuple(
+        gradients = tuple(
             _place(
                 _in_dtype(by_name[name], getattr(values[i], "dtype", None)),
                 devices.get(i, device),
@@ -741,8 +749,9 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
             else None
             for i, (name, value) in enumerate(zip(call.names, call.values))
         )
+        return _observed("Vjp", function.__name__, gradients)
 
-    return _as_tensor(out, device), pullback
+    return _observed("Vjp", function.__name__, _as_tensor(out, device)), pullback
 
 
 def _check_cotangent(cotangent, out, where: str) -> None:
@@ -815,6 +824,8 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
         )
     transformed = Transformed(f, wrt, "jvp", with_value=True)
     call_, values, ranks, devices, device = transformed.prepare(primals, {})
+    if streams.in_use:  # (tangents are read by generated code too)
+        streams.ready(tangents)
     raw_tangents = [
         _unwrap(_cotangent_on(tangents[names.index(n)], device)) for n in wrt
     ]
@@ -823,7 +834,8 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
     value, tangent = transformed.run(
         0, ranks, device, values, dict(zip(parameters, raw_tangents))
     )
-    return _as_tensor(value, device), _as_tensor(tangent, device)
+    result = _as_tensor(value, device), _as_tensor(tangent, device)
+    return _observed("Jvp", function.__name__, result)
 
 
 def hessian(f: Callable, wrt: int | str = 0) -> Callable:
@@ -857,7 +869,9 @@ def hessian(f: Callable, wrt: int | str = 0) -> Callable:
             columns.append(np.asarray(column).reshape(-1))
         matrix = np.stack(columns, axis=-1).reshape(point.shape + point.shape)
         matrix = matrix.astype(dtype)  # in the argument's dtype, as gradients are
-        return _as_tensor(matrix, CPU).to(device)
+        return _observed(
+            "Hessian", function.__name__, _as_tensor(matrix, CPU).to(device)
+        )
 
     compute.__name__ = f"hessian_of_{function.__name__}"
     return compute

@@ -107,6 +107,16 @@ def register_backend(name: str, backend: Any) -> None:
             f"backend {name!r} has {unknown[0]}_impl, but ppto has no operator "
             f"{unknown[0]!r}{hint}: ppto ops lists the operators"
         )
+    from ppto.runtime.streams import PROTOCOL
+
+    given = [method for method in PROTOCOL if hasattr(backend, method)]
+    if given and len(given) < len(PROTOCOL):
+        missing = ", ".join(m for m in PROTOCOL if m not in given)
+        raise BackendError(
+            f"backend {name!r} has part of the stream protocol ({', '.join(given)}) "
+            f"but not {missing}: give it all of them, or none (its operators then "
+            "run as they are called)"
+        )
     backends.register_backend(name, backend, names, check_output)
     note_registration()
     for op in OPERATORS.values():

@@ -127,3 +127,32 @@ def test_the_module_runs_from_the_command_line(tmp_path):
     assert done.stdout.count("[Memory Report]") == 1
     assert "Retention Count : 2 (should be <=1)" in done.stdout
     assert f"Call Stack : {line_of('ppto.relu')} in <module>" in done.stdout
+
+
+def test_exit_codes_and_arguments_as_python_gives_them(tmp_path, capsys):
+    # sys.exit() gave 1 (0 under python), a message was lost, a "--" dropped
+    script = tmp_path / "exits.py"
+    script.write_text("import sys\nprint(sys.argv[1:])\nsys.exit(sys.argv[1] or None)\n")
+    assert memcheck.main([str(script), ""]) == 0
+    assert memcheck.main([str(script), "fatal: bad config"]) == 1
+    assert "fatal: bad config" in capsys.readouterr().err
+    memcheck.main([str(script), "", "--", "-x"])
+    assert "['', '--', '-x']" in capsys.readouterr().out
+
+
+def test_views_allocate_nothing_and_other_results_are_recorded():
+    x = ppto.tensor(np.ones((100, 100)))
+
+    def loss(v):
+        return ppto.reduce_sum(v * v)
+
+    with memcheck.tracking() as report:
+        views = [ppto.reshape(x, (-1,)) for _ in range(3)]
+        flipped = ppto.transpose(x)
+        _, pullback = ppto.vjp(loss, x)
+        (gradient,) = pullback(ppto.tensor(1.0))
+        _, tangent = ppto.jvp(loss, (x,), (x,))
+    operators = {site.operator for site in report.sites.values()}
+    assert "Reshape" not in operators and "Transpose" not in operators
+    assert {"Vjp(loss)", "Jvp(loss)"} <= operators
+    del views, flipped, gradient, tangent

@@ -56,6 +56,12 @@ class Logged:
     def finish(queue):
         Logged.log.append(("finish", queue))
 
+    finished: set = set()  # events done
+
+    @staticmethod
+    def done(event):
+        return event in Logged.finished
+
     @staticmethod
     def synchronize():
         Logged.log.append(("synchronize",))
@@ -63,7 +69,7 @@ class Logged:
 
 @pytest.fixture
 def logged():
-    Logged.log, Logged.made = [], itertools.count()
+    Logged.log, Logged.made, Logged.finished = [], itertools.count(), set()
     ppto.register_backend("logged", Logged)
     yield Logged.log
     ppto.unregister_backend("logged")
@@ -92,17 +98,60 @@ def test_operators_go_to_their_stream_and_readers_wait(logged):
         w = z + 1.0  # made on "compute": "io" waits for it first
     io = queue("io")
     assert logged.index(("wait", io, event_of(z))) < logged.index(("enter", io))
+    # z's memory is kept until io's read of it is done (CuPy's pool is per stream)
+    assert any(entry[2][0] is z.data for entry in streams._reading)
+    Logged.finished.add(event_of(w))
     del logged[:]
-    total = ppto.reduce_sum(w)  # the default stream waits for "io"
-    assert ("wait", None, event_of(w)) in logged
-    del logged[:]
-    host = total.numpy()  # the host waits for the default stream's event
-    assert logged == [("host_wait", event_of(total))]
-    assert host == pytest.approx(np.sum(np.exp(np.arange(4.0)) * 2.0 + 1.0))
+    total = ppto.reduce_sum(w)  # the default stream: ordered by CUDA, no event
+    assert not [e for e in logged if e[0] in ("wait", "record")]
+    host = w.numpy()  # the host waits for the stream that made w
+    assert logged == [("host_wait", event_of(w))]
+    assert float(total.numpy()) == pytest.approx(
+        np.sum(np.exp(np.arange(4.0)) * 2.0 + 1.0)
+    )
+    np.testing.assert_allclose(host, np.exp(np.arange(4.0)) * 2.0 + 1.0)
     del logged[:]
     ppto.sync()
     assert ("finish", compute) in logged and ("finish", io) in logged
-    assert ("synchronize",) in logged
+    assert ("synchronize",) in logged and not streams._reading
+    del y, z, w
+    assert not streams.in_use  # nothing open, no tensor made on a stream alive
+
+
+def test_uploads_inside_a_block_go_to_its_stream(logged):
+    with ppto.stream("io"):
+        batch = ppto.tensor(np.ones(3), device="logged")
+    io = queue("io")
+    assert ("enter", io) in logged and ("record", io, event_of(batch)) in logged
+
+
+def test_a_partial_stream_protocol_is_refused():
+    class Partial:
+        xp = np
+        new_stream = staticmethod(lambda index: "s")
+        record = staticmethod(lambda queue, index: "e")
+
+    with pytest.raises(ppto.BackendError, match="part of the stream protocol"):
+        ppto.register_backend("partial", Partial)
+
+
+def test_threads_making_one_stream_share_it(logged):
+    import threading
+
+    x = ppto.tensor(np.ones(3), device="logged")
+    start = threading.Barrier(4)
+
+    def work():
+        start.wait()
+        with ppto.stream("shared"):
+            ppto.exp(x)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len([e for e in logged if e[0] == "new"]) == 1
 
 
 def test_a_stream_is_made_once_per_name_and_device(logged):

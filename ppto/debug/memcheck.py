@@ -22,7 +22,6 @@ then ``print(report.text())``.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import runpy
@@ -36,7 +35,7 @@ from ppto.ops.primitive import OBSERVERS, camel_case
 from ppto.runtime.tensor import Tensor
 
 _PACKAGE = str(Path(ppto.__file__).resolve().parent) + os.sep
-_SKIPPED = (_PACKAGE, str(Path(runpy.__file__).resolve().parent) + os.sep)
+_RUNPY = runpy.__file__  # (how the script is started: not the script's own frames)
 
 
 @dataclass
@@ -97,8 +96,13 @@ class Report:
         self.sites: dict[tuple, Site] = {}
         self.base = base or Path.cwd()
 
-    def record(self, operator: str, value, stack: tuple) -> None:
+    def record(self, operator: str, value, stack: tuple, inputs=()) -> None:
+        """Note the tensors in ``value``, made at ``stack`` by ``operator``; a view
+        of one of ``inputs`` (a reshape, a transpose) allocated nothing."""
+        roots = {id(_root(x.data)) for x in _tensors(inputs)}
         for tensor in _tensors(value):
+            if id(_root(tensor.data)) in roots:
+                continue
             size = int(getattr(tensor.data, "nbytes", 0))
             site = self.sites.get((operator, stack))
             if site is None:
@@ -139,10 +143,10 @@ def tracking(base: Path | None = None):
     report = Report(base)
 
     def on_operator(op, inputs, params, out):
-        report.record(camel_case(op.name), out, _script_stack())
+        report.record(camel_case(op.name), out, _script_stack(), inputs)
 
-    def on_gradients(name, value):
-        report.record(f"Grad({name})", value, _script_stack())
+    def on_gradients(what, name, value):
+        report.record(f"{what}({name})", value, _script_stack())
 
     OBSERVERS.append(on_operator)
     api.RESULT_OBSERVERS.append(on_gradients)
@@ -151,6 +155,13 @@ def tracking(base: Path | None = None):
     finally:
         OBSERVERS.remove(on_operator)
         api.RESULT_OBSERVERS.remove(on_gradients)
+
+
+def _root(array):
+    """The array that owns ``array``'s memory (itself, or the base of a view)."""
+    while getattr(array, "base", None) is not None:
+        array = array.base
+    return array
 
 
 def _tensors(value):
@@ -167,7 +178,7 @@ def _script_stack(depth: int = 3) -> tuple:
     frame = sys._getframe(2)
     while frame is not None and len(frames) < depth:
         path = frame.f_code.co_filename
-        if not path.startswith("<") and not path.startswith(_SKIPPED):
+        if not path.startswith(("<", _PACKAGE)) and path != _RUNPY:
             frames.append((path, frame.f_lineno, frame.f_code.co_name))
         frame = frame.f_back
     return tuple(frames)
@@ -180,33 +191,57 @@ def _shown(path: str, base: Path) -> str:
         return path
 
 
+USAGE = """usage: python -m ppto.debug.memcheck [--top N] script.py [args ...]
+
+Run a script and report ppto's allocations per operator and call site, with what
+the script still holds when it ends. --top N: the sites shown (default 10). The
+script's arguments are passed on as they are."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m ppto.debug.memcheck",
-        description="Run a script and report ppto's allocations per operator and "
-        "call site, with what the script still holds when it ends.",
-    )
-    parser.add_argument("--top", type=int, default=10, help="sites shown (default 10)")
-    parser.add_argument("script", help="the Python script to run")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
-    options = parser.parse_args(argv)
-    script = Path(options.script)
-    if not script.is_file():
-        parser.error(f"no script at {options.script}")
+    """Run the script (see USAGE); returns its exit status as Python would."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = 10
+    while argv and argv[0].startswith("-"):  # options come before the script
+        option = argv.pop(0)
+        if option in ("-h", "--help"):
+            print(USAGE)
+            return 0
+        if option == "--top" and argv and argv[0].isdigit():
+            top = int(argv.pop(0))
+        else:
+            print(f"{USAGE}\n\nunknown option {option!r}", file=sys.stderr)
+            return 2
+    if not argv or not Path(argv[0]).is_file():
+        where = f"no script at {argv[0]}" if argv else "no script given"
+        print(f"{USAGE}\n\n{where}", file=sys.stderr)
+        return 2
+    script = Path(argv[0])
     saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [str(script), *options.args]
+    sys.argv = [str(script), *argv[1:]]
     sys.path.insert(0, str(script.resolve().parent))
     status, module_globals = 0, None
     with tracking() as report:
         try:
             module_globals = runpy.run_path(str(script), run_name="__main__")
         except SystemExit as exit_:
-            status = exit_.code if isinstance(exit_.code, int) else 1
+            status = _exit_status(exit_.code)
         finally:  # (a failing script's report is printed before its traceback)
             sys.argv, sys.path[:] = saved_argv, saved_path
-            print(report.text(options.top))  # the script's variables still held
+            print(report.text(top))  # the script's variables still held
         del module_globals
     return status
+
+
+def _exit_status(code) -> int:
+    """What ``sys.exit(code)`` makes the process return (a message goes to
+    stderr, as Python does)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -160,11 +160,11 @@ class Primitive(OperatorDef):
         if run is None:
             run = self._impls[device] = implementation(self.name, self.impl, device)
         arrays = _grouped(raws, lengths)
-        key = backend = None
+        plan = backend = None
         try:
             if streams.in_use:  # (ppto.stream was entered: see runtime/streams.py)
                 backend = backend_for(device)
-                context, key = streams.running(backend, device, flat)
+                context, plan = streams.running(backend, device, flat)
                 with context:
                     raw_out = run(*arrays, **params)
             else:
@@ -178,8 +178,8 @@ class Primitive(OperatorDef):
                 f"{shapes} with {_params_text(params)}: {error}"
             ) from error
         out = self._wrap(raw_out, device, inputs, params)
-        if backend is not None:
-            streams.record(backend, device, key, out)
+        if plan is not None:
+            streams.record(backend, device, plan, out)
         for observer in OBSERVERS:
             observer(self, inputs, params, out)
         return out

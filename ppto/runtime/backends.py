@@ -80,6 +80,10 @@ class Backend:
     def finish(self, queue: Any) -> None:
         """Block until the work on ``queue`` is done."""
 
+    def done(self, event: Any) -> bool:
+        """Whether ``event`` has happened (without waiting)."""
+        return True
+
 
 class NumpyBackend(Backend):
     kind = "cpu"
@@ -231,13 +235,16 @@ class CupyBackend(Backend):
         return array.device.id
 
     def synchronize(self) -> None:
+        """Wait for every stream on every device."""
         if self._cupy is not None:
-            self._cupy.cuda.get_current_stream().synchronize()
+            for index in range(self.device_count()):
+                self._cupy.cuda.Device(index).synchronize()
 
     def new_stream(self, index: int) -> Any:
         cupy = self._load()
         with cupy.cuda.Device(index):  # (a stream belongs to the current device)
-            return cupy.cuda.Stream(non_blocking=True)
+            # blocking: ordered against the default stream (see runtime/streams.py)
+            return cupy.cuda.Stream(non_blocking=False)
 
     def using(self, queue: Any, index: int):
         stack = contextlib.ExitStack()
@@ -262,6 +269,9 @@ class CupyBackend(Backend):
 
     def finish(self, queue: Any) -> None:
         queue.synchronize()
+
+    def done(self, event: Any) -> bool:
+        return event.done
 
 
 class RegisteredBackend(Backend):
@@ -336,6 +346,9 @@ class RegisteredBackend(Backend):
 
     def finish(self, queue: Any) -> None:
         self.user.finish(queue)
+
+    def done(self, event: Any) -> bool:
+        return self.user.done(event)
 
     def synchronize(self) -> None:
         synchronize = getattr(self.user, "synchronize", None)

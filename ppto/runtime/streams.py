@@ -6,29 +6,46 @@ made on first use): an operator issued on it returns at once while the GPU works
 work on two streams overlaps (compute on one, copies and loading on another). On the
 CPU, NumPy computes each operator as it is called: a stream there changes nothing,
 and ``sync`` has nothing to wait for. A registered backend takes part by providing
-the methods of ``Backend``'s stream protocol (``new_stream`` and the rest).
+all the methods of ``Backend``'s stream protocol (``new_stream`` and the rest).
 
-Reading a tensor is always safe, whatever stream made it: the stream (or host copy)
-that reads a tensor made on another stream first waits for the work that made it (an
-event recorded on that stream when the tensor was made), so a tensor is never read
-half-written; ``sync`` is only needed to wait for everything.
+Reading a tensor is always safe, whatever stream made it:
 
-Until a stream is first entered, operators check one flag (``in_use``) and nothing
-else.
+- Named CUDA streams are *blocking* streams: work on CUDA's default stream (what
+  runs outside any ``ppto.stream`` block, copies included) waits for the work
+  queued on them before it, and they wait for the default stream's. So only two
+  named streams can overlap, and between them ppto orders reads itself:
+- an operator on one named stream that reads a tensor made on another first waits
+  for the event recorded when the tensor was made;
+- and the reading stream's event keeps the tensor's memory alive until the read is
+  done (CuPy's memory pool would otherwise hand a freed block back to the stream
+  that made it while the other still reads it).
+
+``sync`` waits for everything, on every device. A thread started inside a
+``ppto.stream`` block issues its operators on the default stream unless it enters a
+block of its own (the stream is a context variable, which threads do not inherit).
+
+Until a stream is entered, operators check one flag (``in_use``); it drops again
+once no block is open and no tensor made on a stream is alive.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 import weakref
 
 from ppto.errors import PptoError
 
-in_use = False  # set once any stream is entered
+in_use = False  # a block is open, or a tensor made on a stream is alive
 _current: contextvars.ContextVar = contextvars.ContextVar("ppto_stream", default=None)
+_lock = threading.RLock()  # (shared tables; a finalizer may run while held)
+_open = 0  # stream blocks open, in all threads
 _streams: dict[tuple, tuple] = {}  # (name, kind, index) -> (backend, its stream)
 _made_on: dict[int, tuple] = {}  # id(tensor) -> (stream key, backend, event)
+_reading: list = []  # (backend, event, arrays): read on another stream until event
+
+PROTOCOL = ("new_stream", "using", "record", "wait", "host_wait", "finish", "done")
 
 
 @contextlib.contextmanager
@@ -41,15 +58,20 @@ def stream(name: str):
     ...     x_next = ppto.tensor(batch, device="cuda")
     >>> ppto.sync()                              # doctest: +SKIP
     """
-    global in_use
+    global in_use, _open
     if not isinstance(name, str) or not name:
         raise PptoError(f"a stream is named by a non-empty string, got {name!r}")
-    in_use = True
+    with _lock:
+        _open += 1
+        in_use = True
     token = _current.set(name)
     try:
         yield name
     finally:
         _current.reset(token)
+        with _lock:
+            _open -= 1
+            _settle()
 
 
 def current() -> str | None:
@@ -61,51 +83,63 @@ def sync() -> None:
     """Wait until the work queued on every stream, on every device, is done."""
     from ppto.runtime.backends import loaded_backends
 
-    for backend, queue in list(_streams.values()):
+    with _lock:
+        queues = list(_streams.values())
+    for backend, queue in queues:
         backend.finish(queue)
     for backend in loaded_backends():
         backend.synchronize()
+    with _lock:
+        _reading.clear()
+        _settle()
 
 
 def running(backend, device, inputs: list):
-    """``(context, key)``: the context an operator on ``device`` runs in (its stream
-    made current, after waiting for inputs made on other streams), and the key its
-    results are recorded under (None: the default stream)."""
+    """``(context, plan)``: the context an operator on ``device`` runs in (its
+    stream made current, after waiting for inputs made on other named streams),
+    and what ``record`` needs afterwards (None: the default stream)."""
     name = _current.get()
-    key = queue = None
-    if name is not None:
-        key = (name, device.kind, device.index)
+    if name is None:
+        return contextlib.nullcontext(), None
+    key = (name, device.kind, device.index)
+    with _lock:
         known = _streams.get(key)
-        queue = known[1] if known is not None else backend.new_stream(device.index)
-        if queue is None:  # a backend that computes as it is called
-            key = None
-        elif known is None:
-            _streams[key] = (backend, queue)
+        if known is None:
+            queue = backend.new_stream(device.index)
+            if queue is None:  # a backend that computes as it is called
+                return contextlib.nullcontext(), None
+            known = _streams[key] = (backend, queue)
+    queue = known[1]
+    foreign = []
     for value in inputs:
         made = _made_on.get(id(value))
         if made is not None and made[0] != key and made[1] is backend:
             backend.wait(queue, made[2], device.index)
-    if queue is None:
-        return contextlib.nullcontext(), None
-    return backend.using(queue, device.index), key
+            foreign.append(value.data)
+    return backend.using(queue, device.index), (key, queue, foreign)
 
 
-def record(backend, device, key, outputs) -> None:
-    """Note which stream made ``outputs`` (tensors), so that another stream, or the
-    host, reading them waits for it."""
-    queue = _streams[key][1] if key is not None else None
+def record(backend, device, plan, outputs) -> None:
+    """After an operator ran by ``running``'s plan: note which stream made
+    ``outputs``, and keep inputs read from other streams alive until it is done."""
+    if plan is None:
+        return
+    key, queue, foreign = plan
     event = backend.record(queue, device.index)
-    if event is not None:
+    with _lock:
         _remember(outputs, (key, backend, event))
+        if foreign:
+            _reading.append((backend, event, foreign))
+        _reading[:] = [entry for entry in _reading if not entry[0].done(entry[1])]
 
 
 def run_generated(backend, device, call):
     """``call()`` (generated code on ``device``) on the current stream, returning
     once its work is done: its results are raw arrays, which carry no events."""
-    context, key = running(backend, device, ())
+    context, plan = running(backend, device, ())
     with context:
         result = call()
-    queue = _streams[key][1] if key is not None else None
+    queue = plan[1] if plan is not None else None
     event = backend.record(queue, device.index)
     if event is not None:
         backend.host_wait(event)
@@ -114,7 +148,7 @@ def run_generated(backend, device, call):
 
 def ready(value) -> None:
     """Block the host until ``value`` (a tensor, or a list or tuple of them) is made:
-    before it is copied off its device or read by generated code."""
+    before it is copied or read by generated code."""
     if isinstance(value, (list, tuple)):
         for item in value:
             ready(item)
@@ -132,5 +166,17 @@ def _remember(value, made: tuple) -> None:
             _remember(item, made)
     elif isinstance(value, Tensor):
         if id(value) not in _made_on:
-            weakref.finalize(value, _made_on.pop, id(value), None)
+            weakref.finalize(value, _forget, id(value))
         _made_on[id(value)] = made
+
+
+def _forget(identity: int) -> None:
+    with _lock:
+        _made_on.pop(identity, None)
+        _settle()
+
+
+def _settle() -> None:
+    """Drop ``in_use`` once nothing needs it (called holding ``_lock``)."""
+    global in_use
+    in_use = bool(_open or _made_on)

@@ -153,8 +153,22 @@ def tensor(
     if isinstance(data, Tensor):
         raw, source = data.data, data.device
         layout = layout or data.layout
+        if streams.in_use:
+            streams.ready(data)  # (its stream may still be writing it)
     else:
         raw = data
+    if streams.in_use and target != CPU:  # an upload inside a stream block goes there
+        context, plan = streams.running(backend, target, ())
+        with context:
+            made = _made(raw, source, target, backend, dtype)
+        made = Tensor(made, target, layout)
+        streams.record(backend, target, plan, made)
+        return _checked(made)
+    return _checked(Tensor(_made(raw, source, target, backend, dtype), target, layout))
+
+
+def _made(raw, source: Device, target: Device, backend, dtype):
+    """A new raw array on ``target`` with ``raw``'s values, in ``dtype`` if given."""
     if source == CPU:
         host = _host_array(raw, dtype)
         array = host.copy() if host is raw else host
@@ -166,13 +180,17 @@ def tensor(
             array = array.astype(check_dtype(dtype, "ppto.tensor dtype"))
         if array is raw:
             array = array.copy()
-    check_dtype(array.dtype, "ppto.tensor data")
-    if layout is not None and array.ndim != 4:
+    return array
+
+
+def _checked(made: Tensor) -> Tensor:
+    check_dtype(made.data.dtype, "ppto.tensor data")
+    if made.layout is not None and made.data.ndim != 4:
         raise ShapeError(
-            f"layout={layout!r} describes 4-D image tensors; this data has shape "
-            f"{tuple(array.shape)}"
+            f"layout={made.layout!r} describes 4-D image tensors; this data has "
+            f"shape {tuple(made.data.shape)}"
         )
-    return Tensor(array, target, layout)
+    return made
 
 
 def _host_array(data: Any, dtype: Any) -> np.ndarray:
