@@ -132,7 +132,9 @@ def test_the_module_runs_from_the_command_line(tmp_path):
 def test_exit_codes_and_arguments_as_python_gives_them(tmp_path, capsys):
     # sys.exit() gave 1 (0 under python), a message was lost, a "--" dropped
     script = tmp_path / "exits.py"
-    script.write_text("import sys\nprint(sys.argv[1:])\nsys.exit(sys.argv[1] or None)\n")
+    script.write_text(
+        "import sys\nprint(sys.argv[1:])\nsys.exit(sys.argv[1] or None)\n"
+    )
     assert memcheck.main([str(script), ""]) == 0
     assert memcheck.main([str(script), "fatal: bad config"]) == 1
     assert "fatal: bad config" in capsys.readouterr().err
