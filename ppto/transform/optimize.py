@@ -301,49 +301,44 @@ _ARITHMETIC = (gast.Add, gast.Sub, gast.Mult, gast.Div)
 def fold_reduced_counts(
     body: list, namespace: dict, shapes: dict, dtypes: dict
 ) -> list:
-    """``reduced_count(x, axis)`` -> the number, where ``x``'s shape is known: the
-    gradient of a mean reads ``dy / 8``, as one would write it."""
+    """``reduced_count(x, axis)`` -> the number, where ``x``'s shape is known (the
+    gradient of a mean reads ``dy / 8``, as one would write it), and ``floating(x)``
+    -> True or False where ``x``'s dtype is; then the arithmetic around them."""
     from ppto.ops.reductions import reduced_axes, reduced_count
     from ppto.ops.shape import floating
+
+    def count_of(node):
+        shape = expression_shape(node.args[0], shapes, dtypes)
+        axis = literal(node.args[1])
+        if not isinstance(shape, tuple) or axis is NOT_LITERAL:
+            return None
+        try:
+            axes = reduced_axes(len(shape), axis)
+        except (TypeError, ZeroDivisionError):
+            return None  # an axis the reduction itself refuses
+        count = 1
+        for number in axes:
+            count *= shape[number]
+        return int(count)
+
+    def kind_of(node):
+        argument = node.args[0]
+        dtype = dtypes.get(argument.id) if isinstance(argument, gast.Name) else None
+        return None if dtype is None else np.dtype(dtype).kind in "fc"
 
     class Fold(gast.NodeTransformer):
         def visit_Call(self, node):
             self.generic_visit(node)
-            if not (
-                isinstance(node.func, gast.Name)
-                and namespace.get(node.func.id) is reduced_count
-                and len(node.args) == 2
-                and not node.keywords
-            ):
+            function = getattr(node.func, "id", None) and namespace.get(node.func.id)
+            value = None
+            if function is reduced_count and len(node.args) == 2:
+                value = count_of(node)
+            elif function is floating and len(node.args) == 1:
+                value = kind_of(node)
+            if value is None or node.keywords:
                 return node
-            shape = expression_shape(node.args[0], shapes, dtypes)
-            axis = literal(node.args[1])
-            if not isinstance(shape, tuple) or axis is NOT_LITERAL:
-                return node
-            try:
-                axes = reduced_axes(len(shape), axis)
-            except (TypeError, ZeroDivisionError):
-                return node  # an axis the reduction itself refuses
-            count = 1
-            for number in axes:
-                count *= shape[number]
             self.folded = True
-            return gast.Constant(int(count), None)
-
-    class Floating(gast.NodeTransformer):  # ``floating(t)`` -> ``True`` if known
-        def visit_Call(self, node):
-            self.generic_visit(node)
-            if (
-                isinstance(node.func, gast.Name)
-                and namespace.get(node.func.id) is floating
-                and len(node.args) == 1
-                and isinstance(node.args[0], gast.Name)
-                and dtypes.get(node.args[0].id) is not None
-            ):
-                self.folded = True
-                kind = np.dtype(dtypes[node.args[0].id]).kind
-                return gast.Constant(kind in "fc", None)
-            return node
+            return gast.Constant(value, None)
 
     class Extremes(gast.NodeTransformer):  # ``max(12 - 1, 0)`` -> ``11``
         def visit_Call(self, node):
@@ -361,12 +356,10 @@ def fold_reduced_counts(
             return node
 
     folder, arithmetic, folded_body = Fold(), _Fold(), []
-    floats = Floating()
     for statement in body:
-        folder.folded = floats.folded = False
-        statement = floats.visit(folder.visit(statement))
-        folder.folded |= floats.folded
-        if folder.folded:  # ``(12 - 0)``: the count's arithmetic, done now
+        folder.folded = False
+        statement = folder.visit(statement)
+        if folder.folded:  # ``(12 - 0)``, ``a if True else b``: done now
             statement = Extremes().visit(arithmetic.visit(statement))
             statement = arithmetic.visit(statement)
         folded_body.append(statement)
