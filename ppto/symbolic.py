@@ -108,7 +108,7 @@ def _result(expr: Operator, args: list, params: dict):
     stand-ins of zeros and of ones (which must agree: a shape that depends on the
     values, as of ``y[y > 0.5]``, is not known)."""
     op = expr.op
-    shape = expected.from_signature(op, args)
+    shape = expected.from_signature(op, args, params)
     if shape is not None:
         small = [_first(arg) for arg in args]  # (one element each: the dtype)
         with np.errstate(all="ignore"):

@@ -354,6 +354,7 @@ def test_expected_shapes_come_from_signatures_or_small_reference_runs():
     # matrix products and broadcasting: from the signature, whatever the size
     assert expected._expected(ppto.dot, (big, big.T), {}) == (2048, 2048)
     assert expected._expected(ppto.add, (big, np.ones(1024)), {}) == (2048, 1024)
+    assert expected._expected(ppto.reduce_sum, (big,), {"axis": 0}) == (1024,)
     # anything else runs the operator, on inputs of at most PROBE_LIMIT elements
-    assert expected._expected(ppto.reduce_sum, (big[:4],), {"axis": 0}) == (1024,)
-    assert expected._expected(ppto.reduce_sum, (big,), {"axis": 0}) is None
+    assert expected._expected(ppto.softmax, (big[:4],), {"axis": 1}) == (4, 1024)
+    assert expected._expected(ppto.softmax, (big,), {"axis": 1}) is None

@@ -54,7 +54,7 @@ _UNKNOWN = object()
 
 def _expected(op: Any, args: tuple, params: dict):
     """The result shape(s) ``op`` gives, or None where it cannot be told."""
-    shape = from_signature(op, args)
+    shape = from_signature(op, args, params)
     if shape is not None:
         return shape
     generic = getattr(op, "impl", None)
@@ -69,9 +69,18 @@ def _expected(op: Any, args: tuple, params: dict):
     return zeros if zeros == ones else None
 
 
-def from_signature(op: Any, args) -> tuple | None:
-    """The result shape of a broadcasting operator or a matrix product, from its
-    inputs' shapes; None for other operators, or shapes that do not fit."""
+REDUCTIONS = {
+    "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
+    "reduce_var", "reduce_std", "logsumexp",
+}  # fmt: skip
+
+
+def from_signature(op: Any, args, params: dict | None = None) -> tuple | None:
+    """The result shape of a broadcasting operator, a matrix product or a
+    reduction, from its inputs' shapes (and a reduction's ``axis`` and
+    ``keepdims``); None for other operators, or shapes that do not fit."""
+    from ppto.ops.reductions import reduced_axes
+
     mode = getattr(getattr(op, "signature", None), "mode", "")
     shapes = [np.shape(arg) for arg in args]
     try:
@@ -79,7 +88,18 @@ def from_signature(op: Any, args) -> tuple | None:
             return tuple(np.broadcast_shapes(*shapes))
         if mode == "matmul":
             return _matmul_shape(*shapes)
-    except ValueError:
+        if getattr(op, "name", None) in REDUCTIONS and params is not None:
+            shape, axis = shapes[0], params.get("axis")
+            given = () if axis is None else np.atleast_1d(axis).tolist()
+            if any(not -len(shape) <= a < len(shape) for a in given):
+                return None  # (NumPy's AxisError: the operator says so itself)
+            axes = reduced_axes(len(shape), axis)
+            if len(set(axes)) < len(axes):
+                return None
+            if params.get("keepdims", False):
+                return tuple(1 if i in axes else n for i, n in enumerate(shape))
+            return tuple(n for i, n in enumerate(shape) if i not in axes)
+    except (ValueError, TypeError):
         return None  # (shapes the operator refuses: it says so itself)
     return None
 
