@@ -810,6 +810,12 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
 
     >>> out, tangent = ppto.jvp(np.sin, (x,), (v,))     # doctest: +SKIP
     """
+    result = _jvp(f, primals, tangents)
+    return _observed("Jvp", _target_function(f).__name__, result)
+
+
+def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
+    """``jvp`` without telling the result's observers (hessian's own calls)."""
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise GradError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
@@ -834,8 +840,7 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
     value, tangent = transformed.run(
         0, ranks, device, values, dict(zip(parameters, raw_tangents))
     )
-    result = _as_tensor(value, device), _as_tensor(tangent, device)
-    return _observed("Jvp", function.__name__, result)
+    return _as_tensor(value, device), _as_tensor(tangent, device)
 
 
 def hessian(f: Callable, wrt: int | str = 0) -> Callable:
@@ -865,7 +870,7 @@ def hessian(f: Callable, wrt: int | str = 0) -> Callable:
             basis[index] = 1.0
             tangents = [None] * len(call_.values)
             tangents[position] = basis.reshape(point.shape)
-            _, column = jvp(gradient, call_.values, tangents)
+            _, column = _jvp(gradient, call_.values, tangents)  # (not a result)
             columns.append(np.asarray(column).reshape(-1))
         matrix = np.stack(columns, axis=-1).reshape(point.shape + point.shape)
         matrix = matrix.astype(dtype)  # in the argument's dtype, as gradients are

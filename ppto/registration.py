@@ -109,13 +109,12 @@ def register_backend(name: str, backend: Any) -> None:
         )
     from ppto.runtime.streams import PROTOCOL
 
-    given = [method for method in PROTOCOL if hasattr(backend, method)]
-    if given and len(given) < len(PROTOCOL):
-        missing = ", ".join(m for m in PROTOCOL if m not in given)
+    missing = [m for m in PROTOCOL if m != "done" and not hasattr(backend, m)]
+    if hasattr(backend, "new_stream") and missing:
         raise BackendError(
-            f"backend {name!r} has part of the stream protocol ({', '.join(given)}) "
-            f"but not {missing}: give it all of them, or none (its operators then "
-            "run as they are called)"
+            f"backend {name!r} has new_stream but not {', '.join(missing)}: a "
+            "backend with streams gives the whole stream protocol (see "
+            "ppto.runtime.backends.Backend)"
         )
     backends.register_backend(name, backend, names, check_output)
     note_registration()

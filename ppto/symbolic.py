@@ -5,6 +5,7 @@ instead of computing, so users can inspect (``.op``, ``.args``), differentiate w
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -111,7 +112,8 @@ def _result(expr: Operator, args: list, params: dict):
     shape = expected.from_signature(op, args, params)
     if shape is not None:
         small = [_first(arg) for arg in args]  # (one element each: the dtype)
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (ddof on one element, and the like)
             dtype = np.asarray(op.apply(small, dict(params))).dtype
         return _stand_in(shape, dtype)
     if expected.elements(args) > expected.PROBE_LIMIT:

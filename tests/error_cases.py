@@ -453,6 +453,16 @@ def repeated_by_a_name(x, n=3):
     return np.sum(np.stack(ys))
 
 
+def repeated_tuple_variable(x):
+    pair = (x[0], x[1])
+    both = pair * 2  # <- error
+    return both[0] * both[3]
+
+
+def repeated_zero_times(x):
+    return np.sum(np.stack([x[0]] * 0 + [x[1]]))  # <- error
+
+
 def joined_lists(x):
     items = [x[0]] + [x[1] * 2.0]  # <- error
     return np.sum(np.stack(items))

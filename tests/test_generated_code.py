@@ -637,8 +637,48 @@ def grown_by_a_chain(x):
     return np.sum(np.stack(ys) ** 2)
 
 
+def repeated_item(x):
+    ys = [x[0] * x[1]] * 2  # list repetition: the gradient was 0, or counted once
+    return ys[1] + np.sum(np.stack([x] * 3) * x)
+
+
+def repeated_inside_a_call(x):
+    return np.sum(np.stack([x * 2.0, np.sin(x)] * 2) ** 2)
+
+
+def repeated_tuples(x):
+    ys = (x,) * 3  # tuples repeated and joined were elementwise products and sums
+    both = (x * 2.0, x) * 2
+    return np.sum(np.stack(ys) * np.arange(3.0)[:, None]) + np.sum(np.stack(both))
+
+
+def repeated_then_joined(x):
+    return np.sum(np.concatenate([x] * 2 + [x * 3.0])) + np.sum(
+        np.stack((x,) + (x * x,))
+    )
+
+
+def joined_with_constants(x):
+    xs = [x[0]]
+    xs = xs + [1.0]  # constant items: refused for a while
+    xs += [3.0]
+    positions = [0]
+    positions = positions + [1]
+    return np.sum(np.stack(xs)) * x[1] + np.sum(x[positions] ** 2)
+
+
 @pytest.mark.parametrize(
-    "function", [grown_in_a_loop, grown_in_place, grown_by_a_chain]
+    "function",
+    [
+        grown_in_a_loop,
+        grown_in_place,
+        grown_by_a_chain,
+        repeated_item,
+        repeated_inside_a_call,
+        repeated_tuples,
+        repeated_then_joined,
+        joined_with_constants,
+    ],
 )
 def test_lists_grown_with_plus(function):
     # hs + [item] crashed inside the generated code (a list added as an array)
@@ -650,6 +690,15 @@ def test_lists_grown_with_plus(function):
     tangent = np.array([1.0, -2.0, 0.5])
     _, derivative = ppto.jvp(function, (x,), (tangent,))
     np.testing.assert_allclose(float(derivative), expected @ tangent, rtol=1e-6)
+    gradient = ppto.grad(function)  # second order failed through the list helpers
+    step = 1e-5
+    columns = [
+        (gradient(x + step * basis).numpy() - gradient(x - step * basis).numpy())
+        / (2 * step)
+        for basis in np.eye(3)
+    ]
+    hessian = ppto.hessian(function)(x).numpy()
+    np.testing.assert_allclose(hessian, np.stack(columns, 1), rtol=1e-5, atol=1e-7)
 
 
 def spread_without_freedom(x):

@@ -158,3 +158,21 @@ def test_views_allocate_nothing_and_other_results_are_recorded():
     assert "Reshape" not in operators and "Transpose" not in operators
     assert {"Vjp(loss)", "Jvp(loss)"} <= operators
     del views, flipped, gradient, tangent
+
+
+def test_a_call_making_two_results_is_not_a_leak(tmp_path, capsys, monkeypatch):
+    # jvp's value and tangent were one site retaining 2 "(should be <=1)"
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "forward.py"
+    script.write_text(
+        "import numpy as np\nimport ppto\n\n\ndef g(v):\n"
+        "    return ppto.reduce_sum(v * v)\n\n\nx = ppto.tensor(np.ones(4))\n"
+        "for _ in range(3):\n    out, t = ppto.jvp(g, (x,), (x,))\n"
+        "h = ppto.hessian(g)(x)\n"
+    )
+    assert memcheck.main(["--top=20", "--", str(script)]) == 0
+    report = blocks(capsys.readouterr().out)
+    jvp = report[("Jvp(g)", "forward.py:11")]
+    assert jvp["Retention Count"].startswith("2,")  # one call's two results
+    assert jvp["Allocations"].startswith("6 ")  # hessian's own jvp calls not counted
+    assert report[("Hessian(g)", "forward.py:12")]["Allocations"].startswith("1 ")

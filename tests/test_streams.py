@@ -118,6 +118,18 @@ def test_operators_go_to_their_stream_and_readers_wait(logged):
     assert not streams.in_use  # nothing open, no tensor made on a stream alive
 
 
+def test_a_read_across_streams_is_let_go_once_done(logged):
+    x = ppto.tensor(np.ones(3), device="logged")
+    with ppto.stream("compute"):
+        y = ppto.exp(x)
+    with ppto.stream("io"):
+        z = y * 2.0
+    assert streams._reading and streams.in_use
+    Logged.finished.update(e[2] for e in logged if e[0] == "record")
+    del y, z  # the finalizers let go of the finished read
+    assert not streams._reading and not streams.in_use
+
+
 def test_uploads_inside_a_block_go_to_its_stream(logged):
     with ppto.stream("io"):
         batch = ppto.tensor(np.ones(3), device="logged")
@@ -131,8 +143,17 @@ def test_a_partial_stream_protocol_is_refused():
         new_stream = staticmethod(lambda index: "s")
         record = staticmethod(lambda queue, index: "e")
 
-    with pytest.raises(ppto.BackendError, match="part of the stream protocol"):
+    with pytest.raises(ppto.BackendError, match="new_stream but not using, wait"):
         ppto.register_backend("partial", Partial)
+
+    class Unrelated:  # a finish() of its own, no streams: accepted
+        xp = np
+
+        def finish(self):
+            return None
+
+    ppto.register_backend("unrelated", Unrelated)
+    ppto.unregister_backend("unrelated")
 
 
 def test_threads_making_one_stream_share_it(logged):

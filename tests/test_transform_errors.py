@@ -205,6 +205,8 @@ REJECTED = [
     Case(ec.numpy_function_dtype_by_position, "np.var takes its axis", "np.var("),
     Case(ec.list_after_a_literal, "joining these lists with +", "ys = [x[1]]"),
     Case(ec.repeated_by_a_name, "repeats the list or multiplies", "ys = [x] * n"),
+    Case(ec.repeated_tuple_variable, "repeating the tuple pair", "pair * 2"),
+    Case(ec.repeated_zero_times, "repeated 0 times", "[x[0]] * 0"),
     Case(
         ec.extend_through_second_name, "shares its array with kept", "hs += [x * 2.0]"
     ),

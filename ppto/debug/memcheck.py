@@ -27,7 +27,7 @@ import os
 import runpy
 import sys
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import ppto
@@ -50,7 +50,8 @@ class Site:
     live: int = 0  # results made here that are still alive
     live_bytes: int = 0
     peak_live: int = 0
-    repeated: bool = field(default=False)  # made more than one result
+    calls: int = 0  # how many times the line ran the operator
+    per_call: int = 0  # the most results one call made (jvp: value and tangent)
 
     def add(self, size: int) -> None:
         self.allocations += 1
@@ -59,18 +60,18 @@ class Site:
         self.live += 1
         self.live_bytes += size
         self.peak_live = max(self.peak_live, self.live)
-        self.repeated = self.allocations > 1
 
     def release(self, size: int) -> None:
         self.live -= 1
         self.live_bytes -= size
 
     def suspicious(self) -> bool:
-        """Each run of the site's line keeps its result: more than one retained."""
-        return self.repeated and self.live > 1
+        """The line ran more than once and more than one call's results are kept."""
+        return self.calls > 1 and self.live > self.per_call
 
     def block(self, base: Path) -> str:
-        retention = f"{self.live}" + (" (should be <=1)" if self.suspicious() else "")
+        limit = f" (should be <={self.per_call})" if self.suspicious() else ""
+        retention = f"{self.live}{limit}"
         frames = " <- ".join(
             f"{_shown(path, base)}:{line} in {function}"
             for path, line, function in self.stack
@@ -100,13 +101,16 @@ class Report:
         """Note the tensors in ``value``, made at ``stack`` by ``operator``; a view
         of one of ``inputs`` (a reshape, a transpose) allocated nothing."""
         roots = {id(_root(x.data)) for x in _tensors(inputs)}
-        for tensor in _tensors(value):
-            if id(_root(tensor.data)) in roots:
-                continue
+        made = [t for t in _tensors(value) if id(_root(t.data)) not in roots]
+        if not made:
+            return
+        site = self.sites.get((operator, stack))
+        if site is None:
+            site = self.sites[(operator, stack)] = Site(operator, stack)
+        site.calls += 1
+        site.per_call = max(site.per_call, len(made))
+        for tensor in made:
             size = int(getattr(tensor.data, "nbytes", 0))
-            site = self.sites.get((operator, stack))
-            if site is None:
-                site = self.sites[(operator, stack)] = Site(operator, stack)
             site.add(size)
             weakref.finalize(tensor, site.release, size)
 
@@ -204,10 +208,14 @@ def main(argv: list[str] | None = None) -> int:
     top = 10
     while argv and argv[0].startswith("-"):  # options come before the script
         option = argv.pop(0)
+        if option == "--":
+            break
         if option in ("-h", "--help"):
             print(USAGE)
             return 0
-        if option == "--top" and argv and argv[0].isdigit():
+        if option.startswith("--top=") and option[6:].isdigit():
+            top = int(option[6:])
+        elif option == "--top" and argv and argv[0].isdigit():
             top = int(argv.pop(0))
         else:
             print(f"{USAGE}\n\nunknown option {option!r}", file=sys.stderr)

@@ -228,7 +228,7 @@ def cast(xp, x, dtype):
 @cast.grad_rule
 def _(x, dtype, out=None):
     def backward(dY):
-        return cast(dY, x.dtype) if floating(out) else zeros_like(x)
+        return cast(dY, x.dtype) * floating(out)  # (False: a zero of x's shape)
 
     return backward
 
@@ -236,7 +236,7 @@ def _(x, dtype, out=None):
 @cast.jvp_rule
 def _(x, dtype, out=None):
     def tangent(dx):
-        return cast(dx, dtype) if floating(out) else zeros_like(out)
+        return cast(dx, dtype) * floating(out)
 
     return tangent
 
@@ -286,8 +286,7 @@ def full_like(xp, x, fill_value, dtype=None):
 @full_like.grad_rule
 def _(x, fill_value, dtype=None, out=None):
     def backward(dY):
-        fill = unbroadcast(dY, fill_value) if floating(out) else zeros_like(fill_value)
-        return None, fill
+        return None, unbroadcast(dY, fill_value) * floating(out)
 
     return backward
 
@@ -295,7 +294,7 @@ def _(x, fill_value, dtype=None, out=None):
 @full_like.jvp_rule
 def _(x, fill_value, dtype=None, out=None):
     def tangent(dx, dfill):
-        return full_like(out, dfill) if floating(out) else zeros_like(out)
+        return full_like(out, dfill) * floating(out)
 
     return tangent
 

@@ -55,7 +55,10 @@ class Backend:
         """Wait for queued work; host backends have none."""
 
     # the stream protocol (see ppto/runtime/streams.py); a backend that computes
-    # each operator as it is called has no streams: new_stream gives None
+    # each operator as it is called has no streams: new_stream gives None. A
+    # backend's queues must be ordered against its default queue (work outside
+    # any stream block), as CUDA orders blocking streams against the default
+    # stream: ppto orders only reads between two named queues
 
     def new_stream(self, index: int) -> Any:
         """A new queue of work on device ``index``, or None."""
@@ -348,7 +351,8 @@ class RegisteredBackend(Backend):
         self.user.finish(queue)
 
     def done(self, event: Any) -> bool:
-        return self.user.done(event)
+        done = getattr(self.user, "done", None)  # (without it: kept until sync)
+        return done(event) if done is not None else False
 
     def synchronize(self) -> None:
         synchronize = getattr(self.user, "synchronize", None)

@@ -25,7 +25,8 @@ Reading a tensor is always safe, whatever stream made it:
 block of its own (the stream is a context variable, which threads do not inherit).
 
 Until a stream is entered, operators check one flag (``in_use``); it drops again
-once no block is open and no tensor made on a stream is alive.
+once no block is open, no tensor made on a stream is alive and no read across
+streams is pending.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ _streams: dict[tuple, tuple] = {}  # (name, kind, index) -> (backend, its stream
 _made_on: dict[int, tuple] = {}  # id(tensor) -> (stream key, backend, event)
 _reading: list = []  # (backend, event, arrays): read on another stream until event
 
+# the stream protocol's methods (Backend's; ``done`` may be left out)
 PROTOCOL = ("new_stream", "using", "record", "wait", "host_wait", "finish", "done")
 
 
@@ -84,13 +86,14 @@ def sync() -> None:
     from ppto.runtime.backends import loaded_backends
 
     with _lock:
-        queues = list(_streams.values())
+        queues, reads = list(_streams.values()), list(_reading)
     for backend, queue in queues:
         backend.finish(queue)
     for backend in loaded_backends():
         backend.synchronize()
-    with _lock:
-        _reading.clear()
+    with _lock:  # (the reads queued before the waits are done; later ones may not)
+        finished = {id(entry) for entry in reads}
+        _reading[:] = [entry for entry in _reading if id(entry) not in finished]
         _settle()
 
 
@@ -130,7 +133,7 @@ def record(backend, device, plan, outputs) -> None:
         _remember(outputs, (key, backend, event))
         if foreign:
             _reading.append((backend, event, foreign))
-        _reading[:] = [entry for entry in _reading if not entry[0].done(entry[1])]
+        _settle()
 
 
 def run_generated(backend, device, call):
@@ -177,6 +180,8 @@ def _forget(identity: int) -> None:
 
 
 def _settle() -> None:
-    """Drop ``in_use`` once nothing needs it (called holding ``_lock``)."""
+    """Let go of what reads have finished with, and drop ``in_use`` once nothing
+    needs it (called holding ``_lock``)."""
     global in_use
-    in_use = bool(_open or _made_on)
+    _reading[:] = [entry for entry in _reading if not entry[0].done(entry[1])]
+    in_use = bool(_open or _made_on or _reading)

@@ -39,15 +39,17 @@ class _Sharing:
 
     bases: dict = field(default_factory=dict)  # name -> names whose array it may be in
     views: dict = field(default_factory=dict)  # the same, through views only
-    # name -> the fewest axes it has, for a name that is an array on every path
-    # here (one that may hold a number is not here)
+    # name -> the fewest axes it has, for a name that is an array on some path
+    # here (one that is a number on every path is not here)
     arrays: dict = field(default_factory=dict)
+    exact: dict = field(default_factory=dict)  # name -> its number of axes, if known
 
     def copy(self) -> _Sharing:
         return _Sharing(
             {k: set(v) for k, v in self.bases.items()},
             {k: set(v) for k, v in self.views.items()},
             dict(self.arrays),
+            dict(self.exact),
         )
 
     def join(self, other: _Sharing) -> _Sharing:
@@ -57,10 +59,12 @@ class _Sharing:
             joined.bases[name] = joined.bases.get(name, set()) | shared
         for name, shared in other.views.items():
             joined.views[name] = joined.views.get(name, set()) | shared
-        joined.arrays = {  # (an array on one path may be a number on the other)
-            name: min(rank, other.arrays[name])
-            for name, rank in self.arrays.items()
-            if name in other.arrays
+        for name, rank in other.arrays.items():
+            joined.arrays[name] = min(rank, joined.arrays.get(name, rank))
+        joined.exact = {
+            name: rank
+            for name, rank in self.exact.items()
+            if other.exact.get(name) == rank
         }
         return joined
 
@@ -70,8 +74,9 @@ def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
     ``ranks``: the parameters' numbers of axes, where known (one or more: an array)."""
     order = list(_flattened(parsed.tree.body, ()))
     positions = {id(statement): n for n, (statement, _) in enumerate(order)}
+    known = {name: rank for name, rank in (ranks or {}).items() if rank is not None}
     state = _Sharing(
-        arrays={name: rank for name, rank in (ranks or {}).items() if rank}
+        arrays={name: rank for name, rank in known.items() if rank}, exact=known
     )
 
     def written_through_another_name(statement, state: _Sharing, loops: tuple):
@@ -249,6 +254,8 @@ def _bind(statement, state: _Sharing) -> None:
     for name, value, whole in pairs:
         _forget(name, bases)
         _forget(name, views)
+        if _exact_rank(value, state.exact) == 0:
+            continue  # a number (x[0] of a vector): it shares no memory
         origins = _viewed(value) if value is not None else set()
         if origins:
             bases[name] = set().union(*(bases.get(o, set()) for o in origins)) | origins
@@ -256,6 +263,39 @@ def _bind(statement, state: _Sharing) -> None:
                 views[name] = set().union(*(views.get(o, set()) for o in origins))
                 views[name] |= origins
     _follow_arrays(statement, state.arrays)
+    _follow_exact(pairs, state.exact)
+
+
+def _follow_exact(pairs: list, exact: dict) -> None:
+    """Update ``exact`` (the names whose number of axes is known) for ``pairs``."""
+    known = {
+        name: _exact_rank(value, exact) if whole else None
+        for name, value, whole in pairs
+    }
+    for name, rank in known.items():
+        if rank is None:
+            exact.pop(name, None)
+        else:
+            exact[name] = rank
+
+
+def _exact_rank(value, exact: dict) -> int | None:
+    """The number of axes of ``value`` where it is known: a name whose number is,
+    or such a name indexed by whole numbers written out (``x[0]``, ``w[1, 2]``)."""
+    if isinstance(value, gast.Name):
+        return exact.get(value.id)
+    if isinstance(value, gast.Subscript) and isinstance(value.value, gast.Name):
+        parts = (
+            value.slice.elts if isinstance(value.slice, gast.Tuple) else [value.slice]
+        )
+        whole = all(
+            isinstance(part, gast.Constant) and type(part.value) is int
+            for part in parts
+        )
+        rank = exact.get(value.value.id)
+        if whole and rank is not None and rank >= len(parts):
+            return rank - len(parts)
+    return None
 
 
 def _pairs(target, value) -> list:

@@ -130,6 +130,7 @@ class Normalizer:
         # lists: those built here, and names only lists can be whose .pop() or
         # .append(v) is called (a tape a generated backward unpacks from ``saved``)
         self.lists: set[str] = _list_receivers(parsed.tree)
+        self.packed: set[str] = set()  # names of tuples of differentiated values
 
     # --- statements ------------------------------------------------------------------
 
@@ -233,11 +234,10 @@ class Normalizer:
         differentiated values is not this (returns False); other joins are
         refused."""
         parts = _summands(left) + _summands(right)
-        sequences = [self.sequence(part) for part in parts]
-        if not any(sequences):
+        if not any(self.sequence(part) for part in parts):
             return False
         first, rest = parts[0], parts[1:]
-        if not all(sequences) or not all(_literal(part) for part in rest):
+        if not self.listish(first) or not all(_literal(part) for part in rest):
             raise self.source.error(
                 node,
                 "ppto cannot differentiate joining these lists with +",
@@ -260,10 +260,26 @@ class Normalizer:
                 self.emit(ir.ListAppend(target, self.expression(element)))
         return True
 
+    def listish(self, node) -> bool:
+        """A list variable, a list or tuple written out, or a repetition of one."""
+        if _names_list(node, self.lists) or _literal(node):
+            return True
+        return (
+            isinstance(node, gast.BinOp)
+            and isinstance(node.op, gast.Mult)
+            and (self.listish(node.left) or self.listish(node.right))
+        )
+
     def sequence(self, node) -> bool:
         """Whether ``node`` is a list or tuple whose items are differentiated (a
         list variable, a literal reading differentiated values, or one repeated),
         as opposed to an array or a sequence of constants (``x + [1.0, 2.0]``)."""
+        if isinstance(node, gast.Name) and node.id in self.packed:
+            raise self.source.error(
+                node,
+                f"ppto cannot differentiate joining or repeating the tuple {node.id}",
+                f"make {node.id} a list ([...] instead of (...))",
+            )
         if _names_list(node, self.lists):
             return True
         if _literal(node):
@@ -291,7 +307,14 @@ class Normalizer:
             return False
         items = listed[0]
         count = value.right if items is value.left else value.left
-        if not (isinstance(count, gast.Constant) and type(count.value) is int):
+        if isinstance(count, gast.Constant) and type(count.value) is int:
+            if count.value < 1:
+                raise self.source.error(
+                    node,
+                    f"ppto cannot differentiate a list repeated {count.value} times",
+                    "leave the empty list out",
+                )
+        else:
             raise self.source.error(
                 node,
                 "ppto cannot tell whether this repeats the list or multiplies "
@@ -322,6 +345,16 @@ class Normalizer:
         )
         return True
 
+    def nested_list(self, argument) -> str | None:
+        """A list helper's call inside another's (``list(fold_repeats(d, 2))`` in a
+        derivative being differentiated again) as a list of its own."""
+        if not isinstance(argument, gast.Call) or self.list_helper(argument) is None:
+            return None
+        temporary = self.namer.temporary()
+        stored = gast.Name(temporary, gast.Store(), None, None)
+        statement = gast.copy_location(gast.Assign([stored], argument, None), argument)
+        return temporary if self.list_statement(statement) else None
+
     def list_helper(self, value):
         """``(function, kinds)`` when a call makes a list: ``list(...)`` or one of the
         list helpers of generated gradients (see ppto/transform/lists.py); ``kinds``
@@ -348,7 +381,7 @@ class Normalizer:
                 inputs.append(argument)
                 arguments.append(argument)
             else:
-                operand = self.expression(argument)
+                operand = self.nested_list(argument) or self.expression(argument)
                 inputs.append(operand)
                 arguments.append(operand_expr(operand))
         if any(  # from what the arguments read: an opaque call inside still counts
@@ -594,6 +627,7 @@ class Normalizer:
     def expression_Tuple(self, node, target):
         items = [self.expression(element) for element in node.elts]
         target = target or self.namer.temporary()
+        self.packed.add(target)
         self.emit(ir.Pack(target, items))
         return target
 

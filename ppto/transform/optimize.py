@@ -52,6 +52,10 @@ def _number(node) -> bool:
 class _Fold(gast.NodeTransformer):
     def visit_BinOp(self, node):
         self.generic_visit(node)
+        if isinstance(node.op, gast.Mult):  # ``d * True``: a factor known to be 1
+            for this, other in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(this, gast.Constant) and this.value is True:
+                    return other
         if _number(node.left) and _number(node.right) and type(node.op) in _FOLD:
             try:
                 return gast.Constant(
