@@ -227,3 +227,16 @@ def test_cupy_streams_overlap_and_agree_with_the_cpu():
     expected = np.tanh(a @ b) + 2.0 * np.asarray(loaded.numpy())
     np.testing.assert_allclose(total.numpy(), expected, rtol=1e-10)
     ppto.sync()
+
+
+def test_per_thread_default_streams_are_refused(monkeypatch):
+    # named streams rely on CUDA's legacy default stream for their ordering
+    from types import SimpleNamespace
+
+    from ppto.runtime.backends import CupyBackend
+
+    backend = CupyBackend()
+    backend._cupy = SimpleNamespace(cuda=None)  # (stands in for an imported CuPy)
+    monkeypatch.setenv("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM", "1")
+    with pytest.raises(ppto.DeviceError, match="PER_THREAD_DEFAULT_STREAM"):
+        backend.new_stream(0)

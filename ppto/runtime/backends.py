@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
+import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -245,6 +246,12 @@ class CupyBackend(Backend):
 
     def new_stream(self, index: int) -> Any:
         cupy = self._load()
+        if os.environ.get("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM", "0") not in ("", "0"):
+            raise DeviceError(
+                "ppto.stream orders named streams against CUDA's legacy default "
+                "stream, which CUPY_CUDA_PER_THREAD_DEFAULT_STREAM replaces: unset "
+                "it to use ppto.stream"
+            )
         with cupy.cuda.Device(index):  # (a stream belongs to the current device)
             # blocking: ordered against the default stream (see runtime/streams.py)
             return cupy.cuda.Stream(non_blocking=False)
