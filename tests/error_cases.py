@@ -463,6 +463,49 @@ def repeated_zero_times(x):
     return np.sum(np.stack([x[0]] * 0 + [x[1]]))  # <- error
 
 
+def add_into_a_row_of_a_copy(x):
+    copy = x * 1.0  # (x: a matrix)
+    row = copy[0]
+    row += 1.0  # <- error
+    return np.sum(copy * copy)
+
+
+def add_into_a_name_for_a_reshape(x):
+    flat = x.reshape(-1)
+    again = flat
+    again += 1.0  # <- error
+    return np.sum(x * x)
+
+
+def add_into_an_unpacked_row(x):
+    first, second = x  # (x: a matrix of two rows)
+    first += 1.0  # <- error
+    return np.sum(x * x)
+
+
+def add_into_a_sum_kept_twice(x):
+    total = 0.0
+    total += x
+    kept = total
+    kept += 1.0  # <- error
+    return np.sum(total * total)
+
+
+def add_into_a_chained_name(x):
+    a = b = x * 1.0
+    a += 1.0  # <- error
+    return np.sum(b * b)
+
+
+def write_on_the_third_turn(x):
+    a, b, c = x * 1.0, x * 2.0, x * 3.0
+    for _ in range(3):
+        c *= 2.0  # <- error
+        c = b
+        b = a
+    return np.sum(a * x)
+
+
 def joined_lists(x):
     items = [x[0]] + [x[1] * 2.0]  # <- error
     return np.sum(np.stack(items))

@@ -701,6 +701,23 @@ def test_lists_grown_with_plus(function):
     np.testing.assert_allclose(hessian, np.stack(columns, 1), rtol=1e-5, atol=1e-7)
 
 
+def spread_of_a_stack(x):
+    rows = np.stack([x, x * x])
+    return np.sum(np.var(rows, axis=1)) + np.sum(np.std(rows, axis=0, ddof=1))
+
+
+def test_second_order_through_spreads_of_intermediates():
+    # hessian failed at max(reduced_count(t, 1) - 0, 0): max had no operator
+    x = np.array([0.3, -0.7, 2.3])
+    gradient, step = ppto.grad(spread_of_a_stack), 1e-5
+    columns = [
+        (gradient(x + step * e).numpy() - gradient(x - step * e).numpy()) / (2 * step)
+        for e in np.eye(3)
+    ]
+    hessian = ppto.hessian(spread_of_a_stack)(x).numpy()
+    np.testing.assert_allclose(hessian, np.stack(columns, 1), rtol=1e-5, atol=1e-7)
+
+
 def spread_without_freedom(x):
     return np.sum(np.var(x, axis=1, ddof=3)) + np.sum(np.std(x, axis=0, ddof=2))
 
@@ -740,6 +757,11 @@ def through_integers_only(x):
     return np.sum(x.astype(np.int32) * 1.0)
 
 
+def root_of_integers(x, like):
+    whole = x.astype(like.dtype)  # 0 for x[0]: sqrt's derivative is infinite there
+    return np.sum(np.sqrt(whole * 1.0)) + np.sum(x**3)
+
+
 def cast_by_a_variable(x, like):
     whole = like.dtype  # known only when the code runs
     return np.sum(x.astype(whole) * 1.0 + x * x)
@@ -763,3 +785,11 @@ def test_whole_numbers_carry_no_derivative():
     expected = central_differences(cast_by_a_variable, [vector, like], 0)
     gradient = ppto.grad(cast_by_a_variable)(vector, like)
     np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6)
+    # an infinite derivative into the integers was NaN (it was multiplied by 0)
+    point = np.array([0.3, 1.5, 2.7])
+    expected = central_differences(root_of_integers, [point, like], 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gradient = ppto.grad(root_of_integers)(point, like).numpy()
+        hessian = ppto.hessian(root_of_integers)(point, like).numpy()
+    np.testing.assert_allclose(gradient, expected, rtol=1e-6)
+    np.testing.assert_allclose(np.diag(hessian), 6 * point, rtol=1e-6)

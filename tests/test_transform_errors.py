@@ -206,6 +206,23 @@ REJECTED = [
     Case(ec.list_after_a_literal, "joining these lists with +", "ys = [x[1]]"),
     Case(ec.repeated_by_a_name, "repeats the list or multiplies", "ys = [x] * n"),
     Case(ec.repeated_tuple_variable, "repeating the tuple pair", "pair * 2"),
+    # aliases a fourth review found missed (each gave a wrong gradient)
+    Case(
+        ec.add_into_a_row_of_a_copy,
+        "shares its array with copy",
+        "row += 1.0",
+        args=(np.ones((2, 3)),),
+    ),
+    Case(ec.add_into_a_name_for_a_reshape, "shares its array with", "again += 1.0"),
+    Case(
+        ec.add_into_an_unpacked_row,
+        "shares its array with x",
+        "first += 1.0",
+        args=(np.ones((2, 3)),),
+    ),
+    Case(ec.add_into_a_sum_kept_twice, "shares its array with total", "kept += 1.0"),
+    Case(ec.add_into_a_chained_name, "shares its array with b", "a += 1.0"),
+    Case(ec.write_on_the_third_turn, "shares its array with", "c *= 2.0"),
     Case(ec.repeated_zero_times, "repeated 0 times", "[x[0]] * 0"),
     Case(
         ec.extend_through_second_name, "shares its array with kept", "hs += [x * 2.0]"

@@ -7,7 +7,7 @@ their tangent rules are derived from the backward rules.
 
 from ppto.ops.logic import floor_divide
 from ppto.ops.primitive import primitive
-from ppto.ops.shape import unbroadcast, zeros_like
+from ppto.ops.shape import cast, floating, full_like, unbroadcast, zeros_like
 
 UNARY = "(Tensor[...]) -> Tensor[...]"
 BINARY = "(Tensor[...], Tensor[...]) -> Tensor[...]"
@@ -546,6 +546,44 @@ def _(condition, a, b):
 def _(condition, a, b):
     def tangent(dcondition, da, db):
         return where(condition, da, db)
+
+    return tangent
+
+
+# Results in whole numbers carry no derivative: a cast to them, or a fill cut to
+# them. ``where`` (not a product with the flag, which turns an infinite derivative
+# into NaN) picks zero there; where the dtype is known when the code is generated,
+# the choice is made then.
+
+
+@cast.grad_rule
+def _(x, dtype, out=None):
+    def backward(dY):
+        return where(floating(out), cast(dY, x.dtype), 0.0)
+
+    return backward
+
+
+@cast.jvp_rule
+def _(x, dtype, out=None):
+    def tangent(dx):
+        return where(floating(out), cast(dx, dtype), 0.0)
+
+    return tangent
+
+
+@full_like.grad_rule
+def _(x, fill_value, dtype=None, out=None):
+    def backward(dY):
+        return None, where(floating(out), unbroadcast(dY, fill_value), 0.0)
+
+    return backward
+
+
+@full_like.jvp_rule
+def _(x, fill_value, dtype=None, out=None):
+    def tangent(dx, dfill):
+        return where(floating(out), full_like(out, dfill), 0.0)
 
     return tangent
 

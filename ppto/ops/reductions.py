@@ -147,15 +147,19 @@ def reduce_var(xp, x, axis=None, keepdims=False, ddof=0):
     return xp.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
 
 
-# (NumPy divides by max(count - ddof, 0): with ddof >= count, the spread and its
-# derivatives are infinite or undefined, never finite)
+@shape_helper
+def degrees_of_freedom(x, axis, ddof) -> int:
+    """What a spread of ``x`` over ``axis`` divides by: NumPy's max(count - ddof,
+    0) (with ddof >= count, the spread and its derivatives are infinite or
+    undefined, never finite)."""
+    return max(reduced_count(x, axis) - ddof, 0)
 
 
 @reduce_var.grad_rule
 def _(x, axis=None, keepdims=False, ddof=0):
     def backward(dY):
         centered = x - reduce_mean(x, axis, True)
-        scale = dY * 2.0 / max(reduced_count(x, axis) - ddof, 0)
+        scale = dY * 2.0 / degrees_of_freedom(x, axis, ddof)
         return unreduce(scale, x, axis, keepdims) * centered
 
     return backward
@@ -166,7 +170,7 @@ def _(x, axis=None, keepdims=False, ddof=0):
     def tangent(dx):
         centered = x - reduce_mean(x, axis, True)
         spread = reduce_sum(centered * dx, axis, keepdims) * 2.0
-        return spread / max(reduced_count(x, axis) - ddof, 0)
+        return spread / degrees_of_freedom(x, axis, ddof)
 
     return tangent
 
@@ -181,7 +185,7 @@ def reduce_std(xp, x, axis=None, keepdims=False, ddof=0):
 def _(x, axis=None, keepdims=False, ddof=0, out=None):
     def backward(dY):
         centered = x - reduce_mean(x, axis, True)
-        scale = dY / (out * max(reduced_count(x, axis) - ddof, 0))
+        scale = dY / (out * degrees_of_freedom(x, axis, ddof))
         return unreduce(scale, x, axis, keepdims) * centered
 
     return backward
@@ -191,7 +195,7 @@ def _(x, axis=None, keepdims=False, ddof=0, out=None):
 def _(x, axis=None, keepdims=False, ddof=0, out=None):
     def tangent(dx):
         centered = x - reduce_mean(x, axis, True)
-        count = max(reduced_count(x, axis) - ddof, 0)
+        count = degrees_of_freedom(x, axis, ddof)
         return reduce_sum(centered * dx, axis, keepdims) / (out * count)
 
     return tangent

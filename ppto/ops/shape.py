@@ -221,24 +221,9 @@ def floating(x) -> bool:
 
 @primitive(ANY)
 def cast(xp, x, dtype):
-    """x converted to ``dtype`` (to whole numbers: no derivative passes)."""
+    """x converted to ``dtype`` (to whole numbers: no derivative passes). Its rules
+    are with ``where`` (ops/elementwise.py), which they use."""
     return x.astype(dtype)
-
-
-@cast.grad_rule
-def _(x, dtype, out=None):
-    def backward(dY):
-        return cast(dY, x.dtype) * floating(out)  # (False: a zero of x's shape)
-
-    return backward
-
-
-@cast.jvp_rule
-def _(x, dtype, out=None):
-    def tangent(dx):
-        return cast(dx, dtype) * floating(out)
-
-    return tangent
 
 
 @primitive(ANY, tangent="linear", keeps_layout=True)
@@ -276,27 +261,8 @@ def ones_like(xp, x, dtype=None):
 def full_like(xp, x, fill_value, dtype=None):
     """An array of x's shape and device (and dtype unless given) holding
     ``fill_value`` (broadcast to x's shape): ``np.full_like``. Only the fill value is
-    differentiated."""
+    differentiated; its rules are with ``where`` (ops/elementwise.py)."""
     return xp.full_like(x, fill_value, dtype=dtype)
-
-
-# (a fill stored in whole numbers is cut to them: it has no derivative there)
-
-
-@full_like.grad_rule
-def _(x, fill_value, dtype=None, out=None):
-    def backward(dY):
-        return None, unbroadcast(dY, fill_value) * floating(out)
-
-    return backward
-
-
-@full_like.jvp_rule
-def _(x, fill_value, dtype=None, out=None):
-    def tangent(dx, dfill):
-        return full_like(out, dfill) * floating(out)
-
-    return tangent
 
 
 def _constant_rules(op):

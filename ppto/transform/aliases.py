@@ -93,6 +93,7 @@ def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
         maybe_number = (  # (``+= [a]`` extends a list or adds into an array)
             augmented
             and written not in state.arrays
+            and not state.exact.get(written)
             and not isinstance(statement.value, gast.List)
         )
         shared = _sharing(written, state.views if maybe_number else state.bases)
@@ -123,9 +124,9 @@ def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
                 )
             elif isinstance(statement, (gast.For, gast.While)):
                 inner = loops + (statement,)
-                entry = state
-                for _ in range(2):  # a second turn starts from what the first left
-                    turn = entry.copy()
+                entry, before = state, None
+                while entry != before:  # each turn starts from what the last left
+                    before, turn = entry, entry.copy()
                     _bind(statement, turn)  # (a for loop's target)
                     entry = entry.join(block(statement.body, turn, inner))
                 state = block(statement.orelse, entry, loops)
@@ -145,12 +146,16 @@ def _follow_arrays(statement, arrays: dict) -> None:
     if isinstance(statement, gast.Assign):
         for target in statement.targets:
             bound += [
-                (name, _rank(value, arrays) if whole else None)
+                (name, _rank(value, arrays) if whole else _element(value, arrays))
                 for name, value, whole in _pairs(target, statement.value)
             ]
+    elif isinstance(statement, gast.AugAssign) and isinstance(
+        statement.target, gast.Name
+    ):  # ``a += x``: a number plus an array is an array
+        rank = _most(_rank(statement.target, arrays), _rank(statement.value, arrays))
+        bound.append((statement.target.id, rank))
     elif isinstance(statement, gast.For):
-        rank = _rank(statement.iter, arrays)
-        element = rank - 1 if rank and rank > 1 else None
+        element = _element(statement.iter, arrays)
         bound += [(name, element) for name in _stored(statement.target)]
     elif not isinstance(statement, gast.AugAssign):  # (+= keeps what a name was)
         bound += [(name, None) for name in _stored(statement)]
@@ -161,10 +166,25 @@ def _follow_arrays(statement, arrays: dict) -> None:
             arrays.pop(name, None)
 
 
+def _element(value, arrays: dict) -> int | None:
+    """The fewest axes of an element of ``value`` (``for row in x``, ``u, v = x``)
+    where ``value`` is an array of two axes or more, else None."""
+    rank = _rank(value, arrays) if value is not None else None
+    return rank - 1 if rank and rank > 1 else None
+
+
 def _rank(value, arrays: dict) -> int | None:
     """The fewest axes ``value`` has if it is surely an array, else None."""
     if isinstance(value, gast.Name):
         return arrays.get(value.id)
+    if isinstance(value, gast.Subscript) and not _surely_an_array(value):
+        parts = (  # each index takes one axis away at most (x[0] of a matrix)
+            value.slice.elts if isinstance(value.slice, gast.Tuple) else [value.slice]
+        )
+        rank = _rank(value.value, arrays)
+        return rank - len(parts) if rank and rank > len(parts) else None
+    if _surely_an_array(value) and _viewed(value) & set(arrays):
+        return 1  # a view (slice, reshape, .T) of an array
     if isinstance(value, gast.BinOp) and not isinstance(value.op, gast.MatMult):
         return _most(_rank(value.left, arrays), _rank(value.right, arrays))
     if isinstance(value, gast.UnaryOp) and not isinstance(value.op, gast.Not):
@@ -254,7 +274,7 @@ def _bind(statement, state: _Sharing) -> None:
     for name, value, whole in pairs:
         _forget(name, bases)
         _forget(name, views)
-        if _exact_rank(value, state.exact) == 0:
+        if isinstance(value, gast.Subscript) and _exact_rank(value, state.exact) == 0:
             continue  # a number (x[0] of a vector): it shares no memory
         origins = _viewed(value) if value is not None else set()
         if origins:
@@ -262,12 +282,21 @@ def _bind(statement, state: _Sharing) -> None:
             if whole and _surely_an_array(value):
                 views[name] = set().union(*(views.get(o, set()) for o in origins))
                 views[name] |= origins
+    if isinstance(statement, gast.Assign) and len(statement.targets) > 1:
+        names = [t.id for t in statement.targets if isinstance(t, gast.Name)]
+        for name in names:  # ``a = b = x * 1.0``: one new array, two names
+            bases[name] = bases.get(name, set()) | (set(names) - {name})
+            views[name] = views.get(name, set()) | (set(names) - {name})
     _follow_arrays(statement, state.arrays)
-    _follow_exact(pairs, state.exact)
+    _follow_exact(statement, pairs, state.exact)
 
 
-def _follow_exact(pairs: list, exact: dict) -> None:
+def _follow_exact(statement, pairs: list, exact: dict) -> None:
     """Update ``exact`` (the names whose number of axes is known) for ``pairs``."""
+    if isinstance(statement, gast.AugAssign) and isinstance(
+        statement.target, gast.Name
+    ):
+        exact.pop(statement.target.id, None)  # (``a += x`` may add axes)
     known = {
         name: _exact_rank(value, exact) if whole else None
         for name, value, whole in pairs

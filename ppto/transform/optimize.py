@@ -308,8 +308,15 @@ def fold_reduced_counts(
     """``reduced_count(x, axis)`` -> the number, where ``x``'s shape is known (the
     gradient of a mean reads ``dy / 8``, as one would write it), and ``floating(x)``
     -> True or False where ``x``'s dtype is; then the arithmetic around them."""
-    from ppto.ops.reductions import reduced_axes, reduced_count
+    from ppto.ops.elementwise import where
+    from ppto.ops.reductions import degrees_of_freedom, reduced_axes, reduced_count
     from ppto.ops.shape import floating
+
+    def _chosen(node):
+        test = node.args[0] if len(node.args) == 3 else None
+        if isinstance(test, gast.Constant) and test.value is True:
+            return node.args[1]
+        return None
 
     def count_of(node):
         shape = expression_shape(node.args[0], shapes, dtypes)
@@ -334,9 +341,17 @@ def fold_reduced_counts(
         def visit_Call(self, node):
             self.generic_visit(node)
             function = getattr(node.func, "id", None) and namespace.get(node.func.id)
+            chosen = _chosen(node) if function is where else None
+            if chosen is not None:  # ``where(True, d, 0.0)`` -> ``d``
+                self.folded = True
+                return chosen
             value = None
             if function is reduced_count and len(node.args) == 2:
                 value = count_of(node)
+            elif function is degrees_of_freedom and len(node.args) == 3:
+                count, ddof = count_of(node), literal(node.args[2])
+                if count is not None and type(ddof) is int:
+                    value = max(count - ddof, 0)
             elif function is floating and len(node.args) == 1:
                 value = kind_of(node)
             if value is None or node.keywords:
