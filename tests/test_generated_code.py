@@ -701,6 +701,49 @@ def test_lists_grown_with_plus(function):
     np.testing.assert_allclose(hessian, np.stack(columns, 1), rtol=1e-5, atol=1e-7)
 
 
+def counters_from_one_number(x):
+    a = b = 0.0  # chained numbers: refused for a while
+    for i in range(3):
+        a += x[i]
+        b += x[i] * x[i]
+    return a * b
+
+
+def accumulated_from_an_argument(X, start):
+    h = start  # a number: the first += makes a new array, sharing nothing
+    for t in range(4):
+        h += np.tanh(X[t] * 0.5)
+    return np.sum(h * h) * start
+
+
+def rebound_after_an_alias(x):
+    s = 0.0
+    kept = s
+    s += x
+    s += x
+    return np.sum(s * s) + kept
+
+
+@pytest.mark.parametrize(
+    "function, arguments",
+    [
+        (counters_from_one_number, (np.array([0.3, -0.7, 2.3]),)),
+        (
+            accumulated_from_an_argument,
+            (np.random.default_rng(0).standard_normal((4, 3)), 0.3),
+        ),
+        (rebound_after_an_alias, (np.array([0.3, -0.7, 2.3]),)),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_accumulators_the_alias_check_must_accept(function, arguments):
+    from tests.corpus.checks import central_differences
+
+    expected = central_differences(function, list(arguments), 0)
+    gradient = ppto.grad(function)(*arguments).numpy()
+    np.testing.assert_allclose(gradient, expected, rtol=1e-6)
+
+
 def spread_of_a_stack(x):
     rows = np.stack([x, x * x])
     return np.sum(np.var(rows, axis=1)) + np.sum(np.std(rows, axis=0, ddof=1))

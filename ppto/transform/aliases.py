@@ -53,19 +53,29 @@ class _Sharing:
         )
 
     def join(self, other: _Sharing) -> _Sharing:
-        """What may hold after either of two paths."""
-        joined = self.copy()
-        for name, shared in other.bases.items():
-            joined.bases[name] = joined.bases.get(name, set()) | shared
-        for name, shared in other.views.items():
-            joined.views[name] = joined.views.get(name, set()) | shared
+        """What may hold after either of two paths. Where a name is an array on
+        one path only, the other path's sharing is moot (``+=`` rebinds a number),
+        so only the array's path counts."""
+        arrays = dict(self.arrays)
         for name, rank in other.arrays.items():
-            joined.arrays[name] = min(rank, joined.arrays.get(name, rank))
-        joined.exact = {
+            arrays[name] = min(rank, arrays.get(name, rank))
+        exact = {
             name: rank
             for name, rank in self.exact.items()
             if other.exact.get(name) == rank
         }
+        joined = _Sharing(arrays=arrays, exact=exact)
+        for field_name in ("bases", "views"):
+            mine, theirs = getattr(self, field_name), getattr(other, field_name)
+            merged = {}
+            for name in set(mine) | set(theirs):
+                if name in self.arrays and name not in other.arrays:
+                    merged[name] = set(mine.get(name, ()))
+                elif name in other.arrays and name not in self.arrays:
+                    merged[name] = set(theirs.get(name, ()))
+                else:
+                    merged[name] = mine.get(name, set()) | theirs.get(name, set())
+            setattr(joined, field_name, merged)
         return joined
 
 
@@ -268,6 +278,13 @@ def _bind(statement, state: _Sharing) -> None:
             pairs += _pairs(target, statement.value)
     elif isinstance(statement, gast.For):
         pairs += [(name, statement.iter, False) for name in _stored(statement.target)]
+    elif isinstance(statement, gast.AugAssign) and isinstance(
+        statement.target, gast.Name
+    ):
+        name = statement.target.id
+        if name not in state.arrays and not state.exact.get(name):
+            _forget(name, state.bases)  # a number: += makes it a new value
+            _forget(name, state.views)
     elif not isinstance(statement, (gast.While, gast.AugAssign)):
         pairs += [(name, None, False) for name in _stored(statement)]
     bases, views = state.bases, state.views
@@ -282,7 +299,8 @@ def _bind(statement, state: _Sharing) -> None:
             if whole and _surely_an_array(value):
                 views[name] = set().union(*(views.get(o, set()) for o in origins))
                 views[name] |= origins
-    if isinstance(statement, gast.Assign) and len(statement.targets) > 1:
+    chained = isinstance(statement, gast.Assign) and len(statement.targets) > 1
+    if chained and _rank(statement.value, state.arrays):
         names = [t.id for t in statement.targets if isinstance(t, gast.Name)]
         for name in names:  # ``a = b = x * 1.0``: one new array, two names
             bases[name] = bases.get(name, set()) | (set(names) - {name})
