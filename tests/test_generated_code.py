@@ -724,9 +724,15 @@ def rebound_after_an_alias(x):
     return np.sum(s * s) + kept
 
 
+def unpacked_and_named(x):
+    (a, b) = c = (x * 1.0, x * 2.0)  # crashed in the normalizer
+    return np.sum(a * b) + np.sum(c[0])
+
+
 @pytest.mark.parametrize(
     "function, arguments",
     [
+        (unpacked_and_named, (np.array([0.3, -0.7, 2.3]),)),
         (counters_from_one_number, (np.array([0.3, -0.7, 2.3]),)),
         (
             accumulated_from_an_argument,

@@ -184,6 +184,17 @@ class Normalizer:
             return
         self.varied.update(names)
         first = targets[0]
+        if len(targets) > 1 and not all(isinstance(t, gast.Name) for t in targets):
+            # ``(a, b) = c = value``: the value once, then each target from it
+            held = self.namer.temporary()
+            self.varied.add(held)
+            self.expression(node.value, held)
+            for target in targets:
+                if isinstance(target, gast.Name):
+                    self.emit(ir.Copy(target.id, held))
+                else:
+                    self.unpack(target, gast.Name(held, gast.Load(), None, None))
+            return
         if isinstance(first, gast.Name):
             result = self.expression(node.value, first.id)
             if result != first.id:
