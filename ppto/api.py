@@ -26,13 +26,8 @@ from ppto.runtime.tensor import Tensor, move
 from ppto.transform.emit import render_function
 from ppto.transform.lower import _unwrap, lower
 from ppto.transform.pipeline import build
+from ppto.transform.source import signature as _signature
 from ppto.transform.source import unwrapped
-
-
-def _signature(function: Callable) -> inspect.Signature:
-    """The parameters of the function ppto transforms: its own (``inspect.signature``
-    would report a decorated function's inner parameters and defaults)."""
-    return inspect.signature(function, follow_wrapped=False)
 
 
 def _target_function(f: Callable) -> Callable:
@@ -153,12 +148,11 @@ def _operator_wrapper(op: OperatorDef) -> Callable:
         return _WRAPPERS[id(op)]
     import linecache
 
-    signature = op.python_signature
+    spelled = op.python_signature
     parameters = ", ".join(
-        str(p).split(":")[0].split("=")[0].strip()
-        for p in signature.parameters.values()
+        str(p).split(":")[0].split("=")[0].strip() for p in spelled.parameters.values()
     )
-    header = str(signature).split(" ->")[0].strip("()")
+    header = str(spelled).split(" ->")[0].strip("()")
     source = f"def {op.name}({header}):\n    return __op({parameters})\n"
     filename = f"<ppto operator {op.name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)

@@ -148,7 +148,7 @@ def check_grad(
         try:
             _, tangent_out = jvp_by_rules(f, args, tangents)
         except MissingTangentRule:  # (a user operator with a backward rule only)
-            tangent_out = None
+            pass
     if tangent_out is not None:
         forward_value = _inner(cotangent, tangent_out)
         reverse_value = sum(float(np.sum(g * v)) for g, v in zip(grads, vectors))

@@ -9,7 +9,6 @@ import warnings
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from ppto.errors import PptoError
 from ppto.ops import expected, methods
@@ -91,7 +90,7 @@ def _probe(expr: Any) -> Any:
                 f"symbol {expr.name!r} has no shape, so the shape of an expression "
                 f"using it is unknown: give one, ppto.symbol({expr.name!r}, shape)"
             )
-        return _stand_in(expr.shape, np.dtype(expr.dtype))
+        return expected.stand_in(expr.shape, np.dtype(expr.dtype))
     if isinstance(expr, Operator):
         if expr._probe is None:
             args = [_probe(arg) for arg in expr.args]
@@ -115,7 +114,7 @@ def _result(expr: Operator, args: list, params: dict):
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # (ddof on one element, and the like)
             dtype = np.asarray(op.apply(small, dict(params))).dtype
-        return _stand_in(shape, dtype)
+        return expected.stand_in(shape, dtype)
     if expected.elements(args) > expected.PROBE_LIMIT:
         raise PptoError(
             f"the shape of {expr!r} is not computed for inputs this large: ppto "
@@ -140,12 +139,7 @@ def _result(expr: Operator, args: list, params: dict):
             f"the shape of {expr!r} depends on its inputs' values, so it is not "
             "known until it is evaluated"
         )
-    return _stand_in(results[0].shape, results[0].dtype)
-
-
-def _stand_in(shape: tuple, dtype) -> np.ndarray:
-    zero = np.zeros(1, dtype)
-    return as_strided(zero, tuple(shape), (0,) * len(shape), writeable=False)
+    return expected.stand_in(results[0].shape, results[0].dtype)
 
 
 def _first(value: Any):

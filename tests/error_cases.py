@@ -193,7 +193,7 @@ def shift_assignment(x):
 
 
 def floor_division(x):
-    return np.sum(x // 2.0)  # <- error
+    return np.sum(x // 2.0)
 
 
 def remainder_and_floor_division(x, y):

@@ -307,9 +307,11 @@ class Segments:
     helper of its own (a leading underscore: not an operator)."""
 
     xp = np
+    calls = 0
 
     @staticmethod
     def segment_sum_impl(data, ids, num_segments=None):
+        Segments.calls += 1
         count = int(ids.max()) + 1 if num_segments is None else num_segments
         out = np.zeros((count,) + data.shape[1:], data.dtype)
         np.add.at(out, ids, data)
@@ -341,6 +343,7 @@ def test_backend_checks_refuse_nothing_correct():
         ids = ppto.tensor(np.array([0, 2, 2]), device="segments")
         total = ppto.segment_sum(data, ids)
         np.testing.assert_allclose(total.numpy(), [[0.0, 1.0], [0.0, 0.0], [6.0, 8.0]])
+        assert Segments.calls == 1  # (the backend's own, not ppto's)
     finally:
         ppto.unregister_backend("segments")
     with pytest.raises(ppto.BackendError, match="both dot_impl and matmul_impl"):

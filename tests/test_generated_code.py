@@ -345,6 +345,7 @@ def test_decorated_functions_are_differentiated_as_they_run():
     assert float(value) == 50.0
     np.testing.assert_allclose(gradient.numpy(), 20.0 * x)
     np.testing.assert_allclose(ppto.grad(decorated_cube)(x).numpy(), 3.0 * x**2)
+    assert logged.calls == 0  # read through: the generated code calls no wrapper
 
 
 SQUARE = lambda x: np.sum(x**2)  # noqa: E731 (a lambda is what this tests)
@@ -573,6 +574,12 @@ def test_valid_code_the_new_checks_must_not_refuse(tmp_path, monkeypatch):
     np.testing.assert_allclose(  # refused for a while: z is an array on one path
         ppto.grad(array_on_one_path_only)(x, True).numpy(), 4 * x + 1
     )
+    np.testing.assert_allclose(  # and the other path, where += rebinds a number
+        ppto.grad(array_on_one_path_only)(x, False).numpy(), [8.0, 2.0, 2.0]
+    )
+    np.testing.assert_allclose(
+        ppto.grad(fresh_on_both_paths)(x, False).numpy(), 4 * x + 1
+    )
     (tmp_path / "annotated_loss.py").write_text(ANNOTATED)
     monkeypatch.syspath_prepend(str(tmp_path))
     import annotated_loss
@@ -757,8 +764,12 @@ def spread_of_a_stack(x):
 
 def test_second_order_through_spreads_of_intermediates():
     # hessian failed at max(reduced_count(t, 1) - 0, 0): max had no operator
+    from tests.corpus.checks import central_differences
+
     x = np.array([0.3, -0.7, 2.3])
     gradient, step = ppto.grad(spread_of_a_stack), 1e-5
+    expected = central_differences(spread_of_a_stack, [x], 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-6)
     columns = [
         (gradient(x + step * e).numpy() - gradient(x - step * e).numpy()) / (2 * step)
         for e in np.eye(3)
@@ -842,3 +853,4 @@ def test_whole_numbers_carry_no_derivative():
         hessian = ppto.hessian(root_of_integers)(point, like).numpy()
     np.testing.assert_allclose(gradient, expected, rtol=1e-6)
     np.testing.assert_allclose(np.diag(hessian), 6 * point, rtol=1e-6)
+    np.testing.assert_array_equal(hessian - np.diag(np.diag(hessian)), 0.0)

@@ -156,22 +156,34 @@ def test_a_partial_stream_protocol_is_refused():
     ppto.unregister_backend("unrelated")
 
 
-def test_threads_making_one_stream_share_it(logged):
+def test_threads_making_one_stream_share_it(logged, monkeypatch):
     import threading
+    import time
 
     x = ppto.tensor(np.ones(3), device="logged")
-    start = threading.Barrier(4)
+    start, failures = threading.Barrier(4), []
+    making = Logged.new_stream
+
+    def slow_to_make(index):  # (widens the window two threads could both make one)
+        time.sleep(0.01)
+        return making(index)
+
+    monkeypatch.setattr(Logged, "new_stream", staticmethod(slow_to_make))
 
     def work():
         start.wait()
-        with ppto.stream("shared"):
-            ppto.exp(x)
+        try:
+            with ppto.stream("shared"):
+                ppto.exp(x)
+        except Exception as error:  # (a thread's error would pass unseen)
+            failures.append(error)
 
     threads = [threading.Thread(target=work) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    assert not failures
     assert len([e for e in logged if e[0] == "new"]) == 1
 
 

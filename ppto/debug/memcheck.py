@@ -123,7 +123,7 @@ class Report:
         )
 
     def text(self, top: int | None = None) -> str:
-        sites = self.ordered()[:top] if top else self.ordered()
+        sites = self.ordered()[: top or None]
         if not sites:
             return "[Memory Report]\nno operator ran: nothing was allocated by ppto"
         return "\n\n".join(site.block(self.base) for site in sites)

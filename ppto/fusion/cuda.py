@@ -200,6 +200,7 @@ class CudaReduction:
         self.name = name
         self.mean = mean
         self.axis, self.keepdims = axis, keepdims
+        self.where = {"axis": axis, "keepdims": keepdims}
         self.failed = False  # set if CuPy could not compile the kernel
         self.compiled: dict = {}
 
@@ -239,7 +240,7 @@ class CudaReduction:
 
     def __call__(self, *arrays):
         kernel = None if self.failed else self.kernel(arrays)
-        where = {"axis": self.axis, "keepdims": self.keepdims}
+        where = self.where
         total = None
         if kernel is not None:
             total = compiled_call(self, kernel, *arrays, **where)

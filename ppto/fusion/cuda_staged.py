@@ -70,9 +70,8 @@ class Stage:
     def evaluate(self, xp, values: list):
         """The stage by one ``xp`` call per operator (the unfused route)."""
         operands = [values[number] for number in self.reads]
-        reduce = {"sum": xp.sum, "mean": xp.mean, "max": xp.max}[self.op]
         reduced = evaluate_with(xp, self.tree, operands)
-        return reduce(reduced, axis=self.axis, keepdims=True)
+        return getattr(xp, self.op)(reduced, axis=self.axis, keepdims=True)
 
     def listing(self) -> str:
         if self.kernel is None:
@@ -94,6 +93,10 @@ class CudaStaged:
         self.reads = sorted(set(tree.leaves()))
         renumber = {old: new for new, old in enumerate(self.reads)}
         self.result = CudaElementwise(name, renumbered(tree, renumber), len(self.reads))
+        self.fed = [  # stage -> the sources its result becomes
+            [(n, s) for n, s in enumerate(self.sources) if s.stage == number]
+            for number in range(len(self.stages))
+        ]
 
     def lower(self, template) -> Node:
         """The elementwise tree of ``template`` over sources, each reduction in it
@@ -133,11 +136,10 @@ class CudaStaged:
     def run(self, arguments, xp):
         values = list(arguments) + [None] * (len(self.sources) - len(arguments))
         results = []
-        for stage in self.stages:
+        for stage, fed in zip(self.stages, self.fed):
             results.append(stage(values) if xp is None else stage.evaluate(xp, values))
-            for number, source in enumerate(self.sources):
-                if source.stage == len(results) - 1:
-                    values[number] = self._view(results[-1], stage.axis, source)
+            for number, source in fed:
+                values[number] = self._view(results[-1], stage.axis, source)
         operands = [values[number] for number in self.reads]
         if xp is None:
             return self.result(*operands)

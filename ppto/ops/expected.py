@@ -20,6 +20,7 @@ import numpy as np
 
 from ppto.errors import BackendError
 from ppto.ops.primitive import OPERATORS
+from ppto.ops.signature import matmul_shape
 
 PROBE_LIMIT = 1 << 20  # input elements above which no reference run is made
 _LIMIT = 1024  # kinds of input remembered
@@ -69,17 +70,11 @@ def _expected(op: Any, args: tuple, params: dict):
     return zeros if zeros == ones else None
 
 
-REDUCTIONS = {
-    "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
-    "reduce_var", "reduce_std", "logsumexp",
-}  # fmt: skip
-
-
 def from_signature(op: Any, args, params: dict | None = None) -> tuple | None:
     """The result shape of a broadcasting operator, a matrix product or a
     reduction, from its inputs' shapes (and a reduction's ``axis`` and
     ``keepdims``); None for other operators, or shapes that do not fit."""
-    from ppto.ops.reductions import reduced_axes
+    from ppto.ops.reductions import REDUCTIONS, reduced_shape
 
     mode = getattr(getattr(op, "signature", None), "mode", "")
     shapes = [np.shape(arg) for arg in args]
@@ -87,34 +82,14 @@ def from_signature(op: Any, args, params: dict | None = None) -> tuple | None:
         if mode == "broadcast":
             return tuple(np.broadcast_shapes(*shapes))
         if mode == "matmul":
-            return _matmul_shape(*shapes)
+            return matmul_shape(*shapes)
         if getattr(op, "name", None) in REDUCTIONS and params is not None:
-            shape, axis = shapes[0], params.get("axis")
-            given = () if axis is None else np.atleast_1d(axis).tolist()
-            if any(not -len(shape) <= a < len(shape) for a in given):
-                return None  # (NumPy's AxisError: the operator says so itself)
-            axes = reduced_axes(len(shape), axis)
-            if len(set(axes)) < len(axes):
-                return None
-            if params.get("keepdims", False):
-                return tuple(1 if i in axes else n for i, n in enumerate(shape))
-            return tuple(n for i, n in enumerate(shape) if i not in axes)
+            return reduced_shape(
+                shapes[0], params.get("axis"), params.get("keepdims", False)
+            )
     except (ValueError, TypeError):
         return None  # (shapes the operator refuses: it says so itself)
     return None
-
-
-def _matmul_shape(a: tuple, b: tuple) -> tuple:
-    """``np.matmul``'s result shape, without multiplying."""
-    if not a or not b:
-        raise ValueError("matmul of a scalar")
-    rows = a[-2:-1] if len(a) > 1 else ()
-    columns = b[-1:] if len(b) > 1 else ()
-    inner_a, inner_b = a[-1], (b[-2] if len(b) > 1 else b[0])
-    if inner_a != inner_b:
-        raise ValueError("inner sizes differ")
-    batch = np.broadcast_shapes(a[:-2], b[:-2])
-    return tuple(batch) + rows + columns
 
 
 def _signature_of(value: Any):
@@ -132,15 +107,20 @@ def elements(value: Any) -> int:
 
 
 def filled(value: Any, fill: int):
-    """NumPy stand-ins of ``value``'s arrays: ``fill`` in their shape and dtype, all
-    elements one element."""
+    """NumPy stand-ins of ``value``'s arrays: ``fill`` in their shape and dtype."""
     if isinstance(value, (list, tuple)):
         return type(value)(filled(item, fill) for item in value)
     if hasattr(value, "shape") and hasattr(value, "dtype"):
-        shape, dtype = tuple(value.shape), np.dtype(value.dtype)
-        one = np.full(1, fill, dtype)
-        return np.lib.stride_tricks.as_strided(one, shape, (0,) * len(shape))
+        return stand_in(tuple(value.shape), value.dtype, fill)
     return value
+
+
+def stand_in(shape: tuple, dtype, fill: int = 0) -> np.ndarray:
+    """A read-only array of ``shape`` holding ``fill`` that takes no memory: every
+    element is the same one."""
+    one = np.full(1, fill, np.dtype(dtype))
+    strides = (0,) * len(shape)
+    return np.lib.stride_tricks.as_strided(one, shape, strides, writeable=False)
 
 
 def _shapes(value: Any):

@@ -117,7 +117,8 @@ def last_written(x, index):
     xp = owner[0].xp if owner is not None else np
     index = raw_index(xp, index)
     slots = xp.full(tuple(x.shape), -1, dtype=xp.int64)
-    order = xp.arange(slots[index].size).reshape(slots[index].shape)
+    selected = slots[index]
+    order = xp.arange(selected.size).reshape(selected.shape)
     slots[index] = order
     return slots[index] == order
 

@@ -17,10 +17,7 @@ from ppto.ops import indexing, linalg, logic, reductions, shape
 
 # NumPy's reductions take (a, axis, dtype, out, ...): after the axis, ppto's
 # keepdims and ddof would receive NumPy's dtype and out if given by position
-AXIS_ONLY = {
-    "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
-    "reduce_var", "reduce_std", "argmax", "argmin",
-}  # fmt: skip
+AXIS_ONLY = reductions.REDUCTIONS - {"logsumexp"}  # (NumPy has none)
 
 
 def check_numpy_positionals(op, count: int, spelled: str) -> None:

@@ -23,6 +23,28 @@ def reduced_axes(ndim, axis):
     return tuple(sorted(int(a) % ndim if ndim else 0 for a in axes))
 
 
+# operators that reduce over ``axis`` (with ``keepdims``): their result's shape
+# follows from their input's
+REDUCTIONS = frozenset({
+    "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
+    "reduce_var", "reduce_std", "logsumexp", "argmax", "argmin",
+})  # fmt: skip
+
+
+def reduced_shape(shape: tuple, axis, keepdims: bool) -> tuple | None:
+    """The shape of a reduction of an array of ``shape`` over ``axis``, without
+    reducing; None for an axis NumPy refuses."""
+    given = () if axis is None else np.atleast_1d(axis).tolist()
+    if any(not -len(shape) <= a < len(shape) for a in given):
+        return None
+    axes = reduced_axes(len(shape), axis)
+    if len(set(axes)) < len(axes):
+        return None
+    if keepdims:
+        return tuple(1 if i in axes else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in axes)
+
+
 @shape_helper
 def reduced_count(x, axis):
     """How many elements each reduction of ``x`` over ``axis`` combines."""

@@ -143,9 +143,9 @@ def _symmetric_tangent(op: Any) -> Rule:
     # the backward rule's closure variables as globals of the derived rule (a rule
     # made in a factory reads them); else its module's own globals, which later
     # definitions in a module still being imported join
-    namespace = backward.fn.__globals__
-    if closure_values(backward.fn):
-        namespace = {**namespace, **closure_values(backward.fn)}
+    namespace, closure = backward.fn.__globals__, closure_values(backward.fn)
+    if closure:
+        namespace = {**namespace, **closure}
     return _compiled_rule(op, source, rule_def.name, namespace)
 
 

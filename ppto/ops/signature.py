@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from ppto.errors import ShapeError
 
 _TENSOR = re.compile(r"(\[)?Tensor\[([^\]]*)\](\])?")
@@ -121,6 +123,25 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
                     raise ValueError(f"axis {axis - ndim}: {result[axis]} vs {size}")
                 result[axis] = size
     return tuple(result)
+
+
+def matmul_shape(a: tuple, b: tuple) -> tuple | None:
+    """``np.matmul``'s result shape for operands of shapes ``a`` and ``b``, without
+    multiplying: None where the inner sizes differ or an operand has no axis
+    (ValueError where the batch axes do not broadcast)."""
+    if not a or not b:
+        return None
+    left = (1,) + tuple(a) if len(a) == 1 else tuple(a)
+    right = tuple(b) + (1,) if len(b) == 1 else tuple(b)
+    if left[-1] != right[-2]:
+        return None
+    batch = tuple(np.broadcast_shapes(left[:-2], right[:-2]))
+    shape = batch + (left[-2], right[-1])
+    if len(a) == 1:
+        shape = shape[:-2] + shape[-1:]
+    if len(b) == 1:
+        shape = shape[:-1]
+    return shape
 
 
 def _check_broadcast(op_name, signature, shapes) -> None:

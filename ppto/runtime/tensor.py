@@ -7,6 +7,7 @@ that this module depends on no operator.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -157,14 +158,21 @@ def tensor(
             streams.ready(data)  # (its stream may still be writing it)
     else:
         raw = data
+    context, plan = contextlib.nullcontext(), None
     if streams.in_use and target != CPU:  # an upload inside a stream block goes there
         context, plan = streams.running(backend, target, ())
-        with context:
-            made = _made(raw, source, target, backend, dtype)
-        made = Tensor(made, target, layout)
+    with context:
+        array = _made(raw, source, target, backend, dtype)
+    check_dtype(array.dtype, "ppto.tensor data")
+    if layout is not None and array.ndim != 4:
+        raise ShapeError(
+            f"layout={layout!r} describes 4-D image tensors; this data has shape "
+            f"{tuple(array.shape)}"
+        )
+    made = Tensor(array, target, layout)
+    if plan is not None:
         streams.record(backend, target, plan, made)
-        return _checked(made)
-    return _checked(Tensor(_made(raw, source, target, backend, dtype), target, layout))
+    return made
 
 
 def _made(raw, source: Device, target: Device, backend, dtype):
@@ -181,16 +189,6 @@ def _made(raw, source: Device, target: Device, backend, dtype):
         if array is raw:
             array = array.copy()
     return array
-
-
-def _checked(made: Tensor) -> Tensor:
-    check_dtype(made.data.dtype, "ppto.tensor data")
-    if made.layout is not None and made.data.ndim != 4:
-        raise ShapeError(
-            f"layout={made.layout!r} describes 4-D image tensors; this data has "
-            f"shape {tuple(made.data.shape)}"
-        )
-    return made
 
 
 def _host_array(data: Any, dtype: Any) -> np.ndarray:

@@ -18,6 +18,8 @@ import numpy as np
 from ppto.errors import GradError, ShapeError
 from ppto.fusion.kernels import ELEMENTWISE, TERNARY, ufunc
 from ppto.ops.primitive import Primitive
+from ppto.ops.reductions import REDUCTIONS, reduced_shape
+from ppto.ops.signature import matmul_shape
 from ppto.transform import ir
 
 
@@ -79,9 +81,7 @@ def _check_shapes(body, activity: Activity, source) -> None:
             statement.op, Primitive
         ):
             continue
-        if any(isinstance(x, list) for x in statement.inputs):
-            continue
-        shapes = [
+        shapes = [  # (None for a list)
             operand_shape(x, activity.shapes, activity.dtypes) for x in statement.inputs
         ]
         if None in shapes or not shapes:
@@ -351,18 +351,6 @@ def check_reachable(activity: Activity, wrt: list[str], source) -> None:
             )
 
 
-REDUCTIONS = {
-    "reduce_sum",
-    "reduce_mean",
-    "reduce_max",
-    "reduce_min",
-    "reduce_prod",
-    "reduce_var",
-    "reduce_std",
-    "logsumexp",
-    "argmax",
-    "argmin",
-}
 SAME_RANK = {
     "transpose",
     "matrix_transpose",
@@ -463,7 +451,7 @@ def expression_shape(node, shapes: dict, dtypes: dict | None = None):
         if left is None or right is None:
             return None
         if isinstance(node.op, gast.MatMult):
-            return _matmul_shape(left, right)
+            return matmul_shape(left, right)
         try:
             return tuple(np.broadcast_shapes(left, right))
         except ValueError:
@@ -525,7 +513,7 @@ def shape_of(statement: ir.Apply, shapes: dict, dtypes: dict | None = None):
                 return None
             return tuple(np.broadcast_shapes(*inputs))
         if name == "dot":
-            return None if inputs[1] is None else _matmul_shape(first, inputs[1])
+            return None if inputs[1] is None else matmul_shape(first, inputs[1])
         if name == "getitem":
             return _index_shape(first, params.get("index"), shapes, dtypes)
         if name in {"unbroadcast", "unreduce"}:
@@ -534,11 +522,11 @@ def shape_of(statement: ir.Apply, shapes: dict, dtypes: dict | None = None):
         values = {key: literal(value) for key, value in params.items()}
         if any(value is NOT_LITERAL for value in values.values()):
             return None
-        probe = np.lib.stride_tricks.as_strided(np.zeros(1), first, [0] * len(first))
         if name in REDUCTIONS:
-            return np.sum(
-                probe, axis=values.get("axis"), keepdims=values.get("keepdims", False)
-            ).shape
+            return reduced_shape(
+                first, values.get("axis"), values.get("keepdims", False)
+            )
+        probe = np.lib.stride_tricks.as_strided(np.zeros(1), first, [0] * len(first))
         if name in {"transpose"}:
             return np.transpose(probe, values.get("axes")).shape
         if name == "matrix_transpose":
@@ -600,20 +588,6 @@ def dtype_of(statement: ir.Apply, dtypes: dict):
         if name == "dot" and all(isinstance(p, np.ndarray) for p in probes):
             return np.matmul(probes[0], probes[1]).dtype
     return None
-
-
-def _matmul_shape(a, b):
-    left = (1,) + tuple(a) if len(a) == 1 else tuple(a)
-    right = tuple(b) + (1,) if len(b) == 1 else tuple(b)
-    if left[-1] != right[-2]:
-        return None
-    batch = tuple(np.broadcast_shapes(left[:-2], right[:-2]))
-    shape = batch + (left[-2], right[-1])
-    if len(a) == 1:
-        shape = shape[:-2] + shape[-1:]
-    if len(b) == 1:
-        shape = shape[:-1]
-    return shape
 
 
 def _matmul_rank(a, b):

@@ -214,14 +214,14 @@ _COMPARISONS = {
 }
 
 
-def _decide(test, rank, bindings=None, ranks=None):
+def _decide(test, rank, bindings: dict, ranks: dict):
     """The value of ``p.ndim <op> <int>`` or ``may_repeat(index)`` (or ``and``/
     ``or``/``not`` of such) when the ranks and the index written decide it, else
     None."""
     if isinstance(test, gast.Call) and getattr(test.func, "id", "") == "may_repeat":
         argument = test.args[0] if len(test.args) == 1 else None
-        bound = (bindings or {}).get(getattr(argument, "id", None))
-        unique = _unique(bound, ranks or {})
+        bound = bindings.get(getattr(argument, "id", None))
+        unique = _unique(bound, ranks)
         return None if unique is None else not unique
     if isinstance(test, gast.BoolOp):
         values = [_decide(value, rank, bindings, ranks) for value in test.values]

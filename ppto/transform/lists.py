@@ -46,13 +46,8 @@ def repeat(values: list, count: int) -> list:
 
 def fold_repeats(adjoints: list, count: int) -> list:
     """The adjoint of ``repeat``: each element's adjoint summed over its copies."""
-    size = len(adjoints) // count if count else 0
-    return [
-        sum(adjoints[copy * size + position] for copy in range(count))
-        if count
-        else None
-        for position in range(size)
-    ]
+    size = len(adjoints) // count
+    return [sum(adjoints[position::size]) for position in range(size)]
 
 
 # Generated gradients call these; differentiating such a gradient again (forward

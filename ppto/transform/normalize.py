@@ -109,8 +109,12 @@ class Normalizer:
         varied: set[str],
         namer: Namer,
         local_names: set[str],
+        reference=None,
     ) -> None:
+        """``reference(value, preferred)``: the name generated code reads ``value``
+        by (list helpers the user's code turns into, such as ``lists.repeat``)."""
         self.parsed = parsed
+        self.reference = reference
         self.source = parsed.source
         self.varied = set(varied)
         self.namer = namer

@@ -6,7 +6,6 @@ nobody reads. Nothing is folded that would change a result's shape or dtype (no
 
 from __future__ import annotations
 
-import builtins
 import operator
 
 import gast
@@ -24,7 +23,6 @@ from ppto.transform.trees import (
     stores,
 )
 
-_NOT_BOUND = object()
 _FOLD = {
     gast.Add: operator.add,
     gast.Sub: operator.sub,
@@ -52,10 +50,6 @@ def _number(node) -> bool:
 class _Fold(gast.NodeTransformer):
     def visit_BinOp(self, node):
         self.generic_visit(node)
-        if isinstance(node.op, gast.Mult):  # ``d * True``: a factor known to be 1
-            for this, other in ((node.left, node.right), (node.right, node.left)):
-                if isinstance(this, gast.Constant) and this.value is True:
-                    return other
         if _number(node.left) and _number(node.right) and type(node.op) in _FOLD:
             try:
                 return gast.Constant(
@@ -359,27 +353,11 @@ def fold_reduced_counts(
             self.folded = True
             return gast.Constant(value, None)
 
-    class Extremes(gast.NodeTransformer):  # ``max(12 - 1, 0)`` -> ``11``
-        def visit_Call(self, node):
-            self.generic_visit(node)
-            function = namespace.get(getattr(node.func, "id", None), _NOT_BOUND)
-            if function is _NOT_BOUND:  # not bound in the namespace: a builtin's name
-                function = getattr(builtins, getattr(node.func, "id", ""), None)
-            if (
-                function in (max, min)
-                and node.args
-                and not node.keywords
-                and all(_number(argument) for argument in node.args)
-            ):
-                return gast.Constant(function(a.value for a in node.args), None)
-            return node
-
     folder, arithmetic, folded_body = Fold(), _Fold(), []
     for statement in body:
         folder.folded = False
         statement = folder.visit(statement)
         if folder.folded:  # ``(12 - 0)``, ``a if True else b``: done now
-            statement = Extremes().visit(arithmetic.visit(statement))
             statement = arithmetic.visit(statement)
         folded_body.append(statement)
     return folded_body

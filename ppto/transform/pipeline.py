@@ -39,7 +39,7 @@ from ppto.transform.reverse import (
     free_reads,
     name,
 )
-from ppto.transform.source import ParsedFunction, parse_function
+from ppto.transform.source import ParsedFunction, parse_function, signature
 from ppto.transform.ssa import rename
 from ppto.transform.structure import (
     lift_conditionals,
@@ -175,10 +175,13 @@ def _prepare(
         gast.Module(body=body, type_ignores=[])
     )
     local_names -= set(free_globals(parsed))
-    normalizer = Normalizer(parsed, varied_names(body, set(wrt)), namer, local_names)
-    normalizer.reference = lambda value, preferred: program.refs.ref(
-        value, preferred, local_names
-    )  # (list helpers the user's code turns into, such as lists.repeat)
+    normalizer = Normalizer(
+        parsed,
+        varied_names(body, set(wrt)),
+        namer,
+        local_names,
+        lambda value, preferred: program.refs.ref(value, preferred, local_names),
+    )
     ir_body = stop_shift_gradients(normalizer.block(body), namer)
     entry = parsed.fn is program.entry_function
     shapes, dtypes = (program.shapes, program.dtypes) if entry else ({}, {})
@@ -343,9 +346,7 @@ def _passable(parsed: ParsedFunction, parameter: str) -> bool:
     default, if any, is a literal."""
     if parameter not in parsed.parameters:
         return False
-    default = (
-        inspect.signature(parsed.fn, follow_wrapped=False).parameters[parameter].default
-    )
+    default = signature(parsed.fn).parameters[parameter].default
     return default is inspect.Parameter.empty or _is_literal(default)
 
 

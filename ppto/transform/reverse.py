@@ -9,7 +9,6 @@ other starts it at zero, so every adjoint is defined on every path.
 from __future__ import annotations
 
 import collections
-import inspect
 
 import gast
 import numpy as np
@@ -19,7 +18,7 @@ from ppto.transform import ir, lists
 from ppto.transform.analyze import operand_rank
 from ppto.transform.emit import comment
 from ppto.transform.inline import inline_rule, operand_expr
-from ppto.transform.source import closure_values
+from ppto.transform.source import closure_values, signature
 from ppto.transform.trees import clone, loads, stores
 
 
@@ -275,11 +274,7 @@ class Generator:
         position = s.function.parameters.index(parameter)
         if position < len(s.inputs):
             return operand_expr(s.inputs[position])
-        default = (
-            inspect.signature(s.function.fn, follow_wrapped=False)
-            .parameters[parameter]
-            .default
-        )
+        default = signature(s.function.fn).parameters[parameter].default
         return constant_expr(default)
 
     def call_plan(self, s: ir.CallFunction):

@@ -9,6 +9,7 @@ import builtins
 import inspect
 import linecache
 import textwrap
+import weakref
 from collections import ChainMap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -187,6 +188,12 @@ def _check_defined(tree: gast.FunctionDef, namespace: ChainMap, source) -> None:
             )
 
 
+def signature(function: Callable) -> inspect.Signature:
+    """The parameters of the function ppto transforms: its own (``inspect.signature``
+    would report a decorated function's inner parameters and defaults)."""
+    return inspect.signature(function, follow_wrapped=False)
+
+
 def unwrapped(fn: Callable) -> Callable:
     """``fn``, or the function it wraps where calling that gives the same result:
     wrappers that are not functions (ppto's own, ``functools.lru_cache``) and
@@ -202,9 +209,20 @@ def unwrapped(fn: Callable) -> Callable:
         fn = inner
 
 
+_PASSING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _passes_through(wrapper: Callable, inner: Callable) -> bool:
     """Whether ``wrapper`` ends in ``return inner(...)`` with its own arguments,
-    unchanged, and returns nowhere else."""
+    unchanged, and returns nowhere else (decided once per wrapper: its code and
+    closure never change, and every call of ppto.vjp or jvp asks)."""
+    known = _PASSING.get(wrapper)
+    if known is None or known[0] is not inner:
+        known = _PASSING[wrapper] = (inner, _reads_as_passing(wrapper, inner))
+    return known[1]
+
+
+def _reads_as_passing(wrapper: Callable, inner: Callable) -> bool:
     try:
         definition = parse(function_source(wrapper)).body[0]
     except (OSError, TypeError, SyntaxError):
