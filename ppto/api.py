@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ppto.errors import GradError, ShapeError
+from ppto.fusion.tuning import FusionChoice
 from ppto.ops.primitive import OperatorDef, registrations
 from ppto.runtime import streams
 from ppto.runtime.backends import backend_for
@@ -24,7 +25,7 @@ from ppto.runtime.dispatch import gather_inputs
 from ppto.runtime.precision import get_precision
 from ppto.runtime.tensor import Tensor, move
 from ppto.transform.emit import render_function
-from ppto.transform.lower import _unwrap, lower
+from ppto.transform.lower import _unwrap, fuses, lower
 from ppto.transform.pipeline import build
 from ppto.transform.source import signature as _signature
 from ppto.transform.source import unwrapped
@@ -252,6 +253,16 @@ def _check_differentiable(name: str, value: Any) -> None:
         )
 
 
+def _timed_fusion(program, name: str, entry):
+    """``entry``, or where it is fused code for the CPU, the choice between it and
+    the unfused code that measures faster (see ``ppto.fusion.tuning``)."""
+    if not fuses(program, "cpu"):
+        return entry
+    return FusionChoice(
+        name, entry, lambda: lower(program, backend_for(CPU), "cpu", False)[1][name]
+    )
+
+
 class Transformed:
     """A differentiated function; calling it runs generated code."""
 
@@ -389,8 +400,12 @@ class Transformed:
         entry = self._entries.get(key)
         if entry is None:
             namespace = self.lowered(ranks, device)
-            name_ = self._programs[ranks][0].entries[which]
-            entry = self._entries[key] = namespace[name_]
+            program = self._programs[ranks][0]
+            name_ = program.entries[which]
+            entry = namespace[name_]
+            if which == 0 and self.mode != "split" and device == CPU:
+                entry = _timed_fusion(program, name_, entry)
+            self._entries[key] = entry
         if which == 0 and self._keyword_only:  # (the generated code keeps them so)
             count = len(values) - len(self._keyword_only)
             keywords = {

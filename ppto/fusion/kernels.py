@@ -400,13 +400,14 @@ class _Plan:
         ``kernel.in_blocks`` (threads, intermediate values written in place)
         and plain NumPy (a new array per operation). Which is faster depends on the
         machine, the dtype and the other work in flight (on a 2-core virtual machine
-        blocks won for float64 and lost for float32 at a million elements), so the
-        first ``TRIALS`` calls of each are timed and the faster kept, separately for
-        each combination of dtypes and thread count. Blocks must win by a margin:
-        what they write is left in several cores' caches, which slows whatever
-        reads it next (a float32 ``exp(x - peak)`` timed 0.70 ms in blocks and
-        0.72 ms by NumPy, but the product reading it took 0.35 ms instead of
-        0.24)."""
+        blocks won for float64 and lost for float32 at a million elements), so
+        ``TRIALS`` calls of each, after its first, are timed and the faster kept,
+        separately for each combination of dtypes and thread count. Blocks must
+        win by a margin: what they write is left in several cores' caches, which
+        slows whatever reads it next (a float32 ``exp(x - peak)`` timed 0.70 ms in
+        blocks and 0.72 ms by NumPy, but the product reading it took 0.35 ms
+        instead of 0.24). ``ppto.fusion.tuning`` then times the whole fused
+        function against the unfused one, which sees that cost too."""
         threads = thread_count()
         key = (tuple(getattr(a, "dtype", type(a)) for a in arrays), threads)
         way = self.chosen.get(key)
@@ -417,7 +418,7 @@ class _Plan:
         start = time.perf_counter()
         result = _WAYS[way](kernel, self.tree, arrays, threads)
         times[way].append(time.perf_counter() - start)
-        if all(len(seconds) >= TRIALS for seconds in times.values()):
+        if all(len(seconds) > TRIALS for seconds in times.values()):
             self.chosen[key] = faster_way(times)
         return result
 
@@ -432,14 +433,15 @@ class _Plan:
 
 
 def faster_way(times: dict) -> str:
-    """The way to keep, from each way's timed calls (see ``_Plan.run``)."""
-    blocks = statistics.median(times["blocks"])
-    plain = statistics.median(times["numpy"])
+    """The way to keep, from each way's timed calls (see ``_Plan.run``); the first
+    call of each is left out: it pays for fresh memory and threads starting."""
+    blocks = statistics.median(times["blocks"][1:])
+    plain = statistics.median(times["numpy"][1:])
     return "blocks" if blocks < BLOCKS_MARGIN * plain else "numpy"
 
 
 _PLAIN = (np.ndarray, float, int)  # operand types the large paths take
-TRIALS = 3  # timed calls of each way before a plan keeps the faster
+TRIALS = 3  # timed calls of each way, after a first one, before a plan keeps one
 BLOCKS_MARGIN = 0.85  # blocks are kept only if this much faster (see _Plan.run)
 _WAYS = {
     "blocks": lambda kernel, tree, arrays, threads: kernel.in_blocks(

@@ -292,24 +292,31 @@ def _static(node, namespace):
     return None
 
 
+def fuses(program, kind: str) -> bool:
+    """Whether ``lower`` fuses ``program`` for a backend of ``kind`` by default."""
+    from ppto.runtime.precision import get_precision
+
+    # small arrays gain nothing from CPU kernels' bookkeeping; on a GPU every
+    # launch saved counts
+    sizes = [int(np.prod(shape)) for shape in program.shapes.values()]
+    small = bool(sizes) and max(sizes) < LARGE
+    return (
+        get_precision() != "strict"
+        and kind in FUSED_KINDS
+        and (kind == "cuda" or (kind == "cpu" and not small))
+    )
+
+
 def lower(program, backend: Backend, kind: str, fused: bool | None = None):
     """``(source, namespace)`` of ``program`` lowered for ``backend``; fused kernels
     replace operator chains on the CPU and on CUDA unless precision is 'strict' (a
     backend with no fused implementation runs the unfused code)."""
-    from ppto.runtime.precision import get_precision
-
     namespace = dict(program.refs.namespace)
     lowered = {"namespace": {}, "keys": {}}
     lowering = Lowering(namespace, lowered, backend, kind)
     functions = program.functions
     if fused is None:
-        # small arrays gain nothing from CPU kernels' bookkeeping; on a GPU every
-        # launch saved counts
-        sizes = [int(np.prod(shape)) for shape in program.shapes.values()]
-        small = bool(sizes) and max(sizes) < LARGE
-        fused = get_precision() != "strict" and (
-            kind == "cuda" or (kind == "cpu" and not small)
-        )
+        fused = fuses(program, kind)
     fused = fused and kind in FUSED_KINDS
     if fused:
         functions, kernels = fuse_program(
