@@ -386,7 +386,11 @@ class Transformed:
             count = count_operators(program.functions, namespace)
             return count, count
         fused, kernels = fuse_program(
-            program.functions, namespace, program.value_shapes, device.kind
+            program.functions,
+            namespace,
+            program.value_shapes,
+            device.kind,
+            program.size_hints,
         )
         namespace.update(kernels)
         return (
@@ -697,7 +701,11 @@ def _show(f, args, wrt, mode, file, lowered, fused, device=None) -> str:
     if fused and not lowered and device.kind in FUSED_KINDS:
         namespace = dict(program.refs.namespace)
         functions, kernels = fuse_program(
-            program.functions, namespace, program.value_shapes, device.kind
+            program.functions,
+            namespace,
+            program.value_shapes,
+            device.kind,
+            program.size_hints,
         )
         namespace.update(kernels)
         before = count_operators(program.functions, namespace)

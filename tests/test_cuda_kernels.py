@@ -150,11 +150,17 @@ def test_show_grad_shows_the_cuda_code_without_a_gpu():
     assert "ppto_maximum(T a, T b)" in region  # the helper a region calls, with it
     on_cpu = ppto.show_grad(mlp, *args, wrt=(0, 1, 2), fused=True, file=io.StringIO())
     assert "ElementwiseKernel" not in on_cpu and "def __fused_region" not in on_cpu
+    # a chain of small arrays is written out on the CPU: a kernel would run just that
+    assert "t3 = tanh(maximum(t2, 0.0))" in on_cpu and "__fused_chain" not in on_cpu
+    assert "the rule's implementation, ppto.fusion.patterns._matmul_bias" in on_cpu
+    large = [rng.standard_normal(shape) for shape in [(160, 160), (160,), (160, 2)]]
+    large.append(rng.standard_normal((256, 160)))
+    on_cpu = ppto.show_grad(mlp, *large, wrt=(0, 1, 2), fused=True, file=io.StringIO())
+    assert "ElementwiseKernel" not in on_cpu
     assert (
         "def __fused_chain_maximum_tanh(a0):\n    return np.tanh(np.maximum(a0"
         in on_cpu
     )
-    assert "the rule's implementation, ppto.fusion.patterns._matmul_bias" in on_cpu
     elsewhere = ppto.show_grad(mlp, *args, wrt=(0, 1, 2), fused=True, device="sim",
                                file=io.StringIO())  # fmt: skip
     assert elsewhere.startswith("# backend 'sim' has no fused kernels")

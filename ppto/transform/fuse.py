@@ -12,12 +12,13 @@ elementwise kernel. An intermediate another statement still reads is never fused
 from __future__ import annotations
 
 import ast
+import math
 
 import gast
 
 from ppto.fusion.cuda import CudaElementwise
-from ppto.fusion.kernels import ELEMENTWISE, TERNARY, ElementwiseKernel, Node
-from ppto.fusion.registry import ALIASES, rules_for
+from ppto.fusion.kernels import ELEMENTWISE, LARGE, TERNARY, ElementwiseKernel, Node
+from ppto.fusion.registry import ALIASES, RULES, rules_for
 from ppto.ops.primitive import OperatorDef
 from ppto.symbolic import Operator, Symbol
 from ppto.transform.analyze import literal
@@ -48,10 +49,21 @@ class Decoded:
 class Fuser:
     """Fuses one generated function (see the module docstring)."""
 
-    def __init__(self, namespace: dict, kernels: dict, kind: str = "cpu") -> None:
+    def __init__(
+        self,
+        namespace: dict,
+        kernels: dict,
+        kind: str = "cpu",
+        shapes=None,
+        own_only: bool = False,
+    ) -> None:
         self.namespace = namespace
         self.kernels = kernels  # kernel name -> kernel object
         self.kind = kind  # the backend kind the kernels are for: cpu or cuda
+        self.shapes = shapes or {}  # value name -> its (likely) shape, where known
+        # only rules' own elementwise implementations (before regions: see
+        # fuse_program)
+        self.own_only = own_only
         self.loads: dict[str, int] = {}
         self.stores: dict[str, int] = {}
         self.written: dict[int, set] = {}  # id(statement) -> names it assigns
@@ -126,7 +138,7 @@ class Fuser:
     def fuse(self, statement, before: list) -> list:
         self.root_before = before  # every statement up to the one being fused
         definitions = _definitions(before)
-        root = self.decode(statement.value)
+        root = self.decode(statement.value) if not self.own_only else None
         for rule in rules_for(root.op) if root is not None else ():
             if rule.size() < 2 or rule.kind == "elementwise":
                 continue  # one operator is one kernel; chains are fused below
@@ -154,7 +166,20 @@ class Fuser:
         tree = self.tree(statement.value, before, definitions, leaves, consumed)
         if tree is None or tree.count() < 2:
             return []
-        name = _named_elementwise(_signature(tree))
+        rule = _named_elementwise(_signature(tree))
+        if self.kind == "cpu" and _own(rule):
+            # for its leaves in order: the signatures match, leaf numbers too
+            self.kernels[rule.kernel_name] = rule.implementation
+            statement.value = _call(rule.kernel_name, leaves)
+            return sorted(consumed)
+        if self.own_only:
+            return []
+        if self.kind == "cpu" and self.small(statement):
+            # the kernel would run its plain NumPy expression: written out instead,
+            # a call and a size check (half a microsecond) less at every run
+            statement.value = _inlined(statement.value, before, consumed)
+            return sorted(consumed)
+        name = rule.kernel_name if rule is not None else None
         name = name or f"__fused_chain_{'_'.join(_op_names(tree))}"
         signature = _signature(tree, operators=True)  # the same computation
         label = name
@@ -173,11 +198,7 @@ class Fuser:
                 kernel.signature = signature
                 _KERNELS[signature, self.kind] = kernel
             self.kernels[label] = kernel
-        statement.value = gast.Call(
-            gast.Name(label, gast.Load(), None, None),
-            [clone(leaf) for leaf in leaves],
-            [],
-        )
+        statement.value = _call(label, leaves)
         return sorted(consumed)
 
     def tree(self, expression, before, definitions, leaves, consumed):
@@ -218,6 +239,13 @@ class Fuser:
             return ALIASES[name](children)
         written = isinstance(expression, (gast.BinOp, gast.UnaryOp))
         return Node(name, children, operator=written)
+
+    def small(self, statement) -> bool:
+        """Whether the value ``statement`` assigns is likely smaller than ``LARGE``
+        (then so is every array it is computed from). Only speed depends on it: the
+        kernel and the expression compute the same values."""
+        shape = self.shapes.get(statement.targets[0].id)
+        return shape is not None and math.prod(shape) < LARGE
 
     def absorbable(self, expression, before, definitions):
         """``(position, value)`` of a temporary's definition that may be inlined."""
@@ -314,12 +342,23 @@ def implementation_for(rule, kind: str):
     return rule.cuda_kernel if kind == "cuda" else None
 
 
-_NAMED: dict = {}  # tree signature -> kernel name of the rule with that pattern
+_NAMED: dict = {}  # tree signature -> the rule with that pattern
 
 
-def _named_elementwise(signature: str) -> str | None:
-    """The kernel name of the elementwise rule whose pattern is exactly the tree of
-    ``signature``."""
+def _own(rule) -> bool:
+    """Whether an elementwise rule has an implementation of its own (a user's), which
+    runs on the CPU (on CUDA, the kernel derived from its pattern does)."""
+    return rule is not None and not isinstance(rule.implementation, ElementwiseKernel)
+
+
+def _call(label: str, arguments: list):
+    return gast.Call(
+        gast.Name(label, gast.Load(), None, None), [clone(a) for a in arguments], []
+    )
+
+
+def _named_elementwise(signature: str):
+    """The elementwise rule whose pattern is exactly the tree of ``signature``."""
     from ppto.fusion.registry import RULES, elementwise_tree
 
     if _NAMED.get(None) != len(RULES):  # rules were added since: index them again
@@ -328,9 +367,24 @@ def _named_elementwise(signature: str) -> str | None:
             if rule.kind == "elementwise":
                 pattern = elementwise_tree(rule.template, rule.parameters)
                 if pattern is not None:
-                    _NAMED.setdefault(_signature(pattern), rule.kernel_name)
+                    _NAMED[_signature(pattern)] = rule  # a later rule wins
         _NAMED[None] = len(RULES)
     return _NAMED.get(signature)
+
+
+def _inlined(expression, before: list, consumed: set):
+    """``expression`` with the temporaries defined at ``consumed`` positions of
+    ``before`` (each read once, by it or by one another) written in place."""
+    values = {before[p].targets[0].id: before[p].value for p in consumed}
+
+    class Inline(gast.NodeTransformer):
+        def visit_Name(self, node):
+            value = values.get(node.id)
+            if value is None or not isinstance(node.ctx, gast.Load):
+                return node
+            return self.visit(clone(value))
+
+    return Inline().visit(expression)
 
 
 def _definitions(block: list) -> dict:
@@ -388,19 +442,31 @@ def _signature(tree: Node, operators: bool = False) -> str:
 
 
 def fuse_program(
-    functions: list, namespace: dict, shapes: dict | None = None, kind: str = "cpu"
+    functions: list,
+    namespace: dict,
+    shapes: dict | None = None,
+    kind: str = "cpu",
+    hints: dict | None = None,
 ) -> tuple[list, dict]:
     """The functions with fused kernels for backend ``kind`` (``cpu`` or ``cuda``),
     and the kernels by name; ``shapes`` gives per function the shapes its values are
-    known to have. Regions of elementwise statements become chunked NumPy passes on
-    the CPU and CUDA kernels on a GPU."""
+    known to have, ``hints`` the shapes they most likely have (``Program.size_hints``:
+    they only choose between equivalent code). Regions of elementwise statements
+    become chunked NumPy passes on the CPU and CUDA kernels on a GPU."""
     kernels: dict = {}
     fused = []
+    own_rules = kind == "cpu" and any(
+        rule.kind == "elementwise" and _own(rule) for rule in RULES
+    )
     for definition in functions:
         known = (shapes or {}).get(definition.name, {})
+        likely = {**(hints or {}).get(definition.name, {}), **known}
+        if own_rules:  # a region would compute them itself: they are taken first
+            own = Fuser(namespace, kernels, kind, likely, own_only=True)
+            definition = own.function(definition)
         regions, fallbacks = fuse_regions(definition, namespace, kernels, known, kind)
         for function in [regions, *fallbacks]:  # new trees but the original
-            fuser = Fuser(namespace, kernels, kind)
+            fuser = Fuser(namespace, kernels, kind, likely)
             fused.append(fuser.function(function, copy=function is definition))
     return fused, kernels
 

@@ -320,7 +320,7 @@ def lower(program, backend: Backend, kind: str, fused: bool | None = None):
     fused = fused and kind in FUSED_KINDS
     if fused:
         functions, kernels = fuse_program(
-            functions, namespace, program.value_shapes, kind
+            functions, namespace, program.value_shapes, kind, program.size_hints
         )
         namespace.update(kernels)
     functions = [  # fused functions are new trees: lowered in place

@@ -68,6 +68,9 @@ class Program:
     entry_function: object = None
     last_result_rank: int | None = None
     value_shapes: dict = field(default_factory=dict)  # function -> known shapes
+    # function -> likely shapes: the known ones, and a gradient's its value's (a
+    # rule's result might still broadcast): fusion's choice of equivalent code only
+    size_hints: dict = field(default_factory=dict)
     captured: list = field(default_factory=list)  # (function, {global: value read})
     watched: list | None = None  # (closure cell or globals dict, name, value read)
 
@@ -86,11 +89,17 @@ class Program:
                 return False
         return True
 
-    def add(self, definition, activity) -> None:
+    def add(self, definition, activity, adjoints: dict | None = None) -> None:
         """Append a generated function, with the shapes its values are known to
-        have (fusion does not join values of different shapes)."""
+        have (fusion does not join values of different shapes); ``adjoints`` maps
+        values to their gradients' names."""
         self.functions.append(definition)
         self.value_shapes[definition.name] = activity.shapes
+        hints = {n: s for n, s in activity.shapes.items() if s is not None}
+        for value, adjoint in (adjoints or {}).items():
+            if value in hints:
+                hints.setdefault(adjoint, hints[value])
+        self.size_hints[definition.name] = hints
 
     def function_name(self, preferred: str) -> str:
         return self.namer.fresh(preferred)
@@ -265,7 +274,7 @@ def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
     body = _cleanup(body, generator)
     function_name = program.function_name(f"{parsed.name}_grad")
     definition = function_definition(function_name, _arguments(parsed), body)
-    program.add(definition, activity)
+    program.add(definition, activity, generator.adjoints)
     return function_name
 
 
@@ -336,7 +345,9 @@ def split(
     )
     backward_parameters = [saved, cotangent, *passed]
     program.add(
-        function_definition(backward_name, backward_parameters, backward), activity
+        function_definition(backward_name, backward_parameters, backward),
+        activity,
+        generator.adjoints,
     )
     return forward_name, backward_name, passed
 
