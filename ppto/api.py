@@ -9,6 +9,7 @@ once. Gradients come back on the device of their argument.
 from __future__ import annotations
 
 import inspect
+import math
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ppto.errors import GradError, ShapeError
-from ppto.fusion.tuning import FusionChoice
+from ppto.fusion.tuning import FUSED_FIRST, FusionChoice, fusion_policy
 from ppto.ops.primitive import OperatorDef, registrations
 from ppto.runtime import streams
 from ppto.runtime.backends import backend_for
@@ -253,16 +254,6 @@ def _check_differentiable(name: str, value: Any) -> None:
         )
 
 
-def _timed_fusion(program, name: str, entry):
-    """``entry``, or where it is fused code for the CPU, the choice between it and
-    the unfused code that measures faster (see ``ppto.fusion.tuning``)."""
-    if not fuses(program, "cpu"):
-        return entry
-    return FusionChoice(
-        name, entry, lambda: lower(program, backend_for(CPU), "cpu", False)[1][name]
-    )
-
-
 class Transformed:
     """A differentiated function; calling it runs generated code."""
 
@@ -366,12 +357,26 @@ class Transformed:
 
     def lowered(self, ranks: tuple, device: Device) -> dict:
         """The namespace of the program lowered for ``device``'s backend."""
-        key = (ranks, device.kind, get_precision())
+        key = (ranks, device.kind, get_precision(), fusion_policy())
         if key not in self._lowered:
             program, _ = self.program(ranks)
             source, namespace = lower(program, backend_for(device), device.kind)
             self._lowered[key] = (source, namespace)
         return self._lowered[key][1]
+
+    def _timed_fusion(self, program, name: str, ranks: tuple):
+        """Function ``name`` of ``program`` for the CPU; where it would be fused,
+        the choice between the fused and unfused code that measures faster (see
+        ``ppto.fusion.tuning``)."""
+        if not fuses(program, "cpu") or fusion_policy() == "on":
+            return self.lowered(ranks, CPU)[name]
+        make = {
+            "fused": lambda: self.lowered(ranks, CPU)[name],
+            "unfused": lambda: lower(program, backend_for(CPU), "cpu", False)[1][name],
+        }
+        sizes = [math.prod(shape) for shape in program.shapes.values()]
+        first = "fused" if max(sizes, default=0) >= FUSED_FIRST else "unfused"
+        return FusionChoice(name, make, first)
 
     def operator_counts(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
         """Operator applications in the generated code for these arguments, before
@@ -403,12 +408,12 @@ class Transformed:
         key = (ranks, device.kind, which, get_precision())
         entry = self._entries.get(key)
         if entry is None:
-            namespace = self.lowered(ranks, device)
-            program = self._programs[ranks][0]
+            program, _ = self.program(ranks)
             name_ = program.entries[which]
-            entry = namespace[name_]
             if which == 0 and self.mode != "split" and device == CPU:
-                entry = _timed_fusion(program, name_, entry)
+                entry = self._timed_fusion(program, name_, ranks)
+            else:
+                entry = self.lowered(ranks, device)[name_]
             self._entries[key] = entry
         if which == 0 and self._keyword_only:  # (the generated code keeps them so)
             count = len(values) - len(self._keyword_only)

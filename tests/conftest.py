@@ -36,6 +36,15 @@ DEVICES = [
 
 
 @pytest.fixture(autouse=True)
+def fused_where_fusion_applies(monkeypatch):
+    """Fused code wherever fusion applies, as the tests of fused code expect: by
+    default a gradient's first call runs unfused code and later calls keep whichever
+    code times faster (ppto.fusion.tuning), so a test could end up checking unfused
+    code against itself. tests/test_fusion_tuning.py tests the default policy."""
+    monkeypatch.setenv("PPTO_FUSION", "on")
+
+
+@pytest.fixture(autouse=True)
 def clean_ledger():
     ppto.clear_transfers()
     previous = ppto.set_transfer_policy("allow")

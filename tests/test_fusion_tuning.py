@@ -5,12 +5,23 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 
 import ppto
 from ppto.fusion.kernels import LARGE
-from ppto.fusion.tuning import SETTLE_CALLS, TIMED_CALLS, FusionChoice
+from ppto.fusion.tuning import (
+    FUSED_FIRST,
+    SETTLE_CALLS,
+    TIMED_CALLS,
+    FusionChoice,
+)
 
-CALLS_TO_DECIDE = SETTLE_CALLS + 1 + 2 * TIMED_CALLS
+CALLS_TO_DECIDE = 1 + SETTLE_CALLS + 2 * TIMED_CALLS
+
+
+@pytest.fixture(autouse=True)
+def timed_policy(monkeypatch):
+    monkeypatch.setenv("PPTO_FUSION", "timed")  # the default (conftest sets "on")
 
 
 def counted(label: str, seconds: float, log: list):
@@ -22,25 +33,29 @@ def counted(label: str, seconds: float, log: list):
     return function
 
 
-def test_the_faster_code_is_kept_and_the_other_no_longer_runs():
+@pytest.mark.parametrize("first", ["unfused", "fused"])
+def test_the_faster_code_is_kept_and_the_other_no_longer_runs(first):
     for slow, fast in (("fused", "unfused"), ("unfused", "fused")):
         log: list = []
         made: list = []
         functions = {slow: counted(slow, 0.004, log), fast: counted(fast, 0.0, log)}
-
-        def make_unfused(functions=functions, made=made):
-            made.append(1)
-            return functions["unfused"]
-
-        choice = FusionChoice("f_grad", functions["fused"], make_unfused)
-        results = [choice(n) for n in range(CALLS_TO_DECIDE)]
+        make = {
+            way: (lambda way=way: made.append(way) or functions[way])
+            for way in functions
+        }
+        choice = FusionChoice("f_grad", make, first)
+        assert choice(0) == (first, 0) and made == [first]  # lowered when needed
+        results = [choice(n) for n in range(1, CALLS_TO_DECIDE)]
+        if first == "fused":  # the unfused code's first call, untimed, comes later
+            results.append(choice(CALLS_TO_DECIDE))
         assert choice.decision == fast
         # every call returned its own argument's result, whichever code ran it
-        assert [value for _, value in results] == list(range(CALLS_TO_DECIDE))
-        # the fused code alone until its kernels have settled; unfused lowered once
-        assert log[:SETTLE_CALLS] == ["fused"] * SETTLE_CALLS
-        assert log[SETTLE_CALLS] == "unfused" and made == [1]
+        assert [value for _, value in results] == list(range(1, len(results) + 1))
+        # each code lowered once; the fused code alone until its kernels settled
+        assert sorted(made) == ["fused", "unfused"]
+        assert log[1 : 1 + SETTLE_CALLS] == ["fused"] * SETTLE_CALLS
         assert log.count("unfused") == TIMED_CALLS + 1
+        assert log.count("fused") == SETTLE_CALLS + TIMED_CALLS + (first == "fused")
         del log[:]
         for n in range(5):
             assert choice(n) == (fast, n)
@@ -48,7 +63,8 @@ def test_the_faster_code_is_kept_and_the_other_no_longer_runs():
 
 
 def test_no_choice_is_made_before_both_have_been_timed():
-    choice = FusionChoice("f_grad", lambda v: v, lambda: lambda v: v)
+    same = {"fused": lambda: lambda v: v, "unfused": lambda: lambda v: v}
+    choice = FusionChoice("f_grad", same, "unfused")
     for n in range(CALLS_TO_DECIDE - 1):
         choice(n)
         assert choice.decision is None
@@ -74,8 +90,10 @@ def test_a_large_gradient_keeps_its_derivative_whichever_code_it_keeps():
     rng = np.random.default_rng(3)
     x, y = rng.standard_normal((2, LARGE * 2))
     gradient = ppto.grad(chain, wrt=(0, 1))
-    results = [gradient(x, y) for _ in range(CALLS_TO_DECIDE + 2)]
+    results = [gradient(x, y)]
     (entry,) = [e for e in gradient._entries.values() if isinstance(e, FusionChoice)]
+    assert list(entry.functions) == ["unfused"]  # the first call ran it alone
+    results += [gradient(x, y) for _ in range(CALLS_TO_DECIDE + 1)]
     assert entry.decision in ("fused", "unfused")
     directions = rng.standard_normal((2, x.size))
     for dx, dy in results:
@@ -111,3 +129,50 @@ def test_small_arrays_and_strict_precision_run_one_code_untimed():
         assert not any(isinstance(e, FusionChoice) for e in strict._entries.values())
     finally:
         ppto.set_precision(previous)
+
+
+def on_chain(x, y):
+    return np.sum(np.tanh(x * y + 0.5) * np.exp(-x))
+
+
+def off_chain(x, y):
+    return np.sum(np.tanh(x * y + 0.5) * np.exp(-x))
+
+
+def test_the_policy_can_ask_for_fused_or_unfused_code_untimed(monkeypatch):
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((2, LARGE * 2))
+    expected = ppto.grad(chain, wrt=(0, 1))(x, y)
+    for policy, function, fused in (("on", on_chain, True), ("off", off_chain, False)):
+        monkeypatch.setenv("PPTO_FUSION", policy)
+        gradient = ppto.grad(function, wrt=(0, 1))
+        for computed, reference in zip(gradient(x, y), expected):
+            np.testing.assert_allclose(computed, reference, rtol=1e-12)
+        (entry,) = gradient._entries.values()
+        assert not isinstance(entry, FusionChoice)
+        assert any(name.startswith("__fused") for name in entry.__globals__) is fused
+
+
+def unknown_policy_chain(x, y):
+    return np.sum(np.tanh(x * y + 0.5) * np.exp(-x))
+
+
+def test_an_unknown_policy_is_refused_by_name(monkeypatch):
+    monkeypatch.setenv("PPTO_FUSION", "sometimes")
+    rng = np.random.default_rng(6)
+    gradient = ppto.grad(unknown_policy_chain, wrt=(0, 1))
+    with pytest.raises(ppto.PptoError, match="PPTO_FUSION='sometimes'.*timed, on, off"):
+        gradient(*rng.standard_normal((2, LARGE * 2)))
+
+
+def large_chain(x, y):
+    return np.sum(np.tanh(x * y + 0.5) * np.exp(-x))
+
+
+def test_a_first_call_on_large_arrays_runs_the_fused_code():
+    # fusing costs less than a pass over large temporaries
+    x, y = np.random.default_rng(7).standard_normal((2, FUSED_FIRST))
+    gradient = ppto.grad(large_chain, wrt=(0, 1))
+    gradient(x, y)
+    (entry,) = gradient._entries.values()
+    assert list(entry.functions) == ["fused"]

@@ -4,45 +4,68 @@ it.
 A fused kernel's own timing misses what it costs the code around it: values it
 writes from several threads sit in other cores' caches when the next operator reads
 them (a float32 ``exp(x - peak)`` in blocks timed as fast as NumPy's, and made the
-whole logsumexp gradient 1.4x slower). Which is faster depends on the machine, the
-dtype and the load, so it is measured where it runs: the first calls run the fused
-code, long enough for its kernels to choose their own ways (``kernels._Plan.run``);
-then the unfused code is lowered, and the two run alternately, a few timed calls
-each. The faster keeps running from then on.
+whole logsumexp gradient 1.3x slower). Which is faster depends on the machine, the
+dtype and the load, so it is measured where it runs. The first call runs the
+unfused code where the arrays are small enough that fusing first (a few
+milliseconds of a first call's twenty) would not pay for itself in that call, else
+the fused code; the next calls run the fused code, long enough for its kernels to
+choose their own ways (``kernels._Plan.run``); then the two run alternately, a few
+timed calls each (a code's first call is not timed: it pays for fresh memory). The
+faster keeps running from then on.
 
 While they alternate, results can differ from one call to the next by rounding
 (a fused sum adds in another order); ``ppto.set_precision('strict')`` runs the
-unfused code only.
+unfused code only. The environment variable ``PPTO_FUSION`` sets the policy where
+code is generated for a function and its kinds of arguments: ``timed`` (the
+default, above), ``on`` (fused code wherever fusion applies, untimed) or ``off``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import statistics
 import time
-from collections.abc import Callable
 
 from ppto.fusion.kernels import TRIALS
 
-# fused calls first: each kernel warms up and times both its ways
+# fused calls before timing: each kernel warms up and times both its ways
 SETTLE_CALLS = 2 * (TRIALS + 1)
-TIMED_CALLS = 4  # timed calls of each program after that
+TIMED_CALLS = 4  # timed calls of each code after that
+# elements in the largest argument from which a first call runs fused code: a pass
+# over temporaries of this size costs more than fusing (measured: 1e6 float64
+# elements, 10 ms unfused against 3 ms of fusing and 5 ms fused)
+FUSED_FIRST = 1 << 19
 
 log = logging.getLogger("ppto.fusion")
+POLICIES = ("timed", "on", "off")
+
+
+def fusion_policy() -> str:
+    """``PPTO_FUSION``'s setting (see the module docstring)."""
+    setting = os.environ.get("PPTO_FUSION", "timed").strip().lower() or "timed"
+    if setting not in POLICIES:
+        from ppto.errors import PptoError
+
+        raise PptoError(
+            f"PPTO_FUSION={setting!r} is not a fusion policy: use one of "
+            f"{', '.join(POLICIES)}"
+        )
+    return setting
 
 
 class FusionChoice:
-    """A generated function, fused, that becomes the unfused one where that measures
-    faster (see the module docstring). ``make_unfused`` lowers the unfused function
-    when it is first needed."""
+    """A generated function, fused or unfused, whichever measures faster (see the
+    module docstring). ``make`` lowers each code (``'fused'``, ``'unfused'``) when it
+    is first needed; ``first`` is the code the first call runs."""
 
-    __slots__ = ("name", "fused", "unfused", "make_unfused", "chosen", "calls", "times")
+    __slots__ = ("name", "make", "first", "functions", "chosen", "calls", "times")
 
-    def __init__(self, name: str, fused: Callable, make_unfused: Callable) -> None:
+    def __init__(self, name: str, make: dict, first: str) -> None:
         self.name = name
-        self.fused = fused
-        self.unfused = None
-        self.make_unfused = make_unfused
+        self.make = make
+        self.first = first
+        self.functions: dict = {}  # way -> its function, once lowered
         self.chosen = None  # the function kept, once decided
         self.calls = 0
         self.times: dict = {"fused": [], "unfused": []}
@@ -52,30 +75,35 @@ class FusionChoice:
         if chosen is not None:
             return chosen(*args, **kwargs)
         self.calls += 1
-        if self.calls <= SETTLE_CALLS:
-            return self.fused(*args, **kwargs)
-        if self.unfused is None:  # its first call lowers and warms it: not timed
-            self.unfused = self.make_unfused()
-            return self.unfused(*args, **kwargs)
+        settling = self.calls <= 1 + SETTLE_CALLS
         times = self.times
-        way = "fused" if len(times["fused"]) <= len(times["unfused"]) else "unfused"
-        function = self.fused if way == "fused" else self.unfused
+        if self.calls == 1:
+            way = self.first
+        elif settling:
+            way = "fused"
+        else:
+            way = "unfused" if len(times["unfused"]) <= len(times["fused"]) else "fused"
+        function = self.functions.get(way)
+        if function is None or settling:
+            if function is None:  # lowered now; its first call is not timed
+                function = self.functions[way] = self.make[way]()
+            return function(*args, **kwargs)
         start = time.perf_counter()
         result = function(*args, **kwargs)
         times[way].append(time.perf_counter() - start)
-        if len(times["unfused"]) >= TIMED_CALLS:
+        if min(len(seconds) for seconds in times.values()) >= TIMED_CALLS:
             self.decide()
         return result
 
     def decide(self) -> None:
         fused = statistics.median(self.times["fused"])
         unfused = statistics.median(self.times["unfused"])
-        keep_fused = fused <= unfused
-        self.chosen = self.fused if keep_fused else self.unfused
+        way = "fused" if fused <= unfused else "unfused"
+        self.chosen = self.functions[way]
         log.info(
             "%s: runs the %s code (median %.3f ms fused, %.3f ms unfused)",
             self.name,
-            "fused" if keep_fused else "unfused",
+            way,
             fused * 1e3,
             unfused * 1e3,
         )
@@ -85,4 +113,4 @@ class FusionChoice:
         """``'fused'``, ``'unfused'``, or None while still timing."""
         if self.chosen is None:
             return None
-        return "fused" if self.chosen is self.fused else "unfused"
+        return "fused" if self.chosen is self.functions["fused"] else "unfused"

@@ -294,6 +294,7 @@ def _static(node, namespace):
 
 def fuses(program, kind: str) -> bool:
     """Whether ``lower`` fuses ``program`` for a backend of ``kind`` by default."""
+    from ppto.fusion.tuning import fusion_policy
     from ppto.runtime.precision import get_precision
 
     # small arrays gain nothing from CPU kernels' bookkeeping; on a GPU every
@@ -302,6 +303,7 @@ def fuses(program, kind: str) -> bool:
     small = bool(sizes) and max(sizes) < LARGE
     return (
         get_precision() != "strict"
+        and fusion_policy() != "off"
         and kind in FUSED_KINDS
         and (kind == "cuda" or (kind == "cpu" and not small))
     )
