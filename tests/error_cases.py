@@ -543,3 +543,47 @@ def scale_alias_of_product(x):
     z = y
     z *= 3.0  # <- error
     return np.sum(y * x)
+
+
+# aliases that reach a write only by leaving a loop early (break, continue), or
+# through an element of a list of arrays: each gave a wrong gradient
+
+
+def alias_kept_by_break(x):
+    z = x * 1.0
+    y = x * 2.0
+    for i in range(3):
+        y = z
+        if i == 1:
+            break
+        y = z * 2.0
+    y += 1.0  # <- error
+    return np.sum(z * x)
+
+
+def alias_kept_by_continue(x):
+    z = x * 1.0
+    y = x * 3.0
+    for i in range(1):
+        if i == 0:
+            y = z
+            continue
+        y = y * 1.0
+    y += 1.0  # <- error
+    return np.sum(z * x)
+
+
+def add_into_a_list_element(x):
+    c = [x * 2.0, x * 3.0]
+    a = c[0]
+    a += 1.0  # <- error
+    return np.sum(c[0] * x)
+
+
+def add_into_a_tuple_item_in_a_loop(x):
+    pair = (x * 2.0, x * 3.0)
+    total = 0.0
+    for item in pair:
+        item += 1.0  # <- error
+        total = total + np.sum(item * x)
+    return total + np.sum(pair[0])

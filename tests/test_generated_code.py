@@ -736,9 +736,34 @@ def unpacked_and_named(x):
     return np.sum(a * b) + np.sum(c[0])
 
 
+def fresh_array_on_every_exit(x):
+    z = x * 1.0
+    y = x * 2.0
+    for i in range(3):
+        y = z
+        if i == 1:
+            y = z * 2.0  # a new array before the break as well
+            break
+        y = z * 3.0
+    y += 1.0
+    return np.sum(z * x) + np.sum(y * y)
+
+
+def copied_list_element(x):
+    c = [x * 2.0, x * 3.0]
+    a = c[0] * 1.0  # an array of its own
+    a += 1.0
+    total = 0.0
+    for item in c:  # read, never written
+        total = total + np.sum(item * a)
+    return total + np.sum(c[0] * x)
+
+
 @pytest.mark.parametrize(
     "function, arguments",
     [
+        (fresh_array_on_every_exit, (np.array([0.3, -0.7, 2.3]),)),
+        (copied_list_element, (np.array([0.3, -0.7, 2.3]),)),
         (unpacked_and_named, (np.array([0.3, -0.7, 2.3]),)),
         (counters_from_one_number, (np.array([0.3, -0.7, 2.3]),)),
         (

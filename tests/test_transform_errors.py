@@ -224,6 +224,10 @@ REJECTED = [
     Case(ec.add_into_a_chained_name, "shares its array with b", "a += 1.0"),
     Case(ec.write_on_the_third_turn, "shares its array with", "c *= 2.0"),
     Case(ec.repeated_zero_times, "repeated 0 times", "[x[0]] * 0"),
+    Case(ec.alias_kept_by_break, "shares its array with z", "y += 1.0"),
+    Case(ec.alias_kept_by_continue, "shares its array with z", "y += 1.0"),
+    Case(ec.add_into_a_list_element, "shares its array with c", "a += 1.0"),
+    Case(ec.add_into_a_tuple_item_in_a_loop, "shares its array with pair", "item"),
     Case(
         ec.extend_through_second_name, "shares its array with kept", "hs += [x * 2.0]"
     ),

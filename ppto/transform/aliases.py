@@ -125,12 +125,18 @@ def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
                 f"array of its own first ({written} = {written} * 1.0)",
             )
 
-    def block(statements: list, state: _Sharing, loops: tuple) -> _Sharing:
+    def block(statements: list, state, loops: tuple, exits: dict):
+        """The state after ``statements``, None where no path gets past them (a
+        ``break``, ``continue`` or ``return``); ``exits`` collects the states at
+        the innermost loop's ``break`` and ``continue`` statements."""
         for statement in statements:
+            if state is None:
+                return None  # after a break, continue or return: never reached
             written_through_another_name(statement, state, loops)
             if isinstance(statement, gast.If):
-                state = block(statement.body, state.copy(), loops).join(
-                    block(statement.orelse, state.copy(), loops)
+                state = _joined(
+                    block(statement.body, state.copy(), loops, exits),
+                    block(statement.orelse, state.copy(), loops, exits),
                 )
             elif isinstance(statement, (gast.For, gast.While)):
                 inner = loops + (statement,)
@@ -138,13 +144,34 @@ def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
                 while entry != before:  # each turn starts from what the last left
                     before, turn = entry, entry.copy()
                     _bind(statement, turn)  # (a for loop's target)
-                    entry = entry.join(block(statement.body, turn, inner))
-                state = block(statement.orelse, entry, loops)
+                    turn_exits: dict = {gast.Break: [], gast.Continue: []}
+                    end = block(statement.body, turn, inner, turn_exits)
+                    entry = _joined(entry, end, *turn_exits[gast.Continue])
+                state = _joined(
+                    block(statement.orelse, entry.copy(), loops, exits),
+                    *turn_exits[gast.Break],  # (a break skips the else block)
+                )
+            elif isinstance(statement, (gast.Break, gast.Continue)):
+                exits[type(statement)].append(state)
+                return None
+            elif isinstance(statement, gast.Return):
+                return None
             else:
                 _bind(statement, state)
         return state
 
-    block(parsed.tree.body, state, ())
+    block(parsed.tree.body, state, (), {gast.Break: [], gast.Continue: []})
+
+
+def _joined(*states):
+    """What may hold after any of ``states`` (None: a path that never gets there)."""
+    reached = [state for state in states if state is not None]
+    if not reached:
+        return None
+    joined = reached[0]
+    for state in reached[1:]:
+        joined = joined.join(state)
+    return joined
 
 
 def _follow_arrays(statement, arrays: dict) -> None:
@@ -202,6 +229,11 @@ def _rank(value, arrays: dict) -> int | None:
     if isinstance(value, gast.IfExp):
         body, orelse = _rank(value.body, arrays), _rank(value.orelse, arrays)
         return min(body, orelse) if body and orelse else None
+    if isinstance(value, (gast.List, gast.Tuple)) and value.elts:
+        # a sequence of arrays counts as one more axis: an item (``c[0]``, ``for a
+        # in c``) is then an array, which the sequence holds
+        items = [_rank(item, arrays) for item in value.elts]
+        return min(items) + 1 if all(items) else None
     if isinstance(value, gast.Attribute) and value.attr in {"T", "mT"}:
         return _rank(value.value, arrays)
     if isinstance(value, gast.Call) and _broadcasting(value.func):
