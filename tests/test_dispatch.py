@@ -149,6 +149,23 @@ def test_broadcast_mismatch_is_a_shape_error():
         ppto.tensor(np.ones(3)) + ppto.tensor(np.ones(4))
 
 
+def filled_like(x, y):
+    return np.sum(np.full_like(x, y) * x)
+
+
+def test_a_fill_that_does_not_broadcast_to_its_target_is_a_shape_error():
+    # in generated code it was NumPy's ValueError from the generated line
+    message = r"ppto.full_like: shapes \(3,\), \(4,\).*must broadcast to .*\(3,\)"
+    with pytest.raises(ppto.ShapeError, match=message):
+        ppto.full_like(ppto.tensor(np.ones(3)), ppto.tensor(np.ones(4)))
+    with pytest.raises(ppto.ShapeError, match=message) as info:
+        ppto.grad(filled_like, wrt=1)(np.ones(3), np.ones(4))
+    assert "np.full_like(x, y)" in str(info.value)  # the user's line
+    # (a fill that broadcasts, a smaller one or a number, is fine)
+    gradient = ppto.grad(filled_like, wrt=1)(np.arange(6.0).reshape(2, 3), np.ones(3))
+    np.testing.assert_allclose(gradient.numpy(), [3.0, 5.0, 7.0])
+
+
 def test_array_library_errors_are_wrapped_with_context():
     with pytest.raises(
         ppto.ShapeError, match=r"ppto.reshape.*\(2, 3\).*shape=\(4, 4\)"

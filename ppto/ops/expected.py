@@ -83,6 +83,8 @@ def from_signature(op: Any, args, params: dict | None = None) -> tuple | None:
             return tuple(np.broadcast_shapes(*shapes))
         if mode == "matmul":
             return matmul_shape(*shapes)
+        if mode == "fill":
+            return tuple(shapes[0])
         if getattr(op, "name", None) in REDUCTIONS and params is not None:
             return reduced_shape(
                 shapes[0], params.get("axis"), params.get("keepdims", False)

@@ -256,7 +256,10 @@ def ones_like(xp, x, dtype=None):
 
 
 @primitive(
-    "(Tensor[...], Tensor[...]) -> Tensor[...]", keeps_layout=True, nondiff=("x",)
+    "(Tensor[...], Tensor[...]) -> Tensor[...]",
+    mode="fill",
+    keeps_layout=True,
+    nondiff=("x",),
 )
 def full_like(xp, x, fill_value, dtype=None):
     """An array of x's shape and device (and dtype unless given) holding

@@ -2,9 +2,11 @@
 
 ``(Tensor[M,K], Tensor[K,N]) -> Tensor[M,N]`` binds M, K and N from the inputs' shapes
 and refuses shapes that disagree. ``Tensor[...]`` takes any shape; ``[Tensor[...]]`` is
-a list of tensors. Two modes refine matching: ``broadcast`` (elementwise inputs must
-broadcast together) and ``matmul`` (NumPy matmul: 1-D operands are promoted and leading
-batch axes broadcast; only the two trailing axes meet the pattern).
+a list of tensors. Three modes refine matching: ``broadcast`` (elementwise inputs must
+broadcast together), ``fill`` (the other inputs broadcast to the first one's shape,
+which the result has: ``full_like``) and ``matmul`` (NumPy matmul: 1-D operands are
+promoted and leading batch axes broadcast; only the two trailing axes meet the
+pattern).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class TensorPattern:
 class Signature:
     inputs: tuple[TensorPattern, ...]
     output: str
-    mode: str = ""  # "", "broadcast" or "matmul"
+    mode: str = ""  # "", "broadcast", "fill" or "matmul"
 
     @classmethod
     def parse(cls, text: str, mode: str = "") -> Signature:
@@ -63,6 +65,9 @@ class Signature:
         """Raise ``ShapeError`` if ``shapes`` (one per input) break the signature."""
         if self.mode == "broadcast":
             _check_broadcast(op_name, self, shapes)
+            return
+        if self.mode == "fill":
+            _check_fill(op_name, self, shapes)
             return
         if self.mode == "matmul":
             shapes = _matmul_cores(op_name, self, shapes)
@@ -154,6 +159,23 @@ def _check_broadcast(op_name, signature, shapes) -> None:
         broadcast_shapes(*shapes)
     except ValueError as error:
         _fail(op_name, signature, shapes, f"they do not broadcast together ({error})")
+
+
+def _check_fill(op_name, signature, shapes) -> None:
+    target = tuple(shapes[0])
+    for position, shape in enumerate(shapes[1:], start=2):
+        try:
+            fits = broadcast_shapes(target, tuple(shape)) == target
+        except ValueError:
+            fits = False
+        if not fits:
+            _fail(
+                op_name,
+                signature,
+                shapes,
+                f"argument {position} must broadcast to the shape of argument 1, "
+                f"{target}",
+            )
 
 
 def _matmul_cores(op_name, signature, shapes):
