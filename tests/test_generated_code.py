@@ -674,9 +674,16 @@ def joined_with_constants(x):
     return np.sum(np.stack(xs)) * x[1] + np.sum(x[positions] ** 2)
 
 
+def repetitions_joined(x):
+    xs = [x[0]] * 2 + [x[1]] * 3  # refused for a while
+    ys = xs + [x[2], x[0]] * 2
+    return np.sum(np.stack(xs) * x[2]) + np.sum(np.stack(ys) ** 2)
+
+
 @pytest.mark.parametrize(
     "function",
     [
+        repetitions_joined,
         grown_in_a_loop,
         grown_in_place,
         grown_by_a_chain,

@@ -252,7 +252,8 @@ class Normalizer:
         if not any(self.sequence(part) for part in parts):
             return False
         first, rest = parts[0], parts[1:]
-        if not self.listish(first) or not all(_literal(part) for part in rest):
+        written = [_written_out(part) for part in rest]
+        if not self.listish(first) or None in written:
             raise self.source.error(
                 node,
                 "ppto cannot differentiate joining these lists with +",
@@ -263,16 +264,17 @@ class Normalizer:
         if _literal(first):
             self.varied.add(target)
             self.emit(ir.ListNew(target))
-            rest = parts
+            written.insert(0, (first.elts, 1))
         else:
             source = self.listed(node, first)
             copy = gast.Call(gast.Name("list", gast.Load(), None, None), [source], [])
             stored = gast.Name(target, gast.Store(), None, None)
             assign = gast.Assign([stored], copy, None)
             self.list_call(gast.copy_location(assign, node), target, list, ("value",))
-        for part in rest:
-            for element in part.elts:
-                self.emit(ir.ListAppend(target, self.expression(element)))
+        for elements, count in written:
+            items = [self.expression(element) for element in elements]
+            for item in items * count:
+                self.emit(ir.ListAppend(target, item))
         return True
 
     def listish(self, node) -> bool:
@@ -857,6 +859,28 @@ def _symbol(operator) -> str:
 
 def _literal(node) -> bool:
     return isinstance(node, (gast.List, gast.Tuple))
+
+
+WRITTEN_OUT = 64  # items of a joined repetition appended one by one, at most
+
+
+def _written_out(node) -> tuple | None:
+    """``(items, count)`` of a list or tuple written out (count 1) or repeated by a
+    whole number written out (``[a, b] * 3``), where its items, repeated, are few
+    enough to append one by one; else None."""
+    if _literal(node):
+        return node.elts, 1
+    if not (isinstance(node, gast.BinOp) and isinstance(node.op, gast.Mult)):
+        return None
+    for items, count in ((node.left, node.right), (node.right, node.left)):
+        if (
+            _literal(items)
+            and isinstance(count, gast.Constant)
+            and type(count.value) is int
+            and 0 < count.value * len(items.elts) <= WRITTEN_OUT
+        ):
+            return items.elts, count.value
+    return None
 
 
 def _summands(node) -> list:
