@@ -355,12 +355,15 @@ class Transformed:
             for value, original in zip(values, originals)
         )
 
-    def lowered(self, ranks: tuple, device: Device) -> dict:
-        """The namespace of the program lowered for ``device``'s backend."""
-        key = (ranks, device.kind, get_precision(), fusion_policy())
+    def lowered(self, ranks: tuple, device: Device, fused: bool | None = None) -> dict:
+        """The namespace of the program lowered for ``device``'s backend, fused or
+        not (by default as ``lower`` decides)."""
+        program, _ = self.program(ranks)
+        if fused is None:
+            fused = fuses(program, device.kind)
+        key = (ranks, device.kind, get_precision(), fused)
         if key not in self._lowered:
-            program, _ = self.program(ranks)
-            source, namespace = lower(program, backend_for(device), device.kind)
+            source, namespace = lower(program, backend_for(device), device.kind, fused)
             self._lowered[key] = (source, namespace)
         return self._lowered[key][1]
 
@@ -368,11 +371,17 @@ class Transformed:
         """Function ``name`` of ``program`` for the CPU; where it would be fused,
         the choice between the fused and unfused code that measures faster (see
         ``ppto.fusion.tuning``)."""
-        if not fuses(program, "cpu") or fusion_policy() == "on":
+        arrays = [described for described in ranks if described is not None]
+        if (
+            not fuses(program, "cpu")
+            or fusion_policy() == "on"
+            or not arrays  # (numbers alone: nothing to time)
+            or any(shape is None for _, shape, *_ in arrays)
+        ):  # (code for any shape: calls of different sizes cannot be compared)
             return self.lowered(ranks, CPU)[name]
         make = {
-            "fused": lambda: self.lowered(ranks, CPU)[name],
-            "unfused": lambda: lower(program, backend_for(CPU), "cpu", False)[1][name],
+            "fused": lambda: self.lowered(ranks, CPU, True)[name],
+            "unfused": lambda: self.lowered(ranks, CPU, False)[name],
         }
         sizes = [math.prod(shape) for shape in program.shapes.values()]
         first = "fused" if max(sizes, default=0) >= FUSED_FIRST else "unfused"
@@ -403,8 +412,9 @@ class Transformed:
             count_operators(fused, namespace),
         )
 
-    def run(self, which: int, ranks, device, values, keywords=None):
-        """Call generated function ``which`` (0: the entry; 1: a split's backward)."""
+    def entry(self, which: int, ranks, device):
+        """Generated function ``which`` (0: the entry; 1: a split's backward), from
+        the code lowered when it was first asked for (a split's two from one)."""
         key = (ranks, device.kind, which, get_precision())
         entry = self._entries.get(key)
         if entry is None:
@@ -413,8 +423,16 @@ class Transformed:
             if which == 0 and self.mode != "split" and device == CPU:
                 entry = self._timed_fusion(program, name_, ranks)
             else:
-                entry = self.lowered(ranks, device)[name_]
+                namespace = self.lowered(ranks, device)
+                for number, other in enumerate(program.entries):
+                    self._entries[key[:2] + (number,) + key[3:]] = namespace[other]
+                entry = namespace[name_]
             self._entries[key] = entry
+        return entry
+
+    def run(self, which: int, ranks, device, values, keywords=None):
+        """Call generated function ``which`` (0: the entry; 1: a split's backward)."""
+        entry = self.entry(which, ranks, device)
         if which == 0 and self._keyword_only:  # (the generated code keeps them so)
             count = len(values) - len(self._keyword_only)
             keywords = {
@@ -746,7 +764,7 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
     program, _ = transformed.program(ranks)
     forward_name, backward_name = program.entries
     out, saved = transformed.run(0, ranks, device, values)
-    backward = transformed.lowered(ranks, device)[backward_name]
+    backward = transformed.entry(1, ranks, device)
 
     def pullback(cotangent):
         _check_cotangent(cotangent, out, "the output")

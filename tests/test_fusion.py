@@ -250,7 +250,21 @@ def scaled_softsign(x, y):
     return np.sum(x / (1.0 + np.abs(x)) * y)
 
 
-def test_a_user_rule_is_used_by_generated_code_and_keeps_gradients_right():
+@pytest.fixture
+def own_rules():
+    """The rules a test registers are removed after it (they would run in later
+    tests' code that has their patterns)."""
+    from ppto.fusion import registry
+    from ppto.ops.primitive import note_registration
+
+    before = list(registry.RULES)
+    yield
+    registry.RULES[:] = before
+    registry._BY_ROOT.clear()
+    note_registration()
+
+
+def test_a_user_rule_is_used_by_generated_code_and_keeps_gradients_right(own_rules):
     def pattern(x):
         return x / (1.0 + ppto.abs(x))
 
@@ -272,7 +286,7 @@ def gate_squared(x, y):
 
 
 @pytest.mark.parametrize("size", [8, LARGE + 3])
-def test_a_user_elementwise_rule_runs_its_own_implementation(size):
+def test_a_user_elementwise_rule_runs_its_own_implementation(size, own_rules):
     def pattern(x, y):
         return x * y + x
 
@@ -307,6 +321,48 @@ def test_a_user_elementwise_rule_runs_its_own_implementation(size):
         moved[1][position] = moved[1][position] - 1e-6 * direction
         expected = (gate_squared(*moved[0]) - gate_squared(*moved[1])) / 2e-6
         assert np.isclose(np.dot(computed, direction), expected, rtol=1e-6)
+
+
+def test_user_rules_match_whatever_their_parameters_order(own_rules):
+    def swapped(s, x):  # read as x first: its leaves number the other way round
+        return x * s + x
+
+    def unused(x, y, z):  # z is never read: the rule cannot be called without it
+        return x * y - x
+
+    calls = []
+
+    @ppto.fusion_rule(swapped, name="gate_swapped")
+    def gate(s, x):
+        calls.append("swapped")
+        return x * s + x
+
+    @ppto.fusion_rule(unused, name="gate_unused")
+    def gate_unused(x, y, z):
+        calls.append("unused")
+        return x * y - x
+
+    calls.clear()
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((2, LARGE + 3))
+    shown = ppto.show_grad(gate_squared, x, y, wrt=(0, 1), fused=True, file=None)
+    assert "g = __fused_gate_swapped(y, x)" in shown
+    dx, dy = ppto.grad(gate_squared, wrt=(0, 1))(x, y)
+    assert calls == ["swapped"]
+    g = x * y + x
+    np.testing.assert_allclose(np.asarray(dx), 2 * g * (y + 1), rtol=1e-9)
+    np.testing.assert_allclose(np.asarray(dy), 2 * g * x, rtol=1e-9)
+    calls.clear()
+    shown = ppto.show_grad(gate_difference, x, y, wrt=(0, 1), fused=True, file=None)
+    assert "__fused_gate_unused" not in shown
+    dx, _ = ppto.grad(gate_difference, wrt=(0, 1))(x, y)
+    assert calls == []
+    np.testing.assert_allclose(np.asarray(dx), 2 * (x * y - x) * (y - 1), rtol=1e-9)
+
+
+def gate_difference(x, y):
+    g = x * y - x
+    return np.sum(g * g)
 
 
 def mlp(W1, b1, W2, x):
@@ -795,19 +851,36 @@ def fuse_everything(monkeypatch):
     """Fusion and regions for arrays of any size (normally only from LARGE on), so
     that the corpus's small functions run through them."""
     import ppto.fusion.kernels as kernels
+    import ppto.transform.fuse as fuse
     import ppto.transform.lower as lower
     import ppto.transform.regions as regions
 
-    for module in (kernels, lower, regions):
+    for module in (kernels, fuse, lower, regions):
         monkeypatch.setattr(module, "LARGE", 1)
 
 
-def test_fused_code_agrees_with_unfused_code_on_the_whole_corpus(fuse_everything):
+def counted_kernel_calls(monkeypatch) -> list:
+    """A list that grows by one at every call of a generated elementwise kernel."""
+    calls: list = []
+    original = ElementwiseKernel.__call__
+
+    def counted(self, *arrays):
+        calls.append(self.name)
+        return original(self, *arrays)
+
+    monkeypatch.setattr(ElementwiseKernel, "__call__", counted)
+    return calls
+
+
+def test_fused_code_agrees_with_unfused_code_on_the_whole_corpus(
+    fuse_everything, monkeypatch
+):
     """Every scalar corpus function, its value and gradient computed with fused
     kernels and regions forced on, equals the unfused computation (loops carrying
     values through a region, sums, copies, branches, while loops with counters)."""
     from tests.corpus.checks import CASES
 
+    kernel_calls = counted_kernel_calls(monkeypatch)
     checked = 0
     for case in CASES:
         if case.vjp:
@@ -819,6 +892,7 @@ def test_fused_code_agrees_with_unfused_code_on_the_whole_corpus(fuse_everything
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=case.id)
         checked += 1
     assert checked > 200
+    assert len(kernel_calls) > 250  # fused code ran (323 calls when written)
 
 
 def _leaves(value) -> list:

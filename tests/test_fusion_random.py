@@ -15,6 +15,7 @@ from ppto.runtime.backends import backend_for
 from ppto.runtime.device import CPU
 from ppto.transform.lower import lower
 from tests.random_programs import arguments, function
+from tests.test_fusion import counted_kernel_calls
 
 PROGRAMS = 300
 ON_CUDA = 8  # each region costs an nvcc run
@@ -60,10 +61,11 @@ def fuse_everything_in_small_chunks(monkeypatch):
     """Regions and kernels for any size, 64-byte chunks, three threads; returns the
     list of the regions whose chunked pass ran (not their statements)."""
     import ppto.fusion.kernels as kernels
+    import ppto.transform.fuse as fuse
     import ppto.transform.lower as lowering
     import ppto.transform.regions as regions
 
-    for module in (kernels, lowering, regions):
+    for module in (kernels, fuse, lowering, regions):
         monkeypatch.setattr(module, "LARGE", 1)
     monkeypatch.setattr(kernels, "CHUNK_BYTES", 64)
     monkeypatch.setenv("PPTO_NUM_THREADS", "3")
@@ -97,7 +99,7 @@ def compared_programs(count: int, run) -> int:
 
 
 def test_fused_code_equals_unfused_code_on_random_programs(
-    fuse_everything_in_small_chunks,
+    fuse_everything_in_small_chunks, monkeypatch
 ):
     def fused(f, args):
         passes = len(fuse_everything_in_small_chunks)
@@ -106,8 +108,10 @@ def test_fused_code_equals_unfused_code_on_random_programs(
         return result
 
     ran: list = []
+    kernel_calls = counted_kernel_calls(monkeypatch)
     assert compared_programs(PROGRAMS, fused) > PROGRAMS * 0.9
     assert sum(ran) > PROGRAMS * 0.4  # programs in which a chunked pass ran
+    assert len(kernel_calls) > 800  # and kernels (1080 calls when written)
 
 
 def test_programs_fused_for_cuda_equal_unfused_code(regions_on_the_host):

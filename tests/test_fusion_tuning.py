@@ -176,3 +176,30 @@ def test_a_first_call_on_large_arrays_runs_the_fused_code():
     gradient(x, y)
     (entry,) = gradient._entries.values()
     assert list(entry.functions) == ["fused"]
+
+
+def numbers_only(a, b):
+    return a * b + np.sin(a) * np.exp(b)
+
+
+def any_shape(x, y):
+    return np.sum(np.tanh(x * y + 0.5) * np.exp(-x))
+
+
+def test_code_for_numbers_or_for_any_shape_is_not_timed():
+    from ppto.api import SHAPE_SPECIALISATIONS
+
+    gradient = ppto.grad(numbers_only, wrt=(0, 1))
+    for _ in range(3):
+        gradient(0.3, 0.7)
+    assert gradient._entries
+    assert not any(isinstance(e, FusionChoice) for e in gradient._entries.values())
+    # once shapes stop being specialised, calls of different sizes share one code,
+    # whose timings could not be compared
+    rng = np.random.default_rng(8)
+    gradient = ppto.grad(any_shape, wrt=(0, 1))
+    for size in range(LARGE, LARGE + SHAPE_SPECIALISATIONS + 2):
+        gradient(*rng.standard_normal((2, size)))
+    generic = [key for key in gradient._entries if key[0][0][1] is None]
+    assert generic
+    assert not any(isinstance(gradient._entries[key], FusionChoice) for key in generic)

@@ -19,7 +19,7 @@ import gast
 from ppto.fusion.cuda import CudaElementwise
 from ppto.fusion.kernels import ELEMENTWISE, LARGE, TERNARY, ElementwiseKernel, Node
 from ppto.fusion.registry import ALIASES, RULES, rules_for
-from ppto.ops.primitive import OperatorDef
+from ppto.ops.primitive import OperatorDef, registrations
 from ppto.symbolic import Operator, Symbol
 from ppto.transform.analyze import literal
 from ppto.transform.normalize import BINARY_OPERATORS
@@ -166,12 +166,16 @@ class Fuser:
         tree = self.tree(statement.value, before, definitions, leaves, consumed)
         if tree is None or tree.count() < 2:
             return []
-        rule = _named_elementwise(_signature(tree))
+        canonical, order = _canonical(tree)
+        rule, positions = _named_elementwise(_signature(canonical))
         if self.kind == "cpu" and _own(rule):
-            # for its leaves in order: the signatures match, leaf numbers too
-            self.kernels[rule.kernel_name] = rule.implementation
-            statement.value = _call(rule.kernel_name, leaves)
-            return sorted(consumed)
+            if len(positions) < len(rule.parameters):
+                rule = None  # its pattern leaves a parameter out: it cannot be called
+            else:  # parameter p is the code's leaf order[positions[p]]
+                self.kernels[rule.kernel_name] = rule.implementation
+                arguments = [leaves[order[position]] for position in positions]
+                statement.value = _call(rule.kernel_name, arguments)
+                return sorted(consumed)
         if self.own_only:
             return []
         if self.kind == "cpu" and self.small(statement):
@@ -342,7 +346,11 @@ def implementation_for(rule, kind: str):
     return rule.cuda_kernel if kind == "cuda" else None
 
 
-_NAMED: dict = {}  # tree signature -> the rule with that pattern
+# (registrations counted when indexed, {tree signature with leaves numbered by first
+# appearance -> (the rule with that pattern, each used parameter's number there, in
+# parameter order)}), replaced whole when rules change, so that a thread reading it
+# never sees it half built
+_NAMED: tuple = (-1, {})
 
 
 def _own(rule) -> bool:
@@ -357,19 +365,50 @@ def _call(label: str, arguments: list):
     )
 
 
-def _named_elementwise(signature: str):
-    """The elementwise rule whose pattern is exactly the tree of ``signature``."""
+def _named_elementwise(signature: str) -> tuple:
+    """``(rule, positions)`` for the elementwise rule whose pattern is the tree of
+    ``signature`` (its leaves numbered by first appearance: ``_canonical``), where
+    ``positions[p]`` is parameter ``p``'s leaf there (parameters the pattern does not
+    read are left out); ``(None, ())`` where no rule's pattern is."""
+    global _NAMED
     from ppto.fusion.registry import RULES, elementwise_tree
 
-    if _NAMED.get(None) != len(RULES):  # rules were added since: index them again
-        _NAMED.clear()
+    indexed, index = _NAMED
+    if indexed != registrations():  # rules may have changed: index them again
+        index = {}
         for rule in RULES:
             if rule.kind == "elementwise":
                 pattern = elementwise_tree(rule.template, rule.parameters)
                 if pattern is not None:
-                    _NAMED[_signature(pattern)] = rule  # a later rule wins
-        _NAMED[None] = len(RULES)
-    return _NAMED.get(signature)
+                    canonical, order = _canonical(pattern)
+                    positions = tuple(
+                        order.index(p)
+                        for p in range(len(rule.parameters))
+                        if p in order
+                    )
+                    index[_signature(canonical)] = (rule, positions)  # later wins
+        _NAMED = (registrations(), index)
+    return index.get(signature, (None, ()))
+
+
+def _canonical(tree: Node) -> tuple[Node, list]:
+    """``tree`` with its leaves numbered by first appearance, and the old number of
+    each new one: the same computation over the same values has one such tree
+    whatever order its parameters were listed in."""
+    order: list = []
+    for leaf in tree.leaves():
+        if leaf not in order:
+            order.append(leaf)
+    renumbered = {old: new for new, old in enumerate(order)}
+
+    def copy(node: Node) -> Node:
+        if node.leaf is not None:
+            return Node(leaf=renumbered[node.leaf])
+        if node.op is None:
+            return node
+        return Node(node.op, [copy(c) for c in node.children], operator=node.operator)
+
+    return copy(tree), order
 
 
 def _inlined(expression, before: list, consumed: set):
