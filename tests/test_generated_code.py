@@ -139,6 +139,32 @@ def test_gradients_never_alias_the_callers_arrays():
         assert not np.shares_memory(dw.data, x)
 
 
+def embedding_loss(table, rows, scale):
+    picked = table[rows] * scale  # repeated rows accumulate in the gradient
+    return np.sum(picked**2) + np.sum(table[1:3] * scale)
+
+
+def test_gathers_scatter_their_gradient_into_new_zeros_only():
+    """A gather's gradient adds into the zeros made for it (no copy of them); the
+    caller's arrays are never written."""
+    from tests.corpus.checks import central_differences
+
+    rng = np.random.default_rng(6)
+    table, rows = rng.standard_normal((6, 3)), np.array([4, 1, 4, 0])
+    kept = table.copy()
+    text = ppto.show_grad(
+        embedding_loss, table, rows, 0.5, wrt=(0, 2), lowered=True, file=None
+    )
+    assert "index_add_into(xp, xp.zeros_like(table" in text
+    dtable, dscale = ppto.grad(embedding_loss, wrt=(0, 2))(table, rows, 0.5)
+    np.testing.assert_array_equal(table, kept)
+    arguments = [table, rows, 0.5]
+    expected = central_differences(embedding_loss, arguments, 0)
+    np.testing.assert_allclose(dtable.numpy(), expected, rtol=1e-6, atol=1e-8)
+    expected = central_differences(embedding_loss, arguments, 2)
+    np.testing.assert_allclose(float(dscale), float(expected), rtol=1e-6)
+
+
 def widened(x):
     total = np.zeros(3)  # float64: the computation widens a float32 x
     for i in range(2):

@@ -70,13 +70,23 @@ def _(x, index):
 @primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="linear")
 def index_add(xp, x, values, index):
     """A copy of x with ``values`` added at x[index]; repeated indices accumulate."""
-    out = x.copy()
+    return _index_add_into(xp, x.copy(), values, index)
+
+
+def _index_add_into(xp, out, values, index):
+    """``index_add`` adding into ``out`` itself, for an array the generated code
+    makes as the argument (``index_add(zeros_like(x), ...)``, every gather's
+    gradient), which nothing else holds: the copy would cost a pass over all of x
+    (a 50000x128 embedding's gradient took 12 ms against 7 ms by hand)."""
     index = raw_index(xp, index)
     if is_basic(index):
         out[index] += values
     else:
         xp.add.at(out, index, values)
     return out
+
+
+index_add.into = _index_add_into  # (see lower.py: Lowering.lower_primitive)
 
 
 @index_add.grad_rule

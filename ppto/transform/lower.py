@@ -158,12 +158,20 @@ class Lowering(gast.NodeTransformer):
                 f"{op.name}_impl to it, or give it an array namespace xp"
             )
         arguments = self.bind_arguments(node, op)
-        inlined = self.inline(op, arguments)
-        if inlined is not None:
-            return inlined
-        impl = self.bind(op.impl, f"{op.name}_impl", key=("impl", op.name))
-        xp = gast.Name("xp", gast.Load(), None, None)
         names = [p for p in list(inspect.signature(op.impl).parameters)[1:]]
+        impl = op.impl
+        into = getattr(op, "into", None)
+        if into is not None and _made_here(arguments[names[0]]):
+            # the operator's first argument is an array made for it alone: its
+            # implementation may write into it instead of copying it first
+            impl = into
+        else:
+            inlined = self.inline(op, arguments)
+            if inlined is not None:
+                return inlined
+        suffix = "_into" if impl is into else "_impl"
+        impl = self.bind(impl, f"{op.name}{suffix}", key=(suffix, op.name))
+        xp = gast.Name("xp", gast.Load(), None, None)
         return gast.Call(
             gast.Name(impl, gast.Load(), None, None),
             [xp] + [arguments[n] for n in names],
@@ -290,6 +298,21 @@ def _static(node, namespace):
         base = _static(node.value, namespace)
         return getattr(base, node.attr, None) if base is not None else None
     return None
+
+
+FRESH = {"zeros_like", "zeros", "ones_like", "ones", "full_like", "full", "empty_like"}
+
+
+def _made_here(node) -> bool:
+    """Whether ``node`` is a call of the array namespace that makes a new array
+    (``xp.zeros_like(x)``): as an argument, nothing but its callee holds it."""
+    return (
+        isinstance(node, gast.Call)
+        and isinstance(node.func, gast.Attribute)
+        and isinstance(node.func.value, gast.Name)
+        and node.func.value.id == "xp"
+        and node.func.attr in FRESH
+    )
 
 
 def fuses(program, kind: str) -> bool:
