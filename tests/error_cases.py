@@ -460,7 +460,8 @@ def repeated_tuple_variable(x):
 
 
 def repeated_zero_times(x):
-    return np.sum(np.stack([x[0]] * 0 + [x[1]]))  # <- error
+    ys = [x[0]] * 0  # <- error
+    return np.sum(np.stack(ys + [x[1]]))
 
 
 def add_into_a_row_of_a_copy(x):
@@ -587,3 +588,81 @@ def add_into_a_tuple_item_in_a_loop(x):
         item += 1.0  # <- error
         total = total + np.sum(item * x)
     return total + np.sum(pair[0])
+
+
+# items of lists made by append, repetition, copies, slices, enumerate and zip, and
+# of lists holding numbers too: a write into one changed the array in NumPy
+
+
+def add_into_an_appended_item(x):
+    y = x * 2.0
+    c = []
+    c.append(y)
+    a = c[0]
+    a += 1.0  # <- error
+    return np.sum(y * x)
+
+
+def add_into_a_repeated_item(x):
+    y = x * 2.0
+    c = [y] * 2
+    a = c[0]
+    a += 1.0  # <- error
+    return np.sum(y * x)
+
+
+def add_into_an_item_of_a_copy(x):
+    c = [x * 2.0, x * 3.0]
+    d = list(c)
+    a = d[0]
+    a += 1.0  # <- error
+    return np.sum(c[0] * x)
+
+
+def add_into_an_item_of_a_slice(x):
+    c = [x * 2.0, x * 3.0]
+    d = c[:1]
+    a = d[0]
+    a += 1.0  # <- error
+    return np.sum(c[0] * x)
+
+
+def add_into_enumerated_items(x):
+    c = [x * 2.0, x * 3.0]
+    total = 0.0
+    for i, a in enumerate(c):
+        a += 1.0  # <- error
+        total = total + np.sum(a * x) * i
+    return total + np.sum(c[0] * x)
+
+
+def add_into_zipped_items(x):
+    c = [x * 2.0, x * 3.0]
+    d = [x * 4.0, x * 5.0]
+    total = 0.0
+    for a, b in zip(c, d):
+        a += b  # <- error
+        total = total + np.sum(a * x)
+    return total + np.sum(c[0] * x)
+
+
+def add_into_an_item_beside_a_number(x):
+    y = x * 2.0
+    c = [y, 1.0]
+    a = c[0]
+    a += 1.0  # <- error
+    return np.sum(y * x) + np.sum(a)
+
+
+def add_into_a_listed_row(x):
+    m = x[:, None] * x[None, :]
+    rows = [m[0], m[1]]
+    a = rows[0]
+    a += 1.0  # <- error
+    return np.sum(m * x)
+
+
+def opaque_value_in_a_list(x):
+    m = np.outer(x, x)  # <- error
+    c = [m, m * 2.0]
+    return np.sum(c[0])  # (a zero gradient for a while: the list hid the taint)

@@ -702,14 +702,30 @@ def joined_with_constants(x):
 
 def repetitions_joined(x):
     xs = [x[0]] * 2 + [x[1]] * 3  # refused for a while
-    ys = xs + [x[2], x[0]] * 2
-    return np.sum(np.stack(xs) * x[2]) + np.sum(np.stack(ys) ** 2)
+    ys = xs + [x[2], x[0]] * 2 + [x[1]] * 0
+    zs = [1.0] * 2 + [x[0]] * 2  # a NameError in generated code for a while
+    return (
+        np.sum(np.stack(xs) * x[2])
+        + np.sum(np.stack(ys) ** 2)
+        + np.sum(np.stack(zs) ** 2 * np.arange(1.0, 5.0))
+    )
+
+
+def joined_onto_constants(x):
+    c = [1.0, 2.0]
+    ys = c + [x[0]] * 2  # a zero gradient for a while: c holds no derivative
+    empty = []
+    empty += [x[1] * 2.0]
+    return np.sum(np.stack(ys) ** 2 * np.arange(1.0, 5.0)) + np.sum(
+        np.stack(empty) ** 2
+    )
 
 
 @pytest.mark.parametrize(
     "function",
     [
         repetitions_joined,
+        joined_onto_constants,
         grown_in_a_loop,
         grown_in_place,
         grown_by_a_chain,
@@ -792,9 +808,18 @@ def copied_list_element(x):
     return total + np.sum(c[0] * x)
 
 
+def extended_after_reading_items(x):
+    a = x * 2.0
+    b = x * 3.0
+    xs = [a, b]
+    xs += [x * 4.0]  # extends the list: a and b do not change (refused for a while)
+    return np.sum(np.stack(xs)) + np.sum(a * x)
+
+
 @pytest.mark.parametrize(
     "function, arguments",
     [
+        (extended_after_reading_items, (np.array([0.3, -0.7, 2.3]),)),
         (fresh_array_on_every_exit, (np.array([0.3, -0.7, 2.3]),)),
         (copied_list_element, (np.array([0.3, -0.7, 2.3]),)),
         (unpacked_and_named, (np.array([0.3, -0.7, 2.3]),)),

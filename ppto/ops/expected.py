@@ -20,7 +20,7 @@ import numpy as np
 
 from ppto.errors import BackendError
 from ppto.ops.primitive import OPERATORS
-from ppto.ops.signature import matmul_shape
+from ppto.ops.signature import fills, matmul_shape
 
 PROBE_LIMIT = 1 << 20  # input elements above which no reference run is made
 _LIMIT = 1024  # kinds of input remembered
@@ -84,7 +84,8 @@ def from_signature(op: Any, args, params: dict | None = None) -> tuple | None:
         if mode == "matmul":
             return matmul_shape(*shapes)
         if mode == "fill":
-            return tuple(shapes[0])
+            fitting = all(fills(shapes[0], shape) for shape in shapes[1:])
+            return tuple(shapes[0]) if fitting else None
         if getattr(op, "name", None) in REDUCTIONS and params is not None:
             return reduced_shape(
                 shapes[0], params.get("axis"), params.get("keepdims", False)

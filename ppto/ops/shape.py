@@ -109,6 +109,8 @@ def unbroadcast(xp, x, like):
     target = like if isinstance(like, tuple) else np.shape(like)
     if tuple(x.shape) == tuple(target):
         return x
+    if x.ndim < len(target):  # like's extra leading axes have size 1 (full_like)
+        x = xp.reshape(x, (1,) * (len(target) - x.ndim) + tuple(x.shape))
     lead = x.ndim - len(target)
     axes = tuple(range(lead)) + tuple(
         lead + i

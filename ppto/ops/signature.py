@@ -161,14 +161,23 @@ def _check_broadcast(op_name, signature, shapes) -> None:
         _fail(op_name, signature, shapes, f"they do not broadcast together ({error})")
 
 
+def fills(target: tuple, shape: tuple) -> bool:
+    """Whether a value of ``shape`` broadcasts to ``target`` (NumPy's ``copyto``: it
+    may also have leading axes of size 1)."""
+    shape, target = tuple(shape), tuple(target)
+    extra = max(0, len(shape) - len(target))
+    if any(size != 1 for size in shape[:extra]):
+        return False
+    try:
+        return broadcast_shapes(target, shape[extra:]) == target
+    except ValueError:
+        return False
+
+
 def _check_fill(op_name, signature, shapes) -> None:
     target = tuple(shapes[0])
     for position, shape in enumerate(shapes[1:], start=2):
-        try:
-            fits = broadcast_shapes(target, tuple(shape)) == target
-        except ValueError:
-            fits = False
-        if not fits:
+        if not fills(target, shape):
             _fail(
                 op_name,
                 signature,

@@ -88,11 +88,23 @@ def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
     state = _Sharing(
         arrays={name: rank for name, rank in known.items() if rank}, exact=known
     )
+    sequences = _sequence_names(parsed)
 
     def written_through_another_name(statement, state: _Sharing, loops: tuple):
         written = _written_in_place(statement)
         if written is None:
             return
+        if (
+            isinstance(statement, gast.AugAssign)
+            and isinstance(statement.target, gast.Name)
+            and written in sequences
+        ):
+            # ``xs += [h]`` on a name only ever bound to a list or tuple extends
+            # the list (or makes a new tuple): the arrays it holds do not change,
+            # only what another name for the same list sees
+            shared = {n for n, bases in state.bases.items() if written in bases}
+            shared |= {n for n, views in state.views.items() if written in views}
+            return refuse_if_read_later(statement, written, shared - {written}, loops)
         # ``a += 1`` writes into an array only if ``a`` is one: after ``a = x[0]``
         # or ``a = c`` it may be a number, which ``+=`` rebinds; a slice, ``.T``
         # or a reshape is an array for sure, and so is a name bound to an array
@@ -107,6 +119,9 @@ def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
             and not isinstance(statement.value, gast.List)
         )
         shared = _sharing(written, state.views if maybe_number else state.bases)
+        refuse_if_read_later(statement, written, shared, loops)
+
+    def refuse_if_read_later(statement, written: str, shared: set, loops: tuple):
         after = order[positions[id(statement)] + 1 :]
         later = set().union(*(loads(s) for s, _ in after))
         for loop in loops:  # the next turn reads what came before too
@@ -192,8 +207,10 @@ def _follow_arrays(statement, arrays: dict) -> None:
         rank = _most(_rank(statement.target, arrays), _rank(statement.value, arrays))
         bound.append((statement.target.id, rank))
     elif isinstance(statement, gast.For):
-        element = _element(statement.iter, arrays)
-        bound += [(name, element) for name in _stored(statement.target)]
+        bound += [
+            (name, _element(source, arrays) if source is not None else None)
+            for name, source in _loop_targets(statement)
+        ]
     elif not isinstance(statement, gast.AugAssign):  # (+= keeps what a name was)
         bound += [(name, None) for name in _stored(statement)]
     for name, rank in bound:
@@ -220,7 +237,18 @@ def _rank(value, arrays: dict) -> int | None:
         )
         rank = _rank(value.value, arrays)
         return rank - len(parts) if rank and rank > len(parts) else None
+    if _sequence_call(value) in ("list", "tuple", "reversed", "sorted"):
+        return _rank(value.args[0], arrays) if len(value.args) == 1 else None
     if _surely_an_array(value) and _viewed(value) & set(arrays):
+        if isinstance(value, gast.Subscript):  # slices keep axes, None adds one
+            parts = (
+                value.slice.elts
+                if isinstance(value.slice, gast.Tuple)
+                else [value.slice]
+            )
+            base = _rank(value.value, arrays)
+            if base and all(_slice_or_new_axis(part) for part in parts):
+                return base + sum(_new_axis(part) for part in parts)
         return 1  # a view (slice, reshape, .T) of an array
     if isinstance(value, gast.BinOp) and not isinstance(value.op, gast.MatMult):
         return _most(_rank(value.left, arrays), _rank(value.right, arrays))
@@ -230,10 +258,10 @@ def _rank(value, arrays: dict) -> int | None:
         body, orelse = _rank(value.body, arrays), _rank(value.orelse, arrays)
         return min(body, orelse) if body and orelse else None
     if isinstance(value, (gast.List, gast.Tuple)) and value.elts:
-        # a sequence of arrays counts as one more axis: an item (``c[0]``, ``for a
-        # in c``) is then an array, which the sequence holds
-        items = [_rank(item, arrays) for item in value.elts]
-        return min(items) + 1 if all(items) else None
+        # a sequence holding arrays counts as one more axis: an item (``c[0]``,
+        # ``for a in c``) is then taken for an array, which the sequence holds
+        items = [rank for rank in (_rank(item, arrays) for item in value.elts) if rank]
+        return min(items) + 1 if items else None
     if isinstance(value, gast.Attribute) and value.attr in {"T", "mT"}:
         return _rank(value.value, arrays)
     if isinstance(value, gast.Call) and _broadcasting(value.func):
@@ -305,11 +333,23 @@ def _bind(statement, state: _Sharing) -> None:
     ``a = b = value``, the names of ``a, b = y, z`` pairwise, and a loop's target
     (an element of what it runs over)."""
     pairs = []
+    grown = _grown_list(statement)
+    if grown is not None:  # ``c.append(y)``: c holds y's array from now on
+        name, value = grown
+        origins = _viewed(value)
+        state.bases.setdefault(name, set()).update(
+            origins, *(state.bases.get(o, set()) for o in origins)
+        )
+        rank = _rank(value, state.arrays)
+        if rank:
+            held = rank if statement.value.func.attr == "extend" else rank + 1
+            state.arrays[name] = min(held, state.arrays.get(name, held))
+        return
     if isinstance(statement, gast.Assign):
         for target in statement.targets:
             pairs += _pairs(target, statement.value)
     elif isinstance(statement, gast.For):
-        pairs += [(name, statement.iter, False) for name in _stored(statement.target)]
+        pairs += [(n, source, False) for n, source in _loop_targets(statement)]
     elif isinstance(statement, gast.AugAssign) and isinstance(
         statement.target, gast.Name
     ):
@@ -430,6 +470,17 @@ def _viewed(value) -> set:
         return _viewed(value.body) | _viewed(value.orelse)
     if isinstance(value, (gast.List, gast.Tuple)):  # holds them
         return set().union(set(), *(_viewed(item) for item in value.elts))
+    if (  # ``[y] * 2``, ``xs + [y]``: a list holding the same arrays
+        isinstance(value, gast.BinOp)
+        and isinstance(value.op, (gast.Add, gast.Mult))
+        and any(
+            isinstance(side, (gast.List, gast.Tuple))
+            for side in (value.left, value.right)
+        )
+    ):
+        return _viewed(value.left) | _viewed(value.right)
+    if _sequence_call(value) is not None:  # list(c), zip(c, d): c's and d's items
+        return set().union(set(), *(_viewed(argument) for argument in value.args))
     if isinstance(value, gast.Call):
         function = value.func
         name = getattr(function, "attr", getattr(function, "id", None))
@@ -442,3 +493,100 @@ def _viewed(value) -> set:
         if value.args:
             return _viewed(value.args[0])  # np.reshape(x, ...)
     return set()
+
+
+SEQUENCE_CALLS = {"list", "tuple", "reversed", "sorted", "enumerate", "zip"}
+
+
+def _sequence_call(value) -> str | None:
+    """The name of a built-in that makes a sequence of its arguments' items
+    (``list(c)``, ``zip(c, d)``), for a call of one; else None."""
+    if (
+        isinstance(value, gast.Call)
+        and isinstance(value.func, gast.Name)
+        and value.func.id in SEQUENCE_CALLS
+        and not value.keywords
+    ):
+        return value.func.id
+    return None
+
+
+def _loop_targets(statement) -> list:
+    """``(name, what it is an item of, or None)`` for a ``for`` loop's targets:
+    ``for i, a in enumerate(c)`` makes ``a`` an item of ``c`` and ``i`` a number;
+    ``for a, b in zip(c, d)`` an item of ``c`` and one of ``d``."""
+    target, source = statement.target, statement.iter
+    kind = _sequence_call(source)
+    if isinstance(target, (gast.Tuple, gast.List)):
+        names = target.elts
+        if kind == "enumerate" and len(names) == 2 and len(source.args) == 1:
+            return [(n, None) for n in _stored(names[0])] + [
+                (n, source.args[0]) for n in _stored(names[1])
+            ]
+        if kind == "zip" and len(names) == len(source.args):
+            return [
+                (n, argument)
+                for element, argument in zip(names, source.args)
+                for n in _stored(element)
+            ]
+    return [(name, source) for name in _stored(target)]
+
+
+def _grown_list(statement) -> tuple | None:
+    """``(list name, what it takes in)`` for ``c.append(y)``, ``c.extend(ys)`` or
+    ``c.insert(i, y)``; else None."""
+    if not (
+        isinstance(statement, gast.Expr) and isinstance(statement.value, gast.Call)
+    ):
+        return None
+    call = statement.value
+    function = call.func
+    if not (
+        isinstance(function, gast.Attribute)
+        and isinstance(function.value, gast.Name)
+        and function.attr in ("append", "extend", "insert")
+        and call.args
+    ):
+        return None
+    return function.value.id, call.args[-1]
+
+
+def _slice_or_new_axis(part) -> bool:
+    return isinstance(part, gast.Slice) or _new_axis(part)
+
+
+def _new_axis(part) -> bool:
+    return isinstance(part, gast.Constant) and part.value is None
+
+
+def _literal_sequence(node) -> bool:
+    return isinstance(node, (gast.List, gast.Tuple))
+
+
+def _sequence_names(parsed: ParsedFunction) -> set:
+    """Names that every assignment binds to a list or tuple (written out, joined,
+    repeated, or made by ``list``/``tuple``), never to anything else."""
+    found, others = set(), set(parsed.parameters)
+    for node in gast.walk(parsed.tree):
+        if isinstance(node, gast.Assign):
+            sequence = _sequence_value(node.value)
+            for target in node.targets:
+                for name in _stored(target):
+                    is_whole = isinstance(target, gast.Name)
+                    (found if sequence and is_whole else others).add(name)
+        elif isinstance(node, (gast.For, gast.AugAssign, gast.With)):
+            if not (isinstance(node, gast.AugAssign) and _sequence_value(node.value)):
+                others.update(_stored(getattr(node, "target", node)))
+    return found - others
+
+
+def _sequence_value(value) -> bool:
+    if _literal_sequence(value):
+        return True
+    if _sequence_call(value) in ("list", "tuple"):
+        return True
+    return (
+        isinstance(value, gast.BinOp)
+        and isinstance(value.op, (gast.Add, gast.Mult))
+        and any(_literal_sequence(side) for side in (value.left, value.right))
+    )

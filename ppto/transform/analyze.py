@@ -157,6 +157,11 @@ def _spread_taint(statement, activity: Activity) -> None:
             origin = activity.tainted[sorted(sources)[0]]
             for name in ir.writes(statement):
                 activity.tainted.setdefault(name, origin)
+    elif isinstance(statement, ir.ListAppend):  # a list holding a tainted value
+        sources = ir.operand_names(statement.value) & set(activity.tainted)
+        if sources:
+            origin = activity.tainted[sorted(sources)[0]]
+            activity.tainted.setdefault(statement.target, origin)
 
 
 def _forward(body, activity: Activity) -> None:

@@ -261,10 +261,9 @@ class Normalizer:
                 "items = list(first), then items.append(item) for each",
             )
         self.lists.add(target)
-        if _literal(first):
-            self.varied.add(target)
+        if _written_out(first) is not None:  # (items appended below mark it varied)
             self.emit(ir.ListNew(target))
-            written.insert(0, (first.elts, 1))
+            written.insert(0, _written_out(first))
         else:
             source = self.listed(node, first)
             copy = gast.Call(gast.Name("list", gast.Load(), None, None), [source], [])
@@ -275,6 +274,8 @@ class Normalizer:
             items = [self.expression(element) for element in elements]
             for item in items * count:
                 self.emit(ir.ListAppend(target, item))
+            if any(value_reads(element) & self.varied for element in elements):
+                self.varied.add(target)  # (the first list may hold constants only)
         return True
 
     def listish(self, node) -> bool:
@@ -436,6 +437,8 @@ class Normalizer:
             self.emit(
                 ir.ListAppend(value.func.value.id, self.expression(value.args[0]))
             )
+            if value_reads(value.args[0]) & self.varied:
+                self.varied.add(value.func.value.id)  # (it may have held constants)
             return
         if _is_list_pop(value, self.lists):  # a pop whose value is not used
             self.emit(ir.ListPop(self.namer.temporary(), value.func.value.id))
@@ -877,7 +880,7 @@ def _written_out(node) -> tuple | None:
             _literal(items)
             and isinstance(count, gast.Constant)
             and type(count.value) is int
-            and 0 < count.value * len(items.elts) <= WRITTEN_OUT
+            and 0 <= count.value * len(items.elts) <= WRITTEN_OUT
         ):
             return items.elts, count.value
     return None

@@ -419,8 +419,8 @@ class Generator:
         adjoint = self.adjoint_name(target)
         code = []
         for kind, operand in zip(s.kinds, s.inputs):
-            if kind == "fixed":
-                continue
+            if kind == "fixed" or not isinstance(operand, str):
+                continue  # (a constant, such as a list of numbers: no adjoint)
             if s.function is lists.add_at and kind == "value":
                 value = gast.Subscript(name(adjoint), clone(s.inputs[1]), gast.Load())
             elif s.function is lists.repeat:
