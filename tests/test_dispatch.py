@@ -166,6 +166,17 @@ def test_a_fill_that_does_not_broadcast_to_its_target_is_a_shape_error():
     np.testing.assert_allclose(gradient.numpy(), [3.0, 5.0, 7.0])
 
 
+def test_a_fill_may_have_leading_axes_of_size_one_as_in_numpy():
+    x, fill = np.arange(6.0).reshape(2, 3), np.full((1, 2, 3), 0.5)
+    filled = ppto.full_like(ppto.tensor(x), ppto.tensor(fill))
+    np.testing.assert_array_equal(filled.numpy(), np.full_like(x, fill))
+    gradient = ppto.grad(filled_like, wrt=1)(x, fill).numpy()
+    assert gradient.shape == (1, 2, 3)
+    np.testing.assert_allclose(gradient, x[None])  # d/dfill sum(fill * x) = x
+    with pytest.raises(ppto.ShapeError, match="must broadcast"):  # symbols too
+        ppto.full_like(ppto.symbol("s", (2, 3)), ppto.symbol("g", (4,)))
+
+
 def test_array_library_errors_are_wrapped_with_context():
     with pytest.raises(
         ppto.ShapeError, match=r"ppto.reshape.*\(2, 3\).*shape=\(4, 4\)"
