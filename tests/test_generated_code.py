@@ -721,9 +721,17 @@ def joined_onto_constants(x):
     )
 
 
+def loop_over_an_array_and_a_number(x):
+    total = 0.0
+    for a in (x * 2.0, 3.0):  # a ValueError in generated code for a while
+        total = total + np.sum(a * x)
+    return total
+
+
 @pytest.mark.parametrize(
     "function",
     [
+        loop_over_an_array_and_a_number,
         repetitions_joined,
         joined_onto_constants,
         grown_in_a_loop,

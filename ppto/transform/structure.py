@@ -248,6 +248,9 @@ def _index_loop(statement: gast.For, namer: Namer, source):
     sequences = []
     for element_target, sequence_expr in pairs:
         sequence = namer.fresh("sequence")
+        if isinstance(sequence_expr, gast.Tuple):  # items written out: as a list,
+            # which may hold arrays and numbers alike (a tuple is stacked)
+            sequence_expr = gast.List(sequence_expr.elts, gast.Load())
         prelude.append(_assign(sequence, sequence_expr, statement))
         sequences.append((element_target, sequence))
     length = _call("len", _name(sequences[0][1])) if sequences else None
