@@ -18,6 +18,12 @@ def dot(xp, A, B):
 @dot.grad_rule
 def _(A, B):
     def backward(dY):
+        # a matrix and a vector: BLAS's products, not a broadcast product summed
+        # (that is a temporary of the matrix's size and two passes over it)
+        if A.ndim == 2 and B.ndim == 1:
+            return expand_dims(dY, -1) * B, dY @ A
+        if A.ndim == 1 and B.ndim == 2:
+            return B @ dY, expand_dims(A, -1) * expand_dims(dY, -2)
         if B.ndim == 1:
             dY_column = expand_dims(dY, -1)
             return unbroadcast(dY_column * B, A), unbroadcast(dY_column * A, B)
