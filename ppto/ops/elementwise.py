@@ -49,7 +49,9 @@ def sub(xp, a, b):
 @sub.grad_rule
 def _(a, b):
     def backward(dY):
-        return unbroadcast(dY, a), unbroadcast(-dY, b)
+        # negated after summing: a broadcast b (x - row maxima) sums the full-size
+        # dY once, not a negated copy of it (sums of negations are exact negations)
+        return unbroadcast(dY, a), -unbroadcast(dY, b)
 
     return backward
 
@@ -77,7 +79,9 @@ def div(xp, a, b):
 @div.grad_rule
 def _(a, b, out):
     def backward(dY):
-        return unbroadcast(dY / b, a), unbroadcast(-dY * out / b, b)
+        # divided after summing: a broadcast b (e / row sums) costs one full-size
+        # product and its sum, the division and negation are at b's size
+        return unbroadcast(dY / b, a), -unbroadcast(dY * out, b) / b
 
     return backward
 

@@ -554,16 +554,15 @@ class Generator:
                 same_shape = all(
                     operand_rank(x, self.activity.ranks) == 2 for x in s.inputs
                 )
-            if (
-                isinstance(gradient, gast.Call)
-                and isinstance(gradient.func, gast.Name)
-                and gradient.func.id == helper
-            ):
+
+            def simpler(call_):
                 if scalar_partners or same_shape:
-                    gradient = gradient.args[0]
-                elif own is not None and result_shape is not None and elementwise:
-                    gradient = self.summed_to(gradient, own, result_shape)
-            out.append(gradient)
+                    return call_.args[0]
+                if own is not None and result_shape is not None and elementwise:
+                    return self.summed_to(call_, own, result_shape)
+                return call_
+
+            out.append(_rewrite_calls(gradient, helper, simpler))
         return out
 
     def summed_to(self, gradient, own: tuple, result: tuple):
@@ -1043,3 +1042,21 @@ def _targets(names):
     if len(names) == 1:
         return name(names[0], True)
     return gast.Tuple([name(n, True) for n in names], gast.Store())
+
+
+def _rewrite_calls(expression, function: str, rewrite):
+    """``expression`` with each call of ``function`` at its top or under arithmetic
+    (``-unbroadcast(g, b)``, ``-unbroadcast(g, b) / b``) replaced by
+    ``rewrite(call)``."""
+    if (
+        isinstance(expression, gast.Call)
+        and isinstance(expression.func, gast.Name)
+        and expression.func.id == function
+    ):
+        return rewrite(expression)
+    if isinstance(expression, gast.UnaryOp):
+        expression.operand = _rewrite_calls(expression.operand, function, rewrite)
+    elif isinstance(expression, gast.BinOp):
+        expression.left = _rewrite_calls(expression.left, function, rewrite)
+        expression.right = _rewrite_calls(expression.right, function, rewrite)
+    return expression
