@@ -360,11 +360,11 @@ def subscript_assignment(x):
 
 
 def opaque_result_returned(x):
-    return np.linalg.norm(x)  # <- error
+    return np.median(x)  # <- error
 
 
 def opaque_result_squared(x):
-    scale = np.linalg.norm(x)  # <- error
+    scale = np.median(x)  # <- error
     return scale * scale + 1.0
 
 
@@ -663,6 +663,6 @@ def add_into_a_listed_row(x):
 
 
 def opaque_value_in_a_list(x):
-    m = np.outer(x, x)  # <- error
+    m = np.cumsum(x)  # <- error
     c = [m, m * 2.0]
     return np.sum(c[0])  # (a zero gradient for a while: the list hid the taint)

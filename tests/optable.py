@@ -201,6 +201,8 @@ LINALG = [
     binary("dot", N((4,)), N((4, 5)), "vector-matrix"),
     binary("dot", N((3, 4)), N((4,)), "matrix-vector"),
     binary("dot", N((4,)), N((4,)), "vector-vector"),
+    binary("outer", N((3,)), N((4,))),
+    binary("outer", N((2, 3)), N((4,)), "flattened"),
 ]
 
 SHAPE = [
@@ -210,6 +212,10 @@ SHAPE = [
     unary("reshape", N((2, 6)), shape=(3, 4)),
     unary("reshape", N((2, 6)), "infer", shape=(-1,)),
     unary("flatten", N((2, 3, 2))),
+    unary("norm", N((3, 4))),
+    unary("norm", N((3, 4)), "axis-keepdims", axis=1, keepdims=True),
+    unary("norm", N((2, 3, 4)), "frobenius", ord="fro", axis=(0, 2)),
+    unary("norm", N((5,)), "ord-2", ord=2),
     unary("broadcast_to", N((3, 1)), shape=(2, 3, 4)),
     Row("unbroadcast", (N((2, 3, 4)),), {"like": np.zeros((3, 1))}),
     unary("expand_dims", N((3, 4)), axis=1),

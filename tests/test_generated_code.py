@@ -144,6 +144,37 @@ def embedding_loss(table, rows, scale):
     return np.sum(picked**2) + np.sum(table[1:3] * scale)
 
 
+def norms_and_outer_products(x):
+    m = np.outer(x, x * 2.0)
+    rows = np.linalg.norm(m, axis=1, keepdims=True)
+    total = np.sum(rows**2) + np.linalg.norm(m, "fro") + np.linalg.norm(x, 2)
+    return total + np.linalg.norm(x * 0.0)  # a zero norm: a zero (sub)gradient
+
+
+def test_norms_and_outer_products_in_generated_code():
+    # np.outer and np.linalg.norm had no ppto operator (refused)
+    from tests.corpus.checks import central_differences
+
+    x = np.array([0.3, -0.7, 1.3])
+    value, gradient = ppto.value_and_grad(norms_and_outer_products)(x)
+    assert float(value) == pytest.approx(norms_and_outer_products(x), rel=1e-12)
+    expected = central_differences(norms_and_outer_products, [x], 0)
+    np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6)
+    tangent = np.array([1.0, -2.0, 0.5])
+    _, derivative = ppto.jvp(norms_and_outer_products, (x,), (tangent,))
+    assert float(derivative) == pytest.approx(expected @ tangent, rel=1e-6)
+    step, gradient_of = 1e-5, ppto.grad(norms_and_outer_products)
+    columns = [
+        (gradient_of(x + step * e).numpy() - gradient_of(x - step * e).numpy())
+        / (2 * step)
+        for e in np.eye(3)
+    ]
+    hessian = ppto.hessian(norms_and_outer_products)(x).numpy()
+    np.testing.assert_allclose(hessian, np.stack(columns, 1), rtol=1e-5, atol=1e-7)
+    with pytest.raises(ppto.PptoError, match="ord None, 'fro'"):
+        ppto.norm(ppto.tensor(np.ones((2, 2))), 1)
+
+
 def test_gathers_scatter_their_gradient_into_new_zeros_only():
     """A gather's gradient adds into the zeros made for it (no copy of them); the
     caller's arrays are never written."""

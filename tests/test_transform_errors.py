@@ -185,8 +185,8 @@ REJECTED = [
     Case(ec.return_in_while, "a return inside a loop", "while total > 1.0:"),
     Case(ec.return_in_inner_loop, "a return inside a loop", "for v in x:"),
     # an opaque value reaching the result directly gave a zero gradient
-    Case(ec.opaque_result_returned, "np.linalg.norm has no ppto operator", "np."),
-    Case(ec.opaque_result_squared, "np.linalg.norm has no ppto operator", "np."),
+    Case(ec.opaque_result_returned, "np.median has no ppto operator", "np."),
+    Case(ec.opaque_result_squared, "np.median has no ppto operator", "np."),
     # writes NumPy makes visible through another name gave wrong values
     Case(ec.write_through_view, "shares its array with y", "rest *= 2.0"),
     Case(ec.write_through_alias, "shares its array with y", "z[0] = 0.0"),
@@ -236,7 +236,7 @@ REJECTED = [
     Case(ec.add_into_zipped_items, "shares its array with c", "a += b"),
     Case(ec.add_into_an_item_beside_a_number, "shares its array with", "a += 1.0"),
     Case(ec.add_into_a_listed_row, "shares its array with m", "a += 1.0"),
-    Case(ec.opaque_value_in_a_list, "np.outer has no ppto operator", "np.outer"),
+    Case(ec.opaque_value_in_a_list, "np.cumsum has no ppto operator", "np.cumsum"),
     Case(
         ec.extend_through_second_name, "shares its array with kept", "hs += [x * 2.0]"
     ),

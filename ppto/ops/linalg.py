@@ -2,9 +2,17 @@
 vectors). Its gradient is the textbook pair, with batch axes reduced by unbroadcast.
 """
 
+import numpy as np
+
 from ppto.ops.primitive import primitive
 from ppto.ops.reductions import reduce_sum
-from ppto.ops.shape import expand_dims, matrix_transpose, unbroadcast
+from ppto.ops.shape import (
+    expand_dims,
+    flatten,
+    matrix_transpose,
+    reshape,
+    unbroadcast,
+)
 
 
 @primitive(
@@ -34,6 +42,23 @@ def _(A, B):
             )
         return unbroadcast(dY @ matrix_transpose(B), A), unbroadcast(
             matrix_transpose(A) @ dY, B
+        )
+
+    return backward
+
+
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[M,N]", tangent="bilinear")
+def outer(xp, a, b):
+    """Outer product of a's and b's elements, each flattened (``np.outer``)."""
+    return xp.outer(a, b)
+
+
+@outer.grad_rule
+def _(a, b):
+    def backward(dY):
+        return (
+            reshape(dY @ flatten(b), np.shape(a)),
+            reshape(flatten(a) @ dY, np.shape(b)),
         )
 
     return backward

@@ -108,6 +108,8 @@ _FUNCTIONS = {
     np.argmax: reductions.argmax,
     np.argmin: reductions.argmin,
     np.dot: linalg.dot,
+    np.outer: linalg.outer,
+    np.linalg.norm: reductions.norm,
     np.transpose: shape.transpose,
     np.copy: shape.copy,
     np.matrix_transpose: shape.matrix_transpose,
