@@ -390,3 +390,39 @@ def test_expected_shapes_come_from_signatures_or_small_reference_runs():
     # anything else runs the operator, on inputs of at most PROBE_LIMIT elements
     assert expected._expected(ppto.softmax, (big[:4],), {"axis": 1}) == (4, 1024)
     assert expected._expected(ppto.softmax, (big,), {"axis": 1}) is None
+
+
+def gathered_squares(W, idx):
+    return np.sum(W[idx] ** 2)
+
+
+def test_a_backends_constructors_are_not_written_into():
+    # ppto's own backends make a new array at every zeros_like; another backend's
+    # may hand out a shared one, which a gather's gradient must then copy
+    import types
+
+    pool = {}
+
+    def pooled_zeros_like(x, dtype=None, **keywords):
+        key = (np.shape(x), np.dtype(dtype or np.asarray(x).dtype))
+        return pool.setdefault(key, np.zeros(*key))
+
+    namespace = types.ModuleType("pooled_numpy")
+    namespace.__dict__.update({k: getattr(np, k) for k in dir(np) if k[:2] != "__"})
+    namespace.zeros_like = pooled_zeros_like
+
+    class Pooled:
+        xp = namespace
+
+    ppto.register_backend("pooled_zeros", Pooled)
+    try:
+        W = ppto.tensor(np.arange(6.0).reshape(3, 2), device="pooled_zeros")
+        rows = np.array([2, 0, 2])
+        expected = np.zeros((3, 2))
+        np.add.at(expected, rows, 2 * np.arange(6.0).reshape(3, 2)[rows])
+        for _ in range(3):
+            gradient = ppto.grad(gathered_squares)(W, rows)
+            np.testing.assert_array_equal(gradient.numpy(), expected)
+        assert pool and all(not block.any() for block in pool.values())
+    finally:
+        ppto.unregister_backend("pooled_zeros")

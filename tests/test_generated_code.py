@@ -976,3 +976,25 @@ def test_whole_numbers_carry_no_derivative():
     np.testing.assert_allclose(gradient, expected, rtol=1e-6)
     np.testing.assert_allclose(np.diag(hessian), 6 * point, rtol=1e-6)
     np.testing.assert_array_equal(hessian - np.diag(np.diag(hessian)), 0.0)
+
+
+def reversed_items(x):
+    total = 0.0
+    for a in reversed(x):  # a zero gradient for a while: taken for a range
+        total = total + np.sin(a) * total + a
+    for b in reversed((x, 2.0)):
+        total = total + np.sum(b * x)
+    return total
+
+
+def test_loops_over_reversed_sequences():
+    from tests.corpus.checks import central_differences
+
+    x = np.array([0.7, 1.1, 1.3])
+    expected = central_differences(reversed_items, [x], 0)
+    np.testing.assert_allclose(
+        ppto.grad(reversed_items)(x).numpy(), expected, rtol=1e-6
+    )
+    tangent = np.array([1.0, -2.0, 0.5])
+    _, derivative = ppto.jvp(reversed_items, (x,), (tangent,))
+    assert float(derivative) == pytest.approx(expected @ tangent, rel=1e-6)

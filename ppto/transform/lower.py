@@ -161,7 +161,11 @@ class Lowering(gast.NodeTransformer):
         names = [p for p in list(inspect.signature(op.impl).parameters)[1:]]
         impl = op.impl
         into = getattr(op, "into", None)
-        if into is not None and _made_here(arguments[names[0]]):
+        if (
+            into is not None
+            and self.kind in ("cpu", "cuda")  # (whose constructors make new arrays)
+            and _made_here(arguments[names[0]])
+        ):
             # the operator's first argument is an array made for it alone: its
             # implementation may write into it instead of copying it first
             impl = into

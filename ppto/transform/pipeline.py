@@ -167,7 +167,7 @@ def _prepare(
         program.refs.bind(key, value)
     result = namer.fresh(parsed.name if parsed.name != "lambda_" else "result")
     body = unpack_in_steps(list(parsed.tree.body), namer)
-    body = loops(body, namer, parsed.source)
+    body = loops(body, namer, parsed.source, sequences=set(parsed.parameters))
     body = single_exit(body, result)
     body = lift_conditionals(body, namer)
     body, env = rename(body, parsed.parameters, namer, {result})

@@ -147,19 +147,31 @@ def _lift_break(body: list, flag: str, origin) -> list:
     return out
 
 
-def loops(body: list, namer: Namer, source, ranges: set | None = None) -> list:
+def loops(
+    body: list,
+    namer: Namer,
+    source,
+    ranges: set | None = None,
+    sequences: set | None = None,
+) -> list:
     """Loops in the one form later stages handle: ``for`` over a variable holding a
     range or sequence of indices, no ``continue``, and ``break`` only as the last
     statement ``if <flag>: break``. ``ranges`` collects variables known to hold
-    ranges (generated code loops over them)."""
+    ranges (generated code loops over them), ``sequences`` variables known to hold
+    something else (the parameters, and names bound to other values)."""
     ranges = set() if ranges is None else ranges
+    sequences = set() if sequences is None else sequences
     out = []
     for statement in body:
-        if isinstance(statement, gast.Assign) and _range_like(statement.value, ranges):
-            ranges.update(t.id for t in statement.targets if isinstance(t, gast.Name))
+        if isinstance(statement, gast.Assign):
+            named = {t.id for t in statement.targets if isinstance(t, gast.Name)}
+            if _range_like(statement.value, ranges):
+                ranges.update(named)
+            else:
+                sequences.update(named)
         if isinstance(statement, gast.If):
-            statement.body = loops(statement.body, namer, source, ranges)
-            statement.orelse = loops(statement.orelse, namer, source, ranges)
+            statement.body = loops(statement.body, namer, source, ranges, sequences)
+            statement.orelse = loops(statement.orelse, namer, source, ranges, sequences)
             out.append(statement)
             continue
         if not isinstance(statement, (gast.For, gast.While)):
@@ -182,11 +194,13 @@ def loops(body: list, namer: Namer, source, ranges: set | None = None) -> list:
             and statement.iter.id in ranges
             and isinstance(statement.target, gast.Name)
         ):
-            prelude, statement = _index_loop(statement, namer, source)
+            prelude, statement = _index_loop(
+                statement, namer, source, ranges, sequences
+            )
             ranges.update(
                 t.id for s in prelude for t in s.targets if _range_like(s.value, ranges)
             )
-        statement.body = loops(statement.body, namer, source, ranges)
+        statement.body = loops(statement.body, namer, source, ranges, sequences)
         statement.body = _drop_continue(statement.body)
         if _contains(statement, gast.Break):
             flag = namer.fresh("stop")
@@ -204,6 +218,17 @@ def _is_checkpoint_call(node) -> bool:
     function = getattr(node, "func", None)
     named = getattr(function, "attr", None) or getattr(function, "id", None)
     return isinstance(node, gast.Call) and named == "checkpoint" and len(node.args) == 1
+
+
+def _not_a_range(reversal, ranges: set, sequences: set) -> bool:
+    """Whether ``reversed(...)``'s argument is known to be no range: a list or tuple
+    written out, a variable bound to something else, or an expression that is not
+    one (a variable of unknown value, such as a range unpacked from a tape, is taken
+    for the range generated code loops over)."""
+    if len(reversal.args) != 1 or _range_like(reversal.args[0], ranges):
+        return False
+    argument = reversal.args[0]
+    return not isinstance(argument, gast.Name) or argument.id in sequences
 
 
 def _range_like(node, ranges: set) -> bool:
@@ -227,12 +252,22 @@ def _called(node, function: str) -> bool:
     )
 
 
-def _index_loop(statement: gast.For, namer: Namer, source):
+def _index_loop(statement: gast.For, namer: Namer, source, ranges: set, sequences: set):
     """Every ``for`` as ``for i in steps`` with ``steps`` a variable holding a range
     (or a reversed one): ``for x in seq`` becomes ``for i in range(len(seq))`` with
-    ``x = seq[i]`` first in the body; ``enumerate`` and ``zip`` likewise."""
+    ``x = seq[i]`` first in the body; ``enumerate`` and ``zip`` likewise;
+    ``reversed(seq)`` of anything but a range is ``seq[::-1]``, items differentiated
+    (it was taken for a range: a zero gradient)."""
     iterable, target = statement.iter, statement.target
     prelude = []
+    if _called(iterable, "reversed") and _not_a_range(iterable, ranges, sequences):
+        items = iterable.args[0]
+        if isinstance(items, (gast.Tuple, gast.List)):
+            iterable = gast.List(items.elts[::-1], gast.Load())
+        else:
+            backwards = gast.Slice(None, None, gast.Constant(-1, None))
+            iterable = gast.Subscript(items, backwards, gast.Load())
+        statement.iter = iterable
     if isinstance(target, gast.Name) and (
         _called(iterable, "range") or _called(iterable, "reversed")
     ):
