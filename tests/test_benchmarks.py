@@ -35,6 +35,13 @@ def test_benchmark_checks_every_workload_and_prints_its_table(script):
     assert output.startswith("heap:")  # which heap the numbers come from
 
 
+def test_more_workloads_are_checked_and_timed():
+    output = _run("benchmarks/more.py")
+    for name in ("cross-entropy", "layer norm", "attention", "least squares", "embed"):
+        rows = [line for line in output.splitlines() if line.startswith(name)]
+        assert len(rows) == 1 and float(rows[0].split()[-1]) > 0, name
+
+
 def test_the_fusion_benchmark_runs_on_a_gpu_or_says_it_needs_one():
     from tests.conftest import cuda_available
 
