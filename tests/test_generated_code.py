@@ -173,6 +173,14 @@ def test_norms_and_outer_products_in_generated_code():
     np.testing.assert_allclose(hessian, np.stack(columns, 1), rtol=1e-5, atol=1e-7)
     with pytest.raises(ppto.PptoError, match="ord None, 'fro'"):
         ppto.norm(ppto.tensor(np.ones((2, 2))), 1)
+    with pytest.raises(ppto.ShapeError, match="'fro' needs two axes"):  # (NumPy's
+        ppto.grad(frobenius_of_a_vector)(x)  # ValueError from the generated code)
+    rows = ppto.norm(ppto.tensor(np.ones((2, 3))), 2, np.int64(1))  # refused for a
+    np.testing.assert_allclose(rows.numpy(), np.sqrt([3.0, 3.0]))  # NumPy integer
+
+
+def frobenius_of_a_vector(x):
+    return np.linalg.norm(x, "fro")
 
 
 def test_gathers_scatter_their_gradient_into_new_zeros_only():
@@ -987,14 +995,46 @@ def reversed_items(x):
     return total
 
 
-def test_loops_over_reversed_sequences():
+def sine_and_cosine(x):
+    return np.sin(x), np.cos(x)
+
+
+def reversed_unpacked_and_annotated(x):
+    hs, scale = [], 1.0  # names bound by unpacking or with an annotation were taken
+    for a in x:  # for ranges, which gave a zero gradient
+        hs.append(np.sin(a) * scale)
+    s, c = sine_and_cosine(x)
+    y: np.ndarray = x * c
+    r = range(2)
+    total = 0.0
+    for i in r:
+        total = total + x[i]
+    r = s * 2.0  # a name that held a range, rebound to an array
+    for h in reversed(hs):
+        total = total * 0.5 + h * h
+    for a in reversed(s):
+        total = total * 0.5 + a * a
+    for a in reversed(y):
+        total = total + a
+    for a in reversed(r):
+        total = total + a * a
+    return total
+
+
+@pytest.mark.parametrize("function", [reversed_items, reversed_unpacked_and_annotated])
+def test_loops_over_reversed_sequences(function):
     from tests.corpus.checks import central_differences
 
     x = np.array([0.7, 1.1, 1.3])
-    expected = central_differences(reversed_items, [x], 0)
-    np.testing.assert_allclose(
-        ppto.grad(reversed_items)(x).numpy(), expected, rtol=1e-6
-    )
+    expected = central_differences(function, [x], 0)
+    np.testing.assert_allclose(ppto.grad(function)(x).numpy(), expected, rtol=1e-6)
     tangent = np.array([1.0, -2.0, 0.5])
-    _, derivative = ppto.jvp(reversed_items, (x,), (tangent,))
+    _, derivative = ppto.jvp(function, (x,), (tangent,))
     assert float(derivative) == pytest.approx(expected @ tangent, rel=1e-6)
+    step, gradient = 1e-5, ppto.grad(function)
+    columns = [
+        (gradient(x + step * e).numpy() - gradient(x - step * e).numpy()) / (2 * step)
+        for e in np.eye(3)
+    ]
+    hessian = ppto.hessian(function)(x).numpy()
+    np.testing.assert_allclose(hessian, np.stack(columns, 1), rtol=1e-5, atol=1e-7)

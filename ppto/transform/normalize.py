@@ -161,6 +161,12 @@ class Normalizer:
         if _is_setitem(node.value):
             self.setitem(node)
             return
+        pairs = _separable(node)
+        if pairs is not None:  # ``hs, scale = [], 1.0``: one assignment each
+            for target, value in pairs:
+                single = gast.Assign([target], value, None)
+                self.statement_Assign(gast.copy_location(single, node))
+            return
         if self.list_statement(node):
             return
         reads = value_reads(node.value)
@@ -862,6 +868,27 @@ def _symbol(operator) -> str:
 
 def _literal(node) -> bool:
     return isinstance(node, (gast.List, gast.Tuple))
+
+
+def _separable(node) -> list | None:
+    """``[(target, value), ...]`` for ``a, b = x, y`` where no value reads a target
+    (``a, b = b, a`` swaps: it must stay one statement), so that each name is bound
+    as if alone (a list made this way is a list: its appends were lost in forward
+    mode); else None."""
+    if len(node.targets) != 1:
+        return None
+    target, value = node.targets[0], node.value
+    if not (
+        isinstance(target, (gast.Tuple, gast.List))
+        and _literal(value)
+        and len(target.elts) == len(value.elts)
+        and all(isinstance(t, gast.Name) for t in target.elts)
+    ):
+        return None
+    names = {t.id for t in target.elts}
+    if len(names) < len(target.elts) or value_reads(value) & names:
+        return None
+    return list(zip(target.elts, value.elts))
 
 
 WRITTEN_OUT = 64  # items of a joined repetition appended one by one, at most

@@ -42,6 +42,7 @@ from ppto.transform.reverse import (
 from ppto.transform.source import ParsedFunction, parse_function, signature
 from ppto.transform.ssa import rename
 from ppto.transform.structure import (
+    UNKNOWN_IS_SEQUENCE,
     lift_conditionals,
     loops,
     single_exit,
@@ -148,6 +149,13 @@ def free_globals(parsed: ParsedFunction) -> dict:
     return found
 
 
+def _generated(function) -> bool:
+    """Whether ``function`` is code ppto generated (a derivative differentiated
+    again): its source is registered under a name compile_source gives."""
+    code = getattr(function, "__code__", None)
+    return code is not None and code.co_filename.startswith("<ppto generated")
+
+
 def _prepare(
     parsed: ParsedFunction,
     wrt: list[str],
@@ -167,7 +175,10 @@ def _prepare(
         program.refs.bind(key, value)
     result = namer.fresh(parsed.name if parsed.name != "lambda_" else "result")
     body = unpack_in_steps(list(parsed.tree.body), namer)
-    body = loops(body, namer, parsed.source, sequences=set(parsed.parameters))
+    sequences = set(parsed.parameters)
+    if not _generated(parsed.fn):
+        sequences.add(UNKNOWN_IS_SEQUENCE)
+    body = loops(body, namer, parsed.source, sequences=sequences)
     body = single_exit(body, result)
     body = lift_conditionals(body, namer)
     body, env = rename(body, parsed.parameters, namer, {result})

@@ -167,8 +167,10 @@ def loops(
             named = {t.id for t in statement.targets if isinstance(t, gast.Name)}
             if _range_like(statement.value, ranges):
                 ranges.update(named)
-            else:
+                sequences.difference_update(named)
+            else:  # (a name that held a range may be rebound to something else)
                 sequences.update(named)
+                ranges.difference_update(named)
         if isinstance(statement, gast.If):
             statement.body = loops(statement.body, namer, source, ranges, sequences)
             statement.orelse = loops(statement.orelse, namer, source, ranges, sequences)
@@ -222,13 +224,25 @@ def _is_checkpoint_call(node) -> bool:
 
 def _not_a_range(reversal, ranges: set, sequences: set) -> bool:
     """Whether ``reversed(...)``'s argument is known to be no range: a list or tuple
-    written out, a variable bound to something else, or an expression that is not
-    one (a variable of unknown value, such as a range unpacked from a tape, is taken
-    for the range generated code loops over)."""
+    written out, a variable bound to something else, an expression that is not one,
+    or in a user's code any variable not known to hold a range (in generated code a
+    variable of unknown value is a range unpacked from a tape: see
+    ``UNKNOWN_IS_SEQUENCE``)."""
     if len(reversal.args) != 1 or _range_like(reversal.args[0], ranges):
         return False
     argument = reversal.args[0]
-    return not isinstance(argument, gast.Name) or argument.id in sequences
+    return (
+        not isinstance(argument, gast.Name)
+        or argument.id in sequences
+        or UNKNOWN_IS_SEQUENCE in sequences
+    )
+
+
+# in ``sequences``: the code is a user's, where a variable of unknown value (bound by
+# unpacking, an annotation) may be anything, so it is reversed as a sequence (right
+# for a range too); ppto's own backward passes unpack the ranges they loop over from
+# their tapes, so there a variable of unknown value is such a range
+UNKNOWN_IS_SEQUENCE = "<a user's code>"
 
 
 def _range_like(node, ranges: set) -> bool:
