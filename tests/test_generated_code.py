@@ -14,6 +14,27 @@ import pytest
 import ppto
 
 
+def assert_derivatives_match(function, x, jvp=True):
+    """The gradient of ``function`` at vector ``x`` against central differences,
+    its forward-mode derivative along one direction, and its Hessian against
+    central differences of the gradient."""
+    from tests.corpus.checks import central_differences
+
+    gradient, step = ppto.grad(function), 1e-5
+    expected = central_differences(function, [x], 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-6)
+    if jvp:
+        tangent = np.linspace(1.0, -2.0, x.size)
+        _, derivative = ppto.jvp(function, (x,), (tangent,))
+        assert float(derivative) == pytest.approx(expected @ tangent, rel=1e-6)
+    columns = [
+        (gradient(x + step * e).numpy() - gradient(x - step * e).numpy()) / (2 * step)
+        for e in np.eye(x.size)
+    ]
+    hessian = ppto.hessian(function)(x).numpy()
+    np.testing.assert_allclose(hessian, np.stack(columns, 1), rtol=1e-5, atol=1e-7)
+
+
 def sqrt_sum(x):
     return np.sum(np.sqrt(x))
 
@@ -153,24 +174,10 @@ def norms_and_outer_products(x):
 
 def test_norms_and_outer_products_in_generated_code():
     # np.outer and np.linalg.norm had no ppto operator (refused)
-    from tests.corpus.checks import central_differences
-
     x = np.array([0.3, -0.7, 1.3])
-    value, gradient = ppto.value_and_grad(norms_and_outer_products)(x)
+    value, _ = ppto.value_and_grad(norms_and_outer_products)(x)
     assert float(value) == pytest.approx(norms_and_outer_products(x), rel=1e-12)
-    expected = central_differences(norms_and_outer_products, [x], 0)
-    np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6)
-    tangent = np.array([1.0, -2.0, 0.5])
-    _, derivative = ppto.jvp(norms_and_outer_products, (x,), (tangent,))
-    assert float(derivative) == pytest.approx(expected @ tangent, rel=1e-6)
-    step, gradient_of = 1e-5, ppto.grad(norms_and_outer_products)
-    columns = [
-        (gradient_of(x + step * e).numpy() - gradient_of(x - step * e).numpy())
-        / (2 * step)
-        for e in np.eye(3)
-    ]
-    hessian = ppto.hessian(norms_and_outer_products)(x).numpy()
-    np.testing.assert_allclose(hessian, np.stack(columns, 1), rtol=1e-5, atol=1e-7)
+    assert_derivatives_match(norms_and_outer_products, x)
     with pytest.raises(ppto.PptoError, match="ord None, 'fro'"):
         ppto.norm(ppto.tensor(np.ones((2, 2))), 1)
     with pytest.raises(ppto.ShapeError, match="'fro' needs two axes"):  # (NumPy's
@@ -785,23 +792,8 @@ def loop_over_an_array_and_a_number(x):
 )
 def test_lists_grown_with_plus(function):
     # hs + [item] crashed inside the generated code (a list added as an array)
-    from tests.corpus.checks import central_differences
-
-    x = np.array([0.3, -0.6, 0.9])
-    expected = central_differences(function, [x], 0)
-    np.testing.assert_allclose(ppto.grad(function)(x).numpy(), expected, rtol=1e-6)
-    tangent = np.array([1.0, -2.0, 0.5])
-    _, derivative = ppto.jvp(function, (x,), (tangent,))
-    np.testing.assert_allclose(float(derivative), expected @ tangent, rtol=1e-6)
-    gradient = ppto.grad(function)  # second order failed through the list helpers
-    step = 1e-5
-    columns = [
-        (gradient(x + step * basis).numpy() - gradient(x - step * basis).numpy())
-        / (2 * step)
-        for basis in np.eye(3)
-    ]
-    hessian = ppto.hessian(function)(x).numpy()
-    np.testing.assert_allclose(hessian, np.stack(columns, 1), rtol=1e-5, atol=1e-7)
+    # (second order failed through the list helpers)
+    assert_derivatives_match(function, np.array([0.3, -0.6, 0.9]))
 
 
 def counters_from_one_number(x):
@@ -894,18 +886,7 @@ def spread_of_a_stack(x):
 
 def test_second_order_through_spreads_of_intermediates():
     # hessian failed at max(reduced_count(t, 1) - 0, 0): max had no operator
-    from tests.corpus.checks import central_differences
-
-    x = np.array([0.3, -0.7, 2.3])
-    gradient, step = ppto.grad(spread_of_a_stack), 1e-5
-    expected = central_differences(spread_of_a_stack, [x], 0)
-    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-6)
-    columns = [
-        (gradient(x + step * e).numpy() - gradient(x - step * e).numpy()) / (2 * step)
-        for e in np.eye(3)
-    ]
-    hessian = ppto.hessian(spread_of_a_stack)(x).numpy()
-    np.testing.assert_allclose(hessian, np.stack(columns, 1), rtol=1e-5, atol=1e-7)
+    assert_derivatives_match(spread_of_a_stack, np.array([0.3, -0.7, 2.3]), jvp=False)
 
 
 def spread_without_freedom(x):
@@ -1023,18 +1004,4 @@ def reversed_unpacked_and_annotated(x):
 
 @pytest.mark.parametrize("function", [reversed_items, reversed_unpacked_and_annotated])
 def test_loops_over_reversed_sequences(function):
-    from tests.corpus.checks import central_differences
-
-    x = np.array([0.7, 1.1, 1.3])
-    expected = central_differences(function, [x], 0)
-    np.testing.assert_allclose(ppto.grad(function)(x).numpy(), expected, rtol=1e-6)
-    tangent = np.array([1.0, -2.0, 0.5])
-    _, derivative = ppto.jvp(function, (x,), (tangent,))
-    assert float(derivative) == pytest.approx(expected @ tangent, rel=1e-6)
-    step, gradient = 1e-5, ppto.grad(function)
-    columns = [
-        (gradient(x + step * e).numpy() - gradient(x - step * e).numpy()) / (2 * step)
-        for e in np.eye(3)
-    ]
-    hessian = ppto.hessian(function)(x).numpy()
-    np.testing.assert_allclose(hessian, np.stack(columns, 1), rtol=1e-5, atol=1e-7)
+    assert_derivatives_match(function, np.array([0.7, 1.1, 1.3]))
