@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import statistics
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -700,6 +701,21 @@ def show_source(
     return _show(f, args, (), "primal", file, lowered, fused, device)
 
 
+def _timing_note(transformed, ranks) -> str:
+    """A line saying which code calls with these arguments run where fusion is timed
+    and has not kept the fused code (see ``ppto.fusion.tuning``); else nothing."""
+    choice = transformed._entries.get((ranks, "cpu", 0, get_precision()))
+    if not isinstance(choice, FusionChoice) or choice.decision == "fused":
+        return ""
+    if choice.decision is None:
+        return "# calls with these arguments are timing this code against the unfused\n"
+    fused, unfused = (1e3 * statistics.median(choice.times[w]) for w in choice.times)
+    return (
+        f"# calls with these arguments run the unfused code: it timed faster here "
+        f"({unfused:.3g} ms against {fused:.3g} ms; PPTO_FUSION=on runs this code)\n"
+    )
+
+
 def _show(f, args, wrt, mode, file, lowered, fused, device=None) -> str:
     from ppto.transform.fuse import FUSED_KINDS, count_operators, fuse_program
 
@@ -734,6 +750,8 @@ def _show(f, args, wrt, mode, file, lowered, fused, device=None) -> str:
         before = count_operators(program.functions, namespace)
         after = count_operators(functions, namespace)
         header = f"# operators: {before} before fusion, {after} after\n"
+        if device.kind == "cpu":
+            header += _timing_note(transformed, ranks)
         sources = [render_function(f) for f in functions]
         for name, kernel in kernels.items():  # what each kernel runs
             if hasattr(kernel, "listing"):  # generated: NumPy, a pass or CUDA C

@@ -203,3 +203,35 @@ def test_code_for_numbers_or_for_any_shape_is_not_timed():
     generic = [key for key in gradient._entries if key[0][0][1] is None]
     assert generic
     assert not any(isinstance(gradient._entries[key], FusionChoice) for key in generic)
+
+
+def shown_chain(x, y):
+    return np.sum(np.tanh(x * y + 0.5) * np.exp(-x))
+
+
+def test_show_grad_says_when_calls_run_the_unfused_code():
+    import io
+
+    rng = np.random.default_rng(9)
+    x, y = rng.standard_normal((2, LARGE * 2))
+    gradient = ppto.grad(shown_chain, wrt=(0, 1))
+
+    def header():
+        text = ppto.show_grad(
+            shown_chain, x, y, wrt=(0, 1), fused=True, file=io.StringIO()
+        )
+        return text.splitlines()[1]
+
+    assert header().startswith("def ")  # nothing timed yet: no note
+    gradient(x, y)
+    assert "are timing this code against the unfused" in header()
+    for _ in range(CALLS_TO_DECIDE):
+        gradient(x, y)
+    (entry,) = gradient._entries.values()
+    entry.times = {"fused": [0.004] * 4, "unfused": [0.002] * 4}  # as if measured
+    entry.decide()
+    assert entry.decision == "unfused"
+    assert "run the unfused code: it timed faster here (2 ms against 4 ms" in header()
+    entry.times = {"fused": [0.001] * 4, "unfused": [0.002] * 4}
+    entry.decide()
+    assert header().startswith("def ")  # the fused code shown is what runs
