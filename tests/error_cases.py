@@ -666,13 +666,3 @@ def opaque_value_in_a_list(x):
     m = np.cumsum(x)  # <- error
     c = [m, m * 2.0]
     return np.sum(c[0])  # (a zero gradient for a while: the list hid the taint)
-
-
-def alias_kept_by_an_endless_loop(x):
-    z = x * 1.0
-    y = x * 2.0
-    while True:
-        y = z
-        break
-    y += 1.0  # <- error
-    return np.sum(z * x)

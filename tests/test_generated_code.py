@@ -837,19 +837,6 @@ def fresh_array_on_every_exit(x):
     return np.sum(z * x) + np.sum(y * y)
 
 
-def fresh_when_an_endless_loop_breaks(x):
-    z = x * 1.0
-    y = z
-    turns = 0
-    while True:  # it ends only at the break: y is new there (refused for a while)
-        y = z * 2.0
-        turns += 1
-        if turns > 1:
-            break
-    y += 1.0
-    return np.sum(y * z)
-
-
 def copied_list_element(x):
     c = [x * 2.0, x * 3.0]
     a = c[0] * 1.0  # an array of its own
@@ -873,7 +860,6 @@ def extended_after_reading_items(x):
     [
         (extended_after_reading_items, (np.array([0.3, -0.7, 2.3]),)),
         (fresh_array_on_every_exit, (np.array([0.3, -0.7, 2.3]),)),
-        (fresh_when_an_endless_loop_breaks, (np.array([0.3, -0.7, 2.3]),)),
         (copied_list_element, (np.array([0.3, -0.7, 2.3]),)),
         (unpacked_and_named, (np.array([0.3, -0.7, 2.3]),)),
         (counters_from_one_number, (np.array([0.3, -0.7, 2.3]),)),

@@ -226,7 +226,6 @@ REJECTED = [
     Case(ec.repeated_zero_times, "repeated 0 times", "ys"),
     Case(ec.alias_kept_by_break, "shares its array with z", "y += 1.0"),
     Case(ec.alias_kept_by_continue, "shares its array with z", "y += 1.0"),
-    Case(ec.alias_kept_by_an_endless_loop, "shares its array with z", "y += 1.0"),
     Case(ec.add_into_a_list_element, "shares its array with c", "a += 1.0"),
     Case(ec.add_into_a_tuple_item_in_a_loop, "shares its array with pair", "item"),
     Case(ec.add_into_an_appended_item, "shares its array with", "a += 1.0"),

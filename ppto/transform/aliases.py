@@ -162,18 +162,9 @@ def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
                     turn_exits: dict = {gast.Break: [], gast.Continue: []}
                     end = block(statement.body, turn, inner, turn_exits)
                     entry = _joined(entry, end, *turn_exits[gast.Continue])
-                # the loop ends when its test fails (never for ``while True``),
-                # then runs its else block, or at a break, which skips that block
-                ends = not (
-                    isinstance(statement, gast.While)
-                    and isinstance(statement.test, gast.Constant)
-                    and statement.test.value is True
-                )
                 state = _joined(
-                    block(statement.orelse, entry.copy(), loops, exits)
-                    if ends
-                    else None,
-                    *turn_exits[gast.Break],
+                    block(statement.orelse, entry.copy(), loops, exits),
+                    *turn_exits[gast.Break],  # (a break skips the else block)
                 )
             elif isinstance(statement, (gast.Break, gast.Continue)):
                 exits[type(statement)].append(state)
