@@ -666,3 +666,14 @@ def opaque_value_in_a_list(x):
     m = np.cumsum(x)  # <- error
     c = [m, m * 2.0]
     return np.sum(c[0])  # (a zero gradient for a while: the list hid the taint)
+
+
+def alias_kept_on_the_first_turn_of_an_endless_loop(x):
+    z = x * 1.0
+    y = z
+    while True:
+        if x[0] > 0:
+            break  # on the first turn y is still z
+        y = x * 2.0
+    y += 1.0  # <- error
+    return np.sum(z * x)

@@ -226,6 +226,12 @@ REJECTED = [
     Case(ec.repeated_zero_times, "repeated 0 times", "ys"),
     Case(ec.alias_kept_by_break, "shares its array with z", "y += 1.0"),
     Case(ec.alias_kept_by_continue, "shares its array with z", "y += 1.0"),
+    Case(
+        ec.alias_kept_on_the_first_turn_of_an_endless_loop,
+        "shares its array with z",
+        "y += 1.0",
+        args=(np.array([0.5, -1.5, 2.5]),),
+    ),
     Case(ec.add_into_a_list_element, "shares its array with c", "a += 1.0"),
     Case(ec.add_into_a_tuple_item_in_a_loop, "shares its array with pair", "item"),
     Case(ec.add_into_an_appended_item, "shares its array with", "a += 1.0"),
