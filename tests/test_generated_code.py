@@ -1005,3 +1005,20 @@ def reversed_unpacked_and_annotated(x):
 @pytest.mark.parametrize("function", [reversed_items, reversed_unpacked_and_annotated])
 def test_loops_over_reversed_sequences(function):
     assert_derivatives_match(function, np.array([0.7, 1.1, 1.3]))
+
+
+def tuple_unpacked_twice(x):
+    t = x[0] * 2.0, x[1]
+    a, b = t
+    c, d = t  # the adjoints of t were joined as tuples, not added: half the gradient
+    return a * d + b * c
+
+
+def chained_tuple_targets(x):
+    a, b = c, d = x[0] * 2.0, x[1]
+    return a * d + b * c * x[2]
+
+
+@pytest.mark.parametrize("function", [tuple_unpacked_twice, chained_tuple_targets])
+def test_a_tuple_read_twice_adds_its_adjoints(function):
+    assert_derivatives_match(function, np.array([0.7, -1.1, 1.3]))

@@ -307,6 +307,9 @@ class Generator:
         if operand not in initialized:
             initialized.add(operand)
             return [assign(adjoint, value)]
+        if isinstance(value, gast.Tuple):  # a tuple's adjoints, unpacked twice: added
+            add = self.ref(lists.add_lists, "add_lists")  # item by item, not joined
+            return [assign(adjoint, call(add, name(adjoint), value))]
         return [assign(adjoint, gast.BinOp(name(adjoint), gast.Add(), value))]
 
     def backward(self, body: list, initialized: set) -> list:
