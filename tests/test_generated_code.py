@@ -1002,7 +1002,30 @@ def reversed_unpacked_and_annotated(x):
     return total
 
 
-@pytest.mark.parametrize("function", [reversed_items, reversed_unpacked_and_annotated])
+def reversed_range_in_a_helper(v):
+    total = 0.0
+    turns, rate = range(v.shape[0]), 0.5  # a range unpacked: one still
+    for i in reversed(turns):
+        total = total * rate + v[i] * v[i] * v[0]
+    return total
+
+
+def reversed_through_a_helper(x):
+    # the Hessian through the helper was refused for a while
+    total = reversed_range_in_a_helper(np.sin(x))
+    r = range(3)
+    for i in r:
+        total = total + x[i]
+    r, k = x * 2.0, 1  # a range name rebound by unpacking
+    for a in reversed(r):
+        total = total * 0.5 + a * a * k
+    return total
+
+
+@pytest.mark.parametrize(
+    "function",
+    [reversed_items, reversed_unpacked_and_annotated, reversed_through_a_helper],
+)
 def test_loops_over_reversed_sequences(function):
     assert_derivatives_match(function, np.array([0.7, 1.1, 1.3]))
 

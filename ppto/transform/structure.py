@@ -163,14 +163,11 @@ def loops(
     sequences = set() if sequences is None else sequences
     out = []
     for statement in body:
-        if isinstance(statement, gast.Assign):
-            named = {t.id for t in statement.targets if isinstance(t, gast.Name)}
-            if _range_like(statement.value, ranges):
-                ranges.update(named)
-                sequences.difference_update(named)
-            else:  # (a name that held a range may be rebound to something else)
-                sequences.update(named)
-                ranges.difference_update(named)
+        for name, value in _bound(statement):
+            ranges.discard(name)  # (a name that held a range may be rebound)
+            sequences.discard(name)
+            if value is not None:  # (None: unknown, as a part of what is unpacked)
+                (ranges if _range_like(value, ranges) else sequences).add(name)
         if isinstance(statement, gast.If):
             statement.body = loops(statement.body, namer, source, ranges, sequences)
             statement.orelse = loops(statement.orelse, namer, source, ranges, sequences)
@@ -220,6 +217,31 @@ def _is_checkpoint_call(node) -> bool:
     function = getattr(node, "func", None)
     named = getattr(function, "attr", None) or getattr(function, "id", None)
     return isinstance(node, gast.Call) and named == "checkpoint" and len(node.args) == 1
+
+
+def _bound(statement) -> list:
+    """``(name, its value or None where unknown)`` for the names an assignment binds:
+    ``a = b = v``, ``a, b = v, w`` pairwise, ``a: T = v``."""
+    if isinstance(statement, gast.AnnAssign) and isinstance(
+        statement.target, gast.Name
+    ):
+        return [(statement.target.id, statement.value)]
+    if not isinstance(statement, gast.Assign):
+        return []
+    found = []
+    for target in statement.targets:
+        if isinstance(target, gast.Name):
+            found.append((target.id, statement.value))
+        elif isinstance(target, (gast.Tuple, gast.List)):
+            value = statement.value
+            pairs = (
+                zip(target.elts, value.elts)
+                if isinstance(value, (gast.Tuple, gast.List))
+                and len(value.elts) == len(target.elts)
+                else ((element, None) for element in target.elts)
+            )
+            found += [(t.id, v) for t, v in pairs if isinstance(t, gast.Name)]
+    return found
 
 
 def _not_a_range(reversal, ranges: set, sequences: set) -> bool:
