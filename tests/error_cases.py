@@ -677,3 +677,10 @@ def alias_kept_on_the_first_turn_of_an_endless_loop(x):
         y = x * 2.0
     y += 1.0  # <- error
     return np.sum(z * x)
+
+
+def extended_list(x):
+    hs, gs = [], [x[0] * 2.0]
+    hs.extend(gs)  # <- error
+    hs.append(x[1])  # (extend was left out of the gradient: a wrong one)
+    return hs[0] * hs[1] * x[2]

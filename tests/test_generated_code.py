@@ -1042,6 +1042,14 @@ def chained_tuple_targets(x):
     return a * d + b * c * x[2]
 
 
-@pytest.mark.parametrize("function", [tuple_unpacked_twice, chained_tuple_targets])
+def list_made_by_a_call(x):
+    hs = list()  # its appends were lost in forward mode (a zero jvp)
+    hs.append(x[0] * x[1])
+    return hs[0] * x[2]
+
+
+@pytest.mark.parametrize(
+    "function", [tuple_unpacked_twice, chained_tuple_targets, list_made_by_a_call]
+)
 def test_a_tuple_read_twice_adds_its_adjoints(function):
     assert_derivatives_match(function, np.array([0.7, -1.1, 1.3]))

@@ -243,6 +243,7 @@ REJECTED = [
     Case(ec.add_into_an_item_beside_a_number, "shares its array with", "a += 1.0"),
     Case(ec.add_into_a_listed_row, "shares its array with m", "a += 1.0"),
     Case(ec.opaque_value_in_a_list, "np.cumsum has no ppto operator", "np.cumsum"),
+    Case(ec.extended_list, "the list method .extend()", "hs.extend(gs)"),
     Case(
         ec.extend_through_second_name, "shares its array with kept", "hs += [x * 2.0]"
     ),

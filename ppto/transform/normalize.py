@@ -220,6 +220,8 @@ class Normalizer:
         if len(node.targets) != 1 or not isinstance(node.targets[0], gast.Name):
             return False
         target, value = node.targets[0].id, node.value
+        if _empty_list_call(value):  # ``list()`` is ``[]``
+            value = gast.List([], gast.Load())
         if isinstance(value, gast.List):
             self.lists.add(target)
             self.emit(ir.ListNew(target))
@@ -449,6 +451,18 @@ class Normalizer:
         if _is_list_pop(value, self.lists):  # a pop whose value is not used
             self.emit(ir.ListPop(self.namer.temporary(), value.func.value.id))
             return
+        if (
+            isinstance(value, gast.Call)
+            and isinstance(value.func, gast.Attribute)
+            and _names_list(value.func.value, self.lists)
+            and (value_reads(value) & self.varied)
+        ):  # ``hs.extend(gs)``, ``hs.insert(0, h)``: not followed, so refused
+            raise self.source.error(
+                node,
+                f"ppto cannot differentiate the list method .{value.func.attr}() on "
+                "differentiated values",
+                "append the items one by one (for item in items: hs.append(item))",
+            )
         self.emit(ir.Passive(node, reads=frozenset(value_reads(node))))
 
     def setitem(self, node) -> None:
@@ -868,6 +882,16 @@ def _symbol(operator) -> str:
 
 def _literal(node) -> bool:
     return isinstance(node, (gast.List, gast.Tuple))
+
+
+def _empty_list_call(node) -> bool:
+    return (
+        isinstance(node, gast.Call)
+        and isinstance(node.func, gast.Name)
+        and node.func.id == "list"
+        and not node.args
+        and not node.keywords
+    )
 
 
 def _separable(node) -> list | None:
