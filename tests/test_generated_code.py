@@ -1022,9 +1022,25 @@ def reversed_through_a_helper(x):
     return total
 
 
+def reversed_in_enumerate_and_zip(x):
+    total = 0.0
+    for j, i in enumerate(reversed(range(3))):  # a TypeError for a while
+        total = total + x[i] * (j + 1.0)
+    for j, a in enumerate(reversed(x)):  # refused for a while
+        total = total + a * a * (j + 1.0)
+    for a, b in zip(reversed(x), x):
+        total = total + a * b
+    return total
+
+
 @pytest.mark.parametrize(
     "function",
-    [reversed_items, reversed_unpacked_and_annotated, reversed_through_a_helper],
+    [
+        reversed_items,
+        reversed_unpacked_and_annotated,
+        reversed_through_a_helper,
+        reversed_in_enumerate_and_zip,
+    ],
 )
 def test_loops_over_reversed_sequences(function):
     assert_derivatives_match(function, np.array([0.7, 1.1, 1.3]))

@@ -351,7 +351,7 @@ def _sequence_targets(statement: gast.For, namer: Namer, source):
         index, element = target.elts
         if not (isinstance(index, gast.Name) and isinstance(element, gast.Name)):
             raise unsupported
-        return index.id, [(element.id, iterable.args[0])]
+        return index.id, [(element.id, _unreversed(iterable.args[0]))]
     if _called(iterable, "zip"):
         if not (
             isinstance(target, gast.Tuple) and len(target.elts) == len(iterable.args)
@@ -359,10 +359,24 @@ def _sequence_targets(statement: gast.For, namer: Namer, source):
             raise unsupported
         if not all(isinstance(t, gast.Name) for t in target.elts):
             raise unsupported
-        return namer.fresh("i"), [(t.id, a) for t, a in zip(target.elts, iterable.args)]
+        pairs = zip(target.elts, iterable.args)
+        return namer.fresh("i"), [(t.id, _unreversed(a)) for t, a in pairs]
     if not isinstance(target, gast.Name):
         raise unsupported
     return namer.fresh("i"), [(target.id, iterable)]
+
+
+def _unreversed(sequence):
+    """``reversed(s)`` inside ``enumerate``/``zip`` as the sequence ``s[::-1]`` (or
+    its items written out backwards), which has a length and items to index (a
+    reversed iterator has neither)."""
+    if not (_called(sequence, "reversed") and len(sequence.args) == 1):
+        return sequence
+    items = sequence.args[0]
+    if isinstance(items, (gast.Tuple, gast.List)):
+        return gast.List(items.elts[::-1], gast.Load())
+    backwards = gast.Slice(None, None, gast.Constant(-1, None))
+    return gast.Subscript(items, backwards, gast.Load())
 
 
 def unpack_in_steps(body: list, namer: Namer) -> list:
