@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ppto.errors import PptoError, ShapeError
 from ppto.ops.elementwise import exp, where
 from ppto.ops.primitive import primitive
 from ppto.ops.rules import shape_helper
@@ -228,8 +229,6 @@ def norm(xp, x, ord=None, axis=None, keepdims=False):
     """The 2-norm of x's elements (over ``axis``: one axis, or two for the Frobenius
     norm): ``np.linalg.norm`` with ``ord`` None, ``'fro'`` or, over one axis, 2. Its
     gradient at a zero norm is zero (a subgradient), as in PyTorch."""
-    from ppto.errors import PptoError, ShapeError
-
     if not (ord is None or ord == "fro" or (ord == 2 and _axes(x, axis) == 1)):
         raise PptoError(
             f"ppto.norm takes ord None, 'fro' or (over one axis) 2, not {ord!r}: "

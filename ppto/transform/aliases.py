@@ -473,10 +473,7 @@ def _viewed(value) -> set:
     if (  # ``[y] * 2``, ``xs + [y]``: a list holding the same arrays
         isinstance(value, gast.BinOp)
         and isinstance(value.op, (gast.Add, gast.Mult))
-        and any(
-            isinstance(side, (gast.List, gast.Tuple))
-            for side in (value.left, value.right)
-        )
+        and any(_literal_sequence(side) for side in (value.left, value.right))
     ):
         return _viewed(value.left) | _viewed(value.right)
     if _sequence_call(value) is not None:  # list(c), zip(c, d): c's and d's items
@@ -574,9 +571,9 @@ def _sequence_names(parsed: ParsedFunction) -> set:
                 for name in _stored(target):
                     is_whole = isinstance(target, gast.Name)
                     (found if sequence and is_whole else others).add(name)
-        elif isinstance(node, (gast.For, gast.AugAssign, gast.With)):
+        elif isinstance(node, (gast.For, gast.AugAssign)):
             if not (isinstance(node, gast.AugAssign) and _sequence_value(node.value)):
-                others.update(_stored(getattr(node, "target", node)))
+                others.update(_stored(node.target))
     return found - others
 
 

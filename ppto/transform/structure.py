@@ -297,19 +297,11 @@ def _index_loop(statement: gast.For, namer: Namer, source, ranges: set, sequence
     iterable, target = statement.iter, statement.target
     prelude = []
     if _called(iterable, "reversed") and _not_a_range(iterable, ranges, sequences):
-        items = iterable.args[0]
-        if isinstance(items, (gast.Tuple, gast.List)):
-            iterable = gast.List(items.elts[::-1], gast.Load())
-        else:
-            backwards = gast.Slice(None, None, gast.Constant(-1, None))
-            iterable = gast.Subscript(items, backwards, gast.Load())
-        statement.iter = iterable
+        statement.iter = iterable = _unreversed(iterable)
     if isinstance(target, gast.Name) and (
         _called(iterable, "range") or _called(iterable, "reversed")
     ):
-        if _called(iterable, "reversed"):
-            backwards = gast.Slice(None, None, gast.Constant(-1, None))
-            iterable = gast.Subscript(iterable.args[0], backwards, gast.Load())
+        iterable = _unreversed(iterable)  # (a reversed range: a range backwards)
         steps = namer.fresh("steps")
         prelude.append(_assign(steps, iterable, statement))
         statement.iter = _name(steps)
@@ -367,9 +359,9 @@ def _sequence_targets(statement: gast.For, namer: Namer, source):
 
 
 def _unreversed(sequence):
-    """``reversed(s)`` inside ``enumerate``/``zip`` as the sequence ``s[::-1]`` (or
-    its items written out backwards), which has a length and items to index (a
-    reversed iterator has neither)."""
+    """``reversed(s)`` as the sequence ``s[::-1]`` (or its items written out
+    backwards), which has a length and items to index (a reversed iterator has
+    neither); anything else as it is."""
     if not (_called(sequence, "reversed") and len(sequence.args) == 1):
         return sequence
     items = sequence.args[0]
