@@ -438,6 +438,11 @@ class _Writer:
         ]
         lines += ["", "    def part(claim):  # the chunks this thread claims"]
         lines += [f"        buffer{i} = np.empty(chunk, dtype)" for i in range(buffers)]
+        # each chunk's views are made once, not at every use: with two threads, the
+        # Python between two ufunc calls is when the other thread waits for the GIL
+        views = [f"piece{i} = buffer{i}[:count]" for i in range(buffers)]
+        outs = sorted(set(into.values()))
+        views += [f"{out}_piece = {out}[start:stop]" for out in outs]
         lines += [
             "        for number in iter(claim, None):",
             "            start = number * chunk",
@@ -449,6 +454,7 @@ class _Writer:
                 f"            in{number} = flat{number}[start:stop] "
                 f"if flat{number} is not None else {input_}"
             )
+        lines += [f"            {view}" for view in views]
         lines += loop
         lines += ["", "    run_chunks(part, chunks)"]
         lines += [f"    total_{target} = sum(partial_{target})" for target in sums]
@@ -506,22 +512,22 @@ class _Writer:
             for ref in dict.fromkeys(operands):  # dead after this: its buffer may
                 if ref[0] == "value" and last_use.get(ref[1]) == position:  # hold it
                     place = self.places[ref[1]]
-                    if place.startswith("buffer"):
+                    if place.startswith("piece"):
                         free.append(place)
             if number in into:
-                destination = f"{into[number]}[start:stop]"
+                destination = f"{into[number]}_piece"
             elif op in COMPARISONS or op == "where":
                 destination = None  # no out=: a boolean, or np.where
             else:
                 if not free:
-                    free.append(f"buffer{buffers}[:count]")
+                    free.append(f"piece{buffers}")
                     buffers += 1
                 destination = free.pop()
             if destination is None:
                 lines.append(f"            v{number} = {call})")
                 self.places[number] = f"v{number}"
-            elif op == "where":
-                lines.append(f"            {destination} = {call})")
+            elif op == "where":  # (np.where has no out=)
+                lines.append(f"            {destination}[...] = {call})")
                 self.places[number] = destination
             else:
                 lines.append(f"            {call}, out={destination})")
