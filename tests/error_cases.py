@@ -413,6 +413,29 @@ def extend_through_second_name(x):
     return np.sum(np.stack(kept))
 
 
+def append_through_second_name(x):
+    hs = [x]
+    gs = hs
+    gs.append(np.sin(x))  # <- error
+    return np.sum(hs[1])
+
+
+def append_to_the_first_name(x):
+    hs = []
+    gs = hs
+    hs.append(x * 2.0)  # <- error
+    return np.sum(np.stack(gs))
+
+
+def pop_through_second_name_in_a_loop(x):
+    hs = [x, x * 2.0, x * 3.0]
+    total = 0.0
+    for _ in range(2):
+        rest = hs
+        total = total + np.sum(rest.pop())  # <- error
+    return total + np.sum(hs[0])
+
+
 def add_into_alias_in_a_branch(x, flag):
     z = x
     if flag:

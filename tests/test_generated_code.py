@@ -1064,8 +1064,25 @@ def list_made_by_a_call(x):
     return hs[0] * x[2]
 
 
+def list_named_again_after_its_changes(x):
+    previous = []
+    for step in range(3):
+        current = [x[step] * 2.0]
+        current.append(np.sin(x[step]))  # ``current`` is a new list each turn
+        if step > 0:
+            current.append(previous[0] * previous[1])
+        previous = current
+    return previous[0] + previous[-1]
+
+
 @pytest.mark.parametrize(
-    "function", [tuple_unpacked_twice, chained_tuple_targets, list_made_by_a_call]
+    "function",
+    [
+        tuple_unpacked_twice,
+        chained_tuple_targets,
+        list_made_by_a_call,
+        list_named_again_after_its_changes,
+    ],
 )
 def test_a_tuple_read_twice_adds_its_adjoints(function):
     assert_derivatives_match(function, np.array([0.7, -1.1, 1.3]))

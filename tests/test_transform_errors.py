@@ -247,6 +247,10 @@ REJECTED = [
     Case(
         ec.extend_through_second_name, "shares its array with kept", "hs += [x * 2.0]"
     ),
+    # a list changed through a second name for it: the gradient missed the change
+    Case(ec.append_through_second_name, "also named hs", "gs.append(np.sin(x))"),
+    Case(ec.append_to_the_first_name, "also named gs", "hs.append(x * 2.0)"),
+    Case(ec.pop_through_second_name_in_a_loop, "also named hs", "rest.pop()"),
     # the same inside a branch or a loop, and into the rows of a matrix
     Case(
         ec.add_into_alias_in_a_branch,

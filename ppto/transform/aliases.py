@@ -43,6 +43,9 @@ class _Sharing:
     # here (one that is a number on every path is not here)
     arrays: dict = field(default_factory=dict)
     exact: dict = field(default_factory=dict)  # name -> its number of axes, if known
+    # name -> the other names bound to the very same object (``gs = hs``): a list
+    # changed through one (``gs.append(y)``) is changed for the others
+    same: dict = field(default_factory=dict)
 
     def copy(self) -> _Sharing:
         return _Sharing(
@@ -50,6 +53,7 @@ class _Sharing:
             {k: set(v) for k, v in self.views.items()},
             dict(self.arrays),
             dict(self.exact),
+            {k: set(v) for k, v in self.same.items()},
         )
 
     def join(self, other: _Sharing) -> _Sharing:
@@ -64,7 +68,11 @@ class _Sharing:
             for name, rank in self.exact.items()
             if other.exact.get(name) == rank
         }
-        joined = _Sharing(arrays=arrays, exact=exact)
+        same = {
+            name: self.same.get(name, set()) | other.same.get(name, set())
+            for name in set(self.same) | set(other.same)
+        }
+        joined = _Sharing(arrays=arrays, exact=exact, same=same)
         for field_name in ("bases", "views"):
             mine, theirs = getattr(self, field_name), getattr(other, field_name)
             merged = {}
@@ -91,6 +99,9 @@ def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
     sequences = _sequence_names(parsed)
 
     def written_through_another_name(statement, state: _Sharing, loops: tuple):
+        for call, changed in _changed_lists(statement):  # ``gs.append(y)``, gs = hs
+            others = state.same.get(changed, set())
+            refuse_if_read_later(statement, changed, others, loops, call)
         written = _written_in_place(statement)
         if written is None:
             return
@@ -121,12 +132,25 @@ def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
         shared = _sharing(written, state.views if maybe_number else state.bases)
         refuse_if_read_later(statement, written, shared, loops)
 
-    def refuse_if_read_later(statement, written: str, shared: set, loops: tuple):
+    def refuse_if_read_later(
+        statement, written: str, shared: set, loops: tuple, list_change=None
+    ):
         after = order[positions[id(statement)] + 1 :]
         later = set().union(*(loads(s) for s, _ in after))
         for loop in loops:  # the next turn reads what came before too
             later |= loads(loop)
         seen = sorted(shared & later)
+        if seen and list_change is not None:
+            raise parsed.source.error(
+                list_change,
+                f"this changes the list {written}, which is also named {seen[0]} "
+                f"({written} = {seen[0]} or the other way round), and {seen[0]} "
+                "is read afterwards: ppto's generated code keeps each name's list "
+                f"apart, so the change would not reach {seen[0]} as it does in "
+                "Python",
+                f"use one name for the list: change and read it through "
+                f"{seen[0]} only, or copy it first ({written} = list({seen[0]}))",
+            )
         if seen:
             raise parsed.source.error(
                 statement,
@@ -359,10 +383,16 @@ def _bind(statement, state: _Sharing) -> None:
             _forget(name, state.views)
     elif not isinstance(statement, (gast.While, gast.AugAssign)):
         pairs += [(name, None, False) for name in _stored(statement)]
-    bases, views = state.bases, state.views
+    bases, views, same = state.bases, state.views, state.same
     for name, value, whole in pairs:
         _forget(name, bases)
         _forget(name, views)
+        _forget(name, same)
+        if whole and isinstance(value, gast.Name) and value.id != name:
+            group = same.get(value.id, set()) | {value.id}
+            same[name] = set(group)
+            for other in group:
+                same.setdefault(other, set()).add(name)
         if isinstance(value, gast.Subscript) and _exact_rank(value, state.exact) == 0:
             continue  # a number (x[0] of a vector): it shares no memory
         origins = _viewed(value) if value is not None else set()
@@ -546,6 +576,32 @@ def _grown_list(statement) -> tuple | None:
     ):
         return None
     return function.value.id, call.args[-1]
+
+
+LIST_CHANGES = {
+    "append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort",
+}  # fmt: skip
+
+
+def _changed_lists(statement) -> list:
+    """``(call, list name)`` for each call by which ``statement`` changes a list in
+    place (``c.append(y)``, ``v = c.pop()``, ``np.sum(c.pop())``); for a compound
+    statement, in its header."""
+    if isinstance(statement, (gast.If, gast.While)):
+        parts = [statement.test]
+    elif isinstance(statement, gast.For):
+        parts = [statement.iter]
+    else:
+        parts = [statement]
+    return [
+        (node, node.func.value.id)
+        for part in parts
+        for node in gast.walk(part)
+        if isinstance(node, gast.Call)
+        and isinstance(node.func, gast.Attribute)
+        and isinstance(node.func.value, gast.Name)
+        and node.func.attr in LIST_CHANGES
+    ]
 
 
 def _slice_or_new_axis(part) -> bool:
