@@ -1086,3 +1086,56 @@ def list_named_again_after_its_changes(x):
 )
 def test_a_tuple_read_twice_adds_its_adjoints(function):
     assert_derivatives_match(function, np.array([0.7, -1.1, 1.3]))
+
+
+def tuple_of_an_array_and_a_number(x):
+    pair = (x * 2.0, 3.0)  # looping over it was a ValueError (stacked as an array)
+    total = 0.0
+    for item in pair:
+        total = total + np.sum(item * np.sin(x))
+    return total + np.sum(pair[0])
+
+
+def tuple_of_different_shapes(x):
+    parts = (x[:2] * x[2], x)
+    total = 0.0
+    for i, part in enumerate(parts):
+        total = total + (i + 1.0) * np.sum(part**2)
+    first, second = parts
+    return total + np.sum(first) * np.sum(second)
+
+
+def tuple_unpacked_and_listed(x):
+    parts = (x[:2] * x[2], x)
+    listed = list(parts)
+    first, second = parts  # the two adjoints were joined as tuples: a wrong gradient
+    return np.sum(listed[0]) * 2.0 + np.sum(first * first) + np.sum(second)
+
+
+def items_of_a_tuple_of_unlike_items(x):
+    pair = (x * 2.0, 3.0)  # pair[0] was a ValueError (the adjoint stacked the items)
+    return np.sum(pair[0] * pair[1]) + np.sum(pair[-2])
+
+
+def list_rebound_in_the_loop(x):
+    items = [x, 2.0]
+    total = 0.0
+    for _ in range(2):
+        for item in items:  # the last turn's list: an IndexError in its gradient
+            total = total + np.sum(item * x)
+        items = [x * 0.5, x * x]
+    return total
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        list_rebound_in_the_loop,
+        tuple_unpacked_and_listed,
+        items_of_a_tuple_of_unlike_items,
+        tuple_of_an_array_and_a_number,
+        tuple_of_different_shapes,
+    ],
+)
+def test_a_loop_over_a_tuple_variable_of_unlike_items(function):
+    assert_derivatives_match(function, np.array([0.7, -1.1, 1.3]))

@@ -26,6 +26,7 @@ from ppto.transform.resolve import (
     static_value,
 )
 from ppto.transform.source import ParsedFunction
+from ppto.transform.trees import name_counts
 
 # calls that read only their arguments' shapes; split_points comes from concat's
 # gradient rule, so second derivatives meet it in generated code
@@ -135,10 +136,18 @@ class Normalizer:
         # .append(v) is called (a tape a generated backward unpacks from ``saved``)
         self.lists: set[str] = _list_receivers(parsed.tree)
         self.packed: set[str] = set()  # names of tuples of differentiated values
+        # a tuple written out and bound once: name -> its items' operands, so that
+        # ``pair[0]`` is the item itself (as a subscript of an array, its adjoint
+        # stacked the items: a ValueError for items of unlike shapes)
+        self.tuple_items: dict = {}
+        self.bound_once: set[str] | None = None
 
     # --- statements ------------------------------------------------------------------
 
     def block(self, body: list) -> list:
+        if self.bound_once is None:  # (the function's whole body)
+            counts = name_counts(body, "Store")
+            self.bound_once = {n for n, count in counts.items() if count == 1}
         saved, self.out = self.out, []
         for statement in body:
             self.origin = statement
@@ -664,8 +673,25 @@ class Normalizer:
     def expression_BoolOp(self, node, target):
         return self.passive(node, target)
 
+    def tuple_item(self, value, index):
+        """The operand of item ``index`` of a tuple written out and bound once
+        (``pair = (x * 2.0, 3.0)``, ``pair[0]``), or None."""
+        items = self.tuple_items.get(getattr(value, "id", None))
+        negative = isinstance(index, gast.UnaryOp) and isinstance(index.op, gast.USub)
+        number = index.operand if negative else index
+        if (
+            items is None
+            or not isinstance(number, gast.Constant)
+            or type(number.value) is not int
+        ):
+            return None
+        position = -number.value if negative else number.value
+        return items[position] if -len(items) <= position < len(items) else None
+
     def expression_Tuple(self, node, target):
         items = [self.expression(element) for element in node.elts]
+        if target in self.bound_once:
+            self.tuple_items[target] = items
         target = target or self.namer.temporary()
         self.packed.add(target)
         self.emit(ir.Pack(target, items))
@@ -695,6 +721,11 @@ class Normalizer:
         if _names_list(node.value, self.lists):
             target = target or self.namer.temporary()
             self.emit(ir.ListGet(target, node.value.id, index))
+            return target
+        item = self.tuple_item(node.value, index)
+        if item is not None:
+            target = target or self.namer.temporary()
+            self.emit(ir.Copy(target, item))
             return target
         return self.apply(
             target,

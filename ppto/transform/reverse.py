@@ -307,8 +307,10 @@ class Generator:
         if operand not in initialized:
             initialized.add(operand)
             return [assign(adjoint, value)]
-        if isinstance(value, gast.Tuple):  # a tuple's adjoints, unpacked twice: added
-            add = self.ref(lists.add_lists, "add_lists")  # item by item, not joined
+        if isinstance(value, gast.Tuple) or _called_tuple(value):
+            # a tuple's adjoints (unpacked twice, or unpacked and looped over) are
+            # added item by item: ``+`` would join the tuples
+            add = self.ref(lists.add_lists, "add_lists")
             return [assign(adjoint, call(add, name(adjoint), value))]
         return [assign(adjoint, gast.BinOp(name(adjoint), gast.Add(), value))]
 
@@ -450,8 +452,7 @@ class Generator:
         element where ``body`` reads elements, else an empty list (its entries then
         arrive by the reverse of pops)."""
         if primal in self.lists:
-            if any(isinstance(s, ir.ListGet) and s.source == primal
-                   for s in _walk_ir(body)):  # fmt: skip
+            if _elements_read(primal, body):
                 return call(self.ref(lists.zeros_like_list, "zeros_like_list"),
                             name(primal))  # fmt: skip
             return gast.List([], gast.Load())
@@ -868,6 +869,30 @@ def _branch_paths(body: list, path: tuple, paths: dict, all_writes) -> None:
         else:
             for name_ in all_writes([statement]):  # saved values, nested loops too
                 paths.setdefault(name_, []).append(path)
+
+
+def _called_tuple(value) -> bool:
+    """``tuple(...)``: the adjoint of a tuple turned into a list (``list(t)``)."""
+    return (
+        isinstance(value, gast.Call)
+        and isinstance(value.func, gast.Name)
+        and value.func.id == "tuple"
+    )
+
+
+def _elements_read(primal: str, body) -> bool:
+    """Whether ``body`` reads elements of list ``primal`` by index, itself or through
+    a copy of it (``for item in items`` reads ``sequence = items`` by index)."""
+    statements = list(_walk_ir(body))
+    names, before = {primal}, 0
+    while len(names) != before:
+        before = len(names)
+        for s in statements:
+            if isinstance(s, ir.Copy) and s.source in names:
+                names.add(s.target)
+            elif isinstance(s, ir.ListCall) and set(s.inputs) & names:
+                names.update(s.targets)
+    return any(isinstance(s, ir.ListGet) and s.source in names for s in statements)
 
 
 def _walk_ir(body):

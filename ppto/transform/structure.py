@@ -13,6 +13,7 @@ from __future__ import annotations
 import gast
 
 from ppto.transform.names import Namer
+from ppto.transform.trees import stores
 
 
 def single_exit(body: list, result: str) -> list:
@@ -153,24 +154,40 @@ def loops(
     source,
     ranges: set | None = None,
     sequences: set | None = None,
+    tuples: set | None = None,
 ) -> list:
     """Loops in the one form later stages handle: ``for`` over a variable holding a
     range or sequence of indices, no ``continue``, and ``break`` only as the last
     statement ``if <flag>: break``. ``ranges`` collects variables known to hold
     ranges (generated code loops over them), ``sequences`` variables known to hold
-    something else (the parameters, and names bound to other values)."""
+    something else (the parameters, and names bound to other values); ``tuples``
+    variables bound to a tuple written out, on every path."""
     ranges = set() if ranges is None else ranges
     sequences = set() if sequences is None else sequences
+    tuples = set() if tuples is None else tuples
     out = []
     for statement in body:
         for name, value in _bound(statement):
             ranges.discard(name)  # (a name that held a range may be rebound)
             sequences.discard(name)
+            tuples.discard(name)
             if value is not None:  # (None: unknown, as a part of what is unpacked)
                 (ranges if _range_like(value, ranges) else sequences).add(name)
+            if isinstance(value, gast.Tuple):
+                tuples.add(name)
+        if isinstance(statement, (gast.If, gast.For, gast.While)):
+            # a name bound inside may be something else after the block, or on a
+            # loop's next turn
+            tuples -= stores(statement)
         if isinstance(statement, gast.If):
-            statement.body = loops(statement.body, namer, source, ranges, sequences)
-            statement.orelse = loops(statement.orelse, namer, source, ranges, sequences)
+            statement.body = loops(
+                statement.body, namer, source, ranges, sequences, tuples
+            )
+            tuples -= stores(statement)
+            statement.orelse = loops(
+                statement.orelse, namer, source, ranges, sequences, tuples
+            )
+            tuples -= stores(statement)
             out.append(statement)
             continue
         if not isinstance(statement, (gast.For, gast.While)):
@@ -194,12 +211,13 @@ def loops(
             and isinstance(statement.target, gast.Name)
         ):
             prelude, statement = _index_loop(
-                statement, namer, source, ranges, sequences
+                statement, namer, source, ranges, sequences, tuples
             )
             ranges.update(
                 t.id for s in prelude for t in s.targets if _range_like(s.value, ranges)
             )
-        statement.body = loops(statement.body, namer, source, ranges, sequences)
+        statement.body = loops(statement.body, namer, source, ranges, sequences, tuples)
+        tuples -= stores(statement)
         statement.body = _drop_continue(statement.body)
         if _contains(statement, gast.Break):
             flag = namer.fresh("stop")
@@ -288,7 +306,14 @@ def _called(node, function: str) -> bool:
     )
 
 
-def _index_loop(statement: gast.For, namer: Namer, source, ranges: set, sequences: set):
+def _index_loop(
+    statement: gast.For,
+    namer: Namer,
+    source,
+    ranges: set,
+    sequences: set,
+    tuples: set = frozenset(),
+):
     """Every ``for`` as ``for i in steps`` with ``steps`` a variable holding a range
     (or a reversed one): ``for x in seq`` becomes ``for i in range(len(seq))`` with
     ``x = seq[i]`` first in the body; ``enumerate`` and ``zip`` likewise;
@@ -314,6 +339,8 @@ def _index_loop(statement: gast.For, namer: Namer, source, ranges: set, sequence
         if isinstance(sequence_expr, gast.Tuple):  # items written out: as a list,
             # which may hold arrays and numbers alike (a tuple is stacked)
             sequence_expr = gast.List(sequence_expr.elts, gast.Load())
+        elif isinstance(sequence_expr, gast.Name) and sequence_expr.id in tuples:
+            sequence_expr = _call("list", sequence_expr)  # (the same: ``t = (x, 2.0)``)
         prelude.append(_assign(sequence, sequence_expr, statement))
         sequences.append((element_target, sequence))
     length = _call("len", _name(sequences[0][1])) if sequences else None
