@@ -1139,3 +1139,55 @@ def list_rebound_in_the_loop(x):
 )
 def test_a_loop_over_a_tuple_variable_of_unlike_items(function):
     assert_derivatives_match(function, np.array([0.7, -1.1, 1.3]))
+
+
+def enumerate_from_one(x):
+    total = 0.0
+    for i, v in enumerate(x, 1):  # start was ignored: a wrong value and gradient
+        total = total + v * i
+    for i, v in enumerate(x[1:], start=-2):
+        total = total + v * v * i
+    return total
+
+
+def zip_of_unequal_lengths(x):
+    total = 0.0
+    for a, b in zip(x, x[1:]):  # ran len(x) turns: an IndexError
+        total = total + a * b
+    return total
+
+
+@pytest.mark.parametrize("function", [enumerate_from_one, zip_of_unequal_lengths])
+def test_enumerate_start_and_zip_lengths_follow_python(function):
+    x = np.array([0.7, -1.1, 1.3, 0.4])
+    assert float(ppto.value_and_grad(function)(x)[0]) == pytest.approx(function(x))
+    assert_derivatives_match(function, x)
+
+
+def and_or_of_values(x):
+    first = x[0] and x[1]  # the operand chosen got no derivative (a zero gradient)
+    second = x[2] or x[3]
+    third = (x[3] > 0.0) and x[0] * 2.0 or x[1]
+    return first * x[2] + second * x[0] + third * x[3]
+
+
+def test_and_or_of_values_pass_the_chosen_operands_derivative():
+    from tests.corpus.checks import central_differences
+
+    x = np.array([0.7, -1.1, 1.3, 0.4])
+    assert float(ppto.value_and_grad(and_or_of_values)(x)[0]) == pytest.approx(
+        and_or_of_values(x)
+    )
+    assert_derivatives_match(and_or_of_values, x)
+    # falsy operands (exactly 0): the other operands are chosen; the gradient
+    # there is each chosen operand's (a finite difference steps off the zeros,
+    # where the same operands are chosen only because x[2] is 0 too)
+    x = np.array([0.0, -1.1, 0.0, -0.4])
+    value, gradient = ppto.value_and_grad(and_or_of_values)(x)
+    assert float(value) == pytest.approx(and_or_of_values(x))
+    # chosen: first = x0, second = x3, third = x1: x0*x2 + x3*x0 + x1*x3
+    expected = [x[2] + x[3], x[3], x[0], x[0] + x[1]]
+    np.testing.assert_allclose(gradient.numpy(), expected)
+    np.testing.assert_allclose(
+        gradient.numpy(), central_differences(and_or_of_values, [x], 0), atol=1e-6
+    )

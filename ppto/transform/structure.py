@@ -78,6 +78,37 @@ class _LiftConditionals(gast.NodeTransformer):
         self.lifted.append(gast.copy_location(branch, self.origin))
         return gast.Name(name, gast.Load(), None, None)
 
+    def visit_BoolOp(self, node):
+        """``a and b`` whose operands are values, not truth tests (``x[0] and
+        x[1]``): an if statement, so that the operand chosen carries its derivative
+        (as a test it carried none: a zero gradient). ``a`` is evaluated once, ``b``
+        only where Python does."""
+        self.generic_visit(node)
+        if all(_truth_test(value) for value in node.values):
+            return node
+        name = self.namer.temporary()
+        held = gast.Name(name, gast.Load(), None, None)
+        self.lifted.append(_assign(name, node.values[0], self.origin))
+        for value in node.values[1:]:
+            test = held if isinstance(node.op, gast.And) else _negated(held)
+            branch = gast.If(test, [_assign(name, value, self.origin)], [])
+            self.lifted.append(gast.copy_location(branch, self.origin))
+        return gast.Name(name, gast.Load(), None, None)
+
+
+def _truth_test(node) -> bool:
+    """A comparison, ``not``, a constant, or ``and`` / ``or`` of those: a value that
+    is True or False, with no derivative."""
+    if isinstance(node, gast.BoolOp):
+        return all(_truth_test(value) for value in node.values)
+    return isinstance(node, (gast.Compare, gast.Constant)) or (
+        isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.Not)
+    )
+
+
+def _negated(node):
+    return gast.UnaryOp(gast.Not(), gast.Name(node.id, gast.Load(), None, None))
+
 
 def lift_conditionals(body: list, namer: Namer) -> list:
     """Turn conditional expressions into if statements (see the module docstring)."""
@@ -331,7 +362,7 @@ def _index_loop(
         prelude.append(_assign(steps, iterable, statement))
         statement.iter = _name(steps)
         return prelude, statement
-    index_name, pairs = _sequence_targets(statement, namer, source)
+    index_name, pairs, first = _sequence_targets(statement, namer, source)
     steps = namer.fresh("steps")
     sequences = []
     for element_target, sequence_expr in pairs:
@@ -343,9 +374,9 @@ def _index_loop(
             sequence_expr = _call("list", sequence_expr)  # (the same: ``t = (x, 2.0)``)
         prelude.append(_assign(sequence, sequence_expr, statement))
         sequences.append((element_target, sequence))
-    length = _call("len", _name(sequences[0][1])) if sequences else None
+    lengths = [_call("len", _name(sequence)) for _, sequence in sequences]
+    length = lengths[0] if len(lengths) == 1 else _call("min", *lengths)  # (zip)
     prelude.append(_assign(steps, _call("range", length), statement))
-    first = []
     for element_target, sequence in sequences:
         element = gast.Subscript(_name(sequence), _name(index_name), gast.Load())
         first.append(_assign(element_target, element, statement))
@@ -370,7 +401,13 @@ def _sequence_targets(statement: gast.For, namer: Namer, source):
         index, element = target.elts
         if not (isinstance(index, gast.Name) and isinstance(element, gast.Name)):
             raise unsupported
-        return index.id, [(element.id, _unreversed(iterable.args[0]))]
+        start = _enumerate_start(iterable, unsupported)
+        if start is not None:  # the count runs from ``start``, the items from 0
+            counter = namer.fresh("i")
+            offset = gast.BinOp(_name(counter), gast.Add(), start)
+            first = _assign(index.id, offset, statement)
+            return counter, [(element.id, _unreversed(iterable.args[0]))], [first]
+        return index.id, [(element.id, _unreversed(iterable.args[0]))], []
     if _called(iterable, "zip"):
         if not (
             isinstance(target, gast.Tuple) and len(target.elts) == len(iterable.args)
@@ -379,10 +416,20 @@ def _sequence_targets(statement: gast.For, namer: Namer, source):
         if not all(isinstance(t, gast.Name) for t in target.elts):
             raise unsupported
         pairs = zip(target.elts, iterable.args)
-        return namer.fresh("i"), [(t.id, _unreversed(a)) for t, a in pairs]
+        return namer.fresh("i"), [(t.id, _unreversed(a)) for t, a in pairs], []
     if not isinstance(target, gast.Name):
         raise unsupported
-    return namer.fresh("i"), [(target.id, iterable)]
+    return namer.fresh("i"), [(target.id, iterable)], []
+
+
+def _enumerate_start(call: gast.Call, unsupported):
+    """``enumerate(seq, start)``'s start (by position or keyword), or None."""
+    starts = call.args[1:] + [k.value for k in call.keywords if k.arg == "start"]
+    if len(call.args) < 1 or len(starts) > 1:
+        raise unsupported
+    if any(k.arg != "start" for k in call.keywords):
+        raise unsupported
+    return starts[0] if starts else None
 
 
 def _unreversed(sequence):
