@@ -436,6 +436,36 @@ def pop_through_second_name_in_a_loop(x):
     return total + np.sum(hs[0])
 
 
+def sine_into_out(x):
+    z = np.empty(3)
+    np.sin(x, out=z)  # <- error
+    return np.sum(z)
+
+
+def copied_into(x):
+    z = x * 1.0
+    np.copyto(z, x**2)  # <- error
+    return np.sum(z * x)
+
+
+def sorted_in_place(x):
+    z = x * 1.0
+    z.sort()  # <- error
+    return np.sum(z * np.arange(3))
+
+
+def added_at_indices(x):
+    z = np.zeros(3)
+    np.add.at(z, [0, 0, 1], x)  # <- error
+    return np.sum(z * z)
+
+
+def filled(x):
+    z = x.copy()
+    z.fill(2.0)  # <- error
+    return np.sum(z * x)
+
+
 def add_into_alias_in_a_branch(x, flag):
     z = x
     if flag:

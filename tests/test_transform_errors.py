@@ -251,6 +251,12 @@ REJECTED = [
     Case(ec.append_through_second_name, "also named hs", "gs.append(np.sin(x))"),
     Case(ec.append_to_the_first_name, "also named gs", "hs.append(x * 2.0)"),
     Case(ec.pop_through_second_name_in_a_loop, "also named hs", "rest.pop()"),
+    # NumPy calls writing into an array in place: the derivative missed the change
+    Case(ec.sine_into_out, "writes into an array in place", "np.sin(x, out=z)"),
+    Case(ec.copied_into, "writes into an array in place", "np.copyto(z, x**2)"),
+    Case(ec.sorted_in_place, "writes into an array in place", "z.sort()"),
+    Case(ec.added_at_indices, "writes into an array in place", "np.add.at("),
+    Case(ec.filled, "writes into an array in place", "z.fill(2.0)"),
     # the same inside a branch or a loop, and into the rows of a matrix
     Case(
         ec.add_into_alias_in_a_branch,

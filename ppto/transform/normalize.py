@@ -472,6 +472,15 @@ class Normalizer:
                 "differentiated values",
                 "append the items one by one (for item in items: hs.append(item))",
             )
+        written = _written_in_place(value, self.varied)
+        if written is not None:
+            raise self.source.error(
+                written,
+                "ppto cannot differentiate a call that writes into an array in place "
+                "(out=, np.copyto, ufunc.at, .fill(), .sort(), ...): the derivative "
+                "would miss the change",
+                "assign the new value instead (z = np.sin(x), not np.sin(x, out=z))",
+            )
         self.emit(ir.Passive(node, reads=frozenset(value_reads(node))))
 
     def setitem(self, node) -> None:
@@ -944,6 +953,42 @@ def _separable(node) -> list | None:
     if len(names) < len(target.elts) or value_reads(value) & names:
         return None
     return list(zip(target.elts, value.elts))
+
+
+IN_PLACE_FUNCTIONS = {
+    "copyto", "fill_diagonal", "put", "place", "putmask", "put_along_axis",
+}  # fmt: skip
+
+
+def _written_in_place(value, varied: set):
+    """In a statement whose value is dropped, a call that changes an array in place
+    and reads or writes differentiated values: anything with ``out=``, NumPy's
+    in-place functions (``np.copyto``, ``np.add.at``), and any method of a
+    differentiated value that is not a list's (``z.fill(0.0)``, ``z.sort()``; an
+    array method's dropped result is otherwise lost anyway). Else None."""
+    for node in gast.walk(value):
+        if not isinstance(node, gast.Call):
+            continue
+        function, reads = node.func, value_reads(node) & varied
+        if any(k.arg == "out" for k in node.keywords) and (
+            reads or any(value_reads(k.value) for k in node.keywords)
+        ):
+            return node
+        if not reads or not isinstance(function, gast.Attribute):
+            continue
+        owner = function.value
+        if function.attr in IN_PLACE_FUNCTIONS and _module(owner):
+            return node
+        if function.attr == "at" and isinstance(owner, gast.Attribute):
+            if _module(owner.value):  # np.add.at(z, i, v)
+                return node
+        if isinstance(owner, gast.Name) and owner.id in varied:
+            return node  # z.fill(2.0), z.sort(), z.__iadd__(y)
+    return None
+
+
+def _module(node) -> bool:
+    return isinstance(node, gast.Name) and node.id in ("np", "numpy")
 
 
 WRITTEN_OUT = 64  # items of a joined repetition appended one by one, at most
