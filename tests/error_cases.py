@@ -466,6 +466,55 @@ def filled(x):
     return np.sum(z * x)
 
 
+def _doubled_in_place(a):
+    a *= 2.0  # <- error
+    return a
+
+
+def _first_zeroed(a):
+    a[0] = 0.0  # <- error
+
+
+def _pushed(items, v):
+    items.append(v * 2.0)  # <- error
+
+
+def _same(a):
+    return a
+
+
+def helper_doubles_its_argument(x):
+    y = x * 1.0
+    _doubled_in_place(y)
+    return np.sum(y * x)
+
+
+def helper_zeroes_an_item(x):
+    y = x * 1.0
+    _first_zeroed(y)
+    return np.sum(y * x)
+
+
+def helper_appends_to_a_list(x):
+    items = [x[0]]
+    _pushed(items, x[1])
+    return items[0] * items[-1]
+
+
+def write_into_what_a_helper_returned(x):
+    y = x * 1.0
+    z = _same(y)
+    z[0] = 5.0  # <- error
+    return np.sum(y * x)
+
+
+def add_into_rows_of_a_reshaped_copy(x):
+    m = x.reshape(2, 2) * 1.0
+    for row in m:
+        row *= 2.0  # <- error
+    return np.sum(m * m)
+
+
 def add_into_alias_in_a_branch(x, flag):
     z = x
     if flag:

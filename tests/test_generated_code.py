@@ -1191,3 +1191,34 @@ def test_and_or_of_values_pass_the_chosen_operands_derivative():
     np.testing.assert_allclose(
         gradient.numpy(), central_differences(and_or_of_values, [x], 0), atol=1e-6
     )
+
+
+def _doubled_copy(a):
+    b = a * 2.0
+    b += 1.0  # into its own array: the caller's is untouched
+    return b
+
+
+def _scaled_number(s):
+    s *= 2.0  # a number: += makes a new one
+    return s
+
+
+def _first_row(m):
+    return m[0]
+
+
+def helpers_that_change_nothing_of_the_caller(x):
+    y = x * 1.0
+    z = _doubled_copy(y)
+    z[0] = 5.0  # z is the helper's new array, not y
+    m = x.reshape(2, 2) * 1.0
+    row = _first_row(m) * 1.0
+    row += 1.0
+    return np.sum(y * x) + np.sum(z * x) + _scaled_number(x[0]) * x[1] + np.sum(row * m)
+
+
+def test_helpers_that_do_not_change_their_arguments_are_differentiated():
+    assert_derivatives_match(
+        helpers_that_change_nothing_of_the_caller, np.array([0.7, -1.1, 1.3, 0.4])
+    )

@@ -257,6 +257,34 @@ REJECTED = [
     Case(ec.sorted_in_place, "writes into an array in place", "z.sort()"),
     Case(ec.added_at_indices, "writes into an array in place", "np.add.at("),
     Case(ec.filled, "writes into an array in place", "z.fill(2.0)"),
+    # changes the caller's argument would see, made in a helper, or through what a
+    # helper returned, or into rows of an array of unknown rank: each was missed
+    Case(
+        ec.helper_doubles_its_argument,
+        "argument a of _doubled_in_place",
+        "a *= 2.0",
+        args=(np.ones(4),),
+        marked_in=ec._doubled_in_place,
+    ),
+    Case(
+        ec.helper_zeroes_an_item,
+        "argument a of _first_zeroed",
+        "a[0] = 0.0",
+        marked_in=ec._first_zeroed,
+    ),
+    Case(
+        ec.helper_appends_to_a_list,
+        "argument items of _pushed",
+        "items.append(",
+        marked_in=ec._pushed,
+    ),
+    Case(ec.write_into_what_a_helper_returned, "shares its array with y", "z[0]"),
+    Case(
+        ec.add_into_rows_of_a_reshaped_copy,
+        "shares its array with m",
+        "row *= 2.0",
+        args=(np.ones(4),),
+    ),
     # the same inside a branch or a loop, and into the rows of a matrix
     Case(
         ec.add_into_alias_in_a_branch,

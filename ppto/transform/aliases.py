@@ -14,6 +14,7 @@ array makes a copy in NumPy, but is treated as a possible view.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import gast
@@ -87,20 +88,43 @@ class _Sharing:
         return joined
 
 
-def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
+def check(
+    parsed: ParsedFunction,
+    ranks: dict | None = None,
+    helper: bool = False,
+    returns: set | None = None,
+) -> None:
     """Raise at the first write through a name another name read later shares.
-    ``ranks``: the parameters' numbers of axes, where known (one or more: an array)."""
+    ``ranks``: the parameters' numbers of axes, where known (one or more: an array).
+    ``helper``: the function is called by the differentiated one, which holds its
+    arguments: a write into one (or a list argument changed) is seen there.
+    ``returns``: where given, collects the parameters a returned value may share."""
+    token = _HELPER_RESULTS.set(_helper_results(parsed))
+    try:
+        _check(parsed, ranks, helper, returns)
+    finally:
+        _HELPER_RESULTS.reset(token)
+
+
+def _check(parsed: ParsedFunction, ranks, helper: bool, returns) -> None:
     order = list(_flattened(parsed.tree.body, ()))
     positions = {id(statement): n for n, (statement, _) in enumerate(order)}
     known = {name: rank for name, rank in (ranks or {}).items() if rank is not None}
     state = _Sharing(
         arrays={name: rank for name, rank in known.items() if rank}, exact=known
     )
+    if helper:  # each parameter shares its object with the caller's argument
+        for parameter in parsed.parameters:
+            state.bases[parameter] = {_argument(parameter)}
+            state.same[parameter] = {_argument(parameter)}
+            if parameter not in known:  # (perhaps an array: ``+=`` writes into it)
+                state.views[parameter] = {_argument(parameter)}
     sequences = _sequence_names(parsed)
 
     def written_through_another_name(statement, state: _Sharing, loops: tuple):
         for call, changed in _changed_lists(statement):  # ``gs.append(y)``, gs = hs
             others = state.same.get(changed, set())
+            refuse_argument_change(call, changed, others)
             refuse_if_read_later(statement, changed, others, loops, call)
         written = _written_in_place(statement)
         if written is None:
@@ -130,7 +154,23 @@ def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
             and not isinstance(statement.value, gast.List)
         )
         shared = _sharing(written, state.views if maybe_number else state.bases)
+        refuse_argument_change(statement, written, shared)
         refuse_if_read_later(statement, written, shared, loops)
+
+    def refuse_argument_change(node, written: str, shared: set):
+        arguments = sorted(n for n in shared if n.startswith(ARGUMENT))
+        if arguments:
+            parameter = arguments[0][len(ARGUMENT) :]
+            raise parsed.source.error(
+                node,
+                f"this changes {written} in place, which is (part of) the argument "
+                f"{parameter} of {parsed.name}: the caller's value would change in "
+                "NumPy, but ppto's generated code gives each assignment a new "
+                "value, so the caller would not see the change",
+                f"change a copy and return it ({parameter} = {parameter} * 1.0 for "
+                f"an array, {parameter} = list({parameter}) for a list; return "
+                f"{parameter}), and assign the result in the caller",
+            )
 
     def refuse_if_read_later(
         statement, written: str, shared: set, loops: tuple, list_change=None
@@ -194,12 +234,90 @@ def check(parsed: ParsedFunction, ranks: dict | None = None) -> None:
                 exits[type(statement)].append(state)
                 return None
             elif isinstance(statement, gast.Return):
+                if returns is not None and statement.value is not None:
+                    for origin in _viewed(statement.value):
+                        for shared in state.bases.get(origin, set()) | {origin}:
+                            if shared.startswith(ARGUMENT):
+                                returns.add(shared[len(ARGUMENT) :])
                 return None
             else:
                 _bind(statement, state)
         return state
 
     block(parsed.tree.body, state, (), {gast.Break: [], gast.Continue: []})
+
+
+ARGUMENT = "argument:"  # (not a Python name: no variable is called so)
+# during a check: id of each call of a user's function -> the names of the caller's
+# arrays its result may share (its arguments that the function may return)
+_HELPER_RESULTS: ContextVar[dict | None] = ContextVar("helper_results", default=None)
+_returning: dict = {}  # a function's code -> the parameters it may return
+_in_progress: set = set()  # (a recursive function: each parameter, to be safe)
+
+
+def _helper_results(parsed: ParsedFunction) -> dict:
+    """For each call of a user's function in ``parsed``, the names in its
+    arguments that its result may share an array with."""
+    from ppto.transform.resolve import resolve_call
+
+    local = set(parsed.parameters) | {
+        n.id
+        for n in gast.walk(parsed.tree)
+        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)
+    }
+    found = {}
+    for node in gast.walk(parsed.tree):
+        if not isinstance(node, gast.Call) or _sequence_call(node) is not None:
+            continue
+        try:
+            callee = resolve_call(node, parsed.namespace, local)
+        except Exception:  # (what cannot be resolved is not a user's function)
+            continue
+        if callee.kind != "function":
+            continue
+        parameters, returned = _returned_parameters(callee.function)
+        names = set()
+        for position, argument in enumerate(node.args):
+            if position >= len(parameters) or parameters[position] in returned:
+                names |= _viewed(argument)
+        for keyword in node.keywords:
+            if keyword.arg not in parameters or keyword.arg in returned:
+                names |= _viewed(keyword.value)
+        found[id(node)] = names
+    return found
+
+
+def _returned_parameters(function) -> tuple[list, set]:
+    """``function``'s parameters, and those whose array its result may share
+    (``return a``, ``return a[1:]``); all of them where it cannot be analysed."""
+    from ppto.errors import PptoError
+    from ppto.transform.source import parse_function
+
+    key = getattr(function, "__code__", None)
+    if key in _returning:
+        return _returning[key]
+    try:
+        parsed = parse_function(function)
+    except PptoError:
+        return [], set()  # (not analysable: every argument counts, see caller)
+    parameters = parsed.parameters
+    if key in _in_progress:
+        return parameters, set(parameters)
+    returned: set = set()
+    _in_progress.add(key)
+    try:
+        check(parsed, None, helper=True, returns=returned)
+    except PptoError:
+        returned = set(parameters)  # (refused itself where it is differentiated)
+    finally:
+        _in_progress.discard(key)
+    _returning[key] = (parameters, returned)
+    return parameters, returned
+
+
+def _argument(parameter: str) -> str:
+    """The caller's object passed as ``parameter``, as a name in ``_Sharing``."""
+    return ARGUMENT + parameter
 
 
 def _joined(*states):
@@ -401,6 +519,15 @@ def _bind(statement, state: _Sharing) -> None:
             if whole and _surely_an_array(value):
                 views[name] = set().union(*(views.get(o, set()) for o in origins))
                 views[name] |= origins
+    if isinstance(statement, gast.For):
+        for name, source in _loop_targets(statement):
+            rank = _exact_rank(source, state.exact) if source is not None else 0
+            origins = _viewed(source) if source is not None else set()
+            if origins and (rank is None or rank >= 2):
+                # an item of an array of two axes or more is a view of a row (as
+                # ``+=`` writes into it), and so may be one of an unknown array
+                views[name] = set().union(*(views.get(o, set()) for o in origins))
+                views[name] |= origins
     chained = isinstance(statement, gast.Assign) and len(statement.targets) > 1
     if chained and _rank(statement.value, state.arrays):
         names = [t.id for t in statement.targets if isinstance(t, gast.Name)]
@@ -490,6 +617,9 @@ def _forget(name: str, bases: dict) -> None:
 
 def _viewed(value) -> set:
     """The names ``value`` may be (a part of) the array of."""
+    helper_result = (_HELPER_RESULTS.get() or {}).get(id(value))
+    if helper_result is not None:  # ``z = ident(y)``: the arguments it may return
+        return helper_result
     if isinstance(value, gast.Name):
         return {value.id}
     if isinstance(value, gast.Subscript):

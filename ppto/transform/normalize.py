@@ -472,6 +472,8 @@ class Normalizer:
                 "differentiated values",
                 "append the items one by one (for item in items: hs.append(item))",
             )
+        if isinstance(value, gast.Call) and value_reads(value) & self.varied:
+            self.dropped_call(value)
         written = _written_in_place(value, self.varied)
         if written is not None:
             raise self.source.error(
@@ -482,6 +484,22 @@ class Normalizer:
                 "assign the new value instead (z = np.sin(x), not np.sin(x, out=z))",
             )
         self.emit(ir.Passive(node, reads=frozenset(value_reads(node))))
+
+    def dropped_call(self, node) -> None:
+        """A call of the user's function on differentiated values whose result is
+        dropped (``scale_in_place(y)``) runs as it is: refused where the function
+        changes an argument in place, which the derivative would miss."""
+        from ppto.transform import aliases
+        from ppto.transform.source import parse_function
+
+        callee = resolve_call(node, self.parsed.namespace, self.local_names)
+        if callee.kind != "function":
+            return
+        try:
+            parsed = parse_function(callee.function)
+        except TransformError:
+            return  # (its source cannot be read: it cannot be checked either)
+        aliases.check(parsed, None, helper=True)
 
     def setitem(self, node) -> None:
         """``x_1 = setitem(x, v, index)`` from a subscript write (see ssa)."""

@@ -164,7 +164,8 @@ def _prepare(
     plan_reverse: bool = True,
 ):
     fence.check(parsed)
-    aliases.check(parsed, ranks)
+    helper = parsed.fn is not program.entry_function and not _generated(parsed.fn)
+    aliases.check(parsed, ranks, helper)
     user_names = names_in(gast.Module(body=parsed.tree.body, type_ignores=[]))
     user_names |= set(parsed.parameters)
     namer = Namer(user_names)
