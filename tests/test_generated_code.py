@@ -1222,3 +1222,26 @@ def test_helpers_that_do_not_change_their_arguments_are_differentiated():
     assert_derivatives_match(
         helpers_that_change_nothing_of_the_caller, np.array([0.7, -1.1, 1.3, 0.4])
     )
+
+
+def items_of_an_array_listed(x):
+    items = list(x)  # its gradient was a tuple: an AttributeError after the call
+    total = 0.0
+    for v in tuple(x[1:]):
+        total = total * 0.5 + v
+    return items[0] * items[2] + total
+
+
+def rows_of_a_matrix_listed(x):
+    rows = list(x.reshape(2, 2))
+    return np.sum(rows[0] * rows[1]) + np.sum(np.sin(rows[1]))
+
+
+@pytest.mark.parametrize(
+    "function", [items_of_an_array_listed, rows_of_a_matrix_listed]
+)
+def test_an_array_made_a_list_gets_an_array_gradient(function):
+    x = np.array([0.7, -1.1, 1.3, 0.4])
+    gradient = ppto.grad(function)(x)
+    assert gradient.shape == x.shape
+    assert_derivatives_match(function, x)

@@ -297,7 +297,9 @@ def _backward(body, activity: Activity) -> None:
 
 
 def _list_call_inputs(statement) -> list:
-    return [x for kind, x in zip(statement.kinds, statement.inputs) if kind != "fixed"]
+    return [
+        x for kind, x in zip(statement.kinds, statement.inputs) if kind not in ir.PASSED
+    ]
 
 
 def _check_taint(body, activity: Activity, source) -> None:

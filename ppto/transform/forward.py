@@ -164,7 +164,7 @@ class TangentGenerator:
         """The same (linear) list helper applied to the inputs' tangents."""
         arguments = []
         for kind, operand in zip(s.kinds, s.inputs):
-            if kind == "fixed":
+            if kind in ir.PASSED:
                 arguments.append(clone(operand))
             else:
                 arguments.append(self.materialised(operand))

@@ -74,12 +74,16 @@ class ListCall(Passive):
     """``target = function(*inputs)`` for a list helper that is linear in its list and
     tensor inputs (``add_at``, ``add_lists``): emitted verbatim like ``Passive``, and
     in forward mode the same function applied to the tangents. ``kinds`` says per
-    input "list", "value" (a tensor or tuple) or "fixed" (passed through unchanged,
-    an index)."""
+    input "list", "value" (a tensor or tuple), "fixed" (passed through unchanged,
+    an index) or "metadata" (passed through, read for its type and shape only: it may
+    be a differentiated value)."""
 
     function: Any = None
-    inputs: list = field(default_factory=list)  # operand names; gast for "fixed"
+    inputs: list = field(default_factory=list)  # operand names; gast for PASSED ones
     kinds: tuple = ()
+
+
+PASSED = ("fixed", "metadata")  # ListCall inputs passed through unchanged
 
 
 @dataclass

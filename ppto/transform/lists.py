@@ -50,6 +50,31 @@ def fold_repeats(adjoints: list, count: int) -> list:
     return [sum(adjoints[position::size]) for position in range(size)]
 
 
+def stacked_like(adjoints: list, primal):
+    """The adjoint of ``list(primal)`` or ``tuple(primal)`` from the list's: a tuple
+    where ``primal`` is one (an operator's several results), the items stacked where
+    it is an array (its rows)."""
+    if isinstance(primal, (tuple, list)):
+        return tuple(adjoints)
+    if len(adjoints) == 0:
+        return _zeros_like(primal)
+    if isinstance(primal, Tensor):
+        from ppto.ops.shape import stack
+
+        return stack(list(adjoints))
+    owner = backend_of_array(primal)
+    xp = owner[0].xp if owner is not None else np
+    return xp.stack([xp.asarray(adjoint) for adjoint in adjoints])
+
+
+def add_adjoints(left, right):
+    """Two adjoints of one value: item by item for tuples (``+`` would join them),
+    else added."""
+    if isinstance(left, (tuple, list)) and isinstance(right, (tuple, list)):
+        return add_lists(left, right)
+    return left + right
+
+
 # Generated gradients call these; differentiating such a gradient again (forward
 # mode) needs to know what each argument is. Both functions are linear in their list
 # and tensor arguments, so their tangent is the same call on the tangents.
@@ -58,3 +83,5 @@ add_lists.linear_list = ("list", "list")
 add_at.linear_list = ("list", "fixed", "value")
 repeat.linear_list = ("list", "fixed")
 fold_repeats.linear_list = ("list", "fixed")
+stacked_like.linear_list = ("list", "metadata")
+add_adjoints.linear_list = ("value", "value")

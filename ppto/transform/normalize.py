@@ -411,8 +411,9 @@ class Normalizer:
         call_ = node.value
         inputs, arguments = [], []
         for kind, argument in zip(kinds, call_.args):
-            if kind == "fixed":
-                self.check_not_varied(argument, "a list position")
+            if kind in ir.PASSED:
+                if kind == "fixed":  # (metadata: only its type and shape are read)
+                    self.check_not_varied(argument, "a list position")
                 inputs.append(argument)
                 arguments.append(argument)
             else:
@@ -420,7 +421,7 @@ class Normalizer:
                 inputs.append(operand)
                 arguments.append(operand_expr(operand))
         if any(  # from what the arguments read: an opaque call inside still counts
-            kind != "fixed" and value_reads(argument) & self.varied
+            kind not in ir.PASSED and value_reads(argument) & self.varied
             for kind, argument in zip(kinds, call_.args)
         ):
             self.varied.add(target)

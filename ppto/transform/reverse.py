@@ -307,10 +307,11 @@ class Generator:
         if operand not in initialized:
             initialized.add(operand)
             return [assign(adjoint, value)]
-        if isinstance(value, gast.Tuple) or _called_tuple(value):
-            # a tuple's adjoints (unpacked twice, or unpacked and looped over) are
-            # added item by item: ``+`` would join the tuples
-            add = self.ref(lists.add_lists, "add_lists")
+        if isinstance(value, gast.Tuple):  # a tuple's adjoints, unpacked twice:
+            add = self.ref(lists.add_lists, "add_lists")  # item by item, not joined
+            return [assign(adjoint, call(add, name(adjoint), value))]
+        if _called(value, "stacked_like"):  # a tuple's (``+`` would join them) or
+            add = self.ref(lists.add_adjoints, "add_adjoints")  # an array's
             return [assign(adjoint, call(add, name(adjoint), value))]
         return [assign(adjoint, gast.BinOp(name(adjoint), gast.Add(), value))]
 
@@ -424,7 +425,7 @@ class Generator:
         adjoint = self.adjoint_name(target)
         code = []
         for kind, operand in zip(s.kinds, s.inputs):
-            if kind == "fixed" or not isinstance(operand, str):
+            if kind in ir.PASSED or not isinstance(operand, str):
                 continue  # (a constant, such as a list of numbers: no adjoint)
             if s.function is lists.add_at and kind == "value":
                 value = gast.Subscript(name(adjoint), clone(s.inputs[1]), gast.Load())
@@ -432,7 +433,9 @@ class Generator:
                 fold = self.ref(lists.fold_repeats, "fold_repeats")
                 value = call(fold, name(adjoint), clone(s.inputs[1]))
             elif s.function in (list, tuple) and operand not in self.lists:
-                value = call("tuple", name(adjoint))  # a tuple-valued operator's
+                # a tuple (a tuple-valued operator's) or an array (its rows)
+                stacked = self.ref(lists.stacked_like, "stacked_like")
+                value = call(stacked, name(adjoint), name(operand))
             else:
                 value = name(adjoint)
             code += self.accumulate(operand, value, initialized)
@@ -871,12 +874,12 @@ def _branch_paths(body: list, path: tuple, paths: dict, all_writes) -> None:
                 paths.setdefault(name_, []).append(path)
 
 
-def _called_tuple(value) -> bool:
-    """``tuple(...)``: the adjoint of a tuple turned into a list (``list(t)``)."""
+def _called(value, function: str) -> bool:
+    """``function(...)`` (by the name generated code calls it)."""
     return (
         isinstance(value, gast.Call)
         and isinstance(value.func, gast.Name)
-        and value.func.id == "tuple"
+        and value.func.id == function
     )
 
 
