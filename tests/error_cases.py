@@ -515,6 +515,27 @@ def add_into_rows_of_a_reshaped_copy(x):
     return np.sum(m * m)
 
 
+_BUFFER = np.zeros(3)
+_SEEN = []
+
+
+def write_into_a_module_array(x):
+    _BUFFER[:] = x * 2.0  # <- error
+    return np.sum(_BUFFER * x)
+
+
+def append_to_a_module_list(x):
+    _SEEN.append(x * 2.0)  # <- error
+    return np.sum(_SEEN[-1] * x)
+
+
+def item_replaced_in_a_list_named_twice(x):
+    a = [x[0], x[1]]
+    b = a
+    a[0] = x[2] ** 2  # <- error
+    return b[0] + b[1]
+
+
 def add_into_alias_in_a_branch(x, flag):
     z = x
     if flag:

@@ -1245,3 +1245,14 @@ def test_an_array_made_a_list_gets_an_array_gradient(function):
     gradient = ppto.grad(function)(x)
     assert gradient.shape == x.shape
     assert_derivatives_match(function, x)
+
+
+def items_of_a_list_replaced(x):
+    a = [x[0], x[1]]  # refused before: as if a[i] = ... wrote into x
+    for i in range(2):
+        a[i] = a[i] * x[2]
+    return a[0] + a[1]
+
+
+def test_replacing_items_of_a_list_of_numbers_is_differentiated():
+    assert_derivatives_match(items_of_a_list_replaced, np.array([0.3, -1.2, 0.7]))

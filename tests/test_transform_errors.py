@@ -285,6 +285,10 @@ REJECTED = [
         "row *= 2.0",
         args=(np.ones(4),),
     ),
+    # module-level values changed in place: an UnboundLocalError in generated code
+    Case(ec.write_into_a_module_array, "not a variable of", "_BUFFER[:] = x * 2.0"),
+    Case(ec.append_to_a_module_list, "not a variable of", "_SEEN.append("),
+    Case(ec.item_replaced_in_a_list_named_twice, "also named b", "a[0] = x[2] ** 2"),
     # the same inside a branch or a loop, and into the rows of a matrix
     Case(
         ec.add_into_alias_in_a_branch,

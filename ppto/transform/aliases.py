@@ -120,15 +120,27 @@ def _check(parsed: ParsedFunction, ranks, helper: bool, returns) -> None:
             if parameter not in known:  # (perhaps an array: ``+=`` writes into it)
                 state.views[parameter] = {_argument(parameter)}
     sequences = _sequence_names(parsed)
+    local = set(parsed.parameters) | {
+        n.id
+        for n in gast.walk(parsed.tree)
+        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)
+    }
 
     def written_through_another_name(statement, state: _Sharing, loops: tuple):
         for call, changed in _changed_lists(statement):  # ``gs.append(y)``, gs = hs
+            refuse_global_change(call, changed)
             others = state.same.get(changed, set())
             refuse_argument_change(call, changed, others)
             refuse_if_read_later(statement, changed, others, loops, call)
         written = _written_in_place(statement)
         if written is None:
             return
+        refuse_global_change(statement, written)
+        if _item_replaced(statement, sequences):
+            # ``a[i] = v`` on a list puts another object in it: the arrays it held
+            # are unchanged, but another name for the list sees the new item
+            others = state.same.get(written, set())
+            return refuse_if_read_later(statement, written, others, loops, statement)
         if (
             isinstance(statement, gast.AugAssign)
             and isinstance(statement.target, gast.Name)
@@ -156,6 +168,18 @@ def _check(parsed: ParsedFunction, ranks, helper: bool, returns) -> None:
         shared = _sharing(written, state.views if maybe_number else state.bases)
         refuse_argument_change(statement, written, shared)
         refuse_if_read_later(statement, written, shared, loops)
+
+    def refuse_global_change(node, written: str):
+        if written not in local:
+            raise parsed.source.error(
+                node,
+                f"this changes {written} in place, which is not a variable of "
+                f"{parsed.name} (a module-level value): ppto's generated code keeps "
+                "its changes to its own values",
+                f"make a new value inside the function ({written}_now = ...) and "
+                f"read that, or pass {written} as an argument and return the new "
+                "value",
+            )
 
     def refuse_argument_change(node, written: str, shared: set):
         arguments = sorted(n for n in shared if n.startswith(ARGUMENT))
@@ -711,6 +735,19 @@ def _grown_list(statement) -> tuple | None:
 LIST_CHANGES = {
     "append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort",
 }  # fmt: skip
+
+
+def _item_replaced(statement, sequences: set) -> bool:
+    """``a[i] = v`` with ``a`` a name only ever bound to lists (one subscript: it
+    replaces an item; ``a[i][j] = v`` writes into the item)."""
+    if not (isinstance(statement, gast.Assign) and len(statement.targets) == 1):
+        return False
+    target = statement.targets[0]
+    return (
+        isinstance(target, gast.Subscript)
+        and isinstance(target.value, gast.Name)
+        and target.value.id in sequences
+    )
 
 
 def _changed_lists(statement) -> list:
