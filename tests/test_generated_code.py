@@ -1256,3 +1256,26 @@ def items_of_a_list_replaced(x):
 
 def test_replacing_items_of_a_list_of_numbers_is_differentiated():
     assert_derivatives_match(items_of_a_list_replaced, np.array([0.3, -1.2, 0.7]))
+
+
+def index_unpacked_beside_a_value(x):
+    i, v = 2, x[0]  # i was taken for a differentiated value: refused as an index
+    (j, k), w = (0, 1), x[1] * 2.0
+    return v * x[i] + w * x[j] * x[k]
+
+
+def test_an_index_unpacked_beside_a_differentiated_value():
+    assert_derivatives_match(index_unpacked_beside_a_value, np.array([0.3, -1.2, 0.7]))
+
+
+def clipped_by_numpy_keywords(x):
+    low = x.clip(min=0.0)  # "ppto.clip has no argument 'min'" before
+    return np.sum(low * x) + np.sum(x.clip(max=0.5)) + np.sum(np.clip(x, min=-0.5))
+
+
+def test_clip_takes_numpys_keyword_names():
+    x = np.array([0.3, -1.2, 0.7])
+    np.testing.assert_allclose(
+        ppto.grad(clipped_by_numpy_keywords)(x).numpy(), [2.6, 1.0, 2.4]
+    )
+    assert_derivatives_match(clipped_by_numpy_keywords, x)

@@ -19,6 +19,7 @@ from ppto.transform.names import Namer
 from ppto.transform.resolve import (
     ATTRIBUTE_OPERATORS,
     METADATA_ATTRIBUTES,
+    METHOD_KEYWORDS,
     METHOD_OPERATORS,
     VARARG_METHODS,
     classify,
@@ -887,7 +888,8 @@ class Normalizer:
             arguments = [gast.Tuple(arguments, gast.Load())]
         call = gast.Call(node.func, [gast.Constant(0, None)] + arguments, node.keywords)
         gast.copy_location(call, node)
-        inputs_call = self.operator_call(call, op, {}, target)
+        renames = METHOD_KEYWORDS.get(method, {})
+        inputs_call = self.operator_call(call, op, renames, target)
         statement = self.out[-1]
         statement.inputs[0] = receiver
         return inputs_call
@@ -1123,12 +1125,29 @@ def varied_names(body: list, wrt: set[str]) -> set[str]:
                 varied.add(node.value.func.value.id)  # appending to a list
             elif isinstance(node, gast.Assign) and value_reads(node.value) & varied:
                 for target in node.targets:
-                    varied.update(
-                        n.id for n in gast.walk(target) if isinstance(n, gast.Name)
-                    )
+                    for part, value in _paired(target, node.value):
+                        if value_reads(value) & varied:  # (``i, v = 2, x[0]``: v)
+                            varied.update(
+                                n.id
+                                for n in gast.walk(part)
+                                if isinstance(n, gast.Name)
+                            )
 
     visit(body)
     return varied
+
+
+def _paired(target, value) -> list:
+    """``(target part, value part)``: ``a, b = c, d`` pairwise (nested alike), else
+    the whole target with the whole value."""
+    if (
+        isinstance(target, (gast.Tuple, gast.List))
+        and isinstance(value, (gast.Tuple, gast.List))
+        and len(target.elts) == len(value.elts)
+        and not any(isinstance(t, gast.Starred) for t in target.elts)
+    ):
+        return [p for t, v in zip(target.elts, value.elts) for p in _paired(t, v)]
+    return [(target, value)]
 
 
 __all__ = ["Normalizer", "varied_names", "shape"]

@@ -44,6 +44,7 @@ METHOD_OPERATORS = {
     "log": elementwise.log,
 }
 VARARG_METHODS = {"reshape": "shape", "transpose": "axes"}
+METHOD_KEYWORDS = {"clip": {"min": "lo", "max": "hi"}}  # NumPy's names for ppto's
 ATTRIBUTE_OPERATORS = {"T": shape.transpose, "mT": shape.matrix_transpose}
 METADATA_ATTRIBUTES = {"shape", "ndim", "dtype", "size", "nbytes", "device", "layout"}
 
