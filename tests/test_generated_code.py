@@ -1279,3 +1279,13 @@ def test_clip_takes_numpys_keyword_names():
         ppto.grad(clipped_by_numpy_keywords)(x).numpy(), [2.6, 1.0, 2.4]
     )
     assert_derivatives_match(clipped_by_numpy_keywords, x)
+
+
+def item_at_the_largest(x):
+    return np.sum(x[np.argmax(x)] * x) + x[x.argmin()] ** 2
+
+
+def test_an_index_found_by_argmax_has_second_derivatives():
+    # the gradient's index_add(..., np.argmax(x)) was refused as a differentiated
+    # index when the gradient was differentiated again
+    assert_derivatives_match(item_at_the_largest, np.array([0.3, -1.2, 0.7]))

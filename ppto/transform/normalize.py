@@ -45,6 +45,9 @@ BINARY_OPERATORS = {
 }
 
 
+WHOLE_NUMBER_CALLS = {"argmax", "argmin"}
+
+
 def value_reads(node, through_comparisons: bool = True) -> set[str]:
     """Names whose *values* an expression reads (``x.shape`` reads only metadata);
     with ``through_comparisons=False``, not those only compared (``x > 0`` is
@@ -55,6 +58,13 @@ def value_reads(node, through_comparisons: bool = True) -> set[str]:
         if isinstance(child, gast.Attribute) and child.attr in METADATA_ATTRIBUTES:
             return
         if isinstance(child, gast.Compare) and not through_comparisons:
+            return
+        if (  # argmax(x), x.argmin(): whole numbers, piecewise constant like x > 0
+            not through_comparisons
+            and isinstance(child, gast.Call)
+            and getattr(child.func, "attr", getattr(child.func, "id", None))
+            in WHOLE_NUMBER_CALLS
+        ):
             return
         if isinstance(child, gast.Call) and (
             (
