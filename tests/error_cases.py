@@ -536,6 +536,48 @@ def item_replaced_in_a_list_named_twice(x):
     return b[0] + b[1]
 
 
+def _cell(h, xt, hs):
+    h = np.tanh(h * 0.5 + xt)
+    hs.append(h)  # <- error
+    return h
+
+
+def helper_appends_to_a_list_its_result_unused(x):
+    hs = []
+    h = 0.0
+    for t in range(3):
+        h = _cell(h, x[t], hs)
+    return hs[0] + hs[1] * hs[2]
+
+
+def lists_named_in_one_statement(x):
+    hs = gs = []
+    hs.append(x[0] * 2.0)  # <- error
+    gs.append(x[1])
+    return gs[0] * hs[1]
+
+
+def copied_into_in_an_assignment(x):
+    z = np.zeros(3)
+    _ = np.copyto(z, x * 2.0)  # <- error
+    return np.sum(z * x)
+
+
+class _Model:
+    def same(self, a):
+        return a
+
+
+_MODEL = _Model()
+
+
+def write_into_what_a_method_returned(x):
+    y = x * 1.0
+    z = _MODEL.same(y)
+    z[0] = 5.0  # <- error
+    return np.sum(y * x)
+
+
 def add_into_alias_in_a_branch(x, flag):
     z = x
     if flag:

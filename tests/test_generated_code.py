@@ -1289,3 +1289,108 @@ def test_an_index_found_by_argmax_has_second_derivatives():
     # the gradient's index_add(..., np.argmax(x)) was refused as a differentiated
     # index when the gradient was differentiated again
     assert_derivatives_match(item_at_the_largest, np.array([0.3, -1.2, 0.7]))
+
+
+def enumerate_from_a_start_changed_in_the_loop(x):
+    start = 1
+    total = 0.0
+    for i, v in enumerate(x, start):  # start is read once, as Python does
+        start = start + 10
+        total = total + i * v**2
+    return total
+
+
+def listed_array_popped(x):
+    rows = list(x.reshape(2, 2))
+    last = rows.pop()  # the popped row's adjoint was spread over every row
+    items = list(x)
+    v = items.pop()
+    return np.sum(last**2) * x[0] + v**2 * x[1]
+
+
+def and_or_in_a_branch_not_taken(x):
+    i = 3
+    picked = np.sum(x) if i >= 3 else (x[i] and x[i - 1]) * 2.0  # x[3]: IndexError
+    chosen = i < 3 and (x[i] or x[0])  # (run before even where i >= 3)
+    return picked + chosen * x[0]
+
+
+def _returned_as_is(a):
+    return a
+
+
+def _doubled(a):
+    return a * 2.0
+
+
+def _applying(op):
+    def apply(a):
+        return op(a)
+
+    return apply
+
+
+_DOUBLE, _SAME = _applying(_doubled), _applying(_returned_as_is)
+
+
+def sorted_copy_and_method_reads(x):
+    order = np.sort(np.array([2, 0, 1]))  # np.sort: a new array, not a list change
+    print("largest", x.max(), end="\r")  # a method inside a dropped call: read only
+    return np.sum(x[order] ** 2) + np.sum(_DOUBLE(x) * x)
+
+
+def _number_updated(a, s=2.0):
+    a += s  # numbers passed by keyword, and a default: new numbers
+    s *= 1.5
+    return a * s
+
+
+def _accumulated(v, acc=None):
+    if acc is None:
+        acc = []  # not passed: the helper's own list
+    acc.append(v * 2.0)
+    return acc
+
+
+def helpers_given_numbers_or_defaults(x):
+    return _number_updated(a=x[0], s=x[1]) * x[2] + _accumulated(x[1])[0] * x[0]
+
+
+def looped_list_then_appended(x):
+    hs = [x[0], x[1]]
+    total = 0.0
+    for h in hs:
+        total = total + h**2
+    hs.append(total)  # its Hessian was refused (ppto's own sequence = hs copy)
+    return hs[-1] * x[2]
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        enumerate_from_a_start_changed_in_the_loop,
+        listed_array_popped,
+        and_or_in_a_branch_not_taken,
+        sorted_copy_and_method_reads,
+        helpers_given_numbers_or_defaults,
+        looped_list_then_appended,
+    ],
+)
+def test_second_review_cases(function):
+    x = np.array([0.3, -1.2, 2.0, 0.5])
+    value = ppto.value_and_grad(function)(x)[0]
+    assert float(value) == pytest.approx(function(x))
+    assert_derivatives_match(function, x)
+
+
+def test_a_closures_returned_arguments_are_its_own():
+    # the analysis was cached per code object: _DOUBLE's answer served _SAME
+    def write_through(x):
+        y = x * 1.0
+        z = _SAME(y)
+        z[0] = 5.0
+        return np.sum(y * x)
+
+    ppto.grad(sorted_copy_and_method_reads)(np.array([0.3, -1.2, 2.0]))
+    with pytest.raises(ppto.TransformError, match="shares its array with y"):
+        ppto.grad(write_through)(np.array([0.3, -1.2, 2.0]))

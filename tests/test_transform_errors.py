@@ -289,6 +289,17 @@ REJECTED = [
     Case(ec.write_into_a_module_array, "not a variable of", "_BUFFER[:] = x * 2.0"),
     Case(ec.append_to_a_module_list, "not a variable of", "_SEEN.append("),
     Case(ec.item_replaced_in_a_list_named_twice, "also named b", "a[0] = x[2] ** 2"),
+    # second review: a list argument changed where the helper's result is unused,
+    # a = b = [], np.copyto in an assignment, a method returning its argument
+    Case(
+        ec.helper_appends_to_a_list_its_result_unused,
+        "argument hs of _cell",
+        "hs.append(h)",
+        marked_in=ec._cell,
+    ),
+    Case(ec.lists_named_in_one_statement, "also named gs", "hs.append(x[0] * 2.0)"),
+    Case(ec.copied_into_in_an_assignment, "in place", "np.copyto(z, x * 2.0)"),
+    Case(ec.write_into_what_a_method_returned, "shares its array with y", "z[0]"),
     # the same inside a branch or a loop, and into the rows of a matrix
     Case(
         ec.add_into_alias_in_a_branch,

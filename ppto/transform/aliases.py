@@ -14,6 +14,8 @@ array makes a copy in NumPy, but is treated as a possible view.
 
 from __future__ import annotations
 
+import inspect
+import types
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -91,30 +93,37 @@ class _Sharing:
 def check(
     parsed: ParsedFunction,
     ranks: dict | None = None,
-    helper: bool = False,
+    passed=(),
     returns: set | None = None,
+    generated: bool = False,
+    lists_only: bool = False,
 ) -> None:
     """Raise at the first write through a name another name read later shares.
     ``ranks``: the parameters' numbers of axes, where known (one or more: an array).
-    ``helper``: the function is called by the differentiated one, which holds its
-    arguments: a write into one (or a list argument changed) is seen there.
-    ``returns``: where given, collects the parameters a returned value may share."""
+    ``passed``: for a function the differentiated one calls, its parameters the
+    caller passes objects of its own for: a write into one (or a list changed) is
+    seen there. ``returns``: where given, collects the parameters a returned value
+    may share. ``generated``: code ppto generated (a derivative differentiated
+    again), whose copies of lists (a loop's ``sequence = hs``) are its own.
+    ``lists_only``: check only the changes made to lists."""
     token = _HELPER_RESULTS.set(_helper_results(parsed))
     try:
-        _check(parsed, ranks, helper, returns)
+        _check(parsed, ranks, set(passed), returns, generated, lists_only)
     finally:
         _HELPER_RESULTS.reset(token)
 
 
-def _check(parsed: ParsedFunction, ranks, helper: bool, returns) -> None:
+def _check(
+    parsed: ParsedFunction, ranks, passed: set, returns, generated, lists_only
+) -> None:
     order = list(_flattened(parsed.tree.body, ()))
     positions = {id(statement): n for n, (statement, _) in enumerate(order)}
     known = {name: rank for name, rank in (ranks or {}).items() if rank is not None}
     state = _Sharing(
         arrays={name: rank for name, rank in known.items() if rank}, exact=known
     )
-    if helper:  # each parameter shares its object with the caller's argument
-        for parameter in parsed.parameters:
+    for parameter in passed:  # each shares its object with the caller's argument
+        if parameter in parsed.parameters:
             state.bases[parameter] = {_argument(parameter)}
             state.same[parameter] = {_argument(parameter)}
             if parameter not in known:  # (perhaps an array: ``+=`` writes into it)
@@ -128,6 +137,10 @@ def _check(parsed: ParsedFunction, ranks, helper: bool, returns) -> None:
 
     def written_through_another_name(statement, state: _Sharing, loops: tuple):
         for call, changed in _changed_lists(statement):  # ``gs.append(y)``, gs = hs
+            if changed not in local and _module(parsed.namespace.get(changed)):
+                continue  # ``np.sort(k)``, ``np.append(a, b)``: new arrays
+            if generated:
+                continue
             refuse_global_change(call, changed)
             others = state.same.get(changed, set())
             refuse_argument_change(call, changed, others)
@@ -136,11 +149,16 @@ def _check(parsed: ParsedFunction, ranks, helper: bool, returns) -> None:
         if written is None:
             return
         refuse_global_change(statement, written)
-        if _item_replaced(statement, sequences):
+        if _item_replaced(statement, sequences) or (
+            lists_only and written in state.same
+        ):
             # ``a[i] = v`` on a list puts another object in it: the arrays it held
             # are unchanged, but another name for the list sees the new item
-            others = state.same.get(written, set())
+            others = set() if generated else state.same.get(written, set())
+            refuse_argument_change(statement, written, others)
             return refuse_if_read_later(statement, written, others, loops, statement)
+        if lists_only:
+            return
         if (
             isinstance(statement, gast.AugAssign)
             and isinstance(statement.target, gast.Name)
@@ -272,10 +290,15 @@ def _check(parsed: ParsedFunction, ranks, helper: bool, returns) -> None:
 
 
 ARGUMENT = "argument:"  # (not a Python name: no variable is called so)
+
+
+def _module(value) -> bool:
+    return isinstance(value, types.ModuleType)
+
+
 # during a check: id of each call of a user's function -> the names of the caller's
 # arrays its result may share (its arguments that the function may return)
 _HELPER_RESULTS: ContextVar[dict | None] = ContextVar("helper_results", default=None)
-_returning: dict = {}  # a function's code -> the parameters it may return
 _in_progress: set = set()  # (a recursive function: each parameter, to be safe)
 
 
@@ -297,9 +320,14 @@ def _helper_results(parsed: ParsedFunction) -> dict:
             callee = resolve_call(node, parsed.namespace, local)
         except Exception:  # (what cannot be resolved is not a user's function)
             continue
-        if callee.kind != "function":
+        function = callee.function
+        if inspect.ismethod(function):  # ``model.ident(y)``: its self is bound
+            parameters, returned = _returned_parameters(function.__func__)
+            parameters = parameters[1:]
+        elif callee.kind == "function":
+            parameters, returned = _returned_parameters(function)
+        else:
             continue
-        parameters, returned = _returned_parameters(callee.function)
         names = set()
         for position, argument in enumerate(node.args):
             if position >= len(parameters) or parameters[position] in returned:
@@ -317,9 +345,8 @@ def _returned_parameters(function) -> tuple[list, set]:
     from ppto.errors import PptoError
     from ppto.transform.source import parse_function
 
+    # (not cached: what a closure or a global it calls returns may change)
     key = getattr(function, "__code__", None)
-    if key in _returning:
-        return _returning[key]
     try:
         parsed = parse_function(function)
     except PptoError:
@@ -330,12 +357,11 @@ def _returned_parameters(function) -> tuple[list, set]:
     returned: set = set()
     _in_progress.add(key)
     try:
-        check(parsed, None, helper=True, returns=returned)
+        check(parsed, None, parameters, returns=returned)
     except PptoError:
         returned = set(parameters)  # (refused itself where it is differentiated)
     finally:
         _in_progress.discard(key)
-    _returning[key] = (parameters, returned)
     return parameters, returned
 
 
@@ -553,6 +579,10 @@ def _bind(statement, state: _Sharing) -> None:
                 views[name] = set().union(*(views.get(o, set()) for o in origins))
                 views[name] |= origins
     chained = isinstance(statement, gast.Assign) and len(statement.targets) > 1
+    if chained:  # ``hs = gs = []``: one object, two names
+        names = {t.id for t in statement.targets if isinstance(t, gast.Name)}
+        for name in names:
+            same[name] = same.get(name, set()) | (names - {name})
     if chained and _rank(statement.value, state.arrays):
         names = [t.id for t in statement.targets if isinstance(t, gast.Name)]
         for name in names:  # ``a = b = x * 1.0``: one new array, two names
@@ -621,7 +651,10 @@ def _stored(node) -> list:
 
 def _surely_an_array(value) -> bool:
     """A view that is an array whatever its base held: a slice, ``.T``, a reshape
-    (not a bare name or ``x[0]``, which may be numbers)."""
+    (not a bare name or ``x[0]``, which may be numbers, nor what a user's function
+    returns)."""
+    if id(value) in (_HELPER_RESULTS.get() or {}):
+        return False
     if isinstance(value, gast.IfExp):
         return _surely_an_array(value.body) and _surely_an_array(value.orelse)
     if isinstance(value, gast.Subscript):

@@ -283,7 +283,12 @@ class TangentGenerator:
         from ppto.transform.analyze import operand_rank
 
         ranks = [operand_rank(x, self.activity.ranks) for x in s.inputs]
-        jvp_name, parameters = self.callees(s.function, positions, names, ranks)
+        by_name = {
+            k: operand_rank(x, self.activity.ranks) for k, x in s.keywords.items()
+        }
+        jvp_name, parameters = self.callees(
+            s.function, positions, names, ranks, by_name
+        )
         tangents = [self.materialised(s.inputs[i]) for i in positions]
         tangents += [self.materialised(s.keywords[k]) for k in names]
         keywords = keywords + [gast.keyword(p, t) for p, t in zip(parameters, tangents)]

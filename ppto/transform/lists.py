@@ -53,7 +53,11 @@ def fold_repeats(adjoints: list, count: int) -> list:
 def stacked_like(adjoints: list, primal):
     """The adjoint of ``list(primal)`` or ``tuple(primal)`` from the list's: a tuple
     where ``primal`` is one (an operator's several results), the items stacked where
-    it is an array (its rows)."""
+    it is an array (its rows). A list only popped from has adjoints for its last
+    items only (pops take from the end): the first ones have zero adjoints."""
+    missing = len(primal) - len(adjoints)
+    if missing > 0:
+        adjoints = [_zeros_like(item) for item in primal[:missing]] + list(adjoints)
     if isinstance(primal, (tuple, list)):
         return tuple(adjoints)
     if len(adjoints) == 0:
@@ -65,6 +69,13 @@ def stacked_like(adjoints: list, primal):
     owner = backend_of_array(primal)
     xp = owner[0].xp if owner is not None else np
     return xp.stack([xp.asarray(adjoint) for adjoint in adjoints])
+
+
+def unstacked(adjoint, adjoints: list) -> list:
+    """The transpose of ``stacked_like``: the items of ``adjoint`` (a tuple or an
+    array's rows) for the list's entries, the last ``len(adjoints)`` of them."""
+    items = list(adjoint)
+    return items[len(items) - len(adjoints) :]
 
 
 def add_adjoints(left, right):
@@ -84,4 +95,6 @@ add_at.linear_list = ("list", "fixed", "value")
 repeat.linear_list = ("list", "fixed")
 fold_repeats.linear_list = ("list", "fixed")
 stacked_like.linear_list = ("list", "metadata")
+unstacked.linear_list = ("value", "metadata")
 add_adjoints.linear_list = ("value", "value")
+stacked_like.makes_list = add_adjoints.makes_list = False  # (arrays or tuples)

@@ -181,6 +181,7 @@ class Normalizer:
         if _is_setitem(node.value):
             self.setitem(node)
             return
+        self.refuse_written_in_place(node.value)
         pairs = _separable(node)
         if pairs is not None:  # ``hs, scale = [], 1.0``: one assignment each
             for target, value in pairs:
@@ -264,7 +265,8 @@ class Normalizer:
             return True
         helper = self.list_helper(value)
         if helper is not None:
-            self.lists.add(target)
+            if getattr(helper[0], "makes_list", True):
+                self.lists.add(target)
             if helper[1]:
                 self.list_call(node, target, *helper)
                 return True
@@ -486,6 +488,10 @@ class Normalizer:
             )
         if isinstance(value, gast.Call) and value_reads(value) & self.varied:
             self.dropped_call(value)
+        self.refuse_written_in_place(value)
+        self.emit(ir.Passive(node, reads=frozenset(value_reads(node))))
+
+    def refuse_written_in_place(self, value) -> None:
         written = _written_in_place(value, self.varied)
         if written is not None:
             raise self.source.error(
@@ -495,13 +501,11 @@ class Normalizer:
                 "would miss the change",
                 "assign the new value instead (z = np.sin(x), not np.sin(x, out=z))",
             )
-        self.emit(ir.Passive(node, reads=frozenset(value_reads(node))))
 
     def dropped_call(self, node) -> None:
         """A call of the user's function on differentiated values whose result is
         dropped (``scale_in_place(y)``) runs as it is: refused where the function
         changes an argument in place, which the derivative would miss."""
-        from ppto.transform import aliases
         from ppto.transform.source import parse_function
 
         callee = resolve_call(node, self.parsed.namespace, self.local_names)
@@ -511,7 +515,17 @@ class Normalizer:
             parsed = parse_function(callee.function)
         except TransformError:
             return  # (its source cannot be read: it cannot be checked either)
-        aliases.check(parsed, None, helper=True)
+        self.check_call_arguments(node, parsed)
+
+    @staticmethod
+    def check_call_arguments(node, parsed, lists_only: bool = False) -> None:
+        """Refuse the call if ``parsed`` changes an argument it is passed in place."""
+        from ppto.transform import aliases
+
+        names = parsed.parameters
+        passed = [names[i] for i in range(min(len(node.args), len(names)))]
+        passed += [k.arg for k in node.keywords if k.arg in names]
+        aliases.check(parsed, None, passed, lists_only=lists_only)
 
     def setitem(self, node) -> None:
         """``x_1 = setitem(x, v, index)`` from a subscript write (see ssa)."""
@@ -941,6 +955,10 @@ class Normalizer:
                 f"cannot differentiate the call to "
                 f"{callee.text}: {error.msg.splitlines()[0]}",
             ) from error
+        if any(_names_list(a, self.lists) for a in node.args) or any(
+            _names_list(k.value, self.lists) for k in node.keywords
+        ):  # a list the function changes is the caller's, whether or not its result
+            self.check_call_arguments(node, parsed, lists_only=True)  # is used
         self.emit(ir.CallFunction(targets, parsed, inputs, keywords, checkpoint))
         return targets
 
@@ -989,21 +1007,27 @@ def _separable(node) -> list | None:
 IN_PLACE_FUNCTIONS = {
     "copyto", "fill_diagonal", "put", "place", "putmask", "put_along_axis",
 }  # fmt: skip
+IN_PLACE_METHODS = {
+    "fill", "sort", "put", "itemset", "resize", "partition", "setfield", "byteswap",
+}  # fmt: skip
 
 
 def _written_in_place(value, varied: set):
-    """In a statement whose value is dropped, a call that changes an array in place
-    and reads or writes differentiated values: anything with ``out=``, NumPy's
-    in-place functions (``np.copyto``, ``np.add.at``), and any method of a
-    differentiated value that is not a list's (``z.fill(0.0)``, ``z.sort()``; an
-    array method's dropped result is otherwise lost anyway). Else None."""
+    """In a statement, a call that changes an array in place and reads or writes
+    differentiated values: anything with ``out=``, NumPy's in-place functions
+    (``np.copyto``, ``np.add.at``), and the in-place methods of a differentiated
+    value (``z.fill(0.0)``, ``z.sort()``). Else None."""
     for node in gast.walk(value):
         if not isinstance(node, gast.Call):
             continue
         function, reads = node.func, value_reads(node) & varied
-        if any(k.arg == "out" for k in node.keywords) and (
-            reads or any(value_reads(k.value) for k in node.keywords)
-        ):
+        outs = [
+            k.value
+            for k in node.keywords
+            if k.arg == "out"
+            and not (isinstance(k.value, gast.Constant) and k.value.value is None)
+        ]
+        if outs and (reads or any(value_reads(out) for out in outs)):
             return node
         if not reads or not isinstance(function, gast.Attribute):
             continue
@@ -1014,7 +1038,10 @@ def _written_in_place(value, varied: set):
             if _module(owner.value):  # np.add.at(z, i, v)
                 return node
         if isinstance(owner, gast.Name) and owner.id in varied:
-            return node  # z.fill(2.0), z.sort(), z.__iadd__(y)
+            if function.attr in IN_PLACE_METHODS or (
+                function.attr.startswith("__i") and function.attr.endswith("__")
+            ):
+                return node  # z.fill(2.0), z.sort(), z.__iadd__(y)
     return None
 
 

@@ -164,8 +164,12 @@ def _prepare(
     plan_reverse: bool = True,
 ):
     fence.check(parsed)
-    helper = parsed.fn is not program.entry_function and not _generated(parsed.fn)
-    aliases.check(parsed, ranks, helper)
+    generated = _generated(parsed.fn)
+    helper = parsed.fn is not program.entry_function and not generated
+    # a function the differentiated one calls holds the caller's objects in the
+    # parameters the call passes (the others have their defaults)
+    passed = [name for name in parsed.parameters if name in ranks] if helper else ()
+    aliases.check(parsed, ranks, passed, generated=generated)
     user_names = names_in(gast.Module(body=parsed.tree.body, type_ignores=[]))
     user_names |= set(parsed.parameters)
     namer = Namer(user_names)
@@ -195,7 +199,9 @@ def _prepare(
     local_names = set(parsed.parameters) | names_in(
         gast.Module(body=body, type_ignores=[])
     )
-    local_names -= set(free_globals(parsed))
+    # (the globals read before lifting: a conditional expression's branches moved
+    # out of the tree, so np in ``np.sum(x) if c else y`` was taken for a local)
+    local_names -= set(captured)
     normalizer = Normalizer(
         parsed,
         varied_names(body, set(wrt)),
@@ -433,14 +439,16 @@ def primal(parsed: ParsedFunction, wrt, ranks: dict, program: Program) -> str:
 
 
 def program_jvp_callee(program: Program):
-    def plan(parsed: ParsedFunction, positions, keywords, ranks):
+    def plan(parsed: ParsedFunction, positions, keywords, ranks, keyword_ranks=None):
         parameters = parsed.parameters
         wrt = [parameters[p] for p in positions] + list(keywords)
-        key = ("jvp", parsed.fn.__code__, tuple(wrt), tuple(ranks))
+        by_name = tuple(sorted((keyword_ranks or {}).items()))
+        key = ("jvp", parsed.fn.__code__, tuple(wrt), tuple(ranks), by_name)
         if key not in program.callee_plans:
             rank_map = {
                 parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)
             }
+            rank_map.update(keyword_ranks or {})
             jvp_name = jvp(parsed, wrt, rank_map, program)
             program.callee_plans[key] = (jvp_name, program.tangent_parameters[jvp_name])
         return program.callee_plans[key]
@@ -449,16 +457,18 @@ def program_jvp_callee(program: Program):
 
 
 def program_callee(program: Program):
-    def plan(parsed: ParsedFunction, positions, keywords, ranks):
+    def plan(parsed: ParsedFunction, positions, keywords, ranks, keyword_ranks=None):
         parameters = parsed.parameters
         wrt = [parameters[p] for p in positions if p < len(parameters)] + list(keywords)
         if len(wrt) != len(positions) + len(keywords):
             raise GradError(f"{parsed.name} was called with more arguments than it has")
-        key = (parsed.fn.__code__, tuple(wrt), tuple(ranks))
+        by_name = tuple(sorted((keyword_ranks or {}).items()))
+        key = (parsed.fn.__code__, tuple(wrt), tuple(ranks), by_name)
         if key not in program.callee_plans:
             rank_map = {
                 parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)
             }
+            rank_map.update(keyword_ranks or {})
             forward_name, backward_name, passed = split(parsed, wrt, rank_map, program)
             order = list(positions) + list(keywords)
             program.callee_plans[key] = (forward_name, backward_name, order, passed)

@@ -285,7 +285,10 @@ class Generator:
         if not positions and not keywords:
             return None
         ranks = [operand_rank(x, self.activity.ranks) for x in s.inputs]
-        return self.callees(s.function, positions, keywords, ranks)
+        by_name = {
+            k: operand_rank(x, self.activity.ranks) for k, x in s.keywords.items()
+        }
+        return self.callees(s.function, positions, keywords, ranks, by_name)
 
     # --- backward -------------------------------------------------------------------
 
@@ -429,6 +432,12 @@ class Generator:
                 continue  # (a constant, such as a list of numbers: no adjoint)
             if s.function is lists.add_at and kind == "value":
                 value = gast.Subscript(name(adjoint), clone(s.inputs[1]), gast.Load())
+            elif s.function is lists.stacked_like:  # its transpose: the rows
+                back = self.ref(lists.unstacked, "unstacked")
+                value = call(back, name(adjoint), name(operand))
+            elif s.function is lists.unstacked:  # (and back: third derivatives)
+                stacked = self.ref(lists.stacked_like, "stacked_like")
+                value = call(stacked, name(adjoint), name(operand))
             elif s.function is lists.repeat:
                 fold = self.ref(lists.fold_repeats, "fold_repeats")
                 value = call(fold, name(adjoint), clone(s.inputs[1]))

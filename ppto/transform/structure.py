@@ -68,31 +68,41 @@ class _LiftConditionals(gast.NodeTransformer):
         self.lifted: list = []
 
     def visit_IfExp(self, node):
-        self.generic_visit(node)
+        node.test = self.visit(node.test)
         name = self.namer.temporary()
+        # what each branch lifts runs in that branch only, as Python evaluates it
+        body, body_value = self.branch(node.body)
+        orelse, orelse_value = self.branch(node.orelse)
         branch = gast.If(
             test=node.test,
-            body=[_assign(name, node.body, self.origin)],
-            orelse=[_assign(name, node.orelse, self.origin)],
+            body=body + [_assign(name, body_value, self.origin)],
+            orelse=orelse + [_assign(name, orelse_value, self.origin)],
         )
         self.lifted.append(gast.copy_location(branch, self.origin))
         return gast.Name(name, gast.Load(), None, None)
+
+    def branch(self, node) -> tuple[list, object]:
+        """The statements ``node`` lifts, and what is left of it."""
+        inner = _LiftConditionals(self.namer, self.origin)
+        value = inner.visit(node)
+        return inner.lifted, value
 
     def visit_BoolOp(self, node):
         """``a and b`` whose operands are values, not truth tests (``x[0] and
         x[1]``): an if statement, so that the operand chosen carries its derivative
         (as a test it carried none: a zero gradient). ``a`` is evaluated once, ``b``
         only where Python does."""
-        self.generic_visit(node)
         if all(_truth_test(value) for value in node.values):
+            self.generic_visit(node)
             return node
         name = self.namer.temporary()
         held = gast.Name(name, gast.Load(), None, None)
-        self.lifted.append(_assign(name, node.values[0], self.origin))
+        self.lifted.append(_assign(name, self.visit(node.values[0]), self.origin))
         for value in node.values[1:]:
             test = held if isinstance(node.op, gast.And) else _negated(held)
-            branch = gast.If(test, [_assign(name, value, self.origin)], [])
-            self.lifted.append(gast.copy_location(branch, self.origin))
+            lifted, value = self.branch(value)
+            body = lifted + [_assign(name, value, self.origin)]
+            self.lifted.append(gast.copy_location(gast.If(test, body, []), self.origin))
         return gast.Name(name, gast.Load(), None, None)
 
 
@@ -362,7 +372,7 @@ def _index_loop(
         prelude.append(_assign(steps, iterable, statement))
         statement.iter = _name(steps)
         return prelude, statement
-    index_name, pairs, first = _sequence_targets(statement, namer, source)
+    index_name, pairs, first, prelude = _sequence_targets(statement, namer, source)
     steps = namer.fresh("steps")
     sequences = []
     for element_target, sequence_expr in pairs:
@@ -387,7 +397,8 @@ def _index_loop(
 
 
 def _sequence_targets(statement: gast.For, namer: Namer, source):
-    """The index variable and (element name, sequence) pairs of a ``for`` loop."""
+    """The index variable, (element name, sequence) pairs, the statements that
+    start each turn, and those to run before the loop, of a ``for`` loop."""
     iterable, target = statement.iter, statement.target
     unsupported = source.error(
         statement,
@@ -402,12 +413,13 @@ def _sequence_targets(statement: gast.For, namer: Namer, source):
         if not (isinstance(index, gast.Name) and isinstance(element, gast.Name)):
             raise unsupported
         start = _enumerate_start(iterable, unsupported)
-        if start is not None:  # the count runs from ``start``, the items from 0
-            counter = namer.fresh("i")
-            offset = gast.BinOp(_name(counter), gast.Add(), start)
+        items = [(element.id, _unreversed(iterable.args[0]))]
+        if start is not None:  # the count runs from ``start`` (read once, before
+            counter, held = namer.fresh("i"), namer.fresh("start")  # the loop), the
+            offset = gast.BinOp(_name(counter), gast.Add(), _name(held))  # items from 0
             first = _assign(index.id, offset, statement)
-            return counter, [(element.id, _unreversed(iterable.args[0]))], [first]
-        return index.id, [(element.id, _unreversed(iterable.args[0]))], []
+            return counter, items, [first], [_assign(held, start, statement)]
+        return index.id, items, [], []
     if _called(iterable, "zip"):
         if not (
             isinstance(target, gast.Tuple) and len(target.elts) == len(iterable.args)
@@ -416,10 +428,10 @@ def _sequence_targets(statement: gast.For, namer: Namer, source):
         if not all(isinstance(t, gast.Name) for t in target.elts):
             raise unsupported
         pairs = zip(target.elts, iterable.args)
-        return namer.fresh("i"), [(t.id, _unreversed(a)) for t, a in pairs], []
+        return namer.fresh("i"), [(t.id, _unreversed(a)) for t, a in pairs], [], []
     if not isinstance(target, gast.Name):
         raise unsupported
-    return namer.fresh("i"), [(target.id, iterable)], []
+    return namer.fresh("i"), [(target.id, iterable)], [], []
 
 
 def _enumerate_start(call: gast.Call, unsupported):
