@@ -25,7 +25,7 @@ import numpy as np
 from ppto.ops import ALIASES
 from ppto.ops.primitive import OPERATORS
 from ppto.transform.source import ParsedFunction
-from ppto.transform.trees import loads
+from ppto.transform.trees import loads, stores
 
 VIEW_ATTRIBUTES = {"T", "mT", "real", "imag", "flat"}
 VIEW_CALLS = {
@@ -129,11 +129,7 @@ def _check(
             if parameter not in known:  # (perhaps an array: ``+=`` writes into it)
                 state.views[parameter] = {_argument(parameter)}
     sequences = _sequence_names(parsed)
-    local = set(parsed.parameters) | {
-        n.id
-        for n in gast.walk(parsed.tree)
-        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)
-    }
+    local = _local_names(parsed)
 
     def written_through_another_name(statement, state: _Sharing, loops: tuple):
         for call, changed in _changed_lists(statement):  # ``gs.append(y)``, gs = hs
@@ -302,16 +298,17 @@ _HELPER_RESULTS: ContextVar[dict | None] = ContextVar("helper_results", default=
 _in_progress: set = set()  # (a recursive function: each parameter, to be safe)
 
 
+def _local_names(parsed: ParsedFunction) -> set:
+    """The function's parameters and the names it assigns."""
+    return set(parsed.parameters) | stores(parsed.tree.body)
+
+
 def _helper_results(parsed: ParsedFunction) -> dict:
     """For each call of a user's function in ``parsed``, the names in its
     arguments that its result may share an array with."""
     from ppto.transform.resolve import resolve_call
 
-    local = set(parsed.parameters) | {
-        n.id
-        for n in gast.walk(parsed.tree)
-        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)
-    }
+    local = _local_names(parsed)
     found = {}
     for node in gast.walk(parsed.tree):
         if not isinstance(node, gast.Call) or _sequence_call(node) is not None:
