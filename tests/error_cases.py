@@ -578,6 +578,47 @@ def write_into_what_a_method_returned(x):
     return np.sum(y * x)
 
 
+def add_into_a_matrix_of_unknown_rank_after_a_row(x):
+    m = np.outer(x, x)
+    row = m[-1]  # a view of m's last row
+    m += 1.0  # <- error
+    return np.sum(row * x)
+
+
+class _Tracker:
+    def record(self, v):
+        self.last = v
+
+    def halve(self, a):
+        a *= 0.5  # <- error
+
+
+_TRACKER = _Tracker()
+
+
+def method_keeps_a_value(x):
+    h = np.tanh(x)
+    _TRACKER.record(h)  # <- error
+    return np.sum(_TRACKER.last * x)
+
+
+def method_halves_its_argument(x):
+    y = x * 1.0
+    _TRACKER.halve(y)
+    return np.sum(y * y)
+
+
+def _polynomial(a, *coefficients):
+    total = 0.0
+    for c in coefficients:
+        total = total * a + c
+    return total
+
+
+def helper_with_star_args(x):
+    return _polynomial(x[0], x[1], x[2], 3.0)  # <- error
+
+
 def add_into_alias_in_a_branch(x, flag):
     z = x
     if flag:

@@ -1394,3 +1394,44 @@ def test_a_closures_returned_arguments_are_its_own():
     ppto.grad(sorted_copy_and_method_reads)(np.array([0.3, -1.2, 2.0]))
     with pytest.raises(ppto.TransformError, match="shares its array with y"):
         ppto.grad(write_through)(np.array([0.3, -1.2, 2.0]))
+
+
+def _last(items):
+    return items[-1]
+
+
+def _total(items):
+    total = 0.0
+    for item in items:
+        total = total + item
+    return total
+
+
+def list_read_by_helpers_while_it_grows(x):
+    items = [x[0], x[1]]
+    a = _last(items)  # the helper kept the list itself: later appends changed it
+    items.append(x[2] * 5.0)
+    running = 0.0
+    for i in range(3):
+        items.append(x[i] * 2.0)  # an IndexError in the gradient before
+        running = running + _last(items) * _total(items)
+    items += [x[0]]  # refused before: taken for a write into a
+    return a * _last(items) + running
+
+
+def length_of_a_growing_list(x):
+    lengths = []
+    total = 0.0
+    for i in range(3):
+        lengths.append(x[i])
+        total = total + x[i] / len(lengths)  # the backward read the final length
+    return total
+
+
+@pytest.mark.parametrize(
+    "function", [list_read_by_helpers_while_it_grows, length_of_a_growing_list]
+)
+def test_lists_read_as_they_were_when_read(function):
+    x = np.array([0.3, -0.5, 0.8])
+    assert float(ppto.value_and_grad(function)(x)[0]) == pytest.approx(function(x))
+    assert_derivatives_match(function, x)

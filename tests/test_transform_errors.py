@@ -300,6 +300,21 @@ REJECTED = [
     Case(ec.lists_named_in_one_statement, "also named gs", "hs.append(x[0] * 2.0)"),
     Case(ec.copied_into_in_an_assignment, "in place", "np.copyto(z, x * 2.0)"),
     Case(ec.write_into_what_a_method_returned, "shares its array with y", "z[0]"),
+    # third review: += into an array of unknown rank a row of which is read later,
+    # a method keeping or changing a differentiated value, *args helpers
+    Case(
+        ec.add_into_a_matrix_of_unknown_rank_after_a_row,
+        "shares its array with row",
+        "m += 1.0",
+    ),
+    Case(ec.method_keeps_a_value, "keeps an argument", "_TRACKER.record(h)"),
+    Case(
+        ec.method_halves_its_argument,
+        "argument a of halve",
+        "a *= 0.5",
+        marked_in=ec._Tracker.halve,
+    ),
+    Case(ec.helper_with_star_args, "*args or **kwargs", "_polynomial("),
     # the same inside a branch or a loop, and into the rows of a matrix
     Case(
         ec.add_into_alias_in_a_branch,

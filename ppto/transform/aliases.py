@@ -129,6 +129,11 @@ def _check(
             if parameter not in known:  # (perhaps an array: ``+=`` writes into it)
                 state.views[parameter] = {_argument(parameter)}
     sequences = _sequence_names(parsed)
+    indexed = {
+        node.value.id
+        for node in gast.walk(parsed.tree)
+        if isinstance(node, gast.Subscript) and isinstance(node.value, gast.Name)
+    }
     local = _local_names(parsed)
 
     def written_through_another_name(statement, state: _Sharing, loops: tuple):
@@ -163,8 +168,8 @@ def _check(
             # ``xs += [h]`` on a name only ever bound to a list or tuple extends
             # the list (or makes a new tuple): the arrays it holds do not change,
             # only what another name for the same list sees
-            shared = {n for n, bases in state.bases.items() if written in bases}
-            shared |= {n for n, views in state.views.items() if written in views}
+            shared = state.same.get(written, set())  # (its items are not changed)
+            refuse_argument_change(statement, written, shared)
             return refuse_if_read_later(statement, written, shared - {written}, loops)
         # ``a += 1`` writes into an array only if ``a`` is one: after ``a = x[0]``
         # or ``a = c`` it may be a number, which ``+=`` rebinds; a slice, ``.T``
@@ -178,7 +183,10 @@ def _check(
             and written not in state.arrays
             and not state.exact.get(written)
             and not isinstance(statement.value, gast.List)
+            and written not in indexed  # (``m[-1]`` somewhere: not a number)
         )
+        if augmented and not maybe_number and written not in state.arrays:
+            state.arrays[written] = 1  # (so that ``+=`` keeps what it shares)
         shared = _sharing(written, state.views if maybe_number else state.bases)
         refuse_argument_change(statement, written, shared)
         refuse_if_read_later(statement, written, shared, loops)

@@ -7,6 +7,7 @@ comes out names every operation by its ppto operator.
 from __future__ import annotations
 
 import builtins
+import inspect
 
 import gast
 import numpy as np
@@ -27,7 +28,7 @@ from ppto.transform.resolve import (
     static_value,
 )
 from ppto.transform.source import ParsedFunction
-from ppto.transform.trees import name_counts
+from ppto.transform.trees import loads, name_counts
 
 # calls that read only their arguments' shapes; split_points comes from concat's
 # gradient rule, so second derivatives meet it in generated code
@@ -509,6 +510,21 @@ class Normalizer:
         from ppto.transform.source import parse_function
 
         callee = resolve_call(node, self.parsed.namespace, self.local_names)
+        if inspect.ismethod(callee.function):  # ``tracker.record(h)``
+            try:
+                parsed = parse_function(callee.function.__func__)
+            except TransformError:
+                return  # (its source cannot be read: it cannot be checked either)
+            if _keeps_an_argument(parsed):
+                raise self.source.error(
+                    node,
+                    f"ppto cannot differentiate the method call {callee.text} on "
+                    "differentiated values: it keeps an argument (self.last = v), "
+                    "and what is read back later has no derivative",
+                    "use a module-level function that returns the value, and assign it",
+                )
+            self.check_call_arguments(node, parsed, offset=1)
+            return
         if callee.kind != "function":
             return
         try:
@@ -518,11 +534,14 @@ class Normalizer:
         self.check_call_arguments(node, parsed)
 
     @staticmethod
-    def check_call_arguments(node, parsed, lists_only: bool = False) -> None:
-        """Refuse the call if ``parsed`` changes an argument it is passed in place."""
+    def check_call_arguments(
+        node, parsed, lists_only: bool = False, offset: int = 0
+    ) -> None:
+        """Refuse the call if ``parsed`` changes an argument it is passed in place
+        (``offset``: its parameters bound already, a method's self)."""
         from ppto.transform import aliases
 
-        names = parsed.parameters
+        names = parsed.parameters[offset:]
         passed = [names[i] for i in range(min(len(node.args), len(names)))]
         passed += [k.arg for k in node.keywords if k.arg in names]
         aliases.check(parsed, None, passed, lists_only=lists_only)
@@ -611,6 +630,10 @@ class Normalizer:
         if not reads & self.varied:
             if isinstance(node, gast.Constant):
                 return ir.Const(node.value)
+            if not isinstance(node, gast.Name) and loads(node) & self.lists:
+                # ``len(hs)`` of a list that grows: its value now, as a name the
+                # backward pass reads (saved per turn in a loop), not re-evaluated
+                return self.passive(node, target)
             return ir.Verbatim(node, frozenset(reads))
         if isinstance(node, gast.Name):
             return node.id
@@ -940,12 +963,25 @@ class Normalizer:
             return classify(value.function, gast.unparse(function).strip())
         return None
 
+    def argument(self, node):
+        """The operand a call of a user's function is passed; for a list, a copy:
+        the function's backward pass reads what it was given, which later appends
+        to the caller's list would otherwise change."""
+        if not _names_list(node, self.lists):
+            return self.expression(node)
+        copy = self.namer.temporary()
+        self.lists.add(copy)
+        call = gast.Call(gast.Name("list", gast.Load(), None, None), [node], [])
+        assign = gast.Assign([gast.Name(copy, gast.Store(), None, None)], call, None)
+        self.list_call(gast.copy_location(assign, node), copy, list, ("value",))
+        return copy
+
     def call_function(self, node, callee, targets, checkpoint=False):
         from ppto.transform.source import parse_function
 
         function = getattr(callee.op, "function", None) or callee.function
-        inputs = [self.expression(argument) for argument in node.args]
-        keywords = {k.arg: self.expression(k.value) for k in node.keywords}
+        inputs = [self.argument(argument) for argument in node.args]
+        keywords = {k.arg: self.argument(k.value) for k in node.keywords}
         targets = [t or self.namer.temporary() for t in targets]
         try:
             parsed = parse_function(function)
@@ -955,6 +991,15 @@ class Normalizer:
                 f"cannot differentiate the call to "
                 f"{callee.text}: {error.msg.splitlines()[0]}",
             ) from error
+        arguments = parsed.tree.args
+        if arguments.vararg is not None or arguments.kwarg is not None:
+            raise self.source.error(
+                node,
+                f"ppto cannot differentiate the call to {callee.text}: it takes "
+                "*args or **kwargs parameters",
+                f"list {callee.text}'s parameters explicitly, or pass the values "
+                "in one list",
+            )
         if any(_names_list(a, self.lists) for a in node.args) or any(
             _names_list(k.value, self.lists) for k in node.keywords
         ):  # a list the function changes is the caller's, whether or not its result
@@ -1002,6 +1047,23 @@ def _separable(node) -> list | None:
     if len(names) < len(target.elts) or value_reads(value) & names:
         return None
     return list(zip(target.elts, value.elts))
+
+
+def _keeps_an_argument(parsed) -> bool:
+    """Whether a method stores what a parameter other than self holds in an
+    attribute (``self.last = v``)."""
+    parameters = set(parsed.parameters[1:])
+    for node in gast.walk(parsed.tree):
+        if isinstance(node, (gast.Assign, gast.AugAssign)):
+            targets = node.targets if isinstance(node, gast.Assign) else [node.target]
+            stored = any(
+                isinstance(part, gast.Attribute)
+                for target in targets
+                for part in gast.walk(target)
+            )
+            if stored and value_reads(node.value) & parameters:
+                return True
+    return False
 
 
 IN_PLACE_FUNCTIONS = {

@@ -893,8 +893,9 @@ def _called(value, function: str) -> bool:
 
 
 def _elements_read(primal: str, body) -> bool:
-    """Whether ``body`` reads elements of list ``primal`` by index, itself or through
-    a copy of it (``for item in items`` reads ``sequence = items`` by index)."""
+    """Whether ``body`` reads elements of list ``primal`` (by index, in a call or an
+    operator), itself or through a copy of it (``for item in items`` reads
+    ``sequence = items`` by index): its adjoint then needs one entry per element."""
     statements = list(_walk_ir(body))
     names, before = {primal}, 0
     while len(names) != before:
@@ -904,7 +905,17 @@ def _elements_read(primal: str, body) -> bool:
                 names.add(s.target)
             elif isinstance(s, ir.ListCall) and set(s.inputs) & names:
                 names.update(s.targets)
-    return any(isinstance(s, ir.ListGet) and s.source in names for s in statements)
+    for s in statements:
+        if isinstance(s, ir.ListGet) and s.source in names:
+            return True
+        if isinstance(s, ir.CallFunction):  # passed to a function: it may read them
+            operands = list(s.inputs) + list(s.keywords.values())
+            if set().union(set(), *map(ir.operand_names, operands)) & names:
+                return True
+        if isinstance(s, ir.Apply):  # np.stack(hs) of a list
+            if set().union(set(), *map(ir.operand_names, s.inputs)) & names:
+                return True
+    return False
 
 
 def _walk_ir(body):
