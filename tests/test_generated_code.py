@@ -1117,6 +1117,17 @@ def items_of_a_tuple_of_unlike_items(x):
     return np.sum(pair[0] * pair[1]) + np.sum(pair[-2])
 
 
+def tuple_bound_in_both_branches(x):
+    if x[0] > 0.0:
+        pair = (x, 2.0)
+    else:
+        pair = (x * 2.0, 1.0)
+    total = 0.0
+    for item in pair:  # a ValueError before: taken for an array after the branches
+        total = total + np.sum(item * x)
+    return total
+
+
 def list_rebound_in_the_loop(x):
     items = [x, 2.0]
     total = 0.0
@@ -1131,6 +1142,7 @@ def list_rebound_in_the_loop(x):
     "function",
     [
         list_rebound_in_the_loop,
+        tuple_bound_in_both_branches,
         tuple_unpacked_and_listed,
         items_of_a_tuple_of_unlike_items,
         tuple_of_an_array_and_a_number,

@@ -216,21 +216,20 @@ def loops(
                 (ranges if _range_like(value, ranges) else sequences).add(name)
             if isinstance(value, gast.Tuple):
                 tuples.add(name)
-        if isinstance(statement, (gast.If, gast.For, gast.While)):
-            # a name bound inside may be something else after the block, or on a
-            # loop's next turn
-            tuples -= stores(statement)
-        if isinstance(statement, gast.If):
+        if isinstance(statement, gast.If):  # a tuple after it if one after both
+            in_body, in_orelse = set(tuples), set(tuples)
             statement.body = loops(
-                statement.body, namer, source, ranges, sequences, tuples
+                statement.body, namer, source, ranges, sequences, in_body
             )
-            tuples -= stores(statement)
             statement.orelse = loops(
-                statement.orelse, namer, source, ranges, sequences, tuples
+                statement.orelse, namer, source, ranges, sequences, in_orelse
             )
-            tuples -= stores(statement)
+            tuples.clear()
+            tuples.update(in_body & in_orelse)
             out.append(statement)
             continue
+        if isinstance(statement, (gast.For, gast.While)):
+            tuples -= stores(statement)  # (a name bound inside: on the next turn)
         if not isinstance(statement, (gast.For, gast.While)):
             out.append(statement)
             continue
