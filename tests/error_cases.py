@@ -619,6 +619,63 @@ def helper_with_star_args(x):
     return _polynomial(x[0], x[1], x[2], 3.0)  # <- error
 
 
+def checkpointed_loop_reads_its_list(x):
+    hs = [x]
+    for _ in ppto.checkpoint(range(3)):
+        hs.append(np.tanh(hs[-1] * 1.1))  # <- error
+    return np.sum(hs[-1])
+
+
+def _as_given(items):
+    return items
+
+
+def _first_of(items):
+    return items[0]
+
+
+def append_through_what_a_helper_returned(x):
+    hs = [x]
+    ys = _as_given(hs)
+    ys.append(x * 2.0)  # <- error
+    return np.sum(hs[-1])
+
+
+def add_into_an_item_a_helper_returned(x):
+    hs = [x * 1.0, x * 2.0]
+    a = _first_of(hs)
+    a += 1.0  # <- error
+    return np.sum(hs[0] ** 2)
+
+
+class _History:
+    def __init__(self):
+        self.seen = []
+
+    def record(self, v):
+        self.seen.append(v)
+
+
+_HISTORY = _History()
+
+
+def method_appends_a_value_read_back(x):
+    h = np.sin(x)
+    _HISTORY.record(h)  # <- error
+    return np.sum(_HISTORY.seen[-1] * x)
+
+
+def _add_to_first_row(rows, v):
+    rows[0].append(v)  # <- error
+    return 0.0
+
+
+def helper_appends_to_an_inner_list(x):
+    rows = [[x], [x * 2.0]]
+    z = _add_to_first_row(rows, np.sin(x))
+    return np.sum(rows[0][-1]) + z
+
+
 def add_into_alias_in_a_branch(x, flag):
     z = x
     if flag:

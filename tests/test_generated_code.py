@@ -1447,3 +1447,57 @@ def test_lists_read_as_they_were_when_read(function):
     x = np.array([0.3, -0.5, 0.8])
     assert float(ppto.value_and_grad(function)(x)[0]) == pytest.approx(function(x))
     assert_derivatives_match(function, x)
+
+
+def item_at_a_length_of_a_growing_list(x):
+    hs = [x, x * 2.0, x * 3.0, x * 4.0, x * 5.0]
+    for _ in range(3):
+        hs.append(np.sin(hs[len(hs) - 5]) + x)  # the backward read the final length
+    return np.sum(hs[-1] * hs[-2] * hs[-3])
+
+
+def stacked_slice_of_a_list(x):
+    hs = [x, x * x, np.sin(x)]
+    first, second = hs[1:]  # a TypeError: the slice's adjoints were joined as lists
+    return np.sum(np.stack(hs[1:]) ** 2) + np.sum(first * second)
+
+
+def number_added_into_then_stacked(x):
+    total = x[0] * 2.0
+    kept = total
+    for i in range(3):
+        total += x[i]  # a number: refused once total was indexed below
+    total = np.stack([total, kept])
+    return total[0] * total[1]
+
+
+class _Monitor:
+    def __init__(self):
+        self.size = 0.0
+
+    def log(self, v):
+        self.size = float(np.sqrt(np.sum(v * v)))  # kept, never read back
+
+
+_MONITOR = _Monitor()
+
+
+def logged_by_a_method(x):
+    h = np.sin(x)
+    _MONITOR.log(h)
+    return np.sum(h * x)
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        item_at_a_length_of_a_growing_list,
+        stacked_slice_of_a_list,
+        number_added_into_then_stacked,
+        logged_by_a_method,
+    ],
+)
+def test_fourth_review_cases(function):
+    x = np.array([0.3, -0.7, 1.1])
+    assert float(ppto.value_and_grad(function)(x)[0]) == pytest.approx(function(x))
+    assert_derivatives_match(function, x)

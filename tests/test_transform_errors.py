@@ -315,6 +315,19 @@ REJECTED = [
         marked_in=ec._Tracker.halve,
     ),
     Case(ec.helper_with_star_args, "*args or **kwargs", "_polynomial("),
+    # fourth review: a checkpointed loop reading the list it changes, a list or an
+    # item a helper returned changed, a method keeping a value read back later, a
+    # helper appending to an inner list of its argument
+    Case(ec.checkpointed_loop_reads_its_list, "reads the list hs it changes", "hs[-1]"),
+    Case(ec.append_through_what_a_helper_returned, "also named hs", "ys.append("),
+    Case(ec.add_into_an_item_a_helper_returned, "shares its array with hs", "a += 1.0"),
+    Case(ec.method_appends_a_value_read_back, "keeps an argument", "_HISTORY.record("),
+    Case(
+        ec.helper_appends_to_an_inner_list,
+        "argument rows of _add_to_first_row",
+        "rows[0].append(v)",
+        marked_in=ec._add_to_first_row,
+    ),
     # the same inside a branch or a loop, and into the rows of a matrix
     Case(
         ec.add_into_alias_in_a_branch,

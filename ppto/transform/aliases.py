@@ -94,7 +94,7 @@ def check(
     parsed: ParsedFunction,
     ranks: dict | None = None,
     passed=(),
-    returns: set | None = None,
+    returns: dict | None = None,
     generated: bool = False,
     lists_only: bool = False,
 ) -> None:
@@ -129,10 +129,12 @@ def _check(
             if parameter not in known:  # (perhaps an array: ``+=`` writes into it)
                 state.views[parameter] = {_argument(parameter)}
     sequences = _sequence_names(parsed)
-    indexed = {
-        node.value.id
+    indexed = {  # names an item of which is bound to a name (``row = m[-1]``)
+        value.value.id
         for node in gast.walk(parsed.tree)
-        if isinstance(node, gast.Subscript) and isinstance(node.value, gast.Name)
+        if isinstance(node, gast.Assign)
+        for value in [node.value]
+        if isinstance(value, gast.Subscript) and isinstance(value.value, gast.Name)
     }
     local = _local_names(parsed)
 
@@ -281,10 +283,15 @@ def _check(
                 return None
             elif isinstance(statement, gast.Return):
                 if returns is not None and statement.value is not None:
-                    for origin in _viewed(statement.value):
+                    value = statement.value
+                    for origin in _viewed(value):  # parameter -> returned whole
                         for shared in state.bases.get(origin, set()) | {origin}:
                             if shared.startswith(ARGUMENT):
-                                returns.add(shared[len(ARGUMENT) :])
+                                returns.setdefault(shared[len(ARGUMENT) :], False)
+                    if isinstance(value, gast.Name):  # the very object passed
+                        for shared in state.same.get(value.id, set()):
+                            if shared.startswith(ARGUMENT):
+                                returns[shared[len(ARGUMENT) :]] = True
                 return None
             else:
                 _bind(statement, state)
@@ -327,26 +334,40 @@ def _helper_results(parsed: ParsedFunction) -> dict:
             continue
         function = callee.function
         if inspect.ismethod(function):  # ``model.ident(y)``: its self is bound
-            parameters, returned = _returned_parameters(function.__func__)
+            parameters, returned = returned_parameters(function.__func__)
             parameters = parameters[1:]
         elif callee.kind == "function":
-            parameters, returned = _returned_parameters(function)
+            parameters, returned = returned_parameters(function)
         else:
             continue
-        names = set()
-        for position, argument in enumerate(node.args):
-            if position >= len(parameters) or parameters[position] in returned:
+        names, whole = set(), set()
+        passed = [
+            (parameters[position] if position < len(parameters) else None, argument)
+            for position, argument in enumerate(node.args)
+        ] + [(keyword.arg, keyword.value) for keyword in node.keywords]
+        for parameter, argument in passed:
+            if parameter not in parameters or parameter in returned:
                 names |= _viewed(argument)
-        for keyword in node.keywords:
-            if keyword.arg not in parameters or keyword.arg in returned:
-                names |= _viewed(keyword.value)
-        found[id(node)] = names
+                if returned.get(parameter, True) and isinstance(argument, gast.Name):
+                    whole.add(argument.id)
+        found[id(node)] = _Returned(names, whole)
     return found
 
 
-def _returned_parameters(function) -> tuple[list, set]:
+class _Returned(frozenset):
+    """The names of the caller's arrays a call's result may share; ``whole``: those
+    it may be (the very object passed, ``return a``)."""
+
+    def __new__(cls, names, whole):
+        made = super().__new__(cls, names)
+        made.whole = frozenset(whole)
+        return made
+
+
+def returned_parameters(function) -> tuple[list, dict]:
     """``function``'s parameters, and those whose array its result may share
-    (``return a``, ``return a[1:]``); all of them where it cannot be analysed."""
+    (``return a``, ``return a[1:]``), each with whether it may be returned whole;
+    all of them, whole, where it cannot be analysed."""
     from ppto.errors import PptoError
     from ppto.transform.source import parse_function
 
@@ -355,16 +376,16 @@ def _returned_parameters(function) -> tuple[list, set]:
     try:
         parsed = parse_function(function)
     except PptoError:
-        return [], set()  # (not analysable: every argument counts, see caller)
+        return [], {}  # (not analysable: every argument counts, see caller)
     parameters = parsed.parameters
     if key in _in_progress:
-        return parameters, set(parameters)
-    returned: set = set()
+        return parameters, dict.fromkeys(parameters, True)
+    returned: dict = {}
     _in_progress.add(key)
     try:
         check(parsed, None, parameters, returns=returned)
-    except PptoError:
-        returned = set(parameters)  # (refused itself where it is differentiated)
+    except PptoError:  # (refused itself where it is differentiated)
+        returned = dict.fromkeys(parameters, True)
     finally:
         _in_progress.discard(key)
     return parameters, returned
@@ -426,6 +447,9 @@ def _element(value, arrays: dict) -> int | None:
 
 def _rank(value, arrays: dict) -> int | None:
     """The fewest axes ``value`` has if it is surely an array, else None."""
+    helper_result = (_HELPER_RESULTS.get() or {}).get(id(value))
+    if helper_result is not None:  # (an array, to be safe, if it may share one)
+        return _most(*(arrays.get(name) for name in helper_result))
     if isinstance(value, gast.Name):
         return arrays.get(value.id)
     if isinstance(value, gast.Subscript) and not _surely_an_array(value):
@@ -583,6 +607,12 @@ def _bind(statement, state: _Sharing) -> None:
                 # ``+=`` writes into it), and so may be one of an unknown array
                 views[name] = set().union(*(views.get(o, set()) for o in origins))
                 views[name] |= origins
+    for name, value, whole in pairs:  # ``ys = same(hs)``: one object, two names
+        helper_result = (_HELPER_RESULTS.get() or {}).get(id(value))
+        if whole and helper_result is not None:
+            for other in helper_result.whole - {name}:
+                same.setdefault(name, set()).add(other)
+                same.setdefault(other, set()).add(name)
     chained = isinstance(statement, gast.Assign) and len(statement.targets) > 1
     if chained:  # ``hs = gs = []``: one object, two names
         names = {t.id for t in statement.targets if isinstance(t, gast.Name)}
@@ -798,15 +828,21 @@ def _changed_lists(statement) -> list:
         parts = [statement.iter]
     else:
         parts = [statement]
-    return [
-        (node, node.func.value.id)
-        for part in parts
-        for node in gast.walk(part)
-        if isinstance(node, gast.Call)
-        and isinstance(node.func, gast.Attribute)
-        and isinstance(node.func.value, gast.Name)
-        and node.func.attr in LIST_CHANGES
-    ]
+    found = []
+    for part in parts:
+        for node in gast.walk(part):
+            if not (
+                isinstance(node, gast.Call)
+                and isinstance(node.func, gast.Attribute)
+                and node.func.attr in LIST_CHANGES
+            ):
+                continue
+            owner = node.func.value
+            while isinstance(owner, gast.Subscript):  # ``rows[0].append(v)``
+                owner = owner.value
+            if isinstance(owner, gast.Name):
+                found.append((node, owner.id))
+    return found
 
 
 def _slice_or_new_axis(part) -> bool:

@@ -33,9 +33,13 @@ def add_lists(left: list, right) -> list:
 
 
 def add_at(values: list, index, addition) -> list:
-    """A copy of ``values`` with ``addition`` added to element ``index``."""
+    """A copy of ``values`` with ``addition`` added to element ``index`` (to each
+    element of a slice, item by item: ``+`` would join the lists)."""
     out = list(values)
-    out[index] = out[index] + addition
+    if isinstance(index, slice):
+        out[index] = [a + b for a, b in zip(out[index], addition)]
+    else:
+        out[index] = out[index] + addition
     return out
 
 

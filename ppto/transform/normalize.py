@@ -515,7 +515,9 @@ class Normalizer:
                 parsed = parse_function(callee.function.__func__)
             except TransformError:
                 return  # (its source cannot be read: it cannot be checked either)
-            if _keeps_an_argument(parsed):
+            owner = node.func.value if isinstance(node.func, gast.Attribute) else None
+            caller = parse_function(self.parsed.fn).tree  # (as written: not lifted)
+            if _keeps_an_argument(parsed) and _attributes_read(caller, owner):
                 raise self.source.error(
                     node,
                     f"ppto cannot differentiate the method call {callee.text} on "
@@ -793,6 +795,10 @@ class Normalizer:
 
     def expression_Subscript(self, node, target):
         index = slice_expr(node.slice)
+        whole = not isinstance(index, (gast.Slice, gast.Tuple))
+        if whole and loads(index) & self.lists:
+            # ``hs[len(hs) - 5]``: the index as it is now, saved for the backward pass
+            index = gast.Name(self.passive(index, None), gast.Load(), None, None)
         self.check_index(index)
         if _names_list(node.value, self.lists):
             target = target or self.namer.temporary()
@@ -963,11 +969,12 @@ class Normalizer:
             return classify(value.function, gast.unparse(function).strip())
         return None
 
-    def argument(self, node):
+    def argument(self, node, returned: bool = False):
         """The operand a call of a user's function is passed; for a list, a copy:
         the function's backward pass reads what it was given, which later appends
-        to the caller's list would otherwise change."""
-        if not _names_list(node, self.lists):
+        to the caller's list would otherwise change (unless the function may return
+        the list itself: the caller may change it through the result)."""
+        if returned or not _names_list(node, self.lists):
             return self.expression(node)
         copy = self.namer.temporary()
         self.lists.add(copy)
@@ -977,11 +984,24 @@ class Normalizer:
         return copy
 
     def call_function(self, node, callee, targets, checkpoint=False):
+        from ppto.transform.aliases import returned_parameters
         from ppto.transform.source import parse_function
 
         function = getattr(callee.op, "function", None) or callee.function
-        inputs = [self.argument(argument) for argument in node.args]
-        keywords = {k.arg: self.argument(k.value) for k in node.keywords}
+        if any(_names_list(a, self.lists) for a in node.args) or any(
+            _names_list(k.value, self.lists) for k in node.keywords
+        ):
+            names, returned = returned_parameters(function)
+        else:
+            names, returned = [], {}
+        whole = {name for name, kept in returned.items() if kept}
+        inputs = [
+            self.argument(argument, i < len(names) and names[i] in whole)
+            for i, argument in enumerate(node.args)
+        ]
+        keywords = {
+            k.arg: self.argument(k.value, k.arg in whole) for k in node.keywords
+        }
         targets = [t or self.namer.temporary() for t in targets]
         try:
             parsed = parse_function(function)
@@ -1050,8 +1070,8 @@ def _separable(node) -> list | None:
 
 
 def _keeps_an_argument(parsed) -> bool:
-    """Whether a method stores what a parameter other than self holds in an
-    attribute (``self.last = v``)."""
+    """Whether a method keeps what a parameter other than self holds, or a value
+    computed from it, in its object (``self.last = v``, ``self.seen.append(v)``)."""
     parameters = set(parsed.parameters[1:])
     for node in gast.walk(parsed.tree):
         if isinstance(node, (gast.Assign, gast.AugAssign)):
@@ -1063,7 +1083,29 @@ def _keeps_an_argument(parsed) -> bool:
             )
             if stored and value_reads(node.value) & parameters:
                 return True
+        if (
+            isinstance(node, gast.Call)
+            and isinstance(node.func, gast.Attribute)
+            and isinstance(node.func.value, (gast.Attribute, gast.Subscript))
+            and value_reads(node) & parameters
+        ):
+            return True  # self.seen.append(v): a method of something it holds
     return False
+
+
+def _attributes_read(tree, owner) -> bool:
+    """Whether ``tree`` reads an attribute of ``owner`` (a name) other than by
+    calling a method of it: what a method kept is read back (``tracker.last``)."""
+    if not isinstance(owner, gast.Name):
+        return True  # (an object reached otherwise: assume so)
+    called = {id(node.func) for node in gast.walk(tree) if isinstance(node, gast.Call)}
+    return any(
+        isinstance(node, gast.Attribute)
+        and isinstance(node.value, gast.Name)
+        and node.value.id == owner.id
+        and id(node) not in called
+        for node in gast.walk(tree)
+    )
 
 
 IN_PLACE_FUNCTIONS = {

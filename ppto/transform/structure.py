@@ -245,6 +245,7 @@ def loops(
                 0
             ]  # for t in ppto.checkpoint(range(n))
             statement.checkpoint = True
+            _refuse_lists_read_and_changed(statement, source)
         if isinstance(statement, gast.For) and not (
             isinstance(statement.iter, gast.Name)
             and statement.iter.id in ranges
@@ -269,6 +270,39 @@ def loops(
         out.extend(prelude)
         out.append(statement)
     return out
+
+
+LIST_CHANGES = {"append", "pop", "extend", "insert", "remove", "clear"}
+
+
+def _refuse_lists_read_and_changed(loop, source) -> None:
+    """A checkpointed loop's backward pass runs each turn again from what it read
+    then; a list the loop changes and reads (``hs.append(f(hs[-1]))``) has changed by
+    then (appending alone is fine: the turns are recomputed, not the list)."""
+    receivers = {
+        id(node.func.value): node.func.value.id
+        for node in gast.walk(loop)
+        if isinstance(node, gast.Call)
+        and isinstance(node.func, gast.Attribute)
+        and isinstance(node.func.value, gast.Name)
+        and node.func.attr in LIST_CHANGES
+    }
+    changed = set(receivers.values())
+    for node in gast.walk(loop):
+        if (
+            isinstance(node, gast.Name)
+            and isinstance(node.ctx, gast.Load)
+            and node.id in changed
+            and id(node) not in receivers
+        ):
+            raise source.error(
+                node,
+                f"ppto.checkpoint cannot recompute this loop: it reads the list "
+                f"{node.id} it changes, which has changed again by the time the "
+                "backward pass recomputes a turn",
+                f"carry the value in a variable of its own (h = ...; "
+                f"{node.id}.append(h)), or drop ppto.checkpoint for this loop",
+            )
 
 
 def _is_checkpoint_call(node) -> bool:
