@@ -676,6 +676,58 @@ def helper_appends_to_an_inner_list(x):
     return np.sum(rows[0][-1]) + z
 
 
+def row_kept_in_a_branch_then_added_into(x):
+    m = np.outer(x, x)
+    row = m[-1] if x[0] > 0 else m[0]
+    m += 1.0  # <- error
+    return np.sum(row * x)
+
+
+def rows_kept_by_a_loop_then_added_into(x):
+    m = np.outer(x, x)
+    rows = []
+    for r in m:
+        rows.append(r)
+    m += 1.0  # <- error
+    return np.sum(rows[-1] * x)
+
+
+def _same_list(items):
+    return items
+
+
+def list_read_under_another_name_then_changed(x):
+    hs = [x]
+    ys = _same_list(hs)
+    total = np.sum(ys[-1] ** 2)
+    hs.append(np.sin(x))  # <- error
+    return total + np.sum(hs[-1])
+
+
+class _Keeper:
+    def keep(self, v):
+        self.last = v
+
+    def get_last(self):
+        return self.last
+
+
+_KEEPER = _Keeper()
+
+
+def kept_value_read_back_by_a_method(x):
+    h = np.sin(x)
+    _KEEPER.keep(h)  # <- error
+    return np.sum(_KEEPER.get_last() * x)
+
+
+def method_of_a_local_name(x):
+    keeper = _KEEPER
+    h = np.sin(x)
+    keeper.keep(h)  # <- error
+    return np.sum(_KEEPER.last * x)
+
+
 def add_into_alias_in_a_branch(x, flag):
     z = x
     if flag:

@@ -1501,3 +1501,35 @@ def test_fourth_review_cases(function):
     x = np.array([0.3, -0.7, 1.1])
     assert float(ppto.value_and_grad(function)(x)[0]) == pytest.approx(function(x))
     assert_derivatives_match(function, x)
+
+
+def _item_of(v, i):
+    return v[i]
+
+
+def _both(items):
+    return items, np.sum(items[-1] ** 2)
+
+
+def fifth_review_accepted(x):
+    s = _item_of(x, 0)  # a number: refused as an array shared with x before
+    s += x[1]
+    h = x
+    for _ in ppto.checkpoint(range(2)):
+        parts = []  # a list of the turn's own: refused under checkpoint before
+        parts.append(np.sin(h))
+        parts.append(np.cos(h))
+        h = parts[0] * parts[1] + h
+    hs = [x]
+    m = np.outer(np.arange(1.0, 7.0), x)
+    for _ in range(2):
+        hs.append(np.sin(hs[-1]) * m[len(hs), 0])  # the index read the final length
+    ys, t = _both(hs)  # a tuple holding the list itself (a copy before: wrong value)
+    return s * x[2] + np.sum(h) + np.sum(hs[-1]) + t + np.sum(ys[0])
+
+
+def test_fifth_review_cases():
+    x = np.array([0.3, -0.7, 1.1])
+    value = ppto.value_and_grad(fifth_review_accepted)(x)[0]
+    assert float(value) == pytest.approx(fifth_review_accepted(x))
+    assert_derivatives_match(fifth_review_accepted, x)

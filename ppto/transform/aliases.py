@@ -129,13 +129,19 @@ def _check(
             if parameter not in known:  # (perhaps an array: ``+=`` writes into it)
                 state.views[parameter] = {_argument(parameter)}
     sequences = _sequence_names(parsed)
-    indexed = {  # names an item of which is bound to a name (``row = m[-1]``)
-        value.value.id
-        for node in gast.walk(parsed.tree)
-        if isinstance(node, gast.Assign)
-        for value in [node.value]
-        if isinstance(value, gast.Subscript) and isinstance(value.value, gast.Name)
-    }
+    indexed, items = set(), set()  # ``row = m[-1]``: m is indexed, row an item
+    for node in gast.walk(parsed.tree):
+        if isinstance(node, (gast.Assign, gast.AnnAssign)) and node.value is not None:
+            held = _held_items(node.value)
+            targets = node.targets if isinstance(node, gast.Assign) else [node.target]
+        elif isinstance(node, gast.For):  # ``for row in m``: rows of m
+            held = {n.id for n in [node.iter] if isinstance(n, gast.Name)}
+            targets = [node.target]
+        else:
+            continue
+        indexed |= held
+        if held:
+            items |= {n for t in targets for n in _stored(t)}
     local = _local_names(parsed)
 
     def written_through_another_name(statement, state: _Sharing, loops: tuple):
@@ -172,7 +178,8 @@ def _check(
             # only what another name for the same list sees
             shared = state.same.get(written, set())  # (its items are not changed)
             refuse_argument_change(statement, written, shared)
-            return refuse_if_read_later(statement, written, shared - {written}, loops)
+            others = shared - {written}
+            return refuse_if_read_later(statement, written, others, loops, statement)
         # ``a += 1`` writes into an array only if ``a`` is one: after ``a = x[0]``
         # or ``a = c`` it may be a number, which ``+=`` rebinds; a slice, ``.T``
         # or a reshape is an array for sure, and so is a name bound to an array
@@ -186,6 +193,8 @@ def _check(
             and not state.exact.get(written)
             and not isinstance(statement.value, gast.List)
             and written not in indexed  # (``m[-1]`` somewhere: not a number)
+            # (an item of an array of unknown rank: a row, perhaps)
+            and not (written in items and written not in state.exact)
         )
         if augmented and not maybe_number and written not in state.arrays:
             state.arrays[written] = 1  # (so that ``+=`` keeps what it shares)
@@ -227,6 +236,8 @@ def _check(
         later = set().union(*(loads(s) for s, _ in after))
         for loop in loops:  # the next turn reads what came before too
             later |= loads(loop)
+        if list_change is not None:  # a list's adjoint is made from the list as it
+            later = loads(parsed.tree)  # ends: a read before the change counts too
         seen = sorted(shared & later)
         if seen and list_change is not None:
             raise parsed.source.error(
@@ -288,8 +299,11 @@ def _check(
                         for shared in state.bases.get(origin, set()) | {origin}:
                             if shared.startswith(ARGUMENT):
                                 returns.setdefault(shared[len(ARGUMENT) :], False)
-                    if isinstance(value, gast.Name):  # the very object passed
-                        for shared in state.same.get(value.id, set()):
+                    parts = value.elts if _literal_sequence(value) else [value]
+                    for part in parts:  # the very object passed (or in a tuple)
+                        if not isinstance(part, gast.Name):
+                            continue
+                        for shared in state.same.get(part.id, set()):
                             if shared.startswith(ARGUMENT):
                                 returns[shared[len(ARGUMENT) :]] = True
                 return None
@@ -448,8 +462,14 @@ def _element(value, arrays: dict) -> int | None:
 def _rank(value, arrays: dict) -> int | None:
     """The fewest axes ``value`` has if it is surely an array, else None."""
     helper_result = (_HELPER_RESULTS.get() or {}).get(id(value))
-    if helper_result is not None:  # (an array, to be safe, if it may share one)
-        return _most(*(arrays.get(name) for name in helper_result))
+    if helper_result is not None:  # an argument returned whole keeps its axes,
+        ranks = [arrays.get(name) for name in helper_result.whole]  # a part of one
+        ranks += [  # (an item) may have one fewer
+            arrays[name] - 1
+            for name in helper_result - helper_result.whole
+            if arrays.get(name, 0) > 1
+        ]
+        return _most(*ranks)
     if isinstance(value, gast.Name):
         return arrays.get(value.id)
     if isinstance(value, gast.Subscript) and not _surely_an_array(value):
@@ -569,6 +589,8 @@ def _bind(statement, state: _Sharing) -> None:
     if isinstance(statement, gast.Assign):
         for target in statement.targets:
             pairs += _pairs(target, statement.value)
+    elif isinstance(statement, gast.AnnAssign) and statement.value is not None:
+        pairs += _pairs(statement.target, statement.value)  # ``row: T = m[-1]``
     elif isinstance(statement, gast.For):
         pairs += [(n, source, False) for n, source in _loop_targets(statement)]
     elif isinstance(statement, gast.AugAssign) and isinstance(
@@ -607,9 +629,9 @@ def _bind(statement, state: _Sharing) -> None:
                 # ``+=`` writes into it), and so may be one of an unknown array
                 views[name] = set().union(*(views.get(o, set()) for o in origins))
                 views[name] |= origins
-    for name, value, whole in pairs:  # ``ys = same(hs)``: one object, two names
+    for name, value, _ in pairs:  # ``ys = same(hs)``: one object, two names
         helper_result = (_HELPER_RESULTS.get() or {}).get(id(value))
-        if whole and helper_result is not None:
+        if helper_result is not None:  # (``ys, s = both(hs)``: either, to be safe)
             for other in helper_result.whole - {name}:
                 same.setdefault(name, set()).add(other)
                 same.setdefault(other, set()).add(name)
@@ -816,6 +838,22 @@ def _item_replaced(statement, sequences: set) -> bool:
         and isinstance(target.value, gast.Name)
         and target.value.id in sequences
     )
+
+
+def _held_items(value) -> set:
+    """The names an item or view of which ``value`` may be as it is (``m[-1]``,
+    ``m[1:][-1]``, in a conditional expression, a tuple or a list), not computed
+    from."""
+    if isinstance(value, gast.Subscript):
+        base = value.value
+        while isinstance(base, gast.Subscript):
+            base = base.value
+        return {base.id} if isinstance(base, gast.Name) else set()
+    if isinstance(value, gast.IfExp):
+        return _held_items(value.body) | _held_items(value.orelse)
+    if isinstance(value, (gast.Tuple, gast.List)):
+        return set().union(set(), *(_held_items(item) for item in value.elts))
+    return set()
 
 
 def _changed_lists(statement) -> list:

@@ -472,6 +472,19 @@ class Normalizer:
             if value_reads(value.args[0]) & self.varied:
                 self.varied.add(value.func.value.id)  # (it may have held constants)
             return
+        if (
+            isinstance(value, gast.Call)
+            and isinstance(value.func, gast.Attribute)
+            and value.func.attr in ("append", "extend", "insert", "pop")
+            and isinstance(value.func.value, gast.Subscript)
+            and value_reads(value) & self.varied
+        ):  # ``rows[0].append(h)``: an AttributeError in generated code
+            raise self.source.error(
+                node,
+                "ppto cannot differentiate changing a list held in another list",
+                "build the inner list under a name of its own (row = [...]; "
+                "row.append(h)), then put it in the outer list",
+            )
         if _is_list_pop(value, self.lists):  # a pop whose value is not used
             self.emit(ir.ListPop(self.namer.temporary(), value.func.value.id))
             return
@@ -510,6 +523,20 @@ class Normalizer:
         from ppto.transform.source import parse_function
 
         callee = resolve_call(node, self.parsed.namespace, self.local_names)
+        owner = getattr(node.func, "value", None)
+        if (  # ``tracker = TRACKER; tracker.record(h)``: an object ppto cannot see
+            callee.kind == "method"
+            and isinstance(owner, gast.Name)
+            and owner.id not in self.lists | self.varied
+        ):
+            raise self.source.error(
+                node,
+                f"ppto cannot differentiate the method call {callee.text} on "
+                f"differentiated values: it cannot tell what {owner.id} is, so what "
+                "the method keeps or changes would be missed",
+                "call the method on the module-level object itself, or use a "
+                "function that returns the value",
+            )
         if inspect.ismethod(callee.function):  # ``tracker.record(h)``
             try:
                 parsed = parse_function(callee.function.__func__)
@@ -517,7 +544,10 @@ class Normalizer:
                 return  # (its source cannot be read: it cannot be checked either)
             owner = node.func.value if isinstance(node.func, gast.Attribute) else None
             caller = parse_function(self.parsed.fn).tree  # (as written: not lifted)
-            if _keeps_an_argument(parsed) and _attributes_read(caller, owner):
+            method = getattr(node.func, "attr", "")
+            if isinstance(owner, gast.Name) and owner.id in self.local_names:
+                owner = None  # (a local name for the object: others may reach it)
+            if _keeps_an_argument(parsed) and _attributes_read(caller, owner, method):
                 raise self.source.error(
                     node,
                     f"ppto cannot differentiate the method call {callee.text} on "
@@ -751,6 +781,19 @@ class Normalizer:
     def expression_BoolOp(self, node, target):
         return self.passive(node, target)
 
+    def saved_index(self, index):
+        """``index``, with each part that reads a list (``hs[len(hs) - 5]``,
+        ``m[len(hs), 0]``) computed now into a name the backward pass reads: the
+        list may change before then."""
+        if isinstance(index, gast.Tuple):
+            parts = [self.saved_index(part) for part in index.elts]
+            if all(new is old for new, old in zip(parts, index.elts)):
+                return index
+            return gast.Tuple(parts, gast.Load())
+        if isinstance(index, gast.Slice) or not loads(index) & self.lists:
+            return index
+        return gast.Name(self.passive(index, None), gast.Load(), None, None)
+
     def tuple_item(self, value, index):
         """The operand of item ``index`` of a tuple written out and bound once
         (``pair = (x * 2.0, 3.0)``, ``pair[0]``), or None."""
@@ -795,10 +838,9 @@ class Normalizer:
 
     def expression_Subscript(self, node, target):
         index = slice_expr(node.slice)
-        whole = not isinstance(index, (gast.Slice, gast.Tuple))
-        if whole and loads(index) & self.lists:
-            # ``hs[len(hs) - 5]``: the index as it is now, saved for the backward pass
-            index = gast.Name(self.passive(index, None), gast.Load(), None, None)
+        written = index
+        index = self.saved_index(index)
+        syntax = node.slice if index is written else index  # (as saved: m[t3, 0])
         self.check_index(index)
         if _names_list(node.value, self.lists):
             target = target or self.namer.temporary()
@@ -815,7 +857,7 @@ class Normalizer:
             [self.expression(node.value)],
             {"index": index},
             style="subscript",
-            syntax=node.slice,
+            syntax=syntax,
         )
 
     def expression_Call(self, node, target):
@@ -1086,28 +1128,38 @@ def _keeps_an_argument(parsed) -> bool:
         if (
             isinstance(node, gast.Call)
             and isinstance(node.func, gast.Attribute)
+            and node.func.attr in KEEPING_METHODS
             and isinstance(node.func.value, (gast.Attribute, gast.Subscript))
             and value_reads(node) & parameters
         ):
-            return True  # self.seen.append(v): a method of something it holds
+            return True  # self.seen.append(v): into a list (dict, set) it holds
     return False
 
 
-def _attributes_read(tree, owner) -> bool:
-    """Whether ``tree`` reads an attribute of ``owner`` (a name) other than by
-    calling a method of it: what a method kept is read back (``tracker.last``)."""
+def _attributes_read(tree, owner, method: str) -> bool:
+    """Whether ``tree`` may read back what ``owner.method(...)`` kept: it uses
+    ``owner`` otherwise than by calling that method again (``tracker.last``,
+    ``tracker.latest()``, ``read(tracker)``)."""
     if not isinstance(owner, gast.Name):
         return True  # (an object reached otherwise: assume so)
-    called = {id(node.func) for node in gast.walk(tree) if isinstance(node, gast.Call)}
+    calls = {
+        id(node.func.value)
+        for node in gast.walk(tree)
+        if isinstance(node, gast.Call)
+        and isinstance(node.func, gast.Attribute)
+        and node.func.attr == method
+        and isinstance(node.func.value, gast.Name)
+    }
     return any(
-        isinstance(node, gast.Attribute)
-        and isinstance(node.value, gast.Name)
-        and node.value.id == owner.id
-        and id(node) not in called
+        isinstance(node, gast.Name)
+        and isinstance(node.ctx, gast.Load)
+        and node.id == owner.id
+        and id(node) not in calls
         for node in gast.walk(tree)
     )
 
 
+KEEPING_METHODS = {"append", "extend", "insert", "add", "update", "setdefault"}
 IN_PLACE_FUNCTIONS = {
     "copyto", "fill_diagonal", "put", "place", "putmask", "put_along_axis",
 }  # fmt: skip

@@ -287,7 +287,14 @@ def _refuse_lists_read_and_changed(loop, source) -> None:
         and isinstance(node.func.value, gast.Name)
         and node.func.attr in LIST_CHANGES
     }
-    changed = set(receivers.values())
+    fresh = {  # (a list made anew inside each turn is the turn's own)
+        target.id
+        for node in gast.walk(loop)
+        if isinstance(node, gast.Assign)
+        for target in node.targets
+        if isinstance(target, gast.Name)
+    }
+    changed = set(receivers.values()) - fresh
     for node in gast.walk(loop):
         if (
             isinstance(node, gast.Name)
