@@ -1533,3 +1533,26 @@ def test_fifth_review_cases():
     value = ppto.value_and_grad(fifth_review_accepted)(x)[0]
     assert float(value) == pytest.approx(fifth_review_accepted(x))
     assert_derivatives_match(fifth_review_accepted, x)
+
+
+def _sum_of(items):
+    total = 0.0
+    for item in items:
+        total = total + np.sum(item)
+    return total
+
+
+def list_of_unlike_items_to_a_helper(x):
+    parts = [x[:2], x, x[0]]  # the helper took its list for an array: a ValueError
+    running = 0.0
+    states = []
+    for i in range(3):
+        states.append(np.sin(x * (i + 1.0)))
+        running = running + _sum_of(states) * x[i]
+    return _sum_of(parts) * x[1] + running
+
+
+def test_a_helper_passed_a_list_treats_it_as_one():
+    assert_derivatives_match(
+        list_of_unlike_items_to_a_helper, np.array([0.3, -0.7, 1.1])
+    )

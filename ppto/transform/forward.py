@@ -286,8 +286,11 @@ class TangentGenerator:
         by_name = {
             k: operand_rank(x, self.activity.ranks) for k, x in s.keywords.items()
         }
+        from ppto.transform.reverse import _listed
+
+        listed = _listed(s, self.generator.lists)
         jvp_name, parameters = self.callees(
-            s.function, positions, names, ranks, by_name
+            s.function, positions, names, ranks, by_name, listed
         )
         tangents = [self.materialised(s.inputs[i]) for i in positions]
         tangents += [self.materialised(s.keywords[k]) for k in names]

@@ -162,6 +162,7 @@ def _prepare(
     ranks: dict,
     program: Program,
     plan_reverse: bool = True,
+    list_parameters=(),
 ):
     fence.check(parsed)
     generated = _generated(parsed.fn)
@@ -209,6 +210,7 @@ def _prepare(
         local_names,
         lambda value, preferred: program.refs.ref(value, preferred, local_names),
     )
+    normalizer.lists |= set(list_parameters)  # (the caller passes lists there)
     ir_body = stop_shift_gradients(normalizer.block(body), namer)
     entry = parsed.fn is program.entry_function
     shapes, dtypes = (program.shapes, program.dtypes) if entry else ({}, {})
@@ -302,6 +304,7 @@ def split(
     ranks: dict,
     program: Program,
     called: bool = True,
+    list_parameters=(),
 ):
     """``<name>_forward`` and ``<name>_backward``; returns their names and the
     parameters the backward takes from the call site (only when ``called`` from
@@ -309,7 +312,9 @@ def split(
     cotangent)."""
     from ppto.transform.inline import operand_expr
 
-    ir_body, activity, generator = _prepare(parsed, wrt, ranks, program)
+    ir_body, activity, generator = _prepare(
+        parsed, wrt, ranks, program, list_parameters=list_parameters
+    )
     result = _result_operand(ir_body)
     program.last_result_rank = operand_rank(result, activity.ranks)
     namer = generator.namer
@@ -397,13 +402,19 @@ def _cleanup(body, generator):
     return drop_default_arguments(body, generator.refs.namespace)
 
 
-def jvp(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program) -> str:
+def jvp(
+    parsed: ParsedFunction,
+    wrt: list[str],
+    ranks: dict,
+    program: Program,
+    list_parameters=(),
+) -> str:
     """``<name>_jvp(*args, *tangents) -> (value, tangent)``; one tangent per ``wrt``."""
     from ppto.transform.forward import TangentGenerator
     from ppto.transform.inline import operand_expr
 
     ir_body, activity, generator = _prepare(
-        parsed, wrt, ranks, program, plan_reverse=False
+        parsed, wrt, ranks, program, False, list_parameters
     )
     result = _result_operand(ir_body)
     program.last_result_rank = operand_rank(result, activity.ranks)
@@ -438,18 +449,35 @@ def primal(parsed: ParsedFunction, wrt, ranks: dict, program: Program) -> str:
     return function_name
 
 
+def _listed_parameters(parameters: list, listed) -> set:
+    """The parameters a call passes lists for (``listed``: positions, names)."""
+    return {
+        parameters[p] if isinstance(p, int) else p
+        for p in listed
+        if not isinstance(p, int) or p < len(parameters)
+    }
+
+
 def program_jvp_callee(program: Program):
-    def plan(parsed: ParsedFunction, positions, keywords, ranks, keyword_ranks=None):
+    def plan(
+        parsed: ParsedFunction,
+        positions,
+        keywords,
+        ranks,
+        keyword_ranks=None,
+        listed=(),
+    ):
         parameters = parsed.parameters
         wrt = [parameters[p] for p in positions] + list(keywords)
         by_name = tuple(sorted((keyword_ranks or {}).items()))
-        key = ("jvp", parsed.fn.__code__, tuple(wrt), tuple(ranks), by_name)
+        key = ("jvp", parsed.fn.__code__, tuple(wrt), tuple(ranks), by_name, listed)
         if key not in program.callee_plans:
             rank_map = {
                 parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)
             }
             rank_map.update(keyword_ranks or {})
-            jvp_name = jvp(parsed, wrt, rank_map, program)
+            lists = _listed_parameters(parameters, listed)
+            jvp_name = jvp(parsed, wrt, rank_map, program, lists)
             program.callee_plans[key] = (jvp_name, program.tangent_parameters[jvp_name])
         return program.callee_plans[key]
 
@@ -457,19 +485,29 @@ def program_jvp_callee(program: Program):
 
 
 def program_callee(program: Program):
-    def plan(parsed: ParsedFunction, positions, keywords, ranks, keyword_ranks=None):
+    def plan(
+        parsed: ParsedFunction,
+        positions,
+        keywords,
+        ranks,
+        keyword_ranks=None,
+        listed=(),
+    ):
         parameters = parsed.parameters
         wrt = [parameters[p] for p in positions if p < len(parameters)] + list(keywords)
         if len(wrt) != len(positions) + len(keywords):
             raise GradError(f"{parsed.name} was called with more arguments than it has")
         by_name = tuple(sorted((keyword_ranks or {}).items()))
-        key = (parsed.fn.__code__, tuple(wrt), tuple(ranks), by_name)
+        key = (parsed.fn.__code__, tuple(wrt), tuple(ranks), by_name, listed)
         if key not in program.callee_plans:
             rank_map = {
                 parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)
             }
             rank_map.update(keyword_ranks or {})
-            forward_name, backward_name, passed = split(parsed, wrt, rank_map, program)
+            lists = _listed_parameters(parameters, listed)
+            forward_name, backward_name, passed = split(
+                parsed, wrt, rank_map, program, list_parameters=lists
+            )
             order = list(positions) + list(keywords)
             program.callee_plans[key] = (forward_name, backward_name, order, passed)
             program.result_ranks[key] = program.last_result_rank

@@ -288,7 +288,8 @@ class Generator:
         by_name = {
             k: operand_rank(x, self.activity.ranks) for k, x in s.keywords.items()
         }
-        return self.callees(s.function, positions, keywords, ranks, by_name)
+        listed = _listed(s, self.lists)
+        return self.callees(s.function, positions, keywords, ranks, by_name, listed)
 
     # --- backward -------------------------------------------------------------------
 
@@ -881,6 +882,13 @@ def _branch_paths(body: list, path: tuple, paths: dict, all_writes) -> None:
         else:
             for name_ in all_writes([statement]):  # saved values, nested loops too
                 paths.setdefault(name_, []).append(path)
+
+
+def _listed(s: ir.CallFunction, lists: set) -> tuple:
+    """The positions and keywords at which call ``s`` passes lists."""
+    positions = [i for i, x in enumerate(s.inputs) if isinstance(x, str) and x in lists]
+    names = [k for k, x in s.keywords.items() if isinstance(x, str) and x in lists]
+    return tuple(positions) + tuple(sorted(names))
 
 
 def _called(value, function: str) -> bool:
