@@ -449,34 +449,35 @@ def primal(parsed: ParsedFunction, wrt, ranks: dict, program: Program) -> str:
     return function_name
 
 
-def _listed_parameters(parameters: list, listed) -> set:
-    """The parameters a call passes lists for (``listed``: positions, names)."""
-    return {
+def _call_plan(parsed: ParsedFunction, positions, keywords, ranks, by_name, listed):
+    """What a call of ``parsed`` specialises it on: ``(wrt, key, rank_map, lists)``,
+    the parameters differentiated, the key of its plan, the parameters' ranks
+    (``by_name``: those passed by keyword) and those it is passed lists for
+    (``listed``: positions, names)."""
+    parameters = parsed.parameters
+    wrt = [parameters[p] for p in positions if p < len(parameters)] + list(keywords)
+    if len(wrt) != len(positions) + len(keywords):
+        raise GradError(f"{parsed.name} was called with more arguments than it has")
+    by_name = by_name or {}
+    key = (parsed.fn.__code__, tuple(wrt), tuple(ranks), tuple(sorted(by_name.items())))
+    key += (listed,)
+    rank_map = {parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)}
+    rank_map.update(by_name)
+    lists = {
         parameters[p] if isinstance(p, int) else p
         for p in listed
         if not isinstance(p, int) or p < len(parameters)
     }
+    return wrt, key, rank_map, lists
 
 
 def program_jvp_callee(program: Program):
-    def plan(
-        parsed: ParsedFunction,
-        positions,
-        keywords,
-        ranks,
-        keyword_ranks=None,
-        listed=(),
-    ):
-        parameters = parsed.parameters
-        wrt = [parameters[p] for p in positions] + list(keywords)
-        by_name = tuple(sorted((keyword_ranks or {}).items()))
-        key = ("jvp", parsed.fn.__code__, tuple(wrt), tuple(ranks), by_name, listed)
+    def plan(parsed, positions, keywords, ranks, by_name=None, listed=()):
+        wrt, key, rank_map, lists = _call_plan(
+            parsed, positions, keywords, ranks, by_name, listed
+        )
+        key = ("jvp",) + key
         if key not in program.callee_plans:
-            rank_map = {
-                parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)
-            }
-            rank_map.update(keyword_ranks or {})
-            lists = _listed_parameters(parameters, listed)
             jvp_name = jvp(parsed, wrt, rank_map, program, lists)
             program.callee_plans[key] = (jvp_name, program.tangent_parameters[jvp_name])
         return program.callee_plans[key]
@@ -485,26 +486,11 @@ def program_jvp_callee(program: Program):
 
 
 def program_callee(program: Program):
-    def plan(
-        parsed: ParsedFunction,
-        positions,
-        keywords,
-        ranks,
-        keyword_ranks=None,
-        listed=(),
-    ):
-        parameters = parsed.parameters
-        wrt = [parameters[p] for p in positions if p < len(parameters)] + list(keywords)
-        if len(wrt) != len(positions) + len(keywords):
-            raise GradError(f"{parsed.name} was called with more arguments than it has")
-        by_name = tuple(sorted((keyword_ranks or {}).items()))
-        key = (parsed.fn.__code__, tuple(wrt), tuple(ranks), by_name, listed)
+    def plan(parsed, positions, keywords, ranks, by_name=None, listed=()):
+        wrt, key, rank_map, lists = _call_plan(
+            parsed, positions, keywords, ranks, by_name, listed
+        )
         if key not in program.callee_plans:
-            rank_map = {
-                parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)
-            }
-            rank_map.update(keyword_ranks or {})
-            lists = _listed_parameters(parameters, listed)
             forward_name, backward_name, passed = split(
                 parsed, wrt, rank_map, program, list_parameters=lists
             )
