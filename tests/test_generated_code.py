@@ -1556,3 +1556,25 @@ def test_a_helper_passed_a_list_treats_it_as_one():
     assert_derivatives_match(
         list_of_unlike_items_to_a_helper, np.array([0.3, -0.7, 1.1])
     )
+
+
+def _scaled_rows(items, flag):
+    if flag:
+        items = np.stack(items) * 3.0  # an array from here on this path
+    total = 0.0
+    for item in items:
+        total = total + np.sum(item**2)
+    return total
+
+
+def list_to_a_helper_that_rebinds_it(x):
+    # the parameter was taken for a list after the branch too: a third of the
+    # gradient, or a TypeError in the helper's backward pass
+    pair = [x, x * 2.0]
+    return _scaled_rows(pair, True) + _scaled_rows(pair, False)
+
+
+def test_a_list_parameter_rebound_to_an_array():
+    assert_derivatives_match(
+        list_to_a_helper_that_rebinds_it, np.array([0.3, -0.7, 1.1])
+    )

@@ -176,6 +176,7 @@ def _prepare(
     namer = Namer(user_names)
     program.namer.taken |= user_names
     captured = free_globals(parsed)
+    rebound = stores(parsed.tree.body)  # (as written: the stages below rename)
     program.captured.append((parsed.fn, captured))
     for key, value in captured.items():
         program.refs.bind(key, value)
@@ -210,7 +211,9 @@ def _prepare(
         local_names,
         lambda value, preferred: program.refs.ref(value, preferred, local_names),
     )
-    normalizer.lists |= set(list_parameters)  # (the caller passes lists there)
+    # the caller passes lists there; a parameter the function rebinds may hold
+    # something else after it (xs = np.stack(xs) on one path): not taken for a list
+    normalizer.lists |= set(list_parameters) - rebound
     ir_body = stop_shift_gradients(normalizer.block(body), namer)
     entry = parsed.fn is program.entry_function
     shapes, dtypes = (program.shapes, program.dtypes) if entry else ({}, {})
