@@ -25,7 +25,7 @@ import numpy as np
 from ppto.ops import ALIASES
 from ppto.ops.primitive import OPERATORS
 from ppto.transform.source import ParsedFunction
-from ppto.transform.trees import loads, stores
+from ppto.transform.trees import loads, paired, stores
 
 VIEW_ATTRIBUTES = {"T", "mT", "real", "imag", "flat"}
 VIEW_CALLS = {
@@ -106,15 +106,16 @@ def check(
     may share. ``generated``: code ppto generated (a derivative differentiated
     again), whose copies of lists (a loop's ``sequence = hs``) are its own.
     ``lists_only``: check only the changes made to lists."""
-    token = _HELPER_RESULTS.set(_helper_results(parsed))
+    local = _local_names(parsed)
+    token = _HELPER_RESULTS.set(_helper_results(parsed, local))
     try:
-        _check(parsed, ranks, set(passed), returns, generated, lists_only)
+        _check(parsed, ranks, set(passed), returns, generated, lists_only, local)
     finally:
         _HELPER_RESULTS.reset(token)
 
 
 def _check(
-    parsed: ParsedFunction, ranks, passed: set, returns, generated, lists_only
+    parsed: ParsedFunction, ranks, passed: set, returns, generated, lists_only, local
 ) -> None:
     order = list(_flattened(parsed.tree.body, ()))
     positions = {id(statement): n for n, (statement, _) in enumerate(order)}
@@ -142,7 +143,6 @@ def _check(
         indexed |= held
         if held:
             items |= {n for t in targets for n in _stored(t)}
-    local = _local_names(parsed)
 
     def written_through_another_name(statement, state: _Sharing, loops: tuple):
         for call, changed in _changed_lists(statement):  # ``gs.append(y)``, gs = hs
@@ -332,12 +332,12 @@ def _local_names(parsed: ParsedFunction) -> set:
     return set(parsed.parameters) | stores(parsed.tree.body)
 
 
-def _helper_results(parsed: ParsedFunction) -> dict:
-    """For each call of a user's function in ``parsed``, the names in its
-    arguments that its result may share an array with."""
+def _helper_results(parsed: ParsedFunction, local: set) -> dict:
+    """For each call of a user's function in ``parsed`` (whose local names are
+    ``local``), the names in its arguments that its result may share an array
+    with."""
     from ppto.transform.resolve import resolve_call
 
-    local = _local_names(parsed)
     found = {}
     for node in gast.walk(parsed.tree):
         if not isinstance(node, gast.Call) or _sequence_call(node) is not None:
@@ -405,6 +405,12 @@ def returned_parameters(function) -> tuple[list, dict]:
     return parameters, returned
 
 
+def _helper_result(value):
+    """The ``_Returned`` of ``value`` where it is a call of a user's function in
+    the function being checked, else None."""
+    return (_HELPER_RESULTS.get() or {}).get(id(value))
+
+
 def _argument(parameter: str) -> str:
     """The caller's object passed as ``parameter``, as a name in ``_Sharing``."""
     return ARGUMENT + parameter
@@ -431,7 +437,7 @@ def _follow_arrays(statement, arrays: dict) -> None:
         for target in statement.targets:
             bound += [
                 (name, _rank(value, arrays) if whole else _element(value, arrays))
-                for name, value, whole in _pairs(target, statement.value)
+                for name, value, whole in paired(target, statement.value)
             ]
     elif isinstance(statement, gast.AugAssign) and isinstance(
         statement.target, gast.Name
@@ -461,7 +467,7 @@ def _element(value, arrays: dict) -> int | None:
 
 def _rank(value, arrays: dict) -> int | None:
     """The fewest axes ``value`` has if it is surely an array, else None."""
-    helper_result = (_HELPER_RESULTS.get() or {}).get(id(value))
+    helper_result = _helper_result(value)
     if helper_result is not None:  # an argument returned whole keeps its axes,
         ranks = [arrays.get(name) for name in helper_result.whole]  # a part of one
         ranks += [  # (an item) may have one fewer
@@ -588,9 +594,9 @@ def _bind(statement, state: _Sharing) -> None:
         return
     if isinstance(statement, gast.Assign):
         for target in statement.targets:
-            pairs += _pairs(target, statement.value)
+            pairs += paired(target, statement.value)
     elif isinstance(statement, gast.AnnAssign) and statement.value is not None:
-        pairs += _pairs(statement.target, statement.value)  # ``row: T = m[-1]``
+        pairs += paired(statement.target, statement.value)  # ``row: T = m[-1]``
     elif isinstance(statement, gast.For):
         pairs += [(n, source, False) for n, source in _loop_targets(statement)]
     elif isinstance(statement, gast.AugAssign) and isinstance(
@@ -630,7 +636,7 @@ def _bind(statement, state: _Sharing) -> None:
                 views[name] = set().union(*(views.get(o, set()) for o in origins))
                 views[name] |= origins
     for name, value, _ in pairs:  # ``ys = same(hs)``: one object, two names
-        helper_result = (_HELPER_RESULTS.get() or {}).get(id(value))
+        helper_result = _helper_result(value)
         if helper_result is not None:  # (``ys, s = both(hs)``: either, to be safe)
             for other in helper_result.whole - {name}:
                 same.setdefault(name, set()).add(other)
@@ -685,19 +691,6 @@ def _exact_rank(value, exact: dict) -> int | None:
     return None
 
 
-def _pairs(target, value) -> list:
-    """``(name, the expression it is bound to, whether it is all of it)``."""
-    if isinstance(target, gast.Name):
-        return [(target.id, value, True)]
-    if (
-        isinstance(target, (gast.Tuple, gast.List))
-        and isinstance(value, (gast.Tuple, gast.List))
-        and len(target.elts) == len(value.elts)
-    ):
-        return [p for t, v in zip(target.elts, value.elts) for p in _pairs(t, v)]
-    return [(name, value, False) for name in _stored(target)]  # parts of it
-
-
 def _stored(node) -> list:
     return [
         n.id
@@ -710,7 +703,7 @@ def _surely_an_array(value) -> bool:
     """A view that is an array whatever its base held: a slice, ``.T``, a reshape
     (not a bare name or ``x[0]``, which may be numbers, nor what a user's function
     returns)."""
-    if id(value) in (_HELPER_RESULTS.get() or {}):
+    if _helper_result(value) is not None:
         return False
     if isinstance(value, gast.IfExp):
         return _surely_an_array(value.body) and _surely_an_array(value.orelse)
@@ -731,7 +724,7 @@ def _forget(name: str, bases: dict) -> None:
 
 def _viewed(value) -> set:
     """The names ``value`` may be (a part of) the array of."""
-    helper_result = (_HELPER_RESULTS.get() or {}).get(id(value))
+    helper_result = _helper_result(value)
     if helper_result is not None:  # ``z = ident(y)``: the arguments it may return
         return helper_result
     if isinstance(value, gast.Name):

@@ -286,9 +286,7 @@ class TangentGenerator:
         by_name = {
             k: operand_rank(x, self.activity.ranks) for k, x in s.keywords.items()
         }
-        from ppto.transform.reverse import _listed
-
-        listed = _listed(s, self.generator.lists)
+        listed = ir.lists_passed(s, self.generator.lists)
         jvp_name, parameters = self.callees(
             s.function, positions, names, ranks, by_name, listed
         )

@@ -86,6 +86,15 @@ class ListCall(Passive):
 PASSED = ("fixed", "metadata")  # ListCall inputs passed through unchanged
 
 
+def lists_passed(call: CallFunction, lists: set) -> tuple:
+    """The positions and keywords at which ``call`` passes names in ``lists``."""
+    positions = [
+        i for i, x in enumerate(call.inputs) if isinstance(x, str) and x in lists
+    ]
+    names = [k for k, x in call.keywords.items() if isinstance(x, str) and x in lists]
+    return tuple(positions) + tuple(sorted(names))
+
+
 @dataclass
 class Pack(Stmt):
     target: str

@@ -28,7 +28,7 @@ from ppto.transform.resolve import (
     static_value,
 )
 from ppto.transform.source import ParsedFunction
-from ppto.transform.trees import loads, name_counts
+from ppto.transform.trees import loads, name_counts, paired
 
 # calls that read only their arguments' shapes; split_points comes from concat's
 # gradient rule, so second derivatives meet it in generated code
@@ -542,7 +542,6 @@ class Normalizer:
                 parsed = parse_function(callee.function.__func__)
             except TransformError:
                 return  # (its source cannot be read: it cannot be checked either)
-            owner = node.func.value if isinstance(node.func, gast.Attribute) else None
             caller = parse_function(self.parsed.fn).tree  # (as written: not lifted)
             method = getattr(node.func, "attr", "")
             if isinstance(owner, gast.Name) and owner.id in self.local_names:
@@ -1030,9 +1029,11 @@ class Normalizer:
         from ppto.transform.source import parse_function
 
         function = getattr(callee.op, "function", None) or callee.function
-        if any(_names_list(a, self.lists) for a in node.args) or any(
-            _names_list(k.value, self.lists) for k in node.keywords
-        ):
+        passes_lists = any(
+            _names_list(argument, self.lists)
+            for argument in node.args + [k.value for k in node.keywords]
+        )
+        if passes_lists:
             names, returned = returned_parameters(function)
         else:
             names, returned = [], {}
@@ -1062,10 +1063,10 @@ class Normalizer:
                 f"list {callee.text}'s parameters explicitly, or pass the values "
                 "in one list",
             )
-        if any(_names_list(a, self.lists) for a in node.args) or any(
-            _names_list(k.value, self.lists) for k in node.keywords
-        ):  # a list the function changes is the caller's, whether or not its result
-            self.check_call_arguments(node, parsed, lists_only=True)  # is used
+        if passes_lists:
+            # a list the function changes is the caller's, whether or not the
+            # function's result is used
+            self.check_call_arguments(node, parsed, lists_only=True)
         self.emit(ir.CallFunction(targets, parsed, inputs, keywords, checkpoint))
         return targets
 
@@ -1318,29 +1319,12 @@ def varied_names(body: list, wrt: set[str]) -> set[str]:
                 varied.add(node.value.func.value.id)  # appending to a list
             elif isinstance(node, gast.Assign) and value_reads(node.value) & varied:
                 for target in node.targets:
-                    for part, value in _paired(target, node.value):
+                    for name, value, _ in paired(target, node.value):
                         if value_reads(value) & varied:  # (``i, v = 2, x[0]``: v)
-                            varied.update(
-                                n.id
-                                for n in gast.walk(part)
-                                if isinstance(n, gast.Name)
-                            )
+                            varied.add(name)
 
     visit(body)
     return varied
-
-
-def _paired(target, value) -> list:
-    """``(target part, value part)``: ``a, b = c, d`` pairwise (nested alike), else
-    the whole target with the whole value."""
-    if (
-        isinstance(target, (gast.Tuple, gast.List))
-        and isinstance(value, (gast.Tuple, gast.List))
-        and len(target.elts) == len(value.elts)
-        and not any(isinstance(t, gast.Starred) for t in target.elts)
-    ):
-        return [p for t, v in zip(target.elts, value.elts) for p in _paired(t, v)]
-    return [(target, value)]
 
 
 __all__ = ["Normalizer", "varied_names", "shape"]

@@ -183,7 +183,7 @@ def _prepare(
     result = namer.fresh(parsed.name if parsed.name != "lambda_" else "result")
     body = unpack_in_steps(list(parsed.tree.body), namer)
     sequences = set(parsed.parameters)
-    if not _generated(parsed.fn):
+    if not generated:
         sequences.add(UNKNOWN_IS_SEQUENCE)
     body = loops(body, namer, parsed.source, sequences=sequences)
     body = single_exit(body, result)

@@ -288,7 +288,7 @@ class Generator:
         by_name = {
             k: operand_rank(x, self.activity.ranks) for k, x in s.keywords.items()
         }
-        listed = _listed(s, self.lists)
+        listed = ir.lists_passed(s, self.lists)
         return self.callees(s.function, positions, keywords, ranks, by_name, listed)
 
     # --- backward -------------------------------------------------------------------
@@ -314,8 +314,9 @@ class Generator:
         if isinstance(value, gast.Tuple):  # a tuple's adjoints, unpacked twice:
             add = self.ref(lists.add_lists, "add_lists")  # item by item, not joined
             return [assign(adjoint, call(add, name(adjoint), value))]
-        if _called(value, "stacked_like"):  # a tuple's (``+`` would join them) or
-            add = self.ref(lists.add_adjoints, "add_adjoints")  # an array's
+        if _called(value, self.ref(lists.stacked_like, "stacked_like")):
+            # a tuple's (``+`` would join them) or an array's
+            add = self.ref(lists.add_adjoints, "add_adjoints")
             return [assign(adjoint, call(add, name(adjoint), value))]
         return [assign(adjoint, gast.BinOp(name(adjoint), gast.Add(), value))]
 
@@ -884,13 +885,6 @@ def _branch_paths(body: list, path: tuple, paths: dict, all_writes) -> None:
                 paths.setdefault(name_, []).append(path)
 
 
-def _listed(s: ir.CallFunction, lists: set) -> tuple:
-    """The positions and keywords at which call ``s`` passes lists."""
-    positions = [i for i, x in enumerate(s.inputs) if isinstance(x, str) and x in lists]
-    names = [k for k, x in s.keywords.items() if isinstance(x, str) and x in lists]
-    return tuple(positions) + tuple(sorted(names))
-
-
 def _called(value, function: str) -> bool:
     """``function(...)`` (by the name generated code calls it)."""
     return (
@@ -913,16 +907,18 @@ def _elements_read(primal: str, body) -> bool:
                 names.add(s.target)
             elif isinstance(s, ir.ListCall) and set(s.inputs) & names:
                 names.update(s.targets)
+
+    def reads(operands) -> bool:
+        return bool(set().union(set(), *map(ir.operand_names, operands)) & names)
+
     for s in statements:
         if isinstance(s, ir.ListGet) and s.source in names:
             return True
         if isinstance(s, ir.CallFunction):  # passed to a function: it may read them
-            operands = list(s.inputs) + list(s.keywords.values())
-            if set().union(set(), *map(ir.operand_names, operands)) & names:
+            if reads(list(s.inputs) + list(s.keywords.values())):
                 return True
-        if isinstance(s, ir.Apply):  # np.stack(hs) of a list
-            if set().union(set(), *map(ir.operand_names, s.inputs)) & names:
-                return True
+        if isinstance(s, ir.Apply) and reads(s.inputs):  # np.stack(hs) of a list
+            return True
     return False
 
 
@@ -1107,11 +1103,7 @@ def _rewrite_calls(expression, function: str, rewrite):
     """``expression`` with each call of ``function`` at its top or under arithmetic
     (``-unbroadcast(g, b)``, ``-unbroadcast(g, b) / b``) replaced by
     ``rewrite(call)``."""
-    if (
-        isinstance(expression, gast.Call)
-        and isinstance(expression.func, gast.Name)
-        and expression.func.id == function
-    ):
+    if _called(expression, function):
         return rewrite(expression)
     if isinstance(expression, gast.UnaryOp):
         expression.operand = _rewrite_calls(expression.operand, function, rewrite)

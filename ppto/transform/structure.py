@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import gast
 
+from ppto.transform import aliases
 from ppto.transform.names import Namer
-from ppto.transform.trees import stores
+from ppto.transform.trees import paired, stores
 
 
 def single_exit(body: list, result: str) -> list:
@@ -272,9 +273,6 @@ def loops(
     return out
 
 
-LIST_CHANGES = {"append", "pop", "extend", "insert", "remove", "clear"}
-
-
 def _refuse_lists_read_and_changed(loop, source) -> None:
     """A checkpointed loop's backward pass runs each turn again from what it read
     then; a list the loop changes and reads (``hs.append(f(hs[-1]))``) has changed by
@@ -285,7 +283,7 @@ def _refuse_lists_read_and_changed(loop, source) -> None:
         if isinstance(node, gast.Call)
         and isinstance(node.func, gast.Attribute)
         and isinstance(node.func.value, gast.Name)
-        and node.func.attr in LIST_CHANGES
+        and node.func.attr in aliases.LIST_CHANGES
     }
     fresh = {  # (a list made anew inside each turn is the turn's own)
         target.id
@@ -321,26 +319,17 @@ def _is_checkpoint_call(node) -> bool:
 def _bound(statement) -> list:
     """``(name, its value or None where unknown)`` for the names an assignment binds:
     ``a = b = v``, ``a, b = v, w`` pairwise, ``a: T = v``."""
-    if isinstance(statement, gast.AnnAssign) and isinstance(
-        statement.target, gast.Name
-    ):
-        return [(statement.target.id, statement.value)]
-    if not isinstance(statement, gast.Assign):
+    if isinstance(statement, gast.AnnAssign):
+        targets = [statement.target]
+    elif isinstance(statement, gast.Assign):
+        targets = statement.targets
+    else:
         return []
-    found = []
-    for target in statement.targets:
-        if isinstance(target, gast.Name):
-            found.append((target.id, statement.value))
-        elif isinstance(target, (gast.Tuple, gast.List)):
-            value = statement.value
-            pairs = (
-                zip(target.elts, value.elts)
-                if isinstance(value, (gast.Tuple, gast.List))
-                and len(value.elts) == len(target.elts)
-                else ((element, None) for element in target.elts)
-            )
-            found += [(t.id, v) for t, v in pairs if isinstance(t, gast.Name)]
-    return found
+    return [
+        (name, value if whole else None)
+        for target in targets
+        for name, value, whole in paired(target, statement.value)
+    ]
 
 
 def _not_a_range(reversal, ranges: set, sequences: set) -> bool:
@@ -454,9 +443,11 @@ def _sequence_targets(statement: gast.For, namer: Namer, source):
             raise unsupported
         start = _enumerate_start(iterable, unsupported)
         items = [(element.id, _unreversed(iterable.args[0]))]
-        if start is not None:  # the count runs from ``start`` (read once, before
-            counter, held = namer.fresh("i"), namer.fresh("start")  # the loop), the
-            offset = gast.BinOp(_name(counter), gast.Add(), _name(held))  # items from 0
+        if start is not None:
+            # the items run from 0, the count from ``start``, read once before the
+            # loop (as Python does): index = counter + start at each turn
+            counter, held = namer.fresh("i"), namer.fresh("start")
+            offset = gast.BinOp(_name(counter), gast.Add(), _name(held))
             first = _assign(index.id, offset, statement)
             return counter, items, [first], [_assign(held, start, statement)]
         return index.id, items, [], []

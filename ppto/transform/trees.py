@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 
+import gast
+
 _ATOMS = frozenset({str, int, float, bool, complex, bytes, type(None)})
 
 
@@ -49,6 +51,21 @@ def loads(node) -> set[str]:
 def stores(node) -> set[str]:
     """Names a tree (or list of trees) assigns."""
     return _names(node, "Store")
+
+
+def paired(target, value) -> list:
+    """``(name, the expression it is bound to, whether it is all of it)`` for each
+    name ``target = value`` binds: ``a, b = c, d`` pairwise (nested alike); names in
+    a target the value is not written out for get parts of it (``a, b = t``)."""
+    if isinstance(target, gast.Name):
+        return [(target.id, value, True)]
+    if (
+        isinstance(target, (gast.Tuple, gast.List))
+        and isinstance(value, (gast.Tuple, gast.List))
+        and len(target.elts) == len(value.elts)
+    ):
+        return [p for t, v in zip(target.elts, value.elts) for p in paired(t, v)]
+    return [(name, value, False) for name in sorted(stores(target))]
 
 
 def load_counts(node) -> dict[str, int]:
