@@ -482,6 +482,7 @@ class RegionKernel:
         scope = {
             "np": np,
             "layout": region_layout,
+            "rows_layout": rows_layout,
             "CHUNK_BYTES": CHUNK_BYTES,
             "run_chunks": run_chunks,
         }
@@ -496,14 +497,42 @@ class RegionKernel:
         return self.fallback(*arguments) if result is None else result
 
 
-def region_layout(arguments) -> tuple | None:
+def region_layout(arguments, kinds: str = "") -> tuple | None:
     """``(shape, dtype)`` when every array argument is a NumPy array of that one shape
     and floating dtype (0-d arrays and NumPy scalars of the dtype, which ufuncs of 0-d
     arrays give, and Python numbers may join them) and the shape has at least
-    ``LARGE`` elements; else None."""
+    ``LARGE`` elements; else None. ``kinds``: ``s`` where an argument must be 0-d or
+    a number (the pass broadcasts it as one)."""
     found = shared_layout(arguments, _numpy_value)
     if found is None or int(np.prod(found[0])) < LARGE:
         return None
+    if any(k == "s" and np.ndim(a) for a, k in zip(arguments, kinds)):
+        return None
+    return found
+
+
+def rows_layout(arguments, kinds: str) -> tuple | None:
+    """``(shape, dtype)`` for a pass over the rows of arrays of ``shape`` (at least
+    2-d, ``LARGE`` elements): the arguments of kind ``f`` are arrays of that shape
+    (not 0-d: a value the pass computes from them and rows is of the rows' shape
+    where they are 0-d), those of kind ``r`` of that shape with the last axis 1 or
+    0-d, those of kind ``s`` 0-d (numbers may stand for 0-d arrays); one floating
+    dtype. Else None."""
+    full = [a for a, k in zip(arguments, kinds) if k == "f"]
+    found = shared_layout(full, _numpy_value)
+    if found is None or len(found[0]) < 2 or int(np.prod(found[0])) < LARGE:
+        return None
+    if any(type(a) is not np.ndarray or a.ndim != len(found[0]) for a in full):
+        return None
+    shape, dtype = found
+    rows = shape[:-1] + (1,)
+    for value, kind in zip(arguments, kinds):
+        if kind == "f" or type(value) is float or type(value) is int:
+            continue
+        if not _numpy_value(value) or value.dtype != dtype:
+            return None
+        if value.ndim and (kind != "r" or value.shape != rows):
+            return None
     return found
 
 

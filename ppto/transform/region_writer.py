@@ -1,11 +1,23 @@
 """The code of one elementwise region (``ppto.transform.regions``): its steps as
 instructions, each value computed once, written as the CPU's chunked NumPy pass or
-handed to CUDA as a ``CudaRegion``."""
+handed to CUDA as a ``CudaRegion``.
+
+A region over rows (``rows``: the shape of its full values) also has values of that
+shape with the last axis 1 (row reductions, ``keepdims`` values): its pass goes over
+blocks of whole rows, so a row's maximum or sum is complete within its block and the
+values computed from it are used while the block is in cache (softmax, logsumexp and
+their gradients in one pass). Each value has a kind: ``FULL``, ``ROW`` or ``SCALAR``
+(0-d); a value computed from others has the largest of theirs, as broadcasting
+gives."""
 
 from __future__ import annotations
 
+from ppto.fusion.cuda import Unsupported
 from ppto.fusion.cuda_regions import CudaRegion
 from ppto.fusion.kernels import COMPARISONS, Node, ufunc
+
+SCALAR, ROW, FULL = 0, 1, 2
+_REDUCERS = {"rowsum": "np.add", "rowmax": "np.maximum", "rowmean": "np.add"}
 
 
 class RegionWriter:
@@ -14,39 +26,68 @@ class RegionWriter:
     into a chunk buffer, reused once the value is dead, or for a value read after the
     region into its slice of an output array) or a ``CudaRegion`` (``cuda``)."""
 
-    def __init__(self, steps: list, outputs: list) -> None:
+    def __init__(self, steps: list, outputs: list, rows: tuple | None = None) -> None:
         self.steps = steps
         self.outputs = outputs  # names read after the region, in order
+        self.rows = rows  # the full values' shape of a region over rows, else None
         self.inputs: list[str] = []
+        self.input_kinds: list[int] = []
         self.instructions: list = []  # (value number, op, operand refs)
+        self.kinds: dict = {}  # value number -> its kind
         self.known: dict = {}  # (op, operand refs) -> ref: each value computed once
+        self.shapes: dict = {}  # the shapes known at the step being analysed
 
     # --- what the region computes -----------------------------------------------------
 
     def operand(self, tree, current: dict):
         """The ref of a tree's value: ("input", i), ("value", k), ("const", v),
-        ("one",) for ``ones_like`` of a sum, ("sum", name)."""
+        ("one",) for ``ones_like`` of a sum, ("sum", name), or ("expand", kind,
+        ref, like ref): a value of a smaller kind broadcast to ``like``'s (read in
+        place, broadcasting, by the operations that use it)."""
         if tree.leaf is not None:
             if tree.leaf in current:
                 return current[tree.leaf]
             if tree.leaf not in self.inputs:
                 self.inputs.append(tree.leaf)
+                self.input_kinds.append(self.kind_of_shape(self.shapes.get(tree.leaf)))
             return ("input", self.inputs.index(tree.leaf))
         if tree.op is None:
             return ("const", tree.value)
         op = tree.op
         operands = tuple(self.operand(child, current) for child in tree.children)
         if op in ("mul", "div") and operands[-1] == ("one",):
-            if operands[0][0] in ("input", "value"):
+            if operands[0][0] in ("input", "value", "expand"):
                 return operands[0]  # x * 1 and x / 1 are x, every dtype being one
         if op == "mul" and operands[0] == ("one",) and operands[1][0] != "const":
             return operands[1]
+        return self.instruction(op, operands, max(map(self.kind, operands)))
+
+    def instruction(self, op: str, operands: tuple, kind: int):
         key = (op, operands)
         if key not in self.known:
             number = len(self.instructions) + 1
             self.instructions.append((number, op, operands))
+            self.kinds[number] = kind
             self.known[key] = ("value", number)
         return self.known[key]
+
+    def kind_of_shape(self, shape) -> int:
+        """An input's kind, from its shape where known (else taken for full: the
+        pass checks its arguments' shapes when it runs)."""
+        if shape == ():
+            return SCALAR
+        if self.rows and shape == self.rows[:-1] + (1,) and shape != self.rows:
+            return ROW
+        return FULL
+
+    def kind(self, ref) -> int:
+        if ref[0] == "input":
+            return self.input_kinds[ref[1]]
+        if ref[0] == "value":
+            return self.kinds[ref[1]]
+        if ref[0] == "expand":
+            return ref[1]
+        return SCALAR
 
     def analyse(self) -> tuple[dict, dict]:
         """``(sums, outputs)``: what each sum accumulates and each output holds."""
@@ -54,9 +95,25 @@ class RegionWriter:
         sums: dict = {}
         self.computed: set = set()  # names the statements make new arrays for
         for step in self.steps:
+            self.shapes = step.shapes
+            # ``like`` (its shape) is read even where the pass does not need it: the
+            # original statements, run where the pass does not apply, read it
+            like = self.operand(Node(leaf=step.like), current) if step.like else None
             if step.kind == "tree":
                 current[step.target] = self.operand(step.tree, current)
                 self.computed.add(step.target)
+            elif step.kind == "rows":
+                value = self.operand(step.tree, current)
+                op = f"row{step.reduction}"
+                current[step.target] = self.instruction(op, (value,), ROW)
+                self.computed.add(step.target)
+            elif step.kind == "expand":
+                value = self.operand(step.tree, current)
+                kind = self.kind(like)
+                if self.kind(value) < kind:
+                    value = ("expand", kind, value, like)
+                current[step.target] = value
+                self.computed.discard(step.target)  # (a view, as unreduce's)
             elif step.kind == "copy":
                 current[step.target] = self.operand(Node(leaf=step.source), current)
                 if step.source in self.computed:
@@ -81,11 +138,9 @@ class RegionWriter:
         read nowhere else (exact: subtracting is adding the negation), one pass less
         (the gradient of ``exp(-x)`` makes ``dx = -dt`` then ``dx + ...``)."""
         uses: dict = {}
-        for ref in kept:
-            uses[ref] = uses.get(ref, 0) + 1
-        for _, _, operands in self.instructions:
-            for ref in operands:
-                uses[ref] = uses.get(ref, 0) + 1
+        for ref in kept + [r for _, _, operands in self.instructions for r in operands]:
+            for part in _parts(ref):
+                uses[part] = uses.get(part, 0) + 1
         negations = {
             ("value", number): operands[0]
             for number, op, operands in self.instructions
@@ -114,42 +169,65 @@ class RegionWriter:
         sums, outputs = self.simplified()
         into = {}  # value number -> the output array it is written into
         for number, output in enumerate(self.outputs):
-            ref = outputs[output]
+            ref = _base(outputs[output])
             if ref[0] == "value" and ref[1] not in into:
                 into[ref[1]] = f"out{number}"
         last_use = {}
         for position, (_, _, operands) in enumerate(self.instructions):
             for ref in operands:
-                if ref[0] == "value":
-                    last_use[ref[1]] = position
+                for part in _parts(ref):
+                    if part[0] == "value":
+                        last_use[part[1]] = position
         for ref in sums.values():
+            ref = _base(ref)
             if ref[0] == "value":
                 last_use[ref[1]] = len(self.instructions)  # read after every chunk
         loop, buffers = self.chunk_body(into, last_use)
         for target, ref in sums.items():
-            total = f"float(np.add.reduce({self.spell(ref)}))"
+            total = f"float(np.add.reduce({self.whole(ref)}, axis=None))"
             loop.append(f"            partial_{target}[number] = {total}")
         # the pass names its inputs a0, a1, ...: a user's name (``number``, ``sum``)
         # would collide with the pass's own locals and the builtins it calls
         names = [f"a{number}" for number in range(len(self.inputs))]
         arguments = ", ".join(names)
+        kinds = "".join("srf"[kind] for kind in self.input_kinds)
         lines = [
             f"def {name}({arguments}):",
             f'    """{", ".join(self.inputs)} ({arguments}) -> '
-            f'{", ".join(self.outputs)}, in one pass of chunks."""',
-            f"    found = layout(({arguments},))",
-            "    if found is None:",
-            "        return None",
-            "    shape, dtype = found",
-            "    size = int(np.prod(shape))",
-            "    chunk = CHUNK_BYTES // dtype.itemsize",
+            f"{', '.join(self.outputs)}, in one pass of "
+            f'{"blocks of rows" if self.rows else "chunks"}."""',
         ]
-        refs = [r for _, _, operands in self.instructions for r in operands]
-        if ("one",) in refs + list(outputs.values()):
+        if self.rows:
+            lines += [
+                f'    found = rows_layout(({arguments},), "{kinds}")',
+                "    if found is None:",
+                "        return None",
+                "    shape, dtype = found",
+                "    width = shape[-1]",
+                "    rows_shape = shape[:-1] + (1,)",
+                "    size = int(np.prod(rows_shape))  # a chunk is a block of rows",
+                "    chunk = max(1, CHUNK_BYTES // (dtype.itemsize * width))",
+            ]
+            if any(op == "rowmean" for _, op, _ in self.instructions):
+                lines.append("    width_items = np.intp(width)  # divided as np.mean")
+        else:
+            test = f', "{kinds}"' if "s" in kinds else ""
+            lines += [
+                f"    found = layout(({arguments},){test})",
+                "    if found is None:",
+                "        return None",
+                "    shape, dtype = found",
+                "    size = int(np.prod(shape))",
+                "    chunk = CHUNK_BYTES // dtype.itemsize",
+            ]
+        spelled = [p for ref in self.read_refs(sums, outputs) for p in _parts(ref)]
+        if ("one",) in spelled:
             lines.append("    one = np.ones((), dtype)")
         for number, input_ in enumerate(names):
+            flat = "np.reshape({0}, (size, -1))" if self.rows else "np.ravel({0})"
             lines.append(
-                f"    flat{number} = np.ravel({input_}) if np.ndim({input_}) else None"
+                f"    flat{number} = {flat.format(input_)} "
+                f"if np.ndim({input_}) else None"
             )
         for reads in self.scalar_risks(outputs, sums):
             test = " and ".join(f"flat{i} is None" for i in sorted(reads)) or "True"
@@ -157,20 +235,24 @@ class RegionWriter:
                 f"    if {test}:  # a value of numbers only: not an array",
                 "        return None",
             ]
+        outs = sorted(set(into.values()))
+        kind_of_out = {out: self.kinds[number] for number, out in into.items()}
         lines += [
-            f"    {array} = np.empty(size, dtype)"
-            for array in sorted(set(into.values()))
+            f"    {out} = np.empty({self.extent(kind_of_out[out], 'size')}, dtype)"
+            for out in outs
         ]
         lines.append("    chunks = -(-size // chunk)")
         lines += [  # one partial sum per chunk, added in chunk order below
             f"    partial_{target} = [0.0] * chunks" for target in sums
         ]
         lines += ["", "    def part(claim):  # the chunks this thread claims"]
-        lines += [f"        buffer{i} = np.empty(chunk, dtype)" for i in range(buffers)]
+        lines += [
+            f"        buffer{i} = np.empty({self.extent(kind, 'chunk')}, dtype)"
+            for i, kind in enumerate(buffers)
+        ]
         # each chunk's views are made once, not at every use: with two threads, the
         # Python between two ufunc calls is when the other thread waits for the GIL
-        views = [f"piece{i} = buffer{i}[:count]" for i in range(buffers)]
-        outs = sorted(set(into.values()))
+        views = [f"piece{i} = buffer{i}[:count]" for i in range(len(buffers))]
         views += [f"{out}_piece = {out}[start:stop]" for out in outs]
         lines += [
             "        for number in iter(claim, None):",
@@ -191,9 +273,23 @@ class RegionWriter:
         returned = results[0] if len(results) == 1 else f"({', '.join(results)})"
         return "\n".join(lines + [f"    return {returned}", ""])
 
+    def read_refs(self, sums: dict, outputs: dict) -> list:
+        """The refs the pass reads: the instructions' operands, sums and outputs."""
+        operands = [r for _, _, refs in self.instructions for r in refs]
+        return operands + list(sums.values()) + list(outputs.values())
+
+    def extent(self, kind: int, count: str) -> str:
+        """The shape, spelled, of ``count`` units (elements, or rows) of a value of
+        ``kind``."""
+        if not self.rows:
+            return count
+        return f"({count}, width)" if kind == FULL else f"({count}, 1)"
+
     def cuda(self, name: str) -> CudaRegion:
         """The region as CUDA kernels (raises ``Unsupported`` where C would type a
         value otherwise than NumPy)."""
+        if self.rows:
+            raise Unsupported("a region over rows")
         sums, outputs = self.simplified()
         return CudaRegion(
             name,
@@ -209,59 +305,82 @@ class RegionWriter:
         """For each computed output and each sum, the inputs it reads: if all of them
         are numbers at run time (a loop's counter, a 0-d array), an output is a
         number, which the pass would write as an array, and a sum would add the number
-        once per element."""
+        once per element. A broadcast value reads its ``like`` too (an array)."""
         reads: dict = {}
-        for number, _, operands in self.instructions:
+
+        def read(ref) -> set:
             found = set()
-            for ref in operands:
-                if ref[0] == "input":
-                    found.add(ref[1])
-                elif ref[0] == "value":
-                    found |= reads[ref[1]]
-            reads[number] = found
+            for part in _parts(ref):
+                if part[0] == "input":
+                    found.add(part[1])
+                elif part[0] == "value":
+                    found |= reads[part[1]]
+            return found
+
+        for number, _, operands in self.instructions:
+            reads[number] = set().union(*map(read, operands))
         risks = []
-        computed = [ref for ref in outputs.values() if ref[0] == "value"]
+        computed = [ref for ref in outputs.values() if ref[0] in ("value", "expand")]
         for ref in computed + list(sums.values()):
-            if ref[0] == "input":
-                read = {ref[1]}
-            elif ref[0] == "value":
-                read = reads[ref[1]]
-            else:
+            if ref[0] not in ("input", "value", "expand"):
                 continue
-            if read not in risks:
-                risks.append(read)
+            found = read(ref)
+            if found not in risks:
+                risks.append(found)
         return risks
 
-    def chunk_body(self, into: dict, last_use: dict) -> tuple[list, int]:
-        lines, free, buffers = [], [], 0
+    def chunk_body(self, into: dict, last_use: dict) -> tuple[list, list]:
+        """The chunk loop's lines, and the kind of each chunk buffer it uses."""
+        lines, buffers = [], []
+        free: dict = {}  # kind -> the buffers free for a value of that kind
         self.places: dict = {}  # value number -> how the chunk code reads it
         for position, (number, op, operands) in enumerate(self.instructions):
-            call = f"np.{ufunc(op).__name__}("
-            call += ", ".join(self.spell(ref) for ref in operands)
-            for ref in dict.fromkeys(operands):  # dead after this: its buffer may
-                if ref[0] == "value" and last_use.get(ref[1]) == position:  # hold it
-                    place = self.places[ref[1]]
-                    if place.startswith("piece"):
-                        free.append(place)
+            spelled = ", ".join(self.spell(ref) for ref in operands)
+            for ref in dict.fromkeys(p for r in operands for p in _parts(r)):
+                if ref[0] == "value" and last_use.get(ref[1]) == position:
+                    place = self.places[ref[1]]  # dead after this: its buffer may
+                    if place.startswith("piece"):  # hold this value
+                        free.setdefault(self.buffer_kind(ref[1]), []).append(place)
+            kind = self.buffer_kind(number)
             if number in into:
                 destination = f"{into[number]}_piece"
             elif op in COMPARISONS or op == "where":
                 destination = None  # no out=: a boolean, or np.where
             else:
-                if not free:
-                    free.append(f"piece{buffers}")
-                    buffers += 1
-                destination = free.pop()
+                if not free.get(kind):
+                    free.setdefault(kind, []).append(f"piece{len(buffers)}")
+                    buffers.append(kind)
+                destination = free[kind].pop()
+            if op in _REDUCERS:
+                lines.append(
+                    f"            {_REDUCERS[op]}.reduce({spelled}, axis=1, "
+                    f"keepdims=True, out={destination})"
+                )
+                if op == "rowmean":
+                    lines.append(
+                        f"            np.true_divide({destination}, width_items, "
+                        f"out={destination}, casting='unsafe')"
+                    )
+                self.places[number] = destination
+                continue
+            call = f"np.{ufunc(op).__name__}({spelled})"
             if destination is None:
-                lines.append(f"            v{number} = {call})")
+                lines.append(f"            v{number} = {call}")
                 self.places[number] = f"v{number}"
             elif op == "where":  # (np.where has no out=)
-                lines.append(f"            {destination}[...] = {call})")
+                lines.append(f"            {destination}[...] = {call}")
                 self.places[number] = destination
             else:
-                lines.append(f"            {call}, out={destination})")
+                lines.append(f"            {call[:-1]}, out={destination})")
                 self.places[number] = destination
         return lines, buffers
+
+    def buffer_kind(self, number: int) -> int:
+        """The kind of buffer a value is computed into: a 0-d value in a region over
+        rows is broadcast into a row's (a flat region's buffers are all alike)."""
+        if not self.rows:
+            return FULL
+        return FULL if self.kinds[number] == FULL else ROW
 
     def spell(self, ref) -> str:
         if ref[0] == "const":
@@ -270,11 +389,24 @@ class RegionWriter:
             return f"in{ref[1]}"
         if ref[0] == "one":
             return "one"
+        if ref[0] == "expand":
+            return self.spell(ref[2])  # broadcast by the operation reading it
         return self.places[ref[1]]
 
+    def whole(self, ref) -> str:
+        """``ref`` spelled as the chunk's values of its kind: a broadcast value made
+        whole (a sum of it counts every element)."""
+        if ref[0] != "expand":
+            return self.spell(ref)
+        return f"np.broadcast_to({self.spell(ref[2])}, {self.extent(ref[1], 'count')})"
+
     def result(self, ref, into: dict, name: str) -> str:
+        if ref[0] == "expand":  # as unreduce's: a read-only broadcast view
+            shape = "shape" if ref[1] == FULL or not self.rows else "rows_shape"
+            return f"np.broadcast_to({self.result(ref[2], into, name)}, {shape})"
         if ref[0] == "value":
-            return f"{into[ref[1]]}.reshape(shape)"
+            shape = "shape" if self.buffer_kind(ref[1]) == FULL else "rows_shape"
+            return f"{into[ref[1]]}.reshape({shape})"
         if ref[0] == "input" and name in self.computed:
             # ``dw = one * x`` was a new array: handing back x itself would let the
             # caller's in-place update of the gradient change x
@@ -284,3 +416,16 @@ class RegionWriter:
         if ref[0] == "sum":
             return f"dtype.type(total_{ref[1]})"
         return "one"
+
+
+def _parts(ref):
+    """``ref`` and, for a broadcast value, the refs it is made of."""
+    yield ref
+    if ref[0] == "expand":
+        yield from _parts(ref[2])
+        yield from _parts(ref[3])
+
+
+def _base(ref):
+    """The ref a broadcast value broadcasts (``ref`` itself otherwise)."""
+    return _base(ref[2]) if ref[0] == "expand" else ref

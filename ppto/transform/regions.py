@@ -32,8 +32,9 @@ from ppto.fusion.kernels import (
     RegionKernel,
 )
 from ppto.fusion.registry import ALIASES
-from ppto.ops.reductions import reduce_sum
-from ppto.ops.shape import ones_like
+from ppto.ops.elementwise import stop_gradient
+from ppto.ops.reductions import reduce_max, reduce_mean, reduce_sum, unreduce
+from ppto.ops.shape import ones_like, unbroadcast
 from ppto.transform.emit import Comment
 from ppto.transform.region_writer import RegionWriter
 from ppto.transform.trees import (
@@ -60,15 +61,26 @@ _COMPARE = {
 
 class Step:
     """One statement of a region: ``target = tree`` (an elementwise expression), a
-    full sum of a value, ``ones_like`` of a sum, or a copy."""
+    full sum of a value, ``ones_like`` of a sum, a copy, a reduction of each row
+    (``rows``: over the last axis, keeping it), or a value broadcast to the shape of
+    ``like`` (``expand``: ``unreduce``). ``unbroadcast`` steps become copies or row
+    sums once the shapes are known."""
 
-    def __init__(self, statement, target: str, kind: str, tree=None, source=None):
+    def __init__(
+        self, statement, target: str, kind: str, tree=None, source=None, like=None
+    ):
         self.statement = statement
         self.target = target
-        self.kind = kind  # "tree", "sum", "ones", "copy"
+        self.kind = kind  # "tree", "sum", "ones", "copy", "rows", "expand"
         self.tree = tree  # a kernels.Node whose leaves are variable names
         self.source = source  # the name a sum, ones_like or copy reads
+        self.like = like  # the name whose shape an expand or unbroadcast takes
+        self.reduction = None  # a rows step's: "sum", "max" or "mean"
+        self.axis = None  # a rows step's axis, as written
+        self.keeps = True  # an expand step's keepdims
         self.reads = {source} if source else set(tree.leaves())  # the names it reads
+        if like:
+            self.reads.add(like)
         self.shapes: dict = {}  # name -> shape, where known, of what it reads and makes
 
 
@@ -120,9 +132,11 @@ def _node(name, arguments, namespace):
     return ALIASES[name](children) if name in ALIASES else Node(name, children)
 
 
-def _step(statement, namespace):
+def _step(statement, namespace, extended: bool = True):
     """The statement as a region step, or None. A ``ones`` step (``ones_like(s)``)
-    belongs to a region only where ``s`` is one of its sums."""
+    belongs to a region only where ``s`` is one of its sums. Row reductions,
+    ``unbroadcast``, ``unreduce`` and ``stop_gradient`` only when ``extended`` (the
+    CPU's passes take them, CUDA regions do not)."""
     if isinstance(statement, Comment):
         return None
     target = single_target(statement)
@@ -137,6 +151,15 @@ def _step(statement, namespace):
                 return Step(statement, target, "sum", source=argument.id)
             if op is ones_like:
                 return Step(statement, target, "ones", source=argument.id)
+            if op is stop_gradient and extended:
+                return Step(statement, target, "copy", source=argument.id)
+        shaped = (
+            extended
+            and value.args
+            and _shaped_step(statement, target, op, value, namespace)
+        )
+        if shaped:
+            return shaped
     if isinstance(value, gast.Name):
         return Step(statement, target, "copy", source=value.id)
     tree = _decode(value, namespace)
@@ -145,12 +168,63 @@ def _step(statement, namespace):
     return Step(statement, target, "tree", tree=tree)
 
 
+_REDUCTIONS = {reduce_sum: "sum", reduce_max: "max", reduce_mean: "mean"}
+
+
+def _shaped_step(statement, target, op, call, namespace):
+    """A row reduction (``reduce_max(t, axis=1, keepdims=True)``), ``unbroadcast(e,
+    like)`` or ``unreduce(e, like, ...)`` as a step whose meaning the shapes settle
+    (``_settle``); else None."""
+    if op in _REDUCTIONS:
+        options = _constants(call, 1, ("axis", "keepdims"))
+        axis = options.get("axis")
+        if type(axis) is not int or options.get("keepdims") is not True:
+            return None
+        step = _tree_step(statement, target, "rows", call.args[0], namespace)
+        if step is not None:
+            step.reduction, step.axis = _REDUCTIONS[op], axis
+        return step
+    like = call.args[1] if len(call.args) > 1 else None
+    if op not in (unbroadcast, unreduce) or not isinstance(like, gast.Name):
+        return None
+    kind = "unbroadcast" if op is unbroadcast else "expand"
+    step = _tree_step(statement, target, kind, call.args[0], namespace, like.id)
+    if step is not None and op is unreduce:
+        # without keepdims a reduced value is reshaped first: only a 0-d one is
+        # broadcast as it is (checked once the shapes are known)
+        step.keeps = _constants(call, 2, ("axis", "keepdims")).get("keepdims") is True
+    return step
+
+
+def _tree_step(statement, target, kind, expression, namespace, like=None):
+    tree = _decode(expression, namespace)
+    return None if tree is None else Step(statement, target, kind, tree, like=like)
+
+
+def _constants(call, first: int, names: tuple) -> dict:
+    """``call``'s arguments ``names`` (positional from ``first``, or keywords) that
+    are written as constants (``-1`` included), by name."""
+    written = dict(zip(names, call.args[first:]))
+    written.update((k.arg, k.value) for k in call.keywords if k.arg in names)
+    found = {}
+    for name, node in written.items():
+        sign = 1
+        if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
+            node, sign = node.operand, -1
+        if isinstance(node, gast.Constant) and (sign == 1 or type(node.value) is int):
+            found[name] = sign * node.value if sign == -1 else node.value
+    return found
+
+
 def find_regions(
-    body: list, namespace: dict, shapes: dict, large: int = LARGE
-) -> list[tuple[int, int, list, list]]:
-    """``(start, stop, steps, hoisted)`` of each region in ``body`` (a block); a
-    region stops where a value of another known shape would join it (the pass could
-    not run). Regions of a known size below ``large`` elements are left out.
+    body: list, namespace: dict, shapes: dict, large: int = LARGE, extended=True
+) -> list[tuple[int, int, list, list, tuple | None]]:
+    """``(start, stop, steps, hoisted, rows)`` of each region in ``body`` (a block);
+    a region stops where a value of another known shape would join it (the pass
+    could not run), unless the region goes over rows: ``rows`` is then the shape of
+    its full values, beside which it has values with the last axis 1 (from row
+    reductions and ``keepdims``), else None. Regions of a known size below ``large``
+    elements are left out; ``extended``: see ``_step``.
     ``hoisted``: steps between start and stop that compute a 0-d value from 0-d
     values and numbers (a scale from a 0-d parameter); they run before the region
     instead of in it, where they would make it fall back to its statements (a value
@@ -158,7 +232,7 @@ def find_regions(
     write."""
     found = []
     # each statement decoded once (a failed start is retried from the next one)
-    candidates = [_step(statement, namespace) for statement in body]
+    candidates = [_step(statement, namespace, extended) for statement in body]
     reads = [loads(statement) for statement in body]
     _follow_shapes(body, candidates, shapes)
     position = 0
@@ -168,6 +242,7 @@ def find_regions(
         sums: set = set()
         ones: set = set()  # ones_like of a sum and its copies: 0-d values
         extent = None  # the region's array shape, once a value's is known
+        rowed = False  # whether it has values of the extent with the last axis 1
         stop = position
         while stop < len(body):
             if isinstance(body[stop], Comment):  # kept, before the region's call
@@ -189,21 +264,27 @@ def find_regions(
                 for name, shape in step.shapes.items()
                 if shape and name not in sums
             }
-            if len(known | ({extent} if extent else set())) > 1:
+            joined = _join(extent, rowed, known)
+            if joined is None:
                 break
-            extent = extent or next(iter(known), None)
+            extent, rowed = joined
+            if step.kind == "rows":
+                if _tree_shape(step, step.shapes) != extent:
+                    break
+                rowed = True
             if step.kind == "sum":
                 sums.add(step.target)
             if step.kind == "ones" or (step.kind == "copy" and step.source in ones):
                 ones.add(step.target)
             steps.append(step)
             stop += 1
-        while steps and steps[-1].kind in ("copy", "ones"):
+        while steps and steps[-1].kind in ("copy", "ones", "expand"):
             steps.pop()  # nothing gained by ending on a copy
             stop = _index(body, steps[-1].statement) + 1 if steps else position
         hoisted = [h for h in hoisted if _index(body, h.statement) < stop]
         operations = sum(
-            (s.tree.count() if s.tree else 0) + (s.kind == "sum") for s in steps
+            (s.tree.count() if s.tree else 0) + (s.kind in ("sum", "rows"))
+            for s in steps
         )
         small = extent is not None and int(np.prod(extent)) < large  # never passes
         if (
@@ -211,7 +292,7 @@ def find_regions(
             and sum(s.kind == "tree" for s in steps) >= 2
             and not small
         ):
-            found.append((position, stop, steps, hoisted))
+            found.append((position, stop, steps, hoisted, extent if rowed else None))
             position = stop
         else:
             position += 1
@@ -221,13 +302,19 @@ def find_regions(
 def _follow_shapes(body: list, candidates: list, shapes: dict) -> None:
     """Give each step (``candidates``) the shapes, where known, of the values it reads
     and makes at that point of the block: ``shapes`` (the analysis of the function)
-    and what the block's elementwise statements give (a copy or ``ones_like`` has its
-    source's shape, a sum is 0-d, a tree the broadcast of its leaves'), which covers
-    the gradient's values. A shape followed wrongly (in a loop, a value read before
-    the statement that changes its shape) costs a region its pass, never a result: a
-    region checks its arrays' shapes when it runs."""
+    and what the block's steps give (a copy or ``ones_like`` has its source's shape,
+    a sum is 0-d, a tree the broadcast of its leaves', a row reduction its source's
+    with the last axis 1, an expand its ``like``'s), which covers the gradient's
+    values. Steps whose meaning depends on shapes are settled here (``_settle``); a
+    candidate the shapes rule out becomes None. A shape followed wrongly (in a loop,
+    a value read before the statement that changes its shape) costs a region its
+    pass, never a result: a region checks its arrays' shapes when it runs."""
     known = {name: shape for name, shape in shapes.items() if shape is not None}
-    for statement, step in zip(body, candidates):
+    for position, (statement, step) in enumerate(zip(body, candidates)):
+        if step is not None:
+            step.shapes = {name: known[name] for name in step.reads if name in known}
+            if not _settle(step):
+                step = candidates[position] = None
         if step is None:
             for name in stores(statement) - shapes.keys():
                 known.pop(name, None)  # assigned by something not followed
@@ -238,14 +325,70 @@ def _follow_shapes(body: list, candidates: list, shapes: dict) -> None:
             shape = ()
         elif step.kind in ("copy", "ones"):
             shape = known.get(step.source)
+        elif step.kind == "expand":
+            shape = known.get(step.like)
         else:
-            leaves = [known.get(name) for name in step.reads]
-            shape = None if None in leaves else _broadcast(leaves)
-        step.shapes = {name: known[name] for name in step.reads if name in known}
+            shape = _tree_shape(step, known)
+            if shape is not None and step.kind == "rows":
+                shape = shape[:-1] + (1,)
         if shape is None:
             known.pop(step.target, None)
         else:
             known[step.target] = step.shapes[step.target] = shape
+
+
+def _tree_shape(step: Step, known: dict) -> tuple | None:
+    leaves = [known.get(name) for name in set(step.tree.leaves())]
+    return None if None in leaves else _broadcast(leaves)
+
+
+def _settle(step: Step) -> bool:
+    """Whether ``step`` can join a region, given the shapes known where it is. A row
+    reduction needs its operand's shape (at least 2-d, the axis its last); an
+    ``unbroadcast`` is a copy where its operand has ``like``'s shape and a row sum
+    where it has ``like``'s with the last axis 1; an expand broadcasts a 0-d value,
+    or one of ``like``'s shape with the last axis 1 (kept by keepdims)."""
+    if step.kind not in ("rows", "unbroadcast", "expand"):
+        return True
+    shape = _tree_shape(step, step.shapes)
+    like = step.shapes.get(step.like)
+    if step.kind == "rows":
+        return (
+            shape is not None and len(shape) >= 2 and step.axis in (-1, len(shape) - 1)
+        )
+    if shape is None or like is None:
+        return False
+    if step.kind == "expand":
+        return shape == () or (step.keeps and shape in (like, _row(like)))
+    if shape == like:
+        step.kind = "tree"
+    elif len(like) >= 2 and like == _row(shape):
+        step.kind, step.reduction, step.axis = "rows", "sum", -1
+    else:
+        return False
+    return True  # (like stays read: the statement reads it, for its shape)
+
+
+def _row(shape: tuple) -> tuple:
+    """The shape of a reduction of each row of a value of ``shape``."""
+    return shape[:-1] + (1,)
+
+
+def _join(extent, rowed: bool, shapes: set) -> tuple | None:
+    """A region's ``(extent, rowed)`` once values of ``shapes`` join it, or None if
+    one cannot: each value must have the extent or, the extent being at least 2-d,
+    the extent with the last axis 1 (a row's value). A region whose values so far
+    have one shape becomes a region over rows of a larger one."""
+    for shape in shapes:
+        if extent is None or shape == extent:
+            extent = shape
+        elif len(extent) >= 2 and shape == _row(extent):
+            rowed = True
+        elif not rowed and len(shape) >= 2 and extent == _row(shape):
+            extent, rowed = shape, True
+        else:
+            return None
+    return extent, rowed
 
 
 def _broadcast(shapes: list) -> tuple | None:
@@ -290,7 +433,8 @@ def fuse_regions(
     kernels, for any size), and the functions holding the original statements.
     ``shapes``: the values' shapes where known."""
     large = LARGE if kind == "cpu" else 0  # a GPU saves launches at any size
-    if not _has_regions(definition.body, namespace, shapes, large):
+    extended = kind == "cpu"  # CUDA regions take no row reductions nor broadcasts
+    if not _has_regions(definition.body, namespace, shapes, large, extended):
         return definition, []  # unchanged: no copy needed
     definition = clone(definition)
     reads = load_counts(definition.body)
@@ -301,16 +445,17 @@ def fuse_regions(
             for field, inner in nested_blocks(statement):
                 setattr(statement, field, block(inner))
         out, done = [], 0
-        for start, stop, steps, hoisted in find_regions(body, namespace, shapes, large):
+        regions = find_regions(body, namespace, shapes, large, extended)
+        for start, stop, steps, hoisted, rows in regions:
             out.extend(body[done:start])
             before = [h.statement for h in hoisted]  # 0-d values: not the region's
             out.extend(before)
             rest = [s for s in body[start:stop] if all(s is not h for h in before)]
-            out.extend(replace(rest, steps))
+            out.extend(replace(rest, steps, rows))
             done = stop
         return out + body[done:]
 
-    def replace(statements: list, steps: list):
+    def replace(statements: list, steps: list, rows: tuple | None):
         inside = load_counts(statements)
         carried = _read_before_assigned(steps)  # in a loop, the next pass reads them
         outputs = []
@@ -323,7 +468,7 @@ def fuse_regions(
         comments = [s for s in statements if isinstance(s, Comment)]
         statements = [s for s in statements if not isinstance(s, Comment)]
         name = f"__fused_region_{len([k for k in kernels if '_region_' in k]) + 1}"
-        writer = RegionWriter(steps, outputs)
+        writer = RegionWriter(steps, outputs, rows)
         fallback = f"{name}_unfused"
         if kind == "cpu":
             kernels[name] = RegionKernel(name, writer.write(name), fallback)
@@ -346,13 +491,13 @@ def fuse_regions(
     return definition, fallbacks
 
 
-def _has_regions(body: list, namespace: dict, shapes: dict, large: int) -> bool:
+def _has_regions(body: list, namespace, shapes, large: int, extended: bool) -> bool:
     """Whether ``body`` or a block inside it has a region."""
     for statement in body:
         for _, inner in nested_blocks(statement):
-            if _has_regions(inner, namespace, shapes, large):
+            if _has_regions(inner, namespace, shapes, large, extended):
                 return True
-    return bool(find_regions(body, namespace, shapes, large))
+    return bool(find_regions(body, namespace, shapes, large, extended))
 
 
 def _read_before_assigned(steps: list) -> set:

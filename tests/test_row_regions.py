@@ -1,0 +1,111 @@
+"""Regions over rows (``ppto.transform.regions``, ``region_writer``): softmax-like
+gradients (a row maximum or sum, values of shape ``(..., 1)`` beside ``(..., m)``
+ones) run as one pass over blocks of whole rows. Each is checked against central
+differences in float64 with the pass forced on for small arrays in chunks of a row
+or two, and against the unfused code in float32."""
+
+import numpy as np
+import pytest
+
+import ppto
+from ppto.fusion.kernels import LARGE, rows_layout
+from tests.test_checkpoint import central_differences
+from tests.test_fusion import region_kernels, unfused_value_and_grad
+from tests.test_fusion_random import fuse_everything_in_small_chunks  # noqa: F401
+
+
+def logsumexp_rows(x, y):
+    peak = np.max(x, axis=-1, keepdims=True)
+    return np.sum(np.log(np.sum(np.exp(x - peak), axis=-1, keepdims=True)) + peak)
+
+
+def softmax_weighted(x, y):
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return np.sum(e / np.sum(e, axis=-1, keepdims=True) * y)
+
+
+def log_softmax_weighted(x, y):
+    shifted = x - np.max(x, axis=-1, keepdims=True)
+    log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+    return -np.sum(log_probs * y)
+
+
+def normalized_rows(x, y):
+    centred = x - np.mean(x, axis=-1, keepdims=True)
+    spread = np.sqrt(np.mean(centred * centred, axis=-1, keepdims=True) + 1e-5)
+    return np.sum(np.tanh(centred / spread) * y)
+
+
+FUNCTIONS = [logsumexp_rows, softmax_weighted, log_softmax_weighted, normalized_rows]
+
+
+def row_passes(gradient, args) -> list:
+    """The sources of the passes over rows compiled for ``args``."""
+    kernels = region_kernels(gradient, args)
+    return [k.source for k in kernels if "blocks of rows" in k.source]
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (2, 3, 6)])
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_passes_over_rows_give_the_gradient(
+    function,
+    shape,
+    fuse_everything_in_small_chunks,  # noqa: F811
+):
+    rng = np.random.default_rng(3)
+    args = (rng.standard_normal(shape) * 2.0, rng.standard_normal(shape))
+    gradient = ppto.value_and_grad(function)
+    assert row_passes(gradient, args), "no pass over rows was formed"
+    ran = len(fuse_everything_in_small_chunks)
+    value, dx = gradient(*args)
+    assert len(fuse_everything_in_small_chunks) > ran  # its pass ran
+    np.testing.assert_allclose(float(value), function(*args), rtol=1e-12)
+    expected = central_differences(function, args, 0)
+    np.testing.assert_allclose(dx.numpy(), expected, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_passes_over_rows_equal_the_unfused_code_in_float32(function):
+    rng = np.random.default_rng(4)
+    shape = (LARGE // 100, 300)  # at least LARGE elements: fused as it is
+    args = tuple(rng.standard_normal(shape).astype("float32") for _ in range(2))
+    gradient = ppto.value_and_grad(function)
+    assert row_passes(gradient, args)
+    value, dx = gradient(*args)
+    plain_value, plain_dx = unfused_value_and_grad(function, 0, args)
+    assert value.dtype == plain_value.dtype == dx.dtype == np.float32
+    np.testing.assert_allclose(float(value), float(plain_value), rtol=1e-5)
+    np.testing.assert_allclose(dx.numpy(), plain_dx.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def columns_normalized(x, y):
+    e = np.exp(x - np.max(x, axis=0, keepdims=True))
+    return np.sum(e / np.sum(e, axis=0, keepdims=True) * y)
+
+
+def test_a_reduction_over_another_axis_is_no_pass_over_rows(
+    fuse_everything_in_small_chunks,  # noqa: F811
+):
+    """Only the last axis is a row: a softmax over columns is fused otherwise, and
+    right."""
+    rng = np.random.default_rng(5)
+    args = (rng.standard_normal((4, 6)), rng.standard_normal((4, 6)))
+    gradient = ppto.value_and_grad(columns_normalized)
+    assert not row_passes(gradient, args)
+    _, dx = gradient(*args)
+    expected = central_differences(columns_normalized, args, 0)
+    np.testing.assert_allclose(dx.numpy(), expected, rtol=1e-6, atol=1e-8)
+
+
+def test_the_pass_runs_only_on_the_shapes_it_was_made_for():
+    full = np.zeros((4, LARGE // 4))
+    rows = np.zeros((4, 1))
+    assert rows_layout((full, rows, 2.0), "frs") == ((4, LARGE // 4), full.dtype)
+    assert rows_layout((full, np.float64(1.0)), "fr") is not None  # 0-d row value
+    assert rows_layout((full, np.zeros((1, 4))), "fr") is None  # not (4, 1)
+    assert rows_layout((full, rows), "ff") is None  # a full value of another shape
+    assert rows_layout((full, np.zeros(())), "ff") is None  # 0-d where full was seen
+    assert rows_layout((full, rows.astype("float32")), "fr") is None  # mixed dtypes
+    assert rows_layout((full, rows), "fs") is None  # an array where 0-d was seen
+    assert rows_layout((np.zeros(LARGE), np.zeros(1)), "fr") is None  # 1-d: no rows
+    assert rows_layout((np.zeros((4, 5)), np.zeros((4, 1))), "fr") is None  # small
