@@ -208,6 +208,7 @@ LINALG = [
 SHAPE = [
     unary("transpose", N((2, 3, 4))),
     unary("transpose", N((2, 3, 4)), "axes", axes=(1, 2, 0)),
+    unary("transpose", N((3, 3, 3)), "negative-axes", axes=(-1, 0, 1)),
     unary("matrix_transpose", N((2, 3, 4))),
     unary("reshape", N((2, 6)), shape=(3, 4)),
     unary("reshape", N((2, 6)), "infer", shape=(-1,)),

@@ -16,8 +16,11 @@ ANY = "(Tensor[...]) -> Tensor[...]"
 
 @shape_helper
 def inverse_permutation(axes):
-    """The axes that undo ``transpose(x, axes)``; None stays None (a reversal)."""
-    return None if axes is None else tuple(int(i) for i in np.argsort(axes))
+    """The axes that undo ``transpose(x, axes)``; None stays None (a reversal).
+    Negative axes count from the end, as in np.transpose (axes has one per axis)."""
+    if axes is None:
+        return None
+    return tuple(int(i) for i in np.argsort([int(a) % len(axes) for a in axes]))
 
 
 @shape_helper
