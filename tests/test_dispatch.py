@@ -192,6 +192,25 @@ def test_bad_arguments_are_named():
         ppto.add(ppto.tensor([1.0]))
 
 
+def test_parameters_given_as_tensors_reach_the_implementation_as_arrays():
+    # (clip's bounds and split's points once sent the implementation back into
+    # ppto without end; a slope gave a tensor wrapped in a tensor)
+    x = ppto.tensor([-2.0, 0.25, 3.0])
+    clipped = ppto.clip(x, ppto.tensor(-1.0), ppto.tensor([1.0, 0.0, 2.0]))
+    np.testing.assert_array_equal(np.asarray(clipped), [-1.0, 0.0, 2.0])
+    leaky = ppto.leaky_relu(x, negative_slope=ppto.tensor(0.5))
+    assert type(leaky.data) is np.ndarray
+    np.testing.assert_array_equal(np.asarray(leaky), [-1.0, 0.25, 3.0])
+    first, second = ppto.split(x, ppto.tensor([1]))
+    assert first.shape == (1,) and second.shape == (2,)
+    on_sim = ppto.clip(x.to("sim"), ppto.tensor(-1.0), 1.0)
+    assert on_sim.device == "sim"
+    np.testing.assert_array_equal(np.asarray(on_sim), [-1.0, 0.25, 1.0])
+    bounds = ppto.tensor([-0.5, 0.0, 0.5]), ppto.tensor([0.5, 0.4, 2.5])
+    report = ppto.check_grad(lambda v: ppto.clip(v, *bounds), x)
+    assert report.ok, str(report)
+
+
 def test_object_arrays_passed_to_operators_are_refused():
     with pytest.raises(ppto.DTypeError, match="ppto.exp|exp: a NumPy argument"):
         ppto.exp(np.array([object()], dtype=object))

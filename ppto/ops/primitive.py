@@ -18,7 +18,7 @@ from ppto.ops.signature import Signature
 from ppto.runtime import streams
 from ppto.runtime.backends import backend_for
 from ppto.runtime.dispatch import gather_inputs, implementation
-from ppto.runtime.tensor import Tensor
+from ppto.runtime.tensor import Tensor, move
 
 OPERATORS: dict[str, OperatorDef] = {}
 OBSERVERS: list[Callable] = []
@@ -160,15 +160,16 @@ class Primitive(OperatorDef):
         if run is None:
             run = self._impls[device] = implementation(self.name, self.impl, device)
         arrays = _grouped(raws, lengths)
+        raw_params = _raw_params(self.name, params, device)
         plan = backend = None
         try:
             if streams.in_use:  # (ppto.stream was entered: see runtime/streams.py)
                 backend = backend_for(device)
                 context, plan = streams.running(backend, device, flat)
                 with context:
-                    raw_out = run(*arrays, **params)
+                    raw_out = run(*arrays, **raw_params)
             else:
-                raw_out = run(*arrays, **params)
+                raw_out = run(*arrays, **raw_params)
         except PptoError:
             raise
         except (ValueError, IndexError, TypeError) as error:
@@ -198,6 +199,24 @@ class Primitive(OperatorDef):
 
     def clear_cache(self) -> None:
         self._impls.clear()
+
+
+def _raw_params(op_name: str, params: dict, device) -> dict:
+    """Parameters given as tensors (clip's bounds, a slope, split points) as raw
+    arrays on the operator's device: an implementation handed a tensor would route
+    it back into ppto (endless recursion, or a tensor wrapped in a tensor)."""
+    if not any(isinstance(value, Tensor) for value in params.values()):
+        return params
+    return {
+        key: _raw_on(op_name, value, device) if isinstance(value, Tensor) else value
+        for key, value in params.items()
+    }
+
+
+def _raw_on(op_name: str, value: Tensor, device) -> Any:
+    if value.device == device:
+        return value.data
+    return move(value.data, value.device, device, op_name, True)
 
 
 def _flatten(inputs: list, signature: Signature) -> tuple[list, list]:
