@@ -57,6 +57,23 @@ def test_ragged_lists_are_refused_with_a_hint():
         ppto.tensor([[1.0, 2.0], [3.0]])
 
 
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda x: ppto.add([1.0, [2.0, 3.0]], x), ppto.ShapeError, "rectangular"),
+    (lambda x: ppto.cast(x, "complex128"), ppto.DTypeError, "complex"),
+    (lambda x: x.astype(str), ppto.DTypeError, "strings"),
+    (lambda x: ppto.cast(x, "no such dtype"), ppto.DTypeError, "not a dtype"),
+    (lambda x: ppto.zeros_like(x, dtype=complex), ppto.DTypeError, "zeros_like"),
+    (lambda x: np.ones_like(x, dtype="complex64"), ppto.DTypeError, "ones_like"),
+    (lambda x: ppto.full_like(x, 1.0, dtype="U3"), ppto.DTypeError, "full_like"),
+    (lambda x: bool(x), ppto.ShapeError, "ambiguous"),
+])  # fmt: skip
+def test_operators_refuse_data_and_dtypes_tensors_cannot_hold(call, error, pattern):
+    # a ragged list was a raw NumPy ValueError, and the dtypes made complex or
+    # string tensors (which ppto.tensor refuses), bool() a raw ValueError
+    with pytest.raises(error, match=pattern):
+        call(ppto.tensor([1.0, 2.0]))
+
+
 def test_tensor_copies_its_data():
     data = np.ones(3)
     t = ppto.tensor(data)

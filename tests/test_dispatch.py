@@ -74,7 +74,7 @@ def test_policy_log_records_and_warns(caplog):
 
 
 def test_unknown_policy_is_refused():
-    with pytest.raises(ValueError, match="allow"):
+    with pytest.raises(ppto.PptoError, match="allow"):
         ppto.set_transfer_policy("sometimes")
 
 

@@ -18,6 +18,7 @@ from ppto.ops.signature import Signature
 from ppto.runtime import streams
 from ppto.runtime.backends import backend_for
 from ppto.runtime.dispatch import gather_inputs, implementation
+from ppto.runtime.dtypes import check_dtype
 from ppto.runtime.tensor import Tensor, move
 
 OPERATORS: dict[str, OperatorDef] = {}
@@ -148,6 +149,8 @@ class Primitive(OperatorDef):
         flat, lengths = _flatten(inputs, self.signature)
         if params.get("layout", "") is None:
             params = {**params, "layout": _layout_of(inputs)}
+        if params.get("dtype") is not None:  # (cast, zeros_like, one_hot ...)
+            check_dtype(params["dtype"], f"ppto.{self.name} dtype")
         if any(_is_symbolic(value) for value in flat):
             from ppto.symbolic import Operator
 

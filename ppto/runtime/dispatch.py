@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ppto.errors import BackendError
+from ppto.errors import BackendError, ShapeError
 from ppto.runtime import streams
 from ppto.runtime.backends import Backend, backend_for, backend_of_array
 from ppto.runtime.device import CPU, Device
@@ -37,7 +37,13 @@ def _raw_and_device(value: Any, op_name: str) -> tuple[Any, Device | None]:
     if owner is not None:
         backend, index = owner
         return value, Device(backend.kind, index)
-    array = np.asarray(value)
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError) as error:
+        raise ShapeError(
+            f"{op_name}: argument {value!r} is not an array: {error}; nested lists "
+            "must be rectangular and hold numbers"
+        ) from error
     check_dtype(array.dtype, f"{op_name}: argument {value!r}")
     return array, CPU
 

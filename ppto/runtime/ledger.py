@@ -12,7 +12,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from ppto.errors import TransferError
+from ppto.errors import PptoError, TransferError
 from ppto.runtime.device import Device
 
 _POLICIES = ("allow", "log", "error")
@@ -65,7 +65,7 @@ def clear_transfers() -> None:
 def set_transfer_policy(policy: str) -> str:
     """Set what implicit copies do: 'allow', 'log' or 'error'. Returns the old one."""
     if policy not in _POLICIES:
-        raise ValueError(f"transfer policy must be one of {_POLICIES}, got {policy!r}")
+        raise PptoError(f"transfer policy must be one of {_POLICIES}, got {policy!r}")
     previous, _ledger.policy = _ledger.policy, policy
     return previous
 

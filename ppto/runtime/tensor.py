@@ -84,7 +84,7 @@ class Tensor:
 
     def __bool__(self) -> bool:
         if self.size != 1:
-            raise ValueError(
+            raise ShapeError(
                 f"the truth value of a tensor of shape {self.shape} is ambiguous: "
                 "use ppto.reduce_max(x) > 0 or .any()-style reductions"
             )
