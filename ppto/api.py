@@ -898,7 +898,19 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
     value, tangent = transformed.run(
         0, ranks, device, values, dict(zip(parameters, raw_tangents))
     )
-    return _as_tensor(value, device), _as_tensor(tangent, device)
+    return _as_tensor(value, device), _as_tensor(_dtype_of(tangent, value), device)
+
+
+def _dtype_of(tangent, value):
+    """A tangent in its floating point output's dtype, as gradients are in their
+    argument's: float64 constants in a rule (the log of pow's Python number base)
+    must not make the tangent of a float32 result float64."""
+    if isinstance(value, tuple) and isinstance(tangent, tuple):
+        return tuple(_dtype_of(t, v) for t, v in zip(tangent, value))
+    dtype = getattr(value, "dtype", None)
+    if dtype is None or dtype.kind != "f" or getattr(tangent, "dtype", None) is None:
+        return tangent
+    return tangent if tangent.dtype == dtype else tangent.astype(dtype)
 
 
 def hessian(f: Callable, wrt: int | str = 0) -> Callable:

@@ -336,6 +336,21 @@ def test_hessian_keeps_the_arguments_dtype_and_refuses_several_arguments():
         ppto.hessian(cubed_times, wrt=(0, 1))
 
 
+def powers_of_two(x):
+    return 2.0**x * x
+
+
+def test_a_float32_result_has_a_float32_tangent():
+    # pow's rule takes the log of its Python number base as a float64 array, which
+    # made the tangent of a float32 result float64
+    x = np.array([0.5, -1.0, 1.5])
+    tangent = np.array([1.0, 2.0, -0.5])
+    value, pushed = ppto.jvp(powers_of_two, (x.astype(np.float32),), (tangent,))
+    assert value.dtype == pushed.dtype == np.float32
+    expected = directional_differences(powers_of_two, (x,), {0: tangent})
+    np.testing.assert_allclose(np.asarray(pushed), expected, rtol=1e-5)
+
+
 def scaled_sines(x, *, scale=2.0):
     return np.sum(np.sin(x) * scale * x)
 
