@@ -5,12 +5,13 @@ instead of computing, so users can inspect (``.op``, ``.args``), differentiate w
 
 from __future__ import annotations
 
+import operator
 import warnings
 from typing import Any
 
 import numpy as np
 
-from ppto.errors import PptoError
+from ppto.errors import PptoError, ShapeError
 from ppto.ops import expected, methods
 from ppto.runtime.tensor import tensor
 
@@ -39,7 +40,7 @@ class Symbol(_Expression):
 
     def __init__(self, name: str, shape: tuple | None = None, dtype: str = "float64"):
         self.name = name
-        self.shape = None if shape is None else tuple(shape)
+        self.shape = None if shape is None else _checked_shape(name, shape)
         self.dtype = dtype
 
     def __repr__(self) -> str:
@@ -69,6 +70,18 @@ class Operator(_Expression):
         parts = [repr(arg) for arg in self.args]
         parts += [f"{key}={value!r}" for key, value in self.params.items()]
         return f"{self.op.name}({', '.join(parts)})"
+
+
+def _checked_shape(name: str, shape: Any) -> tuple:
+    try:
+        checked = tuple(operator.index(n) for n in shape)
+    except TypeError as error:
+        raise ShapeError(
+            f"symbol {name!r}: a shape is a tuple of integers, got {shape!r}"
+        ) from error
+    if any(n < 0 for n in checked):
+        raise ShapeError(f"symbol {name!r}: shape {checked} has a negative length")
+    return checked
 
 
 def symbol(name: str, shape: tuple | None = None, dtype: str = "float64") -> Symbol:

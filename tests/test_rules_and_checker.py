@@ -350,3 +350,10 @@ def test_symbolic_shapes_are_known_or_clearly_not():
     assert y[np.array([True, False, True, True, False])].shape == (3,)
     comparison = ppto.symbol("a", (3, 1)) > ppto.symbol("c", (4,))
     assert comparison.shape == (3, 4) and comparison.dtype == np.bool_
+
+
+@pytest.mark.parametrize("shape", ["ab", 3, (2, 1.5), (2, -1)])
+def test_a_symbols_shape_is_a_tuple_of_lengths(shape):
+    # "ab" made the shape ('a', 'b'), 3 a raw TypeError
+    with pytest.raises(ppto.ShapeError, match="symbol 'y'"):
+        ppto.symbol("y", shape)
