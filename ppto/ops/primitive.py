@@ -217,6 +217,8 @@ def _raw_params(op_name: str, params: dict, device) -> dict:
 
 
 def _raw_on(op_name: str, value: Tensor, device) -> Any:
+    if streams.in_use:  # (made on a stream, it may still be being written)
+        streams.ready(value)
     if value.device == device:
         return value.data
     return move(value.data, value.device, device, op_name, True)
