@@ -43,6 +43,22 @@ def test_show_op_grad_line_comes_from_the_rule(cube):
     assert ppto.show_op(ppto.greater).endswith("Grad: none (not differentiable)")
 
 
+def test_show_op_reads_a_name_the_rule_binds_anew_from_itself(cube):
+    # g = g * 3 in a rule sent show_op into endless substitution (RecursionError)
+    @cube.grad_rule
+    def _(x):
+        def backward(dY):
+            g = dY * x
+            g = g * x
+            g = g * 3
+            return g
+
+        return backward
+
+    assert ppto.show_op(cube).splitlines()[-1] == "Grad: δY * x * x * 3"
+    assert ppto.check_grad(cube, ppto.tensor([0.5, -2.0])).ok
+
+
 def test_checker_catches_a_wrong_rule(cube):
     @ppto.grad_rule(cube)
     def _(x):

@@ -68,24 +68,21 @@ def grad_text(op: OperatorDef) -> str:
     inner = next(node for node in outer.body if isinstance(node, ast.FunctionDef))
     incoming = inner.args.args[0].arg
     renames = {incoming: "δY", "out": "Y"}
-    bindings = _bindings(outer.body) | _bindings(inner.body)
     result = _final_return(inner.body)
     if result is None:
         return "none"
-    expression = _Simplify(bindings, renames).visit(copy.deepcopy(result))
-    return ast.unparse(expression)
-
-
-def _bindings(body: list) -> dict:
-    found = {}
-    for node in body:
+    bindings: dict = {}
+    for node in outer.body + inner.body:
+        # in order, each value written with the bindings before it: a name bound
+        # anew from itself (g = g + 1) is its earlier value there, not itself
         if (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
             and isinstance(node.targets[0], ast.Name)
         ):
-            found[node.targets[0].id] = node.value
-    return found
+            value = _Simplify(bindings, renames).visit(copy.deepcopy(node.value))
+            bindings[node.targets[0].id] = value
+    return ast.unparse(_Simplify(bindings, renames).visit(copy.deepcopy(result)))
 
 
 def _final_return(body: list):
@@ -101,8 +98,8 @@ class _Simplify(ast.NodeTransformer):
         self.renames = renames
 
     def visit_Name(self, node: ast.Name):
-        if node.id in self.bindings:
-            return self.visit(copy.deepcopy(self.bindings[node.id]))
+        if node.id in self.bindings:  # (already simplified)
+            return copy.deepcopy(self.bindings[node.id])
         if node.id in self.renames:
             return ast.Name(self.renames[node.id], ast.Load())
         return node
