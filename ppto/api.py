@@ -473,7 +473,7 @@ class Transformed:
         call, values, ranks, homes, device = self.prepare(args, kwargs)
         dtypes = [getattr(values[p], "dtype", None) for p in self._wrt_positions]
         value, grads = self.run(0, ranks, device, values)
-        result = self.finish(value, grads, homes, device, dtypes)
+        result = self.finish(value, grads, homes, device, dtypes, values)
         if (
             key is not None
             and device == CPU
@@ -497,12 +497,15 @@ class Transformed:
         )
         return self.result(value, placed, CPU)
 
-    def finish(self, value, grads, homes: dict, device: Device, dtypes: list):
+    def finish(self, value, grads, homes, device: Device, dtypes: list, values: list):
         """The caller's result from the generated code's ``(value, gradients)``:
         each gradient in its argument's dtype (a float32 parameter's gradient is
-        float32 even where the function computed in float64) and on its device."""
+        float32 even where the function computed in float64) and on its device.
+        (Calls taking the fast path have the shapes of one that came here.)"""
         _require_scalar(value, self.__name__)
         grads = (grads,) if len(self.wrt) == 1 else _separate(grads)
+        arguments = [values[position] for position in self._wrt_positions]
+        _check_shapes(self.__name__, grads, arguments, self.wrt)
         placed = tuple(
             _place(_in_dtype(g, dtype), homes.get(position, device), device)
             for g, position, dtype in zip(grads, self._wrt_positions, dtypes)
@@ -530,6 +533,20 @@ def _observed(what: str, name: str, result):
     for observer in RESULT_OBSERVERS:
         observer(what, name, result)
     return result
+
+
+def _check_shapes(name: str, grads, arguments: list, wrt: list) -> None:
+    """Each gradient has its argument's shape: a gradient rule giving another
+    (a sum where the input was a vector) must not pass for a gradient."""
+    for gradient, argument, parameter in zip(grads, arguments, wrt):
+        if np.shape(gradient) != np.shape(argument):
+            raise GradError(
+                f"the gradient of {name.removesuffix('_grad')} with respect to "
+                f"{parameter!r} came out with shape {np.shape(gradient)}, but "
+                f"{parameter!r} has shape {np.shape(argument)}: a gradient rule "
+                "gave a gradient of another shape than its input (ppto.check_grad("
+                "op, *inputs) on the operators with rules of their own finds it)"
+            )
 
 
 def _separate(grads: tuple) -> tuple:
@@ -796,6 +813,8 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
         else:
             grads = backward(saved, raw)
         grads = (grads,) if len(wrt) == 1 else tuple(grads)
+        arguments = [values[call.names.index(name)] for name in wrt]
+        _check_shapes(function.__name__, grads, arguments, wrt)
         by_name = dict(zip(wrt, grads))
         gradients = tuple(
             _place(

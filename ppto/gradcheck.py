@@ -107,6 +107,13 @@ def check_grad(
     ]
     scalar = _scalarized(f, args, indices, cotangent)
     hosts = [np.asarray(args[i], dtype=np.float64) for i in indices]
+    for name, host, grad in zip(_names(f, indices), hosts, grads):
+        if grad.shape != host.shape:
+            raise GradError(
+                f"check_grad: the gradient of {name} has shape {grad.shape}, but "
+                f"{name} has shape {host.shape}: a gradient rule gives a gradient "
+                "of another shape than its input"
+            )
     scale = max(1.0, max(float(np.max(np.abs(g), initial=0.0)) for g in grads))
 
     errors: list[float] = []

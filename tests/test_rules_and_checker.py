@@ -286,6 +286,36 @@ def test_the_checker_checks_a_user_operators_own_rule():
     assert ppto.check_grad(sine_with_rule, x).ok
 
 
+@ppto.operator
+def doubled_with_a_summing_rule(x):
+    return x * 2.0
+
+
+@ppto.grad_rule(doubled_with_a_summing_rule)
+def _(x):
+    def backward(dY):
+        return ppto.reduce_sum(dY) * 2.0  # a number where x is a vector: wrong
+
+    return backward
+
+
+def sum_of_doubled(x):
+    return ppto.reduce_sum(doubled_with_a_summing_rule(x))
+
+
+def test_a_gradient_of_another_shape_than_its_argument_is_refused():
+    # ppto.grad and vjp's pullback handed back the rule's number as the gradient
+    # of a vector, and check_grad failed with a raw IndexError
+    x = np.array([0.3, -0.7, 1.2])
+    with pytest.raises(ppto.GradError, match=r"'x' came out with shape \(\)"):
+        ppto.grad(sum_of_doubled)(x)
+    _, pullback = ppto.vjp(doubled_with_a_summing_rule, x)
+    with pytest.raises(ppto.GradError, match=r"shape \(\), but 'x' has shape \(3,\)"):
+        pullback(np.ones(3))
+    with pytest.raises(ppto.GradError, match="gradient of x has shape"):
+        ppto.check_grad(doubled_with_a_summing_rule, x)
+
+
 @pytest.mark.parametrize("call", [
     lambda: ppto.set_precision("ultra"),
     lambda: ppto.set_tolerance(rtol="a"),
