@@ -97,6 +97,8 @@ def test_tensor_surface():
     assert float(ppto.tensor([2.5])) == 2.5
     assert len(t) == 2
     assert [row.shape for row in t] == [(3,), (3,)]
+    with pytest.raises(TypeError, match="0-d"):  # (it iterated over nothing)
+        list(ppto.tensor(2.5))
 
 
 def test_arithmetic_and_comparisons_dispatch_to_operators():

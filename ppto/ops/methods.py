@@ -44,6 +44,12 @@ def _transpose(self, *axes):
     return shape.transpose(self, axes or None)
 
 
+def _iterate(self):
+    if self.ndim == 0:  # (as NumPy: not an empty iteration, which hid the value)
+        raise TypeError("iteration over a 0-d tensor: read it with .item()")
+    return iter(shape.unstack(self))
+
+
 def _setitem(self, index, value):
     updated = indexing.setitem(self, value, index)
     self.data = updated.to(self.device).data
@@ -104,7 +110,7 @@ _METHODS = {
     "__invert__": lambda self: logic.logical_not(self),
     "__getitem__": lambda self, index: indexing.getitem(self, index),
     "__setitem__": _setitem,
-    "__iter__": lambda self: iter(shape.unstack(self) if self.ndim else ()),
+    "__iter__": _iterate,
     "__array_ufunc__": _array_ufunc,
     "__array_function__": _array_function,
     "T": property(lambda self: shape.transpose(self)),
