@@ -261,6 +261,25 @@ def calls_helper(x):
     return np.sum(scaled_helper(x) * x)
 
 
+WEIGHTS = ppto.tensor(np.linspace(-1.5, 2.0, 5))
+
+
+def weighted_by_a_module_tensor(x):
+    return np.sum(np.tanh(x * WEIGHTS)) + np.sum(np.clip(x, -0.5, WEIGHTS))
+
+
+def test_a_module_level_tensor_is_read_as_its_array():
+    """Weights made with ppto.tensor at module level: generated code reads their
+    array (it read the tensor, and the first reduction failed with a misleading
+    'np.add.reduce ... has no ppto operator')."""
+    from tests.test_checkpoint import central_differences
+
+    x = np.linspace(-1.0, 1.2, 5)
+    gradient = ppto.grad(weighted_by_a_module_tensor)(x).numpy()
+    expected = central_differences(weighted_by_a_module_tensor, (x,), 0)
+    np.testing.assert_allclose(gradient, expected, rtol=1e-7, atol=1e-9)
+
+
 def test_grad_objects_of_one_function_share_its_transform():
     x = np.linspace(0.1, 1.0, 4)
     first = ppto.grad(uses_scale)

@@ -17,6 +17,7 @@ import gast
 
 from ppto.errors import GradError, TransformError
 from ppto.ops.shape import ones_like, zeros_like
+from ppto.runtime.tensor import Tensor
 from ppto.transform import aliases, fence, ir
 from ppto.transform.analyze import analyze, check_reachable, operand_rank
 from ppto.transform.emit import compile_source, render_function
@@ -179,7 +180,9 @@ def _prepare(
     rebound = stores(parsed.tree.body)  # (as written: the stages below rename)
     program.captured.append((parsed.fn, captured))
     for key, value in captured.items():
-        program.refs.bind(key, value)
+        # generated code computes on raw arrays: a module-level tensor (weights
+        # made with ppto.tensor) is read as its array, as arguments are
+        program.refs.bind(key, value.data if isinstance(value, Tensor) else value)
     result = namer.fresh(parsed.name if parsed.name != "lambda_" else "result")
     body = unpack_in_steps(list(parsed.tree.body), namer)
     sequences = set(parsed.parameters)
