@@ -1597,3 +1597,29 @@ def test_a_list_parameter_rebound_to_an_array():
     assert_derivatives_match(
         list_to_a_helper_that_rebinds_it, np.array([0.3, -0.7, 1.1])
     )
+
+
+def list_rebound_to_another_list_in_a_branch(x):
+    items = [x * 2.0, x * 4.0]
+    if np.sum(x) > 0.0:
+        # the other path's zero adjoint for the first list was an array: an
+        # AttributeError (no .pop) in the gradient
+        items = [x * 5.0, x * 7.0]
+    return np.sum(np.stack(items) ** 2)
+
+
+def list_rebound_to_another_list_in_a_loop(x):
+    items = [x, x * 2.0]
+    for _ in range(2):
+        if np.sum(x) > 0.0:
+            items = [items[1] * 3.0, items[0] * x]
+    return np.sum(items[0] * items[1])
+
+
+@pytest.mark.parametrize(
+    "function",
+    [list_rebound_to_another_list_in_a_branch, list_rebound_to_another_list_in_a_loop],
+)
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_list_rebound_to_another_list_on_one_path(function, sign):
+    assert_derivatives_match(function, sign * np.array([0.7, -0.3, 0.9]))

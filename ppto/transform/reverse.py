@@ -634,11 +634,8 @@ class Generator:
         inside = _written_inside(s)
         for names, code in ((in_body - in_else, orelse), (in_else - in_body, body)):
             for primal in sorted(names - inside):
-                code.append(
-                    assign(
-                        self.adjoint_name(primal), call(self.zeros_ref(), name(primal))
-                    )
-                )
+                zero = self.zero_adjoint(primal, self.function_body)
+                code.append(assign(self.adjoint_name(primal), zero))
         initialized |= (in_body | in_else) - inside
         if not body and not orelse:
             return []
