@@ -1623,3 +1623,81 @@ def list_rebound_to_another_list_in_a_loop(x):
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_a_list_rebound_to_another_list_on_one_path(function, sign):
     assert_derivatives_match(function, sign * np.array([0.7, -0.3, 0.9]))
+
+
+# tuples written out and bound on several paths: their adjoint was made as an array
+# (the items stacked), a ValueError for an array and a number or unlike shapes
+
+
+def tuple_rebound_in_one_branch(x):
+    pair = (x, 1.0)
+    if np.sum(x) > 0.0:
+        pair = (x * 2.0, 3.0)
+    return np.sum(pair[0]) * pair[1]
+
+
+def tuple_bound_in_each_branch(x):
+    if np.sum(x) > 0.0:
+        pair = (x * 2.0, np.sum(x))
+    else:
+        pair = (x[:2], 5.0)
+    first, second = pair
+    return np.sum(first**2) * second + np.sum(pair[0]) * pair[1]
+
+
+def tuple_carried_round_a_loop(x):
+    pair = (x, np.sum(x))
+    for _ in range(3):
+        pair = (pair[0] * pair[1], np.sum(pair[0]))
+    return np.sum(pair[0]) * pair[-1]
+
+
+def tuple_of_unlike_shapes_round_a_loop(x):
+    pair = (x, x[:2])
+    for _ in range(3):
+        head, tail = pair
+        pair = (head * np.sum(tail), tail * 2.0)
+    return np.sum(pair[0]) + np.sum(pair[1] ** 2)
+
+
+def _product_of(pair):
+    head, scale = pair
+    return np.sum(head) * scale
+
+
+def _pair_on_one_path(x, flag):
+    if flag:
+        pair = (x * 2.0, np.sum(x))
+    else:
+        pair = (x, 2.0)
+    return pair
+
+
+def tuple_rebound_passed_to_a_helper(x):
+    pair = (x, 1.0)
+    if np.sum(x) > 0.0:
+        pair = (x * 2.0, 3.0)
+    copy = pair
+    return _product_of(pair) + copy[1] * np.sum(copy[0])
+
+
+def tuple_rebound_in_a_helper_returned(x):
+    a, b = _pair_on_one_path(x, True)
+    c, d = _pair_on_one_path(x, False)
+    return np.sum(a) * b + np.sum(c) * d
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        tuple_rebound_in_one_branch,
+        tuple_bound_in_each_branch,
+        tuple_carried_round_a_loop,
+        tuple_of_unlike_shapes_round_a_loop,
+        tuple_rebound_passed_to_a_helper,
+        tuple_rebound_in_a_helper_returned,
+    ],
+)
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_tuple_of_unlike_items_bound_on_several_paths(function, sign):
+    assert_derivatives_match(function, sign * np.array([0.7, -0.3, 0.9]))

@@ -153,6 +153,10 @@ class Normalizer:
         # stacked the items: a ValueError for items of unlike shapes)
         self.tuple_items: dict = {}
         self.bound_once: set[str] | None = None
+        # tuples written out and bound on several paths (or round a loop): taken
+        # for lists, an adjoint per item (as an array, the items stacked: a
+        # ValueError for items of unlike shapes, an array and a number)
+        self.tuples: set[str] = set()
 
     # --- statements ------------------------------------------------------------------
 
@@ -160,6 +164,8 @@ class Normalizer:
         if self.bound_once is None:  # (the function's whole body)
             counts = name_counts(body, "Store")
             self.bound_once = {n for n, count in counts.items() if count == 1}
+            self.tuples = _merged_tuples(body, counts, self.varied)
+            self.lists |= self.tuples
         saved, self.out = self.out, []
         for statement in body:
             self.origin = statement
@@ -1015,8 +1021,8 @@ class Normalizer:
         the function's backward pass reads what it was given, which later appends
         to the caller's list would otherwise change (unless the function may return
         the list itself: the caller may change it through the result)."""
-        if returned or not _names_list(node, self.lists):
-            return self.expression(node)
+        if returned or not _names_list(node, self.lists) or node.id in self.tuples:
+            return self.expression(node)  # (a tuple cannot change: no copy)
         copy = self.namer.temporary()
         self.lists.add(copy)
         call = gast.Call(gast.Name("list", gast.Load(), None, None), [node], [])
@@ -1237,6 +1243,43 @@ def _summands(node) -> list:
 
 def _names_list(node, lists) -> bool:
     return isinstance(node, gast.Name) and node.id in lists
+
+
+def _merged_tuples(body: list, counts: dict, varied: set) -> set[str]:
+    """Names of differentiated values bound only to tuples written out or to each
+    other, that some path binds twice (``t = (x, 1.0)``, then ``t = (x * 2.0,
+    3.0)`` in a branch or a loop), and the names copied into those."""
+    values: dict[str, list] = {}
+    for node in gast.walk(gast.Module(body=body, type_ignores=[])):
+        if (
+            isinstance(node, gast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], gast.Name)
+        ):
+            values.setdefault(node.targets[0].id, []).append(node.value)
+    candidates = {
+        n
+        for n, found in values.items()
+        if len(found) == counts.get(n)  # (bound by nothing else: a for loop...)
+        and all(isinstance(v, (gast.Tuple, gast.Name)) for v in found)
+    }
+    changed = True
+    while changed:
+        changed = False
+        for n in list(candidates):
+            if any(
+                isinstance(v, gast.Name) and v.id not in candidates for v in values[n]
+            ):
+                candidates.discard(n)
+                changed = True
+    merged = {n for n in candidates if counts[n] > 1 and n in varied}
+    pending = list(merged)
+    while pending:
+        for value in values[pending.pop()]:
+            if isinstance(value, gast.Name) and value.id not in merged:
+                merged.add(value.id)
+                pending.append(value.id)
+    return merged
 
 
 def _list_receivers(tree) -> set[str]:
