@@ -999,3 +999,27 @@ def extended_list(x):
     hs.extend(gs)  # <- error
     hs.append(x[1])  # (extend was left out of the gradient: a wrong one)
     return hs[0] * hs[1] * x[2]
+
+
+# a list made an array on one path only: its adjoint stayed a list on both (a
+# TypeError, or the array path's factor lost)
+def list_made_an_array_in_one_branch(x):
+    xs = [x * 2.0, x * 3.0]
+    if np.sum(x) > 0.0:
+        xs = np.stack(xs) * 3.0  # <- error
+    return np.sum(xs)
+
+
+def list_made_an_array_in_a_loop(x):
+    xs = [x * 2.0, x * 3.0]
+    for _ in range(2):
+        if np.sum(x) > 0.0:
+            xs = np.stack(xs) * 3.0  # <- error
+    return np.sum(xs)
+
+
+def list_made_an_array_in_a_while_loop(x):
+    xs = [x * 2.0, x * 3.0]
+    while np.sum(xs[0]) < 5.0:
+        xs = np.stack(xs) * 3.0  # <- error
+    return np.sum(xs)

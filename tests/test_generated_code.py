@@ -1701,3 +1701,52 @@ def tuple_rebound_in_a_helper_returned(x):
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_a_tuple_of_unlike_items_bound_on_several_paths(function, sign):
     assert_derivatives_match(function, sign * np.array([0.7, -0.3, 0.9]))
+
+
+# changes to a list on one path that keep it a list, or make it an array on every
+# path, beside the refused list made an array on one path only
+# (tests/error_cases.py: list_made_an_array_in_one_branch)
+
+
+def list_item_replaced_in_a_branch(x):
+    items = [x * 2.0, x * 3.0]
+    if np.sum(x) > 0.0:
+        items[0] = x * 5.0
+    return np.sum(np.stack(items) ** 2)
+
+
+def list_appended_to_in_a_branch(x):
+    items = [x * 2.0]
+    if np.sum(x) > 0.0:
+        items.append(x * 5.0)
+    return np.sum(np.stack(items) ** 2)
+
+
+def list_joined_in_a_branch(x):
+    items = [x * 2.0]
+    if np.sum(x) > 0.0:
+        items = items + [x * x]
+    return np.sum(np.stack(items) ** 2)
+
+
+def list_stacked_on_every_path(x):
+    items = [x * 2.0, x * 4.0]
+    if np.sum(x) > 0.0:
+        items = np.stack(items) * 3.0
+    else:
+        items = np.stack(items)
+    return np.sum(items**2)
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        list_item_replaced_in_a_branch,
+        list_appended_to_in_a_branch,
+        list_joined_in_a_branch,
+        list_stacked_on_every_path,
+    ],
+)
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_list_kept_a_list_or_stacked_on_every_path(function, sign):
+    assert_derivatives_match(function, sign * np.array([0.7, -0.3, 0.9]))

@@ -348,6 +348,22 @@ REJECTED = [
         "row += 1.0",
         args=(np.ones((2, 3)),),
     ),
+    # a list made an array on one path only
+    Case(
+        ec.list_made_an_array_in_one_branch,
+        "xs as a list on one path and an array on another",
+        "xs = np.stack(xs) * 3.0",
+    ),
+    Case(
+        ec.list_made_an_array_in_a_loop,
+        "xs as a list on one path and an array on another",
+        "xs = np.stack(xs) * 3.0",
+    ),
+    Case(
+        ec.list_made_an_array_in_a_while_loop,
+        "xs as a list on one path and an array on another",
+        "xs = np.stack(xs) * 3.0",
+    ),
 ]
 
 

@@ -243,6 +243,14 @@ def blocks(statement: Stmt) -> list:
     return []
 
 
+def walk(body: list):
+    """Every statement of ``body``, those nested in its blocks included."""
+    for statement in body:
+        yield statement
+        for block in blocks(statement):
+            yield from walk(block)
+
+
 def all_writes(body: list) -> set:
     """Every name assigned anywhere in ``body``, nested blocks included."""
     found = set()

@@ -6,6 +6,7 @@ comes out names every operation by its ppto operator.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import inspect
 
@@ -172,6 +173,43 @@ class Normalizer:
             self.statement(statement)
         result, self.out = self.out, saved
         return result
+
+    def refuse_lists_made_arrays(self, body: list) -> None:
+        """A name that is a list on one path and an array on another (``xs =
+        np.stack(xs) * 3.0`` in one branch or turn only) is refused: its adjoint,
+        a list, was multiplied as an array (a TypeError) or lost the array path's
+        factor. ``body``: the function's, normalized."""
+        arrays: dict = {}  # name -> the operation that made it an array
+        listed: set = set()
+        for s in ir.walk(body):
+            if _replaces_an_item(s, self.lists):  # (xs[0] = v: a list still)
+                listed.add(s.target)
+            elif isinstance(s, ir.Apply):
+                arrays[s.target] = s
+            elif isinstance(s, (ir.ListNew, ir.ListCall)):
+                listed.update(ir.writes(s))
+        copies = [s for s in ir.walk(body) if isinstance(s, ir.Copy)]
+        changed = True
+        while changed:
+            before = len(arrays), len(listed)
+            for s in copies:
+                if s.source in arrays:
+                    arrays.setdefault(s.target, arrays[s.source])
+                if s.source in self.lists and s.source not in arrays:
+                    listed.add(s.target)  # (from a list parameter too)
+                elif s.source in listed:
+                    listed.add(s.target)
+            changed = (len(arrays), len(listed)) != before
+        for both in sorted(set(arrays) & listed & self.lists):
+            made = arrays[both]
+            user = _assigned_name(self.source.statement_text(made.origin)) or both
+            raise self.source.error(
+                made.origin,
+                f"ppto cannot differentiate {user} as a list on one path and an "
+                "array on another",
+                f"make {user} an array on every path ({user} = np.stack({user}) "
+                "where it stays a list), or give the array a name of its own",
+            )
 
     def emit(self, statement: ir.Stmt) -> None:
         statement.origin = self.origin
@@ -1243,6 +1281,28 @@ def _summands(node) -> list:
 
 def _names_list(node, lists) -> bool:
     return isinstance(node, gast.Name) and node.id in lists
+
+
+def _replaces_an_item(statement, lists: set) -> bool:
+    """Whether ``statement`` is ``xs_1 = setitem(xs, v, index)`` for a list ``xs``."""
+    return (
+        isinstance(statement, ir.Apply)
+        and statement.op is indexing.setitem
+        and isinstance(statement.inputs[0], str)
+        and statement.inputs[0] in lists
+    )
+
+
+def _assigned_name(text: str) -> str | None:
+    """The name a user's assignment statement binds (``xs = ...``), or None."""
+    try:
+        statement = ast.parse(text).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    targets = getattr(statement, "targets", None) or [
+        getattr(statement, "target", None)
+    ]
+    return targets[0].id if isinstance(targets[0], ast.Name) else None
 
 
 def _merged_tuples(body: list, counts: dict, varied: set) -> set[str]:

@@ -218,6 +218,8 @@ def _prepare(
     # something else after it (xs = np.stack(xs) on one path): not taken for a list
     normalizer.lists |= set(list_parameters) - rebound
     ir_body = stop_shift_gradients(normalizer.block(body), namer)
+    if not generated:  # (a gradient differentiated again was checked as written)
+        normalizer.refuse_lists_made_arrays(ir_body)
     entry = parsed.fn is program.entry_function
     shapes, dtypes = (program.shapes, program.dtypes) if entry else ({}, {})
     activity = analyze(

@@ -191,7 +191,7 @@ class Generator:
         if plan is not None:
             plan.loop_written = {
                 written
-                for inner in _walk_ir(s.body)
+                for inner in ir.walk(s.body)
                 if isinstance(inner, ir.LOOPS)
                 for written in self.all_writes([inner])
             }
@@ -895,7 +895,7 @@ def _elements_read(primal: str, body) -> bool:
     """Whether ``body`` reads elements of list ``primal`` (by index, in a call or an
     operator), itself or through a copy of it (``for item in items`` reads
     ``sequence = items`` by index): its adjoint then needs one entry per element."""
-    statements = list(_walk_ir(body))
+    statements = list(ir.walk(body))
     names, before = {primal}, 0
     while len(names) != before:
         before = len(names)
@@ -917,13 +917,6 @@ def _elements_read(primal: str, body) -> bool:
         if isinstance(s, ir.Apply) and reads(s.inputs):  # np.stack(hs) of a list
             return True
     return False
-
-
-def _walk_ir(body):
-    for statement in body:
-        yield statement
-        for block in ir.blocks(statement):
-            yield from _walk_ir(block)
 
 
 def _writes_outside(body: list, loop) -> set:
