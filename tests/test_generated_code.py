@@ -1750,3 +1750,39 @@ def list_stacked_on_every_path(x):
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_a_list_kept_a_list_or_stacked_on_every_path(function, sign):
     assert_derivatives_match(function, sign * np.array([0.7, -0.3, 0.9]))
+
+
+# a tuple of arrays where an operator takes an array: unreduce and unbroadcast took
+# it for a shape (a ValueError in the gradient)
+
+
+def sum_of_a_tuple_written_out(x):
+    return np.sum((x, x * 2.0)) + np.sum([x, x**2])
+
+
+def sum_of_a_tuple_variable(x):
+    pair = (x, x * 2.0)
+    return np.sum(pair) * np.sum(pair[1] * x)
+
+
+def _stacked_on_one_path(items, x):
+    if np.sum(x) > 0.0:
+        items = np.stack(items) * 3.0
+    return np.sum(items)
+
+
+def list_written_out_to_a_helper_that_rebinds_it(x):
+    return _stacked_on_one_path([x * 2.0, x * x], x)
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        sum_of_a_tuple_written_out,
+        sum_of_a_tuple_variable,
+        list_written_out_to_a_helper_that_rebinds_it,
+    ],
+)
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_tuple_of_arrays_read_as_an_array(function, sign):
+    assert_derivatives_match(function, sign * np.array([0.7, -0.3, 0.9]))

@@ -10,7 +10,7 @@ from ppto.errors import PptoError, ShapeError
 from ppto.ops.elementwise import exp, where
 from ppto.ops.primitive import primitive
 from ppto.ops.rules import shape_helper
-from ppto.ops.shape import cast
+from ppto.ops.shape import cast, target_shape
 
 REDUCE = "(Tensor[...]) -> Tensor[...]"
 
@@ -56,7 +56,7 @@ def reduced_count(x, axis):
 @primitive(REDUCE, tangent="linear")
 def unreduce(xp, x, like, axis=None, keepdims=False):
     """Broadcast a reduction's result (or gradient) back to the shape of ``like``."""
-    target = like if isinstance(like, tuple) else np.shape(like)
+    target = target_shape(like)
     if not keepdims and np.ndim(x):  # a 0-d value broadcasts to any shape as it is
         kept = list(target)
         for a in reduced_axes(len(target), axis):

@@ -103,13 +103,22 @@ def _(x, shape):
     return backward
 
 
+def target_shape(like) -> tuple:
+    """``like`` where it is a shape (whole numbers: generated code passes shapes it
+    saved), else the shape of ``like``: an array's, or a tuple of arrays' stacked
+    (``np.sum((a, b))``: taken for a shape, a ValueError)."""
+    if isinstance(like, tuple) and all(isinstance(n, (int, np.integer)) for n in like):
+        return like
+    return np.shape(like)
+
+
 @primitive(ANY, tangent="linear")
 def unbroadcast(xp, x, like):
     """Sum x down to the shape of ``like``: the adjoint of broadcasting to x's shape.
 
     Every binary elementwise gradient goes through this one helper.
     """
-    target = like if isinstance(like, tuple) else np.shape(like)
+    target = target_shape(like)
     if tuple(x.shape) == tuple(target):
         return x
     if x.ndim < len(target):  # like's extra leading axes have size 1 (full_like)
