@@ -4,6 +4,8 @@ ones) run as one pass over blocks of whole rows. Each is checked against central
 differences in float64 with the pass forced on for small arrays in chunks of a row
 or two, and against the unfused code in float32."""
 
+import io
+
 import numpy as np
 import pytest
 
@@ -64,6 +66,19 @@ def test_passes_over_rows_give_the_gradient(
     np.testing.assert_allclose(dx.numpy(), expected, rtol=1e-6, atol=1e-8)
 
 
+def test_the_logsumexp_gradient_is_one_pass(
+    fuse_everything_in_small_chunks,  # noqa: F811
+):
+    """The row maximum (under stop_gradient), exp, row sum, log, the sum and the
+    whole backward pass: one pass over the rows, nothing before or after it."""
+    x = np.random.default_rng(8).standard_normal((6, 5))
+    gradient = ppto.value_and_grad(logsumexp_rows)
+    assert len(row_passes(gradient, (x, x))) == len(region_kernels(gradient, (x, x)))
+    source = ppto.show_grad(logsumexp_rows, x, x, fused=True, file=io.StringIO())
+    entry = source[: source.index("def __fused_region_1_unfused")]
+    assert "before fusion, 1 after" in entry
+
+
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_passes_over_rows_equal_the_unfused_code_in_float32(function):
     rng = np.random.default_rng(4)
@@ -76,6 +91,59 @@ def test_passes_over_rows_equal_the_unfused_code_in_float32(function):
     assert value.dtype == plain_value.dtype == dx.dtype == np.float32
     np.testing.assert_allclose(float(value), float(plain_value), rtol=1e-5)
     np.testing.assert_allclose(dx.numpy(), plain_dx.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def layer_norm(x, g, b):
+    mu = np.mean(x, axis=-1, keepdims=True)
+    xc = x - mu
+    var = np.mean(xc * xc, axis=-1, keepdims=True)
+    y = xc / np.sqrt(var + 1e-5) * g + b
+    return np.sum(y * np.tanh(y))
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (2, 3, 6)])
+def test_a_layer_norm_and_its_scale_and_shift_gradients_in_one_pass(
+    shape,
+    fuse_everything_in_small_chunks,  # noqa: F811
+):
+    """The scale and shift (of the last axis's shape) are read whole by every block
+    of rows; their gradients are sums over the rows, added up per block; the
+    backward pass's row sums are nested in expressions. The whole gradient is one
+    pass."""
+    rng = np.random.default_rng(6)
+    args = (
+        rng.standard_normal(shape) * 2.0,
+        rng.standard_normal(shape[-1:]),
+        rng.standard_normal(shape[-1:]),
+    )
+    gradient = ppto.value_and_grad(layer_norm, wrt=(0, 1, 2))
+    passes = row_passes(gradient, args)
+    assert len(passes) == 1 and "partial_dg" in passes[0] and "partial_db" in passes[0]
+    value, gradients = gradient(*args)
+    np.testing.assert_allclose(float(value), layer_norm(*args), rtol=1e-12)
+    for position, computed in enumerate(gradients):
+        expected = central_differences(layer_norm, args, position)
+        np.testing.assert_allclose(computed.numpy(), expected, rtol=1e-6, atol=1e-7)
+
+
+def test_a_layer_norm_in_float32_equals_the_unfused_code():
+    rng = np.random.default_rng(7)
+    shape = (LARGE // 200 + 1, 200)  # at least LARGE elements
+    args = tuple(
+        rng.standard_normal(s).astype("float32")
+        for s in (shape, shape[-1:], shape[-1:])
+    )
+    gradient = ppto.value_and_grad(layer_norm, wrt=(0, 1, 2))
+    assert row_passes(gradient, args)
+    value, gradients = gradient(*args)
+    plain_value, plain_gradients = unfused_value_and_grad(layer_norm, (0, 1, 2), args)
+    np.testing.assert_allclose(float(value), float(plain_value), rtol=1e-5)
+    for computed, plain in zip(gradients, plain_gradients):
+        assert computed.dtype == plain.dtype == np.float32
+        assert computed.shape == plain.shape
+        np.testing.assert_allclose(
+            computed.numpy(), plain.numpy(), rtol=2e-4, atol=2e-4
+        )
 
 
 def columns_normalized(x, y):
@@ -109,3 +177,7 @@ def test_the_pass_runs_only_on_the_shapes_it_was_made_for():
     assert rows_layout((full, rows), "fs") is None  # an array where 0-d was seen
     assert rows_layout((np.zeros(LARGE), np.zeros(1)), "fr") is None  # 1-d: no rows
     assert rows_layout((np.zeros((4, 5)), np.zeros((4, 1))), "fr") is None  # small
+    column = np.zeros(LARGE // 4)
+    assert rows_layout((full, column), "fc") is not None  # read whole by each block
+    assert rows_layout((full, column[:-1]), "fc") is None  # not the last axis's
+    assert rows_layout((full, np.float64(1.0)), "fc") is None  # 0-d where an array

@@ -516,7 +516,8 @@ def rows_layout(arguments, kinds: str) -> tuple | None:
     2-d, ``LARGE`` elements): the arguments of kind ``f`` are arrays of that shape
     (not 0-d: a value the pass computes from them and rows is of the rows' shape
     where they are 0-d), those of kind ``r`` of that shape with the last axis 1 or
-    0-d, those of kind ``s`` 0-d (numbers may stand for 0-d arrays); one floating
+    0-d, those of kind ``c`` arrays of the last axis's shape (read whole by every
+    block), those of kind ``s`` 0-d (numbers may stand for 0-d arrays); one floating
     dtype. Else None."""
     full = [a for a, k in zip(arguments, kinds) if k == "f"]
     found = shared_layout(full, _numpy_value)
@@ -527,11 +528,14 @@ def rows_layout(arguments, kinds: str) -> tuple | None:
     shape, dtype = found
     rows = shape[:-1] + (1,)
     for value, kind in zip(arguments, kinds):
-        if kind == "f" or type(value) is float or type(value) is int:
+        if kind == "c":
+            if type(value) is not np.ndarray or value.shape != shape[-1:]:
+                return None
+        elif kind == "f" or type(value) is float or type(value) is int:
             continue
         if not _numpy_value(value) or value.dtype != dtype:
             return None
-        if value.ndim and (kind != "r" or value.shape != rows):
+        if value.ndim and not ((kind == "r" and value.shape == rows) or (kind == "c")):
             return None
     return found
 

@@ -3,11 +3,13 @@ instructions, each value computed once, written as the CPU's chunked NumPy pass 
 handed to CUDA as a ``CudaRegion``.
 
 A region over rows (``rows``: the shape of its full values) also has values of that
-shape with the last axis 1 (row reductions, ``keepdims`` values): its pass goes over
-blocks of whole rows, so a row's maximum or sum is complete within its block and the
-values computed from it are used while the block is in cache (softmax, logsumexp and
-their gradients in one pass). Each value has a kind: ``FULL``, ``ROW`` or ``SCALAR``
-(0-d); a value computed from others has the largest of theirs, as broadcasting
+shape with the last axis 1 (row reductions, ``keepdims`` values) and arrays of the
+last axis's shape (a layer's scale and shift, read whole): its pass goes over blocks
+of whole rows, so a row's maximum or sum is complete within its block and the values
+computed from it are used while the block is in cache (softmax, logsumexp, layer
+norm and their gradients in one pass); sums over the rows (``colsum``) are added up
+per block. Each value has a kind: ``SCALAR`` (0-d), ``ROW``, ``COLUMN`` or ``FULL``,
+as bits: a value computed from others has the union of theirs, as broadcasting
 gives."""
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from ppto.fusion.cuda import Unsupported
 from ppto.fusion.cuda_regions import CudaRegion
 from ppto.fusion.kernels import COMPARISONS, Node, ufunc
 
-SCALAR, ROW, FULL = 0, 1, 2
+SCALAR, ROW, COLUMN, FULL = 0, 1, 2, 3  # FULL = ROW | COLUMN
 _REDUCERS = {"rowsum": "np.add", "rowmax": "np.maximum", "rowmean": "np.add"}
 
 
@@ -60,7 +62,20 @@ class RegionWriter:
                 return operands[0]  # x * 1 and x / 1 are x, every dtype being one
         if op == "mul" and operands[0] == ("one",) and operands[1][0] != "const":
             return operands[1]
-        return self.instruction(op, operands, max(map(self.kind, operands)))
+        if op in _REDUCERS:
+            return self.instruction(op, operands, ROW)
+        if op == "expand":  # read as it is where it has the kind of ``like``
+            value, like = operands
+            kind = self.kind(like)
+            return (
+                value
+                if self.kind(value) | kind == self.kind(value)
+                else ("expand", kind, value, like)
+            )
+        kind = SCALAR
+        for ref in operands:
+            kind |= self.kind(ref)
+        return self.instruction(op, operands, kind)
 
     def instruction(self, op: str, operands: tuple, kind: int):
         key = (op, operands)
@@ -78,6 +93,8 @@ class RegionWriter:
             return SCALAR
         if self.rows and shape == self.rows[:-1] + (1,) and shape != self.rows:
             return ROW
+        if self.rows and shape == self.rows[-1:]:
+            return COLUMN
         return FULL
 
     def kind(self, ref) -> int:
@@ -94,26 +111,18 @@ class RegionWriter:
         current: dict = {}
         sums: dict = {}
         self.computed: set = set()  # names the statements make new arrays for
+        self.colsums: dict = {}  # column sum -> what it accumulates
         for step in self.steps:
             self.shapes = step.shapes
-            # ``like`` (its shape) is read even where the pass does not need it: the
-            # original statements, run where the pass does not apply, read it
-            like = self.operand(Node(leaf=step.like), current) if step.like else None
+            for name in step.names:  # what the statements read, as they read it
+                if name not in current:  # (a broadcast's like: for its shape)
+                    self.operand(Node(leaf=name), current)
             if step.kind == "tree":
                 current[step.target] = self.operand(step.tree, current)
                 self.computed.add(step.target)
-            elif step.kind == "rows":
-                value = self.operand(step.tree, current)
-                op = f"row{step.reduction}"
-                current[step.target] = self.instruction(op, (value,), ROW)
-                self.computed.add(step.target)
-            elif step.kind == "expand":
-                value = self.operand(step.tree, current)
-                kind = self.kind(like)
-                if self.kind(value) < kind:
-                    value = ("expand", kind, value, like)
-                current[step.target] = value
-                self.computed.discard(step.target)  # (a view, as unreduce's)
+            elif step.kind == "colsum":
+                self.colsums[step.target] = self.operand(step.tree, current)
+                current[step.target] = ("colsum", step.target)
             elif step.kind == "copy":
                 current[step.target] = self.operand(Node(leaf=step.source), current)
                 if step.source in self.computed:
@@ -130,7 +139,8 @@ class RegionWriter:
     def simplified(self) -> tuple[dict, dict]:
         """``analyse``'s sums and outputs, negations folded into their uses."""
         sums, outputs = self.analyse()
-        self.fold_negations(list(sums.values()) + list(outputs.values()))
+        kept = [*sums.values(), *self.colsums.values(), *outputs.values()]
+        self.fold_negations(kept)
         return sums, outputs
 
     def fold_negations(self, kept: list) -> None:
@@ -178,7 +188,7 @@ class RegionWriter:
                 for part in _parts(ref):
                     if part[0] == "value":
                         last_use[part[1]] = position
-        for ref in sums.values():
+        for ref in [*sums.values(), *self.colsums.values()]:
             ref = _base(ref)
             if ref[0] == "value":
                 last_use[ref[1]] = len(self.instructions)  # read after every chunk
@@ -186,11 +196,14 @@ class RegionWriter:
         for target, ref in sums.items():
             total = f"float(np.add.reduce({self.whole(ref)}, axis=None))"
             loop.append(f"            partial_{target}[number] = {total}")
+        for target, ref in self.colsums.items():
+            total = f"np.add.reduce({self.whole(ref)}, axis=0)"
+            loop.append(f"            partial_{target}[number] = {total}")
         # the pass names its inputs a0, a1, ...: a user's name (``number``, ``sum``)
         # would collide with the pass's own locals and the builtins it calls
         names = [f"a{number}" for number in range(len(self.inputs))]
         arguments = ", ".join(names)
-        kinds = "".join("srf"[kind] for kind in self.input_kinds)
+        kinds = "".join("srcf"[kind] for kind in self.input_kinds)
         lines = [
             f"def {name}({arguments}):",
             f'    """{", ".join(self.inputs)} ({arguments}) -> '
@@ -223,12 +236,15 @@ class RegionWriter:
         spelled = [p for ref in self.read_refs(sums, outputs) for p in _parts(ref)]
         if ("one",) in spelled:
             lines.append("    one = np.ones((), dtype)")
-        for number, input_ in enumerate(names):
+        sliced = [n for n, kind in enumerate(self.input_kinds) if kind != COLUMN]
+        for number in sliced:
             flat = "np.reshape({0}, (size, -1))" if self.rows else "np.ravel({0})"
             lines.append(
-                f"    flat{number} = {flat.format(input_)} "
-                f"if np.ndim({input_}) else None"
+                f"    flat{number} = {flat.format(names[number])} "
+                f"if np.ndim({names[number]}) else None"
             )
+        for number in set(range(len(names))) - set(sliced):  # read whole
+            lines.append(f"    in{number} = {names[number]}")
         for reads in self.scalar_risks(outputs, sums):
             test = " and ".join(f"flat{i} is None" for i in sorted(reads)) or "True"
             lines += [
@@ -243,7 +259,8 @@ class RegionWriter:
         ]
         lines.append("    chunks = -(-size // chunk)")
         lines += [  # one partial sum per chunk, added in chunk order below
-            f"    partial_{target} = [0.0] * chunks" for target in sums
+            f"    partial_{target} = [0.0] * chunks"
+            for target in [*sums, *self.colsums]
         ]
         lines += ["", "    def part(claim):  # the chunks this thread claims"]
         lines += [
@@ -252,7 +269,10 @@ class RegionWriter:
         ]
         # each chunk's views are made once, not at every use: with two threads, the
         # Python between two ufunc calls is when the other thread waits for the GIL
-        views = [f"piece{i} = buffer{i}[:count]" for i in range(len(buffers))]
+        views = [
+            f"piece{i} = buffer{i}" + ("" if kind == COLUMN else "[:count]")
+            for i, kind in enumerate(buffers)
+        ]
         views += [f"{out}_piece = {out}[start:stop]" for out in outs]
         lines += [
             "        for number in iter(claim, None):",
@@ -260,15 +280,19 @@ class RegionWriter:
             "            stop = min(start + chunk, size)",
             "            count = stop - start",
         ]
-        for number, input_ in enumerate(names):
+        for number in sliced:
             lines.append(
                 f"            in{number} = flat{number}[start:stop] "
-                f"if flat{number} is not None else {input_}"
+                f"if flat{number} is not None else {names[number]}"
             )
         lines += [f"            {view}" for view in views]
         lines += loop
         lines += ["", "    run_chunks(part, chunks)"]
         lines += [f"    total_{target} = sum(partial_{target})" for target in sums]
+        lines += [
+            f"    total_{target} = np.add.reduce(np.array(partial_{target}), axis=0)"
+            for target in self.colsums
+        ]
         results = [self.result(outputs[o], into, o) for o in self.outputs]
         returned = results[0] if len(results) == 1 else f"({', '.join(results)})"
         return "\n".join(lines + [f"    return {returned}", ""])
@@ -283,6 +307,8 @@ class RegionWriter:
         ``kind``."""
         if not self.rows:
             return count
+        if kind == COLUMN:
+            return "width"  # the same for every block
         return f"({count}, width)" if kind == FULL else f"({count}, 1)"
 
     def cuda(self, name: str) -> CudaRegion:
@@ -305,7 +331,8 @@ class RegionWriter:
         """For each computed output and each sum, the inputs it reads: if all of them
         are numbers at run time (a loop's counter, a 0-d array), an output is a
         number, which the pass would write as an array, and a sum would add the number
-        once per element. A broadcast value reads its ``like`` too (an array)."""
+        once per element. A broadcast value reads its ``like`` too (an array). A set
+        with an input of the last axis's shape is none: that input is an array."""
         reads: dict = {}
 
         def read(ref) -> set:
@@ -321,11 +348,11 @@ class RegionWriter:
             reads[number] = set().union(*map(read, operands))
         risks = []
         computed = [ref for ref in outputs.values() if ref[0] in ("value", "expand")]
-        for ref in computed + list(sums.values()):
+        for ref in [*computed, *sums.values(), *self.colsums.values()]:
             if ref[0] not in ("input", "value", "expand"):
                 continue
             found = read(ref)
-            if found not in risks:
+            if found not in risks and all(self.input_kinds[i] != COLUMN for i in found):
                 risks.append(found)
         return risks
 
@@ -351,9 +378,10 @@ class RegionWriter:
                     free.setdefault(kind, []).append(f"piece{len(buffers)}")
                     buffers.append(kind)
                 destination = free[kind].pop()
-            if op in _REDUCERS:
+            if op in _REDUCERS:  # (of a broadcast value: made whole, as for sums)
+                whole = self.whole(operands[0])
                 lines.append(
-                    f"            {_REDUCERS[op]}.reduce({spelled}, axis=1, "
+                    f"            {_REDUCERS[op]}.reduce({whole}, axis=1, "
                     f"keepdims=True, out={destination})"
                 )
                 if op == "rowmean":
@@ -380,7 +408,14 @@ class RegionWriter:
         rows is broadcast into a row's (a flat region's buffers are all alike)."""
         if not self.rows:
             return FULL
-        return FULL if self.kinds[number] == FULL else ROW
+        kind = self.kinds[number]
+        return kind if kind in (FULL, COLUMN) else ROW
+
+    def shape_of(self, kind: int) -> str:
+        """The shape, spelled, of a whole value of ``kind``."""
+        if not self.rows or kind == FULL:
+            return "shape"
+        return "(width,)" if kind == COLUMN else "rows_shape"
 
     def spell(self, ref) -> str:
         if ref[0] == "const":
@@ -402,10 +437,10 @@ class RegionWriter:
 
     def result(self, ref, into: dict, name: str) -> str:
         if ref[0] == "expand":  # as unreduce's: a read-only broadcast view
-            shape = "shape" if ref[1] == FULL or not self.rows else "rows_shape"
-            return f"np.broadcast_to({self.result(ref[2], into, name)}, {shape})"
+            whole = self.result(ref[2], into, name)
+            return f"np.broadcast_to({whole}, {self.shape_of(ref[1])})"
         if ref[0] == "value":
-            shape = "shape" if self.buffer_kind(ref[1]) == FULL else "rows_shape"
+            shape = self.shape_of(self.buffer_kind(ref[1]))
             return f"{into[ref[1]]}.reshape({shape})"
         if ref[0] == "input" and name in self.computed:
             # ``dw = one * x`` was a new array: handing back x itself would let the
@@ -415,6 +450,8 @@ class RegionWriter:
             return f"a{ref[1]}"
         if ref[0] == "sum":
             return f"dtype.type(total_{ref[1]})"
+        if ref[0] == "colsum":
+            return f"total_{ref[1]}"
         return "one"
 
 

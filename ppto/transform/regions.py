@@ -60,32 +60,41 @@ _COMPARE = {
 
 
 class Step:
-    """One statement of a region: ``target = tree`` (an elementwise expression), a
-    full sum of a value, ``ones_like`` of a sum, a copy, a reduction of each row
-    (``rows``: over the last axis, keeping it), or a value broadcast to the shape of
-    ``like`` (``expand``: ``unreduce``). ``unbroadcast`` steps become copies or row
-    sums once the shapes are known."""
+    """One statement of a region: ``target = tree`` (an expression of elementwise
+    operators, row reductions and broadcasts between shapes, see ``_decode``), a full
+    sum of a value, ``ones_like`` of a sum, a copy, or a sum over the rows of a
+    value (``colsum``: ``reduce_sum(v, axis=0)`` of a 2-d value, ``unbroadcast`` of
+    one to the shape of its last axis)."""
 
-    def __init__(
-        self, statement, target: str, kind: str, tree=None, source=None, like=None
-    ):
+    def __init__(self, statement, target: str, kind: str, tree=None, source=None):
         self.statement = statement
         self.target = target
-        self.kind = kind  # "tree", "sum", "ones", "copy", "rows", "expand"
+        self.kind = kind  # "tree", "sum", "ones", "copy", "colsum"
         self.tree = tree  # a kernels.Node whose leaves are variable names
         self.source = source  # the name a sum, ones_like or copy reads
-        self.like = like  # the name whose shape an expand or unbroadcast takes
-        self.reduction = None  # a rows step's: "sum", "max" or "mean"
-        self.axis = None  # a rows step's axis, as written
-        self.keeps = True  # an expand step's keepdims
-        self.reads = {source} if source else set(tree.leaves())  # the names it reads
-        if like:
-            self.reads.add(like)
+        # the names it reads, in order (a broadcast's ``like`` too: the statement
+        # reads it for its shape)
+        self.names = [source] if source else list(dict.fromkeys(tree.leaves()))
+        self.reads = set(self.names)
         self.shapes: dict = {}  # name -> shape, where known, of what it reads and makes
+        self.reduced: list = []  # shapes of the values its row reductions reduce
+        self.full = None  # a column sum's: the shape of the value it sums
+        self.axes: tuple = ()  # a column sum's axes, as written
 
 
-def _decode(expression, namespace):
-    """The elementwise tree of ``expression``, or None."""
+# row reductions over the last axis, keeping it (``keepdims=True``)
+_REDUCTIONS = {reduce_sum: "rowsum", reduce_max: "rowmax", reduce_mean: "rowmean"}
+ROW_OPS = set(_REDUCTIONS.values())
+_SHAPED = {*_REDUCTIONS, unbroadcast, unreduce, stop_gradient}
+
+
+def _decode(expression, namespace, extended: bool = False):
+    """The tree of ``expression``, or None. ``extended``: row reductions
+    (``rowsum``, ``rowmax``, ``rowmean``, the axis as the node's value),
+    ``unbroadcast(e, like)``, ``unreduce(e, like, ...)`` (``expand``, keepdims as
+    its value) and ``stop_gradient`` (its operand) are decoded too: what the first
+    three mean depends on shapes (``_settle``). The CPU's passes take them, CUDA
+    regions do not."""
     if isinstance(expression, gast.Name):
         return Node(leaf=expression.id)
     if (
@@ -94,12 +103,15 @@ def _decode(expression, namespace):
         and not isinstance(expression.value, bool)
     ):
         return Node(value=expression.value)
+    decode = (expression, namespace, extended)
     if isinstance(expression, gast.BinOp) and type(expression.op) in _BINARY:
         return _node(
-            _BINARY[type(expression.op)], [expression.left, expression.right], namespace
+            _BINARY[type(expression.op)],
+            [expression.left, expression.right],
+            *decode[1:],
         )
     if isinstance(expression, gast.UnaryOp) and isinstance(expression.op, gast.USub):
-        return _node("neg", [expression.operand], namespace)
+        return _node("neg", [expression.operand], *decode[1:])
     if (
         isinstance(expression, gast.Compare)
         and len(expression.ops) == 1
@@ -108,25 +120,53 @@ def _decode(expression, namespace):
         return _node(
             _COMPARE[type(expression.ops[0])],
             [expression.left, expression.comparators[0]],
-            namespace,
+            *decode[1:],
         )
+    if not isinstance(expression, gast.Call) or not isinstance(
+        expression.func, gast.Name
+    ):
+        return None
+    op = namespace.get(expression.func.id)
+    if extended and expression.args and op in _SHAPED:
+        return _shaped(*decode, op)
+    name = getattr(op, "name", None)
+    arity = len(getattr(op, "input_names", ()))
     if (
-        isinstance(expression, gast.Call)
-        and isinstance(expression.func, gast.Name)
+        (name in ELEMENTWISE or name in TERNARY or name in ALIASES)
+        and arity == len(expression.args)
         and not expression.keywords
     ):
-        op = namespace.get(expression.func.id)
-        name = getattr(op, "name", None)
-        arity = len(getattr(op, "input_names", ()))
-        if (name in ELEMENTWISE or name in TERNARY or name in ALIASES) and arity == len(
-            expression.args
-        ):
-            return _node(name, expression.args, namespace)
+        return _node(name, expression.args, namespace, extended)
     return None
 
 
-def _node(name, arguments, namespace):
-    children = [_decode(argument, namespace) for argument in arguments]
+def _shaped(call, namespace, extended, op):
+    """``_decode`` of a call of a row reduction, ``unbroadcast``, ``unreduce`` or
+    ``stop_gradient``."""
+    first = _decode(call.args[0], namespace, extended)
+    if first is None:
+        return None
+    if op is stop_gradient:
+        return first if len(call.args) == 1 and not call.keywords else None
+    if op in _REDUCTIONS:
+        options = _constants(call, 1, ("axis", "keepdims"))
+        axis = options.get("axis")
+        if type(axis) is not int or options.get("keepdims") is not True:
+            return None
+        return Node(_REDUCTIONS[op], [first], value=axis)
+    like = call.args[1] if len(call.args) > 1 else None
+    if op in (unbroadcast, unreduce) and isinstance(like, gast.Name):
+        if op is unbroadcast:
+            return Node("unbroadcast", [first, Node(leaf=like.id)])
+        # without keepdims a reduced value is reshaped first: only a 0-d one is
+        # broadcast as it is (checked once the shapes are known)
+        keeps = _constants(call, 2, ("axis", "keepdims")).get("keepdims") is True
+        return Node("expand", [first, Node(leaf=like.id)], value=keeps)
+    return None
+
+
+def _node(name, arguments, namespace, extended):
+    children = [_decode(argument, namespace, extended) for argument in arguments]
     if any(child is None for child in children):
         return None
     return ALIASES[name](children) if name in ALIASES else Node(name, children)
@@ -134,9 +174,8 @@ def _node(name, arguments, namespace):
 
 def _step(statement, namespace, extended: bool = True):
     """The statement as a region step, or None. A ``ones`` step (``ones_like(s)``)
-    belongs to a region only where ``s`` is one of its sums. Row reductions,
-    ``unbroadcast``, ``unreduce`` and ``stop_gradient`` only when ``extended`` (the
-    CPU's passes take them, CUDA regions do not)."""
+    belongs to a region only where ``s`` is one of its sums. ``extended``: see
+    ``_decode``; column sums only then."""
     if isinstance(statement, Comment):
         return None
     target = single_target(statement)
@@ -151,54 +190,24 @@ def _step(statement, namespace, extended: bool = True):
                 return Step(statement, target, "sum", source=argument.id)
             if op is ones_like:
                 return Step(statement, target, "ones", source=argument.id)
-            if op is stop_gradient and extended:
-                return Step(statement, target, "copy", source=argument.id)
-        shaped = (
-            extended
-            and value.args
-            and _shaped_step(statement, target, op, value, namespace)
-        )
-        if shaped:
-            return shaped
+        if extended and op is reduce_sum and value.args:
+            options = _constants(value, 1, ("axis", "keepdims"))
+            axis, keepdims = options.get("axis"), options.get("keepdims", False)
+            if keepdims is False and (type(axis) is int or type(axis) is tuple):
+                tree = _decode(value.args[0], namespace, extended)
+                if tree is None:
+                    return None
+                step = Step(statement, target, "colsum", tree)
+                step.axes = axis if type(axis) is tuple else (axis,)
+                return step
     if isinstance(value, gast.Name):
         return Step(statement, target, "copy", source=value.id)
-    tree = _decode(value, namespace)
+    tree = _decode(value, namespace, extended)
+    if tree is not None and tree.leaf is not None:  # stop_gradient(name)
+        return Step(statement, target, "copy", source=tree.leaf)
     if tree is None or tree.op is None or tree.op in COMPARISONS:
-        return None  # a region's values are floating point: no bare comparisons
+        return None  # a number; a region's values are floating point: no comparisons
     return Step(statement, target, "tree", tree=tree)
-
-
-_REDUCTIONS = {reduce_sum: "sum", reduce_max: "max", reduce_mean: "mean"}
-
-
-def _shaped_step(statement, target, op, call, namespace):
-    """A row reduction (``reduce_max(t, axis=1, keepdims=True)``), ``unbroadcast(e,
-    like)`` or ``unreduce(e, like, ...)`` as a step whose meaning the shapes settle
-    (``_settle``); else None."""
-    if op in _REDUCTIONS:
-        options = _constants(call, 1, ("axis", "keepdims"))
-        axis = options.get("axis")
-        if type(axis) is not int or options.get("keepdims") is not True:
-            return None
-        step = _tree_step(statement, target, "rows", call.args[0], namespace)
-        if step is not None:
-            step.reduction, step.axis = _REDUCTIONS[op], axis
-        return step
-    like = call.args[1] if len(call.args) > 1 else None
-    if op not in (unbroadcast, unreduce) or not isinstance(like, gast.Name):
-        return None
-    kind = "unbroadcast" if op is unbroadcast else "expand"
-    step = _tree_step(statement, target, kind, call.args[0], namespace, like.id)
-    if step is not None and op is unreduce:
-        # without keepdims a reduced value is reshaped first: only a 0-d one is
-        # broadcast as it is (checked once the shapes are known)
-        step.keeps = _constants(call, 2, ("axis", "keepdims")).get("keepdims") is True
-    return step
-
-
-def _tree_step(statement, target, kind, expression, namespace, like=None):
-    tree = _decode(expression, namespace)
-    return None if tree is None else Step(statement, target, kind, tree, like=like)
 
 
 def _constants(call, first: int, names: tuple) -> dict:
@@ -208,12 +217,24 @@ def _constants(call, first: int, names: tuple) -> dict:
     written.update((k.arg, k.value) for k in call.keywords if k.arg in names)
     found = {}
     for name, node in written.items():
-        sign = 1
-        if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
-            node, sign = node.operand, -1
-        if isinstance(node, gast.Constant) and (sign == 1 or type(node.value) is int):
-            found[name] = sign * node.value if sign == -1 else node.value
+        if isinstance(node, gast.Tuple):
+            items = [_constant(item) for item in node.elts]
+            if all(type(item) is int for item in items):
+                found[name] = tuple(items)
+        elif (value := _constant(node)) is not _NOT_CONSTANT:
+            found[name] = value
     return found
+
+
+_NOT_CONSTANT = object()
+
+
+def _constant(node):
+    """The value of a constant (``-1`` included), or ``_NOT_CONSTANT``."""
+    if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
+        value = _constant(node.operand)
+        return -value if type(value) is int else _NOT_CONSTANT
+    return node.value if isinstance(node, gast.Constant) else _NOT_CONSTANT
 
 
 def find_regions(
@@ -223,8 +244,9 @@ def find_regions(
     a region stops where a value of another known shape would join it (the pass
     could not run), unless the region goes over rows: ``rows`` is then the shape of
     its full values, beside which it has values with the last axis 1 (from row
-    reductions and ``keepdims``), else None. Regions of a known size below ``large``
-    elements are left out; ``extended``: see ``_step``.
+    reductions and ``keepdims``) and arrays of the last axis's shape (``b`` in
+    ``x * g + b``: read whole by every block of rows), else None. Regions of a known
+    size below ``large`` elements are left out; ``extended``: see ``_step``.
     ``hoisted``: steps between start and stop that compute a 0-d value from 0-d
     values and numbers (a scale from a 0-d parameter); they run before the region
     instead of in it, where they would make it fall back to its statements (a value
@@ -239,10 +261,11 @@ def find_regions(
     while position < len(body):
         steps: list[Step] = []
         hoisted: list[Step] = []
-        sums: set = set()
+        sums: set = set()  # full sums: 0-d
+        totals: set = set()  # sums and column sums: complete after the region only
         ones: set = set()  # ones_like of a sum and its copies: 0-d values
         extent = None  # the region's array shape, once a value's is known
-        rowed = False  # whether it has values of the extent with the last axis 1
+        rowed = False  # whether it has row values or column arrays beside full ones
         stop = position
         while stop < len(body):
             if isinstance(body[stop], Comment):  # kept, before the region's call
@@ -257,33 +280,46 @@ def find_regions(
                 step = None
             if step is not None and step.kind == "sum" and step.source in ones:
                 step = None  # the sum of a 0-d value is that value, not a pass's
-            if step is None or (reads[stop] & sums and step.kind != "ones"):
+            if step is None or (reads[stop] & totals and step.kind != "ones"):
                 break  # a sum is complete only after the region
             known = {
                 shape
                 for name, shape in step.shapes.items()
-                if shape and name not in sums
+                if shape and name not in totals
             }
             joined = _join(extent, rowed, known)
             if joined is None:
                 break
             extent, rowed = joined
-            if step.kind == "rows":
-                if _tree_shape(step, step.shapes) != extent:
+            if step.reduced or step.kind == "colsum":
+                summed = step.reduced + ([step.full] if step.kind == "colsum" else [])
+                if any(shape != extent for shape in summed):
                     break
                 rowed = True
+            if rowed and extent[-1:] in (
+                step.shapes.get(step.target) if step.kind != "colsum" else None,
+                step.shapes.get(step.source) if step.kind == "sum" else None,
+            ):
+                # a value of the last axis's shape is computed once, not per block
+                # of rows; every block reads one whole: its sum is not theirs
+                break
+            if step.kind in ("sum", "colsum"):
+                totals.add(step.target)
             if step.kind == "sum":
                 sums.add(step.target)
             if step.kind == "ones" or (step.kind == "copy" and step.source in ones):
                 ones.add(step.target)
             steps.append(step)
             stop += 1
-        while steps and steps[-1].kind in ("copy", "ones", "expand"):
+        while steps and (
+            steps[-1].kind in ("copy", "ones")
+            or (steps[-1].tree and steps[-1].tree.op == "expand")
+        ):
             steps.pop()  # nothing gained by ending on a copy
             stop = _index(body, steps[-1].statement) + 1 if steps else position
         hoisted = [h for h in hoisted if _index(body, h.statement) < stop]
         operations = sum(
-            (s.tree.count() if s.tree else 0) + (s.kind in ("sum", "rows"))
+            (s.tree.count() if s.tree else 0) + (s.kind in ("sum", "colsum"))
             for s in steps
         )
         small = extent is not None and int(np.prod(extent)) < large  # never passes
@@ -303,17 +339,19 @@ def _follow_shapes(body: list, candidates: list, shapes: dict) -> None:
     """Give each step (``candidates``) the shapes, where known, of the values it reads
     and makes at that point of the block: ``shapes`` (the analysis of the function)
     and what the block's steps give (a copy or ``ones_like`` has its source's shape,
-    a sum is 0-d, a tree the broadcast of its leaves', a row reduction its source's
-    with the last axis 1, an expand its ``like``'s), which covers the gradient's
-    values. Steps whose meaning depends on shapes are settled here (``_settle``); a
-    candidate the shapes rule out becomes None. A shape followed wrongly (in a loop,
-    a value read before the statement that changes its shape) costs a region its
-    pass, never a result: a region checks its arrays' shapes when it runs."""
+    a sum is 0-d, a tree the shape ``_settle`` finds), which covers the gradient's
+    values. A candidate whose meaning the shapes rule out becomes None. A shape
+    followed wrongly (in a loop, a value read before the statement that changes its
+    shape) costs a region its pass, never a result: a region checks its arrays'
+    shapes when it runs."""
     known = {name: shape for name, shape in shapes.items() if shape is not None}
     for position, (statement, step) in enumerate(zip(body, candidates)):
+        shape = None
         if step is not None:
             step.shapes = {name: known[name] for name in step.reads if name in known}
-            if not _settle(step):
+            try:
+                shape = _settle(step, known)
+            except _Unsettled:
                 step = candidates[position] = None
         if step is None:
             for name in stores(statement) - shapes.keys():
@@ -321,52 +359,84 @@ def _follow_shapes(body: list, candidates: list, shapes: dict) -> None:
             continue
         if step.target in shapes:
             shape = shapes[step.target]  # the analysis knows it
-        elif step.kind == "sum":
-            shape = ()
-        elif step.kind in ("copy", "ones"):
-            shape = known.get(step.source)
-        elif step.kind == "expand":
-            shape = known.get(step.like)
-        else:
-            shape = _tree_shape(step, known)
-            if shape is not None and step.kind == "rows":
-                shape = shape[:-1] + (1,)
         if shape is None:
             known.pop(step.target, None)
         else:
             known[step.target] = step.shapes[step.target] = shape
 
 
-def _tree_shape(step: Step, known: dict) -> tuple | None:
-    leaves = [known.get(name) for name in set(step.tree.leaves())]
-    return None if None in leaves else _broadcast(leaves)
+class _Unsettled(Exception):
+    """A step whose meaning the shapes known do not settle."""
 
 
-def _settle(step: Step) -> bool:
-    """Whether ``step`` can join a region, given the shapes known where it is. A row
-    reduction needs its operand's shape (at least 2-d, the axis its last); an
-    ``unbroadcast`` is a copy where its operand has ``like``'s shape and a row sum
+def _settle(step: Step, known: dict) -> tuple | None:
+    """The shape of the value ``step`` makes (None where unknown), its tree settled
+    (``_shape``); ``unbroadcast`` of a value to the shape of its last axis makes the
+    step a column sum. Raises ``_Unsettled`` where the step cannot join a region."""
+    if step.kind == "sum":
+        return ()
+    if step.kind in ("copy", "ones"):
+        return known.get(step.source)
+    tree = step.tree
+    if step.kind == "tree" and tree.op == "unbroadcast":
+        like = known.get(tree.children[1].leaf)
+        operand = _shape(tree.children[0], known, step)
+        if like and operand and len(operand) >= 2 and like == operand[-1:]:
+            step.kind, step.tree, step.full = "colsum", tree.children[0], operand
+            return like  # summed over every axis but the last
+    shape = _shape(step.tree, known, step)
+    if step.kind != "colsum":
+        return shape
+    if shape is None or len(shape) < 2:
+        raise _Unsettled
+    leading = tuple(range(len(shape) - 1))
+    if tuple(sorted(a % len(shape) for a in step.axes)) != leading:
+        raise _Unsettled  # a sum over every axis but the last only
+    step.full = shape
+    return shape[-1:]
+
+
+def _shape(node, known: dict, step: Step) -> tuple | None:
+    """The shape of a tree's value (None where unknown), settling its nodes whose
+    meaning depends on shapes: a row reduction needs its operand's shape, at least
+    2-d, the axis its last (the shape is recorded in ``step.reduced``); an
+    ``unbroadcast`` is its operand where that has ``like``'s shape and a row sum
     where it has ``like``'s with the last axis 1; an expand broadcasts a 0-d value,
-    or one of ``like``'s shape with the last axis 1 (kept by keepdims)."""
-    if step.kind not in ("rows", "unbroadcast", "expand"):
-        return True
-    shape = _tree_shape(step, step.shapes)
-    like = step.shapes.get(step.like)
-    if step.kind == "rows":
-        return (
-            shape is not None and len(shape) >= 2 and step.axis in (-1, len(shape) - 1)
-        )
-    if shape is None or like is None:
-        return False
-    if step.kind == "expand":
-        return shape == () or (step.keeps and shape in (like, _row(like)))
-    if shape == like:
-        step.kind = "tree"
-    elif len(like) >= 2 and like == _row(shape):
-        step.kind, step.reduction, step.axis = "rows", "sum", -1
-    else:
-        return False
-    return True  # (like stays read: the statement reads it, for its shape)
+    or one of ``like``'s shape with the last axis 1 (kept by keepdims). Raises
+    ``_Unsettled`` for any other."""
+    if node.leaf is not None:
+        return known.get(node.leaf)
+    if node.op is None:
+        return ()
+    if node.op in ("unbroadcast", "expand"):
+        operand = _shape(node.children[0], known, step)
+        like = known.get(node.children[1].leaf)
+        if operand is None or like is None:
+            raise _Unsettled
+        if node.op == "expand":
+            if operand == () or (node.value and operand in (like, _row(like))):
+                return like
+            raise _Unsettled
+        if operand == like:  # the operand itself
+            child = node.children[0]
+            node.op, node.children, node.leaf = child.op, child.children, child.leaf
+            node.value, node.operator = child.value, child.operator
+            return like
+        if len(like) >= 2 and like == _row(operand):
+            node.op, node.children, node.value = "rowsum", node.children[:1], -1
+            step.reduced.append(operand)
+            return like
+        raise _Unsettled
+    shapes = [_shape(child, known, step) for child in node.children]
+    if node.op in ROW_OPS:
+        operand = shapes[0]
+        if operand is None or len(operand) < 2:
+            raise _Unsettled
+        if node.value not in (-1, len(operand) - 1):
+            raise _Unsettled  # a reduction over another axis: not a row's
+        step.reduced.append(operand)
+        return _row(operand)
+    return None if None in shapes else _broadcast(shapes)
 
 
 def _row(shape: tuple) -> tuple:
@@ -377,12 +447,13 @@ def _row(shape: tuple) -> tuple:
 def _join(extent, rowed: bool, shapes: set) -> tuple | None:
     """A region's ``(extent, rowed)`` once values of ``shapes`` join it, or None if
     one cannot: each value must have the extent or, the extent being at least 2-d,
-    the extent with the last axis 1 (a row's value). A region whose values so far
-    have one shape becomes a region over rows of a larger one."""
-    for shape in shapes:
+    the extent with the last axis 1 (a row's value) or the last axis's shape (read
+    whole by every block of rows). A region whose values so far have one shape
+    becomes a region over rows of a larger one."""
+    for shape in sorted(shapes, key=len, reverse=True):
         if extent is None or shape == extent:
             extent = shape
-        elif len(extent) >= 2 and shape == _row(extent):
+        elif len(extent) >= 2 and shape in (_row(extent), extent[-1:]):
             rowed = True
         elif not rowed and len(shape) >= 2 and extent == _row(shape):
             extent, rowed = shape, True
