@@ -1786,3 +1786,33 @@ def list_written_out_to_a_helper_that_rebinds_it(x):
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_a_tuple_of_arrays_read_as_an_array(function, sign):
     assert_derivatives_match(function, sign * np.array([0.7, -0.3, 0.9]))
+
+
+# the parts of np.split bound to a name: as an array, their adjoints were stacked (a
+# NumPy ValueError in the gradient for parts of unlike lengths)
+
+
+def split_parts_read_by_index(x):
+    parts = np.split(x, [1, 2])
+    return np.sum(parts[0] ** 2) + np.sum(parts[1] * 3.0) * np.sum(parts[-1] ** 3)
+
+
+def split_parts_looped_over(x):
+    total = 0.0
+    for part in np.split(x, [2]):
+        total = total + np.sum(part**2) * part[0]
+    return total
+
+
+def split_columns_read_by_index(x):
+    columns = np.split(np.outer(x, x), [1], axis=1)
+    return np.sum(columns[0] ** 3) + np.sum(columns[1] * columns[1][:, :1])
+
+
+@pytest.mark.parametrize(
+    "function",
+    [split_parts_read_by_index, split_parts_looped_over, split_columns_read_by_index],
+)
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_split_parts_of_unlike_lengths(function, sign):
+    assert_derivatives_match(function, sign * np.array([0.7, -0.3, 0.9]))

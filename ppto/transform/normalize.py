@@ -308,6 +308,16 @@ class Normalizer:
         if isinstance(value, gast.Subscript) and _names_list(value.value, self.lists):
             self.emit(ir.ListGet(target, value.value.id, slice_expr(value.slice)))
             return True
+        if self.tuple_valued(value):
+            # ``parts = np.split(x, [1, 4])``: its items may differ in shape, so it
+            # is ``tuple(...)`` of the operator's results, an adjoint per item (as
+            # an array, the adjoints were stacked: a ValueError)
+            callee = gast.Name("tuple", gast.Load(), None, None)
+            wrapped = gast.Call(callee, [value], [])
+            node = gast.copy_location(gast.Assign(node.targets, wrapped, None), node)
+            self.lists.add(target)
+            self.list_call(node, target, tuple, ("value",))
+            return True
         helper = self.list_helper(value)
         if helper is not None:
             if getattr(helper[0], "makes_list", True):
@@ -462,6 +472,14 @@ class Normalizer:
         if getattr(function, "returns_list", False):
             return function, ()
         return None
+
+    def tuple_valued(self, value) -> bool:
+        """Whether ``value`` calls an operator returning a tuple (split, unstack)."""
+        if not isinstance(value, gast.Call):
+            return False
+        callee = resolve_call(value, self.parsed.namespace, self.local_names)
+        output = getattr(getattr(callee.op, "signature", None), "output", "")
+        return callee.kind == "operator" and output.endswith(" tuple")
 
     def list_call(self, node, target: str, helper, kinds: tuple) -> None:
         from ppto.transform.inline import operand_expr
