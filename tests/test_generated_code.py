@@ -1816,3 +1816,23 @@ def split_columns_read_by_index(x):
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_split_parts_of_unlike_lengths(function, sign):
     assert_derivatives_match(function, sign * np.array([0.7, -0.3, 0.9]))
+
+
+# np.prod's derivatives divided the product by x: NaN where an element is 0
+
+
+def product(x):
+    return np.prod(x) + np.prod(x[:2])
+
+
+def products_over_an_axis(x):
+    table = np.outer(x, x[::-1] + 1.0)
+    return np.sum(np.prod(table, axis=1) ** 2) + np.sum(np.prod(table, axis=0) * x)
+
+
+@pytest.mark.parametrize("function", [product, products_over_an_axis])
+@pytest.mark.parametrize(
+    "x", [[0.7, 0.0, 0.9], [0.0, -0.3, 0.9], [0.0, 0.0, 0.9], [0.7, -0.3, 0.0]]
+)
+def test_product_with_zeros(function, x):
+    assert_derivatives_match(function, np.array(x))

@@ -143,22 +143,44 @@ _extremum_rules(reduce_min)
 
 @primitive(REDUCE)
 def reduce_prod(xp, x, axis=None, keepdims=False):
-    """Product over ``axis`` (its gradient divides by x: inputs must be non-zero)."""
+    """Product over ``axis``."""
     return xp.prod(x, axis=axis, keepdims=keepdims)
 
 
+# Each element's derivative of a product is the product of the other elements, made
+# without dividing by x (out / x is NaN where x is 0): the product of the other
+# non-zero elements times that of the other zeros, which is 1 where there are none,
+# the one zero's value where there is one (so that its derivative, a second
+# derivative of the product, is right), else 0. Rules are inlined as written, so
+# both spell it out.
+
+
 @reduce_prod.grad_rule
-def _(x, axis=None, keepdims=False, out=None):
+def _(x, axis=None, keepdims=False):
     def backward(dY):
-        return unreduce(dY * out, x, axis, keepdims) / x
+        zero = x == 0.0
+        nonzero = where(zero, 1.0, x)
+        zeros = reduce_sum(cast(zero, x.dtype), axis, True) - cast(zero, x.dtype)
+        zero_values = where(zero, x, 0.0)
+        other_zero = reduce_sum(zero_values, axis, True) - zero_values
+        of_zeros = where(zeros == 0.0, 1.0, where(zeros == 1.0, other_zero, 0.0))
+        others = reduce_prod(nonzero, axis, True) / nonzero * of_zeros
+        return unreduce(dY, x, axis, keepdims) * others
 
     return backward
 
 
 @reduce_prod.jvp_rule
-def _(x, axis=None, keepdims=False, out=None):
+def _(x, axis=None, keepdims=False):
     def tangent(dx):
-        return reduce_sum(dx / x, axis, keepdims) * out
+        zero = x == 0.0
+        nonzero = where(zero, 1.0, x)
+        zeros = reduce_sum(cast(zero, x.dtype), axis, True) - cast(zero, x.dtype)
+        zero_values = where(zero, x, 0.0)
+        other_zero = reduce_sum(zero_values, axis, True) - zero_values
+        of_zeros = where(zeros == 0.0, 1.0, where(zeros == 1.0, other_zero, 0.0))
+        others = reduce_prod(nonzero, axis, True) / nonzero * of_zeros
+        return reduce_sum(dx * others, axis, keepdims)
 
     return tangent
 
