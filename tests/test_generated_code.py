@@ -1836,3 +1836,43 @@ def products_over_an_axis(x):
 )
 def test_product_with_zeros(function, x):
     assert_derivatives_match(function, np.array(x))
+
+
+# a helper's several results bound to one name (pair = helper(x); pair[1]): taken
+# for an array, its adjoint stacked the results (a NumPy ValueError in the gradient
+# for an array and a number)
+
+
+def _scaled_and_norm(x):
+    if np.sum(x) > 0.0:
+        return x * 2.0, np.sum(x**2)
+    return x, 1.5
+
+
+def results_read_by_index(x):
+    pair = _scaled_and_norm(x)
+    again = _scaled_and_norm(pair[0] * pair[1])
+    return np.sum(pair[0] ** 2) * pair[1] + np.sum(again[0]) * again[-1]
+
+
+def results_of_a_checkpointed_call(x):
+    pair = ppto.checkpoint(_scaled_and_norm)(x)
+    return np.sum(pair[0] ** 2) * pair[1]
+
+
+def results_in_a_loop(x):
+    total = 0.0
+    for step in range(3):
+        pair = _scaled_and_norm(x * (step - 1.0))
+        for part in pair:
+            total = total + np.sum(part) * pair[1]
+    return total
+
+
+@pytest.mark.parametrize(
+    "function",
+    [results_read_by_index, results_of_a_checkpointed_call, results_in_a_loop],
+)
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_several_results_of_a_helper_bound_to_one_name(function, sign):
+    assert_derivatives_match(function, sign * np.array([0.7, -0.3, 0.9]))

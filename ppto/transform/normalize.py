@@ -474,10 +474,15 @@ class Normalizer:
         return None
 
     def tuple_valued(self, value) -> bool:
-        """Whether ``value`` calls an operator returning a tuple (split, unstack)."""
+        """Whether ``value`` calls an operator returning a tuple (split, unstack) or a
+        user's function whose every return is a tuple written out."""
         if not isinstance(value, gast.Call):
             return False
-        callee = resolve_call(value, self.parsed.namespace, self.local_names)
+        callee = self.checkpointed(value) or resolve_call(
+            value, self.parsed.namespace, self.local_names
+        )
+        if callee.kind == "function" or _composite_without_rule(callee):
+            return _returns_tuples(getattr(callee.op, "function", callee.function))
         output = getattr(getattr(callee.op, "signature", None), "output", "")
         return callee.kind == "operator" and output.endswith(" tuple")
 
@@ -1399,6 +1404,19 @@ def _is_setitem(value) -> bool:
         and isinstance(value.func, gast.Name)
         and value.func.id == SETITEM
     )
+
+
+def _returns_tuples(function) -> bool:
+    """Whether ``function`` returns a tuple written out (``return a, b``) at every
+    return; False where its source cannot be read (refused where it is called)."""
+    from ppto.transform.source import parse_function
+
+    try:
+        tree = parse_function(function).tree
+    except PptoError:
+        return False
+    returns = [node for node in gast.walk(tree) if isinstance(node, gast.Return)]
+    return bool(returns) and all(isinstance(r.value, gast.Tuple) for r in returns)
 
 
 def _composite_without_rule(callee) -> bool:
