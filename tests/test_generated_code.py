@@ -1876,3 +1876,41 @@ def results_in_a_loop(x):
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_several_results_of_a_helper_bound_to_one_name(function, sign):
     assert_derivatives_match(function, sign * np.array([0.7, -0.3, 0.9]))
+
+
+# the statements after an if that may return (or continue) went into both of its
+# branches as the same nodes, so renaming one path's names renamed the other's (an
+# UnboundLocalError in the gradient)
+
+
+def return_in_a_nested_if(x):
+    if x[0] > 0.0:
+        y = x * 2.0
+        if x[1] > 0.0:
+            return np.sum(y**2)
+        y = y * x[2]
+    else:
+        y = x**3
+    return np.sum(y)
+
+
+def continue_in_a_nested_if(x):
+    total = 0.0
+    for i in range(3):
+        if x[i] > 0.0:
+            y = x[i] * 2.0
+            if x[i] > 0.8:
+                continue
+            y = y * x[2]
+        else:
+            y = x[i] ** 3
+        total = total + y * x[0]
+    return total
+
+
+@pytest.mark.parametrize("function", [return_in_a_nested_if, continue_in_a_nested_if])
+@pytest.mark.parametrize(
+    "x", [[0.7, -0.3, 0.9], [0.7, 0.3, 0.9], [-0.7, 0.3, 0.9], [0.9, -0.3, -0.5]]
+)
+def test_a_path_exiting_inside_a_nested_if(function, x):
+    assert_derivatives_match(function, np.array(x))

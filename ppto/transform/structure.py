@@ -14,7 +14,7 @@ import gast
 
 from ppto.transform import aliases
 from ppto.transform.names import Namer
-from ppto.transform.trees import paired, stores
+from ppto.transform.trees import clone, paired, stores
 
 
 def single_exit(body: list, result: str) -> list:
@@ -37,7 +37,9 @@ def until_exit(body: list, kind, replace) -> list:
         if isinstance(statement, gast.If) and _exits(statement, kind):
             rest = body[position + 1 :]
             statement.body = until_exit(statement.body + rest, kind, replace)
-            statement.orelse = until_exit(statement.orelse + rest, kind, replace)
+            # a copy: renaming (ssa.py) changes names in place, and a name read in
+            # the rest may be another binding on each path
+            statement.orelse = until_exit(statement.orelse + clone(rest), kind, replace)
             return out + [statement]
         out.append(statement)
     return out
