@@ -1908,7 +1908,24 @@ def continue_in_a_nested_if(x):
     return total
 
 
-@pytest.mark.parametrize("function", [return_in_a_nested_if, continue_in_a_nested_if])
+def break_in_a_nested_if(x):
+    """(the same for break: the value itself was wrong, the else branch's y taken
+    from before its own ``y = y + x * 0.5``)"""
+    y = x * 1.0
+    for i in range(3):
+        if x[i] > 0:
+            y = y * 2.0
+            if x[i] > 0.8:
+                break
+        else:
+            y = y**2
+        y = y + x * 0.5
+    return np.sum(y * y)
+
+
+@pytest.mark.parametrize(
+    "function", [return_in_a_nested_if, continue_in_a_nested_if, break_in_a_nested_if]
+)
 @pytest.mark.parametrize(
     "x", [[0.7, -0.3, 0.9], [0.7, 0.3, 0.9], [-0.7, 0.3, 0.9], [0.9, -0.3, -0.5]]
 )

@@ -185,7 +185,8 @@ def _lift_break(body: list, flag: str, origin) -> list:
         if isinstance(statement, gast.If) and _contains(statement, gast.Break):
             rest = body[position + 1 :]
             statement.body = _lift_break(statement.body + rest, flag, origin)
-            statement.orelse = _lift_break(statement.orelse + rest, flag, origin)
+            # a copy, as in until_exit: renaming changes names in place
+            statement.orelse = _lift_break(statement.orelse + clone(rest), flag, origin)
             out.append(statement)
             return out
         out.append(statement)
