@@ -268,34 +268,6 @@ def while_else(x):
     return total
 
 
-def return_in_for(x):
-    total = 0.0
-    for v in x:  # <- error
-        if v > 2.0:
-            return total
-        total = total + v
-    return total
-
-
-def return_in_while(x):
-    total = np.sum(x)
-    while total > 1.0:  # <- error
-        total = total / 2.0
-        if total < 1.5:
-            return total * x[0]
-    return total
-
-
-def return_in_inner_loop(x):
-    total = 0.0
-    for i in range(2):
-        for v in x:  # <- error
-            total = total + v * i
-            if total > 2.0:
-                return total
-    return total
-
-
 # --- gradient errors (raised as ppto.GradError, not at a line) ------------------------
 
 

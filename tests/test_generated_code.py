@@ -1931,3 +1931,55 @@ def break_in_a_nested_if(x):
 )
 def test_a_path_exiting_inside_a_nested_if(function, x):
     assert_derivatives_match(function, np.array(x))
+
+
+# a return inside a loop (refused before): the loop breaks with a flag set, and the
+# function returns after it
+
+
+def return_in_for(x):
+    total = 0.0
+    for v in x:
+        if v > 0.5:
+            return total * v
+        total = total + v * v
+    return total
+
+
+def return_in_while(x):
+    total = np.sum(x * x) + 1.0
+    while total > 1.0:
+        total = total / 2.0
+        if total < 1.5:
+            return total * x[0]
+    return total
+
+
+def return_in_an_inner_loop(x):
+    total = 0.0
+    for i in range(3):
+        for v in x:
+            total = total + np.sin(v) * i
+            if total > 1.0:
+                return total * x[1]
+        total = total * 0.5
+    return total + x[2]
+
+
+def return_in_while_true(x):
+    y = x * 1.0
+    steps = 0
+    while True:
+        y = np.tanh(y) + x * 0.3
+        steps = steps + 1
+        if np.sum(y) > 1.0 or steps == 4:
+            return np.sum(y * y) * steps
+
+
+@pytest.mark.parametrize(
+    "function",
+    [return_in_for, return_in_while, return_in_an_inner_loop, return_in_while_true],
+)
+@pytest.mark.parametrize("x", [[0.3, 0.2, 0.9], [0.7, -0.3, 0.2], [-0.2, -0.3, -0.1]])
+def test_a_return_inside_a_loop(function, x):
+    assert_derivatives_match(function, np.array(x))

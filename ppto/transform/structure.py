@@ -237,12 +237,20 @@ def loops(
         if not isinstance(statement, (gast.For, gast.While)):
             out.append(statement)
             continue
-        if _contains(statement, gast.Return):
-            raise source.error(
-                statement,
-                "ppto cannot differentiate a return inside a loop",
-                "set a result variable and break, then return after the loop",
-            )
+        after = []
+        inner = [node for node in gast.walk(statement) if isinstance(node, gast.Return)]
+        if inner:
+            # (the loops below see breaks, and the single exit the return after)
+            returned, value = namer.fresh("returned"), namer.fresh("returned_value")
+            out.append(_assign(returned, gast.Constant(False, None), statement))
+            # bound on every path (the loop's turns read it where they do not
+            # return): a number, as a constant has no derivative
+            out.append(_assign(value, gast.Constant(0.0, None), statement))
+            statement.body = _returns_as_breaks(statement.body, returned, value)
+            exit_ = gast.copy_location(gast.Return(_name(value)), inner[0])
+            after = [
+                gast.copy_location(gast.If(_name(returned), [exit_], []), statement)
+            ]
         prelude = []
         if isinstance(statement, gast.For) and _is_checkpoint_call(statement.iter):
             statement.iter = statement.iter.args[
@@ -273,6 +281,35 @@ def loops(
             )
         out.extend(prelude)
         out.append(statement)
+        out.extend(after)
+    return out
+
+
+def _returns_as_breaks(body: list, returned: str, value: str) -> list:
+    """A loop body whose ``return v`` sets ``value`` and the flag ``returned`` and
+    breaks out of every loop it is in (after a nested loop that may return, ``if
+    returned: break``); the caller returns ``value`` after the loop if ``returned``.
+    A return inside a loop is then a break, which later stages handle."""
+    out = []
+    for statement in body:
+        if isinstance(statement, gast.Return):
+            result = statement.value or gast.Constant(None, None)
+            out += [
+                _assign(value, result, statement),
+                _assign(returned, gast.Constant(True, None), statement),
+                gast.copy_location(gast.Break(), statement),
+            ]
+            return out  # (nothing after a return runs)
+        out.append(statement)
+        if not any(isinstance(node, gast.Return) for node in gast.walk(statement)):
+            continue
+        if isinstance(statement, gast.If):
+            statement.body = _returns_as_breaks(statement.body, returned, value)
+            statement.orelse = _returns_as_breaks(statement.orelse, returned, value)
+        elif isinstance(statement, (gast.For, gast.While)):
+            statement.body = _returns_as_breaks(statement.body, returned, value)
+            stop = gast.If(_name(returned), [gast.Break()], [])
+            out.append(gast.copy_location(stop, statement))
     return out
 
 
