@@ -554,10 +554,24 @@ def halved_repeatedly(x, n):
     return halved_repeatedly(x * 0.5, n - 1)
 
 
-def test_recursion_is_a_transform_error():
-    # it overflowed the stack inside ppto
-    with pytest.raises(ppto.TransformError, match="calls itself"):
-        ppto.grad(halved_repeatedly)(np.ones(3), 3)
+def sums_halved_repeatedly(x):
+    return halved_repeatedly(x, 2) * 2.0
+
+
+def test_recursion_is_a_transform_error_at_the_recursive_function():
+    """It overflowed the stack inside ppto; then the error named the function
+    differentiated (not the one calling itself) and had no file or line."""
+    for function, args in [
+        (halved_repeatedly, (np.ones(3), 3)),
+        (sums_halved_repeatedly, (np.ones(3),)),
+    ]:
+        with pytest.raises(
+            ppto.TransformError, match="halved_repeatedly: it calls"
+        ) as caught:
+            ppto.grad(function)(*args)
+        assert caught.value.filename == __file__
+        assert caught.value.lineno == halved_repeatedly.__code__.co_firstlineno
+        assert "Instead: rewrite the recursion as a loop" in str(caught.value)
 
 
 def returns_list(x):

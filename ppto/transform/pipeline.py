@@ -10,6 +10,7 @@ gradients`` (used by ``vjp`` and for called functions).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from dataclasses import dataclass, field
 
@@ -62,6 +63,7 @@ class Program:
     entry: str = ""
     entries: tuple = ()
     callee_plans: dict = field(default_factory=dict)
+    transforming: list = field(default_factory=list)  # code objects, outermost first
     result_ranks: dict = field(default_factory=dict)
     layouts: dict = field(default_factory=dict)
     tangent_parameters: dict = field(default_factory=dict)  # jvp function -> names
@@ -486,7 +488,8 @@ def program_jvp_callee(program: Program):
         )
         key = ("jvp",) + key
         if key not in program.callee_plans:
-            jvp_name = jvp(parsed, wrt, rank_map, program, lists)
+            with _transforming(parsed, program):
+                jvp_name = jvp(parsed, wrt, rank_map, program, lists)
             program.callee_plans[key] = (jvp_name, program.tangent_parameters[jvp_name])
         return program.callee_plans[key]
 
@@ -499,9 +502,10 @@ def program_callee(program: Program):
             parsed, positions, keywords, ranks, by_name, listed
         )
         if key not in program.callee_plans:
-            forward_name, backward_name, passed = split(
-                parsed, wrt, rank_map, program, list_parameters=lists
-            )
+            with _transforming(parsed, program):
+                forward_name, backward_name, passed = split(
+                    parsed, wrt, rank_map, program, list_parameters=lists
+                )
             order = list(positions) + list(keywords)
             program.callee_plans[key] = (forward_name, backward_name, order, passed)
             program.result_ranks[key] = program.last_result_rank
@@ -526,7 +530,8 @@ def build(
     )
     program.refs = References(program.namer)
     try:
-        _transform(parsed, wrt, ranks, mode, program)
+        with _transforming(parsed, program):
+            _transform(parsed, wrt, ranks, mode, program)
     except RecursionError:  # each call generates its callees' code first
         raise TransformError(
             f"{parsed.fn.__qualname__} calls itself, directly or through the functions "
@@ -534,6 +539,27 @@ def build(
             "recursion; rewrite it as a loop"
         ) from None
     return program
+
+
+@contextlib.contextmanager
+def _transforming(parsed: ParsedFunction, program: Program):
+    """Code for ``parsed`` being generated; refused where it already is (a call of a
+    function by itself, directly or through the functions it calls: each call
+    generates its callee's code first, so a recursion would never end)."""
+    code = parsed.fn.__code__
+    if code in program.transforming:
+        raise parsed.source.error(
+            parsed.tree,
+            f"ppto cannot differentiate {parsed.name}: it calls itself, directly or "
+            "through the functions it calls (code is generated for each function "
+            "called)",
+            "rewrite the recursion as a loop",
+        )
+    program.transforming.append(code)
+    try:
+        yield
+    finally:
+        program.transforming.pop()
 
 
 def _transform(parsed, wrt, ranks, mode: str, program: Program) -> None:
