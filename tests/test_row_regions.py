@@ -169,10 +169,13 @@ def test_the_pass_runs_only_on_the_shapes_it_was_made_for():
     full = np.zeros((4, LARGE // 4))
     rows = np.zeros((4, 1))
     assert rows_layout((full, rows, 2.0), "frs") == ((4, LARGE // 4), full.dtype)
-    assert rows_layout((full, np.float64(1.0)), "fr") is not None  # 0-d row value
+    assert rows_layout((full, np.float64(1.0)), "fr") is None  # a row value, 0-d
     assert rows_layout((full, np.zeros((1, 4))), "fr") is None  # not (4, 1)
     assert rows_layout((full, rows), "ff") is None  # a full value of another shape
-    assert rows_layout((full, np.zeros(())), "ff") is None  # 0-d where full was seen
+    # a 0-d value or a number where full rows were seen: the pass itself refuses
+    # the values it would compute as full rows from it and rows alone
+    assert rows_layout((full, np.zeros(()), 2.0), "fff") is not None
+    assert rows_layout((2.0, rows), "fr") is None  # no full array: no rows' shape
     assert rows_layout((full, rows.astype("float32")), "fr") is None  # mixed dtypes
     assert rows_layout((full, rows), "fs") is None  # an array where 0-d was seen
     assert rows_layout((np.zeros(LARGE), np.zeros(1)), "fr") is None  # 1-d: no rows
@@ -181,3 +184,88 @@ def test_the_pass_runs_only_on_the_shapes_it_was_made_for():
     assert rows_layout((full, column), "fc") is not None  # read whole by each block
     assert rows_layout((full, column[:-1]), "fc") is None  # not the last axis's
     assert rows_layout((full, np.float64(1.0)), "fc") is None  # 0-d where an array
+
+
+def shifted_rows(x, r):
+    shifted = r + x
+    s = np.sum(shifted, axis=-1, keepdims=True)
+    return np.sum(np.sin(s) * np.cos(s))
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (2, 3, 6)])
+def test_a_row_sum_of_a_broadcast_row_counts_each_of_its_elements(
+    shape,
+    fuse_everything_in_small_chunks,  # noqa: F811
+):
+    """The gradient of ``r`` (a column added to each row of ``x``) is the row sum of
+    the row sum's gradient broadcast along the row: ``width`` times that gradient,
+    not the gradient once."""
+    rng = np.random.default_rng(6)
+    args = (rng.standard_normal(shape), rng.standard_normal(shape[:-1] + (1,)))
+    gradient = ppto.value_and_grad(shifted_rows, wrt=(0, 1))
+    assert row_passes(gradient, args)
+    ran = len(fuse_everything_in_small_chunks)
+    _, (dx, dr) = gradient(*args)
+    assert len(fuse_everything_in_small_chunks) > ran
+    for position, found in enumerate((dx, dr)):
+        expected = central_differences(shifted_rows, args, position)
+        np.testing.assert_allclose(found.numpy(), expected, rtol=1e-6, atol=1e-8)
+
+
+def test_a_float16_row_mean_is_added_in_float32_as_by_np_mean(
+    fuse_everything_in_small_chunks,  # noqa: F811
+):
+    """np.mean adds float16 values in float32: a row of 3000 values near 30 sums to
+    90000, past float16's largest (65504). Added in float16, the pass's mean was
+    inf and the gradient NaN; such a pass leaves float16 to its statements."""
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((4, 3000)) + 30.0).astype("float16")
+    y = rng.standard_normal((4, 3000)).astype("float16")
+    gradient = ppto.value_and_grad(normalized_rows)
+    assert row_passes(gradient, (x, y))
+    value, dx = gradient(x, y)
+    plain_value, plain_dx = unfused_value_and_grad(normalized_rows, 0, (x, y))
+    assert value.dtype == dx.dtype == np.float16
+    assert np.isfinite(dx.numpy()).all()
+    np.testing.assert_allclose(float(value), float(plain_value), rtol=1e-2)
+    np.testing.assert_allclose(dx.numpy(), plain_dx.numpy(), rtol=1e-2, atol=1e-2)
+
+
+def scaled_softmax(x, s):
+    peak = np.max(x, axis=-1, keepdims=True)
+    e = np.exp(x - peak)
+    t = np.tanh(e * s + 1.0) * np.exp(-e) * s
+    return np.sum(t * t)
+
+
+def scaled_peak(x, s):
+    peak = np.max(x, axis=-1, keepdims=True)
+    scaled = peak * s
+    e = np.exp(x - scaled)
+    return np.sum(np.log(np.sum(e * e, axis=-1, keepdims=True)) * scaled)
+
+
+@pytest.mark.parametrize("function", [scaled_softmax, scaled_peak])
+def test_a_python_number_joins_a_pass_over_rows(
+    function,
+    fuse_everything_in_small_chunks,  # noqa: F811
+):
+    """A Python number's shape is not known when the pass is written: it is taken
+    for full rows, and the pass ran only where it was an array of that shape, so
+    the region of ``scaled_softmax`` (which ran as a pass of chunks before passes
+    over rows) never ran. It runs now, unless a value it would compute as full
+    rows comes from numbers and rows alone (``peak * s`` in ``scaled_peak``: a
+    row's value), where the statements run."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((5, 7))
+    gradient = ppto.value_and_grad(function)
+    kernels = region_kernels(gradient, (x, 1.5))
+    rows = {k.name for k in kernels if "blocks of rows" in k.source}
+    assert rows
+    ran = len(fuse_everything_in_small_chunks)
+    value, dx = gradient(x, 1.5)
+    passed = rows & set(fuse_everything_in_small_chunks[ran:])
+    assert bool(passed) == (function is scaled_softmax)
+    np.testing.assert_allclose(float(value), function(x, 1.5), rtol=1e-12)
+    expected = central_differences(function, (x, 1.5), 0)
+    np.testing.assert_allclose(dx.numpy(), expected, rtol=1e-6, atol=1e-8)

@@ -514,28 +514,25 @@ def region_layout(arguments, kinds: str = "") -> tuple | None:
 def rows_layout(arguments, kinds: str) -> tuple | None:
     """``(shape, dtype)`` for a pass over the rows of arrays of ``shape`` (at least
     2-d, ``LARGE`` elements): the arguments of kind ``f`` are arrays of that shape
-    (not 0-d: a value the pass computes from them and rows is of the rows' shape
-    where they are 0-d), those of kind ``r`` of that shape with the last axis 1 or
-    0-d, those of kind ``c`` arrays of the last axis's shape (read whole by every
-    block), those of kind ``s`` 0-d (numbers may stand for 0-d arrays); one floating
-    dtype. Else None."""
-    full = [a for a, k in zip(arguments, kinds) if k == "f"]
+    or 0-d or numbers (an input whose shape was not known: the pass itself refuses
+    the values it would compute as full rows from such alone), those of kind ``r``
+    arrays of that shape with the last axis 1, those of kind ``c`` arrays of the
+    last axis's shape (read whole by every block), those of kind ``s`` 0-d or
+    numbers; one floating dtype. Else None."""
+    full = [a for a, k in zip(arguments, kinds) if k == "f" and np.ndim(a)]
     found = shared_layout(full, _numpy_value)
     if found is None or len(found[0]) < 2 or int(np.prod(found[0])) < LARGE:
         return None
-    if any(type(a) is not np.ndarray or a.ndim != len(found[0]) for a in full):
-        return None
     shape, dtype = found
-    rows = shape[:-1] + (1,)
+    expected = {"f": shape, "r": shape[:-1] + (1,), "c": shape[-1:]}
     for value, kind in zip(arguments, kinds):
-        if kind == "c":
-            if type(value) is not np.ndarray or value.shape != shape[-1:]:
-                return None
-        elif kind == "f" or type(value) is float or type(value) is int:
+        if kind in "fs" and (type(value) is float or type(value) is int):
             continue
         if not _numpy_value(value) or value.dtype != dtype:
             return None
-        if value.ndim and not ((kind == "r" and value.shape == rows) or (kind == "c")):
+        if kind in "rc" and type(value) is not np.ndarray:
+            return None
+        if (value.ndim or kind in "rc") and value.shape != expected.get(kind):
             return None
     return found
 

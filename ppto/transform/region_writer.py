@@ -222,7 +222,11 @@ class RegionWriter:
                 "    chunk = max(1, CHUNK_BYTES // (dtype.itemsize * width))",
             ]
             if any(op == "rowmean" for _, op, _ in self.instructions):
-                lines.append("    width_items = np.intp(width)  # divided as np.mean")
+                lines += [
+                    "    if dtype.itemsize < 4:  # np.mean adds float16 in float32",
+                    "        return None",
+                    "    width_items = np.intp(width)  # divided as np.mean",
+                ]
         else:
             test = f', "{kinds}"' if "s" in kinds else ""
             lines += [
@@ -245,12 +249,20 @@ class RegionWriter:
             )
         for number in set(range(len(names))) - set(sliced):  # read whole
             lines.append(f"    in{number} = {names[number]}")
-        for reads in self.scalar_risks(outputs, sums):
+        risks = [
+            (reads, "a value of numbers only: not an array")
+            for reads in self.scalar_risks(outputs, sums)
+        ] + [
+            (reads, "full rows from numbers and rows: not full")
+            for reads in self.full_risks(outputs, sums)
+        ]
+        for position, (reads, why) in enumerate(risks):
+            if any(r <= reads for r, _ in risks[:position]) or any(
+                r < reads for r, _ in risks[position:]
+            ):
+                continue  # implied by the test of fewer inputs
             test = " and ".join(f"flat{i} is None" for i in sorted(reads)) or "True"
-            lines += [
-                f"    if {test}:  # a value of numbers only: not an array",
-                "        return None",
-            ]
+            lines += [f"    if {test}:  # {why}", "        return None"]
         outs = sorted(set(into.values()))
         kind_of_out = {out: self.kinds[number] for number, out in into.items()}
         lines += [
@@ -356,13 +368,60 @@ class RegionWriter:
                 risks.append(found)
         return risks
 
+    def full_risks(self, outputs: dict, sums: dict) -> list[set]:
+        """In a pass over rows, for each value it computes as full rows (or reduces),
+        the inputs taken for full rows that make it so. An input whose shape was not
+        known (a Python number) is taken for one: if all of a value's are numbers at
+        run time, the statements make a row's value or a 0-d one (``peak * s``),
+        which the pass would compute as full rows. (Row and column inputs are
+        arrays of their shapes, ``rows_layout`` checks.)"""
+        if not self.rows:
+            return []
+        sources: dict = {}
+
+        def of(ref) -> set:
+            if self.kind(ref) != FULL:
+                return set()
+            if ref[0] == "input":
+                return {ref[1]} if self.input_kinds[ref[1]] == FULL else set()
+            if ref[0] == "expand":  # broadcast to the shape of its ``like``
+                return of(ref[3]) if ref[1] == FULL else set()
+            return sources.get(ref[1], set()) if ref[0] == "value" else set()
+
+        certain: dict = {}  # value -> its kind were those inputs numbers
+
+        def sure(ref) -> int:
+            if ref[0] == "input":
+                return SCALAR if self.input_kinds[ref[1]] == FULL else self.kind(ref)
+            if ref[0] == "expand":
+                return sure(ref[3])
+            return certain.get(ref[1], SCALAR) if ref[0] == "value" else SCALAR
+
+        risks, found = [], []
+        for number, op, operands in self.instructions:
+            sources[number] = set().union(*map(of, operands))
+            certain[number] = ROW if op in _REDUCERS else SCALAR
+            for ref in operands:
+                certain[number] |= sure(ref) if op not in _REDUCERS else SCALAR
+            full = self.kinds[number] == FULL or op in _REDUCERS  # (of full rows)
+            if full and (op in _REDUCERS or certain[number] != FULL):
+                found.append(sources[number])
+        every = [*outputs.values(), *sums.values(), *self.colsums.values()]
+        for reads in found + [of(r) for r in every if r[0] == "expand"]:
+            if reads and reads not in risks:
+                risks.append(reads)
+        return risks
+
     def chunk_body(self, into: dict, last_use: dict) -> tuple[list, list]:
         """The chunk loop's lines, and the kind of each chunk buffer it uses."""
         lines, buffers = [], []
         free: dict = {}  # kind -> the buffers free for a value of that kind
         self.places: dict = {}  # value number -> how the chunk code reads it
         for position, (number, op, operands) in enumerate(self.instructions):
-            spelled = ", ".join(self.spell(ref) for ref in operands)
+            # without out= (np.where, comparisons) a broadcast value is made whole:
+            # the result must have the value's kind, as with out=
+            spell = self.spell if op not in COMPARISONS | {"where"} else self.whole
+            spelled = ", ".join(spell(ref) for ref in operands)
             for ref in dict.fromkeys(p for r in operands for p in _parts(r)):
                 if ref[0] == "value" and last_use.get(ref[1]) == position:
                     place = self.places[ref[1]]  # dead after this: its buffer may
