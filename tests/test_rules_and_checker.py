@@ -403,3 +403,74 @@ def test_a_symbols_shape_is_a_tuple_of_lengths(shape):
     # "ab" made the shape ('a', 'b'), 3 a raw TypeError
     with pytest.raises(ppto.ShapeError, match="symbol 'y'"):
         ppto.symbol("y", shape)
+
+
+@ppto.operator
+def logsumexp_keeping_dims(x, axis, keepdims=False):
+    peak = ppto.reduce_max(x, axis=axis, keepdims=True)
+    out = peak + ppto.log(ppto.reduce_sum(ppto.exp(x - peak), axis, keepdims=True))
+    if not keepdims:
+        out = ppto.squeeze(out, axis=axis)
+    return out
+
+
+@ppto.grad_rule
+def _(x, axis, keepdims=False):
+    def backward(dy):
+        if not keepdims:
+            dy = ppto.expand_dims(dy, axis)
+        return dy * ppto.exp(x - logsumexp_keeping_dims(x, axis, keepdims=True))
+
+    return backward
+
+
+@ppto.operator
+def sine_squared(x):
+    return ppto.sin(x) ** 2
+
+
+@ppto.grad_rule
+def _(x):
+    x = 2 * x
+
+    def backward(dy):
+        return dy * ppto.sin(x)
+
+    return backward
+
+
+def weighted_logsumexp(x, w, axis):
+    return ppto.reduce_sum(logsumexp_keeping_dims(x, axis) * w)
+
+
+def sum_of_sine_squared(x):
+    return ppto.reduce_sum(sine_squared(x) * x)
+
+
+def _central_differences(function, point, eps=1e-6):
+    gradient = np.zeros_like(point)
+    for index in np.ndindex(point.shape):
+        step = np.zeros_like(point)
+        step[index] = eps
+        gradient[index] = (function(point + step) - function(point - step)) / (2 * eps)
+    return gradient
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_a_rule_that_rebinds_its_cotangent_starts_from_its_value(axis):
+    # the seed's logsumexp rule made to run: dy = expand_dims(dy, axis) renamed
+    # every dy to a fresh name that was never given the cotangent (UnboundLocalError)
+    x = np.random.default_rng(3).standard_normal((4, 3))
+    w = np.arange(1.0, 1.0 + x.shape[1 - axis])
+    gradient = np.asarray(ppto.grad(weighted_logsumexp)(x, w, axis))
+    expected = _central_differences(lambda p: float(np.log(np.exp(p).sum(axis)) @ w), x)
+    np.testing.assert_allclose(gradient, expected, rtol=1e-6, atol=1e-8)
+    assert ppto.check_grad(logsumexp_keeping_dims, x, axis).ok
+
+
+def test_a_rule_that_rebinds_an_input_starts_from_its_value():
+    x = np.array([0.3, -0.7, 1.2])
+    expected = _central_differences(lambda p: float(np.sum(np.sin(p) ** 2 * p)), x)
+    gradient = np.asarray(ppto.grad(sum_of_sine_squared)(x))
+    np.testing.assert_allclose(gradient, expected, rtol=1e-6, atol=1e-8)
+    assert ppto.check_grad(sine_squared, x).ok

@@ -164,11 +164,22 @@ def _instantiate(
             bindings[name] = _default_of(outer, name)
     bindings.update(inner_bindings)
     body = [clone(node) for node in _taken(prelude + inner.body, bindings, ranks)]
+    copies = []
     for name in sorted(_local_names(body)):
-        bindings[name] = namer.fresh(name)
+        fresh = namer.fresh(name)
+        if name in bindings:  # a parameter the rule rebinds starts from its value
+            copies.append(_assign(fresh, _bound_expr(bindings[name])))
+        bindings[name] = fresh
     substitute = _Substitute(bindings, resolve_global, ranks)
     body = [substitute.visit(node) for node in body]
-    return fold_constants(body)
+    return fold_constants(copies + body)
+
+
+def _bound_expr(bound) -> gast.expr:
+    """The expression a binding stands for (a name, or a copy of its tree)."""
+    if isinstance(bound, str):
+        return gast.Name(bound, gast.Load(), None, None)
+    return clone(bound)
 
 
 def _taken(body: list, bindings: dict, ranks: dict) -> list:
