@@ -172,6 +172,19 @@ def test_cuda_without_gpu_explains(monkeypatch):
         ppto.tensor([1.0], device="cuda")
 
 
+def test_a_copy_to_a_device_that_cannot_be_used_is_not_in_the_ledger():
+    # x.to("cuda") without a GPU raised, but the ledger kept a copy that never happened
+    if any(d.kind == "cuda" for d in ppto.devices()):
+        pytest.skip("a GPU is present")
+    x = ppto.tensor([1.0, 2.0])
+    before = ppto.transfers()
+    with pytest.raises(ppto.DeviceError, match="CuPy"):
+        x.to("cuda")
+    with pytest.raises(ppto.DeviceError, match="CuPy"):
+        ppto.tensor(x, device="cuda:0")
+    assert ppto.transfers() == before
+
+
 def test_numpy_style_spread_flatten_and_remainder_methods():
     # .var(), .std(), .flatten(), .ravel(), // and % were missing on tensors
     values = np.random.default_rng(5).standard_normal((3, 4))

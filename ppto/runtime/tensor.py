@@ -113,8 +113,9 @@ class Tensor:
 
 def move(data: Any, source: Device, target: Device, op: str, implicit: bool) -> Any:
     """Copy a raw array from one device to another, recording it in the ledger."""
-    ledger.record(op, int(data.nbytes), source, target, implicit)
+    # Backends first: a copy to a device that cannot be used is not a transfer.
     source_backend, target_backend = backend_for(source), backend_for(target)
+    ledger.record(op, int(data.nbytes), source, target, implicit)
     if source.kind == target.kind == "cuda":
         return target_backend.from_host(data, target.index)
     return target_backend.from_host(source_backend.to_host(data), target.index)
