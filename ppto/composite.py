@@ -22,6 +22,8 @@ USER_OPERATORS: dict[str, CompositeOperator] = {}
 class CompositeOperator(OperatorDef):
     """A user function as an operator (see the module docstring)."""
 
+    differentiated_from_body = True
+
     def __init__(self, function: Callable) -> None:
         super().__init__()
         self.function = function
@@ -46,6 +48,14 @@ class CompositeOperator(OperatorDef):
     @property
     def display_name(self) -> str:
         return camel_case(self.name)
+
+    def inputs_text(self) -> str:
+        """A parameter annotated as something other than a tensor, or given a
+        default, is written as Python writes it (``axis: int``, ``keepdims=False``);
+        the others are ``Tensor[...]``."""
+        return ", ".join(
+            _parameter_text(p) for p in self.python_signature.parameters.values()
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not OBSERVERS or self.backward_rule is None:
@@ -77,11 +87,32 @@ class CompositeOperator(OperatorDef):
         )
 
 
+_TENSOR_ANNOTATIONS = {"Tensor", "ppto.Tensor", "ndarray", "np.ndarray", "ArrayLike"}
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, str):  # from __future__ import annotations
+        return annotation
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _parameter_text(parameter: inspect.Parameter) -> str:
+    annotated = parameter.annotation is not parameter.empty
+    if annotated and _type_name(parameter.annotation) not in _TENSOR_ANNOTATIONS:
+        text = f"{parameter.name}: {_type_name(parameter.annotation)}"
+        if parameter.default is not parameter.empty:
+            text += f" = {parameter.default!r}"
+        return text
+    if parameter.default is not parameter.empty:
+        return f"{parameter.name}={parameter.default!r}"
+    return str(TensorPattern(None, False))
+
+
 def _annotation_text(signature: inspect.Signature) -> str:
     annotation = signature.return_annotation
-    if annotation is signature.empty:
-        return "Tensor"
-    return getattr(annotation, "__name__", str(annotation))
+    if annotation is signature.empty or _type_name(annotation) in _TENSOR_ANNOTATIONS:
+        return str(TensorPattern(None, False))
+    return _type_name(annotation)
 
 
 def operator(function: Callable) -> CompositeOperator:

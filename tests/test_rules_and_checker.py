@@ -474,3 +474,29 @@ def test_a_rule_that_rebinds_an_input_starts_from_its_value():
     gradient = np.asarray(ppto.grad(sum_of_sine_squared)(x))
     np.testing.assert_allclose(gradient, expected, rtol=1e-6, atol=1e-8)
     assert ppto.check_grad(sine_squared, x).ok
+
+
+@ppto.operator
+def annotated_logsumexp(x: ppto.Tensor, axis: int, keepdims: bool = False):
+    return logsumexp_keeping_dims(x, axis, keepdims)
+
+
+@ppto.operator
+def scaled_by(x, w, axis=1, *, scale=2.0) -> ppto.Tensor:
+    return ppto.reduce_sum(x * w, axis=axis) * scale
+
+
+def test_show_op_writes_a_user_operators_non_tensor_parameters_as_such():
+    # axis: int and keepdims: bool were shown as Tensor[...], the result as Tensor,
+    # and an operator differentiated from its body as having no gradient at all
+    assert ppto.show_op(annotated_logsumexp).splitlines()[1:] == [
+        "Input: (Tensor[...], axis: int, keepdims: bool = False)",
+        "Output: Tensor[...]",
+        "Grad: from its body (ppto.show_grad shows the code)",
+    ]
+    assert ppto.show_op(scaled_by).splitlines()[1] == (
+        "Input: (Tensor[...], Tensor[...], axis=1, scale=2.0)"
+    )
+    assert ppto.show_op(logsumexp_keeping_dims).splitlines()[-1] == (
+        "Grad: δY * ppto.exp(x - logsumexp_keeping_dims(x, axis, keepdims=True))"
+    )

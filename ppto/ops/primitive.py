@@ -41,6 +41,7 @@ class OperatorDef:
     differentiable: bool = True
     nondiff: frozenset = frozenset()
     input_names: tuple[str, ...] = ()
+    differentiated_from_body: bool = False  # without a rule: a user function's
 
     def __init__(self) -> None:
         self.backward_rule = None
@@ -68,6 +69,15 @@ class OperatorDef:
     @property
     def display_name(self) -> str:
         return camel_case(self.name)
+
+    def inputs_text(self) -> str:
+        """The inputs as ``show_op`` writes them: the tensor patterns, then the
+        non-tensor parameters with their defaults (``Tensor[...], axis=None``)."""
+        parameters = list(self.python_signature.parameters.values())
+        return ", ".join(
+            [self.signature.input_text()]
+            + [str(p) for p in parameters[self.signature.arity :]]
+        )
 
     def __repr__(self) -> str:
         return f"<ppto operator {self.name} {self.signature}>"

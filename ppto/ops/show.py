@@ -49,8 +49,7 @@ def signature_text(op: OperatorDef) -> tuple[str, str]:
     >>> signature_text(ppto.reduce_sum)
     ('(Tensor[...], axis=None, keepdims=False)', 'Tensor[...]')
     """
-    parameters = list(op.python_signature.parameters.values())[op.signature.arity :]
-    inputs = ", ".join([op.signature.input_text()] + [str(p) for p in parameters])
+    inputs = op.inputs_text()
     output = op.signature.output.removesuffix(" tuple")
     if op.signature.output.endswith(" tuple"):
         output = f"tuple of {output}"
@@ -62,6 +61,8 @@ def grad_text(op: OperatorDef) -> str:
     if not op.differentiable:
         return "none (not differentiable)"
     rule = op.backward_rule
+    if rule is None and op.differentiated_from_body:
+        return "from its body (ppto.show_grad shows the code)"
     if rule is None:
         return "none (no rule defined)"
     outer = ast.parse(rule.source).body[0]
