@@ -733,6 +733,19 @@ def _timing_note(transformed, ranks) -> str:
     )
 
 
+def _unfused_note(kind: str) -> str:
+    """Why calls like these run the unfused code (``fuses`` said they do)."""
+    if get_precision() == "strict":
+        why = "precision is 'strict'"
+    elif fusion_policy() == "off":
+        why = "PPTO_FUSION=off"
+    else:
+        why = "these arrays are too small for fused kernels to gain on the " + kind
+    return (
+        f"# calls with these arguments run the unfused code ({why}): this is not it\n"
+    )
+
+
 def _show(f, args, wrt, mode, file, lowered, fused, device=None) -> str:
     from ppto.transform.fuse import FUSED_KINDS, count_operators, fuse_program
 
@@ -767,7 +780,9 @@ def _show(f, args, wrt, mode, file, lowered, fused, device=None) -> str:
         before = count_operators(program.functions, namespace)
         after = count_operators(functions, namespace)
         header = f"# operators: {before} before fusion, {after} after\n"
-        if device.kind == "cpu":
+        if not fuses(program, device.kind):
+            header += _unfused_note(device.kind)
+        elif device.kind == "cpu":
             header += _timing_note(transformed, ranks)
         sources = [render_function(f) for f in functions]
         for name, kernel in kernels.items():  # what each kernel runs

@@ -246,6 +246,18 @@ def test_a_wrong_user_rule_is_refused():
     assert "exp_times_wrong" not in [rule.name for rule in ppto.fusion_rules()]
 
 
+def test_a_rule_decorator_written_bare_says_how_to_write_it():
+    """``@ppto.fusion_rule`` alone made the function the decorator ``fusion_rule``
+    returns, registering nothing and saying nothing."""
+
+    @ppto.fusion_rule
+    def relu_of(x):
+        return np.maximum(x, 0.0)
+
+    with pytest.raises(ppto.PptoError, match=r"write @ppto.fusion_rule\(pattern\)"):
+        relu_of(np.ones(3))
+
+
 def scaled_softsign(x, y):
     return np.sum(x / (1.0 + np.abs(x)) * y)
 
@@ -386,6 +398,29 @@ def test_show_grad_fused_shows_kernels_and_counts():
     assert ppto.grad(mlp, wrt=(0, 1, 2)).operator_counts(*args) == (before, after)
     on_sim = [ppto.tensor(a, device="sim") for a in args]  # a backend without fusion
     assert ppto.grad(mlp, wrt=(0, 1, 2)).operator_counts(*on_sim) == (before, before)
+
+
+def test_show_grad_fused_says_when_calls_run_the_unfused_code(monkeypatch):
+    """The fused code is shown with a line saying calls do not run it where they do
+    not: small arrays, strict precision, PPTO_FUSION=off."""
+    note = "# calls with these arguments run the unfused code"
+    small, large = np.ones(7), np.ones(LARGE + 5)
+
+    def second_line(x):
+        text = ppto.show_grad(chain, x, x, x, fused=True, file=io.StringIO())
+        return text.splitlines()[1]
+
+    assert second_line(small).startswith(note) and "too small" in second_line(small)
+    monkeypatch.setenv("PPTO_FUSION", "on")
+    assert not second_line(large).startswith(note)
+    monkeypatch.setenv("PPTO_FUSION", "off")
+    assert "(PPTO_FUSION=off)" in second_line(large)
+    monkeypatch.setenv("PPTO_FUSION", "on")
+    previous = ppto.set_precision("strict")
+    try:
+        assert "(precision is 'strict')" in second_line(large)
+    finally:
+        ppto.set_precision(previous)
 
 
 @pytest.mark.parametrize("function, shapes", [

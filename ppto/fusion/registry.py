@@ -243,7 +243,16 @@ def fusion_rule(pattern: Callable, *, name: str | None = None,
     ...     return np.maximum(out, 0, out=out)
     """
 
-    def decorate(implementation: Callable) -> FusionRule:
+    def decorate(*implementation: Callable) -> FusionRule:
+        if len(implementation) != 1 or not callable(implementation[0]):
+            # (``@ppto.fusion_rule`` written bare made the function this decorator,
+            # registering nothing; calling it is how that shows)
+            raise PptoError(
+                "ppto.fusion_rule(pattern, ...) returns a decorator for the fused "
+                "implementation: write @ppto.fusion_rule(pattern) above the function "
+                "computing the pattern's value, not @ppto.fusion_rule alone"
+            )
+        implementation = implementation[0]
         return register(
             pattern,
             implementation,
