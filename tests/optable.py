@@ -201,6 +201,8 @@ LINALG = [
     binary("dot", N((4,)), N((4, 5)), "vector-matrix"),
     binary("dot", N((3, 4)), N((4,)), "matrix-vector"),
     binary("dot", N((4,)), N((4,)), "vector-vector"),
+    binary("vdot", N((6,)), N((6,))),
+    binary("vdot", N((2, 3)), N((3, 2)), "flattened"),
     binary("outer", N((3,)), N((4,))),
     binary("outer", N((2, 3)), N((4,)), "flattened"),
 ]

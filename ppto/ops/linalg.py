@@ -47,6 +47,23 @@ def _(A, B):
     return backward
 
 
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[]", tangent="bilinear")
+def vdot(xp, a, b):
+    """Sum of the products of a's and b's elements, each flattened (``np.vdot`` of
+    real arrays); a and b have as many elements."""
+    return xp.vdot(a, b)
+
+
+@vdot.grad_rule
+def _(a, b):
+    def backward(dY):
+        return reshape(dY * flatten(b), np.shape(a)), reshape(
+            dY * flatten(a), np.shape(b)
+        )
+
+    return backward
+
+
 @primitive("(Tensor[...], Tensor[...]) -> Tensor[M,N]", tangent="bilinear")
 def outer(xp, a, b):
     """Outer product of a's and b's elements, each flattened (``np.outer``)."""

@@ -109,6 +109,7 @@ _FUNCTIONS = {
     np.argmin: reductions.argmin,
     np.dot: linalg.dot,
     np.outer: linalg.outer,
+    np.vdot: linalg.vdot,
     np.linalg.norm: reductions.norm,
     np.transpose: shape.transpose,
     np.copy: shape.copy,
