@@ -1997,3 +1997,61 @@ def return_in_while_true(x):
 @pytest.mark.parametrize("x", [[0.3, 0.2, 0.9], [0.7, -0.3, 0.2], [-0.2, -0.3, -0.1]])
 def test_a_return_inside_a_loop(function, x):
     assert_derivatives_match(function, np.array(x))
+
+
+# the Hessian through a helper whose loop reads integers from its tape (a while
+# loop's index, an inner loop's range, a turn count where the loop may return):
+# unpacked from the helper's saved tuple, they were taken for differentiated values,
+# and the gradient differentiated again was refused ("does not differentiate an
+# index")
+
+
+def returns_in_a_while_loop(x):
+    i = 0
+    s = x[0]
+    while i < 3:
+        s = s * x[i] + 0.1
+        if s > 0.3:
+            return s
+        i = i + 1
+    return s * 2.0
+
+
+def returns_in_an_inner_loop(x):
+    s = 0.0
+    for i in range(3):
+        for j in range(3):
+            s = s + x[i] * x[j]
+            if s > 1.0:
+                return s
+        s = s * 0.5
+    return s
+
+
+def returns_over_items(x):
+    s = 0.0
+    for v in x:
+        s = s + v * v
+        if s > 0.5:
+            return s * x[0]
+    return s
+
+
+def calls_a_while_loop(x):
+    return returns_in_a_while_loop(x) * returns_in_a_while_loop(x * 0.9)
+
+
+def calls_an_inner_loop(x):
+    return returns_in_an_inner_loop(x) * 2.0
+
+
+def calls_a_loop_over_items(x):
+    return returns_over_items(x) + returns_over_items(x * 0.5)
+
+
+@pytest.mark.parametrize(
+    "function", [calls_a_while_loop, calls_an_inner_loop, calls_a_loop_over_items]
+)
+@pytest.mark.parametrize("x", [[0.3, 0.2, 0.9], [0.1, 0.2, 0.3], [1.5, 1.2, 0.7]])
+def test_the_hessian_through_a_helper_with_a_loop(function, x):
+    assert_derivatives_match(function, np.array(x))

@@ -124,9 +124,11 @@ class Normalizer:
         namer: Namer,
         local_names: set[str],
         reference=None,
+        generated: bool = False,
     ) -> None:
         """``reference(value, preferred)``: the name generated code reads ``value``
-        by (list helpers the user's code turns into, such as ``lists.repeat``)."""
+        by (list helpers the user's code turns into, such as ``lists.repeat``);
+        ``generated``: the code is ppto's (a gradient differentiated again)."""
         self.parsed = parsed
         self.reference = reference
         self.source = parsed.source
@@ -158,6 +160,7 @@ class Normalizer:
         # for lists, an adjoint per item (as an array, the items stacked: a
         # ValueError for items of unlike shapes, an array and a number)
         self.tuples: set[str] = set()
+        self.generated = generated
 
     # --- statements ------------------------------------------------------------------
 
@@ -1022,6 +1025,11 @@ class Normalizer:
                 self.check_not_varied(part, "an index")
 
     def check_not_varied(self, expression, what):
+        if self.generated:
+            # a gradient differentiated again was checked as written; there an
+            # integer read from a helper's ``saved`` (a turn's index, an inner
+            # loop's range) is taken for a differentiated value, as ``saved`` is
+            return
         if value_reads(expression, through_comparisons=False) & self.varied:
             raise self.source.error(
                 expression,

@@ -215,6 +215,7 @@ def _prepare(
         namer,
         local_names,
         lambda value, preferred: program.refs.ref(value, preferred, local_names),
+        generated,
     )
     # the caller passes lists there; a parameter the function rebinds may hold
     # something else after it (xs = np.stack(xs) on one path): not taken for a list
