@@ -63,7 +63,7 @@ class Program:
     entry: str = ""
     entries: tuple = ()
     callee_plans: dict = field(default_factory=dict)
-    transforming: list = field(default_factory=list)  # code objects, outermost first
+    transforming: list = field(default_factory=list)  # functions, outermost first
     result_ranks: dict = field(default_factory=dict)
     layouts: dict = field(default_factory=dict)
     tangent_parameters: dict = field(default_factory=dict)  # jvp function -> names
@@ -152,6 +152,35 @@ def free_globals(parsed: ParsedFunction) -> dict:
     return found
 
 
+def _own_names(parsed: ParsedFunction, captured: dict, program: Program) -> dict:
+    """``captured`` (the globals and closure values ``parsed`` reads, by name), each
+    under a name of its own in the program's shared namespace: a name another
+    function of the program binds to another value (two closures of one factory,
+    ``k`` = 2.0 and 5.0; globals of one name in two modules) is renamed in this
+    function's text (``k_1``), which then reads its own value (it read the first
+    function's)."""
+    taken = program.refs.namespace
+    renames = {
+        key: program.namer.numbered(key)
+        for key, value in captured.items()
+        if key in taken and taken[key] is not _bound(value)
+    }
+    if not renames:
+        return captured
+    for node in gast.walk(parsed.tree):
+        if isinstance(node, gast.Name) and node.id in renames:
+            node.id = renames[node.id]  # (loads only: captured names are not bound)
+    closure = parsed.namespace.maps[0]  # where names resolve (calls, attributes)
+    for original, renamed in renames.items():
+        closure[renamed] = captured[original]
+    return {renames.get(key, key): value for key, value in captured.items()}
+
+
+def _bound(value):
+    """What a captured value is bound as (a tensor as its array)."""
+    return value.data if isinstance(value, Tensor) else value
+
+
 def _generated(function) -> bool:
     """Whether ``function`` is code ppto generated (a derivative differentiated
     again): its source is registered under a name compile_source gives."""
@@ -181,10 +210,11 @@ def _prepare(
     captured = free_globals(parsed)
     rebound = stores(parsed.tree.body)  # (as written: the stages below rename)
     program.captured.append((parsed.fn, captured))
+    captured = _own_names(parsed, captured, program)
     for key, value in captured.items():
         # generated code computes on raw arrays: a module-level tensor (weights
         # made with ppto.tensor) is read as its array, as arguments are
-        program.refs.bind(key, value.data if isinstance(value, Tensor) else value)
+        program.refs.bind(key, _bound(value))
     result = namer.fresh(parsed.name if parsed.name != "lambda_" else "result")
     body = unpack_in_steps(list(parsed.tree.body), namer)
     sequences = set(parsed.parameters)
@@ -470,7 +500,8 @@ def _call_plan(parsed: ParsedFunction, positions, keywords, ranks, by_name, list
     if len(wrt) != len(positions) + len(keywords):
         raise GradError(f"{parsed.name} was called with more arguments than it has")
     by_name = by_name or {}
-    key = (parsed.fn.__code__, tuple(wrt), tuple(ranks), tuple(sorted(by_name.items())))
+    # (the function, not its code: closures of one factory hold different values)
+    key = (parsed.fn, tuple(wrt), tuple(ranks), tuple(sorted(by_name.items())))
     key += (listed,)
     rank_map = {parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)}
     rank_map.update(by_name)
@@ -547,8 +578,7 @@ def _transforming(parsed: ParsedFunction, program: Program):
     """Code for ``parsed`` being generated; refused where it already is (a call of a
     function by itself, directly or through the functions it calls: each call
     generates its callee's code first, so a recursion would never end)."""
-    code = parsed.fn.__code__
-    if code in program.transforming:
+    if parsed.fn in program.transforming:
         raise parsed.source.error(
             parsed.tree,
             f"ppto cannot differentiate {parsed.name}: it calls itself, directly or "
@@ -556,7 +586,7 @@ def _transforming(parsed: ParsedFunction, program: Program):
             "called)",
             "rewrite the recursion as a loop",
         )
-    program.transforming.append(code)
+    program.transforming.append(parsed.fn)
     try:
         yield
     finally:
