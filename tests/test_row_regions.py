@@ -269,3 +269,21 @@ def test_a_python_number_joins_a_pass_over_rows(
     np.testing.assert_allclose(float(value), function(x, 1.5), rtol=1e-12)
     expected = central_differences(function, (x, 1.5), 0)
     np.testing.assert_allclose(dx.numpy(), expected, rtol=1e-6, atol=1e-8)
+
+
+def test_one_expression_with_a_row_sum_inside_is_a_pass():
+    """``dx = dy - reduce_sum(dy * p, axis=1, keepdims=True) * p`` (softmax's
+    gradient written as one statement) is two passes over the rows unfused, the
+    sum's and the expression's; as a region, one."""
+    import gast
+
+    from ppto.ops.reductions import reduce_sum
+    from ppto.transform.regions import find_regions
+
+    statement = "dx = dy - reduce_sum(dy * p, axis=1, keepdims=True) * p"
+    body = gast.parse(statement).body
+    shapes = {"dy": (300, 200), "p": (300, 200), "dx": (300, 200)}
+    [(start, stop, steps, _, rows)] = find_regions(
+        body, {"reduce_sum": reduce_sum}, shapes
+    )
+    assert (start, stop, rows) == (0, 1, (300, 200)) and steps[0].reduced == [rows]

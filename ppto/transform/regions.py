@@ -84,7 +84,7 @@ class Step:
 
 # row reductions over the last axis, keeping it (``keepdims=True``)
 _REDUCTIONS = {reduce_sum: "rowsum", reduce_max: "rowmax", reduce_mean: "rowmean"}
-ROW_OPS = set(_REDUCTIONS.values())
+_ROW_OPS = set(_REDUCTIONS.values())
 _SHAPED = {*_REDUCTIONS, unbroadcast, unreduce, stop_gradient}
 
 
@@ -103,32 +103,26 @@ def _decode(expression, namespace, extended: bool = False):
         and not isinstance(expression.value, bool)
     ):
         return Node(value=expression.value)
-    decode = (expression, namespace, extended)
+    context = (namespace, extended)
     if isinstance(expression, gast.BinOp) and type(expression.op) in _BINARY:
-        return _node(
-            _BINARY[type(expression.op)],
-            [expression.left, expression.right],
-            *decode[1:],
-        )
+        operands = [expression.left, expression.right]
+        return _node(_BINARY[type(expression.op)], operands, *context)
     if isinstance(expression, gast.UnaryOp) and isinstance(expression.op, gast.USub):
-        return _node("neg", [expression.operand], *decode[1:])
+        return _node("neg", [expression.operand], *context)
     if (
         isinstance(expression, gast.Compare)
         and len(expression.ops) == 1
         and type(expression.ops[0]) in _COMPARE
     ):
-        return _node(
-            _COMPARE[type(expression.ops[0])],
-            [expression.left, expression.comparators[0]],
-            *decode[1:],
-        )
+        operands = [expression.left, expression.comparators[0]]
+        return _node(_COMPARE[type(expression.ops[0])], operands, *context)
     if not isinstance(expression, gast.Call) or not isinstance(
         expression.func, gast.Name
     ):
         return None
     op = namespace.get(expression.func.id)
     if extended and expression.args and op in _SHAPED:
-        return _shaped(*decode, op)
+        return _shaped(expression, *context, op)
     name = getattr(op, "name", None)
     arity = len(getattr(op, "input_names", ()))
     if (
@@ -136,7 +130,7 @@ def _decode(expression, namespace, extended: bool = False):
         and arity == len(expression.args)
         and not expression.keywords
     ):
-        return _node(name, expression.args, namespace, extended)
+        return _node(name, expression.args, *context)
     return None
 
 
@@ -325,7 +319,8 @@ def find_regions(
         small = extent is not None and int(np.prod(extent)) < large  # never passes
         if (
             operations >= MIN_OPERATIONS
-            and sum(s.kind == "tree" for s in steps) >= 2
+            # (a row reduction inside a tree is a pass of its own unfused)
+            and sum((s.kind == "tree") + bool(s.reduced) for s in steps) >= 2
             and not small
         ):
             found.append((position, stop, steps, hoisted, extent if rowed else None))
@@ -428,7 +423,7 @@ def _shape(node, known: dict, step: Step) -> tuple | None:
             return like
         raise _Unsettled
     shapes = [_shape(child, known, step) for child in node.children]
-    if node.op in ROW_OPS:
+    if node.op in _ROW_OPS:
         operand = shapes[0]
         if operand is None or len(operand) < 2:
             raise _Unsettled
