@@ -203,40 +203,13 @@ class RegionWriter:
         # would collide with the pass's own locals and the builtins it calls
         names = [f"a{number}" for number in range(len(self.inputs))]
         arguments = ", ".join(names)
-        kinds = "".join("srcf"[kind] for kind in self.input_kinds)
         lines = [
             f"def {name}({arguments}):",
             f'    """{", ".join(self.inputs)} ({arguments}) -> '
             f"{', '.join(self.outputs)}, in one pass of "
             f'{"blocks of rows" if self.rows else "chunks"}."""',
+            *self.layout_lines(arguments),
         ]
-        if self.rows:
-            lines += [
-                f'    found = rows_layout(({arguments},), "{kinds}")',
-                "    if found is None:",
-                "        return None",
-                "    shape, dtype = found",
-                "    width = shape[-1]",
-                "    rows_shape = shape[:-1] + (1,)",
-                "    size = int(np.prod(rows_shape))  # a chunk is a block of rows",
-                "    chunk = max(1, CHUNK_BYTES // (dtype.itemsize * width))",
-            ]
-            if any(op == "rowmean" for _, op, _ in self.instructions):
-                lines += [
-                    "    if dtype.itemsize < 4:  # np.mean adds float16 in float32",
-                    "        return None",
-                    "    width_items = np.intp(width)  # divided as np.mean",
-                ]
-        else:
-            test = f', "{kinds}"' if "s" in kinds else ""
-            lines += [
-                f"    found = layout(({arguments},){test})",
-                "    if found is None:",
-                "        return None",
-                "    shape, dtype = found",
-                "    size = int(np.prod(shape))",
-                "    chunk = CHUNK_BYTES // dtype.itemsize",
-            ]
         spelled = [p for ref in self.read_refs(sums, outputs) for p in _parts(ref)]
         if ("one",) in spelled:
             lines.append("    one = np.ones((), dtype)")
@@ -249,20 +222,7 @@ class RegionWriter:
             )
         for number in set(range(len(names))) - set(sliced):  # read whole
             lines.append(f"    in{number} = {names[number]}")
-        risks = [
-            (reads, "a value of numbers only: not an array")
-            for reads in self.scalar_risks(outputs, sums)
-        ] + [
-            (reads, "full rows from numbers and rows: not full")
-            for reads in self.full_risks(outputs, sums)
-        ]
-        for position, (reads, why) in enumerate(risks):
-            if any(r <= reads for r, _ in risks[:position]) or any(
-                r < reads for r, _ in risks[position:]
-            ):
-                continue  # implied by the test of fewer inputs
-            test = " and ".join(f"flat{i} is None" for i in sorted(reads)) or "True"
-            lines += [f"    if {test}:  # {why}", "        return None"]
+        lines += self.risk_lines(outputs, sums)
         outs = sorted(set(into.values()))
         kind_of_out = {out: self.kinds[number] for number, out in into.items()}
         lines += [
@@ -308,6 +268,59 @@ class RegionWriter:
         results = [self.result(outputs[o], into, o) for o in self.outputs]
         returned = results[0] if len(results) == 1 else f"({', '.join(results)})"
         return "\n".join(lines + [f"    return {returned}", ""])
+
+    def layout_lines(self, arguments: str) -> list:
+        """The pass's first lines: the arguments' shapes and dtype checked (else the
+        statements run) and the units its chunks count (elements, or rows)."""
+        kinds = "".join("srcf"[kind] for kind in self.input_kinds)
+        if not self.rows:
+            test = f', "{kinds}"' if "s" in kinds else ""
+            return [
+                f"    found = layout(({arguments},){test})",
+                "    if found is None:",
+                "        return None",
+                "    shape, dtype = found",
+                "    size = int(np.prod(shape))",
+                "    chunk = CHUNK_BYTES // dtype.itemsize",
+            ]
+        lines = [
+            f'    found = rows_layout(({arguments},), "{kinds}")',
+            "    if found is None:",
+            "        return None",
+            "    shape, dtype = found",
+            "    width = shape[-1]",
+            "    rows_shape = shape[:-1] + (1,)",
+            "    size = int(np.prod(rows_shape))  # a chunk is a block of rows",
+            "    chunk = max(1, CHUNK_BYTES // (dtype.itemsize * width))",
+        ]
+        if any(op == "rowmean" for _, op, _ in self.instructions):
+            lines += [
+                "    if dtype.itemsize < 4:  # np.mean adds float16 in float32",
+                "        return None",
+                "    width_items = np.intp(width)  # divided as np.mean",
+            ]
+        return lines
+
+    def risk_lines(self, outputs: dict, sums: dict) -> list:
+        """The checks that return None (the statements run) where the inputs a value
+        is computed from are numbers at run time (``scalar_risks``, ``full_risks``);
+        a check implied by one of fewer inputs is left out."""
+        risks = [
+            (reads, "a value of numbers only: not an array")
+            for reads in self.scalar_risks(outputs, sums)
+        ] + [
+            (reads, "full rows from numbers and rows: not full")
+            for reads in self.full_risks(outputs, sums)
+        ]
+        lines = []
+        for position, (reads, why) in enumerate(risks):
+            if any(r <= reads for r, _ in risks[:position]) or any(
+                r < reads for r, _ in risks[position:]
+            ):
+                continue  # implied by the test of fewer inputs
+            test = " and ".join(f"flat{i} is None" for i in sorted(reads)) or "True"
+            lines += [f"    if {test}:  # {why}", "        return None"]
+        return lines
 
     def read_refs(self, sums: dict, outputs: dict) -> list:
         """The refs the pass reads: the instructions' operands, sums and outputs."""
