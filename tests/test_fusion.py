@@ -292,6 +292,60 @@ def test_a_user_rule_is_used_by_generated_code_and_keeps_gradients_right(own_rul
     np.testing.assert_allclose(gradient, x / (1 + np.abs(x)), rtol=1e-13)
 
 
+def scaled_product_shifted(x, W):
+    return np.sum(((x @ W) * 3.0 + 1.0) @ x)
+
+
+def shifted_product(A, B):
+    return ppto.dot(A, B) * 3.0 + 1.0
+
+
+class ShiftedProduct:  # a callable object: no __name__ of its own
+    def __call__(self, A, B):
+        return (A @ B) * 3.0 + 1.0
+
+
+@pytest.mark.parametrize("name, implementation", [
+    (None, lambda A, B: (A @ B) * 3.0 + 1.0),  # named <lambda>
+    ("shifted product", ShiftedProduct()),  # called by its kernel name
+    (None, ShiftedProduct()),
+])  # fmt: skip
+def test_user_rules_of_any_name_and_callable_run(name, implementation, own_rules):
+    # a lambda's code called <lambda>_raw and a rule named "shifted product"
+    # __fused_shifted product: generated code that did not compile
+    ppto.fusion_rule(shifted_product, name=name, shapes=[(4, 3), (3, 5)])(
+        implementation
+    )
+    rng = np.random.default_rng(4)
+    x, W = 0.1 * rng.standard_normal((300, 200)), 0.1 * rng.standard_normal((200, 300))
+    before, after = ppto.grad(scaled_product_shifted).operator_counts(x, W)
+    assert after < before
+    assert_same_results(
+        ppto.value_and_grad(scaled_product_shifted, wrt=(0, 1))(x, W),
+        unfused_value_and_grad(scaled_product_shifted, (0, 1), [x, W]),
+        1e-12,
+    )
+
+
+def test_rule_names_sharing_a_kernel_name_are_refused(own_rules):
+    ppto.fusion_rule(shifted_product, name="shifted product")(ShiftedProduct())
+    with pytest.raises(ppto.PptoError, match="would share the kernel name"):
+        ppto.fusion_rule(shifted_product, name="shifted_product")(ShiftedProduct())
+
+
+def uses_a_lambda(x):
+    k = add_one(3)
+    return np.sum(x * k)
+
+
+add_one = lambda n: n + 1  # noqa: E731 (a function named <lambda>)
+
+
+def test_code_calling_a_lambda_compiles():
+    gradient = ppto.grad(uses_a_lambda)(np.ones(3))
+    np.testing.assert_array_equal(np.asarray(gradient), np.full(3, 4.0))
+
+
 def gate_squared(x, y):
     g = x * y + x
     return np.sum(g * g)

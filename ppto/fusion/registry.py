@@ -9,6 +9,7 @@ implementation: its kernel is generated from the pattern itself.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -44,7 +45,9 @@ class FusionRule:
 
     @property
     def kernel_name(self) -> str:
-        return f"__fused_{self.name}"
+        """The name generated code calls the kernel by: the rule's name made a
+        Python identifier (a rule may be named ``<lambda>`` or ``my rule``)."""
+        return "__fused_" + re.sub(r"\W", "_", self.name)
 
     def size(self) -> int:
         if self._size is None:
@@ -220,8 +223,14 @@ def register(pattern: Callable, implementation: Callable | None, *, name: str,
     )
     if not builtin:  # built-in rules are checked by the test suite, not at import
         verify(rule, shapes or [(4, 4)] * len(parameters))
-    if any(existing.name == name for existing in RULES):
-        raise FusionError(f"a fusion rule named {name!r} already exists")
+    for existing in RULES:
+        if existing.name == name:
+            raise FusionError(f"a fusion rule named {name!r} already exists")
+        if existing.kernel_name == rule.kernel_name:
+            raise FusionError(
+                f"fusion rules {existing.name!r} and {name!r} would share the kernel "
+                f"name {rule.kernel_name}: choose another name"
+            )
     RULES.append(rule)
     _BY_ROOT.clear()
     note_registration()
@@ -256,7 +265,9 @@ def fusion_rule(pattern: Callable, *, name: str | None = None,
         return register(
             pattern,
             implementation,
-            name=name or implementation.__name__,
+            # (a callable object has no __name__: its class names it)
+            name=name
+            or getattr(implementation, "__name__", type(implementation).__name__),
             shapes=shapes,
             applies=applies,
             builtin=False,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from functools import cache
 
 import gast
@@ -236,6 +237,7 @@ class Lowering(gast.NodeTransformer):
     def bind(self, value, preferred: str, key) -> str:
         if key in self.lowered["keys"]:
             return self.lowered["keys"][key]
+        preferred = identifier(preferred)
         label, number = preferred, 0
         while label in self.lowered["namespace"] or label in self.locals:
             if self.lowered["namespace"].get(label) is value:
@@ -245,6 +247,13 @@ class Lowering(gast.NodeTransformer):
         self.lowered["namespace"][label] = value
         self.lowered["keys"][key] = label
         return label
+
+
+def identifier(name: str) -> str:
+    """``name`` as a Python identifier for generated code: a function's
+    ``__name__`` may be any string (``<lambda>``, a callable's own)."""
+    name = re.sub(r"\W", "_", name)
+    return name if name[:1].isidentifier() else f"_{name}"
 
 
 def _constructors() -> dict:
