@@ -549,19 +549,24 @@ def _check_shapes(name: str, grads, arguments: list, wrt: list) -> None:
             )
 
 
-def _separate(grads: tuple) -> tuple:
-    """The gradients, none sharing memory with another: code that computed one value
-    for two gradients (those of ``x + y``) hands back the same array twice, and a
-    caller updating one gradient in place must not change the other."""
+def _separate(grads: tuple, held: tuple = ()) -> tuple:
+    """The gradients, none sharing memory with another or with an array of ``held``
+    (the caller's own, such as a pullback's cotangent): code that computed one value
+    for two gradients (those of ``x + y``) hands back the same array twice, the
+    pullback of ``x + y`` hands back the cotangent itself, and a caller updating one
+    gradient in place must not change the other or its own array."""
+    held = tuple(h for h in held if not isinstance(h, (int, float, np.generic)))
     owners = {id(_owner(g) if type(g) is np.ndarray else g) for g in grads}
-    if len(owners) == len(grads):  # the common case, decided quickly
+    if len(owners) == len(grads) and not any(  # the common case, decided quickly
+        id(_owner(h) if type(h) is np.ndarray else h) in owners for h in held
+    ):
         return grads
-    kept: list = []
+    kept: list = list(held)
     for gradient in grads:
         if any(_shared(gradient, other) for other in kept):
             gradient = gradient.copy()
         kept.append(gradient)
-    return tuple(kept)
+    return tuple(kept[len(held) :])
 
 
 def _shared(a, b) -> bool:
@@ -572,6 +577,13 @@ def _shared(a, b) -> bool:
         # np.may_share_memory costs a microsecond (a tenth of a tiny gradient)
         return _owner(a) is _owner(b) and np.may_share_memory(a, b)
     return False
+
+
+def _leaves(value) -> tuple:
+    """The values in ``value``, a value or nested tuples and lists of them."""
+    if isinstance(value, (tuple, list)):
+        return tuple(leaf for item in value for leaf in _leaves(item))
+    return (value,)
 
 
 def _owner(array):
@@ -829,6 +841,7 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
             grads = backward(saved, raw)
         grads = (grads,) if len(wrt) == 1 else tuple(grads)
         arguments = [values[call.names.index(name)] for name in wrt]
+        grads = _separate(grads, (*_leaves(raw), *arguments))
         _check_shapes(function.__name__, grads, arguments, wrt)
         by_name = dict(zip(wrt, grads))
         gradients = tuple(

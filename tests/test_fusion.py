@@ -621,6 +621,28 @@ def test_gradients_never_share_memory_with_each_other(function):
     assert not np.shares_memory(np.asarray(dx), np.asarray(dy))
 
 
+def summed(x, y):
+    return x + y
+
+
+def pair_of_sums(x, y):
+    return x + y, x * 1.0
+
+
+@pytest.mark.parametrize("function", [summed, pair_of_sums])
+def test_pullback_gradients_share_memory_with_nothing_of_the_caller(function):
+    # the pullback of x + y handed back the cotangent itself as both gradients:
+    # updating dx in place changed dy and the caller's cotangent
+    x, y = _random((200, 200), (200, 200))
+    out, pullback = ppto.vjp(function, x, y)
+    cotangent = tuple(np.ones(np.shape(o)) for o in _leaves(out))
+    cotangent = cotangent if isinstance(out, tuple) else cotangent[0]
+    dx, dy = (np.asarray(g) for g in pullback(cotangent))
+    for held in (*_leaves(cotangent), x, y):
+        assert not np.shares_memory(dx, held) and not np.shares_memory(dy, held)
+    assert not np.shares_memory(dx, dy)
+
+
 def gelu_gated(x, y):
     return np.sum(ppto.gelu(x) * y + x)
 
