@@ -287,3 +287,28 @@ def test_one_expression_with_a_row_sum_inside_is_a_pass():
         body, {"reduce_sum": reduce_sum}, shapes
     )
     assert (start, stop, rows) == (0, 1, (300, 200)) and steps[0].reduced == [rows]
+
+
+def attention_like(x, w):
+    p = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    p = p / np.sum(p, axis=-1, keepdims=True)
+    return np.sum((p @ w) ** 2)
+
+
+def test_a_gradient_from_a_product_joins_a_pass_over_rows(
+    fuse_everything_in_small_chunks,  # noqa: F811
+):
+    """``dp = dy @ w.T``: the analysis knows no shape for it, its value's shape (that
+    of ``p``) is its likely one; the softmax's backward pass is a pass over rows
+    (its row sum was a pass of its own), and would run its statements had the guess
+    been wrong (the pass checks its arguments' shapes)."""
+    rng = np.random.default_rng(9)
+    args = (rng.standard_normal((6, 5)), rng.standard_normal((5, 3)))
+    gradient = ppto.value_and_grad(attention_like)
+    passes = row_passes(gradient, args)
+    assert len(passes) == 2 and any(s.startswith("def") and "dp" in s for s in passes)
+    ran = len(fuse_everything_in_small_chunks)
+    _, dx = gradient(*args)
+    assert len(fuse_everything_in_small_chunks) - ran == 2  # both ran
+    expected = central_differences(attention_like, args, 0)
+    np.testing.assert_allclose(dx.numpy(), expected, rtol=1e-6, atol=1e-8)

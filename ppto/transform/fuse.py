@@ -503,7 +503,9 @@ def fuse_program(
         if own_rules:  # a region would compute them itself: they are taken first
             own = Fuser(namespace, kernels, kind, likely, own_only=True)
             definition = own.function(definition)
-        regions, fallbacks = fuse_regions(definition, namespace, kernels, known, kind)
+        # (a gradient's likely shape, its value's, lets a region follow it; one
+        # that is not costs the region its pass: it checks its arguments' shapes)
+        regions, fallbacks = fuse_regions(definition, namespace, kernels, likely, kind)
         for function in [regions, *fallbacks]:  # new trees but the original
             fuser = Fuser(namespace, kernels, kind, likely)
             fused.append(fuser.function(function, copy=function is definition))
