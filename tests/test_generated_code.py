@@ -281,6 +281,34 @@ def test_a_module_level_tensor_is_read_as_its_array():
     np.testing.assert_allclose(gradient, expected, rtol=1e-7, atol=1e-9)
 
 
+class _Layer:
+    def __init__(self, weights):
+        self.weights = weights
+
+
+LAYER = _Layer(ppto.tensor(np.linspace(0.5, 1.5, 5)))
+WEIGHT_LIST = [ppto.tensor(np.linspace(-1.0, 1.0, 5)), {"b": ppto.tensor(0.3)}]
+
+
+def weighted_through_objects(x):
+    hidden = np.tanh(x * LAYER.weights + WEIGHT_LIST[1]["b"])
+    return np.sum(hidden * WEIGHT_LIST[0])
+
+
+def test_a_tensor_reached_through_a_module_level_object_is_read_as_its_array():
+    """A tensor read as an attribute or item of a module-level object (a layer's
+    weights, a list of them) failed as a bare module-level tensor did: 'np.add.reduce
+    ... has no ppto operator'. Read when the code runs: a rebound attribute counts."""
+    from tests.test_checkpoint import central_differences
+
+    x = np.linspace(-1.0, 1.2, 5)
+    gradient = ppto.grad(weighted_through_objects)
+    for weights in (LAYER.weights, ppto.tensor(np.linspace(2.0, -1.0, 5))):
+        LAYER.weights = weights
+        expected = central_differences(weighted_through_objects, (x,), 0)
+        np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7, atol=1e-9)
+
+
 def test_grad_objects_of_one_function_share_its_transform():
     x = np.linspace(0.1, 1.0, 4)
     first = ppto.grad(uses_scale)

@@ -129,6 +129,26 @@ class Lowering(gast.NodeTransformer):
             )
         return node
 
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        return self.raw_if_tensor(node)
+
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        return self.raw_if_tensor(node)
+
+    def raw_if_tensor(self, node):
+        """A tensor reached through a module-level object (``cfg.W``,
+        ``weights[0]``) is read as its array, as a module-level tensor is: generated
+        code computes on raw arrays. Read when the code runs (the object's
+        attribute may be rebound), so the read is wrapped, not replaced."""
+        if not isinstance(node.ctx, gast.Load):
+            return node
+        if not isinstance(_static_read(node, self.namespace), Tensor):
+            return node
+        label = self.bind(_raw_value, "raw_value", key=("raw_value",))
+        return gast.Call(gast.Name(label, gast.Load(), None, None), [node], [])
+
     def visit_BinOp(self, node):
         """``a @ b`` etc. run the backend's own operator where it overrides one."""
         from ppto.transform.normalize import BINARY_OPERATORS
@@ -302,6 +322,31 @@ def _literal(value):
     if isinstance(value, tuple):
         return gast.Tuple([_literal(v) for v in value], gast.Load())
     return gast.Constant(value, None)
+
+
+def _raw_value(value):
+    return value.data if isinstance(value, Tensor) else value
+
+
+def _static_read(node, namespace):
+    """The value an attribute or constant subscript of a module-level object has
+    now (None where it is not one; module-level names are no local's)."""
+    if isinstance(node, gast.Name):
+        return namespace.get(node.id)
+    if isinstance(node, gast.Attribute):
+        base = _static_read(node.value, namespace)
+        return getattr(base, node.attr, None) if base is not None else None
+    if not isinstance(node, gast.Subscript) or not isinstance(
+        node.slice, gast.Constant
+    ):
+        return None
+    container = _static_read(node.value, namespace)
+    if not isinstance(container, (list, tuple, dict)):  # (no user's __getitem__ run)
+        return None
+    try:
+        return container[node.slice.value]
+    except (IndexError, KeyError, TypeError):
+        return None
 
 
 def _static(node, namespace):
