@@ -312,3 +312,28 @@ def test_a_gradient_from_a_product_joins_a_pass_over_rows(
     assert len(fuse_everything_in_small_chunks) - ran == 2  # both ran
     expected = central_differences(attention_like, args, 0)
     np.testing.assert_allclose(dx.numpy(), expected, rtol=1e-6, atol=1e-8)
+
+
+def test_a_pass_given_a_gradient_of_another_shape_gives_its_statements_results(
+    fuse_everything_in_small_chunks,  # noqa: F811
+):
+    """The pass over ``dp`` was written for the shape guessed for it (that of ``p``);
+    given a gradient of another shape (a row's, a 0-d array, a number, one row) it
+    gives what its statements give (it runs them, or its chunked pass computes the
+    same), of the same shape and dtype."""
+    rng = np.random.default_rng(9)
+    args = (rng.standard_normal((6, 5)), rng.standard_normal((5, 3)))
+    gradient = ppto.value_and_grad(attention_like)
+    (region,) = [k for k in region_kernels(gradient, args) if "dp" in k.source[:80]]
+    captured = []
+    run = region.run
+    region.run = lambda *arguments: captured.append(arguments) or run(*arguments)
+    gradient(*args)
+    region.run = run
+    (dp, *rest) = captured[0]
+    for other in [dp, dp[:, :1].copy(), np.asarray(0.5), 0.5, dp[:1].copy()]:
+        expected = region.fallback(other, *rest)
+        result = region(other, *rest)
+        assert np.shape(result) == np.shape(expected), np.shape(other)
+        assert np.asarray(result).dtype == np.asarray(expected).dtype
+        np.testing.assert_allclose(result, expected, rtol=1e-12, atol=1e-12)
