@@ -574,6 +574,18 @@ def method_keeps_a_value(x):
     return np.sum(_TRACKER.last * x)
 
 
+def _record_into(tracker, v):
+    tracker.last = v
+
+
+def function_keeps_a_value(x):
+    """(the same through a function given the object: a silently wrong gradient,
+    tanh(x) read back as a constant)"""
+    h = np.tanh(x)
+    _record_into(_TRACKER, h)  # <- error
+    return np.sum(_TRACKER.last * x)
+
+
 def method_halves_its_argument(x):
     y = x * 1.0
     _TRACKER.halve(y)

@@ -2134,3 +2134,28 @@ def test_functions_of_one_code_keep_their_own_values(function):
     value = ppto.value_and_grad(function)(x)[0]
     assert float(value) == pytest.approx(function(x), rel=1e-12)
     assert_derivatives_match(function, x)
+
+
+class _Log:
+    pass
+
+
+_LOG = _Log()
+
+
+def _log_into(log, v):
+    log.last = v
+
+
+def logs_a_value_never_read_back(x):
+    h = np.tanh(x)
+    _log_into(_LOG, h)  # kept, but not read back: the gradient needs nothing of it
+    _log_into(_LOG, h * 2.0)
+    return np.sum(h * x)
+
+
+def test_a_function_keeping_a_value_not_read_back_is_accepted():
+    x = np.array([0.3, -0.2, 0.5])
+    gradient = ppto.grad(logs_a_value_never_read_back)(x).numpy()
+    expected = np.tanh(x) + x * (1 - np.tanh(x) ** 2)
+    np.testing.assert_allclose(gradient, expected, rtol=1e-12)

@@ -303,6 +303,7 @@ REJECTED = [
         "m += 1.0",
     ),
     Case(ec.method_keeps_a_value, "keeps an argument", "_TRACKER.record(h)"),
+    Case(ec.function_keeps_a_value, "keeps an argument", "_record_into(_TRACKER, h)"),
     Case(
         ec.method_halves_its_argument,
         "argument a of halve",

@@ -633,6 +633,24 @@ class Normalizer:
         except TransformError:
             return  # (its source cannot be read: it cannot be checked either)
         self.check_call_arguments(node, parsed)
+        caller = parse_function(self.parsed.fn).tree  # (as written: not lifted)
+        for position, argument in enumerate(node.args[: len(parsed.parameters)]):
+            holder = parsed.parameters[position]
+            if not isinstance(argument, gast.Name) or argument.id in self.varied:
+                continue  # (an array it is given: the in-place checks' business)
+            if argument.id in self.local_names:
+                argument = None  # (a local name for the object: others may reach it)
+            if _keeps_an_argument(parsed, holder) and _read_besides_calls(
+                caller, argument, node.func, position
+            ):
+                raise self.source.error(
+                    node,
+                    f"ppto cannot differentiate the call {callee.text} on "
+                    f"differentiated values: it keeps an argument in {holder} "
+                    f"({holder}.last = v), and what is read back later has no "
+                    "derivative",
+                    "return the value from the function, and assign it",
+                )
 
     @staticmethod
     def check_call_arguments(
@@ -1187,10 +1205,12 @@ def _separable(node) -> list | None:
     return list(zip(target.elts, value.elts))
 
 
-def _keeps_an_argument(parsed) -> bool:
-    """Whether a method keeps what a parameter other than self holds, or a value
-    computed from it, in its object (``self.last = v``, ``self.seen.append(v)``)."""
-    parameters = set(parsed.parameters[1:])
+def _keeps_an_argument(parsed, holder: str | None = None) -> bool:
+    """Whether a method keeps what a parameter other than self (``holder``, for a
+    function: the parameter holding an object) holds, or a value computed from it,
+    in an object (``self.last = v``, ``self.seen.append(v)``, ``t.last = v``)."""
+    holder = parsed.parameters[0] if holder is None else holder
+    parameters = set(parsed.parameters) - {holder}
     for node in gast.walk(parsed.tree):
         if isinstance(node, (gast.Assign, gast.AugAssign)):
             targets = node.targets if isinstance(node, gast.Assign) else [node.target]
@@ -1231,6 +1251,29 @@ def _attributes_read(tree, owner, method: str) -> bool:
         and isinstance(node.ctx, gast.Load)
         and node.id == owner.id
         and id(node) not in calls
+        for node in gast.walk(tree)
+    )
+
+
+def _read_besides_calls(tree, owner, function, position: int) -> bool:
+    """Whether ``tree`` may read back what a call of ``function`` kept in the object
+    it passes at ``position``: it uses ``owner`` otherwise than by passing it there
+    again (``record(tracker, h)`` then ``tracker.last``)."""
+    if not isinstance(owner, gast.Name) or not isinstance(function, gast.Name):
+        return True  # (an object or function reached otherwise: assume so)
+    passed = {
+        id(node.args[position])
+        for node in gast.walk(tree)
+        if isinstance(node, gast.Call)
+        and isinstance(node.func, gast.Name)
+        and node.func.id == function.id
+        and len(node.args) > position
+    }
+    return any(
+        isinstance(node, gast.Name)
+        and isinstance(node.ctx, gast.Load)
+        and node.id == owner.id
+        and id(node) not in passed
         for node in gast.walk(tree)
     )
 
