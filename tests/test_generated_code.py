@@ -2159,3 +2159,42 @@ def test_a_function_keeping_a_value_not_read_back_is_accepted():
     gradient = ppto.grad(logs_a_value_never_read_back)(x).numpy()
     expected = np.tanh(x) + x * (1 - np.tanh(x) ** 2)
     np.testing.assert_allclose(gradient, expected, rtol=1e-12)
+
+
+# a method of a module-level object called by the differentiated function (refused
+# before: "has no ppto operator")
+
+
+class _DenseLayer:
+    def __init__(self, W, b):
+        self.W, self.b = W, b
+
+    def forward(self, x):
+        return np.tanh(x @ self.W + self.b)
+
+
+DENSE = _DenseLayer(np.arange(6.0).reshape(3, 2) * 0.1, np.array([0.1, -0.2]))
+
+
+def through_a_method(x):
+    return np.sum(DENSE.forward(x) ** 2) + np.sum(DENSE.forward(x * 2.0))
+
+
+def test_a_method_of_a_module_level_object_is_differentiated(monkeypatch):
+    x = np.array([0.3, -0.2, 0.5])
+    assert_derivatives_match(through_a_method, x)
+    import ppto.api
+
+    builds, build = [], ppto.api.build
+    monkeypatch.setattr(
+        ppto.api, "build", lambda *a, **k: builds.append(1) or build(*a, **k)
+    )
+    gradient = ppto.grad(through_a_method)
+    for _ in range(3):
+        gradient(x)
+    assert len(builds) <= 1  # (the method's name here is not taken for a rebinding)
+    monkeypatch.setitem(globals(), "DENSE", _DenseLayer(DENSE.W * 2.0, DENSE.b))
+    from tests.test_checkpoint import central_differences
+
+    expected = central_differences(through_a_method, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)

@@ -640,8 +640,9 @@ class Normalizer:
                 continue  # (an array it is given: the in-place checks' business)
             if argument.id in self.local_names:
                 argument = None  # (a local name for the object: others may reach it)
+            names = {getattr(node.func, "id", None), callee.function.__name__}
             if _keeps_an_argument(parsed, holder) and _read_besides_calls(
-                caller, argument, node.func, position
+                caller, argument, names, position
             ):
                 raise self.source.error(
                     node,
@@ -1255,20 +1256,24 @@ def _attributes_read(tree, owner, method: str) -> bool:
     )
 
 
-def _read_besides_calls(tree, owner, function, position: int) -> bool:
-    """Whether ``tree`` may read back what a call of ``function`` kept in the object
-    it passes at ``position``: it uses ``owner`` otherwise than by passing it there
-    again (``record(tracker, h)`` then ``tracker.last``)."""
-    if not isinstance(owner, gast.Name) or not isinstance(function, gast.Name):
-        return True  # (an object or function reached otherwise: assume so)
-    passed = {
-        id(node.args[position])
-        for node in gast.walk(tree)
-        if isinstance(node, gast.Call)
-        and isinstance(node.func, gast.Name)
-        and node.func.id == function.id
-        and len(node.args) > position
-    }
+def _read_besides_calls(tree, owner, names: set, position: int) -> bool:
+    """Whether ``tree`` may read back what a call of a function (called by one of
+    ``names``) kept in the object it passes at ``position``: it uses ``owner``
+    otherwise than by passing it there again (``record(tracker, h)`` then
+    ``tracker.last``), or calling the function as its method (``monitor.log(h)``:
+    a method called as a function with its object first)."""
+    if not isinstance(owner, gast.Name):
+        return True  # (an object reached otherwise: assume so)
+    passed = set()
+    for node in gast.walk(tree):
+        if not isinstance(node, gast.Call):
+            continue
+        if isinstance(node.func, gast.Name) and node.func.id in names:
+            if len(node.args) > position:
+                passed.add(id(node.args[position]))
+        elif isinstance(node.func, gast.Attribute) and node.func.attr in names:
+            if position == 0:
+                passed.add(id(node.func.value))
     return any(
         isinstance(node, gast.Name)
         and isinstance(node.ctx, gast.Load)

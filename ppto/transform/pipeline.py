@@ -33,6 +33,7 @@ from ppto.transform.optimize import (
     fold_reduced_counts,
     remove_unused,
 )
+from ppto.transform.resolve import is_library, static_value
 from ppto.transform.reverse import (
     Generator,
     References,
@@ -152,6 +153,34 @@ def free_globals(parsed: ParsedFunction) -> dict:
     return found
 
 
+def _methods_as_functions(parsed: ParsedFunction) -> set:
+    """``model.forward(x)`` where ``model`` is a module-level (or closure) object and
+    ``forward`` a method its class defines in the user's code: the call becomes one
+    of that function with the object first (``Model_forward(model, x)``), which the
+    stages below differentiate as any function the user calls (a method was refused
+    as having no ppto operator). Returns the names the functions are bound under."""
+    local = set(parsed.parameters) | stores(parsed.tree)
+    closure = parsed.namespace.maps[0]  # where names resolve (see _own_names)
+    labels = set()
+    for node in gast.walk(parsed.tree):
+        if not isinstance(node, gast.Call) or not isinstance(node.func, gast.Attribute):
+            continue
+        found, method = static_value(node.func, parsed.namespace, local)
+        if not found or not inspect.ismethod(method) or is_library(method.__func__):
+            continue
+        function = method.__func__
+        if not inspect.isfunction(function) or inspect.isclass(method.__self__):
+            continue  # (a classmethod's first argument is its class)
+        label = f"{type(method.__self__).__name__}_{function.__name__}"
+        while closure.get(label, function) is not function or label in local:
+            label += "_"
+        closure[label] = function
+        labels.add(label)
+        node.args.insert(0, node.func.value)
+        node.func = gast.Name(label, gast.Load(), None, None)
+    return labels
+
+
 def _own_names(parsed: ParsedFunction, captured: dict, program: Program) -> dict:
     """``captured`` (the globals and closure values ``parsed`` reads, by name), each
     under a name of its own in the program's shared namespace: a name another
@@ -203,13 +232,18 @@ def _prepare(
     # parameters the call passes (the others have their defaults)
     passed = [name for name in parsed.parameters if name in ranks] if helper else ()
     aliases.check(parsed, ranks, passed, generated=generated)
+    # (after the check of what methods change or keep: it reads them as methods)
+    methods = _methods_as_functions(parsed)
     user_names = names_in(gast.Module(body=parsed.tree.body, type_ignores=[]))
     user_names |= set(parsed.parameters)
     namer = Namer(user_names)
     program.namer.taken |= user_names
     captured = free_globals(parsed)
     rebound = stores(parsed.tree.body)  # (as written: the stages below rename)
-    program.captured.append((parsed.fn, captured))
+    # (what is watched for rebinding: the object whose method is called, not the
+    # name its function is bound under here)
+    watched = {k: v for k, v in captured.items() if k not in methods}
+    program.captured.append((parsed.fn, watched))
     captured = _own_names(parsed, captured, program)
     for key, value in captured.items():
         # generated code computes on raw arrays: a module-level tensor (weights

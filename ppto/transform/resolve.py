@@ -105,7 +105,7 @@ def classify(value: Any, text: str = "") -> Callee:
         return Callee("operator", op=_BUILTIN_OPERATORS[value], text=text)
     if _hashable(value) and value in _CONSTRUCTOR_OPERATORS:
         return Callee("operator", op=_CONSTRUCTOR_OPERATORS[value], text=text)
-    if inspect.isfunction(value) and not _is_library(value):
+    if inspect.isfunction(value) and not is_library(value):
         return Callee("function", function=value, text=text)
     return Callee("opaque", function=value, text=text)
 
@@ -127,7 +127,7 @@ def _hashable(value: Any) -> bool:
     return True
 
 
-def _is_library(function: Any) -> bool:
+def is_library(function: Any) -> bool:
     module = getattr(function, "__module__", "") or ""
     return module.split(".")[0] in {"ppto", "numpy", "cupy", "math", "builtins"}
 
@@ -136,4 +136,4 @@ def is_numpy_module(value: Any) -> bool:
     return isinstance(value, ModuleType) and value.__name__.split(".")[0] == "numpy"
 
 
-__all__ = ["Callee", "classify", "resolve_call", "static_value", "np"]
+__all__ = ["Callee", "classify", "is_library", "resolve_call", "static_value", "np"]
