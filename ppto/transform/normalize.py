@@ -616,7 +616,9 @@ class Normalizer:
             method = getattr(node.func, "attr", "")
             if isinstance(owner, gast.Name) and owner.id in self.local_names:
                 owner = None  # (a local name for the object: others may reach it)
-            if _keeps_an_argument(parsed) and _attributes_read(caller, owner, method):
+            if _keeps_an_argument(parsed) and _read_besides_calls(
+                caller, owner, {method}, 0
+            ):
                 raise self.source.error(
                     node,
                     f"ppto cannot differentiate the method call {callee.text} on "
@@ -1233,35 +1235,12 @@ def _keeps_an_argument(parsed, holder: str | None = None) -> bool:
     return False
 
 
-def _attributes_read(tree, owner, method: str) -> bool:
-    """Whether ``tree`` may read back what ``owner.method(...)`` kept: it uses
-    ``owner`` otherwise than by calling that method again (``tracker.last``,
-    ``tracker.latest()``, ``read(tracker)``)."""
-    if not isinstance(owner, gast.Name):
-        return True  # (an object reached otherwise: assume so)
-    calls = {
-        id(node.func.value)
-        for node in gast.walk(tree)
-        if isinstance(node, gast.Call)
-        and isinstance(node.func, gast.Attribute)
-        and node.func.attr == method
-        and isinstance(node.func.value, gast.Name)
-    }
-    return any(
-        isinstance(node, gast.Name)
-        and isinstance(node.ctx, gast.Load)
-        and node.id == owner.id
-        and id(node) not in calls
-        for node in gast.walk(tree)
-    )
-
-
 def _read_besides_calls(tree, owner, names: set, position: int) -> bool:
-    """Whether ``tree`` may read back what a call of a function (called by one of
-    ``names``) kept in the object it passes at ``position``: it uses ``owner``
-    otherwise than by passing it there again (``record(tracker, h)`` then
-    ``tracker.last``), or calling the function as its method (``monitor.log(h)``:
-    a method called as a function with its object first)."""
+    """Whether ``tree`` may read back what a call of a function or method (called
+    by one of ``names``) kept in the object it passes at ``position``: it uses
+    ``owner`` otherwise than by passing it there again (``record(tracker, h)`` then
+    ``tracker.last``) or calling the method on it again (``tracker.record(h)``, the
+    object first)."""
     if not isinstance(owner, gast.Name):
         return True  # (an object reached otherwise: assume so)
     passed = set()
