@@ -2198,3 +2198,75 @@ def test_a_method_of_a_module_level_object_is_differentiated(monkeypatch):
 
     expected = central_differences(through_a_method, (x,), 0)
     np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
+
+
+# found by review: the method's name as a module global, an object kept through a
+# keyword argument, and a method of an object reached through another
+
+
+_DenseLayer_forward = 10.0  # (the name DENSE.forward, rewritten, was given)
+
+
+def reads_a_global_named_like_the_method(x):
+    return np.sum(DENSE.forward(x)) * _DenseLayer_forward + np.sum(
+        DENSE.forward(x) ** 2
+    )
+
+
+def test_a_global_named_like_the_rewritten_method_is_still_read():
+    # (it was shadowed by the method's function: float * function)
+    x = np.array([0.3, -0.2, 0.5])
+    from tests.test_checkpoint import central_differences
+
+    gradient = ppto.grad(reads_a_global_named_like_the_method)(x).numpy()
+    expected = central_differences(reads_a_global_named_like_the_method, (x,), 0)
+    np.testing.assert_allclose(gradient, expected, rtol=1e-7)
+
+
+class _Keeper:
+    def __init__(self):
+        self.last = 0.0
+
+    def record(self, v):
+        self.last = v * 2.0
+
+
+KEEPER = _Keeper()
+HOLDS_KEEPER = types.SimpleNamespace(keeper=KEEPER)
+
+
+def keep_by_keyword(v, into):
+    into.last = v * 2.0
+
+
+def kept_through_a_keyword(x):
+    h = np.sin(x)
+    keep_by_keyword(h, into=KEEPER)
+    return np.sum(KEEPER.last)
+
+
+def kept_through_a_method_of_an_inner_object(x):
+    h = np.sin(x)
+    HOLDS_KEEPER.keeper.record(h)
+    return np.sum(HOLDS_KEEPER.keeper.last) + np.sum(h)
+
+
+def logged_through_a_keyword(x):
+    h = np.sin(x)
+    keep_by_keyword(h, into=KEEPER)
+    return np.sum(h * h)
+
+
+@pytest.mark.parametrize(
+    "function", [kept_through_a_keyword, kept_through_a_method_of_an_inner_object]
+)
+def test_a_value_kept_in_an_object_otherwise_passed_is_refused(function):
+    # (both gave a silently wrong gradient: what was read back taken as a constant)
+    with pytest.raises(ppto.TransformError, match="keeps an argument"):
+        ppto.grad(function)(np.array([0.3, -0.2, 0.5]))
+
+
+def test_a_log_passed_by_keyword_and_never_read_back_is_accepted():
+    x = np.array([0.3, -0.2, 0.5])
+    gradient = ppto.grad(logged_through_a_keyword)(x).numpy()
+    np.testing.assert_allclose(gradient, 2 * np.sin(x) * np.cos(x), rtol=1e-12)

@@ -636,15 +636,26 @@ class Normalizer:
             return  # (its source cannot be read: it cannot be checked either)
         self.check_call_arguments(node, parsed)
         caller = parse_function(self.parsed.fn).tree  # (as written: not lifted)
-        for position, argument in enumerate(node.args[: len(parsed.parameters)]):
+        given = list(enumerate(node.args[: len(parsed.parameters)]))
+        given += [  # (by keyword: record(h, tracker=T))
+            (parsed.parameters.index(k.arg), k.value)
+            for k in node.keywords
+            if k.arg in parsed.parameters
+        ]
+        for position, argument in given:
             holder = parsed.parameters[position]
-            if not isinstance(argument, gast.Name) or argument.id in self.varied:
+            root = argument
+            while isinstance(root, (gast.Attribute, gast.Subscript)):
+                root = root.value
+            if not isinstance(root, gast.Name) or root.id in self.varied:
                 continue  # (an array it is given: the in-place checks' business)
-            if argument.id in self.local_names:
-                argument = None  # (a local name for the object: others may reach it)
+            if root is not argument or argument.id in self.local_names:
+                # (a local name for the object, or an object reached through
+                # another, NS.layer as a method's self: others may reach it)
+                argument = None
             names = {getattr(node.func, "id", None), callee.function.__name__}
             if _keeps_an_argument(parsed, holder) and _read_besides_calls(
-                caller, argument, names, position
+                caller, argument, names, position, holder
             ):
                 raise self.source.error(
                     node,
@@ -1235,12 +1246,14 @@ def _keeps_an_argument(parsed, holder: str | None = None) -> bool:
     return False
 
 
-def _read_besides_calls(tree, owner, names: set, position: int) -> bool:
+def _read_besides_calls(
+    tree, owner, names: set, position: int, keyword: str | None = None
+) -> bool:
     """Whether ``tree`` may read back what a call of a function or method (called
     by one of ``names``) kept in the object it passes at ``position``: it uses
     ``owner`` otherwise than by passing it there again (``record(tracker, h)`` then
     ``tracker.last``) or calling the method on it again (``tracker.record(h)``, the
-    object first)."""
+    object first; ``keyword``: the parameter's name, passed by it)."""
     if not isinstance(owner, gast.Name):
         return True  # (an object reached otherwise: assume so)
     passed = set()
@@ -1250,6 +1263,7 @@ def _read_besides_calls(tree, owner, names: set, position: int) -> bool:
         if isinstance(node.func, gast.Name) and node.func.id in names:
             if len(node.args) > position:
                 passed.add(id(node.args[position]))
+            passed |= {id(k.value) for k in node.keywords if k.arg == keyword}
         elif isinstance(node.func, gast.Attribute) and node.func.attr in names:
             if position == 0:
                 passed.add(id(node.func.value))

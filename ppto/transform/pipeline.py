@@ -172,7 +172,9 @@ def _methods_as_functions(parsed: ParsedFunction) -> set:
         if not inspect.isfunction(function) or inspect.isclass(method.__self__):
             continue  # (a classmethod's first argument is its class)
         label = f"{type(method.__self__).__name__}_{function.__name__}"
-        while closure.get(label, function) is not function or label in local:
+        # (a name the function reads, a global too: ``Layer_forward`` bound to
+        # something else in the module is not shadowed by the method)
+        while parsed.namespace.get(label, function) is not function or label in local:
             label += "_"
         closure[label] = function
         labels.add(label)
