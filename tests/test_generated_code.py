@@ -2270,3 +2270,33 @@ def test_a_log_passed_by_keyword_and_never_read_back_is_accepted():
     x = np.array([0.3, -0.2, 0.5])
     gradient = ppto.grad(logged_through_a_keyword)(x).numpy()
     np.testing.assert_allclose(gradient, 2 * np.sin(x) * np.cos(x), rtol=1e-12)
+
+
+class _Rebound:
+    def __init__(self, W):
+        self.W = W
+
+    def forward(self, x):
+        return np.tanh(x @ self.W)
+
+
+REBOUND = _Rebound(np.arange(6.0).reshape(3, 2) * 0.1)
+
+
+def through_a_method_given_again(x):
+    return np.sum(REBOUND.forward(x) ** 2)
+
+
+def test_a_method_its_class_is_given_again_is_differentiated_again(monkeypatch):
+    # (the program kept the first method's derivative: a stale gradient)
+    from tests.test_checkpoint import central_differences
+
+    x = np.array([0.3, -0.2, 0.5])
+    gradient = ppto.grad(through_a_method_given_again)
+    gradient(x)
+    monkeypatch.setattr(_Rebound, "forward", lambda self, x: np.sin(x @ self.W))
+    expected = central_differences(through_a_method_given_again, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
+    monkeypatch.setattr(REBOUND, "forward", lambda x: np.cos(x @ REBOUND.W))
+    expected = central_differences(through_a_method_given_again, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)

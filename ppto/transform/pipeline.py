@@ -78,6 +78,9 @@ class Program:
     size_hints: dict = field(default_factory=dict)
     captured: list = field(default_factory=list)  # (function, {global: value read})
     watched: list | None = None  # (closure cell or globals dict, name, value read)
+    # (object, attribute, function): a method differentiated as its function (a
+    # method its class is given again, Layer.forward = other, makes this stale)
+    methods: list = field(default_factory=list)
 
     def still_current(self) -> bool:
         """Whether every global and closure value the transformed functions read is
@@ -91,6 +94,10 @@ class Program:
                 if place.get(variable, _MISSING) is not value:
                     return False
             elif _contents(place) is not value:
+                return False
+        for holder, attribute, function in self.methods:
+            method = getattr(holder, attribute, None)
+            if getattr(method, "__func__", None) is not function:
                 return False
         return True
 
@@ -153,7 +160,7 @@ def free_globals(parsed: ParsedFunction) -> dict:
     return found
 
 
-def _methods_as_functions(parsed: ParsedFunction) -> set:
+def _methods_as_functions(parsed: ParsedFunction, program: Program) -> set:
     """``model.forward(x)`` where ``model`` is a module-level (or closure) object and
     ``forward`` a method its class defines in the user's code: the call becomes one
     of that function with the object first (``Model_forward(model, x)``), which the
@@ -178,6 +185,7 @@ def _methods_as_functions(parsed: ParsedFunction) -> set:
             label += "_"
         closure[label] = function
         labels.add(label)
+        program.methods.append((method.__self__, node.func.attr, function))
         node.args.insert(0, node.func.value)
         node.func = gast.Name(label, gast.Load(), None, None)
     return labels
@@ -235,7 +243,7 @@ def _prepare(
     passed = [name for name in parsed.parameters if name in ranks] if helper else ()
     aliases.check(parsed, ranks, passed, generated=generated)
     # (after the check of what methods change or keep: it reads them as methods)
-    methods = _methods_as_functions(parsed)
+    methods = _methods_as_functions(parsed, program)
     user_names = names_in(gast.Module(body=parsed.tree.body, type_ignores=[]))
     user_names |= set(parsed.parameters)
     namer = Namer(user_names)
