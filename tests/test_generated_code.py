@@ -2300,3 +2300,26 @@ def test_a_method_its_class_is_given_again_is_differentiated_again(monkeypatch):
     monkeypatch.setattr(REBOUND, "forward", lambda x: np.cos(x @ REBOUND.W))
     expected = central_differences(through_a_method_given_again, (x,), 0)
     np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
+
+
+class _TensorLayer:
+    def __init__(self, W):
+        self.W = W
+
+    def forward(self, x):
+        return np.tanh(x @ self.W)
+
+
+TENSOR_LAYER = _TensorLayer(ppto.tensor(np.ones((3, 2)) * 0.2))
+
+
+def through_a_method_reading_a_tensor(x):
+    return np.sum(TENSOR_LAYER.forward(x))
+
+
+def test_a_method_of_an_object_holding_tensors_is_refused_clearly():
+    """Its code would read the tensors through ``self`` (generated code computes on
+    arrays): refused as the method call it is, as before methods were differentiated,
+    not a misleading error from inside the generated code."""
+    with pytest.raises(ppto.TransformError, match="TENSOR_LAYER.forward"):
+        ppto.grad(through_a_method_reading_a_tensor)(np.array([0.3, -0.2, 0.5]))

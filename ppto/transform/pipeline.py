@@ -178,6 +178,9 @@ def _methods_as_functions(parsed: ParsedFunction, program: Program) -> set:
         function = method.__func__
         if not inspect.isfunction(function) or inspect.isclass(method.__self__):
             continue  # (a classmethod's first argument is its class)
+        held = getattr(method.__self__, "__dict__", {}).values()
+        if any(isinstance(value, Tensor) for value in held):
+            continue  # (generated code would read its tensors through self: refused)
         label = f"{type(method.__self__).__name__}_{function.__name__}"
         # (a name the function reads, a global too: ``Layer_forward`` bound to
         # something else in the module is not shadowed by the method)
