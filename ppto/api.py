@@ -828,6 +828,8 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
     out, saved = transformed.run(0, ranks, device, values)
     backward = transformed.entry(1, ranks, device)
 
+    arguments = [values[call.names.index(name)] for name in wrt]
+
     def pullback(cotangent):
         _check_cotangent(cotangent, out, "the output")
         if streams.in_use:
@@ -840,7 +842,6 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
         else:
             grads = backward(saved, raw)
         grads = (grads,) if len(wrt) == 1 else tuple(grads)
-        arguments = [values[call.names.index(name)] for name in wrt]
         grads = _separate(grads, (*_leaves(raw), *arguments))
         _check_shapes(function.__name__, grads, arguments, wrt)
         by_name = dict(zip(wrt, grads))

@@ -232,12 +232,13 @@ def _check(
     def refuse_if_read_later(
         statement, written: str, shared: set, loops: tuple, list_change=None
     ):
-        after = order[positions[id(statement)] + 1 :]
-        later = set().union(*(loads(s) for s, _ in after))
-        for loop in loops:  # the next turn reads what came before too
-            later |= loads(loop)
         if list_change is not None:  # a list's adjoint is made from the list as it
             later = loads(parsed.tree)  # ends: a read before the change counts too
+        else:
+            after = order[positions[id(statement)] + 1 :]
+            later = set().union(*(loads(s) for s, _ in after))
+            for loop in loops:  # the next turn reads what came before too
+                later |= loads(loop)
         seen = sorted(shared & later)
         if seen and list_change is not None:
             raise parsed.source.error(

@@ -91,8 +91,9 @@ def add_adjoints(left, right):
 
 
 # Generated gradients call these; differentiating such a gradient again (forward
-# mode) needs to know what each argument is. Both functions are linear in their list
-# and tensor arguments, so their tangent is the same call on the tangents.
+# mode) needs to know what each argument is. Each is linear in its list and tensor
+# arguments (the "fixed" and "metadata" ones pass through, read for their type and
+# shape only), so its tangent is the same call on the tangents.
 zeros_like_list.returns_list = True
 add_lists.linear_list = ("list", "list")
 add_at.linear_list = ("list", "fixed", "value")

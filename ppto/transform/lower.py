@@ -146,7 +146,7 @@ class Lowering(gast.NodeTransformer):
             return node
         if not isinstance(_static_read(node, self.namespace), Tensor):
             return node
-        label = self.bind(_raw_value, "raw_value", key=("raw_value",))
+        label = self.bind(raw_value, "raw_value", key=("raw_value",))
         return gast.Call(gast.Name(label, gast.Load(), None, None), [node], [])
 
     def visit_BinOp(self, node):
@@ -324,7 +324,8 @@ def _literal(value):
     return gast.Constant(value, None)
 
 
-def _raw_value(value):
+def raw_value(value):
+    """A tensor as its array (generated code computes on arrays), else the value."""
     return value.data if isinstance(value, Tensor) else value
 
 

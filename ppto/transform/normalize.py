@@ -29,7 +29,7 @@ from ppto.transform.resolve import (
     static_value,
 )
 from ppto.transform.source import ParsedFunction
-from ppto.transform.trees import loads, name_counts, paired
+from ppto.transform.trees import called, loads, name_counts, paired
 
 # calls that read only their arguments' shapes; split_points comes from concat's
 # gradient rule, so second derivatives meet it in generated code
@@ -1448,11 +1448,7 @@ def _is_none(node) -> bool:
 def _is_setitem(value) -> bool:
     from ppto.transform.ssa import SETITEM
 
-    return (
-        isinstance(value, gast.Call)
-        and isinstance(value.func, gast.Name)
-        and value.func.id == SETITEM
-    )
+    return called(value, SETITEM)
 
 
 def _returns_tuples(function) -> bool:

@@ -23,6 +23,7 @@ from ppto.transform import aliases, fence, ir
 from ppto.transform.analyze import analyze, check_reachable, operand_rank
 from ppto.transform.emit import compile_source, render_function
 from ppto.transform.idioms import stop_shift_gradients
+from ppto.transform.lower import raw_value
 from ppto.transform.names import Namer, names_in
 from ppto.transform.normalize import Normalizer, varied_names
 from ppto.transform.optimize import (
@@ -205,7 +206,7 @@ def _own_names(parsed: ParsedFunction, captured: dict, program: Program) -> dict
     renames = {
         key: program.namer.numbered(key)
         for key, value in captured.items()
-        if key in taken and taken[key] is not _bound(value)
+        if key in taken and taken[key] is not raw_value(value)
     }
     if not renames:
         return captured
@@ -216,11 +217,6 @@ def _own_names(parsed: ParsedFunction, captured: dict, program: Program) -> dict
     for original, renamed in renames.items():
         closure[renamed] = captured[original]
     return {renames.get(key, key): value for key, value in captured.items()}
-
-
-def _bound(value):
-    """What a captured value is bound as (a tensor as its array)."""
-    return value.data if isinstance(value, Tensor) else value
 
 
 def _generated(function) -> bool:
@@ -240,7 +236,8 @@ def _prepare(
 ):
     fence.check(parsed)
     generated = _generated(parsed.fn)
-    helper = parsed.fn is not program.entry_function and not generated
+    entry = parsed.fn is program.entry_function
+    helper = not entry and not generated
     # a function the differentiated one calls holds the caller's objects in the
     # parameters the call passes (the others have their defaults)
     passed = [name for name in parsed.parameters if name in ranks] if helper else ()
@@ -261,7 +258,7 @@ def _prepare(
     for key, value in captured.items():
         # generated code computes on raw arrays: a module-level tensor (weights
         # made with ppto.tensor) is read as its array, as arguments are
-        program.refs.bind(key, _bound(value))
+        program.refs.bind(key, raw_value(value))
     result = namer.fresh(parsed.name if parsed.name != "lambda_" else "result")
     body = unpack_in_steps(list(parsed.tree.body), namer)
     sequences = set(parsed.parameters)
@@ -300,7 +297,6 @@ def _prepare(
     ir_body = stop_shift_gradients(normalizer.block(body), namer)
     if not generated:  # (a gradient differentiated again was checked as written)
         normalizer.refuse_lists_made_arrays(ir_body)
-    entry = parsed.fn is program.entry_function
     shapes, dtypes = (program.shapes, program.dtypes) if entry else ({}, {})
     activity = analyze(
         ir_body, wrt, ranks, parsed.source, program.layouts, shapes, dtypes

@@ -213,7 +213,10 @@ class RegionWriter:
         spelled = [p for ref in self.read_refs(sums, outputs) for p in _parts(ref)]
         if ("one",) in spelled:
             lines.append("    one = np.ones((), dtype)")
-        sliced = [n for n, kind in enumerate(self.input_kinds) if kind != COLUMN]
+        # (0-d inputs, as the layout checks, and columns are read whole by each chunk)
+        sliced = [
+            n for n, kind in enumerate(self.input_kinds) if kind not in (COLUMN, SCALAR)
+        ]
         for number in sliced:
             flat = "np.reshape({0}, (size, -1))" if self.rows else "np.ravel({0})"
             lines.append(
@@ -318,7 +321,12 @@ class RegionWriter:
                 r < reads for r, _ in risks[position:]
             ):
                 continue  # implied by the test of fewer inputs
-            test = " and ".join(f"flat{i} is None" for i in sorted(reads)) or "True"
+            test = " and ".join(  # (a 0-d input is always one: no test)
+                f"flat{i} is None"
+                for i in sorted(reads)
+                if self.input_kinds[i] != SCALAR
+            )
+            test = test or "True"
             lines += [f"    if {test}:  # {why}", "        return None"]
         return lines
 

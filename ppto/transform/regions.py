@@ -12,9 +12,10 @@ chunk.
 
 The region becomes a generated NumPy function (``__fused_region_*``, its source shown
 with the fused code) and the statements a call of it. It runs when every array it
-reads has one shape and one floating dtype, at least ``LARGE`` elements; otherwise
-(broadcast operands, mixed dtypes, small arrays) it calls the original statements,
-kept as a function of their own.
+reads has one shape and one floating dtype, at least ``LARGE`` elements, or, for a
+region over rows (``region_writer``), the shapes of full rows, rows' values and the
+last axis; otherwise (other broadcasts, mixed dtypes, small arrays) it calls the
+original statements, kept as a function of their own.
 """
 
 from __future__ import annotations
@@ -309,7 +310,7 @@ def find_regions(
             steps[-1].kind in ("copy", "ones")
             or (steps[-1].tree and steps[-1].tree.op == "expand")
         ):
-            steps.pop()  # nothing gained by ending on a copy
+            steps.pop()  # nothing gained by ending on a copy, ones or a broadcast
             stop = _index(body, steps[-1].statement) + 1 if steps else position
         hoisted = [h for h in hoisted if _index(body, h.statement) < stop]
         operations = sum(
@@ -497,7 +498,7 @@ def fuse_regions(
     """``definition`` with its regions replaced by calls of region kernels (added to
     ``kernels``) for backend ``kind`` (``cpu``: chunked NumPy passes; ``cuda``: CUDA
     kernels, for any size), and the functions holding the original statements.
-    ``shapes``: the values' shapes where known."""
+    ``shapes``: the values' shapes where known or likely (a gradient's, its value's)."""
     large = LARGE if kind == "cpu" else 0  # a GPU saves launches at any size
     extended = kind == "cpu"  # CUDA regions take no row reductions nor broadcasts
     if not _has_regions(definition.body, namespace, shapes, large, extended):

@@ -19,7 +19,7 @@ from ppto.transform.analyze import operand_rank
 from ppto.transform.emit import comment
 from ppto.transform.inline import inline_rule, operand_expr
 from ppto.transform.source import closure_values, signature
-from ppto.transform.trees import clone, loads, stores
+from ppto.transform.trees import called, clone, loads, stores
 
 
 def name(identifier: str, store: bool = False) -> gast.Name:
@@ -314,7 +314,7 @@ class Generator:
         if isinstance(value, gast.Tuple):  # a tuple's adjoints, unpacked twice:
             add = self.ref(lists.add_lists, "add_lists")  # item by item, not joined
             return [assign(adjoint, call(add, name(adjoint), value))]
-        if _called(value, self.ref(lists.stacked_like, "stacked_like")):
+        if called(value, self.ref(lists.stacked_like, "stacked_like")):
             # a tuple's (``+`` would join them) or an array's
             add = self.ref(lists.add_adjoints, "add_adjoints")
             return [assign(adjoint, call(add, name(adjoint), value))]
@@ -882,15 +882,6 @@ def _branch_paths(body: list, path: tuple, paths: dict, all_writes) -> None:
                 paths.setdefault(name_, []).append(path)
 
 
-def _called(value, function: str) -> bool:
-    """``function(...)`` (by the name generated code calls it)."""
-    return (
-        isinstance(value, gast.Call)
-        and isinstance(value.func, gast.Name)
-        and value.func.id == function
-    )
-
-
 def _elements_read(primal: str, body) -> bool:
     """Whether ``body`` reads elements of list ``primal`` (by index, in a call or an
     operator), itself or through a copy of it (``for item in items`` reads
@@ -1093,7 +1084,7 @@ def _rewrite_calls(expression, function: str, rewrite):
     """``expression`` with each call of ``function`` at its top or under arithmetic
     (``-unbroadcast(g, b)``, ``-unbroadcast(g, b) / b``) replaced by
     ``rewrite(call)``."""
-    if _called(expression, function):
+    if called(expression, function):
         return rewrite(expression)
     if isinstance(expression, gast.UnaryOp):
         expression.operand = _rewrite_calls(expression.operand, function, rewrite)

@@ -14,7 +14,7 @@ import gast
 
 from ppto.transform import aliases
 from ppto.transform.names import Namer
-from ppto.transform.trees import clone, paired, stores
+from ppto.transform.trees import called, clone, paired, stores
 
 
 def single_exit(body: list, result: str) -> list:
@@ -95,7 +95,7 @@ class _LiftConditionals(gast.NodeTransformer):
         x[1]``): an if statement, so that the operand chosen carries its derivative
         (as a test it carried none: a zero gradient). ``a`` is evaluated once, ``b``
         only where Python does."""
-        if all(_truth_test(value) for value in node.values):
+        if _truth_test(node):
             self.generic_visit(node)
             return node
         name = self.namer.temporary()
@@ -232,11 +232,10 @@ def loops(
             tuples.update(in_body & in_orelse)
             out.append(statement)
             continue
-        if isinstance(statement, (gast.For, gast.While)):
-            tuples -= stores(statement)  # (a name bound inside: on the next turn)
         if not isinstance(statement, (gast.For, gast.While)):
             out.append(statement)
             continue
+        tuples -= stores(statement)  # (a name bound inside: on the next turn)
         after = []
         inner = [node for node in gast.walk(statement) if isinstance(node, gast.Return)]
         if inner:
@@ -397,23 +396,15 @@ UNKNOWN_IS_SEQUENCE = "<a user's code>"
 
 def _range_like(node, ranges: set) -> bool:
     """A ``range(...)``, a variable holding one, or a slice of either."""
-    if _called(node, "range"):
+    if called(node, "range"):
         return True
     if isinstance(node, gast.Name):
         return node.id in ranges
     if isinstance(node, gast.Subscript):
         return _range_like(node.value, ranges)
-    if _called(node, "reversed") and node.args:
+    if called(node, "reversed") and node.args:
         return _range_like(node.args[0], ranges)
     return False
-
-
-def _called(node, function: str) -> bool:
-    return (
-        isinstance(node, gast.Call)
-        and isinstance(node.func, gast.Name)
-        and node.func.id == function
-    )
 
 
 def _index_loop(
@@ -431,10 +422,10 @@ def _index_loop(
     (it was taken for a range: a zero gradient)."""
     iterable, target = statement.iter, statement.target
     prelude = []
-    if _called(iterable, "reversed") and _not_a_range(iterable, ranges, sequences):
+    if called(iterable, "reversed") and _not_a_range(iterable, ranges, sequences):
         statement.iter = iterable = _unreversed(iterable)
     if isinstance(target, gast.Name) and (
-        _called(iterable, "range") or _called(iterable, "reversed")
+        called(iterable, "range") or called(iterable, "reversed")
     ):
         iterable = _unreversed(iterable)  # (a reversed range: a range backwards)
         steps = namer.fresh("steps")
@@ -475,7 +466,7 @@ def _sequence_targets(statement: gast.For, namer: Namer, source):
         "loop over range(...), a tensor or list, enumerate(...) or zip(...), with "
         "plain names as targets",
     )
-    if _called(iterable, "enumerate"):
+    if called(iterable, "enumerate"):
         if not (isinstance(target, gast.Tuple) and len(target.elts) == 2):
             raise unsupported
         index, element = target.elts
@@ -491,7 +482,7 @@ def _sequence_targets(statement: gast.For, namer: Namer, source):
             first = _assign(index.id, offset, statement)
             return counter, items, [first], [_assign(held, start, statement)]
         return index.id, items, [], []
-    if _called(iterable, "zip"):
+    if called(iterable, "zip"):
         if not (
             isinstance(target, gast.Tuple) and len(target.elts) == len(iterable.args)
         ):
@@ -519,7 +510,7 @@ def _unreversed(sequence):
     """``reversed(s)`` as the sequence ``s[::-1]`` (or its items written out
     backwards), which has a length and items to index (a reversed iterator has
     neither); anything else as it is."""
-    if not (_called(sequence, "reversed") and len(sequence.args) == 1):
+    if not (called(sequence, "reversed") and len(sequence.args) == 1):
         return sequence
     items = sequence.args[0]
     if isinstance(items, (gast.Tuple, gast.List)):

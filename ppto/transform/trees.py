@@ -48,6 +48,15 @@ def loads(node) -> set[str]:
     return _names(node, "Load")
 
 
+def called(node, function: str) -> bool:
+    """Whether ``node`` is ``function(...)``, a call by that name."""
+    return (
+        isinstance(node, gast.Call)
+        and isinstance(node.func, gast.Name)
+        and node.func.id == function
+    )
+
+
 def stores(node) -> set[str]:
     """Names a tree (or list of trees) assigns."""
     return _names(node, "Store")
