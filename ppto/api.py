@@ -29,6 +29,7 @@ from ppto.runtime.tensor import Tensor, move
 from ppto.transform.emit import render_function
 from ppto.transform.lower import _unwrap, fuses, lower
 from ppto.transform.pipeline import build
+from ppto.transform.resolve import is_library
 from ppto.transform.source import signature as _signature
 from ppto.transform.source import unwrapped
 
@@ -44,6 +45,8 @@ def _target_function(f: Callable) -> Callable:
         return f.function
     if not callable(f):
         raise GradError(f"ppto.grad needs a function, got {type(f).__name__}")
+    if _user_method(f):  # model.loss: the object is known (see _method_wrapper)
+        return _method_wrapper(f)
     if inspect.ismethod(f):  # its generated code would take the object first
         owner = f.__self__
         if isinstance(owner, type):  # a classmethod
@@ -61,8 +64,6 @@ def _target_function(f: Callable) -> Callable:
 def _generated_wrapper(inner: Transformed, ranks: tuple) -> Callable:
     """A function with source that calls ``inner``'s generated code and returns what
     ``inner`` returns: so a derivative can itself be differentiated."""
-    import linecache
-
     program, namespace = inner.program(ranks)
     entry = namespace.get()[program.entry]
     parameters, arguments = _spelled(_signature(inner.function))
@@ -77,10 +78,45 @@ def _generated_wrapper(inner: Transformed, ranks: tuple) -> Callable:
         f"    return {result}\n"
     )
     filename = f"<ppto derivative {wrapper} {id(inner)} {ranks}>"
+    return _compiled(source, filename, {program.entry: entry}, wrapper)
+
+
+def _user_method(f) -> bool:
+    """Whether ``f`` is a method of the user's code bound to an object."""
+    return (
+        inspect.ismethod(f)
+        and not isinstance(f.__self__, type)
+        and inspect.isfunction(f.__func__)
+        and not is_library(f.__func__)
+    )
+
+
+def _method_wrapper(method) -> Callable:
+    """A function with source calling the bound ``method`` (``model.loss``), with
+    its parameters and defaults: the method is differentiated through it as any
+    call of a method of an object the code reads (``ppto.transform.methods``), and
+    the calls it makes through ``self`` with it."""
+    parameters, arguments = _spelled(_signature(method))
+    name = method.__name__ if method.__name__.isidentifier() else "method"
+    source = f"def {name}({parameters}):\n    return {name}_of({arguments})\n"
+    filename = f"<ppto method {method.__qualname__} of {id(method.__self__)}>"
+    wrapper = _compiled(source, filename, {f"{name}_of": method}, name)
+    positional = wrapper.__code__.co_argcount
+    defaults = method.__func__.__defaults__ or ()
+    wrapper.__defaults__ = defaults[len(defaults) - positional :] or None
+    wrapper.__kwdefaults__ = method.__func__.__kwdefaults__
+    wrapper.__qualname__ = method.__qualname__
+    return wrapper
+
+
+def _compiled(source: str, filename: str, scope: dict, name: str) -> Callable:
+    """Function ``name`` defined by ``source``, its text readable under ``filename``
+    (ppto reads a function's source) and its globals ``scope``."""
+    import linecache
+
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    scope = {program.entry: entry}
     exec(compile(source, filename, "exec"), scope)
-    return scope[wrapper]
+    return scope[name]
 
 
 def _spelled(signature: inspect.Signature) -> tuple[str, str]:
@@ -149,19 +185,13 @@ def _operator_wrapper(op: OperatorDef) -> Callable:
     any function (its rule is then inlined)."""
     if id(op) in _WRAPPERS:
         return _WRAPPERS[id(op)]
-    import linecache
-
     spelled = op.python_signature
     parameters = ", ".join(
         str(p).split(":")[0].split("=")[0].strip() for p in spelled.parameters.values()
     )
     header = str(spelled).split(" ->")[0].strip("()")
     source = f"def {op.name}({header}):\n    return __op({parameters})\n"
-    filename = f"<ppto operator {op.name}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {"__op": op}
-    exec(compile(source, filename, "exec"), namespace)
-    wrapper = namespace[op.name]
+    wrapper = _compiled(source, f"<ppto operator {op.name}>", {"__op": op}, op.name)
     _WRAPPERS[id(op)] = wrapper
     return wrapper
 

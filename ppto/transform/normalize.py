@@ -1070,6 +1070,28 @@ class Normalizer:
                 "compute it from values that are not differentiated",
             )
 
+    def refuse_method_of_an_argument(self, node) -> None:
+        """A method called on an object the function is given (``self.layer.forward``
+        in a method differentiated as a function): which function it runs is known
+        only for objects ppto sees, so the error says how to show it one."""
+        root = node.func.value
+        while isinstance(root, (gast.Attribute, gast.Subscript)):
+            root = root.value
+        if not isinstance(root, gast.Name) or root.id in self.varied:
+            return
+        if root.id not in self.parsed.parameters:
+            return
+        text = gast.unparse(node.func).strip()
+        raise self.source.error(
+            node,
+            f"ppto cannot differentiate the method call {text}(): {root.id} is an "
+            "argument, so ppto cannot tell which object it is, nor which function "
+            "the call runs",
+            "call the method on the object itself (MODEL.loss(x)), or differentiate "
+            "the bound method (ppto.grad(MODEL.loss)): calls through self in it are "
+            "followed",
+        )
+
     def method_call(self, node, method, target):
         if _is_list_pop(node, self.lists):  # xs.pop() inside an expression
             target = target or self.namer.temporary()
@@ -1077,6 +1099,7 @@ class Normalizer:
             return target
         op = METHOD_OPERATORS.get(method)
         if op is None:
+            self.refuse_method_of_an_argument(node)
             raise self.source.error(
                 node,
                 f"ppto cannot differentiate the method .{method}()",

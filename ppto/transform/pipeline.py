@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import operator
 from dataclasses import dataclass, field
 
 import gast
 
 from ppto.errors import GradError, TransformError
 from ppto.ops.shape import ones_like, zeros_like
-from ppto.runtime.tensor import Tensor
 from ppto.transform import aliases, fence, ir
 from ppto.transform.analyze import analyze, check_reachable, operand_rank
 from ppto.transform.emit import compile_source, render_function
 from ppto.transform.idioms import stop_shift_gradients
 from ppto.transform.lower import raw_value
+from ppto.transform.methods import MethodCopies, methods_as_functions
 from ppto.transform.names import Namer, names_in
 from ppto.transform.normalize import Normalizer, varied_names
 from ppto.transform.optimize import (
@@ -34,7 +35,6 @@ from ppto.transform.optimize import (
     fold_reduced_counts,
     remove_unused,
 )
-from ppto.transform.resolve import is_library, static_value
 from ppto.transform.reverse import (
     Generator,
     References,
@@ -82,6 +82,11 @@ class Program:
     # (object, attribute, function): a method differentiated as its function (a
     # method its class is given again, Layer.forward = other, makes this stale)
     methods: list = field(default_factory=list)
+    # (object, attribute or index, value): an object or function reached through
+    # another to find a method (model.layer = other_layer makes this stale), and
+    # (list, None, its items) for a loop unrolled over them
+    reached: list = field(default_factory=list)
+    method_copies: MethodCopies = field(default_factory=MethodCopies)
 
     def still_current(self) -> bool:
         """Whether every global and closure value the transformed functions read is
@@ -100,7 +105,16 @@ class Program:
             method = getattr(holder, attribute, None)
             if getattr(method, "__func__", None) is not function:
                 return False
+        for holder, key, value in self.reached:
+            if not _still_holds(holder, key, value):
+                return False
         return True
+
+    def generated_name(self, parsed: ParsedFunction, suffix: str) -> str:
+        """A fresh name for a function generated from ``parsed``: ``f_grad``, and
+        ``Layer_forward_backward`` for a method (see methods.py)."""
+        written = self.method_copies.names.get(parsed.fn, parsed.name)
+        return self.function_name(f"{written}{suffix}")
 
     def add(self, definition, activity, adjoints: dict | None = None) -> None:
         """Append a generated function, with the shapes its values are known to
@@ -127,6 +141,16 @@ class Program:
 
 
 _MISSING = object()
+
+
+def _still_holds(holder, key, value) -> bool:
+    """Whether ``holder`` still holds ``value`` (see ``Program.reached``): under an
+    attribute, at an index, or (key None) as its items."""
+    if key is None:
+        return len(holder) == len(value) and all(map(operator.is_, holder, value))
+    if type(key) is int:
+        return key < len(holder) and holder[key] is value
+    return getattr(holder, key, _MISSING) is value
 
 
 def _watched(captured: list):
@@ -159,40 +183,6 @@ def free_globals(parsed: ParsedFunction) -> dict:
             elif node.id in module_globals:
                 found[node.id] = module_globals[node.id]
     return found
-
-
-def _methods_as_functions(parsed: ParsedFunction, program: Program) -> set:
-    """``model.forward(x)`` where ``model`` is a module-level (or closure) object and
-    ``forward`` a method its class defines in the user's code: the call becomes one
-    of that function with the object first (``Model_forward(model, x)``), which the
-    stages below differentiate as any function the user calls (a method was refused
-    as having no ppto operator). Returns the names the functions are bound under."""
-    local = set(parsed.parameters) | stores(parsed.tree)
-    closure = parsed.namespace.maps[0]  # where names resolve (see _own_names)
-    labels = set()
-    for node in gast.walk(parsed.tree):
-        if not isinstance(node, gast.Call) or not isinstance(node.func, gast.Attribute):
-            continue
-        found, method = static_value(node.func, parsed.namespace, local)
-        if not found or not inspect.ismethod(method) or is_library(method.__func__):
-            continue
-        function = method.__func__
-        if not inspect.isfunction(function) or inspect.isclass(method.__self__):
-            continue  # (a classmethod's first argument is its class)
-        held = getattr(method.__self__, "__dict__", {}).values()
-        if any(isinstance(value, Tensor) for value in held):
-            continue  # (generated code would read its tensors through self: refused)
-        label = f"{type(method.__self__).__name__}_{function.__name__}"
-        # (a name the function reads, a global too: ``Layer_forward`` bound to
-        # something else in the module is not shadowed by the method)
-        while parsed.namespace.get(label, function) is not function or label in local:
-            label += "_"
-        closure[label] = function
-        labels.add(label)
-        program.methods.append((method.__self__, node.func.attr, function))
-        node.args.insert(0, node.func.value)
-        node.func = gast.Name(label, gast.Load(), None, None)
-    return labels
 
 
 def _own_names(parsed: ParsedFunction, captured: dict, program: Program) -> dict:
@@ -243,7 +233,7 @@ def _prepare(
     passed = [name for name in parsed.parameters if name in ranks] if helper else ()
     aliases.check(parsed, ranks, passed, generated=generated)
     # (after the check of what methods change or keep: it reads them as methods)
-    methods = _methods_as_functions(parsed, program)
+    methods = methods_as_functions(parsed, program)
     user_names = names_in(gast.Module(body=parsed.tree.body, type_ignores=[]))
     user_names |= set(parsed.parameters)
     namer = Namer(user_names)
@@ -259,7 +249,10 @@ def _prepare(
         # generated code computes on raw arrays: a module-level tensor (weights
         # made with ppto.tensor) is read as its array, as arguments are
         program.refs.bind(key, raw_value(value))
-    result = namer.fresh(parsed.name if parsed.name != "lambda_" else "result")
+    written = parsed.name
+    if written.startswith("__") and written.endswith("__"):
+        written = written.strip("_")  # (__call__'s value is call)
+    result = namer.fresh(written if written != "lambda_" else "result")
     body = unpack_in_steps(list(parsed.tree.body), namer)
     sequences = set(parsed.parameters)
     if not generated:
@@ -376,7 +369,7 @@ def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
     body = forward + seed + backward
     body.append(gast.Return(gast.Tuple([operand_expr(result), packed], gast.Load())))
     body = _cleanup(body, generator)
-    function_name = program.function_name(f"{parsed.name}_grad")
+    function_name = program.generated_name(parsed, "_grad")
     definition = function_definition(function_name, _arguments(parsed), body)
     program.add(definition, activity, generator.adjoints)
     return function_name
@@ -445,8 +438,8 @@ def split(
     if saved_names:
         store = gast.Tuple([name(n, True) for n in saved_names], gast.Store())
         backward.insert(0, gast.Assign([store], name(saved), None))
-    forward_name = program.function_name(f"{parsed.name}_forward")
-    backward_name = program.function_name(f"{parsed.name}_backward")
+    forward_name = program.generated_name(parsed, "_forward")
+    backward_name = program.generated_name(parsed, "_backward")
     program.add(
         function_definition(forward_name, _arguments(parsed), forward), activity
     )
@@ -514,7 +507,7 @@ def jvp(
     for tangent in tangent_parameters:  # keyword-only: parameters may have defaults
         arguments.kwonlyargs.append(gast.Name(tangent, gast.Param(), None, None))
         arguments.kw_defaults.append(None)
-    function_name = program.function_name(f"{parsed.name}_jvp")
+    function_name = program.generated_name(parsed, "_jvp")
     program.tangent_parameters[function_name] = tangent_parameters
     program.add(function_definition(function_name, arguments, body), activity)
     return function_name
@@ -528,7 +521,7 @@ def primal(parsed: ParsedFunction, wrt, ranks: dict, program: Program) -> str:
     ir_body, activity, generator = _prepare(parsed, parsed.parameters, ranks, program)
     body = generator.forward(ir_body)
     body.append(gast.Return(operand_expr(_result_operand(ir_body))))
-    function_name = program.function_name(parsed.name)
+    function_name = program.generated_name(parsed, "")
     program.add(function_definition(function_name, _arguments(parsed), body), activity)
     return function_name
 

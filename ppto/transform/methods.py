@@ -1,0 +1,304 @@
+"""Method calls differentiated as the functions they call.
+
+``model.forward(x)``, where ``model`` is an object the function reads from its module
+or a closure and ``forward`` a method its class defines in the user's code, becomes a
+call of that function with the object first, ``Model_forward(model, x)``; the stages
+after this one differentiate it as any function the user calls. Calling the object
+itself, ``model(x)`` where its class defines ``__call__``, is the same call of
+``__call__``.
+
+Inside a method reached so, the object its ``self`` holds is known as well, so calls
+through it are resolved alike: ``self.act(z)``, ``self.layer.forward(h)``,
+``self.layer(h)`` and an attribute holding a function or NumPy's (``self.act =
+np.tanh``): a model made of layers, as a PyTorch user writes one. Because what those
+calls reach depends on the object, each method is differentiated once per object
+it is called on, as a function object of its own (generated code is kept per
+function object): two layers of one class get one derivative each.
+
+A loop over a list or tuple of layers the code can see (``for layer in
+self.layers: x = layer(x)``, a ``Sequential``) is unrolled, one copy of its body per
+layer reading ``self.layers[0]``, ``self.layers[1]``..., whose calls are then
+resolved as above.
+
+What this reads is watched (``Program.still_current``): the method found on the
+object (``Layer.forward = other`` afterwards makes the program stale), each object
+reached through another (``model.layer = other_layer``) and the layers of an
+unrolled loop (``model.layers.append(layer)``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import gast
+
+from ppto.runtime.tensor import Tensor
+from ppto.transform.resolve import classify, is_library, static_value
+from ppto.transform.source import ParsedFunction
+from ppto.transform.trees import clone, stores
+
+
+def methods_as_functions(parsed: ParsedFunction, program) -> set:
+    """Rewrite the calls described in the module docstring in ``parsed``'s tree;
+    returns the names the called functions are bound under (in its closure map)."""
+    local = set(parsed.parameters) | stores(parsed.tree)
+    own = _own_object(parsed, program)
+    closure = parsed.namespace.maps[0]  # where names resolve (see _own_names)
+    labels = set()
+    parsed.tree.body = _unrolled(parsed.tree.body, parsed, local, own, program)
+    for node in gast.walk(parsed.tree):
+        if not isinstance(node, gast.Call):
+            continue
+        found, callee, receiver, attribute, reached = _callee(
+            node.func, parsed, local, own
+        )
+        if not found:
+            continue
+        if receiver is None:  # a function held by the object: called as it is
+            label = _label(callee, attribute, parsed, local, closure)
+            labels.add(label)
+            program.reached.extend(reached)
+            node.func = gast.Name(label, gast.Load(), None, None)
+            continue
+        method = _method(callee)
+        if method is None:
+            continue
+        function = method.__func__
+        copy = program.method_copies.copy(function, method.__self__)
+        label = _label(copy, program.method_copies.names[copy], parsed, local, closure)
+        labels.add(label)
+        program.reached.extend(reached)
+        if attribute is not None:
+            program.methods.append((method.__self__, attribute, function))
+        node.args.insert(0, receiver)
+        node.func = gast.Name(label, gast.Load(), None, None)
+    return labels
+
+
+def _unrolled(body: list, parsed: ParsedFunction, local: set, own, program) -> list:
+    """``body`` with each loop over layers unrolled (see the module docstring), in
+    nested blocks too."""
+    out = []
+    for statement in body:
+        for field, value in gast.iter_fields(statement):
+            if isinstance(value, list) and value and isinstance(value[0], gast.stmt):
+                setattr(statement, field, _unrolled(value, parsed, local, own, program))
+        layers = _layers(statement, parsed, local, own, program)
+        if layers is None:
+            out.append(statement)
+            continue
+        for index in range(len(layers)):
+            item = gast.Subscript(
+                clone(statement.iter), gast.Constant(index, None), gast.Load()
+            )
+            for copy in clone(statement.body):
+                out.append(_replaced(copy, statement.target.id, item))
+    return out
+
+
+def _layers(statement, parsed: ParsedFunction, local: set, own, program):
+    """The list or tuple a ``for`` loop goes over, where it is one of layers to
+    unroll: read from outside the function or through ``self``, every item a
+    function or an object of the user's code, and the loop plain (one name bound by
+    it and read only in it; no ``else``, ``break``, ``continue`` or ``return``)."""
+    if not isinstance(statement, gast.For) or statement.orelse:
+        return None
+    target = statement.target
+    if not isinstance(target, gast.Name) or target.id in parsed.parameters:
+        return None
+    jumps = (gast.Break, gast.Continue, gast.Return, gast.Yield, gast.YieldFrom)
+    inside = [node for part in statement.body for node in gast.walk(part)]
+    if any(isinstance(node, jumps) for node in inside):
+        return None
+    uses = [n for n in inside if isinstance(n, gast.Name) and n.id == target.id]
+    if any(not isinstance(n.ctx, gast.Load) for n in uses):
+        return None  # (rebound in the loop)
+    named = [n for n in gast.walk(parsed.tree) if isinstance(n, gast.Name)]
+    if sum(n.id == target.id for n in named) != len(uses) + 1:
+        return None  # (read or bound elsewhere: it would need its last value)
+    reached: list = []
+    found, layers = _value(statement.iter, parsed, local, own, reached)
+    if not found or type(layers) not in (list, tuple) or not layers:
+        return None
+    if not all(_is_layer(layer) for layer in layers):
+        return None
+    program.reached.extend(reached)
+    program.reached.append((layers, None, tuple(layers)))
+    return layers
+
+
+def _is_layer(value) -> bool:
+    """A function of the user's code or one with a ppto operator (``np.tanh``), or
+    an object of a class from the user's code (arrays, numbers: a loop the later
+    stages run as written)."""
+    if classify(value).kind == "operator":
+        return True
+    if inspect.isfunction(value) or inspect.ismethod(value):
+        return not is_library(getattr(value, "__func__", value))
+    if isinstance(value, type) or callable(value) is False:
+        return False
+    call = inspect.getattr_static(type(value), "__call__", None)
+    return inspect.isfunction(call) and not is_library(call)
+
+
+def _replaced(tree, name: str, item: gast.expr):
+    """``tree`` with each read of ``name`` made a read of ``item``."""
+
+    class Replace(gast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id == name and isinstance(node.ctx, gast.Load):
+                return gast.copy_location(clone(item), node)
+            return node
+
+    return Replace().visit(tree)
+
+
+def _own_object(parsed: ParsedFunction, program):
+    """``(self's name, the object)`` where ``parsed`` is a method differentiated for
+    one object and never rebinds ``self``; else None."""
+    objects = program.method_copies.objects
+    if parsed.fn not in objects or not parsed.parameters:
+        return None
+    name = parsed.parameters[0]
+    if name in stores(parsed.tree):
+        return None
+    return name, objects[parsed.fn]
+
+
+def _callee(func: gast.expr, parsed: ParsedFunction, local: set, own):
+    """``(found, callee, receiver, attribute, reached)``: what a call of ``func``
+    calls, the expression for the object a method is called on (None for a function
+    an object holds), the method's name on it, and the ``(object, attribute,
+    value)`` steps it went through."""
+    reached: list = []
+    found, value = _value(func, parsed, local, own, reached)
+    if not found:
+        return False, None, None, None, None
+    if inspect.ismethod(value) and isinstance(func, gast.Attribute):
+        reached.pop()  # (the method itself is watched as one: Program.methods)
+        return True, value, func.value, func.attr, reached
+    if inspect.ismethod(value) and isinstance(func, gast.Name):
+        # a bound method held under a name (forward = LAYER.forward): the object is
+        # read back from it where the call runs; what the name holds is watched
+        # as any global's value, and its method cannot change (no attribute)
+        receiver = gast.Attribute(gast.Name(func.id, gast.Load(), None, None),
+                                  "__self__", gast.Load())  # fmt: skip
+        return True, value, receiver, None, reached
+    if (  # a function the object holds (self.act = np.tanh), or a list
+        isinstance(func, (gast.Attribute, gast.Subscript))
+        and (_through_self(func, own) or isinstance(func, gast.Subscript))
+        and classify(value).kind in ("function", "operator")
+    ):
+        return True, value, None, _held_name(func), reached
+    call = inspect.getattr_static(type(value), "__call__", None)
+    if inspect.isfunction(call) and not is_library(call):  # (a model called)
+        return True, value.__call__, func, "__call__", reached
+    return False, None, None, None, None
+
+
+def _held_name(func: gast.expr) -> str:
+    """A name for a function held in an object or list, after where it is held:
+    ``activation`` for ``self.activation``, ``layers_0`` for ``self.layers[0]`` (not
+    the function's own, ``tanh``: that is the name of ppto's operator)."""
+    if isinstance(func, gast.Attribute):
+        return func.attr
+    holder = func.value
+    held = getattr(holder, "attr", None) or getattr(holder, "id", "function")
+    return f"{held}_{_index(func)}"
+
+
+def _value(node: gast.expr, parsed: ParsedFunction, local: set, own, reached: list):
+    """``(found, value)`` of a name or attribute chain read from outside the
+    function, or from the object ``self`` is known to hold, recording each
+    attribute read in ``reached``."""
+    if isinstance(node, gast.Name):
+        if own is not None and node.id == own[0]:
+            return True, own[1]
+        return static_value(node, parsed.namespace, local)
+    if isinstance(node, gast.Attribute):
+        found, holder = _value(node.value, parsed, local, own, reached)
+        if found and hasattr(holder, node.attr):
+            value = getattr(holder, node.attr)
+            reached.append((holder, node.attr, value))
+            return True, value
+    if isinstance(node, gast.Subscript) and _index(node) is not None:
+        found, holder = _value(node.value, parsed, local, own, reached)
+        index = _index(node)
+        if found and type(holder) in (list, tuple) and index < len(holder):
+            reached.append((holder, index, holder[index]))
+            return True, holder[index]
+    return False, None
+
+
+def _index(node: gast.Subscript) -> int | None:
+    """The index ``node`` reads where it is a constant ``int`` from 0."""
+    index = node.slice
+    if isinstance(index, gast.Constant) and type(index.value) is int:
+        return index.value if index.value >= 0 else None
+    return None
+
+
+def _through_self(node: gast.expr, own) -> bool:
+    """Whether ``node`` is an attribute read through the known ``self``."""
+    while isinstance(node, (gast.Attribute, gast.Subscript)):
+        node = node.value
+    return own is not None and isinstance(node, gast.Name) and node.id == own[0]
+
+
+def _method(method):
+    """The bound method to differentiate as its function, or None: a method of
+    the user's code on an object (not a class: a classmethod's first argument is its
+    class) holding no ppto tensors (generated code would read them through self:
+    refused as the method call it is)."""
+    if not inspect.ismethod(method) or is_library(method.__func__):
+        return None
+    if not inspect.isfunction(method.__func__) or inspect.isclass(method.__self__):
+        return None
+    held = getattr(method.__self__, "__dict__", {}).values()
+    if any(isinstance(value, Tensor) for value in held):
+        return None
+    return method
+
+
+def _label(value, label: str, parsed: ParsedFunction, local: set, closure) -> str:
+    """A name to bind ``value`` under in the function's closure map (``label``, a
+    method's copy's name, ``Layer_forward``, or the attribute a function is held
+    in, ``activation``), not hiding a global of that name or a local."""
+    while parsed.namespace.get(label, value) is not value or label in local:
+        label += "_"
+    closure[label] = value
+    return label
+
+
+class MethodCopies:
+    """Each method's function as a function object of its own per object it is
+    differentiated for (see the module docstring): the object its ``self`` holds,
+    and the name of the functions generated for it (``Layer_forward``: the class's
+    and the method's; error messages name the method as written)."""
+
+    def __init__(self) -> None:
+        self._copies: dict = {}  # (function, id of the object) -> its copy
+        self.objects: dict = {}  # copy -> the object (kept alive: ids stay unique)
+        self.names: dict = {}  # copy -> the name for generated functions
+
+    def copy(self, function: types.FunctionType, owner) -> types.FunctionType:
+        key = (function, id(owner))
+        if key not in self._copies:
+            copy = types.FunctionType(
+                function.__code__,
+                function.__globals__,
+                function.__name__,
+                function.__defaults__,
+                function.__closure__,
+            )
+            copy.__kwdefaults__ = function.__kwdefaults__
+            copy.__qualname__ = function.__qualname__
+            copy.__module__ = function.__module__
+            written = function.__name__  # (a lambda's is no identifier)
+            written = written.strip("_") if written.isidentifier() else "lambda"
+            name = f"{type(owner).__name__}_{written}"
+            self._copies[key] = copy
+            self.objects[copy] = owner
+            self.names[copy] = name if name.isidentifier() else "method"
+        return self._copies[key]

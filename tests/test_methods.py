@@ -1,0 +1,245 @@
+"""Models written as objects, the way a PyTorch user writes them: methods calling
+other methods and layers through ``self``, objects called (``__call__``), a layer's
+activation held as a function. Derivatives against central differences (gradient,
+forward mode, Hessian); what cannot be seen statically is refused at its line."""
+
+import numpy as np
+import pytest
+
+import ppto
+from tests.test_generated_code import assert_derivatives_match
+
+
+class _Dense:
+    def __init__(self, W, b, activation=np.tanh):
+        self.W = W
+        self.b = b
+        self.activation = activation
+
+    def __call__(self, x):
+        return self.forward(x)
+
+    def forward(self, x):
+        return self.activation(x @ self.W + self.b)
+
+
+class _SoftSign(_Dense):
+    """Overrides forward: ``__call__`` of the base class reaches this one for its
+    objects (the code generated for __call__ depends on the object)."""
+
+    @staticmethod
+    def squash(z):
+        return z / (1.0 + np.abs(z))
+
+    def forward(self, x):
+        return self.squash(x @ self.W + self.b)
+
+
+class _Net:
+    def __init__(self, rng):
+        self.hidden = _Dense(rng.standard_normal((3, 4)) * 0.5, rng.normal(size=4))
+        self.out = _SoftSign(rng.standard_normal((4, 2)) * 0.5, np.zeros(2))
+
+    def __call__(self, x):
+        return self.out(self.hidden(x))
+
+    def loss(self, x):
+        return np.sum(self(x) ** 2) + np.sum(self.hidden.forward(x))
+
+    def loss_of_flat(self, x):
+        return self.loss(x.reshape(2, 3))
+
+
+NET = _Net(np.random.default_rng(3))
+SCALE = _Dense(np.diag([2.0, -1.0, 0.5]), np.zeros(3), activation=np.sin)
+
+
+class _UsesAGlobalLayer:
+    def forward(self, x):
+        return SCALE(x) * 3.0
+
+
+USES_SCALE = _UsesAGlobalLayer()
+
+
+def net_loss(x):
+    return NET.loss_of_flat(x)
+
+
+def called_net(x):
+    return np.sum(NET(x) * np.array([1.0, -2.0]))
+
+
+def global_layer_in_a_method(x):
+    return np.sum(USES_SCALE.forward(x) ** 2)
+
+
+@pytest.mark.parametrize(
+    "function, size", [(net_loss, 6), (called_net, 3), (global_layer_in_a_method, 3)]
+)
+def test_methods_and_layers_reached_through_self(function, size):
+    # (refused before: "cannot differentiate the method .forward()")
+    x = np.linspace(-0.8, 0.7, size)
+    assert_derivatives_match(function, x)
+
+
+def test_each_object_gets_the_code_of_its_own_methods():
+    """``_Dense.__call__`` runs ``self.forward``: tanh for the hidden layer,
+    _SoftSign's for the output. One derivative of __call__ for both would be
+    wrong for one of them."""
+    source = ppto.show_grad(called_net)
+    for generated in ("_Dense_call", "_SoftSign_call", "_Dense_forward"):
+        assert f"def {generated}_forward(" in source
+    assert "def _SoftSign_forward_forward(" in source
+    assert "forward = tanh(t2)" in source  # (self.activation is np.tanh)
+
+
+def test_a_layer_or_function_given_again_is_differentiated_again(monkeypatch):
+    from tests.test_checkpoint import central_differences
+
+    x = np.linspace(-0.8, 0.7, 6)
+    gradient = ppto.grad(net_loss)
+    gradient(x)
+    rng = np.random.default_rng(5)
+    monkeypatch.setattr(NET, "out", _Dense(rng.normal(size=(4, 2)), np.ones(2)))
+    expected = central_differences(net_loss, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-6)
+    monkeypatch.setattr(NET.hidden, "activation", np.cos)
+    expected = central_differences(net_loss, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-6)
+
+
+class _Recursive:
+    def forward(self, x, steps):
+        if steps == 0:
+            return x
+        return self.forward(np.sin(x), steps - 1)
+
+
+class _Sequential:
+    def __init__(self, layers):
+        self.layers = layers
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+    def until_negative(self, x):
+        for layer in self.layers:
+            x = layer(x)
+            if np.sum(x) < 0.0:
+                break
+        return x
+
+
+RECURSIVE = _Recursive()
+SEQUENTIAL = _Sequential([SCALE, _Dense(np.eye(3), np.ones(3))])
+
+
+def recursive(x):
+    return np.sum(RECURSIVE.forward(x, 3))
+
+
+def sequential(x):
+    return np.sum(SEQUENTIAL.forward(x) ** 2)
+
+
+def sequential_with_a_break(x):
+    return np.sum(SEQUENTIAL.until_negative(x))
+
+
+ACTIVATIONS = [np.tanh, np.sin]
+
+
+def through_a_list_of_functions(x):
+    y = x
+    for activation in ACTIVATIONS:
+        y = activation(y) * 2.0
+    return np.sum(y)
+
+
+def test_a_loop_over_layers_is_unrolled(monkeypatch):
+    """``for layer in self.layers: x = layer(x)``, and over a module's list of
+    functions: one copy of the body per item (refused before: no ppto operator);
+    a layer added afterwards is seen."""
+    from tests.test_checkpoint import central_differences
+
+    x = np.array([0.3, -0.6, 0.8])
+    assert_derivatives_match(sequential, x)
+    assert_derivatives_match(through_a_list_of_functions, x)
+    gradient = ppto.grad(sequential)
+    gradient(x)
+    extra = _SoftSign(np.eye(3) * 0.7, np.full(3, 0.1))
+    monkeypatch.setattr(SEQUENTIAL, "layers", SEQUENTIAL.layers + [extra])
+    expected = central_differences(sequential, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
+    SEQUENTIAL.layers.append(SCALE)  # (the same list, one more layer)
+    expected = central_differences(sequential, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "function, message, line",
+    [
+        (recursive, "calls itself", "def forward(self, x, steps):"),
+        (sequential_with_a_break, "layer has no ppto operator", "x = layer(x)"),
+    ],
+)
+def test_what_cannot_be_resolved_is_refused_at_its_line(function, message, line):
+    with pytest.raises(ppto.TransformError, match=message) as raised:
+        ppto.grad(function)(np.linspace(-0.8, 0.7, 3))
+    assert line in str(raised.value)
+
+
+class _Polynomial:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def value(self, x, power=2.0, *, offset=0.0):
+        return np.sum((x + offset) ** power) * self.scale
+
+    def cubic(self, x):
+        return self.value(x, 3.0, offset=0.5)
+
+
+POLYNOMIAL = _Polynomial(0.5)
+
+
+def test_a_bound_method_is_differentiated_with_its_object():
+    """``ppto.grad(model.loss)``: refused before (a bound method); the object is
+    known, so the calls it makes through ``self`` are followed too."""
+    x = np.linspace(-0.8, 0.7, 6)
+    assert_derivatives_match(NET.loss_of_flat, x)
+    assert_derivatives_match(POLYNOMIAL.cubic, x)
+    gradient = ppto.grad(POLYNOMIAL.value)  # (its defaults, given or not)
+    np.testing.assert_allclose(gradient(x).numpy(), 0.5 * 2 * x, rtol=1e-12)
+    np.testing.assert_allclose(
+        gradient(x, 4.0, offset=1.0).numpy(), 0.5 * 4 * (x + 1.0) ** 3, rtol=1e-12
+    )
+
+
+FORWARD = SCALE.forward
+
+
+def through_a_bound_method_held_in_a_global(x):
+    return np.sum(FORWARD(x) ** 2)
+
+
+def test_a_bound_method_held_in_a_global_is_followed_and_watched(monkeypatch):
+    from tests.test_checkpoint import central_differences
+
+    x = np.linspace(-0.8, 0.7, 3)
+    assert_derivatives_match(through_a_bound_method_held_in_a_global, x)
+    gradient = ppto.grad(through_a_bound_method_held_in_a_global)
+    gradient(x)
+    monkeypatch.setitem(globals(), "FORWARD", _Dense(np.eye(3), np.ones(3)).forward)
+    expected = central_differences(through_a_bound_method_held_in_a_global, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
+
+
+def test_a_method_called_on_an_argument_says_how_to_show_ppto_the_object():
+    # (it said "use a ppto operator")
+    with pytest.raises(ppto.TransformError, match="self is an argument") as raised:
+        ppto.grad(_Net.loss, wrt=1)(NET, np.linspace(-0.8, 0.7, 6).reshape(2, 3))
+    assert "ppto.grad(MODEL.loss)" in str(raised.value)
