@@ -25,7 +25,7 @@ import numpy as np
 from ppto.ops import ALIASES
 from ppto.ops.primitive import OPERATORS
 from ppto.transform.source import ParsedFunction
-from ppto.transform.trees import loads, paired, stores
+from ppto.transform.trees import bound_arguments, loads, paired, stores
 
 VIEW_ATTRIBUTES = {"T", "mT", "real", "imag", "flat"}
 VIEW_CALLS = {
@@ -356,11 +356,7 @@ def _helper_results(parsed: ParsedFunction, local: set) -> dict:
         else:
             continue
         names, whole = set(), set()
-        passed = [
-            (parameters[position] if position < len(parameters) else None, argument)
-            for position, argument in enumerate(node.args)
-        ] + [(keyword.arg, keyword.value) for keyword in node.keywords]
-        for parameter, argument in passed:
+        for parameter, argument in bound_arguments(node, parameters):
             if parameter not in parameters or parameter in returned:
                 names |= _viewed(argument)
                 if returned.get(parameter, True) and isinstance(argument, gast.Name):

@@ -29,7 +29,7 @@ from ppto.transform.resolve import (
     static_value,
 )
 from ppto.transform.source import ParsedFunction
-from ppto.transform.trees import called, loads, name_counts, paired
+from ppto.transform.trees import bound_arguments, called, loads, name_counts, paired
 
 # calls that read only their arguments' shapes; split_points comes from concat's
 # gradient rule, so second derivatives meet it in generated code
@@ -636,14 +636,10 @@ class Normalizer:
             return  # (its source cannot be read: it cannot be checked either)
         self.check_call_arguments(node, parsed)
         caller = parse_function(self.parsed.fn).tree  # (as written: not lifted)
-        given = list(enumerate(node.args[: len(parsed.parameters)]))
-        given += [  # (by keyword: record(h, tracker=T))
-            (parsed.parameters.index(k.arg), k.value)
-            for k in node.keywords
-            if k.arg in parsed.parameters
-        ]
-        for position, argument in given:
-            holder = parsed.parameters[position]
+        for holder, argument in bound_arguments(node, parsed.parameters):
+            if holder is None:
+                continue
+            position = parsed.parameters.index(holder)
             root = argument
             while isinstance(root, (gast.Attribute, gast.Subscript)):
                 root = root.value
@@ -674,9 +670,8 @@ class Normalizer:
         (``offset``: its parameters bound already, a method's self)."""
         from ppto.transform import aliases
 
-        names = parsed.parameters[offset:]
-        passed = [names[i] for i in range(min(len(node.args), len(names)))]
-        passed += [k.arg for k in node.keywords if k.arg in names]
+        bound = bound_arguments(node, parsed.parameters[offset:])
+        passed = [parameter for parameter, _ in bound if parameter is not None]
         aliases.check(parsed, None, passed, lists_only=lists_only)
 
     def setitem(self, node) -> None:
@@ -1168,13 +1163,12 @@ class Normalizer:
         else:
             names, returned = [], {}
         whole = {name for name, kept in returned.items() if kept}
-        inputs = [
-            self.argument(argument, i < len(names) and names[i] in whole)
-            for i, argument in enumerate(node.args)
+        operands = [  # (in the order written: a list passed is copied here)
+            self.argument(argument, parameter in whole)
+            for parameter, argument in bound_arguments(node, names)
         ]
-        keywords = {
-            k.arg: self.argument(k.value, k.arg in whole) for k in node.keywords
-        }
+        inputs = operands[: len(node.args)]
+        keywords = dict(zip((k.arg for k in node.keywords), operands[len(node.args) :]))
         targets = [t or self.namer.temporary() for t in targets]
         try:
             parsed = parse_function(function)

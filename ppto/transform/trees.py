@@ -77,6 +77,21 @@ def paired(target, value) -> list:
     return [(name, value, False) for name in sorted(stores(target))]
 
 
+def bound_arguments(call, parameters) -> list:
+    """``(parameter, argument)`` for each argument of ``call``, positional ones in
+    order, then keywords: the name among ``parameters`` it is passed as, or None
+    where it is none of them (one past the last, ``**options``)."""
+    count = len(parameters)
+    bound = [
+        (parameters[position] if position < count else None, argument)
+        for position, argument in enumerate(call.args)
+    ]
+    return bound + [
+        (keyword.arg if keyword.arg in parameters else None, keyword.value)
+        for keyword in call.keywords
+    ]
+
+
 def load_counts(node) -> dict[str, int]:
     """How many times a tree (or list of trees) reads each name."""
     return name_counts(node, "Load")
