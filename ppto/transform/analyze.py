@@ -398,6 +398,15 @@ def operand_rank(operand, ranks):
     return None
 
 
+def call_specialisation(call: ir.CallFunction, ranks: dict, lists: set) -> tuple:
+    """What a derivative of ``call``'s function is specialised on besides the
+    operands differentiated, alike in both modes: ``(ranks by position, ranks by
+    keyword, where lists are passed)``."""
+    by_position = [operand_rank(x, ranks) for x in call.inputs]
+    by_name = {k: operand_rank(x, ranks) for k, x in call.keywords.items()}
+    return by_position, by_name, ir.lists_passed(call, lists)
+
+
 def _index_rank(rank, index, ranks):
     """The rank after basic indexing with a literal index, else None."""
     parts = index.elts if isinstance(index, gast.Tuple) else [index]

@@ -14,6 +14,7 @@ import numpy as np
 
 from ppto.ops.primitive import OperatorDef, require_rule
 from ppto.transform import ir, lists
+from ppto.transform.analyze import call_specialisation
 from ppto.transform.inline import inline_tangent, operand_expr
 from ppto.transform.reverse import (
     _pop,
@@ -280,16 +281,8 @@ class TangentGenerator:
         names = [k for k, x in s.keywords.items() if self.has(x)]
         if not positions and not names:
             return self.generator.forward_statement(s)
-        from ppto.transform.analyze import operand_rank
-
-        ranks = [operand_rank(x, self.activity.ranks) for x in s.inputs]
-        by_name = {
-            k: operand_rank(x, self.activity.ranks) for k, x in s.keywords.items()
-        }
-        listed = ir.lists_passed(s, self.generator.lists)
-        jvp_name, parameters = self.callees(
-            s.function, positions, names, ranks, by_name, listed
-        )
+        specialised = call_specialisation(s, self.activity.ranks, self.generator.lists)
+        jvp_name, parameters = self.callees(s.function, positions, names, *specialised)
         tangents = [self.materialised(s.inputs[i]) for i in positions]
         tangents += [self.materialised(s.keywords[k]) for k in names]
         keywords = keywords + [gast.keyword(p, t) for p, t in zip(parameters, tangents)]

@@ -15,7 +15,7 @@ import numpy as np
 
 from ppto.ops.primitive import require_rule
 from ppto.transform import ir, lists
-from ppto.transform.analyze import operand_rank
+from ppto.transform.analyze import call_specialisation, operand_rank
 from ppto.transform.emit import comment
 from ppto.transform.inline import inline_rule, operand_expr
 from ppto.transform.source import closure_values, signature
@@ -284,12 +284,8 @@ class Generator:
         keywords = [k for k, x in s.keywords.items() if self.activity.active(x)]
         if not positions and not keywords:
             return None
-        ranks = [operand_rank(x, self.activity.ranks) for x in s.inputs]
-        by_name = {
-            k: operand_rank(x, self.activity.ranks) for k, x in s.keywords.items()
-        }
-        listed = ir.lists_passed(s, self.lists)
-        return self.callees(s.function, positions, keywords, ranks, by_name, listed)
+        specialised = call_specialisation(s, self.activity.ranks, self.lists)
+        return self.callees(s.function, positions, keywords, *specialised)
 
     # --- backward -------------------------------------------------------------------
 
