@@ -337,3 +337,27 @@ def test_a_pass_given_a_gradient_of_another_shape_gives_its_statements_results(
         assert np.shape(result) == np.shape(expected), np.shape(other)
         assert np.asarray(result).dtype == np.asarray(expected).dtype
         np.testing.assert_allclose(result, expected, rtol=1e-12, atol=1e-12)
+
+
+def column_sums_kept(x, y, keep):
+    t = np.sum(np.tanh(x * y + x) * np.exp(-x) * y, axis=0, keepdims=keep)
+    return np.sum(np.sin(t[0]))
+
+
+def test_a_sum_whose_keepdims_is_a_name_is_not_taken_for_a_column_sum():
+    """``keepdims=keep`` is not a literal: the region cannot tell whether the sum
+    keeps its axis. It was taken for False (a column sum of shape ``(m,)`` where the
+    statement makes ``(1, m)``: ``t[0]`` then read one number, not the row), and the
+    statements kept for its fallback read ``keep``, which they were not passed."""
+    rng = np.random.default_rng(10)
+    shape = (LARGE // 100 + 1, 100)  # at least LARGE elements: fused as it is
+    args = (rng.standard_normal(shape), rng.standard_normal(shape), True)
+    gradient = ppto.value_and_grad(column_sums_kept)
+    kernels = region_kernels(gradient, args)  # (it runs the gradient once)
+    assert kernels
+    for kernel in kernels:  # (a name its statements read is passed to them)
+        assert "keep" not in kernel.fallback.__code__.co_names
+    value, dx = gradient(*args)  # (the second call runs the lowered code)
+    np.testing.assert_allclose(float(value), column_sums_kept(*args), rtol=1e-12)
+    _, plain_dx = unfused_value_and_grad(column_sums_kept, 0, args)
+    np.testing.assert_allclose(dx.numpy(), plain_dx.numpy(), rtol=1e-10, atol=1e-12)

@@ -36,9 +36,11 @@ from ppto.fusion.registry import ALIASES
 from ppto.ops.elementwise import stop_gradient
 from ppto.ops.reductions import reduce_max, reduce_mean, reduce_sum, unreduce
 from ppto.ops.shape import ones_like, unbroadcast
+from ppto.transform.analyze import NOT_LITERAL, literal
 from ppto.transform.emit import Comment
 from ppto.transform.region_writer import RegionWriter
 from ppto.transform.trees import (
+    bound_arguments,
     clone,
     function_definition,
     load_counts,
@@ -144,20 +146,24 @@ def _shaped(call, namespace, extended, op):
     if op is stop_gradient:
         return first if len(call.args) == 1 and not call.keywords else None
     if op in _REDUCTIONS:
-        options = _constants(call, 1, ("axis", "keepdims"))
-        axis = options.get("axis")
-        if type(axis) is not int or options.get("keepdims") is not True:
+        options = _options(call, op, 1)
+        if options is None:
             return None
-        return Node(_REDUCTIONS[op], [first], value=axis)
+        if type(options["axis"]) is not int or options["keepdims"] is not True:
+            return None
+        return Node(_REDUCTIONS[op], [first], value=options["axis"])
     like = call.args[1] if len(call.args) > 1 else None
-    if op in (unbroadcast, unreduce) and isinstance(like, gast.Name):
-        if op is unbroadcast:
-            return Node("unbroadcast", [first, Node(leaf=like.id)])
-        # without keepdims a reduced value is reshaped first: only a 0-d one is
-        # broadcast as it is (checked once the shapes are known)
-        keeps = _constants(call, 2, ("axis", "keepdims")).get("keepdims") is True
-        return Node("expand", [first, Node(leaf=like.id)], value=keeps)
-    return None
+    if not isinstance(like, gast.Name):
+        return None
+    options = _options(call, op, 2)
+    if options is None:
+        return None
+    if op is unbroadcast:
+        return Node("unbroadcast", [first, Node(leaf=like.id)])
+    # without keepdims a reduced value is reshaped first: only a 0-d one is
+    # broadcast as it is (checked once the shapes are known)
+    keeps = options["keepdims"] is True
+    return Node("expand", [first, Node(leaf=like.id)], value=keeps)
 
 
 def _node(name, arguments, namespace, extended):
@@ -185,15 +191,17 @@ def _step(statement, namespace, extended: bool = True):
                 return Step(statement, target, "sum", source=argument.id)
             if op is ones_like:
                 return Step(statement, target, "ones", source=argument.id)
-        if extended and op is reduce_sum and value.args:
-            options = _constants(value, 1, ("axis", "keepdims"))
-            axis, keepdims = options.get("axis"), options.get("keepdims", False)
-            if keepdims is False and (type(axis) is int or type(axis) is tuple):
+        options = _options(value, op, 1) if op is reduce_sum else None
+        if extended and options is not None and value.args:
+            axis = options["axis"]
+            if type(axis) is int:
+                axis = (axis,)
+            if options["keepdims"] is False and _integers(axis):
                 tree = _decode(value.args[0], namespace, extended)
                 if tree is None:
                     return None
                 step = Step(statement, target, "colsum", tree)
-                step.axes = axis if type(axis) is tuple else (axis,)
+                step.axes = axis
                 return step
     if isinstance(value, gast.Name):
         return Step(statement, target, "copy", source=value.id)
@@ -205,31 +213,27 @@ def _step(statement, namespace, extended: bool = True):
     return Step(statement, target, "tree", tree=tree)
 
 
-def _constants(call, first: int, names: tuple) -> dict:
-    """``call``'s arguments ``names`` (positional from ``first``, or keywords) that
-    are written as constants (``-1`` included), by name."""
-    written = dict(zip(names, call.args[first:]))
-    written.update((k.arg, k.value) for k in call.keywords if k.arg in names)
-    found = {}
-    for name, node in written.items():
-        if isinstance(node, gast.Tuple):
-            items = [_constant(item) for item in node.elts]
-            if all(type(item) is int for item in items):
-                found[name] = tuple(items)
-        elif (value := _constant(node)) is not _NOT_CONSTANT:
-            found[name] = value
-    return found
+def _options(call, op, operands: int) -> dict | None:
+    """The options of ``call`` of ``op`` (the parameters after its first
+    ``operands``) by name, defaults included; None unless each argument written for
+    one is a literal (a name's value is not known when the region is written, and
+    the statements kept for its fallback would read a name it does not pass them)
+    and every argument is one of ``op``'s parameters."""
+    parameters = list(op.input_names) + list(op.param_names)
+    options = dict(op.defaults)
+    for parameter, argument in bound_arguments(call, parameters):
+        if parameter in parameters[:operands]:
+            continue
+        value = NOT_LITERAL if parameter is None else literal(argument)
+        if value is NOT_LITERAL:
+            return None
+        options[parameter] = value
+    return options
 
 
-_NOT_CONSTANT = object()
-
-
-def _constant(node):
-    """The value of a constant (``-1`` included), or ``_NOT_CONSTANT``."""
-    if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
-        value = _constant(node.operand)
-        return -value if type(value) is int else _NOT_CONSTANT
-    return node.value if isinstance(node, gast.Constant) else _NOT_CONSTANT
+def _integers(value) -> bool:
+    """Whether ``value`` is a tuple of integers (axes)."""
+    return type(value) is tuple and all(type(item) is int for item in value)
 
 
 def find_regions(
