@@ -309,6 +309,86 @@ def test_a_tensor_reached_through_a_module_level_object_is_read_as_its_array():
         np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7, atol=1e-9)
 
 
+def _scaled_exp(v, scale=2.0):
+    return ppto.exp(v) * scale
+
+
+class _Scaler:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def __call__(self, v):
+        return ppto.exp(v) * self.scale
+
+
+HELPER_LIST = [_scaled_exp]
+HELPER_HOLDER = types.SimpleNamespace(helper=_scaled_exp)
+SCALER = _Scaler(2.0)
+SCALED_BY_TWO = functools.partial(_scaled_exp, scale=2.0)
+
+
+def weighted_by_a_listed_helper(x, y):
+    return np.sum(np.sin(x) * HELPER_LIST[0](y))
+
+
+def weighted_by_a_held_helper(x, y):
+    return np.sum(np.sin(x) * HELPER_HOLDER.helper(y))
+
+
+def weighted_by_a_callable_object(x, y):
+    return np.sum(np.sin(x) * SCALER(y))
+
+
+def weighted_by_a_partial(x, y):
+    return np.sum(np.sin(x) * SCALED_BY_TWO(y))
+
+
+def _rebind_the_helper(function) -> None:
+    """Give the object ``function`` reaches its helper through another helper (or
+    scale)."""
+    tripled = functools.partial(_scaled_exp, scale=3.0)
+    if function is weighted_by_a_listed_helper:
+        HELPER_LIST[0] = tripled
+    elif function is weighted_by_a_held_helper:
+        HELPER_HOLDER.helper = tripled
+    elif function is weighted_by_a_callable_object:
+        SCALER.scale = 3.0
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        weighted_by_a_listed_helper,
+        weighted_by_a_held_helper,
+        weighted_by_a_callable_object,
+        weighted_by_a_partial,
+    ],
+)
+def test_a_helper_called_on_a_constant_through_an_object_gives_arrays(function):
+    """A user's callable on a value not differentiated, reached through a module-level
+    object (``HELPERS[0](y)``, ``NS.helper(y)``) or not a plain function (a callable
+    object, a partial): lowered code called it and computed on the tensor it
+    returned ('np.add.reduce ... has no ppto operator'), or, through an attribute,
+    called the function the attribute held when the code was lowered (a stale value
+    once it held another). It is read when the code runs, its result as arrays."""
+    from tests.test_checkpoint import central_differences
+
+    rng = np.random.default_rng(11)
+    args = (rng.standard_normal(5), rng.standard_normal(5))
+    saved = (HELPER_LIST[0], HELPER_HOLDER.helper, SCALER.scale)
+    gradient = ppto.value_and_grad(function)
+    try:
+        for _ in range(2):
+            for _ in range(2):  # (the second call runs the lowered code)
+                value, dx = gradient(*args)
+                assert float(value) == pytest.approx(float(function(*args)), rel=1e-12)
+                expected = central_differences(function, args, 0)
+                np.testing.assert_allclose(dx.numpy(), expected, rtol=1e-7, atol=1e-9)
+            _rebind_the_helper(function)
+    finally:
+        HELPER_LIST[0], HELPER_HOLDER.helper, SCALER.scale = saved
+
+
 def test_grad_objects_of_one_function_share_its_transform():
     x = np.linspace(0.1, 1.0, 4)
     first = ppto.grad(uses_scale)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import types
 from functools import cache
 
 import gast
@@ -93,7 +94,12 @@ class Lowering(gast.NodeTransformer):
 
     def visit_Call(self, node):
         self.generic_visit(node)
-        target = _static(node.func, self.namespace)
+        target = _static_read(node.func, self.namespace)
+        if _user_callable(target) and _held_by_an_object(node.func, self.namespace):
+            # (``HELPERS[0](y)``, ``NS.helper(y)``): what the object holds when the
+            # code runs, not when it was lowered (nothing watches an object's
+            # attributes and items for another value, as globals are watched)
+            return self.raw_results(node)
         if isinstance(target, Primitive):
             return self.lower_primitive(node, target)
         constructor = _CONSTRUCTORS.get(target) if _hashable(target) else None
@@ -127,7 +133,15 @@ class Lowering(gast.NodeTransformer):
                 None,
                 None,
             )
+        elif _user_callable(target):  # a callable object, a partial
+            return self.raw_results(node)
         return node
+
+    def raw_results(self, call):
+        """``call`` of a user's callable, its results read as arrays when it runs
+        (it may return tensors: generated code computes on arrays)."""
+        label = self.bind(_unwrap, "raw_results", key=("raw_results",))
+        return gast.Call(gast.Name(label, gast.Load(), None, None), [call], [])
 
     def visit_Attribute(self, node):
         self.generic_visit(node)
@@ -318,6 +332,31 @@ def _is_user(function) -> bool:
     return module.split(".")[0] not in {"ppto", "numpy", "cupy", "math"}
 
 
+def _user_callable(target) -> bool:
+    """Whether ``target`` is a user's callable, or an operator: what it returns may
+    be tensors. (Builtins and NumPy's methods, of no module, return no tensors.)"""
+    if isinstance(target, (Primitive, OperatorDef)) or _from_ppto(target):
+        return True
+    module = getattr(target, "__module__", None)
+    return (
+        callable(target)
+        and isinstance(module, str)
+        and module.split(".")[0] not in {"ppto", "numpy", "cupy", "math", "builtins"}
+    )
+
+
+def _held_by_an_object(node, namespace) -> bool:
+    """Whether ``node`` is an attribute or item of a module-level object other than
+    a module (``NS.helper``, ``HELPERS[0]``; not ``ppto.nn.relu``)."""
+    if isinstance(node, gast.Subscript):
+        return True
+    if not isinstance(node, gast.Attribute):
+        return False
+    if not isinstance(_static_read(node.value, namespace), types.ModuleType):
+        return True
+    return _held_by_an_object(node.value, namespace)
+
+
 def _literal(value):
     if isinstance(value, tuple):
         return gast.Tuple([_literal(v) for v in value], gast.Load())
@@ -348,15 +387,6 @@ def _static_read(node, namespace):
         return container[node.slice.value]
     except (IndexError, KeyError, TypeError):
         return None
-
-
-def _static(node, namespace):
-    if isinstance(node, gast.Name):
-        return namespace.get(node.id)
-    if isinstance(node, gast.Attribute):
-        base = _static(node.value, namespace)
-        return getattr(base, node.attr, None) if base is not None else None
-    return None
 
 
 FRESH = {"zeros_like", "zeros", "ones_like", "ones", "full_like", "full", "empty_like"}
