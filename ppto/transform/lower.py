@@ -29,7 +29,7 @@ from ppto.transform.fuse import FUSED_KINDS, fuse_program
 from ppto.transform.release import release_dead_values
 from ppto.transform.source import function_source
 from ppto.transform.syntax import to_gast
-from ppto.transform.trees import clone, name_counts
+from ppto.transform.trees import bound_arguments, clone, name_counts
 
 
 @cache
@@ -219,15 +219,10 @@ class Lowering(gast.NodeTransformer):
 
     def bind_arguments(self, node, op: Primitive) -> dict:
         names = list(inspect.signature(op.impl).parameters)[1:]
-        bound = {}
-        for position, argument in enumerate(node.args):
-            bound[names[position]] = argument
-        for keyword in node.keywords:
-            bound[keyword.arg] = keyword.value
+        bound = {p: a for p, a in bound_arguments(node, names) if p is not None}
         for name in names:
             if name not in bound:
-                default = op.defaults.get(name)
-                bound[name] = _literal(default)
+                bound[name] = _literal(op.defaults.get(name))
         return bound
 
     def inline(self, op: Primitive, arguments: dict):

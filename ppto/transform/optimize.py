@@ -13,6 +13,7 @@ import numpy as np
 
 from ppto.transform.analyze import NOT_LITERAL, expression_shape, literal
 from ppto.transform.trees import (
+    bound_arguments,
     clone,
     copied_name,
     load_counts,
@@ -452,8 +453,7 @@ def _broadcast_of_scalar(statement, namespace, unreduce, shapes):
     ):
         return None
     call = statement.value
-    arguments = dict(zip(("x", "like", "axis", "keepdims"), call.args))
-    arguments.update({k.arg: k.value for k in call.keywords})
+    arguments = dict(bound_arguments(call, ("x", "like", "axis", "keepdims")))
     source, like = arguments.get("x"), arguments.get("like")
     axis = literal(arguments.get("axis", gast.Constant(None, None)))
     keepdims = literal(arguments.get("keepdims", gast.Constant(False, None)))
