@@ -438,6 +438,54 @@ def tempered():
     return loss, set_temperature
 
 
+def _doubled(v):
+    return v * 2.0
+
+
+def _tripled(v):
+    return v * 3.0
+
+
+ACTIVATIONS = types.SimpleNamespace(act=ppto.tanh, scale=_doubled)
+CONFIG = types.SimpleNamespace(layers=ACTIVATIONS)
+
+
+def activated_through_objects(x):
+    return np.sum(ACTIVATIONS.act(x) * CONFIG.layers.scale(x))
+
+
+@pytest.mark.parametrize(
+    "rebind",
+    [
+        lambda: setattr(ACTIVATIONS, "act", ppto.sin),  # an operator
+        lambda: setattr(ACTIVATIONS, "scale", _tripled),  # a function
+        lambda: setattr(  # the object holding them
+            CONFIG, "layers", types.SimpleNamespace(act=ppto.tanh, scale=_tripled)
+        ),
+    ],
+    ids=["operator", "function", "holder"],
+)
+def test_a_callee_held_by_an_object_and_rebound_is_differentiated_again(
+    rebind, monkeypatch
+):
+    """``ACTIVATIONS.act(x)``: the transform differentiates the function the
+    attribute holds; given another (``ACTIVATIONS.act = ppto.sin``), the gradient
+    was the first one's, stale, the attribute being watched by nothing (a global is
+    watched, and a method called on an object)."""
+    from tests.test_checkpoint import central_differences
+
+    monkeypatch.setattr(ACTIVATIONS, "act", ppto.tanh)
+    monkeypatch.setattr(ACTIVATIONS, "scale", _doubled)
+    monkeypatch.setattr(CONFIG, "layers", ACTIVATIONS)
+    x = np.linspace(-0.8, 1.1, 5)
+    gradient = ppto.grad(activated_through_objects)
+    for _ in range(2):
+        for _ in range(2):  # (the second call takes the fast path)
+            expected = central_differences(activated_through_objects, (x,), 0)
+            np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
+        rebind()
+
+
 def test_a_grad_object_made_before_a_change_does_not_keep_the_old_gradient(
     monkeypatch,
 ):

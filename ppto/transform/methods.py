@@ -154,6 +154,38 @@ def _replaced(tree, name: str, item: gast.expr):
     return Replace().visit(tree)
 
 
+def watch_held_callees(parsed: ParsedFunction, program) -> None:
+    """Record in ``program.reached`` each link of the attribute chains through which
+    ``parsed`` calls an operator or a function, which the code is the derivative of
+    (``CONFIG.layers.act(x)``: ``CONFIG.layers`` and ``.act``), where the link is an
+    object's attribute, not a module's, and reads the same object each time (not a
+    bound method made anew, a property: methods are watched as such). (What else
+    is called through an object is called when the code runs.)"""
+    local = set(parsed.parameters) | stores(parsed.tree)
+    for node in gast.walk(parsed.tree):
+        if not isinstance(node, gast.Call):
+            continue
+        found, callee = static_value(node.func, parsed.namespace, local)
+        if not found or classify(callee).kind not in ("operator", "function"):
+            continue
+        link = node.func
+        while isinstance(link, gast.Attribute):
+            found, holder = static_value(link.value, parsed.namespace, local)
+            if not found:
+                break
+            value = getattr(holder, link.attr, _MISSING)
+            if (
+                not isinstance(holder, types.ModuleType)
+                and value is not _MISSING
+                and getattr(holder, link.attr, None) is value
+            ):
+                program.reached.append((holder, link.attr, value))
+            link = link.value
+
+
+_MISSING = object()
+
+
 def _own_object(parsed: ParsedFunction, program):
     """``(self's name, the object)`` where ``parsed`` is a method differentiated for
     one object and never rebinds ``self``; else None."""

@@ -24,7 +24,11 @@ from ppto.transform.analyze import analyze, check_reachable, operand_rank
 from ppto.transform.emit import compile_source, render_function
 from ppto.transform.idioms import stop_shift_gradients
 from ppto.transform.lower import raw_value
-from ppto.transform.methods import MethodCopies, methods_as_functions
+from ppto.transform.methods import (
+    MethodCopies,
+    methods_as_functions,
+    watch_held_callees,
+)
 from ppto.transform.names import Namer, names_in
 from ppto.transform.normalize import Normalizer, varied_names
 from ppto.transform.optimize import (
@@ -234,6 +238,7 @@ def _prepare(
     aliases.check(parsed, ranks, passed, generated=generated)
     # (after the check of what methods change or keep: it reads them as methods)
     methods = methods_as_functions(parsed, program)
+    watch_held_callees(parsed, program)
     user_names = names_in(gast.Module(body=parsed.tree.body, type_ignores=[]))
     user_names |= set(parsed.parameters)
     namer = Namer(user_names)
