@@ -2,6 +2,7 @@
 it shows the generated line, and a value under ``ppto.stop_gradient`` gets no adjoint
 at all (not a zero one)."""
 
+import collections
 import functools
 import importlib
 import io
@@ -436,6 +437,41 @@ def tempered():
         temperature = value
 
     return loss, set_temperature
+
+
+_Pair = collections.namedtuple("_Pair", "scaled shifted")
+
+
+def _pair_of(v):
+    return _Pair(v * 2.0, v + 1.0)
+
+
+def weighted_by_a_helpers_named_tuple(x, y):
+    pair = _pair_of(y)
+    return np.sum(np.sin(x) * pair.scaled + pair.shifted)
+
+
+def weighted_by_a_named_tuple_made_here(x, y):
+    pair = _Pair(y, y * 2.0)
+    return np.sum(np.sin(x) * pair.scaled + pair.shifted)
+
+
+@pytest.mark.parametrize(
+    "function", [weighted_by_a_helpers_named_tuple, weighted_by_a_named_tuple_made_here]
+)
+def test_a_named_tuple_on_values_not_differentiated_keeps_its_fields(function):
+    """A helper's result is read as arrays in lowered code: a named tuple it returned
+    became a plain tuple ('tuple' object has no attribute 'scaled'); so did one
+    made by calling its class once callables other than functions were read so."""
+    from tests.test_checkpoint import central_differences
+
+    args = (np.linspace(-0.5, 1.0, 4), np.linspace(0.3, 0.9, 4))
+    gradient = ppto.value_and_grad(function)
+    for _ in range(2):  # (the second call runs the lowered code)
+        value, dx = gradient(*args)
+        assert float(value) == pytest.approx(float(function(*args)), rel=1e-12)
+        expected = central_differences(function, args, 0)
+        np.testing.assert_allclose(dx.numpy(), expected, rtol=1e-7, atol=1e-9)
 
 
 def _doubled(v):

@@ -70,7 +70,9 @@ def _unwrap(value):
     if isinstance(value, Tensor):
         return value.data
     if isinstance(value, tuple):
-        return tuple(_unwrap(v) for v in value)
+        items = [_unwrap(v) for v in value]
+        # (a named tuple keeps its class: the caller reads its fields)
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
     return value
 
 
@@ -329,9 +331,12 @@ def _is_user(function) -> bool:
 
 def _user_callable(target) -> bool:
     """Whether ``target`` is a user's callable, or an operator: what it returns may
-    be tensors. (Builtins and NumPy's methods, of no module, return no tensors.)"""
+    be tensors. (Builtins and NumPy's methods, of no module, return no tensors; a
+    class makes an object of its own, which holds what it was given.)"""
     if isinstance(target, (Primitive, OperatorDef)) or _from_ppto(target):
         return True
+    if inspect.isclass(target):
+        return False
     module = getattr(target, "__module__", None)
     return (
         callable(target)
