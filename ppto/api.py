@@ -498,12 +498,14 @@ class Transformed:
                 and self._registered == registrations()
             ):
                 raws = [a.data if type(a) is Tensor else a for a in args]
-                return self.finish_on_cpu(*fast[0](*raws), fast[1])
+                return self.finish_on_cpu(*fast[0](*raws), fast[1], fast[3])
         self._ensure_current()
         call, values, ranks, homes, device = self.prepare(args, kwargs)
         dtypes = [getattr(values[p], "dtype", None) for p in self._wrt_positions]
+        # (a gradient is laid out as its argument: an nhwc image's is nhwc)
+        layouts = [ranks[p] and ranks[p][2] for p in self._wrt_positions]
         value, grads = self.run(0, ranks, device, values)
-        result = self.finish(value, grads, homes, device, dtypes, values)
+        result = self.finish(value, grads, homes, device, dtypes, values, layouts)
         if (
             key is not None
             and device == CPU
@@ -511,34 +513,41 @@ class Transformed:
             and not self._keyword_only
         ):
             entry = self._entries[(ranks, "cpu", 0, key[-1])]
-            self._fast[key] = (entry, dtypes, self._programs[ranks][0])
+            self._fast[key] = (entry, dtypes, self._programs[ranks][0], layouts)
         return result
 
-    def finish_on_cpu(self, value, grads, dtypes: list):
+    def finish_on_cpu(self, value, grads, dtypes: list, layouts: list):
         """``finish`` for a call whose arrays were all on the CPU (nothing moved)."""
         if type(value) is not np.float64 and type(value) is not np.float32:
             _require_scalar(value, self.__name__)
         grads = (grads,) if len(self.wrt) == 1 else _separate(grads)
         placed = tuple(
-            Tensor(g, CPU)
+            Tensor(g, CPU, layout)
             if type(g) is np.ndarray and g.dtype == dtype and g.flags.writeable
-            else _as_tensor(_in_dtype(g, dtype), CPU)
-            for g, dtype in zip(grads, dtypes)
+            else _laid_out(_as_tensor(_in_dtype(g, dtype), CPU), layout)
+            for g, dtype, layout in zip(grads, dtypes, layouts)
         )
         return self.result(value, placed, CPU)
 
-    def finish(self, value, grads, homes, device: Device, dtypes: list, values: list):
+    def finish(
+        self, value, grads, homes, device: Device, dtypes: list, values, layouts
+    ):
         """The caller's result from the generated code's ``(value, gradients)``:
         each gradient in its argument's dtype (a float32 parameter's gradient is
-        float32 even where the function computed in float64) and on its device.
+        float32 even where the function computed in float64), layout and device.
         (Calls taking the fast path have the shapes of one that came here.)"""
         _require_scalar(value, self.__name__)
         grads = (grads,) if len(self.wrt) == 1 else _separate(grads)
         arguments = [values[position] for position in self._wrt_positions]
         _check_shapes(self.__name__, grads, arguments, self.wrt)
         placed = tuple(
-            _place(_in_dtype(g, dtype), homes.get(position, device), device)
-            for g, position, dtype in zip(grads, self._wrt_positions, dtypes)
+            _laid_out(
+                _place(_in_dtype(g, dtype), homes.get(position, device), device),
+                layout,
+            )
+            for g, position, dtype, layout in zip(
+                grads, self._wrt_positions, dtypes, layouts
+            )
         )
         return self.result(value, placed, device)
 
@@ -692,6 +701,14 @@ def _as_tensor(value, device: Device):
     if _is_array(value):
         return Tensor(value, device)
     return Tensor(np.asarray(value), CPU)
+
+
+def _laid_out(tensor: Tensor, layout: str | None) -> Tensor:
+    """``tensor`` tagged with its argument's layout (its data is laid out so: the
+    generated code computes on the argument's array as stored)."""
+    if layout is None or tensor.layout == layout:
+        return tensor
+    return Tensor(tensor.data, tensor.device, layout)
 
 
 def _place(gradient, home: Device, device: Device):
@@ -876,10 +893,13 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
         _check_shapes(function.__name__, grads, arguments, wrt)
         by_name = dict(zip(wrt, grads))
         gradients = tuple(
-            _place(
-                _in_dtype(by_name[name], getattr(values[i], "dtype", None)),
-                devices.get(i, device),
-                device,
+            _laid_out(
+                _place(
+                    _in_dtype(by_name[name], getattr(values[i], "dtype", None)),
+                    devices.get(i, device),
+                    device,
+                ),
+                getattr(value, "layout", None),
             )
             if name in by_name
             else None

@@ -231,3 +231,25 @@ def test_channel_mismatch_names_conv2d_the_layout_and_both_shapes():
 def test_bad_image_arguments_raise_shape_errors(call, message):
     with pytest.raises(ppto.ShapeError, match=message):
         call()
+
+
+def test_a_gradient_comes_back_in_its_arguments_layout():
+    """ppto.grad, value_and_grad and vjp's pullback: the gradient of an nhwc image
+    is laid out nhwc and says so (it came back untagged: taken for nchw by the next
+    operator it met)."""
+    weights = RNG.standard_normal((3, 2, 3, 3))
+
+    def energy(image):
+        return np.sum(ppto.conv2d(image, weights, padding=1) ** 2)
+
+    x = RNG.standard_normal((2, 5, 5, 2))
+    expected = ppto.grad(energy)(ppto.tensor(to_nchw(x))).numpy()
+    image = ppto.tensor(x, layout="nhwc")
+    gradient = ppto.grad(energy)
+    for dx in (gradient(image), gradient(image), ppto.value_and_grad(energy)(image)[1]):
+        assert dx.layout == "nhwc"
+        np.testing.assert_allclose(to_nchw(dx.numpy()), expected, rtol=1e-10)
+    out, pullback = ppto.vjp(energy, image)
+    (dx,) = pullback(1.0)
+    assert dx.layout == "nhwc"
+    np.testing.assert_allclose(to_nchw(dx.numpy()), expected, rtol=1e-10)
