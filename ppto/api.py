@@ -711,6 +711,14 @@ def _laid_out(tensor: Tensor, layout: str | None) -> Tensor:
     return Tensor(tensor.data, tensor.device, layout)
 
 
+def _laid_out_result(value, program):
+    """A function's result (or its tangent) tagged with the layout it has, where the
+    analysis found one (a conv2d's nhwc output: operators on tensors keep it)."""
+    if isinstance(value, Tensor) and value.ndim == 4:
+        return _laid_out(value, program.result_layouts.get(program.entry))
+    return value
+
+
 def _place(gradient, home: Device, device: Device):
     if type(gradient) is np.ndarray and home is device:
         return Tensor(gradient, device)
@@ -907,7 +915,8 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
         )
         return _observed("Vjp", function.__name__, gradients)
 
-    return _observed("Vjp", function.__name__, _as_tensor(out, device)), pullback
+    out = _laid_out_result(_as_tensor(out, device), program)
+    return _observed("Vjp", function.__name__, out), pullback
 
 
 def _check_cotangent(cotangent, out, where: str) -> None:
@@ -996,7 +1005,10 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
     value, tangent = transformed.run(
         0, ranks, device, values, dict(zip(parameters, raw_tangents))
     )
-    return _as_tensor(value, device), _as_tensor(_dtype_of(tangent, value), device)
+    return (
+        _laid_out_result(_as_tensor(value, device), program),
+        _laid_out_result(_as_tensor(_dtype_of(tangent, value), device), program),
+    )
 
 
 def _dtype_of(tangent, value):

@@ -253,3 +253,25 @@ def test_a_gradient_comes_back_in_its_arguments_layout():
     (dx,) = pullback(1.0)
     assert dx.layout == "nhwc"
     np.testing.assert_allclose(to_nchw(dx.numpy()), expected, rtol=1e-10)
+
+
+def test_vjp_and_jvp_outputs_keep_the_layout_operators_give_them():
+    """As on tensors, where ppto.conv2d(image) is nhwc for an nhwc image and an
+    elementwise operator keeps it: vjp's and jvp's outputs said no layout, and the
+    next operator took the nhwc array for nchw."""
+    weights = RNG.standard_normal((3, 2, 3, 3))
+
+    def block(image):
+        return ppto.relu(ppto.conv2d(image, weights, padding=1)) * 2.0
+
+    image = ppto.tensor(RNG.standard_normal((2, 5, 5, 2)), layout="nhwc")
+    eager = block(image)
+    assert eager.layout == "nhwc"
+    out, _ = ppto.vjp(block, image)
+    value, tangent = ppto.jvp(block, (image,), (np.ones(image.shape),))
+    for result in (out, value, tangent):
+        assert result.layout == "nhwc" and result.shape == eager.shape
+    np.testing.assert_allclose(out.numpy(), eager.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(value.numpy(), eager.numpy(), rtol=1e-12)
+    flat, _ = ppto.vjp(lambda image: ppto.reduce_sum(block(image), axis=(1, 2)), image)
+    assert flat.layout is None  # (2-d: no image layout, as on tensors)

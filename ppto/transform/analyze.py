@@ -121,13 +121,14 @@ def _state(activity: Activity) -> tuple:
     )
 
 
-def _resolve_layout(statement: ir.Apply, layouts: dict) -> None:
+def _resolve_layout(statement: ir.Apply, layouts: dict, rank) -> None:
     """An image operator without an explicit layout takes its input's hint (as it does
-    when called on tensors), decided here because generated code sees raw arrays."""
-    first = statement.inputs[0] if statement.inputs else None
-    hint = layouts.get(first) if isinstance(first, str) else None
-    if isinstance(first, ir.Verbatim) and isinstance(first.expr, gast.Name):
-        hint = layouts.get(first.expr.id)
+    when called on tensors), decided here because generated code sees raw arrays; a
+    result keeps a layout as on tensors (the operator's, else its first input's
+    with one, for a 4-d result), so that the one returned can be told (vjp's, jvp's
+    output)."""
+    hints = [_layout_of(operand, layouts) for operand in statement.inputs]
+    hint = hints[0] if hints else None
     parameter = statement.params.get("layout")
     if isinstance(parameter, gast.Constant) and parameter.value is None:
         parameter.value = hint or "nchw"
@@ -135,8 +136,15 @@ def _resolve_layout(statement: ir.Apply, layouts: dict) -> None:
             statement.given = (*statement.given, "layout")
     if isinstance(parameter, gast.Constant):
         hint = parameter.value
-    if getattr(statement.op, "keeps_layout", False) and hint:
+    hint = hint or next((h for h in hints if h), None)
+    if getattr(statement.op, "keeps_layout", False) and hint and rank in (4, None):
         layouts[statement.target] = hint
+
+
+def _layout_of(operand, layouts: dict):
+    if isinstance(operand, ir.Verbatim) and isinstance(operand.expr, gast.Name):
+        operand = operand.expr.id
+    return layouts.get(operand) if isinstance(operand, str) else None
 
 
 def _is_range(node) -> bool:
@@ -218,7 +226,7 @@ def _forward(body, activity: Activity) -> None:
                 len(shape) if shape is not None else rank_of(statement, activity.ranks)
             )
             activity.ranks[statement.target] = rank
-            _resolve_layout(statement, activity.layouts)
+            _resolve_layout(statement, activity.layouts, rank)
         elif isinstance(statement, ir.CallFunction):
             inputs = list(statement.inputs) + list(statement.keywords.values())
             if _any_varied(inputs, activity):
@@ -233,6 +241,9 @@ def _forward(body, activity: Activity) -> None:
             if ir.reads(statement) & activity.varied:
                 activity.varied.update(ir.writes(statement))
             if isinstance(statement, ir.Copy):
+                layout = _layout_of(statement.source, activity.layouts)
+                if layout:
+                    activity.layouts[statement.target] = layout
                 _merge(
                     activity.shapes,
                     statement.target,

@@ -77,6 +77,9 @@ class Program:
     dtypes: dict = field(default_factory=dict)  # of the entry function's arguments
     entry_function: object = None
     last_result_rank: int | None = None
+    # generated function -> the image layout of its result, where the analysis
+    # found one (nhwc for a conv2d's): vjp and jvp tag the entry's result with it
+    result_layouts: dict = field(default_factory=dict)
     value_shapes: dict = field(default_factory=dict)  # function -> known shapes
     # function -> likely shapes: the known ones, and a gradient's its value's (a
     # rule's result might still broadcast): fusion's choice of equivalent code only
@@ -445,6 +448,7 @@ def split(
         backward.insert(0, gast.Assign([store], name(saved), None))
     forward_name = program.generated_name(parsed, "_forward")
     backward_name = program.generated_name(parsed, "_backward")
+    program.result_layouts[forward_name] = _layout_of(result, activity)
     program.add(
         function_definition(forward_name, _arguments(parsed), forward), activity
     )
@@ -455,6 +459,11 @@ def split(
         generator.adjoints,
     )
     return forward_name, backward_name, passed
+
+
+def _layout_of(result, activity) -> str | None:
+    """The layout the analysis found for the function's result, if one."""
+    return activity.layouts.get(result) if isinstance(result, str) else None
 
 
 def _passable(parsed: ParsedFunction, parameter: str) -> bool:
@@ -513,6 +522,7 @@ def jvp(
         arguments.kwonlyargs.append(gast.Name(tangent, gast.Param(), None, None))
         arguments.kw_defaults.append(None)
     function_name = program.generated_name(parsed, "_jvp")
+    program.result_layouts[function_name] = _layout_of(result, activity)
     program.tangent_parameters[function_name] = tangent_parameters
     program.add(function_definition(function_name, arguments, body), activity)
     return function_name
