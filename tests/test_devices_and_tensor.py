@@ -81,6 +81,20 @@ def test_tensor_copies_its_data():
     assert t.numpy()[0] == 1.0
 
 
+def test_np_array_of_a_tensor_is_a_copy_and_np_asarray_may_share():
+    # np.array(t) passes copy=True to __array__ and trusts it: the tensor's own
+    # memory came back, so writing to the "copy" changed the tensor
+    t = ppto.tensor([1.0, 2.0, 3.0])
+    for copied in (np.array(t), np.array(t, dtype=np.float64), np.array(t, copy=True)):
+        copied[0] = 99.0
+    assert t.numpy()[0] == 1.0
+    assert np.shares_memory(np.asarray(t), np.array(t, copy=False))
+    with pytest.raises(ppto.DTypeError, match="copy=False.*float64, not float32"):
+        np.array(t, dtype=np.float32, copy=False)
+    with pytest.raises(ppto.DeviceError, match="copy=False.*on sim:0"):
+        np.array(ppto.tensor([1.0], device="sim"), copy=False)
+
+
 def test_tensor_surface():
     t = ppto.tensor(np.arange(6.0).reshape(2, 3), device="sim")
     assert t.shape == (2, 3) and t.ndim == 2 and t.size == 6

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ppto.errors import DeviceError, ShapeError
+from ppto.errors import DeviceError, DTypeError, ShapeError
 from ppto.runtime import ledger, streams
 from ppto.runtime.backends import backend_for, backend_of_array
 from ppto.runtime.device import CPU, Device
@@ -67,8 +67,26 @@ class Tensor:
         return self._to_host("item").reshape(()).item()
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """The values as a NumPy array, for ``np.asarray(t)`` and ``np.array(t)``.
+
+        NumPy passes ``copy=True`` for ``np.array(t)`` and does not copy again, so
+        the tensor's own memory is handed out only where no copy is asked for
+        (writes to the "copy" would change the tensor); ``copy=False`` where only a
+        copy can be had raises, as NumPy's own arrays do."""
         host = self._to_host("__array__")
-        return host if dtype is None else host.astype(dtype, copy=False)
+        if copy:
+            return np.array(host, dtype=dtype, copy=True)
+        array = host if dtype is None else host.astype(dtype, copy=False)
+        if copy is False and not np.may_share_memory(array, self.data):
+            if self.device != CPU:
+                error, why = DeviceError, f"it is on {self.device}"
+            else:
+                error, why = DTypeError, f"it holds {self.dtype}, not {array.dtype}"
+            raise error(
+                f"np.array(tensor, copy=False) asks for the tensor's own memory, but "
+                f"{why}, so only a copy can be had: use np.asarray(tensor)"
+            )
+        return array
 
     def _to_host(self, why: str) -> np.ndarray:
         if self.device == CPU:
