@@ -115,6 +115,21 @@ def test_tensor_surface():
         list(ppto.tensor(2.5))
 
 
+def test_format_spec_membership_and_truth_value_as_numpy():
+    # f"{loss:.4f}" raised TypeError (the first print of a training loop), `in`
+    # compared whole rows and raised, and the truth-value error suggested an
+    # .any() that tensors do not have
+    loss = ppto.tensor([[1.0, 2.0], [3.0, 4.5]], device="sim")
+    assert f"{loss.sum():.3f}" == "10.500" and f"{ppto.tensor(3):>3d}" == "  3"
+    assert f"{loss}" == str(loss)
+    with pytest.raises(ppto.ShapeError, match=r"'.2f'.*shape \(2, 2\)"):
+        f"{loss:.2f}"
+    assert 4.5 in loss and 5.0 not in loss and 1.0 not in ppto.tensor([])
+    with pytest.raises(ppto.ShapeError, match="reduce_max") as refused:
+        bool(loss)
+    assert ".any()" not in str(refused.value)
+
+
 def test_arithmetic_and_comparisons_dispatch_to_operators():
     a = ppto.tensor([1.0, 2.0, 3.0])
     b = ppto.tensor([3.0, 2.0, 1.0])

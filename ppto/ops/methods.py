@@ -50,6 +50,12 @@ def _iterate(self):
     return iter(shape.unstack(self))
 
 
+def _contains(self, value) -> bool:
+    """``value in x``: whether any element equals it, as NumPy answers (iterating
+    compared whole rows, whose truth value is ambiguous)."""
+    return bool(reductions.reduce_sum(logic.equal(self, value)) > 0)
+
+
 def _setitem(self, index, value):
     updated = indexing.setitem(self, value, index)
     self.data = updated.to(self.device).data
@@ -111,6 +117,7 @@ _METHODS = {
     "__getitem__": lambda self, index: indexing.getitem(self, index),
     "__setitem__": _setitem,
     "__iter__": _iterate,
+    "__contains__": _contains,
     "__array_ufunc__": _array_ufunc,
     "__array_function__": _array_function,
     "T": property(lambda self: shape.transpose(self)),
@@ -145,5 +152,11 @@ def install() -> None:
 
 def expression_methods() -> dict:
     """The methods that also make sense on symbolic expressions."""
-    skip = {"__setitem__", "__iter__", "__array_ufunc__", "__array_function__"}
+    skip = {
+        "__setitem__",
+        "__iter__",
+        "__contains__",
+        "__array_ufunc__",
+        "__array_function__",
+    }
     return {name: value for name, value in _METHODS.items() if name not in skip}

@@ -104,7 +104,8 @@ class Tensor:
         if self.size != 1:
             raise ShapeError(
                 f"the truth value of a tensor of shape {self.shape} is ambiguous: "
-                "use ppto.reduce_max(x) > 0 or .any()-style reductions"
+                "reduce it to one value first, e.g. ppto.reduce_max(x) > 0 (any "
+                "positive) or ppto.reduce_min(x) > 0 (all positive)"
             )
         return bool(self.item())
 
@@ -120,6 +121,18 @@ class Tensor:
                 f"only a single integer tensor can be an index, not {self!r}"
             )
         return int(self.item())
+
+    def __format__(self, spec: str) -> str:
+        """``f"{loss:.4f}"`` formats a 0-d tensor's value, as NumPy does; a format
+        of a tensor with axes is refused unless empty (then it is ``str``)."""
+        if not spec:
+            return str(self)
+        if self.ndim != 0:
+            raise ShapeError(
+                f"format spec {spec!r} applies to one number, but this tensor has "
+                f"shape {self.shape}: format x.item() or the elements one by one"
+            )
+        return format(self.item(), spec)
 
     def __repr__(self) -> str:
         body = np.array2string(self._to_host("repr"), separator=", ", prefix="Tensor(")
