@@ -332,6 +332,20 @@ def test_misuse_of_the_api_is_a_ppto_error(call):
         call()
 
 
+def test_a_refused_tolerance_changes_nothing_and_allclose_names_bad_input():
+    # set_tolerance(rtol=1e-2, atol=-1) refused atol after setting rtol, so the
+    # tolerance leaked; allclose raised NumPy's own ValueError / UFuncTypeError
+    before = ppto.get_tolerance()
+    with pytest.raises(ppto.PptoError, match="atol must be"):
+        ppto.set_tolerance(rtol=1e-2, atol=-1)
+    assert ppto.get_tolerance() == before
+    assert ppto.allclose(ppto.tensor([1.0, 2.0], device="sim"), [1.0, 2.0 + 1e-9])
+    with pytest.raises(ppto.ShapeError, match=r"\(2,\) and \(3,\)"):
+        ppto.allclose(ppto.tensor([1.0, 2.0]), [1.0, 2.0, 3.0])
+    with pytest.raises(ppto.DTypeError, match="a has dtype <U1"):
+        ppto.allclose("a", 1.0)
+
+
 def symbolic_gradients(expr, seed):
     """A user's reverse-mode differentiator over ``ppto.Operator`` trees: each node's
     rule from ``ppto.get_grad_rule``, adjoints added per symbol name."""

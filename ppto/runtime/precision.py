@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ppto.errors import PptoError
+from ppto.errors import DTypeError, PptoError, ShapeError
 
 _MODES = ("strict", "default", "fast")
 _state = {"mode": "default", "rtol": 1e-5, "atol": 1e-8}
@@ -31,17 +31,23 @@ def get_precision() -> str:
 
 
 def set_tolerance(rtol: float | None = None, atol: float | None = None) -> tuple:
-    """Set the tolerance used by ``allclose``; returns the old ``(rtol, atol)``."""
+    """Set the tolerance used by ``allclose``; returns the old ``(rtol, atol)``.
+
+    Both values are checked before either is set, so a refused call changes nothing.
+
+    >>> ppto.set_tolerance(rtol=1e-5, atol=1e-8)   # doctest: +SKIP
+    (1e-05, 1e-08)
+    """
     previous = (_state["rtol"], _state["atol"])
-    for name, value in (("rtol", rtol), ("atol", atol)):
-        if value is not None:
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not (value >= 0)
-            ):
-                raise PptoError(f"{name} must be a non-negative number, got {value!r}")
-            _state[name] = float(value)
+    given = {name: value for name, value in (("rtol", rtol), ("atol", atol))}
+    for name, value in given.items():
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not (value >= 0)
+        ):
+            raise PptoError(f"{name} must be a non-negative number, got {value!r}")
+    _state.update({name: float(v) for name, v in given.items() if v is not None})
     return previous
 
 
@@ -50,9 +56,30 @@ def get_tolerance() -> tuple[float, float]:
 
 
 def allclose(a: Any, b: Any) -> bool:
-    """Whether a and b agree within the active tolerance (on the host)."""
-    return bool(
-        np.allclose(
-            np.asarray(a), np.asarray(b), rtol=_state["rtol"], atol=_state["atol"]
+    """Whether a and b agree within the active tolerance (on the host).
+
+    >>> ppto.allclose(ppto.tensor([1.0, 2.0]), [1.0, 2.0 + 1e-9])
+    True
+    """
+    values = [_numbers(value, which) for value, which in ((a, "a"), (b, "b"))]
+    try:
+        np.broadcast_shapes(values[0].shape, values[1].shape)
+    except ValueError as error:
+        raise ShapeError(
+            f"ppto.allclose: shapes {values[0].shape} and {values[1].shape} do not "
+            "broadcast together, so the values cannot be compared"
+        ) from error
+    return bool(np.allclose(*values, rtol=_state["rtol"], atol=_state["atol"]))
+
+
+def _numbers(value: Any, which: str) -> np.ndarray:
+    """``value`` as a host array of numbers, or a ppto error naming the argument."""
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError) as error:  # (ragged lists)
+        raise ShapeError(f"ppto.allclose: {which} is not an array: {error}") from error
+    if array.dtype.kind not in "biuf":
+        raise DTypeError(
+            f"ppto.allclose compares numbers, but {which} has dtype {array.dtype}"
         )
-    )
+    return array
