@@ -88,6 +88,22 @@ def test_explicit_copies_are_recorded_as_explicit():
     ]
 
 
+def test_a_cpu_tensor_copied_to_a_device_by_ppto_tensor_is_recorded():
+    # ppto.tensor(cpu_tensor, device="sim") copied it unrecorded, while the same
+    # copy by .to("sim"), or ppto.tensor(sim_tensor, device="cpu"), was recorded
+    cpu = ppto.tensor([1.0, 2.0])
+    on_sim = ppto.tensor(cpu, device="sim:1", dtype="float32")
+    back = ppto.tensor(on_sim, device="cpu")
+    np.testing.assert_array_equal(back.numpy(), [1.0, 2.0])
+    assert [(e.op, e.nbytes, str(e.source), str(e.target), e.implicit)
+            for e in ppto.transfers()] == [
+        ("tensor", 8, "cpu", "sim:1", False),
+        ("tensor", 8, "sim:1", "cpu", False),
+    ]  # fmt: skip
+    ppto.tensor(np.ones(2), device="sim")  # host data, not yet a tensor's
+    assert len(ppto.transfers()) == 2
+
+
 def test_registered_backend_with_only_dot_impl():
     class DotOnly:
         calls = []

@@ -194,7 +194,7 @@ def tensor(
     if streams.in_use and target != CPU:  # an upload inside a stream block goes there
         context, plan = streams.running(backend, target, ())
     with context:
-        array = _made(raw, source, target, backend, dtype)
+        array = _made(raw, source, target, backend, dtype, isinstance(data, Tensor))
     check_dtype(array.dtype, "ppto.tensor data")
     if layout is not None and array.ndim != 4:
         raise ShapeError(
@@ -207,12 +207,16 @@ def tensor(
     return made
 
 
-def _made(raw, source: Device, target: Device, backend, dtype):
-    """A new raw array on ``target`` with ``raw``'s values, in ``dtype`` if given."""
+def _made(raw, source: Device, target: Device, backend, dtype, of_tensor: bool):
+    """A new raw array on ``target`` with ``raw``'s values, in ``dtype`` if given.
+    A tensor's data copied to another device is a transfer, as with ``.to()``
+    (host data that is not yet a tensor is not)."""
     if source == CPU:
         host = _host_array(raw, dtype)
         array = host.copy() if host is raw else host
-        if target != CPU:
+        if target != CPU and of_tensor:
+            array = move(array, CPU, target, "tensor", False)
+        elif target != CPU:
             array = backend.from_host(array, target.index)
     else:
         array = move(raw, source, target, "tensor", False) if target != source else raw
