@@ -104,6 +104,29 @@ def test_a_cpu_tensor_copied_to_a_device_by_ppto_tensor_is_recorded():
     assert len(ppto.transfers()) == 2
 
 
+def test_a_write_copies_the_value_to_the_tensor_not_the_tensor_to_the_value():
+    # t[0] = s[1] with t on the CPU and s on sim copied all of t to sim and back
+    # (an implicit copy of t there, an 'explicit' one back that the user never
+    # wrote); a mask on another device did the same
+    on_sim = ppto.tensor([1.0, 2.0, 3.0], device="sim")
+    t = ppto.tensor(np.zeros((10, 100)))
+    ppto.clear_transfers()
+    t[0, 0] = on_sim[1]
+    t[(ppto.tensor(np.arange(10) == 3, device="sim"), 1)] = on_sim[2]
+    t[ppto.tensor(np.arange(1000).reshape(10, 100) == 5, device="sim")] = 7.0
+    expected = np.zeros((10, 100))
+    expected[0, 0], expected[3, 1], expected[0, 5] = 2.0, 3.0, 7.0
+    np.testing.assert_array_equal(t.numpy(), expected)
+    assert t.device == "cpu"
+    assert [(e.op, e.nbytes, str(e.source), e.implicit)
+            for e in ppto.transfers()] == [
+        ("setitem", 8, "sim:0", True),
+        ("setitem", 8, "sim:0", True),
+        ("setitem", 10, "sim:0", True),
+        ("setitem", 1000, "sim:0", True),
+    ]  # fmt: skip
+
+
 def test_registered_backend_with_only_dot_impl():
     class DotOnly:
         calls = []

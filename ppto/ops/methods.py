@@ -14,7 +14,8 @@ from ppto.ops.numpy_map import (
     NUMPY_UFUNCS,
     check_numpy_positionals,
 )
-from ppto.runtime.tensor import Tensor
+from ppto.runtime import streams
+from ppto.runtime.tensor import Tensor, device_of, move
 
 
 def _binary(op, reflected=False):
@@ -57,8 +58,29 @@ def _contains(self, value) -> bool:
 
 
 def _setitem(self, index, value):
+    """``x[index] = value`` writes on x's own device: a value or index tensor on
+    another is copied to it (an implicit transfer), not x to theirs and back (a
+    GPU scalar written into a large CPU tensor copied the whole tensor twice)."""
+    value = _moved_to(self.device, value)
+    if isinstance(index, tuple):
+        index = tuple(_moved_to(self.device, part) for part in index)
+    elif isinstance(index, Tensor):
+        index = _moved_to(self.device, index)
     updated = indexing.setitem(self, value, index)
     self.data = updated.to(self.device).data
+
+
+def _moved_to(device, value):
+    """``value`` on ``device``: a tensor or array elsewhere copied there through the
+    ledger; scalars, host lists and values already there as they are."""
+    source = device_of(value)
+    if source is None or source == device or isinstance(value, (list, tuple)):
+        return value
+    if isinstance(value, Tensor):
+        if streams.in_use:
+            streams.ready(value)  # (its stream may still be writing it)
+        value = value.data
+    return Tensor(move(value, source, device, "setitem", True), device)
 
 
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
