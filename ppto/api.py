@@ -257,6 +257,12 @@ def _is_array(value) -> bool:
 
 
 def _check_differentiable(name: str, value: Any) -> None:
+    if getattr(value, "_ppto_symbolic", False):  # (it has a dtype, but no values)
+        raise GradError(
+            f"cannot differentiate with respect to {name!r}: {value!r} is symbolic; "
+            "ppto.grad runs on values: pass arrays, or differentiate the expression "
+            "with ppto.get_grad_rule(expr.op) and ppto.evaluate the result"
+        )
     dtype = getattr(value, "dtype", None)
     if dtype is None:
         if isinstance(value, bool) or isinstance(value, int):

@@ -13,6 +13,7 @@ import numpy as np
 
 from ppto.errors import PptoError, ShapeError
 from ppto.ops import expected, methods
+from ppto.runtime.dtypes import check_dtype
 from ppto.runtime.tensor import tensor
 
 
@@ -34,14 +35,33 @@ class _Expression:
             "ppto.evaluate(expr, values)"
         )
 
+    def __array__(self, dtype=None, copy=None):
+        raise PptoError(
+            f"{self!r} is symbolic and has no values: evaluate it first with "
+            "ppto.evaluate(expr, values)"
+        )
+
+    def __len__(self) -> int:
+        shape = _probe(self).shape
+        if not shape:
+            raise ShapeError(f"len() of {self!r}, which is 0-d")
+        return shape[0]
+
+    def __iter__(self):
+        """Its elements along the first axis, as a tensor's (without this, Python
+        iterated by indexing, and a symbolic index never ends the iteration)."""
+        return (self[i] for i in range(len(self)))
+
 
 class Symbol(_Expression):
     """A named placeholder: ``ppto.symbol("x", (3, 4))``."""
 
     def __init__(self, name: str, shape: tuple | None = None, dtype: str = "float64"):
+        if not isinstance(name, str) or not name:
+            raise PptoError(f"a symbol is named by a non-empty string, got {name!r}")
         self.name = name
         self.shape = None if shape is None else _checked_shape(name, shape)
-        self.dtype = dtype
+        self.dtype = check_dtype(dtype, f"symbol {name!r} dtype")
 
     def __repr__(self) -> str:
         return self.name
@@ -167,7 +187,13 @@ def evaluate(expr: Any, values: dict) -> Any:
     if isinstance(expr, Symbol):
         if expr.name not in values:
             raise PptoError(f"evaluate: no value given for symbol {expr.name!r}")
-        return tensor(values[expr.name])
+        value = tensor(values[expr.name])
+        if expr.shape is not None and value.shape != expr.shape:
+            raise ShapeError(
+                f"evaluate: symbol {expr.name!r} has shape {expr.shape}, but its "
+                f"value has shape {value.shape}"
+            )
+        return value
     if isinstance(expr, Operator):
         args = [evaluate(arg, values) for arg in expr.args]
         params = {key: evaluate(value, values) for key, value in expr.params.items()}

@@ -145,7 +145,7 @@ def test_symbolic_expressions_and_a_user_written_symbolic_differentiator():
     derivative = backward(ppto.symbol("dY"))
     value = ppto.evaluate(derivative, {"x": [0.0, 1.0, 2.0], "dY": [1.0, 1.0, 1.0]})
     np.testing.assert_allclose(value.numpy(), np.exp([0.0, 1.0, 2.0]))
-    assert ppto.evaluate(expr, {"x": [0.0]}).item() == 2.0
+    assert ppto.evaluate(expr, {"x": [0.0, 0.0, 0.0]}).numpy().tolist() == [2.0] * 3
     with pytest.raises(ppto.PptoError, match="symbolic"):
         bool(expr)
 
@@ -410,6 +410,34 @@ def test_symbolic_shapes_are_known_or_clearly_not():
     assert y[np.array([True, False, True, True, False])].shape == (3,)
     comparison = ppto.symbol("a", (3, 1)) > ppto.symbol("c", (4,))
     assert comparison.shape == (3, 4) and comparison.dtype == np.bool_
+
+
+def symbolic_square_sum(a):
+    return ppto.reduce_sum(a * a)
+
+
+def test_symbols_iterate_check_their_values_and_are_not_differentiated_as_values():
+    # list(x) never ended (Python iterated by indexing, and a symbolic index never
+    # raises IndexError); evaluate took a value of another shape than declared; a
+    # name or dtype that is not one was accepted (repr raised, .shape a TypeError);
+    # ppto.grad of a symbol said the function's result was not a scalar
+    x = ppto.symbol("x", (3, 2))
+    rows = list(x)
+    assert len(x) == 3 and [repr(row) for row in rows][-1] == "getitem(x, index=2)"
+    second_row = ppto.evaluate(rows[1], {"x": np.arange(6.0).reshape(3, 2)})
+    assert second_row.numpy().tolist() == [2.0, 3.0]
+    with pytest.raises(ppto.ShapeError, match="0-d"):
+        list(ppto.symbol("s", ()))
+    with pytest.raises(ppto.ShapeError, match=r"'x' has shape \(3, 2\).*\(2,\)"):
+        ppto.evaluate(x * 2.0, {"x": [1.0, 2.0]})
+    with pytest.raises(ppto.PptoError, match="non-empty string, got 3"):
+        ppto.symbol(3, (2,))
+    with pytest.raises(ppto.DTypeError, match="symbol 'y' dtype"):
+        ppto.symbol("y", (2,), dtype="floot")
+    with pytest.raises(ppto.PptoError, match="symbolic and has no values"):
+        np.asarray(x)
+    with pytest.raises(ppto.GradError, match="'a': x is symbolic"):
+        ppto.grad(symbolic_square_sum)(x)
 
 
 @pytest.mark.parametrize("shape", ["ab", 3, (2, 1.5), (2, -1)])
