@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ppto.errors import PptoError
+
 
 class Checkpointed:
     """A function whose intermediate values are recomputed rather than saved."""
@@ -40,4 +42,11 @@ def checkpoint(target: Any) -> Any:
     """
     if callable(target) and not isinstance(target, range):
         return Checkpointed(target)
+    try:
+        iter(target)
+    except TypeError as error:
+        raise PptoError(
+            f"ppto.checkpoint takes a function or a loop's range, got {target!r}: "
+            "write ppto.checkpoint(step)(h, x) or for t in ppto.checkpoint(range(n))"
+        ) from error
     return target  # an iterable: the transformer reads the mark from the source

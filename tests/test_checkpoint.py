@@ -120,3 +120,12 @@ def test_vanilla_rnn_tape_is_within_five_percent_of_its_hidden_states():
         <= saved_bytes(vanilla_rnn, *args, wrt=("Wx", "Wh", "b"))
         <= 1.05 * minimum
     )
+
+
+@pytest.mark.parametrize("target", [5, None, 2.5])
+def test_checkpoint_of_neither_a_function_nor_a_range_is_refused(target):
+    # ppto.checkpoint(5) handed 5 back, and the loop over it failed later with a
+    # raw TypeError far from the mistake
+    with pytest.raises(ppto.PptoError, match="function or a loop's range"):
+        ppto.checkpoint(target)
+    assert list(ppto.checkpoint(range(2))) == [0, 1]
