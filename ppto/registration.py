@@ -91,6 +91,7 @@ def register_backend(name: str, backend: Any) -> None:
     """
     from ppto.ops import ALIASES
 
+    backends.check_backend_name(name)  # (first: the other messages quote it)
     implemented = backends.implemented_names(backend)
     names = {alias: ALIASES[alias] for alias in implemented if alias in ALIASES}
     unknown = [n for n in implemented if n not in OPERATORS and n not in ALIASES]

@@ -127,6 +127,49 @@ def test_a_write_copies_the_value_to_the_tensor_not_the_tensor_to_the_value():
     ]  # fmt: skip
 
 
+def test_a_backend_with_a_bad_device_count_or_from_numpy_is_refused_by_name():
+    # device_count = "two" was accepted, and then every ppto.devices() raised a
+    # raw ValueError; from_numpy returning a list was an AttributeError in
+    # ppto.tensor; a bad name was reported as a missing stream protocol
+    class CountedInWords:
+        xp = np
+        device_count = "two"
+
+    with pytest.raises(ppto.BackendError, match="'words': device_count.*'two'"):
+        ppto.register_backend("words", CountedInWords)
+    assert "words" not in {d.kind for d in ppto.devices()}
+
+    class Listing:
+        xp = np
+
+        @staticmethod
+        def from_numpy(array):
+            return array.tolist()
+
+        @staticmethod
+        def device_count():
+            return -1
+
+    ppto.register_backend("listing", Listing)
+    try:
+        with pytest.raises(ppto.BackendError, match="from_numpy.*list of shape None"):
+            ppto.tensor([1.0], device="listing")
+        with pytest.raises(ppto.BackendError, match="device_count is -1"):
+            ppto.devices()
+    finally:
+        ppto.unregister_backend("listing")
+
+    class Streamed:
+        xp = np
+
+        @staticmethod
+        def new_stream(index):
+            return None
+
+    with pytest.raises(ppto.BackendError, match="identifier.*got None"):
+        ppto.register_backend(None, Streamed)
+
+
 def test_registered_backend_with_only_dot_impl():
     class DotOnly:
         calls = []

@@ -320,6 +320,9 @@ class RegisteredBackend(Backend):
                 f"backend {kind!r} defines no operator: give it functions such as "
                 "dot_impl(a, b), or an array namespace attribute xp"
             )
+        count = getattr(user_backend, "device_count", 1)
+        if not callable(count):
+            self._checked_count(count)  # (a bad one broke ppto.devices() for all)
 
     @property
     def xp(self) -> ModuleType | None:
@@ -327,11 +330,33 @@ class RegisteredBackend(Backend):
 
     def device_count(self) -> int:
         count = getattr(self.user, "device_count", 1)
-        return count() if callable(count) else int(count)
+        return self._checked_count(count() if callable(count) else count)
+
+    def _checked_count(self, count: Any) -> int:
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)):
+            raise BackendError(
+                f"backend {self.kind!r}: device_count must be a whole number of "
+                f"devices (or a function giving one), got {count!r}"
+            )
+        if count < 0:
+            raise BackendError(
+                f"backend {self.kind!r}: device_count is {count}, a negative number"
+            )
+        return int(count)
 
     def from_host(self, array: np.ndarray, index: int) -> Any:
         convert = getattr(self.user, "from_numpy", None)
-        return convert(array) if convert else array.copy()
+        if convert is None:
+            return array.copy()
+        made = convert(array)
+        shape = getattr(made, "shape", None)
+        if shape is None or tuple(shape) != array.shape or not hasattr(made, "dtype"):
+            raise BackendError(
+                f"backend {self.kind!r}: from_numpy turned an array of shape "
+                f"{array.shape} into a {type(made).__name__} of shape {shape}: it "
+                "must return an array of the same shape, with a dtype"
+            )
+        return made
 
     def to_host(self, array: Any) -> np.ndarray:
         convert = getattr(self.user, "to_numpy", None)
@@ -421,6 +446,12 @@ def register_backend(
     ...     def dot_impl(a, b): return 2 * (a @ b)
     >>> register_backend("doubler", Doubler)        # doctest: +SKIP
     """
+    check_backend_name(name)
+    _BACKENDS[name] = RegisteredBackend(name, backend, names, check)
+
+
+def check_backend_name(name: Any) -> None:
+    """Refuse a name that cannot be a device kind, or is a built-in one."""
     if not isinstance(name, str) or not name.isidentifier():
         raise BackendError(
             f"a backend name is an identifier such as 'my_hw', got {name!r}"
@@ -429,7 +460,6 @@ def register_backend(
         raise BackendError(
             f"{name!r} is built in; register your backend under another name"
         )
-    _BACKENDS[name] = RegisteredBackend(name, backend, names, check)
 
 
 def unregister_backend(name: str) -> None:
