@@ -65,6 +65,24 @@ def test_a_growing_list_shows_as_retention(tmp_path, capsys, monkeypatch):
     assert report[("Dot", line_of("ppto.dot"))]["Retention Count"] == "0"
 
 
+def test_a_script_ending_in_sys_exit_still_holds_its_variables(
+    tmp_path, capsys, monkeypatch
+):
+    # the report was printed after the SystemExit (and its traceback, the only
+    # reference left to the script's variables) was dropped: every count was 0
+    # (unless a function of the script kept its globals alive in a cycle)
+    script = tmp_path / "exits.py"
+    script.write_text(
+        "import sys\nimport ppto\nkept = []\nfor step in range(3):\n"
+        "    kept.append(ppto.exp(ppto.ones(4)))\nsys.exit(0)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert memcheck.main([str(script)]) == 0
+    report = blocks(capsys.readouterr().out)
+    exp = report[("Exp", "exits.py:5")]
+    assert exp["Retention Count"] == "3 (should be <=1), holding 96B"
+
+
 def test_the_suspicious_site_is_reported_first(tmp_path, capsys, monkeypatch):
     script = tmp_path / "train.py"
     script.write_text(LEAKY)

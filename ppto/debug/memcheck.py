@@ -228,16 +228,19 @@ def main(argv: list[str] | None = None) -> int:
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(script), *argv[1:]]
     sys.path.insert(0, str(script.resolve().parent))
-    status, module_globals = 0, None
+    status, module_globals, exited = 0, None, None
     with tracking() as report:
         try:
             module_globals = runpy.run_path(str(script), run_name="__main__")
         except SystemExit as exit_:
             status = _exit_status(exit_.code)
+            exited = exit_  # (its traceback holds the script's variables, which
+            # are gone once the except block drops it: sys.exit() at the end of
+            # a script reported every retention as 0)
         finally:  # (a failing script's report is printed before its traceback)
             sys.argv, sys.path[:] = saved_argv, saved_path
             print(report.text(top))  # the script's variables still held
-        del module_globals
+        del module_globals, exited
     return status
 
 
