@@ -14,6 +14,18 @@ def test_device_parsing_and_equality():
     assert len({ppto.Device("cpu"), ppto.Device("cpu")}) == 1
 
 
+def test_a_device_hashes_as_the_string_it_equals_and_its_index_is_checked():
+    # Device("cuda") == "cuda:0" but hashed otherwise, so {dev: ...}["cuda:0"]
+    # was a KeyError; Device(kind, index) took any index: Device("cpu", 3) printed
+    # as "cpu" but was not equal to it, Device("cuda", "1") held the string "1"
+    assert {ppto.Device("cuda"): 1}["cuda:0"] == 1
+    assert "sim:1" in {ppto.Device("sim", 1)} and ppto.Device("sim", 1) in {"sim:1"}
+    assert ppto.Device("cuda", np.int64(2)).index == 2
+    for kind, index in (("cpu", 3), ("cuda", -1), ("cuda", "1"), ("cuda", True)):
+        with pytest.raises(ppto.DeviceError, match="index|one CPU device"):
+            ppto.Device(kind, index)
+
+
 @pytest.mark.parametrize("spec", ["cuda:x", "", "cpu:3", "gpu!"])
 def test_malformed_device_strings_are_refused(spec):
     with pytest.raises(ppto.DeviceError):

@@ -7,6 +7,8 @@ immutable, hashable and compares equal to its string form; ``"cuda"`` means
 
 from __future__ import annotations
 
+import operator
+
 from ppto.errors import DeviceError
 
 
@@ -30,7 +32,7 @@ class Device:
                 f"of type {type(spec).__name__}"
             )
         if index is not None:
-            parsed_index = index
+            parsed_index = _checked_index(kind, index)
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "index", parsed_index)
 
@@ -56,7 +58,27 @@ class Device:
         return self.kind == other.kind and self.index == other.index
 
     def __hash__(self) -> int:
-        return hash((self.kind, self.index))
+        # as its string's: it compares equal to it, so a dict keyed by devices
+        # finds "cuda:0" (and sets of both agree)
+        return hash(str(self))
+
+
+def _checked_index(kind: str, index) -> int:
+    """``Device(kind, index)``'s index: a whole number from 0, and 0 for the CPU."""
+    try:
+        if isinstance(index, bool):
+            raise TypeError(index)
+        index = operator.index(index)  # (an int, or NumPy's)
+    except TypeError as error:
+        raise DeviceError(
+            f"a device index is a whole number such as 0, got {index!r} of type "
+            f"{type(index).__name__}"
+        ) from error
+    if index < 0:
+        raise DeviceError(f"device {kind}:{index}: an index counts from 0")
+    if kind == "cpu" and index != 0:
+        raise DeviceError(f"Device('cpu', {index}): there is one CPU device, 0")
+    return index
 
 
 def _parse(spec: str) -> tuple[str, int]:
