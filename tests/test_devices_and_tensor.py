@@ -26,6 +26,19 @@ def test_a_device_hashes_as_the_string_it_equals_and_its_index_is_checked():
             ppto.Device(kind, index)
 
 
+def test_tensors_and_devices_deep_copy_and_pickle():
+    # copy.deepcopy(tensor) (keeping the best weights) and pickle raised
+    # "Device is immutable": the default rebuilding set a Device's attributes
+    import copy
+    import pickle
+
+    t = ppto.tensor([1.0, 2.0], device="sim:1")
+    for copied in (copy.deepcopy(t), pickle.loads(pickle.dumps(t))):
+        assert copied.device == "sim:1" and copied.data is not t.data
+        np.testing.assert_array_equal(copied.numpy(), [1.0, 2.0])
+    assert pickle.loads(pickle.dumps(ppto.Device("cuda"))) == "cuda:0"
+
+
 @pytest.mark.parametrize("spec", ["cuda:x", "", "cpu:3", "gpu!"])
 def test_malformed_device_strings_are_refused(spec):
     with pytest.raises(ppto.DeviceError):

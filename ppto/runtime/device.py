@@ -19,7 +19,7 @@ class Device:
     True
     """
 
-    __slots__ = ("kind", "index")
+    __slots__ = ("kind", "index", "_hash")
 
     def __init__(self, spec: str | Device, index: int | None = None) -> None:
         if isinstance(spec, Device):
@@ -35,6 +35,10 @@ class Device:
             parsed_index = _checked_index(kind, index)
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "index", parsed_index)
+        # as its string's: it compares equal to it, so a dict keyed by devices
+        # finds "cuda:0" (and sets of both agree); kept, as every operator call
+        # looks its device up
+        object.__setattr__(self, "_hash", hash(str(self)))
 
     def __setattr__(self, name, value):
         raise AttributeError("Device is immutable")
@@ -58,9 +62,13 @@ class Device:
         return self.kind == other.kind and self.index == other.index
 
     def __hash__(self) -> int:
-        # as its string's: it compares equal to it, so a dict keyed by devices
-        # finds "cuda:0" (and sets of both agree)
-        return hash(str(self))
+        return self._hash
+
+    def __reduce__(self):
+        # rebuilt from its string: the default rebuilding sets the attributes one
+        # by one, which an immutable Device refuses (copy.deepcopy and pickle of
+        # a tensor raised "Device is immutable")
+        return Device, (str(self),)
 
 
 def _checked_index(kind: str, index) -> int:
