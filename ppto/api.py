@@ -957,20 +957,26 @@ def _is_float(value) -> bool:
     return dtype is not None and np.dtype(dtype).kind == "f"
 
 
-def _cotangent_on(cotangent, device: Device):
+def _cotangent_on(cotangent, device: Device, why: str = "pullback"):
+    """A cotangent (or tangent) on ``device``; a Python or NumPy scalar is made
+    there, as operators take scalars, not copied through the ledger (which
+    recorded pullback(1.0) as a transfer and refused it under policy 'error')."""
     if isinstance(cotangent, tuple):
-        return tuple(_cotangent_on(c, device) for c in cotangent)
+        return tuple(_cotangent_on(c, device, why) for c in cotangent)
     if isinstance(cotangent, Tensor):
         if cotangent.device != device:
             return Tensor(
-                move(cotangent.data, cotangent.device, device, "pullback", True), device
+                move(cotangent.data, cotangent.device, device, why, True), device
             )
         return cotangent
-    raws, _ = gather_inputs("pullback", [np.asarray(cotangent)])
+    if isinstance(cotangent, (bool, int, float, np.generic)):
+        scalar = np.asarray(cotangent)
+        return Tensor(backend_for(device).from_host(scalar, device.index), device)
+    raws, _ = gather_inputs(why, [np.asarray(cotangent)])
     return (
         Tensor(raws[0], device)
         if device == CPU
-        else Tensor(move(raws[0], CPU, device, "pullback", True), device)
+        else Tensor(move(raws[0], CPU, device, why, True), device)
     )
 
 
@@ -1004,7 +1010,8 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
     if streams.in_use:  # (tangents are read by generated code too)
         streams.ready(tangents)
     raw_tangents = [
-        _unwrap(_cotangent_on(tangents[names.index(n)], device)) for n in wrt
+        _unwrap(_cotangent_on(tangents[names.index(n)], device, "jvp tangent"))
+        for n in wrt
     ]
     program, _ = transformed.program(ranks)
     parameters = program.tangent_parameters[program.entry]

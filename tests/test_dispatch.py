@@ -53,6 +53,33 @@ def test_python_scalars_never_migrate():
     assert not [t for t in ppto.transfers() if t.implicit]
 
 
+def product_sum(x, y):
+    return ppto.reduce_sum(x * y)
+
+
+def doubled(x):
+    return x * 2.0
+
+
+def test_scalar_cotangents_and_tangents_are_not_transfers():
+    # pullback(1.0) and a jvp tangent 1.0 were copied to the device through the
+    # ledger as implicit transfers, so policy 'error' refused them (and the jvp's
+    # entry was labelled 'pullback')
+    on_sim = ppto.tensor([1.0, 2.0], device="sim")
+    ppto.set_transfer_policy("error")
+    _, pullback = ppto.vjp(product_sum, on_sim, on_sim)
+    first, second = pullback(1.0)
+    np.testing.assert_array_equal(first.numpy(), [1.0, 2.0])
+    _, pullback = ppto.vjp(product_sum, on_sim, on_sim)
+    assert pullback(np.float64(2.0))[0].device == "sim:0"
+    scalar = ppto.tensor(3.0, device="sim")
+    assert ppto.jvp(doubled, (scalar,), (1.0,))[1].item() == 2.0
+    assert not [t for t in ppto.transfers() if t.implicit]
+    ppto.set_transfer_policy("allow")
+    ppto.jvp(doubled, (on_sim,), (np.ones(2),))
+    assert [t.op for t in ppto.transfers() if t.implicit] == ["jvp tangent"]
+
+
 def test_policy_error_refuses_implicit_copies_but_not_explicit_ones():
     ppto.set_transfer_policy("error")
     cpu = ppto.tensor([1.0, 2.0])
