@@ -1000,7 +1000,9 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
     names = list(_signature(function).parameters)[: len(primals)]
     wrt = [n for n, p, t in zip(names, primals, tangents) if t is not None]
     for name_ in wrt:
-        _check_differentiable(name_, primals[names.index(name_)])
+        position = names.index(name_)
+        _check_differentiable(name_, primals[position])
+        _check_tangent(name_, primals[position], tangents[position])
     if not wrt:
         raise GradError(
             "jvp: every tangent is None, so there is nothing to push forward"
@@ -1022,6 +1024,27 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
         _laid_out_result(_as_tensor(value, device), program),
         _laid_out_result(_as_tensor(_dtype_of(tangent, value), device), program),
     )
+
+
+def _check_tangent(name: str, primal, tangent) -> None:
+    """A tangent has its primal's structure and shapes: one of another shape
+    broadcast silently in the generated code (a (2, 2) tangent of a (2,) argument
+    gave a (2, 2) tangent of a (2,) result) or failed inside it."""
+    if isinstance(primal, (list, tuple)):
+        if not isinstance(tangent, (list, tuple)) or len(tangent) != len(primal):
+            raise ShapeError(
+                f"jvp: the tangent of {name!r} must be a list of {len(primal)} "
+                f"values, as {name!r} is; got {type(tangent).__name__}"
+            )
+        for number, (part, value) in enumerate(zip(tangent, primal)):
+            _check_tangent(f"{name}[{number}]", value, part)
+        return
+    expected, given = np.shape(_unwrap(primal)), np.shape(_unwrap(tangent))
+    if tuple(given) != tuple(expected):
+        raise ShapeError(
+            f"jvp: the tangent of {name!r} has shape {tuple(given)}, but {name!r} "
+            f"has shape {tuple(expected)}"
+        )
 
 
 def _dtype_of(tangent, value):

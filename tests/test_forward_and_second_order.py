@@ -375,3 +375,19 @@ def test_second_order_with_a_keyword_only_parameter(keywords):
         tangent = np.array([0.5, -1.0, 2.0])
         _, product = ppto.jvp(gradient, (x,), (tangent,))
         assert_gradient(np.asarray(product), expected @ tangent, "jvp", rtol=1e-5)
+
+
+def halved(x):
+    return x * 0.5
+
+
+def test_a_tangent_of_another_shape_than_its_argument_is_refused():
+    # a (2, 2) tangent of a (2,) argument gave a (2, 2) tangent of the (2,)
+    # result, a scalar one broadcast, a (3,) one failed with NumPy's ValueError
+    x = np.array([1.0, 2.0])
+    for tangent, shape in ((np.ones((2, 2)), r"\(2, 2\)"), (1.0, r"\(\)"),
+                           (np.ones(3), r"\(3,\)")):  # fmt: skip
+        with pytest.raises(ppto.ShapeError, match=rf"'x' has shape {shape}, but"):
+            ppto.jvp(halved, (x,), (tangent,))
+    _, tangent = ppto.jvp(halved, (x,), (np.array([1.0, -1.0]),))
+    np.testing.assert_array_equal(tangent.numpy(), [0.5, -0.5])
