@@ -77,6 +77,26 @@ def test_unsupported_dtypes_are_refused(data, pattern):
         ppto.tensor(data)
 
 
+@pytest.mark.parametrize("call, name", [
+    (lambda: ppto.tensor([300], dtype=np.uint8), "ppto.tensor"),
+    (lambda: ppto.full((2,), -1, dtype="uint8"), "ppto.full"),
+    (lambda: ppto.tensor([1]) + 2**70, "ppto.add"),
+    (lambda: ppto.tensor([1], dtype=np.uint8) * 300, "ppto.mul"),
+])  # fmt: skip
+def test_integers_beyond_the_dtype_are_a_dtype_error(call, name):
+    # NumPy 2's OverflowError came out raw from ppto.tensor, full and operators
+    with pytest.raises(ppto.DTypeError, match=rf"{name}: Python int"):
+        call()
+
+
+def test_a_constructor_given_device_0_does_not_make_it_on_the_cpu():
+    # device=0 (PyTorch's spelling of the first GPU) was falsy, so zeros(2,
+    # device=0) silently made a CPU tensor; ppto.tensor refused it
+    for make in (ppto.zeros, ppto.ones, lambda *a, **k: ppto.eye(2, **k)):
+        with pytest.raises(ppto.DeviceError, match="got 0 of type int"):
+            make(2, device=0)
+
+
 def test_ragged_lists_are_refused_with_a_hint():
     with pytest.raises(ppto.ShapeError, match="rectangular"):
         ppto.tensor([[1.0, 2.0], [3.0]])

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ppto.errors import GradError, PptoError, ShapeError
+from ppto.errors import DTypeError, GradError, PptoError, ShapeError
 from ppto.ops.signature import Signature
 from ppto.runtime import streams
 from ppto.runtime.backends import backend_for
@@ -185,6 +185,10 @@ class Primitive(OperatorDef):
                 raw_out = run(*arrays, **raw_params)
         except PptoError:
             raise
+        except OverflowError as error:  # (a Python int beyond the array's dtype)
+            raise DTypeError(
+                f"ppto.{self.name}: {error}: use a wider dtype, or a float"
+            ) from error
         except (ValueError, IndexError, TypeError) as error:
             shapes = ", ".join(str(_shape_of(raw)) for raw in raws)
             raise ShapeError(

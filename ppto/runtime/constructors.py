@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ppto.errors import PptoError
+from ppto.errors import DTypeError, PptoError
 from ppto.runtime.backends import backend_for
 from ppto.runtime.device import Device
 from ppto.runtime.dtypes import check_dtype
@@ -18,7 +18,7 @@ from ppto.runtime.tensor import Tensor
 
 
 def _create(make: Callable, device: Any, dtype: Any, what: str) -> Tensor:
-    target = Device(device or "cpu")
+    target = Device("cpu" if device is None else device)  # (device=0 is no CPU)
     backend = backend_for(target)
     resolved = None if dtype is None else check_dtype(dtype, f"ppto.{what} dtype")
     xp = backend.xp
@@ -30,6 +30,8 @@ def _create(make: Callable, device: Any, dtype: Any, what: str) -> Tensor:
                 array = make(xp, resolved)
         else:
             array = make(xp, resolved)
+    except OverflowError as error:  # (a fill value beyond the dtype)
+        raise DTypeError(f"ppto.{what}: {error}") from error
     except (ValueError, TypeError, ZeroDivisionError) as error:  # NumPy's refusal
         raise PptoError(f"ppto.{what}: {error}") from error
     check_dtype(array.dtype, f"ppto.{what}")

@@ -232,6 +232,10 @@ def _host_array(data: Any, dtype: Any) -> np.ndarray:
         dtype = check_dtype(dtype, "ppto.tensor dtype")
     try:
         array = np.asarray(data, dtype=dtype)
+    except OverflowError as error:  # (NumPy 2 refuses ints beyond the dtype)
+        raise DTypeError(
+            f"ppto.tensor: {error}: use a dtype that holds the values"
+        ) from error
     except (ValueError, TypeError) as error:
         raise ShapeError(
             f"ppto.tensor cannot make an array of {type(data).__name__} data: {error}; "
