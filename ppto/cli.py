@@ -124,14 +124,25 @@ def _load_module(path: Path) -> ModuleType:
     try:
         spec.loader.exec_module(module)
     except Exception as error:
-        frame = traceback.extract_tb(error.__traceback__)[-1]
         raise CommandError(
-            f"importing {path} failed: {type(error).__name__}: {error} "
-            f"({frame.filename}, line {frame.lineno})"
+            f"importing {path} failed: {type(error).__name__}: {error}"
+            f"{_where_it_failed(error, path)}"
         ) from error
     finally:
         sys.path.remove(str(path.resolve().parent))
     return module
+
+
+def _where_it_failed(error: Exception, path: Path) -> str:
+    """`` (file, line N)`` of the file's own line that raised ``error`` (the
+    innermost frame was importlib's for a SyntaxError, which names its line
+    itself, and a library's for an error inside one)."""
+    if isinstance(error, SyntaxError):
+        return ""
+    frames = traceback.extract_tb(error.__traceback__)
+    own = [f for f in frames if Path(f.filename).resolve() == path.resolve()]
+    frame = (own or frames)[-1]
+    return f" ({frame.filename}, line {frame.lineno})"
 
 
 def _find_function(module: ModuleType, dotted_name: str, path: Path):

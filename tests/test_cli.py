@@ -112,6 +112,19 @@ def test_grad_of_a_file_that_fails_to_import(tmp_path, capsys):
     assert "importing" in err and "ZeroDivisionError" in err and "line 5" in err
 
 
+def test_an_import_failure_names_the_files_own_line(tmp_path, capsys):
+    # the innermost frame was named: importlib's "<frozen importlib._bootstrap>,
+    # line 241" after a SyntaxError, NumPy's own file for an error inside NumPy
+    syntax = tmp_path / "syntax.py"
+    syntax.write_text("def f(x):\n    return x +\n")
+    _, _, err = run_cli(capsys, "grad", f"{syntax}::f")
+    assert "SyntaxError" in err and "line 2" in err and "frozen" not in err
+    library = tmp_path / "library.py"
+    library.write_text("import numpy as np\n\nnp.zeros(-1)\n")
+    _, _, err = run_cli(capsys, "grad", f"{library}::f")
+    assert f"({library}, line 3)" in err
+
+
 def test_grad_file_may_import_its_siblings(tmp_path, capsys):
     (tmp_path / "helpers.py").write_text("SCALE = 3.0\n")
     (tmp_path / "uses_helpers.py").write_text(
