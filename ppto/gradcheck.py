@@ -10,6 +10,7 @@ the dot-product identity ``<u, J v> == <J^T u, v>``.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,6 +87,7 @@ def check_grad(
     from ppto.ops.primitive import MissingTangentRule
     from ppto.ruletape import jvp_by_rules, vjp_by_rules
 
+    _check_settings(f, directions, rtol, atol)
     indices = _wrt_indices(f, args, wrt)
     args = [_as_tensor(arg) if i in indices else arg for i, arg in enumerate(args)]
     for i in indices:
@@ -123,8 +125,8 @@ def check_grad(
         vectors = [rng.standard_normal(h.shape) for h in hosts]
         numeric = _central(scalar, hosts, vectors, 1e-6)
         analytic = sum(float(np.sum(g * v)) for g, v in zip(grads, vectors))
-        error = abs(analytic - numeric) / (
-            atol * scale + rtol * max(abs(numeric), scale)
+        error = _normalized_error(
+            analytic, numeric, atol * scale + rtol * max(abs(numeric), scale)
         )
         errors.append(error)
         max_error = max(max_error, error)
@@ -137,8 +139,8 @@ def check_grad(
                 vectors[position][index] = 1.0
                 step = 1e-6 * max(1.0, abs(host[index]))
                 numeric = _central(scalar, hosts, vectors, step)
-                error = abs(grad[index] - numeric) / (
-                    atol * scale + rtol * abs(numeric)
+                error = _normalized_error(
+                    float(grad[index]), numeric, atol * scale + rtol * abs(numeric)
                 )
                 if error > worst_error:
                     worst_error = error
@@ -159,8 +161,10 @@ def check_grad(
     if tangent_out is not None:
         forward_value = _inner(cotangent, tangent_out)
         reverse_value = sum(float(np.sum(g * v)) for g, v in zip(grads, vectors))
-        identity_error = abs(forward_value - reverse_value) / max(
-            1e-30, abs(reverse_value), abs(forward_value)
+        identity_error = _normalized_error(
+            forward_value,
+            reverse_value,
+            max(1e-30, abs(reverse_value), abs(forward_value)),
         )
         identity_tol = 1e-10 if dtype == np.float64 else 1e-3
         max_error = max(max_error, identity_error / identity_tol)
@@ -173,6 +177,35 @@ def check_grad(
         identity_error,
         str(dtype),
     )
+
+
+def _normalized_error(analytic: float, numeric: float, tolerance: float) -> float:
+    """``|analytic - numeric| / tolerance``, where a NaN on one side only is a
+    failure (infinite): NaN compared false with everything, so max() skipped it
+    and a rule giving NaN passed the check. Equal values (infinities included)
+    and NaN on both sides (a function undefined there) agree."""
+    if analytic == numeric:
+        return 0.0
+    if math.isnan(analytic) or math.isnan(numeric):
+        return 0.0 if math.isnan(analytic) and math.isnan(numeric) else math.inf
+    error = abs(analytic - numeric) / tolerance
+    return math.inf if math.isnan(error) else error  # (an infinity over one)
+
+
+def _check_settings(f, directions, rtol, atol) -> None:
+    """Refuse settings that would make the check pass without checking."""
+    if not callable(f):
+        raise GradError(f"check_grad needs a function, got {f!r}")
+    if isinstance(directions, bool) or not isinstance(directions, int):
+        raise GradError(f"check_grad: directions is a count, got {directions!r}")
+    if directions < 0:
+        raise GradError(f"check_grad: directions={directions} is negative")
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if value is not None and not (isinstance(value, (int, float)) and value >= 0):
+            raise GradError(
+                f"check_grad: {name}={value!r}; a tolerance is a number >= 0 (a "
+                "negative one passed every gradient)"
+            )
 
 
 def _wrt_indices(f, args, wrt) -> list[int]:

@@ -83,6 +83,39 @@ def test_checker_catches_a_wrong_rule(cube):
     assert ppto.check_grad(cube, x).identity_error > 1e-3
 
 
+def test_checker_fails_a_rule_giving_nan_and_refuses_settings_that_check_nothing(
+    cube,
+):
+    # a rule giving NaN passed (max() skips NaN, so the worst error stayed 0), as
+    # did any rule with a negative tolerance; a bad directions or function was a
+    # raw TypeError
+    @ppto.grad_rule(cube)
+    def _(x):
+        def backward(dY):
+            return dY * np.nan
+
+        return backward
+
+    x = ppto.tensor([0.5, 1.5, -2.0])
+    for forward in (False, True):
+        report = ppto.check_grad(cube, x, forward=forward)
+        assert not report.ok and "FAILED" in str(report)
+    assert report.worst is not None and np.isnan(report.worst.analytic)
+
+    @ppto.grad_rule(cube)
+    def _(x):
+        def backward(dY):
+            return dY * 2 * x * x  # wrong: should be 3 x^2
+
+        return backward
+
+    for settings in ({"rtol": -1.0}, {"atol": -1.0}, {"directions": "3"}):
+        with pytest.raises(ppto.GradError, match="check_grad: (rtol|atol|dir)"):
+            ppto.check_grad(cube, x, **settings)
+    with pytest.raises(ppto.GradError, match="needs a function, got 5"):
+        ppto.check_grad(5, x)
+
+
 def test_checker_passes_a_right_rule_and_a_user_rule_object_is_callable(cube):
     @cube.grad_rule
     def _(x):
