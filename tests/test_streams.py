@@ -130,6 +130,22 @@ def test_a_read_across_streams_is_let_go_once_done(logged):
     assert not streams._reading and not streams.in_use
 
 
+def test_a_write_on_a_stream_is_waited_for_by_readers_on_another(logged):
+    # x[0] = 5.0 on "compute" wrote a new array into x, but the event recording
+    # it went to a temporary tensor, so a read of x on "io" did not wait for it
+    x = ppto.tensor(np.zeros(4), device="logged")
+    with ppto.stream("compute"):
+        x[0] = 5.0
+    written = event_of(x)
+    assert ("record", queue("compute"), written) in logged
+    with ppto.stream("io"):
+        y = x * 2.0
+    assert logged.index(("wait", queue("io"), written)) < logged.index(
+        ("enter", queue("io"))
+    )
+    np.testing.assert_array_equal(y.numpy(), [10.0, 0.0, 0.0, 0.0])
+
+
 def test_uploads_inside_a_block_go_to_its_stream(logged):
     with ppto.stream("io"):
         batch = ppto.tensor(np.ones(3), device="logged")

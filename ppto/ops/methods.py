@@ -68,6 +68,8 @@ def _setitem(self, index, value):
         index = _moved_to(self.device, index)
     updated = indexing.setitem(self, value, index)
     self.data = updated.to(self.device).data
+    if streams.in_use:  # x now holds data a stream may still be writing
+        streams.same_origin(self, updated)
 
 
 def _moved_to(device, value):

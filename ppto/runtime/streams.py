@@ -161,6 +161,16 @@ def ready(value) -> None:
         made[1].host_wait(made[2])
 
 
+def same_origin(target, source) -> None:
+    """``target`` now holds ``source``'s data (``x[i] = v`` writes a new array into
+    x): it was made where, and when, that data was, so readers on other streams
+    wait for it as for ``source``."""
+    made = _made_on.get(id(source))
+    if made is not None:
+        with _lock:
+            _remember(target, made)
+
+
 def _remember(value, made: tuple) -> None:
     from ppto.runtime.tensor import Tensor
 
