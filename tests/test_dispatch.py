@@ -197,6 +197,25 @@ def test_a_backend_with_a_bad_device_count_or_from_numpy_is_refused_by_name():
         ppto.register_backend(None, Streamed)
 
 
+def test_index_tensors_inside_a_tuple_move_through_the_ledger():
+    # x[mask, 0] and x[:, idx] with the index tensor on another device read its
+    # raw array in place: no ledger entry (policy 'error' bypassed), and on a GPU
+    # NumPy handed a CuPy index (or the reverse)
+    x = ppto.tensor(np.arange(6.0).reshape(2, 3))
+    mask = ppto.tensor([True, False], device="sim")
+    columns = ppto.tensor([2, 0], device="sim")
+    np.testing.assert_array_equal(x[mask, 0].numpy(), [0.0])
+    np.testing.assert_array_equal(x[:, columns].numpy(), [[2.0, 0.0], [5.0, 3.0]])
+    assert [(e.op, e.nbytes, str(e.source), e.implicit)
+            for e in ppto.transfers()] == [
+        ("getitem", 2, "sim:0", True),
+        ("getitem", 16, "sim:0", True),
+    ]  # fmt: skip
+    ppto.set_transfer_policy("error")
+    with pytest.raises(ppto.TransferError, match="getitem"):
+        x[mask, 0]
+
+
 def test_registered_backend_with_only_dot_impl():
     class DotOnly:
         calls = []

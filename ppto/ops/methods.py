@@ -58,14 +58,11 @@ def _contains(self, value) -> bool:
 
 
 def _setitem(self, index, value):
-    """``x[index] = value`` writes on x's own device: a value or index tensor on
-    another is copied to it (an implicit transfer), not x to theirs and back (a
-    GPU scalar written into a large CPU tensor copied the whole tensor twice)."""
+    """``x[index] = value`` writes on x's own device: a value on another is copied
+    to it (an implicit transfer), not x to its device and back (a GPU scalar
+    written into a large CPU tensor copied the whole tensor twice); index tensors
+    go where the operator runs, as every parameter does."""
     value = _moved_to(self.device, value)
-    if isinstance(index, tuple):
-        index = tuple(_moved_to(self.device, part) for part in index)
-    elif isinstance(index, Tensor):
-        index = _moved_to(self.device, index)
     updated = indexing.setitem(self, value, index)
     self.data = updated.to(self.device).data
     if streams.in_use:  # x now holds data a stream may still be writing

@@ -222,15 +222,27 @@ def _raw_params(op_name: str, params: dict, device) -> dict:
     """Parameters given as tensors (clip's bounds, a slope, split points) as raw
     arrays on the operator's device: an implementation handed a tensor would route
     it back into ppto (endless recursion, or a tensor wrapped in a tensor)."""
-    if not any(isinstance(value, Tensor) for value in params.values()):
+    if not any(_holds_tensor(value) for value in params.values()):
         return params
     return {
-        key: _raw_on(op_name, value, device) if isinstance(value, Tensor) else value
+        key: _raw_on(op_name, value, device) if _holds_tensor(value) else value
         for key, value in params.items()
     }
 
 
-def _raw_on(op_name: str, value: Tensor, device) -> Any:
+def _holds_tensor(value) -> bool:
+    """A tensor, or a tuple holding one (an index such as ``x[mask, 0]``)."""
+    if isinstance(value, tuple):
+        return any(isinstance(part, Tensor) for part in value)
+    return isinstance(value, Tensor)
+
+
+def _raw_on(op_name: str, value: Tensor | tuple, device) -> Any:
+    if isinstance(value, tuple):  # (each tensor part through the ledger)
+        return tuple(
+            _raw_on(op_name, part, device) if isinstance(part, Tensor) else part
+            for part in value
+        )
     if streams.in_use:  # (made on a stream, it may still be being written)
         streams.ready(value)
     if value.device == device:
