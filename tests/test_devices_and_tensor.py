@@ -140,6 +140,18 @@ def test_np_array_of_a_tensor_is_a_copy_and_np_asarray_may_share():
         np.array(ppto.tensor([1.0], device="sim"), copy=False)
 
 
+def test_the_tensor_class_called_as_pytorch_spells_it_makes_a_tensor():
+    # ppto.Tensor([1.0, 2.0]) kept the list (.shape and repr raised
+    # AttributeError) and ppto.Tensor(data, "sim") kept the device as a string
+    made = ppto.Tensor([1.0, 2.0])
+    assert made.shape == (2,) and made.dtype == np.float64
+    assert repr(made) == "Tensor([1., 2.], device='cpu', dtype=float64)"
+    on_sim = ppto.Tensor(np.ones(2), "sim")
+    assert isinstance(on_sim.device, ppto.Device) and on_sim.device.kind == "sim"
+    with pytest.raises(ppto.DTypeError, match="strings"):
+        ppto.Tensor("ab")
+
+
 def test_tensor_surface():
     t = ppto.tensor(np.arange(6.0).reshape(2, 3), device="sim")
     assert t.shape == (2, 3) and t.ndim == 2 and t.size == 6
