@@ -66,8 +66,19 @@ def get_grad_rule(op: Any):
     op = OPERATORS.get(op, op) if isinstance(op, str) else op
     rule = getattr(op, "backward_rule", None)
     if rule is None:
-        raise GradError(f"{op!r} has no gradient rule")
+        raise GradError(f"{op!r} has no gradient rule{_hint_for(op)}")
     return rule
+
+
+def _hint_for(value: Any) -> str:
+    """What to pass instead of a symbolic expression or an unknown name."""
+    if getattr(value, "_ppto_symbolic", False) and hasattr(value, "op"):
+        return ": it is an applied operator; pass its operator, expr.op"
+    if getattr(value, "_ppto_symbolic", False):
+        return ": it is a symbol, an input that no operator made"
+    if isinstance(value, str):
+        return ": no operator has that name (ppto ops lists them)"
+    return ""
 
 
 def get_jvp_rule(op: Any):
@@ -75,7 +86,7 @@ def get_jvp_rule(op: Any):
     op = OPERATORS.get(op, op) if isinstance(op, str) else op
     rule = getattr(op, "tangent_rule", None)
     if rule is None:
-        raise GradError(f"{op!r} has no tangent rule")
+        raise GradError(f"{op!r} has no tangent rule{_hint_for(op)}")
     return rule
 
 

@@ -473,6 +473,18 @@ def test_symbols_iterate_check_their_values_and_are_not_differentiated_as_values
         ppto.grad(symbolic_square_sum)(x)
 
 
+def test_get_grad_rule_of_an_expression_says_to_pass_its_operator():
+    # the seed's symbolic differentiator takes expr.op; passing expr itself said
+    # only "exp(x) has no gradient rule"
+    x = ppto.symbol("x", (3,))
+    with pytest.raises(ppto.GradError, match=r"applied operator; pass .*expr\.op"):
+        ppto.get_grad_rule(ppto.exp(x))
+    with pytest.raises(ppto.GradError, match="a symbol, an input"):
+        ppto.get_jvp_rule(x)
+    with pytest.raises(ppto.GradError, match="no operator has that name"):
+        ppto.get_grad_rule("nope")
+
+
 @pytest.mark.parametrize("shape", ["ab", 3, (2, 1.5), (2, -1)])
 def test_a_symbols_shape_is_a_tuple_of_lengths(shape):
     # "ab" made the shape ('a', 'b'), 3 a raw TypeError
