@@ -182,9 +182,29 @@ def test_format_spec_membership_and_truth_value_as_numpy():
     with pytest.raises(ppto.ShapeError, match=r"'.2f'.*shape \(2, 2\)"):
         f"{loss:.2f}"
     assert 4.5 in loss and 5.0 not in loss and 1.0 not in ppto.tensor([])
-    with pytest.raises(ppto.ShapeError, match="reduce_max") as refused:
+    with pytest.raises(ppto.ShapeError, match=r"x\.any\(\), x\.all\(\)"):
         bool(loss)
-    assert ".any()" not in str(refused.value)
+    assert bool(loss.any()) and not bool((loss > 4.0).all())  # (the hint works)
+
+
+def test_any_all_tolist_and_clip_keywords_as_numpy():
+    # .any() / .all() / .tolist() were missing (AttributeError), and
+    # x.clip(min=0) (NumPy 2's and PyTorch's keyword) a raw TypeError
+    x = ppto.tensor([[0.0, 2.0], [np.nan, 0.0]], device="sim")
+    values = np.array([[0.0, 2.0], [np.nan, 0.0]])
+    for axis in (None, 0, 1):
+        for method in ("any", "all"):
+            got = getattr(x, method)(axis=axis, keepdims=True)
+            expected = getattr(values, method)(axis=axis, keepdims=True)
+            assert got.device == "sim:0" and got.dtype == np.bool_
+            np.testing.assert_array_equal(got.numpy(), expected)
+    assert not bool(ppto.tensor([]).any()) and bool(ppto.tensor([]).all())
+    assert ppto.tensor([[1, 2]], device="sim").tolist() == [[1, 2]]
+    y = ppto.tensor([-1.0, 0.5, 3.0])
+    np.testing.assert_array_equal(y.clip(min=0.0, max=1.0).numpy(), [0.0, 0.5, 1.0])
+    np.testing.assert_array_equal(y.clip(a_max=1.0).numpy(), [-1.0, 0.5, 1.0])
+    with pytest.raises(ppto.PptoError, match="twice or a keyword"):
+        y.clip(0.0, low=1.0)
 
 
 def test_arithmetic_and_comparisons_dispatch_to_operators():

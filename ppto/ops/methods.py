@@ -51,6 +51,34 @@ def _iterate(self):
     return iter(shape.unstack(self))
 
 
+def _clip(self, lo=None, hi=None, **bounds):
+    """``x.clip(lo, hi)``, with NumPy's and PyTorch's keywords for the bounds
+    (``min=``/``max=``, ``a_min=``/``a_max=``)."""
+    for name, value in bounds.items():
+        if name in ("min", "a_min") and lo is None:
+            lo = value
+        elif name in ("max", "a_max") and hi is None:
+            hi = value
+        else:
+            raise PptoError(
+                f".clip() got the bound {name}={value!r} twice or a keyword it does "
+                "not take: write x.clip(lo, hi), or min= and max="
+            )
+    return ew.clip(self, lo, hi)
+
+
+def _any(self, axis=None, keepdims=False):
+    """Whether any element (along ``axis``) is nonzero, as ndarray.any."""
+    nonzero = reductions.reduce_sum(logic.not_equal(self, 0), axis, keepdims)
+    return logic.greater(nonzero, 0)
+
+
+def _all(self, axis=None, keepdims=False):
+    """Whether every element (along ``axis``) is nonzero, as ndarray.all."""
+    zeros = reductions.reduce_sum(logic.equal(self, 0), axis, keepdims)
+    return logic.equal(zeros, 0)
+
+
 def _contains(self, value) -> bool:
     """``value in x``: whether any element equals it, as NumPy answers (iterating
     compared whole rows, whose truth value is ambiguous)."""
@@ -161,7 +189,10 @@ _METHODS = {
     "copy": lambda self: shape.copy(self),
     "exp": lambda self: ew.exp(self),
     "log": lambda self: ew.log(self),
-    "clip": lambda self, lo=None, hi=None: ew.clip(self, lo, hi),
+    "clip": _clip,
+    "any": _any,
+    "all": _all,
+    "tolist": lambda self: self.numpy().tolist(),
     "dot": _binary(linalg.dot),
 }
 
@@ -177,6 +208,7 @@ def expression_methods() -> dict:
         "__setitem__",
         "__iter__",
         "__contains__",
+        "tolist",
         "__array_ufunc__",
         "__array_function__",
     }

@@ -110,8 +110,8 @@ class Tensor:
         if self.size != 1:
             raise ShapeError(
                 f"the truth value of a tensor of shape {self.shape} is ambiguous: "
-                "reduce it to one value first, e.g. ppto.reduce_max(x) > 0 (any "
-                "positive) or ppto.reduce_min(x) > 0 (all positive)"
+                "reduce it to one value first, e.g. x.any(), x.all() or "
+                "ppto.reduce_max(x) > 0"
             )
         return bool(self.item())
 
