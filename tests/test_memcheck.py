@@ -83,6 +83,16 @@ def test_a_script_ending_in_sys_exit_still_holds_its_variables(
     assert exp["Retention Count"] == "3 (should be <=1), holding 96B"
 
 
+def test_operators_are_named_as_the_seeds_report_names_them():
+    # the seed's report reads "Operator : Conv2D"; ppto wrote Conv2d (and MaxPool2d)
+    image = ppto.tensor(np.ones((1, 1, 4, 4)))
+    with memcheck.tracking() as report:
+        kept = ppto.max_pool2d(ppto.conv2d(image, np.ones((2, 1, 3, 3)), padding=1), 2)
+    assert {site.operator for site in report.sites.values()} == {"Conv2D", "MaxPool2D"}
+    assert kept.shape == (1, 2, 2, 2)
+    assert ppto.show_op(ppto.conv2d).startswith("Operator: Conv2D\n")
+
+
 def test_the_suspicious_site_is_reported_first(tmp_path, capsys, monkeypatch):
     script = tmp_path / "train.py"
     script.write_text(LEAKY)

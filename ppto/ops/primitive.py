@@ -26,7 +26,17 @@ OBSERVERS: list[Callable] = []
 
 
 def camel_case(name: str) -> str:
-    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+    """``reduce_sum`` -> ``ReduceSum``; a dimension suffix is written as such,
+    ``conv2d`` -> ``Conv2D`` (as the memory report's operators are named)."""
+    return "".join(
+        _dimension_suffix(part[:1].upper() + part[1:]) for part in name.split("_")
+    )
+
+
+def _dimension_suffix(word: str) -> str:
+    if len(word) > 2 and word.endswith("d") and word[-2].isdigit():
+        return word[:-1] + "D"
+    return word
 
 
 class OperatorDef:
