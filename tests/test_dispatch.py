@@ -216,6 +216,17 @@ def test_index_tensors_inside_a_tuple_move_through_the_ledger():
         x[mask, 0]
 
 
+def test_a_tensor_of_an_unregistered_backend_still_has_a_repr():
+    # repr raised DeviceError once the backend was unregistered: a debugger or a
+    # traceback showing the variable failed in turn
+    ppto.register_backend("gone", SimBackend)
+    left = ppto.tensor(np.ones((2, 3)), device="gone")
+    ppto.unregister_backend("gone")
+    assert repr(left) == "Tensor(<unreadable>, shape=(2, 3), device='gone:0')"
+    with pytest.raises(ppto.DeviceError, match="unknown device 'gone:0'"):
+        left.numpy()
+
+
 def test_registered_backend_with_only_dot_impl():
     class DotOnly:
         calls = []

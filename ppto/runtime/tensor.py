@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ppto.errors import DeviceError, DTypeError, ShapeError
+from ppto.errors import DeviceError, DTypeError, PptoError, ShapeError
 from ppto.runtime import ledger, streams
 from ppto.runtime.backends import backend_for, backend_of_array
 from ppto.runtime.device import CPU, Device
@@ -141,7 +141,12 @@ class Tensor:
         return format(self.item(), spec)
 
     def __repr__(self) -> str:
-        body = np.array2string(self._to_host("repr"), separator=", ", prefix="Tensor(")
+        try:
+            host = self._to_host("repr")
+        except PptoError:  # (a backend unregistered since: a repr must not raise,
+            # debuggers and tracebacks show it)
+            return f"Tensor(<unreadable>, shape={self.shape}, device='{self.device}')"
+        body = np.array2string(host, separator=", ", prefix="Tensor(")
         extra = f", layout='{self.layout}'" if self.layout else ""
         return f"Tensor({body}, device='{self.device}', dtype={self.dtype}{extra})"
 
