@@ -82,9 +82,8 @@ class CompositeOperator(OperatorDef):
         return inputs, params
 
     def __repr__(self) -> str:
-        return (
-            f"<ppto operator {self.name} (user function {self.function.__qualname__})>"
-        )
+        qualified = getattr(self.function, "__qualname__", self.name)
+        return f"<ppto operator {self.name} (user function {qualified})>"
 
 
 _TENSOR_ANNOTATIONS = {"Tensor", "ppto.Tensor", "ndarray", "np.ndarray", "ArrayLike"}
@@ -122,9 +121,16 @@ def operator(function: Callable) -> CompositeOperator:
     ... def softsign(x):
     ...     return x / (1 + ppto.abs(x))
     """
+    if isinstance(function, OperatorDef):
+        raise PptoError(
+            f"@ppto.operator decorates a function, and {function!r} is an operator "
+            "already: use it as it is, or attach a rule with @ppto.grad_rule(op)"
+        )
     if not callable(function) or not hasattr(function, "__name__"):
         raise PptoError(f"@ppto.operator decorates a function, got {function!r}")
     op = CompositeOperator(function)
-    USER_OPERATORS[f"{function.__module__}.{function.__qualname__}"] = op
-    note_definition(op, function.__module__)
+    qualified = getattr(function, "__qualname__", function.__name__)  # (a wrapper)
+    module = getattr(function, "__module__", None)
+    USER_OPERATORS[f"{module}.{qualified}"] = op
+    note_definition(op, module)
     return op

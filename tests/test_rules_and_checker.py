@@ -355,6 +355,7 @@ def test_a_gradient_of_another_shape_than_its_argument_is_refused():
     lambda: ppto.show_op("dot"),
     lambda: ppto.grad_rule(3),
     lambda: ppto.operator(3),
+    lambda: ppto.operator(ppto.exp),  # (an AttributeError: no __qualname__)
     lambda: ppto.zeros((-1,)),
     lambda: ppto.arange(0, 1, 0),
     lambda: ppto.eye("a"),
@@ -363,6 +364,28 @@ def test_misuse_of_the_api_is_a_ppto_error(call):
     # each raised a raw ValueError, TypeError or AttributeError from inside ppto
     with pytest.raises(ppto.PptoError):
         call()
+
+
+def doubled_tanh(x):
+    return ppto.tanh(x) * 2.0
+
+
+def sum_of_checkpointed_operator(x):
+    return ppto.reduce_sum(CHECKPOINTED_OPERATOR(x))
+
+
+CHECKPOINTED_OPERATOR = ppto.operator(ppto.checkpoint(doubled_tanh))
+
+
+def test_a_checkpointed_function_can_be_an_operator():
+    # ppto.operator(ppto.checkpoint(f)) raised AttributeError (__qualname__)
+    assert repr(CHECKPOINTED_OPERATOR) == (
+        "<ppto operator doubled_tanh (user function doubled_tanh)>"
+    )
+    x = np.array([0.5, -1.0])
+    gradient = ppto.grad(sum_of_checkpointed_operator)(x)
+    expected = _central_differences(lambda p: float(np.sum(np.tanh(p) * 2.0)), x)
+    np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6, atol=1e-9)
 
 
 def test_a_refused_tolerance_changes_nothing_and_allclose_names_bad_input():
