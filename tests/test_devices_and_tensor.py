@@ -256,6 +256,17 @@ def test_constructors():
     assert ppto.zeros_like(x, dtype="int32").dtype == np.int32
 
 
+def test_zeros_like_on_another_device_keeps_the_dtype_and_layout():
+    # ones_like([[1, 2]], device="sim") was float64 (int64 without device=), and
+    # zeros_like(nhwc_image, device="sim") dropped the layout it keeps otherwise
+    assert ppto.ones_like([[1, 2]], device="sim").dtype == np.int64
+    assert ppto.ones_like([[1, 2]]).dtype == np.int64
+    image = ppto.tensor(np.zeros((1, 2, 2, 3)), layout="nhwc")
+    assert ppto.zeros_like(image, device="sim").layout == "nhwc"
+    assert ppto.zeros_like(image).layout == "nhwc"
+    assert ppto.zeros_like(image, dtype="float32", device="sim").dtype == np.float32
+
+
 def test_layout_hint():
     image = ppto.tensor(np.zeros((1, 4, 4, 3)), layout="nhwc")
     assert image.layout == "nhwc"

@@ -14,7 +14,7 @@ from ppto.errors import DTypeError, PptoError
 from ppto.runtime.backends import backend_for
 from ppto.runtime.device import Device
 from ppto.runtime.dtypes import check_dtype
-from ppto.runtime.tensor import Tensor
+from ppto.runtime.tensor import Tensor, _host_array
 
 
 def _create(make: Callable, device: Any, dtype: Any, what: str) -> Tensor:
@@ -96,5 +96,10 @@ def _like(name: str, x: Any, dtype: Any, device: Any) -> Tensor:
 
     if device is None:
         return OPERATORS[name](x, dtype)
+    # as without device=: x's dtype (a list's as NumPy reads it, not float64)
+    # and its layout
+    like = x if hasattr(x, "dtype") else _host_array(x, None)
     make = zeros if name == "zeros_like" else ones
-    return make(np.shape(x), dtype or getattr(x, "dtype", None), device)
+    made = make(np.shape(like), dtype or like.dtype, device)
+    made.layout = getattr(x, "layout", None)
+    return made
