@@ -1,6 +1,8 @@
 """The rule format, show_op, custom rules, the gradient checker itself, and symbolic
 expressions built from operators."""
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -386,6 +388,39 @@ def test_a_checkpointed_function_can_be_an_operator():
     gradient = ppto.grad(sum_of_checkpointed_operator)(x)
     expected = _central_differences(lambda p: float(np.sum(np.tanh(p) * 2.0)), x)
     np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6, atol=1e-9)
+
+
+SOURCELESS_RULE = """
+@ppto.operator
+def doubled_in_exec(x):
+    return x * 2.0
+
+
+@ppto.grad_rule
+def _(x):
+    def backward(dy):
+        return dy * 2.0
+
+    return backward
+"""
+
+
+DOUBLED_IN_EXEC = None  # (the operator exec makes, set by the test)
+
+
+def sum_of_doubled_in_exec(x):
+    return ppto.reduce_sum(DOUBLED_IN_EXEC(x))
+
+
+def test_a_rule_whose_source_is_not_kept_is_a_transform_error(monkeypatch):
+    # a rule made by exec (no linecache entry) raised inspect's OSError from deep
+    # inside the transformation
+    namespace = {"ppto": ppto}
+    exec(compile(SOURCELESS_RULE, "<no source kept>", "exec"), namespace)
+    module = sys.modules[__name__]
+    monkeypatch.setattr(module, "DOUBLED_IN_EXEC", namespace["doubled_in_exec"])
+    with pytest.raises(ppto.TransformError, match="rule of doubled_in_exec.*source"):
+        ppto.grad(sum_of_doubled_in_exec)(np.ones(2))
 
 
 def test_a_refused_tolerance_changes_nothing_and_allclose_names_bad_input():

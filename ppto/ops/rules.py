@@ -46,9 +46,13 @@ class Rule:
     def source(self) -> str:
         """The rule's Python source, dedented (derived rules have generated source)."""
         if self._source is None:
+            from ppto.errors import TransformError
             from ppto.transform.source import function_source
 
-            self._source = function_source(self.fn)
+            try:
+                self._source = function_source(self.fn)
+            except TransformError as error:  # (it names the function: often _)
+                raise TransformError(f"the {self!r}: {error}") from error
         return self._source
 
     def closure(self, inputs: list, params: dict, out: Any) -> Callable:

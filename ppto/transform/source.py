@@ -117,8 +117,22 @@ def source_lines(fn: Callable) -> tuple[list[str], int]:
 
 
 def function_source(fn: Callable) -> str:
-    """The dedented source of ``fn`` (see ``source_lines``)."""
-    return textwrap.dedent("".join(source_lines(fn)[0]))
+    """The dedented source of ``fn`` (see ``source_lines``); a gradient rule made
+    where no source is kept (exec without linecache, a shell) raised inspect's
+    OSError from deep inside a transformation."""
+    try:
+        return textwrap.dedent("".join(source_lines(fn)[0]))
+    except (OSError, TypeError) as error:
+        raise _unavailable(fn, error) from error
+
+
+def _unavailable(fn: Callable, error: Exception) -> TransformError:
+    name = getattr(fn, "__qualname__", repr(fn))
+    return TransformError(
+        f"the source of {name} is not available ({error}): ppto reads source code, "
+        "so define the function in a file (not in an interactive shell without "
+        "source) or use exec with linecache"
+    )
 
 
 def parse_function(fn: Callable) -> ParsedFunction:
@@ -133,11 +147,7 @@ def parse_function(fn: Callable) -> ParsedFunction:
     try:
         lines, first_line = source_lines(fn)
     except (OSError, TypeError) as error:
-        raise TransformError(
-            f"the source of {fn.__qualname__} is not available ({error}): ppto reads "
-            "source code, so define the function in a file (not in an interactive "
-            "shell without source) or use exec with linecache"
-        ) from error
+        raise _unavailable(fn, error) from error
     text = "".join(lines)
     dedented = textwrap.dedent(text)
     indent = _lead(lines[0]) - _lead(dedented.splitlines()[0])
