@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import operator
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -183,7 +184,16 @@ def _first(value: Any):
 
 
 def evaluate(expr: Any, values: dict) -> Any:
-    """Compute ``expr`` with each symbol's value taken from ``values`` by name."""
+    """Compute ``expr`` with each symbol's value taken from ``values`` by name.
+
+    >>> ppto.evaluate(ppto.exp(ppto.symbol("x", (1,))), {"x": [0.0]})
+    Tensor([1.], device='cpu', dtype=float64)
+    """
+    if not isinstance(values, Mapping):
+        raise PptoError(
+            f"evaluate takes a dict from symbol names to values, got a "
+            f"{type(values).__name__}: write ppto.evaluate(expr, {{'x': value}})"
+        )
     if isinstance(expr, Symbol):
         if expr.name not in values:
             raise PptoError(f"evaluate: no value given for symbol {expr.name!r}")

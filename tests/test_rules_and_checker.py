@@ -529,6 +529,11 @@ def test_symbols_iterate_check_their_values_and_are_not_differentiated_as_values
         np.asarray(x)
     with pytest.raises(ppto.GradError, match="'a': x is symbolic"):
         ppto.grad(symbolic_square_sum)(x)
+    # values given as the value itself: "no value given for symbol 'x'" for a
+    # list, a DTypeError about strings for a tensor ('x' in tensor)
+    for values in ([1.0, 2.0], ppto.tensor(np.ones((3, 2)))):
+        with pytest.raises(ppto.PptoError, match="dict from symbol names"):
+            ppto.evaluate(x * 2.0, values)
 
 
 def test_get_grad_rule_of_an_expression_says_to_pass_its_operator():
