@@ -246,6 +246,27 @@ def test_a_wrong_user_rule_is_refused():
     assert "exp_times_wrong" not in [rule.name for rule in ppto.fusion_rules()]
 
 
+def test_a_user_rule_is_checked_against_the_active_tolerance(own_rules):
+    """Fusion never changes results beyond the active tolerance (SPEC): a rule off
+    by 1e-4 of its pattern is refused at the default rtol of 1e-5, accepted once the
+    tolerance allows it (the check was a fixed 1e-7)."""
+
+    def pattern(x, y):
+        return ppto.exp(x) * y
+
+    def close(x, y):
+        return np.exp(x) * y * (1.0 + 1e-4)
+
+    with pytest.raises(ppto.FusionError, match="more than the tolerance 1e-05"):
+        ppto.fusion_rule(pattern, name="exp_times_close")(close)
+    previous = ppto.set_tolerance(rtol=1e-3)
+    try:
+        ppto.fusion_rule(pattern, name="exp_times_close")(close)
+        assert "exp_times_close" in [rule.name for rule in ppto.fusion_rules()]
+    finally:
+        ppto.set_tolerance(*previous)
+
+
 def test_a_rule_decorator_written_bare_says_how_to_write_it():
     """``@ppto.fusion_rule`` alone made the function the decorator ``fusion_rule``
     returns, registering nothing and saying nothing."""

@@ -148,9 +148,15 @@ def _random_inputs(shapes, rng) -> list:
     ]
 
 
-def verify(rule: FusionRule, shapes: Sequence[tuple], rtol: float = 1e-7) -> float:
+def verify(rule: FusionRule, shapes: Sequence[tuple], rtol: float | None = None):
     """Largest relative difference between the implementation and the pattern, on
-    both sets of inputs, where the pattern's values are finite."""
+    both sets of inputs, where the pattern's values are finite; more than ``rtol``
+    (by default the active tolerance's: fusion never changes results beyond it,
+    ``ppto.set_tolerance``) refuses the rule."""
+    if rtol is None:
+        from ppto.runtime.precision import get_tolerance
+
+        rtol = get_tolerance()[0]
     worst = 0.0
     for number, inputs in enumerate(_random_inputs(shapes, np.random.default_rng(0))):
         with np.errstate(all="ignore" if number else "warn"):  # (signed: log(-1))
@@ -192,7 +198,8 @@ def _difference(rule, shapes, inputs, rtol: float, signed: bool) -> float:
     if not error <= rtol:
         raise FusionError(
             f"fusion rule {rule.name} refused: its implementation differs "
-            f"from the pattern by {error:.3g} (relative), more than {rtol}"
+            f"from the pattern by {error:.3g} (relative), more than the tolerance "
+            f"{rtol:g} (ppto.set_tolerance)"
         )
     return error
 
