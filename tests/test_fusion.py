@@ -926,6 +926,23 @@ def test_numexpr_kernels_take_boolean_conditions_and_masks_as_numpy_does():
         np.testing.assert_array_equal(got, expected)
 
 
+def chosen_by_numbers(x, y):
+    return np.where(x, y * 2.0, y + 1.0)
+
+
+def test_a_condition_of_numbers_is_taken_as_numpy_takes_it():
+    """``np.where(x, ...)`` of a float x (true where nonzero, NaN included): numexpr
+    has no ``where`` of a float condition, and the large kernel raised
+    NotImplementedError (found by fuzzing fused against unfused code)."""
+    rng = np.random.default_rng(10)
+    x, y = rng.standard_normal(LARGE + 3), rng.standard_normal(LARGE + 3)
+    x[::3], x[1] = 0.0, np.nan
+    out, pullback = ppto.vjp(chosen_by_numbers, x, y)
+    _, dy = pullback(np.ones_like(y))
+    np.testing.assert_array_equal(out.numpy(), chosen_by_numbers(x, y))
+    np.testing.assert_array_equal(dy.numpy(), np.where(x, 2.0, 1.0))
+
+
 def test_values_of_different_known_shapes_are_not_joined_in_a_region():
     """y broadcasts against x: the statements reading it stay outside the regions,
     which then always run their pass."""

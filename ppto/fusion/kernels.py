@@ -295,12 +295,23 @@ def _single_type(tree: Node, arrays) -> np.dtype | None:
     every value as NumPy would, for numexpr, whose constants and Python numbers take
     one type; None where NumPy's rules give another type somewhere: arrays of
     several dtypes, integers, float16 (numexpr computes it in float32), or a mask
-    with numbers alone (``mask * 1.5`` is float64 in NumPy whatever the arrays)."""
+    with numbers alone (``mask * 1.5`` is float64 in NumPy whatever the arrays);
+    None too where a ``where`` has a condition of numbers (``np.where(x, a, b)``
+    of a float x), which numexpr has no operation for."""
     try:
         kinds, dtype = operand_kinds(arrays)
-        return dtype if result_kind(tree, kinds) == "f" else None
+        if result_kind(tree, kinds) != "f" or not _boolean_conditions(tree, kinds):
+            return None
+        return dtype
     except Unsupported:
         return None
+
+
+def _boolean_conditions(node: Node, kinds) -> bool:
+    """Whether every ``where`` in ``node`` has a boolean condition."""
+    if node.op == "where" and result_kind(node.children[0], kinds) != "b":
+        return False
+    return all(_boolean_conditions(child, kinds) for child in node.children)
 
 
 def _evaluate_into(tree: Node, leaves, destination) -> None:
