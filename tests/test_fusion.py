@@ -267,6 +267,24 @@ def test_a_user_rule_is_checked_against_the_active_tolerance(own_rules):
         ppto.set_tolerance(*previous)
 
 
+def test_a_user_rule_writing_into_its_argument_is_refused(own_rules):
+    """An implementation computing the pattern's value in its argument's memory
+    (``x += x * y``) gave the right value when checked, then changed the caller's
+    array in generated code (found by fuzzing fused against unfused code)."""
+
+    def pattern(x, y):
+        return x * y + x
+
+    with pytest.raises(ppto.FusionError, match="changes its argument x in place"):
+
+        @ppto.fusion_rule(pattern, name="gate_in_place")
+        def gate(x, y):
+            x += x * y
+            return x
+
+    assert "gate_in_place" not in [rule.name for rule in ppto.fusion_rules()]
+
+
 def test_a_rule_decorator_written_bare_says_how_to_write_it():
     """``@ppto.fusion_rule`` alone made the function the decorator ``fusion_rule``
     returns, registering nothing and saying nothing."""

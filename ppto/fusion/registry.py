@@ -178,6 +178,7 @@ def _difference(rule, shapes, inputs, rtol: float, signed: bool) -> float:
     expected = np.asarray(
         expected.numpy() if isinstance(expected, Tensor) else expected
     )
+    given = [np.array(x, copy=True) for x in inputs]
     try:
         actual = np.asarray(rule.implementation(*inputs))
     except Exception as error:
@@ -185,6 +186,14 @@ def _difference(rule, shapes, inputs, rtol: float, signed: bool) -> float:
             f"fusion rule {rule.name} refused: its implementation raised "
             f"{type(error).__name__}: {error} on inputs of shapes {list(shapes)}"
         ) from error
+    for number, (before, after) in enumerate(zip(given, inputs)):
+        # generated code passes it the caller's arrays and values read again later
+        if not np.array_equal(before, after, equal_nan=True):
+            raise FusionError(
+                f"fusion rule {rule.name} refused: its implementation changes its "
+                f"argument {rule.parameters[number]} in place (+=, out=...); "
+                "write the result into a new array instead"
+            )
     if actual.shape != expected.shape:
         raise FusionError(
             f"fusion rule {rule.name}: implementation returns shape "
