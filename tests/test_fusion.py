@@ -833,6 +833,28 @@ def test_a_region_summing_a_value_of_numbers_only_runs_its_statements():
     assert calls  # the region saw the sum of numbers only and ran the statements
 
 
+def chosen_numbers(x, y, s):
+    t = np.tanh(np.where(y, s, 0.0) * s)
+    return np.sum(t * x + y)
+
+
+def test_a_region_keeps_numpys_float64_of_where_between_numbers():
+    """``np.where(y, s, 0.0)`` of a Python number s is float64 whatever y's dtype,
+    and so is every value computed from it; the pass computed it in float32, the
+    arrays' dtype (found by fuzzing fused against unfused code). It runs its
+    statements then, and its pass where s is an array."""
+    rng = np.random.default_rng(12)
+    x, y = rng.standard_normal((2, LARGE + 5)).astype("float32")
+    gradient = ppto.value_and_grad(chosen_numbers, wrt=(0, 1))
+    calls = fallback_calls(gradient, (x, y, 0.5))
+    for s in (0.5, np.float32(0.5)):
+        value, grads = gradient(x, y, s)
+        expected = unfused_value_and_grad(chosen_numbers, (0, 1), (x, y, s))
+        assert value.dtype == np.asarray(chosen_numbers(x, y, s)).dtype
+        assert_same_results((value, grads), expected, 1e-6)
+    assert calls == ["__fused_region_1_unfused"]  # for the Python number only
+
+
 def scaled_by_a_parameter(x, w):
     v = np.exp(w * w) + w
     return np.sum(np.tanh(x * v + v) * np.exp(-x)) + np.sum(w * w * w)

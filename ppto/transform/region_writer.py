@@ -36,8 +36,10 @@ class RegionWriter:
         self.input_kinds: list[int] = []
         self.instructions: list = []  # (value number, op, operand refs)
         self.kinds: dict = {}  # value number -> its kind
-        self.known: dict = {}  # (op, operand refs) -> ref: each value computed once
+        self.known: dict = {}  # (op, operands, operator) -> ref: each computed once
         self.shapes: dict = {}  # the shapes known at the step being analysed
+        # values written with Python's operators (``s * 2.0``), not ufunc calls
+        self.operators: set = set()
 
     # --- what the region computes -----------------------------------------------------
 
@@ -75,14 +77,16 @@ class RegionWriter:
         kind = SCALAR
         for ref in operands:
             kind |= self.kind(ref)
-        return self.instruction(op, operands, kind)
+        return self.instruction(op, operands, kind, tree.operator)
 
-    def instruction(self, op: str, operands: tuple, kind: int):
-        key = (op, operands)
+    def instruction(self, op: str, operands: tuple, kind: int, operator=False):
+        key = (op, operands, operator)
         if key not in self.known:
             number = len(self.instructions) + 1
             self.instructions.append((number, op, operands))
             self.kinds[number] = kind
+            if operator:
+                self.operators.add(number)
             self.known[key] = ("value", number)
         return self.known[key]
 
@@ -225,7 +229,7 @@ class RegionWriter:
             )
         for number in set(range(len(names))) - set(sliced):  # read whole
             lines.append(f"    in{number} = {names[number]}")
-        lines += self.risk_lines(outputs, sums)
+        lines += self.risk_lines(outputs, sums) + self.type_lines()
         outs = sorted(set(into.values()))
         kind_of_out = {out: self.kinds[number] for number, out in into.items()}
         lines += [
@@ -329,6 +333,56 @@ class RegionWriter:
             test = test or "True"
             lines += [f"    if {test}:  # {why}", "        return None"]
         return lines
+
+    def type_lines(self) -> list:
+        """The checks that return None (the statements run) where an operation would
+        not have the arrays' dtype in NumPy because the inputs that could make an
+        operand an array of it are Python numbers at run time (``type_risks``)."""
+        lines = []
+        for reads in self.type_risks():
+            test = " and ".join(f"type(a{i}) in (float, int)" for i in sorted(reads))
+            lines += [
+                f"    if {test or 'True'}:  # a value NumPy types otherwise",
+                "        return None",
+            ]
+        return lines
+
+    def type_risks(self) -> list[set]:
+        """Per operation whose NumPy result has the arrays' dtype only if one of its
+        operands (a value ``where`` chooses) does, the inputs any of which, an
+        array, makes one so; the pass computes every value in the arrays' dtype.
+        Those are ``where`` (``np.where(y, s, 0.0)`` of a Python number ``s`` is
+        float64), an operation on a comparison (``mask * 1.5`` is float64) and a
+        ufunc call (``tanh(s)`` is a strong float64); Python's operators on
+        numbers alone give a number, weak as the pass's value."""
+        arrays: dict = {}  # value -> the inputs that make it an array of dtype
+
+        def of(ref):  # None: always one
+            if ref[0] == "input":
+                return {ref[1]}
+            if ref[0] == "value":
+                return arrays[ref[1]]
+            if ref[0] == "expand":
+                return of(ref[2])
+            return None if ref[0] == "one" else set()
+
+        risks = []
+        masks = {number for number, op, _ in self.instructions if op in COMPARISONS}
+        for number, op, operands in self.instructions:
+            if number in masks:
+                arrays[number] = set()  # a boolean
+                continue
+            read = operands[1:] if op == "where" else operands
+            found = [of(ref) for ref in read]
+            arrays[number] = None if None in found else set().union(*found)
+            typed = op in _REDUCERS or (  # (a row reduction reads a full array)
+                number in self.operators
+                and not any(r[0] == "value" and r[1] in masks for r in operands)
+            )
+            if not typed and arrays[number] is not None:
+                if arrays[number] not in risks:
+                    risks.append(arrays[number])
+        return risks
 
     def read_refs(self, sums: dict, outputs: dict) -> list:
         """The refs the pass reads: the instructions' operands, sums and outputs."""

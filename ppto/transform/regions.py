@@ -109,9 +109,9 @@ def _decode(expression, namespace, extended: bool = False):
     context = (namespace, extended)
     if isinstance(expression, gast.BinOp) and type(expression.op) in _BINARY:
         operands = [expression.left, expression.right]
-        return _node(_BINARY[type(expression.op)], operands, *context)
+        return _node(_BINARY[type(expression.op)], operands, *context, operator=True)
     if isinstance(expression, gast.UnaryOp) and isinstance(expression.op, gast.USub):
-        return _node("neg", [expression.operand], *context)
+        return _node("neg", [expression.operand], *context, operator=True)
     if (
         isinstance(expression, gast.Compare)
         and len(expression.ops) == 1
@@ -166,11 +166,15 @@ def _shaped(call, namespace, extended, op):
     return Node("expand", [first, Node(leaf=like.id)], value=keeps)
 
 
-def _node(name, arguments, namespace, extended):
+def _node(name, arguments, namespace, extended, operator: bool = False):
+    """``operator``: written with Python's operator (``s * 2.0``), not as a call:
+    of Python numbers alone, the result is a Python number (see ``Node``)."""
     children = [_decode(argument, namespace, extended) for argument in arguments]
     if any(child is None for child in children):
         return None
-    return ALIASES[name](children) if name in ALIASES else Node(name, children)
+    if name in ALIASES:
+        return ALIASES[name](children)
+    return Node(name, children, operator=operator)
 
 
 def _step(statement, namespace, extended: bool = True):
