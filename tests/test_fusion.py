@@ -983,6 +983,27 @@ def test_a_condition_of_numbers_is_taken_as_numpy_takes_it():
     np.testing.assert_array_equal(dy.numpy(), np.where(x, 2.0, 1.0))
 
 
+def scaled_rows(y, w):
+    t = y * w + 1.0
+    return np.sum(t * t)
+
+
+def test_a_kernel_broadcasting_to_no_element_has_numpys_shape():
+    """A batch of no rows, in code made for any shape: its large kernel went to
+    numexpr, which broadcast ``(n,)`` with ``(0, 1)`` to ``(0, 1)``, not NumPy's
+    ``(0, n)`` (an error further on; found by fuzzing fused against unfused
+    code)."""
+    y = np.random.default_rng(13).standard_normal(LARGE + 3)
+    gradient = ppto.value_and_grad(scaled_rows, wrt=(0, 1))
+    for rows in [*range(1, 10), 0]:  # many shapes: then code for any shape
+        w = np.linspace(0.5, 1.5, rows)[:, None]
+        value, (dy, dw) = gradient(y, w)
+        t = y * w + 1.0
+        np.testing.assert_allclose(float(value), np.sum(t * t), rtol=1e-12)
+        np.testing.assert_allclose(dy.numpy(), np.sum(2 * t * w, axis=0), rtol=1e-12)
+        assert dw.shape == w.shape
+
+
 def test_values_of_different_known_shapes_are_not_joined_in_a_region():
     """y broadcasts against x: the statements reading it stay outside the regions,
     which then always run their pass."""

@@ -237,7 +237,9 @@ class ElementwiseKernel:
         if plan is None:
             plan = self.plans[shapes] = _Plan(self.tree, shapes, len(arrays))
         arrays = arrays + tuple(evaluate_numpy(node, arrays) for node in plan.hoisted)
-        if plan.operations < 2:  # one operation left: NumPy's own pass is best
+        if plan.operations < 2 or plan.empty:
+            # one operation left: NumPy's own pass is best; no element (numexpr
+            # broadcasts a 0-size operand wrongly: (n,) with (0, 1) gave (0, 1))
             return evaluate_numpy(plan.tree, arrays)
         if plan.expression is None or numexpr is None:
             return plan.run(self, arrays)
@@ -395,6 +397,7 @@ class _Plan:
         self.chosen: dict = {}  # (dtypes, threads) -> the faster way
         self.hoisted: list[Node] = []
         full = int(np.prod(np.broadcast_shapes(*shapes)))
+        self.empty = full == 0
         self.tree = self.hoist(tree, shapes, full, arity)
         self.operations = self.tree.count()
         self.constants: list = []
