@@ -1,9 +1,10 @@
 """Random elementwise programs for testing fusion: each is a NumPy function of
 ``x`` (1-D or 2-D), ``y`` (broadcast along x's rows), ``w`` (0-d, or of x's shape, or
 broadcast) and a Python number ``s``, built from unary and binary operations,
-comparisons used as masks and conditions, full and axis-wise reductions (row
-maxima and sums kept as ``(n, 1)`` columns, as softmax makes them), and a short
-loop; the result is a sum. The same seed gives the same program and arguments."""
+comparisons used as masks and conditions, values used as conditions, full and
+axis-wise reductions (row maxima and sums kept as ``(n, 1)`` columns, as softmax
+makes them), and a short loop; the result is a sum. The same seed gives the same
+program and arguments."""
 
 import linecache
 import random
@@ -23,6 +24,7 @@ UNARY = [
     "np.maximum({}, 0.0)",
     "np.expm1({} * 0.1)",
     "np.exp({0} - np.max({0}, axis=-1, keepdims=True))",
+    "np.where({}, s, 0.0)",  # between numbers: float64 whatever the arrays
 ]
 BINARY = [
     "{} + {}",
@@ -36,6 +38,7 @@ BINARY = [
     "np.sum({} * {}, axis=0)",
     "np.mean({} - {}, axis=-1, keepdims=True)",
     "{} / np.sum(np.abs({}) + 1.0, axis=-1, keepdims=True)",
+    "np.where({}, {}, 0.0)",  # a condition of numbers: true where nonzero
 ]
 PARAMETERS = ["x", "y", "w", "s"]
 

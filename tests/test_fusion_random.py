@@ -3,7 +3,9 @@ regions forced on for arrays of any size, chunks of a few elements and three
 threads, each program's value and gradients equal those of the unfused code (same
 shape and dtype); programs fused for CUDA, their CUDA C run as host code, too.
 Running these first found a NumPy bool scalar made a float in numexpr kernels and
-constants made booleans next to a mask alone."""
+constants made booleans next to a mask alone; values used as conditions later found
+numexpr's missing ``where`` of a float condition and a region computing in float32
+the float64 of ``np.where(y, s, 0.0)``."""
 
 import warnings
 
