@@ -924,6 +924,19 @@ def test_a_sum_of_products_keeps_numpys_type_for_numbers_and_0d_arrays():
         assert got.dtype == expected.dtype and got == expected
 
 
+def test_a_large_float32_sum_of_products_is_as_accurate_as_numpys_sum():
+    """BLAS's float32 dot product of 1e7 elements was 2e-5 off (relative), past the
+    default tolerance, where NumPy's pairwise sum of the products is 1e-7 off: the
+    value of ``np.sum(x * x)`` changed with fusion (found by fuzzing fused against
+    unfused code)."""
+    rule = next(r for r in RULES if r.name == "sum_of_products")
+    x = np.random.default_rng(14).uniform(0.0, 1.0, 10**7).astype("float32")
+    exact = np.dot(x.astype("float64"), x.astype("float64"))
+    got = rule.implementation(x, x)
+    assert got.dtype == np.float32
+    assert abs(float(got) - exact) / exact < 1e-6
+
+
 def test_numexpr_maximum_and_minimum_are_numpys_for_nan_and_ties():
     """NaN on either side propagates; a tie gives the second operand, so the signs of
     zeros come out as NumPy's."""
