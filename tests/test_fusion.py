@@ -366,6 +366,33 @@ def test_user_rules_of_any_name_and_callable_run(name, implementation, own_rules
     )
 
 
+def summed_products(x, y):
+    return np.sum(x * y)
+
+
+def test_a_user_rule_for_a_built_in_pattern_is_the_one_used(own_rules):
+    """A user's rule whose pattern is a built-in rule's (the sum of products) was
+    never called: the built-in rule, listed first, matched first. The latest
+    rule is used, as for elementwise patterns (found by fuzzing fused code)."""
+    calls = []
+
+    def pattern(x, y):
+        return ppto.reduce_sum(x * y)
+
+    @ppto.fusion_rule(pattern, name="my_sum_of_products", shapes=[(4, 4), (4, 4)])
+    def sum_of_products(x, y):
+        calls.append(np.shape(x))
+        return np.sum(np.multiply(x, y))
+
+    calls.clear()  # (registration checked it against the pattern)
+    x, y = np.random.default_rng(15).standard_normal((2, LARGE + 3))
+    shown = ppto.show_source(summed_products, x, y, fused=True, file=io.StringIO())
+    assert "__fused_my_sum_of_products(x, y)" in shown
+    value, _ = ppto.vjp(summed_products, x, y)
+    assert calls == [(LARGE + 3,)]
+    np.testing.assert_allclose(float(value), np.dot(x, y), rtol=1e-12)
+
+
 def test_rule_names_sharing_a_kernel_name_are_refused(own_rules):
     ppto.fusion_rule(shifted_product, name="shifted product")(ShiftedProduct())
     with pytest.raises(ppto.PptoError, match="would share the kernel name"):

@@ -293,8 +293,12 @@ def fusion_rule(pattern: Callable, *, name: str | None = None,
 
 
 def fusion_rules() -> list[FusionRule]:
-    """Every fusion rule, built-in and registered, largest patterns first."""
-    return sorted(RULES, key=lambda rule: -rule.size())
+    """Every fusion rule, built-in and registered, largest patterns first; of one
+    size, a user's before the built-in ones, the latest first: the rule generated
+    code uses where patterns are the same (as for elementwise patterns)."""
+    users = [rule for rule in reversed(RULES) if not rule.builtin]
+    builtins = [rule for rule in RULES if rule.builtin]
+    return sorted(users + builtins, key=lambda rule: -rule.size())
 
 
 _BY_ROOT: dict = {}
