@@ -136,8 +136,9 @@ class TangentGenerator:
         if isinstance(s, ir.Copy) and self.has(s.source):
             return [assign(self.tangent_name(s.target), self.tangent_of(s.source))]
         if isinstance(s, ir.Copy) and s.target in self.tangents:
-            # a carried value whose new tangent is zero
-            return [assign(self.tangents[s.target], self.materialised(s.target))]
+            # a carried value whose new tangent is zero: zeros like the value it
+            # takes now (its old tangent would carry over into the next iteration)
+            return [assign(self.tangents[s.target], self.materialised(s.source))]
         if isinstance(s, ir.Pack) and any(self.has(x) for x in s.items):
             items = [self.materialised(x) for x in s.items]
             return [assign(self.tangent_name(s.target), gast.Tuple(items, gast.Load()))]

@@ -320,6 +320,15 @@ def reassigned_in_loop_branch(x):
     return np.sum(total * x)
 
 
+def replaced_by_constant_in_loop(x):
+    y = x * 1.0
+    total = 0.0
+    for _ in range(3):
+        total = total + np.sum(y * y)
+        y = np.ones(3) * 2.0  # no tangent from the second pass on
+    return total
+
+
 def nested_branch_in_loop(x):
     total = 0.0
     for _ in range(2):
@@ -596,6 +605,7 @@ CASES = [
     Case(branch_on_carried_value, F(3, lo=0.1, hi=0.5)),
     Case(reassigned_in_loop_branch, F(3, hi=-0.1), id="loop_branch_reassigned-if"),
     Case(reassigned_in_loop_branch, F(3, lo=0.1), id="loop_branch_reassigned-else"),
+    Case(replaced_by_constant_in_loop, F(3)),
     Case(
         nested_branch_in_loop, F(3, lo=-0.4, hi=-0.1), id="nested_loop_branch-inner-if"
     ),
