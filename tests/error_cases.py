@@ -1007,3 +1007,18 @@ def list_made_an_array_in_a_while_loop(x):
     while np.sum(xs[0]) < 5.0:
         xs = np.stack(xs) * 3.0  # <- error
     return np.sum(xs)
+
+
+# --- NumPy spellings that mean something else than the operator for some ranks ---
+
+
+def numpy_dot_of_stacks(a, b):
+    return np.sum(np.dot(a, b) ** 2)  # <- error
+
+
+def dot_method_of_stacks(a, b):
+    return np.sum(a.dot(b) ** 2)  # <- error
+
+
+def numpy_dot_by_a_number(a):
+    return np.sum(np.dot(a, 2.0))  # <- error

@@ -201,6 +201,8 @@ LINALG = [
     binary("dot", N((4,)), N((4, 5)), "vector-matrix"),
     binary("dot", N((3, 4)), N((4,)), "matrix-vector"),
     binary("dot", N((4,)), N((4,)), "vector-vector"),
+    binary("numpy_dot", N((3, 4)), N((4, 5))),
+    binary("numpy_dot", N((4,)), N((2, 4, 2)), "vector-stack"),
     binary("vdot", N((6,)), N((6,))),
     binary("vdot", N((2, 3)), N((3, 2)), "flattened"),
     binary("outer", N((3,)), N((4,))),

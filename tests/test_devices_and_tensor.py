@@ -237,6 +237,24 @@ def test_numpy_function_without_operator_names_it():
         np.cumsum(ppto.tensor([1.0, 2.0]))
 
 
+def test_numpy_dot_on_tensors_is_numpy_dot_or_refused():
+    # np.dot and .dot of 3-d tensors ran as np.matmul: a silently different value
+    a, b = np.arange(12.0).reshape(2, 2, 3), np.arange(12.0).reshape(2, 3, 2)
+    for product in (lambda: np.dot(ppto.tensor(a), b), lambda: ppto.tensor(a).dot(b)):
+        with pytest.raises(ppto.PptoError, match="np.dot of a 3-d and a 3-d array"):
+            product()
+    with pytest.raises(ppto.PptoError, match="0-d operand is a product"):
+        np.dot(ppto.tensor(a), 2.0)
+    matrix, vector = np.arange(6.0).reshape(3, 2), np.arange(3.0)
+    for left, right in ((a, matrix), (vector, b), (matrix.T, vector)):
+        np.testing.assert_allclose(
+            np.dot(ppto.tensor(left), ppto.tensor(right)).numpy(), np.dot(left, right)
+        )
+        np.testing.assert_allclose(
+            ppto.tensor(left).dot(right).numpy(), left.dot(right)
+        )
+
+
 def test_setitem_writes_through_an_operator():
     t = ppto.tensor(np.zeros((2, 3)))
     t[0, 1:] = 5.0

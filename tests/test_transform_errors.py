@@ -197,6 +197,21 @@ REJECTED = [
     Case(ec.scale_alias_of_product, "shares its array with y", "z *= 3.0"),
     Case(ec.joined_lists, "joining lists with +", "[x[0]] + [x[1] * 2.0]"),  # crashed
     Case(ec.joined_list_names, "joining these lists with +", "both = first + second"),
+    # np.dot of 3-d operands (or ndarray.dot) ran as np.matmul: a silently
+    # different value and gradient; np.dot(a, 2.0) raised ppto.dot's ShapeError
+    Case(
+        ec.numpy_dot_of_stacks,
+        "np.dot of a 3-d and a 3-d array",
+        "np.dot(a, b)",
+        args=(np.ones((2, 2, 3)), np.ones((2, 3, 2))),
+    ),
+    Case(
+        ec.dot_method_of_stacks,
+        "np.dot of a 2-d and a 3-d array",
+        "a.dot(b)",
+        args=(np.ones((2, 3)), np.ones((2, 3, 2))),
+    ),
+    Case(ec.numpy_dot_by_a_number, "np.dot with a 0-d operand", "np.dot(a, 2.0)"),
     # NumPy reads these as dtype: they were keepdims (a raw TypeError)
     Case(ec.numpy_dtype_by_position, ".var() takes its axis by position", "x.var("),
     Case(ec.numpy_function_dtype_by_position, "np.var takes its axis", "np.var("),
@@ -526,3 +541,20 @@ def test_a_complex_argument_is_refused_as_complex():
     # the message said integer and boolean arrays have no gradient
     with pytest.raises(ppto.GradError, match="real .floating point. arrays only"):
         ppto.grad(product_of_mismatched)(np.ones((3, 3), complex))
+
+
+def dot_of_a_reshape(x, b, shape):
+    a = x.reshape(shape)  # (its number of axes is not known when generating code)
+    return np.sum(np.dot(a, b) ** 2)
+
+
+def test_numpy_dot_of_operands_of_unknown_rank_checks_them_when_it_runs():
+    # np.dot of 3-d operands ran as np.matmul: a silently different value and
+    # gradient; where their ranks are known the transform refuses it (REJECTED)
+    b = np.arange(12.0).reshape(2, 3, 2) / 10.0
+    with pytest.raises(ppto.PptoError, match="np.dot of a 3-d and a 3-d array"):
+        ppto.grad(dot_of_a_reshape)(np.arange(12.0) / 10.0, b, (2, 2, 3))
+    x, w = np.linspace(-1.0, 1.0, 12), np.linspace(0.5, -0.5, 8).reshape(4, 2)
+    gradient = np.asarray(ppto.grad(dot_of_a_reshape)(x, w, (3, 4)))
+    expected = 2.0 * np.dot(x.reshape(3, 4) @ w, w.T).reshape(-1)
+    np.testing.assert_allclose(gradient, expected, rtol=1e-12)

@@ -5,6 +5,8 @@ NumPy functions applied to tensors (``np.exp(x)``, ``np.sum(x, axis=1)``) are ro
 the matching operator through ``__array_ufunc__`` / ``__array_function__``.
 """
 
+import numpy as np
+
 from ppto.errors import PptoError
 from ppto.ops import elementwise as ew
 from ppto.ops import indexing, linalg, logic, reductions, shape
@@ -193,7 +195,7 @@ _METHODS = {
     "any": _any,
     "all": _all,
     "tolist": lambda self: self.numpy().tolist(),
-    "dot": _binary(linalg.dot),
+    "dot": lambda self, other: NUMPY_FUNCTIONS[np.dot](self, other),  # (NumPy's)
 }
 
 

@@ -7,6 +7,7 @@ Keyword arguments NumPy spells differently are renamed here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,14 +34,40 @@ def check_numpy_positionals(op, count: int, spelled: str) -> None:
 
 
 @dataclass(frozen=True)
+class RankCheck:
+    """A NumPy spelling that means something else than its operator for some ranks
+    of its two operands: ``refusal(a_rank, b_rank)`` says why (None where they
+    agree); ``checked`` is the operator that checks the ranks when it runs, for
+    generated code where they are not known."""
+
+    refusal: Callable
+    checked: object
+
+
+NUMPY_DOT = RankCheck(linalg.numpy_dot_refusal, linalg.numpy_dot)
+
+
+def check_ranks(rank_check: RankCheck | None, args) -> str | None:
+    """``rank_check``'s refusal of the positional operands ``args``, if any."""
+    if rank_check is None or len(args) < 2:
+        return None
+    return rank_check.refusal(np.ndim(args[0]), np.ndim(args[1]))
+
+
+@dataclass(frozen=True)
 class NumpyAlias:
-    """A NumPy function's ppto operator and the keyword renames between them."""
+    """A NumPy function's ppto operator and the keyword renames between them;
+    ``rank_check`` for a function whose meaning depends on its operands' ranks."""
 
     op: object
     renames: dict = field(default_factory=dict)
+    rank_check: RankCheck | None = None
 
     def __call__(self, *args, **kwargs):
         check_numpy_positionals(self.op, len(args), "this NumPy function")
+        refusal = check_ranks(self.rank_check, args)
+        if refusal is not None:
+            raise PptoError(refusal)
         renamed = {self.renames.get(key, key): value for key, value in kwargs.items()}
         try:
             return self.op(*args, **renamed)
@@ -107,7 +134,6 @@ _FUNCTIONS = {
     np.ravel: shape.flatten,
     np.argmax: reductions.argmax,
     np.argmin: reductions.argmin,
-    np.dot: linalg.dot,
     np.outer: linalg.outer,
     np.vdot: linalg.vdot,
     np.linalg.norm: reductions.norm,
@@ -143,5 +169,7 @@ NUMPY_FUNCTIONS: dict = {func: NumpyAlias(op) for func, op in _FUNCTIONS.items()
 NUMPY_FUNCTIONS.update(
     {func: NumpyAlias(op, names) for func, (op, names) in _RENAMES.items()}
 )
+# np.dot is np.matmul for operands of up to 2 axes (or a vector and a stack)
+NUMPY_FUNCTIONS[np.dot] = NumpyAlias(linalg.dot, rank_check=NUMPY_DOT)
 NUMPY_FUNCTIONS[np.split] = NumpyAlias(shape.split, {"indices_or_sections": "indices"})
 NUMPY_FUNCTIONS.update({ufunc: NumpyAlias(op) for ufunc, op in NUMPY_UFUNCS.items()})

@@ -66,8 +66,28 @@ def analyze(
     _forward(body, activity)
     _backward(body, activity)
     _check_taint(body, activity, source)
+    _check_ranks(body, activity, source)  # (before a signature's ShapeError)
     _check_shapes(body, activity, source)
     return activity
+
+
+def _check_ranks(body, activity: Activity, source) -> None:
+    """An operator spelled as a NumPy function that means something else for its
+    operands' ranks (``np.dot`` of 3-d arrays is not ``np.matmul``) raises
+    ``TransformError`` at the user's line: generated code would compute the
+    operator's meaning, a silently different value and derivative. On every path,
+    since a rank is the same whether or not a branch is taken. Where a rank is not
+    known, the statement runs an operator that checks the ranks it is given."""
+    for statement in ir.walk(body):
+        if getattr(statement, "rank_check", None) is None:
+            continue
+        check, call = statement.rank_check
+        ranks = [operand_rank(x, activity.ranks) for x in statement.inputs[:2]]
+        refusal = check.refusal(*ranks)
+        if refusal is not None:
+            raise source.error(call, refusal, "np.matmul(a, b), a @ b or a * b")
+        if None in ranks:
+            statement.op = check.checked
 
 
 def _check_shapes(body, activity: Activity, source) -> None:

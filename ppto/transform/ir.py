@@ -46,6 +46,9 @@ class Apply(Stmt):
     style: str = "call"  # "call", "binop", "unary", "subscript", "attribute"
     syntax: Any = None  # the operator symbol or the original subscript slice
     result_dtype: Any = None  # the dtype its ``dtype=`` parameter names, if known
+    # why inputs of some ranks cannot run as ``op`` (np.dot is not np.matmul for
+    # 3-d operands): (a numpy_map.RankCheck, the call to point at)
+    rank_check: Any = None
 
 
 @dataclass

@@ -23,6 +23,7 @@ from ppto.transform.resolve import (
     METADATA_ATTRIBUTES,
     METHOD_KEYWORDS,
     METHOD_OPERATORS,
+    METHOD_RANK_CHECKS,
     VARARG_METHODS,
     classify,
     resolve_call,
@@ -968,7 +969,10 @@ class Normalizer:
         if callee.kind == "operator":
             if callee.numpy:
                 self.numpy_positionals(node, callee.op, len(node.args), callee.text)
-            return self.operator_call(node, callee.op, callee.renames, target)
+            result = self.operator_call(node, callee.op, callee.renames, target)
+            if callee.rank_check is not None:
+                self.out[-1].rank_check = (callee.rank_check, node)
+            return result
         if callee.function is not None and (
             _is_constant_constructor(callee.function)
             or getattr(callee.function, "reads_metadata_only", False)
@@ -1111,6 +1115,8 @@ class Normalizer:
         inputs_call = self.operator_call(call, op, renames, target)
         statement = self.out[-1]
         statement.inputs[0] = receiver
+        if method in METHOD_RANK_CHECKS:
+            statement.rank_check = (METHOD_RANK_CHECKS[method], node)
         return inputs_call
 
     def checkpointed(self, node):

@@ -16,7 +16,7 @@ import gast
 import numpy as np
 
 from ppto.ops import elementwise, linalg, reductions, shape
-from ppto.ops.numpy_map import NUMPY_FUNCTIONS
+from ppto.ops.numpy_map import NUMPY_DOT, NUMPY_FUNCTIONS
 from ppto.ops.primitive import OperatorDef
 from ppto.runtime import constructors
 
@@ -43,6 +43,8 @@ METHOD_OPERATORS = {
     "exp": elementwise.exp,
     "log": elementwise.log,
 }
+# an ndarray's .dot is np.dot (see NumpyAlias.rank_check)
+METHOD_RANK_CHECKS = {"dot": NUMPY_DOT}
 VARARG_METHODS = {"reshape": "shape", "transpose": "axes"}
 METHOD_KEYWORDS = {"clip": {"min": "lo", "max": "hi"}}  # NumPy's names for ppto's
 ATTRIBUTE_OPERATORS = {"T": shape.transpose, "mT": shape.matrix_transpose}
@@ -66,6 +68,7 @@ class Callee:
     numpy: bool = False  # spelled the NumPy way (np.sum): NumPy's positional order
     method: str = ""
     text: str = ""
+    rank_check: Any = None  # (see NumpyAlias)
 
 
 def static_value(node: gast.expr, namespace, local_names: set) -> tuple[bool, Any]:
@@ -99,7 +102,12 @@ def classify(value: Any, text: str = "") -> Callee:
     alias = _numpy_alias(value)
     if alias is not None:
         return Callee(
-            "operator", op=alias.op, renames=dict(alias.renames), text=text, numpy=True
+            "operator",
+            op=alias.op,
+            renames=dict(alias.renames),
+            text=text,
+            numpy=True,
+            rank_check=alias.rank_check,
         )
     if _hashable(value) and value in _BUILTIN_OPERATORS:
         return Callee("operator", op=_BUILTIN_OPERATORS[value], text=text)
