@@ -109,6 +109,24 @@ def test_jvp_needs_one_tangent_per_primal_and_one_not_none():
         ppto.jvp(sin_cubed, (0.5,), (1.0, None))
 
 
+def doubled_sum(x):
+    return np.sum(x * 2.0)
+
+
+@pytest.mark.parametrize(
+    "tangent",
+    [1.0, np.ones(1), np.ones((1, 3)), np.ones(4)],
+    ids=lambda t: str(np.shape(t)),
+)
+def test_jvp_refuses_a_tangent_of_another_shape_than_its_primal(tangent):
+    # the tangent was broadcast against the primal: a scalar 1.0 for a vector of
+    # 3 pushed forward to 2 instead of 6, one of 4 elements to 8
+    with pytest.raises(ppto.ShapeError, match=r"tangent of 'x' has shape"):
+        ppto.jvp(doubled_sum, (np.array([0.1, 0.5, 0.2]),), (tangent,))
+    _, pushed = ppto.jvp(doubled_sum, (np.array([0.1, 0.5, 0.2]),), (np.ones(3),))
+    assert float(pushed) == 6.0
+
+
 # --- Hessian-vector products over the corpus ---
 
 # Differences of the gradient see a value under ppto.stop_gradient move; jvp holds
