@@ -558,3 +558,16 @@ def test_numpy_dot_of_operands_of_unknown_rank_checks_them_when_it_runs():
     gradient = np.asarray(ppto.grad(dot_of_a_reshape)(x, w, (3, 4)))
     expected = 2.0 * np.dot(x.reshape(3, 4) @ w, w.T).reshape(-1)
     np.testing.assert_allclose(gradient, expected, rtol=1e-12)
+
+
+def joined_flattened(x, y):
+    return np.sum(np.concatenate([x, y], axis=None) ** 2)
+
+
+def test_concatenate_with_axis_none_names_what_has_no_gradient():
+    # the gradient rule indexed a shape with None: a raw TypeError
+    arguments = (np.ones((2, 2)), np.ones(3))
+    with pytest.raises(ppto.GradError, match="concat with axis=None"):
+        ppto.grad(joined_flattened)(*arguments)
+    _, pushed = ppto.jvp(joined_flattened, arguments, (np.ones((2, 2)), None))
+    assert float(pushed) == 8.0

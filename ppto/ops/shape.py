@@ -8,6 +8,7 @@ other's gradients, which keeps the rules closed under repeated differentiation.
 
 import numpy as np
 
+from ppto.errors import GradError
 from ppto.ops.primitive import primitive
 from ppto.ops.rules import shape_helper
 
@@ -26,6 +27,12 @@ def inverse_permutation(axes):
 @shape_helper
 def split_points(xs, axis):
     """Where ``split`` must cut to undo ``concat(xs, axis)``."""
+    if axis is None:  # (the parts would need reshaping: a rule returns no list)
+        raise GradError(
+            "ppto.concat with axis=None joins the arrays flattened, and has no "
+            "gradient rule that way: flatten them first, "
+            "np.concatenate([a.ravel(), b.ravel()])"
+        )
     sizes = [np.shape(x)[axis] for x in xs]
     return list(np.cumsum(sizes)[:-1])
 
