@@ -16,6 +16,7 @@ import numpy as np
 from ppto.errors import PptoError, TransformError
 from ppto.ops import elementwise, indexing, linalg, logic, shape
 from ppto.ops.numpy_map import check_numpy_positionals
+from ppto.ops.primitive import Primitive
 from ppto.transform import ir, lists
 from ppto.transform.names import Namer
 from ppto.transform.resolve import (
@@ -1041,7 +1042,31 @@ class Normalizer:
             if not isinstance(argument, (gast.List, gast.Tuple)):
                 return self.expression(argument)
             return [self.expression(element) for element in argument.elts]
+        if isinstance(op, Primitive) and self.varied_sequence(argument):
+            return self.stacked(argument)
         return self.expression(argument)
+
+    def varied_sequence(self, node) -> bool:
+        """Whether ``node`` is a list or tuple of differentiated values (written out,
+        or a name only ever bound to one)."""
+        if isinstance(node, (gast.List, gast.Tuple)):
+            return bool(value_reads(node) & self.varied)
+        sequences = self.lists | self.packed
+        return isinstance(node, gast.Name) and node.id in sequences & self.varied
+
+    def stacked(self, node):
+        """A list or tuple given where an operator takes an array, as NumPy reads
+        it: its items stacked. (Passed as it is, rules read the tuple as an array,
+        ``.dtype`` failing, and forward mode added two tuples' tangents with +,
+        joining them: np.mean(np.add([a, b], [c, d])) pushed forward over 4 items.)"""
+        if isinstance(node, gast.Name):
+            items = node.id
+        else:
+            items = [
+                self.stacked(e) if self.varied_sequence(e) else self.expression(e)
+                for e in node.elts
+            ]
+        return self.apply(None, shape.stack, [items], at=node)
 
     def parameter(self, argument, name, op):
         if name != "like":  # a "like" parameter is read only for its shape

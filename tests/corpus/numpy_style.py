@@ -590,6 +590,13 @@ def boolean_mask_index(x):
     return np.sum(x[x > 0] ** 2)
 
 
+def operators_on_written_lists(x):
+    # lists and tuples where an operator takes an array, read as NumPy reads them
+    pair = (x[0], x[1] * 3.0)
+    total = np.mean(np.add([x[0], x[1]], [x[1], x[0] * 2.0]))
+    return total + np.max(pair) + np.sum(np.maximum([x[0], x[2]], 0.1) ** 2)
+
+
 # --- non-scalar results (checked through vjp) ---
 
 
@@ -754,6 +761,7 @@ CASES = [
     Case(numpy_constants, F(4)),
     Case(chained_integer_indexing, F(4, 3), K(2)),
     Case(boolean_mask_index, F(7)),
+    Case(operators_on_written_lists, F(3, 2)),
     Case(rows_softmax, F(2, 3), vjp=True),
     Case(matmul_tanh, F(3, 2), T(2, 4), vjp=True),
     Case(two_outputs, F(3), F(3), vjp=True),
