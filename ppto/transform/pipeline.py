@@ -409,6 +409,10 @@ def split(
         generator.adjoints[result] = cotangent
         initialized.add(result)
     backward = generator.backward(ir_body, initialized)
+    if activity.active(result) and result in generator.lists:
+        # a list written out and returned (return [a, b]) pops its items' adjoints:
+        # from a list of the cotangent's (the caller's array of them, or a tuple)
+        backward.insert(0, assign(cotangent, call("list", name(cotangent))))
     forward = _forward_with_tapes(generator, ir_body)
     gradients = _gradient_exprs(generator, wrt, initialized, program.refs)
     packed = gradients[0] if len(gradients) == 1 else gast.Tuple(gradients, gast.Load())

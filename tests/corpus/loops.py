@@ -481,6 +481,16 @@ def last_of_list(x, w):
     return np.sum(hs[-1] * hs[1])
 
 
+def _written_list(a):
+    return [a, np.sin(a) * 2.0]
+
+
+def list_written_out_by_a_helper(x):
+    items = _written_list(x[0])
+    stacked = np.stack(_written_list(x[1]))
+    return np.sum(items[0] * items[1]) + np.sum(stacked**2)
+
+
 def sum_over_built_list(x):
     parts = []
     for i in range(x.shape[0]):
@@ -630,6 +640,7 @@ CASES = [
     Case(helper_with_branch_in_loop, F(3, hi=-0.1), F(3, 3, lo=0.1), id="loop_step--"),
     Case(stacked_hidden_states, F(3, 2), F(2, 3), F(3, 3)),
     Case(last_of_list, F(3), T(3, 3)),
+    Case(list_written_out_by_a_helper, F(2, 3)),
     Case(sum_over_built_list, F(4)),
     Case(list_in_while, F(3)),
     Case(write_then_read, F(4)),
