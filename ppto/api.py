@@ -356,13 +356,17 @@ class Transformed:
             streams.ready(call.values)
         if self._wrt_positions is None:
             self._wrt_positions = [call.names.index(name) for name in self.wrt]
+        values = list(call.values)
         for name, position in zip(self.wrt, self._wrt_positions):
-            _check_differentiable(name, call.values[position])
+            _check_differentiable(name, values[position])
+            if isinstance(values[position], float):
+                # a NumPy scalar: rules read a differentiated value's dtype
+                # (np.max(s) of a Python float s failed on s.dtype)
+                values[position] = np.float64(values[position])
         arrays = [i for i, v in enumerate(call.values) if _is_array(v)]
         raws, device = gather_inputs(
             f"grad of {self.__name__}", [call.values[i] for i in arrays]
         )
-        values = list(call.values)
         homes = {}
         for position, raw in zip(arrays, raws):
             original = values[position]
@@ -504,6 +508,8 @@ class Transformed:
                 and self._registered == registrations()
             ):
                 raws = [a.data if type(a) is Tensor else a for a in args]
+                for position in fast[4]:  # (as prepare makes them)
+                    raws[position] = np.float64(raws[position])
                 return self.finish_on_cpu(*fast[0](*raws), fast[1], fast[3])
         self._ensure_current()
         call, values, ranks, homes, device = self.prepare(args, kwargs)
@@ -519,7 +525,9 @@ class Transformed:
             and not self._keyword_only
         ):
             entry = self._entries[(ranks, "cpu", 0, key[-1])]
-            self._fast[key] = (entry, dtypes, self._programs[ranks][0], layouts)
+            numbers = [p for p in self._wrt_positions if type(args[p]) is float]
+            program = self._programs[ranks][0]
+            self._fast[key] = (entry, dtypes, program, layouts, numbers)
         return result
 
     def finish_on_cpu(self, value, grads, dtypes: list, layouts: list):

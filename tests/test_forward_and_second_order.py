@@ -409,3 +409,22 @@ def test_a_tangent_of_another_shape_than_its_argument_is_refused():
             ppto.jvp(halved, (x,), (tangent,))
     _, tangent = ppto.jvp(halved, (x,), (np.array([1.0, -1.0]),))
     np.testing.assert_array_equal(tangent.numpy(), [0.5, -0.5])
+
+
+def scaled_by_reductions_of_a_number(x, s):
+    return np.sum(x * np.max(s, axis=-1, keepdims=True)) + np.min(s * s) * np.prod(x)
+
+
+def test_reductions_of_a_differentiated_python_number():
+    # a Python float stayed one in generated code, and reduce_max's rules read its
+    # .dtype: jvp, grad and the Hessian with respect to s raised AttributeError
+    x, s = np.array([1.0, 2.0]), 0.3
+    expected = differences_of(lambda t: scaled_by_reductions_of_a_number(x, t), s)
+    _, pushed = ppto.jvp(scaled_by_reductions_of_a_number, (x, s), (None, 1.0))
+    gradient = ppto.grad(scaled_by_reductions_of_a_number, wrt=1)(x, s)
+    np.testing.assert_allclose([float(pushed), float(gradient)], expected, rtol=1e-6)
+    second = differences_of(
+        lambda t: float(ppto.grad(scaled_by_reductions_of_a_number, wrt=1)(x, t)), s
+    )
+    hessian = ppto.hessian(scaled_by_reductions_of_a_number, wrt=1)(x, s)
+    np.testing.assert_allclose(float(hessian), second, rtol=1e-5)
