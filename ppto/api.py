@@ -29,7 +29,7 @@ from ppto.runtime.tensor import Tensor, move
 from ppto.transform.emit import render_function
 from ppto.transform.lower import _unwrap, fuses, lower
 from ppto.transform.pipeline import build
-from ppto.transform.resolve import is_library
+from ppto.transform.resolve import is_library, numpy_alias
 from ppto.transform.source import signature as _signature
 from ppto.transform.source import unwrapped
 
@@ -43,6 +43,10 @@ def _target_function(f: Callable) -> Callable:
         return _operator_wrapper(f)
     if isinstance(f, Transformed):
         return f.function
+    alias = numpy_alias(f)
+    if alias is not None:  # np.sin: its operator (np.dot's checks the ranks given)
+        checked = alias.rank_check.checked if alias.rank_check else alias.op
+        return _operator_wrapper(checked)
     if not callable(f):
         raise GradError(f"ppto.grad needs a function, got {type(f).__name__}")
     if _user_method(f):  # model.loss: the object is known (see _method_wrapper)

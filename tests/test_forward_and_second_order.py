@@ -102,6 +102,19 @@ def test_jvp_all_arguments(case):
         check_jvp(case, case.wrt, seed=17)
 
 
+def test_numpy_functions_are_differentiated_as_their_operators():
+    # jvp's own example, ppto.jvp(np.sin, (x,), (v,)), raised TransformError: a
+    # ufunc has no source to read
+    x, v = np.array([0.3, -0.5]), np.array([1.0, 2.0])
+    _, pushed = ppto.jvp(np.sin, (x,), (v,))
+    np.testing.assert_allclose(np.asarray(pushed), np.cos(x) * v, rtol=1e-12)
+    _, pushed = ppto.jvp(np.maximum, (x, x[::-1].copy()), (v, 3.0 * v))
+    np.testing.assert_allclose(np.asarray(pushed), [1.0, 6.0], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(ppto.grad(np.sum)(x)), [1.0, 1.0])
+    with pytest.raises(ppto.PptoError, match="np.dot of a 3-d and a 3-d"):
+        ppto.jvp(np.dot, (np.ones((2, 2, 2)),) * 2, (np.ones((2, 2, 2)), None))
+
+
 def test_jvp_needs_one_tangent_per_primal_and_one_not_none():
     with pytest.raises(ppto.GradError, match="every tangent is None"):
         ppto.jvp(sin_cubed, (0.5,), (None,))

@@ -99,7 +99,7 @@ def classify(value: Any, text: str = "") -> Callee:
     """The Callee for a Python object found at a call site."""
     if isinstance(value, OperatorDef):
         return Callee("operator", op=value, text=text)
-    alias = _numpy_alias(value)
+    alias = numpy_alias(value)
     if alias is not None:
         return Callee(
             "operator",
@@ -118,7 +118,8 @@ def classify(value: Any, text: str = "") -> Callee:
     return Callee("opaque", function=value, text=text)
 
 
-def _numpy_alias(value: Any):
+def numpy_alias(value: Any):
+    """The NumpyAlias of a NumPy function or ufunc with a ppto operator, else None."""
     if not _hashable(value):
         return None
     try:
@@ -144,4 +145,12 @@ def is_numpy_module(value: Any) -> bool:
     return isinstance(value, ModuleType) and value.__name__.split(".")[0] == "numpy"
 
 
-__all__ = ["Callee", "classify", "is_library", "resolve_call", "static_value", "np"]
+__all__ = [
+    "Callee",
+    "classify",
+    "is_library",
+    "numpy_alias",
+    "resolve_call",
+    "static_value",
+    "np",
+]
