@@ -14,6 +14,8 @@ functions of one scalar, and ``ppto.hessian`` on small functions, against exact
 derivatives or differences of the gradient. Known failures: tests/corpus/checks.py.
 """
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -441,3 +443,36 @@ def test_reductions_of_a_differentiated_python_number():
     )
     hessian = ppto.hessian(scaled_by_reductions_of_a_number, wrt=1)(x, s)
     np.testing.assert_allclose(float(hessian), second, rtol=1e-5)
+
+
+@ppto.operator
+def running_sum(x):
+    return np.cumsum(x)  # (no ppto operator: the rules below stand for it)
+
+
+@running_sum.grad_rule
+def _(x):
+    def backward(dy):
+        return reversed_running_sum(dy)
+
+    return backward
+
+
+def reversed_running_sum(dy):
+    return running_sum(dy[::-1])[::-1]
+
+
+def squares_of_running_sums(x):
+    return np.sum(running_sum(x) ** 2)
+
+
+def test_forward_mode_through_an_operator_without_a_tangent_rule_says_so():
+    # the error (np.cumsum has no operator) advised a gradient rule, which it has
+    x = np.array([0.5, -1.0, 2.0])
+    with pytest.raises(ppto.TransformError) as caught:
+        ppto.jvp(squares_of_running_sums, (x,), (np.ones(3),))
+    first = caught.value.msg.splitlines()[0]
+    assert "ppto.running_sum has a gradient rule but no tangent rule" in first
+    assert "np.cumsum has no ppto operator" in first
+    assert "@running_sum.jvp_rule" in str(caught.value)
+    assert caught.value.lineno == inspect.getsourcelines(running_sum)[1] + 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gast
 import numpy as np
 
+from ppto.errors import TransformError
 from ppto.ops.primitive import OperatorDef, require_rule
 from ppto.transform import ir, lists
 from ppto.transform.analyze import call_specialisation
@@ -102,7 +103,10 @@ class TangentGenerator:
             return self.call(s)
         body_call = self.through_body(s)
         if body_call is not None:
-            return self.call(body_call)
+            try:
+                return self.call(body_call)
+            except TransformError as error:
+                raise _met_in_body(error, s.op) from error
         code = self.generator.forward_statement(s)
         return code + self.tangent_statement(s)
 
@@ -299,6 +303,26 @@ class TangentGenerator:
         both = gast.Tuple([outputs, tangent_out], gast.Store())
         result = gast.Call(name(jvp_name), arguments, keywords)
         return [gast.Assign([both], result, None)]
+
+
+def _met_in_body(error: TransformError, op) -> TransformError:
+    """``error``, met differentiating an operator's body in forward mode, said as
+    such: the operator's gradient rule is not used there, so the error's advice to
+    give it one would mislead."""
+    lines = error.msg.splitlines()
+    lines[0] = (
+        f"ppto.{op.name} has a gradient rule but no tangent rule, so forward mode "
+        f"(jvp, hessian) differentiates its body, where: {lines[0]}"
+    )
+    lines = [line for line in lines if not line.startswith("  Instead: ")]
+    lines.append(
+        f"  Instead: give {op.name} a tangent rule with @{op.name}.jvp_rule (it "
+        "takes the inputs and returns tangent(dx, ...), the output's tangent)"
+    )
+    said = TransformError("\n".join(lines))
+    said.filename, said.lineno = error.filename, error.lineno
+    said.offset, said.text = error.offset, error.text
+    return said
 
 
 def _defined_before(primal, loop, tangent_generator) -> bool:
