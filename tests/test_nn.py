@@ -103,6 +103,73 @@ POOL_CASES = [
 @pytest.mark.parametrize(
     "name, reduce", [("max_pool2d", np.max), ("avg_pool2d", np.mean)]
 )
+def pooled_copy(x, v):
+    h = x
+    return np.sum(ppto.max_pool2d(h * v, 2) ** 2)
+
+
+def pooled_in_a_loop(x, v):
+    h = x * 1.0
+    for _ in range(2):
+        h = np.tanh(h) * v
+    return np.sum(ppto.max_pool2d(h, 2) ** 2)
+
+
+def pooled_scaled(x, v):
+    h = x * 2.0  # (left as it is when differentiating with respect to v only)
+    return np.sum(ppto.max_pool2d(v * h, 2) ** 2)
+
+
+def _pooled(h):
+    return ppto.max_pool2d(h, 2)  # (no layout: the caller's hint does not reach here)
+
+
+def pooled_by_a_helper(x, v):
+    return np.sum(_pooled(x * v) ** 2)
+
+
+@pytest.mark.parametrize("function", [pooled_copy, pooled_in_a_loop, pooled_scaled])
+@pytest.mark.parametrize("wrt", [0, 1])
+def test_a_layout_hint_reaches_pooling_through_copies_loops_and_plain_code(
+    function, wrt
+):
+    # the NHWC hint was lost through h = x, a loop's carried value, arithmetic left
+    # as it is, or v * h (v first, without a hint): pooling took NCHW, a silently
+    # wrong value, gradient and tangent
+    x = RNG.standard_normal((1, 4, 4, 3))
+    v = np.linspace(0.5, 1.5, 3)
+    image = ppto.tensor(x, layout="nhwc")
+    arguments = [image, v]
+    expected = float(function(image, v))
+    value, gradient = ppto.value_and_grad(function, wrt=wrt)(image, v)
+    assert np.isclose(float(value), expected, rtol=1e-12)
+    direction = RNG.standard_normal(np.shape(arguments[wrt]))
+
+    def along(step):
+        moved = list(arguments)
+        moved[wrt] = arguments[wrt] + step * direction
+        if wrt == 0:
+            moved[0] = ppto.tensor(np.asarray(moved[0]), layout="nhwc")
+        return float(function(*moved))
+
+    expected = (along(1e-6) - along(-1e-6)) / 2e-6
+    tangents = [None, None]
+    tangents[wrt] = direction
+    _, pushed = ppto.jvp(function, arguments, tangents)
+    np.testing.assert_allclose(
+        [float(np.sum(np.asarray(gradient) * direction)), float(pushed)],
+        expected,
+        rtol=1e-6,
+    )
+
+
+def test_pooling_a_hinted_image_through_a_helper_needs_a_layout():
+    # inside the helper, pooling took NCHW for an NHWC image: a silently wrong value
+    image = ppto.tensor(RNG.standard_normal((1, 4, 4, 3)), layout="nhwc")
+    with pytest.raises(ppto.TransformError, match="cannot tell the image layout"):
+        ppto.grad(pooled_by_a_helper, wrt=1)(image, np.ones(3))
+
+
 def test_pooling_matches_naive_loop_in_both_layouts(
     name, reduce, shape, kernel_size, stride
 ):

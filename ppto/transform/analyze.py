@@ -37,6 +37,7 @@ class Activity:
     dtypes: dict = field(default_factory=dict)  # dtypes known when specialising
     made_new: set = field(default_factory=set)  # assigned by elementwise operators
     made_otherwise: set = field(default_factory=set)  # assigned by anything else
+    unknown_layouts: list = field(default_factory=list)  # image operators, see below
 
     @property
     def fresh(self) -> set:
@@ -67,6 +68,7 @@ def analyze(
     _backward(body, activity)
     _check_taint(body, activity, source)
     _check_ranks(body, activity, source)  # (before a signature's ShapeError)
+    _check_layouts(activity, source)
     _check_shapes(body, activity, source)
     return activity
 
@@ -141,30 +143,102 @@ def _state(activity: Activity) -> tuple:
     )
 
 
-def _resolve_layout(statement: ir.Apply, layouts: dict, rank) -> None:
-    """An image operator without an explicit layout takes its input's hint (as it does
-    when called on tensors), decided here because generated code sees raw arrays; a
-    result keeps a layout as on tensors (the operator's, else its first input's
-    with one, for a 4-d result), so that the one returned can be told (vjp's, jvp's
-    output)."""
-    hints = [_layout_of(operand, layouts) for operand in statement.inputs]
-    hint = hints[0] if hints else None
+# The hint of a value that may be an image whose layout cannot be told here: one
+# that came through a helper, a tuple or code ppto leaves as it is.
+UNKNOWN_LAYOUT = "unknown"
+
+
+def _layout_hint(operand, layouts: dict):
+    if isinstance(operand, ir.Verbatim) and isinstance(operand.expr, gast.Name):
+        operand = operand.expr.id
+    return layouts.get(operand) if isinstance(operand, str) else None
+
+
+def _take_layout(layouts: dict, target: str, hint) -> None:
+    """``target`` gets ``hint``; one that gets two different ones (on two paths, or
+    round a loop) cannot be told."""
+    if hint is None:
+        return
+    known = layouts.get(target, hint)
+    layouts[target] = hint if known == hint else UNKNOWN_LAYOUT
+
+
+def _resolve_layout(statement: ir.Apply, activity: Activity) -> None:
+    """An image operator without an explicit layout takes its first input's hint (as
+    it does when called on tensors), decided here because generated code sees raw
+    arrays; an operator that keeps layouts passes on its first hinted input's, for
+    a 4-d result, as tensors do."""
+    layouts = activity.layouts
+    hint = _layout_hint(statement.inputs[0], layouts) if statement.inputs else None
     parameter = statement.params.get("layout")
     if isinstance(parameter, gast.Constant) and parameter.value is None:
-        parameter.value = hint or "nchw"
+        if hint == UNKNOWN_LAYOUT:
+            activity.unknown_layouts.append(statement)
+        parameter.value = hint if hint in ("nchw", "nhwc") else "nchw"
         if "layout" not in statement.given:
             statement.given = (*statement.given, "layout")
     if isinstance(parameter, gast.Constant):
         hint = parameter.value
-    hint = hint or next((h for h in hints if h), None)
-    if getattr(statement.op, "keeps_layout", False) and hint and rank in (4, None):
-        layouts[statement.target] = hint
+    else:
+        hints = (_layout_hint(x, layouts) for x in statement.inputs)
+        hint = next((h for h in hints if h is not None), None)
+    rank = activity.ranks.get(statement.target)
+    if getattr(statement.op, "keeps_layout", False) and rank in (4, None):
+        _take_layout(layouts, statement.target, hint)
 
 
-def _layout_of(operand, layouts: dict):
-    if isinstance(operand, ir.Verbatim) and isinstance(operand.expr, gast.Name):
-        operand = operand.expr.id
-    return layouts.get(operand) if isinstance(operand, str) else None
+def _pass_on_layouts(statement, activity: Activity) -> None:
+    """The hints of values made by statements other than operators: a copy keeps its
+    source's; arithmetic ppto leaves as it is (``h = x * 2.0`` of an ``x`` not
+    differentiated) keeps that of what it reads, as tensors do; anything else made
+    from a hinted image (a helper's result, a tuple's item, an opaque call) cannot be
+    told. (A hint lost made a later image operator take NCHW: a silently wrong value
+    and derivative for NHWC tensors.)"""
+    layouts = activity.layouts
+    if isinstance(statement, ir.Copy):
+        _take_layout(layouts, statement.target, _layout_hint(statement.source, layouts))
+        return
+    reads = {name for name in ir.reads(statement) if name in layouts}
+    if isinstance(statement, ir.Passive) and isinstance(statement.node, gast.Assign):
+        reads |= {name for name in statement.reads if name in layouts}
+    hints = {layouts[name] for name in reads}
+    if not hints - {"nchw"}:
+        return  # (what NCHW values make is NCHW, the default, anyway)
+    arithmetic = (
+        isinstance(statement, ir.Passive)
+        and isinstance(statement.node, gast.Assign)
+        and _arithmetic(statement.node.value)
+        and len(hints) == 1
+    )
+    for target in ir.writes(statement):
+        _take_layout(layouts, target, hints.pop() if arithmetic else UNKNOWN_LAYOUT)
+
+
+def _arithmetic(node) -> bool:
+    """Whether ``node`` is only names, numbers and arithmetic (elementwise: keeps
+    layouts)."""
+    if isinstance(node, (gast.Name, gast.Constant)):
+        return True
+    if isinstance(node, gast.BinOp) and not isinstance(node.op, gast.MatMult):
+        return _arithmetic(node.left) and _arithmetic(node.right)
+    if isinstance(node, gast.UnaryOp):
+        return _arithmetic(node.operand)
+    return False
+
+
+def _check_layouts(activity: Activity, source) -> None:
+    """An image operator without a layout, given a value whose layout cannot be
+    told, raises ``TransformError`` at its line (NCHW could be silently wrong)."""
+    if activity.unknown_layouts:
+        statement = activity.unknown_layouts[0]
+        where = statement.origin if statement.origin is not None else statement
+        raise source.error(
+            where,
+            f"ppto cannot tell the image layout of the input of ppto."
+            f"{statement.op.name} here: it comes from an image with a layout hint "
+            "through a helper function, a tuple or code ppto does not differentiate",
+            f"pass layout='nhwc' (or 'nchw') to ppto.{statement.op.name}",
+        )
 
 
 def _is_range(node) -> bool:
@@ -195,6 +269,8 @@ def _spread_taint(statement, activity: Activity) -> None:
 def _forward(body, activity: Activity) -> None:
     for statement in body:
         _spread_taint(statement, activity)
+        if not isinstance(statement, (ir.Apply, *ir.LOOPS, ir.If)):
+            _pass_on_layouts(statement, activity)
         counter = (
             isinstance(statement, ir.For) and statement.iterable in activity.ranges
         )
@@ -246,7 +322,7 @@ def _forward(body, activity: Activity) -> None:
                 len(shape) if shape is not None else rank_of(statement, activity.ranks)
             )
             activity.ranks[statement.target] = rank
-            _resolve_layout(statement, activity.layouts, rank)
+            _resolve_layout(statement, activity)
         elif isinstance(statement, ir.CallFunction):
             inputs = list(statement.inputs) + list(statement.keywords.values())
             if _any_varied(inputs, activity):
@@ -261,9 +337,6 @@ def _forward(body, activity: Activity) -> None:
             if ir.reads(statement) & activity.varied:
                 activity.varied.update(ir.writes(statement))
             if isinstance(statement, ir.Copy):
-                layout = _layout_of(statement.source, activity.layouts)
-                if layout:
-                    activity.layouts[statement.target] = layout
                 _merge(
                     activity.shapes,
                     statement.target,

@@ -20,7 +20,12 @@ import gast
 from ppto.errors import GradError, TransformError
 from ppto.ops.shape import ones_like, zeros_like
 from ppto.transform import aliases, fence, ir
-from ppto.transform.analyze import analyze, check_reachable, operand_rank
+from ppto.transform.analyze import (
+    UNKNOWN_LAYOUT,
+    analyze,
+    check_reachable,
+    operand_rank,
+)
 from ppto.transform.emit import compile_source, render_function
 from ppto.transform.idioms import stop_shift_gradients
 from ppto.transform.lower import raw_value
@@ -299,9 +304,8 @@ def _prepare(
     if not generated:  # (a gradient differentiated again was checked as written)
         normalizer.refuse_lists_made_arrays(ir_body)
     shapes, dtypes = (program.shapes, program.dtypes) if entry else ({}, {})
-    activity = analyze(
-        ir_body, wrt, ranks, parsed.source, program.layouts, shapes, dtypes
-    )
+    layouts = program.layouts if entry else _callee_layouts(parsed, program.layouts)
+    activity = analyze(ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes)
     check_reachable(activity, wrt, parsed.source)
     generator = Generator(
         parsed, activity, namer, program.refs, program_callee(program)
@@ -312,6 +316,14 @@ def _prepare(
     if plan_reverse:
         generator.forward(ir_body)  # a first pass plans called functions' derivatives
     return ir_body, activity, generator
+
+
+def _callee_layouts(parsed: ParsedFunction, layouts: dict) -> dict:
+    """A called function's parameters' image layout hints: not known (a call does
+    not pass them) where the entry's arguments carry any other than NCHW's."""
+    if not set(layouts.values()) - {"nchw"}:
+        return {}
+    return {name: UNKNOWN_LAYOUT for name in parsed.parameters}
 
 
 def _forward_with_tapes(generator, ir_body) -> list:
@@ -466,8 +478,9 @@ def split(
 
 
 def _layout_of(result, activity) -> str | None:
-    """The layout the analysis found for the function's result, if one."""
-    return activity.layouts.get(result) if isinstance(result, str) else None
+    """The layout the analysis found for the function's result, if it told one."""
+    layout = activity.layouts.get(result) if isinstance(result, str) else None
+    return layout if layout in ("nchw", "nhwc") else None
 
 
 def _passable(parsed: ParsedFunction, parameter: str) -> bool:
