@@ -841,11 +841,12 @@ def held_constant(x, w):
     return np.sum(np.tanh(x) * np.exp(-x) + s * 0.0) + np.sum(s * s * s + s * s)
 
 
-def test_a_region_summing_a_value_of_numbers_only_runs_its_statements():
-    """w is a Python number, whose shape the transform does not know: summed in a
-    chunked pass, ``s * s * s + s * s`` would be added once per element of x (it
-    was: a wrong value); the region runs its statements instead. (Where w is a 0-d
-    array, those statements run before the region: next test.)"""
+def test_a_region_summing_a_value_of_numbers_only_gives_the_numbers_once():
+    """w, a differentiated Python number: summed in a chunked pass, ``s * s * s + s *
+    s`` would be added once per element of x (it was: a wrong value, while w's shape
+    was not known and the region ran its statements instead). A differentiated
+    number enters as a NumPy scalar, of a known shape: those statements run before
+    the region, as for a 0-d array (next test), and the region runs its pass."""
     rng = np.random.default_rng(8)
     x = rng.standard_normal(LARGE + 5)
     expected = np.sum(np.tanh(x) * np.exp(-x)) + (0.7**3 + 0.7**2)
@@ -857,7 +858,7 @@ def test_a_region_summing_a_value_of_numbers_only_runs_its_statements():
         slope = np.exp(-x) * (1 - np.tanh(x) ** 2 - np.tanh(x))
         np.testing.assert_allclose(dx, slope, rtol=1e-12, atol=1e-15)
         assert float(dw) == 0.0
-    assert calls  # the region saw the sum of numbers only and ran the statements
+    assert calls == []
 
 
 def chosen_numbers(x, y, s):
