@@ -92,17 +92,6 @@ def test_input_gradient_keeps_the_layout_and_weight_gradient_has_none():
     assert dw.layout is None and dw.shape == w.shape
 
 
-POOL_CASES = [
-    ((2, 2, 4, 4), 2, None),
-    ((2, 3, 5, 5), 3, 2),
-    ((1, 2, 5, 6), (2, 3), (1, 2)),
-]
-
-
-@pytest.mark.parametrize("shape, kernel_size, stride", POOL_CASES)
-@pytest.mark.parametrize(
-    "name, reduce", [("max_pool2d", np.max), ("avg_pool2d", np.mean)]
-)
 def pooled_copy(x, v):
     h = x
     return np.sum(ppto.max_pool2d(h * v, 2) ** 2)
@@ -170,6 +159,17 @@ def test_pooling_a_hinted_image_through_a_helper_needs_a_layout():
         ppto.grad(pooled_by_a_helper, wrt=1)(image, np.ones(3))
 
 
+POOL_CASES = [
+    ((2, 2, 4, 4), 2, None),
+    ((2, 3, 5, 5), 3, 2),
+    ((1, 2, 5, 6), (2, 3), (1, 2)),
+]
+
+
+@pytest.mark.parametrize("shape, kernel_size, stride", POOL_CASES)
+@pytest.mark.parametrize(
+    "name, reduce", [("max_pool2d", np.max), ("avg_pool2d", np.mean)]
+)
 def test_pooling_matches_naive_loop_in_both_layouts(
     name, reduce, shape, kernel_size, stride
 ):

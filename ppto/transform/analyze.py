@@ -210,8 +210,9 @@ def _pass_on_layouts(statement, activity: Activity) -> None:
         and _arithmetic(statement.node.value)
         and len(hints) == 1
     )
+    hint = next(iter(hints)) if arithmetic else UNKNOWN_LAYOUT
     for target in ir.writes(statement):
-        _take_layout(layouts, target, hints.pop() if arithmetic else UNKNOWN_LAYOUT)
+        _take_layout(layouts, target, hint)
 
 
 def _arithmetic(node) -> bool:
