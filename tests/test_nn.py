@@ -110,14 +110,24 @@ def pooled_scaled(x, v):
 
 
 def _pooled(h):
-    return ppto.max_pool2d(h, 2)  # (no layout: the caller's hint does not reach here)
+    return ppto.max_pool2d(h, 2)  # (no layout: the caller's hint is passed on)
 
 
 def pooled_by_a_helper(x, v):
     return np.sum(_pooled(x * v) ** 2)
 
 
-@pytest.mark.parametrize("function", [pooled_copy, pooled_in_a_loop, pooled_scaled])
+def _doubled(h):
+    return h * 2.0
+
+
+def pooled_after_a_helper(x, v):
+    return np.sum(ppto.max_pool2d(_doubled(x * v), 2) ** 2)
+
+
+@pytest.mark.parametrize(
+    "function", [pooled_copy, pooled_in_a_loop, pooled_scaled, pooled_by_a_helper]
+)
 @pytest.mark.parametrize("wrt", [0, 1])
 def test_a_layout_hint_reaches_pooling_through_copies_loops_and_plain_code(
     function, wrt
@@ -152,11 +162,12 @@ def test_a_layout_hint_reaches_pooling_through_copies_loops_and_plain_code(
     )
 
 
-def test_pooling_a_hinted_image_through_a_helper_needs_a_layout():
-    # inside the helper, pooling took NCHW for an NHWC image: a silently wrong value
+def test_pooling_a_helpers_result_from_a_hinted_image_needs_a_layout():
+    # (a helper's result has no hint: what its derivative makes is not analysed
+    # before the caller's; pooling took NCHW for an NHWC image, silently wrong)
     image = ppto.tensor(RNG.standard_normal((1, 4, 4, 3)), layout="nhwc")
     with pytest.raises(ppto.TransformError, match="cannot tell the image layout"):
-        ppto.grad(pooled_by_a_helper, wrt=1)(image, np.ones(3))
+        ppto.grad(pooled_after_a_helper, wrt=1)(image, np.ones(3))
 
 
 POOL_CASES = [

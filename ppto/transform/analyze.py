@@ -503,13 +503,22 @@ def operand_rank(operand, ranks):
     return None
 
 
-def call_specialisation(call: ir.CallFunction, ranks: dict, lists: set) -> tuple:
+def call_specialisation(call: ir.CallFunction, activity: Activity, lists: set):
     """What a derivative of ``call``'s function is specialised on besides the
     operands differentiated, alike in both modes: ``(ranks by position, ranks by
-    keyword, where lists are passed)``."""
+    keyword, where lists are passed, image layout hints by position or keyword)``
+    (the hints its arguments have here: its image operators without a layout take
+    them, as on tensors)."""
+    ranks = activity.ranks
     by_position = [operand_rank(x, ranks) for x in call.inputs]
     by_name = {k: operand_rank(x, ranks) for k, x in call.keywords.items()}
-    return by_position, by_name, ir.lists_passed(call, lists)
+    given = [*enumerate(call.inputs), *call.keywords.items()]
+    hints = tuple(
+        (where, hint)
+        for where, operand in given
+        if (hint := _layout_hint(operand, activity.layouts)) is not None
+    )
+    return by_position, by_name, ir.lists_passed(call, lists), hints
 
 
 def _index_rank(rank, index, ranks):

@@ -286,7 +286,7 @@ class TangentGenerator:
         names = [k for k, x in s.keywords.items() if self.has(x)]
         if not positions and not names:
             return self.generator.forward_statement(s)
-        specialised = call_specialisation(s, self.activity.ranks, self.generator.lists)
+        specialised = call_specialisation(s, self.activity, self.generator.lists)
         jvp_name, parameters = self.callees(s.function, positions, names, *specialised)
         tangents = [self.materialised(s.inputs[i]) for i in positions]
         tangents += [self.materialised(s.keywords[k]) for k in names]

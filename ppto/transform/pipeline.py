@@ -235,6 +235,7 @@ def _prepare(
     program: Program,
     plan_reverse: bool = True,
     list_parameters=(),
+    hints=None,
 ):
     fence.check(parsed)
     generated = _generated(parsed.fn)
@@ -304,7 +305,7 @@ def _prepare(
     if not generated:  # (a gradient differentiated again was checked as written)
         normalizer.refuse_lists_made_arrays(ir_body)
     shapes, dtypes = (program.shapes, program.dtypes) if entry else ({}, {})
-    layouts = program.layouts if entry else _callee_layouts(parsed, program.layouts)
+    layouts = program.layouts if entry else _callee_layouts(parsed, program, hints)
     activity = analyze(ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes)
     check_reachable(activity, wrt, parsed.source)
     generator = Generator(
@@ -318,10 +319,13 @@ def _prepare(
     return ir_body, activity, generator
 
 
-def _callee_layouts(parsed: ParsedFunction, layouts: dict) -> dict:
-    """A called function's parameters' image layout hints: not known (a call does
-    not pass them) where the entry's arguments carry any other than NCHW's."""
-    if not set(layouts.values()) - {"nchw"}:
+def _callee_layouts(parsed: ParsedFunction, program: Program, hints) -> dict:
+    """A called function's parameters' image layout hints: those its call gives
+    (``hints``, specialising its derivative), else not known where the entry's
+    arguments carry any other than NCHW's (code generated without its call)."""
+    if hints is not None:
+        return dict(hints)
+    if not set(program.layouts.values()) - {"nchw"}:
         return {}
     return {name: UNKNOWN_LAYOUT for name in parsed.parameters}
 
@@ -402,6 +406,7 @@ def split(
     program: Program,
     called: bool = True,
     list_parameters=(),
+    hints=None,
 ):
     """``<name>_forward`` and ``<name>_backward``; returns their names and the
     parameters the backward takes from the call site (only when ``called`` from
@@ -410,7 +415,7 @@ def split(
     from ppto.transform.inline import operand_expr
 
     ir_body, activity, generator = _prepare(
-        parsed, wrt, ranks, program, list_parameters=list_parameters
+        parsed, wrt, ranks, program, list_parameters=list_parameters, hints=hints
     )
     result = _result_operand(ir_body)
     program.last_result_rank = operand_rank(result, activity.ranks)
@@ -516,13 +521,14 @@ def jvp(
     ranks: dict,
     program: Program,
     list_parameters=(),
+    hints=None,
 ) -> str:
     """``<name>_jvp(*args, *tangents) -> (value, tangent)``; one tangent per ``wrt``."""
     from ppto.transform.forward import TangentGenerator
     from ppto.transform.inline import operand_expr
 
     ir_body, activity, generator = _prepare(
-        parsed, wrt, ranks, program, False, list_parameters
+        parsed, wrt, ranks, program, False, list_parameters, hints
     )
     result = _result_operand(ir_body)
     program.last_result_rank = operand_rank(result, activity.ranks)
@@ -558,11 +564,14 @@ def primal(parsed: ParsedFunction, wrt, ranks: dict, program: Program) -> str:
     return function_name
 
 
-def _call_plan(parsed: ParsedFunction, positions, keywords, ranks, by_name, listed):
-    """What a call of ``parsed`` specialises it on: ``(wrt, key, rank_map, lists)``,
-    the parameters differentiated, the key of its plan, the parameters' ranks
-    (``by_name``: those passed by keyword) and those it is passed lists for
-    (``listed``: positions, names)."""
+def _call_plan(
+    parsed: ParsedFunction, positions, keywords, ranks, by_name, listed, hinted
+):
+    """What a call of ``parsed`` specialises it on: ``(wrt, key, rank_map, lists,
+    hints)``, the parameters differentiated, the key of its plan, the parameters'
+    ranks (``by_name``: those passed by keyword), those it is passed lists for
+    (``listed``: positions, names) and its parameters' image layout hints
+    (``hinted``: by position or name)."""
     parameters = parsed.parameters
     wrt = [parameters[p] for p in positions if p < len(parameters)] + list(keywords)
     if len(wrt) != len(positions) + len(keywords):
@@ -570,7 +579,7 @@ def _call_plan(parsed: ParsedFunction, positions, keywords, ranks, by_name, list
     by_name = by_name or {}
     # (the function, not its code: closures of one factory hold different values)
     key = (parsed.fn, tuple(wrt), tuple(ranks), tuple(sorted(by_name.items())))
-    key += (listed,)
+    key += (listed, hinted)
     rank_map = {parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)}
     rank_map.update(by_name)
     lists = {
@@ -578,18 +587,23 @@ def _call_plan(parsed: ParsedFunction, positions, keywords, ranks, by_name, list
         for p in listed
         if not isinstance(p, int) or p < len(parameters)
     }
-    return wrt, key, rank_map, lists
+    hints = {
+        parameters[p] if isinstance(p, int) else p: hint
+        for p, hint in hinted
+        if not isinstance(p, int) or p < len(parameters)
+    }
+    return wrt, key, rank_map, lists, hints
 
 
 def program_jvp_callee(program: Program):
-    def plan(parsed, positions, keywords, ranks, by_name=None, listed=()):
-        wrt, key, rank_map, lists = _call_plan(
-            parsed, positions, keywords, ranks, by_name, listed
+    def plan(parsed, positions, keywords, ranks, by_name=None, listed=(), hinted=()):
+        wrt, key, rank_map, lists, hints = _call_plan(
+            parsed, positions, keywords, ranks, by_name, listed, hinted
         )
         key = ("jvp",) + key
         if key not in program.callee_plans:
             with _transforming(parsed, program):
-                jvp_name = jvp(parsed, wrt, rank_map, program, lists)
+                jvp_name = jvp(parsed, wrt, rank_map, program, lists, hints)
             program.callee_plans[key] = (jvp_name, program.tangent_parameters[jvp_name])
         return program.callee_plans[key]
 
@@ -597,14 +611,14 @@ def program_jvp_callee(program: Program):
 
 
 def program_callee(program: Program):
-    def plan(parsed, positions, keywords, ranks, by_name=None, listed=()):
-        wrt, key, rank_map, lists = _call_plan(
-            parsed, positions, keywords, ranks, by_name, listed
+    def plan(parsed, positions, keywords, ranks, by_name=None, listed=(), hinted=()):
+        wrt, key, rank_map, lists, hints = _call_plan(
+            parsed, positions, keywords, ranks, by_name, listed, hinted
         )
         if key not in program.callee_plans:
             with _transforming(parsed, program):
                 forward_name, backward_name, passed = split(
-                    parsed, wrt, rank_map, program, list_parameters=lists
+                    parsed, wrt, rank_map, program, list_parameters=lists, hints=hints
                 )
             order = list(positions) + list(keywords)
             program.callee_plans[key] = (forward_name, backward_name, order, passed)

@@ -284,7 +284,7 @@ class Generator:
         keywords = [k for k, x in s.keywords.items() if self.activity.active(x)]
         if not positions and not keywords:
             return None
-        specialised = call_specialisation(s, self.activity.ranks, self.lists)
+        specialised = call_specialisation(s, self.activity, self.lists)
         return self.callees(s.function, positions, keywords, *specialised)
 
     # --- backward -------------------------------------------------------------------
