@@ -353,3 +353,29 @@ def test_vjp_and_jvp_outputs_keep_the_layout_operators_give_them():
     np.testing.assert_allclose(value.numpy(), eager.numpy(), rtol=1e-12)
     flat, _ = ppto.vjp(lambda image: ppto.reduce_sum(block(image), axis=(1, 2)), image)
     assert flat.layout is None  # (2-d: no image layout, as on tensors)
+
+
+def convolved_then_scaled(x, v):
+    features = ppto.conv2d(x, CONSTANT_WEIGHTS, padding=1)  # (x not differentiated)
+    return np.sum(np.tanh(features * v))
+
+
+CONSTANT_WEIGHTS = RNG.standard_normal((2, 3, 3, 3))
+
+
+def test_an_image_operator_on_values_not_differentiated_takes_the_images_layout():
+    """conv2d without layout= on an image ppto leaves as it is (the gradient is
+    with respect to v only) raised 'layout must be nchw or nhwc, got None' from the
+    generated code; it takes the image's layout as operators on tensors do."""
+    from tests.test_checkpoint import central_differences
+
+    x, v = RNG.standard_normal((1, 3, 4, 4)), np.array([0.7, -0.4])[:, None, None]
+    expected = central_differences(convolved_then_scaled, (x, v), 1)
+    for image in (x, ppto.tensor(x), ppto.tensor(to_nhwc(x), layout="nhwc")):
+        if getattr(image, "layout", None) == "nhwc":
+            scale = v.reshape(2)  # (channels last)
+            gradient = ppto.grad(convolved_then_scaled, wrt=1)(image, scale).numpy()
+            np.testing.assert_allclose(gradient, expected.reshape(2), rtol=1e-7)
+        else:
+            gradient = ppto.grad(convolved_then_scaled, wrt=1)(image, v).numpy()
+            np.testing.assert_allclose(gradient, expected, rtol=1e-7)

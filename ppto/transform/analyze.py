@@ -37,7 +37,9 @@ class Activity:
     dtypes: dict = field(default_factory=dict)  # dtypes known when specialising
     made_new: set = field(default_factory=set)  # assigned by elementwise operators
     made_otherwise: set = field(default_factory=set)  # assigned by anything else
-    unknown_layouts: list = field(default_factory=list)  # image operators, see below
+    # (statement, operator name): image operators given an image whose layout
+    # cannot be told (see _check_layouts)
+    unknown_layouts: list = field(default_factory=list)
 
     @property
     def fresh(self) -> set:
@@ -173,7 +175,7 @@ def _resolve_layout(statement: ir.Apply, activity: Activity) -> None:
     parameter = statement.params.get("layout")
     if isinstance(parameter, gast.Constant) and parameter.value is None:
         if hint == UNKNOWN_LAYOUT:
-            activity.unknown_layouts.append(statement)
+            activity.unknown_layouts.append((statement, statement.op.name))
         parameter.value = hint if hint in ("nchw", "nhwc") else "nchw"
         if "layout" not in statement.given:
             statement.given = (*statement.given, "layout")
@@ -185,6 +187,20 @@ def _resolve_layout(statement: ir.Apply, activity: Activity) -> None:
     rank = activity.ranks.get(statement.target)
     if getattr(statement.op, "keeps_layout", False) and rank in (4, None):
         _take_layout(layouts, statement.target, hint)
+
+
+def _resolve_passive_layouts(statement: ir.Passive, activity: Activity) -> None:
+    """The layout of an image operator called in code left as it is (marked by the
+    normalizer: ``layout=None`` with the image it is for), decided as for one it
+    differentiates: the image's hint, else NCHW; not told, refused."""
+    for node in gast.walk(statement.node):
+        image = getattr(node, "image_of", None)
+        if image is None or node.value is not None:
+            continue
+        hint = activity.layouts.get(image.id) if isinstance(image, gast.Name) else None
+        if hint == UNKNOWN_LAYOUT:
+            activity.unknown_layouts.append((statement, node.image_operator))
+        node.value = hint if hint in ("nchw", "nhwc") else "nchw"
 
 
 def _pass_on_layouts(statement, activity: Activity) -> None:
@@ -231,14 +247,14 @@ def _check_layouts(activity: Activity, source) -> None:
     """An image operator without a layout, given a value whose layout cannot be
     told, raises ``TransformError`` at its line (NCHW could be silently wrong)."""
     if activity.unknown_layouts:
-        statement = activity.unknown_layouts[0]
+        statement, operator = activity.unknown_layouts[0]
         where = statement.origin if statement.origin is not None else statement
         raise source.error(
             where,
-            f"ppto cannot tell the image layout of the input of ppto."
-            f"{statement.op.name} here: it comes from an image with a layout hint "
-            "through a helper function, a tuple or code ppto does not differentiate",
-            f"pass layout='nhwc' (or 'nchw') to ppto.{statement.op.name}",
+            f"ppto cannot tell the image layout of the input of ppto.{operator} "
+            "here: it comes from an image with a layout hint through a helper "
+            "function, a tuple or code ppto does not differentiate",
+            f"pass layout='nhwc' (or 'nchw') to ppto.{operator}",
         )
 
 
@@ -270,6 +286,8 @@ def _spread_taint(statement, activity: Activity) -> None:
 def _forward(body, activity: Activity) -> None:
     for statement in body:
         _spread_taint(statement, activity)
+        if type(statement) is ir.Passive:
+            _resolve_passive_layouts(statement, activity)
         if not isinstance(statement, (ir.Apply, *ir.LOOPS, ir.If)):
             _pass_on_layouts(statement, activity)
         counter = (

@@ -218,7 +218,31 @@ class Normalizer:
 
     def emit(self, statement: ir.Stmt) -> None:
         statement.origin = self.origin
+        if type(statement) is ir.Passive:
+            self.mark_image_operators(statement.node)
         self.out.append(statement)
+
+    def mark_image_operators(self, node) -> None:
+        """Calls of an image operator without a layout in code left as it is (the
+        image not differentiated) are given a ``layout=None`` keyword that the
+        analysis decides from the image's hint, as for operators it differentiates
+        (the operator's own default on raw arrays has no hint to go by: it failed)."""
+        for call in gast.walk(node):
+            if not isinstance(call, gast.Call) or not call.args:
+                continue
+            callee = resolve_call(call, self.parsed.namespace, self.local_names)
+            op = callee.op if callee.kind == "operator" else None
+            if op is None or "layout" not in op.param_names:
+                continue
+            position = len(op.input_names) + op.param_names.index("layout")
+            if len(call.args) > position or any(
+                k.arg == "layout" for k in call.keywords
+            ):
+                continue
+            keyword = gast.keyword("layout", gast.Constant(None, None))
+            keyword.value.image_of = call.args[0]  # (whose hint decides it)
+            keyword.value.image_operator = op.name
+            call.keywords.append(keyword)
 
     def statement(self, node) -> None:
         handler = getattr(self, "statement_" + type(node).__name__, None)
