@@ -2483,7 +2483,8 @@ def through_a_method_reading_a_tensor(x):
 
 def test_a_method_of_an_object_holding_tensors_is_refused_clearly():
     """Its code would read the tensors through ``self`` (generated code computes on
-    arrays): refused as the method call it is, as before methods were differentiated,
-    not a misleading error from inside the generated code."""
-    with pytest.raises(ppto.TransformError, match="TENSOR_LAYER.forward"):
+    arrays): refused at the line reading one, not a misleading error from inside
+    the generated code."""
+    with pytest.raises(ppto.TransformError, match="self.W is a ppto tensor") as raised:
         ppto.grad(through_a_method_reading_a_tensor)(np.array([0.3, -0.2, 0.5]))
+    assert "return np.tanh(x @ self.W)" in str(raised.value)

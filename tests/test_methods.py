@@ -243,3 +243,60 @@ def test_a_method_called_on_an_argument_says_how_to_show_ppto_the_object():
     with pytest.raises(ppto.TransformError, match="self is an argument") as raised:
         ppto.grad(_Net.loss, wrt=1)(NET, np.linspace(-0.8, 0.7, 6).reshape(2, 3))
     assert "ppto.grad(MODEL.loss)" in str(raised.value)
+
+
+class _HoldsTensors:
+    W = ppto.tensor(np.array([1.0, 2.0, 3.0]))  # (a class attribute)
+
+    def __init__(self):
+        self.V = ppto.tensor(np.array([1.0, 2.0, 3.0]))
+        self.weights = [ppto.tensor(np.ones(3))]
+        self.inner = _Polynomial(0.5)
+        self.inner.W = ppto.tensor(np.ones(3))
+        self.scale = 2.0
+
+    def by_attribute(self, x):
+        return np.sum(np.sin(x) * self.V)
+
+    def by_class_attribute(self, x):
+        return np.sum(np.sin(x) * self.W)
+
+    def by_item(self, x):
+        return np.sum(np.sin(x) * self.weights[0])
+
+    def through_another_object(self, x):
+        return np.sum(np.sin(x) * self.inner.W)
+
+    def reads_no_tensor(self, x):
+        return np.sum(np.sin(x) * self.scale)
+
+
+HOLDS_TENSORS = _HoldsTensors()
+
+
+def calls_a_method_reading_a_tensor(x):
+    return HOLDS_TENSORS.by_attribute(x) * 2.0
+
+
+@pytest.mark.parametrize(
+    "method, read",
+    [
+        ("by_attribute", "self.V"),
+        ("by_class_attribute", "self.W"),
+        ("by_item", "self.weights[0]"),
+        ("through_another_object", "self.inner.W"),
+    ],
+)
+def test_a_tensor_read_through_self_is_refused_at_its_line(method, read):
+    """Generated code reads what self holds when it runs, on raw arrays: a tensor
+    there was an error from inside it (np.add.reduce ... has no ppto operator) or
+    refused as "loss_of has no ppto operator", naming ppto's own wrapper."""
+    x = np.linspace(-0.8, 0.7, 3)
+    with pytest.raises(ppto.TransformError, match="is a ppto tensor") as raised:
+        ppto.grad(getattr(HOLDS_TENSORS, method))(x)
+    assert f"return np.sum(np.sin(x) * {read})" in str(raised.value)
+    with pytest.raises(ppto.TransformError, match="self.V is a ppto tensor"):
+        ppto.grad(calls_a_method_reading_a_tensor)(x)
+    # (an object holding tensors it does not read is differentiated)
+    gradient = ppto.grad(HOLDS_TENSORS.reads_no_tensor)(x)
+    np.testing.assert_allclose(gradient.numpy(), 2.0 * np.cos(x), rtol=1e-12)

@@ -46,6 +46,8 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
     own = _own_object(parsed, program)
     closure = parsed.namespace.maps[0]  # where names resolve (see _own_names)
     labels = set()
+    if own is not None:
+        _refuse_tensors_through_self(parsed, local, own)
     parsed.tree.body = _unrolled(parsed.tree.body, parsed, local, own, program)
     for node in gast.walk(parsed.tree):
         if not isinstance(node, gast.Call):
@@ -74,6 +76,40 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
         node.args.insert(0, receiver)
         node.func = gast.Name(label, gast.Load(), None, None)
     return labels
+
+
+def _refuse_tensors_through_self(parsed: ParsedFunction, local: set, own) -> None:
+    """Refuse, at its line, a read through ``self`` of a ppto tensor (``self.W``,
+    ``self.inner.W``, ``self.weights[0]``, a class attribute) or of a list, tuple
+    or dict holding one: generated code computes on raw arrays and reads what
+    ``self`` holds when it runs, so it would get a tensor (an error from inside
+    generated code, far from the user's line)."""
+    for node in gast.walk(parsed.tree):
+        if not isinstance(node, (gast.Attribute, gast.Subscript)):
+            continue
+        if not isinstance(node.ctx, gast.Load) or not _through_self(node, own):
+            continue
+        found, value = _value(node, parsed, local, own, [])
+        if not found or not _holds_a_tensor(value):
+            continue
+        text = gast.unparse(node).strip()
+        raise parsed.source.error(
+            node,
+            f"ppto cannot differentiate {parsed.name}: {text} is a ppto tensor, or "
+            "holds one, and code generated for a method reads what self holds as "
+            "arrays",
+            f"hold NumPy arrays in the object ({text} = np.asarray(...)), or pass "
+            "the tensor to the method as an argument",
+        )
+
+
+def _holds_a_tensor(value) -> bool:
+    """Whether ``value`` is a ppto tensor or a list, tuple or dict with one."""
+    if isinstance(value, Tensor):
+        return True
+    if isinstance(value, dict):
+        value = list(value.values())
+    return type(value) in (list, tuple) and any(isinstance(v, Tensor) for v in value)
 
 
 def _unrolled(body: list, parsed: ParsedFunction, local: set, own, program) -> list:
@@ -281,14 +317,11 @@ def _through_self(node: gast.expr, own) -> bool:
 def _method(method):
     """The bound method to differentiate as its function, or None: a method of
     the user's code on an object (not a class: a classmethod's first argument is its
-    class) holding no ppto tensors (generated code would read them through self:
-    refused as the method call it is)."""
+    class). (Tensors read through its self are refused in its copy, at their line:
+    _refuse_tensors_through_self.)"""
     if not inspect.ismethod(method) or is_library(method.__func__):
         return None
     if not inspect.isfunction(method.__func__) or inspect.isclass(method.__self__):
-        return None
-    held = getattr(method.__self__, "__dict__", {}).values()
-    if any(isinstance(value, Tensor) for value in held):
         return None
     return method
 
