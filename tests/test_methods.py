@@ -300,3 +300,36 @@ def test_a_tensor_read_through_self_is_refused_at_its_line(method, read):
     # (an object holding tensors it does not read is differentiated)
     gradient = ppto.grad(HOLDS_TENSORS.reads_no_tensor)(x)
     np.testing.assert_allclose(gradient.numpy(), 2.0 * np.cos(x), rtol=1e-12)
+
+
+class _EncoderDecoder:
+    def __init__(self, encoder, decoder):
+        self.encoder = encoder
+        self.decoder = decoder
+
+    def forward(self, x):
+        for layer in self.encoder:
+            x = layer(x)
+        x = x * 0.5
+        for layer in self.decoder:  # (the same name: each loop is unrolled)
+            x = layer(x)
+        return np.sum(x**2)
+
+
+ENCODER_DECODER = _EncoderDecoder(
+    [SCALE, _Dense(np.eye(3) * 0.5, np.ones(3))], (_SoftSign(np.eye(3), np.zeros(3)),)
+)
+
+
+def test_two_loops_over_layers_may_share_their_name(monkeypatch):
+    # (refused before: "layer has no ppto operator", the name counted as read
+    # outside the loop)
+    from tests.test_checkpoint import central_differences
+
+    x = np.array([0.3, -0.6, 0.8])
+    assert_derivatives_match(ENCODER_DECODER.forward, x)
+    gradient = ppto.grad(ENCODER_DECODER.forward)
+    gradient(x)
+    monkeypatch.setattr(ENCODER_DECODER, "decoder", (SCALE, SCALE))
+    expected = central_differences(ENCODER_DECODER.forward, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)

@@ -150,9 +150,8 @@ def _layers(statement, parsed: ParsedFunction, local: set, own, program):
     uses = [n for n in inside if isinstance(n, gast.Name) and n.id == target.id]
     if any(not isinstance(n.ctx, gast.Load) for n in uses):
         return None  # (rebound in the loop)
-    named = [n for n in gast.walk(parsed.tree) if isinstance(n, gast.Name)]
-    if sum(n.id == target.id for n in named) != len(uses) + 1:
-        return None  # (read or bound elsewhere: it would need its last value)
+    if not _read_only_in_loops_binding(parsed.tree, target.id):
+        return None  # (read after the loop, or bound elsewhere: its last value)
     reached: list = []
     found, layers = _value(statement.iter, parsed, local, own, reached)
     if not found or type(layers) not in (list, tuple) or not layers:
@@ -162,6 +161,21 @@ def _layers(statement, parsed: ParsedFunction, local: set, own, program):
     program.reached.extend(reached)
     program.reached.append((layers, None, tuple(layers)))
     return layers
+
+
+def _read_only_in_loops_binding(tree, name: str) -> bool:
+    """Whether each use of ``name`` in ``tree`` is in a ``for`` loop binding it, as
+    its target or in its body: once a loop is unrolled the name is bound nowhere,
+    so nothing may read its last value (two loops over layers may share it)."""
+    inside = set()
+    for node in gast.walk(tree):
+        target = getattr(node, "target", None)
+        if isinstance(node, gast.For) and getattr(target, "id", None) == name:
+            inside.update(
+                id(n) for part in [target, *node.body] for n in gast.walk(part)
+            )
+    named = (n for n in gast.walk(tree) if isinstance(n, gast.Name) and n.id == name)
+    return all(id(n) in inside for n in named)
 
 
 def _is_layer(value) -> bool:
