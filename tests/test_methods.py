@@ -333,3 +333,47 @@ def test_two_loops_over_layers_may_share_their_name(monkeypatch):
     monkeypatch.setattr(ENCODER_DECODER, "decoder", (SCALE, SCALE))
     expected = central_differences(ENCODER_DECODER.forward, (x,), 0)
     np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
+
+
+class _Residual:
+    """A block with an optional layer (ResNet's downsample), and a chain of
+    blocks ending in None."""
+
+    def __init__(self, downsample, next_block=None):
+        self.layer = _Dense(np.eye(3) * 0.8, np.full(3, 0.1))
+        self.downsample = downsample
+        self.next_block = next_block
+
+    def __call__(self, x):
+        identity = x
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        y = self.layer(x) + identity
+        if self.next_block is None:
+            return y
+        return self.next_block(y)
+
+
+RESIDUAL = _Residual(None, _Residual(SCALE, _Residual(None)))
+
+
+def residual(x):
+    return np.sum(RESIDUAL(x) ** 2)
+
+
+def test_an_optional_layer_tested_against_none_is_resolved(monkeypatch):
+    """``if self.downsample is not None:`` takes its branch when the code is
+    transformed: the call of the layer that is None was refused ("self.downsample
+    has no ppto operator", or "self is an argument"); giving it a layer, or taking
+    it away, is seen."""
+    from tests.test_checkpoint import central_differences
+
+    x = np.array([0.3, -0.6, 0.8])
+    assert_derivatives_match(residual, x)
+    gradient = ppto.grad(residual)
+    gradient(x)
+    monkeypatch.setattr(RESIDUAL, "downsample", _SoftSign(np.eye(3), np.ones(3)))
+    monkeypatch.setattr(RESIDUAL.next_block, "downsample", None)
+    monkeypatch.setattr(RESIDUAL.next_block, "next_block", None)
+    expected = central_differences(residual, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)

@@ -49,6 +49,7 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
     if own is not None:
         _refuse_tensors_through_self(parsed, local, own)
     parsed.tree.body = _unrolled(parsed.tree.body, parsed, local, own, program)
+    parsed.tree.body = _folded(parsed.tree.body, parsed, local, own, program)
     for node in gast.walk(parsed.tree):
         if not isinstance(node, gast.Call):
             continue
@@ -161,6 +162,51 @@ def _layers(statement, parsed: ParsedFunction, local: set, own, program):
     program.reached.extend(reached)
     program.reached.append((layers, None, tuple(layers)))
     return layers
+
+
+def _folded(body: list, parsed: ParsedFunction, local: set, own, program) -> list:
+    """``body`` with each ``if`` on whether an object's attribute is None (``if
+    self.downsample is not None:``, a layer optional in a model) replaced by the
+    branch it takes, in nested blocks too: a call in the other branch, of a
+    layer that is None, cannot be resolved (each link read is watched, so another
+    value there makes the program stale). Code after a ``return`` is dropped."""
+    out = []
+    for statement in body:
+        for field, value in gast.iter_fields(statement):
+            if isinstance(value, list) and value and isinstance(value[0], gast.stmt):
+                setattr(statement, field, _folded(value, parsed, local, own, program))
+        taken = None
+        if isinstance(statement, gast.If):
+            taken = _none_test(statement.test, parsed, local, own, program)
+        if taken is None:
+            out.append(statement)
+        else:
+            out.extend(statement.body if taken else statement.orelse)
+        if out and isinstance(out[-1], gast.Return):
+            break  # (what follows never runs)
+    return out or [gast.Pass()]
+
+
+def _none_test(test, parsed: ParsedFunction, local: set, own, program):
+    """Whether ``test``, ``<attribute chain> is None`` or ``is not None`` of an
+    object the code can see, holds; None where it is no such test."""
+    if not isinstance(test, gast.Compare) or len(test.ops) != 1:
+        return None
+    if not isinstance(test.ops[0], (gast.Is, gast.IsNot)):
+        return None
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, gast.Constant) and left.value is None:
+        left, right = right, left
+    if not isinstance(right, gast.Constant) or right.value is not None:
+        return None
+    if not isinstance(left, (gast.Attribute, gast.Subscript)):
+        return None
+    reached: list = []
+    found, value = _value(left, parsed, local, own, reached)
+    if not found:
+        return None
+    program.reached.extend(reached)
+    return (value is None) == isinstance(test.ops[0], gast.Is)
 
 
 def _read_only_in_loops_binding(tree, name: str) -> bool:
