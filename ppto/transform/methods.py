@@ -15,6 +15,10 @@ calls reach depends on the object, each method is differentiated once per object
 it is called on, as a function object of its own (generated code is kept per
 function object): two layers of one class get one derivative each.
 
+``super().forward(x)`` in such a method is the call of the method the next class
+in the object's MRO gives. An ``if`` on whether an attribute is None (``if
+self.downsample is not None:``) takes its branch here: an optional layer.
+
 A loop over a list or tuple of layers the code can see (``for layer in
 self.layers: x = layer(x)``, a ``Sequential``) is unrolled, one copy of its body per
 layer reading ``self.layers[0]``, ``self.layers[1]``..., whose calls are then
@@ -53,11 +57,16 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
     for node in gast.walk(parsed.tree):
         if not isinstance(node, gast.Call):
             continue
+        holder = None  # (where the method is watched: its object, if None)
         found, callee, receiver, attribute, reached = _callee(
             node.func, parsed, local, own
         )
         if not found:
-            continue
+            found, holder, callee = _through_super(node.func, parsed, local, own)
+            if not found:
+                continue
+            receiver = gast.Name(own[0], gast.Load(), None, None)
+            attribute, reached = node.func.attr, []
         if receiver is None:  # a function held by the object: called as it is
             label = _label(callee, attribute, parsed, local, closure)
             labels.add(label)
@@ -73,7 +82,9 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
         labels.add(label)
         program.reached.extend(reached)
         if attribute is not None:
-            program.methods.append((method.__self__, attribute, function))
+            if holder is None:
+                holder = method.__self__
+            program.methods.append((holder, attribute, function))
         node.args.insert(0, receiver)
         node.func = gast.Name(label, gast.Load(), None, None)
     return labels
@@ -323,6 +334,33 @@ def _callee(func: gast.expr, parsed: ParsedFunction, local: set, own):
     if inspect.isfunction(call) and not is_library(call):  # (a model called)
         return True, value.__call__, func, "__call__", reached
     return False, None, None, None, None
+
+
+def _through_super(func: gast.expr, parsed: ParsedFunction, local: set, own):
+    """``(found, the super object, its bound method)`` for ``super().forward`` in
+    a method whose object is known: the method the classes after the one defining
+    this method in the object's MRO give (read through the super object again
+    when the program is checked: a base class's method given again is seen)."""
+    if own is None or not isinstance(func, gast.Attribute):
+        return False, None, None
+    call = func.value
+    if not (
+        isinstance(call, gast.Call)
+        and isinstance(call.func, gast.Name)
+        and call.func.id == "super"
+        and not call.args
+        and not call.keywords
+        and "super" not in local
+        and parsed.namespace.get("super", super) is super
+    ):
+        return False, None, None
+    code = parsed.fn.__code__
+    if "__class__" not in code.co_freevars:
+        return False, None, None
+    cell = parsed.fn.__closure__[code.co_freevars.index("__class__")]
+    through = super(cell.cell_contents, own[1])
+    method = getattr(through, func.attr, None)
+    return inspect.ismethod(method), through, method
 
 
 def _held_name(func: gast.expr) -> str:
