@@ -409,3 +409,42 @@ def test_super_calls_the_next_class_method(monkeypatch):
     monkeypatch.setattr(_Dense, "forward", lambda self, x: np.cos(x @ self.W))
     expected = central_differences(through_super, (x,), 0)
     np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
+
+
+class _HoldsBoundMethods:
+    """Holds other layers' bound methods: a call of one runs on that layer, not
+    on the object holding it (its own W and b are others)."""
+
+    def __init__(self):
+        self.W, self.b, self.activation = np.eye(3) * 5.0, np.zeros(3), np.tanh
+        self.step = _Dense(np.diag([2.0, -1.0, 0.5]), np.ones(3)).forward
+        self.steps = [SCALE.forward, _SoftSign(np.eye(3), np.zeros(3)).forward]
+
+    def forward(self, x):
+        return np.sum(self.step(x) ** 2)
+
+    def through_the_list(self, x):
+        for step in self.steps:
+            x = step(x)
+        return np.sum(self.steps[0](x) ** 2)
+
+
+HOLDS_BOUND_METHODS = _HoldsBoundMethods()
+
+
+def test_a_bound_method_held_by_an_object_runs_on_its_own_object(monkeypatch):
+    """``self.step = layer.forward``: the call passed the holder as self, so
+    the gradient was computed with the holder's W, silently wrong; a list of
+    them was refused ("self.steps[0] has no ppto operator"). Another bound
+    method put there, of another object of the same class, is seen."""
+    from tests.test_checkpoint import central_differences
+
+    x = np.array([0.3, -0.6, 0.8])
+    assert_derivatives_match(HOLDS_BOUND_METHODS.forward, x)
+    assert_derivatives_match(HOLDS_BOUND_METHODS.through_the_list, x)
+    gradient = ppto.grad(HOLDS_BOUND_METHODS.forward)
+    gradient(x)
+    other = _Dense(np.eye(3) * 0.3, np.zeros(3), activation=np.sin)
+    monkeypatch.setattr(HOLDS_BOUND_METHODS, "step", other.forward)
+    expected = central_differences(HOLDS_BOUND_METHODS.forward, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)

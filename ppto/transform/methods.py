@@ -315,8 +315,16 @@ def _callee(func: gast.expr, parsed: ParsedFunction, local: set, own):
     if not found:
         return False, None, None, None, None
     if inspect.ismethod(value) and isinstance(func, gast.Attribute):
-        reached.pop()  # (the method itself is watched as one: Program.methods)
-        return True, value, func.value, func.attr, reached
+        if value.__self__ is reached[-1][0]:  # a method of the object read
+            reached.pop()  # (the method itself is watched as one: Program.methods)
+            return True, value, func.value, func.attr, reached
+    if inspect.ismethod(value) and isinstance(func, (gast.Attribute, gast.Subscript)):
+        # a bound method held in an attribute or list (self.act = layer.forward,
+        # self.steps = [a.forward, b.forward]): its own object is the one to
+        # pass (not the holder), read back from it where the call runs; where it
+        # is held is watched as holding that bound method
+        receiver = gast.Attribute(clone(func), "__self__", gast.Load())
+        return True, value, receiver, None, reached
     if inspect.ismethod(value) and isinstance(func, gast.Name):
         # a bound method held under a name (forward = LAYER.forward): the object is
         # read back from it where the call runs; what the name holds is watched
