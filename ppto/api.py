@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import math
 import statistics
+import types
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -51,6 +52,9 @@ def _target_function(f: Callable) -> Callable:
         raise GradError(f"ppto.grad needs a function, got {type(f).__name__}")
     if _user_method(f):  # model.loss: the object is known (see _method_wrapper)
         return _method_wrapper(f)
+    call = inspect.getattr_static(type(f), "__call__", None)
+    if inspect.isfunction(call) and not is_library(call):  # ppto.grad(model)
+        return _method_wrapper(types.MethodType(call, f))
     if inspect.ismethod(f):  # its generated code would take the object first
         owner = f.__self__
         if isinstance(owner, type):  # a classmethod

@@ -448,3 +448,22 @@ def test_a_bound_method_held_by_an_object_runs_on_its_own_object(monkeypatch):
     monkeypatch.setattr(HOLDS_BOUND_METHODS, "step", other.forward)
     expected = central_differences(HOLDS_BOUND_METHODS.forward, (x,), 0)
     np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
+
+
+class _SquaredError:
+    def __init__(self, model, target):
+        self.model = model
+        self.target = target
+
+    def __call__(self, x):
+        return np.sum((self.model(x) - self.target) ** 2)
+
+
+SQUARED_ERROR = _SquaredError(NET, np.array([0.5, -0.5]))
+
+
+def test_an_object_called_is_differentiated_as_its_call():
+    """``ppto.grad(loss)`` where ``loss`` is an object whose class defines
+    ``__call__`` (refused before: "is not a Python function")."""
+    x = np.linspace(-0.8, 0.7, 3)
+    assert_derivatives_match(SQUARED_ERROR, x)
