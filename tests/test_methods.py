@@ -467,3 +467,43 @@ def test_an_object_called_is_differentiated_as_its_call():
     ``__call__`` (refused before: "is not a Python function")."""
     x = np.linspace(-0.8, 0.7, 3)
     assert_derivatives_match(SQUARED_ERROR, x)
+
+
+class _Counted:
+    def __init__(self, depth):
+        self.child = _Counted(depth - 1) if depth else None
+        self.depth = depth
+
+    @classmethod
+    def squash(cls, x):
+        return np.tanh(x)
+
+    def forward(self, x):
+        if self.depth == 0:  # (not a test of self.child: not followed)
+            return np.sin(x)
+        return self.child.forward(x) * 2.0
+
+    def squashed(self, x):
+        return np.sum(self.squash(x))
+
+
+COUNTED = _Counted(1)
+
+
+def counted(x):
+    return np.sum(COUNTED.forward(x))
+
+
+@pytest.mark.parametrize(
+    "function, message, line",
+    [
+        (counted, "self.child is None, which has no forward", "self.child.forward"),
+        (COUNTED.squashed, "squash is a classmethod", "self.squash(x)"),
+    ],
+)
+def test_what_self_cannot_call_is_refused_saying_why(function, message, line):
+    # (both said "self is an argument, so ppto cannot tell which object it is")
+    with pytest.raises(ppto.TransformError, match=message) as raised:
+        ppto.grad(function)(np.linspace(-0.8, 0.7, 3))
+    assert line in str(raised.value)
+    assert "self is an argument" not in str(raised.value)

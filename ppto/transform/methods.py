@@ -64,6 +64,7 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
         if not found:
             found, holder, callee = _through_super(node.func, parsed, local, own)
             if not found:
+                _refuse_what_self_cannot_call(node.func, parsed, local, own)
                 continue
             receiver = gast.Name(own[0], gast.Load(), None, None)
             attribute, reached = node.func.attr, []
@@ -318,7 +319,11 @@ def _callee(func: gast.expr, parsed: ParsedFunction, local: set, own):
         if value.__self__ is reached[-1][0]:  # a method of the object read
             reached.pop()  # (the method itself is watched as one: Program.methods)
             return True, value, func.value, func.attr, reached
-    if inspect.ismethod(value) and isinstance(func, (gast.Attribute, gast.Subscript)):
+    if (
+        inspect.ismethod(value)
+        and isinstance(func, (gast.Attribute, gast.Subscript))
+        and not inspect.isclass(value.__self__)  # (a classmethod: refused)
+    ):
         # a bound method held in an attribute or list (self.act = layer.forward,
         # self.steps = [a.forward, b.forward]): its own object is the one to
         # pass (not the holder), read back from it where the call runs; where it
@@ -342,6 +347,37 @@ def _callee(func: gast.expr, parsed: ParsedFunction, local: set, own):
     if inspect.isfunction(call) and not is_library(call):  # (a model called)
         return True, value.__call__, func, "__call__", reached
     return False, None, None, None, None
+
+
+def _refuse_what_self_cannot_call(func, parsed: ParsedFunction, local: set, own):
+    """Refuse, saying why, a call through the known ``self`` of what no object
+    gives (``self.child.forward()`` where ``self.child`` is None) or of a
+    classmethod (later stages would say "self is an argument": it is not)."""
+    if not isinstance(func, gast.Attribute) or not _through_self(func, own):
+        return
+    found, holder = _value(func.value, parsed, local, own, [])
+    if not found:
+        return
+    text = gast.unparse(func).strip()
+    held = gast.unparse(func.value).strip()
+    if not hasattr(holder, func.attr):
+        what = "None" if holder is None else f"a {type(holder).__name__}"
+        raise parsed.source.error(
+            func,
+            f"ppto cannot differentiate the call {text}(): {held} is {what}, "
+            f"which has no {func.attr}",
+            f"test it first (if {held} is not None: is followed when the code is "
+            "transformed), or give the object what it calls",
+        )
+    value = getattr(holder, func.attr)
+    if inspect.ismethod(value) and inspect.isclass(value.__self__):
+        if not is_library(value.__func__):
+            raise parsed.source.error(
+                func,
+                f"ppto cannot differentiate the call {text}(): {func.attr} is a "
+                "classmethod, whose first argument is its class",
+                "make it a staticmethod or a method",
+            )
 
 
 def _through_super(func: gast.expr, parsed: ParsedFunction, local: set, own):
