@@ -507,3 +507,40 @@ def test_what_self_cannot_call_is_refused_saying_why(function, message, line):
         ppto.grad(function)(np.linspace(-0.8, 0.7, 3))
     assert line in str(raised.value)
     assert "self is an argument" not in str(raised.value)
+
+
+class _Weighted:
+    def __init__(self, layers, weights):
+        self.layers = layers
+        self.weights = weights
+
+    def enumerated(self, x):
+        for depth, layer in enumerate(self.layers):
+            x = layer(x) * (depth + 1.0)
+        return np.sum(x**2)
+
+    def zipped(self, x):
+        for layer, weight in zip(self.layers, self.weights):
+            x = layer(x) * weight
+        return np.sum(x**2)
+
+
+def test_loops_over_enumerate_and_zip_of_layers_are_unrolled():
+    """``for i, layer in enumerate(self.layers)`` and ``for layer, weight in
+    zip(self.layers, self.weights)`` (refused before: "layer has no ppto
+    operator"); a layer added to the list, or another weight, is seen."""
+    from tests.test_checkpoint import central_differences
+
+    weighted = _Weighted([SCALE, _SoftSign(np.eye(3), np.ones(3))], [0.5, -2.0, 3.0])
+    x = np.array([0.3, -0.6, 0.8])
+    methods = weighted.enumerated, weighted.zipped
+    for method in methods:
+        assert_derivatives_match(method, x)
+    gradients = [ppto.grad(method) for method in methods]
+    for gradient in gradients:
+        gradient(x)
+    weighted.layers.append(SCALE)
+    weighted.weights[2] = 0.25  # (now zipped with a layer)
+    for method, gradient in zip(methods, gradients):
+        expected = central_differences(method, (x,), 0)
+        np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)

@@ -22,7 +22,8 @@ self.downsample is not None:``) takes its branch here: an optional layer.
 A loop over a list or tuple of layers the code can see (``for layer in
 self.layers: x = layer(x)``, a ``Sequential``) is unrolled, one copy of its body per
 layer reading ``self.layers[0]``, ``self.layers[1]``..., whose calls are then
-resolved as above.
+resolved as above; so is one over ``enumerate`` of such a list or ``zip`` of
+lists (``for layer, norm in zip(self.layers, self.norms)``).
 
 What this reads is watched (``Program.still_current``): the method found on the
 object (``Layer.forward = other`` afterwards makes the program stale), each object
@@ -32,6 +33,7 @@ unrolled loop (``model.layers.append(layer)``).
 
 from __future__ import annotations
 
+import builtins
 import inspect
 import types
 
@@ -133,47 +135,95 @@ def _unrolled(body: list, parsed: ParsedFunction, local: set, own, program) -> l
         for field, value in gast.iter_fields(statement):
             if isinstance(value, list) and value and isinstance(value[0], gast.stmt):
                 setattr(statement, field, _unrolled(value, parsed, local, own, program))
-        layers = _layers(statement, parsed, local, own, program)
-        if layers is None:
+        turns = _turns(statement, parsed, local, own, program)
+        if turns is None:
             out.append(statement)
             continue
-        for index in range(len(layers)):
-            item = gast.Subscript(
-                clone(statement.iter), gast.Constant(index, None), gast.Load()
-            )
+        for reads in turns:
             for copy in clone(statement.body):
-                out.append(_replaced(copy, statement.target.id, item))
+                out.append(_replaced(copy, reads))
     return out
 
 
-def _layers(statement, parsed: ParsedFunction, local: set, own, program):
-    """The list or tuple a ``for`` loop goes over, where it is one of layers to
-    unroll: read from outside the function or through ``self``, every item a
-    function or an object of the user's code, and the loop plain (one name bound by
-    it and read only in it; no ``else``, ``break``, ``continue`` or ``return``)."""
+def _turns(statement, parsed: ParsedFunction, local: set, own, program):
+    """For a ``for`` loop over layers to unroll, what each of its names reads in
+    each turn (``{"layer": self.layers[0]}``, ...), else None. The loop goes over
+    a list or tuple read from outside the function or through ``self``, every
+    item a function or an object of the user's code (``for layer in
+    self.layers``), or over ``enumerate`` of one (its count a constant) or
+    ``zip`` of such lists (one of layers); and it is plain: its names read only
+    in it, no ``else``, ``break``, ``continue`` or ``return``."""
     if not isinstance(statement, gast.For) or statement.orelse:
         return None
-    target = statement.target
-    if not isinstance(target, gast.Name) or target.id in parsed.parameters:
+    sources = _loop_sources(statement, parsed, local)
+    if sources is None:
         return None
     jumps = (gast.Break, gast.Continue, gast.Return, gast.Yield, gast.YieldFrom)
     inside = [node for part in statement.body for node in gast.walk(part)]
     if any(isinstance(node, jumps) for node in inside):
         return None
-    uses = [n for n in inside if isinstance(n, gast.Name) and n.id == target.id]
-    if any(not isinstance(n.ctx, gast.Load) for n in uses):
-        return None  # (rebound in the loop)
-    if not _read_only_in_loops_binding(parsed.tree, target.id):
-        return None  # (read after the loop, or bound elsewhere: its last value)
+    for name, _ in sources:
+        if name in parsed.parameters:
+            return None
+        uses = [n for n in inside if isinstance(n, gast.Name) and n.id == name]
+        if any(not isinstance(n.ctx, gast.Load) for n in uses):
+            return None  # (rebound in the loop)
+        if not _read_only_in_loops_binding(parsed.tree, name):
+            return None  # (read after the loop, or bound elsewhere: its last value)
     reached: list = []
-    found, layers = _value(statement.iter, parsed, local, own, reached)
-    if not found or type(layers) not in (list, tuple) or not layers:
+    sequences = {}
+    for name, node in sources:
+        if node is None:  # (enumerate's count)
+            continue
+        found, items = _value(node, parsed, local, own, reached)
+        if not found or type(items) not in (list, tuple):
+            return None
+        sequences[name] = items
+    if not any(all(map(_is_layer, items)) for items in sequences.values()):
         return None
-    if not all(_is_layer(layer) for layer in layers):
+    count = min(len(items) for items in sequences.values())
+    if not count:
         return None
     program.reached.extend(reached)
-    program.reached.append((layers, None, tuple(layers)))
-    return layers
+    for items in sequences.values():
+        program.reached.append((items, None, tuple(items)))
+    return [
+        {
+            name: gast.Constant(index, None)
+            if node is None
+            else gast.Subscript(clone(node), gast.Constant(index, None), gast.Load())
+            for name, node in sources
+        }
+        for index in range(count)
+    ]
+
+
+def _loop_sources(statement: gast.For, parsed: ParsedFunction, local: set):
+    """``[(name, the sequence it takes its items from)]`` for the names a ``for``
+    loop binds: ``for layer in L``, ``for i, layer in enumerate(L)`` (``i``'s
+    sequence None: it counts) or ``for layer, norm in zip(L, N)``; else None."""
+    target, iter_ = statement.target, statement.iter
+    if isinstance(target, gast.Name):
+        return [(target.id, iter_)]
+    if not isinstance(target, gast.Tuple) or not isinstance(iter_, gast.Call):
+        return None
+    names = [getattr(element, "id", None) for element in target.elts]
+    if None in names or len(set(names)) != len(names) or iter_.keywords:
+        return None
+    function = iter_.func
+    if not isinstance(function, gast.Name) or function.id in local:
+        return None
+    builtin = getattr(builtins, function.id, None)
+    if (
+        builtin not in (enumerate, zip)
+        or parsed.namespace.get(function.id, builtin) is not builtin
+    ):
+        return None
+    if builtin is enumerate and len(iter_.args) == 1 and len(names) == 2:
+        return [(names[0], None), (names[1], iter_.args[0])]
+    if builtin is zip and len(iter_.args) == len(names):
+        return list(zip(names, iter_.args))
+    return None
 
 
 def _folded(body: list, parsed: ParsedFunction, local: set, own, program) -> list:
@@ -227,11 +277,12 @@ def _read_only_in_loops_binding(tree, name: str) -> bool:
     so nothing may read its last value (two loops over layers may share it)."""
     inside = set()
     for node in gast.walk(tree):
-        target = getattr(node, "target", None)
-        if isinstance(node, gast.For) and getattr(target, "id", None) == name:
-            inside.update(
-                id(n) for part in [target, *node.body] for n in gast.walk(part)
-            )
+        if not isinstance(node, gast.For):
+            continue
+        bound = [n.id for n in gast.walk(node.target) if isinstance(n, gast.Name)]
+        if name in bound:
+            parts = [node.target, *node.body]
+            inside.update(id(n) for part in parts for n in gast.walk(part))
     named = (n for n in gast.walk(tree) if isinstance(n, gast.Name) and n.id == name)
     return all(id(n) in inside for n in named)
 
@@ -250,13 +301,14 @@ def _is_layer(value) -> bool:
     return inspect.isfunction(call) and not is_library(call)
 
 
-def _replaced(tree, name: str, item: gast.expr):
-    """``tree`` with each read of ``name`` made a read of ``item``."""
+def _replaced(tree, reads: dict):
+    """``tree`` with each read of a name in ``reads`` made a read of what it maps
+    to."""
 
     class Replace(gast.NodeTransformer):
         def visit_Name(self, node):
-            if node.id == name and isinstance(node.ctx, gast.Load):
-                return gast.copy_location(clone(item), node)
+            if node.id in reads and isinstance(node.ctx, gast.Load):
+                return gast.copy_location(clone(reads[node.id]), node)
             return node
 
     return Replace().visit(tree)
