@@ -480,8 +480,11 @@ def _value(node: gast.expr, parsed: ParsedFunction, local: set, own, reached: li
         return static_value(node, parsed.namespace, local)
     if isinstance(node, gast.Attribute):
         found, holder = _value(node.value, parsed, local, own, reached)
-        if found and hasattr(holder, node.attr):
-            value = getattr(holder, node.attr)
+        try:  # (a property may raise: not known here, read where the code runs)
+            value = getattr(holder, node.attr) if found else _MISSING
+        except Exception:
+            value = _MISSING
+        if value is not _MISSING:
             reached.append((holder, node.attr, value))
             return True, value
     if isinstance(node, gast.Subscript) and _index(node) is not None:
