@@ -567,3 +567,21 @@ def test_a_property_that_raises_is_left_to_when_the_code_runs():
     np.testing.assert_allclose(
         ppto.grad(_NotBuilt().forward)(x).numpy(), 2.0 * np.cos(2.0 * x), rtol=1e-12
     )
+
+
+def test_a_loop_over_no_layers_is_no_turn():
+    """A ``Sequential`` with no layers yet is the identity (refused before: "layer
+    has no ppto operator", the loop left as written); one added is seen."""
+    from tests.test_checkpoint import central_differences
+
+    empty = _Sequential([])
+
+    def loss(x):
+        return np.sum(empty.forward(x) ** 2)
+
+    x = np.array([0.3, -0.6, 0.8])
+    gradient = ppto.grad(loss)
+    np.testing.assert_allclose(gradient(x).numpy(), 2.0 * x, rtol=1e-12)
+    empty.layers.append(SCALE)
+    expected = central_differences(loss, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)

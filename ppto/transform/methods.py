@@ -142,7 +142,7 @@ def _unrolled(body: list, parsed: ParsedFunction, local: set, own, program) -> l
         for reads in turns:
             for copy in clone(statement.body):
                 out.append(_replaced(copy, reads))
-    return out
+    return out or [gast.Pass()]
 
 
 def _turns(statement, parsed: ParsedFunction, local: set, own, program):
@@ -181,9 +181,7 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
         sequences[name] = items
     if not any(all(map(_is_layer, items)) for items in sequences.values()):
         return None
-    count = min(len(items) for items in sequences.values())
-    if not count:
-        return None
+    count = min(len(items) for items in sequences.values())  # (none: no turn)
     program.reached.extend(reached)
     for items in sequences.values():
         program.reached.append((items, None, tuple(items)))
