@@ -524,6 +524,11 @@ class _Weighted:
             x = layer(x) * weight
         return np.sum(x**2)
 
+    def indexed(self, x):
+        for i in range(len(self.layers)):
+            x = self.layers[i](x) * self.weights[i]
+        return np.sum(x**2)
+
 
 def test_loops_over_enumerate_and_zip_of_layers_are_unrolled():
     """``for i, layer in enumerate(self.layers)`` and ``for layer, weight in
@@ -584,4 +589,19 @@ def test_a_loop_over_no_layers_is_no_turn():
     np.testing.assert_allclose(gradient(x).numpy(), 2.0 * x, rtol=1e-12)
     empty.layers.append(SCALE)
     expected = central_differences(loss, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
+
+
+def test_a_loop_over_the_indices_of_layers_is_unrolled():
+    """``for i in range(len(self.layers)): x = self.layers[i](x)`` (refused
+    before: "self.layers[i] has no ppto operator"); a layer added is seen."""
+    from tests.test_checkpoint import central_differences
+
+    weighted = _Weighted([SCALE, _SoftSign(np.eye(3), np.ones(3))], [0.5, -2.0, 3.0])
+    x = np.array([0.3, -0.6, 0.8])
+    assert_derivatives_match(weighted.indexed, x)
+    gradient = ppto.grad(weighted.indexed)
+    gradient(x)
+    weighted.layers.append(SCALE)
+    expected = central_differences(weighted.indexed, (x,), 0)
     np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)

@@ -22,8 +22,9 @@ self.downsample is not None:``) takes its branch here: an optional layer.
 A loop over a list or tuple of layers the code can see (``for layer in
 self.layers: x = layer(x)``, a ``Sequential``) is unrolled, one copy of its body per
 layer reading ``self.layers[0]``, ``self.layers[1]``..., whose calls are then
-resolved as above; so is one over ``enumerate`` of such a list or ``zip`` of
-lists (``for layer, norm in zip(self.layers, self.norms)``).
+resolved as above; so is one over ``enumerate`` of such a list, its indices
+(``range(len(self.layers))``) or ``zip`` of lists (``for layer, norm in
+zip(self.layers, self.norms)``).
 
 What this reads is watched (``Program.still_current``): the method found on the
 object (``Layer.forward = other`` afterwards makes the program stale), each object
@@ -150,9 +151,10 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
     each turn (``{"layer": self.layers[0]}``, ...), else None. The loop goes over
     a list or tuple read from outside the function or through ``self``, every
     item a function or an object of the user's code (``for layer in
-    self.layers``), or over ``enumerate`` of one (its count a constant) or
-    ``zip`` of such lists (one of layers); and it is plain: its names read only
-    in it, no ``else``, ``break``, ``continue`` or ``return``."""
+    self.layers``), or over ``enumerate`` of one or ``range(len(...))`` of one
+    (the count a constant) or ``zip`` of such lists (one of layers); and it is
+    plain: its names read only in it, no ``else``, ``break``, ``continue`` or
+    ``return``."""
     if not isinstance(statement, gast.For) or statement.orelse:
         return None
     sources = _loop_sources(statement, parsed, local)
@@ -163,6 +165,8 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
     if any(isinstance(node, jumps) for node in inside):
         return None
     for name, _ in sources:
+        if name is None:  # (a list only counted: range(len(self.layers)))
+            continue
         if name in parsed.parameters:
             return None
         uses = [n for n in inside if isinstance(n, gast.Name) and n.id == name]
@@ -173,7 +177,7 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
     reached: list = []
     sequences = {}
     for name, node in sources:
-        if node is None:  # (enumerate's count)
+        if node is None:  # (a count)
             continue
         found, items = _value(node, parsed, local, own, reached)
         if not found or type(items) not in (list, tuple):
@@ -191,6 +195,7 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
             if node is None
             else gast.Subscript(clone(node), gast.Constant(index, None), gast.Load())
             for name, node in sources
+            if name is not None
         }
         for index in range(count)
     ]
@@ -199,29 +204,40 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
 def _loop_sources(statement: gast.For, parsed: ParsedFunction, local: set):
     """``[(name, the sequence it takes its items from)]`` for the names a ``for``
     loop binds: ``for layer in L``, ``for i, layer in enumerate(L)`` (``i``'s
-    sequence None: it counts) or ``for layer, norm in zip(L, N)``; else None."""
+    sequence None: it counts), ``for i in range(len(L))`` (``L`` only counted:
+    its name None) or ``for layer, norm in zip(L, N)``; else None."""
     target, iter_ = statement.target, statement.iter
+    builtin = _builtin_called(iter_, parsed, local)
+    if isinstance(target, gast.Name) and builtin is range and len(iter_.args) == 1:
+        counted = iter_.args[0]
+        if _builtin_called(counted, parsed, local) is len and len(counted.args) == 1:
+            return [(target.id, None), (None, counted.args[0])]
     if isinstance(target, gast.Name):
         return [(target.id, iter_)]
-    if not isinstance(target, gast.Tuple) or not isinstance(iter_, gast.Call):
+    if not isinstance(target, gast.Tuple) or builtin not in (enumerate, zip):
         return None
     names = [getattr(element, "id", None) for element in target.elts]
-    if None in names or len(set(names)) != len(names) or iter_.keywords:
-        return None
-    function = iter_.func
-    if not isinstance(function, gast.Name) or function.id in local:
-        return None
-    builtin = getattr(builtins, function.id, None)
-    if (
-        builtin not in (enumerate, zip)
-        or parsed.namespace.get(function.id, builtin) is not builtin
-    ):
+    if None in names or len(set(names)) != len(names):
         return None
     if builtin is enumerate and len(iter_.args) == 1 and len(names) == 2:
         return [(names[0], None), (names[1], iter_.args[0])]
     if builtin is zip and len(iter_.args) == len(names):
         return list(zip(names, iter_.args))
     return None
+
+
+def _builtin_called(node, parsed: ParsedFunction, local: set):
+    """The builtin function ``node`` calls by its own name with positional
+    arguments alone (``len(self.layers)``), else None."""
+    if not isinstance(node, gast.Call) or node.keywords:
+        return None
+    function = node.func
+    if not isinstance(function, gast.Name) or function.id in local:
+        return None
+    builtin = getattr(builtins, function.id, None)
+    if builtin is None or parsed.namespace.get(function.id, builtin) is not builtin:
+        return None
+    return builtin
 
 
 def _folded(body: list, parsed: ParsedFunction, local: set, own, program) -> list:
