@@ -958,11 +958,16 @@ def _check_cotangent(cotangent, out, where: str) -> None:
         for number, (part, value) in enumerate(zip(cotangent, out)):
             _check_cotangent(part, value, f"output {number}")
         return
-    expected, given = np.shape(_unwrap(out)), np.shape(_unwrap(cotangent))
+    _require_shape_of(cotangent, out, f"vjp: the cotangent of {where}", where)
+
+
+def _require_shape_of(value, like, what: str, named: str) -> None:
+    """``value`` (``what``, e.g. "jvp: the tangent of 'x'") has the shape of
+    ``like`` (``named``), else ShapeError."""
+    expected, given = np.shape(_unwrap(like)), np.shape(_unwrap(value))
     if tuple(given) != tuple(expected):
         raise ShapeError(
-            f"vjp: the cotangent of {where} has shape {tuple(given)}, but {where} "
-            f"has shape {tuple(expected)}"
+            f"{what} has shape {tuple(given)}, but {named} has shape {tuple(expected)}"
         )
 
 
@@ -1055,12 +1060,7 @@ def _check_tangent(name: str, primal, tangent) -> None:
         for number, (part, value) in enumerate(zip(tangent, primal)):
             _check_tangent(f"{name}[{number}]", value, part)
         return
-    expected, given = np.shape(_unwrap(primal)), np.shape(_unwrap(tangent))
-    if tuple(given) != tuple(expected):
-        raise ShapeError(
-            f"jvp: the tangent of {name!r} has shape {tuple(given)}, but {name!r} "
-            f"has shape {tuple(expected)}"
-        )
+    _require_shape_of(tangent, primal, f"jvp: the tangent of {name!r}", repr(name))
 
 
 def _dtype_of(tangent, value):
