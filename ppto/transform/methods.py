@@ -16,15 +16,8 @@ it is called on, as a function object of its own (generated code is kept per
 function object): two layers of one class get one derivative each.
 
 ``super().forward(x)`` in such a method is the call of the method the next class
-in the object's MRO gives. An ``if`` on whether an attribute is None (``if
-self.downsample is not None:``) takes its branch here: an optional layer.
-
-A loop over a list or tuple of layers the code can see (``for layer in
-self.layers: x = layer(x)``, a ``Sequential``) is unrolled, one copy of its body per
-layer reading ``self.layers[0]``, ``self.layers[1]``..., whose calls are then
-resolved as above; so is one over ``enumerate`` of such a list, its indices
-(``range(len(self.layers))``) or ``zip`` of lists (``for layer, norm in
-zip(self.layers, self.norms)``).
+in the object's MRO gives. Loops over layers and tests of optional layers are
+settled first (``ppto.transform.layers``).
 
 What this reads is watched (``Program.still_current``): the method found on the
 object (``Layer.forward = other`` afterwards makes the program stale), each object
@@ -34,13 +27,14 @@ unrolled loop (``model.layers.append(layer)``).
 
 from __future__ import annotations
 
-import builtins
 import inspect
 import types
 
 import gast
 
 from ppto.runtime.tensor import Tensor
+from ppto.transform.layers import folded, unrolled
+from ppto.transform.objects import MISSING, constant_index, read_value, through_self
 from ppto.transform.resolve import classify, is_library, static_value
 from ppto.transform.source import ParsedFunction
 from ppto.transform.trees import clone, stores
@@ -55,8 +49,8 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
     labels = set()
     if own is not None:
         _refuse_tensors_through_self(parsed, local, own)
-    parsed.tree.body = _unrolled(parsed.tree.body, parsed, local, own, program)
-    parsed.tree.body = _folded(parsed.tree.body, parsed, local, own, program)
+    parsed.tree.body = unrolled(parsed.tree.body, parsed, local, own, program)
+    parsed.tree.body = folded(parsed.tree.body, parsed, local, own, program)
     for node in gast.walk(parsed.tree):
         if not isinstance(node, gast.Call):
             continue
@@ -103,9 +97,9 @@ def _refuse_tensors_through_self(parsed: ParsedFunction, local: set, own) -> Non
     for node in gast.walk(parsed.tree):
         if not isinstance(node, (gast.Attribute, gast.Subscript)):
             continue
-        if not isinstance(node.ctx, gast.Load) or not _through_self(node, own):
+        if not isinstance(node.ctx, gast.Load) or not through_self(node, own):
             continue
-        found, value = _value(node, parsed, local, own, [])
+        found, value = read_value(node, parsed, local, own, [])
         if not found or not _holds_a_tensor(value):
             continue
         text = gast.unparse(node).strip()
@@ -128,206 +122,6 @@ def _holds_a_tensor(value) -> bool:
     return type(value) in (list, tuple) and any(isinstance(v, Tensor) for v in value)
 
 
-def _unrolled(body: list, parsed: ParsedFunction, local: set, own, program) -> list:
-    """``body`` with each loop over layers unrolled (see the module docstring), in
-    nested blocks too."""
-    out = []
-    for statement in body:
-        for field, value in gast.iter_fields(statement):
-            if isinstance(value, list) and value and isinstance(value[0], gast.stmt):
-                setattr(statement, field, _unrolled(value, parsed, local, own, program))
-        turns = _turns(statement, parsed, local, own, program)
-        if turns is None:
-            out.append(statement)
-            continue
-        for reads in turns:
-            for copy in clone(statement.body):
-                out.append(_replaced(copy, reads))
-    return out or [gast.Pass()]
-
-
-def _turns(statement, parsed: ParsedFunction, local: set, own, program):
-    """For a ``for`` loop over layers to unroll, what each of its names reads in
-    each turn (``{"layer": self.layers[0]}``, ...), else None. The loop goes over
-    a list or tuple read from outside the function or through ``self``, every
-    item a function or an object of the user's code (``for layer in
-    self.layers``), or over ``enumerate`` of one or ``range(len(...))`` of one
-    (the count a constant) or ``zip`` of such lists (one of layers); and it is
-    plain: its names read only in it, no ``else``, ``break``, ``continue`` or
-    ``return``."""
-    if not isinstance(statement, gast.For) or statement.orelse:
-        return None
-    sources = _loop_sources(statement, parsed, local)
-    if sources is None:
-        return None
-    jumps = (gast.Break, gast.Continue, gast.Return, gast.Yield, gast.YieldFrom)
-    inside = [node for part in statement.body for node in gast.walk(part)]
-    if any(isinstance(node, jumps) for node in inside):
-        return None
-    for name, _ in sources:
-        if name is None:  # (a list only counted: range(len(self.layers)))
-            continue
-        if name in parsed.parameters:
-            return None
-        uses = [n for n in inside if isinstance(n, gast.Name) and n.id == name]
-        if any(not isinstance(n.ctx, gast.Load) for n in uses):
-            return None  # (rebound in the loop)
-        if not _read_only_in_loops_binding(parsed.tree, name):
-            return None  # (read after the loop, or bound elsewhere: its last value)
-    reached: list = []
-    sequences = {}
-    for name, node in sources:
-        if node is None:  # (a count)
-            continue
-        found, items = _value(node, parsed, local, own, reached)
-        if not found or type(items) not in (list, tuple):
-            return None
-        sequences[name] = items
-    if not any(all(map(_is_layer, items)) for items in sequences.values()):
-        return None
-    count = min(len(items) for items in sequences.values())  # (none: no turn)
-    program.reached.extend(reached)
-    for items in sequences.values():
-        program.reached.append((items, None, tuple(items)))
-    return [
-        {
-            name: gast.Constant(index, None)
-            if node is None
-            else gast.Subscript(clone(node), gast.Constant(index, None), gast.Load())
-            for name, node in sources
-            if name is not None
-        }
-        for index in range(count)
-    ]
-
-
-def _loop_sources(statement: gast.For, parsed: ParsedFunction, local: set):
-    """``[(name, the sequence it takes its items from)]`` for the names a ``for``
-    loop binds: ``for layer in L``, ``for i, layer in enumerate(L)`` (``i``'s
-    sequence None: it counts), ``for i in range(len(L))`` (``L`` only counted:
-    its name None) or ``for layer, norm in zip(L, N)``; else None."""
-    target, iter_ = statement.target, statement.iter
-    builtin = _builtin_called(iter_, parsed, local)
-    if isinstance(target, gast.Name) and builtin is range and len(iter_.args) == 1:
-        counted = iter_.args[0]
-        if _builtin_called(counted, parsed, local) is len and len(counted.args) == 1:
-            return [(target.id, None), (None, counted.args[0])]
-    if isinstance(target, gast.Name):
-        return [(target.id, iter_)]
-    if not isinstance(target, gast.Tuple) or builtin not in (enumerate, zip):
-        return None
-    names = [getattr(element, "id", None) for element in target.elts]
-    if None in names or len(set(names)) != len(names):
-        return None
-    if builtin is enumerate and len(iter_.args) == 1 and len(names) == 2:
-        return [(names[0], None), (names[1], iter_.args[0])]
-    if builtin is zip and len(iter_.args) == len(names):
-        return list(zip(names, iter_.args))
-    return None
-
-
-def _builtin_called(node, parsed: ParsedFunction, local: set):
-    """The builtin function ``node`` calls by its own name with positional
-    arguments alone (``len(self.layers)``), else None."""
-    if not isinstance(node, gast.Call) or node.keywords:
-        return None
-    function = node.func
-    if not isinstance(function, gast.Name) or function.id in local:
-        return None
-    builtin = getattr(builtins, function.id, None)
-    if builtin is None or parsed.namespace.get(function.id, builtin) is not builtin:
-        return None
-    return builtin
-
-
-def _folded(body: list, parsed: ParsedFunction, local: set, own, program) -> list:
-    """``body`` with each ``if`` on whether an object's attribute is None (``if
-    self.downsample is not None:``, a layer optional in a model) replaced by the
-    branch it takes, in nested blocks too: a call in the other branch, of a
-    layer that is None, cannot be resolved (each link read is watched, so another
-    value there makes the program stale). Code after a ``return`` is dropped."""
-    out = []
-    for statement in body:
-        for field, value in gast.iter_fields(statement):
-            if isinstance(value, list) and value and isinstance(value[0], gast.stmt):
-                setattr(statement, field, _folded(value, parsed, local, own, program))
-        taken = None
-        if isinstance(statement, gast.If):
-            taken = _none_test(statement.test, parsed, local, own, program)
-        if taken is None:
-            out.append(statement)
-        else:
-            out.extend(statement.body if taken else statement.orelse)
-        if out and isinstance(out[-1], gast.Return):
-            break  # (what follows never runs)
-    return out or [gast.Pass()]
-
-
-def _none_test(test, parsed: ParsedFunction, local: set, own, program):
-    """Whether ``test``, ``<attribute chain> is None`` or ``is not None`` of an
-    object the code can see, holds; None where it is no such test."""
-    if not isinstance(test, gast.Compare) or len(test.ops) != 1:
-        return None
-    if not isinstance(test.ops[0], (gast.Is, gast.IsNot)):
-        return None
-    left, right = test.left, test.comparators[0]
-    if isinstance(left, gast.Constant) and left.value is None:
-        left, right = right, left
-    if not isinstance(right, gast.Constant) or right.value is not None:
-        return None
-    if not isinstance(left, (gast.Attribute, gast.Subscript)):
-        return None
-    reached: list = []
-    found, value = _value(left, parsed, local, own, reached)
-    if not found:
-        return None
-    program.reached.extend(reached)
-    return (value is None) == isinstance(test.ops[0], gast.Is)
-
-
-def _read_only_in_loops_binding(tree, name: str) -> bool:
-    """Whether each use of ``name`` in ``tree`` is in a ``for`` loop binding it, as
-    its target or in its body: once a loop is unrolled the name is bound nowhere,
-    so nothing may read its last value (two loops over layers may share it)."""
-    inside = set()
-    for node in gast.walk(tree):
-        if not isinstance(node, gast.For):
-            continue
-        bound = [n.id for n in gast.walk(node.target) if isinstance(n, gast.Name)]
-        if name in bound:
-            parts = [node.target, *node.body]
-            inside.update(id(n) for part in parts for n in gast.walk(part))
-    named = (n for n in gast.walk(tree) if isinstance(n, gast.Name) and n.id == name)
-    return all(id(n) in inside for n in named)
-
-
-def _is_layer(value) -> bool:
-    """A function of the user's code or one with a ppto operator (``np.tanh``), or
-    an object of a class from the user's code (arrays, numbers: a loop the later
-    stages run as written)."""
-    if classify(value).kind == "operator":
-        return True
-    if inspect.isfunction(value) or inspect.ismethod(value):
-        return not is_library(getattr(value, "__func__", value))
-    if isinstance(value, type) or callable(value) is False:
-        return False
-    call = inspect.getattr_static(type(value), "__call__", None)
-    return inspect.isfunction(call) and not is_library(call)
-
-
-def _replaced(tree, reads: dict):
-    """``tree`` with each read of a name in ``reads`` made a read of what it maps
-    to."""
-
-    class Replace(gast.NodeTransformer):
-        def visit_Name(self, node):
-            if node.id in reads and isinstance(node.ctx, gast.Load):
-                return gast.copy_location(clone(reads[node.id]), node)
-            return node
-
-    return Replace().visit(tree)
-
-
 def watch_held_callees(parsed: ParsedFunction, program) -> None:
     """Record in ``program.reached`` each link of the attribute chains through which
     ``parsed`` calls an operator or a function, which the code is the derivative of
@@ -347,17 +141,14 @@ def watch_held_callees(parsed: ParsedFunction, program) -> None:
             found, holder = static_value(link.value, parsed.namespace, local)
             if not found:
                 break
-            value = getattr(holder, link.attr, _MISSING)
+            value = getattr(holder, link.attr, MISSING)
             if (
                 not isinstance(holder, types.ModuleType)
-                and value is not _MISSING
+                and value is not MISSING
                 and getattr(holder, link.attr, None) is value
             ):
                 program.reached.append((holder, link.attr, value))
             link = link.value
-
-
-_MISSING = object()
 
 
 def _own_object(parsed: ParsedFunction, program):
@@ -378,7 +169,7 @@ def _callee(func: gast.expr, parsed: ParsedFunction, local: set, own):
     an object holds), the method's name on it, and the ``(object, attribute,
     value)`` steps it went through."""
     reached: list = []
-    found, value = _value(func, parsed, local, own, reached)
+    found, value = read_value(func, parsed, local, own, reached)
     if not found:
         return False, None, None, None, None
     if inspect.ismethod(value) and isinstance(func, gast.Attribute):
@@ -405,7 +196,7 @@ def _callee(func: gast.expr, parsed: ParsedFunction, local: set, own):
         return True, value, receiver, None, reached
     if (  # a function the object holds (self.act = np.tanh), or a list
         isinstance(func, (gast.Attribute, gast.Subscript))
-        and (_through_self(func, own) or isinstance(func, gast.Subscript))
+        and (through_self(func, own) or isinstance(func, gast.Subscript))
         and classify(value).kind in ("function", "operator")
     ):
         return True, value, None, _held_name(func), reached
@@ -419,9 +210,9 @@ def _refuse_what_self_cannot_call(func, parsed: ParsedFunction, local: set, own)
     """Refuse, saying why, a call through the known ``self`` of what no object
     gives (``self.child.forward()`` where ``self.child`` is None) or of a
     classmethod (later stages would say "self is an argument": it is not)."""
-    if not isinstance(func, gast.Attribute) or not _through_self(func, own):
+    if not isinstance(func, gast.Attribute) or not through_self(func, own):
         return
-    found, holder = _value(func.value, parsed, local, own, [])
+    found, holder = read_value(func.value, parsed, local, own, [])
     if not found:
         return
     text = gast.unparse(func).strip()
@@ -481,48 +272,7 @@ def _held_name(func: gast.expr) -> str:
         return func.attr
     holder = func.value
     held = getattr(holder, "attr", None) or getattr(holder, "id", "function")
-    return f"{held}_{_index(func)}"
-
-
-def _value(node: gast.expr, parsed: ParsedFunction, local: set, own, reached: list):
-    """``(found, value)`` of a name or attribute chain read from outside the
-    function, or from the object ``self`` is known to hold, recording each
-    attribute read in ``reached``."""
-    if isinstance(node, gast.Name):
-        if own is not None and node.id == own[0]:
-            return True, own[1]
-        return static_value(node, parsed.namespace, local)
-    if isinstance(node, gast.Attribute):
-        found, holder = _value(node.value, parsed, local, own, reached)
-        try:  # (a property may raise: not known here, read where the code runs)
-            value = getattr(holder, node.attr) if found else _MISSING
-        except Exception:
-            value = _MISSING
-        if value is not _MISSING:
-            reached.append((holder, node.attr, value))
-            return True, value
-    if isinstance(node, gast.Subscript) and _index(node) is not None:
-        found, holder = _value(node.value, parsed, local, own, reached)
-        index = _index(node)
-        if found and type(holder) in (list, tuple) and index < len(holder):
-            reached.append((holder, index, holder[index]))
-            return True, holder[index]
-    return False, None
-
-
-def _index(node: gast.Subscript) -> int | None:
-    """The index ``node`` reads where it is a constant ``int`` from 0."""
-    index = node.slice
-    if isinstance(index, gast.Constant) and type(index.value) is int:
-        return index.value if index.value >= 0 else None
-    return None
-
-
-def _through_self(node: gast.expr, own) -> bool:
-    """Whether ``node`` is an attribute read through the known ``self``."""
-    while isinstance(node, (gast.Attribute, gast.Subscript)):
-        node = node.value
-    return own is not None and isinstance(node, gast.Name) and node.id == own[0]
+    return f"{held}_{constant_index(func)}"
 
 
 def _method(method):

@@ -1,0 +1,225 @@
+"""Loops over layers unrolled and tests of optional layers settled, in a method
+differentiated for its object (or code reading a module's list of layers): what
+``ppto.transform.methods`` then resolves call by call.
+
+A loop over a list or tuple of layers the code can see (``for layer in
+self.layers: x = layer(x)``, a ``Sequential``) is unrolled, one copy of its body per
+layer reading ``self.layers[0]``, ``self.layers[1]``..., whose calls are then
+resolved as any; so is one over ``enumerate`` of such a list, its indices
+(``range(len(self.layers))``) or ``zip`` of lists (``for layer, norm in
+zip(self.layers, self.norms)``). An ``if`` on whether an attribute is None (``if
+self.downsample is not None:``) takes its branch here: an optional layer. What
+they read is watched as the calls' objects are (``Program.reached``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+
+import gast
+
+from ppto.transform.objects import read_value
+from ppto.transform.resolve import classify, is_library
+from ppto.transform.source import ParsedFunction
+from ppto.transform.trees import clone
+
+
+def unrolled(body: list, parsed: ParsedFunction, local: set, own, program) -> list:
+    """``body`` with each loop over layers unrolled (see the module docstring), in
+    nested blocks too."""
+    out = []
+    for statement in body:
+        for field, value in gast.iter_fields(statement):
+            if isinstance(value, list) and value and isinstance(value[0], gast.stmt):
+                setattr(statement, field, unrolled(value, parsed, local, own, program))
+        turns = _turns(statement, parsed, local, own, program)
+        if turns is None:
+            out.append(statement)
+            continue
+        for reads in turns:
+            for copy in clone(statement.body):
+                out.append(_replaced(copy, reads))
+    return out or [gast.Pass()]
+
+
+def _turns(statement, parsed: ParsedFunction, local: set, own, program):
+    """For a ``for`` loop over layers to unroll, what each of its names reads in
+    each turn (``{"layer": self.layers[0]}``, ...), else None. The loop goes over
+    a list or tuple read from outside the function or through ``self``, every
+    item a function or an object of the user's code (``for layer in
+    self.layers``), or over ``enumerate`` of one or ``range(len(...))`` of one
+    (the count a constant) or ``zip`` of such lists (one of layers); and it is
+    plain: its names read only in it, no ``else``, ``break``, ``continue`` or
+    ``return``."""
+    if not isinstance(statement, gast.For) or statement.orelse:
+        return None
+    sources = _loop_sources(statement, parsed, local)
+    if sources is None:
+        return None
+    jumps = (gast.Break, gast.Continue, gast.Return, gast.Yield, gast.YieldFrom)
+    inside = [node for part in statement.body for node in gast.walk(part)]
+    if any(isinstance(node, jumps) for node in inside):
+        return None
+    for name, _ in sources:
+        if name is None:  # (a list only counted: range(len(self.layers)))
+            continue
+        if name in parsed.parameters:
+            return None
+        uses = [n for n in inside if isinstance(n, gast.Name) and n.id == name]
+        if any(not isinstance(n.ctx, gast.Load) for n in uses):
+            return None  # (rebound in the loop)
+        if not _read_only_in_loops_binding(parsed.tree, name):
+            return None  # (read after the loop, or bound elsewhere: its last value)
+    reached: list = []
+    sequences = {}
+    for name, node in sources:
+        if node is None:  # (a count)
+            continue
+        found, items = read_value(node, parsed, local, own, reached)
+        if not found or type(items) not in (list, tuple):
+            return None
+        sequences[name] = items
+    if not any(all(map(_is_layer, items)) for items in sequences.values()):
+        return None
+    count = min(len(items) for items in sequences.values())  # (none: no turn)
+    program.reached.extend(reached)
+    for items in sequences.values():
+        program.reached.append((items, None, tuple(items)))
+    return [
+        {
+            name: gast.Constant(index, None)
+            if node is None
+            else gast.Subscript(clone(node), gast.Constant(index, None), gast.Load())
+            for name, node in sources
+            if name is not None
+        }
+        for index in range(count)
+    ]
+
+
+def _loop_sources(statement: gast.For, parsed: ParsedFunction, local: set):
+    """``[(name, the sequence it takes its items from)]`` for the names a ``for``
+    loop binds: ``for layer in L``, ``for i, layer in enumerate(L)`` (``i``'s
+    sequence None: it counts), ``for i in range(len(L))`` (``L`` only counted:
+    its name None) or ``for layer, norm in zip(L, N)``; else None."""
+    target, iter_ = statement.target, statement.iter
+    builtin = _builtin_called(iter_, parsed, local)
+    if isinstance(target, gast.Name) and builtin is range and len(iter_.args) == 1:
+        counted = iter_.args[0]
+        if _builtin_called(counted, parsed, local) is len and len(counted.args) == 1:
+            return [(target.id, None), (None, counted.args[0])]
+    if isinstance(target, gast.Name):
+        return [(target.id, iter_)]
+    if not isinstance(target, gast.Tuple) or builtin not in (enumerate, zip):
+        return None
+    names = [getattr(element, "id", None) for element in target.elts]
+    if None in names or len(set(names)) != len(names):
+        return None
+    if builtin is enumerate and len(iter_.args) == 1 and len(names) == 2:
+        return [(names[0], None), (names[1], iter_.args[0])]
+    if builtin is zip and len(iter_.args) == len(names):
+        return list(zip(names, iter_.args))
+    return None
+
+
+def _builtin_called(node, parsed: ParsedFunction, local: set):
+    """The builtin function ``node`` calls by its own name with positional
+    arguments alone (``len(self.layers)``), else None."""
+    if not isinstance(node, gast.Call) or node.keywords:
+        return None
+    function = node.func
+    if not isinstance(function, gast.Name) or function.id in local:
+        return None
+    builtin = getattr(builtins, function.id, None)
+    if builtin is None or parsed.namespace.get(function.id, builtin) is not builtin:
+        return None
+    return builtin
+
+
+def folded(body: list, parsed: ParsedFunction, local: set, own, program) -> list:
+    """``body`` with each ``if`` on whether an object's attribute is None (``if
+    self.downsample is not None:``, a layer optional in a model) replaced by the
+    branch it takes, in nested blocks too: a call in the other branch, of a
+    layer that is None, cannot be resolved (each link read is watched, so another
+    value there makes the program stale). Code after a ``return`` is dropped."""
+    out = []
+    for statement in body:
+        for field, value in gast.iter_fields(statement):
+            if isinstance(value, list) and value and isinstance(value[0], gast.stmt):
+                setattr(statement, field, folded(value, parsed, local, own, program))
+        taken = None
+        if isinstance(statement, gast.If):
+            taken = _none_test(statement.test, parsed, local, own, program)
+        if taken is None:
+            out.append(statement)
+        else:
+            out.extend(statement.body if taken else statement.orelse)
+        if out and isinstance(out[-1], gast.Return):
+            break  # (what follows never runs)
+    return out or [gast.Pass()]
+
+
+def _none_test(test, parsed: ParsedFunction, local: set, own, program):
+    """Whether ``test``, ``<attribute chain> is None`` or ``is not None`` of an
+    object the code can see, holds; None where it is no such test."""
+    if not isinstance(test, gast.Compare) or len(test.ops) != 1:
+        return None
+    if not isinstance(test.ops[0], (gast.Is, gast.IsNot)):
+        return None
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, gast.Constant) and left.value is None:
+        left, right = right, left
+    if not isinstance(right, gast.Constant) or right.value is not None:
+        return None
+    if not isinstance(left, (gast.Attribute, gast.Subscript)):
+        return None
+    reached: list = []
+    found, value = read_value(left, parsed, local, own, reached)
+    if not found:
+        return None
+    program.reached.extend(reached)
+    return (value is None) == isinstance(test.ops[0], gast.Is)
+
+
+def _read_only_in_loops_binding(tree, name: str) -> bool:
+    """Whether each use of ``name`` in ``tree`` is in a ``for`` loop binding it, as
+    its target or in its body: once a loop is unrolled the name is bound nowhere,
+    so nothing may read its last value (two loops over layers may share it)."""
+    inside = set()
+    for node in gast.walk(tree):
+        if not isinstance(node, gast.For):
+            continue
+        bound = [n.id for n in gast.walk(node.target) if isinstance(n, gast.Name)]
+        if name in bound:
+            parts = [node.target, *node.body]
+            inside.update(id(n) for part in parts for n in gast.walk(part))
+    named = (n for n in gast.walk(tree) if isinstance(n, gast.Name) and n.id == name)
+    return all(id(n) in inside for n in named)
+
+
+def _is_layer(value) -> bool:
+    """A function of the user's code or one with a ppto operator (``np.tanh``), or
+    an object of a class from the user's code (arrays, numbers: a loop the later
+    stages run as written)."""
+    if classify(value).kind == "operator":
+        return True
+    if inspect.isfunction(value) or inspect.ismethod(value):
+        return not is_library(getattr(value, "__func__", value))
+    if isinstance(value, type) or callable(value) is False:
+        return False
+    call = inspect.getattr_static(type(value), "__call__", None)
+    return inspect.isfunction(call) and not is_library(call)
+
+
+def _replaced(tree, reads: dict):
+    """``tree`` with each read of a name in ``reads`` made a read of what it maps
+    to."""
+
+    class Replace(gast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id in reads and isinstance(node.ctx, gast.Load):
+                return gast.copy_location(clone(reads[node.id]), node)
+            return node
+
+    return Replace().visit(tree)
