@@ -163,6 +163,9 @@ ELEMENTWISE = [
     binary("maximum", Distinct((3, 4)), Distinct((3, 4))),
     binary("maximum", Distinct((3, 4)), 0.05, "scalar", wrt=(0,)),
     binary("minimum", Distinct((3, 4)), Distinct((4,)), "broadcast"),
+    binary("logaddexp", N((3, 4)), N((3, 4))),
+    binary("logaddexp", N((3, 4)), N((4,)), "broadcast"),
+    binary("logaddexp", 0.0, N((3, 4)), "scalar", wrt=(1,)),
     Row("where", (Mask((3, 4)), N((3, 4)), N((4,))), wrt=(1, 2)),
     # a / b kept away from whole numbers, where a % b jumps
     binary("remainder", U((3, 4), 0.1, 0.6), U((4,), 0.7, 1.0), "broadcast"),
@@ -214,6 +217,8 @@ SHAPE = [
     unary("transpose", N((2, 3, 4)), "axes", axes=(1, 2, 0)),
     unary("transpose", N((3, 3, 3)), "negative-axes", axes=(-1, 0, 1)),
     unary("matrix_transpose", N((2, 3, 4))),
+    unary("swapaxes", N((2, 3, 4)), axis1=0, axis2=2),
+    unary("swapaxes", N((2, 3, 4)), "negative-axes", axis1=-1, axis2=-2),
     unary("reshape", N((2, 6)), shape=(3, 4)),
     unary("reshape", N((2, 6)), "infer", shape=(-1,)),
     unary("flatten", N((2, 3, 2))),
@@ -258,6 +263,23 @@ INDEXING = [
     Row("take", (N((4, 3)), Integers((5,), 4)), {"axis": 0}),
     Row("take", (N((4, 3)), Integers((5,), 12)), label="flat"),
     Row("gather", (N((4, 3)), Integers((6,), 4))),
+    # repeated indices along the axis, each row its own (labels picked per row)
+    Row("take_along_axis", (N((4, 3)), Integers((4, 5), 3)), {"axis": 1}),
+    Row(
+        "take_along_axis",
+        (N((4, 3)), Integers((6, 3), 4)),
+        {"axis": 0},
+        label="rows-axis",
+    ),
+    Row(
+        "take_along_axis",
+        (N((4, 3)), Integers((1, 2), 3)),
+        {"axis": -1},
+        label="broadcast",
+    ),
+    Row(
+        "take_along_axis", (N((4, 3)), Integers((7,), 12)), {"axis": None}, label="flat"
+    ),
     Row("scatter_add", (N((4, 3)), Integers((6,), 4), N((6, 3))), wrt=(0, 2)),
 ]
 

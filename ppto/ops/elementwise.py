@@ -434,6 +434,30 @@ def _(x):
     return backward
 
 
+@binary()
+def logaddexp(xp, a, b):
+    """log(exp(a) + exp(b)), broadcasting, computed without overflow
+    (``np.logaddexp(0, -z)`` is the logistic loss)."""
+    return xp.logaddexp(a, b)
+
+
+@logaddexp.grad_rule
+def _(a, b, out):
+    def backward(dY):
+        # each input's share of the sum, exp(a) / (exp(a) + exp(b)), is at most 1
+        return unbroadcast(dY * exp(a - out), a), unbroadcast(dY * exp(b - out), b)
+
+    return backward
+
+
+@logaddexp.jvp_rule
+def _(a, b, out):
+    def tangent(da, db):
+        return da * exp(a - out) + db * exp(b - out)
+
+    return tangent
+
+
 GELU_SCALE = 0.7978845608028654  # sqrt(2 / pi)
 GELU_CUBIC = 0.044715
 

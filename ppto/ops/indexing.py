@@ -155,6 +155,48 @@ def _(x, indices, axis=None):
 @primitive(
     "(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="linear", nondiff=("indices",)
 )
+def take_along_axis(xp, x, indices, axis=-1):
+    """x's elements at ``indices`` along ``axis``, matched by position along the
+    other axes (np.take_along_axis: each row's label, ``logp[i, y[i]]``); the whole
+    flattened x when axis is None."""
+    return xp.take_along_axis(x, indices, axis=axis)
+
+
+@take_along_axis.grad_rule
+def _(x, indices, axis=-1):
+    def backward(dY):
+        if axis is None:
+            flat = index_add(zeros_like(reshape(x, (-1,))), dY, indices)
+            return reshape(flat, np.shape(x)), None
+        return index_add(zeros_like(x), dY, along_axis_index(indices, axis, x)), None
+
+    return backward
+
+
+@shape_helper
+def along_axis_index(indices, axis, x):
+    """The subscript of x that selects what ``take_along_axis(x, indices, axis)``
+    does: ``indices`` along ``axis``, each other axis's own position (arange)
+    broadcast against them. Makes the ranges on the device of ``indices``."""
+    raw = indices.data if isinstance(indices, Tensor) else indices
+    owner = backend_of_array(raw)
+    xp = owner[0].xp if owner is not None else np
+    shape = tuple(np.shape(x))
+    axis = axis % len(shape)
+    index = []
+    for dim, size in enumerate(shape):
+        if dim == axis:
+            index.append(raw)
+        else:
+            ones = [1] * len(shape)
+            ones[dim] = size
+            index.append(xp.arange(size).reshape(ones))
+    return tuple(index)
+
+
+@primitive(
+    "(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="linear", nondiff=("indices",)
+)
 def gather(xp, x, indices, axis=0):
     """Slices of x at integer ``indices`` along ``axis`` (rows by default), as
     tf.gather; in graph networks, the features of each edge's node."""

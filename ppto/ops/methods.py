@@ -186,6 +186,7 @@ _METHODS = {
     "argmin": _reduction(reductions.argmin, "argmin"),
     "reshape": _reshape,
     "transpose": _transpose,
+    "swapaxes": lambda self, axis1, axis2: shape.swapaxes(self, axis1, axis2),
     "squeeze": lambda self, axis=None: shape.squeeze(self, axis),
     "astype": lambda self, dtype: shape.cast(self, dtype),
     "copy": lambda self: shape.copy(self),

@@ -103,6 +103,7 @@ NUMPY_UFUNCS = {
     np.arccos: ew.arccos,
     np.arctan: ew.arctan,
     np.maximum: ew.maximum,
+    np.logaddexp: ew.logaddexp,
     np.minimum: ew.minimum,
     np.matmul: linalg.dot,
     np.greater: logic.greater,
@@ -140,6 +141,7 @@ _FUNCTIONS = {
     np.transpose: shape.transpose,
     np.copy: shape.copy,
     np.matrix_transpose: shape.matrix_transpose,
+    np.swapaxes: shape.swapaxes,
     np.reshape: shape.reshape,
     np.broadcast_to: shape.broadcast_to,
     np.expand_dims: shape.expand_dims,
@@ -151,6 +153,7 @@ _FUNCTIONS = {
     np.full_like: shape.full_like,
     np.where: ew.where,
     np.take: indexing.take,
+    np.take_along_axis: indexing.take_along_axis,
     np.round: logic.round,
 }
 _RENAMES = {

@@ -68,6 +68,20 @@ def _(x):
 
 
 @primitive(ANY, tangent="linear")
+def swapaxes(xp, x, axis1, axis2):
+    """Exchange two axes, like np.swapaxes (``k.swapaxes(-1, -2)``: keys to columns)."""
+    return xp.swapaxes(x, axis1, axis2)
+
+
+@swapaxes.grad_rule
+def _(x, axis1, axis2):
+    def backward(dY):
+        return swapaxes(dY, axis1, axis2)
+
+    return backward
+
+
+@primitive(ANY, tangent="linear")
 def reshape(xp, x, shape):
     """The same elements in a new shape (one axis may be -1)."""
     return xp.reshape(x, shape)

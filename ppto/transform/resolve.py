@@ -35,6 +35,7 @@ METHOD_OPERATORS = {
     "argmin": reductions.argmin,
     "reshape": shape.reshape,
     "transpose": shape.transpose,
+    "swapaxes": shape.swapaxes,
     "squeeze": shape.squeeze,
     "astype": shape.cast,
     "copy": shape.copy,

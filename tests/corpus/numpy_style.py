@@ -623,6 +623,28 @@ def pairs_from_helper(x, y):
     return _pair(x, y)
 
 
+def causal_attention_swapaxes(q, k, v):
+    # keys to columns written the two NumPy ways (np.swapaxes had no operator)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    scores = scores + 0.5 * (q @ k.swapaxes(1, 2))
+    scores = np.where(np.triu(np.ones(scores.shape[-2:]), k=1) > 0, -1e9, scores)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = weights / weights.sum(axis=-1, keepdims=True)
+    return np.sum(np.tanh(weights @ v))
+
+
+def logistic_loss_logaddexp(w, x, y):
+    # log(1 + exp(-y z)) without overflow, and a softplus written the other way
+    z = x @ w
+    return np.mean(np.logaddexp(0.0, -y * z)) + np.sum(np.logaddexp(z, z * z))
+
+
+def nll_take_along_axis(logits, labels):
+    logp = logits - np.log(np.sum(np.exp(logits), axis=1, keepdims=True))
+    picked = np.take_along_axis(logp, labels[:, None], axis=1)
+    return -np.mean(picked) + np.sum(np.take_along_axis(logits, labels[None, 1:], 0))
+
+
 LABELS = np.array([0, 2, 1, 2])
 
 CASES = [
@@ -701,6 +723,9 @@ CASES = [
     Case(integer_shape, F(12), K(3)),
     Case(integer_indices, F(6), K(2)),
     Case(softmax_cross_entropy, F(4, 3), K(LABELS)),
+    Case(causal_attention_swapaxes, F(2, 3, 2), F(2, 3, 2), F(2, 3, 2)),
+    Case(logistic_loss_logaddexp, F(3), F(4, 3), K(np.array([1.0, -1.0, -1.0, 1.0]))),
+    Case(nll_take_along_axis, F(4, 3), K(LABELS)),
     Case(mlp, F(4, 3), F(3, 5), F(5), T(5, 3), F(3), K(LABELS)),
     Case(ellipsis_and_none, F(3, 2)),
     Case(index_array_with_slice, F(4, 3), K(np.array([3, 0, 3]))),
