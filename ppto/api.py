@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import statistics
 import types
 import weakref
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ppto.errors import GradError, ShapeError
+from ppto.errors import GradError, PptoError, ShapeError
 from ppto.fusion.tuning import FUSED_FIRST, FusionChoice, fusion_policy
 from ppto.ops.primitive import OperatorDef, registrations
 from ppto.runtime import streams
@@ -27,7 +28,7 @@ from ppto.runtime.device import CPU, Device
 from ppto.runtime.dispatch import gather_inputs
 from ppto.runtime.precision import get_precision
 from ppto.runtime.tensor import Tensor, move
-from ppto.transform.emit import render_function
+from ppto.transform.emit import failing_statement, render_function
 from ppto.transform.lower import _unwrap, fuses, lower
 from ppto.transform.pipeline import build
 from ppto.transform.resolve import is_library, numpy_alias
@@ -518,13 +519,20 @@ class Transformed:
                 raws = [a.data if type(a) is Tensor else a for a in args]
                 for position in fast[4]:  # (as prepare makes them)
                     raws[position] = np.float64(raws[position])
-                return self.finish_on_cpu(*fast[0](*raws), fast[1], fast[3])
+                try:
+                    outputs = fast[0](*raws)
+                except (ValueError, IndexError) as error:
+                    raise self.failed(error, args) from error
+                return self.finish_on_cpu(*outputs, fast[1], fast[3])
         self._ensure_current()
         call, values, ranks, homes, device = self.prepare(args, kwargs)
         dtypes = [getattr(values[p], "dtype", None) for p in self._wrt_positions]
         # (a gradient is laid out as its argument: an nhwc image's is nhwc)
         layouts = [ranks[p] and ranks[p][2] for p in self._wrt_positions]
-        value, grads = self.run(0, ranks, device, values)
+        try:
+            value, grads = self.run(0, ranks, device, values)
+        except (ValueError, IndexError) as error:
+            raise self.failed(error, values) from error
         result = self.finish(value, grads, homes, device, dtypes, values, layouts)
         if (
             key is not None
@@ -537,6 +545,32 @@ class Transformed:
             program = self._programs[ranks][0]
             self._fast[key] = (entry, dtypes, program, layouts, numbers)
         return result
+
+    def failed(self, error: Exception, values) -> Exception:
+        """The error to raise for ``error`` from running the generated code: where
+        NumPy (or another array library) refused the arguments' shapes or an index,
+        a ppto.ShapeError naming the function, the shapes and the failing statement
+        (what NumPy says alone points at generated code); otherwise ``error``."""
+        if isinstance(error, PptoError) or type(error) not in (ValueError, IndexError):
+            return error
+        statement = failing_statement(error)
+        if statement is None:
+            return error
+        shapes = ", ".join(
+            str(tuple(np.shape(v))) if hasattr(v, "shape") else type(v).__name__
+            for v in values
+        )
+        code = getattr(self.function, "__code__", None)
+        defined = (
+            f" ({os.path.basename(code.co_filename)}, line {code.co_firstlineno})"
+            if code is not None
+            else ""
+        )
+        return ShapeError(
+            f"the generated code of {self.__name__}{defined} failed on arguments of "
+            f"shapes {shapes}: {error} (at {statement}); check the arguments' shapes "
+            "and indices"
+        )
 
     def finish_on_cpu(self, value, grads, dtypes: list, layouts: list):
         """``finish`` for a call whose arrays were all on the CPU (nothing moved)."""

@@ -2488,3 +2488,36 @@ def test_a_method_of_an_object_holding_tensors_is_refused_clearly():
     with pytest.raises(ppto.TransformError, match="self.W is a ppto tensor") as raised:
         ppto.grad(through_a_method_reading_a_tensor)(np.array([0.3, -0.2, 0.5]))
     assert "return np.tanh(x @ self.W)" in str(raised.value)
+
+
+def rows_times_weights(w, x):
+    h = np.tanh(x).reshape(len(x), -1)  # (columns known only at run time)
+    return np.sum(h @ w)
+
+
+def raises_its_own_error(w, x):
+    if x.shape[0] == 0:
+        raise ValueError("an empty batch")
+    return np.sum(x @ w)
+
+
+def test_shape_errors_in_generated_code_are_ppto_errors_naming_the_statement():
+    # NumPy's own ValueError / IndexError came out of the generated code, naming
+    # neither ppto's function nor the arguments
+    grad = ppto.grad(rows_times_weights)
+    w, x = np.ones((3, 2)), np.ones((2, 2, 2))
+    with pytest.raises(ppto.ShapeError) as caught:
+        grad(w, x)
+    message = str(caught.value)
+    assert "rows_times_weights_grad (test_generated_code.py, line" in message
+    assert "shapes (3, 2), (2, 2, 2)" in message and "matmul" in message
+    assert "@ w`" in message
+    dw = grad(w, np.ones((2, 3)))  # then right shapes, and wrong again on the
+    np.testing.assert_allclose(np.asarray(dw), np.full((3, 2), 2 * np.tanh(1.0)))
+    with pytest.raises(ppto.ShapeError, match="matmul"):  # call's fast path
+        grad(w, x)
+    with pytest.raises(ppto.ShapeError, match="out of bounds"):
+        ppto.grad(embedding_loss)(np.ones((4, 3)), np.array([1, 9]), 0.5)
+    # a ValueError the function raises itself stays the user's
+    with pytest.raises(ValueError, match="^an empty batch$"):
+        ppto.grad(raises_its_own_error)(np.ones((3, 2)), np.ones((0, 3)))

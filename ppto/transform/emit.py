@@ -8,8 +8,10 @@ from __future__ import annotations
 import ast
 import hashlib
 import linecache
+import os
 
 import gast
+import numpy
 
 
 class Comment(gast.stmt):
@@ -226,11 +228,61 @@ def _if(statement: gast.If, depth: int, keyword: str) -> list[str]:
     return lines
 
 
+GENERATED_PREFIX = "<ppto generated: "
+
+
+def failing_statement(error: BaseException) -> str | None:
+    """Where generated code failed, as text for an error message: the statement
+    that raised ``error`` (in generated code or in an array library it called) and
+    the original line its block differentiates (``# grad of:``). None where the
+    error is not the array library's: raised by a ``raise`` the user wrote, or by
+    a function of the user's that generated code called."""
+    frame, line = None, None
+    for frame_, line_ in traceback_frames(error):
+        if frame_.f_code.co_filename.startswith(GENERATED_PREFIX):
+            frame, line = frame_, line_
+        elif frame is not None and not _library_file(frame_.f_code.co_filename):
+            return None
+    if frame is None:
+        return None
+    lines = linecache.getlines(frame.f_code.co_filename)
+    if not 0 < line <= len(lines) or lines[line - 1].lstrip().startswith("raise"):
+        return None
+    where = f"`{lines[line - 1].strip()}`"
+    for above in reversed(lines[: line - 1]):
+        if above.lstrip().startswith("# grad of:"):
+            return f"{where}, {above.strip()[2:]}"
+        if above.startswith("def "):
+            break
+    return where
+
+
+def traceback_frames(error: BaseException):
+    """(frame, line) of each traceback entry of ``error``, outermost first."""
+    entry = error.__traceback__
+    while entry is not None:
+        yield entry.tb_frame, entry.tb_lineno
+        entry = entry.tb_next
+
+
+# installed packages (NumPy, CuPy, numexpr) and ppto itself
+_LIBRARY_ROOTS = (
+    os.path.dirname(os.path.dirname(numpy.__file__)) + os.sep,
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+    "<frozen ",
+)
+
+
+def _library_file(filename: str) -> bool:
+    """Whether ``filename`` is an array library's or ppto's own, not the user's."""
+    return filename.startswith(_LIBRARY_ROOTS)
+
+
 def compile_source(source: str, name: str, namespace: dict, label: str):
     """Compile generated ``source`` defining ``name`` into ``namespace``; the source is
     registered in linecache under a filename that names ``label``."""
     digest = hashlib.sha1(source.encode()).hexdigest()[:10]
-    filename = f"<ppto generated: {label} {digest}>"
+    filename = f"{GENERATED_PREFIX}{label} {digest}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), namespace)
     return namespace[name]
