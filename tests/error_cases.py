@@ -340,6 +340,12 @@ def opaque_result_squared(x):
     return scale * scale + 1.0
 
 
+def two_opaque_results(x):
+    query = np.median(x, axis=0)  # <- error
+    key = np.median(x, axis=0)  # (the later call, whose name sorts first)
+    return np.sum(query * key)
+
+
 def write_through_view(x):
     y = x * 1.0
     rest = y[1:]

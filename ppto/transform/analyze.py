@@ -273,14 +273,22 @@ def _spread_taint(statement, activity: Activity) -> None:
     ):
         sources = set(ir.reads(statement)) & set(activity.tainted)
         if sources:
-            origin = activity.tainted[sorted(sources)[0]]
+            origin = _first_opaque(sources, activity)
             for name in ir.writes(statement):
                 activity.tainted.setdefault(name, origin)
     elif isinstance(statement, ir.ListAppend):  # a list holding a tainted value
         sources = ir.operand_names(statement.value) & set(activity.tainted)
         if sources:
-            origin = activity.tainted[sorted(sources)[0]]
+            origin = _first_opaque(sources, activity)
             activity.tainted.setdefault(statement.target, origin)
+
+
+def _first_opaque(names, activity: Activity):
+    """Of the opaque calls tainting ``names``, the first in the code: the one an
+    error points at (of q = f(x); k = f(x); q * k, f's call for q, not the one whose
+    name sorts first)."""
+    found = [activity.tainted[name] for name in names]
+    return min(found, key=lambda passive: _position(passive.node))
 
 
 def _forward(body, activity: Activity) -> None:
@@ -448,8 +456,9 @@ def _check_taint(body, activity: Activity, source) -> None:
             )
         else:
             used = ir.reads(statement)
-        for name in used & set(activity.tainted):
-            passive = activity.tainted[name]
+        tainted = used & set(activity.tainted)
+        if tainted:
+            passive = _first_opaque(tainted, activity)
             raise source.error(
                 passive.node,
                 f"{passive.opaque} has no ppto operator, so ppto cannot differentiate "
@@ -458,6 +467,10 @@ def _check_taint(body, activity: Activity, source) -> None:
                 "function a rule with @ppto.grad_rule, or wrap the value in "
                 "ppto.stop_gradient(...) if it is meant to be a constant",
             )
+
+
+def _position(node) -> tuple:
+    return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
 
 
 def check_reachable(activity: Activity, wrt: list[str], source) -> None:
