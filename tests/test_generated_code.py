@@ -9,6 +9,7 @@ import io
 import os
 import traceback
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -2521,3 +2522,25 @@ def test_shape_errors_in_generated_code_are_ppto_errors_naming_the_statement():
     # a ValueError the function raises itself stays the user's
     with pytest.raises(ValueError, match="^an empty batch$"):
         ppto.grad(raises_its_own_error)(np.ones((3, 2)), np.ones((0, 3)))
+
+
+def last_axis_gathers(table, rows, picks):
+    taken = np.take(table, rows, axis=-1)
+    return np.sum(taken**2) + np.sum(np.take_along_axis(table, picks, axis=-1) ** 3)
+
+
+def test_rules_given_a_negative_axis_compile_without_warnings():
+    # take's rule tests `axis is None`: inlined with axis=-1 it read `-1 is None`,
+    # a SyntaxWarning when compiled, so an error where warnings are errors
+    from tests.corpus.checks import central_differences
+
+    table = np.random.default_rng(3).standard_normal((3, 4))
+    rows, picks = np.array([3, 0, 3]), np.array([[1], [2], [2]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dtable = ppto.grad(last_axis_gathers)(table, rows, picks)
+        _, pullback = ppto.vjp(last_axis_gathers, table, rows, picks)
+        (dsplit, _, _) = pullback(1.0)
+    expected = central_differences(last_axis_gathers, [table, rows, picks], 0)
+    np.testing.assert_allclose(np.asarray(dtable), expected, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(np.asarray(dsplit), expected, rtol=1e-6, atol=1e-8)

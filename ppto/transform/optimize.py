@@ -48,6 +48,15 @@ def _number(node) -> bool:
     )
 
 
+def _signed_number(node) -> bool:
+    """A number written with its sign (``-1``: a rule's ``axis`` given as -1)."""
+    return (
+        isinstance(node, gast.UnaryOp)
+        and isinstance(node.op, (gast.USub, gast.UAdd))
+        and _number(node.operand)
+    )
+
+
 class _Fold(gast.NodeTransformer):
     def visit_BinOp(self, node):
         self.generic_visit(node)
@@ -88,9 +97,13 @@ class _Fold(gast.NodeTransformer):
         if (
             len(node.ops) == 1
             and isinstance(node.ops[0], (gast.Is, gast.IsNot))
-            and isinstance(node.left, (gast.Tuple, gast.List))
             and isinstance(node.comparators[0], gast.Constant)
-        ):  # a literal tuple is never None
+            and (
+                isinstance(node.left, (gast.Tuple, gast.List))
+                or (_signed_number(node.left) and node.comparators[0].value is None)
+            )
+        ):  # a literal tuple or signed number is never None (``-1 is None`` left in
+            # the code is a SyntaxWarning: an error where warnings are errors)
             return gast.Constant(isinstance(node.ops[0], gast.IsNot), None)
         if (
             len(node.ops) == 1
