@@ -201,11 +201,11 @@ def remainder_and_floor_division(x, y):
 
 
 def numpy_function_without_operator(x):
-    return np.sum(np.cumsum(x))  # <- error
+    return np.sum(np.cumprod(x))  # <- error
 
 
 def method_without_operator(x):
-    return x.cumsum().sum()  # <- error
+    return x.cumprod().sum()  # <- error
 
 
 def attribute_without_operator(x):
@@ -968,7 +968,7 @@ def add_into_a_listed_row(x):
 
 
 def opaque_value_in_a_list(x):
-    m = np.cumsum(x)  # <- error
+    m = np.cumprod(x)  # <- error
     c = [m, m * 2.0]
     return np.sum(c[0])  # (a zero gradient for a while: the list hid the taint)
 

@@ -180,6 +180,7 @@ _METHODS = {
     "prod": _reduction(reductions.reduce_prod, "prod"),
     "var": _reduction(reductions.reduce_var, "var"),
     "std": _reduction(reductions.reduce_std, "std"),
+    "cumsum": lambda self, axis=None: reductions.cumsum(self, axis),
     "flatten": lambda self: shape.flatten(self),
     "ravel": lambda self: shape.flatten(self),
     "argmax": _reduction(reductions.argmax, "argmax"),

@@ -142,6 +142,8 @@ _FUNCTIONS = {
     np.copy: shape.copy,
     np.matrix_transpose: shape.matrix_transpose,
     np.swapaxes: shape.swapaxes,
+    np.flip: shape.flip,
+    np.cumsum: reductions.cumsum,
     np.reshape: shape.reshape,
     np.broadcast_to: shape.broadcast_to,
     np.expand_dims: shape.expand_dims,

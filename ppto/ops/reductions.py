@@ -10,7 +10,7 @@ from ppto.errors import PptoError, ShapeError
 from ppto.ops.elementwise import exp, where
 from ppto.ops.primitive import primitive
 from ppto.ops.rules import shape_helper
-from ppto.ops.shape import cast, target_shape
+from ppto.ops.shape import cast, flip, reshape, target_shape
 
 REDUCE = "(Tensor[...]) -> Tensor[...]"
 
@@ -327,3 +327,20 @@ def argmax(xp, x, axis=None, keepdims=False):
 def argmin(xp, x, axis=None, keepdims=False):
     """Index of the minimum over ``axis`` (not differentiable)."""
     return xp.argmin(x, axis=axis, keepdims=keepdims)
+
+
+@primitive("(Tensor[...]) -> Tensor[...]", tangent="linear")
+def cumsum(xp, x, axis=None):
+    """Running sums along ``axis`` (of the flattened x when None), like np.cumsum."""
+    return xp.cumsum(x, axis=axis)
+
+
+@cumsum.grad_rule
+def _(x, axis=None):
+    def backward(dY):
+        # x[i] enters every running sum from i on: dY's running sums from the end
+        if axis is None:
+            return reshape(flip(cumsum(flip(dY))), np.shape(x))
+        return flip(cumsum(flip(dY, axis), axis), axis)
+
+    return backward

@@ -261,6 +261,21 @@ def cast(xp, x, dtype):
     return x.astype(dtype)
 
 
+@primitive(ANY, tangent="linear")
+def flip(xp, x, axis=None):
+    """x's elements in reverse order along ``axis`` (every axis when None), like
+    np.flip."""
+    return xp.flip(x, axis=axis)
+
+
+@flip.grad_rule
+def _(x, axis=None):
+    def backward(dY):
+        return flip(dY, axis)
+
+    return backward
+
+
 @primitive(ANY, tangent="linear", keeps_layout=True)
 def copy(xp, x):
     """A new array with x's values (``np.copy(x)``, ``x.copy()``): what a subscript

@@ -27,6 +27,7 @@ METHOD_OPERATORS = {
     "max": reductions.reduce_max,
     "min": reductions.reduce_min,
     "prod": reductions.reduce_prod,
+    "cumsum": reductions.cumsum,
     "var": reductions.reduce_var,
     "std": reductions.reduce_std,
     "flatten": shape.flatten,

@@ -645,6 +645,12 @@ def nll_take_along_axis(logits, labels):
     return -np.mean(picked) + np.sum(np.take_along_axis(logits, labels[None, 1:], 0))
 
 
+def discounted_returns(rewards):
+    # running sums from the end, as in returns of an episode (np.flip, np.cumsum)
+    returns = np.flip(np.cumsum(np.flip(rewards, axis=1), axis=1), axis=1)
+    return np.sum(returns**2) + np.sum(rewards.cumsum() * np.flip(rewards).ravel())
+
+
 LABELS = np.array([0, 2, 1, 2])
 
 CASES = [
@@ -726,6 +732,7 @@ CASES = [
     Case(causal_attention_swapaxes, F(2, 3, 2), F(2, 3, 2), F(2, 3, 2)),
     Case(logistic_loss_logaddexp, F(3), F(4, 3), K(np.array([1.0, -1.0, -1.0, 1.0]))),
     Case(nll_take_along_axis, F(4, 3), K(LABELS)),
+    Case(discounted_returns, F(2, 4)),
     Case(mlp, F(4, 3), F(3, 5), F(5), T(5, 3), F(3), K(LABELS)),
     Case(ellipsis_and_none, F(3, 2)),
     Case(index_array_with_slice, F(4, 3), K(np.array([3, 0, 3]))),
