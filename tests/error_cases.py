@@ -346,6 +346,10 @@ def two_opaque_results(x):
     return np.sum(query * key)
 
 
+def einsum_of_three(x):
+    return np.sum(np.einsum("i,i,i->", x, x, x))  # <- error
+
+
 def write_through_view(x):
     y = x * 1.0
     rest = y[1:]

@@ -208,6 +208,14 @@ LINALG = [
     binary("numpy_dot", N((4,)), N((2, 4, 2)), "vector-stack"),
     binary("vdot", N((6,)), N((6,))),
     binary("vdot", N((2, 3)), N((3, 2)), "flattened"),
+    binary("einsum", N((2, 3)), N((3, 4)), subscripts="ij,jk->ik"),
+    binary(
+        "einsum", N((2, 3, 2)), N((2, 4, 2)), "attention", subscripts="bqd,bkd->bqk"
+    ),
+    binary("einsum", N((2, 3)), N((3, 4)), "implicit", subscripts="ij,jk"),
+    binary("einsum", N((2, 1, 3)), N((3, 2)), "ellipsis", subscripts="...ij,jk->...ik"),
+    binary("einsum", N((2, 3)), N((4,)), "index-of-one", subscripts="ij,k->ik"),
+    binary("einsum", N((2, 3)), N((2, 3)), "full", subscripts="ij,ij->"),
     binary("outer", N((3,)), N((4,))),
     binary("outer", N((2, 3)), N((4,)), "flattened"),
 ]

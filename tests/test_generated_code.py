@@ -2544,3 +2544,16 @@ def test_rules_given_a_negative_axis_compile_without_warnings():
     expected = central_differences(last_axis_gathers, [table, rows, picks], 0)
     np.testing.assert_allclose(np.asarray(dtable), expected, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(np.asarray(dsplit), expected, rtol=1e-6, atol=1e-8)
+
+
+def einsum_diagonal(a, b):
+    return np.sum(np.einsum("ii,i->i", a, b))
+
+
+def test_einsum_refuses_a_repeated_index_and_runs_on_tensors():
+    with pytest.raises(ppto.ShapeError, match="repeats an index within one operand"):
+        ppto.grad(einsum_diagonal)(np.ones((2, 2)), np.ones(2))
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(3.0)
+    result = np.einsum("ij,j->i", ppto.tensor(a), b)  # (NumPy's order, on a Tensor)
+    assert isinstance(result, ppto.Tensor)
+    np.testing.assert_allclose(result.numpy(), a @ b)

@@ -2,12 +2,16 @@
 vectors). Its gradient is the textbook pair, with batch axes reduced by unbroadcast.
 """
 
+import string
+
 import numpy as np
 
-from ppto.errors import PptoError
+from ppto.errors import PptoError, ShapeError
 from ppto.ops.primitive import primitive
 from ppto.ops.reductions import reduce_sum
+from ppto.ops.rules import shape_helper
 from ppto.ops.shape import (
+    broadcast_to,
     expand_dims,
     flatten,
     matrix_transpose,
@@ -119,3 +123,111 @@ def _(a, b):
         )
 
     return backward
+
+
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="bilinear")
+def einsum(xp, a, b, subscripts):
+    """np.einsum of two operands (``np.einsum("bqd,bkd->bqk", q, k)``): products of
+    a's and b's elements summed over the indices the result leaves out. An index
+    repeated within one operand (a diagonal) is refused."""
+    return xp.einsum(explicit_subscripts(subscripts, a, b), a, b)
+
+
+@einsum.grad_rule
+def _(a, b, subscripts):
+    def backward(dY):
+        # each operand's gradient is the einsum of dY with the other operand
+        da = einsum(dY, b, operand_subscripts(subscripts, a, b, 0))
+        db = einsum(a, dY, operand_subscripts(subscripts, a, b, 1))
+        if summed_alone(subscripts, a, b, 0):  # (an index only a has: "ij,k->k")
+            kept = kept_shape(subscripts, a, b, 0, da)
+            da = broadcast_to(reshape(da, kept), np.broadcast_shapes(kept, a.shape))
+        if summed_alone(subscripts, a, b, 1):
+            kept = kept_shape(subscripts, a, b, 1, db)
+            db = broadcast_to(reshape(db, kept), np.broadcast_shapes(kept, b.shape))
+        return unbroadcast(da, a), unbroadcast(db, b)
+
+    return backward
+
+
+@shape_helper
+def explicit_subscripts(subscripts, a, b):
+    """``subscripts`` with its result written out and each ``...`` as letters of
+    its own, one per axis it stands for (``"ij,jk"`` -> ``"ij,jk->ik"``)."""
+    text = subscripts.replace(" ", "")
+    inputs, arrow, output = text.partition("->")
+    parts = inputs.split(",")
+    if len(parts) != 2:
+        raise ShapeError(
+            f"ppto.einsum takes two operands; {subscripts!r} names {len(parts)}: "
+            "write the product in steps of two operands, or with @ and np.sum"
+        )
+    spare = [c for c in string.ascii_letters if c not in text]
+    batch = max(_ellipsis_axes(part, x) for part, x in zip(parts, (a, b)))
+    ellipsis = "".join(spare[:batch])
+    for part in parts:
+        letters = part.replace("...", "")
+        if len(set(letters)) != len(letters):
+            raise ShapeError(
+                f"ppto.einsum: {subscripts!r} repeats an index within one operand "
+                "(a diagonal or trace), which ppto cannot differentiate: take the "
+                "diagonal with a product by np.eye instead"
+            )
+    # each operand's "..." is the last of those letters, as many as its axes left
+    # (broadcast from the right)
+    parts = [
+        part.replace("...", ellipsis[len(ellipsis) - _ellipsis_axes(part, x) :])
+        for part, x in zip(parts, (a, b))
+    ]
+    if not arrow:  # NumPy's implicit result: indices met once, in order
+        counts = "".join(parts)
+        output = ellipsis + "".join(
+            sorted(c for c in set(counts) if counts.count(c) == 1 and c not in ellipsis)
+        )
+    output = output.replace("...", ellipsis)
+    return f"{parts[0]},{parts[1]}->{output}"
+
+
+def _ellipsis_axes(part, x):
+    """How many of x's axes the ``...`` of its subscripts ``part`` stands for."""
+    if "..." not in part:
+        return 0
+    return max(np.ndim(x) - len(part.replace("...", "")), 0)
+
+
+def _split(subscripts, a, b):
+    inputs, _, output = explicit_subscripts(subscripts, a, b).partition("->")
+    first, second = inputs.split(",")
+    return first, second, output
+
+
+@shape_helper
+def operand_subscripts(subscripts, a, b, which):
+    """The subscripts of the gradient of operand ``which`` (0: a, 1: b), an einsum
+    of dY and the other operand into the indices of ``which`` the two of them have
+    (the first operand's gradient is einsum(dY, b), the second's einsum(a, dY))."""
+    first, second, output = _split(subscripts, a, b)
+    mine, other = (first, second) if which == 0 else (second, first)
+    kept = "".join(c for c in mine if c in output or c in other)
+    if which == 0:
+        return f"{output},{other}->{kept}"
+    return f"{other},{output}->{kept}"
+
+
+@shape_helper
+def summed_alone(subscripts, a, b, which):
+    """Whether operand ``which`` has an index neither the result nor the other
+    operand has (its gradient is the same along it)."""
+    first, second, output = _split(subscripts, a, b)
+    mine, other = (first, second) if which == 0 else (second, first)
+    return any(c not in output and c not in other for c in mine)
+
+
+@shape_helper
+def kept_shape(subscripts, a, b, which, gradient):
+    """The shape of operand ``which``'s ``gradient`` (an einsum into the indices it
+    shares) with 1 inserted along the indices only the operand has."""
+    first, second, output = _split(subscripts, a, b)
+    mine, other = (first, second) if which == 0 else (second, first)
+    sizes = iter(np.shape(gradient))
+    return tuple(next(sizes) if c in output or c in other else 1 for c in mine)

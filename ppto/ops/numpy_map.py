@@ -62,6 +62,8 @@ class NumpyAlias:
     op: object
     renames: dict = field(default_factory=dict)
     rank_check: RankCheck | None = None
+    # parameters NumPy takes before the arrays (np.einsum's subscripts)
+    leading: tuple = ()
 
     def __call__(self, *args, **kwargs):
         check_numpy_positionals(self.op, len(args), "this NumPy function")
@@ -69,6 +71,8 @@ class NumpyAlias:
         if refusal is not None:
             raise PptoError(refusal)
         renamed = {self.renames.get(key, key): value for key, value in kwargs.items()}
+        renamed.update(zip(self.leading, args))
+        args = args[len(self.leading) :]
         try:
             return self.op(*args, **renamed)
         except PptoError:
@@ -176,5 +180,6 @@ NUMPY_FUNCTIONS.update(
 )
 # np.dot is np.matmul for operands of up to 2 axes (or a vector and a stack)
 NUMPY_FUNCTIONS[np.dot] = NumpyAlias(linalg.dot, rank_check=NUMPY_DOT)
+NUMPY_FUNCTIONS[np.einsum] = NumpyAlias(linalg.einsum, leading=("subscripts",))
 NUMPY_FUNCTIONS[np.split] = NumpyAlias(shape.split, {"indices_or_sections": "indices"})
 NUMPY_FUNCTIONS.update({ufunc: NumpyAlias(op) for ufunc, op in NUMPY_UFUNCS.items()})

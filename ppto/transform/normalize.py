@@ -994,6 +994,8 @@ class Normalizer:
         if callee.kind == "operator":
             if callee.numpy:
                 self.numpy_positionals(node, callee.op, len(node.args), callee.text)
+            if callee.leading:
+                node = self.leading_parameters(node, callee)
             result = self.operator_call(node, callee.op, callee.renames, target)
             if callee.rank_check is not None:
                 self.out[-1].rank_check = (callee.rank_check, node)
@@ -1005,6 +1007,26 @@ class Normalizer:
             return self.passive(node, target)
         # Not differentiable; an error only if the result depends on it (analysis).
         return self.passive(node, target, opaque=callee.text)
+
+    def leading_parameters(self, node, callee):
+        """A call written NumPy's way with parameters before the arrays
+        (``np.einsum("ij,jk->ik", a, b)``) as the operator takes them (the arrays,
+        then ``subscripts=...``); a new node: the user's tree is left as it is."""
+        count, arity = len(callee.leading), len(callee.op.input_names)
+        arrays = node.args[count:]
+        if len(arrays) != arity or any(isinstance(a, gast.Starred) for a in arrays):
+            raise self.source.error(
+                node,
+                f"{callee.text} with {len(arrays)} array(s) written out: ppto."
+                f"{callee.op.name} takes {arity}",
+                "compute it in steps of two arrays (or with @, * and np.sum)",
+            )
+        keywords = [
+            gast.keyword(name, argument)
+            for name, argument in zip(callee.leading, node.args[:count])
+        ]
+        call = gast.Call(node.func, arrays, keywords + node.keywords)
+        return gast.copy_location(call, node)
 
     def numpy_positionals(self, node, op, count: int, spelled: str) -> None:
         try:

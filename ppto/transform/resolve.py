@@ -68,6 +68,7 @@ class Callee:
     renames: dict = field(default_factory=dict)
     function: Any = None
     numpy: bool = False  # spelled the NumPy way (np.sum): NumPy's positional order
+    leading: tuple = ()  # parameters NumPy takes before the arrays (np.einsum's)
     method: str = ""
     text: str = ""
     rank_check: Any = None  # (see NumpyAlias)
@@ -110,6 +111,7 @@ def classify(value: Any, text: str = "") -> Callee:
             text=text,
             numpy=True,
             rank_check=alias.rank_check,
+            leading=alias.leading,
         )
     if _hashable(value) and value in _BUILTIN_OPERATORS:
         return Callee("operator", op=_BUILTIN_OPERATORS[value], text=text)

@@ -645,6 +645,16 @@ def nll_take_along_axis(logits, labels):
     return -np.mean(picked) + np.sum(np.take_along_axis(logits, labels[None, 1:], 0))
 
 
+def attention_by_einsum(x, w_query, w_key):
+    # projections and scores written with np.einsum (it had no operator)
+    query = np.einsum("btd,de->bte", x, w_query)
+    key = np.einsum("btd,de->bte", x, w_key)
+    scores = np.einsum("bqd,bkd->bqk", query, key)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = weights / weights.sum(axis=-1, keepdims=True)
+    return np.sum(np.einsum("...qk,...kd->...qd", weights, x) ** 2)
+
+
 def discounted_returns(rewards):
     # running sums from the end, as in returns of an episode (np.flip, np.cumsum)
     returns = np.flip(np.cumsum(np.flip(rewards, axis=1), axis=1), axis=1)
@@ -733,6 +743,7 @@ CASES = [
     Case(logistic_loss_logaddexp, F(3), F(4, 3), K(np.array([1.0, -1.0, -1.0, 1.0]))),
     Case(nll_take_along_axis, F(4, 3), K(LABELS)),
     Case(discounted_returns, F(2, 4)),
+    Case(attention_by_einsum, F(2, 3, 2), F(2, 2), F(2, 2)),
     Case(mlp, F(4, 3), F(3, 5), F(5), T(5, 3), F(3), K(LABELS)),
     Case(ellipsis_and_none, F(3, 2)),
     Case(index_array_with_slice, F(4, 3), K(np.array([3, 0, 3]))),
