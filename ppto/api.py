@@ -490,13 +490,19 @@ class Transformed:
                 **(keywords or {}),
             }
             values = values[:count]
-        if streams.in_use and device.kind != "cpu":  # (see runtime/streams.py)
-            return streams.run_generated(
-                backend_for(device),
-                device,
-                lambda: self._enter(entry, device, values, keywords),
-            )
-        return self._enter(entry, device, values, keywords)
+        try:
+            if streams.in_use and device.kind != "cpu":  # (see runtime/streams.py)
+                return streams.run_generated(
+                    backend_for(device),
+                    device,
+                    lambda: self._enter(entry, device, values, keywords),
+                )
+            return self._enter(entry, device, values, keywords)
+        except (ValueError, IndexError) as error:  # (grad, vjp and jvp alike)
+            translated = self.failed(error, values)
+            if translated is error:
+                raise
+            raise translated from error
 
     @staticmethod
     def _enter(entry, device: Device, values, keywords):
@@ -522,17 +528,17 @@ class Transformed:
                 try:
                     outputs = fast[0](*raws)
                 except (ValueError, IndexError) as error:
-                    raise self.failed(error, args) from error
+                    translated = self.failed(error, args)
+                    if translated is error:
+                        raise
+                    raise translated from error
                 return self.finish_on_cpu(*outputs, fast[1], fast[3])
         self._ensure_current()
         call, values, ranks, homes, device = self.prepare(args, kwargs)
         dtypes = [getattr(values[p], "dtype", None) for p in self._wrt_positions]
         # (a gradient is laid out as its argument: an nhwc image's is nhwc)
         layouts = [ranks[p] and ranks[p][2] for p in self._wrt_positions]
-        try:
-            value, grads = self.run(0, ranks, device, values)
-        except (ValueError, IndexError) as error:
-            raise self.failed(error, values) from error
+        value, grads = self.run(0, ranks, device, values)
         result = self.finish(value, grads, homes, device, dtypes, values, layouts)
         if (
             key is not None

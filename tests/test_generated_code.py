@@ -2557,3 +2557,14 @@ def test_einsum_refuses_a_repeated_index_and_runs_on_tensors():
     result = np.einsum("ij,j->i", ppto.tensor(a), b)  # (NumPy's order, on a Tensor)
     assert isinstance(result, ppto.Tensor)
     np.testing.assert_allclose(result.numpy(), a @ b)
+
+
+def test_vjp_and_jvp_name_shape_errors_in_generated_code_too():
+    w, x = np.ones((3, 2)), np.ones((2, 2, 2))
+    with pytest.raises(ppto.ShapeError, match="rows_times_weights_grad .*matmul"):
+        ppto.vjp(rows_times_weights, w, x)
+    with pytest.raises(ppto.ShapeError, match="rows_times_weights_grad .*matmul"):
+        ppto.jvp(rows_times_weights, (w, x), (w, x))
+    with pytest.raises(ValueError, match="^an empty batch$") as caught:
+        ppto.vjp(raises_its_own_error, np.ones((3, 2)), np.ones((0, 3)))
+    assert caught.value.__cause__ is None  # (the user's error, untouched)
