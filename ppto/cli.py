@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib.util
+import inspect
 import os
 import sys
 import traceback
@@ -73,7 +74,6 @@ def _parser() -> argparse.ArgumentParser:
     grad.add_argument(
         "--wrt",
         nargs="+",
-        default=["0"],
         metavar="NAME_OR_INDEX",
         help="the parameters to differentiate with respect to (default: 0)",
     )
@@ -92,8 +92,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def _grad(options: argparse.Namespace) -> int:
     path, function_name = _split_target(options.target)
-    function = _find_function(_load_module(path), function_name, path)
-    wrt = [int(item) if _is_index(item) else item for item in options.wrt]
+    module = _load_module(path)
+    function = _find_function(module, function_name, path)
+    _refuse_self_by_default(module, function_name, path, options.wrt is not None)
+    wrt = [int(item) if _is_index(item) else item for item in options.wrt or ["0"]]
     ppto.show_grad(
         function, wrt=wrt[0] if len(wrt) == 1 else tuple(wrt), file=sys.stdout
     )
@@ -160,6 +162,28 @@ def _find_function(module: ModuleType, dotted_name: str, path: Path):
             f"{type(value).__name__} {value!r}"
         )
     return value
+
+
+def _refuse_self_by_default(module, dotted_name: str, path: Path, given: bool):
+    """``K.method`` names a method through its class: its first parameter, the
+    default ``--wrt``, is ``self`` (a gradient with respect to the object). Unless
+    ``--wrt`` was given, say how to name it through an object (whose method is
+    differentiated with that object as self) or which parameter to give."""
+    *owner, method = dotted_name.split(".")
+    cls = module
+    for part in owner:
+        cls = getattr(cls, part)
+    if given or not owner or not isinstance(cls, type):
+        return
+    if isinstance(inspect.getattr_static(cls, method, None), staticmethod):
+        return
+    objects = sorted(n for n, v in vars(module).items() if isinstance(v, cls))
+    named = f" ({path}::{objects[0]}.{method})" if objects else ""
+    raise CommandError(
+        f"{path}::{dotted_name} is a method named through its class {cls.__name__}, "
+        f"so its first parameter is self: name it through an object of the "
+        f"class{named}, or give --wrt with the parameter to differentiate"
+    )
 
 
 def _functions_of(module: ModuleType) -> list[str]:

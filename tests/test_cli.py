@@ -28,6 +28,17 @@ def with_lambda(x):
 
 
 LIMIT = 3
+
+
+class Layer:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def forward(self, x):
+        return np.sum(np.sin(x) * self.scale)
+
+
+LAYER = Layer(2.0)
 """
 
 
@@ -96,6 +107,19 @@ def test_grad_reports_user_mistakes_in_one_line(model, capsys, target, message):
     assert (status, out) == (2, "")
     assert err.startswith("ppto grad: ") and message in err
     assert err.count("\n") == 1
+
+
+def test_grad_of_a_method_named_through_its_class_or_an_object(model, capsys):
+    """``Layer.forward`` differentiated with respect to its first parameter, self
+    (zeros like the object); now it says to name it through an object, which is
+    differentiated with that object as self, or to give --wrt."""
+    status, out, err = run_cli(capsys, "grad", f"{model}::Layer.forward")
+    assert (status, out) == (2, "")
+    assert f"name it through an object of the class ({model}::LAYER.forward)" in err
+    status, out, err = run_cli(capsys, "grad", f"{model}::LAYER.forward")
+    assert (status, err) == (0, "") and "dx = dt1 * cos(x)" in out
+    status, out, err = run_cli(capsys, "grad", f"{model}::Layer.forward", "--wrt", "x")
+    assert (status, err) == (0, "") and out.startswith("def forward_grad(self, x):")
 
 
 def test_grad_with_a_wrt_that_is_not_a_parameter(model, capsys):
