@@ -2568,3 +2568,64 @@ def test_vjp_and_jvp_name_shape_errors_in_generated_code_too():
     with pytest.raises(ValueError, match="^an empty batch$") as caught:
         ppto.vjp(raises_its_own_error, np.ones((3, 2)), np.ones((0, 3)))
     assert caught.value.__cause__ is None  # (the user's error, untouched)
+
+
+_HOLDER = types.SimpleNamespace(W=np.array([[1.0, 2.0], [3.0, 4.0]]), scale=0.5)
+
+
+def _through_a_global_object(x):
+    return np.sum(np.tanh(x @ _HOLDER.W) * _HOLDER.scale)
+
+
+def test_a_pullback_uses_the_attributes_its_forward_pass_read():
+    """An attribute of a global object rebound between ``ppto.vjp``'s forward pass
+    and the pullback: the backward pass re-read ``_HOLDER.W`` and got the new one."""
+    from tests.test_checkpoint import central_differences
+
+    x = np.array([0.3, -0.2])
+    expected = central_differences(_through_a_global_object, (x,), 0)
+    out, pullback = ppto.vjp(_through_a_global_object, x)
+    old = _HOLDER.W, _HOLDER.scale
+    try:
+        _HOLDER.W, _HOLDER.scale = _HOLDER.W * 3.0, 2.0
+        (gradient,) = pullback(1.0)
+    finally:
+        _HOLDER.W, _HOLDER.scale = old
+    np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-7)
+
+
+class _Counter:
+    def __init__(self):
+        self.calls = 0
+
+    def next_scale(self):
+        self.calls += 1
+        return float(self.calls)
+
+
+def test_a_value_drawn_inside_an_expression_is_drawn_once():
+    """``x * rng.normal(size=2)``, ``x * counter.next_scale()``: the backward pass
+    evaluated the expression again (another draw, another count), so the gradient
+    used another factor than the value."""
+    rng = np.random.default_rng(3)
+    counter = _Counter()
+
+    def noisy(x):
+        return np.sum(x * rng.normal(size=2))
+
+    def counted(x):
+        return np.sum(x * np.full(2, counter.next_scale()))
+
+    x = np.array([0.3, -0.2])
+    draws = np.random.default_rng(3).normal(size=2)
+    np.testing.assert_allclose(ppto.grad(noisy)(x).numpy(), draws, rtol=1e-12)
+    np.testing.assert_allclose(ppto.grad(counted)(x).numpy(), [1.0, 1.0])
+    assert counter.calls == 1
+
+    def seeded(x):
+        return np.sum(x * np.random.rand(2))
+
+    np.random.seed(11)
+    gradient = ppto.grad(seeded)(x)
+    np.random.seed(11)
+    np.testing.assert_allclose(gradient.numpy(), np.random.rand(2), rtol=1e-12)

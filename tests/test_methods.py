@@ -605,3 +605,37 @@ def test_a_loop_over_the_indices_of_layers_is_unrolled():
     weighted.layers.append(SCALE)
     expected = central_differences(weighted.indexed, (x,), 0)
     np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
+
+
+class _Recurrent:
+    """Reads its weights through ``self`` in a helper called in a loop, and in
+    the loss itself."""
+
+    def __init__(self):
+        self.W = np.array([[0.9, -0.4], [0.3, 0.7]])
+        self.b = np.array([0.1, -0.2])
+
+    def step(self, h):
+        return np.tanh(h @ self.W + self.b)
+
+    def loss(self, x):
+        h = x
+        for _ in range(3):
+            h = self.step(h) * self.W[0]
+        return np.sum(h * self.W[1])
+
+
+def test_a_pullback_uses_the_weights_its_forward_pass_read():
+    """``ppto.vjp(model.loss, x)`` and then ``model.W = ...`` before the pullback:
+    the backward pass re-read ``self.W`` (in the loss, in a loop and in the helper
+    it calls), so the gradient mixed the new weights with the old activations."""
+    from tests.test_checkpoint import central_differences
+
+    model = _Recurrent()
+    x = np.array([0.3, -0.6])
+    expected = central_differences(model.loss, (x,), 0)
+    out, pullback = ppto.vjp(model.loss, x)
+    model.W = model.W * 3.0
+    model.b = model.b - 1.0
+    (gradient,) = pullback(1.0)
+    np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-7)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+from types import ModuleType
 
 import gast
 import numpy as np
@@ -27,6 +28,7 @@ from ppto.transform.resolve import (
     METHOD_RANK_CHECKS,
     VARARG_METHODS,
     classify,
+    is_library,
     resolve_call,
     static_value,
 )
@@ -788,6 +790,14 @@ class Normalizer:
                 # ``len(hs)`` of a list that grows: its value now, as a name the
                 # backward pass reads (saved per turn in a loop), not re-evaluated
                 return self.passive(node, target)
+            if self.reads_object_state(node):
+                # read once, where the user's code reads it, as a name the backward
+                # pass takes (saved by vjp's forward): evaluated again there, an
+                # attribute rebound after the forward pass (model.W = ...) or a
+                # random draw would give the backward another value than the forward
+                if target is None and isinstance(node, gast.Attribute):
+                    target = self.namer.fresh(node.attr)
+                return self.passive(node, target)
             return ir.Verbatim(node, frozenset(reads))
         if isinstance(node, gast.Name):
             return node.id
@@ -795,6 +805,38 @@ class Normalizer:
         if handler is None:
             return self.passive(node, target)
         return handler(node, target)
+
+    def reads_object_state(self, node) -> bool:
+        """Whether evaluating ``node`` again may give another value: it reads an
+        object's attribute (``self.W``, ``config.scale``: an array's shape and dtype
+        aside), draws random numbers (``rng.normal(...)``, ``np.random.rand(2)``)
+        or calls a function of the user's (``counter.next()``, made a function).
+        A module's names (``np.pi``, ``np.float64``) stay as written."""
+        for child in gast.walk(node):
+            if isinstance(child, gast.Call) and isinstance(child.func, gast.Name):
+                function = self.parsed.namespace.get(child.func.id)
+                if (
+                    child.func.id not in self.local_names
+                    and inspect.isfunction(function)
+                    and not is_library(function)
+                ):
+                    return True  # a function of the user's (a method, made one)
+            if not isinstance(child, gast.Attribute):
+                continue
+            if child.attr in METADATA_ATTRIBUTES or child.attr == "__self__":
+                continue  # (a bound method's object is the one it was bound to)
+            path, root = [child.attr], child.value
+            while isinstance(root, gast.Attribute):
+                path.append(root.attr)
+                root = root.value
+            module = (
+                isinstance(root, gast.Name)
+                and root.id not in self.local_names
+                and isinstance(self.parsed.namespace.get(root.id), ModuleType)
+            )
+            if not module or "random" in path:
+                return True
+        return False
 
     def passive(self, node, target: str | None, opaque: bool = False):
         """A value that is not differentiated although it reads differentiated ones."""
