@@ -2570,27 +2570,29 @@ def test_vjp_and_jvp_name_shape_errors_in_generated_code_too():
     assert caught.value.__cause__ is None  # (the user's error, untouched)
 
 
-_HOLDER = types.SimpleNamespace(W=np.array([[1.0, 2.0], [3.0, 4.0]]), scale=0.5)
+_HOLDER = types.SimpleNamespace(W=np.array([[1.0, 2.0], [3.0, 4.0]]), scale=0.5, axis=0)
 
 
 def _through_a_global_object(x):
-    return np.sum(np.tanh(x @ _HOLDER.W) * _HOLDER.scale)
+    rows = np.sum(np.tanh(x @ _HOLDER.W), axis=_HOLDER.axis)
+    return np.sum(rows**2 * _HOLDER.scale)
 
 
 def test_a_pullback_uses_the_attributes_its_forward_pass_read():
     """An attribute of a global object rebound between ``ppto.vjp``'s forward pass
-    and the pullback: the backward pass re-read ``_HOLDER.W`` and got the new one."""
+    and the pullback: the backward pass re-read ``_HOLDER.W`` (and an operator's
+    ``axis=_HOLDER.axis``) and got the new one."""
     from tests.test_checkpoint import central_differences
 
-    x = np.array([0.3, -0.2])
+    x = np.array([[0.3, -0.2], [0.1, 0.5], [-0.4, 0.2]])
     expected = central_differences(_through_a_global_object, (x,), 0)
     out, pullback = ppto.vjp(_through_a_global_object, x)
-    old = _HOLDER.W, _HOLDER.scale
+    old = vars(_HOLDER).copy()
     try:
-        _HOLDER.W, _HOLDER.scale = _HOLDER.W * 3.0, 2.0
+        _HOLDER.W, _HOLDER.scale, _HOLDER.axis = _HOLDER.W * 3.0, 2.0, 1
         (gradient,) = pullback(1.0)
     finally:
-        _HOLDER.W, _HOLDER.scale = old
+        vars(_HOLDER).update(old)
     np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-7)
 
 

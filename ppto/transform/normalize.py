@@ -1157,8 +1157,14 @@ class Normalizer:
         return self.apply(None, shape.stack, [items], at=node)
 
     def parameter(self, argument, name, op):
-        if name != "like":  # a "like" parameter is read only for its shape
-            self.check_not_varied(argument, f"the {name!r} argument of ppto.{op.name}")
+        if name == "like":  # a "like" parameter is read only for its shape
+            return argument
+        self.check_not_varied(argument, f"the {name!r} argument of ppto.{op.name}")
+        if name != "dtype" and self.reads_object_state(argument):
+            # (as operands are: the backward pass reads the forward's, axis=cfg.axis
+            # rebound after it does not change it; a dtype is read here, statically)
+            bound = self.passive(argument, self.namer.fresh(name))
+            return gast.Name(bound, gast.Load(), None, None)
         return argument
 
     def check_index(self, index):
