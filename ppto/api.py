@@ -952,12 +952,13 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
         if streams.in_use:
             streams.ready(cotangent)
         raw = _unwrap(_cotangent_on(cotangent, device))
+        kept = _with_own_lists(saved)  # (the backward pops its tapes: see there)
         if streams.in_use and device.kind != "cpu":
             grads = streams.run_generated(
-                backend_for(device), device, lambda: backward(saved, raw)
+                backend_for(device), device, lambda: backward(kept, raw)
             )
         else:
-            grads = backward(saved, raw)
+            grads = backward(kept, raw)
         grads = (grads,) if len(wrt) == 1 else tuple(grads)
         grads = _separate(grads, (*_leaves(raw), *arguments))
         _check_shapes(function.__name__, grads, arguments, wrt)
@@ -979,6 +980,17 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
 
     out = _laid_out_result(_as_tensor(out, device), program)
     return _observed("Vjp", function.__name__, out), pullback
+
+
+def _with_own_lists(saved):
+    """``saved`` with a copy of every list in it (the arrays themselves shared):
+    a backward pass pops what its loops saved from their tapes, so a pullback
+    called again would find them empty ("pop from empty list")."""
+    if type(saved) is list:
+        return [_with_own_lists(item) for item in saved]
+    if type(saved) is tuple:
+        return tuple(_with_own_lists(item) for item in saved)
+    return saved
 
 
 def _check_cotangent(cotangent, out, where: str) -> None:
