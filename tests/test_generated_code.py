@@ -2596,6 +2596,30 @@ def test_a_pullback_uses_the_attributes_its_forward_pass_read():
     np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-7)
 
 
+_PICK = types.SimpleNamespace(rows=np.array([0, 2]), start=1, stop=3)
+
+
+def _indexed_through_a_global_object(x):
+    return np.sum(x[_PICK.rows] ** 2) + np.sum(x[_PICK.start : _PICK.stop] ** 3)
+
+
+def test_a_pullback_uses_the_indices_its_forward_pass_read():
+    """``x[_PICK.rows]`` and ``x[_PICK.start : _PICK.stop]``: the backward pass
+    scattered the gradient to the indices read when the pullback ran."""
+    from tests.test_checkpoint import central_differences
+
+    x = np.linspace(-0.9, 0.8, 5)
+    expected = central_differences(_indexed_through_a_global_object, (x,), 0)
+    out, pullback = ppto.vjp(_indexed_through_a_global_object, x)
+    old = vars(_PICK).copy()
+    try:
+        _PICK.rows, _PICK.start, _PICK.stop = np.array([1, 4]), 2, 4
+        (gradient,) = pullback(1.0)
+    finally:
+        vars(_PICK).update(old)
+    np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-7)
+
+
 class _Counter:
     def __init__(self):
         self.calls = 0

@@ -118,6 +118,16 @@ def slice_expr(node) -> gast.expr:
     return node
 
 
+def _is_slice_call(node) -> bool:
+    """Whether ``node`` is ``slice(...)`` as ``slice_expr`` writes a slice."""
+    return (
+        isinstance(node, gast.Call)
+        and isinstance(node.func, gast.Name)
+        and node.func.id == "slice"
+        and not node.keywords
+    )
+
+
 class Normalizer:
     """Turns the renamed statements of one function into IR (see module docstring)."""
 
@@ -795,9 +805,7 @@ class Normalizer:
                 # pass takes (saved by vjp's forward): evaluated again there, an
                 # attribute rebound after the forward pass (model.W = ...) or a
                 # random draw would give the backward another value than the forward
-                if target is None and isinstance(node, gast.Attribute):
-                    target = self.namer.fresh(node.attr)
-                return self.passive(node, target)
+                return self.read_once(node, target)
             return ir.Verbatim(node, frozenset(reads))
         if isinstance(node, gast.Name):
             return node.id
@@ -805,6 +813,13 @@ class Normalizer:
         if handler is None:
             return self.passive(node, target)
         return handler(node, target)
+
+    def read_once(self, node, target: str | None = None) -> str:
+        """``node``'s value bound to a name where the code reads it: ``W = self.W``
+        (an attribute is named after itself)."""
+        if target is None and isinstance(node, gast.Attribute):
+            target = self.namer.fresh(node.attr)
+        return self.passive(node, target)
 
     def reads_object_state(self, node) -> bool:
         """Whether evaluating ``node`` again may give another value: it reads an
@@ -947,13 +962,21 @@ class Normalizer:
 
     def saved_index(self, index):
         """``index``, with each part that reads a list (``hs[len(hs) - 5]``,
-        ``m[len(hs), 0]``) computed now into a name the backward pass reads: the
-        list may change before then."""
+        ``m[len(hs), 0]``) or an object's attribute (``x[cfg.rows]``) computed now
+        into a name the backward pass reads: the list or object may change before
+        then."""
         if isinstance(index, gast.Tuple):
             parts = [self.saved_index(part) for part in index.elts]
             if all(new is old for new, old in zip(parts, index.elts)):
                 return index
             return gast.Tuple(parts, gast.Load())
+        if _is_slice_call(index):  # (each bound: a slice stays one to the analysis)
+            parts = [self.saved_index(part) for part in index.args]
+            if all(new is old for new, old in zip(parts, index.args)):
+                return index
+            return gast.Call(index.func, parts, [])
+        if self.reads_object_state(index):
+            return gast.Name(self.read_once(index), gast.Load(), None, None)
         if isinstance(index, gast.Slice) or not loads(index) & self.lists:
             return index
         return gast.Name(self.passive(index, None), gast.Load(), None, None)
@@ -1163,7 +1186,7 @@ class Normalizer:
         if name != "dtype" and self.reads_object_state(argument):
             # (as operands are: the backward pass reads the forward's, axis=cfg.axis
             # rebound after it does not change it; a dtype is read here, statically)
-            bound = self.passive(argument, self.namer.fresh(name))
+            bound = self.read_once(argument, self.namer.fresh(name))
             return gast.Name(bound, gast.Load(), None, None)
         return argument
 
