@@ -129,3 +129,38 @@ def test_checkpoint_of_neither_a_function_nor_a_range_is_refused(target):
     with pytest.raises(ppto.PptoError, match="function or a loop's range"):
         ppto.checkpoint(target)
     assert list(ppto.checkpoint(range(2))) == [0, 1]
+
+
+def test_a_checkpointed_loop_recomputes_with_the_values_its_forward_pass_read():
+    """A checkpointed loop's reverse runs its body again: a random draw in it (a
+    dropout mask) drew another mask, and an attribute read (``_CELL.W``) rebound
+    before vjp's pullback gave other weights; both are saved instead."""
+    import types
+
+    cell = types.SimpleNamespace(W=np.array([[0.9, -0.4], [0.3, 0.7]]))
+    rng = np.random.default_rng(5)
+
+    def dropped(x):
+        h = x
+        for _ in ppto.checkpoint(range(3)):
+            keep = rng.random(2) > 0.4
+            h = np.tanh(h @ cell.W) * keep
+        return np.sum(h**2)
+
+    def fixed(x, masks):
+        h = x
+        for keep in masks:
+            h = np.tanh(h @ cell.W) * keep
+        return np.sum(h**2)
+
+    x = np.array([0.3, -0.6])
+    masks = np.random.default_rng(5).random((3, 2)) > 0.4
+    expected = central_differences(lambda x: fixed(x, masks), (x,), 0)
+    np.testing.assert_allclose(ppto.grad(dropped)(x).numpy(), expected, rtol=1e-7)
+    masks = np.random.default_rng(5).random((6, 2))[3:] > 0.4  # (the next draws)
+    expected = central_differences(lambda x: fixed(x, masks), (x,), 0)
+    out, pullback = ppto.vjp(dropped, x)
+    cell.W = cell.W * 3.0
+    (gradient,) = pullback(1.0)
+    cell.W = cell.W / 3.0
+    np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-7)

@@ -70,6 +70,9 @@ class Passive(Stmt):
     targets: tuple = ()
     reads: frozenset = frozenset()
     opaque: str = ""  # names the call ppto cannot differentiate that computed it
+    # evaluated again, it may give another value (an object's attribute, a random
+    # draw): a checkpointed loop's reverse takes the value saved, not its own
+    rereads: bool = False
 
 
 @dataclass

@@ -297,7 +297,10 @@ class Normalizer:
             self.emit(ir.Copy(names[0], node.value.id))
             return
         if not reads & self.varied:
-            self.emit(ir.Passive(node, targets=names, reads=frozenset(reads)))
+            rereads = self.reads_object_state(node.value)
+            self.emit(
+                ir.Passive(node, targets=names, reads=frozenset(reads), rereads=rereads)
+            )
             return
         self.varied.update(names)
         first = targets[0]
@@ -865,6 +868,7 @@ class Normalizer:
                 targets=(name,),
                 reads=frozenset(value_reads(node)),
                 opaque=opaque,
+                rereads=self.reads_object_state(node),
             )
         )
         return name

@@ -828,13 +828,20 @@ class LoopPlan:
 
 def _recompute(plan, loop, restore, copies, generator):
     """A checkpointed loop saves only its carried values; each reverse iteration
-    runs the body forward again (without its closing copies) to recompute the rest."""
+    runs the body forward again (without its closing copies) to recompute the rest,
+    but for what read again could differ (``W = self.W``, a random draw): saved."""
     restore = [
         s
         for s in restore
         if not (isinstance(s, gast.Assign) and isinstance(s.value, gast.Name))
     ]  # the body recomputes what the copies would restore
     body = [s for s in loop.body if s not in copies and not isinstance(s, ir.BreakIf)]
+    for s in body:
+        if isinstance(s, ir.Passive) and s.rereads:
+            for target in s.targets:
+                plan.pushed_after.add(target)
+                restore.append(assign(target, _pop(plan.tape(target))))
+    body = [s for s in body if not (isinstance(s, ir.Passive) and s.rereads)]
     return restore + generator.forward(body)
 
 
