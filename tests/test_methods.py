@@ -639,3 +639,48 @@ def test_a_pullback_uses_the_weights_its_forward_pass_read():
     model.b = model.b - 1.0
     (gradient,) = pullback(1.0)
     np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-7)
+
+
+class _Block:
+    """A layer without ``__call__``: models call its ``forward`` (or misspell it)."""
+
+    def __init__(self, W):
+        self.W = W
+
+    def forward(self, x):
+        return np.tanh(x @ self.W)
+
+
+class _Blocks:
+    def __init__(self, blocks):
+        self.blocks = blocks
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block.forward(x) + x
+        return np.sum(x**2)
+
+    def called(self, x):
+        x = self.blocks[0](x)
+        return np.sum(self.blocks[1](x))
+
+
+def test_a_loop_over_layers_calling_their_methods_is_unrolled():
+    """``for block in self.blocks: x = block.forward(x)`` of layers whose class has
+    no ``__call__`` (refused before: "cannot differentiate the method .forward()");
+    calling such a layer is refused at its line (was Python's TypeError from
+    generated code)."""
+    from tests.test_checkpoint import central_differences
+
+    rng = np.random.default_rng(5)
+    blocks = _Blocks([_Block(rng.standard_normal((3, 3)) * 0.5) for _ in range(2)])
+    x = np.array([0.3, -0.6, 0.8])
+    assert_derivatives_match(blocks.forward, x)
+    gradient = ppto.grad(blocks.forward)
+    gradient(x)
+    blocks.blocks.append(_Block(np.eye(3)))
+    expected = central_differences(blocks.forward, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
+    with pytest.raises(ppto.TransformError, match="cannot be called") as raised:
+        ppto.grad(blocks.called)(x)
+    assert "x = self.blocks[0](x)" in str(raised.value)

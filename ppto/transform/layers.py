@@ -200,16 +200,22 @@ def _read_only_in_loops_binding(tree, name: str) -> bool:
 
 def _is_layer(value) -> bool:
     """A function of the user's code or one with a ppto operator (``np.tanh``), or
-    an object of a class from the user's code (arrays, numbers: a loop the later
-    stages run as written)."""
+    an object of a class from the user's code, called (``layer(x)``) or through its
+    methods (``layer.forward(x)``, a class without ``__call__``) (arrays, numbers: a
+    loop the later stages run as written)."""
     if classify(value).kind == "operator":
         return True
     if inspect.isfunction(value) or inspect.ismethod(value):
         return not is_library(getattr(value, "__func__", value))
-    if isinstance(value, type) or callable(value) is False:
+    if isinstance(value, type):
         return False
-    call = inspect.getattr_static(type(value), "__call__", None)
-    return inspect.isfunction(call) and not is_library(call)
+    # (a class of the user's code defines functions there; partial, a NumPy
+    # array or a number has none)
+    return any(
+        inspect.isfunction(member) and not is_library(member)
+        for klass in type(value).__mro__
+        for member in vars(klass).values()
+    )
 
 
 def _replaced(tree, reads: dict):

@@ -62,6 +62,7 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
             found, holder, callee = _through_super(node.func, parsed, local, own)
             if not found:
                 _refuse_what_self_cannot_call(node.func, parsed, local, own)
+                _refuse_what_is_not_callable(node.func, parsed, local, own)
                 continue
             receiver = gast.Name(own[0], gast.Load(), None, None)
             attribute, reached = node.func.attr, []
@@ -235,6 +236,24 @@ def _refuse_what_self_cannot_call(func, parsed: ParsedFunction, local: set, own)
                 "classmethod, whose first argument is its class",
                 "make it a staticmethod or a method",
             )
+
+
+def _refuse_what_is_not_callable(func, parsed: ParsedFunction, local: set, own):
+    """Refuse at its line the call of an object read through a known object that
+    cannot be called (``self.layers[0](x)`` of a layer whose class has no
+    ``__call__``): left as it is, generated code raised Python's TypeError."""
+    if not isinstance(func, (gast.Attribute, gast.Subscript)):
+        return
+    found, value = read_value(func, parsed, local, own, [])
+    if not found or callable(value):
+        return
+    text = gast.unparse(func).strip()
+    raise parsed.source.error(
+        func,
+        f"ppto cannot differentiate the call {text}(): {text} is a "
+        f"{type(value).__name__}, which cannot be called",
+        f"call one of its methods ({text}.forward(...)), or give its class a __call__",
+    )
 
 
 def _through_super(func: gast.expr, parsed: ParsedFunction, local: set, own):
