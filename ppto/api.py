@@ -1093,10 +1093,36 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
     value, tangent = transformed.run(
         0, ranks, device, values, dict(zip(parameters, raw_tangents))
     )
-    return (
-        _laid_out_result(_as_tensor(value, device), program),
-        _laid_out_result(_as_tensor(_dtype_of(tangent, value), device), program),
-    )
+    value = _as_tensor(value, device)
+    tangent = _as_tensor(_dtype_of(tangent, value), device)
+    if isinstance(f, Transformed):  # (jvp of a gradient: a Hessian-vector product)
+        layouts = [
+            getattr(primals[names.index(n)], "layout", None) if n in names else None
+            for n in f.wrt
+        ]
+        return (
+            _laid_out_gradients(value, f, layouts),
+            _laid_out_gradients(tangent, f, layouts),
+        )
+    return _laid_out_result(value, program), _laid_out_result(tangent, program)
+
+
+def _laid_out_gradients(value, gradient: Transformed, layouts: list):
+    """What ``gradient`` (a ppto.grad or value_and_grad) computes, or its tangent,
+    each gradient tagged with its argument's layout (``layouts``), as calling
+    ``gradient`` tags it: the tangent of an nhwc image's gradient is nhwc."""
+    if gradient.with_value:
+        value, grads = value
+    else:
+        grads = value
+    if gradient.single:
+        grads = _laid_out(grads, layouts[0]) if isinstance(grads, Tensor) else grads
+    else:
+        grads = tuple(
+            _laid_out(g, layout) if isinstance(g, Tensor) else g
+            for g, layout in zip(grads, layouts)
+        )
+    return (value, grads) if gradient.with_value else grads
 
 
 def _check_tangent(name: str, primal, tangent) -> None:

@@ -333,6 +333,40 @@ def test_a_gradient_comes_back_in_its_arguments_layout():
     np.testing.assert_allclose(to_nchw(dx.numpy()), expected, rtol=1e-10)
 
 
+def test_a_hessian_vector_product_comes_back_in_its_arguments_layout():
+    """jvp of ppto.grad (and value_and_grad): the gradient and its tangent of an
+    nhwc image are nhwc, as the gradient ppto.grad hands back is (they came back
+    untagged, taken for nchw by the next operator). Values against central
+    differences of the gradient."""
+    weights = RNG.standard_normal((3, 2, 3, 3))
+
+    def energy(image, scale):
+        return np.sum(ppto.conv2d(image, weights, padding=1) ** 3) * np.sum(scale**2)
+
+    x, direction = RNG.standard_normal((2, 4, 4, 2)), RNG.standard_normal((2, 4, 4, 2))
+    scale = np.array([0.5, -1.5])
+    image = ppto.tensor(x, layout="nhwc")
+    tangent = ppto.tensor(direction, layout="nhwc")
+    gradient, step = ppto.grad(energy), 1e-6
+    expected = (
+        gradient(ppto.tensor(x + step * direction, layout="nhwc"), scale).numpy()
+        - gradient(ppto.tensor(x - step * direction, layout="nhwc"), scale).numpy()
+    ) / (2 * step)
+    for function in (
+        gradient,
+        ppto.grad(energy, wrt=(0, 1)),
+        ppto.value_and_grad(energy),
+    ):
+        value, pushed = ppto.jvp(function, (image, scale), (tangent, None))
+        if function.with_value:
+            value, pushed = value[1], pushed[1]
+        if not function.single:
+            assert value[1].layout is None and pushed[1].layout is None
+            value, pushed = value[0], pushed[0]
+        assert value.layout == "nhwc" and pushed.layout == "nhwc"
+        np.testing.assert_allclose(pushed.numpy(), expected, rtol=1e-6)
+
+
 def test_vjp_and_jvp_outputs_keep_the_layout_operators_give_them():
     """As on tensors, where ppto.conv2d(image) is nhwc for an nhwc image and an
     elementwise operator keeps it: vjp's and jvp's outputs said no layout, and the
