@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ppto.errors import PptoError
+from ppto.errors import PptoError, ShapeError
 from ppto.ops import elementwise as ew
 from ppto.ops import indexing, linalg, logic, reductions, shape
 
@@ -71,6 +71,14 @@ class NumpyAlias:
         if refusal is not None:
             raise PptoError(refusal)
         renamed = {self.renames.get(key, key): value for key, value in kwargs.items()}
+        if self.leading:  # (else one array of np.einsum's two: "missing 'b'")
+            arrays, arity = len(args) - len(self.leading), len(self.op.input_names)
+            if arrays != arity:
+                raise ShapeError(
+                    f"ppto.{self.op.name} takes {arity} arrays; this call gives "
+                    f"{arrays}: a product of more in steps of {arity} (or with @, * "
+                    "and np.sum); of one, np.transpose, np.swapaxes or np.sum"
+                )
         renamed.update(zip(self.leading, args))
         args = args[len(self.leading) :]
         try:
