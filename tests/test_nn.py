@@ -389,6 +389,38 @@ def test_vjp_and_jvp_outputs_keep_the_layout_operators_give_them():
     assert flat.layout is None  # (2-d: no image layout, as on tensors)
 
 
+class _ConvBlock:
+    def __init__(self, weights):
+        self.weights = weights
+
+    def forward(self, image):
+        return ppto.relu(ppto.conv2d(image, self.weights, padding=1)) * 2.0
+
+
+def test_vjp_and_jvp_outputs_through_a_helper_or_method_keep_the_layout():
+    """A result a called function makes (return helper(image)), and so a bound
+    method's (ppto.vjp(model.forward, image), differentiated through a wrapper
+    calling it), takes the layout the callee's derivative found: it came back
+    untagged and the next operator took the nhwc array for nchw."""
+    block = _ConvBlock(RNG.standard_normal((3, 2, 3, 3)))
+
+    def through_a_helper(image):
+        return block.forward(image)
+
+    image = ppto.tensor(RNG.standard_normal((2, 5, 5, 2)), layout="nhwc")
+    eager = block.forward(image)
+    assert eager.layout == "nhwc"
+    for function in (block.forward, through_a_helper):
+        out, _ = ppto.vjp(function, image)
+        value, tangent = ppto.jvp(function, (image,), (np.ones(image.shape),))
+        for result in (out, value, tangent):
+            assert result.layout == "nhwc" and result.shape == eager.shape
+        np.testing.assert_allclose(out.numpy(), eager.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(value.numpy(), eager.numpy(), rtol=1e-12)
+        pooled = ppto.max_pool2d(out, 2).numpy()  # (read as nhwc)
+        np.testing.assert_allclose(pooled, ppto.max_pool2d(eager, 2).numpy())
+
+
 def convolved_then_scaled(x, v):
     features = ppto.conv2d(x, CONSTANT_WEIGHTS, padding=1)  # (x not differentiated)
     return np.sum(np.tanh(features * v))

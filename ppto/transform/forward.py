@@ -288,6 +288,7 @@ class TangentGenerator:
             return self.generator.forward_statement(s)
         specialised = call_specialisation(s, self.activity, self.generator.lists)
         jvp_name, parameters = self.callees(s.function, positions, names, *specialised)
+        self.generator.take_result_layout(s, jvp_name)
         tangents = [self.materialised(s.inputs[i]) for i in positions]
         tangents += [self.materialised(s.keywords[k]) for k in names]
         keywords = keywords + [gast.keyword(p, t) for p, t in zip(parameters, tangents)]

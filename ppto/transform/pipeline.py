@@ -313,6 +313,7 @@ def _prepare(
     )
     generator.user_names = set(parsed.parameters) | stores(parsed.tree.body)
     generator.lists = normalizer.lists
+    generator.result_layouts = program.result_layouts
     generator.function_body = ir_body
     if plan_reverse:
         generator.forward(ir_body)  # a first pass plans called functions' derivatives

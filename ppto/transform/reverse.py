@@ -88,6 +88,18 @@ class Generator:
         self.reversed_ifs: dict = {}
         self.plan_stack: list = []
         self.lists: set[str] = set()
+        # generated function -> its result's layout (Program.result_layouts)
+        self.result_layouts: dict = {}
+
+    def take_result_layout(self, s: ir.CallFunction, generated: str) -> None:
+        """A call's single result takes the layout its function's derivative found
+        for it (a helper's conv2d of an nhwc image): the analysis, made before
+        the callee's, could not tell it (see ``analyze._pass_on_layouts``), and the
+        caller's own result may be that value (``return helper(x)``, a method
+        differentiated through its wrapper)."""
+        layout = self.result_layouts.get(generated)
+        if len(s.targets) == 1 and layout is not None:
+            self.activity.layouts[s.targets[0]] = layout
 
     def ref(self, value, preferred: str) -> str:
         local = self.user_names | (self.namer.taken - self.refs.namer.taken)
@@ -249,6 +261,7 @@ class Generator:
         forward_name, _, _, _, result_rank = plan
         if len(s.targets) == 1:
             self.activity.ranks[s.targets[0]] = result_rank
+        self.take_result_layout(s, forward_name)
         if id(s) not in self.saved_of_call:
             self.saved_of_call[id(s)] = self.namer.fresh(f"{s.function.name}_saved")
         saved = self.saved_of_call[id(s)]
