@@ -775,9 +775,18 @@ def _laid_out(tensor: Tensor, layout: str | None) -> Tensor:
 
 def _laid_out_result(value, program):
     """A function's result (or its tangent) tagged with the layout it has, where the
-    analysis found one (a conv2d's nhwc output: operators on tensors keep it)."""
+    analysis found one (a conv2d's nhwc output: operators on tensors keep it); a
+    tuple's items each with theirs."""
+    return _tagged(value, program.result_layouts.get(program.entry))
+
+
+def _tagged(value, layout):
+    if isinstance(layout, tuple):
+        if isinstance(value, tuple) and len(value) == len(layout):
+            return tuple(_tagged(v, item) for v, item in zip(value, layout))
+        return value
     if isinstance(value, Tensor) and value.ndim == 4:
-        return _laid_out(value, program.result_layouts.get(program.entry))
+        return _laid_out(value, layout)
     return value
 
 

@@ -389,6 +389,27 @@ def test_vjp_and_jvp_outputs_keep_the_layout_operators_give_them():
     assert flat.layout is None  # (2-d: no image layout, as on tensors)
 
 
+def test_vjp_and_jvp_tuple_outputs_keep_each_items_layout():
+    """A function returning several values (features and their pooling): each of
+    vjp's and jvp's outputs is laid out as on tensors (all came back untagged)."""
+    weights = RNG.standard_normal((3, 2, 3, 3))
+
+    def features_and_pooled(image):
+        features = ppto.conv2d(image, weights, padding=1)
+        return features, np.sum(features), ppto.max_pool2d(features, 2)
+
+    image = ppto.tensor(RNG.standard_normal((2, 4, 4, 2)), layout="nhwc")
+    eager = features_and_pooled(image)
+    out, pullback = ppto.vjp(features_and_pooled, image)
+    value, tangent = ppto.jvp(features_and_pooled, (image,), (np.ones(image.shape),))
+    for results in (out, value, tangent):
+        assert [r.layout for r in results] == ["nhwc", None, "nhwc"]
+    for result, expected in zip(out + value, eager + eager):
+        np.testing.assert_allclose(result.numpy(), expected.numpy(), rtol=1e-12)
+    (dx,) = pullback(tuple(np.ones(r.shape) for r in out))
+    assert dx.layout == "nhwc"
+
+
 class _ConvBlock:
     def __init__(self, weights):
         self.weights = weights

@@ -33,6 +33,8 @@ class Activity:
     ranks: dict = field(default_factory=dict)
     ranges: set = field(default_factory=set)  # variables holding a range()
     layouts: dict = field(default_factory=dict)  # image layout hints of variables
+    # a tuple's items' hints, where it is built once (``return conv, pooled``)
+    item_layouts: dict = field(default_factory=dict)
     shapes: dict = field(default_factory=dict)  # shapes known when specialising
     dtypes: dict = field(default_factory=dict)  # dtypes known when specialising
     made_new: set = field(default_factory=set)  # assigned by elementwise operators
@@ -214,6 +216,10 @@ def _pass_on_layouts(statement, activity: Activity) -> None:
     if isinstance(statement, ir.Copy):
         _take_layout(layouts, statement.target, _layout_hint(statement.source, layouts))
         return
+    if isinstance(statement, ir.Pack):  # (one built twice: neither is told)
+        items = tuple(_layout_hint(item, layouts) for item in statement.items)
+        known = activity.item_layouts.get(statement.target, items)
+        activity.item_layouts[statement.target] = items if known == items else None
     reads = {name for name in ir.reads(statement) if name in layouts}
     if isinstance(statement, ir.Passive) and isinstance(statement.node, gast.Assign):
         reads |= {name for name in statement.reads if name in layouts}

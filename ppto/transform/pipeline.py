@@ -483,9 +483,15 @@ def split(
     return forward_name, backward_name, passed
 
 
-def _layout_of(result, activity) -> str | None:
-    """The layout the analysis found for the function's result, if it told one."""
-    layout = activity.layouts.get(result) if isinstance(result, str) else None
+def _layout_of(result, activity) -> str | tuple | None:
+    """The layout the analysis found for the function's result, if it told one; a
+    tuple of them (or None) for a tuple built in the function."""
+    if not isinstance(result, str):
+        return None
+    items = activity.item_layouts.get(result)
+    if items is not None:
+        return tuple(layout if layout in ("nchw", "nhwc") else None for layout in items)
+    layout = activity.layouts.get(result)
     return layout if layout in ("nchw", "nhwc") else None
 
 

@@ -98,7 +98,7 @@ class Generator:
         caller's own result may be that value (``return helper(x)``, a method
         differentiated through its wrapper)."""
         layout = self.result_layouts.get(generated)
-        if len(s.targets) == 1 and layout is not None:
+        if len(s.targets) == 1 and layout in ("nchw", "nhwc"):  # (not a tuple's)
             self.activity.layouts[s.targets[0]] = layout
 
     def ref(self, value, preferred: str) -> str:
