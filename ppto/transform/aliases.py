@@ -24,6 +24,7 @@ import numpy as np
 
 from ppto.ops import ALIASES
 from ppto.ops.primitive import OPERATORS
+from ppto.transform import trees
 from ppto.transform.source import ParsedFunction
 from ppto.transform.trees import bound_arguments, loads, paired, stores
 
@@ -131,7 +132,7 @@ def _check(
                 state.views[parameter] = {_argument(parameter)}
     sequences = _sequence_names(parsed)
     indexed, items = set(), set()  # ``row = m[-1]``: m is indexed, row an item
-    for node in gast.walk(parsed.tree):
+    for node in trees.walk(parsed.tree):
         if isinstance(node, (gast.Assign, gast.AnnAssign)) and node.value is not None:
             held = _held_items(node.value)
             targets = node.targets if isinstance(node, gast.Assign) else [node.target]
@@ -340,7 +341,7 @@ def _helper_results(parsed: ParsedFunction, local: set) -> dict:
     from ppto.transform.resolve import resolve_call
 
     found = {}
-    for node in gast.walk(parsed.tree):
+    for node in trees.walk(parsed.tree):
         if not isinstance(node, gast.Call) or _sequence_call(node) is not None:
             continue
         try:
@@ -691,7 +692,7 @@ def _exact_rank(value, exact: dict) -> int | None:
 def _stored(node) -> list:
     return [
         n.id
-        for n in gast.walk(node)
+        for n in trees.walk(node)
         if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)
     ]
 
@@ -858,7 +859,7 @@ def _changed_lists(statement) -> list:
         parts = [statement]
     found = []
     for part in parts:
-        for node in gast.walk(part):
+        for node in trees.walk(part):
             if not (
                 isinstance(node, gast.Call)
                 and isinstance(node.func, gast.Attribute)
@@ -889,7 +890,7 @@ def _sequence_names(parsed: ParsedFunction) -> set:
     """Names that every assignment binds to a list or tuple (written out, joined,
     repeated, or made by ``list``/``tuple``), never to anything else."""
     found, others = set(), set(parsed.parameters)
-    for node in gast.walk(parsed.tree):
+    for node in trees.walk(parsed.tree):
         if isinstance(node, gast.Assign):
             sequence = _sequence_value(node.value)
             for target in node.targets:

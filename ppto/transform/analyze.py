@@ -20,7 +20,7 @@ from ppto.fusion.kernels import ELEMENTWISE, TERNARY, ufunc
 from ppto.ops.primitive import Primitive
 from ppto.ops.reductions import REDUCTIONS, reduced_shape
 from ppto.ops.signature import matmul_shape
-from ppto.transform import ir
+from ppto.transform import ir, trees
 
 
 @dataclass
@@ -195,7 +195,7 @@ def _resolve_passive_layouts(statement: ir.Passive, activity: Activity) -> None:
     """The layout of an image operator called in code left as it is (marked by the
     normalizer: ``layout=None`` with the image it is for), decided as for one it
     differentiates: the image's hint, else NCHW; not told, refused."""
-    for node in gast.walk(statement.node):
+    for node in trees.walk(statement.node):
         image = getattr(node, "image_of", None)
         if image is None or node.value is not None:
             continue

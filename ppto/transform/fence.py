@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gast
 
+from ppto.transform import trees
 from ppto.transform.source import ParsedFunction, SourceMap
 
 ALLOWED_BINARY = (
@@ -32,7 +33,7 @@ _SYMBOLS = {
 _NEUTRAL = (gast.expr_context, gast.operator, gast.unaryop, gast.cmpop, gast.boolop)
 
 
-class Fence(gast.NodeVisitor):
+class Fence(trees.Visitor):
     """Walks a function's tree; ``check`` raises on the first rejected construct."""
 
     def __init__(self, source: SourceMap) -> None:

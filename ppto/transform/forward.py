@@ -14,7 +14,7 @@ import numpy as np
 
 from ppto.errors import TransformError
 from ppto.ops.primitive import OperatorDef, require_rule
-from ppto.transform import ir, lists
+from ppto.transform import ir, lists, trees
 from ppto.transform.analyze import call_specialisation
 from ppto.transform.inline import inline_tangent, operand_expr
 from ppto.transform.reverse import (
@@ -234,7 +234,7 @@ class TangentGenerator:
         zeros = self.generator.zeros_ref()
         expressions = self.zero_expressions
 
-        class Replace(gast.NodeTransformer):
+        class Replace(trees.Transformer):
             def visit_Name(self, child):
                 if is_zero(child):
                     primal = child.id[len(ZERO) :]
@@ -345,7 +345,7 @@ _OPERATOR_SYNTAX = {
 }
 
 
-class _Simplify(gast.NodeTransformer):
+class _Simplify(trees.Transformer):
     """Propagates known-zero tangents through an inlined tangent rule."""
 
     def __init__(self, namespace: dict) -> None:

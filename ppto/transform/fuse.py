@@ -21,6 +21,7 @@ from ppto.fusion.kernels import ELEMENTWISE, LARGE, TERNARY, ElementwiseKernel, 
 from ppto.fusion.registry import ALIASES, RULES, rules_for
 from ppto.ops.primitive import OperatorDef, registrations
 from ppto.symbolic import Operator, Symbol
+from ppto.transform import trees
 from ppto.transform.analyze import literal
 from ppto.transform.normalize import BINARY_OPERATORS
 from ppto.transform.regions import fuse_regions
@@ -416,7 +417,7 @@ def _inlined(expression, before: list, consumed: set):
     ``before`` (each read once, by it or by one another) written in place."""
     values = {before[p].targets[0].id: before[p].value for p in consumed}
 
-    class Inline(gast.NodeTransformer):
+    class Inline(trees.Transformer):
         def visit_Name(self, node):
             value = values.get(node.id)
             if value is None or not isinstance(node.ctx, gast.Load):
@@ -519,7 +520,7 @@ def count_operators(functions: list, namespace: dict) -> int:
     for definition in functions:
         if definition.name.endswith("_unfused"):
             continue  # a region's original statements, run only where it cannot be
-        for node in gast.walk(definition):
+        for node in trees.walk(definition):
             if isinstance(node, (gast.BinOp, gast.UnaryOp)) and fuser.decode(node):
                 total += 1
             elif (

@@ -12,7 +12,7 @@ from functools import cache
 import gast
 
 from ppto.errors import GradError
-from ppto.transform import ir
+from ppto.transform import ir, trees
 from ppto.transform.names import Namer
 from ppto.transform.optimize import fold_constants
 from ppto.transform.structure import until_exit
@@ -45,7 +45,7 @@ def operand_expr(operand) -> gast.expr:
     raise TypeError(operand)
 
 
-class _Substitute(gast.NodeTransformer):
+class _Substitute(trees.Transformer):
     def __init__(self, bindings: dict, resolve_global, ranks: dict) -> None:
         self.bindings = bindings
         self.resolve_global = resolve_global

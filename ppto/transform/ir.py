@@ -12,6 +12,8 @@ from typing import Any
 
 import gast
 
+from ppto.transform import trees
+
 
 @dataclass(frozen=True)
 class Const:
@@ -284,6 +286,6 @@ def expression_names(node) -> set[str]:
         return set()
     return {
         child.id
-        for child in gast.walk(node)
+        for child in trees.walk(node)
         if isinstance(child, gast.Name) and isinstance(child.ctx, gast.Load)
     }

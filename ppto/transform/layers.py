@@ -19,6 +19,7 @@ import inspect
 
 import gast
 
+from ppto.transform import trees
 from ppto.transform.objects import read_value
 from ppto.transform.resolve import classify, is_library
 from ppto.transform.source import ParsedFunction
@@ -58,7 +59,7 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
     if sources is None:
         return None
     jumps = (gast.Break, gast.Continue, gast.Return, gast.Yield, gast.YieldFrom)
-    inside = [node for part in statement.body for node in gast.walk(part)]
+    inside = [node for part in statement.body for node in trees.walk(part)]
     if any(isinstance(node, jumps) for node in inside):
         return None
     for name, _ in sources:
@@ -187,14 +188,14 @@ def _read_only_in_loops_binding(tree, name: str) -> bool:
     its target or in its body: once a loop is unrolled the name is bound nowhere,
     so nothing may read its last value (two loops over layers may share it)."""
     inside = set()
-    for node in gast.walk(tree):
+    for node in trees.walk(tree):
         if not isinstance(node, gast.For):
             continue
-        bound = [n.id for n in gast.walk(node.target) if isinstance(n, gast.Name)]
+        bound = [n.id for n in trees.walk(node.target) if isinstance(n, gast.Name)]
         if name in bound:
             parts = [node.target, *node.body]
-            inside.update(id(n) for part in parts for n in gast.walk(part))
-    named = (n for n in gast.walk(tree) if isinstance(n, gast.Name) and n.id == name)
+            inside.update(id(n) for part in parts for n in trees.walk(part))
+    named = (n for n in trees.walk(tree) if isinstance(n, gast.Name) and n.id == name)
     return all(id(n) in inside for n in named)
 
 
@@ -222,7 +223,7 @@ def _replaced(tree, reads: dict):
     """``tree`` with each read of a name in ``reads`` made a read of what it maps
     to."""
 
-    class Replace(gast.NodeTransformer):
+    class Replace(trees.Transformer):
         def visit_Name(self, node):
             if node.id in reads and isinstance(node.ctx, gast.Load):
                 return gast.copy_location(clone(reads[node.id]), node)

@@ -24,6 +24,7 @@ from ppto.fusion.kernels import LARGE
 from ppto.ops.primitive import OperatorDef, Primitive
 from ppto.runtime.backends import Backend
 from ppto.runtime.tensor import Tensor
+from ppto.transform import trees
 from ppto.transform.emit import compile_source, render_function
 from ppto.transform.fuse import FUSED_KINDS, fuse_program
 from ppto.transform.release import release_dead_values
@@ -76,7 +77,7 @@ def _unwrap(value):
     return value
 
 
-class Lowering(gast.NodeTransformer):
+class Lowering(trees.Transformer):
     """Rewrites operator calls of one generated function for one backend."""
 
     def __init__(self, namespace: dict, lowered: dict, backend: Backend, kind: str):
@@ -234,7 +235,7 @@ class Lowering(gast.NodeTransformer):
         parameters, expression = found
         expression = clone(expression)
         uses: dict[str, int] = {}
-        for node in gast.walk(expression):
+        for node in trees.walk(expression):
             if isinstance(node, gast.Name):
                 uses[node.id] = uses.get(node.id, 0) + 1
         for name in parameters[1:]:
@@ -253,7 +254,7 @@ class Lowering(gast.NodeTransformer):
             bound = self.bind(globals_[name], name, key=("global", id(globals_[name])))
             renames[name] = bound
 
-        class Substitute(gast.NodeTransformer):
+        class Substitute(trees.Transformer):
             def visit_Name(self, node):
                 if node.id == parameters[0]:
                     return gast.Name("xp", gast.Load(), None, None)

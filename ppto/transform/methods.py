@@ -33,6 +33,7 @@ import types
 import gast
 
 from ppto.runtime.tensor import Tensor
+from ppto.transform import trees
 from ppto.transform.layers import folded, unrolled
 from ppto.transform.objects import MISSING, constant_index, read_value, through_self
 from ppto.transform.resolve import classify, is_library, static_value
@@ -51,7 +52,7 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
         _refuse_tensors_through_self(parsed, local, own)
     parsed.tree.body = unrolled(parsed.tree.body, parsed, local, own, program)
     parsed.tree.body = folded(parsed.tree.body, parsed, local, own, program)
-    for node in gast.walk(parsed.tree):
+    for node in trees.walk(parsed.tree):
         if not isinstance(node, gast.Call):
             continue
         holder = None  # (where the method is watched: its object, if None)
@@ -95,7 +96,7 @@ def _refuse_tensors_through_self(parsed: ParsedFunction, local: set, own) -> Non
     or dict holding one: generated code computes on raw arrays and reads what
     ``self`` holds when it runs, so it would get a tensor (an error from inside
     generated code, far from the user's line)."""
-    for node in gast.walk(parsed.tree):
+    for node in trees.walk(parsed.tree):
         if not isinstance(node, (gast.Attribute, gast.Subscript)):
             continue
         if not isinstance(node.ctx, gast.Load) or not through_self(node, own):
@@ -131,7 +132,7 @@ def watch_held_callees(parsed: ParsedFunction, program) -> None:
     bound method made anew, a property: methods are watched as such). (What else
     is called through an object is called when the code runs.)"""
     local = set(parsed.parameters) | stores(parsed.tree)
-    for node in gast.walk(parsed.tree):
+    for node in trees.walk(parsed.tree):
         if not isinstance(node, gast.Call):
             continue
         found, callee = static_value(node.func, parsed.namespace, local)

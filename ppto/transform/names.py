@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gast
 
+from ppto.transform import trees
+
 
 class Namer:
     """Hands out names not already in use."""
@@ -48,7 +50,7 @@ class Namer:
 def names_in(tree) -> set[str]:
     """Every identifier used anywhere in a tree."""
     found = set()
-    for node in gast.walk(tree):
+    for node in trees.walk(tree):
         if isinstance(node, gast.Name):
             found.add(node.id)
         elif isinstance(node, gast.FunctionDef):

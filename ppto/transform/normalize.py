@@ -18,7 +18,7 @@ from ppto.errors import PptoError, TransformError
 from ppto.ops import elementwise, indexing, linalg, logic, shape
 from ppto.ops.numpy_map import check_numpy_positionals
 from ppto.ops.primitive import Primitive
-from ppto.transform import ir, lists
+from ppto.transform import ir, lists, trees
 from ppto.transform.names import Namer
 from ppto.transform.resolve import (
     ATTRIBUTE_OPERATORS,
@@ -151,7 +151,7 @@ class Normalizer:
         # a builtin the function never assigns is not local (``abs(x)`` resolves)
         stored = set(parsed.parameters) | {
             node.id
-            for node in gast.walk(parsed.tree)
+            for node in trees.walk(parsed.tree)
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store)
         }
         self.local_names = {
@@ -239,7 +239,7 @@ class Normalizer:
         image not differentiated) are given a ``layout=None`` keyword that the
         analysis decides from the image's hint, as for operators it differentiates
         (the operator's own default on raw arrays has no hint to go by: it failed)."""
-        for call in gast.walk(node):
+        for call in trees.walk(node):
             if not isinstance(call, gast.Call) or not call.args:
                 continue
             callee = resolve_call(call, self.parsed.namespace, self.local_names)
@@ -285,7 +285,7 @@ class Normalizer:
                 "build the value with ppto.setitem",
             )
         names = tuple(
-            n.id for t in targets for n in gast.walk(t) if isinstance(n, gast.Name)
+            n.id for t in targets for n in trees.walk(t) if isinstance(n, gast.Name)
         )
         if getattr(node, "synthetic", False) and isinstance(node.value, gast.Name):
             # a renaming copy (ssa.py), varied or not: loops restore the values they
@@ -1394,13 +1394,13 @@ def _keeps_an_argument(parsed, holder: str | None = None) -> bool:
     in an object (``self.last = v``, ``self.seen.append(v)``, ``t.last = v``)."""
     holder = parsed.parameters[0] if holder is None else holder
     parameters = set(parsed.parameters) - {holder}
-    for node in gast.walk(parsed.tree):
+    for node in trees.walk(parsed.tree):
         if isinstance(node, (gast.Assign, gast.AugAssign)):
             targets = node.targets if isinstance(node, gast.Assign) else [node.target]
             stored = any(
                 isinstance(part, gast.Attribute)
                 for target in targets
-                for part in gast.walk(target)
+                for part in trees.walk(target)
             )
             if stored and value_reads(node.value) & parameters:
                 return True
@@ -1426,7 +1426,7 @@ def _read_besides_calls(
     if not isinstance(owner, gast.Name):
         return True  # (an object reached otherwise: assume so)
     passed = set()
-    for node in gast.walk(tree):
+    for node in trees.walk(tree):
         if not isinstance(node, gast.Call):
             continue
         if isinstance(node.func, gast.Name) and node.func.id in names:
@@ -1441,7 +1441,7 @@ def _read_besides_calls(
         and isinstance(node.ctx, gast.Load)
         and node.id == owner.id
         and id(node) not in passed
-        for node in gast.walk(tree)
+        for node in trees.walk(tree)
     )
 
 
@@ -1459,7 +1459,7 @@ def _written_in_place(value, varied: set):
     differentiated values: anything with ``out=``, NumPy's in-place functions
     (``np.copyto``, ``np.add.at``), and the in-place methods of a differentiated
     value (``z.fill(0.0)``, ``z.sort()``). Else None."""
-    for node in gast.walk(value):
+    for node in trees.walk(value):
         if not isinstance(node, gast.Call):
             continue
         function, reads = node.func, value_reads(node) & varied
@@ -1551,7 +1551,7 @@ def _merged_tuples(body: list, counts: dict, varied: set) -> set[str]:
     other, that some path binds twice (``t = (x, 1.0)``, then ``t = (x * 2.0,
     3.0)`` in a branch or a loop), and the names copied into those."""
     values: dict[str, list] = {}
-    for node in gast.walk(gast.Module(body=body, type_ignores=[])):
+    for node in trees.walk(gast.Module(body=body, type_ignores=[])):
         if (
             isinstance(node, gast.Assign)
             and len(node.targets) == 1
@@ -1585,7 +1585,7 @@ def _merged_tuples(body: list, counts: dict, varied: set) -> set[str]:
 
 def _list_receivers(tree) -> set[str]:
     found = set()
-    for node in gast.walk(tree):
+    for node in trees.walk(tree):
         if (
             isinstance(node, gast.Call)
             and isinstance(node.func, gast.Attribute)
@@ -1629,7 +1629,7 @@ def _returns_tuples(function) -> bool:
         tree = parse_function(function).tree
     except PptoError:
         return False
-    returns = [node for node in gast.walk(tree) if isinstance(node, gast.Return)]
+    returns = [node for node in trees.walk(tree) if isinstance(node, gast.Return)]
     return bool(returns) and all(isinstance(r.value, gast.Tuple) for r in returns)
 
 

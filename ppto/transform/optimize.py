@@ -11,6 +11,7 @@ import operator
 import gast
 import numpy as np
 
+from ppto.transform import trees
 from ppto.transform.analyze import NOT_LITERAL, expression_shape, literal
 from ppto.transform.trees import (
     bound_arguments,
@@ -57,7 +58,7 @@ def _signed_number(node) -> bool:
     )
 
 
-class _Fold(gast.NodeTransformer):
+class _Fold(trees.Transformer):
     def visit_BinOp(self, node):
         self.generic_visit(node)
         if _number(node.left) and _number(node.right) and type(node.op) in _FOLD:
@@ -239,7 +240,7 @@ def _last_definition(block, identifier):
     for position in range(len(block) - 1, -1, -1):
         stored = {
             node.id
-            for node in gast.walk(block[position])
+            for node in trees.walk(block[position])
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store)
         }
         if identifier in stored:
@@ -248,7 +249,7 @@ def _last_definition(block, identifier):
 
 
 def _rename_stores(statement, old, new) -> None:
-    for node in gast.walk(statement):
+    for node in trees.walk(statement):
         if (
             isinstance(node, gast.Name)
             and node.id == old
@@ -261,7 +262,7 @@ def _mentions(body, identifier) -> bool:
     return any(
         isinstance(node, gast.Name) and node.id == identifier
         for statement in body
-        for node in gast.walk(statement)
+        for node in trees.walk(statement)
     )
 
 
@@ -278,7 +279,7 @@ def drop_default_arguments(body: list, namespace: dict) -> list:
     """Leave out trailing positional arguments of operator calls that equal their
     defaults (``unreduce(dy, x, None, False)`` -> ``unreduce(dy, x)``)."""
 
-    class Drop(gast.NodeTransformer):
+    class Drop(trees.Transformer):
         def visit_Call(self, node):
             self.generic_visit(node)
             op = (
@@ -345,7 +346,7 @@ def fold_reduced_counts(
         dtype = dtypes.get(argument.id) if isinstance(argument, gast.Name) else None
         return None if dtype is None else np.dtype(dtype).kind in "fc"
 
-    class Fold(gast.NodeTransformer):
+    class Fold(trees.Transformer):
         def visit_Call(self, node):
             self.generic_visit(node)
             function = getattr(node.func, "id", None) and namespace.get(node.func.id)
@@ -425,13 +426,13 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict, dtypes: dict) ->
                 )
             return False
 
-        class Rename(gast.NodeTransformer):
+        class Rename(trees.Transformer):
             def visit_Name(self, node):
                 if node.id in aliases and isinstance(node.ctx, gast.Load):
                     return clone(source)
                 return node
 
-        class Substitute(gast.NodeTransformer):
+        class Substitute(trees.Transformer):
             def visit_BinOp(self, node):
                 self.generic_visit(node)
                 if not isinstance(node.op, _ARITHMETIC):
@@ -539,7 +540,7 @@ def drop_unit_factors(body: list, namespace: dict, activity) -> list:
                 return other
         return None
 
-    class Drop(gast.NodeTransformer):
+    class Drop(trees.Transformer):
         def visit_Assign(self, node):
             self.generic_visit(node)
             other = factor(node.value)
@@ -563,7 +564,7 @@ def _read_only_by_arithmetic(body: list) -> set:
     reads = load_counts(body)
     operands: dict = {}
     for statement in body:
-        for node in gast.walk(statement):
+        for node in trees.walk(statement):
             children = ()
             if isinstance(node, gast.BinOp):
                 children = (node.left, node.right)

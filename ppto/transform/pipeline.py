@@ -19,7 +19,7 @@ import gast
 
 from ppto.errors import GradError, TransformError
 from ppto.ops.shape import ones_like, zeros_like
-from ppto.transform import aliases, fence, ir
+from ppto.transform import aliases, fence, ir, trees
 from ppto.transform.analyze import (
     UNKNOWN_LAYOUT,
     analyze,
@@ -186,7 +186,7 @@ def free_globals(parsed: ParsedFunction) -> dict:
     assigned = set(parsed.parameters) | stores(parsed.tree)
     closure, module_globals = parsed.namespace.maps[0], parsed.namespace.maps[1]
     found = {}
-    for node in gast.walk(parsed.tree):
+    for node in trees.walk(parsed.tree):
         if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
             if node.id in assigned:
                 continue
@@ -212,7 +212,7 @@ def _own_names(parsed: ParsedFunction, captured: dict, program: Program) -> dict
     }
     if not renames:
         return captured
-    for node in gast.walk(parsed.tree):
+    for node in trees.walk(parsed.tree):
         if isinstance(node, gast.Name) and node.id in renames:
             node.id = renames[node.id]  # (loads only: captured names are not bound)
     closure = parsed.namespace.maps[0]  # where names resolve (calls, attributes)
@@ -437,7 +437,7 @@ def split(
     backward = _cleanup(backward + [gast.Return(packed)], generator)
     defined = set(parsed.parameters)
     for statement in forward:
-        for node in gast.walk(statement):
+        for node in trees.walk(statement):
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
                 defined.add(node.id)
     saved_names = sorted(free_reads(backward) & defined)
@@ -454,7 +454,7 @@ def split(
         node.id
         for statement in forward
         if not isinstance(statement, (gast.If, gast.For, gast.While))
-        for node in gast.walk(statement)
+        for node in trees.walk(statement)
         if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store)
     }
     unbound = [n for n in saved_names if n not in always]

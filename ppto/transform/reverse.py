@@ -14,7 +14,7 @@ import gast
 import numpy as np
 
 from ppto.ops.primitive import require_rule
-from ppto.transform import ir, lists
+from ppto.transform import ir, lists, trees
 from ppto.transform.analyze import call_specialisation, operand_rank
 from ppto.transform.emit import comment
 from ppto.transform.inline import inline_rule, operand_expr
@@ -535,7 +535,7 @@ class Generator:
         helpers = {self.ref(unbroadcast, "unbroadcast"), self.ref(unreduce, "unreduce")}
         shapes = self.activity.shapes
         for node in (
-            gast.walk(t) for t in (tree if isinstance(tree, list) else [tree])
+            trees.walk(t) for t in (tree if isinstance(tree, list) else [tree])
         ):
             for call_ in node:
                 if (
@@ -1027,7 +1027,7 @@ def _shape_uses(statements, generator):
         generator.ref(unreduce, "unreduce"),
     }
     for statement in statements:
-        for node in gast.walk(statement):
+        for node in trees.walk(statement):
             if (
                 isinstance(node, gast.Call)
                 and isinstance(node.func, gast.Name)
@@ -1044,7 +1044,7 @@ def _shape_only(statements, generator) -> set:
         shape_loads[node.id] = shape_loads.get(node.id, 0) + 1
     all_loads: dict = {}
     for statement in statements:
-        for node in gast.walk(statement):
+        for node in trees.walk(statement):
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
                 all_loads[node.id] = all_loads.get(node.id, 0) + 1
     return {n for n, count in shape_loads.items() if all_loads.get(n) == count}

@@ -18,6 +18,7 @@ from typing import Any
 import gast
 
 from ppto.errors import TransformError
+from ppto.transform import trees
 from ppto.transform.syntax import parse
 
 
@@ -165,7 +166,7 @@ def _check_defined(tree: gast.FunctionDef, namespace: ChainMap, source) -> None:
     global, closure variable or builtin raises here, at its line (else the
     generated code raises NameError from its own line)."""
     bound = set()  # (constructs the fence refuses bind names too: it says so first)
-    for node in gast.walk(tree):
+    for node in trees.walk(tree):
         if isinstance(node, gast.Name) and not isinstance(node.ctx, gast.Load):
             bound.add(node.id)
         elif isinstance(node, (gast.FunctionDef, gast.ClassDef)):
@@ -179,9 +180,9 @@ def _check_defined(tree: gast.FunctionDef, namespace: ChainMap, source) -> None:
     skipped = [tree.returns, *arguments.defaults, *arguments.kw_defaults]
     skipped += [a.annotation for a in arguments.posonlyargs + arguments.args]
     skipped += [a.annotation for a in arguments.kwonlyargs]
-    skipped += [n.annotation for n in gast.walk(tree) if isinstance(n, gast.AnnAssign)]
-    ignored = {id(n) for root in skipped if root is not None for n in gast.walk(root)}
-    for node in gast.walk(tree):
+    skipped += [n.annotation for n in trees.walk(tree) if isinstance(n, gast.AnnAssign)]
+    ignored = {id(n) for root in skipped if root is not None for n in trees.walk(root)}
+    for node in trees.walk(tree):
         if (
             isinstance(node, gast.Name)
             and isinstance(node.ctx, gast.Load)
@@ -330,7 +331,7 @@ def _lambda_definition(fn: Callable, text: str, source: SourceMap) -> gast.Funct
     names = fn.__code__.co_varnames[: fn.__code__.co_argcount]
     found = []
     if module is not None:
-        for node in gast.walk(module):
+        for node in trees.walk(module):
             if isinstance(node, gast.Lambda):
                 if tuple(arg.id for arg in node.args.args) == names:
                     found.append(node)

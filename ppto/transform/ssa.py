@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gast
 
+from ppto.transform import trees
 from ppto.transform.names import Namer
 from ppto.transform.trees import clone
 
@@ -49,13 +50,13 @@ class Renamer:
 
     def reads(self, node):
         """Rename the loaded names of an expression to their current versions."""
-        for child in gast.walk(node):
+        for child in trees.walk(node):
             if isinstance(child, gast.Name) and isinstance(child.ctx, gast.Load):
                 child.id = self.env.get(child.id, child.id)
         return node
 
     def targets(self, target):
-        for child in gast.walk(target):
+        for child in trees.walk(target):
             if isinstance(child, gast.Name) and isinstance(child.ctx, gast.Store):
                 child.id = self.version(child.id)
         return target
@@ -202,7 +203,7 @@ def _is_subscript_of_name(target) -> bool:
 def _stored_names(body: list) -> set:
     found = set()
     for statement in body:
-        for child in gast.walk(statement):
+        for child in trees.walk(statement):
             if isinstance(child, gast.Name) and isinstance(child.ctx, gast.Store):
                 found.add(child.id)
             elif _is_subscript_of_name(child) and isinstance(child.ctx, gast.Store):
@@ -212,7 +213,7 @@ def _stored_names(body: list) -> set:
 
 def _loaded_names(node) -> set:
     found = set()
-    for child in gast.walk(node):
+    for child in trees.walk(node):
         if isinstance(child, gast.Name) and isinstance(child.ctx, gast.Load):
             found.add(child.id)
         elif isinstance(child, gast.AugAssign) and isinstance(child.target, gast.Name):
@@ -256,7 +257,7 @@ def _is_break_if(statement) -> bool:
 
 def _load(target):
     loaded = clone(target)
-    for child in gast.walk(loaded):
+    for child in trees.walk(loaded):
         if hasattr(child, "ctx"):
             child.ctx = gast.Load()
     return loaded

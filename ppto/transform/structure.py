@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gast
 
-from ppto.transform import aliases
+from ppto.transform import aliases, trees
 from ppto.transform.names import Namer
 from ppto.transform.trees import called, clone, paired, stores
 
@@ -49,7 +49,7 @@ def _exits(node, kind) -> bool:
     """Whether ``node`` holds a ``kind`` statement: a return anywhere, a continue
     outside nested loops (those belong to the inner loop)."""
     if kind is gast.Return:
-        return any(isinstance(child, gast.Return) for child in gast.walk(node))
+        return any(isinstance(child, gast.Return) for child in trees.walk(node))
     return _contains(node, kind)
 
 
@@ -62,7 +62,7 @@ def _assign(name: str, value, origin) -> gast.Assign:
     return gast.copy_location(assign, origin)
 
 
-class _LiftConditionals(gast.NodeTransformer):
+class _LiftConditionals(trees.Transformer):
     """Replaces each IfExp of one statement by a temporary, collecting the ifs."""
 
     def __init__(self, namer: Namer, origin) -> None:
@@ -237,7 +237,9 @@ def loops(
             continue
         tuples -= stores(statement)  # (a name bound inside: on the next turn)
         after = []
-        inner = [node for node in gast.walk(statement) if isinstance(node, gast.Return)]
+        inner = [
+            node for node in trees.walk(statement) if isinstance(node, gast.Return)
+        ]
         if inner:
             # (the loops below see breaks, and the single exit the return after)
             returned, value = namer.fresh("returned"), namer.fresh("returned_value")
@@ -300,7 +302,7 @@ def _returns_as_breaks(body: list, returned: str, value: str) -> list:
             ]
             return out  # (nothing after a return runs)
         out.append(statement)
-        if not any(isinstance(node, gast.Return) for node in gast.walk(statement)):
+        if not any(isinstance(node, gast.Return) for node in trees.walk(statement)):
             continue
         if isinstance(statement, gast.If):
             statement.body = _returns_as_breaks(statement.body, returned, value)
@@ -318,7 +320,7 @@ def _refuse_lists_read_and_changed(loop, source) -> None:
     then (appending alone is fine: the turns are recomputed, not the list)."""
     receivers = {
         id(node.func.value): node.func.value.id
-        for node in gast.walk(loop)
+        for node in trees.walk(loop)
         if isinstance(node, gast.Call)
         and isinstance(node.func, gast.Attribute)
         and isinstance(node.func.value, gast.Name)
@@ -326,13 +328,13 @@ def _refuse_lists_read_and_changed(loop, source) -> None:
     }
     fresh = {  # (a list made anew inside each turn is the turn's own)
         target.id
-        for node in gast.walk(loop)
+        for node in trees.walk(loop)
         if isinstance(node, gast.Assign)
         for target in node.targets
         if isinstance(target, gast.Name)
     }
     changed = set(receivers.values()) - fresh
-    for node in gast.walk(loop):
+    for node in trees.walk(loop):
         if (
             isinstance(node, gast.Name)
             and isinstance(node.ctx, gast.Load)
@@ -543,7 +545,7 @@ def _unpack_steps(statement, namer: Namer) -> list:
     elements = []
     for element in statement.targets[0].elts:
         if isinstance(element, (gast.Tuple, gast.List)):
-            names = [n.id for n in gast.walk(element) if isinstance(n, gast.Name)]
+            names = [n.id for n in trees.walk(element) if isinstance(n, gast.Name)]
             whole = namer.fresh("_".join(names) or "part")
             elements.append(gast.Name(whole, gast.Store(), None, None))
             inner = gast.Assign(

@@ -1,0 +1,82 @@
+"""ppto's fast tree walkers do what the standard library's do: ``trees.walk`` yields
+``ast.walk``'s nodes in its order, ``trees.Visitor`` visits ``ast.NodeVisitor``'s,
+and ``trees.Transformer`` makes ``ast.NodeTransformer``'s trees (removing nodes and
+putting lists in their place included), over the files the parser test reads."""
+
+import ast
+
+import gast
+import pytest
+
+from ppto.transform import trees
+from ppto.transform.syntax import parse
+from tests.test_syntax import FILES, SPECIAL_CASES, _equal
+
+
+def _texts():
+    for path in FILES[::3]:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        try:
+            ast.parse(text)
+        except SyntaxError:
+            continue
+        yield pytest.param(text, id=path.name)
+    yield pytest.param(SPECIAL_CASES, id="special cases")
+
+
+TEXTS = list(_texts())
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_walk_is_ast_walk(text):
+    for tree in (parse(text), ast.parse(text)):
+        assert list(map(id, trees.walk(tree))) == list(map(id, ast.walk(tree)))
+
+
+def _visit_order(base, tree) -> list:
+    seen = []
+
+    class Recorder(base):
+        def visit(self, node):
+            seen.append(id(node))
+            return base.visit(self, node)
+
+        def visit_Call(self, node):  # a method of its own: generic_visit after it
+            seen.append("call")
+            self.generic_visit(node)
+
+    Recorder().visit(tree)
+    return seen
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_visitor_visits_as_node_visitor(text):
+    tree = parse(text)
+    assert _visit_order(trees.Visitor, tree) == _visit_order(ast.NodeVisitor, tree)
+
+
+def _transformed(base, text):
+    class Rewrite(base):
+        def visit_Name(self, node):  # a replacement
+            if isinstance(node.ctx, gast.Load):
+                return gast.Constant(node.id, None)
+            return node
+
+        def visit_Pass(self, node):  # a removal
+            return None
+
+        def visit_Expr(self, node):  # a list in a statement's place
+            self.generic_visit(node)
+            return [node, gast.Pass()]
+
+        def visit_Constant(self, node):  # removed from a list, or a field deleted
+            return None if isinstance(node.value, int) else node
+
+    return Rewrite().visit(parse(text))
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_transformer_transforms_as_node_transformer(text):
+    assert _equal(
+        _transformed(trees.Transformer, text), _transformed(ast.NodeTransformer, text)
+    )
