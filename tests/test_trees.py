@@ -1,7 +1,8 @@
 """ppto's fast tree walkers do what the standard library's do: ``trees.walk`` yields
 ``ast.walk``'s nodes in its order, ``trees.Visitor`` visits ``ast.NodeVisitor``'s,
 and ``trees.Transformer`` makes ``ast.NodeTransformer``'s trees (removing nodes and
-putting lists in their place included), over the files the parser test reads."""
+putting lists in their place included), over the files the parser test reads; and
+``expression_text`` writes what ``gast.unparse`` writes."""
 
 import ast
 
@@ -9,6 +10,7 @@ import gast
 import pytest
 
 from ppto.transform import trees
+from ppto.transform.resolve import expression_text
 from ppto.transform.syntax import parse
 from tests.test_syntax import FILES, SPECIAL_CASES, _equal
 
@@ -80,3 +82,11 @@ def test_transformer_transforms_as_node_transformer(text):
     assert _equal(
         _transformed(trees.Transformer, text), _transformed(ast.NodeTransformer, text)
     )
+
+
+@pytest.mark.parametrize(
+    "text", ["np", "np.sum", "np.linalg.norm", "self.layer.forward", "f(x).g", "a[0].b"]
+)
+def test_expression_text_is_unparse(text):
+    node = gast.parse(text).body[0].value
+    assert expression_text(node) == gast.unparse(node).strip()

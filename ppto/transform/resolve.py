@@ -89,13 +89,27 @@ def static_value(node: gast.expr, namespace, local_names: set) -> tuple[bool, An
 
 def resolve_call(node: gast.Call, namespace, local_names: set) -> Callee:
     """Decide what ``node.func`` calls (see the module docstring)."""
-    text = gast.unparse(node.func).strip()
+    text = expression_text(node.func)
     found, value = static_value(node.func, namespace, local_names)
     if not found:
         if isinstance(node.func, gast.Attribute):
             return Callee("method", method=node.func.attr, text=text)
         return Callee("opaque", text=text)
     return classify(value, text)
+
+
+def expression_text(node) -> str:
+    """``gast.unparse(node).strip()``, written directly for a name or dotted name
+    (what nearly every call's function is: unparsing converts the tree first, and
+    the first use imports gast's unparser, both a first call's time)."""
+    parts = []
+    part = node
+    while type(part) is gast.Attribute:
+        parts.append(part.attr)
+        part = part.value
+    if type(part) is gast.Name:
+        return ".".join([part.id, *reversed(parts)])
+    return gast.unparse(node).strip()
 
 
 def classify(value: Any, text: str = "") -> Callee:
