@@ -51,6 +51,13 @@ def _impl_expression(impl):
     return parameters, to_gast(body[0].value)
 
 
+@cache
+def _impl_parameters(impl) -> tuple:
+    """The parameters of an operator's implementation after ``xp`` (read once: every
+    application of the operator asks, and ``inspect.signature`` is slow)."""
+    return tuple(inspect.signature(impl).parameters)[1:]
+
+
 def _is_docstring(statement) -> bool:
     return isinstance(statement, ast.Expr) and isinstance(
         getattr(statement, "value", None), ast.Constant
@@ -196,7 +203,7 @@ class Lowering(trees.Transformer):
                 f"{op.name}_impl to it, or give it an array namespace xp"
             )
         arguments = self.bind_arguments(node, op)
-        names = [p for p in list(inspect.signature(op.impl).parameters)[1:]]
+        names = _impl_parameters(op.impl)
         impl = op.impl
         into = getattr(op, "into", None)
         if (
@@ -221,7 +228,7 @@ class Lowering(trees.Transformer):
         )
 
     def bind_arguments(self, node, op: Primitive) -> dict:
-        names = list(inspect.signature(op.impl).parameters)[1:]
+        names = _impl_parameters(op.impl)
         bound = {p: a for p, a in bound_arguments(node, names) if p is not None}
         for name in names:
             if name not in bound:
