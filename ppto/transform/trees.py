@@ -35,10 +35,13 @@ def walk(node):
     """``ast.walk(node)``: every node of the tree, breadth first, ``node`` first (a
     node's children are read when it is reached, before it is yielded)."""
     todo = [node]
-    push, AST = todo.append, ast.AST
+    push, AST, known_fields = todo.append, ast.AST, _FIELDS
     for node in todo:  # (a list iterator also reaches what is pushed meanwhile)
         attributes = node.__dict__
-        for field in _all_fields(type(node)):
+        fields = known_fields.get(type(node))
+        if fields is None:
+            fields = _all_fields(type(node))
+        for field in fields:
             value = attributes.get(field, _MISSING)
             if value is _MISSING:
                 value = getattr(node, field, None)  # (a class default: None)
@@ -57,14 +60,18 @@ class Visitor(ast.NodeVisitor):
     """``ast.NodeVisitor`` with a faster ``visit`` and ``generic_visit``."""
 
     def visit(self, node):
-        method = getattr(self, _visit_name(type(node)), None)
+        name = _VISIT_NAMES.get(type(node))
+        if name is None:
+            name = _visit_name(type(node))
+        method = getattr(self, name, None)
         if method is None:
             return self.generic_visit(node)
         return method(node)
 
     def generic_visit(self, node):
         attributes, AST = node.__dict__, ast.AST
-        for field in _all_fields(type(node)):
+        fields = _FIELDS.get(type(node))
+        for field in fields if fields is not None else _all_fields(type(node)):
             value = attributes.get(field, _MISSING)
             if value is _MISSING:
                 value = getattr(node, field, None)
@@ -87,7 +94,8 @@ class Transformer(ast.NodeTransformer):
 
     def generic_visit(self, node):
         attributes, AST = node.__dict__, ast.AST
-        for field in _all_fields(type(node)):
+        fields = _FIELDS.get(type(node))
+        for field in fields if fields is not None else _all_fields(type(node)):
             old_value = attributes.get(field, _MISSING)
             if old_value is _MISSING:
                 old_value = getattr(node, field, None)
