@@ -165,8 +165,9 @@ def _check_defined(tree: gast.FunctionDef, namespace: ChainMap, source) -> None:
     """A name the function reads that is neither assigned in it nor a parameter,
     global, closure variable or builtin raises here, at its line (else the
     generated code raises NameError from its own line)."""
+    nodes = list(trees.walk(tree))  # (walked once: read three times below)
     bound = set()  # (constructs the fence refuses bind names too: it says so first)
-    for node in trees.walk(tree):
+    for node in nodes:
         if isinstance(node, gast.Name) and not isinstance(node.ctx, gast.Load):
             bound.add(node.id)
         elif isinstance(node, (gast.FunctionDef, gast.ClassDef)):
@@ -180,9 +181,9 @@ def _check_defined(tree: gast.FunctionDef, namespace: ChainMap, source) -> None:
     skipped = [tree.returns, *arguments.defaults, *arguments.kw_defaults]
     skipped += [a.annotation for a in arguments.posonlyargs + arguments.args]
     skipped += [a.annotation for a in arguments.kwonlyargs]
-    skipped += [n.annotation for n in trees.walk(tree) if isinstance(n, gast.AnnAssign)]
+    skipped += [n.annotation for n in nodes if isinstance(n, gast.AnnAssign)]
     ignored = {id(n) for root in skipped if root is not None for n in trees.walk(root)}
-    for node in trees.walk(tree):
+    for node in nodes:
         if (
             isinstance(node, gast.Name)
             and isinstance(node.ctx, gast.Load)
