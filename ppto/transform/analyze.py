@@ -518,11 +518,32 @@ SAME_RANK = {
 
 
 def literal(node):
-    """The value of a literal expression, else ``NOT_LITERAL``."""
+    """The value of a literal expression, else ``NOT_LITERAL``. (A constant and the
+    nodes that are never literals are decided here: ``gast.literal_eval`` converts
+    the whole expression to ``ast`` first, a call with all its arguments, and was
+    4% of a transformation's time.)"""
+    kind = type(node)
+    if kind is gast.Constant:
+        return node.value
+    if kind in _NEVER_LITERAL or (kind is gast.Call and not _empty_set(node)):
+        return NOT_LITERAL
     try:
         return gast.literal_eval(node)
     except Exception:
         return NOT_LITERAL
+
+
+# (ast.literal_eval's only call is ``set()``)
+_NEVER_LITERAL = frozenset({gast.Name, gast.Attribute, gast.Subscript})
+
+
+def _empty_set(call) -> bool:
+    return (
+        type(call.func) is gast.Name
+        and call.func.id == "set"
+        and not call.args
+        and not call.keywords
+    )
 
 
 NOT_LITERAL = object()
