@@ -643,6 +643,25 @@ def test_a_lambda_is_differentiated_with_an_identifier_for_its_name():
     assert "def lambda__grad(x):" in ppto.show_grad(SQUARE, x, file=io.StringIO())
 
 
+LOSSES = {
+    "squares": lambda a, b: np.sum((a - b) ** 2),
+    "products": lambda a, b: np.sum(a * b),
+}
+SCALED = dict(
+    cubes=lambda a: np.sum(a**3),
+)
+
+
+def test_a_lambda_written_as_an_item_of_a_dict_is_differentiated():
+    # a lambda on a line of its own inside a dict literal or a call: "cannot tell
+    # which lambda on line N" (the line parsed neither as it is nor cut at its end)
+    a, b = np.array([1.0, 2.0]), np.array([0.5, -1.0])
+    gradient = ppto.grad(LOSSES["squares"])(a, b).numpy()
+    np.testing.assert_allclose(gradient, 2.0 * (a - b))
+    np.testing.assert_allclose(ppto.grad(LOSSES["products"])(a, b).numpy(), b)
+    np.testing.assert_allclose(ppto.grad(SCALED["cubes"])(a).numpy(), 3.0 * a**2)
+
+
 def test_a_reloaded_module_is_read_afresh(tmp_path, monkeypatch):
     """After the file is edited and the module reloaded (Jupyter's autoreload), the
     new source is read: ppto read a cached copy of the old file."""

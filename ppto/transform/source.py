@@ -323,7 +323,12 @@ def _definition(fn: Callable, text: str, source: SourceMap) -> gast.FunctionDef:
 
 def _lambda_definition(fn: Callable, text: str, source: SourceMap) -> gast.FunctionDef:
     module = None
-    for candidate in (text, "(" + text.strip() + ")", text.strip().rstrip(",)")):
+    line = text.strip()
+    # the lambda's lines as written, as an expression, cut at the call or tuple it
+    # ends, or as an item of the dict or the argument of the call it is written in
+    # (``"relu": lambda x: ...,`` on a line of its own)
+    candidates = (text, f"({line})", line.rstrip(",)"), f"{{{line}}}", f"f({line})")
+    for candidate in candidates:
         try:
             module = parse(candidate)
             break
