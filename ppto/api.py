@@ -572,8 +572,10 @@ class Transformed:
             if code is not None
             else ""
         )
+        what = {"split": "vjp", "jvp": "jvp"}.get(self.mode, "gradient")
+        name = self.__name__.removesuffix("_grad")
         return ShapeError(
-            f"the generated code of {self.__name__}{defined} failed on arguments of "
+            f"the generated code of {name}'s {what}{defined} failed on arguments of "
             f"shapes {shapes}: {error} (at {statement}); check the arguments' shapes "
             "and indices"
         )

@@ -2529,7 +2529,7 @@ def test_shape_errors_in_generated_code_are_ppto_errors_naming_the_statement():
     with pytest.raises(ppto.ShapeError) as caught:
         grad(w, x)
     message = str(caught.value)
-    assert "rows_times_weights_grad (test_generated_code.py, line" in message
+    assert "rows_times_weights's gradient (test_generated_code.py, line" in message
     assert "shapes (3, 2), (2, 2, 2)" in message and "matmul" in message
     assert "@ w`" in message
     dw = grad(w, np.ones((2, 3)))  # then right shapes, and wrong again on the
@@ -2579,10 +2579,11 @@ def test_einsum_refuses_a_repeated_index_and_runs_on_tensors():
 
 
 def test_vjp_and_jvp_name_shape_errors_in_generated_code_too():
+    # (named the function's gradient, rows_times_weights_grad, for vjp and jvp too)
     w, x = np.ones((3, 2)), np.ones((2, 2, 2))
-    with pytest.raises(ppto.ShapeError, match="rows_times_weights_grad .*matmul"):
+    with pytest.raises(ppto.ShapeError, match="rows_times_weights's vjp .*matmul"):
         ppto.vjp(rows_times_weights, w, x)
-    with pytest.raises(ppto.ShapeError, match="rows_times_weights_grad .*matmul"):
+    with pytest.raises(ppto.ShapeError, match="rows_times_weights's jvp .*matmul"):
         ppto.jvp(rows_times_weights, (w, x), (w, x))
     with pytest.raises(ValueError, match="^an empty batch$") as caught:
         ppto.vjp(raises_its_own_error, np.ones((3, 2)), np.ones((0, 3)))
