@@ -367,6 +367,19 @@ def test_a_hessian_vector_product_comes_back_in_its_arguments_layout():
         np.testing.assert_allclose(pushed.numpy(), expected, rtol=1e-6)
 
 
+def assert_vjp_and_jvp_outputs_are_nhwc(function, image, eager):
+    """vjp's output and jvp's value and tangent of ``function`` at the nhwc
+    ``image`` are tagged nhwc, with the eager result's shape and values; returns
+    vjp's output."""
+    out, _ = ppto.vjp(function, image)
+    value, tangent = ppto.jvp(function, (image,), (np.ones(image.shape),))
+    for result in (out, value, tangent):
+        assert result.layout == "nhwc" and result.shape == eager.shape
+    np.testing.assert_allclose(out.numpy(), eager.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(value.numpy(), eager.numpy(), rtol=1e-12)
+    return out
+
+
 def test_vjp_and_jvp_outputs_keep_the_layout_operators_give_them():
     """As on tensors, where ppto.conv2d(image) is nhwc for an nhwc image and an
     elementwise operator keeps it: vjp's and jvp's outputs said no layout, and the
@@ -379,12 +392,7 @@ def test_vjp_and_jvp_outputs_keep_the_layout_operators_give_them():
     image = ppto.tensor(RNG.standard_normal((2, 5, 5, 2)), layout="nhwc")
     eager = block(image)
     assert eager.layout == "nhwc"
-    out, _ = ppto.vjp(block, image)
-    value, tangent = ppto.jvp(block, (image,), (np.ones(image.shape),))
-    for result in (out, value, tangent):
-        assert result.layout == "nhwc" and result.shape == eager.shape
-    np.testing.assert_allclose(out.numpy(), eager.numpy(), rtol=1e-12)
-    np.testing.assert_allclose(value.numpy(), eager.numpy(), rtol=1e-12)
+    assert_vjp_and_jvp_outputs_are_nhwc(block, image, eager)
     flat, _ = ppto.vjp(lambda image: ppto.reduce_sum(block(image), axis=(1, 2)), image)
     assert flat.layout is None  # (2-d: no image layout, as on tensors)
 
@@ -432,12 +440,7 @@ def test_vjp_and_jvp_outputs_through_a_helper_or_method_keep_the_layout():
     eager = block.forward(image)
     assert eager.layout == "nhwc"
     for function in (block.forward, through_a_helper):
-        out, _ = ppto.vjp(function, image)
-        value, tangent = ppto.jvp(function, (image,), (np.ones(image.shape),))
-        for result in (out, value, tangent):
-            assert result.layout == "nhwc" and result.shape == eager.shape
-        np.testing.assert_allclose(out.numpy(), eager.numpy(), rtol=1e-12)
-        np.testing.assert_allclose(value.numpy(), eager.numpy(), rtol=1e-12)
+        out = assert_vjp_and_jvp_outputs_are_nhwc(function, image, eager)
         pooled = ppto.max_pool2d(out, 2).numpy()  # (read as nhwc)
         np.testing.assert_allclose(pooled, ppto.max_pool2d(eager, 2).numpy())
 

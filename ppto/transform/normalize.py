@@ -120,12 +120,7 @@ def slice_expr(node) -> gast.expr:
 
 def _is_slice_call(node) -> bool:
     """Whether ``node`` is ``slice(...)`` as ``slice_expr`` writes a slice."""
-    return (
-        isinstance(node, gast.Call)
-        and isinstance(node.func, gast.Name)
-        and node.func.id == "slice"
-        and not node.keywords
-    )
+    return called(node, "slice") and not node.keywords
 
 
 class Normalizer:
@@ -1358,13 +1353,7 @@ def _literal(node) -> bool:
 
 
 def _empty_list_call(node) -> bool:
-    return (
-        isinstance(node, gast.Call)
-        and isinstance(node.func, gast.Name)
-        and node.func.id == "list"
-        and not node.args
-        and not node.keywords
-    )
+    return called(node, "list") and not node.args and not node.keywords
 
 
 def _separable(node) -> list | None:
