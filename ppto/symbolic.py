@@ -69,15 +69,24 @@ class Symbol(_Expression):
 
 
 class Operator(_Expression):
-    """An applied operator: ``.op`` (its definition), ``.args`` and ``.params``;
+    """An applied operator: ``.op`` (its definition), ``.inputs`` (its tensor
+    arguments) and ``.params`` (the others, by name); ``.args`` is both in the
+    operator's order, so ``op(*expr.args)`` and ``ppto.get_grad_rule(op)(*expr.args)``
+    see the same call (``reduce_sum(e, axis=1)`` has args ``(e, 1, False)``);
     ``.shape``, ``.ndim`` and ``.dtype`` where its symbols' shapes are known (so a
     gradient rule that looks at them can be applied to expressions)."""
 
-    def __init__(self, op: Any, args: tuple, params: dict) -> None:
+    def __init__(self, op: Any, inputs: tuple, params: dict) -> None:
         self.op = op
-        self.args = args
+        self.inputs = inputs
         self.params = params
         self._probe = None
+
+    @property
+    def args(self) -> tuple:
+        # The seed's symbolic differentiator calls grad_rule(*expr.args): with the
+        # tensor inputs alone, reduce_sum(e, axis=1)'s rule was built for axis=None.
+        return self.inputs + tuple(self.params[name] for name in self.op.param_names)
 
     @property
     def shape(self) -> tuple:
@@ -88,7 +97,7 @@ class Operator(_Expression):
         return _probe(self).dtype
 
     def __repr__(self) -> str:
-        parts = [repr(arg) for arg in self.args]
+        parts = [repr(arg) for arg in self.inputs]
         parts += [f"{key}={value!r}" for key, value in self.params.items()]
         return f"{self.op.name}({', '.join(parts)})"
 
@@ -127,7 +136,7 @@ def _probe(expr: Any) -> Any:
         return expected.stand_in(expr.shape, np.dtype(expr.dtype))
     if isinstance(expr, Operator):
         if expr._probe is None:
-            args = [_probe(arg) for arg in expr.args]
+            args = [_probe(arg) for arg in expr.inputs]
             params = {key: _probe(value) for key, value in expr.params.items()}
             expr._probe = _result(expr, args, params)
         return expr._probe
@@ -159,7 +168,7 @@ def _result(expr: Operator, args: list, params: dict):
         with np.errstate(all="ignore"):
             filled = [  # (what is given as a value stays as it is)
                 expected.filled(arg, fill) if isinstance(given, _Expression) else arg
-                for arg, given in zip(args, expr.args)
+                for arg, given in zip(args, expr.inputs)
             ]
             settings = {  # (a symbolic index array is a value too)
                 key: expected.filled(value, fill)
@@ -205,7 +214,7 @@ def evaluate(expr: Any, values: dict) -> Any:
             )
         return value
     if isinstance(expr, Operator):
-        args = [evaluate(arg, values) for arg in expr.args]
+        args = [evaluate(arg, values) for arg in expr.inputs]
         params = {key: evaluate(value, values) for key, value in expr.params.items()}
         return expr.op.apply(args, params)
     if isinstance(expr, (list, tuple)):

@@ -185,6 +185,22 @@ def test_symbolic_expressions_and_a_user_written_symbolic_differentiator():
         bool(expr)
 
 
+def test_the_seed_symbolic_differentiator_sees_an_operators_parameters():
+    """grad_rule(*expr.args) (the seed's differentiator) is given reduce_sum's axis:
+    with the tensor inputs alone its rule was that of a sum over every axis."""
+    A, B = ppto.symbol("A", (2, 3)), ppto.symbol("B", (3, 4))
+    expr = ppto.reduce_sum(ppto.dot(A, B), axis=1)
+    assert expr.args[1:] == (1, False) and expr.inputs == expr.args[:1]
+    assert expr.op(*expr.args).params == expr.params  # the same call again
+    backward = ppto.get_grad_rule(expr.op)(*expr.args)
+    d_product = backward(ppto.symbol("dY", (2,)))
+    rng = np.random.default_rng(0)
+    values = {"A": rng.normal(size=(2, 3)), "B": rng.normal(size=(3, 4))}
+    values["dY"] = np.array([1.0, -2.0])
+    got = ppto.evaluate(d_product, values).numpy()
+    np.testing.assert_allclose(got, np.broadcast_to(values["dY"][:, None], (2, 4)))
+
+
 def test_rule_and_implementation_sources_read_from_code_positions_are_exact():
     """ppto reads functions' source from their code objects' line positions (not by
     tokenizing the file); for every operator's implementation and rules this gives

@@ -341,7 +341,7 @@ def for_rule(rule):
         return CudaElementwise(rule.kernel_name, tree, len(names)) if tree else None
     op = template.op.name
     if op in ("reduce_sum", "reduce_mean") and _full_reduction(template):
-        tree = elementwise_tree(template.args[0], names)
+        tree = elementwise_tree(template.inputs[0], names)
         if tree is None:
             return None
         return CudaReduction(rule.kernel_name, tree, len(names), op == "reduce_mean")
@@ -360,7 +360,7 @@ def _matmul_epilogue(rule):
     if len(products) != 1 or products[0] is rule.template:
         return None
     product = products[0]
-    if not all(isinstance(a, Symbol) for a in product.args) or product.params:
+    if not all(isinstance(a, Symbol) for a in product.inputs) or product.params:
         return None
     names = ["<product>", *rule.parameters]
     tree = elementwise_tree(rule.template, names, {id(product): Node(leaf=0)})
@@ -369,7 +369,7 @@ def _matmul_epilogue(rule):
     read = sorted(set(tree.leaves()) - {0})
     renumber = {0: 0, **{old: new for new, old in enumerate(read, start=1)}}
     tree = renumbered(tree, renumber)
-    operands = [names.index(a.name) - 1 for a in product.args]
+    operands = [names.index(a.name) - 1 for a in product.inputs]
     rest = [old - 1 for old in read]
     return CudaMatmulEpilogue(rule.kernel_name, tree, operands, rest)
 
@@ -377,7 +377,7 @@ def _matmul_epilogue(rule):
 def walk(node):
     yield node
     if isinstance(node, Operator):
-        for argument in node.args:
+        for argument in node.inputs:
             yield from walk(argument)
 
 

@@ -114,7 +114,7 @@ class CudaStaged:
         if axis is not None and not isinstance(axis, int):
             raise Unsupported(f"a reduction along axes {axis!r}")
         op = REDUCTIONS[reduction.op.name]
-        tree = self.lower(reduction.args[0])
+        tree = self.lower(reduction.inputs[0])
         key = (op, tree.numpy([f"s{n}" for n in range(len(self.sources))]), axis)
         if key not in self.keys:
             name = f"{self.name}_{len(self.stages) + 1}"
@@ -184,7 +184,7 @@ def _outermost_reductions(template):
         if _is_reduction(template):
             yield template
             return
-        for argument in template.args:
+        for argument in template.inputs:
             yield from _outermost_reductions(argument)
 
 
@@ -196,7 +196,7 @@ def _expanded(template):
 
     if not isinstance(template, Operator):
         return template
-    arguments = [_expanded(argument) for argument in template.args]
+    arguments = [_expanded(argument) for argument in template.inputs]
     name = template.op.name
     if name in ("softmax", "log_softmax"):
         axis = template.params.get("axis", -1)

@@ -71,7 +71,7 @@ RULES: list[FusionRule] = []
 
 def _size(node) -> int:
     if isinstance(node, Operator):
-        return 1 + sum(_size(argument) for argument in node.args)
+        return 1 + sum(_size(argument) for argument in node.inputs)
     return 0
 
 
@@ -102,7 +102,8 @@ def elementwise_tree(template, parameters, substitute=None) -> Node | None:
     if name not in ELEMENTWISE and name not in TERNARY and name not in ALIASES:
         return None
     children = [
-        elementwise_tree(argument, parameters, substitute) for argument in template.args
+        elementwise_tree(argument, parameters, substitute)
+        for argument in template.inputs
     ]
     if any(child is None for child in children):
         return None

@@ -314,7 +314,7 @@ class _Match:
             return matched
         if decoded is None or decoded.op is not template.op:
             return False
-        if len(decoded.inputs) != len(template.args):
+        if len(decoded.inputs) != len(template.inputs):
             return False
         for name, value in template.params.items():
             code = decoded.params.get(name)
@@ -326,7 +326,7 @@ class _Match:
                     return False
             elif (literal(code) if hasattr(code, "_fields") else code) != value:
                 return False
-        return all(self.node(t, e) for t, e in zip(template.args, decoded.inputs))
+        return all(self.node(t, e) for t, e in zip(template.inputs, decoded.inputs))
 
     def complete(self) -> bool:
         """Absorbed temporaries must be read only inside the match."""
