@@ -297,6 +297,55 @@ def test_second_derivatives_through_list_operations():
     np.testing.assert_allclose(float(second), expected, rtol=1e-6)
 
 
+# --- third and fourth derivatives through loops ---
+
+
+def clipped_sines(x):
+    y = x
+    for _ in range(3):
+        y = np.maximum(y * x, 0.1 * y) + np.sin(y)
+    return y
+
+
+def times_exp_thrice(x):
+    y = x
+    for _ in range(3):
+        y = y * np.exp(x)
+    return y
+
+
+def times_exp_thrice_derivative(order):
+    """The ``order``-th derivative of x e^(3x), written out by hand."""
+    return lambda x: np.exp(3 * x) * (3**order * x + order * 3 ** (order - 1))
+
+
+def derivatives(function, order):
+    """``function`` differentiated ``order`` times over: grad(grad(...))."""
+    for _ in range(order):
+        function = ppto.grad(function)
+    return function
+
+
+def assert_derivative_of_the_lower_one(function, order, x, exact=None):
+    """The ``order``-th derivative against central differences of the one below
+    (and against ``exact``, where given)."""
+    value = float(derivatives(function, order)(x))
+    expected = differences_of(derivatives(function, order - 1), x)
+    np.testing.assert_allclose(value, expected, rtol=SECOND_ORDER_RTOL)
+    if exact is not None:
+        np.testing.assert_allclose(value, exact(x), rtol=1e-10)
+
+
+@pytest.mark.parametrize("x", [1.3, 0.7])
+def test_third_derivative_through_a_loop(x):
+    """Differentiating a gradient pops its loop's tapes in reverse: each tape's
+    adjoint needs an entry per pop, zeros for values read only for their shape
+    (these had no entries at all: ``pop from empty list`` in the third derivative)."""
+    assert_derivative_of_the_lower_one(clipped_sines, 3, x)
+    exact = times_exp_thrice_derivative(3)
+    assert_derivative_of_the_lower_one(times_exp_thrice, 3, x, exact)
+
+
 # --- Hessians ---
 
 

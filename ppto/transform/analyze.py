@@ -42,6 +42,7 @@ class Activity:
     # (statement, operator name): image operators given an image whose layout
     # cannot be told (see _check_layouts)
     unknown_layouts: list = field(default_factory=list)
+    own_lists: set = field(default_factory=set)  # lists the function makes (xs = [])
 
     @property
     def fresh(self) -> set:
@@ -69,6 +70,7 @@ def analyze(
         dtypes=dict(dtypes or {}),
     )
     _forward(body, activity)
+    activity.own_lists = {s.target for s in ir.walk(body) if isinstance(s, ir.ListNew)}
     _backward(body, activity)
     _check_taint(body, activity, source)
     _check_ranks(body, activity, source)  # (before a signature's ShapeError)
@@ -423,6 +425,15 @@ def _backward(body, activity: Activity) -> None:
         elif isinstance(statement, ir.ListAppend):
             if statement.target in activity.useful:
                 activity.useful |= ir.operand_names(statement.value)
+        elif isinstance(statement, ir.ListPop) and _given_list(statement, activity):
+            # Whoever made this list (a gradient's forward half, for the tapes its
+            # backward half pops, when that gradient is differentiated again)
+            # reverses its appends by popping the list's adjoint, one entry per
+            # append: the adjoint needs an entry for every pop made here, a zero
+            # where the popped value goes nowhere (read for its shape only). A
+            # zero adjoint of the whole list would be taken of the list emptied
+            # by these pops: no entries at all.
+            activity.useful.add(statement.source)
         elif set(ir.writes(statement)) & activity.useful:
             if isinstance(statement, ir.Apply):
                 if statement.op.differentiable and statement.target not in (
@@ -431,6 +442,15 @@ def _backward(body, activity: Activity) -> None:
                     activity.useful |= ir.operand_names(statement.inputs)
             else:
                 activity.useful |= ir.reads(statement)
+
+
+def _given_list(statement: ir.ListPop, activity: Activity) -> bool:
+    """Whether a pop takes from a differentiated list the function was given (an
+    argument, or one in a tuple it was given) rather than one it made."""
+    return (
+        statement.source in activity.varied
+        and statement.source not in activity.own_lists
+    )
 
 
 def _list_call_inputs(statement) -> list:
