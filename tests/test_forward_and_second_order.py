@@ -346,6 +346,16 @@ def test_third_derivative_through_a_loop(x):
     assert_derivative_of_the_lower_one(times_exp_thrice, 3, x, exact)
 
 
+@pytest.mark.parametrize("x", [1.3, 0.7])
+def test_fourth_derivative_through_a_loop(x):
+    """A tuple's adjoint is unpacked, not indexed: the third derivative's code takes
+    the adjoint of the saved values (a tuple of lists and arrays) apart, and as an
+    index of it (``dsaved[4]``) the fourth differentiated it as an array's."""
+    assert_derivative_of_the_lower_one(clipped_sines, 4, x)
+    exact = times_exp_thrice_derivative(4)
+    assert_derivative_of_the_lower_one(times_exp_thrice, 4, x, exact)
+
+
 # --- Hessians ---
 
 

@@ -366,15 +366,7 @@ class Generator:
         if isinstance(s, ir.Pack):
             if s.target not in initialized:
                 return []
-            code = []
-            for position, item in enumerate(s.items):
-                element = gast.Subscript(
-                    name(self.adjoint_name(s.target)),
-                    gast.Constant(position, None),
-                    gast.Load(),
-                )
-                code += self.accumulate(item, element, initialized)
-            return code
+            return self.adjoint_pack(s, initialized)
         if isinstance(s, ir.Unpack):
             if not any(t in initialized for t in s.targets):
                 return []
@@ -391,6 +383,32 @@ class Generator:
         if isinstance(s, (ir.ListAppend, ir.ListPop, ir.ListGet)):
             return self.adjoint_list(s, initialized)
         return []
+
+    def adjoint_pack(self, s: ir.Pack, initialized: set) -> list:
+        """A tuple's adjoint is unpacked into its items' (``dx, t1 = dpair``), not
+        indexed: differentiated again, an index of a tuple would be an array's
+        ``getitem``, whose adjoint is an array shaped like the tuple, and a tuple of
+        a list and a number (a gradient's saved values) has no such shape."""
+        if not s.items:
+            return []
+        holders, added = [], []  # (added: items whose holder is added afterwards)
+        for item in s.items:
+            if (
+                isinstance(item, str)
+                and self.activity.active(item)
+                and item not in initialized
+                and item not in self.lists
+            ):
+                initialized.add(item)
+                holders.append(self.adjoint_name(item))
+            else:
+                holders.append(self.namer.temporary())
+                added.append((item, holders[-1]))
+        targets = gast.Tuple([name(h, True) for h in holders], gast.Store())
+        code = [assign(targets, name(self.adjoint_name(s.target)))]
+        for item, holder in added:
+            code += self.accumulate(item, name(holder), initialized)
+        return code
 
     def adjoint_list(self, s, initialized: set) -> list:
         """A list's adjoint is a list: appends pop from it, pops append to it,
