@@ -1641,6 +1641,38 @@ def test_second_review_cases(function):
     assert_derivatives_match(function, x)
 
 
+def list_partly_popped(x):
+    xs = [x[0], x[1] * 2.0, np.sin(x[2])]
+    last = xs.pop()  # the two items left had no adjoint entries: pop from empty list
+    return last * x[3]
+
+
+def list_read_and_popped(x):
+    xs = [x[0], x[1] * 2.0, x[2]]
+    a = xs[0]
+    b = xs.pop()  # db went to x[2]'s entry, da added into it, then an empty list
+    return a * b * x[1]
+
+
+def list_appended_after_a_pop(x):
+    xs = [x[0], x[1] * x[1]]
+    b = xs.pop()
+    xs.append(np.ones(3) * x[2])  # its zero adjoint (shaped (3,)) went to x[0]
+    return b * x[3] + x[0]
+
+
+@pytest.mark.parametrize(
+    "function", [list_partly_popped, list_read_and_popped, list_appended_after_a_pop]
+)
+def test_a_list_keeps_an_adjoint_per_item(function):
+    """A list's adjoint holds one entry per item from where the reverse meets the
+    list (zeros for the items still in it): the reverse of each pop appends one and
+    that of each append pops one, so items never popped keep theirs. (It started
+    empty, as though every item had been popped.)"""
+    x = np.array([0.3, -1.2, 2.0, 0.5])
+    assert_derivatives_match(function, x)
+
+
 def test_a_closures_returned_arguments_are_its_own():
     # the analysis was cached per code object: _DOUBLE's answer served _SAME
     def write_through(x):

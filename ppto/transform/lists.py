@@ -94,7 +94,7 @@ def add_adjoints(left, right):
 # mode) needs to know what each argument is. Each is linear in its list and tensor
 # arguments (the "fixed" and "metadata" ones pass through, read for their type and
 # shape only), so its tangent is the same call on the tangents.
-zeros_like_list.returns_list = True
+zeros_like_list.linear_list = ("metadata",)  # (constant: its tangent is zeros too)
 add_lists.linear_list = ("list", "list")
 add_at.linear_list = ("list", "fixed", "value")
 repeat.linear_list = ("list", "fixed")

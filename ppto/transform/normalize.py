@@ -361,9 +361,8 @@ class Normalizer:
         if helper is not None:
             if getattr(helper[0], "makes_list", True):
                 self.lists.add(target)
-            if helper[1]:
-                self.list_call(node, target, *helper)
-                return True
+            self.list_call(node, target, *helper)
+            return True
         return False
 
     def joined_lists(self, node, target: str, left, right) -> bool:
@@ -499,8 +498,8 @@ class Normalizer:
 
     def list_helper(self, value):
         """``(function, kinds)`` when a call makes a list: ``list(...)`` or one of the
-        list helpers of generated gradients (see ppto/transform/lists.py); ``kinds``
-        is empty for one that is constant. None for other calls."""
+        list helpers of generated gradients (see ppto/transform/lists.py). None for
+        other calls."""
         if not isinstance(value, gast.Call) or value.keywords:
             return None
         function = resolve_call(value, self.parsed.namespace, self.local_names).function
@@ -508,8 +507,6 @@ class Normalizer:
             return function, ("value",)  # list(unstack(dY)): linear in its argument
         if getattr(function, "linear_list", None):
             return function, function.linear_list
-        if getattr(function, "returns_list", False):
-            return function, ()
         return None
 
     def tuple_valued(self, value) -> bool:

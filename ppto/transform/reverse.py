@@ -415,7 +415,12 @@ class Generator:
         indexing adds into one element."""
         if isinstance(s, ir.ListAppend):
             if s.target not in initialized:
-                return []
+                if not self.activity.active(s.target):
+                    return []
+                # an item appended after the list's last use: a zero adjoint, but
+                # popped all the same, so that the adjoint stays one per item
+                start = self.start_list_adjoint(s.target, initialized)
+                return start + [gast.Expr(_pop(self.adjoint_name(s.target)))]
             popped = _pop(self.adjoint_name(s.target))
             if isinstance(s.value, str) and self.activity.active(s.value):
                 return self.accumulate(s.value, popped, initialized)
@@ -425,9 +430,7 @@ class Generator:
         adjoint = self.adjoint_name(s.source)
         code = []
         if isinstance(s, ir.ListPop):
-            if s.source not in initialized:
-                code.append(assign(adjoint, gast.List([], gast.Load())))
-                initialized.add(s.source)
+            code = self.start_list_adjoint(s.source, initialized)
             value = (
                 name(self.adjoint_name(s.target))
                 if s.target in initialized
@@ -436,15 +439,20 @@ class Generator:
             return code + [_push(adjoint, value)]
         if s.target not in initialized:
             return []
-        if s.source not in initialized:
-            helper = self.ref(lists.zeros_like_list, "zeros_like_list")
-            code.append(assign(adjoint, call(helper, name(s.source))))
-            initialized.add(s.source)
+        code = self.start_list_adjoint(s.source, initialized)
         add_at = self.ref(lists.add_at, "add_at")
         element = name(self.adjoint_name(s.target))
         return code + [
             assign(adjoint, call(add_at, name(adjoint), clone(s.index), element))
         ]
+
+    def start_list_adjoint(self, primal: str, initialized: set) -> list:
+        """The statement starting a list's adjoint where its reverse first meets
+        the list (none if started already): see ``zero_adjoint``."""
+        if primal in initialized:
+            return []
+        initialized.add(primal)
+        return [assign(self.adjoint_name(primal), self.zero_adjoint(primal))]
 
     def adjoint_list_call(self, s: ir.ListCall, initialized: set) -> list:
         """The list helpers are linear: ``add_at(xs, i, v)`` passes its adjoint on to
@@ -488,15 +496,15 @@ class Generator:
         ]
         return parts[0] if len(parts) == 1 else gast.Tuple(parts, gast.Load())
 
-    def zero_adjoint(self, primal: str, body: list = ()):
-        """A zero adjoint: zeros shaped like the primal; for a list, one zero per
-        element where ``body`` reads elements, else an empty list (its entries then
-        arrive by the reverse of pops)."""
+    def zero_adjoint(self, primal: str):
+        """A zero adjoint: zeros shaped like the primal; for a list, a zero for each
+        item it holds where the reverse meets it (the function's end or a loop's),
+        as the reverse of each pop then appends an entry and that of each append
+        pops one: the adjoint stays one per item, and items never popped (``xs =
+        [a, b, c]; xs.pop()``) keep theirs, so appends find what they pop."""
         if primal in self.lists:
-            if _elements_read(primal, body):
-                return call(self.ref(lists.zeros_like_list, "zeros_like_list"),
-                            name(primal))  # fmt: skip
-            return gast.List([], gast.Load())
+            helper = self.ref(lists.zeros_like_list, "zeros_like_list")
+            return call(helper, name(primal))
         return call(self.zeros_ref(), name(primal))
 
     def zeros_ref(self) -> str:
@@ -661,7 +669,7 @@ class Generator:
         inside = _written_inside(s)
         for names, code in ((in_body - in_else, orelse), (in_else - in_body, body)):
             for primal in sorted(names - inside):
-                zero = self.zero_adjoint(primal, self.function_body)
+                zero = self.zero_adjoint(primal)
                 code.append(assign(self.adjoint_name(primal), zero))
         initialized |= (in_body | in_else) - inside
         if not body and not orelse:
@@ -684,9 +692,7 @@ class Generator:
         external = active_reads - body_local
         prelude = []
         for primal in sorted(external - initialized):
-            prelude.append(
-                assign(self.adjoint_name(primal), self.zero_adjoint(primal, s.body))
-            )
+            prelude.append(assign(self.adjoint_name(primal), self.zero_adjoint(primal)))
             initialized.add(primal)
         saved_carried = self.carried
         self.carried = saved_carried | carried
@@ -914,34 +920,6 @@ def _branch_paths(body: list, path: tuple, paths: dict, all_writes) -> None:
         else:
             for name_ in all_writes([statement]):  # saved values, nested loops too
                 paths.setdefault(name_, []).append(path)
-
-
-def _elements_read(primal: str, body) -> bool:
-    """Whether ``body`` reads elements of list ``primal`` (by index, in a call or an
-    operator), itself or through a copy of it (``for item in items`` reads
-    ``sequence = items`` by index): its adjoint then needs one entry per element."""
-    statements = list(ir.walk(body))
-    names, before = {primal}, 0
-    while len(names) != before:
-        before = len(names)
-        for s in statements:
-            if isinstance(s, ir.Copy) and s.source in names:
-                names.add(s.target)
-            elif isinstance(s, ir.ListCall) and set(s.inputs) & names:
-                names.update(s.targets)
-
-    def reads(operands) -> bool:
-        return bool(set().union(set(), *map(ir.operand_names, operands)) & names)
-
-    for s in statements:
-        if isinstance(s, ir.ListGet) and s.source in names:
-            return True
-        if isinstance(s, ir.CallFunction):  # passed to a function: it may read them
-            if reads(list(s.inputs) + list(s.keywords.values())):
-                return True
-        if isinstance(s, ir.Apply) and reads(s.inputs):  # np.stack(hs) of a list
-            return True
-    return False
 
 
 def _writes_outside(body: list, loop) -> set:
