@@ -7,6 +7,7 @@ import ppto
 from ppto.runtime.sim import SimBackend
 from tests.cuda_emulation import (  # noqa: F401 (fixtures for the CUDA kernel tests)
     compile_host,
+    emulated_cupy,
     kernels_from_trees,
     regions_on_the_host,
 )

@@ -4,11 +4,14 @@ nvcc (device code included, so it must be valid CUDA) into a library loaded here
 ``kernels_from_trees`` puts NumPy in CuPy's place and evaluates each generated kernel
 from its tree (its CUDA C is checked against the tree separately); and
 ``regions_on_the_host`` runs each CUDA region's own C, compiled as host code, one
-element after another."""
+element after another; ``emulated_cupy`` serves ``device='cuda'`` by ppto's CuPy
+backend over a CuPy emulated on NumPy, so that operators and whole programs take
+their CuPy code path here."""
 
 import ctypes
 import shutil
 import subprocess
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -160,3 +163,251 @@ def regions_on_the_host(kernels_from_trees, compile_host, monkeypatch):
 
 def _pointer(array):
     return ctypes.c_void_p(array.ctypes.data)
+
+
+# --- CuPy itself, emulated over NumPy ------------------------------------------------
+
+# What NumPy 2 has and CuPy 13.6 lacks (read from an installed cupy-cuda12x 13.6.0:
+# the public callables of numpy that cupy does not define): a generic operator or the
+# generated code calling one of these would fail on the first GPU run.
+CUPY_LACKS = set(
+    """acos acosh apply_over_axes asin asinh asmatrix astype atan atan2 atanh
+    bitwise_count bitwise_invert bitwise_left_shift bitwise_right_shift block bmat bool
+    busday_count busday_offset busdaycalendar bytes_ character clongdouble complex256
+    concat cumulative_prod cumulative_sum datetime64 datetime_as_string datetime_data
+    einsum_path errstate flexible float128 frompyfunc fromregex geomspace get_include
+    getbufsize geterr geterrcall histogram_bin_edges info insert is_busday isdtype isnat
+    long longdouble matrix matrix_transpose matvec memmap nanpercentile nanquantile
+    ndenumerate nditer nested_iters object_ permute_dims polyder polydiv polyint pow
+    put_along_axis recarray record setbufsize seterr seterrcall show_runtime spacing
+    str_ test timedelta64 trapezoid ulong unique_all unique_counts unique_inverse
+    unique_values unstack vecdot vecmat void""".split()
+)
+CUPY_LINALG_LACKS = set(
+    """cond cross diagonal eig eigvals matmul matrix_norm matrix_transpose multi_dot
+    outer svdvals tensordot test trace vecdot vector_norm""".split()
+)
+
+
+class EmulatedCupyArray(np.lib.mixins.NDArrayOperatorsMixin):
+    """A stand-in for ``cupy.ndarray`` holding a NumPy array, with the behaviours of
+    CuPy's arrays that host code can trip over: it is no ``np.ndarray``; NumPy
+    refuses to convert it implicitly (``np.asarray`` raises TypeError, as CuPy's
+    ``__array__`` does); NumPy functions called on it run CuPy's function of that
+    name, or raise TypeError where CuPy has none; reductions and scalar indexing
+    give 0-d arrays, not NumPy scalars; ``.get()`` copies it to the host."""
+
+    __module__ = "cupy"  # (as ppto recognizes CuPy's arrays)
+    __slots__ = ("_host",)
+    __hash__ = None
+
+    def __init__(self, host: np.ndarray) -> None:
+        self._host = host
+
+    device = property(lambda self: _EmulatedDevice(0))
+    shape = property(lambda self: self._host.shape)
+    dtype = property(lambda self: self._host.dtype)
+    ndim = property(lambda self: self._host.ndim)
+    size = property(lambda self: self._host.size)
+    T = property(lambda self: EmulatedCupyArray(self._host.T))
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(
+            "Implicit conversion to a NumPy array is not allowed. Please use "
+            "`.get()` to construct a NumPy array explicitly."
+        )
+
+    def get(self, stream=None, order="C", out=None, blocking=True):
+        return np.array(self._host, copy=True)
+
+    def __getattr__(self, name):  # methods and other attributes: NumPy's, wrapped
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = getattr(self._host, name)
+        if callable(value):
+            return lambda *args, **kwargs: _wrap(
+                value(*_unwrap(args), **_unwrap(kwargs))
+            )
+        return _wrap(value)
+
+    def __getitem__(self, key):
+        return _wrap(self._host[_unwrap(key)])
+
+    def __setitem__(self, key, value):
+        self._host[_unwrap(key)] = _unwrap(value)
+
+    def __len__(self):
+        return len(self._host)
+
+    def __iter__(self):
+        return (_wrap(row) for row in self._host)
+
+    def __float__(self):
+        return float(self._host)
+
+    def __int__(self):
+        return int(self._host)
+
+    def __bool__(self):
+        return bool(self._host)
+
+    def __repr__(self):
+        return f"emulated_cupy.{self._host!r}"
+
+    def __copy__(self):
+        return EmulatedCupyArray(self._host.copy())
+
+    def __deepcopy__(self, memo):
+        return EmulatedCupyArray(self._host.copy())
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if ufunc.__name__ in CUPY_LACKS:
+            return NotImplemented
+        out = kwargs.get("out")
+        result = getattr(ufunc, method)(*_unwrap(inputs), **_unwrap(kwargs))
+        if out is not None:  # written in place: the given arrays
+            return out[0] if len(out) == 1 else out
+        return _wrap(result)
+
+    def __array_function__(self, func, types, args, kwargs):
+        # as CuPy's: numpy.<name> runs cupy.<name>, and raises where there is none
+        if func.__name__ in CUPY_LACKS or func.__module__.startswith("numpy.lib"):
+            return NotImplemented
+        return _wrap(func(*_unwrap(args), **_unwrap(kwargs)))
+
+
+def _unwrap(value):
+    if isinstance(value, EmulatedCupyArray):
+        return value._host
+    if isinstance(value, tuple):
+        return tuple(_unwrap(v) for v in value)
+    if isinstance(value, list):
+        return [_unwrap(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _unwrap(v) for k, v in value.items()}
+    return value
+
+
+def _wrap(value):
+    if isinstance(value, (np.ndarray, np.generic)) and not isinstance(value, type):
+        return EmulatedCupyArray(np.asarray(value) if value.ndim == 0 else value)
+    if isinstance(value, tuple):
+        return tuple(_wrap(v) for v in value)
+    if isinstance(value, list):
+        return [_wrap(v) for v in value]
+    return value
+
+
+class _EmulatedDevice:
+    """``cupy.cuda.Device``: a context that makes device ``id`` current."""
+
+    def __init__(self, id=0):
+        self.id = int(id)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def synchronize(self):
+        pass
+
+
+class _EmulatedFunction:
+    """A NumPy function or ufunc (with its methods) taking and giving emulated
+    arrays, as CuPy's does."""
+
+    def __init__(self, function):
+        self.function = function
+        self.__name__ = getattr(function, "__name__", "function")
+
+    def __call__(self, *args, **kwargs):
+        return _wrap(self.function(*_unwrap(args), **_unwrap(kwargs)))
+
+    def __getattr__(self, name):  # ufunc.at, .reduce, ...
+        method = _EmulatedFunction(getattr(self.function, name))
+        method._path = f"{self.__name__}.{name}"
+        return method
+
+
+class _EmulatedNamespace:
+    """A module of CuPy's (``cupy``, ``cupy.linalg``, ...) over NumPy's, without the
+    names CuPy lacks."""
+
+    def __init__(self, numpy_module, lacks, **own):
+        self._numpy = numpy_module
+        self._lacks = lacks
+        self.__dict__.update(own)
+
+    def __getattr__(self, name):
+        if name in self._lacks or name.startswith("_"):
+            raise AttributeError(f"module 'cupy' has no attribute {name!r}")
+        value = getattr(self._numpy, name)
+        if isinstance(value, type) or not callable(value):
+            return value  # dtypes (cupy.float32 is numpy.float32), constants
+        return _EmulatedFunction(value)
+
+
+def emulated_cupy_module():
+    """A ``cupy`` module over NumPy (see ``EmulatedCupyArray``)."""
+
+    def asarray(a, dtype=None, order=None, *, blocking=False):
+        return EmulatedCupyArray(np.array(_unwrap(a), dtype=dtype, order=order))
+
+    def asnumpy(a, stream=None, order="C", out=None, *, blocking=True):
+        return np.array(_unwrap(a), order=order)
+
+    cuda = SimpleNamespace(
+        Device=_EmulatedDevice,
+        runtime=SimpleNamespace(getDeviceCount=lambda: 1),
+    )
+    return _EmulatedNamespace(
+        np,
+        CUPY_LACKS,
+        ndarray=EmulatedCupyArray,
+        asarray=asarray,
+        array=asarray,
+        asnumpy=asnumpy,
+        cuda=cuda,
+        linalg=_EmulatedNamespace(np.linalg, CUPY_LINALG_LACKS),
+        lib=SimpleNamespace(
+            stride_tricks=_EmulatedNamespace(np.lib.stride_tricks, set())
+        ),
+    )
+
+
+@pytest.fixture
+def emulated_cupy(regions_on_the_host, monkeypatch):
+    """``device='cuda'`` served by ppto's CuPy backend over ``emulated_cupy_module``
+    (one device), each fused kernel evaluated from its tree and each region run by
+    its own C as in ``regions_on_the_host``: every operator and generated program
+    for CUDA runs its CuPy code path here, meeting CuPy's arrays' behaviours (see
+    ``EmulatedCupyArray``). What it cannot check: CuPy's own numerics, and its
+    functions' keyword arguments beyond NumPy's."""
+    from ppto.runtime.backends import _BACKENDS
+
+    module = emulated_cupy_module()
+    monkeypatch.setattr(_BACKENDS["cuda"], "_cupy", module)
+    monkeypatch.setattr(cuda, "cupy_module", lambda: module)
+    for owner in (cuda.CudaElementwise, cuda.CudaReduction):
+        monkeypatch.setattr(owner, "kernel", _on_emulated_arrays(owner.kernel))
+    launch = CudaRegion.launch
+
+    def launch_on_emulated_arrays(self, arguments, operands):
+        return _wrap(launch(self, _unwrap(arguments), operands))
+
+    monkeypatch.setattr(CudaRegion, "launch", launch_on_emulated_arrays)
+    return regions_on_the_host
+
+
+def _on_emulated_arrays(kernel_of):
+    """``kernel_of`` (the tree-evaluating stand-in above) for emulated arrays."""
+
+    def kernel(self, arrays):
+        run = kernel_of(self, arrays)
+        if run is None:
+            return None
+        return lambda *operands, **options: _wrap(run(*_unwrap(operands), **options))
+
+    return kernel

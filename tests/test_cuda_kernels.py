@@ -630,3 +630,75 @@ def test_fused_gradients_on_the_gpu_equal_the_cpu_ones(function, shapes):
         np.testing.assert_allclose(
             gpu_gradient.numpy(), cpu_gradient.numpy(), rtol=1e-10, atol=1e-12
         )
+
+
+# --- whole programs on the CUDA device, CuPy emulated over NumPy --------------------
+
+
+def attention_scores(q, k):  # einsum
+    return np.sum(np.tanh(np.einsum("bqd,bkd->bqk", q, k)) ** 2)
+
+
+def reversed_running_sums(x, w):  # flip, cumsum
+    return np.sum(np.cumsum(np.flip(x, axis=1), axis=1) * w)
+
+
+def picked_log_probabilities(z, w):  # take_along_axis, logaddexp
+    labels = np.argmax(w, axis=1)[:, None]
+    picked = np.take_along_axis(z, labels, axis=1)
+    return np.sum(np.logaddexp(picked, 0.5 * np.sum(w * z, axis=1, keepdims=True)))
+
+
+def swapped_products(a, b):  # swapaxes, np.dot, vdot
+    product = np.dot(np.swapaxes(a, 0, 1), b)
+    return np.vdot(product, product) + np.sum(np.exp(-(a * a)))
+
+
+ON_EMULATED_CUPY = WORKLOADS + [
+    (attention_scores, [(2, 3, 4), (2, 5, 4)]),
+    (reversed_running_sums, [(3, 6), (3, 6)]),
+    (picked_log_probabilities, [(4, 5), (4, 5)]),
+    (swapped_products, [(4, 3), (4, 2)]),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize(
+    "function, shapes", ON_EMULATED_CUPY, ids=lambda w: str(w)[:24]
+)
+def test_gradients_on_emulated_cupy_match_finite_differences(
+    emulated_cupy, function, shapes, dtype
+):
+    rng = np.random.default_rng(8)
+    args = [np.asarray(rng.standard_normal(shape)) for shape in shapes]
+    on_device = [ppto.tensor(a.astype(dtype), device="cuda") for a in args]
+    assert all(type(t.data).__name__ == "EmulatedCupyArray" for t in on_device)
+    value, gradients = ppto.value_and_grad(function, wrt=tuple(range(len(args))))(
+        *on_device
+    )
+    if function in (chain, mlp, attention_scores, swapped_products):
+        assert emulated_cupy, "no fused CUDA kernel ran"
+    tolerance = 1e-6 if dtype == "float64" else 2e-2
+    assert value.device == "cuda:0" and value.dtype == dtype
+    np.testing.assert_allclose(
+        value.numpy(), function(*args), rtol=1e-5 if dtype == "float32" else 1e-12
+    )
+    for position, gradient in enumerate(gradients):
+        assert gradient.device == "cuda:0" and gradient.dtype == dtype
+        expected = central_differences(function, args, position)
+        np.testing.assert_allclose(
+            gradient.numpy(), expected, rtol=tolerance, atol=tolerance
+        )
+
+
+def test_emulated_cupy_arrays_refuse_what_cupys_refuse(emulated_cupy):
+    # what makes the test above meaningful: host-only code meeting a device array
+    # fails here as it would on a GPU
+    x = ppto.tensor(np.arange(6.0).reshape(2, 3), device="cuda")
+    with pytest.raises(TypeError, match="Implicit conversion"):
+        np.asarray(x.data)
+    with pytest.raises(TypeError):
+        np.matrix_transpose(x.data)  # NumPy 2 has it, CuPy 13 does not
+    assert type(np.sum(x.data)).__name__ == "EmulatedCupyArray"  # 0-d, no scalar
+    assert np.sum(x.data).shape == ()
+    np.testing.assert_array_equal(x.numpy(), np.arange(6.0).reshape(2, 3))

@@ -75,3 +75,15 @@ def test_stop_gradient_blocks_the_gradient_but_not_the_value():
     np.testing.assert_allclose(np.asarray(out), [3.0, 8.0, 15.0])
     (grad,) = pullback(ppto.ones_like(out))
     np.testing.assert_allclose(np.asarray(grad), [2.0, 2.0, 2.0])
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
+def test_every_operator_runs_its_cupy_code_path_on_emulated_cupy(emulated_cupy, row):
+    # device 'cuda' served by the CuPy backend over tests/cuda_emulation.py's
+    # emulated CuPy: each operator's CuPy route (and its rules') without a GPU
+    args = row.inputs(np.random.default_rng(1234), "float64", "cuda")
+    tensors = [a for a in args if isinstance(a, ppto.Tensor)]
+    assert all(type(t.data).__name__ == "EmulatedCupyArray" for t in tensors)
+    report = ppto.check_grad(row.function(), *args, wrt=row.wrt)
+    assert report.ok, f"{row.id}\n{report}"
+    test_result_stays_on_device_and_matches_cpu(row, "cuda")
