@@ -193,9 +193,11 @@ class EmulatedCupyArray(np.lib.mixins.NDArrayOperatorsMixin):
     """A stand-in for ``cupy.ndarray`` holding a NumPy array, with the behaviours of
     CuPy's arrays that host code can trip over: it is no ``np.ndarray``; NumPy
     refuses to convert it implicitly (``np.asarray`` raises TypeError, as CuPy's
-    ``__array__`` does); NumPy functions called on it run CuPy's function of that
-    name, or raise TypeError where CuPy has none; reductions and scalar indexing
-    give 0-d arrays, not NumPy scalars; ``.get()`` copies it to the host."""
+    ``__array__`` does); of writes to a repeated integer index the first lands
+    (CuPy leaves it undefined, NumPy keeps the last); NumPy functions called on
+    it run CuPy's function of that name, or raise TypeError where CuPy has none;
+    reductions and scalar indexing give 0-d arrays, not NumPy scalars; ``.get()``
+    copies it to the host."""
 
     __module__ = "cupy"  # (as ppto recognizes CuPy's arrays)
     __slots__ = ("_host",)
@@ -234,7 +236,15 @@ class EmulatedCupyArray(np.lib.mixins.NDArrayOperatorsMixin):
         return _wrap(self._host[_unwrap(key)])
 
     def __setitem__(self, key, value):
-        self._host[_unwrap(key)] = _unwrap(value)
+        key, value = _unwrap(key), _unwrap(value)
+        if _has_integer_array(key):
+            # CuPy leaves which of the writes to a repeated index lands undefined
+            # (NumPy: the last); here the first does, one of CuPy's outcomes
+            positions = np.arange(self._host.size).reshape(self._host.shape)[key]
+            values = np.broadcast_to(value, positions.shape)
+            np.put(self._host, positions.ravel()[::-1], values.ravel()[::-1])
+        else:
+            self._host[key] = value
 
     def __len__(self):
         return len(self._host)
@@ -274,6 +284,14 @@ class EmulatedCupyArray(np.lib.mixins.NDArrayOperatorsMixin):
         if func.__name__ in CUPY_LACKS or func.__module__.startswith("numpy.lib"):
             return NotImplemented
         return _wrap(func(*_unwrap(args), **_unwrap(kwargs)))
+
+
+def _has_integer_array(key) -> bool:
+    parts = key if isinstance(key, tuple) else (key,)
+    return any(
+        isinstance(part, list) or (isinstance(part, np.ndarray) and part.dtype != bool)
+        for part in parts
+    )
 
 
 def _unwrap(value):

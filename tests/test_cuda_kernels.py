@@ -702,3 +702,26 @@ def test_emulated_cupy_arrays_refuse_what_cupys_refuse(emulated_cupy):
     assert type(np.sum(x.data)).__name__ == "EmulatedCupyArray"  # 0-d, no scalar
     assert np.sum(x.data).shape == ()
     np.testing.assert_array_equal(x.numpy(), np.arange(6.0).reshape(2, 3))
+
+
+def overwritten(x, v):  # x[[0, 2, 0]] = ...: NumPy keeps the last write to x[0]
+    y = np.copy(x)
+    y[np.array([0, 2, 0])] = v * 3.0
+    return np.sum(np.sin(y) * x)
+
+
+def test_a_write_to_a_repeated_index_keeps_the_last_on_cupy(emulated_cupy):
+    # CuPy leaves which of several writes to one element lands undefined (its
+    # documentation, "Duplicate values in indices"); the emulation lets the first
+    # land, where NumPy, and so ppto, keeps the last
+    rng = np.random.default_rng(4)
+    args = [rng.standard_normal(4), rng.standard_normal(3)]
+    on_device = [ppto.tensor(a, device="cuda") for a in args]
+    value, gradients = ppto.value_and_grad(overwritten, wrt=(0, 1))(*on_device)
+    np.testing.assert_allclose(value.numpy(), overwritten(*args), rtol=1e-12)
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(overwritten, args, position)
+        np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6, atol=1e-6)
+    x = ppto.tensor(np.zeros(3), device="cuda")
+    written = ppto.setitem(x, ppto.tensor([1.0, 2.0, 3.0], device="cuda"), [1, 1, 1])
+    np.testing.assert_array_equal(written.numpy(), [0.0, 3.0, 0.0])

@@ -101,7 +101,17 @@ def _(x, values, index):
 def setitem(xp, x, values, index):
     """A copy of x with x[index] = values (the functional form of a subscript write)."""
     out = x.copy()
-    out[raw_index(xp, index)] = values
+    index = raw_index(xp, index)
+    if xp is np or not may_repeat(index):
+        out[index] = values
+        return out
+    # CuPy leaves which of the writes to a repeated integer index lands undefined
+    # (its "Duplicate values in indices"); NumPy, and so ppto, keeps the last:
+    # write each element's last value only, by flat position
+    positions = xp.arange(out.size).reshape(out.shape)[index]
+    kept = last_of_each(xp, positions, out.size)
+    values = xp.broadcast_to(xp.asarray(values), positions.shape)  # (CuPy's takes
+    out.reshape(-1)[positions[kept]] = values[kept]  # arrays only, not 0 or 0.5)
     return out
 
 
@@ -126,11 +136,20 @@ def last_written(x, index):
     owner = backend_of_array(x)
     xp = owner[0].xp if owner is not None else np
     index = raw_index(xp, index)
-    slots = xp.full(tuple(x.shape), -1, dtype=xp.int64)
-    selected = slots[index]
-    order = xp.arange(selected.size).reshape(selected.shape)
-    slots[index] = order
-    return slots[index] == order
+    size = int(np.prod(x.shape))
+    positions = xp.arange(size).reshape(tuple(x.shape))[index]
+    return last_of_each(xp, positions, size)
+
+
+def last_of_each(xp, positions, size):
+    """Which entries of ``positions`` (flat positions in an array of ``size``
+    elements) are the last, in C order, to name their position: NumPy's winner of
+    a write to a repeated index. By ``maximum.at``, deterministic on CuPy too
+    (whose scatter takes uint64, not int64)."""
+    order = xp.arange(1, positions.size + 1, dtype=xp.uint64).reshape(positions.shape)
+    last = xp.zeros(size, dtype=xp.uint64)
+    xp.maximum.at(last, positions, order)
+    return last[positions] == order
 
 
 @primitive(
