@@ -1056,12 +1056,11 @@ def _cotangent_on(cotangent, device: Device, why: str = "pullback"):
     if isinstance(cotangent, (bool, int, float, np.generic)):
         scalar = np.asarray(cotangent)
         return Tensor(backend_for(device).from_host(scalar, device.index), device)
-    raws, _ = gather_inputs(why, [np.asarray(cotangent)])
-    return (
-        Tensor(raws[0], device)
-        if device == CPU
-        else Tensor(move(raws[0], CPU, device, why, True), device)
-    )
+    # an array of any backend (a CuPy array refuses np.asarray), or nested lists
+    raws, source = gather_inputs(why, [cotangent])
+    if source == device:
+        return Tensor(raws[0], device)
+    return Tensor(move(raws[0], source, device, why, True), device)
 
 
 def jvp(f: Callable, primals: Sequence, tangents: Sequence):

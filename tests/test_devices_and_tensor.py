@@ -371,3 +371,23 @@ def test_numpy_spelled_reductions_take_only_the_axis_by_position():
             call()
     np.testing.assert_allclose(t.var(0, ddof=1).numpy(), np.var(t.numpy(), 0, ddof=1))
     assert ppto.reduce_sum(t, 1, True).shape == (2, 1)  # ppto's own order stands
+
+
+def test_raw_cupy_arrays_pass_as_cotangents_and_tangents(emulated_cupy):
+    # a CuPy array given to a pullback (or as a tangent) went through np.asarray,
+    # which CuPy refuses (TypeError: implicit conversion); the emulated CuPy
+    # refuses it as CuPy does
+    from ppto.runtime.backends import backend_for
+
+    cupy = backend_for(ppto.Device("cuda")).xp
+    x = np.linspace(-1.0, 1.0, 5)
+    on_gpu = cupy.asarray(x)
+    out, pullback = ppto.vjp(np.tanh, on_gpu)
+    (gradient,) = pullback(cupy.asarray(np.full(5, 2.0)))
+    assert gradient.device == "cuda:0"
+    np.testing.assert_allclose(gradient.numpy(), 2.0 / np.cosh(x) ** 2, rtol=1e-12)
+    (gradient,) = pullback(np.full(5, 2.0))  # a host array still comes across
+    np.testing.assert_allclose(gradient.numpy(), 2.0 / np.cosh(x) ** 2, rtol=1e-12)
+    _, tangent = ppto.jvp(np.tanh, (on_gpu,), (cupy.asarray(np.ones(5)),))
+    assert tangent.device == "cuda:0"
+    np.testing.assert_allclose(tangent.numpy(), 1.0 / np.cosh(x) ** 2, rtol=1e-12)
