@@ -1182,8 +1182,9 @@ def hessian(f: Callable, wrt: int | str = 0) -> Callable:
         position = call_.names.index(name_)
         given = call_.values[position]
         dtype = getattr(given, "dtype", np.float64)
-        point = np.asarray(given, dtype=float)
         device = _device_of(given)
+        # the point's values on the host (a CuPy array refuses np.asarray)
+        point = _as_tensor(given, device).numpy().astype(float)
         columns = []
         for index in range(point.size):
             basis = np.zeros(point.size)

@@ -428,6 +428,18 @@ def test_hessian_keeps_the_arguments_dtype_and_refuses_several_arguments():
         ppto.hessian(cubed_times, wrt=(0, 1))
 
 
+def test_the_hessian_at_a_cupy_array(emulated_cupy):
+    # the point was read by np.asarray, which a CuPy array refuses (the emulated
+    # CuPy refuses it as CuPy does)
+    from ppto.runtime.backends import backend_for
+
+    cupy = backend_for(ppto.Device("cuda")).xp
+    x, y = np.array([1.0, 2.0]), np.array([0.5, -1.0])
+    hessian = ppto.hessian(cubed_times)(cupy.asarray(x), y)
+    assert hessian.device == "cuda:0"
+    np.testing.assert_allclose(hessian.numpy(), np.diag(6.0 * x * y), rtol=1e-12)
+
+
 def powers_of_two(x):
     return 2.0**x * x
 
