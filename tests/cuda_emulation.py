@@ -11,6 +11,7 @@ their CuPy code path here."""
 import ctypes
 import shutil
 import subprocess
+import weakref
 from types import SimpleNamespace
 
 import numpy as np
@@ -403,10 +404,15 @@ def emulated_cupy(regions_on_the_host, monkeypatch):
     for CUDA runs its CuPy code path here, meeting CuPy's arrays' behaviours (see
     ``EmulatedCupyArray``). What it cannot check: CuPy's own numerics, and its
     functions' keyword arguments beyond NumPy's."""
+    from ppto import api
     from ppto.runtime.backends import _BACKENDS
 
     module = emulated_cupy_module()
     monkeypatch.setattr(_BACKENDS["cuda"], "_cupy", module)
+    # code lowered for 'cuda:0' binds the backend's xp and is shared by every grad
+    # of a function (api._SHARED): kept apart, so that on a machine with a GPU the
+    # real CuPy's tests and these never run each other's code
+    monkeypatch.setattr(api, "_SHARED", weakref.WeakKeyDictionary())
     monkeypatch.setattr(cuda, "cupy_module", lambda: module)
     for owner in (cuda.CudaElementwise, cuda.CudaReduction):
         monkeypatch.setattr(owner, "kernel", _on_emulated_arrays(owner.kernel))
