@@ -684,3 +684,63 @@ def test_a_loop_over_layers_calling_their_methods_is_unrolled():
     with pytest.raises(ppto.TransformError, match="cannot be called") as raised:
         ppto.grad(blocks.called)(x)
     assert "x = self.blocks[0](x)" in str(raised.value)
+
+
+class _Tower:
+    """Layers read by a negative index, a slice and dict keys."""
+
+    def __init__(self):
+        self.layers = [SCALE, _Dense(np.eye(3) * 0.5, np.ones(3))]
+        self.layers.append(_SoftSign(np.eye(3), np.zeros(3)))
+        self.blocks = {"enc": SCALE, "dec": _Dense(np.eye(3) * 0.5, np.ones(3))}
+        self.acts = {"squash": np.tanh}
+
+    def last(self, x):
+        return np.sum(self.layers[-1](x) ** 2) + np.sum(self.layers[-3](x))
+
+    def sliced(self, x):
+        h = self.layers[0](x)
+        for layer in self.layers[1:]:
+            h = layer(h) * 2.0
+        for layer in self.layers[::-2]:
+            h = layer(h)
+        return np.sum(h**2)
+
+    def keyed(self, x):
+        return np.sum(self.acts["squash"](self.blocks["dec"](x)) ** 2)
+
+    def items(self, x):
+        for name, block in self.blocks.items():
+            x = block(x) * (2.0 if name == "enc" else 0.5)
+        return np.sum(x**2)
+
+    def values(self, x):
+        for block in self.blocks.values():
+            x = block(x)
+        for name in self.blocks:
+            x = self.blocks[name](x) + x
+        return np.sum(x**2)
+
+
+def test_layers_read_by_a_negative_index_a_slice_or_a_dict_key(monkeypatch):
+    """``self.layers[-1](x)``, ``for layer in self.layers[1:]``,
+    ``self.blocks["enc"](x)`` and loops over a dict's items, values and keys
+    (refused before: "self.layers[-1] has no ppto operator", "layer has no ppto
+    operator", "this form of for loop"); a layer given again or added is seen."""
+    from tests.test_checkpoint import central_differences
+
+    tower = _Tower()
+    x = np.array([0.3, -0.6, 0.8])
+    methods = tower.last, tower.sliced, tower.keyed, tower.items, tower.values
+    for method in methods:
+        assert_derivatives_match(method, x)
+    gradients = [ppto.grad(method) for method in methods]
+    for gradient in gradients:
+        gradient(x)
+    tower.layers.append(_Dense(np.eye(3) * 0.3, np.ones(3), activation=np.sin))
+    monkeypatch.setitem(tower.blocks, "dec", _SoftSign(np.eye(3), np.ones(3)))
+    tower.blocks["extra"] = SCALE
+    monkeypatch.setitem(tower.acts, "squash", np.sin)
+    for method, gradient in zip(methods, gradients):
+        expected = central_differences(method, (x,), 0)
+        np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-6, atol=1e-9)

@@ -7,7 +7,10 @@ self.layers: x = layer(x)``, a ``Sequential``) is unrolled, one copy of its body
 layer reading ``self.layers[0]``, ``self.layers[1]``..., whose calls are then
 resolved as any; so is one over ``enumerate`` of such a list, its indices
 (``range(len(self.layers))``) or ``zip`` of lists (``for layer, norm in
-zip(self.layers, self.norms)``). An ``if`` on whether an attribute is None (``if
+zip(self.layers, self.norms)``), a slice of one (``self.layers[1:]``, each turn
+reading the sliced list's item) and a dict of layers (``for name, block in
+self.blocks.items()``, ``.values()``, its keys: each turn reading
+``self.blocks["enc"]``). An ``if`` on whether an attribute is None (``if
 self.downsample is not None:``) takes its branch here: an optional layer. What
 they read is watched as the calls' objects are (``Program.reached``).
 """
@@ -49,10 +52,11 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
     each turn (``{"layer": self.layers[0]}``, ...), else None. The loop goes over
     a list or tuple read from outside the function or through ``self``, every
     item a function or an object of the user's code (``for layer in
-    self.layers``), or over ``enumerate`` of one or ``range(len(...))`` of one
-    (the count a constant) or ``zip`` of such lists (one of layers); and it is
-    plain: its names read only in it, no ``else``, ``break``, ``continue`` or
-    ``return``."""
+    self.layers``), a slice of one with constant bounds (``self.layers[1:]``), a
+    dict of them (``.items()``, ``.values()``, its keys), or over ``enumerate``
+    of a list or ``range(len(...))`` of one (the count a constant) or ``zip`` of
+    lists (one of layers); and it is plain: its names read only in it, no
+    ``else``, ``break``, ``continue`` or ``return``."""
     if not isinstance(statement, gast.For) or statement.orelse:
         return None
     sources = _loop_sources(statement, parsed, local)
@@ -62,7 +66,7 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
     inside = [node for part in statement.body for node in trees.walk(part)]
     if any(isinstance(node, jumps) for node in inside):
         return None
-    for name, _ in sources:
+    for name, _, _ in sources:
         if name is None:  # (a list only counted: range(len(self.layers)))
             continue
         if name in parsed.parameters:
@@ -73,54 +77,124 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
         if not _read_only_in_loops_binding(parsed.tree, name):
             return None  # (read after the loop, or bound elsewhere: its last value)
     reached: list = []
-    sequences = {}
-    for name, node in sources:
-        if node is None:  # (a count)
+    read = {}  # source -> (where it is read, its list or dict, the keys taken)
+    for index, (_, node, part) in enumerate(sources):
+        if node is None:
             continue
-        found, items = read_value(node, parsed, local, own, reached)
-        if not found or type(items) not in (list, tuple):
+        read[index] = _sequence(node, parsed, local, own, reached)
+        if read[index] is None:
             return None
-        sequences[name] = items
-    if not any(all(map(_is_layer, items)) for items in sequences.values()):
+        if part in ("key", "value") and type(read[index][1]) is not dict:
+            return None  # (.items() of an object of the user's code: its own)
+    if not any(
+        all(_is_layer(items[key]) for key in keys) for _, items, keys in read.values()
+    ):
         return None
-    count = min(len(items) for items in sequences.values())  # (none: no turn)
+    count = min(len(keys) for _, _, keys in read.values())  # (none: no turn)
     program.reached.extend(reached)
-    for items in sequences.values():
+    for _, items, _ in read.values():
         program.reached.append((items, None, tuple(items)))
+        if type(items) is dict:  # (the layer under each key: watched too)
+            program.reached.extend((items, key, items[key]) for key in items)
     return [
         {
-            name: gast.Constant(index, None)
-            if node is None
-            else gast.Subscript(clone(node), gast.Constant(index, None), gast.Load())
-            for name, node in sources
+            name: _turn_read(part, read.get(index), turn)
+            for index, (name, _, part) in enumerate(sources)
             if name is not None
         }
-        for index in range(count)
+        for turn in range(count)
     ]
 
 
+def _sequence(node, parsed: ParsedFunction, local: set, own, reached: list):
+    """``(the node the items are read through, the list, tuple or dict, the
+    indices or keys the loop takes in turn)`` for a loop over ``node``, else
+    None; a slice (``self.layers[1:]``) takes the indices of the sliced list, so
+    that each turn reads an item of a list the code can watch."""
+    if isinstance(node, gast.Subscript) and isinstance(node.slice, gast.Slice):
+        bounds = [node.slice.lower, node.slice.upper, node.slice.step]
+        values = [_constant_int(bound) for bound in bounds]
+        if any(v is None and b is not None for v, b in zip(values, bounds)):
+            return None
+        found = _sequence(node.value, parsed, local, own, reached)
+        if found is None or type(found[1]) is dict:
+            return None
+        base, items, keys = found
+        return base, items, keys[slice(*values)]
+    found, items = read_value(node, parsed, local, own, reached)
+    if not found or type(items) not in (list, tuple, dict):
+        return None
+    if type(items) is dict:
+        if not all(type(key) in (int, str) for key in items):
+            return None  # (a key written as a constant: other keys cannot be)
+        return node, items, list(items)
+    return node, items, list(range(len(items)))
+
+
+def _constant_int(node) -> int | None:
+    """The ``int`` ``node`` writes as a constant (``1``, ``-1``), else None."""
+    if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
+        value = _constant_int(node.operand)
+        return None if value is None else -value
+    if isinstance(node, gast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def _turn_read(part: str, read, turn: int):
+    """What a loop name reads in turn ``turn``: the count, a key of a dict, or
+    the item at that turn's index or key (``self.layers[1]``,
+    ``self.blocks["enc"]``)."""
+    if part == "count":
+        return gast.Constant(turn, None)
+    base, items, keys = read
+    if part == "key" or (part == "item" and type(items) is dict):
+        return gast.Constant(keys[turn], None)  # (a dict iterated gives its keys)
+    return gast.Subscript(clone(base), gast.Constant(keys[turn], None), gast.Load())
+
+
 def _loop_sources(statement: gast.For, parsed: ParsedFunction, local: set):
-    """``[(name, the sequence it takes its items from)]`` for the names a ``for``
-    loop binds: ``for layer in L``, ``for i, layer in enumerate(L)`` (``i``'s
-    sequence None: it counts), ``for i in range(len(L))`` (``L`` only counted:
-    its name None) or ``for layer, norm in zip(L, N)``; else None."""
+    """``[(name, the sequence it takes from, what it takes)]`` for the names a
+    ``for`` loop binds, what it takes being ``"item"``, ``"count"``, or a dict's
+    ``"key"`` or ``"value"``: ``for layer in L``, ``for i, layer in
+    enumerate(L)``, ``for i in range(len(L))`` (``L`` only counted: its name
+    None), ``for layer, norm in zip(L, N)``, ``for layer in D.values()`` or ``for
+    name, layer in D.items()``; else None."""
     target, iter_ = statement.target, statement.iter
     builtin = _builtin_called(iter_, parsed, local)
     if isinstance(target, gast.Name) and builtin is range and len(iter_.args) == 1:
         counted = iter_.args[0]
         if _builtin_called(counted, parsed, local) is len and len(counted.args) == 1:
-            return [(target.id, None), (None, counted.args[0])]
+            return [(target.id, None, "count"), (None, counted.args[0], "item")]
+    view = _dict_view(iter_)
     if isinstance(target, gast.Name):
-        return [(target.id, iter_)]
-    if not isinstance(target, gast.Tuple) or builtin not in (enumerate, zip):
+        if view in ("keys", "values"):
+            return [(target.id, iter_.func.value, view[:-1])]
+        return [(target.id, iter_, "item")]
+    if not isinstance(target, gast.Tuple):
         return None
     names = [getattr(element, "id", None) for element in target.elts]
     if None in names or len(set(names)) != len(names):
         return None
+    if view == "items" and len(names) == 2:
+        dictionary = iter_.func.value
+        return [(names[0], dictionary, "key"), (names[1], dictionary, "value")]
     if builtin is enumerate and len(iter_.args) == 1 and len(names) == 2:
-        return [(names[0], None), (names[1], iter_.args[0])]
+        return [(names[0], None, "count"), (names[1], iter_.args[0], "item")]
     if builtin is zip and len(iter_.args) == len(names):
-        return list(zip(names, iter_.args))
+        return [(name, node, "item") for name, node in zip(names, iter_.args)]
+    return None
+
+
+def _dict_view(node) -> str | None:
+    """``"items"``, ``"keys"`` or ``"values"`` where ``node`` calls that method
+    without arguments (on what: ``_sequence`` finds whether it is a dict)."""
+    if not isinstance(node, gast.Call) or node.args or node.keywords:
+        return None
+    function = node.func
+    if isinstance(function, gast.Attribute):
+        if function.attr in ("items", "keys", "values"):
+            return function.attr
     return None
 
 

@@ -35,7 +35,7 @@ import gast
 from ppto.runtime.tensor import Tensor
 from ppto.transform import trees
 from ppto.transform.layers import folded, unrolled
-from ppto.transform.objects import MISSING, constant_index, read_value, through_self
+from ppto.transform.objects import MISSING, constant_key, read_value, through_self
 from ppto.transform.resolve import classify, is_library, static_value
 from ppto.transform.source import ParsedFunction
 from ppto.transform.trees import clone, stores
@@ -285,14 +285,20 @@ def _through_super(func: gast.expr, parsed: ParsedFunction, local: set, own):
 
 
 def _held_name(func: gast.expr) -> str:
-    """A name for a function held in an object or list, after where it is held:
-    ``activation`` for ``self.activation``, ``layers_0`` for ``self.layers[0]`` (not
-    the function's own, ``tanh``: that is the name of ppto's operator)."""
+    """A name for a function held in an object, list or dict, after where it is
+    held: ``activation`` for ``self.activation``, ``layers_0`` for
+    ``self.layers[0]``, ``layers_last_1`` for ``self.layers[-1]``, ``acts_relu``
+    for ``self.acts["relu"]`` (not the function's own, ``tanh``: that is the name
+    of ppto's operator)."""
     if isinstance(func, gast.Attribute):
         return func.attr
     holder = func.value
     held = getattr(holder, "attr", None) or getattr(holder, "id", "function")
-    return f"{held}_{constant_index(func)}"
+    key = constant_key(func)
+    if type(key) is int and key < 0:
+        key = f"last_{-key}"
+    name = f"{held}_{key}"
+    return name if name.isidentifier() else f"{held}_item"
 
 
 def _method(method):

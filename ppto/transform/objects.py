@@ -1,6 +1,7 @@
 """Values read statically from the objects a function can see: a global or
 closure value, or the object a method's ``self`` is known to hold (see
-``ppto.transform.methods``), through attributes and constant indices.
+``ppto.transform.methods``), through attributes, constant indices of lists and
+tuples (``self.layers[-1]``) and constant keys of dicts (``self.blocks["enc"]``).
 """
 
 from __future__ import annotations
@@ -30,21 +31,35 @@ def read_value(node: gast.expr, parsed: ParsedFunction, local: set, own, reached
         if value is not MISSING:
             reached.append((holder, node.attr, value))
             return True, value
-    if isinstance(node, gast.Subscript) and constant_index(node) is not None:
+    if isinstance(node, gast.Subscript) and constant_key(node) is not None:
         found, holder = read_value(node.value, parsed, local, own, reached)
-        index = constant_index(node)
-        if found and type(holder) in (list, tuple) and index < len(holder):
-            reached.append((holder, index, holder[index]))
-            return True, holder[index]
+        key = constant_key(node)
+        if found and holds(holder, key):
+            reached.append((holder, key, holder[key]))
+            return True, holder[key]
     return False, None
 
 
-def constant_index(node: gast.Subscript) -> int | None:
-    """The index ``node`` reads where it is a constant ``int`` from 0."""
-    index = node.slice
-    if isinstance(index, gast.Constant) and type(index.value) is int:
-        return index.value if index.value >= 0 else None
+def constant_key(node: gast.Subscript) -> int | str | None:
+    """The index or key ``node`` reads where it is a constant ``int`` (from the
+    end where negative) or ``str``."""
+    key = node.slice
+    if isinstance(key, gast.Constant) and type(key.value) in (int, str):
+        return key.value
+    if isinstance(key, gast.UnaryOp) and isinstance(key.op, gast.USub):
+        # (-1 is parsed as the negation of 1)
+        if isinstance(key.operand, gast.Constant) and type(key.operand.value) is int:
+            return -key.operand.value
     return None
+
+
+def holds(holder, key) -> bool:
+    """Whether ``holder`` is a list or tuple with index ``key`` or a dict with
+    that key (what ``read_value`` follows: what other containers give when
+    indexed is their own code's)."""
+    if type(holder) in (list, tuple):
+        return type(key) is int and -len(holder) <= key < len(holder)
+    return type(holder) is dict and key in holder
 
 
 def through_self(node: gast.expr, own) -> bool:

@@ -36,6 +36,7 @@ from ppto.transform.methods import (
 )
 from ppto.transform.names import Namer, names_in
 from ppto.transform.normalize import Normalizer, varied_names
+from ppto.transform.objects import holds
 from ppto.transform.optimize import (
     coalesce_copies,
     drop_default_arguments,
@@ -157,11 +158,12 @@ _MISSING = object()
 
 def _still_holds(holder, key, value) -> bool:
     """Whether ``holder`` still holds ``value`` (see ``Program.reached``): under an
-    attribute, at an index, or (key None) as its items."""
+    attribute, at an index or key, or (key None) as its items (a dict's: its
+    keys)."""
     if key is None:
         return len(holder) == len(value) and all(map(operator.is_, holder, value))
-    if type(key) is int:
-        return key < len(holder) and holder[key] is value
+    if type(holder) in (list, tuple, dict):  # (an index or a key: objects.holds)
+        return holds(holder, key) and holder[key] is value
     return getattr(holder, key, _MISSING) is value
 
 
