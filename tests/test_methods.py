@@ -744,3 +744,51 @@ def test_layers_read_by_a_negative_index_a_slice_or_a_dict_key(monkeypatch):
     for method, gradient in zip(methods, gradients):
         expected = central_differences(method, (x,), 0)
         np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-6, atol=1e-9)
+
+
+class _Aliased:
+    """Calls a layer, an activation and a method through local names."""
+
+    def __init__(self):
+        self.layer = SCALE
+        self.act = np.tanh
+        self.layers = [_Dense(np.eye(3) * 0.5, np.ones(3)), SCALE]
+
+    def forward(self, x):
+        layer = self.layer
+        f = self.act
+        step = self.layers[-1].forward
+        layers = self.layers
+        h = f(layer(x)) * 2.0
+        for inner in layers:
+            h = inner(h) + step(h)
+        return np.sum(h**2)
+
+    def chosen(self, x):
+        layer = self.layers[0]
+        if np.sum(x) > 0.0:
+            layer = self.layer
+        return np.sum(layer(x))
+
+
+def test_a_layer_or_method_called_through_a_local_name(monkeypatch):
+    """``layer = self.layer; h = layer(x)``, ``f = self.act``, ``step =
+    self.layers[-1].forward``, a loop over a local name for the list (refused
+    before: "layer has no ppto operator"); another layer there is seen. A name
+    bound twice is refused at the call, saying what to write."""
+    from tests.test_checkpoint import central_differences
+
+    aliased = _Aliased()
+    x = np.array([0.3, -0.6, 0.8])
+    assert_derivatives_match(aliased.forward, x)
+    gradient = ppto.grad(aliased.forward)
+    gradient(x)
+    monkeypatch.setattr(aliased, "layer", _SoftSign(np.eye(3), np.ones(3)))
+    monkeypatch.setattr(aliased, "act", np.sin)
+    aliased.layers.append(SCALE)
+    expected = central_differences(aliased.forward, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-6)
+    with pytest.raises(ppto.TransformError, match="bound once") as raised:
+        ppto.grad(aliased.chosen)(x)
+    assert "return np.sum(layer(x))" in str(raised.value)
+    assert "call it where it is held (self.layers[0](...))" in str(raised.value)

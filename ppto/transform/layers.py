@@ -29,6 +29,88 @@ from ppto.transform.source import ParsedFunction
 from ppto.transform.trees import clone
 
 
+def inlined_aliases(body: list, parsed: ParsedFunction, local: set, own) -> list:
+    """``body`` with each local name given a layer once (``layer = self.layer``,
+    ``f = self.act``, ``step = self.layer.forward``, ``layers = self.layers``)
+    replaced by what it reads where it is read (``self.layer(x)``), so that its
+    calls are resolved as any. The name is bound by that statement alone, in
+    the function's own block, and read only after it; the function stores into
+    no attribute, nor into an item of what it does not make itself (reading
+    ``self.layer`` again gives what the name holds)."""
+    if any(_writes_an_object(node, local) for node in trees.walk(parsed.tree)):
+        return body
+    body, out = list(body), []
+    for position, statement in enumerate(body):
+        name = _alias_bound(statement, parsed, local, own)
+        if name is None or not _bound_once(parsed.tree, name):
+            out.append(statement)
+            continue
+        earlier = [*body[:position], statement.value]
+        if any(_reads(part, name) for part in earlier):
+            out.append(statement)
+            continue
+        reads = {name: statement.value}
+        later = body[position + 1 :]
+        body[position + 1 :] = [_replaced(part, reads) for part in later]
+    return out
+
+
+def _writes_an_object(node, local: set) -> bool:
+    """Whether ``node`` stores into an attribute, or into an item of something
+    not a local name (``self.layers[0] = ...``; ``h[0] = ...`` writes an array
+    the function made)."""
+    if isinstance(node, gast.Attribute):
+        return not isinstance(node.ctx, gast.Load)
+    if not isinstance(node, gast.Subscript) or isinstance(node.ctx, gast.Load):
+        return False
+    base = node.value
+    return not (isinstance(base, gast.Name) and base.id in local)
+
+
+def bound_to_a_layer(statement, parsed: ParsedFunction, local: set, own):
+    """``(the name, what it reads)`` where ``statement`` gives a local name a
+    layer, function or method the code can see (``layer = self.layer``), else
+    None."""
+    name = _alias_bound(statement, parsed, local, own)
+    return None if name is None else (name, statement.value)
+
+
+def _alias_bound(statement, parsed: ParsedFunction, local: set, own) -> str | None:
+    """The name ``statement`` gives a layer, function or method the code can see
+    (``layer = self.layer``), or a list, tuple or dict of them, else None."""
+    if not isinstance(statement, gast.Assign) or len(statement.targets) != 1:
+        return None
+    target = statement.targets[0]
+    if not isinstance(target, gast.Name) or target.id in parsed.parameters:
+        return None
+    if not isinstance(statement.value, (gast.Name, gast.Attribute, gast.Subscript)):
+        return None
+    found, value = read_value(statement.value, parsed, local, own, [])
+    if found and type(value) is dict:
+        value = list(value.values())
+    if found and type(value) in (list, tuple):  # (layers = self.layers)
+        return target.id if all(map(_is_layer, value)) else None
+    return target.id if found and _is_layer(value) else None
+
+
+def _bound_once(tree, name: str) -> bool:
+    """Whether ``name`` is bound once in ``tree`` (no other assignment, loop,
+    parameter of a nested function, ``global`` or ``nonlocal`` of it)."""
+    bound = 0
+    for node in trees.walk(tree):
+        if isinstance(node, gast.Name) and node.id == name:
+            bound += not isinstance(node.ctx, gast.Load)
+        elif isinstance(node, (gast.Global, gast.Nonlocal)) and name in node.names:
+            return False
+    return bound == 1
+
+
+def _reads(tree, name: str) -> bool:
+    return any(
+        isinstance(node, gast.Name) and node.id == name for node in trees.walk(tree)
+    )
+
+
 def unrolled(body: list, parsed: ParsedFunction, local: set, own, program) -> list:
     """``body`` with each loop over layers unrolled (see the module docstring), in
     nested blocks too."""

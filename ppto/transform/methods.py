@@ -16,8 +16,9 @@ it is called on, as a function object of its own (generated code is kept per
 function object): two layers of one class get one derivative each.
 
 ``super().forward(x)`` in such a method is the call of the method the next class
-in the object's MRO gives. Loops over layers and tests of optional layers are
-settled first (``ppto.transform.layers``).
+in the object's MRO gives. Local names for layers (``layer = self.layer``), loops
+over layers and tests of optional layers are settled first
+(``ppto.transform.layers``).
 
 What this reads is watched (``Program.still_current``): the method found on the
 object (``Layer.forward = other`` afterwards makes the program stale), each object
@@ -34,7 +35,12 @@ import gast
 
 from ppto.runtime.tensor import Tensor
 from ppto.transform import trees
-from ppto.transform.layers import folded, unrolled
+from ppto.transform.layers import (
+    bound_to_a_layer,
+    folded,
+    inlined_aliases,
+    unrolled,
+)
 from ppto.transform.objects import MISSING, constant_key, read_value, through_self
 from ppto.transform.resolve import classify, is_library, static_value
 from ppto.transform.source import ParsedFunction
@@ -48,6 +54,8 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
     own = _own_object(parsed, program)
     closure = parsed.namespace.maps[0]  # where names resolve (see _own_names)
     labels = set()
+    parsed.tree.body = inlined_aliases(parsed.tree.body, parsed, local, own)
+    local = set(parsed.parameters) | stores(parsed.tree)
     if own is not None:
         _refuse_tensors_through_self(parsed, local, own)
     parsed.tree.body = unrolled(parsed.tree.body, parsed, local, own, program)
@@ -64,6 +72,7 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
             if not found:
                 _refuse_what_self_cannot_call(node.func, parsed, local, own)
                 _refuse_what_is_not_callable(node.func, parsed, local, own)
+                _refuse_a_name_not_followed(node.func, parsed, local, own)
                 continue
             receiver = gast.Name(own[0], gast.Load(), None, None)
             attribute, reached = node.func.attr, []
@@ -255,6 +264,29 @@ def _refuse_what_is_not_callable(func, parsed: ParsedFunction, local: set, own):
         f"{type(value).__name__}, which cannot be called",
         f"call one of its methods ({text}.forward(...)), or give its class a __call__",
     )
+
+
+def _refuse_a_name_not_followed(func, parsed: ParsedFunction, local: set, own):
+    """Refuse at its line the call of a local name given a layer or function
+    where ``inlined_aliases`` cannot replace it by what it reads (bound more than
+    once or in a branch: which one a call reaches is known only when it runs),
+    suggesting the call where it is held (it said "has no ppto operator")."""
+    if not isinstance(func, gast.Name) or func.id not in local:
+        return
+    for statement in trees.walk(parsed.tree):
+        bound = bound_to_a_layer(statement, parsed, local, own)
+        if bound is None or bound[0] != func.id:
+            continue
+        held = gast.unparse(bound[1]).strip()
+        raise parsed.source.error(
+            func,
+            f"ppto cannot differentiate the call {func.id}(): ppto follows a local "
+            f"name to the layer or function it holds ({held}) only where it is "
+            "bound once, in the function's own block, before it is read, and the "
+            "function assigns to no attribute or item of an object",
+            f"call it where it is held ({held}(...)), or bind {func.id} once at "
+            "the top of the function",
+        )
 
 
 def _through_super(func: gast.expr, parsed: ParsedFunction, local: set, own):
