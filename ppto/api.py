@@ -32,8 +32,8 @@ from ppto.transform.emit import failing_statement, render_function
 from ppto.transform.lower import _unwrap, fuses, lower
 from ppto.transform.pipeline import build
 from ppto.transform.resolve import is_library, numpy_alias
+from ppto.transform.source import forwarded_method, unwrapped
 from ppto.transform.source import signature as _signature
-from ppto.transform.source import unwrapped
 
 
 def _target_function(f: Callable) -> Callable:
@@ -52,10 +52,10 @@ def _target_function(f: Callable) -> Callable:
     if not callable(f):
         raise GradError(f"ppto.grad needs a function, got {type(f).__name__}")
     if _user_method(f):  # model.loss: the object is known (see _method_wrapper)
-        return _method_wrapper(f)
+        return _method_wrapper(_unforwarded(f))
     call = inspect.getattr_static(type(f), "__call__", None)
     if inspect.isfunction(call) and not is_library(call):  # ppto.grad(model)
-        return _method_wrapper(types.MethodType(call, f))
+        return _method_wrapper(_unforwarded(types.MethodType(call, f)))
     if inspect.ismethod(f):  # its generated code would take the object first
         owner = f.__self__
         if isinstance(owner, type):  # a classmethod
@@ -98,6 +98,21 @@ def _user_method(f) -> bool:
         and inspect.isfunction(f.__func__)
         and not is_library(f.__func__)
     )
+
+
+def _unforwarded(method):
+    """The bound method that ``method`` passes its call to, where it only does
+    that and takes ``*args`` (``def __call__(self, *args): return
+    self.forward(*args)``: a wrapper taking ``*args`` cannot be differentiated),
+    followed through such methods; else ``method``."""
+    seen = {method.__func__}
+    while True:
+        target = forwarded_method(method.__func__)
+        following = getattr(method.__self__, target, None) if target else None
+        if not _user_method(following) or following.__func__ in seen:
+            return method
+        method = following
+        seen.add(method.__func__)
 
 
 def _method_wrapper(method) -> Callable:

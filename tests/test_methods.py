@@ -792,3 +792,58 @@ def test_a_layer_or_method_called_through_a_local_name(monkeypatch):
         ppto.grad(aliased.chosen)(x)
     assert "return np.sum(layer(x))" in str(raised.value)
     assert "call it where it is held (self.layers[0](...))" in str(raised.value)
+
+
+class _Masked:
+    """A layer whose ``__call__`` passes ``*args, **kwargs`` on to ``forward``,
+    which takes an optional mask and a keyword."""
+
+    def __init__(self, W):
+        self.W = W
+
+    def __call__(self, *args, **kwargs):
+        """Runs forward."""
+        return self.forward(*args, **kwargs)
+
+    def forward(self, x, mask=None, *, scale=1.0):
+        h = np.tanh(x @ self.W) * scale
+        if mask is not None:
+            h = h * mask
+        return h
+
+
+class _MaskedModel:
+    def __init__(self):
+        W = np.array([[0.9, -0.4, 0.2], [0.3, 0.7, -0.5], [0.1, 0.2, 0.6]])
+        self.inner = _Masked(W)
+        self.mask = np.array([1.0, 0.0, 1.0])
+
+    def __call__(self, *args):
+        return self.loss(*args)
+
+    def loss(self, x):
+        h = self.inner(x) + self.inner(x, self.mask)
+        return np.sum(self.inner(h, mask=self.mask, scale=2.0) ** 2)
+
+
+def _sine_forward(self, x, mask=None, *, scale=1.0):
+    return np.sin(x @ self.W) * scale
+
+
+def test_a_call_passed_on_with_args_reaches_the_method_it_calls(monkeypatch):
+    """``def __call__(self, *args, **kwargs): return self.forward(*args,
+    **kwargs)`` called as ``self.inner(x, mask=m, scale=2.0)``, and
+    ``ppto.grad(model)`` of a model whose ``__call__`` does that (refused
+    before: "it takes *args or **kwargs parameters"); forward's defaults and
+    keywords are given or not. Another forward given to the class is seen."""
+    from tests.test_checkpoint import central_differences
+
+    model = _MaskedModel()
+    x = np.array([0.3, -0.6, 0.8])
+    assert_derivatives_match(model, x)
+    assert_derivatives_match(model.loss, x)
+    gradient = ppto.grad(model.loss)
+    gradient(x)
+    monkeypatch.setattr(_Masked, "forward", _sine_forward)
+    expected = central_differences(model.loss, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)

@@ -43,7 +43,7 @@ from ppto.transform.layers import (
 )
 from ppto.transform.objects import MISSING, constant_key, read_value, through_self
 from ppto.transform.resolve import classify, is_library, static_value
-from ppto.transform.source import ParsedFunction
+from ppto.transform.source import ParsedFunction, forwarded_method
 from ppto.transform.trees import clone, stores
 
 
@@ -52,8 +52,7 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
     returns the names the called functions are bound under (in its closure map)."""
     local = set(parsed.parameters) | stores(parsed.tree)
     own = _own_object(parsed, program)
-    closure = parsed.namespace.maps[0]  # where names resolve (see _own_names)
-    labels = set()
+    labels: set = set()
     parsed.tree.body = inlined_aliases(parsed.tree.body, parsed, local, own)
     local = set(parsed.parameters) | stores(parsed.tree)
     if own is not None:
@@ -63,40 +62,56 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
     for node in trees.walk(parsed.tree):
         if not isinstance(node, gast.Call):
             continue
-        holder = None  # (where the method is watched: its object, if None)
-        found, callee, receiver, attribute, reached = _callee(
-            node.func, parsed, local, own
-        )
+        forwarders: set = set()
+        while _resolved(node, parsed, local, own, program, labels, forwarders):
+            pass  # (a call of a forwarding method is resolved again as what it calls)
+    return labels
+
+
+def _resolved(node: gast.Call, parsed, local: set, own, program, labels, forwarders):
+    """Resolve the call ``node`` (see ``methods_as_functions``), adding the names
+    it binds to ``labels``; True where it was a call of a method forwarding its
+    call (``def __call__(self, *args): return self.forward(*args)``), made the
+    call of the method it forwards to (``self.forward(x)``): to resolve again."""
+    closure = parsed.namespace.maps[0]  # where names resolve (see _own_names)
+    holder = None  # (where the method is watched: its object, if None)
+    found, callee, receiver, attribute, reached = _callee(node.func, parsed, local, own)
+    if not found:
+        found, holder, callee = _through_super(node.func, parsed, local, own)
         if not found:
-            found, holder, callee = _through_super(node.func, parsed, local, own)
-            if not found:
-                _refuse_what_self_cannot_call(node.func, parsed, local, own)
-                _refuse_what_is_not_callable(node.func, parsed, local, own)
-                _refuse_a_name_not_followed(node.func, parsed, local, own)
-                continue
-            receiver = gast.Name(own[0], gast.Load(), None, None)
-            attribute, reached = node.func.attr, []
-        if receiver is None:  # a function held by the object: called as it is
-            label = _label(callee, attribute, parsed, local, closure)
-            labels.add(label)
-            program.reached.extend(reached)
-            node.func = gast.Name(label, gast.Load(), None, None)
-            continue
-        method = _method(callee)
-        if method is None:
-            continue
-        function = method.__func__
-        copy = program.method_copies.copy(function, method.__self__)
-        label = _label(copy, program.method_copies.names[copy], parsed, local, closure)
+            _refuse_what_self_cannot_call(node.func, parsed, local, own)
+            _refuse_what_is_not_callable(node.func, parsed, local, own)
+            _refuse_a_name_not_followed(node.func, parsed, local, own)
+            return False
+        receiver = gast.Name(own[0], gast.Load(), None, None)
+        attribute, reached = node.func.attr, []
+    if receiver is None:  # a function held by the object: called as it is
+        label = _label(callee, attribute, parsed, local, closure)
         labels.add(label)
         program.reached.extend(reached)
-        if attribute is not None:
-            if holder is None:
-                holder = method.__self__
-            program.methods.append((holder, attribute, function))
-        node.args.insert(0, receiver)
         node.func = gast.Name(label, gast.Load(), None, None)
-    return labels
+        return False
+    method = _method(callee)
+    if method is None:
+        return False
+    function = method.__func__
+    program.reached.extend(reached)
+    if attribute is not None:
+        if holder is None:
+            holder = method.__self__
+        program.methods.append((holder, attribute, function))
+    target = forwarded_method(function)
+    if target is not None and function not in forwarders:
+        forwarders.add(function)  # (one forwarding to itself: left as written)
+        called = gast.Attribute(receiver, target, gast.Load())
+        node.func = gast.copy_location(called, node.func)
+        return True
+    copy = program.method_copies.copy(function, method.__self__)
+    label = _label(copy, program.method_copies.names[copy], parsed, local, closure)
+    labels.add(label)
+    node.args.insert(0, receiver)
+    node.func = gast.Name(label, gast.Load(), None, None)
+    return False
 
 
 def _refuse_tensors_through_self(parsed: ParsedFunction, local: set, own) -> None:

@@ -261,6 +261,57 @@ def _reads_as_passing(wrapper: Callable, inner: Callable) -> bool:
     return _forwarded(call, arguments)
 
 
+_FORWARDING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def forwarded_method(function: Callable) -> str | None:
+    """The name of the method that ``function``, a method taking ``*args`` or
+    ``**kwargs``, passes its call to unchanged and does nothing else (``def
+    __call__(self, *args): return self.forward(*args)``, a docstring allowed),
+    else None: a call of it is that method's call, which ppto can differentiate
+    (generated code takes no ``*args``). Decided once per function."""
+    known = _FORWARDING.get(function)
+    if known is None or known[0] is not function.__code__:
+        known = _FORWARDING[function] = (function.__code__, _forwarding(function))
+    return known[1]
+
+
+def _forwarding(function: Callable) -> str | None:
+    try:
+        definition = parse(function_source(function)).body[0]
+    except (OSError, TypeError, SyntaxError, TransformError):
+        return None
+    if not isinstance(definition, gast.FunctionDef) or definition.decorator_list:
+        return None
+    arguments = definition.args
+    positional = arguments.posonlyargs + arguments.args
+    if not positional or not (arguments.vararg or arguments.kwarg):
+        return None
+    body = definition.body
+    if isinstance(body[0], gast.Expr) and isinstance(body[0].value, gast.Constant):
+        body = body[1:]  # (its docstring)
+    if len(body) != 1 or not isinstance(body[0], gast.Return):
+        return None
+    call, own = body[0].value, positional[0].id
+    if not (
+        isinstance(call, gast.Call)
+        and isinstance(call.func, gast.Attribute)
+        and isinstance(call.func.value, gast.Name)
+        and call.func.value.id == own
+    ):
+        return None
+    passed = gast.arguments(
+        posonlyargs=[],
+        args=positional[1:],
+        vararg=arguments.vararg,
+        kwonlyargs=arguments.kwonlyargs,
+        kw_defaults=arguments.kw_defaults,
+        kwarg=arguments.kwarg,
+        defaults=[],
+    )
+    return call.func.attr if _forwarded(call, passed) else None
+
+
 def _forwarded(call: gast.Call, arguments: gast.arguments) -> bool:
     """``call``'s arguments are the wrapper's own, in order: ``*args, **kwargs``, or
     its parameters by name."""
