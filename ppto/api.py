@@ -220,7 +220,9 @@ def _operator_wrapper(op: OperatorDef) -> Callable:
     return wrapper
 
 
-_SIGNATURES: dict = {}
+# function -> its signature, defaults and keyword defaults (weakly: a function
+# made on each step, a closure or lambda, must not be kept with its values)
+_SIGNATURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class _Call:

@@ -401,6 +401,30 @@ def test_grad_objects_of_one_function_share_its_transform():
     assert ppto.grad(uses_scale, wrt="x")._programs is first._programs
 
 
+def test_a_shared_transform_does_not_keep_its_function_alive():
+    """The transform shared by a function's grad objects is kept with the function,
+    weakly: it held the function (and a cache of signatures did), so a closure made
+    on each step, with the arrays it closes over, was never freed."""
+    import gc
+    import weakref
+
+    def make(scale):
+        def loss(x):
+            return np.sum(np.sin(x) * scale)
+
+        return loss
+
+    loss = make(np.full(3, 2.0))
+    gradient = ppto.grad(loss)
+    np.testing.assert_allclose(gradient(np.ones(3)).numpy(), 2.0 * np.cos(np.ones(3)))
+    _, pullback = ppto.vjp(loss, np.ones(3))
+    pullback(1.0)
+    alive = weakref.ref(loss)
+    del loss, gradient, pullback
+    gc.collect()
+    assert alive() is None
+
+
 def test_a_shared_transform_is_not_reused_after_what_it_read_changed(monkeypatch):
     """Rebinding a global the function or a helper it calls reads, or registering a
     rule, makes the next grad object transform again (never a stale gradient)."""

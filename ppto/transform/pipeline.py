@@ -11,8 +11,10 @@ gradients`` (used by ``vjp`` and for called functions).
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import operator
+import weakref
 from dataclasses import dataclass, field
 
 import gast
@@ -115,13 +117,28 @@ class Program:
             elif _contents(place) is not value:
                 return False
         for holder, attribute, function in self.methods:
-            method = getattr(holder, attribute, None)
+            method = getattr(_referred(holder), attribute, None)
             if getattr(method, "__func__", None) is not function:
                 return False
         for holder, key, value in self.reached:
+            holder, value = _referred(holder), _referred(value)
+            if holder is _MISSING or value is _MISSING:
+                return False
             if not _still_holds(holder, key, value):
                 return False
         return True
+
+    def release(self) -> None:
+        """Let go of what only generating the code needed, and watch the objects
+        reached weakly where they can be (an object gone: stale). A program is kept
+        with the function it was made from while that lives (``ppto.api``), so it
+        must not keep it alive (it did, with everything it read), nor the object
+        whose method it differentiates (``ppto.grad(model.loss)``)."""
+        self.watched = list(_watched(self.captured))
+        self.captured, self.entry_function = [], None
+        self.method_copies = MethodCopies()
+        self.methods = [(_weakly(h), a, f) for h, a, f in self.methods]
+        self.reached = [(_weakly(h), k, _weakly(v)) for h, k, v in self.reached]
 
     def generated_name(self, parsed: ParsedFunction, suffix: str) -> str:
         """A fresh name for a function generated from ``parsed``: ``f_grad``, and
@@ -154,6 +171,27 @@ class Program:
 
 
 _MISSING = object()
+
+
+def _weakly(value):
+    """A weak reference to ``value`` where it takes one, else a callable giving
+    it (a list, a number, None), called as the weak reference is."""
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return functools.partial(_itself, value)
+
+
+def _itself(value):
+    return value
+
+
+def _referred(reference):
+    """What ``_weakly``'s reference gives, or ``_MISSING`` where it is gone."""
+    value = reference()
+    if value is None and type(reference) is weakref.ref:
+        return _MISSING
+    return value
 
 
 def _still_holds(holder, key, value) -> bool:
@@ -661,6 +699,7 @@ def build(
             "it calls: ppto generates code for every function called and cannot for "
             "recursion; rewrite it as a loop"
         ) from None
+    program.release()
     return program
 
 
