@@ -8,6 +8,7 @@ once. Gradients come back on the device of their argument.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import os
@@ -119,18 +120,87 @@ def _method_wrapper(method) -> Callable:
     """A function with source calling the bound ``method`` (``model.loss``), with
     its parameters and defaults: the method is differentiated through it as any
     call of a method of an object the code reads (``ppto.transform.methods``), and
-    the calls it makes through ``self`` with it."""
+    the calls it makes through ``self`` with it.
+
+    One per object and method, while the object lives: the code generated for a
+    function is kept with the function (``_shared_state``), so
+    ``ppto.grad(model.loss)`` made again on each training step reuses it (a new
+    wrapper was transformed again each time). The wrapper reads the object
+    through a weak reference (``_Owner``), so neither it nor its code keep the
+    model alive."""
+    owner, function, name = method.__self__, method.__func__, method.__name__
+    found = getattr(owner, name, None) if name.isidentifier() else None
+    if getattr(found, "__func__", None) is not function:
+        return _strong_method_wrapper(method)  # (not found under its name)
+    try:
+        wrappers = _wrappers_of(owner)
+    except TypeError:  # (an object without weak references: made each time)
+        return _strong_method_wrapper(method)
+    if function not in wrappers:
+        call = f"{name}_of.owner.{name}"
+        wrappers[function] = _wrapper_calling(
+            method, call, {f"{name}_of": _Owner(owner)}
+        )
+    return wrappers[function]
+
+
+def _strong_method_wrapper(method) -> Callable:
+    """A wrapper calling ``method`` held as it is (see ``_method_wrapper``)."""
+    name = method.__name__ if method.__name__.isidentifier() else "method"
+    return _wrapper_calling(method, f"{name}_of", {f"{name}_of": method})
+
+
+def _wrapper_calling(method, call: str, scope: dict) -> Callable:
+    """A function with ``method``'s parameters and defaults returning ``call``
+    (an expression reading ``scope``) of them."""
     parameters, arguments = _spelled(_signature(method))
     name = method.__name__ if method.__name__.isidentifier() else "method"
-    source = f"def {name}({parameters}):\n    return {name}_of({arguments})\n"
+    source = f"def {name}({parameters}):\n    return {call}({arguments})\n"
     filename = f"<ppto method {method.__qualname__} of {id(method.__self__)}>"
-    wrapper = _compiled(source, filename, {f"{name}_of": method}, name)
+    wrapper = _compiled(source, filename, scope, name)
+    del scope[name]  # (its code's namespace must not keep it alive: _SHARED)
     positional = wrapper.__code__.co_argcount
     defaults = method.__func__.__defaults__ or ()
     wrapper.__defaults__ = defaults[len(defaults) - positional :] or None
     wrapper.__kwdefaults__ = method.__func__.__kwdefaults__
     wrapper.__qualname__ = method.__qualname__
     return wrapper
+
+
+class _Owner:
+    """The object a method wrapper calls its method on, held weakly: ``owner``
+    gives it (None once it is gone, when nothing can call the wrapper)."""
+
+    __slots__ = ("_reference", "__weakref__")
+
+    def __init__(self, owner) -> None:
+        self._reference = weakref.ref(owner)
+
+    @property
+    def owner(self):
+        return self._reference()
+
+
+# id of an object -> (a weak reference to it, {method's function: its wrapper});
+# by identity (a model's class may define __eq__), dropped when the object goes
+_METHOD_WRAPPERS: dict = {}
+
+
+def _wrappers_of(owner) -> dict:
+    """The method wrappers made for ``owner`` (TypeError where it takes no weak
+    reference)."""
+    key = id(owner)
+    entry = _METHOD_WRAPPERS.get(key)
+    if entry is None or entry[0]() is not owner:
+        reference = weakref.ref(owner, functools.partial(_forget_wrappers, key))
+        entry = _METHOD_WRAPPERS[key] = (reference, {})
+    return entry[1]
+
+
+def _forget_wrappers(key: int, reference) -> None:
+    entry = _METHOD_WRAPPERS.get(key)
+    if entry is not None and entry[0] is reference:
+        del _METHOD_WRAPPERS[key]
 
 
 def _compiled(source: str, filename: str, scope: dict, name: str) -> Callable:

@@ -847,3 +847,41 @@ def test_a_call_passed_on_with_args_reaches_the_method_it_calls(monkeypatch):
     monkeypatch.setattr(_Masked, "forward", _sine_forward)
     expected = central_differences(model.loss, (x,), 0)
     np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
+
+
+def test_a_grad_of_a_bound_method_made_each_step_reuses_its_code(monkeypatch):
+    """``ppto.grad(model.loss)`` made anew on every training step (a new wrapper
+    per bound method, transformed again each time) reuses the code generated for
+    the first while what it read is unchanged, sees a layer given again, and
+    keeps no model alive once the user drops it."""
+    import gc
+    import weakref
+
+    from ppto import api
+    from tests.test_checkpoint import central_differences
+
+    builds = []
+
+    def counted_build(*args, **kwargs):
+        builds.append(args[0])
+        return build(*args, **kwargs)
+
+    build = api.build
+    monkeypatch.setattr(api, "build", counted_build)
+    model = _Net(np.random.default_rng(7))
+    x = np.linspace(-0.8, 0.7, 6).reshape(2, 3)
+    for _ in range(3):
+        ppto.grad(model.loss)(x)
+        ppto.grad(model.loss_of_flat)(x.ravel())
+    assert len(builds) == 2
+    model.out = _Dense(np.eye(4)[:, :2] * 0.5, np.ones(2))
+    expected = central_differences(model.loss, (x,), 0)
+    np.testing.assert_allclose(ppto.grad(model.loss)(x).numpy(), expected, rtol=1e-7)
+    assert len(builds) == 3
+    other = _Net(np.random.default_rng(8))  # (another object: its own code)
+    expected = central_differences(other.loss, (x,), 0)
+    np.testing.assert_allclose(ppto.grad(other.loss)(x).numpy(), expected, rtol=1e-7)
+    alive = weakref.ref(model)
+    del model
+    gc.collect()
+    assert alive() is None
