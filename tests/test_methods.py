@@ -770,6 +770,12 @@ class _Aliased:
             layer = self.layer
         return np.sum(layer(x))
 
+    def chosen_for_constants(self, x):
+        reduce = np.max
+        if np.sum(x) > 0.0:
+            reduce = np.min
+        return np.sum(self.layer(x)) * reduce(np.array([2.0, 3.0]))
+
 
 def test_a_layer_or_method_called_through_a_local_name(monkeypatch):
     """``layer = self.layer; h = layer(x)``, ``f = self.act``, ``step =
@@ -792,6 +798,10 @@ def test_a_layer_or_method_called_through_a_local_name(monkeypatch):
         ppto.grad(aliased.chosen)(x)
     assert "return np.sum(layer(x))" in str(raised.value)
     assert "call it where it is held (self.layers[0](...))" in str(raised.value)
+    # (a function chosen so, called on constants alone, runs as written)
+    constants = aliased.chosen_for_constants
+    expected = central_differences(constants, (x,), 0)
+    np.testing.assert_allclose(ppto.grad(constants)(x).numpy(), expected, rtol=1e-7)
 
 
 class _Masked:

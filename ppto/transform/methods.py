@@ -81,7 +81,7 @@ def _resolved(node: gast.Call, parsed, local: set, own, program, labels, forward
         if not found:
             _refuse_what_self_cannot_call(node.func, parsed, local, own)
             _refuse_what_is_not_callable(node.func, parsed, local, own)
-            _refuse_a_name_not_followed(node.func, parsed, local, own)
+            _refuse_a_name_not_followed(node, parsed, local, own)
             return False
         receiver = gast.Name(own[0], gast.Load(), None, None)
         attribute, reached = node.func.attr, []
@@ -281,17 +281,26 @@ def _refuse_what_is_not_callable(func, parsed: ParsedFunction, local: set, own):
     )
 
 
-def _refuse_a_name_not_followed(func, parsed: ParsedFunction, local: set, own):
-    """Refuse at its line the call of a local name given a layer or function
-    where ``inlined_aliases`` cannot replace it by what it reads (bound more than
-    once or in a branch: which one a call reaches is known only when it runs),
-    suggesting the call where it is held (it said "has no ppto operator")."""
+def _refuse_a_name_not_followed(call: gast.Call, parsed, local: set, own) -> None:
+    """Refuse at its line the call, on values the function computes, of a local
+    name given a layer, method or function of the user's code where
+    ``inlined_aliases`` cannot replace it by what it reads (bound more than once
+    or in a branch: which one a call reaches is known only when it runs),
+    suggesting the call where it is held (it said "has no ppto operator"). (A
+    call on constants alone is left to run as written.)"""
+    func = call.func
     if not isinstance(func, gast.Name) or func.id not in local:
+        return
+    arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
+    if not any(_reads_a_local(argument, local) for argument in arguments):
         return
     for statement in trees.walk(parsed.tree):
         bound = bound_to_a_layer(statement, parsed, local, own)
         if bound is None or bound[0] != func.id:
             continue
+        _, value = read_value(bound[1], parsed, local, own, [])
+        if classify(value).kind == "operator":
+            continue  # (np.tanh or np.sin, chosen in a branch: refused later)
         held = gast.unparse(bound[1]).strip()
         raise parsed.source.error(
             func,
@@ -302,6 +311,12 @@ def _refuse_a_name_not_followed(func, parsed: ParsedFunction, local: set, own):
             f"call it where it is held ({held}(...)), or bind {func.id} once at "
             "the top of the function",
         )
+
+
+def _reads_a_local(node, local: set) -> bool:
+    return any(
+        isinstance(name, gast.Name) and name.id in local for name in trees.walk(node)
+    )
 
 
 def _through_super(func: gast.expr, parsed: ParsedFunction, local: set, own):
