@@ -859,6 +859,11 @@ def test_a_call_passed_on_with_args_reaches_the_method_it_calls(monkeypatch):
     np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
 
 
+class _ScaledLoss(_ScaledAgain):
+    def loss(self, x):
+        return np.sum(self(x))
+
+
 def test_a_grad_of_a_bound_method_made_each_step_reuses_its_code(monkeypatch):
     """``ppto.grad(model.loss)`` made anew on every training step (a new wrapper
     per bound method, transformed again each time) reuses the code generated for
@@ -893,5 +898,12 @@ def test_a_grad_of_a_bound_method_made_each_step_reuses_its_code(monkeypatch):
     np.testing.assert_allclose(ppto.grad(other.loss)(x).numpy(), expected, rtol=1e-7)
     alive = weakref.ref(model)
     del model
+    gc.collect()
+    assert alive() is None
+    # (one whose methods call super(): the super object watched held it)
+    scaled = _ScaledLoss(np.diag([2.0, -1.0, 0.5]), np.ones(3), np.sin)
+    ppto.grad(scaled.loss)(x[0])
+    alive = weakref.ref(scaled)
+    del scaled
     gc.collect()
     assert alive() is None

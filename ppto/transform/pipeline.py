@@ -175,11 +175,21 @@ _MISSING = object()
 
 def _weakly(value):
     """A weak reference to ``value`` where it takes one, else a callable giving
-    it (a list, a number, None), called as the weak reference is."""
+    it (a list, a number, None), called as the weak reference is; a super object
+    (``super().forward`` watched) is made again from its class and a weak
+    reference to its object."""
+    if type(value) is super and value.__self__ is not None:
+        owner = _weakly(value.__self__)
+        return functools.partial(_super_again, value.__thisclass__, owner)
     try:
         return weakref.ref(value)
     except TypeError:
         return functools.partial(_itself, value)
+
+
+def _super_again(klass, owner):
+    owner = _referred(owner)
+    return _MISSING if owner is _MISSING else super(klass, owner)
 
 
 def _itself(value):
