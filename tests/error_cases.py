@@ -716,7 +716,14 @@ def kept_value_read_back_by_a_method(x):
 
 
 def method_of_a_local_name(x):
-    keeper = _KEEPER
+    keeper = _KEEPER  # (followed: the object is known)
+    h = np.sin(x)
+    keeper.keep(h)  # <- error
+    return np.sum(_KEEPER.last * x)
+
+
+def method_of_a_local_name_chosen_when_run(x):
+    keeper = _KEEPER if np.sum(x) < 100.0 else _Keeper()
     h = np.sin(x)
     keeper.keep(h)  # <- error
     return np.sum(_KEEPER.last * x)

@@ -349,7 +349,12 @@ REJECTED = [
     Case(ec.rows_kept_by_a_loop_then_added_into, "shares its array with", "m += 1.0"),
     Case(ec.list_read_under_another_name_then_changed, "also named ys", "hs.append("),
     Case(ec.kept_value_read_back_by_a_method, "keeps an argument", "_KEEPER.keep(h)"),
-    Case(ec.method_of_a_local_name, "cannot tell what keeper is", "keeper.keep(h)"),
+    Case(ec.method_of_a_local_name, "keeps an argument", "keeper.keep(h)"),
+    Case(
+        ec.method_of_a_local_name_chosen_when_run,
+        "cannot tell what keeper is",
+        "keeper.keep(h)",
+    ),
     # the same inside a branch or a loop, and into the rows of a matrix
     Case(
         ec.add_into_alias_in_a_branch,
