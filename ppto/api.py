@@ -826,10 +826,10 @@ def _device_of(value) -> Device:
 
 
 def _require_scalar(value, name: str) -> None:
-    if isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):  # (a list has no size: it passed below)
         raise GradError(
             f"ppto.grad needs a function with a scalar result, but "
-            f"{name.removesuffix('_grad')} returned a tuple of "
+            f"{name.removesuffix('_grad')} returned a {type(value).__name__} of "
             f"{len(value)} values: use ppto.vjp for several results"
         )
     size = getattr(value, "size", 1)

@@ -279,6 +279,13 @@ def elementwise_square(x):
     return x * x
 
 
+def list_built_in_a_loop(x):
+    rows = []
+    for row in x:
+        rows.append(np.sin(row))
+    return rows
+
+
 def through_floor(x):
     return np.sum(ppto.floor(x) * 2.0)
 

@@ -469,6 +469,13 @@ def test_grad_of_a_non_scalar_result():
         ppto.grad(ec.elementwise_square)(VECTOR)
 
 
+def test_grad_of_a_list_built_in_a_loop():
+    # a list has no size: it was taken for a scalar, and a gradient came back
+    for grad in (ppto.grad, ppto.value_and_grad):
+        with pytest.raises(ppto.GradError, match=r"list_built_in_a_loop.*list of 2"):
+            grad(ec.list_built_in_a_loop)(np.ones((2, 3)))
+
+
 def test_value_and_grad_of_a_non_scalar_result():
     with pytest.raises(ppto.GradError, match="scalar"):
         ppto.value_and_grad(ec.elementwise_square)(VECTOR)
