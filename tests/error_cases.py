@@ -145,8 +145,19 @@ def double_starred_call_argument(x):
 
 
 def list_comprehension(x):
-    parts = [v * 2.0 for v in (x, x)]  # <- error
+    parts = [v * 2.0 for v in (x, x)]
     return np.sum(parts[0])
+
+
+def comprehension_in_while_condition(x):
+    while sum(np.sum(v) for v in (x, x)) < 10.0:  # <- error
+        x = x * 2.0
+    return np.sum(x)
+
+
+def comprehension_in_assert_message(x):
+    assert x.shape[0] > 0, [float(v) for v in PAIR]  # <- error
+    return np.sum(x)
 
 
 def dict_comprehension(x):
@@ -160,7 +171,7 @@ def set_comprehension(x):
 
 
 def generator_expression(x):
-    return sum(np.sum(v) for v in (x, x))  # <- error
+    return sum(np.sum(v) for v in (x, x))
 
 
 def dict_literal(x):

@@ -263,18 +263,20 @@ class Fence(trees.Visitor):
     def visit_FormattedValue(self, node):
         self.accept(node)
 
+    # (comprehensions.py writes the others as loops: these are where it cannot,
+    # such as an assert's message or a parameter's default)
     def visit_ListComp(self, node):
         self.reject(
             node,
-            "a list comprehension",
-            "build the list with a for loop and append, then ppto.stack it",
+            "a list comprehension here",
+            "build the list with a for loop and append before this statement",
         )
 
     def visit_GeneratorExp(self, node):
         self.reject(
             node,
-            "a generator expression",
-            "build a list with a for loop and append, then ppto.stack it",
+            "a generator expression here",
+            "build a list with a for loop and append before this statement",
         )
 
     def visit_DictComp(self, node):

@@ -19,6 +19,7 @@ import gast
 
 from ppto.errors import TransformError
 from ppto.transform import trees
+from ppto.transform.comprehensions import comprehensions_as_loops, rewritten_nodes
 from ppto.transform.syntax import parse
 
 
@@ -155,17 +156,21 @@ def parse_function(fn: Callable) -> ParsedFunction:
     source = SourceMap(code.co_filename, max(first_line, 1), indent)
     tree = _definition(fn, dedented, source)
     namespace = ChainMap(closure_values(fn), fn.__globals__, vars(builtins))
-    _check_defined(tree, namespace, source)
+    nodes = list(trees.walk(tree))  # (walked once: read four times)
+    _check_defined(tree, nodes, namespace, source)
+    if rewritten_nodes(nodes):
+        tree = comprehensions_as_loops(tree, namespace, source)
     # generated functions are named after it: a lambda's name is no identifier
     name = fn.__name__ if fn.__name__.isidentifier() else "lambda_"
     return ParsedFunction(fn, name, tree, source, namespace)
 
 
-def _check_defined(tree: gast.FunctionDef, namespace: ChainMap, source) -> None:
+def _check_defined(
+    tree: gast.FunctionDef, nodes: list, namespace: ChainMap, source
+) -> None:
     """A name the function reads that is neither assigned in it nor a parameter,
     global, closure variable or builtin raises here, at its line (else the
-    generated code raises NameError from its own line)."""
-    nodes = list(trees.walk(tree))  # (walked once: read three times below)
+    generated code raises NameError from its own line); ``nodes``: the tree's."""
     bound = set()  # (constructs the fence refuses bind names too: it says so first)
     for node in nodes:
         if isinstance(node, gast.Name) and not isinstance(node.ctx, gast.Load):

@@ -510,6 +510,75 @@ def list_in_while(x):
     return values[0] * values[2] + values[1]
 
 
+# --- comprehensions (written as the loops above) ---
+
+
+def sum_of_generator(w1, w2):
+    weights = [w1, w2 * 2.0]
+    return sum(np.sum(w**2) for w in weights)
+
+
+def sum_over_list_argument(x, weights):
+    return sum(np.sum(np.tanh(x @ w)) for w in weights)
+
+
+def list_comprehension_stacked(x):
+    hs = [x, x * 2.0]
+    return np.sum(np.stack([np.tanh(h) for h in hs]) ** 2)
+
+
+def comprehension_over_range(x, w):
+    return np.sum(np.stack([x[i] * w for i in range(3)]) ** 2)
+
+
+def sum_over_zip(x, y):
+    return sum(np.sum(a * np.sin(b)) for a, b in zip([x, x * y], [y, x]))
+
+
+def comprehension_with_filter(x):
+    return np.sum(np.stack([x[i] ** 3 for i in range(x.shape[0]) if i % 2 == 0]))
+
+
+def comprehension_over_two_loops(x):
+    return sum(x[i] * x[j] for i in range(2) for j in range(i, 3))
+
+
+def nested_comprehensions(x):
+    rows = [[x[i] * x[j] for j in range(2)] for i in range(3)]
+    return sum(np.sum(np.stack(row) ** 2) for row in rows)
+
+
+def comprehension_variable_shadows(x):
+    v = x * 3.0  # (the comprehension's own v is another variable)
+    ys = [v * 2.0 for v in [x, x * x]]
+    return np.sum(v * np.stack(ys))
+
+
+def comprehension_over_rows(x):
+    return np.sum(np.stack([np.tanh(row) * (i + 1.0) for i, row in enumerate(x)]))
+
+
+def sum_of_rows_and_start(x):
+    return np.sum(sum(x, np.ones(x.shape[1])) ** 2)
+
+
+def comprehension_in_a_branch(x, n):
+    if n > 2:
+        return sum(np.sum(np.sin(row)) for row in x)
+    return np.sum(x) if n > 1 else sum([np.sum(row**2) for row in x])
+
+
+def comprehension_in_a_loop(x):
+    total = 0.0
+    for k in range(2):
+        total = total + sum(np.sum(x[k] * x[j] ** 2) for j in range(3))
+    return total
+
+
+def returned_comprehension(x):
+    return [np.sin(row) * row for row in x]
+
+
 # --- subscript writes ---
 
 
@@ -643,6 +712,21 @@ CASES = [
     Case(list_written_out_by_a_helper, F(2, 3)),
     Case(sum_over_built_list, F(4)),
     Case(list_in_while, F(3)),
+    Case(sum_of_generator, F(2, 3), F(3)),
+    Case(sum_over_list_argument, F(2, 3), K([np.eye(3), np.arange(6.0).reshape(3, 2)])),
+    Case(list_comprehension_stacked, F(2, 3)),
+    Case(comprehension_over_range, F(4, 3), F(3)),
+    Case(sum_over_zip, F(3), F(3)),
+    Case(comprehension_with_filter, F(5, 2)),
+    Case(comprehension_over_two_loops, F(3)),
+    Case(nested_comprehensions, F(3, 2)),
+    Case(comprehension_variable_shadows, F(3)),
+    Case(comprehension_over_rows, F(3, 2)),
+    Case(sum_of_rows_and_start, F(3, 2)),
+    Case(comprehension_in_a_branch, F(2, 3), K(3), id="comprehension_in_a_branch-if"),
+    Case(comprehension_in_a_branch, F(2, 3), K(1), id="comprehension_in_a_branch-else"),
+    Case(comprehension_in_a_loop, F(3, 2)),
+    Case(returned_comprehension, F(3, 2), vjp=True),
     Case(write_then_read, F(4)),
     Case(buffer_filled_in_loop, F(5)),
     Case(column_accumulation, F(3, 2), F(2, 2)),

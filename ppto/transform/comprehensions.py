@@ -1,0 +1,346 @@
+"""Comprehensions as loops, right after parsing: ``[f(x) for x in xs]`` (and a
+generator expression, ``f(x) for x in xs``) becomes a list built with ``append`` in a
+for loop written just before the statement that held it, and the builtin ``sum(...)``
+an accumulation in such a loop; the later stages differentiate loops and lists.
+
+Python runs a comprehension in a scope of its own, so its variables are renamed
+where the function uses their names for anything else. Dict and set comprehensions
+stay as written: the fence refuses them.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import TYPE_CHECKING
+
+import gast
+
+from ppto.transform import trees
+from ppto.transform.names import Namer, names_in
+
+if TYPE_CHECKING:  # (source.py calls this module as it parses)
+    from ppto.transform.source import SourceMap
+
+_LISTED = (gast.ListComp, gast.GeneratorExp)
+_COMPREHENSIONS = (gast.ListComp, gast.GeneratorExp, gast.SetComp, gast.DictComp)
+
+
+def rewritten_nodes(nodes: list) -> bool:
+    """Whether any of a function's ``nodes`` is a list comprehension, a generator
+    expression or a call of ``sum``: ``comprehensions_as_loops`` has work (asked on
+    every parse, of the nodes the parse walked anyway)."""
+    for node in nodes:
+        kind = type(node)
+        if kind is gast.ListComp or kind is gast.GeneratorExp:
+            return True
+        if kind is gast.Call and type(node.func) is gast.Name and node.func.id == "sum":
+            return True
+    return False
+
+
+def comprehensions_as_loops(
+    definition: gast.FunctionDef, namespace, source: SourceMap
+) -> gast.FunctionDef:
+    """``definition`` with its comprehensions and builtin ``sum`` calls written as
+    loops (changed in place: the tree is the caller's own fresh parse). E.g.
+    ``return sum(np.sum(w**2) for w in ws)`` becomes ``total = 0``, ``for w in ws:
+    total = total + np.sum(w**2)``, ``return total``."""
+    summing = _builtin_sum(definition, namespace)
+    if summing or _first_comprehension(definition) is not None:
+        definition.body = _LoopWriter(definition, namespace, source, summing).block(
+            definition.body
+        )
+    return definition
+
+
+def _builtin_sum(definition: gast.FunctionDef, namespace) -> bool:
+    """Whether ``sum`` in the function is Python's (not a parameter, a local or a
+    global of that name)."""
+    arguments = definition.args
+    parameters = {
+        a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+    }
+    local = parameters | trees.stores(definition.body)
+    return "sum" not in local and namespace.get("sum") is builtins.sum
+
+
+class _LoopWriter:
+    """Rewrites the statements of one function (see ``comprehensions_as_loops``)."""
+
+    def __init__(self, definition, namespace, source: SourceMap, summing: bool):
+        self.source = source
+        self.summing = summing
+        # a comprehension variable keeps its name where nothing else in the
+        # function is called that, and nothing outside it (a global read in
+        # another comprehension) is either
+        outside = _names_outside_comprehensions(definition)
+        kept = {
+            node.id
+            for node in trees.walk(definition)
+            if isinstance(node, gast.Name)
+            and node.id not in outside
+            and node.id not in namespace
+        }
+        self.namer = Namer(names_in(definition) - kept)
+
+    def block(self, body: list) -> list:
+        out = []
+        for statement in body:
+            out.extend(self.statement(statement))
+        return out
+
+    def statement(self, node) -> list:
+        """``node`` rewritten, after the loops it needs."""
+        if isinstance(node, (gast.FunctionDef, gast.ClassDef)):
+            return [node]  # (the fence refuses them)
+        if isinstance(node, gast.While):
+            comprehension = _first_comprehension(node.test)
+            if comprehension is not None:
+                raise self.source.error(
+                    comprehension,
+                    "ppto cannot differentiate a comprehension in a while condition "
+                    "(it is evaluated again on every pass)",
+                    "compute the value in a variable before the loop and again at "
+                    "the end of its body, and test the variable",
+                )
+            node.body = self.block(node.body)
+            return [node]
+        lifted = _Statement(self)
+        if isinstance(node, gast.If):
+            node.test = lifted.expression(node.test)
+            node.body = self.block(node.body)
+            node.orelse = self.block(node.orelse)
+        elif isinstance(node, gast.For):
+            node.iter = lifted.expression(node.iter)
+            node.body = self.block(node.body)
+        elif isinstance(node, gast.Assert):
+            node.test = lifted.expression(node.test)  # (msg only runs on failure)
+        elif isinstance(node, (gast.Return, gast.Expr, gast.Raise, gast.Assign,
+                               gast.AugAssign, gast.AnnAssign)):  # fmt: skip
+            if isinstance(node, gast.Assign) and _builds_list_in_place(node):
+                return self.block(lifted.list_into(node.value, node.targets[0].id))
+            lifted.fields(node)
+        return self.block(lifted.before) + [node]
+
+    def fresh(self, base: str) -> str:
+        return self.namer.fresh(base)
+
+
+class _Statement:
+    """The comprehensions of one statement's expressions, replaced by the names of
+    the lists or sums that loops written before it (``before``) compute."""
+
+    def __init__(self, writer: _LoopWriter) -> None:
+        self.writer = writer
+        self.before: list = []
+
+    def fields(self, node) -> None:
+        for field, value in gast.iter_fields(node):
+            if isinstance(value, gast.expr):
+                setattr(node, field, self.expression(value))
+            elif isinstance(value, list):
+                value[:] = [
+                    self.expression(item) if isinstance(item, gast.expr) else item
+                    for item in value
+                ]
+
+    def expression(self, node):
+        if isinstance(node, _LISTED):
+            name = self.writer.fresh("items")
+            self.before += self.list_into(node, name)
+            return _load(name, node)
+        if self.writer.summing and trees.called(node, "sum"):
+            return self.sum(node)
+        if isinstance(node, gast.IfExp) and self.lifts(node.body, node.orelse):
+            return self.conditional(node)
+        if isinstance(node, gast.BoolOp) and self.lifts(*node.values[1:]):
+            return self.either(node)
+        if isinstance(node, (gast.Lambda, *_COMPREHENSIONS)):
+            return node  # (the fence refuses lambdas; dict and set comprehensions)
+        self.fields(node)
+        return node
+
+    def lifts(self, *nodes) -> bool:
+        """Whether rewriting ``nodes`` writes loops, which must then run only where
+        Python evaluates them (one branch of ``a if c else b``)."""
+        return any(
+            _first_comprehension(node) is not None
+            or (self.writer.summing and any(trees.called(n, "sum")
+                                            for n in trees.walk(node)))
+            for node in nodes
+        )  # fmt: skip
+
+    def list_into(self, node, name: str) -> list:
+        """``name = []`` and the loops appending the comprehension's items to it."""
+        append = gast.Attribute(_load(name, node), "append", gast.Load())
+        empty = gast.List([], gast.Load())
+        return [_assign(name, empty, node)] + self.loops(
+            node, lambda item: _located(gast.Expr(gast.Call(append, [item], [])), node)
+        )
+
+    def sum(self, node):
+        """``sum(items, start)`` as ``total = start`` and a loop adding each item (a
+        comprehension's items are added as its loops make them: no list)."""
+        arguments = list(node.args)
+        keywords = {keyword.arg: keyword.value for keyword in node.keywords}
+        if len(arguments) == 1 and set(keywords) <= {"start"}:
+            arguments.append(keywords.get("start", gast.Constant(0, None)))
+        elif keywords or len(arguments) != 2:
+            self.fields(node)  # (a call Python refuses: it says so when it runs)
+            return node
+        items, start = arguments
+        total = self.writer.fresh("total")
+        if isinstance(items, _LISTED):
+            loops = self.loops(items, lambda item: _add_to(total, item, items))
+        else:
+            items = self.expression(items)
+            item = self.writer.fresh("item")
+            step = [_add_to(total, _load(item, node), node)]
+            loops = [
+                _located(gast.For(_store(item, node), items, step, [], None), node)
+            ]
+        self.before.append(_assign(total, self.expression(start), node))
+        self.before += loops
+        return _load(total, node)
+
+    def conditional(self, node):
+        """``a if c else b`` as an if statement assigning a variable, so that each
+        branch's loops run only on its path."""
+        value = self.writer.fresh("chosen")
+        test = self.expression(node.test)
+        body = self.writer.block([_assign(value, node.body, node)])
+        orelse = self.writer.block([_assign(value, node.orelse, node)])
+        self.before.append(_located(gast.If(test, body, orelse), node))
+        return _load(value, node)
+
+    def either(self, node):
+        """``a and b`` (``or``) as ``v = a`` then ``if v: v = b`` (``if not v``): ``b``
+        evaluated only where Python does."""
+        value = self.writer.fresh("either")
+        self.before.append(_assign(value, self.expression(node.values[0]), node))
+        for operand in node.values[1:]:
+            test = _load(value, node)
+            if isinstance(node.op, gast.Or):
+                test = _located(gast.UnaryOp(gast.Not(), test), node)
+            body = self.writer.block([_assign(value, operand, node)])
+            self.before.append(_located(gast.If(test, body, []), node))
+        return _load(value, node)
+
+    def loops(self, node, innermost) -> list:
+        """The comprehension's ``for`` and ``if`` clauses as nested statements around
+        ``innermost(item)``, the statement that takes each item."""
+        renames: dict = {}
+        clauses = []
+        for generator in node.generators:
+            if generator.is_async:
+                raise self.writer.source.error(
+                    node,
+                    "ppto cannot differentiate an async comprehension",
+                    "differentiate synchronous code",
+                )
+            iterated = _renamed(generator.iter, renames)
+            for bound in sorted(trees.stores(generator.target)):
+                renames[bound] = self.writer.fresh(bound)
+            target = _renamed(generator.target, renames)
+            tests = [_renamed(test, renames) for test in generator.ifs]
+            clauses.append((target, iterated, tests))
+        body = [innermost(_renamed(node.elt, renames))]
+        for target, iterated, tests in reversed(clauses):
+            for test in reversed(tests):
+                body = [_located(gast.If(test, body, []), node)]
+            body = [_located(gast.For(target, iterated, body, [], None), node)]
+        return body
+
+
+def _builds_list_in_place(node: gast.Assign) -> bool:
+    """``xs = [... for ...]`` where the comprehension does not read ``xs``: built in
+    ``xs`` itself (``xs = []``, ``xs.append(...)``), as the user would write it."""
+    if len(node.targets) != 1 or not isinstance(node.targets[0], gast.Name):
+        return False
+    if not isinstance(node.value, gast.ListComp):
+        return False
+    return node.targets[0].id not in {
+        n.id for n in trees.walk(node.value) if isinstance(n, gast.Name)
+    }
+
+
+def _first_comprehension(node):
+    """The first list comprehension or generator expression in ``node``, or None."""
+    for child in trees.walk(node):
+        if isinstance(child, _LISTED):
+            return child
+    return None
+
+
+def _names_outside_comprehensions(definition) -> set[str]:
+    found = set()
+    pending = [definition]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, _COMPREHENSIONS):
+            continue
+        if isinstance(node, gast.Name):
+            found.add(node.id)
+        pending.extend(gast.iter_child_nodes(node))
+    arguments = definition.args
+    for argument in arguments.posonlyargs + arguments.args + arguments.kwonlyargs:
+        found.add(argument.id)
+    return found
+
+
+def _renamed(node, renames: dict):
+    """A copy of ``node`` with the names in ``renames`` replaced, except where a
+    nested comprehension or lambda binds the same name (it shadows them)."""
+    node = trees.clone(node)
+    _rename(node, renames)
+    return node
+
+
+def _rename(node, renames: dict) -> None:
+    if not renames:
+        return
+    if isinstance(node, gast.Name):
+        node.id = renames.get(node.id, node.id)
+        return
+    if isinstance(node, _COMPREHENSIONS):
+        inner = dict(renames)
+        for generator in node.generators:
+            _rename(generator.iter, inner)  # (the first in the enclosing scope)
+            for bound in trees.stores(generator.target):
+                inner.pop(bound, None)
+            for test in generator.ifs:
+                _rename(test, inner)
+        for part in ("elt", "key", "value"):
+            if hasattr(node, part):
+                _rename(getattr(node, part), inner)
+        return
+    if isinstance(node, gast.Lambda):
+        arguments = node.args
+        bound = {
+            a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+        }
+        _rename(node.body, {k: v for k, v in renames.items() if k not in bound})
+        return
+    for child in gast.iter_child_nodes(node):
+        _rename(child, renames)
+
+
+def _add_to(total: str, value, origin) -> gast.Assign:
+    step = gast.BinOp(_load(total, origin), gast.Add(), value)
+    return _assign(total, _located(step, origin), origin)
+
+
+def _assign(name: str, value, origin) -> gast.Assign:
+    return _located(gast.Assign([_store(name, origin)], value, None), origin)
+
+
+def _load(name: str, origin) -> gast.Name:
+    return _located(gast.Name(name, gast.Load(), None, None), origin)
+
+
+def _store(name: str, origin) -> gast.Name:
+    return _located(gast.Name(name, gast.Store(), None, None), origin)
+
+
+def _located(node, origin):
+    return gast.copy_location(node, origin)
