@@ -45,31 +45,35 @@ def comprehensions_as_loops(
     loops (changed in place: the tree is the caller's own fresh parse). E.g.
     ``return sum(np.sum(w**2) for w in ws)`` becomes ``total = 0``, ``for w in ws:
     total = total + np.sum(w**2)``, ``return total``."""
-    summing = _builtin_sum(definition, namespace)
-    if summing or _first_comprehension(definition) is not None:
-        definition.body = _LoopWriter(definition, namespace, source, summing).block(
+    python = _python_builtins(definition, namespace)
+    if "sum" in python or _first_comprehension(definition) is not None:
+        definition.body = _LoopWriter(definition, namespace, source, python).block(
             definition.body
         )
     return definition
 
 
-def _builtin_sum(definition: gast.FunctionDef, namespace) -> bool:
-    """Whether ``sum`` in the function is Python's (not a parameter, a local or a
-    global of that name)."""
+def _python_builtins(definition: gast.FunctionDef, namespace) -> set[str]:
+    """Which of ``sum``, ``list`` and ``tuple`` in the function are Python's (not a
+    parameter, a local or a global of that name)."""
     arguments = definition.args
     parameters = {
         a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
     }
     local = parameters | trees.stores(definition.body)
-    return "sum" not in local and namespace.get("sum") is builtins.sum
+    return {
+        name
+        for name in ("sum", "list", "tuple")
+        if name not in local and namespace.get(name) is getattr(builtins, name)
+    }
 
 
 class _LoopWriter:
     """Rewrites the statements of one function (see ``comprehensions_as_loops``)."""
 
-    def __init__(self, definition, namespace, source: SourceMap, summing: bool):
+    def __init__(self, definition, namespace, source: SourceMap, python: set[str]):
         self.source = source
-        self.summing = summing
+        self.python = python  # (see _python_builtins)
         # a comprehension variable keeps its name where nothing else in the
         # function is called that, and nothing outside it (a global read in
         # another comprehension) is either
@@ -117,13 +121,32 @@ class _LoopWriter:
             node.test = lifted.expression(node.test)  # (msg only runs on failure)
         elif isinstance(node, (gast.Return, gast.Expr, gast.Raise, gast.Assign,
                                gast.AugAssign, gast.AnnAssign)):  # fmt: skip
-            if isinstance(node, gast.Assign) and _builds_list_in_place(node):
-                return self.block(lifted.list_into(node.value, node.targets[0].id))
+            listed = self.listed(node.value) if isinstance(node, gast.Assign) else None
+            if listed is not None and _builds_list_in_place(node, listed):
+                return self.block(lifted.list_into(listed, node.targets[0].id))
             lifted.fields(node)
         return self.block(lifted.before) + [node]
 
     def fresh(self, base: str) -> str:
         return self.namer.fresh(base)
+
+    def calls(self, node, function: str) -> bool:
+        """Whether ``node`` calls Python's ``function`` (sum, list or tuple)."""
+        return function in self.python and trees.called(node, function)
+
+    def listed(self, node):
+        """The comprehension whose items ``node`` is a new list of (``[... for
+        ...]`` or ``list(... for ...)``), or None."""
+        if isinstance(node, gast.ListComp):
+            return node
+        if (
+            self.calls(node, "list")
+            and len(node.args) == 1
+            and not node.keywords
+            and isinstance(node.args[0], _LISTED)
+        ):
+            return node.args[0]
+        return None
 
 
 class _Statement:
@@ -145,12 +168,23 @@ class _Statement:
                 ]
 
     def expression(self, node):
-        if isinstance(node, _LISTED):
-            name = self.writer.fresh("items")
-            self.before += self.list_into(node, name)
-            return _load(name, node)
-        if self.writer.summing and trees.called(node, "sum"):
+        listed = node if isinstance(node, _LISTED) else self.writer.listed(node)
+        if listed is not None:
+            return self.new_list(listed)
+        if self.writer.calls(node, "sum"):
             return self.sum(node)
+        if (
+            self.writer.calls(node, "tuple")
+            and len(node.args) == 1
+            and not node.keywords
+            and isinstance(node.args[0], _LISTED)
+        ):  # (an assignment of its own: the later stages take tuple(items) there)
+            items = _located(
+                gast.Call(node.func, [self.new_list(node.args[0])], []), node
+            )
+            name = self.writer.fresh("items")
+            self.before.append(_assign(name, items, node))
+            return _load(name, node)
         if isinstance(node, gast.IfExp) and self.lifts(node.body, node.orelse):
             return self.conditional(node)
         if isinstance(node, gast.BoolOp) and self.lifts(*node.values[1:]):
@@ -160,13 +194,18 @@ class _Statement:
         self.fields(node)
         return node
 
+    def new_list(self, node) -> gast.Name:
+        """The name of a list of ``node``'s items, built by loops written before."""
+        name = self.writer.fresh("items")
+        self.before += self.list_into(node, name)
+        return _load(name, node)
+
     def lifts(self, *nodes) -> bool:
         """Whether rewriting ``nodes`` writes loops, which must then run only where
         Python evaluates them (one branch of ``a if c else b``)."""
         return any(
             _first_comprehension(node) is not None
-            or (self.writer.summing and any(trees.called(n, "sum")
-                                            for n in trees.walk(node)))
+            or any(self.writer.calls(n, "sum") for n in trees.walk(node))
             for node in nodes
         )  # fmt: skip
 
@@ -252,15 +291,13 @@ class _Statement:
         return body
 
 
-def _builds_list_in_place(node: gast.Assign) -> bool:
+def _builds_list_in_place(node: gast.Assign, comprehension) -> bool:
     """``xs = [... for ...]`` where the comprehension does not read ``xs``: built in
     ``xs`` itself (``xs = []``, ``xs.append(...)``), as the user would write it."""
     if len(node.targets) != 1 or not isinstance(node.targets[0], gast.Name):
         return False
-    if not isinstance(node.value, gast.ListComp):
-        return False
     return node.targets[0].id not in {
-        n.id for n in trees.walk(node.value) if isinstance(n, gast.Name)
+        n.id for n in trees.walk(comprehension) if isinstance(n, gast.Name)
     }
 
 

@@ -14,6 +14,7 @@ from tests.corpus.case import (
     K,
     S,
     T,
+    V,
 )
 
 # --- for over ranges ---
@@ -575,6 +576,16 @@ def comprehension_in_a_loop(x):
     return total
 
 
+def generators_made_lists_and_tuples(x):
+    rows = list(np.sin(r) for r in x)
+    pair = tuple(r * 2.0 for r in rows)
+    return np.sum(np.stack(pair) * np.stack(list(r**2 for r in rows)))
+
+
+def generator_filtered_on_data(x):
+    return sum(v**2 for v in x if v > 0)
+
+
 def returned_comprehension(x):
     return [np.sin(row) * row for row in x]
 
@@ -726,6 +737,8 @@ CASES = [
     Case(comprehension_in_a_branch, F(2, 3), K(3), id="comprehension_in_a_branch-if"),
     Case(comprehension_in_a_branch, F(2, 3), K(1), id="comprehension_in_a_branch-else"),
     Case(comprehension_in_a_loop, F(3, 2)),
+    Case(generators_made_lists_and_tuples, F(2, 3)),
+    Case(generator_filtered_on_data, V([0.5, -0.4, 0.9, -1.2])),
     Case(returned_comprehension, F(3, 2), vjp=True),
     Case(write_then_read, F(4)),
     Case(buffer_filled_in_loop, F(5)),
