@@ -8,7 +8,11 @@ factory, where Python requires an enclosing function) so that ``inspect`` can re
 source.
 """
 
+import random
+
 import numpy as np
+import numpy as onp
+from numpy import copyto
 
 import ppto
 
@@ -464,6 +468,42 @@ def filled(x):
     z = x.copy()
     z.fill(2.0)  # <- error
     return np.sum(z * x)
+
+
+def shuffled_in_place(x):
+    z = x * 1.0
+    np.random.shuffle(z)  # <- error
+    return np.sum(z * np.arange(3))
+
+
+def shuffled_by_a_generator(x):
+    z = x * 1.0
+    np.random.default_rng(0).shuffle(z)  # <- error
+    return np.sum(z * np.arange(3))
+
+
+def list_shuffled_by_python(x):
+    items = [x[0], x[1] * 2.0, x[2] * 3.0]
+    random.shuffle(items)  # <- error
+    return items[0] + items[1] * 10.0
+
+
+def copied_into_by_an_imported_name(x):
+    z = np.zeros(3)
+    copyto(z, x**2)  # <- error
+    return np.sum(z)
+
+
+def copied_into_through_another_module_name(x):
+    z = np.zeros(3)
+    onp.copyto(z, x**2)  # <- error
+    return np.sum(z)
+
+
+def item_set_by_its_method(x):
+    z = x * 1.0
+    z.__setitem__(0, 5.0)  # <- error
+    return np.sum(z * z)
 
 
 def _doubled_in_place(a):

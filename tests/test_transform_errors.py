@@ -274,6 +274,14 @@ REJECTED = [
     Case(ec.sorted_in_place, "writes into an array in place", "z.sort()"),
     Case(ec.added_at_indices, "writes into an array in place", "np.add.at("),
     Case(ec.filled, "writes into an array in place", "z.fill(2.0)"),
+    # the same where the spelling was not np.<name> or a method of the array (each
+    # gave a wrong gradient)
+    Case(ec.shuffled_in_place, "writes into an array in place", "np.random"),
+    Case(ec.shuffled_by_a_generator, "writes into an array in place", "np.random"),
+    Case(ec.list_shuffled_by_python, "writes into an array in place", "random"),
+    Case(ec.copied_into_by_an_imported_name, "in place", "copyto(z, x**2)"),
+    Case(ec.copied_into_through_another_module_name, "in place", "onp.copyto"),
+    Case(ec.item_set_by_its_method, "writes into an array in place", "z.__setitem__"),
     # changes the caller's argument would see, made in a helper, or through what a
     # helper returned, or into rows of an array of unknown rank: each was missed
     Case(

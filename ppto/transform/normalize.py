@@ -29,6 +29,7 @@ from ppto.transform.resolve import (
     VARARG_METHODS,
     classify,
     is_library,
+    is_numpy_module,
     resolve_call,
     static_value,
 )
@@ -609,14 +610,18 @@ class Normalizer:
         self.emit(ir.Passive(node, reads=frozenset(value_reads(node))))
 
     def refuse_written_in_place(self, value) -> None:
-        written = _written_in_place(value, self.varied)
+        def resolved(node):
+            return static_value(node, self.parsed.namespace, self.local_names)
+
+        written = _written_in_place(value, self.varied, resolved)
         if written is not None:
             raise self.source.error(
                 written,
                 "ppto cannot differentiate a call that writes into an array in place "
-                "(out=, np.copyto, ufunc.at, .fill(), .sort(), ...): the derivative "
-                "would miss the change",
-                "assign the new value instead (z = np.sin(x), not np.sin(x, out=z))",
+                "(out=, np.copyto, ufunc.at, .fill(), .sort(), shuffle, ...): the "
+                "derivative would miss the change",
+                "assign the new value instead (z = np.sin(x), not np.sin(x, out=z); "
+                "z = z[rng.permutation(len(z))], not rng.shuffle(z))",
             )
 
     def dropped_call(self, node) -> None:
@@ -1437,14 +1442,20 @@ IN_PLACE_FUNCTIONS = {
 }  # fmt: skip
 IN_PLACE_METHODS = {
     "fill", "sort", "put", "itemset", "resize", "partition", "setfield", "byteswap",
+    "__setitem__", "__delitem__",
 }  # fmt: skip
+# NumPy's and Python's, whatever they are reached through (np.random.shuffle,
+# rng.shuffle, random.shuffle of a list): it reorders its argument in place
+SHUFFLING = "shuffle"
 
 
-def _written_in_place(value, varied: set):
+def _written_in_place(value, varied: set, resolved):
     """In a statement, a call that changes an array in place and reads or writes
     differentiated values: anything with ``out=``, NumPy's in-place functions
-    (``np.copyto``, ``np.add.at``), and the in-place methods of a differentiated
-    value (``z.fill(0.0)``, ``z.sort()``). Else None."""
+    (``np.copyto``, ``np.add.at``; also imported by name, or from NumPy under
+    another name: ``resolved(node)`` is ``static_value``'s answer for it), a shuffle,
+    and the in-place methods of a differentiated value (``z.fill(0.0)``,
+    ``z.sort()``). Else None."""
     for node in trees.walk(value):
         if not isinstance(node, gast.Call):
             continue
@@ -1457,10 +1468,21 @@ def _written_in_place(value, varied: set):
         ]
         if outs and (reads or any(value_reads(out) for out in outs)):
             return node
-        if not reads or not isinstance(function, gast.Attribute):
+        if not reads:
+            continue
+        if isinstance(function, gast.Name):
+            found, called_value = resolved(function)
+            if found and _in_place_library_function(called_value):
+                return node  # ``from numpy import copyto``: copyto(z, x)
+            continue
+        if not isinstance(function, gast.Attribute):
             continue
         owner = function.value
-        if function.attr in IN_PLACE_FUNCTIONS and _module(owner):
+        if function.attr == SHUFFLING:
+            return node
+        if function.attr in IN_PLACE_FUNCTIONS and (
+            _module(owner) or is_numpy_module(resolved(owner)[1])
+        ):
             return node
         if function.attr == "at" and isinstance(owner, gast.Attribute):
             if _module(owner.value):  # np.add.at(z, i, v)
@@ -1471,6 +1493,14 @@ def _written_in_place(value, varied: set):
             ):
                 return node  # z.fill(2.0), z.sort(), z.__iadd__(y)
     return None
+
+
+def _in_place_library_function(value) -> bool:
+    """Whether ``value`` is one of NumPy's in-place functions, or a shuffle."""
+    name = getattr(value, "__name__", None)
+    if name == SHUFFLING:
+        return True
+    return name in IN_PLACE_FUNCTIONS and getattr(np, name, None) is value
 
 
 def _module(node) -> bool:
