@@ -71,6 +71,14 @@ def try_block(x):
     return np.sum(y)
 
 
+def match_statement(x, k):
+    match k:  # <- error
+        case 1:
+            return np.sum(x)
+        case _:
+            return np.sum(x * 2.0)
+
+
 def with_block(x):
     with np.errstate(all="ignore"):  # <- error
         y = np.log(x)

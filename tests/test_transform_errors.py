@@ -117,6 +117,8 @@ REJECTED = [
     ),
     Case(ec.try_block, "try/except", "try:"),
     Case(ec.with_block, "with block", "with np.errstate"),
+    # (was "a Match construct" with a general hint)
+    Case(ec.match_statement, "a match statement", "match k:", args=(VECTOR, 1)),
     Case(ec.global_declaration, "global", "global COUNTER"),
     Case(ec.nonlocal_declaration, "nonlocal", "nonlocal calls"),
     Case(ec.delete, "del", "del y"),

@@ -167,6 +167,13 @@ class Fence(trees.Visitor):
     def visit_Try(self, node):
         self.reject(node, "try/except", "check the inputs before calling the function")
 
+    def visit_Match(self, node):
+        self.reject(
+            node,
+            "a match statement",
+            "test the cases with if/elif/else (if k == 1: ... elif k == 2: ...)",
+        )
+
     def visit_With(self, node):
         self.reject(
             node,
