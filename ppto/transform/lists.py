@@ -13,6 +13,8 @@ from ppto.runtime.tensor import Tensor
 
 
 def _zeros_like(value):
+    if isinstance(value, (tuple, list)):  # (an item of a list of pairs: (x, 1.0))
+        return type(value)(_zeros_like(item) for item in value)
     if isinstance(value, Tensor):
         from ppto.ops.shape import zeros_like
 
@@ -28,8 +30,8 @@ def zeros_like_list(values: list) -> list:
 
 
 def add_lists(left: list, right) -> list:
-    """Element-by-element sum of two lists of adjoints."""
-    return [a + b for a, b in zip(left, right)]
+    """Element-by-element sum of two lists of adjoints (of tuples item by item)."""
+    return [add_adjoints(a, b) for a, b in zip(left, right)]
 
 
 def add_at(values: list, index, addition) -> list:
@@ -37,9 +39,9 @@ def add_at(values: list, index, addition) -> list:
     element of a slice, item by item: ``+`` would join the lists)."""
     out = list(values)
     if isinstance(index, slice):
-        out[index] = [a + b for a, b in zip(out[index], addition)]
-    else:
-        out[index] = out[index] + addition
+        out[index] = add_lists(out[index], addition)
+    else:  # (an item that is a tuple, (x, 1.0), takes its adjoints item by item)
+        out[index] = add_adjoints(out[index], addition)
     return out
 
 

@@ -511,6 +511,15 @@ def list_in_while(x):
     return values[0] * values[2] + values[1]
 
 
+def pairs_of_array_and_number(x):
+    pairs = [(x, 1.0), (x * 2.0, 2.0)]
+    total = 0.0
+    for i in range(2):
+        a, s = pairs[i]  # (a pair's adjoint: one per item, not one array)
+        total = total + np.sum(np.sin(a)) * s
+    return total
+
+
 # --- comprehensions (written as the loops above) ---
 
 
@@ -723,6 +732,7 @@ CASES = [
     Case(list_written_out_by_a_helper, F(2, 3)),
     Case(sum_over_built_list, F(4)),
     Case(list_in_while, F(3)),
+    Case(pairs_of_array_and_number, F(3)),
     Case(sum_of_generator, F(2, 3), F(3)),
     Case(sum_over_list_argument, F(2, 3), K([np.eye(3), np.arange(6.0).reshape(3, 2)])),
     Case(list_comprehension_stacked, F(2, 3)),
