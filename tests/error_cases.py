@@ -282,6 +282,14 @@ def for_else(x):
     return total
 
 
+def subscript_as_loop_target(x):
+    y = x * 1.0
+    total = 0.0
+    for y[0] in (1.0, 2.0):  # <- error
+        total = total + np.sum(y * x)
+    return total
+
+
 def while_else(x):
     total = np.sum(x)
     while total > 1.0:  # <- error

@@ -187,6 +187,7 @@ REJECTED = [
     ),
     Case(ec.for_else, "for ... else", "for v in x:"),
     Case(ec.while_else, "while ... else", "while total > 1.0:"),
+    Case(ec.subscript_as_loop_target, "this form of for loop", "for y[0] in"),
     # an opaque value reaching the result directly gave a zero gradient
     Case(ec.opaque_result_returned, "np.median has no ppto operator", "np."),
     Case(ec.opaque_result_squared, "np.median has no ppto operator", "np."),

@@ -434,7 +434,10 @@ def _index_loop(
         prelude.append(_assign(steps, iterable, statement))
         statement.iter = _name(steps)
         return prelude, statement
-    index_name, pairs, first, prelude = _sequence_targets(statement, namer, source)
+    index_name, pairs, first, prelude, packed = _sequence_targets(
+        statement, namer, source
+    )
+    pairs, unpacked = _named_elements(pairs, namer, statement)
     steps = namer.fresh("steps")
     sequences = []
     for element_target, sequence_expr in pairs:
@@ -452,50 +455,105 @@ def _index_loop(
     for element_target, sequence in sequences:
         element = gast.Subscript(_name(sequence), _name(index_name), gast.Load())
         first.append(_assign(element_target, element, statement))
+    first += unpacked + packed
     statement.target = gast.Name(index_name, gast.Store(), None, None)
     statement.iter = _name(steps)
     statement.body = first + statement.body
     return prelude, statement
 
 
+def _named_elements(pairs: list, namer: Namer, origin) -> tuple[list, list]:
+    """``pairs`` with each element target that unpacks (``for a, (b, c) in
+    pairs``) replaced by a fresh name, and the assignments, one level each, that
+    unpack those names at the start of each turn."""
+    named, unpacked = [], []
+    for target, sequence in pairs:
+        if isinstance(target, str):
+            named.append((target, sequence))
+            continue
+        names = [n.id for n in trees.walk(target) if isinstance(n, gast.Name)]
+        item = namer.fresh("_".join(names) or "item")
+        named.append((item, sequence))
+        unpacking = gast.Assign([target], _name(item), None)
+        unpacked += _unpack_steps(gast.copy_location(unpacking, origin), namer)
+    return named, unpacked
+
+
 def _sequence_targets(statement: gast.For, namer: Namer, source):
-    """The index variable, (element name, sequence) pairs, the statements that
-    start each turn, and those to run before the loop, of a ``for`` loop."""
+    """The index variable, (element target, sequence) pairs, the statements that
+    start each turn, those to run before the loop, and those that follow reading
+    the elements, of a ``for`` loop; a target is a name, or the tuple or list of
+    names it unpacks into."""
     iterable, target = statement.iter, statement.target
     unsupported = source.error(
         statement,
         "ppto cannot differentiate this form of for loop",
         "loop over range(...), a tensor or list, enumerate(...) or zip(...), with "
-        "plain names as targets",
+        "names or tuples of names as targets",
     )
+    if not _names_only(target):
+        raise unsupported  # (for x[0] in ..., for obj.attribute in ...)
     if called(iterable, "enumerate"):
         if not (isinstance(target, gast.Tuple) and len(target.elts) == 2):
             raise unsupported
         index, element = target.elts
-        if not (isinstance(index, gast.Name) and isinstance(element, gast.Name)):
+        if not isinstance(index, gast.Name):
             raise unsupported
         start = _enumerate_start(iterable, unsupported)
-        items = [(element.id, _unreversed(iterable.args[0]))]
+        items, packed = _enumerated(element, iterable.args[0], namer, statement)
+        if items is None:
+            raise unsupported
         if start is not None:
             # the items run from 0, the count from ``start``, read once before the
             # loop (as Python does): index = counter + start at each turn
             counter, held = namer.fresh("i"), namer.fresh("start")
             offset = gast.BinOp(_name(counter), gast.Add(), _name(held))
             first = _assign(index.id, offset, statement)
-            return counter, items, [first], [_assign(held, start, statement)]
-        return index.id, items, [], []
+            return counter, items, [first], [_assign(held, start, statement)], packed
+        return index.id, items, [], [], packed
     if called(iterable, "zip"):
         if not (
             isinstance(target, gast.Tuple) and len(target.elts) == len(iterable.args)
         ):
             raise unsupported
-        if not all(isinstance(t, gast.Name) for t in target.elts):
-            raise unsupported
         pairs = zip(target.elts, iterable.args)
-        return namer.fresh("i"), [(t.id, _unreversed(a)) for t, a in pairs], [], []
-    if not isinstance(target, gast.Name):
-        raise unsupported
-    return namer.fresh("i"), [(target.id, iterable)], [], []
+        items = [(_target(t), _unreversed(a)) for t, a in pairs]
+        return namer.fresh("i"), items, [], [], []
+    return namer.fresh("i"), [(_target(target), iterable)], [], [], []
+
+
+def _enumerated(element, sequence, namer: Namer, origin):
+    """``enumerate(sequence)``'s (element target, sequence) pairs, and the
+    statements that make the element from them: ``enumerate(zip(a, b))`` is read as
+    ``zip(a, b)`` (a zip has no length to index by), its items ``(a_i, b_i)`` made
+    into the element where it is one name. (None, ...) where the targets do not fit
+    the zip."""
+    if not called(sequence, "zip") or sequence.keywords:
+        return [(_target(element), _unreversed(sequence))], []
+    parts = sequence.args
+    if isinstance(element, (gast.Tuple, gast.List)):
+        if len(element.elts) != len(parts):
+            return None, []
+        return [(_target(t), _unreversed(a)) for t, a in zip(element.elts, parts)], []
+    names = [namer.fresh(f"{element.id}_item") for _ in parts]
+    items = gast.Tuple([_name(n) for n in names], gast.Load())
+    packed = [_assign(element.id, items, origin)]
+    return [(n, _unreversed(a)) for n, a in zip(names, parts)], packed
+
+
+def _target(node):
+    """A loop target as ``_sequence_targets`` gives it: a name's identifier, else
+    the tuple or list itself."""
+    return node.id if isinstance(node, gast.Name) else node
+
+
+def _names_only(target) -> bool:
+    """Whether ``target`` is a name, or a tuple or list of such targets."""
+    if isinstance(target, gast.Name):
+        return True
+    if isinstance(target, (gast.Tuple, gast.List)):
+        return all(_names_only(element) for element in target.elts)
+    return False
 
 
 def _enumerate_start(call: gast.Call, unsupported):

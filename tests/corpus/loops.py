@@ -520,6 +520,36 @@ def pairs_of_array_and_number(x):
     return total
 
 
+def loop_unpacking_pairs(x):
+    total = 0.0
+    for a, (s, b) in [(x, (1.0, x**2)), (x * 2.0, (2.0, np.sin(x)))]:
+        total = total + np.sum(a * b) * s
+    return total
+
+
+def loop_unpacking_rows(x):
+    total = 0.0
+    for a, b in x:  # (rows of two)
+        total = total + a * np.exp(b)
+    return total
+
+
+def enumerate_zip(x):
+    ws = [x, x * 2.0, x**2]
+    total = 0.0
+    for i, (a, b) in enumerate(zip(ws, ws[1:]), start=1):
+        total = total + i * np.sum(a * np.sin(b))
+    for i, pair in enumerate(zip(ws, ws[::-1])):
+        total = total + i * np.sum(pair[0] * pair[1])
+    return total
+
+
+def comprehension_unpacking(x):
+    ws = [x, x * 2.0, x**2]
+    total = sum(i * np.sum(a * b) for i, (a, b) in enumerate(zip(ws, ws[1:])))
+    return total + sum(np.sum(a) * s for a, s in ((x, 1.0), (x**3, 2.0)))
+
+
 # --- comprehensions (written as the loops above) ---
 
 
@@ -733,6 +763,10 @@ CASES = [
     Case(sum_over_built_list, F(4)),
     Case(list_in_while, F(3)),
     Case(pairs_of_array_and_number, F(3)),
+    Case(loop_unpacking_pairs, F(3)),
+    Case(loop_unpacking_rows, F(3, 2)),
+    Case(enumerate_zip, F(3)),
+    Case(comprehension_unpacking, F(3)),
     Case(sum_of_generator, F(2, 3), F(3)),
     Case(sum_over_list_argument, F(2, 3), K([np.eye(3), np.arange(6.0).reshape(3, 2)])),
     Case(list_comprehension_stacked, F(2, 3)),
