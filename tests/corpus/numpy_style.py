@@ -1,6 +1,8 @@
 """Corpus functions written NumPy style: ``np.*`` calls, methods, operators,
 subscripts, Python control flow. ``CASES`` declares each one's inputs."""
 
+import functools
+
 import numpy as np
 
 import ppto
@@ -10,6 +12,7 @@ from tests.corpus.case import (
     K,
     S,
     T,
+    V,
 )
 
 # --- straight line ---
@@ -597,6 +600,98 @@ def operators_on_written_lists(x):
     return total + np.max(pair) + np.sum(np.maximum([x[0], x[2]], 0.1) ** 2)
 
 
+# --- statements with no derivative of their own; Python spellings of calls ---
+
+
+def printed_asserted_raised(x):
+    print(f"{x.shape[0]} values, {np.sum(x):.2f} in all")
+    assert x.ndim == 1 and 0 < x.shape[0] < 10, "a short vector"
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"not finite: {x}")
+    return np.sum(np.sin(x) * x)
+
+
+def masked_sliced_and_added_writes(x):
+    y = x * 1.0
+    y[x > 0] = x[x > 0] ** 2
+    y[1:3] = y[0:2] * 2.0
+    y[0] += x[3] ** 2
+    return np.sum(y * x)
+
+
+def seeded_noise(x):
+    noise = np.random.default_rng(7).normal(size=x.shape)
+    h = x
+    for _ in range(2):
+        h = np.tanh(h + noise * 0.1)
+    return np.sum(h * noise)
+
+
+def _passing_through(function):
+    @functools.wraps(function)
+    def wrapper(*args, **options):
+        return function(*args, **options)
+
+    return wrapper
+
+
+def _scaled_by_ten(function):
+    @functools.wraps(function)
+    def wrapper(v):
+        return function(v) * 10.0
+
+    return wrapper
+
+
+@_passing_through
+def _squared(v, *, power=2.0):
+    return np.abs(v) ** power
+
+
+@_scaled_by_ten
+def _sine(v):
+    return np.sin(v)
+
+
+def decorated_helpers(x):
+    return np.sum(_squared(x, power=3.0) + _squared(x)) + np.sum(_sine(x))
+
+
+class _Settings:
+    scale = 1.5
+
+    def __init__(self):
+        self.offset = np.array([0.5, -0.25, 1.0, 2.0])
+
+
+_SETTINGS = _Settings()
+
+
+def class_and_instance_attributes(x):
+    return np.sum((x * _Settings.scale + _SETTINGS.offset) ** 2)
+
+
+def _closure_over_reassigned():
+    factor = 1.0
+
+    def closure(x):
+        return np.sum(np.exp(x * factor))
+
+    factor = 3.0  # (the closure reads the value it has when called)
+    return closure
+
+
+closure_over_reassigned = _closure_over_reassigned()
+
+
+def halves_by_integer_division(x):
+    half = x.shape[0] // 2
+    total = 0.0
+    for i in range(half):
+        total = total + x[i] * x[i + half]
+    return total / (len(x) // 2)
+
+
 # --- non-scalar results (checked through vjp) ---
 
 
@@ -805,6 +900,13 @@ CASES = [
     Case(chained_integer_indexing, F(4, 3), K(2)),
     Case(boolean_mask_index, F(7)),
     Case(operators_on_written_lists, F(3, 2)),
+    Case(printed_asserted_raised, F(4)),
+    Case(masked_sliced_and_added_writes, V([0.5, -0.4, 0.9, -1.2])),
+    Case(seeded_noise, F(4)),
+    Case(decorated_helpers, F(4, lo=0.2)),
+    Case(class_and_instance_attributes, F(4)),
+    Case(closure_over_reassigned, F(4)),
+    Case(halves_by_integer_division, F(6)),
     Case(rows_softmax, F(2, 3), vjp=True),
     Case(matmul_tanh, F(3, 2), T(2, 4), vjp=True),
     Case(two_outputs, F(3), F(3), vjp=True),
