@@ -320,6 +320,11 @@ def _cases():
     for op in ("maximum", "minimum"):  # NumPy's: NaN in, NaN out
         tree = Node(op, [Node(leaf=0), Node(leaf=1)])
         cases.append((f"nan_{op}", cuda.CudaElementwise(op, tree, 2)))
+    for op in ("arctan2", "hypot", "fmod"):  # C's functions of two operands
+        tree = Node(op, [Node(leaf=0), Node(leaf=1)])
+        cases.append((op, cuda.CudaElementwise(op, tree, 2)))
+    for op in ("reciprocal", "cbrt", "exp2", "log2", "log10"):
+        cases.append((op, cuda.CudaElementwise(op, Node(op, [Node(leaf=0)]), 1)))
     p, q, r = Node(leaf=0), Node(leaf=1), Node(leaf=2)  # a mask times values
     mask = Node("add", [Node("where", [p, q, Node("neg", [q])]), Node("mul", [p, r])])
     cases.append(("mask", cuda.CudaElementwise("mask", mask, 3)))
@@ -390,7 +395,8 @@ def host_library(compile_host):
 
 def _needs_positive(tree: Node) -> bool:
     ops = set(_ops(tree))
-    return bool(ops & {"log", "log1p", "sqrt", "pow", "div", "arcsin", "arccos"})
+    positive = {"log", "log1p", "log2", "log10", "sqrt", "pow", "div", "arcsin"}
+    return bool(ops & (positive | {"arccos", "reciprocal"}))
 
 
 def _ops(tree: Node):

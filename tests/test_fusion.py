@@ -804,11 +804,19 @@ def branchy_loss(x, y, s):
     return total
 
 
+def angles_and_bases(x, y, s):
+    # the elementwise functions without numexpr spellings: NumPy's ufuncs in blocks
+    radius = np.hypot(x, y) + s
+    angle = np.arctan2(y, x) * np.log2(radius) + np.log10(radius) * np.cbrt(x)
+    return np.sum(angle + np.exp2(-y * y) + np.reciprocal(radius) + np.fmod(x, radius))
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("function, shapes", [
     (chain, [(LARGE + 5,)] * 3),
     (chain, [(3, LARGE // 2 + 7)] * 3),
     (branchy_loss, [(LARGE + 1,), (LARGE + 1,), ()]),
+    (angles_and_bases, [(LARGE + 3,), (LARGE + 3,), ()]),
 ])  # fmt: skip
 def test_regions_run_in_one_pass_and_agree_with_unfused_code(function, shapes, dtype):
     """A run of elementwise statements and full sums runs as one chunked pass when

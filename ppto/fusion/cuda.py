@@ -60,6 +60,10 @@ SPELLINGS = {
     "arcsin": "asin({0})",
     "arccos": "acos({0})",
     "arctan": "atan({0})",
+    "arctan2": "atan2({0}, {1})",
+    "hypot": "hypot({0}, {1})",
+    "fmod": "fmod({0}, {1})",
+    "reciprocal": "(((T)1.0) / {0})",
     "maximum": "ppto_maximum<T>({0}, {1})",
     "minimum": "ppto_minimum<T>({0}, {1})",
     "greater": "({0} > {1})",
@@ -70,7 +74,7 @@ SPELLINGS = {
     "where": "({0} ? {1} : {2})",
 }
 FUNCTIONS = {"sqrt", "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh"}
-FUNCTIONS |= {"sinh", "cosh"}
+FUNCTIONS |= {"sinh", "cosh", "cbrt", "exp2", "log2", "log10"}
 
 
 def expression(node: Node, names) -> str:

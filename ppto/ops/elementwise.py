@@ -146,6 +146,34 @@ def _(x):
 
 
 @unary()
+def reciprocal(xp, x):
+    """1 / x (``np.reciprocal``; of integers, NumPy's integer result)."""
+    return xp.reciprocal(x)
+
+
+@reciprocal.grad_rule
+def _(x, out):
+    def backward(dY):
+        return -dY * out * out
+
+    return backward
+
+
+@unary()
+def cbrt(xp, x):
+    """Cube root, real for negative x too (``np.cbrt``)."""
+    return xp.cbrt(x)
+
+
+@cbrt.grad_rule
+def _(x, out):
+    def backward(dY):
+        return dY / (3 * out * out)
+
+    return backward
+
+
+@unary()
 def sqrt(xp, x):
     """Square root."""
     return xp.sqrt(x)
@@ -228,6 +256,52 @@ def expm1(xp, x):
 def _(x, out):
     def backward(dY):
         return dY * (out + 1)
+
+    return backward
+
+
+LN2 = 0.6931471805599453  # log(2)
+LN10 = 2.302585092994046  # log(10)
+
+
+@unary()
+def exp2(xp, x):
+    """2 ** x."""
+    return xp.exp2(x)
+
+
+@exp2.grad_rule
+def _(x, out):
+    def backward(dY):
+        return dY * out * LN2
+
+    return backward
+
+
+@unary()
+def log2(xp, x):
+    """Base-2 logarithm."""
+    return xp.log2(x)
+
+
+@log2.grad_rule
+def _(x):
+    def backward(dY):
+        return dY / (x * LN2)
+
+    return backward
+
+
+@unary()
+def log10(xp, x):
+    """Base-10 logarithm."""
+    return xp.log10(x)
+
+
+@log10.grad_rule
+def _(x):
+    def backward(dY):
+        return dY / (x * LN10)
 
     return backward
 
@@ -359,6 +433,55 @@ def _(x):
         return dY / (1 + x * x)
 
     return backward
+
+
+@binary()
+def arctan2(xp, y, x):
+    """The angle of the point (x, y) from the x axis, in (-pi, pi], broadcasting
+    (``np.arctan2(y, x)``)."""
+    return xp.arctan2(y, x)
+
+
+@arctan2.grad_rule
+def _(y, x):
+    def backward(dY):
+        # d angle = (x dy - y dx) / (x^2 + y^2); undefined at the origin (NaN there)
+        scale = dY / (x * x + y * y)
+        return unbroadcast(scale * x, y), unbroadcast(-scale * y, x)
+
+    return backward
+
+
+@arctan2.jvp_rule
+def _(y, x):
+    def tangent(dy, dx):
+        return (x * dy - y * dx) / (x * x + y * y)
+
+    return tangent
+
+
+@binary()
+def hypot(xp, a, b):
+    """sqrt(a ** 2 + b ** 2), broadcasting, without overflow (``np.hypot``)."""
+    return xp.hypot(a, b)
+
+
+@hypot.grad_rule
+def _(a, b, out):
+    def backward(dY):
+        # at a = b = 0 (no derivative) the gradient is taken as 0, not 0 / 0
+        scale = dY / where(out == 0, 1.0, out)
+        return unbroadcast(scale * a, a), unbroadcast(scale * b, b)
+
+    return backward
+
+
+@hypot.jvp_rule
+def _(a, b, out):
+    def tangent(da, db):
+        return (a * da + b * db) / where(out == 0, 1.0, out)
+
+    return tangent
 
 
 # --- activations ------------------------------------------------------------------
@@ -548,6 +671,31 @@ def _(a, b):
 def _(a, b):
     def tangent(da, db):
         return da - db * floor_divide(a, b)
+
+    return tangent
+
+
+@binary()
+def fmod(xp, a, b):
+    """a - b * trunc(a / b), elementwise, with the sign of a (C's fmod,
+    ``np.fmod``; ``%`` takes the sign of b)."""
+    return xp.fmod(a, b)
+
+
+@fmod.grad_rule
+def _(a, b, out):
+    def backward(dY):
+        # (a - out) / b is the whole number of b's taken away; as an expression of
+        # out it is constant, so its own derivatives (second order) are right too
+        return unbroadcast(dY, a), unbroadcast(-dY * ((a - out) / b), b)
+
+    return backward
+
+
+@fmod.jvp_rule
+def _(a, b, out):
+    def tangent(da, db):
+        return da - db * ((a - out) / b)
 
     return tangent
 

@@ -756,6 +756,25 @@ def discounted_returns(rewards):
     return np.sum(returns**2) + np.sum(rewards.cumsum() * np.flip(rewards).ravel())
 
 
+def polar_coordinates(x, y):
+    # angle and radius of points, as a NumPy user writes them (np.arctan2, np.hypot)
+    angle = np.arctan2(y, x)
+    radius = np.hypot(x, y)
+    return np.sum(np.cos(angle) * radius**2) + np.sum(np.arctan2(1.0, radius))
+
+
+def other_bases_and_roots(x):
+    # bits and decibels, cube roots and reciprocals, each through its operator
+    bits = np.log2(x) + np.exp2(-x)
+    decibels = 10.0 * np.log10(x * x)
+    return np.sum(bits * decibels + np.cbrt(x - 1.0) + np.reciprocal(x + 1.0))
+
+
+def wrapped_phase(x, period):
+    # C's remainder (the sign of x), a saw wave of x
+    return np.sum(np.fmod(3.0 * x, period) ** 2 + np.fmod(period, 0.3))
+
+
 LABELS = np.array([0, 2, 1, 2])
 
 CASES = [
@@ -838,6 +857,9 @@ CASES = [
     Case(logistic_loss_logaddexp, F(3), F(4, 3), K(np.array([1.0, -1.0, -1.0, 1.0]))),
     Case(nll_take_along_axis, F(4, 3), K(LABELS)),
     Case(discounted_returns, F(2, 4)),
+    Case(polar_coordinates, F(3, lo=0.3, hi=1.0), F(3, lo=-1.0, hi=-0.3)),
+    Case(other_bases_and_roots, F(2, 3, lo=1.2, hi=2.0)),
+    Case(wrapped_phase, V([-0.55, 0.1, 0.7]), V([0.7, 0.7, 0.45])),
     Case(attention_by_einsum, F(2, 3, 2), F(2, 2), F(2, 2)),
     Case(mlp, F(4, 3), F(3, 5), F(5), T(5, 3), F(3), K(LABELS)),
     Case(ellipsis_and_none, F(3, 2)),
