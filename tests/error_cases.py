@@ -224,11 +224,11 @@ def remainder_and_floor_division(x, y):
 
 
 def numpy_function_without_operator(x):
-    return np.sum(np.cumprod(x))  # <- error
+    return np.sum(np.nancumprod(x))  # <- error
 
 
 def method_without_operator(x):
-    return x.cumprod().sum()  # <- error
+    return x.trace().sum()  # <- error
 
 
 def attribute_without_operator(x):
@@ -1053,7 +1053,7 @@ def add_into_a_listed_row(x):
 
 
 def opaque_value_in_a_list(x):
-    m = np.cumprod(x)  # <- error
+    m = np.nancumprod(x)  # <- error
     c = [m, m * 2.0]
     return np.sum(c[0])  # (a zero gradient for a while: the list hid the taint)
 

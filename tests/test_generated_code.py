@@ -2731,3 +2731,33 @@ def test_a_value_drawn_inside_an_expression_is_drawn_once():
     gradient = ppto.grad(seeded)(x)
     np.random.seed(11)
     np.testing.assert_allclose(gradient.numpy(), np.random.rand(2), rtol=1e-12)
+
+
+# np.cumprod's derivatives are the products of the other elements up to each
+# position: made without dividing by x, they are right with one, two or more zeros
+
+
+def running_products(x):
+    weights = np.arange(1.0, 1.0 + x.size)
+    rows = np.cumprod(x.reshape(2, 3), axis=1)
+    return np.sum(np.cumprod(x) * weights) + np.sum(rows**2)
+
+
+def running_products_down_columns(x):
+    table = np.outer(x, x[::-1] + 1.0)
+    return np.sum(np.cumprod(table, axis=0) * table) + np.sum(x.cumprod())
+
+
+@pytest.mark.parametrize("function", [running_products, running_products_down_columns])
+@pytest.mark.parametrize(
+    "x",
+    [
+        [0.7, -0.3, 0.9, 1.1, 0.5, -1.2],
+        [0.7, 0.0, 0.9, 1.1, 0.5, -1.2],
+        [0.0, -0.3, 0.0, 1.1, 0.5, 0.0],
+        [0.7, 0.0, 0.9, 0.0, 0.0, -1.2],
+        [0.7, 0.0, 0.0, 0.0, 0.5, -1.2],
+    ],
+)
+def test_running_product_with_zeros(function, x):
+    assert_derivatives_match(function, np.array(x))

@@ -181,6 +181,7 @@ _METHODS = {
     "var": _reduction(reductions.reduce_var, "var"),
     "std": _reduction(reductions.reduce_std, "std"),
     "cumsum": lambda self, axis=None: reductions.cumsum(self, axis),
+    "cumprod": lambda self, axis=None: reductions.cumprod(self, axis),
     "flatten": lambda self: shape.flatten(self),
     "ravel": lambda self: shape.flatten(self),
     "argmax": _reduction(reductions.argmax, "argmax"),

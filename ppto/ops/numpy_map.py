@@ -164,6 +164,7 @@ _FUNCTIONS = {
     np.swapaxes: shape.swapaxes,
     np.flip: shape.flip,
     np.cumsum: reductions.cumsum,
+    np.cumprod: reductions.cumprod,
     np.reshape: shape.reshape,
     np.broadcast_to: shape.broadcast_to,
     np.expand_dims: shape.expand_dims,

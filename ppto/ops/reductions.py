@@ -344,3 +344,79 @@ def _(x, axis=None):
         return flip(cumsum(flip(dY, axis), axis), axis)
 
     return backward
+
+
+@primitive("(Tensor[...]) -> Tensor[...]")
+def cumprod(xp, x, axis=None):
+    """Running products along ``axis`` (of the flattened x when None), like
+    np.cumprod."""
+    return xp.cumprod(x, axis=axis)
+
+
+# x[i]'s derivative of the running product out[j] (j >= i) is the product of the
+# other elements up to j: out[j] / x[i] where x[i] is not 0. A zero is left out of
+# the products instead of divided by: the first zero along the axis through the
+# running products with it taken as 1; the second through those with both taken
+# as 1, times the first zero's value (0, but its derivative is that product: the
+# second derivatives are right); later zeros' derivatives have two zero factors.
+# Rules are inlined as written, so both spell it out.
+
+
+@cumprod.grad_rule
+def _(x, axis=None, out=None):
+    def backward(dY):
+        along = running_axis(axis)
+        flat = reshape(x, running_shape(x, axis))
+        zero = flat == 0.0
+        zeros_so_far = where(zero, cumsum(cast(zero, flat.dtype), along), 0.0)
+        first = zeros_so_far == 1.0
+        second = zeros_so_far == 2.0
+        from_end = flip(cumsum(flip(dY * out, along), along), along)
+        others = where(zero, 0.0, from_end / where(zero, 1.0, flat))
+        without_first = cumprod(where(first, 1.0, flat), along)
+        at_first = flip(cumsum(flip(dY * without_first, along), along), along)
+        without_two = cumprod(where(first, 1.0, where(second, 1.0, flat)), along)
+        first_value = reduce_sum(where(first, flat, 0.0), along, True)
+        at_second = first_value * flip(
+            cumsum(flip(dY * without_two, along), along), along
+        )
+        gradient = where(first, at_first, where(second, at_second, others))
+        return reshape(gradient, np.shape(x))
+
+    return backward
+
+
+@cumprod.jvp_rule
+def _(x, axis=None, out=None):
+    def tangent(dx):
+        along = running_axis(axis)
+        flat = reshape(x, running_shape(x, axis))
+        flat_dx = reshape(dx, running_shape(x, axis))
+        zero = flat == 0.0
+        zeros_so_far = where(zero, cumsum(cast(zero, flat.dtype), along), 0.0)
+        first = zeros_so_far == 1.0
+        second = zeros_so_far == 2.0
+        others = out * cumsum(where(zero, 0.0, flat_dx / where(zero, 1.0, flat)), along)
+        without_first = cumprod(where(first, 1.0, flat), along)
+        at_first = without_first * cumsum(where(first, flat_dx, 0.0), along)
+        without_two = cumprod(where(first, 1.0, where(second, 1.0, flat)), along)
+        first_value = reduce_sum(where(first, flat, 0.0), along, True)
+        at_second = (
+            first_value * without_two * cumsum(where(second, flat_dx, 0.0), along)
+        )
+        return others + at_first + at_second
+
+    return tangent
+
+
+@shape_helper
+def running_axis(axis):
+    """The axis a running sum or product runs along once x is ``running_shape``."""
+    return 0 if axis is None else axis
+
+
+@shape_helper
+def running_shape(x, axis):
+    """x's shape as a running sum or product along ``axis`` sees it: flattened when
+    axis is None."""
+    return (-1,) if axis is None else tuple(np.shape(x))

@@ -28,6 +28,7 @@ METHOD_OPERATORS = {
     "min": reductions.reduce_min,
     "prod": reductions.reduce_prod,
     "cumsum": reductions.cumsum,
+    "cumprod": reductions.cumprod,
     "var": reductions.reduce_var,
     "std": reductions.reduce_std,
     "flatten": shape.flatten,

@@ -756,6 +756,12 @@ def discounted_returns(rewards):
     return np.sum(returns**2) + np.sum(rewards.cumsum() * np.flip(rewards).ravel())
 
 
+def survival_probabilities(hazards):
+    # the chance of lasting through each step, np.cumprod along time and flattened
+    alive = np.cumprod(1.0 - hazards, axis=1)
+    return np.sum(alive * hazards) + np.sum(hazards.cumprod() ** 2)
+
+
 def polar_coordinates(x, y):
     # angle and radius of points, as a NumPy user writes them (np.arctan2, np.hypot)
     angle = np.arctan2(y, x)
@@ -857,6 +863,7 @@ CASES = [
     Case(logistic_loss_logaddexp, F(3), F(4, 3), K(np.array([1.0, -1.0, -1.0, 1.0]))),
     Case(nll_take_along_axis, F(4, 3), K(LABELS)),
     Case(discounted_returns, F(2, 4)),
+    Case(survival_probabilities, F(2, 4, lo=0.1, hi=0.9)),
     Case(polar_coordinates, F(3, lo=0.3, hi=1.0), F(3, lo=-1.0, hi=-0.3)),
     Case(other_bases_and_roots, F(2, 3, lo=1.2, hi=2.0)),
     Case(wrapped_phase, V([-0.55, 0.1, 0.7]), V([0.7, 0.7, 0.45])),
