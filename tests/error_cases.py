@@ -227,6 +227,10 @@ def numpy_function_without_operator(x):
     return np.sum(np.nancumprod(x))  # <- error
 
 
+def average_with_too_many_positionals(x):
+    return np.average(x, 0, x, True)  # <- error
+
+
 def method_without_operator(x):
     return x.trace().sum()  # <- error
 

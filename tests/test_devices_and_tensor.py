@@ -270,6 +270,29 @@ def test_numpy_einsum_on_tensors_counts_its_arrays():
             call()
 
 
+def test_numpy_average_on_tensors_reads_numpys_positions_and_refuses_bad_weights():
+    x, w = np.arange(6.0).reshape(2, 3), np.array([1.0, 2.0, 0.5])
+    for call in (
+        lambda a: np.average(a, 1, w),
+        lambda a: np.average(a, axis=1, weights=w, keepdims=True),
+        lambda a: np.average(a, weights=np.outer([1.0, 3.0], w)),
+        lambda a: np.average(a, 0),
+        np.average,
+    ):
+        np.testing.assert_allclose(np.asarray(call(ppto.tensor(x))), call(x))
+    refused = [
+        (lambda a: np.average(a, weights=w), "with axis=None"),
+        (lambda a: np.average(a, 0, w), "3 weights along axis 0"),
+        (lambda a: np.average(a, 1, w[None]), r"shape \(1, 3\)"),
+        (lambda a: np.average(a, 1, w, True), "at most 3 positional"),
+    ]
+    for call, message in refused:
+        with pytest.raises(ppto.PptoError, match=message):
+            call(ppto.tensor(x))
+    with pytest.raises(ppto.PptoError, match="weights sum to zero along axis=1"):
+        np.average(ppto.tensor(x), 1, np.array([1.0, -1.0, 0.0]))
+
+
 def test_setitem_writes_through_an_operator():
     t = ppto.tensor(np.zeros((2, 3)))
     t[0, 1:] = 5.0

@@ -154,6 +154,11 @@ REJECTED = [
     Case(ec.shift_operator, "<<", "1 << 2"),
     Case(ec.shift_assignment, "<<", "scale <<= 2"),
     Case(ec.numpy_function_without_operator, "np.nancumprod", "np.nancumprod(x)"),
+    Case(
+        ec.average_with_too_many_positionals,
+        "at most 3 positional arguments (a, axis, weights)",
+        "np.average(x, 0, x, True)",
+    ),
     Case(ec.method_without_operator, ".trace()", "x.trace()"),
     Case(ec.attribute_without_operator, ".real", "x.real"),
     Case(ec.non_differentiable_use, "float", "float(x.sum())"),

@@ -64,9 +64,14 @@ class NumpyAlias:
     rank_check: RankCheck | None = None
     # parameters NumPy takes before the arrays (np.einsum's subscripts)
     leading: tuple = ()
+    # NumPy's names of its positional parameters where their order is not the
+    # operator's (np.average(a, axis, weights): ppto.average(a, weights, axis))
+    positional: tuple = ()
 
     def __call__(self, *args, **kwargs):
         check_numpy_positionals(self.op, len(args), "this NumPy function")
+        if self.positional:
+            args, kwargs = by_name(self.positional, args, kwargs, self.op.name)
         refusal = check_ranks(self.rank_check, args)
         if refusal is not None:
             raise PptoError(refusal)
@@ -87,6 +92,21 @@ class NumpyAlias:
             raise
         except TypeError as error:
             raise PptoError(f"{self.op.name}: {error}") from error
+
+
+def by_name(names: tuple, args: tuple, kwargs: dict, op_name: str):
+    """``args`` after the first passed by their NumPy ``names`` instead (see
+    ``NumpyAlias.positional``)."""
+    if len(args) > len(names):
+        raise PptoError(
+            f"np.{op_name} takes at most {len(names)} positional arguments "
+            f"({', '.join(names)}), got {len(args)}"
+        )
+    named = dict(zip(names[1:], args[1:]))
+    twice = sorted(set(named) & set(kwargs))
+    if twice:
+        raise PptoError(f"np.{op_name} got {twice[0]!r} by position and by name")
+    return args[:1], {**named, **kwargs}
 
 
 NUMPY_UFUNCS = {
@@ -198,5 +218,8 @@ NUMPY_FUNCTIONS.update(
 # np.dot is np.matmul for operands of up to 2 axes (or a vector and a stack)
 NUMPY_FUNCTIONS[np.dot] = NumpyAlias(linalg.dot, rank_check=NUMPY_DOT)
 NUMPY_FUNCTIONS[np.einsum] = NumpyAlias(linalg.einsum, leading=("subscripts",))
+NUMPY_FUNCTIONS[np.average] = NumpyAlias(
+    reductions.average, positional=("a", "axis", "weights")
+)
 NUMPY_FUNCTIONS[np.split] = NumpyAlias(shape.split, {"indices_or_sections": "indices"})
 NUMPY_FUNCTIONS.update({ufunc: NumpyAlias(op) for ufunc, op in NUMPY_UFUNCS.items()})

@@ -124,6 +124,10 @@ class Primitive(OperatorDef):
         self.defaults = {
             p.name: p.default for p in parameters[arity:] if p.default is not p.empty
         }
+        # an input that may be left out (np.average's weights): its default value
+        self.input_defaults = {
+            p.name: p.default for p in parameters[:arity] if p.default is not p.empty
+        }
         self._impls: dict = {}
         if tangent in ("linear", "bilinear"):
             from ppto.ops.rules import derive_tangent
@@ -154,6 +158,10 @@ class Primitive(OperatorDef):
                     f"ppto.{self.name} got an unexpected argument {key!r}; its "
                     f"signature is {self.name}{self.python_signature}"
                 )
+        for name in self.input_names[len(inputs) :]:
+            if name not in self.input_defaults:
+                break
+            inputs.append(self.input_defaults[name])
         if len(inputs) < arity or len(params) < len(self.param_names):
             missing = [n for n in self.input_names[len(inputs) :]]
             missing += [n for n in self.param_names if n not in params]

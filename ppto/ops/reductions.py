@@ -10,7 +10,14 @@ from ppto.errors import PptoError, ShapeError
 from ppto.ops.elementwise import exp, where
 from ppto.ops.primitive import primitive
 from ppto.ops.rules import shape_helper
-from ppto.ops.shape import cast, flip, reshape, target_shape
+from ppto.ops.shape import (
+    broadcast_to,
+    cast,
+    flip,
+    reshape,
+    target_shape,
+    unbroadcast,
+)
 
 REDUCE = "(Tensor[...]) -> Tensor[...]"
 
@@ -420,3 +427,76 @@ def running_shape(x, axis):
     """x's shape as a running sum or product along ``axis`` sees it: flattened when
     axis is None."""
     return (-1,) if axis is None else tuple(np.shape(x))
+
+
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]")
+def average(xp, a, weights=1.0, axis=None, keepdims=False):
+    """Weighted mean over ``axis``, sum(a * weights) / sum(weights), like
+    np.average: weights of a's shape, or 1-D along an int ``axis``; without
+    weights, the mean."""
+    if not hasattr(weights, "shape"):  # a number: every element weighs alike
+        if weights == 0:
+            raise PptoError("ppto.average: weights of 0 sum to zero")
+        return xp.mean(a, axis=axis, keepdims=keepdims)
+    aligned = xp.reshape(weights, weights_shape(weights, a, axis))
+    total = xp.sum(xp.broadcast_to(aligned, a.shape), axis=axis, keepdims=keepdims)
+    if bool((total == 0).any()):  # (NumPy's ZeroDivisionError, said so)
+        raise PptoError(
+            f"ppto.average: the weights sum to zero along axis={axis}, so the "
+            "average is not defined there: check the weights, or add a small "
+            "positive number to them"
+        )
+    return xp.sum(a * aligned, axis=axis, keepdims=keepdims) / total
+
+
+@shape_helper
+def weights_shape(weights, a, axis):
+    """The shape ``average``'s ``weights`` take to broadcast against a: their own
+    where they are a's shape (or a number), 1-D weights along ``axis`` with 1 for
+    each other axis; any other shape is refused, as NumPy refuses it."""
+    shape, target = tuple(np.shape(weights)), tuple(np.shape(a))
+    if shape == target or not shape:
+        return shape
+    if axis is None or not isinstance(axis, (int, np.integer)) or len(shape) != 1:
+        raise ShapeError(
+            f"ppto.average: weights of shape {shape} for an array of shape "
+            f"{target} with axis={axis}: give weights of the array's shape, or 1-D "
+            "weights with one int axis (as np.average takes them)"
+        )
+    along = int(axis) % len(target) if -len(target) <= axis < len(target) else None
+    if along is None or shape[0] != target[along]:
+        size = target[along] if along is not None else "none"
+        raise ShapeError(
+            f"ppto.average: {shape[0]} weights along axis {axis} of an array of "
+            f"shape {target} (its length there: {size})"
+        )
+    kept = [1] * len(target)
+    kept[along] = shape[0]
+    return tuple(kept)
+
+
+@average.grad_rule
+def _(a, weights=1.0, axis=None, keepdims=False, out=None):
+    def backward(dY):
+        # each element's share of the result is its weight over the weights' sum
+        aligned = reshape(weights, weights_shape(weights, a, axis))
+        total = reduce_sum(broadcast_to(aligned, np.shape(a)), axis, True)
+        share = unreduce(dY, a, axis, keepdims) / total
+        away = a - unreduce(out, a, axis, keepdims)
+        return share * aligned, reshape(
+            unbroadcast(share * away, aligned), np.shape(weights)
+        )
+
+    return backward
+
+
+@average.jvp_rule
+def _(a, weights=1.0, axis=None, keepdims=False, out=None):
+    def tangent(da, dweights):
+        aligned = reshape(weights, weights_shape(weights, a, axis))
+        daligned = reshape(dweights, weights_shape(weights, a, axis))
+        total = reduce_sum(broadcast_to(aligned, np.shape(a)), axis, True)
+        away = a - unreduce(out, a, axis, keepdims)
+        return reduce_sum((da * aligned + daligned * away) / total, axis, keepdims)
+
+    return tangent

@@ -1062,6 +1062,8 @@ class Normalizer:
                 self.numpy_positionals(node, callee.op, len(node.args), callee.text)
             if callee.leading:
                 node = self.leading_parameters(node, callee)
+            if callee.positional:
+                node = self.numpy_positional_names(node, callee)
             result = self.operator_call(node, callee.op, callee.renames, target)
             if callee.rank_check is not None:
                 self.out[-1].rank_check = (callee.rank_check, node)
@@ -1092,6 +1094,27 @@ class Normalizer:
             for name, argument in zip(callee.leading, node.args[:count])
         ]
         call = gast.Call(node.func, arrays, keywords + node.keywords)
+        return gast.copy_location(call, node)
+
+    def numpy_positional_names(self, node, callee):
+        """A call written with NumPy's positional order where it is not the
+        operator's (``np.average(x, 1, w)``) with the arguments after the first
+        passed by NumPy's names; a new node: the user's tree is left as it is."""
+        names = callee.positional
+        if len(node.args) > len(names) or any(
+            isinstance(a, gast.Starred) for a in node.args
+        ):
+            raise self.source.error(
+                node,
+                f"{callee.text} takes at most {len(names)} positional arguments "
+                f"({', '.join(names)}), written out",
+                "pass the others by name",
+            )
+        keywords = [
+            gast.keyword(name, argument)
+            for name, argument in zip(names[1:], node.args[1:])
+        ]
+        call = gast.Call(node.func, node.args[:1], keywords + node.keywords)
         return gast.copy_location(call, node)
 
     def numpy_positionals(self, node, op, count: int, spelled: str) -> None:
@@ -1135,11 +1158,12 @@ class Normalizer:
                     f"ppto.{op.name} has no argument {keyword.arg!r}",
                     f"its arguments are {', '.join(op.input_names + op.param_names)}",
                 )
-        defaults = getattr(op, "defaults", {})
+        defaults = {**getattr(op, "defaults", {}), **getattr(op, "input_defaults", {})}
         inputs += [None] * (arity - len(inputs))
         for index, name in enumerate(op.input_names):
             if inputs[index] is None and name in defaults:
-                # an input left out takes its default (a user operator's keepdims)
+                # an input left out takes its default (a user operator's keepdims,
+                # np.average's weights)
                 inputs[index] = ir.Verbatim(constant_expr(defaults[name]))
         if any(value is None for value in inputs):
             raise self.source.error(

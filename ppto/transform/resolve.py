@@ -70,6 +70,7 @@ class Callee:
     function: Any = None
     numpy: bool = False  # spelled the NumPy way (np.sum): NumPy's positional order
     leading: tuple = ()  # parameters NumPy takes before the arrays (np.einsum's)
+    positional: tuple = ()  # NumPy's positional names, where not the operator's
     method: str = ""
     text: str = ""
     rank_check: Any = None  # (see NumpyAlias)
@@ -127,6 +128,7 @@ def classify(value: Any, text: str = "") -> Callee:
             numpy=True,
             rank_check=alias.rank_check,
             leading=alias.leading,
+            positional=alias.positional,
         )
     if _hashable(value) and value in _BUILTIN_OPERATORS:
         return Callee("operator", op=_BUILTIN_OPERATORS[value], text=text)

@@ -762,6 +762,13 @@ def survival_probabilities(hazards):
     return np.sum(alive * hazards) + np.sum(hazards.cumprod() ** 2)
 
 
+def weighted_averages(x, w):
+    # np.average with NumPy's positional order (a, axis, weights) and by name
+    rows = np.average(x, 1, w)
+    whole = np.average(x, weights=x * x + 0.5)
+    return np.sum(rows**2) + whole + np.sum(np.average(x, axis=0, keepdims=True))
+
+
 def polar_coordinates(x, y):
     # angle and radius of points, as a NumPy user writes them (np.arctan2, np.hypot)
     angle = np.arctan2(y, x)
@@ -864,6 +871,7 @@ CASES = [
     Case(nll_take_along_axis, F(4, 3), K(LABELS)),
     Case(discounted_returns, F(2, 4)),
     Case(survival_probabilities, F(2, 4, lo=0.1, hi=0.9)),
+    Case(weighted_averages, F(3, 4), F(4, lo=0.5, hi=1.5)),
     Case(polar_coordinates, F(3, lo=0.3, hi=1.0), F(3, lo=-1.0, hi=-0.3)),
     Case(other_bases_and_roots, F(2, 3, lo=1.2, hi=2.0)),
     Case(wrapped_phase, V([-0.55, 0.1, 0.7]), V([0.7, 0.7, 0.45])),
