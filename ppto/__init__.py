@@ -16,6 +16,7 @@ from ppto.errors import (
     DeviceError,
     DTypeError,
     GradError,
+    LinAlgError,
     PptoError,
     ShapeError,
     TransferError,

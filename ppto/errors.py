@@ -30,6 +30,11 @@ class ShapeError(PptoError, ValueError):
     """Shapes that do not match an operator's signature."""
 
 
+class LinAlgError(PptoError, ValueError):
+    """A matrix a linear-algebra operator cannot take: singular, or not positive
+    definite (NumPy's ``np.linalg.LinAlgError``, with the operator named)."""
+
+
 class GradError(PptoError):
     """A gradient that cannot be taken (integer input, non-scalar output, no rule)."""
 

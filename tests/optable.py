@@ -63,6 +63,30 @@ class Distinct:
 
 
 @dataclass(frozen=True)
+class Invertible:
+    """Square matrices (or stacks of them) well away from singular: normal
+    entries plus a multiple of the identity."""
+
+    shape: tuple
+
+    def make(self, rng, dtype):
+        size = self.shape[-1]
+        matrices = rng.standard_normal(self.shape) + size * np.eye(size)
+        return matrices.astype(dtype)
+
+
+@dataclass(frozen=True)
+class PositiveDefinite:
+    """Symmetric positive definite matrices (or stacks of them): M @ M.T + I."""
+
+    shape: tuple
+
+    def make(self, rng, dtype):
+        M = rng.standard_normal(self.shape)
+        return (M @ np.swapaxes(M, -1, -2) + np.eye(self.shape[-1])).astype(dtype)
+
+
+@dataclass(frozen=True)
 class Integers:
     """Integer indices in [0, high) (not differentiated)."""
 
@@ -247,6 +271,24 @@ LINALG = [
     binary("einsum", N((2, 1, 3)), N((3, 2)), "ellipsis", subscripts="...ij,jk->...ik"),
     binary("einsum", N((2, 3)), N((4,)), "index-of-one", subscripts="ij,k->ik"),
     binary("einsum", N((2, 3)), N((2, 3)), "full", subscripts="ij,ij->"),
+    unary("inv", Invertible((3, 3))),
+    unary("inv", Invertible((2, 3, 3)), "batched"),
+    binary("solve", Invertible((3, 3)), N((3,)), "vector"),
+    binary("solve", Invertible((3, 3)), N((3, 2)), "columns"),
+    binary("solve", Invertible((2, 3, 3)), N((3,)), "batched-vector"),
+    binary("solve", Invertible((2, 3, 3)), N((4, 1, 3, 2)), "batched-broadcast"),
+    binary("solve", Invertible((3, 3)), N((2, 3, 1)), "stacked-columns"),
+    unary("det", Invertible((3, 3))),
+    unary("det", Invertible((2, 3, 3)), "batched"),
+    Row("slogdet", (Invertible((3, 3)),), call=lambda A: ppto.slogdet(A)[1]),
+    Row(
+        "slogdet",
+        (N((2, 3, 3)),),
+        call=lambda A: ppto.slogdet(A)[1],
+        label="batched-signed",
+    ),
+    unary("cholesky", PositiveDefinite((3, 3))),
+    unary("cholesky", PositiveDefinite((2, 4, 4)), "batched"),
     binary("outer", N((3,)), N((4,))),
     binary("outer", N((2, 3)), N((4,)), "flattened"),
 ]

@@ -2761,3 +2761,33 @@ def running_products_down_columns(x):
 )
 def test_running_product_with_zeros(function, x):
     assert_derivatives_match(function, np.array(x))
+
+
+# np.linalg's refusals (a singular matrix, one not positive definite) reach the
+# user as ppto.LinAlgError naming the operator, from eager calls and generated code
+
+
+def solved_and_factored(A, b):
+    return np.sum(np.linalg.solve(A, b)) + np.sum(np.linalg.cholesky(A @ A.T))
+
+
+def determinant(A):
+    return np.linalg.det(A)
+
+
+def test_linear_algebra_refusals_name_the_operator_and_the_matrix():
+    singular = np.array([[1.0, 2.0], [2.0, 4.0]])
+    b = np.array([1.0, 1.0])
+    refused = [
+        (lambda: np.linalg.inv(ppto.tensor(singular)), "ppto.inv: Singular"),
+        (lambda: np.linalg.solve(ppto.tensor(singular), b), "ppto.solve: Singular"),
+        (lambda: ppto.cholesky(-np.eye(2)), "must be symmetric positive definite"),
+        (lambda: ppto.grad(solved_and_factored)(singular, b), "ppto.solve"),
+        (lambda: ppto.grad(determinant)(singular), "gradient of det or slogdet"),
+    ]
+    for call, message in refused:
+        with pytest.raises(ppto.LinAlgError, match=message):
+            call()
+    with pytest.raises(ppto.ShapeError, match=r"a vector of shape \(2,\) or columns"):
+        ppto.solve(np.eye(2), np.ones(3))
+    assert float(determinant(singular)) == 0.0  # (only the gradient needs inv)

@@ -1,12 +1,16 @@
 """Linear algebra: ``dot`` with NumPy matmul semantics (batched; 1-D operands are
 vectors). Its gradient is the textbook pair, with batch axes reduced by unbroadcast.
+Inverses, solves, determinants and the Cholesky factor of (stacks of) square
+matrices, as ``np.linalg`` computes them; a singular matrix (or one that is not
+positive definite) raises ``ppto.LinAlgError`` naming the operator.
 """
 
 import string
+from contextlib import contextmanager
 
 import numpy as np
 
-from ppto.errors import PptoError, ShapeError
+from ppto.errors import LinAlgError, PptoError, ShapeError
 from ppto.ops.primitive import primitive
 from ppto.ops.reductions import reduce_sum
 from ppto.ops.rules import shape_helper
@@ -16,8 +20,12 @@ from ppto.ops.shape import (
     flatten,
     matrix_transpose,
     reshape,
+    squeeze,
     unbroadcast,
+    zeros_like,
 )
+from ppto.runtime.backends import backend_of_array
+from ppto.runtime.tensor import Tensor
 
 
 @primitive(
@@ -231,3 +239,214 @@ def kept_shape(subscripts, a, b, which, gradient):
     mine, other = (first, second) if which == 0 else (second, first)
     sizes = iter(np.shape(gradient))
     return tuple(next(sizes) if c in output or c in other else 1 for c in mine)
+
+
+# --- square matrices (np.linalg) --------------------------------------------------
+
+SQUARE = "(Tensor[...,N,N]) -> Tensor[...,N,N]"
+
+
+@contextmanager
+def refusing_singular(op_name: str, what: str):
+    """NumPy's LinAlgError as ``ppto.LinAlgError`` naming the operator and ``what``
+    its matrix must be (CuPy, by default, returns NaN instead of raising)."""
+    try:
+        yield
+    except np.linalg.LinAlgError as error:
+        raise LinAlgError(
+            f"ppto.{op_name}: {error}: the matrix (or a matrix of the stack) must "
+            f"be {what}"
+        ) from error
+
+
+@primitive(SQUARE)
+def inv(xp, A):
+    """The inverse of a square matrix (of each in a stack), like np.linalg.inv."""
+    # (det's and slogdet's gradients invert their matrix: said for them too)
+    with refusing_singular("inv", "invertible (as for the gradient of det or slogdet)"):
+        return xp.linalg.inv(A)
+
+
+@inv.grad_rule
+def _(A, out):
+    def backward(dY):
+        return -(matrix_transpose(out) @ dY @ matrix_transpose(out))
+
+    return backward
+
+
+@inv.jvp_rule
+def _(A, out):
+    def tangent(dA):
+        return -(out @ dA @ out)
+
+    return tangent
+
+
+@primitive("(Tensor[...,N,N], Tensor[...]) -> Tensor[...]")
+def solve(xp, A, b):
+    """x with A @ x = b, like np.linalg.solve (NumPy 2's rule): b of shape (N,) is
+    one vector (for every matrix of a stack), else (..., N, K) holds K columns;
+    stacks broadcast."""
+    check_right_side(A, b)
+    column = b.ndim == 1
+    B = b[:, None] if column else b
+    batch = tuple(np.broadcast_shapes(A.shape[:-2], B.shape[:-2]))
+    A = xp.broadcast_to(A, batch + A.shape[-2:])
+    B = xp.broadcast_to(B, batch + B.shape[-2:])
+    with refusing_singular("solve", "invertible"):
+        x = xp.linalg.solve(A, B)
+    return x[..., 0] if column else x
+
+
+@shape_helper
+def check_right_side(A, b):
+    """Refuse a right side ``solve`` cannot take, saying what it takes."""
+    rows = np.shape(A)[-1]
+    shape = tuple(np.shape(b))
+    if not shape or shape[-1 if len(shape) == 1 else -2] != rows:
+        raise ShapeError(
+            f"ppto.solve: a right side of shape {shape} for matrices of shape "
+            f"{tuple(np.shape(A))}: it must be a vector of shape ({rows},) or "
+            f"columns of shape (..., {rows}, K)"
+        )
+    try:
+        np.broadcast_shapes(np.shape(A)[:-2], shape[:-2])
+    except ValueError as error:
+        raise ShapeError(
+            f"ppto.solve: the stacks of {tuple(np.shape(A))} and {shape} do not "
+            f"broadcast: {error}"
+        ) from error
+
+
+# solve's rules work on columns: a vector b is made one (a stack of vectors would
+# read as columns (..., N, K) of another length)
+
+
+@solve.grad_rule
+def _(A, b, out):
+    def backward(dY):
+        if b.ndim == 1:
+            dcolumn = solve(matrix_transpose(A), expand_dims(dY, -1))
+            dA = -(dcolumn * expand_dims(out, -2))
+            return unbroadcast(dA, A), unbroadcast(squeeze(dcolumn, -1), b)
+        db = solve(matrix_transpose(A), dY)
+        return unbroadcast(-(db @ matrix_transpose(out)), A), unbroadcast(db, b)
+
+    return backward
+
+
+@solve.jvp_rule
+def _(A, b, out):
+    def tangent(dA, db):
+        if b.ndim == 1:
+            moved = expand_dims(db, -1) - dA @ expand_dims(out, -1)
+            return squeeze(solve(A, moved), -1)
+        return solve(A, db - dA @ out)
+
+    return tangent
+
+
+@primitive("(Tensor[...,N,N]) -> Tensor[...]")
+def det(xp, A):
+    """The determinant of a square matrix (of each in a stack), like
+    np.linalg.det. Its gradient needs A's inverse: at a singular matrix it raises
+    ppto.LinAlgError."""
+    return xp.linalg.det(A)
+
+
+@det.grad_rule
+def _(A, out):
+    def backward(dY):
+        # d det / dA is det(A) inv(A).T (the cofactors)
+        scale = expand_dims(expand_dims(dY * out, -1), -1)
+        return scale * matrix_transpose(inv(A))
+
+    return backward
+
+
+@det.jvp_rule
+def _(A, out):
+    def tangent(dA):
+        return out * reduce_sum(matrix_transpose(inv(A)) * dA, (-2, -1))
+
+    return tangent
+
+
+@primitive("(Tensor[...,N,N]) -> Tensor[...] tuple")
+def slogdet(xp, A):
+    """``(sign, log |det A|)`` of a square matrix (of each in a stack), like
+    np.linalg.slogdet: the determinant's logarithm without overflow. The sign is
+    not differentiated."""
+    sign, logabsdet = xp.linalg.slogdet(A)
+    return sign, logabsdet
+
+
+@slogdet.grad_rule
+def _(A):
+    def backward(dYs):
+        # the sign is piecewise constant; d log|det A| / dA is inv(A).T
+        scale = expand_dims(expand_dims(dYs[1], -1), -1)
+        return scale * matrix_transpose(inv(A))
+
+    return backward
+
+
+@slogdet.jvp_rule
+def _(A):
+    def tangent(dA):
+        dlog = reduce_sum(matrix_transpose(inv(A)) * dA, (-2, -1))
+        return zeros_like(dlog), dlog
+
+    return tangent
+
+
+@primitive(SQUARE)
+def cholesky(xp, A):
+    """The lower triangular L with L @ L.T = A, for a symmetric positive definite
+    A (of each in a stack), like np.linalg.cholesky: only A's lower triangle is
+    read, so its gradient is there (the upper triangle's is 0)."""
+    with refusing_singular("cholesky", "symmetric positive definite"):
+        return xp.linalg.cholesky(A)
+
+
+# With Φ(X) X's lower triangle and half its diagonal, a change dA (read from its
+# lower triangle, S = Φ(dA) + Φ(dA).T) changes L by L Φ(L⁻¹ S L⁻ᵀ) (Murray 2016,
+# arXiv:1602.07527); the gradient is that map's adjoint, G = L⁻ᵀ Φ(Lᵀ dL) L⁻¹,
+# read back onto the lower triangle: Φ(G + G.T).
+
+
+@cholesky.grad_rule
+def _(A, out):
+    def backward(dY):
+        halved = halved_lower(out)
+        inner = solve(matrix_transpose(out), (matrix_transpose(out) @ dY) * halved)
+        spread = matrix_transpose(solve(matrix_transpose(out), matrix_transpose(inner)))
+        return (spread + matrix_transpose(spread)) * halved
+
+    return backward
+
+
+@cholesky.jvp_rule
+def _(A, out):
+    def tangent(dA):
+        halved = halved_lower(out)
+        lower = dA * halved
+        left = solve(out, lower + matrix_transpose(lower))
+        inner = matrix_transpose(solve(out, matrix_transpose(left)))
+        return out @ (inner * halved)
+
+    return tangent
+
+
+@shape_helper
+def halved_lower(L):
+    """Φ's mask for matrices like L: 1 below the diagonal, 1/2 on it, 0 above, in
+    L's dtype on L's device."""
+    raw = L.data if isinstance(L, Tensor) else L
+    owner = backend_of_array(raw)
+    xp = owner[0].xp if owner is not None else np
+    size = raw.shape[-1]
+    return xp.tril(xp.ones((size, size), dtype=raw.dtype)) - 0.5 * xp.eye(
+        size, dtype=raw.dtype
+    )

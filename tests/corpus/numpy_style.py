@@ -769,6 +769,24 @@ def weighted_averages(x, w):
     return np.sum(rows**2) + whole + np.sum(np.average(x, axis=0, keepdims=True))
 
 
+def linear_systems(A, b):
+    # np.linalg's inverse, solves (one vector, columns, a stack) and determinant
+    x = np.linalg.solve(A, b)
+    columns = np.linalg.solve(A, np.stack([b, b * b], axis=1))
+    stacked = np.linalg.solve(np.stack([A, A.T]), b)
+    inverse = np.linalg.inv(A)
+    return np.sum(x**2) + np.sum(inverse @ columns) + np.sum(stacked) + np.linalg.det(A)
+
+
+def gaussian_log_likelihood(factor, x):
+    # a covariance from a factor: its Cholesky factor, log-determinant and solve
+    covariance = factor @ factor.T + np.eye(3)
+    lower = np.linalg.cholesky(covariance)
+    sign, logdet = np.linalg.slogdet(covariance)
+    z = np.linalg.solve(lower, x)
+    return -0.5 * (np.sum(z * z) + sign * logdet) + np.sum(np.tanh(lower))
+
+
 def polar_coordinates(x, y):
     # angle and radius of points, as a NumPy user writes them (np.arctan2, np.hypot)
     angle = np.arctan2(y, x)
@@ -872,6 +890,10 @@ CASES = [
     Case(discounted_returns, F(2, 4)),
     Case(survival_probabilities, F(2, 4, lo=0.1, hi=0.9)),
     Case(weighted_averages, F(3, 4), F(4, lo=0.5, hi=1.5)),
+    Case(
+        linear_systems, V([[2.0, 0.3, -0.5], [0.1, 1.8, 0.4], [-0.2, 0.6, 2.2]]), F(3)
+    ),
+    Case(gaussian_log_likelihood, F(3, 3), F(3)),
     Case(polar_coordinates, F(3, lo=0.3, hi=1.0), F(3, lo=-1.0, hi=-0.3)),
     Case(other_bases_and_roots, F(2, 3, lo=1.2, hi=2.0)),
     Case(wrapped_phase, V([-0.55, 0.1, 0.7]), V([0.7, 0.7, 0.45])),
