@@ -289,6 +289,9 @@ LINALG = [
     ),
     unary("cholesky", PositiveDefinite((3, 3))),
     unary("cholesky", PositiveDefinite((2, 4, 4)), "batched"),
+    binary("cross", N((4, 3)), N((4, 3))),
+    binary("cross", N((2, 1, 3)), N((4, 3)), "broadcast"),
+    binary("cross", N((3, 2)), N((3, 2)), "axis-0", axis=0),
     binary("outer", N((3,)), N((4,))),
     binary("outer", N((2, 3)), N((4,)), "flattened"),
 ]

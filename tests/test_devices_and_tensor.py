@@ -293,6 +293,13 @@ def test_numpy_average_on_tensors_reads_numpys_positions_and_refuses_bad_weights
         np.average(ppto.tensor(x), 1, np.array([1.0, -1.0, 0.0]))
 
 
+def test_numpy_cross_on_tensors_takes_3_vectors_only():
+    a, b = np.arange(6.0).reshape(2, 3), np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(np.cross(ppto.tensor(a), b).numpy(), np.cross(a, b))
+    with pytest.raises(ppto.ShapeError, match="no axis -1 of 3 components"):
+        np.cross(ppto.tensor(a[:, :2]), b[:2])
+
+
 def test_setitem_writes_through_an_operator():
     t = ppto.tensor(np.zeros((2, 3)))
     t[0, 1:] = 5.0

@@ -241,6 +241,38 @@ def kept_shape(subscripts, a, b, which, gradient):
     return tuple(next(sizes) if c in output or c in other else 1 for c in mine)
 
 
+@primitive(
+    "(Tensor[...], Tensor[...]) -> Tensor[...]", mode="broadcast", tangent="bilinear"
+)
+def cross(xp, a, b, axis=-1):
+    """The cross product of 3-vectors along ``axis`` of a and b, broadcasting the
+    other axes, like np.cross(a, b, axis=axis)."""
+    check_three_vectors(a, b, axis)
+    return xp.cross(a, b, axis=axis)
+
+
+@shape_helper
+def check_three_vectors(a, b, axis):
+    """Refuse what ``cross`` does not take: other than 3 components along axis."""
+    for name, x in (("a", a), ("b", b)):
+        shape = tuple(np.shape(x))
+        if not shape or not -len(shape) <= axis < len(shape) or shape[axis] != 3:
+            raise ShapeError(
+                f"ppto.cross: {name} of shape {shape} has no axis {axis} of 3 "
+                "components: ppto.cross takes 3-vectors (for 2-vectors, the "
+                "z component is a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0])"
+            )
+
+
+@cross.grad_rule
+def _(a, b, axis=-1):
+    def backward(dY):
+        # <dY, a x b> = <a, b x dY> = <b, dY x a>
+        return unbroadcast(cross(b, dY, axis), a), unbroadcast(cross(dY, a, axis), b)
+
+    return backward
+
+
 # --- square matrices (np.linalg) --------------------------------------------------
 
 SQUARE = "(Tensor[...,N,N]) -> Tensor[...,N,N]"

@@ -177,6 +177,7 @@ _FUNCTIONS = {
     np.argmin: reductions.argmin,
     np.outer: linalg.outer,
     np.vdot: linalg.vdot,
+    np.cross: linalg.cross,
     np.linalg.norm: reductions.norm,
     np.linalg.inv: linalg.inv,
     np.linalg.solve: linalg.solve,

@@ -787,6 +787,13 @@ def gaussian_log_likelihood(factor, x):
     return -0.5 * (np.sum(z * z) + sign * logdet) + np.sum(np.tanh(lower))
 
 
+def torque_and_normal(r, f):
+    # np.cross of rows, of a row with every row, and along the first axis
+    torque = np.cross(r, f)
+    normal = np.cross(r[0], f)
+    return np.sum(torque**2) + np.sum(normal * r) + np.sum(np.cross(r.T, f.T, axis=0))
+
+
 def polar_coordinates(x, y):
     # angle and radius of points, as a NumPy user writes them (np.arctan2, np.hypot)
     angle = np.arctan2(y, x)
@@ -894,6 +901,7 @@ CASES = [
         linear_systems, V([[2.0, 0.3, -0.5], [0.1, 1.8, 0.4], [-0.2, 0.6, 2.2]]), F(3)
     ),
     Case(gaussian_log_likelihood, F(3, 3), F(3)),
+    Case(torque_and_normal, F(4, 3), F(4, 3)),
     Case(polar_coordinates, F(3, lo=0.3, hi=1.0), F(3, lo=-1.0, hi=-0.3)),
     Case(other_bases_and_roots, F(2, 3, lo=1.2, hi=2.0)),
     Case(wrapped_phase, V([-0.55, 0.1, 0.7]), V([0.7, 0.7, 0.45])),
