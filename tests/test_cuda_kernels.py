@@ -69,6 +69,12 @@ def softmax_loss(z, y):  # softmax's backward pattern along an axis but the last
     return along_last + np.sum(ppto.softmax(z, axis=1) * y)
 
 
+def angles_and_bases(x, y):  # C's atan2, hypot, fmod, cbrt, exp2, log2 and log10
+    radius = np.hypot(x, y) + 0.5
+    angle = np.arctan2(y, x) * np.log2(radius) + np.log10(radius) * np.cbrt(x + 3.0)
+    return np.sum(angle + np.exp2(-y * y) + np.reciprocal(radius) + np.fmod(x, radius))
+
+
 WORKLOADS = [
     (chain, [(300,), (300,), (300,)]),
     (mlp, [(4, 3), (3,), (3, 2), (5, 4)]),
@@ -76,6 +82,7 @@ WORKLOADS = [
     (gated_inline, [(7, 5), (7, 5)]),
     (scaled, [(40,), ()]),
     (softmax_loss, [(3, 4, 5), (3, 4, 5)]),
+    (angles_and_bases, [(300,), (300,)]),
 ]
 
 
