@@ -1,8 +1,9 @@
 """Linear algebra: ``dot`` with NumPy matmul semantics (batched; 1-D operands are
 vectors). Its gradient is the textbook pair, with batch axes reduced by unbroadcast.
-Inverses, solves, determinants and the Cholesky factor of (stacks of) square
-matrices, as ``np.linalg`` computes them; a singular matrix (or one that is not
-positive definite) raises ``ppto.LinAlgError`` naming the operator.
+Products of two operands (``einsum``, ``outer``, ``vdot``, ``cross``). Inverses,
+solves, determinants and the Cholesky factor of (stacks of) square matrices, as
+``np.linalg`` computes them; a singular matrix (or one that is not positive
+definite) raises ``ppto.LinAlgError`` naming the operator.
 """
 
 import string
@@ -251,7 +252,6 @@ def cross(xp, a, b, axis=-1):
     return xp.cross(a, b, axis=axis)
 
 
-@shape_helper
 def check_three_vectors(a, b, axis):
     """Refuse what ``cross`` does not take: other than 3 components along axis."""
     for name, x in (("a", a), ("b", b)):
@@ -331,7 +331,6 @@ def solve(xp, A, b):
     return x[..., 0] if column else x
 
 
-@shape_helper
 def check_right_side(A, b):
     """Refuse a right side ``solve`` cannot take, saying what it takes."""
     rows = np.shape(A)[-1]
