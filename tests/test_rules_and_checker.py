@@ -61,6 +61,19 @@ def test_show_op_reads_a_name_the_rule_binds_anew_from_itself(cube):
     assert ppto.check_grad(cube, ppto.tensor([0.5, -2.0])).ok
 
 
+def test_show_op_keeps_the_names_of_a_long_rule():
+    # np.cumprod's rule, substituted, wrote its zero mask out a dozen times over
+    # two thousand characters; a long rule is shown with its names and their values
+    grad = ppto.show_op(ppto.cumprod).splitlines()[-1]
+    assert grad.startswith("Grad: reshape(gradient, np.shape(x)), with along = ")
+    assert "; zero = flat == 0.0; " in grad and grad.count("flat == 0.0") == 1
+    assert "; from_end = flip(cumsum(flip(δY * Y, along), along), along); " in grad
+    assert len(grad) < 1000
+    gelu = ppto.show_op(ppto.gelu).splitlines()[-1]
+    assert gelu.startswith("Grad: δY * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * slope)")
+    assert ", with t = tanh(GELU_SCALE * (x + GELU_CUBIC * x * x * x)); " in gelu
+
+
 def test_checker_catches_a_wrong_rule(cube):
     @ppto.grad_rule(cube)
     def _(x):

@@ -72,18 +72,51 @@ def grad_text(op: OperatorDef) -> str:
     result = _final_return(inner.body)
     if result is None:
         return "none"
+    assignments = [
+        (node.targets[0].id, node.value)
+        for node in outer.body + inner.body
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+    ]
     bindings: dict = {}
-    for node in outer.body + inner.body:
+    for name, value in assignments:
         # in order, each value written with the bindings before it: a name bound
         # anew from itself (g = g + 1) is its earlier value there, not itself
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-        ):
-            value = _Simplify(bindings, renames).visit(copy.deepcopy(node.value))
-            bindings[node.targets[0].id] = value
-    return ast.unparse(_Simplify(bindings, renames).visit(copy.deepcopy(result)))
+        bindings[name] = _Simplify(bindings, renames).visit(copy.deepcopy(value))
+    text = ast.unparse(_Simplify(bindings, renames).visit(copy.deepcopy(result)))
+    names = [name for name, _ in assignments]
+    if len(text) <= LONG or len(set(names)) < len(names):
+        return text
+    return _with_names(result, assignments, renames)
+
+
+# A Grad line longer than this keeps the rule's names (np.prod's and np.cumprod's
+# rules spell out how they avoid dividing by zero: substituted, a name read in
+# several places is written out at each).
+LONG = 160
+
+
+def _with_names(result, assignments: list, renames: dict) -> str:
+    """The rule's result with its local names kept, followed by the values of those
+    it reads (``δY * s, with s = x * x``), each written with the names before it."""
+    values = dict(assignments)
+    needed: set = set()
+
+    def read(node) -> None:
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name) and inner.id in values:
+                if inner.id not in needed:
+                    needed.add(inner.id)
+                    read(values[inner.id])
+
+    read(result)
+
+    def written(node) -> str:
+        return ast.unparse(_Simplify({}, renames).visit(copy.deepcopy(node)))
+
+    clauses = [f"{name} = {written(v)}" for name, v in assignments if name in needed]
+    return f"{written(result)}, with {'; '.join(clauses)}"
 
 
 def _final_return(body: list):
