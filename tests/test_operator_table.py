@@ -87,3 +87,31 @@ def test_every_operator_runs_its_cupy_code_path_on_emulated_cupy(emulated_cupy, 
     report = ppto.check_grad(row.function(), *args, wrt=row.wrt)
     assert report.ok, f"{row.id}\n{report}"
     test_result_stays_on_device_and_matches_cpu(row, "cuda")
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda x: ppto.pad(x, 1, mode="reflect"), "mode='constant' only"),
+        (lambda x: ppto.pad(x, -1), "at least 0"),
+        (lambda x: ppto.pad(x, 1.5), "whole numbers"),
+        (lambda x: ppto.pad(x, ((1, 1), (1, 1), (1, 1))), "pair for each of the 2"),
+        (lambda x: ppto.repeat(x, 1.5), "repeats must be a whole number"),
+        (lambda x: ppto.repeat(x, [1, 2], axis=0), "repeat"),
+        (lambda x: ppto.diff(x, n=-1), "at least 0"),
+        (lambda x: ppto.diff(x, 1.0), "whole number"),
+    ],
+)
+def test_rearranging_operators_name_a_bad_argument(call, message):
+    x = ppto.tensor(np.ones((3, 2)))
+    with pytest.raises(ppto.PptoError, match=message):
+        call(x)
+
+
+def test_sort_gives_tied_elements_a_valid_subgradient():
+    # tied values: each takes the gradient of one of the places they sort into
+    x = np.array([0.5, -1.0, 0.5, 2.0])
+    weights = np.array([1.0, 2.0, 3.0, 4.0])
+    grad = ppto.grad(lambda a: ppto.sum(ppto.sort(a) * weights))(x)
+    np.testing.assert_allclose(np.asarray(grad)[[1, 3]], [1.0, 4.0])
+    np.testing.assert_allclose(sorted(np.asarray(grad)[[0, 2]]), [2.0, 3.0])

@@ -5,6 +5,7 @@ methods.
 """
 
 from ppto.ops import (
+    arrange,
     elementwise,
     graph,
     indexing,
@@ -17,7 +18,17 @@ from ppto.ops import (
 )
 from ppto.ops.primitive import OPERATORS
 
-FAMILIES = (elementwise, logic, reductions, linalg, shape, indexing, graph, nn)
+FAMILIES = (
+    elementwise,
+    logic,
+    reductions,
+    linalg,
+    shape,
+    arrange,
+    indexing,
+    graph,
+    nn,
+)
 
 ALIASES = {
     "sum": "reduce_sum",

@@ -8,8 +8,8 @@ the matching operator through ``__array_ufunc__`` / ``__array_function__``.
 import numpy as np
 
 from ppto.errors import PptoError
+from ppto.ops import arrange, indexing, linalg, logic, reductions, shape
 from ppto.ops import elementwise as ew
-from ppto.ops import indexing, linalg, logic, reductions, shape
 from ppto.ops.numpy_map import (
     NUMPY_FUNCTIONS,
     NUMPY_QUERIES,
@@ -186,6 +186,8 @@ _METHODS = {
     "ravel": lambda self: shape.flatten(self),
     "argmax": _reduction(reductions.argmax, "argmax"),
     "argmin": _reduction(reductions.argmin, "argmin"),
+    "argsort": lambda self, axis=-1: arrange.argsort(self, axis),
+    "repeat": lambda self, repeats, axis=None: arrange.repeat(self, repeats, axis),
     "reshape": _reshape,
     "transpose": _transpose,
     "swapaxes": lambda self, axis1, axis2: shape.swapaxes(self, axis1, axis2),

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ppto.errors import PptoError, ShapeError
+from ppto.ops import arrange, indexing, linalg, logic, reductions, shape
 from ppto.ops import elementwise as ew
-from ppto.ops import indexing, linalg, logic, reductions, shape
 
 # NumPy's reductions take (a, axis, dtype, out, ...): after the axis, ppto's
 # keepdims and ddof would receive NumPy's dtype and out if given by position
@@ -191,6 +191,13 @@ _FUNCTIONS = {
     np.flip: shape.flip,
     np.cumsum: reductions.cumsum,
     np.cumprod: reductions.cumprod,
+    np.roll: arrange.roll,
+    np.tile: arrange.tile,
+    np.repeat: arrange.repeat,
+    np.pad: arrange.pad,
+    np.diff: arrange.diff,
+    np.sort: arrange.sort,
+    np.argsort: arrange.argsort,
     np.reshape: shape.reshape,
     np.broadcast_to: shape.broadcast_to,
     np.expand_dims: shape.expand_dims,

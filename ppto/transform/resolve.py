@@ -15,7 +15,7 @@ from typing import Any
 import gast
 import numpy as np
 
-from ppto.ops import elementwise, linalg, reductions, shape
+from ppto.ops import arrange, elementwise, linalg, reductions, shape
 from ppto.ops.numpy_map import NUMPY_DOT, NUMPY_FUNCTIONS
 from ppto.ops.primitive import OperatorDef
 from ppto.runtime import constructors
@@ -35,6 +35,8 @@ METHOD_OPERATORS = {
     "ravel": shape.flatten,
     "argmax": reductions.argmax,
     "argmin": reductions.argmin,
+    "argsort": arrange.argsort,
+    "repeat": arrange.repeat,
     "reshape": shape.reshape,
     "transpose": shape.transpose,
     "swapaxes": shape.swapaxes,

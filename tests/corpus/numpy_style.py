@@ -813,6 +813,29 @@ def wrapped_phase(x, period):
     return np.sum(np.fmod(3.0 * x, period) ** 2 + np.fmod(period, 0.3))
 
 
+def shifted_and_copied(x):
+    # a circular shift and copies of rows and columns (np.roll, np.tile, np.repeat
+    # and x.repeat had no operator)
+    shifted = np.roll(x, 1, axis=1) - x
+    tiled = np.tile(x[0], (2, 1))
+    copies = np.repeat(x[:, :1], 3, axis=1)
+    return np.sum(shifted**2 * tiled) + np.sum(np.sin(copies * x.repeat(2)[:3]))
+
+
+def padded_differences(x):
+    # neighbours' differences with a constant border (np.pad, np.diff)
+    padded = np.pad(x, ((0, 0), (1, 1)), constant_values=0.5)
+    steps = np.diff(padded, axis=1)
+    return np.sum(steps**2) + np.sum(np.cos(np.diff(x, n=2)))
+
+
+def sorted_largest(x):
+    # the two largest of each row, and the smallest three overall (np.sort)
+    ordered = np.sort(x, axis=1)
+    smallest = np.sort(x, axis=None)[:3]
+    return np.sum(ordered[:, -2:] ** 2) + np.sum(smallest * np.array([1.0, 2.0, 3.0]))
+
+
 LABELS = np.array([0, 2, 1, 2])
 
 CASES = [
@@ -905,6 +928,9 @@ CASES = [
     Case(polar_coordinates, F(3, lo=0.3, hi=1.0), F(3, lo=-1.0, hi=-0.3)),
     Case(other_bases_and_roots, F(2, 3, lo=1.2, hi=2.0)),
     Case(wrapped_phase, V([-0.55, 0.1, 0.7]), V([0.7, 0.7, 0.45])),
+    Case(shifted_and_copied, F(2, 3)),
+    Case(padded_differences, F(2, 4)),
+    Case(sorted_largest, F(3, 4)),
     Case(attention_by_einsum, F(2, 3, 2), F(2, 2), F(2, 2)),
     Case(mlp, F(4, 3), F(3, 5), F(5), T(5, 3), F(3), K(LABELS)),
     Case(ellipsis_and_none, F(3, 2)),

@@ -1,0 +1,276 @@
+"""Operators that move, repeat or pad elements: roll, tile, repeat, pad, diff and
+sort (with argsort, its order).
+
+Each is linear in x (sort piecewise so), and each gradient is the adjoint
+rearrangement: roll back, sum the copies, cut the padding off, scatter through the
+sorting order. They are built from the shape and indexing operators, whose rules
+make them differentiable again.
+"""
+
+import numpy as np
+
+from ppto.errors import PptoError, ShapeError
+from ppto.ops.indexing import along_axis_index, getitem, index_add, take_along_axis
+from ppto.ops.primitive import primitive
+from ppto.ops.reductions import reduce_sum
+from ppto.ops.rules import shape_helper
+from ppto.ops.shape import flatten, reshape, zeros_like
+from ppto.runtime.backends import backend_of_array
+from ppto.runtime.tensor import Tensor
+
+ANY = "(Tensor[...]) -> Tensor[...]"
+
+
+def _array_module(x):
+    """The array module (numpy or cupy) of a raw array or a tensor's data."""
+    raw = x.data if isinstance(x, Tensor) else x
+    owner = backend_of_array(raw)
+    return owner[0].xp if owner is not None else np
+
+
+def _whole_number(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ShapeError(f"{what} must be a whole number, got {value!r}")
+    return int(value)
+
+
+@primitive(ANY, tangent="linear")
+def roll(xp, x, shift, axis=None):
+    """x's elements moved ``shift`` places along ``axis`` (of the flattened x when
+    None), those pushed off the end coming back at the start, like np.roll."""
+    return xp.roll(x, shift, axis=axis)
+
+
+@roll.grad_rule
+def _(x, shift, axis=None):
+    def backward(dY):
+        return roll(dY, negated(shift), axis)
+
+    return backward
+
+
+@shape_helper
+def negated(shift):
+    """The shift that undoes ``shift`` (a number, or one per axis)."""
+    if isinstance(shift, (int, np.integer)):
+        return -int(shift)
+    return tuple(-int(part) for part in shift)
+
+
+@primitive(ANY, tangent="linear")
+def tile(xp, x, reps):
+    """x repeated ``reps`` times along each axis (a number: along the last), like
+    np.tile: ``np.tile([a, b], 2)`` is ``[a, b, a, b]``."""
+    return xp.tile(x, reps)
+
+
+@tile.grad_rule
+def _(x, reps):
+    def backward(dY):
+        # each copy in a block of its own axis, then the copies summed
+        blocks = reshape(dY, tile_blocks(x, reps))
+        return reshape(reduce_sum(blocks, tile_copy_axes(x, reps)), np.shape(x))
+
+    return backward
+
+
+def _tile_sizes(x, reps) -> tuple[tuple, tuple]:
+    """x's shape and ``reps``, each padded with leading 1s to the result's rank."""
+    reps = (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps)
+    shape = tuple(np.shape(x))
+    rank = max(len(shape), len(reps))
+    return (1,) * (rank - len(shape)) + shape, (1,) * (rank - len(reps)) + reps
+
+
+@shape_helper
+def tile_blocks(x, reps):
+    """The tiled result's shape with each axis split into (copies, x's size)."""
+    shape, reps = _tile_sizes(x, reps)
+    return tuple(n for pair in zip(reps, shape) for n in pair)
+
+
+@shape_helper
+def tile_copy_axes(x, reps):
+    """The axes of ``tile_blocks`` that count the copies."""
+    shape, _ = _tile_sizes(x, reps)
+    return tuple(range(0, 2 * len(shape), 2))
+
+
+@primitive(ANY, tangent="linear")
+def repeat(xp, x, repeats, axis=None):
+    """Each element of x ``repeats`` times in a row along ``axis`` (of the flattened x
+    when None), like np.repeat: ``np.repeat([a, b], 2)`` is ``[a, a, b, b]``;
+    ``repeats`` may give a count per element."""
+    return xp.repeat(x, repeat_counts(repeats), axis=axis)
+
+
+@repeat.grad_rule
+def _(x, repeats, axis=None):
+    def backward(dY):
+        if axis is None:
+            flat = index_add(zeros_like(flatten(x)), dY, repeat_sources(x, repeats))
+            return reshape(flat, np.shape(x))
+        sources = repeat_sources(x, repeats, axis)
+        return index_add(zeros_like(x), dY, along_axis_index(sources, axis, dY))
+
+    return backward
+
+
+@shape_helper
+def repeat_sources(x, repeats, axis=None):
+    """For each position of ``repeat(x, repeats, axis)`` along ``axis``, the position
+    of x it copies (of the flattened x when axis is None), shaped to index the
+    result along ``axis``; made on x's device."""
+    xp = _array_module(x)
+    shape = tuple(np.shape(x))
+    size = int(np.prod(shape)) if axis is None else shape[axis]
+    sources = xp.repeat(xp.arange(size), repeat_counts(repeats))
+    if axis is None:
+        return sources
+    ones = [1] * len(shape)
+    ones[axis] = sources.size
+    return sources.reshape(ones)
+
+
+@shape_helper
+def repeat_counts(repeats):
+    """``repeats`` as np.repeat and cupy.repeat both take it: one whole number, or a
+    list of them (CuPy takes no array of counts)."""
+    raw = repeats.data if isinstance(repeats, Tensor) else repeats
+    if hasattr(raw, "tolist"):  # (an array or a NumPy number)
+        raw = raw.tolist()
+    if isinstance(raw, (list, tuple)):
+        return [_whole_number(count, "ppto.repeat: each of repeats") for count in raw]
+    return _whole_number(raw, "ppto.repeat: repeats")
+
+
+PAD_MODES = ("constant",)
+
+
+@primitive(ANY)
+def pad(xp, x, pad_width, mode="constant", constant_values=0):
+    """x with ``pad_width`` elements of ``constant_values`` added before and after it
+    along each axis, like np.pad (``((before, after), ...)``, one pair for every
+    axis, or one number). Only mode='constant' (the default)."""
+    if mode not in PAD_MODES:
+        raise PptoError(
+            f"ppto.pad takes mode='constant' only, got mode={mode!r}: pad with "
+            "np.concatenate of the slices you want to repeat or reflect"
+        )
+    return xp.pad(
+        x, pad_pairs(x, pad_width), mode="constant", constant_values=constant_values
+    )
+
+
+@pad.grad_rule
+def _(x, pad_width, mode="constant", constant_values=0):
+    def backward(dY):
+        return getitem(dY, unpadded(x, pad_width))
+
+    return backward
+
+
+@pad.jvp_rule
+def _(x, pad_width, mode="constant", constant_values=0):
+    def tangent(dx):
+        # the padding is constant: its tangent is zero whatever constant_values is
+        return pad(dx, pad_width)
+
+    return tangent
+
+
+@shape_helper
+def pad_pairs(x, pad_width):
+    """``pad_width`` as one (before, after) pair of whole numbers per axis of x."""
+    widths = np.asarray(pad_width)
+    if widths.dtype.kind not in "iu" or widths.size and widths.min() < 0:
+        raise ShapeError(
+            "ppto.pad: pad_width must be whole numbers of at least 0, got "
+            f"{pad_width!r}"
+        )
+    try:
+        pairs = np.broadcast_to(widths, (np.ndim(x), 2))
+    except ValueError as error:
+        raise ShapeError(
+            f"ppto.pad: pad_width {pad_width!r} does not give a (before, after) "
+            f"pair for each of the {np.ndim(x)} axes of x: {error}"
+        ) from error
+    return tuple((int(before), int(after)) for before, after in pairs)
+
+
+@shape_helper
+def unpadded(x, pad_width):
+    """The subscript of ``pad(x, pad_width)`` that is x."""
+    return tuple(
+        slice(before, before + size)
+        for (before, _), size in zip(pad_pairs(x, pad_width), np.shape(x))
+    )
+
+
+@primitive(ANY, tangent="linear")
+def diff(xp, x, n=1, axis=-1):
+    """Differences of neighbours along ``axis``, ``x[1:] - x[:-1]``, taken ``n``
+    times, like np.diff (without prepend= / append=: concatenate them first)."""
+    _whole_number(n, "ppto.diff's n")
+    if n < 0:
+        raise ShapeError(f"ppto.diff's n must be at least 0, got {n}")
+    return xp.diff(x, n=n, axis=axis)
+
+
+@diff.grad_rule
+def _(x, n=1, axis=-1):
+    def backward(dY):
+        # a difference's adjoint is minus the difference of the zero-padded dY
+        return diff_sign(n) * diff(pad(dY, diff_padding(dY, n, axis)), n, axis)
+
+    return backward
+
+
+@shape_helper
+def diff_sign(n):
+    """(-1)**n: the sign of the n-th difference's adjoint."""
+    return -1 if n % 2 else 1
+
+
+@shape_helper
+def diff_padding(dY, n, axis):
+    """n zeros before and after dY along ``axis``."""
+    pairs = [(0, 0)] * np.ndim(dY)
+    pairs[axis] = (n, n)
+    return tuple(pairs)
+
+
+@primitive(ANY, differentiable=False)
+def argsort(xp, x, axis=-1):
+    """The indices that sort x along ``axis`` (the flattened x when None), like
+    np.argsort (not differentiable)."""
+    return xp.argsort(x, axis=axis)
+
+
+@primitive(ANY)
+def sort(xp, x, axis=-1):
+    """x's elements in increasing order along ``axis`` (of the flattened x when None),
+    like np.sort. Tied elements share no gradient: each gets the gradient of the
+    place the sort put it in."""
+    return xp.sort(x, axis=axis)
+
+
+@sort.grad_rule
+def _(x, axis=-1):
+    def backward(dY):
+        # dY goes back to where each sorted element came from
+        if axis is None:
+            flat = index_add(zeros_like(flatten(x)), dY, argsort(x, None))
+            return reshape(flat, np.shape(x))
+        order = argsort(x, axis)
+        return index_add(zeros_like(x), dY, along_axis_index(order, axis, x))
+
+    return backward
+
+
+@sort.jvp_rule
+def _(x, axis=-1):
+    def tangent(dx):
+        return take_along_axis(dx, argsort(x, axis), axis)
+
+    return tangent
