@@ -100,6 +100,13 @@ def test_every_operator_runs_its_cupy_code_path_on_emulated_cupy(emulated_cupy, 
         (lambda x: ppto.repeat(x, [1, 2], axis=0), "repeat"),
         (lambda x: ppto.diff(x, n=-1), "at least 0"),
         (lambda x: ppto.diff(x, 1.0), "whole number"),
+        (lambda x: ppto.diag(ppto.reshape(x, (3, 2, 1))), "vector or a matrix"),
+        (lambda x: ppto.diag(x, 0.5), "k must be a whole number"),
+        (lambda x: ppto.tril(x[0]), r"tril.*Tensor\[\.\.\.,M,N\]"),
+        (lambda x: ppto.vstack([x, x[0]]), "vectors alone"),
+        (lambda x: ppto.hstack([x, x[0]]), "vectors alone"),
+        (lambda x: ppto.tensordot(x, x, axes=([0], [1])), "tensordot"),
+        (lambda x: ppto.trace(x[0]), "trace"),
     ],
 )
 def test_rearranging_operators_name_a_bad_argument(call, message):

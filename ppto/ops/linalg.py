@@ -1,9 +1,11 @@
 """Linear algebra: ``dot`` with NumPy matmul semantics (batched; 1-D operands are
 vectors). Its gradient is the textbook pair, with batch axes reduced by unbroadcast.
-Products of two operands (``einsum``, ``outer``, ``vdot``, ``cross``). Inverses,
-solves, determinants and the Cholesky factor of (stacks of) square matrices, as
-``np.linalg`` computes them; a singular matrix (or one that is not positive
-definite) raises ``ppto.LinAlgError`` naming the operator.
+Products of two operands (``einsum``, ``outer``, ``vdot``, ``cross``); those over
+named axes (einsum, tensordot, inner) take their gradients as einsums. The diagonal
+and triangle operators (diag, trace, tril, triu) are their own adjoints up to placing
+the diagonal back. Inverses, solves, determinants and the Cholesky factor of (stacks
+of) square matrices, as ``np.linalg`` computes them; a singular matrix (or one that
+is not positive definite) raises ``ppto.LinAlgError`` naming the operator.
 """
 
 import string
@@ -12,6 +14,8 @@ from contextlib import contextmanager
 import numpy as np
 
 from ppto.errors import LinAlgError, PptoError, ShapeError
+from ppto.ops.arrange import pad
+from ppto.ops.indexing import getitem
 from ppto.ops.primitive import primitive
 from ppto.ops.reductions import reduce_sum
 from ppto.ops.rules import shape_helper
@@ -27,6 +31,8 @@ from ppto.ops.shape import (
 )
 from ppto.runtime.backends import backend_of_array
 from ppto.runtime.tensor import Tensor
+
+ANY = "(Tensor[...]) -> Tensor[...]"
 
 
 @primitive(
@@ -364,6 +370,25 @@ def _(A, b, out):
         db = solve(matrix_transpose(A), dY)
         return unbroadcast(-(db @ matrix_transpose(out)), A), unbroadcast(db, b)
 
+
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="bilinear")
+def tensordot(xp, a, b, axes=2):
+    """Products of a's and b's elements summed over pairs of axes, like
+    np.tensordot: ``axes`` is a number (a's last axes with b's first) or a pair of
+    lists of axes (``([1, 0], [0, 1])``)."""
+    return xp.tensordot(a, b, axes=axes)
+
+
+@tensordot.grad_rule
+def _(a, b, axes=2):
+    def backward(dY):
+        # the einsum that tensordot is, and that einsum's gradients
+        subscripts = tensordot_subscripts(a, b, axes)
+        return (
+            einsum(dY, b, operand_subscripts(subscripts, a, b, 0)),
+            einsum(a, dY, operand_subscripts(subscripts, a, b, 1)),
+        )
+
     return backward
 
 
@@ -481,3 +506,168 @@ def halved_lower(L):
     return xp.tril(xp.ones((size, size), dtype=raw.dtype)) - 0.5 * xp.eye(
         size, dtype=raw.dtype
     )
+
+
+@shape_helper
+def tensordot_subscripts(a, b, axes):
+    """The einsum subscripts of ``tensordot(a, b, axes)`` (``2`` on two matrices:
+    ``"ab,ab->"``)."""
+    rank_a, rank_b = np.ndim(a), np.ndim(b)
+    if isinstance(axes, (int, np.integer)):
+        pairs = list(zip(range(rank_a - axes, rank_a), range(axes)))
+    else:
+        summed_a, summed_b = (
+            [part] if isinstance(part, (int, np.integer)) else list(part)
+            for part in axes
+        )
+        pairs = [(i % rank_a, j % rank_b) for i, j in zip(summed_a, summed_b)]
+    letters = iter(string.ascii_letters)
+    first = [next(letters) for _ in range(rank_a)]
+    second = [next(letters) for _ in range(rank_b)]
+    for i, j in pairs:
+        second[j] = first[i]
+    summed = {first[i] for i, _ in pairs}
+    output = [c for c in first + second if c not in summed]
+    return f"{''.join(first)},{''.join(second)}->{''.join(output)}"
+
+
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="bilinear")
+def inner(xp, a, b):
+    """Products summed over a's and b's last axes, like np.inner (a number times an
+    array where one is a number)."""
+    return xp.inner(a, b)
+
+
+@inner.grad_rule
+def _(a, b):
+    def backward(dY):
+        subscripts = tensordot_subscripts(a, b, inner_axes(a, b))
+        return (
+            einsum(dY, b, operand_subscripts(subscripts, a, b, 0)),
+            einsum(a, dY, operand_subscripts(subscripts, a, b, 1)),
+        )
+
+    return backward
+
+
+@shape_helper
+def inner_axes(a, b):
+    """The tensordot axes of ``inner(a, b)``: the last of each (none for a number)."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return 0
+    return ([-1], [-1])
+
+
+@primitive(ANY, tangent="linear")
+def diag(xp, x, k=0):
+    """A vector's elements on the ``k``-th diagonal of a square matrix of zeros, or a
+    matrix's ``k``-th diagonal as a vector, like np.diag."""
+    if x.ndim not in (1, 2):
+        raise ShapeError(
+            f"ppto.diag takes a vector or a matrix, got an array of {x.ndim} axes: "
+            "for a diagonal of each matrix in a stack, multiply by np.eye(n) and sum"
+        )
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise ShapeError(f"ppto.diag's k must be a whole number, got {k!r}")
+    return xp.diag(x, k)
+
+
+@diag.grad_rule
+def _(x, k=0):
+    def backward(dY):
+        if np.ndim(x) == 1:
+            return diag(dY, k)
+        # the diagonal set in a square matrix, padded or cut to x's shape
+        square = diag(dY, k)
+        return getitem(pad(square, diagonal_padding(x, k)), matrix_part(x))
+
+    return backward
+
+
+def _diagonal_length(x, k) -> int:
+    rows, columns = np.shape(x)
+    return max(0, min(rows, columns - k) if k >= 0 else min(rows + k, columns))
+
+
+@shape_helper
+def diagonal_padding(x, k):
+    """The zeros to add after ``diag(diag(x, k), k)`` (a square matrix) for it to
+    cover x's shape."""
+    size = _diagonal_length(x, k) + abs(k)
+    return tuple((0, max(n - size, 0)) for n in np.shape(x))
+
+
+@shape_helper
+def matrix_part(x):
+    """The subscript of a padded square matrix that has x's shape."""
+    return tuple(slice(0, n) for n in np.shape(x))
+
+
+@primitive(ANY, tangent="linear")
+def trace(xp, x, offset=0, axis1=0, axis2=1):
+    """The sum of the ``offset``-th diagonal of x over axes ``axis1`` and ``axis2``
+    (of each matrix in a stack), like np.trace."""
+    return xp.trace(x, offset=offset, axis1=axis1, axis2=axis2)
+
+
+@trace.grad_rule
+def _(x, offset=0, axis1=0, axis2=1):
+    def backward(dY):
+        spread = expand_dims(dY, trace_axes(x, axis1, axis2))
+        return spread * diagonal_mask(x, offset, axis1, axis2)
+
+    return backward
+
+
+@shape_helper
+def trace_axes(x, axis1, axis2):
+    """The two axes ``trace`` sums over, from 0 and in increasing order."""
+    rank = np.ndim(x)
+    return tuple(sorted((axis1 % rank, axis2 % rank)))
+
+
+@shape_helper
+def diagonal_mask(x, offset, axis1, axis2):
+    """Ones on the ``offset``-th diagonal of axes (axis1, axis2) of x, zeros
+    elsewhere, of x's dtype and on its device, with size 1 along the other axes."""
+    raw = x.data if isinstance(x, Tensor) else x
+    owner = backend_of_array(raw)
+    xp = owner[0].xp if owner is not None else np
+    shape, rank = tuple(np.shape(x)), np.ndim(x)
+    first, second = axis1 % rank, axis2 % rank
+    mask = xp.eye(shape[first], shape[second], k=offset, dtype=raw.dtype)
+    if first > second:
+        mask = mask.T
+    sizes = [1] * rank
+    sizes[first], sizes[second] = shape[first], shape[second]
+    return mask.reshape(sizes)
+
+
+@primitive("(Tensor[...,M,N]) -> Tensor[...,M,N]", tangent="linear")
+def tril(xp, x, k=0):
+    """x with the elements above its ``k``-th diagonal zeroed (of each matrix in a
+    stack), like np.tril."""
+    return xp.tril(x, k)
+
+
+@tril.grad_rule
+def _(x, k=0):
+    def backward(dY):
+        return tril(dY, k)
+
+    return backward
+
+
+@primitive("(Tensor[...,M,N]) -> Tensor[...,M,N]", tangent="linear")
+def triu(xp, x, k=0):
+    """x with the elements below its ``k``-th diagonal zeroed (of each matrix in a
+    stack), like np.triu."""
+    return xp.triu(x, k)
+
+
+@triu.grad_rule
+def _(x, k=0):
+    def backward(dY):
+        return triu(dY, k)
+
+    return backward

@@ -194,6 +194,9 @@ _METHODS = {
     "squeeze": lambda self, axis=None: shape.squeeze(self, axis),
     "astype": lambda self, dtype: shape.cast(self, dtype),
     "copy": lambda self: shape.copy(self),
+    "trace": lambda self, offset=0, axis1=0, axis2=1: linalg.trace(
+        self, offset, axis1, axis2
+    ),
     "exp": lambda self: ew.exp(self),
     "log": lambda self: ew.log(self),
     "clip": _clip,

@@ -8,7 +8,7 @@ other's gradients, which keeps the rules closed under repeated differentiation.
 
 import numpy as np
 
-from ppto.errors import GradError
+from ppto.errors import GradError, ShapeError
 from ppto.ops.primitive import primitive
 from ppto.ops.rules import shape_helper
 
@@ -336,3 +336,78 @@ def _constant_rules(op):
 
 _constant_rules(zeros_like)
 _constant_rules(ones_like)
+
+
+@primitive(ANY, tangent="linear")
+def moveaxis(xp, x, source, destination):
+    """x with axis ``source`` moved to position ``destination`` (each may be a tuple),
+    the others keeping their order, like np.moveaxis."""
+    return xp.moveaxis(x, source, destination)
+
+
+@moveaxis.grad_rule
+def _(x, source, destination):
+    def backward(dY):
+        return moveaxis(dY, destination, source)
+
+    return backward
+
+
+def _ranks(xs) -> set:
+    return {len(getattr(x, "shape", np.shape(x))) for x in xs}
+
+
+@shape_helper
+def stacks_vectors(xs) -> bool:
+    """Whether ``vstack(xs)`` stacks vectors as rows (else it joins matrices)."""
+    return _ranks(xs) == {1}
+
+
+@primitive("([Tensor[...]]) -> Tensor[...]", tangent="linear")
+def vstack(xp, xs):
+    """Vectors stacked as the rows of a matrix, or arrays of two or more axes joined
+    along their first, like np.vstack."""
+    ranks = _ranks(xs)
+    if 0 in ranks or 1 in ranks and len(ranks) > 1:
+        raise ShapeError(
+            f"ppto.vstack joins vectors alone or arrays of 2 or more axes, got arrays "
+            f"of {sorted(ranks)} axes: make the vectors rows first (v[None, :])"
+        )
+    return xp.vstack(xs)
+
+
+@vstack.grad_rule
+def _(xs):
+    def backward(dY):
+        if stacks_vectors(xs):
+            return unstack(dY, 0)
+        return split(dY, split_points(xs, 0), 0)
+
+    return backward
+
+
+@shape_helper
+def hstack_axis(xs) -> int:
+    """The axis ``hstack(xs)`` joins along: 0 for vectors, else 1."""
+    return 0 if _ranks(xs) == {1} else 1
+
+
+@primitive("([Tensor[...]]) -> Tensor[...]", tangent="linear")
+def hstack(xp, xs):
+    """Vectors joined end to end, or arrays of two or more axes joined along their
+    second, like np.hstack."""
+    ranks = _ranks(xs)
+    if 0 in ranks or 1 in ranks and len(ranks) > 1:
+        raise ShapeError(
+            f"ppto.hstack joins vectors alone or arrays of 2 or more axes, got arrays "
+            f"of {sorted(ranks)} axes: reshape them to the same number of axes first"
+        )
+    return xp.hstack(xs)
+
+
+@hstack.grad_rule
+def _(xs):
+    def backward(dY):
+        return split(dY, split_points(xs, hstack_axis(xs)), hstack_axis(xs))
+
+    return backward

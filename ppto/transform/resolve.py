@@ -44,6 +44,7 @@ METHOD_OPERATORS = {
     "astype": shape.cast,
     "copy": shape.copy,
     "dot": linalg.dot,
+    "trace": linalg.trace,
     "clip": elementwise.clip,
     "exp": elementwise.exp,
     "log": elementwise.log,

@@ -836,6 +836,39 @@ def sorted_largest(x):
     return np.sum(ordered[:, -2:] ** 2) + np.sum(smallest * np.array([1.0, 2.0, 3.0]))
 
 
+def scores_by_tensordot(q, k):
+    # products over named axes (np.tensordot, np.inner had no operator)
+    scores = np.tensordot(q, k, axes=([1], [1]))
+    return (
+        np.sum(np.tanh(scores))
+        + np.inner(q[0], k[1]) ** 2
+        + np.sum(np.inner(q, k) * scores)
+        + np.sum(np.tensordot(q, q, 2) * k)
+    )
+
+
+def triangles_and_diagonals(a):
+    # np.tril, np.triu, np.diag both ways, np.trace and a.trace()
+    product = np.tril(a) @ np.triu(a, k=1)
+    diagonal = np.diag(a)
+    shifted = np.diag(diagonal * diagonal, 1)[:3, 1:]
+    return np.trace(product) + np.sum(shifted * a) + a.trace(offset=1) ** 2
+
+
+def stacked_rows(x, y):
+    # rows and columns joined the NumPy ways, and an axis moved to the end
+    rows = np.vstack([x, y[None, :]])
+    pair = np.vstack([y, y * 2.0])
+    wide = np.hstack([x, pair])
+    moved = np.moveaxis(np.stack([x, pair]), 0, -1)
+    return (
+        np.sum(rows @ rows)
+        + np.sum(wide**2)
+        + np.sum(moved[..., 0] * moved[..., 1])
+        + np.sum(np.hstack([y, x[0]]) ** 3)
+    )
+
+
 LABELS = np.array([0, 2, 1, 2])
 
 CASES = [
@@ -931,6 +964,9 @@ CASES = [
     Case(shifted_and_copied, F(2, 3)),
     Case(padded_differences, F(2, 4)),
     Case(sorted_largest, F(3, 4)),
+    Case(scores_by_tensordot, F(3, 2), F(4, 2)),
+    Case(triangles_and_diagonals, F(3, 3)),
+    Case(stacked_rows, F(2, 3), F(3)),
     Case(attention_by_einsum, F(2, 3, 2), F(2, 2), F(2, 2)),
     Case(mlp, F(4, 3), F(3, 5), F(5), T(5, 3), F(3), K(LABELS)),
     Case(ellipsis_and_none, F(3, 2)),
