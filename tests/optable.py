@@ -340,6 +340,7 @@ SHAPE = [
     unary("pad", N((2, 3)), "constant-values", pad_width=1, constant_values=0.5),
     unary("diff", N((3, 5))),
     unary("diff", N((4, 3)), "n-axis", n=2, axis=0),
+    unary("diff", N((2, 3)), "n-beyond-length", n=4),
     unary("sort", Distinct((3, 4))),
     unary("sort", Distinct((3, 4)), "axis", axis=0),
     unary("sort", Distinct((3, 4)), "flattened", axis=None),

@@ -221,9 +221,18 @@ def diff(xp, x, n=1, axis=-1):
 def _(x, n=1, axis=-1):
     def backward(dY):
         # a difference's adjoint is minus the difference of the zero-padded dY
-        return diff_sign(n) * diff(pad(dY, diff_padding(dY, n, axis)), n, axis)
+        order = diff_order(x, n, axis)
+        padded = pad(dY, diff_padding(dY, order, axis))
+        return diff_sign(order) * diff(padded, order, axis)
 
     return backward
+
+
+@shape_helper
+def diff_order(x, n, axis):
+    """How many differences ``diff(x, n, axis)`` takes before none is left: n, or
+    x's length along ``axis`` where n is more."""
+    return min(n, np.shape(x)[axis])
 
 
 @shape_helper
