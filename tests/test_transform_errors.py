@@ -611,3 +611,10 @@ def test_concatenate_with_axis_none_names_what_has_no_gradient():
         ppto.grad(joined_flattened)(*arguments)
     _, pushed = ppto.jvp(joined_flattened, arguments, (np.ones((2, 2)), None))
     assert float(pushed) == 8.0
+
+
+def test_sorting_in_place_suggests_np_sort():
+    # np.sort is an operator: the suggestion is the differentiable spelling
+    with pytest.raises(ppto.TransformError) as caught:
+        ppto.grad(ec.sorted_in_place)(np.array([0.3, -1.0, 2.0]))
+    assert "z = np.sort(z), not z.sort()" in str(caught.value)

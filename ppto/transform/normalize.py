@@ -620,8 +620,7 @@ class Normalizer:
                 "ppto cannot differentiate a call that writes into an array in place "
                 "(out=, np.copyto, ufunc.at, .fill(), .sort(), shuffle, ...): the "
                 "derivative would miss the change",
-                "assign the new value instead (z = np.sin(x), not np.sin(x, out=z); "
-                "z = z[rng.permutation(len(z))], not rng.shuffle(z))",
+                _new_value_instead(written),
             )
 
     def dropped_call(self, node) -> None:
@@ -1525,6 +1524,23 @@ def _in_place_library_function(value) -> bool:
     if name == SHUFFLING:
         return True
     return name in IN_PLACE_FUNCTIONS and getattr(np, name, None) is value
+
+
+def _new_value_instead(written) -> str:
+    """The suggestion for a call that writes in place: ``z = np.sort(z)`` for
+    ``z.sort()`` (np.sort is an operator), else the general form."""
+    function = written.func
+    if (
+        isinstance(function, gast.Attribute)
+        and function.attr == "sort"
+        and isinstance(function.value, gast.Name)
+    ):
+        name = function.value.id
+        return f"sort into a new array: {name} = np.sort({name}), not {name}.sort()"
+    return (
+        "assign the new value instead (z = np.sin(x), not np.sin(x, out=z); "
+        "z = z[rng.permutation(len(z))], not rng.shuffle(z))"
+    )
 
 
 def _module(node) -> bool:
