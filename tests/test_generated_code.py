@@ -2625,9 +2625,19 @@ def einsum_diagonal(a, b):
     return np.sum(np.einsum("ii,i->i", a, b))
 
 
+def einsum_of_the_diagonal(a, b):
+    return np.sum(np.einsum("i,i->i", np.diagonal(a), b))
+
+
 def test_einsum_refuses_a_repeated_index_and_runs_on_tensors():
     with pytest.raises(ppto.ShapeError, match="repeats an index within one operand"):
         ppto.grad(einsum_diagonal)(np.ones((2, 2)), np.ones(2))
+    # what the refusal suggests instead
+    with pytest.raises(ppto.ShapeError, match="first with np.diagonal"):
+        ppto.grad(einsum_diagonal)(np.ones((2, 2)), np.ones(2))
+    b = np.array([2.0, -3.0])
+    gradient = ppto.grad(einsum_of_the_diagonal)(np.ones((2, 2)), b)
+    np.testing.assert_allclose(np.asarray(gradient), np.diag(b))
     a, b = np.arange(6.0).reshape(2, 3), np.arange(3.0)
     result = np.einsum("ij,j->i", ppto.tensor(a), b)  # (NumPy's order, on a Tensor)
     assert isinstance(result, ppto.Tensor)

@@ -2,7 +2,7 @@
 vectors). Its gradient is the textbook pair, with batch axes reduced by unbroadcast.
 Products of two operands (``einsum``, ``outer``, ``vdot``, ``cross``); those over
 named axes (einsum, tensordot, inner) take their gradients as einsums. The diagonal
-and triangle operators (diag, trace, tril, triu) are their own adjoints up to placing
+and triangle operators (diag, diagonal, trace, tril, triu) are their own adjoints up to placing
 the diagonal back. Inverses, solves, determinants and the Cholesky factor of (stacks
 of) square matrices, as ``np.linalg`` computes them; a singular matrix (or one that
 is not positive definite) raises ``ppto.LinAlgError`` naming the operator.
@@ -24,6 +24,7 @@ from ppto.ops.shape import (
     expand_dims,
     flatten,
     matrix_transpose,
+    moveaxis,
     reshape,
     squeeze,
     unbroadcast,
@@ -186,7 +187,8 @@ def explicit_subscripts(subscripts, a, b):
             raise ShapeError(
                 f"ppto.einsum: {subscripts!r} repeats an index within one operand "
                 "(a diagonal or trace), which ppto cannot differentiate: take the "
-                "diagonal with a product by np.eye instead"
+                "diagonal first with np.diagonal (or its sum with np.trace), then "
+                "the einsum without the repeated index"
             )
     # each operand's "..." is the last of those letters, as many as its axes left
     # (broadcast from the right)
@@ -584,8 +586,8 @@ def _(x, k=0):
     return backward
 
 
-def _diagonal_length(x, k) -> int:
-    rows, columns = np.shape(x)
+def _diagonal_length(rows, columns, k) -> int:
+    """The length of the ``k``-th diagonal of a rows x columns matrix."""
     return max(0, min(rows, columns - k) if k >= 0 else min(rows + k, columns))
 
 
@@ -593,7 +595,7 @@ def _diagonal_length(x, k) -> int:
 def diagonal_padding(x, k):
     """The zeros to add after ``diag(diag(x, k), k)`` (a square matrix) for it to
     cover x's shape."""
-    size = _diagonal_length(x, k) + abs(k)
+    size = _diagonal_length(*np.shape(x), k) + abs(k)
     return tuple((0, max(n - size, 0)) for n in np.shape(x))
 
 
@@ -601,6 +603,45 @@ def diagonal_padding(x, k):
 def matrix_part(x):
     """The subscript of a padded square matrix that has x's shape."""
     return tuple(slice(0, n) for n in np.shape(x))
+
+
+@primitive(ANY, tangent="linear")
+def diagonal(xp, x, offset=0, axis1=0, axis2=1):
+    """The ``offset``-th diagonal over axes ``axis1`` and ``axis2`` (of each matrix in
+    a stack), as the last axis, like np.diagonal and x.diagonal()."""
+    return xp.diagonal(x, offset=offset, axis1=axis1, axis2=axis2)
+
+
+@diagonal.grad_rule
+def _(x, offset=0, axis1=0, axis2=1):
+    def backward(dY):
+        # dY along the axis the diagonal is counted on, then kept on the diagonal
+        widths = diagonal_filling(x, offset, axis1, axis2)
+        column = expand_dims(pad(dY, widths), -1)
+        placed = moveaxis(column, (-2, -1), diagonal_axes(x, offset, axis1, axis2))
+        return placed * diagonal_mask(x, offset, axis1, axis2)
+
+    return backward
+
+
+@shape_helper
+def diagonal_axes(x, offset, axis1, axis2):
+    """(the axis of x the ``offset``-th diagonal is counted along, the other one):
+    axis1 from the main diagonal up, axis2 below it."""
+    rank = np.ndim(x)
+    first, second = axis1 % rank, axis2 % rank
+    return (first, second) if offset >= 0 else (second, first)
+
+
+@shape_helper
+def diagonal_filling(x, offset, axis1, axis2):
+    """The zeros to add after a diagonal's elements (its last axis) for them to
+    fill the axis they are counted along (``diagonal_axes``)."""
+    shape, rank = tuple(np.shape(x)), np.ndim(x)
+    rows, columns = shape[axis1 % rank], shape[axis2 % rank]
+    length = _diagonal_length(rows, columns, offset)
+    along = rows if offset >= 0 else columns
+    return ((0, 0),) * (rank - 2) + ((0, along - length),)
 
 
 @primitive(ANY, tangent="linear")

@@ -197,6 +197,9 @@ _METHODS = {
     "trace": lambda self, offset=0, axis1=0, axis2=1: linalg.trace(
         self, offset, axis1, axis2
     ),
+    "diagonal": lambda self, offset=0, axis1=0, axis2=1: linalg.diagonal(
+        self, offset, axis1, axis2
+    ),
     "exp": lambda self: ew.exp(self),
     "log": lambda self: ew.log(self),
     "clip": _clip,

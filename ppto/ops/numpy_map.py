@@ -204,6 +204,7 @@ _FUNCTIONS = {
     np.tensordot: linalg.tensordot,
     np.inner: linalg.inner,
     np.diag: linalg.diag,
+    np.diagonal: linalg.diagonal,
     np.trace: linalg.trace,
     np.tril: linalg.tril,
     np.triu: linalg.triu,

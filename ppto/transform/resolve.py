@@ -45,6 +45,7 @@ METHOD_OPERATORS = {
     "copy": shape.copy,
     "dot": linalg.dot,
     "trace": linalg.trace,
+    "diagonal": linalg.diagonal,
     "clip": elementwise.clip,
     "exp": elementwise.exp,
     "log": elementwise.log,

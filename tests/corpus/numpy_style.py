@@ -855,6 +855,13 @@ def triangles_and_diagonals(a):
     return np.trace(product) + np.sum(shifted * a) + a.trace(offset=1) ** 2
 
 
+def diagonals_of_a_stack(x):
+    # each matrix's diagonal (np.diagonal) and one over other axes (x.diagonal())
+    main = np.diagonal(x, axis1=1, axis2=2)
+    shifted = x.diagonal(1, 0, 2)
+    return np.sum(main**2 * x[:, 0, :]) + np.sum(np.tanh(shifted))
+
+
 def stacked_rows(x, y):
     # rows and columns joined the NumPy ways, and an axis moved to the end
     rows = np.vstack([x, y[None, :]])
@@ -966,6 +973,7 @@ CASES = [
     Case(sorted_largest, F(3, 4)),
     Case(scores_by_tensordot, F(3, 2), F(4, 2)),
     Case(triangles_and_diagonals, F(3, 3)),
+    Case(diagonals_of_a_stack, F(2, 3, 3)),
     Case(stacked_rows, F(2, 3), F(3)),
     Case(attention_by_einsum, F(2, 3, 2), F(2, 2), F(2, 2)),
     Case(mlp, F(4, 3), F(3, 5), F(5), T(5, 3), F(3), K(LABELS)),
