@@ -107,13 +107,42 @@ def repeat(xp, x, repeats, axis=None):
 @repeat.grad_rule
 def _(x, repeats, axis=None):
     def backward(dY):
-        if axis is None:
-            flat = index_add(zeros_like(flatten(x)), dY, repeat_sources(x, repeats))
-            return reshape(flat, np.shape(x))
-        sources = repeat_sources(x, repeats, axis)
-        return index_add(zeros_like(x), dY, along_axis_index(sources, axis, dY))
+        if counted_per_element(repeats):  # each copy added into what it copies
+            if axis is None:
+                sources = repeat_sources(x, repeats)
+                return reshape(
+                    index_add(zeros_like(flatten(x)), dY, sources), np.shape(x)
+                )
+            sources = repeat_sources(x, repeats, axis)
+            return index_add(zeros_like(x), dY, along_axis_index(sources, axis, dY))
+        # one count: each element's copies side by side on an axis of their own
+        copies = reshape(dY, repeat_blocks(x, repeats, axis))
+        return reshape(reduce_sum(copies, repeat_copy_axis(x, axis)), np.shape(x))
 
     return backward
+
+
+@shape_helper
+def counted_per_element(repeats) -> bool:
+    """Whether ``repeats`` gives a count per element (else one for all)."""
+    return isinstance(repeat_counts(repeats), list)
+
+
+@shape_helper
+def repeat_blocks(x, repeats, axis=None):
+    """The shape of ``repeat(x, repeats, axis)`` (one count) with the axis repeated
+    along split into (x's size, copies); for the flattened x, (x's size, copies)."""
+    shape = tuple(np.shape(x))
+    if axis is None:
+        return (int(np.prod(shape)), repeat_counts(repeats))
+    axis = axis % len(shape)
+    return shape[:axis] + (shape[axis], repeat_counts(repeats)) + shape[axis + 1 :]
+
+
+@shape_helper
+def repeat_copy_axis(x, axis=None):
+    """The axis of ``repeat_blocks`` that counts the copies."""
+    return 1 if axis is None else axis % np.ndim(x) + 1
 
 
 @shape_helper
