@@ -2,10 +2,10 @@
 vectors). Its gradient is the textbook pair, with batch axes reduced by unbroadcast.
 Products of two operands (``einsum``, ``outer``, ``vdot``, ``cross``); those over
 named axes (einsum, tensordot, inner) take their gradients as einsums. The diagonal
-and triangle operators (diag, diagonal, trace, tril, triu) are their own adjoints up to placing
-the diagonal back. Inverses, solves, determinants and the Cholesky factor of (stacks
-of) square matrices, as ``np.linalg`` computes them; a singular matrix (or one that
-is not positive definite) raises ``ppto.LinAlgError`` naming the operator.
+and triangle operators (diag, diagonal, trace, tril, triu) are their own adjoints up
+to placing the diagonal back. Inverses, solves, determinants and the Cholesky factor
+of (stacks of) square matrices, as ``np.linalg`` computes them; a singular matrix (or
+one that is not positive definite) raises ``ppto.LinAlgError`` naming the operator.
 """
 
 import string
