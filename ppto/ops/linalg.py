@@ -372,6 +372,8 @@ def _(A, b, out):
         db = solve(matrix_transpose(A), dY)
         return unbroadcast(-(db @ matrix_transpose(out)), A), unbroadcast(db, b)
 
+    return backward
+
 
 @primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="bilinear")
 def tensordot(xp, a, b, axes=2):
