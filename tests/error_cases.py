@@ -231,6 +231,11 @@ def average_with_too_many_positionals(x):
     return np.average(x, 0, x, True)  # <- error
 
 
+def slogdet_field_of_a_name(x):
+    result = np.linalg.slogdet(np.outer(x, x) + np.eye(3))
+    return result.logabsdet  # <- error
+
+
 def method_without_operator(x):
     return x.trace().sum()  # <- error
 

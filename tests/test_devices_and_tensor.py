@@ -293,6 +293,14 @@ def test_numpy_average_on_tensors_reads_numpys_positions_and_refuses_bad_weights
         np.average(ppto.tensor(x), 1, np.array([1.0, -1.0, 0.0]))
 
 
+def test_numpy_slogdet_on_tensors_has_numpys_fields():
+    A = np.array([[2.0, 0.5], [1.0, -3.0]])
+    sign, logabsdet = np.linalg.slogdet(A)
+    result = np.linalg.slogdet(ppto.tensor(A))
+    assert float(result.sign) == sign and float(result[0]) == sign
+    assert float(result.logabsdet) == pytest.approx(logabsdet)
+
+
 def test_numpy_cross_on_tensors_takes_3_vectors_only():
     a, b = np.arange(6.0).reshape(2, 3), np.array([0.5, -1.0, 2.0])
     np.testing.assert_allclose(np.cross(ppto.tensor(a), b).numpy(), np.cross(a, b))

@@ -159,6 +159,7 @@ REJECTED = [
         "at most 3 positional arguments (a, axis, weights)",
         "np.average(x, 0, x, True)",
     ),
+    Case(ec.slogdet_field_of_a_name, "attribute .logabsdet", "result.logabsdet"),
     Case(ec.method_without_operator, ".trace()", "x.trace()"),
     Case(ec.attribute_without_operator, ".real", "x.real"),
     Case(ec.non_differentiable_use, "float", "float(x.sum())"),
@@ -413,6 +414,14 @@ REJECTED = [
 @pytest.mark.parametrize("case", params(REJECTED))
 def test_rejected_construct_points_at_its_line(case: Case):
     check_error(case)
+
+
+def test_a_field_of_a_named_slogdet_result_says_how_to_write_it():
+    # read from the call itself it is item 1 (the corpus's linear_systems)
+    error = transform(Case(ec.slogdet_field_of_a_name, "", ""))
+    assert "Instead: unpack the result where it is made, sign, logabsdet = " in str(
+        error
+    )
 
 
 def test_grad_raises_the_same_error_when_called():

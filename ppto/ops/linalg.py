@@ -9,6 +9,7 @@ one that is not positive definite) raises ``ppto.LinAlgError`` naming the operat
 """
 
 import string
+from collections import namedtuple
 from contextlib import contextmanager
 
 import numpy as np
@@ -433,13 +434,23 @@ def _(A, out):
     return tangent
 
 
+SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
+
+
 @primitive("(Tensor[...,N,N]) -> Tensor[...] tuple")
 def slogdet(xp, A):
     """``(sign, log |det A|)`` of a square matrix (of each in a stack), like
-    np.linalg.slogdet: the determinant's logarithm without overflow. The sign is
-    not differentiated."""
+    np.linalg.slogdet (fields ``.sign`` and ``.logabsdet`` too): the determinant's
+    logarithm without overflow. The sign is not differentiated."""
     sign, logabsdet = xp.linalg.slogdet(A)
-    return sign, logabsdet
+    return SlogdetResult(sign, logabsdet)
+
+
+slogdet.result_fields = SlogdetResult._fields
+# a field read where the transformer cannot see the call: how to write it instead
+RESULT_FIELDS = {
+    field: "sign, logabsdet = np.linalg.slogdet(A)" for field in SlogdetResult._fields
+}
 
 
 @slogdet.grad_rule

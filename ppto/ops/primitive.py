@@ -226,8 +226,11 @@ class Primitive(OperatorDef):
             layout = params.get("layout") or next(
                 (x.layout for x in inputs if isinstance(x, Tensor) and x.layout), None
             )
-        if isinstance(raw_out, tuple):
-            return tuple(Tensor(part, device) for part in raw_out)
+        if isinstance(raw_out, tuple):  # (a named tuple keeps its fields)
+            parts = [Tensor(part, device) for part in raw_out]
+            return (
+                type(raw_out)(*parts) if hasattr(raw_out, "_fields") else tuple(parts)
+            )
         if layout is not None and getattr(raw_out, "ndim", 0) != 4:
             layout = None
         return Tensor(raw_out, device, layout)

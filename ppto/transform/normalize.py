@@ -1010,10 +1010,18 @@ class Normalizer:
     def expression_Attribute(self, node, target):
         op = ATTRIBUTE_OPERATORS.get(node.attr)
         if op is None:
+            field = self.result_field(node)
+            if field is not None:  # np.linalg.slogdet(A).logabsdet: its item 1
+                item = gast.Subscript(node.value, gast.Constant(field, None), node.ctx)
+                return self.expression_Subscript(gast.copy_location(item, node), target)
+            named = linalg.RESULT_FIELDS.get(node.attr)
             raise self.source.error(
                 node,
                 f"ppto cannot differentiate the attribute .{node.attr}",
-                "use a ppto operator",
+                "use a ppto operator"
+                if named is None
+                else f"unpack the result where it is made, {named}, or read "
+                f".{node.attr} from the call itself",
             )
         return self.apply(
             target,
@@ -1022,6 +1030,15 @@ class Normalizer:
             style="attribute",
             syntax=node.attr,
         )
+
+    def result_field(self, node) -> int | None:
+        """The position of the field ``node.attr`` of the tuple an operator call
+        returns (``np.linalg.slogdet(A).logabsdet``: 1), or None."""
+        if not isinstance(node.value, gast.Call):
+            return None
+        callee = resolve_call(node.value, self.parsed.namespace, self.local_names)
+        fields = getattr(callee.op, "result_fields", ()) if callee.op else ()
+        return fields.index(node.attr) if node.attr in fields else None
 
     def expression_Subscript(self, node, target):
         index = slice_expr(node.slice)

@@ -775,7 +775,8 @@ def linear_systems(A, b):
     columns = np.linalg.solve(A, np.stack([b, b * b], axis=1))
     stacked = np.linalg.solve(np.stack([A, A.T]), b)
     inverse = np.linalg.inv(A)
-    return np.sum(x**2) + np.sum(inverse @ columns) + np.sum(stacked) + np.linalg.det(A)
+    determinants = np.linalg.det(A) + np.linalg.slogdet(A).logabsdet  # (a field)
+    return np.sum(x**2) + np.sum(inverse @ columns) + np.sum(stacked) + determinants
 
 
 def gaussian_log_likelihood(factor, x):
