@@ -126,7 +126,10 @@ def _(a, b, out):
 @pow.jvp_rule
 def _(a, b, out):
     def tangent(da, db):
-        return da * b * a ** (b - 1) + db * out * log(where(a == 0, 1, a))
+        # log(a) is NaN for a < 0 (where a ** b has no derivative in b): a zero
+        # change of b (a constant exponent's zero tangent) must add 0, not NaN
+        by_exponent = where(db == 0, 0.0, db * out * log(where(a == 0, 1, a)))
+        return da * b * a ** (b - 1) + by_exponent
 
     return tangent
 
