@@ -585,7 +585,7 @@ class Transformed:
                     lambda: self._enter(entry, device, values, keywords),
                 )
             return self._enter(entry, device, values, keywords)
-        except (ValueError, IndexError) as error:  # (grad, vjp and jvp alike)
+        except (ValueError, IndexError, PptoError) as error:  # (grad, vjp, jvp)
             translated = self.failed(error, values)
             if translated is error:
                 raise
@@ -614,7 +614,7 @@ class Transformed:
                     raws[position] = np.float64(raws[position])
                 try:
                     outputs = fast[0](*raws)
-                except (ValueError, IndexError) as error:
+                except (ValueError, IndexError, PptoError) as error:
                     translated = self.failed(error, args)
                     if translated is error:
                         raise
@@ -643,16 +643,14 @@ class Transformed:
         """The error to raise for ``error`` from running the generated code: where
         NumPy (or another array library) refused the arguments' shapes or an index,
         a ppto.ShapeError naming the function, the shapes and the failing statement
-        (what NumPy says alone points at generated code); otherwise ``error``."""
-        if isinstance(error, PptoError) or type(error) not in (ValueError, IndexError):
+        (what NumPy says alone points at generated code); a ppto error raised by an
+        operator, the same error saying at which statement; otherwise ``error``."""
+        ppto_error = isinstance(error, PptoError)
+        if not ppto_error and type(error) not in (ValueError, IndexError):
             return error
         statement = failing_statement(error)
         if statement is None:
             return error
-        shapes = ", ".join(
-            str(tuple(np.shape(v))) if hasattr(v, "shape") else type(v).__name__
-            for v in values
-        )
         code = getattr(self.function, "__code__", None)
         defined = (
             f" ({os.path.basename(code.co_filename)}, line {code.co_firstlineno})"
@@ -660,11 +658,18 @@ class Transformed:
             else ""
         )
         what = {"split": "vjp", "jvp": "jvp"}.get(self.mode, "gradient")
-        name = self.__name__.removesuffix("_grad")
+        generated = (
+            f"the generated code of {self.__name__.removesuffix('_grad')}'s {what}"
+        )
+        if ppto_error:  # (its message says what was wrong, not where)
+            return type(error)(f"{error} (in {generated}{defined}, at {statement})")
+        shapes = ", ".join(
+            str(tuple(np.shape(v))) if hasattr(v, "shape") else type(v).__name__
+            for v in values
+        )
         return ShapeError(
-            f"the generated code of {name}'s {what}{defined} failed on arguments of "
-            f"shapes {shapes}: {error} (at {statement}); check the arguments' shapes "
-            "and indices"
+            f"{generated}{defined} failed on arguments of shapes {shapes}: {error} "
+            f"(at {statement}); check the arguments' shapes and indices"
         )
 
     def finish_on_cpu(self, value, grads, dtypes: list, layouts: list):

@@ -2656,6 +2656,29 @@ def test_vjp_and_jvp_name_shape_errors_in_generated_code_too():
     assert caught.value.__cause__ is None  # (the user's error, untouched)
 
 
+def padded_reflection(x):
+    y = np.sin(x)
+    return np.sum(np.pad(y, 1, mode="reflect") ** 2)
+
+
+def inverse_sum(a):
+    return np.sum(np.linalg.inv(a))
+
+
+def test_an_operators_own_error_in_generated_code_says_where_it_was_raised():
+    # a ppto error an operator raised when generated code ran (a mode it does not
+    # take, a singular matrix) named neither the function nor the statement
+    with pytest.raises(ppto.PptoError, match="mode='constant' only") as caught:
+        ppto.grad(padded_reflection)(np.ones(3))
+    message = str(caught.value)
+    assert "padded_reflection's gradient (test_generated_code.py, line" in message
+    assert "'reflect'" in message.split(" at ")[-1]  # (the failing statement)
+    with pytest.raises(ppto.LinAlgError, match="inverse_sum's gradient .* at `"):
+        ppto.grad(inverse_sum)(np.ones((2, 2)))
+    with pytest.raises(ppto.LinAlgError, match="inverse_sum's jvp"):
+        ppto.jvp(inverse_sum, (np.ones((2, 2)),), (np.ones((2, 2)),))
+
+
 _HOLDER = types.SimpleNamespace(W=np.array([[1.0, 2.0], [3.0, 4.0]]), scale=0.5, axis=0)
 
 

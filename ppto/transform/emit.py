@@ -265,10 +265,12 @@ def traceback_frames(error: BaseException):
         entry = entry.tb_next
 
 
-# installed packages (NumPy, CuPy, numexpr) and ppto itself
+# installed packages (NumPy, CuPy, numexpr), ppto itself and Python's standard
+# library (an operator's error may pass through contextlib)
 _LIBRARY_ROOTS = (
     os.path.dirname(os.path.dirname(numpy.__file__)) + os.sep,
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+    os.path.dirname(os.__file__) + os.sep,
     "<frozen ",
 )
 
