@@ -237,7 +237,7 @@ def slogdet_field_of_a_name(x):
 
 
 def method_without_operator(x):
-    return x.trace().sum()  # <- error
+    return x.ptp().sum()  # <- error
 
 
 def attribute_without_operator(x):
