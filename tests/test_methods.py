@@ -722,6 +722,34 @@ class _Tower:
         return np.sum(x**2)
 
 
+class _Counted(_Tower):
+    def counted(self, x):
+        h = x
+        for i in range(1, len(self.layers)):
+            h = h + self.layers[i](x)
+        for i in range(len(self.layers) - 1):
+            h = h + self.layers[i](x) * (i + 1.0)
+        for layer in reversed(self.layers[1:]):
+            h = layer(h)
+        return np.sum(h**2)
+
+
+def test_loops_over_some_indices_of_layers_or_reversed_layers_are_unrolled():
+    """``range(1, len(self.layers))``, ``range(len(self.layers) - 1)`` and
+    ``reversed(self.layers)`` (refused before: "self.layers[i] has no ppto
+    operator"); a layer added is seen."""
+    from tests.test_checkpoint import central_differences
+
+    model = _Counted()
+    x = np.array([0.3, -0.6, 0.8])
+    assert_derivatives_match(model.counted, x)
+    gradient = ppto.grad(model.counted)
+    gradient(x)
+    model.layers.append(_Dense(np.eye(3) * 0.3, np.ones(3), activation=np.sin))
+    expected = central_differences(model.counted, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-6, atol=1e-9)
+
+
 def test_layers_read_by_a_negative_index_a_slice_or_a_dict_key(monkeypatch):
     """``self.layers[-1](x)``, ``for layer in self.layers[1:]``,
     ``self.blocks["enc"](x)`` and loops over a dict's items, values and keys

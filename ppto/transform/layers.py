@@ -6,7 +6,8 @@ A loop over a list or tuple of layers the code can see (``for layer in
 self.layers: x = layer(x)``, a ``Sequential``) is unrolled, one copy of its body per
 layer reading ``self.layers[0]``, ``self.layers[1]``..., whose calls are then
 resolved as any; so is one over ``enumerate`` of such a list, its indices
-(``range(len(self.layers))``) or ``zip`` of lists (``for layer, norm in
+(``range(len(self.layers))``, ``range(1, len(self.layers))``), ``reversed`` of
+such a list or ``zip`` of lists (``for layer, norm in
 zip(self.layers, self.norms)``), a slice of one (``self.layers[1:]``, each turn
 reading the sliced list's item) and a dict of layers (``for name, block in
 self.blocks.items()``, ``.values()``, its keys: each turn reading
@@ -134,11 +135,12 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
     each turn (``{"layer": self.layers[0]}``, ...), else None. The loop goes over
     a list or tuple read from outside the function or through ``self``, every
     item a function or an object of the user's code (``for layer in
-    self.layers``), a slice of one with constant bounds (``self.layers[1:]``), a
-    dict of them (``.items()``, ``.values()``, its keys), or over ``enumerate``
-    of a list or ``range(len(...))`` of one (the count a constant) or ``zip`` of
-    lists (one of layers); and it is plain: its names read only in it, no
-    ``else``, ``break``, ``continue`` or ``return``."""
+    self.layers``), a slice of one with constant bounds (``self.layers[1:]``),
+    ``reversed`` of one, a dict of them (``.items()``, ``.values()``, its keys),
+    or over ``enumerate`` of a list, ``range`` of bounds counted from lists'
+    lengths (``range(1, len(self.layers))``) or ``zip`` of lists (one of
+    layers); and it is plain: its names read only in it, no ``else``,
+    ``break``, ``continue`` or ``return``."""
     if not isinstance(statement, gast.For) or statement.orelse:
         return None
     sources = _loop_sources(statement, parsed, local)
@@ -163,18 +165,23 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
     for index, (_, node, part) in enumerate(sources):
         if node is None:
             continue
-        read[index] = _sequence(node, parsed, local, own, reached)
+        if part == "range":  # (the numbers it counts: no list)
+            numbers = _range_numbers(node, parsed, local, own, reached)
+            read[index] = None if numbers is None else (None, None, numbers)
+        else:
+            read[index] = _sequence(node, parsed, local, own, reached)
         if read[index] is None:
             return None
         if part in ("key", "value") and type(read[index][1]) is not dict:
             return None  # (.items() of an object of the user's code: its own)
-    if not any(
-        all(_is_layer(items[key]) for key in keys) for _, items, keys in read.values()
-    ):
+    sequences = [found for found in read.values() if found[1] is not None]
+    if not any(all(_is_layer(items[k]) for k in keys) for _, items, keys in sequences):
         return None
-    count = min(len(keys) for _, _, keys in read.values())  # (none: no turn)
+    # (a list only counted, len(self.layers) in range(...), sets no number of turns)
+    named = [i for i, (name, _, _) in enumerate(sources) if name is not None]
+    count = min(len(read[i][2]) for i in named if i in read)
     program.reached.extend(reached)
-    for _, items, _ in read.values():
+    for _, items, _ in sequences:
         program.reached.append((items, None, tuple(items)))
         if type(items) is dict:  # (the layer under each key: watched too)
             program.reached.extend((items, key, items[key]) for key in items)
@@ -203,6 +210,9 @@ def _sequence(node, parsed: ParsedFunction, local: set, own, reached: list):
             return None
         base, items, keys = found
         return base, items, keys[slice(*values)]
+    if _builtin_called(node, parsed, local) is reversed and len(node.args) == 1:
+        found = _sequence(node.args[0], parsed, local, own, reached)
+        return None if found is None else (found[0], found[1], found[2][::-1])
     found, items = read_value(node, parsed, local, own, reached)
     if not found or type(items) not in (list, tuple, dict):
         return None
@@ -211,6 +221,31 @@ def _sequence(node, parsed: ParsedFunction, local: set, own, reached: list):
             return None  # (a key written as a constant: other keys cannot be)
         return node, items, list(items)
     return node, items, list(range(len(items)))
+
+
+def _range_numbers(call, parsed: ParsedFunction, local: set, own, reached: list):
+    """The numbers ``range(...)`` counts where each of its arguments is a
+    constant, the length of a list of layers (``len(self.layers)``) or a sum or
+    difference of them (``range(1, len(self.layers) - 1)``), else None."""
+    bounds = [_bound(arg, parsed, local, own, reached) for arg in call.args]
+    if not 1 <= len(bounds) <= 3 or None in bounds or bounds[2:] == [0]:
+        return None
+    return list(range(*bounds))
+
+
+def _bound(node, parsed: ParsedFunction, local: set, own, reached: list):
+    """The ``int`` ``node`` gives as a bound of ``range`` (see ``_range_numbers``),
+    else None."""
+    if isinstance(node, gast.BinOp) and isinstance(node.op, (gast.Add, gast.Sub)):
+        left = _bound(node.left, parsed, local, own, reached)
+        right = _bound(node.right, parsed, local, own, reached)
+        if left is None or right is None:
+            return None
+        return left + right if isinstance(node.op, gast.Add) else left - right
+    if _builtin_called(node, parsed, local) is len and len(node.args) == 1:
+        found = _sequence(node.args[0], parsed, local, own, reached)
+        return None if found is None else len(found[2])
+    return _constant_int(node)
 
 
 def _constant_int(node) -> int | None:
@@ -230,6 +265,8 @@ def _turn_read(part: str, read, turn: int):
     if part == "count":
         return gast.Constant(turn, None)
     base, items, keys = read
+    if part == "range":
+        return gast.Constant(keys[turn], None)
     if part == "key" or (part == "item" and type(items) is dict):
         return gast.Constant(keys[turn], None)  # (a dict iterated gives its keys)
     return gast.Subscript(clone(base), gast.Constant(keys[turn], None), gast.Load())
@@ -237,17 +274,23 @@ def _turn_read(part: str, read, turn: int):
 
 def _loop_sources(statement: gast.For, parsed: ParsedFunction, local: set):
     """``[(name, the sequence it takes from, what it takes)]`` for the names a
-    ``for`` loop binds, what it takes being ``"item"``, ``"count"``, or a dict's
-    ``"key"`` or ``"value"``: ``for layer in L``, ``for i, layer in
-    enumerate(L)``, ``for i in range(len(L))`` (``L`` only counted: its name
-    None), ``for layer, norm in zip(L, N)``, ``for layer in D.values()`` or ``for
-    name, layer in D.items()``; else None."""
+    ``for`` loop binds, what it takes being ``"item"``, ``"count"``, the numbers
+    of a ``"range"``, or a dict's ``"key"`` or ``"value"``: ``for layer in L``,
+    ``for i, layer in enumerate(L)``, ``for i in range(1, len(L))`` (``L`` only
+    counted: its name None), ``for layer, norm in zip(L, N)``, ``for layer in
+    D.values()`` or ``for name, layer in D.items()``; else None."""
     target, iter_ = statement.target, statement.iter
     builtin = _builtin_called(iter_, parsed, local)
-    if isinstance(target, gast.Name) and builtin is range and len(iter_.args) == 1:
-        counted = iter_.args[0]
-        if _builtin_called(counted, parsed, local) is len and len(counted.args) == 1:
-            return [(target.id, None, "count"), (None, counted.args[0], "item")]
+    if isinstance(target, gast.Name) and builtin is range:
+        counted = [
+            node.args[0]
+            for argument in iter_.args
+            for node in trees.walk(argument)
+            if _builtin_called(node, parsed, local) is len and len(node.args) == 1
+        ]
+        if counted:  # (a loop over plain numbers: run as written)
+            lists = [(None, node, "item") for node in counted]
+            return [(target.id, iter_, "range"), *lists]
     view = _dict_view(iter_)
     if isinstance(target, gast.Name):
         if view in ("keys", "values"):
