@@ -179,17 +179,33 @@ def test_a_loop_over_layers_is_unrolled(monkeypatch):
     np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
 
 
+class _IndexedAtRunTime(_Sequential):
+    def __init__(self, layers):
+        super().__init__(layers)
+        self.k = 1
+
+    def forward(self, x):
+        return np.sum(self.layers[self.k](x))
+
+
+INDEXED_AT_RUN_TIME = _IndexedAtRunTime([SCALE, SCALE])
+
+
 @pytest.mark.parametrize(
     "function, message, line",
     [
         (recursive, "calls itself", "def forward(self, x, steps):"),
-        (sequential_with_a_break, "layer has no ppto operator", "x = layer(x)"),
+        (sequential_with_a_break, "unrolls a loop over layers", "x = layer(x)"),
+        (INDEXED_AT_RUN_TIME.forward, "known only when the code runs", "[self.k]"),
     ],
 )
 def test_what_cannot_be_resolved_is_refused_at_its_line(function, message, line):
+    # (the loop with a break, and a layer indexed by self.k, said "layer has no
+    # ppto operator", suggesting rules and operators)
     with pytest.raises(ppto.TransformError, match=message) as raised:
         ppto.grad(function)(np.linspace(-0.8, 0.7, 3))
     assert line in str(raised.value)
+    assert "no ppto operator" not in str(raised.value)
 
 
 class _Polynomial:

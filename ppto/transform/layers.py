@@ -195,6 +195,28 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
     ]
 
 
+def loop_over_layers(statement, parsed: ParsedFunction, local: set, own) -> bool:
+    """Whether ``statement`` is a ``for`` loop over layers in one of the forms
+    ``unrolled`` takes (whether or not it could be unrolled)."""
+    if not isinstance(statement, gast.For):
+        return False
+    sources = _loop_sources(statement, parsed, local)
+    for _, node, part in sources or ():
+        if node is None or part == "range":
+            continue
+        found = _sequence(node, parsed, local, own, [])
+        if found is not None and all(_is_layer(found[1][k]) for k in found[2]):
+            return True
+    return False
+
+
+def holds_layers(value) -> bool:
+    """Whether ``value`` is a list, tuple or dict of layers (not empty)."""
+    if type(value) is dict:
+        value = list(value.values())
+    return type(value) in (list, tuple) and bool(value) and all(map(_is_layer, value))
+
+
 def _sequence(node, parsed: ParsedFunction, local: set, own, reached: list):
     """``(the node the items are read through, the list, tuple or dict, the
     indices or keys the loop takes in turn)`` for a loop over ``node``, else

@@ -38,7 +38,9 @@ from ppto.transform import trees
 from ppto.transform.layers import (
     bound_to_a_layer,
     folded,
+    holds_layers,
     inlined_aliases,
+    loop_over_layers,
     unrolled,
 )
 from ppto.transform.objects import MISSING, constant_key, read_value, through_self
@@ -82,6 +84,7 @@ def _resolved(node: gast.Call, parsed, local: set, own, program, labels, forward
             _refuse_what_self_cannot_call(node.func, parsed, local, own)
             _refuse_what_is_not_callable(node.func, parsed, local, own)
             _refuse_a_name_not_followed(node, parsed, local, own)
+            _refuse_a_layer_not_known(node, parsed, local, own)
             return False
         receiver = gast.Name(own[0], gast.Load(), None, None)
         attribute, reached = node.func.attr, []
@@ -310,6 +313,50 @@ def _refuse_a_name_not_followed(call: gast.Call, parsed, local: set, own) -> Non
             "function assigns to no attribute or item of an object",
             f"call it where it is held ({held}(...)), or bind {func.id} once at "
             "the top of the function",
+        )
+
+
+def _refuse_a_layer_not_known(call: gast.Call, parsed, local: set, own) -> None:
+    """Refuse at its line the call, on values the function computes, of an item
+    of a list or dict of layers whose index is known only when the code runs
+    (``self.layers[self.k](x)``), or of a loop's layer where the loop could not
+    be unrolled (one with ``break``), saying what ppto follows (it said "has no
+    ppto operator")."""
+    arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
+    if not any(_reads_a_local(argument, local) for argument in arguments):
+        return
+    func = call.func
+    if isinstance(func, gast.Attribute):  # (layer.forward(x))
+        func = func.value
+    if isinstance(func, gast.Subscript):
+        found, held = read_value(func.value, parsed, local, own, [])
+        if found and holds_layers(held):
+            text = gast.unparse(func).strip()
+            listed = gast.unparse(func.value).strip()
+            raise parsed.source.error(
+                func,
+                f"ppto cannot differentiate the call of {text}: which layer of "
+                f"{listed} it is is known only when the code runs, and ppto "
+                "generates code for the layer called",
+                f"index {listed} by a constant, or loop over it (for layer in "
+                f"{listed}:, or over range(len({listed})): unrolled, one copy per "
+                "layer)",
+            )
+    if not isinstance(func, gast.Name) or func.id not in local:
+        return
+    for loop in trees.walk(parsed.tree):
+        if not loop_over_layers(loop, parsed, local, own):
+            continue
+        if func.id not in {n.id for n in trees.walk(loop.target) if hasattr(n, "id")}:
+            continue
+        raise parsed.source.error(
+            func,
+            f"ppto cannot differentiate the call of {func.id}: ppto unrolls a loop "
+            "over layers (one copy of its body per layer) only where it has no "
+            "break, continue, return or else, and its names are read only inside "
+            "it",
+            "move the exit out of the loop (compute what it tests after it), or "
+            "call the layers one by one",
         )
 
 
