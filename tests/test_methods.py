@@ -951,3 +951,20 @@ def test_a_grad_of_a_bound_method_made_each_step_reuses_its_code(monkeypatch):
     del scaled
     gc.collect()
     assert alive() is None
+
+
+class _Logged(_Masked):
+    def __call__(self, *args):
+        h = self.forward(*args)
+        return h
+
+
+def test_a_call_of_a_method_taking_args_that_does_more_is_refused_by_its_name():
+    """A ``__call__(self, *args)`` doing more than passing its call on cannot be
+    followed: refused naming the method as written (it said ``_Logged_call``,
+    ppto's name for its copy) and how to write it."""
+    logged = _Logged(np.eye(3))
+    with pytest.raises(ppto.TransformError, match="_Logged.__call__") as raised:
+        ppto.grad(lambda x: np.sum(logged(x)))(np.linspace(-0.8, 0.7, 3))
+    assert "return self.forward(*args, **kwargs)" in str(raised.value)
+    assert "np.sum(logged(x))" in str(raised.value)

@@ -1369,6 +1369,15 @@ class Normalizer:
             ) from error
         arguments = parsed.tree.args
         if arguments.vararg is not None or arguments.kwarg is not None:
+            written = getattr(function, "__qualname__", "")
+            if "." in written and "<locals>" not in written:  # (a method: Net.__call__)
+                raise self.source.error(
+                    node,
+                    f"ppto cannot differentiate the call to {written}: it takes "
+                    "*args or **kwargs parameters",
+                    f"list {written}'s parameters explicitly, or let it only pass "
+                    "its call on (return self.forward(*args, **kwargs): followed)",
+                )
             raise self.source.error(
                 node,
                 f"ppto cannot differentiate the call to {callee.text}: it takes "
