@@ -16,9 +16,11 @@ it is called on, as a function object of its own (generated code is kept per
 function object): two layers of one class get one derivative each.
 
 ``super().forward(x)`` in such a method is the call of the method the next class
-in the object's MRO gives. Local names for layers (``layer = self.layer``), loops
-over layers and tests of optional layers are settled first
-(``ppto.transform.layers``).
+in the object's MRO gives. A call of a method that only passes its call on (``def
+__call__(self, *args, **kwargs): return self.forward(*args, **kwargs)``) is the
+call of the method it passes it to (generated code takes no ``*args``). Local
+names for layers (``layer = self.layer``), loops over layers and tests of
+optional layers are settled first (``ppto.transform.layers``).
 
 What this reads is watched (``Program.still_current``): the method found on the
 object (``Layer.forward = other`` afterwards makes the program stale), each object
