@@ -738,3 +738,44 @@ def test_a_write_to_a_repeated_index_keeps_the_last_on_cupy(emulated_cupy):
     x = ppto.tensor(np.zeros(3), device="cuda")
     written = ppto.setitem(x, ppto.tensor([1.0, 2.0, 3.0], device="cuda"), [1, 1, 1])
     np.testing.assert_array_equal(written.numpy(), [0.0, 3.0, 0.0])
+
+
+def _cupy_kernels_of(kernel) -> list:
+    """The CuPy kernel objects ``kernel`` makes for float32 and float64 operands
+    (booleans where a leaf is a ``where``'s condition)."""
+    if isinstance(kernel, CudaStaged):
+        stages = [stage.kernel for stage in kernel.stages if stage.kernel is not None]
+        return [k for part in [*stages, kernel.result] for k in _cupy_kernels_of(part)]
+    if isinstance(kernel, cuda.CudaMatmulEpilogue):
+        return _cupy_kernels_of(kernel.epilogue)
+    kinds = _kinds(getattr(kernel, "elementwise", kernel))
+    return [
+        kernel.kernel([np.zeros(3, bool if k == "b" else dtype) for k in kinds])
+        for dtype in ("float32", "float64")
+    ]
+
+
+def test_cupys_constructors_take_every_generated_kernel():
+    # CuPy builds ElementwiseKernel and ReductionKernel objects without a GPU,
+    # parsing their parameter lists: every rule's kernels and every region of the
+    # programs above, as CuPy would compile them on a GPU
+    cupy = pytest.importorskip("cupy")
+    made = [
+        made
+        for rule in CUDA_RULES
+        for made in _cupy_kernels_of(implementation_for(rule, "cuda"))
+    ]
+    assert made and all(
+        isinstance(k, (cupy.ElementwiseKernel, cupy.ReductionKernel)) for k in made
+    )
+    regions = [
+        kernel
+        for function, shapes in ON_EMULATED_CUPY
+        for kernel in fused_for_cuda(function, shapes)[2].values()
+        if isinstance(kernel, CudaRegion)
+    ]
+    assert regions
+    for region in regions:
+        elementwise, reductions = region.build(("f",) * len(region.inputs))
+        assert elementwise is None or isinstance(elementwise, cupy.ElementwiseKernel)
+        assert all(isinstance(k, cupy.ReductionKernel) for k in reductions)

@@ -191,6 +191,14 @@ class CudaRegion:
     def launch(self, arguments, operands: tuple) -> tuple[list, list]:
         """The region's array outputs and sums for ``arguments`` of ``operands``
         kinds (CuPy kernels, compiled on first use)."""
+        elementwise, reductions = self.build(operands)
+        arrays = list(elementwise(*arguments)) if elementwise is not None else []
+        return arrays, [reduction(*arguments) for reduction in reductions]
+
+    def build(self, operands: tuple) -> tuple:
+        """``(elementwise kernel or None, reduction kernels)`` for operands of
+        ``operands`` kinds: CuPy's kernel objects, made here (without a GPU, too)
+        and compiled by CuPy where they first run."""
         if operands not in self.kernels:
             cupy = cuda.cupy_module()
             source = self.source_for(operands)
@@ -221,9 +229,7 @@ class CudaRegion:
                 for number in range(len(self.sums))
             ]
             self.kernels[operands] = (elementwise, reductions)
-        elementwise, reductions = self.kernels[operands]
-        arrays = list(elementwise(*arguments)) if elementwise is not None else []
-        return arrays, [reduction(*arguments) for reduction in reductions]
+        return self.kernels[operands]
 
 
 def layout(arguments) -> tuple | None:
