@@ -9,6 +9,7 @@ backend over a CuPy emulated on NumPy, so that operators and whole programs take
 their CuPy code path here."""
 
 import ctypes
+import functools
 import shutil
 import subprocess
 import weakref
@@ -195,7 +196,8 @@ class EmulatedCupyArray(np.lib.mixins.NDArrayOperatorsMixin):
     CuPy's arrays that host code can trip over: it is no ``np.ndarray``; NumPy
     refuses to convert it implicitly (``np.asarray`` raises TypeError, as CuPy's
     ``__array__`` does); of writes to a repeated integer index the first lands
-    (CuPy leaves it undefined, NumPy keeps the last); NumPy functions called on
+    (CuPy leaves it undefined, NumPy keeps the last); an integer index out of
+    bounds wraps around (NumPy raises IndexError); NumPy functions called on
     it run CuPy's function of that name, or raise TypeError where CuPy has none;
     reductions and scalar indexing give 0-d arrays, not NumPy scalars; ``.get()``
     copies it to the host."""
@@ -234,10 +236,10 @@ class EmulatedCupyArray(np.lib.mixins.NDArrayOperatorsMixin):
         return _wrap(value)
 
     def __getitem__(self, key):
-        return _wrap(self._host[_unwrap(key)])
+        return _wrap(self._host[_wrapped_around(_unwrap(key), self.shape)])
 
     def __setitem__(self, key, value):
-        key, value = _unwrap(key), _unwrap(value)
+        key, value = _wrapped_around(_unwrap(key), self.shape), _unwrap(value)
         if _has_integer_array(key):
             # CuPy leaves which of the writes to a repeated index lands undefined
             # (NumPy: the last); here the first does, one of CuPy's outcomes
@@ -285,6 +287,33 @@ class EmulatedCupyArray(np.lib.mixins.NDArrayOperatorsMixin):
         if func.__name__ in CUPY_LACKS or func.__module__.startswith("numpy.lib"):
             return NotImplemented
         return _wrap(func(*_unwrap(args), **_unwrap(kwargs)))
+
+
+def _wrapped_around(key, shape):
+    """``key`` with the indices of its integer arrays taken modulo their axis's
+    length: CuPy wraps an index out of bounds around where NumPy raises."""
+    parts = key if isinstance(key, tuple) else (key,)
+
+    def axes(part):
+        if part is None:
+            return 0
+        mask = isinstance(part, np.ndarray) and part.dtype == bool
+        return part.ndim if mask else 1
+
+    named = sum(axes(part) for part in parts if part is not Ellipsis)
+    wrapped, axis = [], 0
+    for part in parts:
+        if part is Ellipsis:
+            wrapped.append(part)
+            axis += len(shape) - named
+            continue
+        if isinstance(part, (np.ndarray, list)) and axis < len(shape):
+            array = np.asarray(part)
+            if array.dtype.kind in "iu" and shape[axis]:
+                part = array % shape[axis]
+        wrapped.append(part)
+        axis += axes(part)
+    return tuple(wrapped) if isinstance(key, tuple) else wrapped[0]
 
 
 def _has_integer_array(key) -> bool:
@@ -342,7 +371,10 @@ class _EmulatedFunction:
         self.__name__ = getattr(function, "__name__", "function")
 
     def __call__(self, *args, **kwargs):
-        return _wrap(self.function(*_unwrap(args), **_unwrap(kwargs)))
+        args = _unwrap(args)
+        if getattr(self, "_path", "").endswith(".at"):  # ufunc.at(a, indices, b)
+            args = (args[0], _wrapped_around(args[1], args[0].shape), *args[2:])
+        return _wrap(self.function(*args, **_unwrap(kwargs)))
 
     def __getattr__(self, name):  # ufunc.at, .reduce, ...
         method = _EmulatedFunction(getattr(self.function, name))
@@ -363,6 +395,8 @@ class _EmulatedNamespace:
         if name in self._lacks or name.startswith("_"):
             raise AttributeError(f"module 'cupy' has no attribute {name!r}")
         value = getattr(self._numpy, name)
+        if value is np.take:  # CuPy's take wraps an index out of bounds around
+            value = functools.partial(np.take, mode="wrap")
         if isinstance(value, type) or not callable(value):
             return value  # dtypes (cupy.float32 is numpy.float32), constants
         return _EmulatedFunction(value)

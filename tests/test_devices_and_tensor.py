@@ -429,3 +429,33 @@ def test_raw_cupy_arrays_pass_as_cotangents_and_tangents(emulated_cupy):
     _, tangent = ppto.jvp(np.tanh, (on_gpu,), (cupy.asarray(np.ones(5)),))
     assert tangent.device == "cuda:0"
     np.testing.assert_allclose(tangent.numpy(), 1.0 / np.cosh(x) ** 2, rtol=1e-12)
+
+
+OUT_OF_BOUNDS = {  # an index 5 into 3 elements, or -4
+    "take": lambda x, i: ppto.take(x, i),
+    "take_axis": lambda x, i: ppto.take(x.reshape((1, 3)), i, axis=1),
+    "take_along_axis": lambda x, i: ppto.take_along_axis(x, i, axis=0),
+    "gather": lambda x, i: ppto.gather(x, i),
+    "getitem": lambda x, i: x[i],
+    "getitem_tuple": lambda x, i: x.reshape((1, 3))[..., i],
+    "index_add": lambda x, i: ppto.index_add(x, ppto.ones_like(x)[:1], i),
+    "scatter_add": lambda x, i: ppto.scatter_add(x, i, ppto.ones_like(x)[:1]),
+    "setitem": lambda x, i: ppto.setitem(x, 1.0, i),
+}
+
+
+@pytest.mark.parametrize("index", [5, -4])
+@pytest.mark.parametrize("name", OUT_OF_BOUNDS)
+def test_an_index_out_of_bounds_is_refused_on_cupy_as_on_the_cpu(
+    emulated_cupy, name, index
+):
+    # CuPy wraps an integer index out of bounds around (NumPy raises), so on a GPU
+    # these read or wrote another element without a word; the emulated CuPy wraps
+    # as CuPy does
+    call = OUT_OF_BOUNDS[name]
+    for device in ("cpu", "cuda"):
+        x = ppto.tensor([1.0, 2.0, 3.0], device=device)
+        with pytest.raises(ppto.ShapeError, match="out of bounds"):
+            call(x, ppto.tensor([index], device=device))
+        inside = call(x, ppto.tensor([index % 3 - 3], device=device))  # -3..-1: fine
+        assert inside.device == device
