@@ -480,6 +480,17 @@ def test_a_refused_tolerance_changes_nothing_and_allclose_names_bad_input():
         ppto.allclose("a", 1.0)
 
 
+def test_allclose_takes_cupy_arrays(emulated_cupy):
+    # a CuPy array went to np.asarray, which CuPy refuses, and came out as
+    # "a is not an array" (the emulated CuPy refuses it as CuPy does)
+    from ppto.runtime.backends import backend_for
+
+    cupy = backend_for(ppto.Device("cuda")).xp
+    on_gpu = cupy.asarray(np.array([1.0, 2.0]))
+    assert ppto.allclose(on_gpu, [1.0, 2.0 + 1e-9])
+    assert not ppto.allclose([1.0, 2.5], on_gpu)
+
+
 def symbolic_gradients(expr, seed):
     """A user's reverse-mode differentiator over ``ppto.Operator`` trees: each node's
     rule from ``ppto.get_grad_rule``, adjoints added per symbol name."""

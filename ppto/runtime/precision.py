@@ -74,6 +74,12 @@ def allclose(a: Any, b: Any) -> bool:
 
 def _numbers(value: Any, which: str) -> np.ndarray:
     """``value`` as a host array of numbers, or a ppto error naming the argument."""
+    from ppto.runtime.tensor import Tensor, device_of
+
+    device = device_of(value)
+    if device is not None and device.kind != "cpu" and not isinstance(value, Tensor):
+        # a device's own array (CuPy's refuses np.asarray): read as a tensor is
+        value = Tensor(value, device)
     try:
         array = np.asarray(value)
     except (ValueError, TypeError) as error:  # (ragged lists)
