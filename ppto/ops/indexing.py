@@ -86,7 +86,7 @@ def refuse_wrapped_indices(xp, index, shape) -> None:
             continue
         kind = getattr(getattr(part, "dtype", None), "kind", None)
         if kind in ("i", "u") and axis < len(shape) and part.size:
-            low, high = xp.stack((part.min(), part.max())).tolist()
+            low, high = int(part.min()), int(part.max())  # (a host array too)
             size = shape[axis]
             bad = high if high >= size else low if low < -size else None
             if bad is not None:
