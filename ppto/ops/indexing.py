@@ -53,11 +53,13 @@ def axis_index(indices, axis, ndim):
     return (slice(None),) * (axis % ndim) + (indices,)
 
 
-def checked_index(xp, index, shape):
-    """``raw_index(xp, index)``, refused where it holds an index out of bounds of
-    ``shape`` (see ``refuse_wrapped_indices``)."""
+def checked_index(xp, index, x):
+    """``raw_index(xp, index)``, refused where it holds an index out of x's bounds
+    (see ``refuse_wrapped_indices``); x may be a Python list or tuple (generated
+    code subscripts those too), which Python checks itself."""
     index = raw_index(xp, index)
-    refuse_wrapped_indices(xp, index, shape)
+    if xp is not np and hasattr(x, "shape"):
+        refuse_wrapped_indices(xp, index, x.shape)
     return index
 
 
@@ -109,7 +111,7 @@ def _axes_of(part) -> int:
 @primitive(ANY, tangent="linear")
 def getitem(xp, x, index):
     """x[index]: ints, slices, None, Ellipsis, integer or boolean arrays."""
-    return x[checked_index(xp, index, x.shape)]
+    return x[checked_index(xp, index, x)]
 
 
 @getitem.grad_rule
