@@ -124,6 +124,9 @@ class _LoopWriter:
             listed = self.listed(node.value) if isinstance(node, gast.Assign) else None
             if listed is not None and _builds_list_in_place(node, listed):
                 return self.block(lifted.list_into(listed, node.targets[0].id))
+            extended = self.extended(node)
+            if extended is not None:
+                return self.block(lifted.appended_to(*extended))
             lifted.fields(node)
         return self.block(lifted.before) + [node]
 
@@ -133,6 +136,28 @@ class _LoopWriter:
     def calls(self, node, function: str) -> bool:
         """Whether ``node`` calls Python's ``function`` (sum, list or tuple)."""
         return function in self.python and trees.called(node, function)
+
+    def extended(self, node):
+        """``(name, comprehension)`` for ``name.extend(... for ...)`` (or of a list
+        comprehension) where the comprehension does not read ``name``: its items
+        appended to the list one by one. Else None."""
+        call = node.value if isinstance(node, gast.Expr) else None
+        if not (
+            isinstance(call, gast.Call)
+            and isinstance(call.func, gast.Attribute)
+            and call.func.attr == "extend"
+            and isinstance(call.func.value, gast.Name)
+            and len(call.args) == 1
+            and not call.keywords
+        ):
+            return None
+        argument = call.args[0]
+        comprehension = argument if isinstance(argument, _LISTED) else None
+        comprehension = comprehension or self.listed(argument)
+        name = call.func.value.id
+        if comprehension is None or _reads(comprehension, name):
+            return None
+        return name, comprehension
 
     def listed(self, node):
         """The comprehension whose items ``node`` is a new list of (``[... for
@@ -211,9 +236,13 @@ class _Statement:
 
     def list_into(self, node, name: str) -> list:
         """``name = []`` and the loops appending the comprehension's items to it."""
-        append = gast.Attribute(_load(name, node), "append", gast.Load())
         empty = gast.List([], gast.Load())
-        return [_assign(name, empty, node)] + self.loops(
+        return [_assign(name, empty, node)] + self.appended_to(name, node)
+
+    def appended_to(self, name: str, node) -> list:
+        """The loops appending the comprehension's items to the list ``name``."""
+        append = gast.Attribute(_load(name, node), "append", gast.Load())
+        return self.loops(
             node, lambda item: _located(gast.Expr(gast.Call(append, [item], [])), node)
         )
 
@@ -296,9 +325,11 @@ def _builds_list_in_place(node: gast.Assign, comprehension) -> bool:
     ``xs`` itself (``xs = []``, ``xs.append(...)``), as the user would write it."""
     if len(node.targets) != 1 or not isinstance(node.targets[0], gast.Name):
         return False
-    return node.targets[0].id not in {
-        n.id for n in trees.walk(comprehension) if isinstance(n, gast.Name)
-    }
+    return not _reads(comprehension, node.targets[0].id)
+
+
+def _reads(node, name: str) -> bool:
+    return any(isinstance(n, gast.Name) and n.id == name for n in trees.walk(node))
 
 
 def _first_comprehension(node):

@@ -625,6 +625,13 @@ def generator_filtered_on_data(x):
     return sum(v**2 for v in x if v > 0)
 
 
+def list_extended_by_comprehensions(x):
+    hs = [x]
+    hs.extend(np.sin(h) * k for h, k in zip([x, x**2], (2.0, 3.0)))
+    hs.extend([v * 2.0 for v in x])
+    return np.sum(np.stack(hs[:3]) ** 2) + hs[3] * hs[-1]
+
+
 def returned_comprehension(x):
     return [np.sin(row) * row for row in x]
 
@@ -783,6 +790,7 @@ CASES = [
     Case(comprehension_in_a_loop, F(3, 2)),
     Case(generators_made_lists_and_tuples, F(2, 3)),
     Case(generator_filtered_on_data, V([0.5, -0.4, 0.9, -1.2])),
+    Case(list_extended_by_comprehensions, F(3)),
     Case(returned_comprehension, F(3, 2), vjp=True),
     Case(write_then_read, F(4)),
     Case(buffer_filled_in_loop, F(5)),
