@@ -284,7 +284,7 @@ def calls_rejected_helper(x):
 
 def for_else(x):
     total = 0.0
-    for v in x:  # <- error
+    for v in x:
         total = total + v
     else:
         total = total * 2.0
@@ -301,7 +301,7 @@ def subscript_as_loop_target(x):
 
 def while_else(x):
     total = np.sum(x)
-    while total > 1.0:  # <- error
+    while total > 1.0:
         total = total / 2.0
     else:
         total = total * 2.0

@@ -191,8 +191,6 @@ REJECTED = [
         "lambda v: v * 2.0",
         marked_in=ec.lambda_inside,
     ),
-    Case(ec.for_else, "for ... else", "for v in x:"),
-    Case(ec.while_else, "while ... else", "while total > 1.0:"),
     Case(ec.subscript_as_loop_target, "this form of for loop", "for y[0] in"),
     # an opaque value reaching the result directly gave a zero gradient
     Case(ec.opaque_result_returned, "np.median has no ppto operator", "np."),
@@ -448,6 +446,9 @@ ACCEPTED = [
     (ec.float_in_condition, VECTOR, 2 * VECTOR, ""),
     (ec.integer_index_from_argmax, VECTOR, ONE_HOT_MAX, ""),
     (ec.argmax_index, VECTOR, ONE_HOT_MAX, ""),
+    # a loop's else runs after it where it did not break (structure.py)
+    (ec.for_else, VECTOR, np.full(3, 2.0), ""),
+    (ec.while_else, VECTOR, np.full(3, 0.25), ""),
     # written as loops now (comprehensions.py)
     (ec.list_comprehension, VECTOR, np.full(3, 2.0), ""),
     (ec.generator_expression, VECTOR, np.full(3, 2.0), ""),

@@ -136,14 +136,10 @@ class Fence(trees.Visitor):
         self.accept(node)
 
     def visit_For(self, node):
-        if node.orelse:
-            self.reject(node, "for ... else", "use a flag variable set before break")
         self._check_target(node.target)
         self.accept(node)
 
     def visit_While(self, node):
-        if node.orelse:
-            self.reject(node, "while ... else", "use a flag variable set before break")
         self.accept(node)
 
     def visit_Break(self, node):

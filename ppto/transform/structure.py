@@ -169,6 +169,51 @@ def _contains(node, kinds) -> bool:
     return False
 
 
+def _else_after(body: list, namer: Namer) -> list:
+    """``body`` with each loop's ``else`` written after it: ``for ...: ... else: E``
+    becomes ``broke = False``, the loop with ``broke = True`` before each of its
+    breaks, then ``if not broke: E`` (just ``E`` for a loop without one)."""
+    out = []
+    for statement in body:
+        if not (isinstance(statement, (gast.For, gast.While)) and statement.orelse):
+            out.append(statement)
+            continue
+        orelse, statement.orelse = statement.orelse, []
+        flag = namer.fresh("broke")
+        statement.body, broke = _flag_breaks(statement.body, flag)
+        if not broke:
+            out += [statement] + orelse
+            continue
+        unset = _assign(flag, gast.Constant(False, None), statement)
+        test = gast.UnaryOp(gast.Not(), _name(flag))
+        out += [
+            unset,
+            statement,
+            gast.copy_location(gast.If(test, orelse, []), statement),
+        ]
+    return out
+
+
+def _flag_breaks(body: list, flag: str) -> tuple[list, bool]:
+    """``body`` with ``flag = True`` before each ``break`` of this loop (not of the
+    loops inside it, though those of their ``else`` are its), and whether any."""
+    out, found = [], False
+    for statement in body:
+        if isinstance(statement, gast.Break):
+            out += [_assign(flag, gast.Constant(True, None), statement), statement]
+            found = True
+            continue
+        fields = ("orelse",) if isinstance(statement, (gast.For, gast.While)) else (
+            "body", "orelse")  # fmt: skip
+        for field in fields:
+            if isinstance(getattr(statement, field, None), list):
+                inner, inner_found = _flag_breaks(getattr(statement, field), flag)
+                setattr(statement, field, inner)
+                found = found or inner_found
+        out.append(statement)
+    return out, found
+
+
 def _drop_continue(body: list) -> list:
     """A loop body with ``continue`` replaced by skipping the rest of the iteration."""
     return until_exit(body, gast.Continue, lambda _: [])
@@ -206,12 +251,13 @@ def loops(
     statement ``if <flag>: break``. ``ranges`` collects variables known to hold
     ranges (generated code loops over them), ``sequences`` variables known to hold
     something else (the parameters, and names bound to other values); ``tuples``
-    variables bound to a tuple written out, on every path."""
+    variables bound to a tuple written out, on every path; a loop's ``else`` runs
+    after it where no ``break`` was taken (see ``_else_after``)."""
     ranges = set() if ranges is None else ranges
     sequences = set() if sequences is None else sequences
     tuples = set() if tuples is None else tuples
     out = []
-    for statement in body:
+    for statement in _else_after(body, namer):
         for name, value in _bound(statement):
             ranges.discard(name)  # (a name that held a range may be rebound)
             sequences.discard(name)

@@ -463,6 +463,34 @@ def helper_with_branch_in_loop(x, w):
     return np.sum(h * h)
 
 
+def for_else_after_break(x, limit):
+    total = 0.0
+    for v in x:
+        total = total + np.sin(v)
+        if total > limit:
+            break
+    else:  # (only where the loop did not break)
+        total = total * 3.0
+    return total
+
+
+def while_else_and_inner_else(x):
+    total = np.sum(x**2)
+    k = 0
+    while k < 3:
+        total = total * 1.5
+        for j in range(3):
+            total = total + x[j] * x[k]
+            if j == k:
+                break
+        else:  # (never: the inner loop breaks at j == k)
+            total = total * 10.0
+        k += 1
+    else:
+        total = total + np.sum(x)
+    return total
+
+
 # --- lists built in loops ---
 
 
@@ -764,6 +792,9 @@ CASES = [
     Case(helper_with_loop, F(3, 2)),
     Case(helper_with_branch_in_loop, F(3, lo=0.1), F(3, 3, lo=0.1), id="loop_step-+"),
     Case(helper_with_branch_in_loop, F(3, hi=-0.1), F(3, 3, lo=0.1), id="loop_step--"),
+    Case(for_else_after_break, F(4, lo=0.5), K(1.0), id="for_else-breaks"),
+    Case(for_else_after_break, F(4, hi=-0.5), K(1.0), id="for_else-runs"),
+    Case(while_else_and_inner_else, F(3)),
     Case(stacked_hidden_states, F(3, 2), F(2, 3), F(3, 3)),
     Case(last_of_list, F(3), T(3, 3)),
     Case(list_written_out_by_a_helper, F(2, 3)),
