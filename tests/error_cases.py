@@ -87,6 +87,7 @@ def with_block(x):
 
 def global_declaration(x):
     global COUNTER  # <- error
+    COUNTER += 1
     return np.sum(x)
 
 
@@ -95,6 +96,7 @@ def make_nonlocal_declaration():
 
     def nonlocal_declaration(x):
         nonlocal calls  # <- error
+        calls = calls + 1
         return np.sum(x)
 
     return nonlocal_declaration

@@ -158,11 +158,32 @@ def parse_function(fn: Callable) -> ParsedFunction:
     namespace = ChainMap(closure_values(fn), fn.__globals__, vars(builtins))
     nodes = list(trees.walk(tree))  # (walked once: read four times)
     _check_defined(tree, nodes, namespace, source)
+    declarations = [n for n in nodes if isinstance(n, (gast.Global, gast.Nonlocal))]
+    if declarations:
+        _drop_read_only(tree, declarations)
     if rewritten_nodes(nodes):
         tree = comprehensions_as_loops(tree, namespace, source)
     # generated functions are named after it: a lambda's name is no identifier
     name = fn.__name__ if fn.__name__.isidentifier() else "lambda_"
     return ParsedFunction(fn, name, tree, source, namespace)
+
+
+def _drop_read_only(tree: gast.FunctionDef, declarations: list) -> None:
+    """Drop the ``global`` and ``nonlocal`` declarations of names the function
+    never assigns: without them it reads the very same values. (Those of names it
+    assigns stay, for the fence to refuse: the change would reach outside.)"""
+    assigned = trees.stores(tree.body)
+    dropped = {id(d) for d in declarations if not set(d.names) & assigned}
+    if not dropped:
+        return
+    for node in trees.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            statements = getattr(node, field, None)
+            if not isinstance(statements, list) or not statements:
+                continue
+            kept = [s for s in statements if id(s) not in dropped]
+            if len(kept) < len(statements):
+                statements[:] = kept or [gast.copy_location(gast.Pass(), tree)]
 
 
 def _check_defined(

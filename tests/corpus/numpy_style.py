@@ -684,6 +684,29 @@ def _closure_over_reassigned():
 closure_over_reassigned = _closure_over_reassigned()
 
 
+_OFFSET = 0.5
+
+
+def global_declared_read_only(x):
+    global _OFFSET  # (never assigned: the declaration changes nothing)
+    return np.sum(np.sin(x + _OFFSET))
+
+
+def _nonlocal_read_only():
+    scale = 2.0
+
+    def closure(x):
+        nonlocal scale
+        if x.shape[0] > 1:
+            nonlocal scale  # (declared again, in a branch: dropped alike)
+        return np.sum(np.exp(x * scale))
+
+    return closure
+
+
+nonlocal_declared_read_only = _nonlocal_read_only()
+
+
 def halves_by_integer_division(x):
     half = x.shape[0] // 2
     total = 0.0
@@ -1044,6 +1067,8 @@ CASES = [
     Case(decorated_helpers, F(4, lo=0.2)),
     Case(class_and_instance_attributes, F(4)),
     Case(closure_over_reassigned, F(4)),
+    Case(global_declared_read_only, F(4)),
+    Case(nonlocal_declared_read_only, F(4)),
     Case(halves_by_integer_division, F(6)),
     Case(rows_softmax, F(2, 3), vjp=True),
     Case(matmul_tanh, F(3, 2), T(2, 4), vjp=True),
