@@ -119,8 +119,8 @@ REJECTED = [
     Case(ec.with_block, "with block", "with np.errstate"),
     # (was "a Match construct" with a general hint)
     Case(ec.match_statement, "a match statement", "match k:", args=(VECTOR, 1)),
-    Case(ec.global_declaration, "global", "global COUNTER"),
-    Case(ec.nonlocal_declaration, "nonlocal", "nonlocal calls"),
+    Case(ec.global_declaration, "global declaration of a variable", "global COUNTER"),
+    Case(ec.nonlocal_declaration, "nonlocal declaration of a", "nonlocal calls"),
     Case(ec.delete, "del", "del y"),
     Case(ec.import_inside, "import", "import math"),
     Case(ec.import_from_inside, "import", "from math import pi"),

@@ -177,11 +177,20 @@ class Fence(trees.Visitor):
             "move the context manager outside the differentiated function",
         )
 
+    # (those of names the function only reads were dropped after parsing)
     def visit_Global(self, node):
-        self.reject(node, "global declarations", "pass the value as an argument")
+        self.reject(
+            node,
+            "a global declaration of a variable the function assigns",
+            "return the new value and assign it outside the function",
+        )
 
     def visit_Nonlocal(self, node):
-        self.reject(node, "nonlocal declarations", "pass the value as an argument")
+        self.reject(
+            node,
+            "a nonlocal declaration of a variable the function assigns",
+            "return the new value and assign it outside the function",
+        )
 
     def visit_Delete(self, node):
         self.reject(node, "del", "let the variable go out of use")
