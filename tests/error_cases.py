@@ -199,7 +199,19 @@ def set_literal(x):
 
 
 def walrus(x):
-    return np.sum((y := x * 2.0) * y)  # <- error
+    return np.sum((y := x * 2.0) * y)
+
+
+def walrus_after_a_use(x):
+    scale = 2.0
+    return np.sum(x * scale) * (scale := 3.0)  # <- error
+
+
+def walrus_in_while_condition(x):
+    k = 0
+    while (k := k + 1) < 3:  # <- error
+        x = x * 2.0
+    return np.sum(x)
 
 
 def starred_in_list(x):

@@ -149,7 +149,8 @@ REJECTED = [
     ),
     Case(ec.dict_literal, "a dict", '{"x": x}'),
     Case(ec.set_literal, "a set", "{1.0, 2.0}"),
-    Case(ec.walrus, ":=", "y := x * 2.0"),
+    Case(ec.walrus_after_a_use, ":=) to scale after scale is used", "scale := 3.0"),
+    Case(ec.walrus_in_while_condition, ":=) in a while condition", "k := k + 1"),
     Case(ec.starred_in_list, "starred", "*PAIR"),
     Case(ec.shift_operator, "<<", "1 << 2"),
     Case(ec.shift_assignment, "<<", "scale <<= 2"),
@@ -449,7 +450,8 @@ ACCEPTED = [
     # a loop's else runs after it where it did not break (structure.py)
     (ec.for_else, VECTOR, np.full(3, 2.0), ""),
     (ec.while_else, VECTOR, np.full(3, 0.25), ""),
-    # written as loops now (comprehensions.py)
+    # written as loops and assignments now (comprehensions.py)
+    (ec.walrus, VECTOR, 8.0 * VECTOR, ""),
     (ec.list_comprehension, VECTOR, np.full(3, 2.0), ""),
     (ec.generator_expression, VECTOR, np.full(3, 2.0), ""),
 ]

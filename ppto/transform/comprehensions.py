@@ -1,7 +1,9 @@
 """Comprehensions as loops, right after parsing: ``[f(x) for x in xs]`` (and a
 generator expression, ``f(x) for x in xs``) becomes a list built with ``append`` in a
 for loop written just before the statement that held it, and the builtin ``sum(...)``
-an accumulation in such a loop; the later stages differentiate loops and lists.
+an accumulation in such a loop; the later stages differentiate loops and lists. An
+assignment expression, ``(y := f(x))``, becomes an assignment written before its
+statement in the same way.
 
 Python runs a comprehension in a scope of its own, so its variables are renamed
 where the function uses their names for anything else. Dict and set comprehensions
@@ -23,15 +25,19 @@ if TYPE_CHECKING:  # (source.py calls this module as it parses)
 
 _LISTED = (gast.ListComp, gast.GeneratorExp)
 _COMPREHENSIONS = (gast.ListComp, gast.GeneratorExp, gast.SetComp, gast.DictComp)
+_WRITTEN_BEFORE = (*_LISTED, gast.NamedExpr)  # (what takes statements before its own)
 
 
 def rewritten_nodes(nodes: list) -> bool:
     """Whether any of a function's ``nodes`` is a list comprehension, a generator
-    expression or a call of ``sum``: ``comprehensions_as_loops`` has work (asked on
-    every parse, of the nodes the parse walked anyway)."""
+    expression, an assignment expression or a call of ``sum``:
+    ``comprehensions_as_loops`` has work (asked on every parse, of the nodes the
+    parse walked anyway)."""
     for node in nodes:
         kind = type(node)
         if kind is gast.ListComp or kind is gast.GeneratorExp:
+            return True
+        if kind is gast.NamedExpr:
             return True
         if kind is gast.Call and type(node.func) is gast.Name and node.func.id == "sum":
             return True
@@ -42,11 +48,12 @@ def comprehensions_as_loops(
     definition: gast.FunctionDef, namespace, source: SourceMap
 ) -> gast.FunctionDef:
     """``definition`` with its comprehensions and builtin ``sum`` calls written as
-    loops (changed in place: the tree is the caller's own fresh parse). E.g.
+    loops, its assignment expressions as assignments (changed in place: the tree
+    is the caller's own fresh parse). E.g.
     ``return sum(np.sum(w**2) for w in ws)`` becomes ``total = 0``, ``for w in ws:
     total = total + np.sum(w**2)``, ``return total``."""
     python = _python_builtins(definition, namespace)
-    if "sum" in python or _first_comprehension(definition) is not None:
+    if "sum" in python or _first_written_before(definition) is not None:
         definition.body = _LoopWriter(definition, namespace, source, python).block(
             definition.body
         )
@@ -98,18 +105,24 @@ class _LoopWriter:
         if isinstance(node, (gast.FunctionDef, gast.ClassDef)):
             return [node]  # (the fence refuses them)
         if isinstance(node, gast.While):
-            comprehension = _first_comprehension(node.test)
-            if comprehension is not None:
+            found = _first_written_before(node.test)
+            if found is not None:
+                what = (
+                    "an assignment expression (:=)"
+                    if isinstance(found, gast.NamedExpr)
+                    else "a comprehension"
+                )
                 raise self.source.error(
-                    comprehension,
-                    "ppto cannot differentiate a comprehension in a while condition "
-                    "(it is evaluated again on every pass)",
+                    found,
+                    f"ppto cannot differentiate {what} in a while condition (it "
+                    "is evaluated again on every pass)",
                     "compute the value in a variable before the loop and again at "
                     "the end of its body, and test the variable",
                 )
             node.body = self.block(node.body)
             return [node]
         lifted = _Statement(self)
+        self.refuse_reordered_assignments(node)
         if isinstance(node, gast.If):
             node.test = lifted.expression(node.test)
             node.body = self.block(node.body)
@@ -132,6 +145,45 @@ class _LoopWriter:
 
     def fresh(self, base: str) -> str:
         return self.namer.fresh(base)
+
+    def refuse_reordered_assignments(self, node) -> None:
+        """Refuse ``(y := ...)`` in a statement that reads or assigns ``y`` before it
+        (``f(y, (y := 2))``): written before the statement, it would change what
+        that reads. Reads after it (``(h := f(x)) * h``) read what it assigns, as
+        they do in Python. (A comprehension's own statements are checked when
+        they are written: here it runs whole, before what follows it.)"""
+        header = [
+            value
+            for field, value in gast.iter_fields(node)
+            if field not in ("body", "orelse")
+        ]
+        value = node.value if isinstance(node, gast.Assign) else None
+        evaluated_first = {id(n) for n in trees.walk(value)} if value else set()
+
+        def position(child) -> tuple:
+            # an assignment's targets are bound after its value is computed
+            late = value is not None and id(child) not in evaluated_first
+            return late, child.lineno, child.col_offset
+
+        for assignment in _assignment_expressions(header):
+            unit = _outermost_comprehension(header, assignment) or assignment
+            inside = {id(n) for n in trees.walk(unit)}
+            name = assignment.target.id
+            if any(
+                isinstance(n, gast.Name)
+                and n.id == name
+                and id(n) not in inside
+                and position(n) < position(unit)
+                for n in _walk_all(header)
+            ):
+                raise self.source.error(
+                    assignment,
+                    f"ppto cannot differentiate an assignment expression (:=) to "
+                    f"{name} after {name} is used in the same statement (written "
+                    "as an assignment before the statement, it would change what "
+                    "that use reads)",
+                    f"assign {name} in a statement of its own first",
+                )
 
     def calls(self, node, function: str) -> bool:
         """Whether ``node`` calls Python's ``function`` (sum, list or tuple)."""
@@ -193,6 +245,10 @@ class _Statement:
                 ]
 
     def expression(self, node):
+        if isinstance(node, gast.NamedExpr):
+            value = self.expression(node.value)
+            self.before.append(_assign(node.target.id, value, node))
+            return _load(node.target.id, node)
         listed = node if isinstance(node, _LISTED) else self.writer.listed(node)
         if listed is not None:
             return self.new_list(listed)
@@ -229,7 +285,7 @@ class _Statement:
         """Whether rewriting ``nodes`` writes loops, which must then run only where
         Python evaluates them (one branch of ``a if c else b``)."""
         return any(
-            _first_comprehension(node) is not None
+            _first_written_before(node) is not None
             or any(self.writer.calls(n, "sum") for n in trees.walk(node))
             for node in nodes
         )  # fmt: skip
@@ -332,11 +388,45 @@ def _reads(node, name: str) -> bool:
     return any(isinstance(n, gast.Name) and n.id == name for n in trees.walk(node))
 
 
-def _first_comprehension(node):
-    """The first list comprehension or generator expression in ``node``, or None."""
+def _first_written_before(node, kinds=_WRITTEN_BEFORE):
+    """The first list comprehension, generator expression or assignment expression
+    (or of ``kinds``) in ``node``, or None."""
     for child in trees.walk(node):
-        if isinstance(child, _LISTED):
+        if isinstance(child, kinds):
             return child
+    return None
+
+
+def _walk_all(nodes: list):
+    for node in nodes:
+        if isinstance(node, list):
+            yield from _walk_all(node)
+        elif isinstance(node, gast.AST):
+            yield from trees.walk(node)
+
+
+def _assignment_expressions(nodes: list) -> list:
+    """The ``:=`` in ``nodes``, not in lambdas (the fence refuses those)."""
+    found, pending = [], list(nodes)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, list):
+            pending.extend(node)
+        elif isinstance(node, gast.NamedExpr):
+            found.append(node)
+            pending.append(node.value)
+        elif isinstance(node, gast.AST) and not isinstance(node, gast.Lambda):
+            pending.extend(gast.iter_child_nodes(node))
+    return found
+
+
+def _outermost_comprehension(nodes: list, inner):
+    """The outermost comprehension in ``nodes`` that holds ``inner``, or None."""
+    for node in _walk_all(nodes):
+        if isinstance(node, _COMPREHENSIONS) and any(
+            n is inner for n in trees.walk(node)
+        ):
+            return node
     return None
 
 
@@ -346,6 +436,8 @@ def _names_outside_comprehensions(definition) -> set[str]:
     while pending:
         node = pending.pop()
         if isinstance(node, _COMPREHENSIONS):
+            # (y := ...) inside binds y in the function, not the comprehension
+            found |= {n.target.id for n in _assignment_expressions([node])}
             continue
         if isinstance(node, gast.Name):
             found.add(node.id)

@@ -303,10 +303,10 @@ class Fence(trees.Visitor):
     def visit_Set(self, node):
         self.reject(node, "a set", "use a tuple or a list")
 
-    def visit_NamedExpr(self, node):
+    def visit_NamedExpr(self, node):  # (elsewhere: see visit_ListComp)
         self.reject(
             node,
-            "an assignment expression (:=)",
+            "an assignment expression (:=) here",
             "assign in a separate statement first",
         )
 

@@ -660,6 +660,16 @@ def list_extended_by_comprehensions(x):
     return np.sum(np.stack(hs[:3]) ** 2) + hs[3] * hs[-1]
 
 
+def assignment_expressions(x):
+    if (total := np.sum(x**2)) > 10.0:  # (not taken: inputs in [-1, 1))
+        return total
+    kept = [y for v in x if (y := np.sin(v) * v) > -10.0]
+    total = total + np.sum(np.stack(kept)) * y  # (y: the last one kept)
+    for i in range(2):
+        total = total + (h := np.tanh(x[i])) * h
+    return total + (np.sum(x) if x.shape[0] > 9 else np.sum((u := x * 2.0) * u))
+
+
 def returned_comprehension(x):
     return [np.sin(row) * row for row in x]
 
@@ -822,6 +832,7 @@ CASES = [
     Case(generators_made_lists_and_tuples, F(2, 3)),
     Case(generator_filtered_on_data, V([0.5, -0.4, 0.9, -1.2])),
     Case(list_extended_by_comprehensions, F(3)),
+    Case(assignment_expressions, F(3)),
     Case(returned_comprehension, F(3, 2), vjp=True),
     Case(write_then_read, F(4)),
     Case(buffer_filled_in_loop, F(5)),
