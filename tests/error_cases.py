@@ -107,8 +107,23 @@ nonlocal_declaration = make_nonlocal_declaration()
 
 def delete(x):
     y = x * 2.0
-    del y  # <- error
+    del y
     return np.sum(x)
+
+
+def delete_an_item(x):
+    items = [x, x * 2.0]
+    del items[0]  # <- error
+    return np.sum(items[0])
+
+
+def delete_in_a_loop_reading_it(x):
+    total = 0.0
+    for _ in range(2):
+        y = x * 3.0
+        total = total + np.sum(y)
+        del y  # (y is read in the loop: refused)  # <- error
+    return total
 
 
 def import_inside(x):

@@ -121,7 +121,8 @@ REJECTED = [
     Case(ec.match_statement, "a match statement", "match k:", args=(VECTOR, 1)),
     Case(ec.global_declaration, "global declaration of a variable", "global COUNTER"),
     Case(ec.nonlocal_declaration, "nonlocal declaration of a", "nonlocal calls"),
-    Case(ec.delete, "del", "del y"),
+    Case(ec.delete_an_item, "del", "del items[0]"),
+    Case(ec.delete_in_a_loop_reading_it, "del", "del y"),
     Case(ec.import_inside, "import", "import math"),
     Case(ec.import_from_inside, "import", "from math import pi"),
     Case(ec.yield_value, "yield", "yield np.sum(x)"),
@@ -450,6 +451,8 @@ ACCEPTED = [
     # a loop's else runs after it where it did not break (structure.py)
     (ec.for_else, VECTOR, np.full(3, 2.0), ""),
     (ec.while_else, VECTOR, np.full(3, 0.25), ""),
+    # del of a name nothing reads again is dropped (source.py)
+    (ec.delete, VECTOR, np.ones(3), ""),
     # written as loops and assignments now (comprehensions.py)
     (ec.walrus, VECTOR, 8.0 * VECTOR, ""),
     (ec.list_comprehension, VECTOR, np.full(3, 2.0), ""),

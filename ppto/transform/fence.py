@@ -192,8 +192,13 @@ class Fence(trees.Visitor):
             "return the new value and assign it outside the function",
         )
 
-    def visit_Delete(self, node):
-        self.reject(node, "del", "let the variable go out of use")
+    def visit_Delete(self, node):  # (of names nothing reads again: dropped)
+        self.reject(
+            node,
+            "del of an item or attribute, or of a name read again",
+            "build a new list without the item (items = items[1:]), and let "
+            "variables go out of use",
+        )
 
     def visit_Import(self, node):
         self.reject(node, "an import inside the function", "import at module level")

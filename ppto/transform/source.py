@@ -158,9 +158,9 @@ def parse_function(fn: Callable) -> ParsedFunction:
     namespace = ChainMap(closure_values(fn), fn.__globals__, vars(builtins))
     nodes = list(trees.walk(tree))  # (walked once: read four times)
     _check_defined(tree, nodes, namespace, source)
-    declarations = [n for n in nodes if isinstance(n, (gast.Global, gast.Nonlocal))]
-    if declarations:
-        _drop_read_only(tree, declarations)
+    dropped = [n for n in nodes if isinstance(n, _DROPPED)]
+    if dropped:
+        _drop_no_ops(tree, dropped)
     if rewritten_nodes(nodes):
         tree = comprehensions_as_loops(tree, namespace, source)
     # generated functions are named after it: a lambda's name is no identifier
@@ -168,12 +168,27 @@ def parse_function(fn: Callable) -> ParsedFunction:
     return ParsedFunction(fn, name, tree, source, namespace)
 
 
-def _drop_read_only(tree: gast.FunctionDef, declarations: list) -> None:
-    """Drop the ``global`` and ``nonlocal`` declarations of names the function
-    never assigns: without them it reads the very same values. (Those of names it
-    assigns stay, for the fence to refuse: the change would reach outside.)"""
+_DROPPED = (gast.Global, gast.Nonlocal, gast.Delete)  # (some of them: see below)
+
+
+def _drop_no_ops(tree: gast.FunctionDef, statements: list) -> None:
+    """Drop the statements that change nothing the function computes: ``global``
+    and ``nonlocal`` declarations of names it never assigns (without them it reads
+    the very same values) and ``del`` of names nothing reads after it (not later
+    in the text, nor anywhere in a loop around it). Those of names it assigns
+    stay, a ``del`` of a name read again, and of an item or attribute, for the
+    fence to refuse: the change would reach outside, or into a list or array, or
+    Python would raise there."""
     assigned = trees.stores(tree.body)
-    dropped = {id(d) for d in declarations if not set(d.names) & assigned}
+    dropped = {
+        id(s)
+        for s in statements
+        if (
+            _deletes_unread_names(tree, s)
+            if isinstance(s, gast.Delete)
+            else not set(s.names) & assigned
+        )
+    }
     if not dropped:
         return
     for node in trees.walk(tree):
@@ -184,6 +199,29 @@ def _drop_read_only(tree: gast.FunctionDef, declarations: list) -> None:
             kept = [s for s in statements if id(s) not in dropped]
             if len(kept) < len(statements):
                 statements[:] = kept or [gast.copy_location(gast.Pass(), tree)]
+
+
+def _deletes_unread_names(tree: gast.FunctionDef, delete: gast.Delete) -> bool:
+    if not all(isinstance(target, gast.Name) for target in delete.targets):
+        return False
+    names = {target.id for target in delete.targets}
+    after = (delete.end_lineno, delete.end_col_offset)
+    regions = [tree] + [
+        loop
+        for loop in trees.walk(tree)
+        if isinstance(loop, (gast.For, gast.While))
+        and any(node is delete for node in trees.walk(loop))
+    ]
+    for region in regions:
+        for node in trees.walk(region):
+            if (
+                isinstance(node, gast.Name)
+                and isinstance(node.ctx, gast.Load)
+                and node.id in names
+                and (region is not tree or (node.lineno, node.col_offset) > after)
+            ):
+                return False
+    return True
 
 
 def _check_defined(
