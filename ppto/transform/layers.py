@@ -7,13 +7,14 @@ self.layers: x = layer(x)``, a ``Sequential``) is unrolled, one copy of its body
 layer reading ``self.layers[0]``, ``self.layers[1]``..., whose calls are then
 resolved as any; so is one over ``enumerate`` of such a list, its indices
 (``range(len(self.layers))``, ``range(1, len(self.layers))``), ``reversed`` of
-such a list or ``zip`` of lists (``for layer, norm in
-zip(self.layers, self.norms)``), a slice of one (``self.layers[1:]``, each turn
+such a list or ``zip`` of lists (``for layer, norm in zip(self.layers,
+self.norms)``, enumerated too), a slice of one (``self.layers[1:]``, each turn
 reading the sliced list's item) and a dict of layers (``for name, block in
 self.blocks.items()``, ``.values()``, its keys: each turn reading
-``self.blocks["enc"]``). An ``if`` on whether an attribute is None (``if
-self.downsample is not None:``) takes its branch here: an optional layer. What
-they read is watched as the calls' objects are (``Program.reached``).
+``self.blocks["enc"]``); a loop's ``else`` follows its copies. An ``if`` on whether
+an attribute is None (``if self.downsample is not None:``) takes its branch here:
+an optional layer. What they read is watched as the calls' objects are
+(``Program.reached``).
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ def unrolled(body: list, parsed: ParsedFunction, local: set, own, program) -> li
         for reads in turns:
             for copy in clone(statement.body):
                 out.append(_replaced(copy, reads))
+        out.extend(statement.orelse)  # (no break: a loop's else always runs)
     return out or [gast.Pass()]
 
 
@@ -138,10 +140,10 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
     self.layers``), a slice of one with constant bounds (``self.layers[1:]``),
     ``reversed`` of one, a dict of them (``.items()``, ``.values()``, its keys),
     or over ``enumerate`` of a list, ``range`` of bounds counted from lists'
-    lengths (``range(1, len(self.layers))``) or ``zip`` of lists (one of
-    layers); and it is plain: its names read only in it, no ``else``,
-    ``break``, ``continue`` or ``return``."""
-    if not isinstance(statement, gast.For) or statement.orelse:
+    lengths (``range(1, len(self.layers))``) or ``zip`` of lists (one of layers),
+    also enumerated (``for i, (layer, norm) in enumerate(zip(L, N))``); and it is
+    plain: its names read only in it, no ``break``, ``continue`` or ``return``."""
+    if not isinstance(statement, gast.For):
         return None
     sources = _loop_sources(statement, parsed, local)
     if sources is None:
@@ -321,11 +323,25 @@ def _loop_sources(statement: gast.For, parsed: ParsedFunction, local: set):
     if not isinstance(target, gast.Tuple):
         return None
     names = [getattr(element, "id", None) for element in target.elts]
-    if None in names or len(set(names)) != len(names):
-        return None
-    if view == "items" and len(names) == 2:
+    plain = None not in names and len(set(names)) == len(names)
+    if view == "items" and len(names) == 2 and plain:
         dictionary = iter_.func.value
         return [(names[0], dictionary, "key"), (names[1], dictionary, "value")]
+    if builtin is enumerate and len(iter_.args) == 1 and len(target.elts) == 2:
+        counted, element = target.elts
+        zipped = iter_.args[0]
+        if (
+            isinstance(counted, gast.Name)
+            and isinstance(element, gast.Tuple)
+            and _builtin_called(zipped, parsed, local) is zip
+        ):  # for i, (layer, norm) in enumerate(zip(L, N))
+            inner = gast.For(element, zipped, statement.body, [], None)
+            sources = _loop_sources(inner, parsed, local)
+            if sources is None or counted.id in {name for name, _, _ in sources}:
+                return None
+            return [(counted.id, None, "count"), *sources]
+    if not plain:
+        return None
     if builtin is enumerate and len(iter_.args) == 1 and len(names) == 2:
         return [(names[0], None, "count"), (names[1], iter_.args[0], "item")]
     if builtin is zip and len(iter_.args) == len(names):
