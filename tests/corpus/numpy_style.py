@@ -674,11 +674,11 @@ def class_and_instance_attributes(x):
 def _closure_over_reassigned():
     factor = 1.0
 
-    def closure(x):
+    def closure_over_reassigned(x):
         return np.sum(np.exp(x * factor))
 
     factor = 3.0  # (the closure reads the value it has when called)
-    return closure
+    return closure_over_reassigned
 
 
 closure_over_reassigned = _closure_over_reassigned()
@@ -695,13 +695,13 @@ def global_declared_read_only(x):
 def _nonlocal_read_only():
     scale = 2.0
 
-    def closure(x):
+    def nonlocal_declared_read_only(x):  # (case ids are function names)
         nonlocal scale
         if x.shape[0] > 1:
             nonlocal scale  # (declared again, in a branch: dropped alike)
         return np.sum(np.exp(x * scale))
 
-    return closure
+    return nonlocal_declared_read_only
 
 
 nonlocal_declared_read_only = _nonlocal_read_only()
