@@ -407,6 +407,10 @@ SHAPE = [
     Row("unstack", (N((3, 2)),), call=lambda x: ppto.unstack(x, axis=1)),
     unary("cast", N((3, 4)), dtype="float64"),
     unary("copy", N((3, 4))),
+    unary("asarray", N((3, 4))),
+    unary("asarray", N((3, 4)), "dtype", dtype="float64"),
+    unary("array", N((3, 4))),
+    unary("array", N((2, 3)), "no-copy", copy=False),
     Row("full_like", (N((3, 4)), N((4,))), wrt=(1,)),
     Row("full_like", (N((3, 4)), N(())), wrt=(1,), label="scalar-fill"),
 ]

@@ -2824,3 +2824,22 @@ def test_linear_algebra_refusals_name_the_operator_and_the_matrix():
     with pytest.raises(ppto.ShapeError, match=r"a vector of shape \(2,\) or columns"):
         ppto.solve(np.eye(2), np.ones(3))
     assert float(determinant(singular)) == 0.0  # (only the gradient needs inv)
+
+
+def whole_part_weights(x):
+    counts = np.asarray(x * 3.7, dtype=int)  # whole numbers: no derivative
+    return np.sum(np.array(counts, dtype=np.float64) * x) + np.sum(np.asarray(x) ** 2)
+
+
+def test_np_asarray_and_np_array_are_differentiated():
+    # the input-cleaning lines NumPy code starts with were refused as having no
+    # operator; a conversion to whole numbers passes no derivative
+    from tests.corpus.checks import central_differences
+
+    x = np.array([0.3, 1.1, 2.05])  # (away from 3.7 x's whole numbers)
+    gradient = ppto.grad(whole_part_weights)(x)
+    expected = central_differences(whole_part_weights, [x], 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(gradient), np.floor(x * 3.7) + 2 * x)
+    _, tangent = ppto.jvp(whole_part_weights, (x,), (np.ones(3),))
+    np.testing.assert_allclose(float(tangent), np.sum(expected), rtol=1e-7)

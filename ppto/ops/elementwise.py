@@ -7,7 +7,15 @@ their tangent rules are derived from the backward rules.
 
 from ppto.ops.logic import floor_divide
 from ppto.ops.primitive import primitive
-from ppto.ops.shape import cast, floating, full_like, unbroadcast, zeros_like
+from ppto.ops.shape import (
+    array,
+    asarray,
+    cast,
+    floating,
+    full_like,
+    unbroadcast,
+    zeros_like,
+)
 
 UNARY = "(Tensor[...]) -> Tensor[...]"
 BINARY = "(Tensor[...], Tensor[...]) -> Tensor[...]"
@@ -733,6 +741,49 @@ def _(condition, a, b):
 # them. ``where`` (not a product with the flag, which turns an infinite derivative
 # into NaN) picks zero there; where the dtype is known when the code is generated,
 # the choice is made then.
+
+
+# np.asarray and np.array: the values themselves, unless made whole numbers
+
+
+@asarray.grad_rule
+def _(x, dtype=None, out=None):
+    def backward(dY):
+        if dtype is None:
+            return dY
+        return where(floating(out), dY, 0.0)
+
+    return backward
+
+
+@asarray.jvp_rule
+def _(x, dtype=None, out=None):
+    def tangent(dx):
+        if dtype is None:
+            return asarray(dx)
+        return where(floating(out), asarray(dx, out.dtype), 0.0)
+
+    return tangent
+
+
+@array.grad_rule
+def _(x, dtype=None, copy=True, out=None):
+    def backward(dY):
+        if dtype is None:
+            return dY
+        return where(floating(out), dY, 0.0)
+
+    return backward
+
+
+@array.jvp_rule
+def _(x, dtype=None, copy=True, out=None):
+    def tangent(dx):
+        if dtype is None:
+            return asarray(dx)
+        return where(floating(out), asarray(dx, out.dtype), 0.0)
+
+    return tangent
 
 
 @cast.grad_rule

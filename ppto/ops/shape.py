@@ -276,6 +276,22 @@ def _(x, axis=None):
     return backward
 
 
+@primitive(ANY, keeps_layout=True)
+def asarray(xp, x, dtype=None):
+    """x as an array, in ``dtype`` if given (``np.asarray(x)``): x itself where it
+    is already one, a list of arrays and numbers stacked. Its rules are with
+    ``where`` (ops/elementwise.py), as cast's."""
+    return xp.asarray(x, dtype=dtype)
+
+
+@primitive(ANY, keeps_layout=True)
+def array(xp, x, dtype=None, copy=True):
+    """A new array with x's values, in ``dtype`` if given (``np.array(x)``): a list
+    of arrays and numbers stacked; ``copy=False`` as asarray (ppto's generated code
+    never writes into it). Its rules are with ``where`` (ops/elementwise.py)."""
+    return xp.array(x, dtype=dtype) if copy else xp.asarray(x, dtype=dtype)
+
+
 @primitive(ANY, tangent="linear", keeps_layout=True)
 def copy(xp, x):
     """A new array with x's values (``np.copy(x)``, ``x.copy()``): what a subscript

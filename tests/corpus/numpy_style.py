@@ -846,6 +846,15 @@ def shifted_and_copied(x):
     return np.sum(shifted**2 * tiled) + np.sum(np.sin(copies * x.repeat(2)[:3]))
 
 
+def cleaned_inputs(x, w):
+    # the input-cleaning lines NumPy code starts with, and a vector built of
+    # differentiated numbers with np.array
+    x = np.asarray(x, dtype=np.float64)
+    w = np.ascontiguousarray(w)
+    corners = np.array([x[0, 0], 2.0 * x[-1, -1], w[1]])
+    return np.sum(np.array(x) @ w) + np.sum(corners**2) + np.sum(np.asarray(x * w))
+
+
 def padded_differences(x):
     # neighbours' differences with a constant border (np.pad, np.diff)
     padded = np.pad(x, ((0, 0), (1, 1)), constant_values=0.5)
@@ -993,6 +1002,7 @@ CASES = [
     Case(other_bases_and_roots, F(2, 3, lo=1.2, hi=2.0)),
     Case(wrapped_phase, V([-0.55, 0.1, 0.7]), V([0.7, 0.7, 0.45])),
     Case(shifted_and_copied, F(2, 3)),
+    Case(cleaned_inputs, F(3, 3), F(3)),
     Case(padded_differences, F(2, 4)),
     Case(sorted_largest, F(3, 4)),
     Case(scores_by_tensordot, F(3, 2), F(4, 2)),
