@@ -434,6 +434,8 @@ def average(xp, a, weights=1.0, axis=None, keepdims=False):
     """Weighted mean over ``axis``, sum(a * weights) / sum(weights), like
     np.average: weights of a's shape, or 1-D along an int ``axis``; without
     weights, the mean."""
+    if isinstance(weights, (list, tuple)):  # (a global list, in generated code)
+        weights = xp.asarray(weights)
     if not hasattr(weights, "shape"):  # a number: every element weighs alike
         if weights == 0:
             raise PptoError("ppto.average: weights of 0 sum to zero")

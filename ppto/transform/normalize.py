@@ -1194,9 +1194,19 @@ class Normalizer:
             if not isinstance(argument, (gast.List, gast.Tuple)):
                 return self.expression(argument)
             return [self.expression(element) for element in argument.elts]
-        if isinstance(op, Primitive) and self.varied_sequence(argument):
+        if isinstance(op, Primitive) and self.array_of_items(argument):
             return self.stacked(argument)
         return self.expression(argument)
+
+    def array_of_items(self, node) -> bool:
+        """Whether ``node``, given where an operator takes an array, is a Python
+        list or tuple NumPy would read as one: of differentiated values, of numbers
+        written out, or a name bound to a list (the rules read their input as an
+        array: ``A.ndim`` failed for np.linalg.solve's, ``y * y`` for
+        np.arctan2's, and np.average took a list of weights for one number)."""
+        if self.varied_sequence(node) or numbers_written_out(node):
+            return True
+        return isinstance(node, gast.Name) and node.id in self.lists | self.packed
 
     def varied_sequence(self, node) -> bool:
         """Whether ``node`` is a list or tuple of differentiated values (written out,
@@ -1401,6 +1411,28 @@ def _symbol(operator) -> str:
 
 def _literal(node) -> bool:
     return isinstance(node, (gast.List, gast.Tuple))
+
+
+def numbers_written_out(node) -> bool:
+    """Whether ``node`` is a list or tuple of numbers written out (``[1.0, 2.0]``,
+    ``[[3.0, 1.0], [1.0, 4.0]]``)."""
+    return (
+        isinstance(node, (gast.List, gast.Tuple))
+        and bool(node.elts)
+        and all(
+            numbers_written_out(element) or _number(element) for element in node.elts
+        )
+    )
+
+
+def _number(node) -> bool:
+    if isinstance(node, gast.UnaryOp) and isinstance(node.op, (gast.USub, gast.UAdd)):
+        node = node.operand
+    return (
+        isinstance(node, gast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+    )
 
 
 def _empty_list_call(node) -> bool:

@@ -600,6 +600,26 @@ def operators_on_written_lists(x):
     return total + np.max(pair) + np.sum(np.maximum([x[0], x[2]], 0.1) ** 2)
 
 
+TRIPLE_WEIGHTS = [1.0, 2.0, 3.0]
+
+
+def operators_on_constant_lists(x):
+    # lists of numbers where an operator takes an array, written out, bound to a
+    # name, a tuple and a global: arrays, as NumPy reads them (np.average took
+    # such weights for one number, the mean; solve's and arctan2's rules failed)
+    v = x[0]
+    system = [[3.0, 1.0, 0.0], [1.0, 4.0, 1.0], [0.0, 1.0, 5.0]]
+    solved = (
+        np.linalg.solve(system, v)
+        + np.linalg.solve([[2.0, 0.5], [0.5, 3.0]], v[:2]).sum()
+    )
+    angles = np.arctan2([1.0, -2.0, 0.5], v) + np.arctan2(v, (0.7, 0.2, -0.4))
+    shares = (1.0, 0.5, 2.0)
+    averaged = np.average(v, weights=[1.0, 2.0, 3.0]) + np.average(v, weights=shares)
+    averaged = averaged + np.average(x, axis=1, weights=TRIPLE_WEIGHTS).sum()
+    return np.sum(solved * angles) + averaged + np.dot(system, v).sum() * v[1]
+
+
 # --- statements with no derivative of their own; Python spellings of calls ---
 
 
@@ -1071,6 +1091,7 @@ CASES = [
     Case(chained_integer_indexing, F(4, 3), K(2)),
     Case(boolean_mask_index, F(7)),
     Case(operators_on_written_lists, F(3, 2)),
+    Case(operators_on_constant_lists, F(2, 3)),
     Case(printed_asserted_raised, F(4)),
     Case(masked_sliced_and_added_writes, V([0.5, -0.4, 0.9, -1.2])),
     Case(seeded_noise, F(4)),
