@@ -1563,6 +1563,25 @@ def test_clip_takes_numpys_keyword_names():
     assert_derivatives_match(clipped_by_numpy_keywords, x)
 
 
+def arrays_by_numpys_keyword_names(v):
+    # NumPy names the array a, m, v, A, array or tup; ppto's operators say x
+    x = v.reshape(3, 3)
+    m = np.tril(m=x) + np.triu(m=x, k=1) * 2.0 + np.diag(v=np.diag(v=x))
+    s = np.sort(a=m, axis=0) + np.roll(a=m, shift=1) + np.cumprod(a=m, axis=1)
+    total = np.trace(a=s) + np.sum(np.pad(array=s, pad_width=1) ** 2)
+    solved = np.linalg.solve(a=m + 5.0 * np.eye(3), b=s) + np.linalg.inv(a=s)
+    stacked = np.vstack(tup=[solved, np.tile(A=s[0], reps=(1, 1))])
+    return total + np.sum(stacked**2) + np.sum(np.diff(a=s)) + np.linalg.det(a=s)
+
+
+def test_numpy_functions_take_numpys_keyword_names_for_their_arrays():
+    # each was "ppto.tril got an unexpected argument 'm'" (in eager calls too)
+    x = np.array([1.3, 0.2, 0.7, 0.4, 1.1, 0.3, 0.9, 0.5, 1.6])
+    assert_derivatives_match(arrays_by_numpys_keyword_names, x)
+    eager = arrays_by_numpys_keyword_names(ppto.tensor(x))
+    np.testing.assert_allclose(eager.numpy(), arrays_by_numpys_keyword_names(x))
+
+
 def item_at_the_largest(x):
     return np.sum(x[np.argmax(x)] * x) + x[x.argmin()] ** 2
 

@@ -7,6 +7,7 @@ Keyword arguments NumPy spells differently are renamed here.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -238,9 +239,34 @@ NUMPY_QUERIES = {
     np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
 }
 
-NUMPY_FUNCTIONS: dict = {func: NumpyAlias(op) for func, op in _FUNCTIONS.items()}
+
+def numpy_input_names(func, op) -> dict:
+    """NumPy's names of ``op``'s arrays where they differ from the operator's, so
+    that a call by NumPy's keywords means what it does in NumPy:
+    ``np.sort(a=x)``, ``np.tril(m=x)``, ``np.pad(array=x, ...)``,
+    ``np.linalg.solve(a=A, b=b)``. A NumPy name the operator uses for something
+    else is left alone (np.average's second parameter is its axis)."""
+    try:
+        parameters = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):  # (a builtin without one: positional only)
+        return {}
+    inputs = getattr(op, "input_names", ())
+    taken = set(inputs) | set(getattr(op, "param_names", ()))
+    return {
+        numpy_name: name
+        for numpy_name, name in zip(parameters, inputs)
+        if numpy_name != name and numpy_name not in taken
+    }
+
+
+NUMPY_FUNCTIONS: dict = {
+    func: NumpyAlias(op, numpy_input_names(func, op)) for func, op in _FUNCTIONS.items()
+}
 NUMPY_FUNCTIONS.update(
-    {func: NumpyAlias(op, names) for func, (op, names) in _RENAMES.items()}
+    {
+        func: NumpyAlias(op, {**numpy_input_names(func, op), **names})
+        for func, (op, names) in _RENAMES.items()
+    }
 )
 # np.dot is np.matmul for operands of up to 2 axes (or a vector and a stack)
 NUMPY_FUNCTIONS[np.dot] = NumpyAlias(linalg.dot, rank_check=NUMPY_DOT)
