@@ -1285,7 +1285,9 @@ def hessian(f: Callable, wrt: int | str = 0) -> Callable:
             tangents[position] = basis.reshape(point.shape)
             _, column = _jvp(gradient, call_.values, tangents)  # (not a result)
             columns.append(np.asarray(column).reshape(-1))
-        matrix = np.stack(columns, axis=-1).reshape(point.shape + point.shape)
+        # (an empty point has no column: its Hessian is empty, of that shape)
+        matrix = np.stack(columns, axis=-1) if columns else np.zeros((0, 0))
+        matrix = matrix.reshape(point.shape + point.shape)
         matrix = matrix.astype(dtype)  # in the argument's dtype, as gradients are
         return _observed(
             "Hessian", function.__name__, _as_tensor(matrix, CPU).to(device)

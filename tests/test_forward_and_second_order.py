@@ -428,6 +428,17 @@ def test_hessian_keeps_the_arguments_dtype_and_refuses_several_arguments():
         ppto.hessian(cubed_times, wrt=(0, 1))
 
 
+def sorted_and_running_products(x):
+    return np.sum(np.sort(x) * np.cumprod(x)) + np.sum(x * 2.0)
+
+
+def test_the_hessian_at_an_empty_array_is_empty():
+    # np.stack of no columns raised "need at least one array to stack"
+    for point in (np.zeros(0), np.zeros((0, 3))):
+        hessian = ppto.hessian(sorted_and_running_products)(point)
+        assert hessian.shape == point.shape + point.shape
+
+
 def test_the_hessian_at_a_cupy_array(emulated_cupy):
     # the point was read by np.asarray, which a CuPy array refuses (the emulated
     # CuPy refuses it as CuPy does)
