@@ -207,6 +207,18 @@ def test_any_all_tolist_and_clip_keywords_as_numpy():
         y.clip(0.0, low=1.0)
 
 
+def test_sort_method_sorts_the_tensor_in_place_as_ndarray_sort():
+    # x.sort() was an AttributeError (ndarrays sort themselves in place)
+    values = np.array([[3.0, 1.0, 2.0], [0.0, -1.0, 5.0]])
+    for axis in (-1, 0, 1):
+        x = ppto.tensor(values, device="sim")
+        assert x.sort(axis=axis) is None
+        assert x.device == "sim:0" and x.shape == values.shape
+        np.testing.assert_array_equal(x.numpy(), np.sort(values, axis))
+    with pytest.raises(ppto.PptoError, match="np.sort\\(x, axis=None\\)"):
+        ppto.tensor(values).sort(axis=None)  # (ndarray.sort refuses it too)
+
+
 def test_arithmetic_and_comparisons_dispatch_to_operators():
     a = ppto.tensor([1.0, 2.0, 3.0])
     b = ppto.tensor([3.0, 2.0, 1.0])

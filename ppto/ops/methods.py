@@ -99,6 +99,20 @@ def _setitem(self, index, value):
         streams.same_origin(self, updated)
 
 
+def _sort(self, axis=-1):
+    """``x.sort(axis)`` sorts x in place, as ndarray.sort does (``np.sort(x)`` is a
+    sorted copy)."""
+    if axis is None:  # (the flattened x would not fit x's shape)
+        raise PptoError(
+            "x.sort() sorts along one axis, not axis=None (as ndarray.sort): "
+            "np.sort(x, axis=None) is the flattened x sorted"
+        )
+    ordered = arrange.sort(self, axis)
+    self.data = ordered.data
+    if streams.in_use:  # x now holds data a stream may still be writing
+        streams.same_origin(self, ordered)
+
+
 def _moved_to(device, value):
     """``value`` on ``device``: a tensor or array elsewhere copied there through the
     ledger; scalars, host lists and values already there as they are."""
@@ -187,6 +201,7 @@ _METHODS = {
     "argmax": _reduction(reductions.argmax, "argmax"),
     "argmin": _reduction(reductions.argmin, "argmin"),
     "argsort": lambda self, axis=-1: arrange.argsort(self, axis),
+    "sort": _sort,
     "repeat": lambda self, repeats, axis=None: arrange.repeat(self, repeats, axis),
     "reshape": _reshape,
     "transpose": _transpose,
@@ -219,6 +234,7 @@ def expression_methods() -> dict:
     """The methods that also make sense on symbolic expressions."""
     skip = {
         "__setitem__",
+        "sort",
         "__iter__",
         "__contains__",
         "tolist",
