@@ -36,6 +36,10 @@ from ppto.transform.resolve import is_library, numpy_alias
 from ppto.transform.source import forwarded_method, unwrapped
 from ppto.transform.source import signature as _signature
 
+# what an array library raises for arguments of the wrong shapes or an index out of
+# range (by exact type: a ValueError the user's function raises stays the user's)
+LIBRARY_SHAPE_ERRORS = (ValueError, IndexError, np.exceptions.AxisError)
+
 
 def _target_function(f: Callable) -> Callable:
     """The Python function whose source is transformed."""
@@ -646,7 +650,7 @@ class Transformed:
         (what NumPy says alone points at generated code); a ppto error raised by an
         operator, the same error saying at which statement; otherwise ``error``."""
         ppto_error = isinstance(error, PptoError)
-        if not ppto_error and type(error) not in (ValueError, IndexError):
+        if not ppto_error and type(error) not in LIBRARY_SHAPE_ERRORS:
             return error
         statement = failing_statement(error)
         if statement is None:

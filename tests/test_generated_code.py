@@ -2618,6 +2618,24 @@ def test_shape_errors_in_generated_code_are_ppto_errors_naming_the_statement():
         ppto.grad(raises_its_own_error)(np.ones((3, 2)), np.ones((0, 3)))
 
 
+def sorted_along_the_third_axis(x):
+    return np.sum(np.sort(x, 2) * np.cumprod(x, 2))
+
+
+def test_an_axis_out_of_range_in_generated_code_is_a_ppto_error():
+    # NumPy's AxisError (a subclass of ValueError) came out of the generated code
+    # as it was, naming neither the function nor the arguments
+    f, x = sorted_along_the_third_axis, np.ones((2, 3))
+    for run, what in (
+        (lambda: ppto.grad(f)(x), "gradient"),
+        (lambda: ppto.vjp(f, x), "vjp"),
+        (lambda: ppto.jvp(f, (x,), (x,)), "jvp"),
+    ):
+        with pytest.raises(ppto.ShapeError, match=f"'s {what} .*out of bounds"):
+            run()
+    assert ppto.grad(f)(np.ones((1, 2, 2))).shape == (1, 2, 2)  # (where there is one)
+
+
 def last_axis_gathers(table, rows, picks):
     taken = np.take(table, rows, axis=-1)
     return np.sum(taken**2) + np.sum(np.take_along_axis(table, picks, axis=-1) ** 3)
