@@ -336,6 +336,9 @@ SHAPE = [
     unary("cumprod", N((2, 3, 2)), "negative-axis", axis=-2),
     unary("roll", N((3, 4)), shift=1),
     unary("roll", N((3, 4)), "axes", shift=(2, -1), axis=(0, 1)),
+    # (an array of shifts, or a 0-d one, as np.roll takes them)
+    unary("roll", N((3, 4)), "array-shifts", shift=np.array([1, -2]), axis=(0, 1)),
+    unary("roll", N((3, 4)), "0-d-array-shift", shift=np.array(2), axis=0),
     unary("tile", N((2, 3)), reps=(2, 1, 3)),
     unary("tile", N((3,)), "number", reps=2),
     unary("repeat", N((2, 3)), repeats=2, axis=1),

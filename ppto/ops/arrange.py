@@ -51,10 +51,11 @@ def _(x, shift, axis=None):
 
 @shape_helper
 def negated(shift):
-    """The shift that undoes ``shift`` (a number, or one per axis)."""
-    if isinstance(shift, (int, np.integer)):
+    """The shift that undoes ``shift`` (a number, or one per axis; NumPy takes a
+    0-d array or a float too, and rolls by its whole part)."""
+    if np.ndim(shift) == 0:
         return -int(shift)
-    return tuple(-int(part) for part in shift)
+    return tuple(-int(part) for part in np.ravel(shift))
 
 
 @primitive(ANY, tangent="linear")
