@@ -316,6 +316,9 @@ LINALG = [
     unary("tril", N((3, 4))),
     unary("tril", N((2, 3, 3)), "stack-offset", k=-1),
     unary("triu", N((3, 4)), k=1),
+    # (a vector: each row of a square matrix, as np.tril reads it)
+    unary("tril", N((4,)), "vector", k=-1),
+    unary("triu", N((3,)), "vector"),
     binary("outer", N((3,)), N((4,))),
     binary("outer", N((2, 3)), N((4,)), "flattened"),
 ]

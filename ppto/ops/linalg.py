@@ -697,31 +697,48 @@ def diagonal_mask(x, offset, axis1, axis2):
     return mask.reshape(sizes)
 
 
-@primitive("(Tensor[...,M,N]) -> Tensor[...,M,N]", tangent="linear")
+@primitive(ANY, tangent="linear")
 def tril(xp, x, k=0):
     """x with the elements above its ``k``-th diagonal zeroed (of each matrix in a
-    stack), like np.tril."""
+    stack), like np.tril; a vector is each row of a square matrix first, as NumPy
+    reads it."""
+    check_not_a_number(x, "tril")
     return xp.tril(x, k)
 
 
 @tril.grad_rule
 def _(x, k=0):
     def backward(dY):
+        if x.ndim == 1:  # (each row of dY came from x)
+            return reduce_sum(tril(dY, k), 0)
         return tril(dY, k)
 
     return backward
 
 
-@primitive("(Tensor[...,M,N]) -> Tensor[...,M,N]", tangent="linear")
+def check_not_a_number(x, op_name: str) -> None:
+    """Refuse the 0-d array np.tril and np.triu cannot take."""
+    if np.ndim(x) == 0:
+        raise ShapeError(
+            f"ppto.{op_name} takes a vector, a matrix or a stack of them, got an "
+            "array of 0 axes"
+        )
+
+
+@primitive(ANY, tangent="linear")
 def triu(xp, x, k=0):
     """x with the elements below its ``k``-th diagonal zeroed (of each matrix in a
-    stack), like np.triu."""
+    stack), like np.triu; a vector is each row of a square matrix first, as NumPy
+    reads it."""
+    check_not_a_number(x, "triu")
     return xp.triu(x, k)
 
 
 @triu.grad_rule
 def _(x, k=0):
     def backward(dY):
+        if x.ndim == 1:  # (each row of dY came from x)
+            return reduce_sum(triu(dY, k), 0)
         return triu(dY, k)
 
     return backward
