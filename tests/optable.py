@@ -357,6 +357,8 @@ SHAPE = [
     unary("sort", Distinct((3, 4))),
     unary("sort", Distinct((3, 4)), "axis", axis=0),
     unary("sort", Distinct((3, 4)), "flattened", axis=None),
+    unary("sort", Distinct((3, 4)), "stable", axis=0, kind="stable"),
+    unary("sort", Distinct((2, 5)), "stable-keyword", stable=True),
     unary("moveaxis", N((2, 3, 4)), source=0, destination=-1),
     unary("moveaxis", N((2, 3, 4)), "axes", source=(0, 1), destination=(2, 0)),
     Row(

@@ -123,3 +123,30 @@ def test_sort_gives_tied_elements_a_valid_subgradient():
     grad = ppto.grad(lambda a: ppto.sum(ppto.sort(a) * weights))(x)
     np.testing.assert_allclose(np.asarray(grad)[[1, 3]], [1.0, 4.0])
     np.testing.assert_allclose(sorted(np.asarray(grad)[[0, 2]]), [2.0, 3.0])
+
+
+def ranked_stably(x):
+    order = np.argsort(x, kind="stable")
+    ordered = np.take_along_axis(x, order, 0)
+    return np.sum(ordered * np.arange(x.size)) + np.sum(np.sort(x, stable=True) ** 2)
+
+
+def test_sort_and_argsort_take_numpys_kind_and_stable():
+    # each was refused ("ppto.argsort got an unexpected argument 'kind'"); with
+    # ties, kind='stable' decides the order argsort gives them
+    x = np.array([1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 2.0, 2.0, 1.0, 0.0, 1.0, 0.0, 1.0])
+    tensor = ppto.tensor(x)
+    for keywords in ({"kind": "stable"}, {"stable": True}, {"kind": "heapsort"}):
+        expected = np.argsort(x, **keywords)
+        np.testing.assert_array_equal(np.argsort(tensor, **keywords).numpy(), expected)
+        np.testing.assert_array_equal(np.sort(tensor, **keywords).numpy(), x[expected])
+    np.testing.assert_array_equal(
+        tensor.argsort(kind="stable").numpy(), x.argsort(kind="stable")
+    )
+    tensor.sort(kind="stable")  # (in place, as ndarray.sort)
+    np.testing.assert_array_equal(tensor.numpy(), np.sort(x))
+    value, grad = ppto.value_and_grad(ranked_stably)(x)
+    assert float(value) == pytest.approx(ranked_stably(x))
+    ranks = np.empty(x.size)
+    ranks[np.argsort(x, kind="stable")] = np.arange(x.size)
+    np.testing.assert_allclose(np.asarray(grad), ranks + 2 * x)

@@ -280,22 +280,34 @@ def diff_padding(dY, n, axis):
 
 
 @primitive(ANY, differentiable=False)
-def argsort(xp, x, axis=-1):
+def argsort(xp, x, axis=-1, kind=None, stable=None):
     """The indices that sort x along ``axis`` (the flattened x when None), like
-    np.argsort (not differentiable)."""
-    return xp.argsort(x, axis=axis)
+    np.argsort (not differentiable); ``kind='stable'`` or ``stable=True`` keeps
+    tied elements in their order."""
+    return xp.argsort(x, axis=axis, **sorting_method(xp, kind, stable))
+
+
+def sorting_method(xp, kind, stable) -> dict:
+    """np.sort's and np.argsort's ``kind`` and ``stable`` where given, for NumPy to
+    check as it does; CuPy takes no ``stable`` (its sorts are stable) and ``kind``
+    as it allows."""
+    method = {"kind": kind, "stable": stable}
+    if xp is not np:
+        del method["stable"]
+    return {name: value for name, value in method.items() if value is not None}
 
 
 @primitive(ANY)
-def sort(xp, x, axis=-1):
+def sort(xp, x, axis=-1, kind=None, stable=None):
     """x's elements in increasing order along ``axis`` (of the flattened x when None),
-    like np.sort. Tied elements share no gradient: each gets the gradient of the
-    place the sort put it in."""
-    return xp.sort(x, axis=axis)
+    like np.sort (``kind`` and ``stable`` as NumPy takes them: the values are the
+    same). Tied elements share no gradient: each gets the gradient of the place the
+    sort put it in."""
+    return xp.sort(x, axis=axis, **sorting_method(xp, kind, stable))
 
 
 @sort.grad_rule
-def _(x, axis=-1):
+def _(x, axis=-1, kind=None, stable=None):
     def backward(dY):
         # dY goes back to where each sorted element came from
         if axis is None:
@@ -308,7 +320,7 @@ def _(x, axis=-1):
 
 
 @sort.jvp_rule
-def _(x, axis=-1):
+def _(x, axis=-1, kind=None, stable=None):
     def tangent(dx):
         return take_along_axis(dx, argsort(x, axis), axis)
 

@@ -99,7 +99,7 @@ def _setitem(self, index, value):
         streams.same_origin(self, updated)
 
 
-def _sort(self, axis=-1):
+def _sort(self, axis=-1, kind=None, *, stable=None):
     """``x.sort(axis)`` sorts x in place, as ndarray.sort does (``np.sort(x)`` is a
     sorted copy)."""
     if axis is None:  # (the flattened x would not fit x's shape)
@@ -107,7 +107,7 @@ def _sort(self, axis=-1):
             "x.sort() sorts along one axis, not axis=None (as ndarray.sort): "
             "np.sort(x, axis=None) is the flattened x sorted"
         )
-    ordered = arrange.sort(self, axis)
+    ordered = arrange.sort(self, axis, kind, stable)
     self.data = ordered.data
     if streams.in_use:  # x now holds data a stream may still be writing
         streams.same_origin(self, ordered)
@@ -200,7 +200,9 @@ _METHODS = {
     "ravel": lambda self: shape.flatten(self),
     "argmax": _reduction(reductions.argmax, "argmax"),
     "argmin": _reduction(reductions.argmin, "argmin"),
-    "argsort": lambda self, axis=-1: arrange.argsort(self, axis),
+    "argsort": lambda self, axis=-1, kind=None, *, stable=None: arrange.argsort(
+        self, axis, kind, stable
+    ),
     "sort": _sort,
     "repeat": lambda self, repeats, axis=None: arrange.repeat(self, repeats, axis),
     "reshape": _reshape,
