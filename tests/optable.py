@@ -292,6 +292,10 @@ LINALG = [
     binary("cross", N((4, 3)), N((4, 3))),
     binary("cross", N((2, 1, 3)), N((4, 3)), "broadcast"),
     binary("cross", N((3, 2)), N((3, 2)), "axis-0", axis=0),
+    # (each operand's own axis 0 holds its vectors, as NumPy reads axis=)
+    binary("cross", N((3, 4)), N((3,)), "axis-0-one-vector", axis=0),
+    binary("cross", N((3,)), N((3, 2)), "axis-0-vector-first", axis=0),
+    binary("cross", N((2, 3, 4)), N((3, 4)), "axis-1-stack", axis=-2),
     binary("tensordot", N((2, 3, 4)), N((3, 4, 5))),
     binary("tensordot", N((2, 3)), N((3, 4)), "one-axis", axes=1),
     binary("tensordot", N((2, 3, 4)), N((4, 2, 5)), "pairs", axes=([0, 2], [1, 0])),

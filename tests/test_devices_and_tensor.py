@@ -318,6 +318,14 @@ def test_numpy_cross_on_tensors_takes_3_vectors_only():
     np.testing.assert_allclose(np.cross(ppto.tensor(a), b).numpy(), np.cross(a, b))
     with pytest.raises(ppto.ShapeError, match="no axis -1 of 3 components"):
         np.cross(ppto.tensor(a[:, :2]), b[:2])
+    # axis= names each operand's own axis of vectors, the rest broadcasting (a
+    # vector and columns were refused as not broadcasting)
+    columns = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_allclose(
+        np.cross(b, ppto.tensor(columns), axis=0).numpy(), np.cross(b, columns, axis=0)
+    )
+    with pytest.raises(ppto.ShapeError, match="along axis 0 do not broadcast"):
+        np.cross(ppto.tensor(columns), np.ones((3, 4)), axis=0)
 
 
 def test_setitem_writes_through_an_operator():

@@ -251,12 +251,12 @@ def kept_shape(subscripts, a, b, which, gradient):
     return tuple(next(sizes) if c in output or c in other else 1 for c in mine)
 
 
-@primitive(
-    "(Tensor[...], Tensor[...]) -> Tensor[...]", mode="broadcast", tangent="bilinear"
-)
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="bilinear")
 def cross(xp, a, b, axis=-1):
     """The cross product of 3-vectors along ``axis`` of a and b, broadcasting the
-    other axes, like np.cross(a, b, axis=axis)."""
+    other axes, like np.cross(a, b, axis=axis): as NumPy, each operand's own axis
+    holds its vectors (a of shape (3, 4) and b of shape (3,) with axis=0 are four
+    vectors and one), and the rest broadcast."""
     check_three_vectors(a, b, axis)
     return xp.cross(a, b, axis=axis)
 
@@ -271,13 +271,33 @@ def check_three_vectors(a, b, axis):
                 "components: ppto.cross takes 3-vectors (for 2-vectors, the "
                 "z component is a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0])"
             )
+    try:
+        np.broadcast_shapes(vector_batch(a, axis), vector_batch(b, axis))
+    except ValueError as error:
+        raise ShapeError(
+            f"ppto.cross: the vectors of a {tuple(np.shape(a))} and b "
+            f"{tuple(np.shape(b))} along axis {axis} do not broadcast: {error}"
+        ) from error
+
+
+def vector_batch(x, axis) -> tuple:
+    """x's shape without ``axis``, the one holding its vectors."""
+    shape = list(np.shape(x))
+    del shape[axis]
+    return tuple(shape)
 
 
 @cross.grad_rule
 def _(a, b, axis=-1):
     def backward(dY):
-        # <dY, a x b> = <a, b x dY> = <b, dY x a>
-        return unbroadcast(cross(b, dY, axis), a), unbroadcast(cross(dY, a, axis), b)
+        # <dY, a x b> = <a, b x dY> = <b, dY x a>, each vector on the last axis:
+        # NumPy moves each operand's own axis there before broadcasting the rest
+        a_last = moveaxis(a, axis, -1)
+        b_last = moveaxis(b, axis, -1)
+        dY_last = moveaxis(dY, axis, -1)
+        da = unbroadcast(cross(b_last, dY_last), a_last)
+        db = unbroadcast(cross(dY_last, a_last), b_last)
+        return moveaxis(da, -1, axis), moveaxis(db, -1, axis)
 
     return backward
 
