@@ -131,12 +131,14 @@ def inline_tangent(
     _, inner, _ = _parsed_rule(rule.source)
     inner_bindings = {a.id: t for a, t in zip(inner.args.args, tangents)}
     body = _instantiate(rule, statement, inner_bindings, namer, resolve_global, ranks)
-    returns = [node for node in body if isinstance(node, gast.Return)]
-    if len(returns) != 1 or body[-1] is not returns[0]:
-        raise NotImplementedError(
-            f"tangent rule of {statement.op.name} must end in its only return"
-        )
-    return body[:-1], returns[0].value
+    returns = [node for node in _walk_statements(body) if isinstance(node, gast.Return)]
+    if len(returns) == 1 and body[-1] is returns[0]:
+        return body[:-1], returns[0].value
+    # a branch the ranks left undecided returns on its own path: each path assigns
+    # the tangent (a return copied as it stands would leave the generated function)
+    tangent = namer.temporary()
+    code = until_exit(body, gast.Return, lambda node: [_assign(tangent, node.value)])
+    return code, gast.Name(tangent, gast.Load(), None, None)
 
 
 def _instantiate(

@@ -831,6 +831,18 @@ def gaussian_log_likelihood(factor, x):
     return -0.5 * (np.sum(z * z) + sign * logdet) + np.sum(np.tanh(lower))
 
 
+def gaussian_process_nll(x, y, log_scale, log_noise):
+    # a GP's negative log likelihood: two triangular solves, the second on the
+    # first's result (a solve of a value whose rank the tangent rule's branch reads)
+    squared = np.sum((x[:, None, :] - x[None, :, :]) ** 2, axis=-1)
+    kernel = np.exp(-0.5 * squared / np.exp(2 * log_scale))
+    covariance = kernel + (np.exp(2 * log_noise) + 1e-6) * np.eye(x.shape[0])
+    lower = np.linalg.cholesky(covariance)
+    alpha = np.linalg.solve(lower.T, np.linalg.solve(lower, y))
+    sign, logdet = np.linalg.slogdet(covariance)
+    return 0.5 * y @ alpha + 0.5 * logdet
+
+
 def torque_and_normal(r, f):
     # np.cross of rows, of a row with every row, and along the first axis
     torque = np.cross(r, f)
@@ -1017,6 +1029,7 @@ CASES = [
         linear_systems, V([[2.0, 0.3, -0.5], [0.1, 1.8, 0.4], [-0.2, 0.6, 2.2]]), F(3)
     ),
     Case(gaussian_log_likelihood, F(3, 3), F(3)),
+    Case(gaussian_process_nll, F(5, 2), F(5), S(lo=-0.5, hi=0.5), S(lo=-1.5, hi=-0.5)),
     Case(torque_and_normal, F(4, 3), F(4, 3)),
     Case(polar_coordinates, F(3, lo=0.3, hi=1.0), F(3, lo=-1.0, hi=-0.3)),
     Case(other_bases_and_roots, F(2, 3, lo=1.2, hi=2.0)),
