@@ -2880,3 +2880,23 @@ def test_np_asarray_and_np_array_are_differentiated():
     np.testing.assert_allclose(np.asarray(gradient), np.floor(x * 3.7) + 2 * x)
     _, tangent = ppto.jvp(whole_part_weights, (x,), (np.ones(3),))
     np.testing.assert_allclose(float(tangent), np.sum(expected), rtol=1e-7)
+
+
+def lagged_regression(x, w):
+    # the stacked lags' rank is not known where the product's rule is inlined; w's is
+    lags = np.stack([np.roll(x, k) for k in range(1, 3)], axis=1)
+    return np.sum((lags @ w - x) ** 2)
+
+
+def test_a_rule_branch_half_decided_by_the_ranks_reads_as_the_other_half():
+    # dot's rule tests ``A.ndim == 2 and B.ndim == 1``: with only B's rank known the
+    # generated code read ``if t1.ndim == 2 and True:`` / ``elif ... and False:``
+    x, w = np.linspace(-1.0, 1.0, 6), np.array([0.4, -0.3])
+    text = ppto.show_grad(lagged_regression, x, w, file=io.StringIO())
+    assert "and True" not in text and "and False" not in text
+    assert "or True" not in text and "or False" not in text
+    from tests.corpus.checks import central_differences
+
+    for position, gradient in enumerate(ppto.grad(lagged_regression, wrt=(0, 1))(x, w)):
+        expected = central_differences(lagged_regression, [x, w], position)
+        np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-7)

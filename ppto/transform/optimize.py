@@ -130,7 +130,30 @@ class _Fold(trees.Transformer):
             values = [v.value for v in node.values]
             result = all(values) if isinstance(node.op, gast.And) else any(values)
             return gast.Constant(result, None)
+        if all(_boolean(v) for v in node.values):
+            return _fold_comparisons(node)
         return node
+
+
+def _boolean(node) -> bool:
+    """A comparison or a written True or False: its value is a bool."""
+    return isinstance(node, gast.Compare) or (
+        isinstance(node, gast.Constant) and isinstance(node.value, bool)
+    )
+
+
+def _fold_comparisons(node: gast.BoolOp):
+    """``and``/``or`` of comparisons, some of them decided (a rule's ``if a.ndim ==
+    2 and b.ndim == 1`` where only b's rank is known): ``x and True`` is ``x``, ``x
+    and False`` is False (as ``or`` with the two swapped); every value is a bool,
+    so the value read is the same."""
+    absorbing = isinstance(node.op, gast.Or)  # the constant that decides the whole
+    if any(isinstance(v, gast.Constant) and v.value is absorbing for v in node.values):
+        return gast.Constant(absorbing, None)
+    rest = [v for v in node.values if not isinstance(v, gast.Constant)]
+    if not rest:
+        return gast.Constant(not absorbing, None)
+    return rest[0] if len(rest) == 1 else gast.BoolOp(node.op, rest)
 
 
 def fold_constants(body: list) -> list:
