@@ -170,6 +170,49 @@ def test_pooling_a_helpers_result_from_a_hinted_image_needs_a_layout():
         ppto.grad(pooled_after_a_helper, wrt=1)(image, np.ones(3))
 
 
+def pooled_by_its_layout(x, v):
+    # a network written for either layout, choosing its axes by the image's
+    h = ppto.relu(x * v) if x.layout == "nhwc" else ppto.relu(x)
+    pooled = ppto.max_pool2d(h, 2)
+    axes = (1, 2) if pooled.layout == "nhwc" else (2, 3)
+    return np.sum(pooled.mean(axis=axes) ** 2)
+
+
+def layout_of_a_helpers_result(x, v):
+    h = _doubled(x * v)
+    return np.sum(h**2) if h.layout == "nhwc" else np.sum(h)
+
+
+@pytest.mark.parametrize("layout", ["nhwc", "nchw", None])
+def test_an_images_layout_read_in_the_function_is_the_tensors(layout):
+    # x.layout in a differentiated function raised AttributeError ('numpy.ndarray'
+    # object has no attribute 'layout'): generated code reads raw arrays
+    x = RNG.standard_normal((1, 4, 4, 3) if layout == "nhwc" else (1, 3, 4, 4))
+    v = np.linspace(0.5, 1.5, 3) if layout == "nhwc" else 1.5
+    image = ppto.tensor(x, layout=layout)
+    value, gradient = ppto.value_and_grad(pooled_by_its_layout)(image, v)
+    assert float(value) == pytest.approx(float(pooled_by_its_layout(image, v)))
+    direction = RNG.standard_normal(x.shape)
+
+    def along(step):
+        moved = ppto.tensor(x + step * direction, layout=layout)
+        return float(pooled_by_its_layout(moved, v))
+
+    expected = (along(1e-6) - along(-1e-6)) / 2e-6
+    _, pushed = ppto.jvp(pooled_by_its_layout, (image, v), (direction, None))
+    np.testing.assert_allclose(
+        [float(np.sum(np.asarray(gradient) * direction)), float(pushed)],
+        expected,
+        rtol=1e-6,
+    )
+
+
+def test_the_layout_of_a_helpers_result_is_refused_where_it_cannot_be_told():
+    image = ppto.tensor(RNG.standard_normal((1, 4, 4, 3)), layout="nhwc")
+    with pytest.raises(ppto.TransformError, match="cannot tell the image layout of h"):
+        ppto.grad(layout_of_a_helpers_result)(image, np.ones(3))
+
+
 POOL_CASES = [
     ((2, 2, 4, 4), 2, None),
     ((2, 3, 5, 5), 3, 2),

@@ -70,6 +70,7 @@ def analyze(
         dtypes=dict(dtypes or {}),
     )
     _forward(body, activity)
+    _read_layouts(body, activity, set(ranks), source)
     activity.own_lists = {s.target for s in ir.walk(body) if isinstance(s, ir.ListNew)}
     _backward(body, activity)
     _check_taint(body, activity, source)
@@ -152,6 +153,48 @@ def _state(activity: Activity) -> tuple:
 # The hint of a value that may be an image whose layout cannot be told here: one
 # that came through a helper, a tuple or code ppto leaves as it is.
 UNKNOWN_LAYOUT = "unknown"
+
+
+def _read_layouts(body: list, activity: Activity, parameters: set, source) -> None:
+    """``x.layout`` read in the code becomes the layout the analysis knows for x:
+    generated code runs on raw arrays, which have none. A value whose layout
+    cannot be told here (it came through a helper, or differs round a loop) is
+    refused rather than read as None."""
+    made_here = parameters | {
+        s.target for s in ir.walk(body) if isinstance(s, ir.Apply)
+    }
+    reader = _LayoutReader(activity.layouts, made_here, source)
+    for statement in ir.walk(body):
+        if isinstance(statement, ir.Passive):
+            statement.node = reader.visit(statement.node)
+        elif isinstance(statement, ir.Apply):
+            statement.params = {k: reader.visit(v) for k, v in statement.params.items()}
+            for operand in statement.inputs:
+                if isinstance(operand, ir.Verbatim):
+                    operand.expr = reader.visit(operand.expr)
+        elif isinstance(statement, ir.While):
+            statement.test = reader.visit(statement.test)
+
+
+class _LayoutReader(trees.Transformer):
+    def __init__(self, layouts: dict, made_here: set, source) -> None:
+        self.layouts, self.made_here, self.source = layouts, made_here, source
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        if node.attr != "layout" or not isinstance(node.value, gast.Name):
+            return node
+        name = node.value.id
+        hint = self.layouts.get(name)
+        if hint is None and name not in self.made_here or hint == UNKNOWN_LAYOUT:
+            raise self.source.error(
+                node,
+                f"ppto cannot tell the image layout of {name} here (it came through "
+                "a helper, or differs between paths or round a loop), and generated "
+                "code reads raw arrays, which have no .layout",
+                "read the layout where the tensor is an argument, or pass it as one",
+            )
+        return gast.copy_location(gast.Constant(hint, None), node)
 
 
 def _layout_hint(operand, layouts: dict):
