@@ -2900,3 +2900,26 @@ def test_a_rule_branch_half_decided_by_the_ranks_reads_as_the_other_half():
     for position, gradient in enumerate(ppto.grad(lagged_regression, wrt=(0, 1))(x, w)):
         expected = central_differences(lagged_regression, [x, w], position)
         np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-7)
+
+
+def recurrent_state(xs, w):
+    # h's rank is not known where the product's rule is inlined (carried round
+    # the loop); w's is
+    h = np.zeros(w.shape[0])
+    for x in xs:
+        h = np.tanh(x + h @ w)
+    return np.sum(h)
+
+
+def test_a_rule_test_repeated_after_its_branch_returned_is_dropped():
+    # with B a matrix, dot's rule read 'if h.ndim == 1: ... elif h.ndim == 1: ...',
+    # the second branch never taken
+    xs, w = np.linspace(-1.0, 1.0, 6).reshape(2, 3), np.eye(3) * 0.5 + 0.1
+    text = ppto.show_grad(recurrent_state, xs, w, file=io.StringIO())
+    tests = [line.split("if ", 1)[1] for line in text.splitlines() if "if " in line]
+    assert tests and len(tests) == len(set(tests)), text
+    from tests.corpus.checks import central_differences
+
+    for position, gradient in enumerate(ppto.grad(recurrent_state, wrt=(0, 1))(xs, w)):
+        expected = central_differences(recurrent_state, [xs, w], position)
+        np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-7)

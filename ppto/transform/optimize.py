@@ -160,20 +160,50 @@ def fold_constants(body: list) -> list:
     """Fold constant arithmetic and prune ``if`` statements with a constant test."""
     folder = _Fold()
     out = []
+    # rank tests of ifs that returned, since the last other statement: a later if
+    # with the same test is never taken (dot's rule with A's rank unknown and B a
+    # matrix tests ``A.ndim == 1`` twice, the second time for a vector B)
+    returned: set = set()
     for statement in body:
         statement = folder.visit(statement)
         if isinstance(statement, gast.If):
             statement.body = fold_constants(statement.body)
             statement.orelse = fold_constants(statement.orelse)
+            test = gast.dump(statement.test) if _rank_test(statement.test) else None
+            returns = bool(statement.body) and isinstance(
+                statement.body[-1], gast.Return
+            )
+            if test in returned:
+                statement.test = gast.Constant(False, None)
+            elif stores(statement.orelse if returns else [statement]):
+                returned.clear()  # (a name a test reads may be rebound)
+            if test and returns:
+                returned.add(test)
             if isinstance(statement.test, gast.Constant):
                 out.extend(statement.body if statement.test.value else statement.orelse)
                 if out and isinstance(out[-1], gast.Return):
                     return out  # what follows a return is never reached
                 continue
+        else:
+            returned.clear()
         out.append(statement)
         if isinstance(statement, gast.Return):
             return out
     return out
+
+
+def _rank_test(test) -> bool:
+    """A comparison of a name's ``ndim`` with numbers (or ``and``/``or`` of them):
+    pure, so the same test twice has the same value."""
+    if isinstance(test, gast.BoolOp):
+        return all(_rank_test(value) for value in test.values)
+    return (
+        isinstance(test, gast.Compare)
+        and isinstance(test.left, gast.Attribute)
+        and test.left.attr == "ndim"
+        and isinstance(test.left.value, gast.Name)
+        and all(_number(c) for c in test.comparators)
+    )
 
 
 def remove_unused(body: list, keep: set[str], removable: set[str]) -> list:
