@@ -269,6 +269,16 @@ def method_without_operator(x):
     return x.compress([True, False, True]).sum()  # <- error
 
 
+class _Doubling:
+    def __call__(self, x):
+        return x * 2.0
+
+
+def object_made_inside(x):
+    double = _Doubling()
+    return np.sum(double(x))  # <- error
+
+
 def attribute_without_operator(x):
     return np.sum(x.real)  # <- error
 

@@ -528,6 +528,16 @@ def _check_taint(body, activity: Activity, source) -> None:
         tainted = used & set(activity.tainted)
         if tainted:
             passive = _first_opaque(tainted, activity)
+            if passive.calls_local:
+                raise source.error(
+                    passive.node,
+                    f"{passive.opaque} is a value made inside the function, and "
+                    "ppto cannot see what calling it computes before the function "
+                    "runs, so it cannot differentiate through it",
+                    "make the object outside the function (a global, an attribute "
+                    "such as self.layer) and call it there: ppto follows calls to "
+                    "those objects' methods",
+                )
             raise source.error(
                 passive.node,
                 f"{passive.opaque} has no ppto operator, so ppto cannot differentiate "

@@ -75,6 +75,8 @@ class Passive(Stmt):
     # evaluated again, it may give another value (an object's attribute, a random
     # draw): a checkpointed loop's reverse takes the value saved, not its own
     rereads: bool = False
+    # the call is of a value the function made (att = Attention(2); att(x))
+    calls_local: bool = False
 
 
 @dataclass

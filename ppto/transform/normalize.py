@@ -1090,7 +1090,13 @@ class Normalizer:
         ):
             return self.passive(node, target)
         # Not differentiable; an error only if the result depends on it (analysis).
-        return self.passive(node, target, opaque=callee.text)
+        name = self.passive(node, target, opaque=callee.text)
+        self.out[-1].calls_local = (
+            isinstance(node.func, gast.Name)
+            and node.func.id in self.local_names
+            and node.func.id not in self.parsed.parameters
+        )
+        return name
 
     def leading_parameters(self, node, callee):
         """A call written NumPy's way with parameters before the arrays
