@@ -55,6 +55,17 @@ BINARY_OPERATORS = {
 WHOLE_NUMBER_CALLS = {"argmax", "argmin"}
 
 
+def _bound_to_calls(tree) -> set[str]:
+    """Names the function binds to a call's result (``att = MultiHead(2)``)."""
+    return {
+        target.id
+        for node in gast.walk(tree)
+        if isinstance(node, gast.Assign) and isinstance(node.value, gast.Call)
+        for target in node.targets
+        if isinstance(target, gast.Name)
+    }
+
+
 def value_reads(node, through_comparisons: bool = True) -> set[str]:
     """Names whose *values* an expression reads (``x.shape`` reads only metadata);
     with ``through_comparisons=False``, not those only compared (``x > 0`` is
@@ -1094,7 +1105,7 @@ class Normalizer:
         self.out[-1].calls_local = (
             isinstance(node.func, gast.Name)
             and node.func.id in self.local_names
-            and node.func.id not in self.parsed.parameters
+            and node.func.id in _bound_to_calls(self.parsed.tree)
         )
         return name
 
