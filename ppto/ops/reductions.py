@@ -433,11 +433,11 @@ def running_shape(x, axis):
 def average(xp, a, weights=1.0, axis=None, keepdims=False):
     """Weighted mean over ``axis``, sum(a * weights) / sum(weights), like
     np.average: weights of a's shape, or 1-D along an int ``axis``; without
-    weights, the mean."""
+    weights (or weights=None, NumPy's default), the mean."""
     if isinstance(weights, (list, tuple)):  # (a global list, in generated code)
         weights = xp.asarray(weights)
-    if not hasattr(weights, "shape"):  # a number: every element weighs alike
-        if weights == 0:
+    if not hasattr(weights, "shape"):  # a number or None: every element alike
+        if weights is not None and weights == 0:
             raise PptoError("ppto.average: weights of 0 sum to zero")
         return xp.mean(a, axis=axis, keepdims=keepdims)
     aligned = xp.reshape(weights, weights_shape(weights, a, axis))
@@ -480,6 +480,8 @@ def weights_shape(weights, a, axis):
 @average.grad_rule
 def _(a, weights=1.0, axis=None, keepdims=False, out=None):
     def backward(dY):
+        if weights is None:  # (the mean; None has no gradient)
+            return unreduce(dY / reduced_count(a, axis), a, axis, keepdims), None
         # each element's share of the result is its weight over the weights' sum
         aligned = reshape(weights, weights_shape(weights, a, axis))
         total = reduce_sum(broadcast_to(aligned, np.shape(a)), axis, True)
@@ -495,6 +497,8 @@ def _(a, weights=1.0, axis=None, keepdims=False, out=None):
 @average.jvp_rule
 def _(a, weights=1.0, axis=None, keepdims=False, out=None):
     def tangent(da, dweights):
+        if weights is None:  # (the mean)
+            return reduce_sum(da, axis, keepdims) / reduced_count(a, axis)
         aligned = reshape(weights, weights_shape(weights, a, axis))
         daligned = reshape(dweights, weights_shape(weights, a, axis))
         total = reduce_sum(broadcast_to(aligned, np.shape(a)), axis, True)

@@ -812,6 +812,12 @@ def weighted_averages(x, w):
     return np.sum(rows**2) + whole + np.sum(np.average(x, axis=0, keepdims=True))
 
 
+def averages_weighted_by_none(x):
+    # weights=None, NumPy's default (code passing optional weights on): the mean
+    rows = np.average(x, 1, None)
+    return np.sum(rows**2) + np.average(x**2, weights=None)
+
+
 def linear_systems(A, b):
     # np.linalg's inverse, solves (one vector, columns, a stack) and determinant
     x = np.linalg.solve(A, b)
@@ -1025,6 +1031,7 @@ CASES = [
     Case(discounted_returns, F(2, 4)),
     Case(survival_probabilities, F(2, 4, lo=0.1, hi=0.9)),
     Case(weighted_averages, F(3, 4), F(4, lo=0.5, hi=1.5)),
+    Case(averages_weighted_by_none, F(3, 4)),
     Case(
         linear_systems, V([[2.0, 0.3, -0.5], [0.1, 1.8, 0.4], [-0.2, 0.6, 2.2]]), F(3)
     ),
