@@ -252,6 +252,77 @@ def kept_shape(subscripts, a, b, which, gradient):
 
 
 @primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="bilinear")
+def tensordot(xp, a, b, axes=2):
+    """Products of a's and b's elements summed over pairs of axes, like
+    np.tensordot: ``axes`` is a number (a's last axes with b's first) or a pair of
+    lists of axes (``([1, 0], [0, 1])``)."""
+    return xp.tensordot(a, b, axes=axes)
+
+
+@tensordot.grad_rule
+def _(a, b, axes=2):
+    def backward(dY):
+        # the einsum that tensordot is, and that einsum's gradients
+        subscripts = tensordot_subscripts(a, b, axes)
+        return (
+            einsum(dY, b, operand_subscripts(subscripts, a, b, 0)),
+            einsum(a, dY, operand_subscripts(subscripts, a, b, 1)),
+        )
+
+    return backward
+
+
+@shape_helper
+def tensordot_subscripts(a, b, axes):
+    """The einsum subscripts of ``tensordot(a, b, axes)`` (``2`` on two matrices:
+    ``"ab,ab->"``)."""
+    rank_a, rank_b = np.ndim(a), np.ndim(b)
+    if isinstance(axes, (int, np.integer)):
+        pairs = list(zip(range(rank_a - axes, rank_a), range(axes)))
+    else:
+        summed_a, summed_b = (
+            [part] if isinstance(part, (int, np.integer)) else list(part)
+            for part in axes
+        )
+        pairs = [(i % rank_a, j % rank_b) for i, j in zip(summed_a, summed_b)]
+    letters = iter(string.ascii_letters)
+    first = [next(letters) for _ in range(rank_a)]
+    second = [next(letters) for _ in range(rank_b)]
+    for i, j in pairs:
+        second[j] = first[i]
+    summed = {first[i] for i, _ in pairs}
+    output = [c for c in first + second if c not in summed]
+    return f"{''.join(first)},{''.join(second)}->{''.join(output)}"
+
+
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="bilinear")
+def inner(xp, a, b):
+    """Products summed over a's and b's last axes, like np.inner (a number times an
+    array where one is a number)."""
+    return xp.inner(a, b)
+
+
+@inner.grad_rule
+def _(a, b):
+    def backward(dY):
+        subscripts = tensordot_subscripts(a, b, inner_axes(a, b))
+        return (
+            einsum(dY, b, operand_subscripts(subscripts, a, b, 0)),
+            einsum(a, dY, operand_subscripts(subscripts, a, b, 1)),
+        )
+
+    return backward
+
+
+@shape_helper
+def inner_axes(a, b):
+    """The tensordot axes of ``inner(a, b)``: the last of each (none for a number)."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return 0
+    return ([-1], [-1])
+
+
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="bilinear")
 def cross(xp, a, b, axis=-1):
     """The cross product of 3-vectors along ``axis`` of a and b, broadcasting the
     other axes, like np.cross(a, b, axis=axis): as NumPy, each operand's own axis
@@ -396,27 +467,6 @@ def _(A, b, out):
     return backward
 
 
-@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="bilinear")
-def tensordot(xp, a, b, axes=2):
-    """Products of a's and b's elements summed over pairs of axes, like
-    np.tensordot: ``axes`` is a number (a's last axes with b's first) or a pair of
-    lists of axes (``([1, 0], [0, 1])``)."""
-    return xp.tensordot(a, b, axes=axes)
-
-
-@tensordot.grad_rule
-def _(a, b, axes=2):
-    def backward(dY):
-        # the einsum that tensordot is, and that einsum's gradients
-        subscripts = tensordot_subscripts(a, b, axes)
-        return (
-            einsum(dY, b, operand_subscripts(subscripts, a, b, 0)),
-            einsum(a, dY, operand_subscripts(subscripts, a, b, 1)),
-        )
-
-    return backward
-
-
 @solve.jvp_rule
 def _(A, b, out):
     def tangent(dA, db):
@@ -543,54 +593,7 @@ def halved_lower(L):
     )
 
 
-@shape_helper
-def tensordot_subscripts(a, b, axes):
-    """The einsum subscripts of ``tensordot(a, b, axes)`` (``2`` on two matrices:
-    ``"ab,ab->"``)."""
-    rank_a, rank_b = np.ndim(a), np.ndim(b)
-    if isinstance(axes, (int, np.integer)):
-        pairs = list(zip(range(rank_a - axes, rank_a), range(axes)))
-    else:
-        summed_a, summed_b = (
-            [part] if isinstance(part, (int, np.integer)) else list(part)
-            for part in axes
-        )
-        pairs = [(i % rank_a, j % rank_b) for i, j in zip(summed_a, summed_b)]
-    letters = iter(string.ascii_letters)
-    first = [next(letters) for _ in range(rank_a)]
-    second = [next(letters) for _ in range(rank_b)]
-    for i, j in pairs:
-        second[j] = first[i]
-    summed = {first[i] for i, _ in pairs}
-    output = [c for c in first + second if c not in summed]
-    return f"{''.join(first)},{''.join(second)}->{''.join(output)}"
-
-
-@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="bilinear")
-def inner(xp, a, b):
-    """Products summed over a's and b's last axes, like np.inner (a number times an
-    array where one is a number)."""
-    return xp.inner(a, b)
-
-
-@inner.grad_rule
-def _(a, b):
-    def backward(dY):
-        subscripts = tensordot_subscripts(a, b, inner_axes(a, b))
-        return (
-            einsum(dY, b, operand_subscripts(subscripts, a, b, 0)),
-            einsum(a, dY, operand_subscripts(subscripts, a, b, 1)),
-        )
-
-    return backward
-
-
-@shape_helper
-def inner_axes(a, b):
-    """The tensordot axes of ``inner(a, b)``: the last of each (none for a number)."""
-    if np.ndim(a) == 0 or np.ndim(b) == 0:
-        return 0
-    return ([-1], [-1])
+# --- diagonals and triangles ------------------------------------------------------
 
 
 @primitive(ANY, tangent="linear")
