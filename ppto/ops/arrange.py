@@ -15,17 +15,9 @@ from ppto.ops.primitive import primitive
 from ppto.ops.reductions import reduce_sum
 from ppto.ops.rules import shape_helper
 from ppto.ops.shape import flatten, reshape, zeros_like
-from ppto.runtime.backends import backend_of_array
-from ppto.runtime.tensor import Tensor
+from ppto.runtime.tensor import Tensor, array_module
 
 ANY = "(Tensor[...]) -> Tensor[...]"
-
-
-def _array_module(x):
-    """The array module (numpy or cupy) of a raw array or a tensor's data."""
-    raw = x.data if isinstance(x, Tensor) else x
-    owner = backend_of_array(raw)
-    return owner[0].xp if owner is not None else np
 
 
 def _whole_number(value, what: str) -> int:
@@ -151,7 +143,7 @@ def repeat_sources(x, repeats, axis=None):
     """For each position of ``repeat(x, repeats, axis)`` along ``axis``, the position
     of x it copies (of the flattened x when axis is None), shaped to index the
     result along ``axis``; made on x's device."""
-    xp = _array_module(x)
+    xp = array_module(x)
     shape = tuple(np.shape(x))
     size = int(np.prod(shape)) if axis is None else shape[axis]
     sources = xp.repeat(xp.arange(size), repeat_counts(repeats))

@@ -12,8 +12,7 @@ from ppto.ops.elementwise import where
 from ppto.ops.primitive import primitive
 from ppto.ops.rules import shape_helper
 from ppto.ops.shape import reshape, unbroadcast, zeros_like
-from ppto.runtime.backends import backend_of_array
-from ppto.runtime.tensor import Tensor
+from ppto.runtime.tensor import Tensor, array_module
 
 ANY = "(Tensor[...]) -> Tensor[...]"
 
@@ -190,8 +189,7 @@ def last_written(x, index):
     keeps: all but the earlier ones of a repeated integer index, which NumPy
     overwrites with the last. Reads only ``x``'s shape, and makes the mask on its
     device."""
-    owner = backend_of_array(x)
-    xp = owner[0].xp if owner is not None else np
+    xp = array_module(x)
     index = raw_index(xp, index)
     size = int(np.prod(x.shape))
     positions = xp.arange(size).reshape(tuple(x.shape))[index]
@@ -255,8 +253,7 @@ def along_axis_index(indices, axis, x):
     does: ``indices`` along ``axis``, each other axis's own position (arange)
     broadcast against them. Makes the ranges on the device of ``indices``."""
     raw = indices.data if isinstance(indices, Tensor) else indices
-    owner = backend_of_array(raw)
-    xp = owner[0].xp if owner is not None else np
+    xp = array_module(raw)
     shape = tuple(np.shape(x))
     axis = axis % len(shape)
     index = []

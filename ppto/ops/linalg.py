@@ -31,8 +31,7 @@ from ppto.ops.shape import (
     unbroadcast,
     zeros_like,
 )
-from ppto.runtime.backends import backend_of_array
-from ppto.runtime.tensor import Tensor
+from ppto.runtime.tensor import array_module
 
 ANY = "(Tensor[...]) -> Tensor[...]"
 
@@ -584,13 +583,8 @@ def _(A, out):
 def halved_lower(L):
     """Φ's mask for matrices like L: 1 below the diagonal, 1/2 on it, 0 above, in
     L's dtype on L's device."""
-    raw = L.data if isinstance(L, Tensor) else L
-    owner = backend_of_array(raw)
-    xp = owner[0].xp if owner is not None else np
-    size = raw.shape[-1]
-    return xp.tril(xp.ones((size, size), dtype=raw.dtype)) - 0.5 * xp.eye(
-        size, dtype=raw.dtype
-    )
+    xp, size, dtype = array_module(L), np.shape(L)[-1], L.dtype
+    return xp.tril(xp.ones((size, size), dtype=dtype)) - 0.5 * xp.eye(size, dtype=dtype)
 
 
 # --- diagonals and triangles ------------------------------------------------------
@@ -707,12 +701,10 @@ def trace_axes(x, axis1, axis2):
 def diagonal_mask(x, offset, axis1, axis2):
     """Ones on the ``offset``-th diagonal of axes (axis1, axis2) of x, zeros
     elsewhere, of x's dtype and on its device, with size 1 along the other axes."""
-    raw = x.data if isinstance(x, Tensor) else x
-    owner = backend_of_array(raw)
-    xp = owner[0].xp if owner is not None else np
+    xp = array_module(x)
     shape, rank = tuple(np.shape(x)), np.ndim(x)
     first, second = axis1 % rank, axis2 % rank
-    mask = xp.eye(shape[first], shape[second], k=offset, dtype=raw.dtype)
+    mask = xp.eye(shape[first], shape[second], k=offset, dtype=x.dtype)
     if first > second:
         mask = mask.T
     sizes = [1] * rank

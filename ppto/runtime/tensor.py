@@ -176,6 +176,14 @@ def device_of(value: Any) -> Device | None:
     return None
 
 
+def array_module(value: Any):
+    """The array module (numpy, or cupy for a CuPy array) of a Tensor's data or a
+    raw array: where a rule helper makes masks and ranges on its input's device."""
+    raw = value.data if isinstance(value, Tensor) else value
+    owner = backend_of_array(raw)
+    return owner[0].xp if owner is not None else np
+
+
 def tensor(
     data: Any,
     device: str | Device | None = None,

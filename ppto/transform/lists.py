@@ -5,11 +5,8 @@ arrays, so lowered code can use them unchanged.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ppto.ops.rules import shape_helper
-from ppto.runtime.backends import backend_of_array
-from ppto.runtime.tensor import Tensor
+from ppto.runtime.tensor import Tensor, array_module
 
 
 def _zeros_like(value):
@@ -19,8 +16,7 @@ def _zeros_like(value):
         from ppto.ops.shape import zeros_like
 
         return zeros_like(value)
-    owner = backend_of_array(value)
-    return (owner[0].xp if owner is not None else np).zeros_like(value)
+    return array_module(value).zeros_like(value)
 
 
 @shape_helper
@@ -72,8 +68,7 @@ def stacked_like(adjoints: list, primal):
         from ppto.ops.shape import stack
 
         return stack(list(adjoints))
-    owner = backend_of_array(primal)
-    xp = owner[0].xp if owner is not None else np
+    xp = array_module(primal)
     return xp.stack([xp.asarray(adjoint) for adjoint in adjoints])
 
 
