@@ -373,6 +373,17 @@ def _ranks(xs) -> set:
     return {len(getattr(x, "shape", np.shape(x))) for x in xs}
 
 
+def _check_joinable(name: str, xs, advice: str) -> None:
+    """Refuse what vstack and hstack do not join: numbers, or vectors together with
+    arrays of more axes (NumPy would join them by rules of its own)."""
+    ranks = _ranks(xs)
+    if 0 in ranks or 1 in ranks and len(ranks) > 1:
+        raise ShapeError(
+            f"ppto.{name} joins vectors alone or arrays of 2 or more axes, got arrays "
+            f"of {sorted(ranks)} axes: {advice}"
+        )
+
+
 @shape_helper
 def stacks_vectors(xs) -> bool:
     """Whether ``vstack(xs)`` stacks vectors as rows (else it joins matrices)."""
@@ -383,12 +394,7 @@ def stacks_vectors(xs) -> bool:
 def vstack(xp, xs):
     """Vectors stacked as the rows of a matrix, or arrays of two or more axes joined
     along their first, like np.vstack."""
-    ranks = _ranks(xs)
-    if 0 in ranks or 1 in ranks and len(ranks) > 1:
-        raise ShapeError(
-            f"ppto.vstack joins vectors alone or arrays of 2 or more axes, got arrays "
-            f"of {sorted(ranks)} axes: make the vectors rows first (v[None, :])"
-        )
+    _check_joinable("vstack", xs, "make the vectors rows first (v[None, :])")
     return xp.vstack(xs)
 
 
@@ -412,12 +418,7 @@ def hstack_axis(xs) -> int:
 def hstack(xp, xs):
     """Vectors joined end to end, or arrays of two or more axes joined along their
     second, like np.hstack."""
-    ranks = _ranks(xs)
-    if 0 in ranks or 1 in ranks and len(ranks) > 1:
-        raise ShapeError(
-            f"ppto.hstack joins vectors alone or arrays of 2 or more axes, got arrays "
-            f"of {sorted(ranks)} axes: reshape them to the same number of axes first"
-        )
+    _check_joinable("hstack", xs, "reshape them to the same number of axes first")
     return xp.hstack(xs)
 
 
