@@ -1,6 +1,12 @@
-"""Loops over layers unrolled and tests of optional layers settled, in a method
-differentiated for its object (or code reading a module's list of layers): what
-``ppto.transform.methods`` then resolves call by call.
+"""Local names for layers replaced, loops over layers unrolled and tests of optional
+layers settled, in a method differentiated for its object (or code reading a
+module's list of layers): what ``ppto.transform.methods`` then resolves call by
+call.
+
+A local name given a layer, activation or method once, in the function's own block
+(``layer = self.layer``, ``f = self.act``, ``step = self.layers[-1].forward``,
+``layers = self.layers``), is replaced by what it reads wherever it is read
+(``inlined_aliases``), so that ``layer(x)`` is the call ``self.layer(x)``.
 
 A loop over a list or tuple of layers the code can see (``for layer in
 self.layers: x = layer(x)``, a ``Sequential``) is unrolled, one copy of its body per
