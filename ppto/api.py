@@ -233,9 +233,6 @@ def _spelled(signature: inspect.Signature) -> tuple[str, str]:
     return ", ".join(parameters), ", ".join(arguments)
 
 
-_WRAPPERS: dict[int, Callable] = {}
-
-
 class _LazyNamespace:
     """The namespace of a program compiled as generated (on tensors), made on first
     use: calls run the lowered program, only differentiating a derivative again runs
@@ -278,11 +275,15 @@ def _shared_state(transformed) -> dict:
     return fresh
 
 
+# id of an operator -> the wrapper _operator_wrapper made for it
+_OPERATOR_WRAPPERS: dict[int, Callable] = {}
+
+
 def _operator_wrapper(op: OperatorDef) -> Callable:
     """A one-line function calling ``op``, so an operator can be differentiated like
     any function (its rule is then inlined)."""
-    if id(op) in _WRAPPERS:
-        return _WRAPPERS[id(op)]
+    if id(op) in _OPERATOR_WRAPPERS:
+        return _OPERATOR_WRAPPERS[id(op)]
     spelled = op.python_signature
     parameters = ", ".join(
         str(p).split(":")[0].split("=")[0].strip() for p in spelled.parameters.values()
@@ -290,7 +291,7 @@ def _operator_wrapper(op: OperatorDef) -> Callable:
     header = str(spelled).split(" ->")[0].strip("()")
     source = f"def {op.name}({header}):\n    return __op({parameters})\n"
     wrapper = _compiled(source, f"<ppto operator {op.name}>", {"__op": op}, op.name)
-    _WRAPPERS[id(op)] = wrapper
+    _OPERATOR_WRAPPERS[id(op)] = wrapper
     return wrapper
 
 
