@@ -798,6 +798,22 @@ def test_loops_over_some_indices_of_layers_or_reversed_layers_are_unrolled():
     np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-6, atol=1e-9)
 
 
+class _Neighbours(_Tower):
+    def residual(self, x):
+        h = x
+        for i in range(1, len(self.layers)):
+            h = self.layers[i - 1](h) + self.layers[i](h) * 0.5
+        return np.sum(h**2) + np.sum(self.layers[2 * 1 - 3](x))
+
+
+def test_layers_read_by_an_index_computed_from_an_unrolled_count():
+    """``self.layers[i - 1]`` in a loop over ``range(1, len(self.layers))`` reads
+    ``self.layers[1 - 1]`` once unrolled, a constant index (refused before as
+    "known only when the code runs")."""
+    model = _Neighbours()
+    assert_derivatives_match(model.residual, np.array([0.3, -0.6, 0.8]))
+
+
 def test_layers_read_by_a_negative_index_a_slice_or_a_dict_key(monkeypatch):
     """``self.layers[-1](x)``, ``for layer in self.layers[1:]``,
     ``self.blocks["enc"](x)`` and loops over a dict's items, values and keys

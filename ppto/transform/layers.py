@@ -31,7 +31,7 @@ import inspect
 import gast
 
 from ppto.transform import trees
-from ppto.transform.objects import read_value
+from ppto.transform.objects import constant_int, read_value
 from ppto.transform.resolve import classify, is_library
 from ppto.transform.source import ParsedFunction
 from ppto.transform.trees import clone
@@ -232,7 +232,7 @@ def _sequence(node, parsed: ParsedFunction, local: set, own, reached: list):
     that each turn reads an item of a list the code can watch."""
     if isinstance(node, gast.Subscript) and isinstance(node.slice, gast.Slice):
         bounds = [node.slice.lower, node.slice.upper, node.slice.step]
-        values = [_constant_int(bound) for bound in bounds]
+        values = [constant_int(bound) for bound in bounds]
         if any(v is None and b is not None for v, b in zip(values, bounds)):
             return None
         found = _sequence(node.value, parsed, local, own, reached)
@@ -275,17 +275,7 @@ def _bound(node, parsed: ParsedFunction, local: set, own, reached: list):
     if _builtin_called(node, parsed, local) is len and len(node.args) == 1:
         found = _sequence(node.args[0], parsed, local, own, reached)
         return None if found is None else len(found[2])
-    return _constant_int(node)
-
-
-def _constant_int(node) -> int | None:
-    """The ``int`` ``node`` writes as a constant (``1``, ``-1``), else None."""
-    if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
-        value = _constant_int(node.operand)
-        return None if value is None else -value
-    if isinstance(node, gast.Constant) and type(node.value) is int:
-        return node.value
-    return None
+    return constant_int(node)
 
 
 def _turn_read(part: str, read, turn: int):

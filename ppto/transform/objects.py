@@ -42,14 +42,30 @@ def read_value(node: gast.expr, parsed: ParsedFunction, local: set, own, reached
 
 def constant_key(node: gast.Subscript) -> int | str | None:
     """The index or key ``node`` reads where it is a constant ``int`` (from the
-    end where negative) or ``str``."""
+    end where negative; see ``constant_int``) or ``str``."""
     key = node.slice
-    if isinstance(key, gast.Constant) and type(key.value) in (int, str):
+    if isinstance(key, gast.Constant) and type(key.value) is str:
         return key.value
-    if isinstance(key, gast.UnaryOp) and isinstance(key.op, gast.USub):
-        # (-1 is parsed as the negation of 1)
-        if isinstance(key.operand, gast.Constant) and type(key.operand.value) is int:
-            return -key.operand.value
+    return constant_int(key)
+
+
+FOLDED = {gast.Add: int.__add__, gast.Sub: int.__sub__, gast.Mult: int.__mul__}
+
+
+def constant_int(node) -> int | None:
+    """The ``int`` ``node`` writes with constants alone, else None: ``1``, ``-1``
+    (parsed as the negation of 1) and sums, differences and products of them
+    (``1 - 1``: an unrolled loop's count in ``self.layers[i - 1]``)."""
+    if isinstance(node, gast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
+        value = constant_int(node.operand)
+        return None if value is None else -value
+    if isinstance(node, gast.BinOp) and type(node.op) in FOLDED:
+        left, right = constant_int(node.left), constant_int(node.right)
+        if left is None or right is None:
+            return None
+        return FOLDED[type(node.op)](left, right)
     return None
 
 
