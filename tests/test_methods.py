@@ -805,6 +805,13 @@ class _Neighbours(_Tower):
             h = self.layers[i - 1](h) + self.layers[i](h) * 0.5
         return np.sum(h**2) + np.sum(self.layers[2 * 1 - 3](x))
 
+    def counted_from_one(self, x):
+        for i, layer in enumerate(self.layers, 1):
+            x = layer(x) * i
+        for i, layer in enumerate(self.layers[1:], -2):
+            x = x + layer(x) * i
+        return np.sum(x**2)
+
 
 def test_layers_read_by_an_index_computed_from_an_unrolled_count():
     """``self.layers[i - 1]`` in a loop over ``range(1, len(self.layers))`` reads
@@ -812,6 +819,13 @@ def test_layers_read_by_an_index_computed_from_an_unrolled_count():
     "known only when the code runs")."""
     model = _Neighbours()
     assert_derivatives_match(model.residual, np.array([0.3, -0.6, 0.8]))
+
+
+def test_loops_over_enumerate_of_layers_from_another_start_are_unrolled():
+    """``enumerate(self.layers, 1)`` counts from its start (refused before: "layer
+    has no ppto operator")."""
+    model = _Neighbours()
+    assert_derivatives_match(model.counted_from_one, np.array([0.3, -0.6, 0.8]))
 
 
 def test_layers_read_by_a_negative_index_a_slice_or_a_dict_key(monkeypatch):

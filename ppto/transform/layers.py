@@ -171,7 +171,7 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
     reached: list = []
     read = {}  # source -> (where it is read, its list or dict, the keys taken)
     for index, (_, node, part) in enumerate(sources):
-        if node is None:
+        if node is None or part == "count":
             continue
         if part == "range":  # (the numbers it counts: no list)
             numbers = _range_numbers(node, parsed, local, own, reached)
@@ -188,6 +188,11 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
     # (a list only counted, len(self.layers) in range(...), sets no number of turns)
     named = [i for i, (name, _, _) in enumerate(sources) if name is not None]
     count = min(len(read[i][2]) for i in named if i in read)
+    starts = {  # (enumerate's start, a constant: 0 where not given)
+        index: 0 if node is None else constant_int(node)
+        for index, (_, node, part) in enumerate(sources)
+        if part == "count"
+    }
     program.reached.extend(reached)
     for _, items, _ in sequences:
         program.reached.append((items, None, tuple(items)))
@@ -195,7 +200,7 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
             program.reached.extend((items, key, items[key]) for key in items)
     return [
         {
-            name: _turn_read(part, read.get(index), turn)
+            name: _turn_read(part, starts.get(index, read.get(index)), turn)
             for index, (name, _, part) in enumerate(sources)
             if name is not None
         }
@@ -210,7 +215,7 @@ def loop_over_layers(statement, parsed: ParsedFunction, local: set, own) -> bool
         return False
     sources = _loop_sources(statement, parsed, local)
     for _, node, part in sources or ():
-        if node is None or part == "range":
+        if node is None or part in ("range", "count"):
             continue
         found = _sequence(node, parsed, local, own, [])
         if found is not None and all(_is_layer(found[1][k]) for k in found[2]):
@@ -282,8 +287,8 @@ def _turn_read(part: str, read, turn: int):
     """What a loop name reads in turn ``turn``: the count, a key of a dict, or
     the item at that turn's index or key (``self.layers[1]``,
     ``self.blocks["enc"]``)."""
-    if part == "count":
-        return gast.Constant(turn, None)
+    if part == "count":  # (read: enumerate's start)
+        return gast.Constant(turn + read, None)
     base, items, keys = read
     if part == "range":
         return gast.Constant(keys[turn], None)
@@ -296,7 +301,8 @@ def _loop_sources(statement: gast.For, parsed: ParsedFunction, local: set):
     """``[(name, the sequence it takes from, what it takes)]`` for the names a
     ``for`` loop binds, what it takes being ``"item"``, ``"count"``, the numbers
     of a ``"range"``, or a dict's ``"key"`` or ``"value"``: ``for layer in L``,
-    ``for i, layer in enumerate(L)``, ``for i in range(1, len(L))`` (``L`` only
+    ``for i, layer in enumerate(L)`` (the count's sequence: enumerate's
+    constant start, if given), ``for i in range(1, len(L))`` (``L`` only
     counted: its name None), ``for layer, norm in zip(L, N)``, ``for layer in
     D.values()`` or ``for name, layer in D.items()``; else None."""
     target, iter_ = statement.target, statement.iter
@@ -323,7 +329,11 @@ def _loop_sources(statement: gast.For, parsed: ParsedFunction, local: set):
     if view == "items" and len(names) == 2 and plain:
         dictionary = iter_.func.value
         return [(names[0], dictionary, "key"), (names[1], dictionary, "value")]
-    if builtin is enumerate and len(iter_.args) == 1 and len(target.elts) == 2:
+    enumerated = builtin is enumerate and len(iter_.args) in (1, 2)
+    start = iter_.args[1] if enumerated and len(iter_.args) == 2 else None
+    if start is not None and constant_int(start) is None:
+        return None  # (a count from a start known only when the code runs)
+    if enumerated and len(target.elts) == 2:
         counted, element = target.elts
         zipped = iter_.args[0]
         if (
@@ -335,11 +345,11 @@ def _loop_sources(statement: gast.For, parsed: ParsedFunction, local: set):
             sources = _loop_sources(inner, parsed, local)
             if sources is None or counted.id in {name for name, _, _ in sources}:
                 return None
-            return [(counted.id, None, "count"), *sources]
+            return [(counted.id, start, "count"), *sources]
     if not plain:
         return None
-    if builtin is enumerate and len(iter_.args) == 1 and len(names) == 2:
-        return [(names[0], None, "count"), (names[1], iter_.args[0], "item")]
+    if enumerated and len(names) == 2:
+        return [(names[0], start, "count"), (names[1], iter_.args[0], "item")]
     if builtin is zip and len(iter_.args) == len(names):
         return [(name, node, "item") for name, node in zip(names, iter_.args)]
     return None
