@@ -4,6 +4,12 @@ and the gather / scatter pair along one axis.
 Reading ``x[index]`` and adding into ``x[index]`` are adjoint to each other, so
 ``getitem`` and ``index_add`` give each other's gradients. Repeated integer indices
 accumulate (``np.add.at`` semantics).
+
+CuPy differs from NumPy where indices do, and both are made to behave as NumPy:
+an integer index out of bounds, which CuPy wraps around, is refused with NumPy's
+IndexError (``refuse_wrapped_indices``: one read back per integer array, on
+backends other than NumPy), and of several writes to one element the last is kept
+(``last_of_each``), where CuPy leaves which one lands undefined.
 """
 
 import numpy as np
