@@ -1,5 +1,8 @@
 """Reductions over axes (``axis=None`` reduces everything; ``keepdims`` as in NumPy),
-and ``unreduce``, which broadcasts a reduced gradient back over the reduced axes.
+the weighted mean ``average``, and ``unreduce``, which broadcasts a reduced gradient
+back over the reduced axes. Also the running sums and products along an axis,
+``cumsum`` and ``cumprod`` (whose rules leave zeros out of the products instead of
+dividing by them).
 """
 
 import math
