@@ -597,7 +597,8 @@ def diag(xp, x, k=0):
     if x.ndim not in (1, 2):
         raise ShapeError(
             f"ppto.diag takes a vector or a matrix, got an array of {x.ndim} axes: "
-            "for a diagonal of each matrix in a stack, multiply by np.eye(n) and sum"
+            "for the diagonal of each matrix in a stack, use "
+            "np.diagonal(x, axis1=-2, axis2=-1)"
         )
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise ShapeError(f"ppto.diag's k must be a whole number, got {k!r}")
