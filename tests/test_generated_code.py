@@ -2923,3 +2923,26 @@ def test_a_rule_test_repeated_after_its_branch_returned_is_dropped():
     for position, gradient in enumerate(ppto.grad(recurrent_state, wrt=(0, 1))(xs, w)):
         expected = central_differences(recurrent_state, [xs, w], position)
         np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-7)
+
+
+def tripled_by_default(function):
+    @functools.wraps(function)
+    def wrapper(x, scale=3.0):
+        return function(x, scale)
+
+    return wrapper
+
+
+@tripled_by_default
+def decorated_scaled_square(x, scale=1.0):
+    return np.sum(x**2) * scale
+
+
+def test_a_decorator_passing_its_call_on_with_defaults_of_its_own_is_kept():
+    """A wrapper with a default of its own (scale=3.0 over the function's 1.0) is
+    not read through: read through, the function was differentiated with its own
+    default (gradient 2x where the function run gives 6x)."""
+    x = np.array([1.0, 2.0])
+    value, gradient = ppto.value_and_grad(decorated_scaled_square)(x)
+    assert float(value) == 15.0
+    np.testing.assert_allclose(gradient.numpy(), 6.0 * x)

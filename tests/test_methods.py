@@ -1030,3 +1030,27 @@ def test_a_call_of_a_method_taking_args_that_does_more_is_refused_by_its_name():
         ppto.grad(lambda x: np.sum(logged(x)))(np.linspace(-0.8, 0.7, 3))
     assert "return self.forward(*args, **kwargs)" in str(raised.value)
     assert "np.sum(logged(x))" in str(raised.value)
+
+
+class _ScaledByDefault:
+    def forward(self, x, scale=1.0):
+        return np.sum(x**2) * scale
+
+    def __call__(self, x, scale=3.0, *args):
+        return self.forward(x, scale, *args)
+
+
+class _ScaledByKeyword(_ScaledByDefault):
+    def __call__(self, *args, scale=3.0):
+        return self.forward(*args, scale=scale)
+
+
+@pytest.mark.parametrize("model", [_ScaledByDefault(), _ScaledByKeyword()])
+def test_a_method_passing_its_call_on_with_defaults_of_its_own_is_refused(model):
+    """A ``__call__`` passing its call on to ``forward`` with defaults of its own
+    (scale=3.0 where forward's is 1.0) is not that call of forward: followed as
+    one, model(x) was differentiated with forward's default (gradient 2x, not
+    6x). Refused at the user's line, saying why."""
+    x = np.array([1.0, 2.0])
+    with pytest.raises(ppto.TransformError, match="without defaults of its own"):
+        ppto.grad(lambda v: model(v))(x)

@@ -1403,7 +1403,8 @@ class Normalizer:
                     f"ppto cannot differentiate the call to {written}: it takes "
                     "*args or **kwargs parameters",
                     f"list {written}'s parameters explicitly, or let it only pass "
-                    "its call on (return self.forward(*args, **kwargs): followed)",
+                    "its call on, without defaults of its own (return "
+                    "self.forward(*args, **kwargs): followed)",
                 )
             raise self.source.error(
                 node,

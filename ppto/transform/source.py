@@ -371,14 +371,18 @@ def _forwarding(function: Callable) -> str | None:
         kwonlyargs=arguments.kwonlyargs,
         kw_defaults=arguments.kw_defaults,
         kwarg=arguments.kwarg,
-        defaults=[],
+        defaults=arguments.defaults,
     )
     return call.func.attr if _forwarded(call, passed) else None
 
 
 def _forwarded(call: gast.Call, arguments: gast.arguments) -> bool:
     """``call``'s arguments are the wrapper's own, in order: ``*args, **kwargs``, or
-    its parameters by name."""
+    its parameters by name; and it has no defaults of its own, which a call left
+    to what it calls would lose (``def __call__(self, x, scale=3.0, *args)``
+    passing ``scale`` on to ``forward(self, x, scale=1.0)``)."""
+    if arguments.defaults or any(d is not None for d in arguments.kw_defaults):
+        return False
     positional = [a.id for a in arguments.posonlyargs + arguments.args]
     passed = []
     for argument in call.args:
