@@ -133,6 +133,14 @@ def _method_wrapper(method) -> Callable:
     through a weak reference (``_Owner``), so neither it nor its code keep the
     model alive."""
     owner, function, name = method.__self__, method.__func__, method.__name__
+    starred = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    if any(p.kind in starred for p in _signature(method).parameters.values()):
+        raise GradError(
+            f"ppto cannot differentiate {method.__qualname__}: it takes *args or "
+            f"**kwargs parameters; list its parameters explicitly, or let it only "
+            "pass its call on, without defaults of its own (return "
+            "self.forward(*args, **kwargs): followed)"
+        )
     found = getattr(owner, name, None) if name.isidentifier() else None
     if getattr(found, "__func__", None) is not function:
         return _strong_method_wrapper(method)  # (not found under its name)

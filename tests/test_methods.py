@@ -1054,3 +1054,12 @@ def test_a_method_passing_its_call_on_with_defaults_of_its_own_is_refused(model)
     x = np.array([1.0, 2.0])
     with pytest.raises(ppto.TransformError, match="without defaults of its own"):
         ppto.grad(lambda v: model(v))(x)
+
+
+def test_grad_of_a_model_whose_call_takes_args_and_is_not_followed_says_why():
+    """``ppto.grad(model)`` where ``__call__`` takes ``*args`` and cannot be
+    followed: a GradError naming the method (it said "__call__(x, scale,
+    args=3.0): missing a required argument", a signature ppto made up)."""
+    x = np.array([1.0, 2.0])
+    with pytest.raises(ppto.GradError, match=r"_ScaledByDefault.__call__: .*\*args"):
+        ppto.grad(_ScaledByDefault())(x)
