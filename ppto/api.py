@@ -148,12 +148,15 @@ def _method_wrapper(method) -> Callable:
         wrappers = _wrappers_of(owner)
     except TypeError:  # (an object without weak references: made each time)
         return _strong_method_wrapper(method)
-    if function not in wrappers:
+    # the defaults are copied into the wrapper: made again where they were
+    # reassigned (Net.loss.__defaults__), as _Call's cache does
+    defaults = (function.__defaults__, function.__kwdefaults__)
+    kept = wrappers.get(function)
+    if kept is None or kept[0][0] is not defaults[0] or kept[0][1] is not defaults[1]:
         call = f"{name}_of.owner.{name}"
-        wrappers[function] = _wrapper_calling(
-            method, call, {f"{name}_of": _Owner(owner)}
-        )
-    return wrappers[function]
+        wrapper = _wrapper_calling(method, call, {f"{name}_of": _Owner(owner)})
+        kept = wrappers[function] = (defaults, wrapper)
+    return kept[1]
 
 
 def _strong_method_wrapper(method) -> Callable:
@@ -193,7 +196,8 @@ class _Owner:
         return self._reference()
 
 
-# id of an object -> (a weak reference to it, {method's function: its wrapper});
+# id of an object -> (a weak reference to it, {method's function: (its defaults
+# when the wrapper was made, the wrapper)});
 # by identity (a model's class may define __eq__), dropped when the object goes
 _METHOD_WRAPPERS: dict = {}
 

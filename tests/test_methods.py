@@ -1063,3 +1063,22 @@ def test_grad_of_a_model_whose_call_takes_args_and_is_not_followed_says_why():
     x = np.array([1.0, 2.0])
     with pytest.raises(ppto.GradError, match=r"_ScaledByDefault.__call__: .*\*args"):
         ppto.grad(_ScaledByDefault())(x)
+
+
+class _DefaultScale:
+    def loss(self, x, scale=1.0):
+        return np.sum(x**2) * scale
+
+
+def test_grad_of_a_method_made_again_sees_defaults_reassigned():
+    """The wrapper kept per object and method copies the method's defaults:
+    reassigned (``_DefaultScale.loss.__defaults__``), a grad made again used the
+    old ones (gradient 2x where the method now computes 4x)."""
+    model, x = _DefaultScale(), np.array([1.0, 2.0])
+    np.testing.assert_allclose(ppto.grad(model.loss)(x).numpy(), 2.0 * x)
+    original = _DefaultScale.loss.__defaults__
+    try:
+        _DefaultScale.loss.__defaults__ = (2.0,)
+        np.testing.assert_allclose(ppto.grad(model.loss)(x).numpy(), 4.0 * x)
+    finally:
+        _DefaultScale.loss.__defaults__ = original
