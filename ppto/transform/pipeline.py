@@ -97,10 +97,11 @@ class Program:
     # (object, attribute, function): a method differentiated as its function (a
     # method its class is given again, Layer.forward = other, makes this stale)
     methods: list = field(default_factory=list)
-    # (object, attribute, index or key, value): an object or function reached
-    # through another to find a method (model.layer = other_layer makes this
-    # stale), and (list, None, its items) for a loop unrolled over them; objects
-    # here and in methods are held weakly once the program is built (release)
+    # (object, its attribute, index or key, the value there): an object or
+    # function reached through another to find a method (model.layer =
+    # other_layer makes this stale), and (list, None, its items) for a loop
+    # unrolled over them; objects here and in methods are held weakly once the
+    # program is built (release)
     reached: list = field(default_factory=list)
     method_copies: MethodCopies = field(default_factory=MethodCopies)
 
