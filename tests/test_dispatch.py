@@ -329,6 +329,19 @@ def test_bad_arguments_are_named():
         ppto.reduce_sum(ppto.tensor([1.0]), axes=0)
     with pytest.raises(ppto.PptoError, match="missing argument"):
         ppto.add(ppto.tensor([1.0]))
+    with pytest.raises(ppto.PptoError, match=r"missing argument\(s\) \['a'\]"):
+        ppto.sub(b=ppto.tensor([1.0]))
+    with pytest.raises(ppto.PptoError, match="got 'a' by position and by name"):
+        ppto.sub(ppto.tensor([1.0]), a=ppto.tensor([2.0]))
+
+
+def test_inputs_passed_by_name_take_their_place_in_any_order():
+    # (ppto.sub(b=..., a=...) was refused as "an unexpected argument 'a'": inputs
+    # by name were appended in the order written, then a came too late)
+    a, b = ppto.tensor([5.0]), ppto.tensor([1.0])
+    assert float(ppto.sub(b=b, a=a)[0]) == 4.0
+    chosen = ppto.where(np.array([True, False]), b=np.zeros(2), a=np.ones(2))
+    np.testing.assert_array_equal(chosen.numpy(), [1.0, 0.0])
 
 
 def test_parameters_given_as_tensors_reach_the_implementation_as_arrays():

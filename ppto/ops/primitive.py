@@ -148,22 +148,31 @@ class Primitive(OperatorDef):
             )
         params = dict(self.defaults)
         params.update(zip(self.param_names, extra))
+        named = {}  # inputs passed by name, placed in the operator's order below
         for key, value in kwargs.items():
             if key in self.param_names:
                 params[key] = value
-            elif key in self.input_names and self.input_names.index(key) >= len(inputs):
-                inputs.append(value)
+            elif key in self.input_names[len(inputs) :]:
+                named[key] = value
+            elif key in self.input_names:
+                raise PptoError(
+                    f"ppto.{self.name} got {key!r} by position and by name; its "
+                    f"signature is {self.name}{self.python_signature}"
+                )
             else:
                 raise PptoError(
                     f"ppto.{self.name} got an unexpected argument {key!r}; its "
                     f"signature is {self.name}{self.python_signature}"
                 )
         for name in self.input_names[len(inputs) :]:
-            if name not in self.input_defaults:
+            if name in named:
+                inputs.append(named[name])
+            elif name in self.input_defaults:
+                inputs.append(self.input_defaults[name])
+            else:
                 break
-            inputs.append(self.input_defaults[name])
         if len(inputs) < arity or len(params) < len(self.param_names):
-            missing = [n for n in self.input_names[len(inputs) :]]
+            missing = [n for n in self.input_names[len(inputs) :] if n not in named]
             missing += [n for n in self.param_names if n not in params]
             raise PptoError(f"ppto.{self.name} is missing argument(s) {missing}")
         return inputs, params
