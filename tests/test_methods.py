@@ -195,7 +195,11 @@ INDEXED_AT_RUN_TIME = _IndexedAtRunTime([SCALE, SCALE])
     "function, message, line",
     [
         (recursive, "calls itself", "def forward(self, x, steps):"),
-        (sequential_with_a_break, "unrolls a loop over layers", "x = layer(x)"),
+        (
+            sequential_with_a_break,
+            "unrolls a loop over layers .* no break, continue or return,",
+            "x = layer(x)",
+        ),
         (INDEXED_AT_RUN_TIME.forward, "known only when the code runs", "[self.k]"),
     ],
 )

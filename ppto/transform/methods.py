@@ -355,8 +355,7 @@ def _refuse_a_layer_not_known(call: gast.Call, parsed, local: set, own) -> None:
             func,
             f"ppto cannot differentiate the call of {func.id}: ppto unrolls a loop "
             "over layers (one copy of its body per layer) only where it has no "
-            "break, continue, return or else, and its names are read only inside "
-            "it",
+            "break, continue or return, and its names are read only inside it",
             "move the exit out of the loop (compute what it tests after it), or "
             "call the layers one by one",
         )
