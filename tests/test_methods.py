@@ -814,6 +814,8 @@ class _Neighbours(_Tower):
             x = layer(x) * i
         for i, layer in enumerate(self.layers[1:], -2):
             x = x + layer(x) * i
+        for i, (layer, other) in enumerate(zip(self.layers, self.layers[1:]), 2):
+            x = layer(x) * i + other(x)
         return np.sum(x**2)
 
 
@@ -826,8 +828,8 @@ def test_layers_read_by_an_index_computed_from_an_unrolled_count():
 
 
 def test_loops_over_enumerate_of_layers_from_another_start_are_unrolled():
-    """``enumerate(self.layers, 1)`` counts from its start (refused before: "layer
-    has no ppto operator")."""
+    """``enumerate(self.layers, 1)`` counts from its start, of pairs of layers
+    too (refused before: "layer has no ppto operator")."""
     model = _Neighbours()
     assert_derivatives_match(model.counted_from_one, np.array([0.3, -0.6, 0.8]))
 
