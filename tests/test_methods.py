@@ -566,11 +566,24 @@ def test_loops_over_enumerate_and_zip_of_layers_are_unrolled():
     """``for i, layer in enumerate(self.layers)`` and ``for layer, weight in
     zip(self.layers, self.weights)`` (refused before: "layer has no ppto
     operator"); a layer added to the list, or another weight, is seen."""
+    _assert_weighted_loops_unrolled_and_watched("enumerated", "zipped")
+
+
+def test_loops_over_layers_enumerating_pairs_or_with_an_else_are_unrolled():
+    """``for i, (layer, weight) in enumerate(zip(...))`` and a loop over layers
+    with an ``else`` (each read as a loop over a list of layers: "layer has no
+    ppto operator"); a layer added to the list is seen."""
+    _assert_weighted_loops_unrolled_and_watched("enumerated_pairs", "with_else")
+
+
+def _assert_weighted_loops_unrolled_and_watched(*names):
+    """The derivatives of ``_Weighted``'s methods ``names`` match central
+    differences, and their grads see a layer added and a weight changed."""
     from tests.test_checkpoint import central_differences
 
     weighted = _Weighted([SCALE, _SoftSign(np.eye(3), np.ones(3))], [0.5, -2.0, 3.0])
     x = np.array([0.3, -0.6, 0.8])
-    methods = weighted.enumerated, weighted.zipped
+    methods = [getattr(weighted, name) for name in names]
     for method in methods:
         assert_derivatives_match(method, x)
     gradients = [ppto.grad(method) for method in methods]
@@ -578,26 +591,6 @@ def test_loops_over_enumerate_and_zip_of_layers_are_unrolled():
         gradient(x)
     weighted.layers.append(SCALE)
     weighted.weights[2] = 0.25  # (now zipped with a layer)
-    for method, gradient in zip(methods, gradients):
-        expected = central_differences(method, (x,), 0)
-        np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
-
-
-def test_loops_over_layers_enumerating_pairs_or_with_an_else_are_unrolled():
-    """``for i, (layer, weight) in enumerate(zip(...))`` and a loop over layers
-    with an ``else`` (each read as a loop over a list of layers: "layer has no
-    ppto operator"); a layer added to the list is seen."""
-    from tests.test_checkpoint import central_differences
-
-    weighted = _Weighted([SCALE, _SoftSign(np.eye(3), np.ones(3))], [0.5, -2.0, 3.0])
-    x = np.array([0.3, -0.6, 0.8])
-    methods = weighted.enumerated_pairs, weighted.with_else
-    for method in methods:
-        assert_derivatives_match(method, x)
-    gradients = [ppto.grad(method) for method in methods]
-    for gradient in gradients:
-        gradient(x)
-    weighted.layers.append(SCALE)
     for method, gradient in zip(methods, gradients):
         expected = central_differences(method, (x,), 0)
         np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
