@@ -1,7 +1,8 @@
 """Comprehensions as loops, right after parsing: ``[f(x) for x in xs]`` (and a
 generator expression, ``f(x) for x in xs``) becomes a list built with ``append`` in a
 for loop written just before the statement that held it, and the builtin ``sum(...)``
-an accumulation in such a loop; the later stages differentiate loops and lists. An
+an accumulation in such a loop; the later stages differentiate loops and lists.
+``xs.extend(... for ...)`` appends the items to ``xs`` in such a loop. An
 assignment expression, ``(y := f(x))``, becomes an assignment written before its
 statement in the same way.
 

@@ -1,6 +1,13 @@
 """Reading a function's source: the gast tree of its definition, a map from tree
 positions back to the user's file, line and column, and ``TransformError`` built
 from that map (quoted line, caret, suggestion).
+
+Right after parsing, statements that change nothing the function computes are
+dropped (``global`` or ``nonlocal`` of names it never assigns, ``del`` of names
+nothing reads again) and its comprehensions are written as loops
+(``ppto.transform.comprehensions``). Also here: which decorator wrappers and
+methods only pass their call on, so that ppto reads through them
+(``unwrapped``, ``forwarded_method``).
 """
 
 from __future__ import annotations
