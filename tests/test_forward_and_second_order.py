@@ -314,6 +314,15 @@ def times_exp_thrice(x):
     return y
 
 
+def times_exp_while(x):
+    y = x
+    count = 0
+    while count < 3:
+        y = y * np.exp(x)
+        count = count + 1
+    return y
+
+
 def times_exp_thrice_derivative(order):
     """The ``order``-th derivative of x e^(3x), written out by hand."""
     return lambda x: np.exp(3 * x) * (3**order * x + order * 3 ** (order - 1))
@@ -354,6 +363,16 @@ def test_fourth_derivative_through_a_loop(x):
     assert_derivative_of_the_lower_one(clipped_sines, 4, x)
     exact = times_exp_thrice_derivative(4)
     assert_derivative_of_the_lower_one(times_exp_thrice, 4, x, exact)
+
+
+@pytest.mark.parametrize("x", [1.3, 0.7])
+def test_fourth_derivative_through_a_while_loop(x):
+    """The third derivative's code runs a while loop's reverse over
+    ``range(iterations)``, the count read from its saved values, which count as
+    differentiated: the fourth refused range as an operator it cannot
+    differentiate. range is whole numbers, with no derivative."""
+    exact = times_exp_thrice_derivative(4)
+    assert_derivative_of_the_lower_one(times_exp_while, 4, x, exact)
 
 
 # --- Hessians ---

@@ -1098,6 +1098,10 @@ class Normalizer:
         if callee.function is not None and (
             _is_constant_constructor(callee.function)
             or getattr(callee.function, "reads_metadata_only", False)
+            # whole numbers, with no derivative to lose: a while loop's reverse in
+            # a gradient differentiated again, range(iterations) of a count read
+            # from its saved values, which count as differentiated there
+            or callee.function is range
         ):
             return self.passive(node, target)
         # Not differentiable; an error only if the result depends on it (analysis).
