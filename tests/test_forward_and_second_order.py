@@ -250,6 +250,20 @@ def popped_list(x):
     return last * xs[0] + xs[1] ** 2
 
 
+def returned_from_a_loop(x):
+    y = x
+    for _ in range(5):
+        y = y * x + 0.1
+        if y > 2.0:  # from x = 1.3 on, y = x**3 + 0.1 * x + 0.1 at the second turn
+            return y * y
+    return y
+
+
+def returned_from_a_loop_second(x):
+    y, slope, curve = x**3 + 0.1 * x + 0.1, 3 * x**2 + 0.1, 6 * x
+    return 2 * slope**2 + 2 * y * curve
+
+
 SCALAR_FUNCTIONS = [
     pytest.param(sin_cubed, sin_cubed_second, 0.7, id="sin_cubed"),
     pytest.param(exp_of_tanh, exp_of_tanh_second, -0.4, id="exp_of_tanh"),
@@ -260,6 +274,8 @@ SCALAR_FUNCTIONS = [
     pytest.param(stacked_states, None, 0.7, id="stacked_states"),
     pytest.param(enumerated_list, None, 0.7, id="enumerated_list"),
     pytest.param(popped_list, None, 0.7, id="popped_list"),
+    # a branch of the lowered second derivative kept only its comments: no block
+    pytest.param(returned_from_a_loop, returned_from_a_loop_second, 1.3, id="return"),
 ]
 
 

@@ -47,6 +47,10 @@ def render_function(definition: gast.FunctionDef) -> str:
 
 def _block(body: list, depth: int) -> list[str]:
     pad = "    " * depth
+    if all(isinstance(statement, Comment) for statement in body):
+        # comments alone are no block (a branch whose statements were all found
+        # unused and removed keeps its "grad of" line)
+        body = [*body, gast.Pass()]
     lines = []
     for statement in body:
         if isinstance(statement, Comment):
