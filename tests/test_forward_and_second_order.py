@@ -339,6 +339,21 @@ def times_exp_while(x):
     return y
 
 
+def sine_steps(a, x):
+    count = 0
+    while count < 2:
+        a = np.sin(a) * x + a
+        count = count + 1
+    return a
+
+
+def halved_sine_steps(x):
+    y = x
+    for _ in range(2):
+        y = sine_steps(y, x) * 0.5
+    return y
+
+
 def times_exp_thrice_derivative(order):
     """The ``order``-th derivative of x e^(3x), written out by hand."""
     return lambda x: np.exp(3 * x) * (3**order * x + order * 3 ** (order - 1))
@@ -389,6 +404,14 @@ def test_fourth_derivative_through_a_while_loop(x):
     differentiate. range is whole numbers, with no derivative."""
     exact = times_exp_thrice_derivative(4)
     assert_derivative_of_the_lower_one(times_exp_while, 4, x, exact)
+
+
+def test_fourth_derivative_through_a_helper_with_a_while_loop():
+    """The shape of a value a loop's reverse reads for its shape only is restored
+    under a name of its own (and from a tape of its own): in the fourth derivative,
+    ``ddt2_shape`` was both the shape of ``ddt2`` and the adjoint of the third's
+    ``dt2_shape``, and an adjoint was read as a shape."""
+    assert_derivative_of_the_lower_one(halved_sine_steps, 4, 1.3)
 
 
 # --- Hessians ---

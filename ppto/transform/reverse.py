@@ -151,7 +151,7 @@ class Generator:
                 code.append(_push(plan.tape(written), name(written)))
             if written in plan.shapes:
                 shape = call(self.ref(np.shape, "shape"), name(written))
-                code.append(_push(plan.tape(written + "_shape"), shape))
+                code.append(_push(plan.shape_tape(written), shape))
         return code
 
     def forward_statement(self, s) -> list:
@@ -804,6 +804,15 @@ class LoopPlan:
             self.tapes.append(self._tapes[key])
         return self._tapes[key]
 
+    def shape_tape(self, primal: str) -> str:
+        """The tape of ``primal``'s shapes: apart from that of a value named
+        ``primal + "_shape"`` (the user's ``a_shape`` next to ``a``)."""
+        key = ("shape", primal)
+        if key not in self._tapes:
+            self._tapes[key] = self.namer.fresh(f"{primal}_shape_tape")
+            self.tapes.append(self._tapes[key])
+        return self._tapes[key]
+
     def decide(
         self, loop, reverse_body: list, body_local: set, carried: set, generator
     ):
@@ -844,8 +853,12 @@ class LoopPlan:
                 continue
             if primal in shape_only:
                 self.shapes.add(primal)
-                _rename_shape_uses(reverse_body, primal, primal + "_shape", generator)
-                popped = assign(primal + "_shape", _pop(self.tape(primal + "_shape")))
+                # a name of its own: x + "_shape" may be the user's, or another
+                # value's adjoint (d + "x_shape", the adjoint of a shape tape's
+                # items, where a gradient is differentiated again)
+                shape = self.namer.fresh(primal + "_shape")
+                _rename_shape_uses(reverse_body, primal, shape, generator)
+                popped = assign(shape, _pop(self.shape_tape(primal)))
             elif primal in recomputable and primal not in branches:
                 recompute.extend(generator.forward_statement(recomputable[primal]))
                 continue
