@@ -354,6 +354,16 @@ def halved_sine_steps(x):
     return y
 
 
+def broken_inner_loops(x):
+    y = x
+    for _ in range(3):
+        for _ in range(4):
+            y = y * 0.9 + np.sin(x * y)
+            if y > 1.5:
+                break
+    return y
+
+
 def times_exp_thrice_derivative(order):
     """The ``order``-th derivative of x e^(3x), written out by hand."""
     return lambda x: np.exp(3 * x) * (3**order * x + order * 3 ** (order - 1))
@@ -412,6 +422,13 @@ def test_fourth_derivative_through_a_helper_with_a_while_loop():
     ``ddt2_shape`` was both the shape of ``ddt2`` and the adjoint of the third's
     ``dt2_shape``, and an adjoint was read as a shape."""
     assert_derivative_of_the_lower_one(halved_sine_steps, 4, 1.3)
+
+
+def test_fourth_derivative_through_inner_loops_that_break():
+    """The values a gradient saves include tapes of the inner loops' ranges, of
+    different lengths where the loops break at different turns: their zero
+    adjoints are made item by item (as an array, such a list has none)."""
+    assert_derivative_of_the_lower_one(broken_inner_loops, 4, 0.7)
 
 
 # --- Hessians ---

@@ -25,6 +25,18 @@ def zeros_like_list(values: list) -> list:
     return [_zeros_like(value) for value in values]
 
 
+@shape_helper
+def zeros_like_items(value):
+    """Zeros shaped like ``value`` item by item where it is a list or a tuple (one
+    whose items differ in shape, such as a tape of inner loops' ranges, has no zeros
+    as an array), else like ``value`` itself."""
+    if isinstance(value, list):
+        return [zeros_like_items(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(zeros_like_items(item) for item in value)
+    return _zeros_like(value)
+
+
 def add_lists(left: list, right) -> list:
     """Element-by-element sum of two lists of adjoints (of tuples item by item)."""
     return [add_adjoints(a, b) for a, b in zip(left, right)]

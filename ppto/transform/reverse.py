@@ -489,12 +489,18 @@ class Generator:
 
     def cotangent_of(self, targets, initialized):
         parts = [
-            name(self.adjoint_name(t))
-            if t in initialized
-            else call(self.zeros_ref(), name(t))
+            name(self.adjoint_name(t)) if t in initialized else self.zero_of_item(t)
             for t in targets
         ]
         return parts[0] if len(parts) == 1 else gast.Tuple(parts, gast.Load())
+
+    def zero_of_item(self, target: str):
+        """The zero adjoint of an item of a tuple (or of a call's results): item by
+        item for one whose kind is not known, such as the values a gradient saves,
+        taken apart when it is differentiated again (lists, ranges, shapes)."""
+        if target in self.lists or self.activity.ranks.get(target) is not None:
+            return self.zero_adjoint(target)
+        return call(self.ref(lists.zeros_like_items, "zeros_like_items"), name(target))
 
     def zero_adjoint(self, primal: str):
         """A zero adjoint: zeros shaped like the primal; for a list, a zero for each
