@@ -1716,6 +1716,29 @@ def test_a_list_keeps_an_adjoint_per_item(function):
     assert_derivatives_match(function, x)
 
 
+def assigned_on_two_paths_of_three(x):
+    y = x[0]
+    for _ in range(4):  # the else, the elif twice, then the if
+        if y > 2.0:
+            z = np.sqrt(y)
+            y = z * x[1]
+        elif y > 1.0:
+            y = y * y
+        else:
+            z = x[1] * x[2]
+            y = y + z * y
+    return y * x[3]
+
+
+def test_a_value_assigned_on_some_paths_of_an_elif_chain():
+    """z is pushed where it is assigned, on two paths of three through the loop's
+    if/elif/else: its reverse pops it in those branches, not before the if (which
+    popped on every turn, from an empty tape)."""
+    assert_derivatives_match(
+        assigned_on_two_paths_of_three, np.array([0.9, 0.5, 0.6, 0.5])
+    )
+
+
 def test_a_closures_returned_arguments_are_its_own():
     # the analysis was cached per code object: _DOUBLE's answer served _SAME
     def write_through(x):

@@ -871,14 +871,13 @@ class LoopPlan:
             else:
                 self.pushed_after.add(primal)
                 popped = assign(primal, _pop(self.tape(primal)))
-            branch = branches.get(primal)
-            if branch is None:
+            places = branches.get(primal)
+            if places is None:
                 restore.append(popped)
-            else:
-                statement, side = branch
+            for statement, side in places or ():
                 reversed_if = generator.reversed_ifs.get(id(statement))
                 if reversed_if is not None:
-                    getattr(reversed_if, side).insert(0, popped)
+                    getattr(reversed_if, side).insert(0, clone(popped))
         return restore + recompute
 
 
@@ -902,10 +901,14 @@ def _recompute(plan, loop, restore, copies, generator):
 
 
 def _defining_branches(body: list, all_writes) -> dict:
-    """For names assigned inside an ``if`` of a loop body: the innermost ``if`` and
-    branch ("body" or "orelse") that holds every assignment of the name. A name that
-    both branches assign is pushed on every path, so it is popped outside that ``if``
-    (at the level that holds both)."""
+    """For names assigned inside an ``if`` of a loop body: the branches ((if, side)
+    pairs) whose reverse pops the name's tape (its pushes follow its assignments).
+    The innermost branch holding every assignment; where none does, the branch
+    holding the ``if`` where the assignments part (or none: popped before the ifs)
+    if every path through that ``if`` assigns the name (both branches, or each of
+    an ``elif`` chain), since its reverse and what follows it may read the name;
+    else each assigning branch, as pushed on those paths only (``if a: x = ...
+    elif b: ... else: x = ...`` assigns x on two paths of three)."""
     paths: dict = {}
     _branch_paths(body, (), paths, all_writes)
     found = {}
@@ -918,10 +921,50 @@ def _defining_branches(body: list, all_writes) -> dict:
             ):
                 size += 1
             common = common[:size]
-        if common:
-            statement, side = common[-1]
-            found[written] = (statement, side)
+        every = [first, *others]
+        level = len(common)
+        if any(len(path) == level for path in every) or _covered(
+            [path[level:] for path in every]
+        ):
+            if common:
+                found[written] = [common[-1]]
+        else:
+            found[written] = _distinct([path[-1] for path in every])
     return found
+
+
+def _covered(paths: list) -> bool:
+    """Whether assignments at the ends of ``paths`` (each starting at one ``if``)
+    happen on every path through that ``if``: each side assigns at its top, or
+    holds an ``if`` covered in turn."""
+    if not paths or not all(paths):
+        return False
+    statement = paths[0][0][0]
+    for side in ("body", "orelse"):
+        inside = [path[1:] for path in paths if _same(path[0], (statement, side))]
+        if not inside:
+            return False
+        if any(not rest for rest in inside):
+            continue
+        nested = _distinct([rest[0][0] for rest in inside])
+        if not any(
+            _covered([rest for rest in inside if rest[0][0] is inner])
+            for inner in nested
+        ):
+            return False
+    return True
+
+
+def _distinct(items: list) -> list:
+    """``items`` without repeats (by identity of their statements), in order."""
+    out = []
+    for item in items:
+        if not any(
+            (item is seen) or (isinstance(item, tuple) and _same(item, seen))
+            for seen in out
+        ):
+            out.append(item)
+    return out
 
 
 def _same(a: tuple, b: tuple) -> bool:
