@@ -369,6 +369,9 @@ def times_exp_thrice_derivative(order):
     return lambda x: np.exp(3 * x) * (3**order * x + order * 3 ** (order - 1))
 
 
+POINTS = [1.3, 0.7]
+
+
 def derivatives(function, order):
     """``function`` differentiated ``order`` times over: grad(grad(...))."""
     for _ in range(order):
@@ -376,44 +379,44 @@ def derivatives(function, order):
     return function
 
 
-def assert_derivative_of_the_lower_one(function, order, x, exact=None):
-    """The ``order``-th derivative against central differences of the one below
-    (and against ``exact``, where given)."""
-    value = float(derivatives(function, order)(x))
-    expected = differences_of(derivatives(function, order - 1), x)
-    np.testing.assert_allclose(value, expected, rtol=SECOND_ORDER_RTOL)
-    if exact is not None:
-        np.testing.assert_allclose(value, exact(x), rtol=1e-10)
+def assert_derivative_of_the_lower_one(function, order, points, exact=None):
+    """The ``order``-th derivative at each of ``points`` against central
+    differences of the one below (and against ``exact``, where given)."""
+    lower = derivatives(function, order - 1)
+    derivative = ppto.grad(lower)
+    for x in points:
+        value = float(derivative(x))
+        expected = differences_of(lower, x)
+        np.testing.assert_allclose(value, expected, rtol=SECOND_ORDER_RTOL)
+        if exact is not None:
+            np.testing.assert_allclose(value, exact(x), rtol=1e-10)
 
 
-@pytest.mark.parametrize("x", [1.3, 0.7])
-def test_third_derivative_through_a_loop(x):
+def test_third_derivative_through_a_loop():
     """Differentiating a gradient pops its loop's tapes in reverse: each tape's
     adjoint needs an entry per pop, zeros for values read only for their shape
     (these had no entries at all: ``pop from empty list`` in the third derivative)."""
-    assert_derivative_of_the_lower_one(clipped_sines, 3, x)
+    assert_derivative_of_the_lower_one(clipped_sines, 3, POINTS)
     exact = times_exp_thrice_derivative(3)
-    assert_derivative_of_the_lower_one(times_exp_thrice, 3, x, exact)
+    assert_derivative_of_the_lower_one(times_exp_thrice, 3, POINTS, exact)
 
 
-@pytest.mark.parametrize("x", [1.3, 0.7])
-def test_fourth_derivative_through_a_loop(x):
+def test_fourth_derivative_through_a_loop():
     """A tuple's adjoint is unpacked, not indexed: the third derivative's code takes
     the adjoint of the saved values (a tuple of lists and arrays) apart, and as an
     index of it (``dsaved[4]``) the fourth differentiated it as an array's."""
-    assert_derivative_of_the_lower_one(clipped_sines, 4, x)
+    assert_derivative_of_the_lower_one(clipped_sines, 4, POINTS)
     exact = times_exp_thrice_derivative(4)
-    assert_derivative_of_the_lower_one(times_exp_thrice, 4, x, exact)
+    assert_derivative_of_the_lower_one(times_exp_thrice, 4, POINTS, exact)
 
 
-@pytest.mark.parametrize("x", [1.3, 0.7])
-def test_fourth_derivative_through_a_while_loop(x):
+def test_fourth_derivative_through_a_while_loop():
     """The third derivative's code runs a while loop's reverse over
     ``range(iterations)``, the count read from its saved values, which count as
     differentiated: the fourth refused range as an operator it cannot
     differentiate. range is whole numbers, with no derivative."""
     exact = times_exp_thrice_derivative(4)
-    assert_derivative_of_the_lower_one(times_exp_while, 4, x, exact)
+    assert_derivative_of_the_lower_one(times_exp_while, 4, POINTS, exact)
 
 
 def test_fourth_derivative_through_a_helper_with_a_while_loop():
@@ -421,14 +424,25 @@ def test_fourth_derivative_through_a_helper_with_a_while_loop():
     under a name of its own (and from a tape of its own): in the fourth derivative,
     ``ddt2_shape`` was both the shape of ``ddt2`` and the adjoint of the third's
     ``dt2_shape``, and an adjoint was read as a shape."""
-    assert_derivative_of_the_lower_one(halved_sine_steps, 4, 1.3)
+    assert_derivative_of_the_lower_one(halved_sine_steps, 4, [1.3])
 
 
 def test_fourth_derivative_through_inner_loops_that_break():
     """The values a gradient saves include tapes of the inner loops' ranges, of
     different lengths where the loops break at different turns: their zero
     adjoints are made item by item (as an array, such a list has none)."""
-    assert_derivative_of_the_lower_one(broken_inner_loops, 4, 0.7)
+    assert_derivative_of_the_lower_one(broken_inner_loops, 4, [0.7])
+
+
+def test_forward_over_reverse_through_a_loop_to_third_and_fourth_order():
+    """jvp of a second and of a third derivative: forward mode over the reverse
+    mode's tapes, pops and list adjoints."""
+    for order in (2, 3):
+        derivative = derivatives(times_exp_thrice, order)
+        for x in POINTS:
+            _, tangent = ppto.jvp(derivative, (x,), (1.0,))
+            exact = times_exp_thrice_derivative(order + 1)(x)
+            np.testing.assert_allclose(float(tangent), exact, rtol=1e-10)
 
 
 # --- Hessians ---
