@@ -451,6 +451,27 @@ def test_raw_cupy_arrays_pass_as_cotangents_and_tangents(emulated_cupy):
     np.testing.assert_allclose(tangent.numpy(), 1.0 / np.cosh(x) ** 2, rtol=1e-12)
 
 
+def squares_on_the_gpu_else_sum(x):
+    if x.device == "cuda:0" and str(x.device) == "cuda:0":
+        return np.sum(x * x)
+    return np.sum(x)
+
+
+def test_a_differentiated_function_reading_x_device_sees_the_tensors_device(
+    emulated_cupy,
+):
+    # generated code computes on raw arrays: x.device read a CuPy array's own
+    # device (<CUDA Device 0>, unequal to "cuda:0"), and the test took the other
+    # branch on a GPU
+    x = np.array([1.0, -2.0, 0.5])
+    on_gpu = ppto.tensor(x, device="cuda")
+    gradient = ppto.grad(squares_on_the_gpu_else_sum)(on_gpu)
+    np.testing.assert_allclose(gradient.numpy(), 2 * x)
+    np.testing.assert_allclose(
+        ppto.grad(squares_on_the_gpu_else_sum)(x).numpy(), np.ones(3)
+    )
+
+
 OUT_OF_BOUNDS = {  # an index 5 into 3 elements, or -4
     "take": lambda x, i: ppto.take(x, i),
     "take_axis": lambda x, i: ppto.take(x.reshape((1, 3)), i, axis=1),

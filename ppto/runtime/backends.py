@@ -502,6 +502,21 @@ def backend_of_array(array: Any) -> tuple[Backend, int] | None:
     return None
 
 
+def device_of(value: Any) -> Any:
+    """The ppto Device of a raw array, as a tensor on it reports (``x.device`` read
+    in generated code, which computes on raw arrays: a CuPy array's own ``.device``
+    is CuPy's, unequal to "cuda:0", so a test of it took the other branch on a
+    GPU); for anything else (an object's attribute), its own ``.device``."""
+    for kind, backend in _BACKENDS.items():
+        if backend.owns(value):
+            return (
+                Device("cpu")
+                if kind == "cpu"
+                else Device(kind, backend.index_of(value))
+            )
+    return value.device
+
+
 def devices() -> list[Device]:
     """Every usable device: ``cpu``, each visible GPU, and registered backends'."""
     found = [Device("cpu")]

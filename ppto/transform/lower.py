@@ -22,7 +22,7 @@ import numpy as np
 from ppto.errors import BackendError
 from ppto.fusion.kernels import LARGE
 from ppto.ops.primitive import OperatorDef, Primitive
-from ppto.runtime.backends import Backend
+from ppto.runtime.backends import Backend, device_of
 from ppto.runtime.tensor import Tensor
 from ppto.transform import trees
 from ppto.transform.emit import compile_source, render_function
@@ -155,6 +155,12 @@ class Lowering(trees.Transformer):
 
     def visit_Attribute(self, node):
         self.generic_visit(node)
+        if node.attr == "device" and isinstance(node.ctx, gast.Load):
+            # (a raw array's device as its tensor's: see backends.device_of)
+            label = self.bind(device_of, "device_of", key=("device_of",))
+            return gast.Call(
+                gast.Name(label, gast.Load(), None, None), [node.value], []
+            )
         return self.raw_if_tensor(node)
 
     def visit_Subscript(self, node):
