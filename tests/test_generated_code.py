@@ -2969,3 +2969,27 @@ def test_a_decorator_passing_its_call_on_with_defaults_of_its_own_is_kept():
     value, gradient = ppto.value_and_grad(decorated_scaled_square)(x)
     assert float(value) == 15.0
     np.testing.assert_allclose(gradient.numpy(), 6.0 * x)
+
+
+def picked_by_their_order(x, y):
+    first = np.argmax(y)
+    order = np.argsort(y)
+    halves = np.floor(y * 2).astype(int)
+    picked = x[first] * 3.0 + np.sum(x[order] * np.arange(3.0))
+    return picked + np.sum(x[halves] * y)
+
+
+def test_indices_made_of_whole_numbers_from_differentiated_values_are_allowed():
+    # np.argmax(y), np.argsort(y), np.floor(y).astype(int) carry no derivative, as
+    # y > 0 does, so they may index x: refused as 'an index that depends on a
+    # differentiated value' (so ppto.vjp, differentiating every argument, refused
+    # float labels sorted to order a batch)
+    from tests.corpus.checks import central_differences
+
+    x, y = np.array([1.0, 2.0, 3.0]), np.array([0.3, 0.1, 0.6])
+    expected = [central_differences(picked_by_their_order, [x, y], p) for p in (0, 1)]
+    gradients = ppto.grad(picked_by_their_order, wrt=(0, 1))(x, y)
+    _, pullback = ppto.vjp(picked_by_their_order, x, y)
+    for gradient, pulled, wanted in zip(gradients, pullback(1.0), expected):
+        np.testing.assert_allclose(np.asarray(gradient), wanted, atol=1e-8)
+        np.testing.assert_allclose(np.asarray(pulled), wanted, atol=1e-8)

@@ -905,6 +905,13 @@ class Normalizer:
         statement = ir.Apply(target, op, inputs, params, tuple(given), style, syntax)
         if "dtype" in params:  # (x.astype(int) carries no derivative: see analyze)
             statement.result_dtype = self.named_dtype(params["dtype"])
+        whole = (
+            statement.result_dtype is not None and statement.result_dtype.kind in "biu"
+        )
+        if whole or not getattr(op, "differentiable", True):
+            # (argsort, argmax, floor, x.astype(int): no derivative passes, so such a
+            # value may index a differentiated array, as x > 0 may mask one)
+            self.varied.discard(target)
         self.emit(statement)
         return target
 
