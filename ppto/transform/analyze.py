@@ -43,6 +43,10 @@ class Activity:
     # cannot be told (see _check_layouts)
     unknown_layouts: list = field(default_factory=list)
     own_lists: set = field(default_factory=set)  # lists the function makes (xs = [])
+    # (call statement, activity) -> (shape, dtype) of the value a user function's
+    # call returns, where the called function's analysis on its arguments' shapes
+    # tells it (None: not known); without it calls' results have no known shape
+    call_result: object = None
 
     @property
     def fresh(self) -> set:
@@ -61,6 +65,7 @@ def analyze(
     layouts=None,
     shapes=None,
     dtypes=None,
+    call_result=None,
 ) -> Activity:
     activity = Activity(
         varied=set(wrt),
@@ -68,6 +73,7 @@ def analyze(
         layouts=dict(layouts or {}),
         shapes=dict(shapes or {}),
         dtypes=dict(dtypes or {}),
+        call_result=call_result,
     )
     _forward(body, activity)
     _read_layouts(body, activity, set(ranks), source)
@@ -355,7 +361,8 @@ def _forward(body, activity: Activity) -> None:
         for name in ir.writes(statement):  # known only where worked out below
             if not isinstance(statement, ir.Apply):
                 activity.made_otherwise.add(name)
-            if not isinstance(statement, (ir.Apply, ir.Copy)) and not counter:
+            worked_out = (ir.Apply, ir.Copy, ir.CallFunction)
+            if not isinstance(statement, worked_out) and not counter:
                 _merge(activity.dtypes, name, None)
         if counter:
             activity.ranks[statement.target] = 0  # an integer from a range
@@ -405,6 +412,7 @@ def _forward(body, activity: Activity) -> None:
             inputs = list(statement.inputs) + list(statement.keywords.values())
             if _any_varied(inputs, activity):
                 activity.varied.update(statement.targets)
+            _take_call_result(statement, activity)
         elif isinstance(statement, ir.ListAppend):
             if ir.operand_names(statement.value) & activity.varied:
                 activity.varied.add(statement.target)
@@ -449,6 +457,22 @@ def _forward(body, activity: Activity) -> None:
             if statement.opaque and statement.reads & activity.varied:
                 for name in statement.targets:
                     activity.tainted[name] = statement
+
+
+def _take_call_result(statement: ir.CallFunction, activity: Activity) -> None:
+    """The shape, dtype and rank of what a call of a user function returns, where
+    the called function's analysis tells them (so that the code after the call, and
+    later calls, are specialised as inline code is); merged as any assignment's, so
+    that one that changes round a loop is not known."""
+    found = None
+    if activity.call_result is not None and len(statement.targets) == 1:
+        found = activity.call_result(statement, activity)
+    shape, dtype = found if found is not None else (None, None)
+    for target in statement.targets:
+        _merge(activity.shapes, target, shape)
+        _merge(activity.dtypes, target, dtype)
+    if shape is not None and activity.shapes[statement.targets[0]] is not None:
+        activity.ranks[statement.targets[0]] = len(shape)
 
 
 def _backward(body, activity: Activity) -> None:
@@ -637,9 +661,9 @@ def operand_rank(operand, ranks):
 def call_specialisation(call: ir.CallFunction, activity: Activity, lists: set):
     """What a derivative of ``call``'s function is specialised on besides the
     operands differentiated, alike in both modes: ``(ranks by position, ranks by
-    keyword, where lists are passed, image layout hints by position or keyword)``
-    (the hints its arguments have here: its image operators without a layout take
-    them, as on tensors)."""
+    keyword, where lists are passed, image layout hints by position or keyword,
+    the known shapes and dtypes of its arguments)`` (the hints its arguments have
+    here: its image operators without a layout take them, as on tensors)."""
     ranks = activity.ranks
     by_position = [operand_rank(x, ranks) for x in call.inputs]
     by_name = {k: operand_rank(x, ranks) for k, x in call.keywords.items()}
@@ -649,7 +673,26 @@ def call_specialisation(call: ir.CallFunction, activity: Activity, lists: set):
         for where, operand in given
         if (hint := _layout_hint(operand, activity.layouts)) is not None
     )
-    return by_position, by_name, ir.lists_passed(call, lists), hints
+    listed = ir.lists_passed(call, lists)
+    return by_position, by_name, listed, hints, _described(call, activity, listed)
+
+
+def _described(call: ir.CallFunction, activity: Activity, listed: tuple) -> tuple:
+    """``(position or keyword, shape, dtype)`` of the call's arguments whose shape
+    is known here (lists passed have none): its function's derivative is
+    specialised on them, as the entry's is on its arguments'. A literal number's
+    dtype is not told (a Python number's type is weak: it takes the array's)."""
+    given = [*enumerate(call.inputs), *sorted(call.keywords.items())]
+    described = []
+    for where, operand in given:
+        if where in listed:
+            continue
+        shape = operand_shape(operand, activity.shapes, activity.dtypes)
+        if shape is None:
+            continue
+        dtype = activity.dtypes.get(operand) if isinstance(operand, str) else None
+        described.append((where, tuple(shape), dtype))
+    return tuple(described)
 
 
 def _index_rank(rank, index, ranks):

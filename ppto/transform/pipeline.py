@@ -11,6 +11,7 @@ gradients`` (used by ``vjp`` and for called functions).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import operator
@@ -19,14 +20,16 @@ from dataclasses import dataclass, field
 
 import gast
 
-from ppto.errors import GradError, TransformError
+from ppto.errors import GradError, ShapeError, TransformError
 from ppto.ops.shape import ones_like, zeros_like
 from ppto.transform import aliases, fence, ir, trees
 from ppto.transform.analyze import (
     UNKNOWN_LAYOUT,
     analyze,
+    call_specialisation,
     check_reachable,
     operand_rank,
+    operand_shape,
 )
 from ppto.transform.emit import compile_source, render_function
 from ppto.transform.idioms import stop_shift_gradients
@@ -89,6 +92,9 @@ class Program:
     # found one (nhwc for a conv2d's): vjp and jvp tag the entry's result with it
     result_layouts: dict = field(default_factory=dict)
     value_shapes: dict = field(default_factory=dict)  # function -> known shapes
+    # a call's specialisation -> (shape, dtype) of what the called function
+    # returns (see _call_result)
+    call_results: dict = field(default_factory=dict)
     # function -> likely shapes: the known ones, and a gradient's its value's (a
     # rule's result might still broadcast): fusion's choice of equivalent code only
     size_hints: dict = field(default_factory=dict)
@@ -288,7 +294,12 @@ def _prepare(
     plan_reverse: bool = True,
     list_parameters=(),
     hints=None,
+    described=None,
 ):
+    """Normalize and analyze ``parsed`` and make its generator (``plan_reverse``:
+    with the called functions' derivatives planned). ``described``: the shapes and
+    dtypes its call gives its parameters (a called function's derivative is
+    specialised on them, as the entry's is on its arguments')."""
     fence.check(parsed)
     generated = _generated(parsed.fn)
     entry = parsed.fn is program.entry_function
@@ -356,9 +367,14 @@ def _prepare(
     ir_body = stop_shift_gradients(normalizer.block(body), namer)
     if not generated:  # (a gradient differentiated again was checked as written)
         normalizer.refuse_lists_made_arrays(ir_body)
-    shapes, dtypes = (program.shapes, program.dtypes) if entry else ({}, {})
+    shapes, dtypes = ({}, {}) if described is None else described
+    if entry:
+        shapes, dtypes = program.shapes, program.dtypes
     layouts = program.layouts if entry else _callee_layouts(parsed, program, hints)
-    activity = analyze(ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes)
+    results = _call_result(program, normalizer.lists)
+    activity = analyze(
+        ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes, results
+    )
     check_reachable(activity, wrt, parsed.source)
     generator = Generator(
         parsed, activity, namer, program.refs, program_callee(program)
@@ -460,6 +476,7 @@ def split(
     called: bool = True,
     list_parameters=(),
     hints=None,
+    described=None,
 ):
     """``<name>_forward`` and ``<name>_backward``; returns their names and the
     parameters the backward takes from the call site (only when ``called`` from
@@ -468,7 +485,13 @@ def split(
     from ppto.transform.inline import operand_expr
 
     ir_body, activity, generator = _prepare(
-        parsed, wrt, ranks, program, list_parameters=list_parameters, hints=hints
+        parsed,
+        wrt,
+        ranks,
+        program,
+        list_parameters=list_parameters,
+        hints=hints,
+        described=described,
     )
     result = _result_operand(ir_body)
     program.last_result_rank = operand_rank(result, activity.ranks)
@@ -581,13 +604,14 @@ def jvp(
     program: Program,
     list_parameters=(),
     hints=None,
+    described=None,
 ) -> str:
     """``<name>_jvp(*args, *tangents) -> (value, tangent)``; one tangent per ``wrt``."""
     from ppto.transform.forward import TangentGenerator
     from ppto.transform.inline import operand_expr
 
     ir_body, activity, generator = _prepare(
-        parsed, wrt, ranks, program, False, list_parameters, hints
+        parsed, wrt, ranks, program, False, list_parameters, hints, described
     )
     result = _result_operand(ir_body)
     program.last_result_rank = operand_rank(result, activity.ranks)
@@ -624,45 +648,127 @@ def primal(parsed: ParsedFunction, wrt, ranks: dict, program: Program) -> str:
 
 
 def _call_plan(
-    parsed: ParsedFunction, positions, keywords, ranks, by_name, listed, hinted
+    parsed: ParsedFunction,
+    positions,
+    keywords,
+    ranks,
+    by_name,
+    listed,
+    hinted,
+    described=(),
 ):
     """What a call of ``parsed`` specialises it on: ``(wrt, key, rank_map, lists,
-    hints)``, the parameters differentiated, the key of its plan, the parameters'
-    ranks (``by_name``: those passed by keyword), those it is passed lists for
-    (``listed``: positions, names) and its parameters' image layout hints
-    (``hinted``: by position or name)."""
+    hints, shapes and dtypes)``, the parameters differentiated, the key of its plan,
+    the parameters' ranks (``by_name``: those passed by keyword), those it is passed
+    lists for (``listed``: positions, names), its parameters' image layout hints
+    (``hinted``: by position or name) and their shapes and dtypes where known
+    (``described``: (position or name, shape, dtype))."""
     parameters = parsed.parameters
     wrt = [parameters[p] for p in positions if p < len(parameters)] + list(keywords)
     if len(wrt) != len(positions) + len(keywords):
         raise GradError(f"{parsed.name} was called with more arguments than it has")
     by_name = by_name or {}
-    # (the function, not its code: closures of one factory hold different values)
+    # (the function, not its code: closures of one factory hold different values;
+    # the shapes too: code specialised on some shapes is wrong for others)
     key = (parsed.fn, tuple(wrt), tuple(ranks), tuple(sorted(by_name.items())))
-    key += (listed, hinted)
+    key += (listed, hinted, described)
     rank_map = {parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)}
     rank_map.update(by_name)
-    lists = {
-        parameters[p] if isinstance(p, int) else p
-        for p in listed
-        if not isinstance(p, int) or p < len(parameters)
-    }
-    hints = {
-        parameters[p] if isinstance(p, int) else p: hint
-        for p, hint in hinted
-        if not isinstance(p, int) or p < len(parameters)
-    }
-    return wrt, key, rank_map, lists, hints
+
+    def parameter(where):
+        return parameters[where] if isinstance(where, int) else where
+
+    def given(where) -> bool:
+        return not isinstance(where, int) or where < len(parameters)
+
+    lists = {parameter(p) for p in listed if given(p)}
+    hints = {parameter(p): hint for p, hint in hinted if given(p)}
+    shapes = {parameter(p): shape for p, shape, _ in described if given(p)}
+    dtypes = {parameter(p): dtype for p, _, dtype in described if given(p)}
+    passed = set(parameters[: len(ranks)]) | set(by_name)
+    for omitted in _number_defaults(parsed):
+        if omitted not in passed:  # (a Python number: 0-d, its dtype weak)
+            shapes[omitted] = ()
+    return wrt, key, rank_map, lists, hints, (shapes, dtypes)
+
+
+def _number_defaults(parsed: ParsedFunction) -> list:
+    """The parameters whose default is a Python number (not a bool: a flag)."""
+    return [
+        parameter
+        for parameter, described in signature(parsed.fn).parameters.items()
+        if isinstance(described.default, (int, float))
+        and not isinstance(described.default, bool)
+    ]
+
+
+def _call_result(program: Program, lists: set):
+    """``Activity.call_result`` for a function of ``program`` whose lists are
+    ``lists``: the shape and dtype of what a call returns, found by analyzing the
+    called function on the shapes and dtypes of the call's arguments (every
+    parameter taken as differentiated, as ``primal`` does: its operations are then
+    all explicit), once per specialisation. Not known (None) where no argument's
+    shape is, where the function is being transformed already (a recursion, refused
+    when its derivative is planned) or where it cannot be analyzed so (its
+    derivative's own analysis then says why)."""
+
+    def result(statement: ir.CallFunction, activity):
+        parsed = statement.function
+        ranks, by_name, listed, hinted, described = call_specialisation(
+            statement, activity, lists
+        )
+        if not described or parsed.fn in program.transforming:
+            return None
+        _, key, rank_map, listed_names, hints, given = _call_plan(
+            parsed, [], [], ranks, by_name, listed, hinted, described
+        )
+        if key not in program.call_results:
+            found = None
+            with contextlib.suppress(TransformError, GradError, ShapeError):
+                with _transforming(parsed, program):
+                    found = _analyzed_result(
+                        parsed, rank_map, program, listed_names, hints, given
+                    )
+            program.call_results[key] = found
+        return program.call_results[key]
+
+    return result
+
+
+def _analyzed_result(parsed, ranks, program, lists, hints, described):
+    # (on a copy of its tree: preparing rewrites statements in place, and the
+    # derivative made from it next saw ``for _ in steps`` this left, with no
+    # ``steps = range(3)`` before it)
+    parsed = dataclasses.replace(parsed, tree=clone(parsed.tree))
+    ir_body, activity, _ = _prepare(
+        parsed, parsed.parameters, ranks, program, False, lists, hints, described
+    )
+    result = _result_operand(ir_body)
+    shape = operand_shape(result, activity.shapes, activity.dtypes)
+    if shape is None:
+        return None
+    dtype = activity.dtypes.get(result) if isinstance(result, str) else None
+    return tuple(shape), dtype
 
 
 def program_jvp_callee(program: Program):
-    def plan(parsed, positions, keywords, ranks, by_name=None, listed=(), hinted=()):
-        wrt, key, rank_map, lists, hints = _call_plan(
-            parsed, positions, keywords, ranks, by_name, listed, hinted
+    def plan(
+        parsed,
+        positions,
+        keywords,
+        ranks,
+        by_name=None,
+        listed=(),
+        hinted=(),
+        described=(),
+    ):
+        wrt, key, rank_map, lists, hints, shapes = _call_plan(
+            parsed, positions, keywords, ranks, by_name, listed, hinted, described
         )
         key = ("jvp",) + key
         if key not in program.callee_plans:
             with _transforming(parsed, program):
-                jvp_name = jvp(parsed, wrt, rank_map, program, lists, hints)
+                jvp_name = jvp(parsed, wrt, rank_map, program, lists, hints, shapes)
             program.callee_plans[key] = (jvp_name, program.tangent_parameters[jvp_name])
         return program.callee_plans[key]
 
@@ -670,14 +776,29 @@ def program_jvp_callee(program: Program):
 
 
 def program_callee(program: Program):
-    def plan(parsed, positions, keywords, ranks, by_name=None, listed=(), hinted=()):
-        wrt, key, rank_map, lists, hints = _call_plan(
-            parsed, positions, keywords, ranks, by_name, listed, hinted
+    def plan(
+        parsed,
+        positions,
+        keywords,
+        ranks,
+        by_name=None,
+        listed=(),
+        hinted=(),
+        described=(),
+    ):
+        wrt, key, rank_map, lists, hints, shapes = _call_plan(
+            parsed, positions, keywords, ranks, by_name, listed, hinted, described
         )
         if key not in program.callee_plans:
             with _transforming(parsed, program):
                 forward_name, backward_name, passed = split(
-                    parsed, wrt, rank_map, program, list_parameters=lists, hints=hints
+                    parsed,
+                    wrt,
+                    rank_map,
+                    program,
+                    list_parameters=lists,
+                    hints=hints,
+                    described=shapes,
                 )
             order = list(positions) + list(keywords)
             program.callee_plans[key] = (forward_name, backward_name, order, passed)
