@@ -3056,3 +3056,36 @@ def test_a_helper_result_whose_shape_changes_round_a_loop_is_not_taken_as_known(
     for got, position in ((dy, 0), (dw, 1)):
         expected = central_differences(growing_through_a_helper, [y0, w], position)
         np.testing.assert_allclose(got.numpy(), expected, rtol=1e-6)
+
+
+def tanh_layer(x, W):
+    return np.tanh(x @ W)
+
+
+def layer_on_rows_or_columns(x, W):
+    if x.shape[0] == W.shape[0]:
+        y = tanh_layer(x.T, W)
+    else:
+        y = tanh_layer(x, W)
+    return np.sum(y * y)
+
+
+def test_a_helper_call_whose_shapes_do_not_fit_on_a_path_not_taken_is_no_error():
+    """The branch not taken calls the helper with shapes its matrix product does not
+    fit: its derivative, specialised on them, raised ShapeError when the gradient
+    was made (code made without them is, as before). Gradients against central
+    differences, tangent too."""
+    from tests.corpus.checks import central_differences
+
+    x, W = (
+        np.linspace(0.1, 0.6, 6).reshape(3, 2),
+        np.linspace(-0.4, 0.4, 8).reshape(2, 4),
+    )
+    gradients = ppto.grad(layer_on_rows_or_columns, wrt=(0, 1))(x, W)
+    for got, position in zip(gradients, (0, 1)):
+        expected = central_differences(layer_on_rows_or_columns, [x, W], position)
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-6)
+    direction = np.ones_like(W)
+    _, tangent = ppto.jvp(lambda W: layer_on_rows_or_columns(x, W), (W,), (direction,))
+    expected = central_differences(layer_on_rows_or_columns, [x, W], 1)
+    assert float(tangent) == pytest.approx(np.sum(expected * direction), rel=1e-6)

@@ -751,6 +751,20 @@ def _analyzed_result(parsed, ranks, program, lists, hints, described):
     return tuple(shape), dtype
 
 
+def _shapes_if_they_fit(generate, described):
+    """``generate(described)``, or ``generate(None)`` (no shapes known) where the
+    called function's analysis finds its statements do not fit the shapes given: a
+    call on a path that is never taken (``helper(x.T, W)`` in the branch for
+    other shapes) is no error, and one that is taken fails when it runs, as
+    before."""
+    try:
+        return generate(described)
+    except ShapeError:
+        if not any(described):
+            raise
+        return generate(None)
+
+
 def program_jvp_callee(program: Program):
     def plan(
         parsed,
@@ -768,7 +782,12 @@ def program_jvp_callee(program: Program):
         key = ("jvp",) + key
         if key not in program.callee_plans:
             with _transforming(parsed, program):
-                jvp_name = jvp(parsed, wrt, rank_map, program, lists, hints, shapes)
+                jvp_name = _shapes_if_they_fit(
+                    lambda given: jvp(
+                        parsed, wrt, rank_map, program, lists, hints, given
+                    ),
+                    shapes,
+                )
             program.callee_plans[key] = (jvp_name, program.tangent_parameters[jvp_name])
         return program.callee_plans[key]
 
@@ -791,14 +810,17 @@ def program_callee(program: Program):
         )
         if key not in program.callee_plans:
             with _transforming(parsed, program):
-                forward_name, backward_name, passed = split(
-                    parsed,
-                    wrt,
-                    rank_map,
-                    program,
-                    list_parameters=lists,
-                    hints=hints,
-                    described=shapes,
+                forward_name, backward_name, passed = _shapes_if_they_fit(
+                    lambda given: split(
+                        parsed,
+                        wrt,
+                        rank_map,
+                        program,
+                        list_parameters=lists,
+                        hints=hints,
+                        described=given,
+                    ),
+                    shapes,
                 )
             order = list(positions) + list(keywords)
             program.callee_plans[key] = (forward_name, backward_name, order, passed)
