@@ -8,6 +8,7 @@ Tensor([17., 37.], device='cpu', dtype=float64)
 
 from ppto import debug
 from ppto import ops as _ops
+from ppto.ops import numpy_map as _numpy_map
 from ppto.api import grad, hessian, jvp, show_grad, show_source, value_and_grad, vjp
 from ppto.checkpoint import checkpoint
 from ppto.composite import CompositeOperator, operator
@@ -69,5 +70,6 @@ globals().update(
     {name: op for name, op in _OPERATORS.items() if name not in _CONSTRUCTORS}
 )
 globals().update({alias: _OPERATORS[name] for alias, name in _ops.ALIASES.items()})
+globals().update(_numpy_map.numpy_ordered_spellings())
 
 __version__ = "0.1.0"

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 import ppto
+from ppto.ops.numpy_map import operator_of
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,8 @@ class Row:
     def function(self) -> Callable:
         if self.call is not None:
             return self.call
-        op = getattr(ppto, self.op)
+        # the operator, inputs first (ppto.average takes NumPy's order)
+        op = operator_of(getattr(ppto, self.op))
         return lambda *args: op(*args, **self.params)
 
     def inputs(self, rng, dtype, device) -> list[Any]:

@@ -1,5 +1,7 @@
 """Devices, tensor construction and the Tensor surface (NumPy interoperation)."""
 
+import io
+
 import numpy as np
 import pytest
 
@@ -303,6 +305,43 @@ def test_numpy_average_on_tensors_reads_numpys_positions_and_refuses_bad_weights
             call(ppto.tensor(x))
     with pytest.raises(ppto.PptoError, match="weights sum to zero along axis=1"):
         np.average(ppto.tensor(x), 1, np.array([1.0, -1.0, 0.0]))
+
+
+def average_along_rows(x, w):
+    return np.sum(ppto.average(x, 1, w) ** 2) + np.sum(ppto.average(x, 0) ** 3)
+
+
+def test_ppto_average_takes_numpys_positional_order():
+    # ppto.average was (a, weights, axis): ppto.average(x, 1) took 1 as weights
+    # and averaged everything where np.average(x, 1) averages along axis 1
+    from tests.corpus.checks import central_differences
+
+    x, w = np.arange(1.0, 7.0).reshape(2, 3) ** 1.5, np.array([1.0, 2.0, 0.5])
+    for call in (
+        lambda av, a: av(a, 1),
+        lambda av, a: av(a, 1, w),
+        lambda av, a: av(a, 0, None, keepdims=True),
+        lambda av, a: av(a, weights=w, axis=1),
+    ):
+        expected = call(np.average, x)
+        np.testing.assert_allclose(call(ppto.average, ppto.tensor(x)).numpy(), expected)
+        np.testing.assert_allclose(call(ppto.average, x).numpy(), expected)
+    dx, dw = ppto.grad(average_along_rows, wrt=(0, 1))(x, w)
+    np.testing.assert_allclose(
+        dx.numpy(), central_differences(average_along_rows, [x, w], 0), rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        dw.numpy(), central_differences(average_along_rows, [x, w], 1), rtol=1e-6
+    )
+    tx, tw = np.linspace(1.0, -1.0, 6).reshape(2, 3), np.array([0.5, -1.0, 2.0])
+    _, derivative = ppto.jvp(average_along_rows, (x, w), (tx, tw))
+    expected = np.sum(dx.numpy() * tx) + np.sum(dw.numpy() * tw)
+    assert float(derivative) == pytest.approx(expected, rel=1e-8)
+    with pytest.raises(ppto.PptoError, match="ppto.average got 'axis' by position"):
+        ppto.average(x, 1, axis=1)
+    with pytest.raises(ppto.PptoError, match="returned=True"):
+        np.average(ppto.tensor(x), 1, w, returned=True)
+    assert "Average" in ppto.show_op(ppto.average, file=io.StringIO())
 
 
 def test_numpy_slogdet_on_tensors_has_numpys_fields():

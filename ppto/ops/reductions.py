@@ -433,10 +433,16 @@ def running_shape(x, axis):
 
 
 @primitive("(Tensor[...], Tensor[...]) -> Tensor[...]")
-def average(xp, a, weights=1.0, axis=None, keepdims=False):
+def average(xp, a, weights=None, axis=None, keepdims=False, returned=False):
     """Weighted mean over ``axis``, sum(a * weights) / sum(weights), like
     np.average: weights of a's shape, or 1-D along an int ``axis``; without
-    weights (or weights=None, NumPy's default), the mean."""
+    weights, the mean. ``ppto.average`` takes its arguments in NumPy's order,
+    (a, axis, weights); the operator, its inputs first (see NUMPY_ORDER)."""
+    if returned:  # (a pair: one result per operator, and one gradient rule)
+        raise PptoError(
+            "ppto.average takes no returned=True: compute the sum of the weights "
+            "apart, np.sum(np.broadcast_to(weights, a.shape), axis)"
+        )
     if isinstance(weights, (list, tuple)):  # (a global list, in generated code)
         weights = xp.asarray(weights)
     if not hasattr(weights, "shape"):  # a number or None: every element alike
@@ -481,7 +487,7 @@ def weights_shape(weights, a, axis):
 
 
 @average.grad_rule
-def _(a, weights=1.0, axis=None, keepdims=False, out=None):
+def _(a, weights=None, axis=None, keepdims=False, returned=False, out=None):
     def backward(dY):
         if weights is None:  # (the mean; None has no gradient)
             return unreduce(dY / reduced_count(a, axis), a, axis, keepdims), None
@@ -498,7 +504,7 @@ def _(a, weights=1.0, axis=None, keepdims=False, out=None):
 
 
 @average.jvp_rule
-def _(a, weights=1.0, axis=None, keepdims=False, out=None):
+def _(a, weights=None, axis=None, keepdims=False, returned=False, out=None):
     def tangent(da, dweights):
         if weights is None:  # (the mean)
             return reduce_sum(da, axis, keepdims) / reduced_count(a, axis)

@@ -16,7 +16,7 @@ import gast
 import numpy as np
 
 from ppto.ops import arrange, elementwise, linalg, reductions, shape
-from ppto.ops.numpy_map import NUMPY_DOT, NUMPY_FUNCTIONS
+from ppto.ops.numpy_map import NUMPY_DOT, NUMPY_FUNCTIONS, NumpyAlias
 from ppto.ops.primitive import OperatorDef
 from ppto.runtime import constructors
 
@@ -145,6 +145,8 @@ def classify(value: Any, text: str = "") -> Callee:
 
 def numpy_alias(value: Any):
     """The NumpyAlias of a NumPy function or ufunc with a ppto operator, else None."""
+    if isinstance(value, NumpyAlias):  # (ppto's own NumPy-ordered spellings)
+        return value
     if not _hashable(value):
         return None
     try:
