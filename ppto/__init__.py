@@ -8,7 +8,6 @@ Tensor([17., 37.], device='cpu', dtype=float64)
 
 from ppto import debug
 from ppto import ops as _ops
-from ppto.ops import numpy_map as _numpy_map
 from ppto.api import grad, hessian, jvp, show_grad, show_source, value_and_grad, vjp
 from ppto.checkpoint import checkpoint
 from ppto.composite import CompositeOperator, operator
@@ -25,6 +24,7 @@ from ppto.errors import (
 )
 from ppto.fusion import FusionError, FusionRule, fusion_rule, fusion_rules
 from ppto.gradcheck import GradCheckReport, check_grad
+from ppto.ops import numpy_map as _numpy_map
 from ppto.ops.primitive import OPERATORS as _OPERATORS
 from ppto.ops.primitive import OperatorDef, Primitive
 from ppto.ops.rules import Rule
