@@ -2721,6 +2721,29 @@ def padded_reflection(x):
     return np.sum(np.pad(y, 1, mode="reflect") ** 2)
 
 
+def padded_with_differentiated_values(v):
+    x = np.reshape(v[:6], (2, 3))
+    one_value = np.pad(x, ((1, 0), (2, 1)), constant_values=v[6])
+    per_side = np.pad(x, 1, constant_values=np.reshape(v[7:11], (2, 2)))
+    scalar = ppto.pad(v[11], 2, constant_values=v[0])  # (a 0-d x: left as it is)
+    return np.sum(one_value**3) + np.sum(np.sin(per_side)) + scalar**2
+
+
+def test_a_differentiated_pad_value_gets_dy_summed_over_where_it_fills():
+    # constant_values was a parameter: differentiated, it was refused ("does not
+    # differentiate the 'constant_values' argument"), and np.pad of a 0-d array
+    # (which NumPy returns as it is) was a ShapeError
+    v = np.linspace(0.5, 2.0, 12)
+    assert_derivatives_match(padded_with_differentiated_values, v)
+    values = np.array([[1.0, 2.0], [3.0, 4.0]])
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(
+        np.pad(ppto.tensor(x), 1, constant_values=values).numpy(),
+        np.pad(x, 1, constant_values=values),
+    )
+    assert np.pad(ppto.tensor(3.0), 1).numpy() == np.pad(np.array(3.0), 1)
+
+
 def inverse_sum(a):
     return np.sum(np.linalg.inv(a))
 

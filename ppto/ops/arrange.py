@@ -169,41 +169,73 @@ def repeat_counts(repeats):
 PAD_MODES = ("constant",)
 
 
-@primitive(ANY)
-def pad(xp, x, pad_width, mode="constant", constant_values=0):
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]")
+def pad(xp, x, constant_values=0, pad_width=None, mode="constant"):
     """x with ``pad_width`` elements of ``constant_values`` added before and after it
     along each axis, like np.pad (``((before, after), ...)``, one pair for every
-    axis, or one number). Only mode='constant' (the default)."""
+    axis, or one number; a 0-d x is left as it is). Only mode='constant' (the
+    default). The pad value is an input, differentiable as x is; ``ppto.pad`` takes
+    NumPy's order, (x, pad_width, mode) (see NUMPY_ORDER)."""
     if mode not in PAD_MODES:
         raise PptoError(
             f"ppto.pad takes mode='constant' only, got mode={mode!r}: pad with "
             "np.concatenate of the slices you want to repeat or reflect"
         )
-    return xp.pad(
-        x, pad_pairs(x, pad_width), mode="constant", constant_values=constant_values
-    )
+    pairs = pad_pairs(x, pad_width)
+    if not pairs:  # (NumPy returns a 0-d array as it is)
+        return x.copy()
+    return xp.pad(x, pairs, mode="constant", constant_values=constant_values)
 
 
 @pad.grad_rule
-def _(x, pad_width, mode="constant", constant_values=0):
+def _(x, constant_values, pad_width, mode="constant"):
     def backward(dY):
-        return getitem(dY, unpadded(x, pad_width))
+        # each pad value gets dY summed over the places it fills
+        filled = dY * pad_filling(x, constant_values, pad_width)
+        dvalues = reduce_sum(filled, pad_filled_axes(x))
+        return getitem(dY, unpadded(x, pad_width)), reshape(
+            dvalues, np.shape(constant_values)
+        )
 
     return backward
 
 
 @pad.jvp_rule
-def _(x, pad_width, mode="constant", constant_values=0):
-    def tangent(dx):
-        # the padding is constant: its tangent is zero whatever constant_values is
-        return pad(dx, pad_width)
+def _(x, constant_values, pad_width, mode="constant"):
+    def tangent(dx, dconstant_values):
+        return pad(dx, dconstant_values, pad_width)
 
     return tangent
 
 
 @shape_helper
+def pad_filling(x, constant_values, pad_width):
+    """For each element of ``constant_values`` (on a leading axis), where it fills
+    ``pad(x, constant_values, pad_width)``: 1 there, 0 elsewhere (made by padding
+    with the values' positions, so that NumPy's broadcasting of the values over the
+    axes and sides, and the order in which corners are filled, are its own)."""
+    xp = array_module(x)
+    count = int(np.size(constant_values))
+    pairs = pad_pairs(x, pad_width)
+    if not pairs:  # (a 0-d x: nothing is padded)
+        return xp.zeros((count,), dtype=x.dtype)
+    positions = np.arange(1, count + 1).reshape(np.shape(constant_values))
+    where = np.pad(np.zeros(np.shape(x), int), pairs, constant_values=positions)
+    ones = where == np.arange(1, count + 1).reshape((count,) + (1,) * np.ndim(x))
+    return xp.asarray(ones.astype(x.dtype))
+
+
+@shape_helper
+def pad_filled_axes(x):
+    """The axes of ``dY * pad_filling(...)`` summed for each pad value's gradient."""
+    return tuple(range(1, np.ndim(x) + 1))
+
+
+@shape_helper
 def pad_pairs(x, pad_width):
     """``pad_width`` as one (before, after) pair of whole numbers per axis of x."""
+    if pad_width is None:  # (the operator's default, after its inputs)
+        raise PptoError("ppto.pad is missing its pad_width")
     widths = np.asarray(pad_width)
     if widths.dtype.kind not in "iu" or widths.size and widths.min() < 0:
         raise ShapeError(
@@ -244,7 +276,7 @@ def _(x, n=1, axis=-1):
     def backward(dY):
         # a difference's adjoint is minus the difference of the zero-padded dY
         order = diff_order(x, n, axis)
-        padded = pad(dY, diff_padding(dY, order, axis))
+        padded = pad(dY, 0.0, diff_padding(dY, order, axis))
         return diff_sign(order) * diff(padded, order, axis)
 
     return backward

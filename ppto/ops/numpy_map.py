@@ -202,7 +202,6 @@ _FUNCTIONS = {
     np.roll: arrange.roll,
     np.tile: arrange.tile,
     np.repeat: arrange.repeat,
-    np.pad: arrange.pad,
     np.diff: arrange.diff,
     np.sort: arrange.sort,
     np.argsort: arrange.argsort,
@@ -280,6 +279,7 @@ NUMPY_FUNCTIONS[np.einsum] = NumpyAlias(linalg.einsum, leading=("subscripts",))
 # averages along axis 1 as np.average(a, 1) does.
 NUMPY_ORDER = {
     np.average: (reductions.average, ("a", "axis", "weights")),
+    np.pad: (arrange.pad, ("array", "pad_width", "mode")),
 }
 NUMPY_FUNCTIONS.update(
     {
