@@ -368,6 +368,13 @@ SHAPE = [
     unary("diff", N((3, 5))),
     unary("diff", N((4, 3)), "n-axis", n=2, axis=0),
     unary("diff", N((2, 3)), "n-beyond-length", n=4),
+    Row(
+        "diff",
+        (N((2, 3)), N(()), N((2, 2))),
+        {"n": 2},
+        wrt=(0, 1, 2),
+        label="prepend-append",
+    ),
     unary("sort", Distinct((3, 4))),
     unary("sort", Distinct((3, 4)), "axis", axis=0),
     unary("sort", Distinct((3, 4)), "flattened", axis=None),

@@ -2744,6 +2744,28 @@ def test_a_differentiated_pad_value_gets_dy_summed_over_where_it_fills():
     assert np.pad(ppto.tensor(3.0), 1).numpy() == np.pad(np.array(3.0), 1)
 
 
+def differences_with_edges(v):
+    x = np.reshape(v[:6], (2, 3))
+    first = np.diff(x, prepend=0.5, append=x[:, :1])  # a number; x itself
+    second = np.diff(x, 2, 0, v[6:9][None, :], v[9])  # NumPy's positions
+    return np.sum(first**2) + np.sum(np.sin(second)) + np.sum(ppto.diff(v, 1, 0, v[0]))
+
+
+def test_diff_takes_differentiated_prepend_and_append():
+    # np.diff(x, prepend=..., append=...) was refused ("no argument 'prepend'")
+    v = np.linspace(0.5, 2.0, 10) ** 2
+    assert_derivatives_match(differences_with_edges, v)
+    x = np.arange(6.0).reshape(2, 3) ** 2
+    for call in (
+        lambda d, a: d(a, prepend=0.0, append=2.0),
+        lambda d, a: d(a, 2, 0, x[:1], 1.0),
+        lambda d, a: d(a, axis=0, append=x),
+    ):
+        expected = call(np.diff, x)
+        np.testing.assert_array_equal(call(np.diff, ppto.tensor(x)).numpy(), expected)
+        np.testing.assert_array_equal(call(ppto.diff, x).numpy(), expected)
+
+
 def inverse_sum(a):
     return np.sum(np.linalg.inv(a))
 

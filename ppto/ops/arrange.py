@@ -14,7 +14,7 @@ from ppto.ops.indexing import along_axis_index, getitem, index_add, take_along_a
 from ppto.ops.primitive import primitive
 from ppto.ops.reductions import reduce_sum
 from ppto.ops.rules import shape_helper
-from ppto.ops.shape import flatten, reshape, zeros_like
+from ppto.ops.shape import flatten, reshape, unbroadcast, zeros_like
 from ppto.runtime.tensor import Tensor, array_module
 
 ANY = "(Tensor[...]) -> Tensor[...]"
@@ -261,32 +261,86 @@ def unpadded(x, pad_width):
     )
 
 
-@primitive(ANY, tangent="linear")
-def diff(xp, x, n=1, axis=-1):
+@primitive("(Tensor[...], Tensor[...], Tensor[...]) -> Tensor[...]")
+def diff(xp, x, prepend=None, append=None, n=1, axis=-1):
     """Differences of neighbours along ``axis``, ``x[1:] - x[:-1]``, taken ``n``
-    times, like np.diff (without prepend= / append=: concatenate them first)."""
+    times, like np.diff; ``prepend`` and ``append`` (a number, or an array of x's
+    shape but along ``axis``) are put before and after x along ``axis`` first, and
+    are differentiable as x is. ``ppto.diff`` takes NumPy's order, (x, n, axis,
+    prepend, append); the operator, its inputs first (see NUMPY_ORDER)."""
     _whole_number(n, "ppto.diff's n")
     if n < 0:
         raise ShapeError(f"ppto.diff's n must be at least 0, got {n}")
-    return xp.diff(x, n=n, axis=axis)
+    edges = {"prepend": prepend, "append": append}
+    edges = {side: value for side, value in edges.items() if value is not None}
+    return xp.diff(x, n=n, axis=axis, **edges)
 
 
 @diff.grad_rule
-def _(x, n=1, axis=-1):
+def _(x, prepend, append, n=1, axis=-1):
     def backward(dY):
-        # a difference's adjoint is minus the difference of the zero-padded dY
-        order = diff_order(x, n, axis)
+        # a difference's adjoint is minus the difference of the zero-padded dY,
+        # here of x with its edges put before and after it
+        order = diff_order(x, prepend, append, n, axis)
         padded = pad(dY, 0.0, diff_padding(dY, order, axis))
-        return diff_sign(order) * diff(padded, order, axis)
+        widened = diff_sign(order) * diff(padded, None, None, order, axis)
+        dx = getitem(widened, diff_part(x, prepend, append, axis, "x"))
+        dprepend = dappend = None
+        if prepend is not None:
+            part = diff_part(x, prepend, append, axis, "prepend")
+            dprepend = unbroadcast(getitem(widened, part), prepend)
+        if append is not None:
+            part = diff_part(x, prepend, append, axis, "append")
+            dappend = unbroadcast(getitem(widened, part), append)
+        return dx, dprepend, dappend
 
     return backward
 
 
+@diff.jvp_rule
+def _(x, prepend, append, n=1, axis=-1):
+    def tangent(dx, dprepend, dappend):
+        # linear in x and its edges together; an edge left out has no tangent
+        before = after = None
+        if prepend is not None:
+            before = dprepend
+        if append is not None:
+            after = dappend
+        return diff(dx, before, after, n, axis)
+
+    return tangent
+
+
 @shape_helper
-def diff_order(x, n, axis):
-    """How many differences ``diff(x, n, axis)`` takes before none is left: n, or
-    x's length along ``axis`` where n is more."""
-    return min(n, np.shape(x)[axis])
+def diff_edges(x, prepend, append, axis) -> tuple[int, int]:
+    """How many elements ``prepend`` and ``append`` put before and after x along
+    ``axis`` (a number: one; none: 0)."""
+    return tuple(
+        0 if edge is None else np.shape(edge)[axis] if np.ndim(edge) else 1
+        for edge in (prepend, append)
+    )
+
+
+@shape_helper
+def diff_order(x, prepend, append, n, axis):
+    """How many differences ``diff`` takes before none is left: n, or the length
+    along ``axis`` of x with its edges where n is more."""
+    before, after = diff_edges(x, prepend, append, axis)
+    return min(n, before + np.shape(x)[axis] + after)
+
+
+@shape_helper
+def diff_part(x, prepend, append, axis, which):
+    """The subscript of x with its edges (along ``axis``) that is ``which`` of
+    them: 'prepend', 'x' or 'append'."""
+    before, _ = diff_edges(x, prepend, append, axis)
+    size = np.shape(x)[axis]
+    part = {
+        "prepend": slice(0, before),
+        "x": slice(before, before + size),
+        "append": slice(before + size, None),
+    }[which]
+    return (slice(None),) * (axis % np.ndim(x)) + (part,)
 
 
 @shape_helper

@@ -202,7 +202,6 @@ _FUNCTIONS = {
     np.roll: arrange.roll,
     np.tile: arrange.tile,
     np.repeat: arrange.repeat,
-    np.diff: arrange.diff,
     np.sort: arrange.sort,
     np.argsort: arrange.argsort,
     np.moveaxis: shape.moveaxis,
@@ -280,6 +279,7 @@ NUMPY_FUNCTIONS[np.einsum] = NumpyAlias(linalg.einsum, leading=("subscripts",))
 NUMPY_ORDER = {
     np.average: (reductions.average, ("a", "axis", "weights")),
     np.pad: (arrange.pad, ("array", "pad_width", "mode")),
+    np.diff: (arrange.diff, ("a", "n", "axis", "prepend", "append")),
 }
 NUMPY_FUNCTIONS.update(
     {
