@@ -344,6 +344,44 @@ def test_ppto_average_takes_numpys_positional_order():
     assert "Average" in ppto.show_op(ppto.average, file=io.StringIO())
 
 
+def running_and_trace_in_float64(x):
+    products = np.cumprod(x, 1, np.float64)
+    sums = x.cumsum(0, np.float64)
+    return np.sum(products**2) + x.trace(0, 0, 1, np.float64) + np.sum(sums**2)
+
+
+def test_cumsum_cumprod_and_trace_take_numpys_dtype():
+    # dtype= was refused by np.cumsum, np.cumprod and np.trace, and the methods
+    # given NumPy's positional dtype (x.cumprod(0, np.float64)) raised Python's
+    # own TypeError
+    from tests.corpus.checks import central_differences
+
+    x = np.arange(1.0, 7.0).reshape(2, 3) * 0.5
+    t = ppto.tensor(x)
+    for spelled, expected in (
+        (t.cumprod(0, np.float32), x.cumprod(0, np.float32)),
+        (t.cumsum(None, np.float32), x.cumsum(None, np.float32)),
+        (t.trace(0, 0, 1, np.float32), x.trace(0, 0, 1, np.float32)),
+        (np.cumsum(t, axis=0, dtype=np.float32), np.cumsum(x, 0, np.float32)),
+        (np.cumprod(t, dtype=np.float32), np.cumprod(x, dtype=np.float32)),
+        (np.trace(t, dtype=np.float32), np.trace(x, dtype=np.float32)),
+    ):
+        assert spelled.dtype == expected.dtype
+        np.testing.assert_allclose(spelled.numpy(), expected)
+    expected = central_differences(running_and_trace_in_float64, [x], 0)
+    single = x.astype(np.float32)  # (the gradient comes back in x's dtype)
+    gradient = ppto.grad(running_and_trace_in_float64)(single)
+    assert gradient.dtype == np.float32
+    np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-5)
+    tangent = np.linspace(1.0, -1.0, 6).reshape(2, 3)
+    _, derivative = ppto.jvp(running_and_trace_in_float64, (x,), (tangent,))
+    assert float(derivative) == pytest.approx(np.sum(expected * tangent), rel=1e-6)
+    with pytest.raises(ppto.PptoError, match="takes no out="):
+        t.cumprod(0, None, np.zeros((2, 3)))
+    with pytest.raises(ppto.PptoError, match=r"Tensor.trace\(\) takes \(offset"):
+        t.trace(0, 0, 1, None, None, 6)
+
+
 def test_numpy_slogdet_on_tensors_has_numpys_fields():
     A = np.array([[2.0, 0.5], [1.0, -3.0]])
     sign, logabsdet = np.linalg.slogdet(A)

@@ -22,6 +22,7 @@ from ppto.ops.reductions import reduce_sum
 from ppto.ops.rules import shape_helper
 from ppto.ops.shape import (
     broadcast_to,
+    cast,
     expand_dims,
     flatten,
     matrix_transpose,
@@ -676,16 +677,18 @@ def diagonal_filling(x, offset, axis1, axis2):
 
 
 @primitive(ANY, tangent="linear")
-def trace(xp, x, offset=0, axis1=0, axis2=1):
+def trace(xp, x, offset=0, axis1=0, axis2=1, dtype=None):
     """The sum of the ``offset``-th diagonal of x over axes ``axis1`` and ``axis2``
-    (of each matrix in a stack), like np.trace."""
-    return xp.trace(x, offset=offset, axis1=axis1, axis2=axis2)
+    (of each matrix in a stack), like np.trace (summed in ``dtype`` where given)."""
+    return xp.trace(x, offset=offset, axis1=axis1, axis2=axis2, dtype=dtype)
 
 
 @trace.grad_rule
-def _(x, offset=0, axis1=0, axis2=1):
+def _(x, offset=0, axis1=0, axis2=1, dtype=None):
     def backward(dY):
         spread = expand_dims(dY, trace_axes(x, axis1, axis2))
+        if dtype is not None:  # (dY is in dtype; the gradient, in x's)
+            spread = cast(spread, x.dtype)
         return spread * diagonal_mask(x, offset, axis1, axis2)
 
     return backward

@@ -5,6 +5,9 @@ NumPy functions applied to tensors (``np.exp(x)``, ``np.sum(x, axis=1)``) are ro
 the matching operator through ``__array_ufunc__`` / ``__array_function__``.
 """
 
+import functools
+import inspect
+
 import numpy as np
 
 from ppto.errors import PptoError
@@ -33,6 +36,16 @@ def _reduction(op, name: str):
 
     method.__doc__ = op.__doc__
     return method
+
+
+def _dtype_without_out(dtype, out, name: str):
+    """``dtype``, where NumPy's method also takes ``out`` (which ppto does not)."""
+    if out is not None:
+        raise PptoError(
+            f".{name}() takes no out= (ppto's results are new tensors): assign the "
+            "result instead"
+        )
+    return dtype
 
 
 def _reshape(self, *new_shape):
@@ -194,8 +207,12 @@ _METHODS = {
     "prod": _reduction(reductions.reduce_prod, "prod"),
     "var": _reduction(reductions.reduce_var, "var"),
     "std": _reduction(reductions.reduce_std, "std"),
-    "cumsum": lambda self, axis=None: reductions.cumsum(self, axis),
-    "cumprod": lambda self, axis=None: reductions.cumprod(self, axis),
+    "cumsum": lambda self, axis=None, dtype=None, out=None: reductions.cumsum(
+        self, axis, _dtype_without_out(dtype, out, "cumsum")
+    ),
+    "cumprod": lambda self, axis=None, dtype=None, out=None: reductions.cumprod(
+        self, axis, _dtype_without_out(dtype, out, "cumprod")
+    ),
     "flatten": lambda self: shape.flatten(self),
     "ravel": lambda self: shape.flatten(self),
     "argmax": _reduction(reductions.argmax, "argmax"),
@@ -211,8 +228,10 @@ _METHODS = {
     "squeeze": lambda self, axis=None: shape.squeeze(self, axis),
     "astype": lambda self, dtype: shape.cast(self, dtype),
     "copy": lambda self: shape.copy(self),
-    "trace": lambda self, offset=0, axis1=0, axis2=1: linalg.trace(
-        self, offset, axis1, axis2
+    "trace": lambda self, offset=0, axis1=0, axis2=1, dtype=None, out=None: (
+        linalg.trace(
+            self, offset, axis1, axis2, _dtype_without_out(dtype, out, "trace")
+        )
     ),
     "diagonal": lambda self, offset=0, axis1=0, axis2=1: linalg.diagonal(
         self, offset, axis1, axis2
@@ -229,7 +248,32 @@ _METHODS = {
 
 def install() -> None:
     for name, value in _METHODS.items():
+        if not name.startswith("__") and callable(value):
+            value = _arguments_checked(name, value)
         setattr(Tensor, name, value)
+
+
+def _arguments_checked(name: str, method):
+    """``method``, raising a ppto error, not Python's TypeError, for arguments it
+    does not take (NumPy's methods take more: ``x.cumprod(0, dtype, out)``)."""
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def checked(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except TypeError as error:
+            try:  # (checked after the fact: a call that binds costs nothing more)
+                signature.bind(self, *args, **kwargs)
+            except TypeError:
+                parameters = list(signature.parameters)[1:]
+                raise PptoError(
+                    f"Tensor.{name}() takes ({', '.join(parameters)}): {error}; "
+                    "pass the arguments ppto takes, by name"
+                ) from error
+            raise
+
+    return checked
 
 
 def expression_methods() -> dict:

@@ -340,27 +340,32 @@ def argmin(xp, x, axis=None, keepdims=False):
 
 
 @primitive("(Tensor[...]) -> Tensor[...]", tangent="linear")
-def cumsum(xp, x, axis=None):
-    """Running sums along ``axis`` (of the flattened x when None), like np.cumsum."""
-    return xp.cumsum(x, axis=axis)
+def cumsum(xp, x, axis=None, dtype=None):
+    """Running sums along ``axis`` (of the flattened x when None), like np.cumsum
+    (summed in ``dtype`` where given)."""
+    return xp.cumsum(x, axis=axis, dtype=dtype)
 
 
 @cumsum.grad_rule
-def _(x, axis=None):
+def _(x, axis=None, dtype=None):
     def backward(dY):
         # x[i] enters every running sum from i on: dY's running sums from the end
         if axis is None:
-            return reshape(flip(cumsum(flip(dY))), np.shape(x))
-        return flip(cumsum(flip(dY, axis), axis), axis)
+            gradient = reshape(flip(cumsum(flip(dY))), np.shape(x))
+        else:
+            gradient = flip(cumsum(flip(dY, axis), axis), axis)
+        if dtype is not None:  # (dY is in dtype; the gradient, in x's)
+            gradient = cast(gradient, x.dtype)
+        return gradient
 
     return backward
 
 
 @primitive("(Tensor[...]) -> Tensor[...]")
-def cumprod(xp, x, axis=None):
+def cumprod(xp, x, axis=None, dtype=None):
     """Running products along ``axis`` (of the flattened x when None), like
-    np.cumprod."""
-    return xp.cumprod(x, axis=axis)
+    np.cumprod (multiplied in ``dtype`` where given)."""
+    return xp.cumprod(x, axis=axis, dtype=dtype)
 
 
 # x[i]'s derivative of the running product out[j] (j >= i) is the product of the
@@ -373,7 +378,7 @@ def cumprod(xp, x, axis=None):
 
 
 @cumprod.grad_rule
-def _(x, axis=None, out=None):
+def _(x, axis=None, dtype=None, out=None):
     def backward(dY):
         along = running_axis(axis)
         flat = reshape(x, running_shape(x, axis))
@@ -391,13 +396,15 @@ def _(x, axis=None, out=None):
             cumsum(flip(dY * without_two, along), along), along
         )
         gradient = where(first, at_first, where(second, at_second, others))
+        if dtype is not None:  # (out and dY are in dtype; the gradient, in x's)
+            gradient = cast(gradient, x.dtype)
         return reshape(gradient, np.shape(x))
 
     return backward
 
 
 @cumprod.jvp_rule
-def _(x, axis=None, out=None):
+def _(x, axis=None, dtype=None, out=None):
     def tangent(dx):
         along = running_axis(axis)
         flat = reshape(x, running_shape(x, axis))
@@ -414,6 +421,8 @@ def _(x, axis=None, out=None):
         at_second = (
             first_value * without_two * cumsum(where(second, flat_dx, 0.0), along)
         )
+        if dtype is not None:  # (the products are in dtype)
+            return cast(others + at_first + at_second, out.dtype)
         return others + at_first + at_second
 
     return tangent
