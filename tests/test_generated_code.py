@@ -2766,6 +2766,31 @@ def test_diff_takes_differentiated_prepend_and_append():
         np.testing.assert_array_equal(call(ppto.diff, x).numpy(), expected)
 
 
+def stacked_numbers_vectors_and_matrices(v):
+    s, vector, matrix = v[0], v[1:4], np.reshape(v[4:10], (2, 3))
+    rows = np.vstack([vector, matrix, vector * s])  # (a vector is a row)
+    numbers = np.vstack([s, v[1]])  # (a number is a 1x1 matrix)
+    joined = np.hstack([s, vector, s**2])  # (a number is a vector)
+    return np.sum(np.sin(rows)) + np.sum(numbers**2) + np.sum(joined**3)
+
+
+def test_vstack_and_hstack_take_numbers_and_vectors_with_matrices():
+    # np.vstack and np.hstack refused 0-d arrays, and vstack vectors with matrices
+    # (NumPy makes them np.atleast_2d / np.atleast_1d first)
+    assert_derivatives_match(
+        stacked_numbers_vectors_and_matrices, np.linspace(0.5, 2.0, 10)
+    )
+    a, v, m = np.array(1.5), np.array([1.0, 2.0, 3.0]), np.arange(6.0).reshape(2, 3)
+    for join, arrays in (
+        (np.vstack, [a, np.array(2.0)]),
+        (np.hstack, [a, np.array(2.0)]),
+        (np.vstack, [v, m]),
+        (np.hstack, [a, v]),
+    ):
+        tensors = [ppto.tensor(x) for x in arrays]
+        np.testing.assert_array_equal(join(tensors).numpy(), join(arrays))
+
+
 def inverse_sum(a):
     return np.sum(np.linalg.inv(a))
 

@@ -369,62 +369,79 @@ def _(x, source, destination):
     return backward
 
 
-def _ranks(xs) -> set:
-    return {len(getattr(x, "shape", np.shape(x))) for x in xs}
-
-
-def _check_joinable(name: str, xs, advice: str) -> None:
-    """Refuse what vstack and hstack do not join: numbers, or vectors together with
-    arrays of more axes (NumPy would join them by rules of its own)."""
-    ranks = _ranks(xs)
-    if 0 in ranks or 1 in ranks and len(ranks) > 1:
-        raise ShapeError(
-            f"ppto.{name} joins vectors alone or arrays of 2 or more axes, got arrays "
-            f"of {sorted(ranks)} axes: {advice}"
-        )
-
-
 @shape_helper
-def stacks_vectors(xs) -> bool:
-    """Whether ``vstack(xs)`` stacks vectors as rows (else it joins matrices)."""
-    return _ranks(xs) == {1}
+def part_shapes(xs) -> tuple:
+    """The shapes of the arrays ``xs`` that vstack or hstack joined."""
+    return tuple(tuple(getattr(x, "shape", np.shape(x))) for x in xs)
+
+
+def _joined_shape(shape: tuple, by: str) -> tuple:
+    """How ``by`` (vstack or hstack) sees an array of ``shape``: as np.atleast_2d
+    (a number a 1x1 matrix, a vector a row) or np.atleast_1d makes it."""
+    least = 2 if by == "vstack" else 1
+    return (1,) * (least - len(shape)) + shape if len(shape) < least else shape
+
+
+def _joined_axis(shapes: tuple, by: str) -> int:
+    """The axis ``by`` joins along: vstack's first; hstack's first for vectors
+    (and numbers), else its second."""
+    if by == "vstack" or len(_joined_shape(shapes[0], by)) == 1:
+        return 0
+    return 1
 
 
 @primitive("([Tensor[...]]) -> Tensor[...]", tangent="linear")
 def vstack(xp, xs):
-    """Vectors stacked as the rows of a matrix, or arrays of two or more axes joined
-    along their first, like np.vstack."""
-    _check_joinable("vstack", xs, "make the vectors rows first (v[None, :])")
+    """Arrays joined along their first axis, like np.vstack: a vector is a row
+    and a number a 1x1 matrix first (np.atleast_2d)."""
     return xp.vstack(xs)
 
 
 @vstack.grad_rule
 def _(xs):
     def backward(dY):
-        if stacks_vectors(xs):
-            return unstack(dY, 0)
-        return split(dY, split_points(xs, 0), 0)
+        return split_joined(dY, part_shapes(xs), "vstack")
 
     return backward
 
 
-@shape_helper
-def hstack_axis(xs) -> int:
-    """The axis ``hstack(xs)`` joins along: 0 for vectors, else 1."""
-    return 0 if _ranks(xs) == {1} else 1
-
-
 @primitive("([Tensor[...]]) -> Tensor[...]", tangent="linear")
 def hstack(xp, xs):
-    """Vectors joined end to end, or arrays of two or more axes joined along their
-    second, like np.hstack."""
-    _check_joinable("hstack", xs, "reshape them to the same number of axes first")
+    """Vectors (and numbers) joined end to end, or arrays of two or more axes
+    joined along their second, like np.hstack."""
+    ranks = {len(_joined_shape(shape, "hstack")) for shape in part_shapes(xs)}
+    if 1 in ranks and len(ranks) > 1:  # (NumPy's concatenate refuses them too)
+        raise ShapeError(
+            "ppto.hstack joins vectors (and numbers) alone or arrays of 2 or more "
+            f"axes, got arrays of {sorted(ranks)} axes: reshape them to the same "
+            "number of axes first"
+        )
     return xp.hstack(xs)
 
 
 @hstack.grad_rule
 def _(xs):
     def backward(dY):
-        return split(dY, split_points(xs, hstack_axis(xs)), hstack_axis(xs))
+        return split_joined(dY, part_shapes(xs), "hstack")
+
+    return backward
+
+
+@primitive(ANY + " tuple", tangent="linear")
+def split_joined(xp, x, shapes, by):
+    """The parts of ``x = vstack(xs)`` (``by='vstack'``) or ``hstack(xs)`` for xs of
+    ``shapes``, each of its own shape: the adjoint of vstack and hstack."""
+    axis = _joined_axis(shapes, by)
+    sizes = [_joined_shape(shape, by)[axis] for shape in shapes]
+    parts = xp.split(x, np.cumsum(sizes)[:-1].tolist(), axis=axis)
+    return tuple(xp.reshape(part, shape) for part, shape in zip(parts, shapes))
+
+
+@split_joined.grad_rule
+def _(x, shapes, by):
+    def backward(dYs):
+        if by == "vstack":
+            return vstack(dYs)
+        return hstack(dYs)
 
     return backward
