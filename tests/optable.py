@@ -355,6 +355,8 @@ SHAPE = [
     unary("repeat", N((3, 2)), "counts", repeats=[2, 0, 1], axis=-2),
     unary("repeat", N((2, 2)), "counts-flattened", repeats=[1, 3, 0, 2]),
     unary("repeat", N((2, 3, 2)), "negative-axis", repeats=2, axis=-2),
+    unary("repeat", N((2, 3)), "float-count", repeats=2.0, axis=1),  # (NumPy 2's)
+    unary("repeat", N((3, 2)), "float-counts", repeats=[2.0, 0.0, 1.0], axis=0),
     unary("pad", N((2, 3)), pad_width=((1, 0), (2, 1))),
     unary("pad", N((2, 3)), "constant-values", pad_width=1, constant_values=0.5),
     Row(

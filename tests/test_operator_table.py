@@ -98,6 +98,7 @@ def test_every_operator_runs_its_cupy_code_path_on_emulated_cupy(emulated_cupy, 
         (lambda x: ppto.pad(x, ((1, 1), (1, 1), (1, 1))), "pair for each of the 2"),
         (lambda x: ppto.repeat(x, 1.5), "repeats must be a whole number"),
         (lambda x: ppto.repeat(x, [1, 2], axis=0), "repeat"),
+        (lambda x: ppto.repeat(x, 2.5), "2.5 .NumPy would repeat 2 times"),
         (lambda x: ppto.diff(x, n=-1), "at least 0"),
         (lambda x: ppto.diff(x, 1.0), "whole number"),
         (

@@ -162,8 +162,22 @@ def repeat_counts(repeats):
     if hasattr(raw, "tolist"):  # (an array or a NumPy number)
         raw = raw.tolist()
     if isinstance(raw, (list, tuple)):
-        return [_whole_number(count, "ppto.repeat: each of repeats") for count in raw]
-    return _whole_number(raw, "ppto.repeat: repeats")
+        return [_count(count, "ppto.repeat: each of repeats") for count in raw]
+    return _count(raw, "ppto.repeat: repeats")
+
+
+def _count(value, what: str) -> int:
+    """A count NumPy 2 takes: a whole number, or a float of a whole value
+    (``np.repeat(x, 2.0)``). NumPy cuts 2.5 down to 2; ppto refuses it rather
+    than guess which count was meant."""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        raise ShapeError(
+            f"{what} must be whole numbers, got {value!r} (NumPy would repeat "
+            f"{int(value)} times): round it first, e.g. int(round(repeats))"
+        )
+    return _whole_number(value, what)
 
 
 PAD_MODES = ("constant",)
