@@ -174,7 +174,7 @@ def _count(value, what: str) -> int:
         return int(value)
     if isinstance(value, (float, np.floating)):
         raise ShapeError(
-            f"{what} must be whole numbers, got {value!r} (NumPy would repeat "
+            f"{what} must be a whole number, got {value!r} (NumPy would repeat "
             f"{int(value)} times): round it first, e.g. int(round(repeats))"
         )
     return _whole_number(value, what)
