@@ -405,6 +405,43 @@ def test_numpy_cross_on_tensors_takes_3_vectors_only():
         np.cross(ppto.tensor(columns), np.ones((3, 4)), axis=0)
 
 
+def factors_and_products(A, a, b):
+    upper = np.linalg.cholesky(A, upper=True)
+    lower = np.linalg.cholesky(A)
+    product = np.cross(a, b, axisa=0, axisb=1, axisc=0)
+    return np.sum(np.sin(upper)) + np.sum(lower**3) + np.sum(np.sin(product))
+
+
+def test_cholesky_takes_upper_and_cross_takes_each_operands_axis():
+    # np.linalg.cholesky(A, upper=True) (NumPy 2) and np.cross's axisa=, axisb=,
+    # axisc= were refused as unexpected arguments
+    from tests.corpus.checks import central_differences
+
+    A = np.array(
+        [[4.0, 1.0, 0.5], [-2.0, 3.0, 0.2], [0.3, 0.7, 5.0]]
+    )  # (not symmetric:
+    a, b = np.arange(1.0, 7.0).reshape(3, 2), np.arange(6.0).reshape(2, 3) ** 2
+    np.testing.assert_allclose(  # the upper factor reads the upper triangle)
+        np.linalg.cholesky(ppto.tensor(A), upper=True).numpy(),
+        np.linalg.cholesky(A, upper=True),
+    )
+    for axes in ({"axisa": 0, "axisb": 1, "axisc": 0}, {"axisa": 1, "axis": 0}):
+        left, right = (a, b) if "axisb" in axes else (a, b.T)
+        np.testing.assert_allclose(
+            np.cross(ppto.tensor(left), right, **axes).numpy(),
+            np.cross(left, right, **axes),
+        )
+    arguments = (A, a, b)
+    gradients = ppto.grad(factors_and_products, wrt=(0, 1, 2))(*arguments)
+    for i, gradient in enumerate(gradients):
+        expected = central_differences(factors_and_products, list(arguments), i)
+        np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6)
+    tangents = tuple(np.linspace(-1.0, 1.0, x.size).reshape(x.shape) for x in arguments)
+    _, derivative = ppto.jvp(factors_and_products, arguments, tangents)
+    expected = sum(np.sum(g.numpy() * t) for g, t in zip(gradients, tangents))
+    assert float(derivative) == pytest.approx(expected, rel=1e-8)
+
+
 def test_setitem_writes_through_an_operator():
     t = ppto.tensor(np.zeros((2, 3)))
     t[0, 1:] = 5.0

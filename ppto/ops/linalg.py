@@ -323,18 +323,30 @@ def inner_axes(a, b):
 
 
 @primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="bilinear")
-def cross(xp, a, b, axis=-1):
-    """The cross product of 3-vectors along ``axis`` of a and b, broadcasting the
-    other axes, like np.cross(a, b, axis=axis): as NumPy, each operand's own axis
-    holds its vectors (a of shape (3, 4) and b of shape (3,) with axis=0 are four
-    vectors and one), and the rest broadcast."""
-    check_three_vectors(a, b, axis)
-    return xp.cross(a, b, axis=axis)
+def cross(xp, a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """The cross product of 3-vectors along ``axisa`` of a and ``axisb`` of b,
+    broadcasting the other axes, with the result's vectors along ``axisc``, like
+    np.cross (``axis``, where given, is all three): as NumPy, each operand's own
+    axis holds its vectors (a of shape (3, 4) and b of shape (3,) with axis=0 are
+    four vectors and one), and the rest broadcast."""
+    axisa, axisb, axisc = cross_axes(axisa, axisb, axisc, axis)
+    check_three_vectors(a, b, axisa, axisb)
+    return xp.cross(a, b, axisa=axisa, axisb=axisb, axisc=axisc)
 
 
-def check_three_vectors(a, b, axis):
-    """Refuse what ``cross`` does not take: other than 3 components along axis."""
-    for name, x in (("a", a), ("b", b)):
+@shape_helper
+def cross_axes(axisa, axisb, axisc, axis):
+    """The axes of a's, b's and the result's vectors: ``axis`` for all three where
+    given (as in NumPy), else each its own."""
+    if axis is not None:
+        return axis, axis, axis
+    return axisa, axisb, axisc
+
+
+def check_three_vectors(a, b, axisa, axisb):
+    """Refuse what ``cross`` does not take: other than 3 components along the
+    operands' axes."""
+    for name, x, axis in (("a", a, axisa), ("b", b, axisb)):
         shape = tuple(np.shape(x))
         if not shape or not -len(shape) <= axis < len(shape) or shape[axis] != 3:
             raise ShapeError(
@@ -343,11 +355,12 @@ def check_three_vectors(a, b, axis):
                 "z component is a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0])"
             )
     try:
-        np.broadcast_shapes(vector_batch(a, axis), vector_batch(b, axis))
+        np.broadcast_shapes(vector_batch(a, axisa), vector_batch(b, axisb))
     except ValueError as error:
+        along = f"axis {axisa}" if axisa == axisb else f"axes {axisa} and {axisb}"
         raise ShapeError(
             f"ppto.cross: the vectors of a {tuple(np.shape(a))} and b "
-            f"{tuple(np.shape(b))} along axis {axis} do not broadcast: {error}"
+            f"{tuple(np.shape(b))} along {along} do not broadcast: {error}"
         ) from error
 
 
@@ -359,16 +372,17 @@ def vector_batch(x, axis) -> tuple:
 
 
 @cross.grad_rule
-def _(a, b, axis=-1):
+def _(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     def backward(dY):
         # <dY, a x b> = <a, b x dY> = <b, dY x a>, each vector on the last axis:
         # NumPy moves each operand's own axis there before broadcasting the rest
-        a_last = moveaxis(a, axis, -1)
-        b_last = moveaxis(b, axis, -1)
-        dY_last = moveaxis(dY, axis, -1)
+        along_a, along_b, along_result = cross_axes(axisa, axisb, axisc, axis)
+        a_last = moveaxis(a, along_a, -1)
+        b_last = moveaxis(b, along_b, -1)
+        dY_last = moveaxis(dY, along_result, -1)
         da = unbroadcast(cross(b_last, dY_last), a_last)
         db = unbroadcast(cross(dY_last, a_last), b_last)
-        return moveaxis(da, -1, axis), moveaxis(db, -1, axis)
+        return moveaxis(da, -1, along_a), moveaxis(db, -1, along_b)
 
     return backward
 
@@ -543,39 +557,64 @@ def _(A):
 
 
 @primitive(SQUARE)
-def cholesky(xp, A):
+def cholesky(xp, A, upper=False):
     """The lower triangular L with L @ L.T = A, for a symmetric positive definite
     A (of each in a stack), like np.linalg.cholesky: only A's lower triangle is
-    read, so its gradient is there (the upper triangle's is 0)."""
+    read, so its gradient is there (the upper triangle's is 0). With
+    ``upper=True`` (NumPy 2's), the upper triangular U = L.T with U.T @ U = A,
+    read from A's upper triangle: the factor of A.T transposed."""
     with refusing_singular("cholesky", "symmetric positive definite"):
+        if upper:  # (CuPy's cholesky has no upper=)
+            return xp.swapaxes(xp.linalg.cholesky(xp.swapaxes(A, -1, -2)), -1, -2)
         return xp.linalg.cholesky(A)
 
 
 # With Φ(X) X's lower triangle and half its diagonal, a change dA (read from its
 # lower triangle, S = Φ(dA) + Φ(dA).T) changes L by L Φ(L⁻¹ S L⁻ᵀ) (Murray 2016,
 # arXiv:1602.07527); the gradient is that map's adjoint, G = L⁻ᵀ Φ(Lᵀ dL) L⁻¹,
-# read back onto the lower triangle: Φ(G + G.T).
+# read back onto the lower triangle: Φ(G + G.T). The upper factor of A is the
+# lower factor of A.T transposed: the same, with L, dL and the result transposed.
 
 
 @cholesky.grad_rule
-def _(A, out):
+def _(A, upper=False, out=None):
     def backward(dY):
-        halved = halved_lower(out)
-        inner = solve(matrix_transpose(out), (matrix_transpose(out) @ dY) * halved)
-        spread = matrix_transpose(solve(matrix_transpose(out), matrix_transpose(inner)))
-        return (spread + matrix_transpose(spread)) * halved
+        lower = out
+        dlower = dY
+        if upper:
+            lower = matrix_transpose(out)
+            dlower = matrix_transpose(dY)
+        halved = halved_lower(lower)
+        inner = solve(
+            matrix_transpose(lower), (matrix_transpose(lower) @ dlower) * halved
+        )
+        spread = matrix_transpose(
+            solve(matrix_transpose(lower), matrix_transpose(inner))
+        )
+        gradient = (spread + matrix_transpose(spread)) * halved
+        if upper:
+            return matrix_transpose(gradient)
+        return gradient
 
     return backward
 
 
 @cholesky.jvp_rule
-def _(A, out):
+def _(A, upper=False, out=None):
     def tangent(dA):
-        halved = halved_lower(out)
-        lower = dA * halved
-        left = solve(out, lower + matrix_transpose(lower))
-        inner = matrix_transpose(solve(out, matrix_transpose(left)))
-        return out @ (inner * halved)
+        lower = out
+        dlower_input = dA
+        if upper:
+            lower = matrix_transpose(out)
+            dlower_input = matrix_transpose(dA)
+        halved = halved_lower(lower)
+        part = dlower_input * halved
+        left = solve(lower, part + matrix_transpose(part))
+        inner = matrix_transpose(solve(lower, matrix_transpose(left)))
+        change = lower @ (inner * halved)
+        if upper:
+            return matrix_transpose(change)
+        return change
 
     return tangent
 
