@@ -450,7 +450,8 @@ def average(xp, a, weights=None, axis=None, keepdims=False, returned=False):
     if returned:  # (a pair: one result per operator, and one gradient rule)
         raise PptoError(
             "ppto.average takes no returned=True: compute the sum of the weights "
-            "apart, np.sum(np.broadcast_to(weights, a.shape), axis)"
+            "apart (1-D weights along axis: np.sum(weights); weights of a's shape: "
+            "np.sum(weights, axis); no weights: the count of elements averaged)"
         )
     if isinstance(weights, (list, tuple)):  # (a global list, in generated code)
         weights = xp.asarray(weights)
