@@ -3159,3 +3159,88 @@ def test_a_helper_call_whose_shapes_do_not_fit_on_a_path_not_taken_is_no_error()
     _, tangent = ppto.jvp(lambda W: layer_on_rows_or_columns(x, W), (W,), (direction,))
     expected = central_differences(layer_on_rows_or_columns, [x, W], 1)
     assert float(tangent) == pytest.approx(np.sum(expected * direction), rel=1e-6)
+
+
+def _central_gradient(function, args, position, step=1e-6):
+    point = np.asarray(args[position], dtype=np.float64)
+    gradient = np.zeros_like(point)
+    for index in np.ndindex(point.shape):
+        values = []
+        for sign in (1.0, -1.0):
+            moved = point.copy()
+            moved[index] += sign * step
+            shifted = list(args)
+            shifted[position] = moved
+            values.append(float(np.asarray(function(*shifted))))
+        gradient[index] = (values[0] - values[1]) / (2 * step)
+    return gradient
+
+
+def _check_gradients(function, args, atol=1e-6):
+    """Every argument's gradient against central differences, and the code that
+    runs with fusion (the default precision) against the code without (strict)."""
+    wrt = tuple(range(len(args)))
+    gradients = ppto.grad(function, wrt=wrt)(*args)
+    for position, gradient in enumerate(gradients):
+        expected = _central_gradient(function, args, position)
+        np.testing.assert_allclose(np.asarray(gradient), expected, atol=atol)
+    previous = ppto.set_precision("strict")  # strict: no fusion
+    try:
+        unfused = ppto.grad(function, wrt=wrt)(*args)
+    finally:
+        ppto.set_precision(previous)
+    for a, b in zip(gradients, unfused):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12)
+
+
+def causal_attention(q, k, v):
+    scores = np.einsum("bqd,bkd->bqk", q, k) / np.sqrt(q.shape[-1])
+    n = scores.shape[-1]
+    scores = scores - 1e9 * np.triu(np.ones((n, n)), 1)
+    scores = scores - np.max(scores, axis=-1, keepdims=True)
+    weights = np.exp(scores)
+    weights = weights / np.sum(weights, axis=-1, keepdims=True)
+    return np.sum(np.einsum("bqk,bkd->bqd", weights, v) ** 2)
+
+
+def batched_products(a, b):
+    return np.sum(np.einsum("...ij,...jk->...ik", a, b) ** 2)
+
+
+def sum_of_one_operand(a, b):  # (i and j: indices only a has)
+    return np.sum(np.einsum("ij,k->k", a, b) ** 2)
+
+
+def tensordot_and_inner(a, b, c):
+    return np.sum(np.tensordot(a, b, axes=1) ** 2) + np.sum(np.inner(a, c) ** 2)
+
+
+def test_einsum_gradients_name_their_subscripts_in_the_generated_code():
+    # the subscripts of each gradient (and whether an index is summed alone) are
+    # known when the code is generated: no helper computes them on every run
+    helpers = ("operand_subscripts", "summed_alone", "alone_axes")
+    helpers += ("tensordot_subscripts", "inner_axes")
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((2, 3, 4)) for _ in range(3))
+    text = ppto.show_grad(causal_attention, wrt=(0, 1, 2), file=io.StringIO())
+    assert "subscripts='bqd,bkd->bqk'" in text  # (dp, of p and v)
+    assert "subscripts='bqk,bkd->bqd'" in text  # (dq, of dscores and k)
+    assert not any(helper in text for helper in helpers), text
+    _check_gradients(causal_attention, [q, k, v])
+    # "..." stands for as many axes as the operands' ranks say
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5))
+    text = ppto.show_grad(batched_products, a, b, wrt=(0, 1), file=io.StringIO())
+    assert "subscripts='aik,jk->aij'" in text
+    assert not any(helper in text for helper in helpers), text
+    _check_gradients(batched_products, [a, b])
+    a, b, c = (rng.standard_normal(shape) for shape in ((3, 4), (4, 5), (2, 4)))
+    args = (a, b, c)
+    text = ppto.show_grad(tensordot_and_inner, *args, wrt=(0, 1, 2), file=io.StringIO())
+    assert "subscripts='ad,bd->ab'" in text  # (da of the tensordot)
+    assert not any(helper in text for helper in helpers), text
+    _check_gradients(tensordot_and_inner, list(args))
+    a, b = rng.standard_normal((2, 3)), rng.standard_normal(4)
+    text = ppto.show_grad(sum_of_one_operand, wrt=(0, 1), file=io.StringIO())
+    assert "expand_dims(da, (0, 1))" in text
+    assert not any(helper in text for helper in helpers), text
+    _check_gradients(sum_of_one_operand, [a, b])

@@ -19,7 +19,7 @@ from ppto.ops.arrange import pad
 from ppto.ops.indexing import getitem
 from ppto.ops.primitive import primitive
 from ppto.ops.reductions import reduce_sum
-from ppto.ops.rules import shape_helper
+from ppto.ops.rules import rank_helper, rank_of, shape_helper
 from ppto.ops.shape import (
     broadcast_to,
     cast,
@@ -154,14 +154,16 @@ def einsum(xp, a, b, subscripts):
 def _(a, b, subscripts):
     def backward(dY):
         # each operand's gradient is the einsum of dY with the other operand
-        da = einsum(dY, b, operand_subscripts(subscripts, a, b, 0))
-        db = einsum(a, dY, operand_subscripts(subscripts, a, b, 1))
+        # (the subscripts are worked out when the code is generated where the
+        # operands' ranks are known, or need not be: no "...")
+        da = einsum(dY, b, subscripts=operand_subscripts(subscripts, a, b, 0))
+        db = einsum(a, dY, subscripts=operand_subscripts(subscripts, a, b, 1))
         if summed_alone(subscripts, a, b, 0):  # (an index only a has: "ij,k->k")
-            kept = kept_shape(subscripts, a, b, 0, da)
-            da = broadcast_to(reshape(da, kept), np.broadcast_shapes(kept, a.shape))
+            da = expand_dims(da, alone_axes(subscripts, a, b, 0))
+            da = broadcast_to(da, np.broadcast_shapes(np.shape(da), a.shape))
         if summed_alone(subscripts, a, b, 1):
-            kept = kept_shape(subscripts, a, b, 1, db)
-            db = broadcast_to(reshape(db, kept), np.broadcast_shapes(kept, b.shape))
+            db = expand_dims(db, alone_axes(subscripts, a, b, 1))
+            db = broadcast_to(db, np.broadcast_shapes(np.shape(db), b.shape))
         return unbroadcast(da, a), unbroadcast(db, b)
 
     return backward
@@ -210,7 +212,7 @@ def _ellipsis_axes(part, x):
     """How many of x's axes the ``...`` of its subscripts ``part`` stands for."""
     if "..." not in part:
         return 0
-    return max(np.ndim(x) - len(part.replace("...", "")), 0)
+    return max(rank_of(x) - len(part.replace("...", "")), 0)
 
 
 def _split(subscripts, a, b):
@@ -219,7 +221,7 @@ def _split(subscripts, a, b):
     return first, second, output
 
 
-@shape_helper
+@rank_helper
 def operand_subscripts(subscripts, a, b, which):
     """The subscripts of the gradient of operand ``which`` (0: a, 1: b), an einsum
     of dY and the other operand into the indices of ``which`` the two of them have
@@ -232,7 +234,7 @@ def operand_subscripts(subscripts, a, b, which):
     return f"{other},{output}->{kept}"
 
 
-@shape_helper
+@rank_helper
 def summed_alone(subscripts, a, b, which):
     """Whether operand ``which`` has an index neither the result nor the other
     operand has (its gradient is the same along it)."""
@@ -241,14 +243,15 @@ def summed_alone(subscripts, a, b, which):
     return any(c not in output and c not in other for c in mine)
 
 
-@shape_helper
-def kept_shape(subscripts, a, b, which, gradient):
-    """The shape of operand ``which``'s ``gradient`` (an einsum into the indices it
-    shares) with 1 inserted along the indices only the operand has."""
+@rank_helper
+def alone_axes(subscripts, a, b, which):
+    """The axes of operand ``which`` along the indices only it has: its gradient
+    (an einsum into the indices it shares) is the same along them."""
     first, second, output = _split(subscripts, a, b)
     mine, other = (first, second) if which == 0 else (second, first)
-    sizes = iter(np.shape(gradient))
-    return tuple(next(sizes) if c in output or c in other else 1 for c in mine)
+    return tuple(
+        axis for axis, c in enumerate(mine) if c not in output and c not in other
+    )
 
 
 @primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="bilinear")
@@ -262,21 +265,34 @@ def tensordot(xp, a, b, axes=2):
 @tensordot.grad_rule
 def _(a, b, axes=2):
     def backward(dY):
-        # the einsum that tensordot is, and that einsum's gradients
-        subscripts = tensordot_subscripts(a, b, axes)
+        # the einsum that tensordot is, and that einsum's gradients (written as
+        # calls within calls, so that each folds to its subscripts when the code is
+        # generated, where the operands' ranks are known)
         return (
-            einsum(dY, b, operand_subscripts(subscripts, a, b, 0)),
-            einsum(a, dY, operand_subscripts(subscripts, a, b, 1)),
+            einsum(
+                dY,
+                b,
+                subscripts=operand_subscripts(
+                    tensordot_subscripts(a, b, axes), a, b, 0
+                ),
+            ),
+            einsum(
+                a,
+                dY,
+                subscripts=operand_subscripts(
+                    tensordot_subscripts(a, b, axes), a, b, 1
+                ),
+            ),
         )
 
     return backward
 
 
-@shape_helper
+@rank_helper
 def tensordot_subscripts(a, b, axes):
     """The einsum subscripts of ``tensordot(a, b, axes)`` (``2`` on two matrices:
     ``"ab,ab->"``)."""
-    rank_a, rank_b = np.ndim(a), np.ndim(b)
+    rank_a, rank_b = rank_of(a), rank_of(b)
     if isinstance(axes, (int, np.integer)):
         pairs = list(zip(range(rank_a - axes, rank_a), range(axes)))
     else:
@@ -305,19 +321,31 @@ def inner(xp, a, b):
 @inner.grad_rule
 def _(a, b):
     def backward(dY):
-        subscripts = tensordot_subscripts(a, b, inner_axes(a, b))
+        # (calls within calls: each folds where the operands' ranks are known)
         return (
-            einsum(dY, b, operand_subscripts(subscripts, a, b, 0)),
-            einsum(a, dY, operand_subscripts(subscripts, a, b, 1)),
+            einsum(
+                dY,
+                b,
+                subscripts=operand_subscripts(
+                    tensordot_subscripts(a, b, inner_axes(a, b)), a, b, 0
+                ),
+            ),
+            einsum(
+                a,
+                dY,
+                subscripts=operand_subscripts(
+                    tensordot_subscripts(a, b, inner_axes(a, b)), a, b, 1
+                ),
+            ),
         )
 
     return backward
 
 
-@shape_helper
+@rank_helper
 def inner_axes(a, b):
     """The tensordot axes of ``inner(a, b)``: the last of each (none for a number)."""
-    if np.ndim(a) == 0 or np.ndim(b) == 0:
+    if rank_of(a) == 0 or rank_of(b) == 0:
         return 0
     return ([-1], [-1])
 

@@ -19,6 +19,8 @@ import linecache
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ppto.errors import GradError
 
 
@@ -87,6 +89,38 @@ def shape_helper(function: Callable) -> Callable:
     differentiated values."""
     function.reads_metadata_only = True
     return function
+
+
+def rank_helper(function: Callable) -> Callable:
+    """Mark a shape helper whose result depends on constants and its arguments'
+    numbers of axes only (einsum's subscripts of each gradient): where those are
+    known when a rule is inlined, the call is made then and the generated code holds
+    its result (``'bqk,bkd->bqd'``, not the call that computes it on every run). It
+    reads each array argument's rank with ``rank_of``."""
+    function.folds_on_ranks = True
+    return shape_helper(function)
+
+
+class RankNotKnown(Exception):
+    """Raised by ``rank_of`` for an argument whose rank is not known while a rule
+    is inlined: the helper's call stays in the generated code."""
+
+
+class RankStandIn:
+    """An array argument of a ``rank_helper`` called while a rule is inlined: its
+    number of axes where that is known, and nothing else."""
+
+    def __init__(self, rank: int | None) -> None:
+        self.rank = rank
+
+
+def rank_of(x: Any) -> int:
+    """The number of axes of an array, a number or a ``RankStandIn``."""
+    if isinstance(x, RankStandIn):
+        if x.rank is None:
+            raise RankNotKnown
+        return x.rank
+    return np.ndim(x)
 
 
 def tangent_name(input_name: str) -> str:

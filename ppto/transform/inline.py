@@ -7,14 +7,16 @@ input (``None`` where the input needs none).
 
 from __future__ import annotations
 
+import collections
 from functools import cache
 
 import gast
 
-from ppto.errors import GradError
+from ppto.errors import GradError, PptoError
 from ppto.transform import ir, trees
 from ppto.transform.names import Namer
 from ppto.transform.optimize import fold_constants
+from ppto.transform.source import closure_values
 from ppto.transform.structure import until_exit
 from ppto.transform.syntax import parse
 from ppto.transform.trees import clone, stores
@@ -46,8 +48,11 @@ def operand_expr(operand) -> gast.expr:
 
 
 class _Substitute(trees.Transformer):
-    def __init__(self, bindings: dict, resolve_global, ranks: dict) -> None:
+    def __init__(
+        self, bindings: dict, resolve_global, ranks: dict, namespace=None
+    ) -> None:
         self.bindings = bindings
+        self.namespace = namespace if namespace is not None else {}
         self.resolve_global = resolve_global
         self.ranks = ranks
         resolved = resolve_global(
@@ -66,7 +71,12 @@ class _Substitute(trees.Transformer):
         return node
 
     def visit_Call(self, node):
+        helper = self._rank_helper(node.func)
         self.generic_visit(node)
+        if helper is not None:
+            folded = _fold_rank_helper(helper, node, self.ranks)
+            if folded is not None:
+                return folded
         function = node.func
         from ppto.transform.analyze import expression_rank
 
@@ -78,6 +88,14 @@ class _Substitute(trees.Transformer):
         ):  # a matrix: B.T reads better than matrix_transpose(B)
             return gast.Attribute(node.args[0], "T", gast.Load())
         return node
+
+    def _rank_helper(self, function):
+        """The ``rank_helper`` a call of the rule's calls (before its name is
+        resolved for the generated code), or None."""
+        if not isinstance(function, gast.Name) or function.id in self.bindings:
+            return None
+        value = self.namespace.get(function.id)
+        return value if getattr(value, "folds_on_ranks", False) else None
 
     def visit_Attribute(self, node):
         if node.attr == "ndim" and isinstance(node.value, gast.Name):
@@ -172,9 +190,50 @@ def _instantiate(
         if name in bindings:  # a parameter the rule rebinds starts from its value
             copies.append(_assign(fresh, _bound_expr(bindings[name])))
         bindings[name] = fresh
-    substitute = _Substitute(bindings, resolve_global, ranks)
+    namespace = collections.ChainMap(closure_values(rule.fn), rule.fn.__globals__)
+    substitute = _Substitute(bindings, resolve_global, ranks, namespace)
     body = [substitute.visit(node) for node in body]
     return fold_constants(copies + body)
+
+
+def _fold_rank_helper(helper, call, ranks: dict):
+    """The result of a ``rank_helper``'s call, as a literal, where its arguments are
+    literals and arrays whose ranks are known (or not needed: einsum subscripts
+    without ``...``); else None, and the call stays in the generated code."""
+    from ppto.ops.rules import RankNotKnown, RankStandIn
+    from ppto.transform.analyze import expression_rank
+
+    def value_of(argument):
+        if isinstance(argument, gast.Constant):
+            return argument.value
+        if isinstance(argument, (gast.Tuple, gast.List)):
+            items = [value_of(item) for item in argument.elts]
+            return tuple(items) if isinstance(argument, gast.Tuple) else items
+        return RankStandIn(expression_rank(argument, ranks))
+
+    if call.keywords or any(
+        isinstance(a, (gast.Starred, gast.Call)) for a in call.args
+    ):  # (a call: a helper's that did not fold, whose value only a run will tell)
+        return None
+    try:
+        result = helper(*[value_of(argument) for argument in call.args])
+    except (RankNotKnown, PptoError):  # (an error is raised where the code runs)
+        return None
+    return _literal(result)
+
+
+def _literal(value):
+    """``value`` (a string, number, bool, None, or tuple or list of them) written
+    as an expression; None for anything else."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return gast.Constant(value, None)
+    if isinstance(value, (tuple, list)):
+        items = [_literal(item) for item in value]
+        if any(item is None for item in items):
+            return None
+        kind = gast.Tuple if isinstance(value, tuple) else gast.List
+        return kind(items, gast.Load())
+    return None
 
 
 def _bound_expr(bound) -> gast.expr:
