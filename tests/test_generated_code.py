@@ -3244,3 +3244,27 @@ def test_einsum_gradients_name_their_subscripts_in_the_generated_code():
     assert "expand_dims(da, (0, 1))" in text
     assert not any(helper in text for helper in helpers), text
     _check_gradients(sum_of_one_operand, [a, b])
+
+
+def weighted_sorted(x):
+    return np.sum(np.sort(np.sin(x), axis=0) ** 3 * np.arange(x.shape[0])[:, None])
+
+
+def weighted_sorted_flat(x):
+    return np.sum(np.sort(x, axis=None, kind="stable") * np.arange(x.size))
+
+
+def test_sort_gradients_reuse_the_forward_permutation():
+    # the gradient scatters along the permutation the forward pass sorted with:
+    # one argsort in the whole code, none in the backward pass
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 3))
+    for function in (weighted_sorted, weighted_sorted_flat):
+        text = ppto.show_grad(function, x, file=io.StringIO())
+        assert text.count("argsort(") == 1, text
+        backward = text.split("# grad of:")[1]
+        assert "argsort(" not in backward and "order" in backward, text
+        _check_gradients(function, [x])
+        tangent = ppto.jvp(function, (x,), (np.ones_like(x),))[1]
+        expected = np.sum(_central_gradient(function, [x], 0))
+        np.testing.assert_allclose(float(np.asarray(tangent)), expected, atol=1e-6)

@@ -1,4 +1,12 @@
-"""Shifted-softmax idioms: a maximum subtracted only so that ``exp`` cannot overflow
+"""Idioms rewritten before differentiation, so that the backward pass is the one a
+person writes.
+
+A sort of a differentiated value becomes the permutation that sorts it and a
+gather along it (``order = argsort(x); y = take_along_axis(x, order)``): the
+gradient scatters back along the permutation the forward pass made, where the sort's
+own rule would sort x again in the backward pass to find it.
+
+Shifted-softmax idioms: a maximum subtracted only so that ``exp`` cannot overflow
 gets no gradient.
 
 With ``m = max(x, axis, keepdims=True)`` and ``s = sum(exp(x - m), axis)``, the
@@ -17,6 +25,7 @@ from ppto.ops import elementwise as ew
 from ppto.ops import reductions
 from ppto.transform import ir
 from ppto.transform.analyze import literal
+from ppto.transform.trees import clone
 
 
 def stop_shift_gradients(body: list, namer) -> list:
@@ -25,6 +34,44 @@ def stop_shift_gradients(body: list, namer) -> list:
     uses: dict[str, int] = {}
     _count_uses(body, uses)
     return _block(body, uses, namer)
+
+
+def sort_by_permutation(body: list, namer) -> list:
+    """``body`` with each sort (of a differentiated value: others are passive
+    statements, not ``Apply``) as its permutation and a gather (module docstring)."""
+    from ppto.ops.arrange import argsort, sort
+    from ppto.ops.indexing import take_along_axis
+
+    out = []
+    for statement in body:
+        for block in ir.blocks(statement):
+            block[:] = sort_by_permutation(block, namer)
+        if not _is(statement, sort):
+            out.append(statement)
+            continue
+        order = namer.fresh("order")
+        params = statement.params
+        out.append(
+            ir.Apply(
+                order,
+                argsort,
+                list(statement.inputs),
+                {key: clone(value) for key, value in params.items()},
+                given=statement.given,
+                origin=statement.origin,
+            )
+        )
+        out.append(
+            ir.Apply(
+                statement.target,
+                take_along_axis,
+                [statement.inputs[0], order],
+                {"axis": clone(params["axis"])},
+                given=tuple(name for name in statement.given if name == "axis"),
+                origin=statement.origin,
+            )
+        )
+    return out
 
 
 def _count_uses(body: list, uses: dict) -> None:

@@ -32,7 +32,7 @@ from ppto.transform.analyze import (
     operand_shape,
 )
 from ppto.transform.emit import compile_source, render_function
-from ppto.transform.idioms import stop_shift_gradients
+from ppto.transform.idioms import sort_by_permutation, stop_shift_gradients
 from ppto.transform.lower import raw_value
 from ppto.transform.methods import (
     MethodCopies,
@@ -365,6 +365,7 @@ def _prepare(
     # something else after it (xs = np.stack(xs) on one path): not taken for a list
     normalizer.lists |= set(list_parameters) - rebound
     ir_body = stop_shift_gradients(normalizer.block(body), namer)
+    ir_body = sort_by_permutation(ir_body, namer)
     if not generated:  # (a gradient differentiated again was checked as written)
         normalizer.refuse_lists_made_arrays(ir_body)
     shapes, dtypes = ({}, {}) if described is None else described
