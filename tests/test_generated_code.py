@@ -3268,3 +3268,36 @@ def test_sort_gradients_reuse_the_forward_permutation():
         tangent = ppto.jvp(function, (x,), (np.ones_like(x),))[1]
         expected = np.sum(_central_gradient(function, [x], 0))
         np.testing.assert_allclose(float(np.asarray(tangent)), expected, atol=1e-6)
+
+
+def reversed_weights(x):
+    return np.sum(np.sin(x[::-1]) * np.arange(x.shape[0]))
+
+
+def reversed_columns(x):
+    return np.sum(np.sin(x[:, ::-1]) * x) + np.sum(x[..., ::-1] ** 3)
+
+
+def test_a_reversal_reverses_its_gradient_back():
+    # x[::-1] holds every element once: its adjoint is dY[::-1], not a scatter of
+    # dY into zeros; a slice that leaves elements out still scatters
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(5)
+    text = ppto.show_grad(reversed_weights, file=io.StringIO())
+    assert "dx = dt1[::-1]" in text and "index_add" not in text, text
+    _check_gradients(reversed_weights, [x])
+    hessian = ppto.hessian(reversed_weights)(x)
+    np.testing.assert_allclose(
+        np.asarray(hessian), np.diag(-np.sin(x) * np.arange(5.0)[::-1]), atol=1e-12
+    )
+    x = rng.standard_normal((3, 4))
+    text = ppto.show_grad(reversed_columns, file=io.StringIO())
+    assert "[:, ::-1]" in text.split("# grad of")[1] and "index_add" not in text
+    _check_gradients(reversed_columns, [x])
+    text = ppto.show_grad(tail_reversed, file=io.StringIO())
+    assert "index_add(zeros_like(x), dt1, slice(2, None, -1))" in text, text
+    _check_gradients(tail_reversed, [rng.standard_normal(5)])
+
+
+def tail_reversed(x):
+    return np.sum(x[2::-1] ** 2)

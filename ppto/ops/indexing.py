@@ -53,6 +53,26 @@ def may_repeat(index):
 
 
 @shape_helper
+def reorders_in_place(index):
+    """Whether ``x[index]`` holds every element of x once, each axis whole and in
+    order or reversed (slices ``:`` and ``::-1``, ``...``): reading dY at the same
+    index puts every element back where it came from (a reversal is its own
+    inverse), with no scatter into zeros. The transformer decides it where the
+    index is written out in the code, and scatters where it is not."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(
+        part is Ellipsis
+        or (
+            isinstance(part, slice)
+            and part.start is None
+            and part.stop is None
+            and part.step in (None, 1, -1)
+        )
+        for part in parts
+    )
+
+
+@shape_helper
 def axis_index(indices, axis, ndim):
     """The subscript that selects ``indices`` along ``axis`` of an ndim-D tensor."""
     return (slice(None),) * (axis % ndim) + (indices,)
@@ -122,6 +142,8 @@ def getitem(xp, x, index):
 @getitem.grad_rule
 def _(x, index):
     def backward(dY):
+        if reorders_in_place(index):  # (x[::-1]: its adjoint is a reversal too)
+            return getitem(dY, index)
         return index_add(zeros_like(x), dY, index)
 
     return backward

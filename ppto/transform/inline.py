@@ -14,6 +14,7 @@ import gast
 
 from ppto.errors import GradError, PptoError
 from ppto.transform import ir, trees
+from ppto.transform.analyze import literal
 from ppto.transform.names import Namer
 from ppto.transform.optimize import fold_constants
 from ppto.transform.source import closure_values
@@ -59,6 +60,8 @@ class _Substitute(trees.Transformer):
             gast.Name("matrix_transpose", gast.Load(), None, None)
         )
         self.transpose_name = resolved.id if resolved is not None else None
+        resolved = resolve_global(gast.Name("getitem", gast.Load(), None, None))
+        self.getitem_name = resolved.id if resolved is not None else None
 
     def visit_Name(self, node):
         if node.id in self.bindings:
@@ -87,6 +90,15 @@ class _Substitute(trees.Transformer):
             and expression_rank(node.args[0], self.ranks) == 2
         ):  # a matrix: B.T reads better than matrix_transpose(B)
             return gast.Attribute(node.args[0], "T", gast.Load())
+        if (
+            isinstance(function, gast.Name)
+            and function.id == self.getitem_name
+            and len(node.args) == 2
+            and not node.keywords
+        ):  # slices written out: dY[::-1] reads better than getitem(dY, slice(...))
+            written = _slice_syntax(node.args[1])
+            if written is not None:
+                return gast.Subscript(node.args[0], written, gast.Load())
         return node
 
     def _rank_helper(self, function):
@@ -290,6 +302,12 @@ def _decide(test, rank, bindings: dict, ranks: dict):
     """The value of ``p.ndim <op> <int>`` or ``may_repeat(index)`` (or ``and``/
     ``or``/``not`` of such) when the ranks and the index written decide it, else
     None."""
+    if (
+        isinstance(test, gast.Call)
+        and getattr(test.func, "id", "") == "reorders_in_place"
+        and len(test.args) == 1
+    ):  # (where the index is not written out, the scatter: right for any index)
+        return _reorders_in_place(bindings.get(getattr(test.args[0], "id", None)))
     if isinstance(test, gast.Call) and getattr(test.func, "id", "") == "may_repeat":
         argument = test.args[0] if len(test.args) == 1 else None
         bound = bindings.get(getattr(argument, "id", None))
@@ -345,6 +363,56 @@ def _unique(index, ranks: dict):
 
         return True if expression_rank(index, ranks) == 0 else None
     return None
+
+
+def _reorders_in_place(index) -> bool:
+    """Whether the index written is slices ``:`` and ``::-1`` and ``...`` only
+    (``reorders_in_place`` in ppto/ops/indexing.py)."""
+    if isinstance(index, gast.Tuple):
+        return all(_reorders_in_place(part) for part in index.elts)
+    if isinstance(index, gast.Constant):
+        return index.value is Ellipsis
+    bounds = _slice_bounds(index)
+    if bounds is None:
+        return False
+    start, stop, step = (literal(part) for part in bounds)
+    return start is None and stop is None and step in (None, 1, -1)
+
+
+def _slice_bounds(index):
+    """``(start, stop, step)`` of a written ``slice(...)`` call, else None."""
+    if not (
+        isinstance(index, gast.Call)
+        and getattr(index.func, "id", "") == "slice"
+        and not index.keywords
+        and 1 <= len(index.args) <= 3
+        and not any(isinstance(a, gast.Starred) for a in index.args)
+    ):
+        return None
+    none = gast.Constant(None, None)
+    if len(index.args) == 1:
+        return none, index.args[0], none
+    return tuple(index.args) + (none,) * (3 - len(index.args))
+
+
+def _slice_syntax(index):
+    """An index of written ``slice(...)`` calls and ``...`` in subscript syntax
+    (``slice(None, None, -1)`` -> ``::-1``), else None."""
+    if isinstance(index, gast.Tuple):
+        parts = [_slice_syntax(part) for part in index.elts]
+        if not parts or None in parts:
+            return None
+        return gast.Tuple(parts, gast.Load())
+    if isinstance(index, gast.Constant) and index.value is Ellipsis:
+        return index
+    bounds = _slice_bounds(index)
+    if bounds is None:
+        return None
+    start, stop, step = (
+        None if isinstance(part, gast.Constant) and part.value is None else part
+        for part in bounds
+    )
+    return gast.Slice(start, stop, step)
 
 
 def _default_of(definition, name):
