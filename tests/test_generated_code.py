@@ -3301,3 +3301,27 @@ def test_a_reversal_reverses_its_gradient_back():
 
 def tail_reversed(x):
     return np.sum(x[2::-1] ** 2)
+
+
+def rolled_back(x):
+    return np.sum(np.roll(x, 2) * x) + np.sum(np.roll(x, (1, -1), axis=(0, 1)) ** 3)
+
+
+def rolled_by(x, shift):
+    return np.sum(np.roll(x, shift) * x)
+
+
+def test_a_roll_is_undone_by_the_shift_written_out():
+    # the shift that undoes a roll written as a number is worked out when the code
+    # is generated; a shift the function receives is negated where the code runs
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((3, 4))
+    text = ppto.show_grad(rolled_back, file=io.StringIO())
+    assert "roll(dt1, -2)" in text, text
+    assert "(-1, 1)" in text and "negated" not in text, text
+    _check_gradients(rolled_back, [x])
+    text = ppto.show_grad(rolled_by, x, 3, file=io.StringIO())
+    assert "negated(shift)" in text, text
+    gradient = ppto.grad(rolled_by)(x, 3)
+    expected = _central_gradient(lambda v: rolled_by(v, 3), [x], 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, atol=1e-6)

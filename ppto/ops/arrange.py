@@ -13,7 +13,7 @@ from ppto.errors import PptoError, ShapeError
 from ppto.ops.indexing import along_axis_index, getitem, index_add, take_along_axis
 from ppto.ops.primitive import primitive
 from ppto.ops.reductions import reduce_sum
-from ppto.ops.rules import shape_helper
+from ppto.ops.rules import rank_helper, rank_of, shape_helper
 from ppto.ops.shape import flatten, reshape, unbroadcast, zeros_like
 from ppto.runtime.tensor import Tensor, array_module
 
@@ -41,7 +41,7 @@ def _(x, shift, axis=None):
     return backward
 
 
-@shape_helper
+@rank_helper()
 def negated(shift):
     """The shift that undoes ``shift`` (a number, or one per axis; NumPy takes a
     0-d array or a float too, and rolls by its whole part)."""
@@ -357,16 +357,16 @@ def diff_part(x, prepend, append, axis, which):
     return (slice(None),) * (axis % np.ndim(x)) + (part,)
 
 
-@shape_helper
+@rank_helper()
 def diff_sign(n):
     """(-1)**n: the sign of the n-th difference's adjoint."""
     return -1 if n % 2 else 1
 
 
-@shape_helper
+@rank_helper("dY")
 def diff_padding(dY, n, axis):
     """n zeros before and after dY along ``axis``."""
-    pairs = [(0, 0)] * np.ndim(dY)
+    pairs = [(0, 0)] * rank_of(dY)
     pairs[axis] = (n, n)
     return tuple(pairs)
 

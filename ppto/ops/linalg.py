@@ -221,7 +221,7 @@ def _split(subscripts, a, b):
     return first, second, output
 
 
-@rank_helper
+@rank_helper("a", "b")
 def operand_subscripts(subscripts, a, b, which):
     """The subscripts of the gradient of operand ``which`` (0: a, 1: b), an einsum
     of dY and the other operand into the indices of ``which`` the two of them have
@@ -234,7 +234,7 @@ def operand_subscripts(subscripts, a, b, which):
     return f"{other},{output}->{kept}"
 
 
-@rank_helper
+@rank_helper("a", "b")
 def summed_alone(subscripts, a, b, which):
     """Whether operand ``which`` has an index neither the result nor the other
     operand has (its gradient is the same along it)."""
@@ -243,7 +243,7 @@ def summed_alone(subscripts, a, b, which):
     return any(c not in output and c not in other for c in mine)
 
 
-@rank_helper
+@rank_helper("a", "b")
 def alone_axes(subscripts, a, b, which):
     """The axes of operand ``which`` along the indices only it has: its gradient
     (an einsum into the indices it shares) is the same along them."""
@@ -288,7 +288,7 @@ def _(a, b, axes=2):
     return backward
 
 
-@rank_helper
+@rank_helper("a", "b")
 def tensordot_subscripts(a, b, axes):
     """The einsum subscripts of ``tensordot(a, b, axes)`` (``2`` on two matrices:
     ``"ab,ab->"``)."""
@@ -342,7 +342,7 @@ def _(a, b):
     return backward
 
 
-@rank_helper
+@rank_helper("a", "b")
 def inner_axes(a, b):
     """The tensordot axes of ``inner(a, b)``: the last of each (none for a number)."""
     if rank_of(a) == 0 or rank_of(b) == 0:

@@ -91,14 +91,19 @@ def shape_helper(function: Callable) -> Callable:
     return function
 
 
-def rank_helper(function: Callable) -> Callable:
-    """Mark a shape helper whose result depends on constants and its arguments'
-    numbers of axes only (einsum's subscripts of each gradient): where those are
-    known when a rule is inlined, the call is made then and the generated code holds
-    its result (``'bqk,bkd->bqd'``, not the call that computes it on every run). It
-    reads each array argument's rank with ``rank_of``."""
-    function.folds_on_ranks = True
-    return shape_helper(function)
+def rank_helper(*arrays: str) -> Callable:
+    """Mark a shape helper whose result depends on literals and the numbers of axes
+    of its parameters named in ``arrays`` only (einsum's subscripts of each
+    gradient, the shift that undoes a roll): where its other arguments are written
+    out and those ranks are known when a rule is inlined, the call is made then and
+    the generated code holds its result (``'bqk,bkd->bqd'``, not the call that
+    computes it on every run). It reads each array's rank with ``rank_of``."""
+
+    def mark(function: Callable) -> Callable:
+        function.folds_on_ranks = arrays
+        return shape_helper(function)
+
+    return mark
 
 
 class RankNotKnown(Exception):

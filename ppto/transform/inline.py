@@ -8,13 +8,14 @@ input (``None`` where the input needs none).
 from __future__ import annotations
 
 import collections
+import inspect
 from functools import cache
 
 import gast
 
 from ppto.errors import GradError, PptoError
 from ppto.transform import ir, trees
-from ppto.transform.analyze import literal
+from ppto.transform.analyze import NOT_LITERAL, literal
 from ppto.transform.names import Namer
 from ppto.transform.optimize import fold_constants
 from ppto.transform.source import closure_values
@@ -107,7 +108,8 @@ class _Substitute(trees.Transformer):
         if not isinstance(function, gast.Name) or function.id in self.bindings:
             return None
         value = self.namespace.get(function.id)
-        return value if getattr(value, "folds_on_ranks", False) else None
+        folds = getattr(value, "folds_on_ranks", None)
+        return value if folds is not None else None
 
     def visit_Attribute(self, node):
         if node.attr == "ndim" and isinstance(node.value, gast.Name):
@@ -210,25 +212,30 @@ def _instantiate(
 
 def _fold_rank_helper(helper, call, ranks: dict):
     """The result of a ``rank_helper``'s call, as a literal, where its arguments are
-    literals and arrays whose ranks are known (or not needed: einsum subscripts
+    literals, and arrays whose ranks are known (or not needed: einsum subscripts
     without ``...``); else None, and the call stays in the generated code."""
     from ppto.ops.rules import RankNotKnown, RankStandIn
     from ppto.transform.analyze import expression_rank
 
-    def value_of(argument):
-        if isinstance(argument, gast.Constant):
-            return argument.value
-        if isinstance(argument, (gast.Tuple, gast.List)):
-            items = [value_of(item) for item in argument.elts]
-            return tuple(items) if isinstance(argument, gast.Tuple) else items
-        return RankStandIn(expression_rank(argument, ranks))
-
-    if call.keywords or any(
-        isinstance(a, (gast.Starred, gast.Call)) for a in call.args
-    ):  # (a call: a helper's that did not fold, whose value only a run will tell)
+    if call.keywords or any(isinstance(a, gast.Starred) for a in call.args):
         return None
     try:
-        result = helper(*[value_of(argument) for argument in call.args])
+        parameters = list(inspect.signature(helper).parameters)
+    except (TypeError, ValueError):
+        return None
+    if len(call.args) > len(parameters):
+        return None
+    values = []
+    for parameter, argument in zip(parameters, call.args):
+        if parameter in helper.folds_on_ranks:
+            values.append(RankStandIn(expression_rank(argument, ranks)))
+            continue
+        value = literal(argument)
+        if value is NOT_LITERAL:  # (only a run will tell)
+            return None
+        values.append(value)
+    try:
+        result = helper(*values)
     except (RankNotKnown, PptoError):  # (an error is raised where the code runs)
         return None
     return _literal(result)
