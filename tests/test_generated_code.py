@@ -3325,3 +3325,29 @@ def test_a_roll_is_undone_by_the_shift_written_out():
     gradient = ppto.grad(rolled_by)(x, 3)
     expected = _central_gradient(lambda v: rolled_by(v, 3), [x], 0)
     np.testing.assert_allclose(np.asarray(gradient), expected, atol=1e-6)
+
+
+def gaussian_process_likelihood(K, y):
+    L = np.linalg.cholesky(K)
+    alpha = np.linalg.solve(K, y)
+    sign, logdet = np.linalg.slogdet(K)
+    return 0.5 * y @ alpha + 0.5 * logdet + np.sum(np.log(np.diag(L)))
+
+
+def test_matrix_operators_ranks_decide_their_rules_branches():
+    # cholesky, solve and diag have ranks that follow from their inputs': the
+    # rules' tests of ndim are decided when the code is generated, and the
+    # log-determinant of one matrix scales inv(K).T as the number it is
+    rng = np.random.default_rng(10)
+    A = rng.standard_normal((4, 4))
+    K, y = A @ A.T + 4 * np.eye(4), rng.standard_normal(4)
+    text = ppto.show_grad(gaussian_process_likelihood, K, y, file=io.StringIO())
+    backward = text.split("# grad of")[1]
+    assert "if " not in backward, text
+    assert "dK = dt1[1] * inv(K).T" in text and "expand_dims(expand_dims" not in text
+    np.testing.assert_allclose(
+        np.asarray(ppto.grad(gaussian_process_likelihood)(K, y)),
+        _central_gradient(gaussian_process_likelihood, [K, y], 0),
+        atol=1e-6,
+    )
+    _check_gradients(gaussian_process_likelihood, [K, y])

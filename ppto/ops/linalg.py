@@ -569,6 +569,8 @@ RESULT_FIELDS = {
 def _(A):
     def backward(dYs):
         # the sign is piecewise constant; d log|det A| / dA is inv(A).T
+        if A.ndim == 2:  # (one matrix: its log-determinant is a number)
+            return dYs[1] * inv(A).T
         scale = expand_dims(expand_dims(dYs[1], -1), -1)
         return scale * matrix_transpose(inv(A))
 
@@ -676,7 +678,7 @@ def diag(xp, x, k=0):
 @diag.grad_rule
 def _(x, k=0):
     def backward(dY):
-        if np.ndim(x) == 1:
+        if x.ndim == 1:  # (decided where x's rank is known)
             return diag(dY, k)
         # the diagonal set in a square matrix, padded or cut to x's shape
         square = diag(dY, k)

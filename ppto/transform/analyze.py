@@ -965,4 +965,34 @@ def rank_of(statement: ir.Apply, ranks: dict):
         if shape is NOT_LITERAL:
             return None
         return len(shape) if isinstance(shape, (tuple, list)) else 1
+    return _linear_algebra_rank(name, inputs, params)
+
+
+# (the matrices' operators: same rank as their first input)
+_SAME_RANK_MATRICES = {"inv", "cholesky", "tril", "triu", "roll", "flip"}
+# (along ``axis``: same rank, or the flattened input's 1 where axis is None)
+_ALONG_AXIS = {"cumsum", "cumprod", "take_along_axis"}
+
+
+def _linear_algebra_rank(name: str, inputs: list, params: dict):
+    """The rank of the result of an operator on matrices or along an axis (which
+    rank_of reads; None where not known). Known ranks let a gradient rule's tests of
+    ``ndim`` be decided when it is inlined, so the code has no branch on them."""
+    first = inputs[0]
+    if name in _SAME_RANK_MATRICES:
+        return first
+    if name in _ALONG_AXIS:
+        axis = literal(params.get("axis"))
+        if axis is NOT_LITERAL:
+            return None
+        return 1 if axis is None else first
+    if name == "solve" and len(inputs) == 2 and inputs[1] is not None:
+        # NumPy 2's rule: a vector b is one vector for every matrix of a stack
+        return first - 1 if inputs[1] == 1 else max(first, inputs[1])
+    if name in {"det", "trace"}:
+        return first - 2 if first >= 2 else None
+    if name == "diagonal":
+        return first - 1 if first >= 2 else None
+    if name == "diag":
+        return {1: 2, 2: 1}.get(first)
     return None
