@@ -3351,3 +3351,21 @@ def test_matrix_operators_ranks_decide_their_rules_branches():
         atol=1e-6,
     )
     _check_gradients(gaussian_process_likelihood, [K, y])
+
+
+def running_totals(x):
+    return np.sum(np.cumsum(x) ** 2) + np.sum(np.roll(x, 2) * x)
+
+
+def test_running_sums_of_a_vector_reverse_without_a_reshape():
+    # a vector's running sums need no reshape back to its shape (a matrix's, of
+    # its flattened elements, do)
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal(6)
+    text = ppto.show_grad(running_totals, x, file=io.StringIO())
+    assert "flip(cumsum(flip(dt" in text and "reshape" not in text, text
+    _check_gradients(running_totals, [x])
+    x = rng.standard_normal((2, 3))
+    text = ppto.show_grad(running_totals, x, file=io.StringIO())
+    assert "reshape(flip(cumsum(flip(dt" in text, text
+    _check_gradients(running_totals, [x])

@@ -350,6 +350,8 @@ def cumsum(xp, x, axis=None, dtype=None):
 def _(x, axis=None, dtype=None):
     def backward(dY):
         # x[i] enters every running sum from i on: dY's running sums from the end
+        if axis is None and x.ndim == 1:  # (decided where x's rank is known)
+            return flip(cumsum(flip(dY)))
         if axis is None:
             gradient = reshape(flip(cumsum(flip(dY))), np.shape(x))
         else:
