@@ -3369,3 +3369,16 @@ def test_running_sums_of_a_vector_reverse_without_a_reshape():
     text = ppto.show_grad(running_totals, x, file=io.StringIO())
     assert "reshape(flip(cumsum(flip(dt" in text, text
     _check_gradients(running_totals, [x])
+
+
+def rows_taken_twice(x):
+    return np.sum(np.take(np.sin(x), (0, 2, 2), axis=0) * np.arange(3.0)[:, None])
+
+
+def test_taken_rows_scatter_back_at_the_indices_themselves():
+    # along axis 0 the subscript is (indices,): no helper builds it where the code
+    # runs; a repeated row accumulates both gradients
+    x = np.random.default_rng(14).standard_normal((3, 2))
+    text = ppto.show_grad(rows_taken_twice, file=io.StringIO())
+    assert "dt3, (t2,))" in text and "axis_index" not in text, text
+    _check_gradients(rows_taken_twice, [x])

@@ -249,6 +249,8 @@ def _(x, indices, axis=None):
         if axis is None:
             flat = index_add(zeros_like(reshape(x, (-1,))), dY, indices)
             return reshape(flat, np.shape(x)), None
+        if axis == 0:  # (rows: x[(indices,)], where axis is written out)
+            return index_add(zeros_like(x), dY, (indices,)), None
         return index_add(zeros_like(x), dY, axis_index(indices, axis, x.ndim)), None
 
     return backward
