@@ -3382,3 +3382,45 @@ def test_taken_rows_scatter_back_at_the_indices_themselves():
     text = ppto.show_grad(rows_taken_twice, file=io.StringIO())
     assert "dt3, (t2,))" in text and "axis_index" not in text, text
     _check_gradients(rows_taken_twice, [x])
+
+
+LOOP_WITH_A_TEMPORARY_NEW_VALUE = """
+def turns(y, x):
+    for _ in range(4):
+        if y > 1.0:
+            y_new = y * y
+            dy = 2.0 * y
+        else:
+            y_new = y + x * y
+            dy = 1.0 + x
+        y = y_new
+    return y, dy
+"""
+
+
+def test_a_copy_is_not_folded_into_branches_that_read_its_target_after():
+    """``y = y_new`` after an if whose branches read ``y`` after storing the
+    temporary ``y_new`` (a loop's turn reading the value it started from) keeps the
+    copy: renaming the stores to ``y`` made the reads after them see the new value.
+    (The jvp of an if/elif chain in a loop depended on the loop's SSA names counting
+    as the user's, which they did only because preparing rewrote the parsed tree in
+    place.)"""
+    import gast
+
+    from ppto.transform.optimize import coalesce_copies
+
+    def run(body):
+        module = gast.gast_to_ast(gast.Module(body=body, type_ignores=[]))
+        namespace = {}
+        exec(compile(module, "<coalesced>", "exec"), namespace)
+        return namespace["turns"](0.9, 0.5)
+
+    written = gast.parse(LOOP_WITH_A_TEMPORARY_NEW_VALUE).body
+    expected = run(written)
+    function = gast.parse(LOOP_WITH_A_TEMPORARY_NEW_VALUE).body[0]
+    function.body = coalesce_copies(function.body, {"y_new"})
+    assert run([function]) == expected
+    # a copy after a plain assignment still goes (it reads y before storing)
+    plain = gast.parse("def f(y):\n    t = y * y\n    y = t\n    return y").body[0]
+    plain.body = coalesce_copies(plain.body, {"t"})
+    assert len(plain.body) == 2

@@ -271,15 +271,31 @@ def _coalesce_block(body: list, temporaries, loads) -> list:
         if source is not None:
             target = statement.targets[0].id
             definition = _last_definition(out[:position], source)
-            if definition is not None and not _mentions(
-                out[definition + 1 : position], target
-            ):
+            if definition is not None and _renamable(out, definition, position, target):
                 _rename_stores(out[definition], source, target)
                 if not _mentions([out[definition]], source):
                     del out[position]
                     continue
         position += 1
     return out
+
+
+def _renamable(block, definition, copy, target) -> bool:
+    """Whether the temporary's stores in ``block[definition]`` can take the name
+    ``target`` that ``block[copy]`` copies it to: nothing between them mentions
+    ``target``, nor the definition itself where it is compound (an if or a loop
+    may read or set ``target`` after storing the temporary, as a loop's branches
+    read the value its turn started from: renamed, they would read the new one).
+    A plain assignment reads its value before it stores, so ``t = f(x); x = t``
+    becomes ``x = f(x)``."""
+    if _mentions(block[definition + 1 : copy], target):
+        return False
+    statement = block[definition]
+    compound = any(
+        isinstance(getattr(statement, field, None), list)
+        for field in ("body", "orelse")
+    )
+    return not compound or not _mentions([statement], target)
 
 
 def _copied_temporary(statement, temporaries, loads):
