@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import ppto
+from tests.corpus.checks import central_differences as _central_differences
 
 
 def assert_derivatives_match(function, x, jvp=True):
@@ -3161,28 +3162,13 @@ def test_a_helper_call_whose_shapes_do_not_fit_on_a_path_not_taken_is_no_error()
     assert float(tangent) == pytest.approx(np.sum(expected * direction), rel=1e-6)
 
 
-def _central_gradient(function, args, position, step=1e-6):
-    point = np.asarray(args[position], dtype=np.float64)
-    gradient = np.zeros_like(point)
-    for index in np.ndindex(point.shape):
-        values = []
-        for sign in (1.0, -1.0):
-            moved = point.copy()
-            moved[index] += sign * step
-            shifted = list(args)
-            shifted[position] = moved
-            values.append(float(np.asarray(function(*shifted))))
-        gradient[index] = (values[0] - values[1]) / (2 * step)
-    return gradient
-
-
 def _check_gradients(function, args, atol=1e-6):
     """Every argument's gradient against central differences, and the code that
     runs with fusion (the default precision) against the code without (strict)."""
     wrt = tuple(range(len(args)))
     gradients = ppto.grad(function, wrt=wrt)(*args)
     for position, gradient in enumerate(gradients):
-        expected = _central_gradient(function, args, position)
+        expected = _central_differences(function, args, position)
         np.testing.assert_allclose(np.asarray(gradient), expected, atol=atol)
     previous = ppto.set_precision("strict")  # strict: no fusion
     try:
@@ -3266,7 +3252,7 @@ def test_sort_gradients_reuse_the_forward_permutation():
         assert "argsort(" not in backward and "order" in backward, text
         _check_gradients(function, [x])
         tangent = ppto.jvp(function, (x,), (np.ones_like(x),))[1]
-        expected = np.sum(_central_gradient(function, [x], 0))
+        expected = np.sum(_central_differences(function, [x], 0))
         np.testing.assert_allclose(float(np.asarray(tangent)), expected, atol=1e-6)
 
 
@@ -3323,7 +3309,7 @@ def test_a_roll_is_undone_by_the_shift_written_out():
     text = ppto.show_grad(rolled_by, x, 3, file=io.StringIO())
     assert "negated(shift)" in text, text
     gradient = ppto.grad(rolled_by)(x, 3)
-    expected = _central_gradient(lambda v: rolled_by(v, 3), [x], 0)
+    expected = _central_differences(lambda v: rolled_by(v, 3), [x], 0)
     np.testing.assert_allclose(np.asarray(gradient), expected, atol=1e-6)
 
 
@@ -3347,7 +3333,7 @@ def test_matrix_operators_ranks_decide_their_rules_branches():
     assert "dK = dt1[1] * inv(K).T" in text and "expand_dims(expand_dims" not in text
     np.testing.assert_allclose(
         np.asarray(ppto.grad(gaussian_process_likelihood)(K, y)),
-        _central_gradient(gaussian_process_likelihood, [K, y], 0),
+        _central_differences(gaussian_process_likelihood, [K, y], 0),
         atol=1e-6,
     )
     _check_gradients(gaussian_process_likelihood, [K, y])
