@@ -154,3 +154,26 @@ def test_sort_and_argsort_take_numpys_kind_and_stable():
     ranks = np.empty(x.size)
     ranks[np.argsort(x, kind="stable")] = np.arange(x.size)
     np.testing.assert_allclose(np.asarray(grad), ranks + 2 * x)
+
+
+@pytest.mark.parametrize(
+    "name, args",
+    [
+        ("cumsum", (None, "int64")),
+        ("cumprod", (None, "int64")),
+        ("trace", (0, 0, 1, "int64")),
+    ],
+)
+def test_a_running_sum_or_trace_made_whole_numbers_passes_no_gradient(name, args):
+    # called directly, the rules gave dY's running sums (cumsum's also in dtype=,
+    # not x's, where x was a vector): a conversion to whole numbers has no derivative
+    x = ppto.tensor(np.array([[0.3, 1.1], [2.05, -0.4]]))
+    op = ppto._OPERATORS[name]
+    out = op(x, *args)
+    backward = ppto.get_grad_rule(op)(x, *args)
+    gradient = backward(ppto.ones_like(out))
+    assert gradient.dtype == np.float64
+    np.testing.assert_array_equal(gradient.numpy(), np.zeros((2, 2)))
+    vector = ppto.tensor(np.array([0.3, 1.1, 2.05]))
+    rule = ppto.get_grad_rule(ppto._OPERATORS["cumsum"])(vector, None, "float32")
+    assert rule(ppto.ones_like(vector).astype("float32")).dtype == np.float64

@@ -16,6 +16,7 @@ import numpy as np
 
 from ppto.errors import LinAlgError, PptoError, ShapeError
 from ppto.ops.arrange import pad
+from ppto.ops.elementwise import where
 from ppto.ops.indexing import getitem
 from ppto.ops.primitive import primitive
 from ppto.ops.reductions import reduce_sum
@@ -25,6 +26,7 @@ from ppto.ops.shape import (
     cast,
     expand_dims,
     flatten,
+    floating,
     matrix_transpose,
     moveaxis,
     reshape,
@@ -753,11 +755,11 @@ def trace(xp, x, offset=0, axis1=0, axis2=1, dtype=None):
 
 
 @trace.grad_rule
-def _(x, offset=0, axis1=0, axis2=1, dtype=None):
+def _(x, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     def backward(dY):
         spread = expand_dims(dY, trace_axes(x, axis1, axis2))
-        if dtype is not None:  # (dY is in dtype; the gradient, in x's)
-            spread = cast(spread, x.dtype)
+        if dtype is not None:  # (in dtype: back to x's, none through ints)
+            spread = where(floating(out), cast(spread, x.dtype), 0.0)
         return spread * diagonal_mask(x, offset, axis1, axis2)
 
     return backward

@@ -17,6 +17,7 @@ from ppto.ops.shape import (
     broadcast_to,
     cast,
     flip,
+    floating,
     reshape,
     target_shape,
     unbroadcast,
@@ -347,17 +348,17 @@ def cumsum(xp, x, axis=None, dtype=None):
 
 
 @cumsum.grad_rule
-def _(x, axis=None, dtype=None):
+def _(x, axis=None, dtype=None, out=None):
     def backward(dY):
         # x[i] enters every running sum from i on: dY's running sums from the end
         if axis is None and x.ndim == 1:  # (decided where x's rank is known)
-            return flip(cumsum(flip(dY)))
-        if axis is None:
+            gradient = flip(cumsum(flip(dY)))
+        elif axis is None:
             gradient = reshape(flip(cumsum(flip(dY))), np.shape(x))
         else:
             gradient = flip(cumsum(flip(dY, axis), axis), axis)
-        if dtype is not None:  # (dY is in dtype; the gradient, in x's)
-            gradient = cast(gradient, x.dtype)
+        if dtype is not None:  # (in dtype: back to x's, none through ints)
+            gradient = where(floating(out), cast(gradient, x.dtype), 0.0)
         return gradient
 
     return backward
@@ -398,8 +399,8 @@ def _(x, axis=None, dtype=None, out=None):
             cumsum(flip(dY * without_two, along), along), along
         )
         gradient = where(first, at_first, where(second, at_second, others))
-        if dtype is not None:  # (out and dY are in dtype; the gradient, in x's)
-            gradient = cast(gradient, x.dtype)
+        if dtype is not None:  # (in dtype: back to x's, none through ints)
+            gradient = where(floating(out), cast(gradient, x.dtype), 0.0)
         return reshape(gradient, np.shape(x))
 
     return backward
