@@ -50,6 +50,7 @@ from ppto.transform.optimize import (
     fold_reduced_counts,
     remove_unused,
 )
+from ppto.transform.optimize_cse import eliminate_common_subexpressions
 from ppto.transform.reverse import (
     Generator,
     References,
@@ -592,8 +593,9 @@ def _cleanup(body, generator):
     body = fold_reduced_counts(body, generator.refs.namespace, shapes, dtypes)
     body = elide_broadcasts(body, generator.refs.namespace, shapes, dtypes)
     body = drop_unit_factors(body, generator.refs.namespace, generator.activity)
-    body = remove_unused(body, keep=set(), removable=removable)
     generated = set(generator.namer.taken) - generator.user_names
+    body = eliminate_common_subexpressions(body, generator.refs.namespace, generated)
+    body = remove_unused(body, keep=set(), removable=removable)
     body = coalesce_copies(body, generated)
     return drop_default_arguments(body, generator.refs.namespace)
 
