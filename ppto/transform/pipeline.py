@@ -50,6 +50,7 @@ from ppto.transform.optimize import (
     fold_reduced_counts,
     remove_unused,
 )
+from ppto.transform.optimize_accumulators import write_distinct_slices
 from ppto.transform.optimize_cse import eliminate_common_subexpressions
 from ppto.transform.reverse import (
     Generator,
@@ -593,6 +594,7 @@ def _cleanup(body, generator):
     body = fold_reduced_counts(body, generator.refs.namespace, shapes, dtypes)
     body = elide_broadcasts(body, generator.refs.namespace, shapes, dtypes)
     body = drop_unit_factors(body, generator.refs.namespace, generator.activity)
+    body = write_distinct_slices(body, generator.refs.namespace, generator.ref)
     generated = set(generator.namer.taken) - generator.user_names
     body = eliminate_common_subexpressions(body, generator.refs.namespace, generated)
     body = remove_unused(body, keep=set(), removable=removable)

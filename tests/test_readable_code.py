@@ -1,7 +1,10 @@
-"""Common-subexpression elimination in generated code: an expression the forward pass
-already computed is read, not computed again (in the forward pass itself or in the
-backward pass), and never where an operand changed in between. Each case checks the
-shape of the generated code and its derivatives against central differences."""
+"""Generated code that reads as if written by hand. Common subexpressions: an
+expression the forward pass already computed is read, not computed again (in the
+forward pass itself or in the backward pass), and never where an operand changed in
+between. Loop gradients: a reversed loop whose turns each write their own slice
+writes it (``dx = setitem(dx, v, t)``) rather than adding it into new zeros. Each
+case checks the shape of the generated code and its derivatives against central
+differences."""
 
 import io
 
@@ -25,7 +28,8 @@ def assert_gradients_match(function, arguments, wrt):
     tangents = tuple(direction if i == wrt[0] else None for i in range(len(primals)))
     _, derivative = ppto.jvp(function, primals, tangents)
     expected = central_differences(function, arguments, wrt[0])
-    assert float(derivative) == pytest.approx(float(np.sum(expected * direction)))
+    reference = float(np.sum(expected * direction))
+    assert float(derivative) == pytest.approx(reference, rel=1e-6, abs=1e-8)
 
 
 def count_in_code(text: str, expression: str) -> int:
@@ -129,3 +133,67 @@ def test_a_value_computed_in_a_branch_is_computed_again_after_it(flag):
     text = ppto.show_grad(computed_in_one_branch, x, flag, file=io.StringIO())
     assert count_in_code(text, "exp(x)") == 2, text  # (the branch runs or not)
     assert_gradients_match(computed_in_one_branch, [x, flag], [0])
+
+
+# --- loop gradients written slice by slice ---
+
+
+def recurrence(x, w):
+    h = np.zeros(x.shape[1])
+    for t in range(x.shape[0]):
+        h = np.tanh(h * w + x[t])
+    return np.sum(h * h)
+
+
+def sines_of_rows(x, w):
+    total = 0.0
+    for row in x:
+        total = total + np.sum(np.sin(row) * w)
+    return total
+
+
+@pytest.mark.parametrize("function", [recurrence, sines_of_rows])
+def test_each_turn_writes_its_own_row_of_the_gradient(function):
+    x, w = np.linspace(-1.0, 1.0, 12).reshape(4, 3), np.linspace(0.5, 1.5, 3)
+    text = ppto.show_grad(function, x, w, wrt=(0, 1), file=io.StringIO())
+    assert count_in_code(text, "setitem(d") == 1, text
+    assert count_in_code(text, "index_add") == 0, text
+    assert_gradients_match(function, [x, w], [0, 1])
+
+
+def row_read_twice(x):
+    total = 0.0
+    for t in range(x.shape[0]):
+        total = total + np.sum(x[t] * np.sin(x[t]))
+    return total
+
+
+def rows_from_the_end_too(x):
+    total = 0.0
+    for t in range(-x.shape[0], x.shape[0]):  # (each row twice: -3 is row 0)
+        total = total + np.sum(np.sin(x[t]))
+    return total
+
+
+def rows_from_a_variable_start(x, start):
+    total = 0.0
+    for t in range(start, x.shape[0]):
+        total = total + np.sum(np.sin(x[t]))
+    return total
+
+
+@pytest.mark.parametrize(
+    "function, arguments",
+    [
+        (row_read_twice, ()),
+        (rows_from_the_end_too, ()),
+        (rows_from_a_variable_start, (-2,)),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_row_a_turn_may_add_to_twice_keeps_adding(function, arguments):
+    x = np.linspace(-1.0, 1.0, 9).reshape(3, 3)
+    text = ppto.show_grad(function, x, *arguments, file=io.StringIO())
+    assert count_in_code(text, "index_add(zeros_like(x)") >= 1, text
+    assert count_in_code(text, "setitem") == 0, text
+    assert_gradients_match(function, [x, *arguments], [0])
