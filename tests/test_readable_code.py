@@ -197,3 +197,49 @@ def test_a_row_a_turn_may_add_to_twice_keeps_adding(function, arguments):
     assert count_in_code(text, "index_add(zeros_like(x)") >= 1, text
     assert count_in_code(text, "setitem") == 0, text
     assert_gradients_match(function, [x, *arguments], [0])
+
+
+# --- np.diff's gradient with the numbers its shapes give written out ---
+
+
+def squared_steps(x):
+    return np.sum(np.diff(x) ** 2)
+
+
+def sines_of_second_differences(x):
+    return np.sum(np.sin(np.diff(x, n=2, axis=0)))
+
+
+def more_differences_than_rows(x):
+    return np.sum(np.sin(np.diff(x, n=5, axis=0)) * np.cos(x[:1]))
+
+
+@pytest.mark.parametrize(
+    "function, written",
+    [
+        (squared_steps, ("diff(padded, None, None)\n", "dx = -difference")),
+        (sines_of_second_differences, ("dx = diff(padded, None, None, 2, 0)",)),
+        # 5 differences of 3 rows: the 3rd's gradient (of an odd one: minus)
+        (more_differences_than_rows, ("diff(padded, None, None, 3, 0)", "-difference")),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_diff_gradient_is_written_with_its_numbers(function, written):
+    x = np.cos(np.linspace(-1.0, 2.0, 12)).reshape(3, 4)
+    text = ppto.show_grad(function, x, file=io.StringIO())
+    assert count_in_code(text, "diff_") == 0, text  # (no helper left to run)
+    for line in written:
+        assert count_in_code(text, line) == 1, text
+    assert_gradients_match(function, [x], [0])
+
+
+def steps_from_a_start(x, start):
+    return np.sum(np.diff(x, prepend=start, axis=0) ** 2)
+
+
+def test_diff_gradient_reaches_its_prepended_values():
+    x = np.cos(np.linspace(-1.0, 2.0, 12)).reshape(3, 4)
+    start = np.linspace(0.5, 1.0, 4)[None]
+    text = ppto.show_grad(steps_from_a_start, x, start, wrt=(0, 1), file=io.StringIO())
+    assert count_in_code(text, "is None") == 0, text  # (start is an array)
+    assert_gradients_match(steps_from_a_start, [x, start], [0, 1])
