@@ -13,6 +13,7 @@ import pytest
 
 import ppto
 from tests.corpus.checks import central_differences
+from tests.golden_cases import rows_loop
 
 
 def assert_gradients_match(function, arguments, wrt):
@@ -145,14 +146,7 @@ def recurrence(x, w):
     return np.sum(h * h)
 
 
-def sines_of_rows(x, w):
-    total = 0.0
-    for row in x:
-        total = total + np.sum(np.sin(row) * w)
-    return total
-
-
-@pytest.mark.parametrize("function", [recurrence, sines_of_rows])
+@pytest.mark.parametrize("function", [recurrence, rows_loop])
 def test_each_turn_writes_its_own_row_of_the_gradient(function):
     x, w = np.linspace(-1.0, 1.0, 12).reshape(4, 3), np.linspace(0.5, 1.5, 3)
     text = ppto.show_grad(function, x, w, wrt=(0, 1), file=io.StringIO())

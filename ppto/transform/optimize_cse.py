@@ -15,6 +15,7 @@ import gast
 from ppto.ops.primitive import Primitive
 from ppto.transform import trees
 from ppto.transform.lower import FRESH
+from ppto.transform.optimize import rename
 from ppto.transform.trees import clone, single_target, stores
 
 # expressions whose value is a new immutable value (or a view read) of their operands
@@ -108,7 +109,7 @@ class _Eliminator:
         holder = value.id
         if target in self.temporaries and target != holder:
             if not {target, holder} & stores(rest):
-                _rename_loads(rest, target, holder)
+                rename(rest, target, holder, gast.Load)
 
     def _record(self, target: str, value, table: _Table) -> None:
         if isinstance(value, gast.Name):
@@ -203,14 +204,3 @@ class _Eliminator:
         if not isinstance(function, types.FunctionType):
             return False  # (a user's operator, a class, a generated function)
         return function.__module__.startswith("ppto.ops.")
-
-
-def _rename_loads(body: list, old: str, new: str) -> None:
-    for statement in body:
-        for node in trees.walk(statement):
-            if (
-                isinstance(node, gast.Name)
-                and node.id == old
-                and isinstance(node.ctx, gast.Load)
-            ):
-                node.id = new
