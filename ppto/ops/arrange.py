@@ -293,12 +293,15 @@ def diff(xp, x, prepend=None, append=None, n=1, axis=-1):
 @diff.grad_rule
 def _(x, prepend, append, n=1, axis=-1):
     def backward(dY):
-        # a difference's adjoint is minus the difference of the zero-padded dY,
-        # here of x with its edges put before and after it
+        # a difference's adjoint is minus the difference of the zero-padded dY
+        # (the n-th's: (-1)**n times the n-th), here of x with its edges put
+        # before and after it
         order = diff_order(x, prepend, append, n, axis)
-        padded = pad(dY, 0.0, diff_padding(dY, order, axis))
-        widened = diff_sign(order) * diff(padded, None, None, order, axis)
-        dx = getitem(widened, diff_part(x, prepend, append, axis, "x"))
+        padded = pad(dY, 0.0, diff_padding(x, order, axis))
+        difference = diff(padded, None, None, order, axis)
+        widened = -difference if diff_odd(order) else difference
+        if prepend is None and append is None:
+            return widened, None, None  # (of x's shape: x has no edges)
         dprepend = dappend = None
         if prepend is not None:
             part = diff_part(x, prepend, append, axis, "prepend")
@@ -306,7 +309,8 @@ def _(x, prepend, append, n=1, axis=-1):
         if append is not None:
             part = diff_part(x, prepend, append, axis, "append")
             dappend = unbroadcast(getitem(widened, part), append)
-        return dx, dprepend, dappend
+        part = diff_part(x, prepend, append, axis, "x")
+        return getitem(widened, part), dprepend, dappend
 
     return backward
 
@@ -358,15 +362,15 @@ def diff_part(x, prepend, append, axis, which):
 
 
 @rank_helper()
-def diff_sign(n):
-    """(-1)**n: the sign of the n-th difference's adjoint."""
-    return -1 if n % 2 else 1
+def diff_odd(n):
+    """Whether n is odd: the n-th difference's adjoint is minus a difference."""
+    return n % 2 == 1
 
 
-@rank_helper("dY")
-def diff_padding(dY, n, axis):
-    """n zeros before and after dY along ``axis``."""
-    pairs = [(0, 0)] * rank_of(dY)
+@rank_helper("x")
+def diff_padding(x, n, axis):
+    """n zeros before and after (an array of) x's rank along ``axis``."""
+    pairs = [(0, 0)] * rank_of(x)
     pairs[axis] = (n, n)
     return tuple(pairs)
 

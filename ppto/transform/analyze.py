@@ -924,8 +924,8 @@ def dtype_of(statement: ir.Apply, dtypes: dict):
     for operand in statement.inputs:
         if isinstance(operand, ir.Const) and type(operand.value) in (int, float):
             probes.append(operand.value)  # a Python number: NumPy's weak scalar
-        elif isinstance(operand, str) and dtypes.get(operand) is not None:
-            probes.append(np.zeros((1,), dtypes[operand]))
+        elif dtypes.get(_operand_name(operand)) is not None:
+            probes.append(np.zeros((1,), dtypes[_operand_name(operand)]))
         else:
             return None
     with np.errstate(all="ignore"):
@@ -937,6 +937,14 @@ def dtype_of(statement: ir.Apply, dtypes: dict):
         if name in _PRODUCTS and all(isinstance(p, np.ndarray) for p in probes):
             return np.result_type(*probes)
     return None
+
+
+def _operand_name(operand) -> str | None:
+    """The variable an operand reads: its name, or the name written verbatim (an
+    operand that needs no derivative, ``y`` in ``x * y`` differentiated for x)."""
+    if isinstance(operand, ir.Verbatim) and isinstance(operand.expr, gast.Name):
+        return operand.expr.id
+    return operand if isinstance(operand, str) else None
 
 
 def _matmul_rank(a, b):

@@ -272,7 +272,7 @@ def _coalesce_block(body: list, temporaries, loads) -> list:
             target = statement.targets[0].id
             definition = _last_definition(out[:position], source)
             if definition is not None and _renamable(out, definition, position, target):
-                _rename_stores(out[definition], source, target)
+                rename(out[definition], source, target, gast.Store)
                 if not _mentions([out[definition]], source):
                     del out[position]
                     continue
@@ -317,14 +317,17 @@ def _last_definition(block, identifier):
     return None
 
 
-def _rename_stores(statement, old, new) -> None:
-    for node in trees.walk(statement):
-        if (
-            isinstance(node, gast.Name)
-            and node.id == old
-            and isinstance(node.ctx, gast.Store)
-        ):
-            node.id = new
+def rename(tree, old: str, new: str, context: type) -> None:
+    """Rename the names ``old`` of ``context`` (gast.Load or gast.Store) in a tree
+    (or list of trees) to ``new``."""
+    for root in tree if isinstance(tree, list) else [tree]:
+        for node in trees.walk(root):
+            if (
+                isinstance(node, gast.Name)
+                and node.id == old
+                and isinstance(node.ctx, context)
+            ):
+                node.id = new
 
 
 def _mentions(body, identifier) -> bool:

@@ -50,6 +50,9 @@ from ppto.transform.optimize import (
     fold_reduced_counts,
     remove_unused,
 )
+from ppto.transform.optimize_accumulators import write_distinct_slices
+from ppto.transform.optimize_cse import eliminate_common_subexpressions
+from ppto.transform.optimize_helpers import fold_shape_helpers
 from ppto.transform.reverse import (
     Generator,
     References,
@@ -590,10 +593,13 @@ def _cleanup(body, generator):
     removable = set(generator.namer.taken) - set(generator.parsed.parameters)
     shapes, dtypes = generator.activity.shapes, generator.activity.dtypes
     body = fold_reduced_counts(body, generator.refs.namespace, shapes, dtypes)
+    generated = set(generator.namer.taken) - generator.user_names
+    body = fold_shape_helpers(body, generator.refs.namespace, shapes, dtypes, generated)
     body = elide_broadcasts(body, generator.refs.namespace, shapes, dtypes)
     body = drop_unit_factors(body, generator.refs.namespace, generator.activity)
+    body = write_distinct_slices(body, generator.refs.namespace, generator.ref)
+    body = eliminate_common_subexpressions(body, generator.refs.namespace, generated)
     body = remove_unused(body, keep=set(), removable=removable)
-    generated = set(generator.namer.taken) - generator.user_names
     body = coalesce_copies(body, generated)
     return drop_default_arguments(body, generator.refs.namespace)
 
