@@ -1,18 +1,31 @@
 """Neural-network operators: softmax, log_softmax, one_hot, and 2-D convolution and
 pooling of images in NCHW or NHWC layout (convolution weights are always OIHW).
 
-Image operators compute in the layout they are given, without transposing the data, and
-return results in it. Each gradient is a backward primitive of this module whose own
-rules keep the family closed under repeated differentiation: conv2d and its two
-backward primitives are mutually adjoint bilinear maps, max pooling scatters to and
-gathers from each window's maxima (ties share equally), and average pooling and its
-backward are adjoint linear maps.
+Image operators take and return images in the layout they are given. Convolutions
+compute in NHWC, where each one is a single matrix product of a patch matrix
+(ppto/ops/patches.py), transposing NCHW images on the way in and out; pooling
+computes in the layout it is given.
+
+Each gradient is a backward primitive of this module whose own rules keep the family
+closed under repeated differentiation: conv2d and its two backward primitives are
+mutually adjoint bilinear maps, max pooling scatters to and gathers from each window's
+maxima (ties share equally), and average pooling and its backward are adjoint linear
+maps.
 """
 
 import numpy as np
 
 from ppto.errors import ShapeError
 from ppto.ops.elementwise import exp
+from ppto.ops.patches import (
+    col2im,
+    from_channels_last,
+    im2col,
+    patch_matrix,
+    to_channels_last,
+    weight_matrix,
+    weights_from_matrix,
+)
 from ppto.ops.primitive import primitive
 from ppto.ops.reductions import reduce_sum
 
@@ -145,24 +158,6 @@ def expect_shape(op_name, what, shape, expected, layout):
         )
 
 
-def pad_image(xp, x, padding, layout):
-    if padding == (0, 0):
-        return x
-    widths = [(0, 0)] * 4
-    _, row_axis, col_axis = IMAGE_AXES[layout]
-    widths[row_axis] = (padding[0], padding[0])
-    widths[col_axis] = (padding[1], padding[1])
-    return xp.pad(x, widths)
-
-
-def crop_image(x, padding, layout):
-    """The inverse of ``pad_image``: x without its padded border."""
-    _, row_axis, col_axis = IMAGE_AXES[layout]
-    rows = slice(padding[0], x.shape[row_axis] - padding[0])
-    cols = slice(padding[1], x.shape[col_axis] - padding[1])
-    return x[spatial_index(layout, rows, cols)]
-
-
 def windows(xp, x, kernel, stride, layout):
     """A view of x's kernel-sized windows at ``stride``: window positions replace the
     rows and columns in place, and each window's rows and columns trail as two axes."""
@@ -233,12 +228,11 @@ def conv2d(xp, x, w, stride=1, padding=0, layout=None):
     stride, padding, _ = conv_geometry(
         "conv2d", x.shape, w.shape, stride, padding, layout
     )
-    channel, _, _ = IMAGE_AXES[layout]
-    patches = windows(
-        xp, pad_image(xp, x, padding, layout), w.shape[2:], stride, layout
-    )
-    out = xp.tensordot(patches, w, axes=((channel, 4, 5), (1, 2, 3)))
-    return xp.moveaxis(out, -1, channel)
+    x = to_channels_last(xp, x, layout)
+    patches = im2col(xp, x, w.shape[2:], stride, padding)
+    positions = patches.shape[:3]
+    out = patch_matrix(patches) @ weight_matrix(w)
+    return from_channels_last(out.reshape(positions + (w.shape[0],)), layout)
 
 
 @conv2d.grad_rule
@@ -264,15 +258,13 @@ def conv2d_backward_input(xp, dY, w, like, stride=1, padding=0, layout=None):
         "conv2d_backward_input", like.shape, w.shape, stride, padding, layout
     )
     expect_shape("conv2d_backward_input", "dY", dY.shape, out_shape, layout)
+    dY = to_channels_last(xp, dY, layout)
+    # Each window's share of the gradient, laid out as im2col lays out its patches.
+    parts = patch_matrix(dY) @ weight_matrix(w).T
+    parts = parts.reshape(dY.shape[:3] + tuple(w.shape[2:]) + (w.shape[1],))
     channel, row_axis, col_axis = IMAGE_AXES[layout]
-    # Each window's contribution, moved into the layout ``windows`` gives.
-    parts = xp.moveaxis(xp.tensordot(dY, w, axes=((channel,), (0,))), 3, channel)
-    padded = list(like.shape)
-    padded[row_axis] += 2 * padding[0]
-    padded[col_axis] += 2 * padding[1]
-    return crop_image(
-        scatter_windows(xp, parts, padded, stride, layout), padding, layout
-    )
+    image = tuple(like.shape[axis] for axis in (0, row_axis, col_axis, channel))
+    return from_channels_last(col2im(xp, parts, image, stride, padding), layout)
 
 
 @conv2d_backward_input.grad_rule
@@ -294,12 +286,14 @@ def conv2d_backward_weight(xp, x, dY, like, stride=1, padding=0, layout=None):
         "conv2d_backward_weight", x.shape, like.shape, stride, padding, layout
     )
     expect_shape("conv2d_backward_weight", "dY", dY.shape, out_shape, layout)
-    _, row_axis, col_axis = IMAGE_AXES[layout]
-    patches = windows(
-        xp, pad_image(xp, x, padding, layout), like.shape[2:], stride, layout
-    )
-    summed = (0, row_axis, col_axis)
-    return xp.tensordot(dY, patches, axes=(summed, summed))
+    x = to_channels_last(xp, x, layout)
+    patches = im2col(xp, x, like.shape[2:], stride, padding)
+    dY = to_channels_last(xp, dY, layout)
+    # patches.T @ dY, not dY.T @ patches: the same sums, but multithreaded OpenBLAS
+    # took up to 100 times longer for the (O, positions) x (positions, K) shape
+    # on a loaded machine, and steadily about as long for this one.
+    summed = patch_matrix(patches).T @ patch_matrix(dY)
+    return weights_from_matrix(xp, summed, like.shape)
 
 
 @conv2d_backward_weight.grad_rule
