@@ -280,6 +280,40 @@ def test_max_pool_shares_the_gradient_among_tied_maxima():
     )
 
 
+def naive_max_pool_backward_and_tangent(x, dY, dx, kernel, stride):
+    """NCHW max pooling's gradient (dY shared equally among each window's maxima) and
+    tangent (the mean of dx over them), one window at a time."""
+    (kh, kw), (sh, sw) = kernel, stride
+    gradient, tangent = np.zeros_like(x), np.zeros_like(dY)
+    for n, c, i, j in np.ndindex(dY.shape):
+        rows, cols = slice(i * sh, i * sh + kh), slice(j * sw, j * sw + kw)
+        window = x[n, c, rows, cols]
+        maxima = window == window.max()
+        gradient[n, c, rows, cols] += maxima * dY[n, c, i, j] / maxima.sum()
+        tangent[n, c, i, j] = dx[n, c, rows, cols][maxima].mean()
+    return gradient, tangent
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("kernel, stride", [((3, 3), (2, 2)), ((2, 3), (1, 2))])
+def test_max_pool_gradient_and_tangent_share_ties_in_overlapping_windows(
+    kernel, stride, layout
+):
+    x = RNG.integers(0, 3, (2, 3, 6, 7)).astype(float)  # many ties
+    dY = RNG.standard_normal(naive_pool(x, kernel, stride, np.max).shape)
+    dx = RNG.standard_normal(x.shape)
+    expected_gradient, expected_tangent = naive_max_pool_backward_and_tangent(
+        x, dY, dx, kernel, stride
+    )
+    move = to_nhwc if layout == "nhwc" else np.asarray
+    back = to_nchw if layout == "nhwc" else np.asarray
+    params = {"kernel_size": kernel, "stride": stride, "layout": layout}
+    gradient = ppto.max_pool2d_backward(move(dY), move(x), **params)
+    tangent = ppto.max_pool2d_tangent(move(dx), move(x), **params)
+    np.testing.assert_allclose(back(np.asarray(gradient)), expected_gradient)
+    np.testing.assert_allclose(back(np.asarray(tangent)), expected_tangent)
+
+
 def test_softmax_sums_to_one_and_does_not_overflow():
     x = RNG.standard_normal((4, 6)) * 3
     out = np.asarray(ppto.softmax(x))

@@ -4,7 +4,7 @@ pooling of images in NCHW or NHWC layout (convolution weights are always OIHW).
 Image operators take and return images in the layout they are given. Convolutions
 compute in NHWC, where each one is a single matrix product of a patch matrix
 (ppto/ops/patches.py), transposing NCHW images on the way in and out; pooling
-computes in the layout it is given.
+computes in either layout without transposing.
 
 Each gradient is a backward primitive of this module whose own rules keep the family
 closed under repeated differentiation: conv2d and its two backward primitives are
@@ -121,7 +121,7 @@ def image_axes(op_name, layout, shape):
 
 
 def spatial_index(layout, rows, cols):
-    """The subscript selecting ``rows`` and ``cols`` of a 4-D image (or window view)."""
+    """The subscript selecting ``rows`` and ``cols`` of a 4-D image."""
     index = [slice(None)] * 4
     _, row_axis, col_axis = IMAGE_AXES[layout]
     index[row_axis], index[col_axis] = rows, cols
@@ -156,36 +156,6 @@ def expect_shape(op_name, what, shape, expected, layout):
             f"ppto.{op_name}: {what} has shape {tuple(shape)} but the forward "
             f"operator's result has shape {tuple(expected)} (layout {layout!r})"
         )
-
-
-def windows(xp, x, kernel, stride, layout):
-    """A view of x's kernel-sized windows at ``stride``: window positions replace the
-    rows and columns in place, and each window's rows and columns trail as two axes."""
-    _, row_axis, col_axis = IMAGE_AXES[layout]
-    view = xp.lib.stride_tricks.sliding_window_view(
-        x, kernel, axis=(row_axis, col_axis)
-    )
-    every = spatial_index(
-        layout, slice(None, None, stride[0]), slice(None, None, stride[1])
-    )
-    return view[every]
-
-
-def scatter_windows(xp, parts, shape, stride, layout):
-    """Sum per-window values ``parts`` (shaped like ``windows``) back into an image of
-    ``shape``: the adjoint of ``windows``."""
-    out = xp.zeros(shape, dtype=parts.dtype)
-    _, row_axis, col_axis = IMAGE_AXES[layout]
-    count_rows, count_cols = parts.shape[row_axis], parts.shape[col_axis]
-    kernel_rows, kernel_cols = parts.shape[-2:]
-    for i in range(kernel_rows):
-        for j in range(kernel_cols):
-            # For one kernel offset the windows touch distinct pixels, so a strided
-            # += is exact; overlapping windows accumulate across offsets.
-            rows = slice(i, i + stride[0] * (count_rows - 1) + 1, stride[0])
-            cols = slice(j, j + stride[1] * (count_cols - 1) + 1, stride[1])
-            out[spatial_index(layout, rows, cols)] += parts[..., i, j]
-    return out
 
 
 # --- convolution ------------------------------------------------------------------
@@ -308,6 +278,11 @@ def _(x, dY, like, stride=1, padding=0, layout=None):
 
 
 # --- pooling ----------------------------------------------------------------------
+#
+# Pooling runs over kernel offsets, not windows: each offset's element of every window
+# is a strided view of the image shaped like the result, so a pooling is KH * KW
+# whole-image operations (a reduction over each window's few elements, in a view with
+# the kernel axes last, runs an inner loop of KW elements per window).
 
 
 def pool_geometry(op_name, shape, kernel_size, stride, layout):
@@ -318,22 +293,44 @@ def pool_geometry(op_name, shape, kernel_size, stride, layout):
     return kernel, stride, out_shape
 
 
-def window_maxima(xp, x, kernel, stride, layout, dtype):
-    """Weights on each window's maxima, shaped like ``windows``: 1 shared equally
-    among ties, 0 elsewhere."""
-    patches = windows(xp, x, kernel, stride, layout)
-    hit = (patches == xp.max(patches, axis=(-2, -1), keepdims=True)).astype(dtype)
-    return hit / xp.sum(hit, axis=(-2, -1), keepdims=True)
+def pool_offsets(kernel, stride, out_shape, layout):
+    """For each kernel offset (i, j), the subscript of a 4-D image selecting that
+    element of every window: strided views shaped like the result ``out_shape``."""
+    _, row_axis, col_axis = IMAGE_AXES[layout]
+    counts = out_shape[row_axis], out_shape[col_axis]
+    offsets = []
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            rows = slice(i, i + stride[0] * (counts[0] - 1) + 1, stride[0])
+            cols = slice(j, j + stride[1] * (counts[1] - 1) + 1, stride[1])
+            offsets.append(spatial_index(layout, rows, cols))
+    return offsets
+
+
+def window_max(xp, x, offsets):
+    """The maximum of each window of x, given its ``pool_offsets``."""
+    out = x[offsets[0]].copy()
+    for offset in offsets[1:]:
+        xp.maximum(out, x[offset], out=out)
+    return out
+
+
+def window_ties(xp, x, peak, offsets, dtype):
+    """How many of each window's elements equal its maximum ``peak``, in ``dtype``."""
+    count = xp.zeros(peak.shape, dtype=dtype)
+    for offset in offsets:
+        count += x[offset] == peak
+    return count
 
 
 @primitive(SAME, keeps_layout=True)
 def max_pool2d(xp, x, kernel_size, stride=None, layout=None):
     """The maximum of each window of x (NCHW or NHWC), without padding; ``stride``
     defaults to ``kernel_size``."""
-    kernel, stride, _ = pool_geometry(
+    kernel, stride, out_shape = pool_geometry(
         "max_pool2d", x.shape, kernel_size, stride, layout
     )
-    return xp.max(windows(xp, x, kernel, stride, layout), axis=(-2, -1))
+    return window_max(xp, x, pool_offsets(kernel, stride, out_shape, layout))
 
 
 @max_pool2d.grad_rule
@@ -362,8 +359,15 @@ def max_pool2d_backward(xp, dY, x, kernel_size, stride=None, layout=None):
         name, x.shape, kernel_size, stride, layout
     )
     expect_shape(name, "dY", dY.shape, out_shape, layout)
-    weights = window_maxima(xp, x, kernel, stride, layout, dY.dtype)
-    return scatter_windows(xp, weights * dY[..., None, None], x.shape, stride, layout)
+    offsets = pool_offsets(kernel, stride, out_shape, layout)
+    peak = window_max(xp, x, offsets)
+    share = dY / window_ties(xp, x, peak, offsets, dY.dtype)
+    dx = xp.zeros(x.shape, dtype=share.dtype)
+    for offset in offsets:
+        # One offset's elements belong to distinct windows, so a strided += is
+        # exact; overlapping windows accumulate across offsets.
+        dx[offset] += xp.where(x[offset] == peak, share, 0)
+    return dx
 
 
 @max_pool2d_backward.grad_rule
@@ -379,10 +383,16 @@ def max_pool2d_tangent(xp, dx, x, kernel_size, stride=None, layout=None):
     """The tangent of max_pool2d at x: per window, the mean of dx over x's maxima.
     The adjoint of max_pool2d_backward; x only selects, so it is not differentiated."""
     name = "max_pool2d_tangent"
-    kernel, stride, _ = pool_geometry(name, x.shape, kernel_size, stride, layout)
+    kernel, stride, out_shape = pool_geometry(
+        name, x.shape, kernel_size, stride, layout
+    )
     expect_shape(name, "dx", dx.shape, x.shape, layout)
-    weights = window_maxima(xp, x, kernel, stride, layout, dx.dtype)
-    return xp.sum(windows(xp, dx, kernel, stride, layout) * weights, axis=(-2, -1))
+    offsets = pool_offsets(kernel, stride, out_shape, layout)
+    peak = window_max(xp, x, offsets)
+    total = xp.zeros(peak.shape, dtype=dx.dtype)
+    for offset in offsets:
+        total += xp.where(x[offset] == peak, dx[offset], 0)
+    return total / window_ties(xp, x, peak, offsets, dx.dtype)
 
 
 @max_pool2d_tangent.grad_rule
@@ -397,10 +407,11 @@ def _(dx, x, kernel_size, stride=None, layout=None):
 def avg_pool2d(xp, x, kernel_size, stride=None, layout=None):
     """The mean of each window of x (NCHW or NHWC), without padding; ``stride``
     defaults to ``kernel_size``."""
-    kernel, stride, _ = pool_geometry(
+    kernel, stride, out_shape = pool_geometry(
         "avg_pool2d", x.shape, kernel_size, stride, layout
     )
-    return xp.mean(windows(xp, x, kernel, stride, layout), axis=(-2, -1))
+    offsets = pool_offsets(kernel, stride, out_shape, layout)
+    return xp.mean(xp.stack([x[offset] for offset in offsets]), axis=0)
 
 
 @avg_pool2d.grad_rule
@@ -420,9 +431,12 @@ def avg_pool2d_backward(xp, dY, like, kernel_size, stride=None, layout=None):
         name, like.shape, kernel_size, stride, layout
     )
     expect_shape(name, "dY", dY.shape, out_shape, layout)
-    share = dY[..., None, None] / (kernel[0] * kernel[1])
-    parts = xp.broadcast_to(share, tuple(dY.shape) + kernel)
-    return scatter_windows(xp, parts, tuple(like.shape), stride, layout)
+    offsets = pool_offsets(kernel, stride, out_shape, layout)
+    share = dY / len(offsets)
+    dx = xp.zeros(tuple(like.shape), dtype=share.dtype)
+    for offset in offsets:
+        dx[offset] += share
+    return dx
 
 
 @avg_pool2d_backward.grad_rule
