@@ -21,6 +21,7 @@ from ppto.ops.patches import (
     col2im,
     from_channels_last,
     im2col,
+    kernel_offsets,
     patch_matrix,
     to_channels_last,
     weight_matrix,
@@ -298,13 +299,10 @@ def pool_offsets(kernel, stride, out_shape, layout):
     element of every window: strided views shaped like the result ``out_shape``."""
     _, row_axis, col_axis = IMAGE_AXES[layout]
     counts = out_shape[row_axis], out_shape[col_axis]
-    offsets = []
-    for i in range(kernel[0]):
-        for j in range(kernel[1]):
-            rows = slice(i, i + stride[0] * (counts[0] - 1) + 1, stride[0])
-            cols = slice(j, j + stride[1] * (counts[1] - 1) + 1, stride[1])
-            offsets.append(spatial_index(layout, rows, cols))
-    return offsets
+    return [
+        spatial_index(layout, rows, cols)
+        for _, rows, cols in kernel_offsets(kernel, stride, counts)
+    ]
 
 
 def window_max(xp, x, offsets):

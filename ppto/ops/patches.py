@@ -77,14 +77,23 @@ def col2im(xp, patches, shape, stride, padding):
         )
         return crop(tiled, padding)
     out = xp.zeros((batch, height, width, channels), dtype=patches.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            # For one kernel offset the windows touch distinct pixels, so a strided
-            # += is exact; overlapping windows accumulate across offsets.
-            rows = slice(i, i + stride[0] * (count_rows - 1) + 1, stride[0])
-            cols = slice(j, j + stride[1] * (count_cols - 1) + 1, stride[1])
-            out[:, rows, cols] += patches[:, :, :, i, j]
+    counts = (count_rows, count_cols)
+    for (i, j), rows, cols in kernel_offsets((kh, kw), stride, counts):
+        # For one kernel offset the windows touch distinct pixels, so a strided
+        # += is exact; overlapping windows accumulate across offsets.
+        out[:, rows, cols] += patches[:, :, :, i, j]
     return crop(out, padding)
+
+
+def kernel_offsets(kernel, stride, counts):
+    """For each kernel offset (i, j): ((i, j), rows, cols), the slices of an image's
+    rows and columns that hold that element of each of ``counts`` windows (rows,
+    columns) at ``stride``."""
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            rows = slice(i, i + stride[0] * (counts[0] - 1) + 1, stride[0])
+            cols = slice(j, j + stride[1] * (counts[1] - 1) + 1, stride[1])
+            yield (i, j), rows, cols
 
 
 def crop(x, padding):
