@@ -42,6 +42,20 @@ CONV = [
         label="pairs",
     ),
     Row(
+        "conv2d",
+        (N(NHWC), N((3, 2, 1, 1))),
+        {"stride": 2, "layout": "nhwc"},
+        wrt=(0, 1),
+        label="nhwc-1x1-s2",
+    ),
+    Row(
+        "conv2d",
+        (N((2, 2, 4, 6)), N((3, 2, 2, 2))),
+        {"stride": 2},
+        wrt=(0, 1),
+        label="nchw-tiled-2x2-s2",
+    ),
+    Row(
         "conv2d_backward_input",
         (N(NCHW_OUT), N(WEIGHTS)),
         {"like": np.zeros(NCHW)},

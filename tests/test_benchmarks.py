@@ -37,7 +37,8 @@ def test_benchmark_checks_every_workload_and_prints_its_table(script):
 
 def test_more_workloads_are_checked_and_timed():
     output = _run("benchmarks/more.py")
-    for name in ("cross-entropy", "layer norm", "attention", "least squares", "embed"):
+    names = ("cross-entropy", "layer norm", "attention", "least squares", "embed")
+    for name in names + ("conv",):
         rows = [line for line in output.splitlines() if line.startswith(name)]
         assert len(rows) == 1 and float(rows[0].split()[-1]) > 0, name
 

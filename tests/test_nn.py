@@ -49,9 +49,23 @@ CONV_CASES = [
     ((1, 3, 6, 7), (2, 3, 2, 3), (2, 1), (0, 2)),
     ((2, 1, 4, 4), (2, 1, 4, 4), (1, 1), (0, 0)),
 ]
+# The geometries with their own code paths: 1x1 kernels without padding (the image is
+# its own patch matrix, strided or not), windows that tile the padded image exactly
+# (col2im a reordering), and disjoint windows with a remainder or with gaps.
+SPECIAL_CONV_CASES = [
+    ((2, 3, 4, 5), (2, 3, 1, 1), (1, 1), (0, 0)),
+    ((2, 3, 5, 5), (2, 3, 1, 1), (2, 2), (0, 0)),
+    ((1, 3, 4, 4), (2, 3, 1, 1), (1, 2), (1, 0)),
+    ((2, 2, 4, 6), (3, 2, 2, 2), (2, 2), (0, 0)),
+    ((1, 2, 4, 4), (2, 2, 3, 3), (3, 3), (1, 1)),
+    ((1, 2, 5, 5), (2, 2, 2, 2), (2, 2), (0, 0)),
+    ((1, 2, 7, 8), (2, 2, 2, 2), (3, 3), (0, 1)),
+]
 
 
-@pytest.mark.parametrize("x_shape, w_shape, stride, padding", CONV_CASES)
+@pytest.mark.parametrize(
+    "x_shape, w_shape, stride, padding", CONV_CASES + SPECIAL_CONV_CASES
+)
 def test_conv2d_matches_naive_loop_in_both_layouts(x_shape, w_shape, stride, padding):
     x, w = RNG.standard_normal(x_shape), RNG.standard_normal(w_shape)
     expected = naive_conv2d(x, w, stride, padding)
@@ -59,6 +73,18 @@ def test_conv2d_matches_naive_loop_in_both_layouts(x_shape, w_shape, stride, pad
     nhwc = ppto.conv2d(to_nhwc(x), w, stride=stride, padding=padding, layout="nhwc")
     np.testing.assert_allclose(np.asarray(nchw), expected, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(to_nchw(np.asarray(nhwc)), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("x_shape, w_shape, stride, padding", SPECIAL_CONV_CASES)
+def test_conv2d_gradients_in_special_geometries(
+    x_shape, w_shape, stride, padding, layout
+):
+    x, w = RNG.standard_normal(x_shape), RNG.standard_normal(w_shape)
+    x = to_nhwc(x) if layout == "nhwc" else x
+    params = {"stride": stride, "padding": padding, "layout": layout}
+    report = ppto.check_grad(lambda a, b: ppto.conv2d(a, b, **params), x, w, wrt=(0, 1))
+    assert report.ok, str(report)
 
 
 def test_int_stride_and_padding_mean_both_axes():
@@ -252,6 +278,40 @@ def test_max_pool_shares_the_gradient_among_tied_maxima():
     np.testing.assert_allclose(
         np.asarray(ppto.max_pool2d_tangent(x, x, 2)), [[[[1.0]]]]
     )
+
+
+def naive_max_pool_backward_and_tangent(x, dY, dx, kernel, stride):
+    """NCHW max pooling's gradient (dY shared equally among each window's maxima) and
+    tangent (the mean of dx over them), one window at a time."""
+    (kh, kw), (sh, sw) = kernel, stride
+    gradient, tangent = np.zeros_like(x), np.zeros_like(dY)
+    for n, c, i, j in np.ndindex(dY.shape):
+        rows, cols = slice(i * sh, i * sh + kh), slice(j * sw, j * sw + kw)
+        window = x[n, c, rows, cols]
+        maxima = window == window.max()
+        gradient[n, c, rows, cols] += maxima * dY[n, c, i, j] / maxima.sum()
+        tangent[n, c, i, j] = dx[n, c, rows, cols][maxima].mean()
+    return gradient, tangent
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("kernel, stride", [((3, 3), (2, 2)), ((2, 3), (1, 2))])
+def test_max_pool_gradient_and_tangent_share_ties_in_overlapping_windows(
+    kernel, stride, layout
+):
+    x = RNG.integers(0, 3, (2, 3, 6, 7)).astype(float)  # many ties
+    dY = RNG.standard_normal(naive_pool(x, kernel, stride, np.max).shape)
+    dx = RNG.standard_normal(x.shape)
+    expected_gradient, expected_tangent = naive_max_pool_backward_and_tangent(
+        x, dY, dx, kernel, stride
+    )
+    move = to_nhwc if layout == "nhwc" else np.asarray
+    back = to_nchw if layout == "nhwc" else np.asarray
+    params = {"kernel_size": kernel, "stride": stride, "layout": layout}
+    gradient = ppto.max_pool2d_backward(move(dY), move(x), **params)
+    tangent = ppto.max_pool2d_tangent(move(dx), move(x), **params)
+    np.testing.assert_allclose(back(np.asarray(gradient)), expected_gradient)
+    np.testing.assert_allclose(back(np.asarray(tangent)), expected_tangent)
 
 
 def test_softmax_sums_to_one_and_does_not_overflow():

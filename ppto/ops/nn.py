@@ -1,18 +1,32 @@
 """Neural-network operators: softmax, log_softmax, one_hot, and 2-D convolution and
 pooling of images in NCHW or NHWC layout (convolution weights are always OIHW).
 
-Image operators compute in the layout they are given, without transposing the data, and
-return results in it. Each gradient is a backward primitive of this module whose own
-rules keep the family closed under repeated differentiation: conv2d and its two
-backward primitives are mutually adjoint bilinear maps, max pooling scatters to and
-gathers from each window's maxima (ties share equally), and average pooling and its
-backward are adjoint linear maps.
+Image operators take and return images in the layout they are given. Convolutions
+compute in NHWC, where each one is a single matrix product of a patch matrix
+(ppto/ops/patches.py), transposing NCHW images on the way in and out; pooling
+computes in either layout without transposing.
+
+Each gradient is a backward primitive of this module whose own rules keep the family
+closed under repeated differentiation: conv2d and its two backward primitives are
+mutually adjoint bilinear maps, max pooling scatters to and gathers from each window's
+maxima (ties share equally), and average pooling and its backward are adjoint linear
+maps.
 """
 
 import numpy as np
 
 from ppto.errors import ShapeError
 from ppto.ops.elementwise import exp
+from ppto.ops.patches import (
+    col2im,
+    from_channels_last,
+    im2col,
+    kernel_offsets,
+    patch_matrix,
+    to_channels_last,
+    weight_matrix,
+    weights_from_matrix,
+)
 from ppto.ops.primitive import primitive
 from ppto.ops.reductions import reduce_sum
 
@@ -108,7 +122,7 @@ def image_axes(op_name, layout, shape):
 
 
 def spatial_index(layout, rows, cols):
-    """The subscript selecting ``rows`` and ``cols`` of a 4-D image (or window view)."""
+    """The subscript selecting ``rows`` and ``cols`` of a 4-D image."""
     index = [slice(None)] * 4
     _, row_axis, col_axis = IMAGE_AXES[layout]
     index[row_axis], index[col_axis] = rows, cols
@@ -143,54 +157,6 @@ def expect_shape(op_name, what, shape, expected, layout):
             f"ppto.{op_name}: {what} has shape {tuple(shape)} but the forward "
             f"operator's result has shape {tuple(expected)} (layout {layout!r})"
         )
-
-
-def pad_image(xp, x, padding, layout):
-    if padding == (0, 0):
-        return x
-    widths = [(0, 0)] * 4
-    _, row_axis, col_axis = IMAGE_AXES[layout]
-    widths[row_axis] = (padding[0], padding[0])
-    widths[col_axis] = (padding[1], padding[1])
-    return xp.pad(x, widths)
-
-
-def crop_image(x, padding, layout):
-    """The inverse of ``pad_image``: x without its padded border."""
-    _, row_axis, col_axis = IMAGE_AXES[layout]
-    rows = slice(padding[0], x.shape[row_axis] - padding[0])
-    cols = slice(padding[1], x.shape[col_axis] - padding[1])
-    return x[spatial_index(layout, rows, cols)]
-
-
-def windows(xp, x, kernel, stride, layout):
-    """A view of x's kernel-sized windows at ``stride``: window positions replace the
-    rows and columns in place, and each window's rows and columns trail as two axes."""
-    _, row_axis, col_axis = IMAGE_AXES[layout]
-    view = xp.lib.stride_tricks.sliding_window_view(
-        x, kernel, axis=(row_axis, col_axis)
-    )
-    every = spatial_index(
-        layout, slice(None, None, stride[0]), slice(None, None, stride[1])
-    )
-    return view[every]
-
-
-def scatter_windows(xp, parts, shape, stride, layout):
-    """Sum per-window values ``parts`` (shaped like ``windows``) back into an image of
-    ``shape``: the adjoint of ``windows``."""
-    out = xp.zeros(shape, dtype=parts.dtype)
-    _, row_axis, col_axis = IMAGE_AXES[layout]
-    count_rows, count_cols = parts.shape[row_axis], parts.shape[col_axis]
-    kernel_rows, kernel_cols = parts.shape[-2:]
-    for i in range(kernel_rows):
-        for j in range(kernel_cols):
-            # For one kernel offset the windows touch distinct pixels, so a strided
-            # += is exact; overlapping windows accumulate across offsets.
-            rows = slice(i, i + stride[0] * (count_rows - 1) + 1, stride[0])
-            cols = slice(j, j + stride[1] * (count_cols - 1) + 1, stride[1])
-            out[spatial_index(layout, rows, cols)] += parts[..., i, j]
-    return out
 
 
 # --- convolution ------------------------------------------------------------------
@@ -233,12 +199,11 @@ def conv2d(xp, x, w, stride=1, padding=0, layout=None):
     stride, padding, _ = conv_geometry(
         "conv2d", x.shape, w.shape, stride, padding, layout
     )
-    channel, _, _ = IMAGE_AXES[layout]
-    patches = windows(
-        xp, pad_image(xp, x, padding, layout), w.shape[2:], stride, layout
-    )
-    out = xp.tensordot(patches, w, axes=((channel, 4, 5), (1, 2, 3)))
-    return xp.moveaxis(out, -1, channel)
+    x = to_channels_last(xp, x, layout)
+    patches = im2col(xp, x, w.shape[2:], stride, padding)
+    positions = patches.shape[:3]
+    out = patch_matrix(patches) @ weight_matrix(w)
+    return from_channels_last(out.reshape(positions + (w.shape[0],)), layout)
 
 
 @conv2d.grad_rule
@@ -264,15 +229,13 @@ def conv2d_backward_input(xp, dY, w, like, stride=1, padding=0, layout=None):
         "conv2d_backward_input", like.shape, w.shape, stride, padding, layout
     )
     expect_shape("conv2d_backward_input", "dY", dY.shape, out_shape, layout)
+    dY = to_channels_last(xp, dY, layout)
+    # Each window's share of the gradient, laid out as im2col lays out its patches.
+    parts = patch_matrix(dY) @ weight_matrix(w).T
+    parts = parts.reshape(dY.shape[:3] + tuple(w.shape[2:]) + (w.shape[1],))
     channel, row_axis, col_axis = IMAGE_AXES[layout]
-    # Each window's contribution, moved into the layout ``windows`` gives.
-    parts = xp.moveaxis(xp.tensordot(dY, w, axes=((channel,), (0,))), 3, channel)
-    padded = list(like.shape)
-    padded[row_axis] += 2 * padding[0]
-    padded[col_axis] += 2 * padding[1]
-    return crop_image(
-        scatter_windows(xp, parts, padded, stride, layout), padding, layout
-    )
+    image = tuple(like.shape[axis] for axis in (0, row_axis, col_axis, channel))
+    return from_channels_last(col2im(xp, parts, image, stride, padding), layout)
 
 
 @conv2d_backward_input.grad_rule
@@ -294,12 +257,14 @@ def conv2d_backward_weight(xp, x, dY, like, stride=1, padding=0, layout=None):
         "conv2d_backward_weight", x.shape, like.shape, stride, padding, layout
     )
     expect_shape("conv2d_backward_weight", "dY", dY.shape, out_shape, layout)
-    _, row_axis, col_axis = IMAGE_AXES[layout]
-    patches = windows(
-        xp, pad_image(xp, x, padding, layout), like.shape[2:], stride, layout
-    )
-    summed = (0, row_axis, col_axis)
-    return xp.tensordot(dY, patches, axes=(summed, summed))
+    x = to_channels_last(xp, x, layout)
+    patches = im2col(xp, x, like.shape[2:], stride, padding)
+    dY = to_channels_last(xp, dY, layout)
+    # patches.T @ dY, not dY.T @ patches: the same sums, but multithreaded OpenBLAS
+    # took up to 100 times longer for the (O, positions) x (positions, K) shape
+    # on a loaded machine, and steadily about as long for this one.
+    summed = patch_matrix(patches).T @ patch_matrix(dY)
+    return weights_from_matrix(xp, summed, like.shape)
 
 
 @conv2d_backward_weight.grad_rule
@@ -314,6 +279,11 @@ def _(x, dY, like, stride=1, padding=0, layout=None):
 
 
 # --- pooling ----------------------------------------------------------------------
+#
+# Pooling runs over kernel offsets, not windows: each offset's element of every window
+# is a strided view of the image shaped like the result, so a pooling is KH * KW
+# whole-image operations (a reduction over each window's few elements, in a view with
+# the kernel axes last, runs an inner loop of KW elements per window).
 
 
 def pool_geometry(op_name, shape, kernel_size, stride, layout):
@@ -324,22 +294,41 @@ def pool_geometry(op_name, shape, kernel_size, stride, layout):
     return kernel, stride, out_shape
 
 
-def window_maxima(xp, x, kernel, stride, layout, dtype):
-    """Weights on each window's maxima, shaped like ``windows``: 1 shared equally
-    among ties, 0 elsewhere."""
-    patches = windows(xp, x, kernel, stride, layout)
-    hit = (patches == xp.max(patches, axis=(-2, -1), keepdims=True)).astype(dtype)
-    return hit / xp.sum(hit, axis=(-2, -1), keepdims=True)
+def pool_offsets(kernel, stride, out_shape, layout):
+    """For each kernel offset (i, j), the subscript of a 4-D image selecting that
+    element of every window: strided views shaped like the result ``out_shape``."""
+    _, row_axis, col_axis = IMAGE_AXES[layout]
+    counts = out_shape[row_axis], out_shape[col_axis]
+    return [
+        spatial_index(layout, rows, cols)
+        for _, rows, cols in kernel_offsets(kernel, stride, counts)
+    ]
+
+
+def window_max(xp, x, offsets):
+    """The maximum of each window of x, given its ``pool_offsets``."""
+    out = x[offsets[0]].copy()
+    for offset in offsets[1:]:
+        xp.maximum(out, x[offset], out=out)
+    return out
+
+
+def window_ties(xp, x, peak, offsets, dtype):
+    """How many of each window's elements equal its maximum ``peak``, in ``dtype``."""
+    count = xp.zeros(peak.shape, dtype=dtype)
+    for offset in offsets:
+        count += x[offset] == peak
+    return count
 
 
 @primitive(SAME, keeps_layout=True)
 def max_pool2d(xp, x, kernel_size, stride=None, layout=None):
     """The maximum of each window of x (NCHW or NHWC), without padding; ``stride``
     defaults to ``kernel_size``."""
-    kernel, stride, _ = pool_geometry(
+    kernel, stride, out_shape = pool_geometry(
         "max_pool2d", x.shape, kernel_size, stride, layout
     )
-    return xp.max(windows(xp, x, kernel, stride, layout), axis=(-2, -1))
+    return window_max(xp, x, pool_offsets(kernel, stride, out_shape, layout))
 
 
 @max_pool2d.grad_rule
@@ -368,8 +357,15 @@ def max_pool2d_backward(xp, dY, x, kernel_size, stride=None, layout=None):
         name, x.shape, kernel_size, stride, layout
     )
     expect_shape(name, "dY", dY.shape, out_shape, layout)
-    weights = window_maxima(xp, x, kernel, stride, layout, dY.dtype)
-    return scatter_windows(xp, weights * dY[..., None, None], x.shape, stride, layout)
+    offsets = pool_offsets(kernel, stride, out_shape, layout)
+    peak = window_max(xp, x, offsets)
+    share = dY / window_ties(xp, x, peak, offsets, dY.dtype)
+    dx = xp.zeros(x.shape, dtype=share.dtype)
+    for offset in offsets:
+        # One offset's elements belong to distinct windows, so a strided += is
+        # exact; overlapping windows accumulate across offsets.
+        dx[offset] += xp.where(x[offset] == peak, share, 0)
+    return dx
 
 
 @max_pool2d_backward.grad_rule
@@ -385,10 +381,16 @@ def max_pool2d_tangent(xp, dx, x, kernel_size, stride=None, layout=None):
     """The tangent of max_pool2d at x: per window, the mean of dx over x's maxima.
     The adjoint of max_pool2d_backward; x only selects, so it is not differentiated."""
     name = "max_pool2d_tangent"
-    kernel, stride, _ = pool_geometry(name, x.shape, kernel_size, stride, layout)
+    kernel, stride, out_shape = pool_geometry(
+        name, x.shape, kernel_size, stride, layout
+    )
     expect_shape(name, "dx", dx.shape, x.shape, layout)
-    weights = window_maxima(xp, x, kernel, stride, layout, dx.dtype)
-    return xp.sum(windows(xp, dx, kernel, stride, layout) * weights, axis=(-2, -1))
+    offsets = pool_offsets(kernel, stride, out_shape, layout)
+    peak = window_max(xp, x, offsets)
+    total = xp.zeros(peak.shape, dtype=dx.dtype)
+    for offset in offsets:
+        total += xp.where(x[offset] == peak, dx[offset], 0)
+    return total / window_ties(xp, x, peak, offsets, dx.dtype)
 
 
 @max_pool2d_tangent.grad_rule
@@ -403,10 +405,11 @@ def _(dx, x, kernel_size, stride=None, layout=None):
 def avg_pool2d(xp, x, kernel_size, stride=None, layout=None):
     """The mean of each window of x (NCHW or NHWC), without padding; ``stride``
     defaults to ``kernel_size``."""
-    kernel, stride, _ = pool_geometry(
+    kernel, stride, out_shape = pool_geometry(
         "avg_pool2d", x.shape, kernel_size, stride, layout
     )
-    return xp.mean(windows(xp, x, kernel, stride, layout), axis=(-2, -1))
+    offsets = pool_offsets(kernel, stride, out_shape, layout)
+    return xp.mean(xp.stack([x[offset] for offset in offsets]), axis=0)
 
 
 @avg_pool2d.grad_rule
@@ -426,9 +429,12 @@ def avg_pool2d_backward(xp, dY, like, kernel_size, stride=None, layout=None):
         name, like.shape, kernel_size, stride, layout
     )
     expect_shape(name, "dY", dY.shape, out_shape, layout)
-    share = dY[..., None, None] / (kernel[0] * kernel[1])
-    parts = xp.broadcast_to(share, tuple(dY.shape) + kernel)
-    return scatter_windows(xp, parts, tuple(like.shape), stride, layout)
+    offsets = pool_offsets(kernel, stride, out_shape, layout)
+    share = dY / len(offsets)
+    dx = xp.zeros(tuple(like.shape), dtype=share.dtype)
+    for offset in offsets:
+        dx[offset] += share
+    return dx
 
 
 @avg_pool2d_backward.grad_rule
