@@ -257,7 +257,11 @@ def numpy_function_without_operator(x):
 
 
 def average_with_too_many_positionals(x):
-    return np.average(x, 0, x, True)  # <- error
+    return np.average(x, 0, x, False, True)  # <- error
+
+
+def average_returned_not_written_out(x, pair):
+    return np.average(x, weights=x, returned=pair)  # <- error
 
 
 def slogdet_field_of_a_name(x):

@@ -158,8 +158,14 @@ REJECTED = [
     Case(ec.numpy_function_without_operator, "np.nancumprod", "np.nancumprod(x)"),
     Case(
         ec.average_with_too_many_positionals,
-        "at most 3 positional arguments (a, axis, weights)",
-        "np.average(x, 0, x, True)",
+        "at most 4 positional arguments (a, axis, weights, returned)",
+        "np.average(x, 0, x, False, True)",
+    ),
+    Case(
+        ec.average_returned_not_written_out,
+        "returned= decides what the call returns",
+        "returned=pair",
+        args=(VECTOR, True),
     ),
     Case(ec.slogdet_field_of_a_name, "attribute .logabsdet", "result.logabsdet"),
     Case(ec.method_without_operator, ".compress()", "x.compress("),

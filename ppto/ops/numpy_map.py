@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ppto.errors import PptoError, ShapeError
-from ppto.ops import arrange, indexing, linalg, logic, reductions, shape
+from ppto.ops import arrange, averaged, indexing, linalg, logic, reductions, shape
 from ppto.ops import elementwise as ew
 
 # NumPy's reductions take (a, axis, dtype, out, ...): after the axis, ppto's
@@ -73,6 +73,9 @@ class NumpyAlias:
 
     def __call__(self, *args, **kwargs):
         check_numpy_positionals(self.op, len(args), "this NumPy function")
+        variant = flag_variant(self.op, self.positional, args, kwargs)
+        if variant is not None:
+            return variant(*args, **kwargs)
         if self.positional:
             spelled = self.spelled or f"np.{self.op.name}"
             args, kwargs = by_name(self.positional, args, kwargs, spelled)
@@ -96,6 +99,17 @@ class NumpyAlias:
             raise
         except TypeError as error:
             raise PptoError(f"{self.op.name}: {error}") from error
+
+
+def flag_variant(op, positional: tuple, args: tuple, kwargs: dict):
+    """The operator a call of ``op`` is instead (see ``FLAG_VARIANTS``): its flag
+    given True, by name or at its place in NumPy's ``positional`` order."""
+    if op not in FLAG_VARIANTS:
+        return None
+    flag, variant = FLAG_VARIANTS[op]
+    place = positional.index(flag) if flag in positional else len(args)
+    given = args[place] if place < len(args) else kwargs.get(flag, False)
+    return variant if given is True else None
 
 
 def by_name(names: tuple, args: tuple, kwargs: dict, spelled: str):
@@ -277,7 +291,7 @@ NUMPY_FUNCTIONS[np.einsum] = NumpyAlias(linalg.einsum, leading=("subscripts",))
 # own spelling (ppto.average) takes NumPy's order too, so that ppto.average(a, 1)
 # averages along axis 1 as np.average(a, 1) does.
 NUMPY_ORDER = {
-    np.average: (reductions.average, ("a", "axis", "weights")),
+    np.average: (reductions.average, ("a", "axis", "weights", "returned")),
     np.pad: (arrange.pad, ("array", "pad_width", "mode")),
     np.diff: (arrange.diff, ("a", "n", "axis", "prepend", "append")),
 }
@@ -287,6 +301,9 @@ NUMPY_FUNCTIONS.update(
         for func, (op, names) in NUMPY_ORDER.items()
     }
 )
+# A flag that makes a call another operator, one with a result the operator's
+# signature has no room for (np.average's returned=True: a pair)
+FLAG_VARIANTS = {reductions.average: ("returned", averaged.average_returned)}
 NUMPY_FUNCTIONS[np.split] = NumpyAlias(shape.split, {"indices_or_sections": "indices"})
 NUMPY_FUNCTIONS.update({ufunc: NumpyAlias(op) for ufunc, op in NUMPY_UFUNCS.items()})
 

@@ -452,9 +452,9 @@ def average(xp, a, weights=None, axis=None, keepdims=False, returned=False):
     (a, axis, weights); the operator, its inputs first (see NUMPY_ORDER)."""
     if returned:  # (a pair: one result per operator, and one gradient rule)
         raise PptoError(
-            "ppto.average takes no returned=True: compute the sum of the weights "
-            "apart (1-D weights along axis: np.sum(weights); weights of a's shape: "
-            "np.sum(weights, axis); no weights: the count of elements averaged)"
+            "the average operator gives the average alone: returned=True is "
+            "np.average's and ppto.average's, which call "
+            "ppto.ops.averaged.average_returned for the pair"
         )
     if isinstance(weights, (list, tuple)):  # (a global list, in generated code)
         weights = xp.asarray(weights)

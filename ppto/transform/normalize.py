@@ -16,7 +16,7 @@ import numpy as np
 
 from ppto.errors import PptoError, TransformError
 from ppto.ops import elementwise, indexing, linalg, logic, shape
-from ppto.ops.numpy_map import check_numpy_positionals
+from ppto.ops.numpy_map import FLAG_VARIANTS, check_numpy_positionals
 from ppto.ops.primitive import Primitive
 from ppto.transform import ir, lists, trees
 from ppto.transform.names import Namer
@@ -28,6 +28,7 @@ from ppto.transform.resolve import (
     METHOD_RANK_CHECKS,
     VARARG_METHODS,
     classify,
+    flag_argument,
     is_library,
     is_numpy_module,
     resolve_call,
@@ -1092,6 +1093,8 @@ class Normalizer:
         if callee.kind == "function" or _composite_without_rule(callee):
             return self.call_function(node, callee, [target])[0]
         if callee.kind == "operator":
+            if callee.op in FLAG_VARIANTS:
+                self.check_flag_written_out(node, callee)
             if callee.numpy:
                 self.numpy_positionals(node, callee.op, len(node.args), callee.text)
             if callee.leading:
@@ -1139,6 +1142,19 @@ class Normalizer:
         ]
         call = gast.Call(node.func, arrays, keywords + node.keywords)
         return gast.copy_location(call, node)
+
+    def check_flag_written_out(self, node, callee) -> None:
+        """A flag that makes the call another operator (see
+        ``numpy_map.FLAG_VARIANTS``) must be known when the code is made."""
+        flag, _ = FLAG_VARIANTS[callee.op]
+        given = flag_argument(node, callee.positional, flag)
+        if given is not None and not isinstance(given, gast.Constant):
+            raise self.source.error(
+                given,
+                f"{callee.text}'s {flag}= decides what the call returns (a pair "
+                "when True), so it must be written out",
+                f"write {flag}=True or {flag}=False (an if/else for each)",
+            )
 
     def numpy_positional_names(self, node, callee):
         """A call written with NumPy's positional order where it is not the

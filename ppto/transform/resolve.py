@@ -16,7 +16,7 @@ import gast
 import numpy as np
 
 from ppto.ops import arrange, elementwise, linalg, reductions, shape
-from ppto.ops.numpy_map import NUMPY_DOT, NUMPY_FUNCTIONS, NumpyAlias
+from ppto.ops.numpy_map import FLAG_VARIANTS, NUMPY_DOT, NUMPY_FUNCTIONS, NumpyAlias
 from ppto.ops.primitive import OperatorDef
 from ppto.runtime import constructors
 
@@ -101,7 +101,22 @@ def resolve_call(node: gast.Call, namespace, local_names: set) -> Callee:
         if isinstance(node.func, gast.Attribute):
             return Callee("method", method=node.func.attr, text=text)
         return Callee("opaque", text=text)
-    return classify(value, text)
+    callee = classify(value, text)
+    if callee.op in FLAG_VARIANTS:
+        flag, variant = FLAG_VARIANTS[callee.op]
+        given = flag_argument(node, callee.positional, flag)
+        if isinstance(given, gast.Constant) and given.value is True:
+            return Callee("operator", op=variant, text=text)
+    return callee
+
+
+def flag_argument(node: gast.Call, positional: tuple, flag: str):
+    """The argument a call writes for the parameter ``flag`` (by name, or at its
+    place in NumPy's ``positional`` order), or None."""
+    place = positional.index(flag) if flag in positional else len(node.args)
+    if place < len(node.args):
+        return node.args[place]
+    return next((k.value for k in node.keywords if k.arg == flag), None)
 
 
 def expression_text(node) -> str:
@@ -175,6 +190,8 @@ def is_numpy_module(value: Any) -> bool:
 __all__ = [
     "Callee",
     "classify",
+    "flag_argument",
+    "flag_argument",
     "is_library",
     "numpy_alias",
     "resolve_call",
