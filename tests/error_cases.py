@@ -485,6 +485,17 @@ def extend_through_second_name(x):
     return np.sum(np.stack(kept))
 
 
+def array_added_a_comprehension(x):
+    total = x * 2.0
+    total += [v * 3.0 for v in x]  # <- error
+    return np.sum(total)
+
+
+def list_parameter_joined_with_comprehension(x, hs):
+    hs += [x * k for k in range(2)]  # <- error
+    return np.sum(np.stack(hs))
+
+
 def append_through_second_name(x):
     hs = [x]
     gs = hs

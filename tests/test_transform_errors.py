@@ -282,6 +282,17 @@ REJECTED = [
     ),
     Case(ec.extended_list, "the list method .extend()", "hs.extend(gs)"),
     Case(ec.extend_through_second_name, "also named kept", "hs += [x * 2.0]"),
+    Case(
+        ec.array_added_a_comprehension,
+        "appends items to a list or adds them to an array",
+        "total += [v * 3.0 for v in x]",
+    ),
+    Case(
+        ec.list_parameter_joined_with_comprehension,
+        "hs is not made a list by every assignment",
+        "hs += [x * k for k in range(2)]",
+        args=(VECTOR, [VECTOR]),
+    ),
     # a list changed through a second name for it: the gradient missed the change
     Case(ec.append_through_second_name, "also named hs", "gs.append(np.sin(x))"),
     Case(ec.append_to_the_first_name, "also named gs", "hs.append(x * 2.0)"),

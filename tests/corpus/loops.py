@@ -660,6 +660,16 @@ def list_extended_by_comprehensions(x):
     return np.sum(np.stack(hs[:3]) ** 2) + hs[3] * hs[-1]
 
 
+def list_joined_with_comprehensions(x, w):
+    # hs += [... for ...] on a list (it was refused: hs might have been an array):
+    # the items appended; one reading hs itself sees only the items before it
+    hs = [x]
+    hs += [x * k for k in range(1, 3)]
+    for step in range(2):
+        hs += [np.tanh(h * w) + step for h in hs if True]
+    return np.sum(np.stack(hs) ** 2) + len(hs) * np.sum(hs[-1] * w)
+
+
 def assignment_expressions(x):
     if (total := np.sum(x**2)) > 10.0:  # (not taken: inputs in [-1, 1))
         return total
@@ -832,6 +842,7 @@ CASES = [
     Case(generators_made_lists_and_tuples, F(2, 3)),
     Case(generator_filtered_on_data, V([0.5, -0.4, 0.9, -1.2])),
     Case(list_extended_by_comprehensions, F(3)),
+    Case(list_joined_with_comprehensions, F(3), F(3)),
     Case(assignment_expressions, F(3)),
     Case(returned_comprehension, F(3, 2), vjp=True),
     Case(write_then_read, F(4)),
