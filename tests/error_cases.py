@@ -189,9 +189,33 @@ def comprehension_in_assert_message(x):
     return np.sum(x)
 
 
-def dict_comprehension(x):
-    parts = {k: x for k in "ab"}  # <- error
-    return np.sum(parts["a"])
+def dict_comprehension_over_unknown_keys(x, ks):
+    parts = {k: x * k for k in ks}  # <- error
+    return np.sum(parts[1.0])
+
+
+def dict_comprehension_keyed_by_a_value(x):
+    parts = {float(v): v for v in x}  # <- error
+    return parts[0.5]
+
+
+def dict_comprehension_read_at_unknown_key(x, i):
+    parts = {k: x * k for k in range(2)}
+    return np.sum(parts[i])  # <- error
+
+
+def dict_comprehension_passed_on(x):
+    parts = {k: x * k for k in range(2)}
+    return np.sum(np.stack(parts))  # <- error
+
+
+def dict_comprehension_over_a_parameter(x, parts):
+    parts = {k: x * k for k in range(2)}  # <- error
+    return np.sum(parts[1])
+
+
+def dict_comprehension_inside_a_call(x):
+    return np.sum(len({k: x for k in "ab"}) * x)  # <- error
 
 
 def set_comprehension(x):

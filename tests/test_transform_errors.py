@@ -142,7 +142,35 @@ REJECTED = [
         "list comprehension here",
         "[float(v) for v in PAIR]",
     ),
-    Case(ec.dict_comprehension, "dict comprehension", '{k: x for k in "ab"}'),
+    Case(
+        ec.dict_comprehension_over_unknown_keys,
+        "keys are not known when the code is made",
+        "ks",
+        args=(VECTOR, (1.0, 2.0)),
+    ),
+    Case(
+        ec.dict_comprehension_keyed_by_a_value,
+        "{k: value for k in keys} only",
+        "{float(v): v for v in x}",
+    ),
+    Case(
+        ec.dict_comprehension_read_at_unknown_key,
+        "its key must be written out",
+        "i",
+        args=(VECTOR, 1),
+    ),
+    Case(ec.dict_comprehension_passed_on, "this use of parts", "parts"),
+    Case(
+        ec.dict_comprehension_over_a_parameter,
+        "parts as a parameter and a dict comprehension",
+        "parts = {k: x * k for k in range(2)}",
+        args=(VECTOR, None),
+    ),
+    Case(
+        ec.dict_comprehension_inside_a_call,
+        "dict comprehension here",
+        '{k: x for k in "ab"}',
+    ),
     Case(
         ec.set_comprehension,
         "set comprehension",

@@ -9,8 +9,9 @@ assignment expression, ``(y := f(x))``, becomes an assignment written before its
 statement in the same way.
 
 Python runs a comprehension in a scope of its own, so its variables are renamed
-where the function uses their names for anything else. Dict and set comprehensions
-stay as written: the fence refuses them.
+where the function uses their names for anything else. Dict comprehensions are
+lists of their values by then (dicts.py); set comprehensions stay as written: the
+fence refuses them.
 """
 
 from __future__ import annotations
