@@ -444,12 +444,15 @@ def running_shape(x, axis):
     return (-1,) if axis is None else tuple(np.shape(x))
 
 
-@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]")
+@primitive(
+    "(Tensor[...], Tensor[...]) -> Tensor[...]",
+    positional=("a", "axis", "weights", "returned"),
+)
 def average(xp, a, weights=None, axis=None, keepdims=False, returned=False):
     """Weighted mean over ``axis``, sum(a * weights) / sum(weights), like
     np.average: weights of a's shape, or 1-D along an int ``axis``; without
-    weights, the mean. ``ppto.average`` takes its arguments in NumPy's order,
-    (a, axis, weights); the operator, its inputs first (see NUMPY_ORDER)."""
+    weights, the mean. By position, NumPy's order, (a, axis, weights, returned)
+    (see OperatorDef.positional); returned=True is NumPy's spellings'."""
     if returned:  # (a pair: one result per operator, and one gradient rule)
         raise PptoError(
             "the average operator gives the average alone: returned=True is "
