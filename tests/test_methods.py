@@ -1143,7 +1143,10 @@ class _Gated:
             if i == first + 2:
                 break
             h = layer(h) * i
-        return np.sum(h**2)
+        for i, outer in enumerate(self.layers[:2], first):  # (nested: two starts)
+            for j, inner in enumerate(self.layers[2:], i * 2):
+                h = inner(h) * j + outer(h) * i
+        return np.sum(h**2) / 1000.0
 
 
 def test_layers_read_through_get_and_getattr_of_known_names():

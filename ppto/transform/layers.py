@@ -182,11 +182,17 @@ def _run_once(body: list, orelse: list, parsed: ParsedFunction, origin):
     def located(node):
         return gast.copy_location(node, origin)
 
-    turn = Namer(names_in(parsed.tree)).fresh("turn")
+    turn = _fresh("turn", parsed, origin)
     range_ = located(gast.Name("range", gast.Load(), None, None))
     once = located(gast.Call(range_, [located(gast.Constant(1, None))], []))
     target = located(gast.Name(turn, gast.Store(), None, None))
     return located(gast.For(target, once, body, orelse, None))
+
+
+def _fresh(base: str, parsed: ParsedFunction, loop: gast.For) -> str:
+    """A name used nowhere in the function, nor in ``loop`` as unrolled so far (a
+    loop inside it is unrolled first: its names are not the function's yet)."""
+    return Namer(names_in(parsed.tree) | names_in(loop)).fresh(base)
 
 
 def _turns(statement, parsed: ParsedFunction, local: set, own, program):
@@ -254,7 +260,7 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
     before = []  # a start known only when the code runs, read once before
     for index, (_, node, part) in enumerate(sources):
         if part == "count" and starts[index] is None:
-            start = Namer(names_in(parsed.tree)).fresh("start")
+            start = _fresh("start", parsed, statement)
             target = gast.Name(start, gast.Store(), None, None)
             assign = gast.Assign([target], clone(node), None)
             before.append(gast.copy_location(assign, statement))
@@ -361,6 +367,8 @@ def _turn_read(part: str, read, turn: int):
     the item at that turn's index or key (``self.layers[1]``,
     ``self.blocks["enc"]``)."""
     if part == "count" and isinstance(read, gast.Name):  # (a start read once)
+        if turn == 0:
+            return clone(read)
         return gast.BinOp(clone(read), gast.Add(), gast.Constant(turn, None))
     if part == "count":  # (read: enumerate's start)
         return gast.Constant(turn + read, None)
