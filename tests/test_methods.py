@@ -983,7 +983,23 @@ class _ScaledLoss(_ScaledAgain):
         return np.sum(self(x))
 
 
-def test_a_grad_of_a_bound_method_made_each_step_reuses_its_code(monkeypatch):
+@pytest.fixture
+def builds(monkeypatch) -> list:
+    """The functions transformed while a test runs (api.build's first argument)."""
+    from ppto import api
+
+    made = []
+    build = api.build
+
+    def counted_build(*args, **kwargs):
+        made.append(args[0])
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(api, "build", counted_build)
+    return made
+
+
+def test_a_grad_of_a_bound_method_made_each_step_reuses_its_code(builds):
     """``ppto.grad(model.loss)`` made anew on every training step (a new wrapper
     per bound method, transformed again each time) reuses the code generated for
     the first while what it read is unchanged, sees a layer given again, and
@@ -991,17 +1007,8 @@ def test_a_grad_of_a_bound_method_made_each_step_reuses_its_code(monkeypatch):
     import gc
     import weakref
 
-    from ppto import api
     from tests.test_checkpoint import central_differences
 
-    builds = []
-
-    def counted_build(*args, **kwargs):
-        builds.append(args[0])
-        return build(*args, **kwargs)
-
-    build = api.build
-    monkeypatch.setattr(api, "build", counted_build)
     model = _Net(np.random.default_rng(7))
     x = np.linspace(-0.8, 0.7, 6).reshape(2, 3)
     for _ in range(3):
@@ -1225,7 +1232,7 @@ class _SlotNet:
         return np.sum(h**2) * self.scale
 
 
-def test_a_model_with_slots_reuses_its_code_and_is_not_held_for_ever(monkeypatch):
+def test_a_model_with_slots_reuses_its_code_and_is_not_held_for_ever(builds):
     """A model whose ``__slots__`` has no ``__weakref__``: ``ppto.grad(model.loss)``
     made on each step reuses the code made for it (it was transformed again on
     every step), and only the last ``STRONGLY_HELD_OBJECTS`` such models are
@@ -1233,14 +1240,6 @@ def test_a_model_with_slots_reuses_its_code_and_is_not_held_for_ever(monkeypatch
     from ppto import api
     from tests.corpus.checks import central_differences
 
-    builds = []
-
-    def counted_build(*args, **kwargs):
-        builds.append(args[0])
-        return build(*args, **kwargs)
-
-    build = api.build
-    monkeypatch.setattr(api, "build", counted_build)
     model = _SlotNet(np.random.default_rng(14))
     x = np.linspace(-0.8, 0.7, 6).reshape(2, 3)
     expected = central_differences(model.loss, [x], 0)
