@@ -1105,6 +1105,7 @@ def test_grad_of_a_method_made_again_sees_defaults_reassigned():
 
 
 BLOCKS_ATTRIBUTE = "blocks"
+STAGE_ATTRIBUTES = ("layers",)
 
 
 class _Gated:
@@ -1128,6 +1129,16 @@ class _Gated:
         name = "layers"
         h = getattr(self, name)[0](h)
         h = getattr(self, BLOCKS_ATTRIBUTE).get("enc").forward(h)
+        return np.sum(h**2)
+
+    def through_named_blocks(self, x):
+        h = x
+        for name in ("dec", "enc"):
+            h = self.blocks[name](h) * 0.5 + h
+        for name in STAGE_ATTRIBUTES:
+            h = getattr(self, name)[1](h) * len(name)
+        for attribute in ["blocks"]:
+            h = getattr(self, attribute)["dec"](h)
         return np.sum(h**2)
 
     def leave_early(self, x):
@@ -1162,6 +1173,8 @@ def test_layers_read_through_get_and_getattr_of_known_names():
     string (refused before: ppto could not follow them to the layer)."""
     model = _Gated(np.random.default_rng(11))
     assert_derivatives_match(model.read_by_name, np.array([0.3, -0.6, 0.8]))
+    # (loops over names written out or held in a module: unrolled, one per name)
+    assert_derivatives_match(model.through_named_blocks, np.array([0.3, -0.6, 0.8]))
 
 
 def test_loops_over_layers_with_break_continue_and_a_start_known_when_run():

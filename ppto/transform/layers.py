@@ -17,7 +17,10 @@ such a list or ``zip`` of lists (``for layer, norm in zip(self.layers,
 self.norms)``, enumerated too), a slice of one (``self.layers[1:]``, each turn
 reading the sliced list's item) and a dict of layers (``for name, block in
 self.blocks.items()``, ``.values()``, its keys: each turn reading
-``self.blocks["enc"]``); a loop's ``else`` follows its copies. A ``break`` in the
+``self.blocks["enc"]``), and a loop over names written out whose body reads
+layers or attributes by them (``for name in ("enc", "dec"): h =
+self.blocks[name](h)``, ``getattr(self, name)``); a loop's ``else`` follows its
+copies. A ``break`` in the
 loop makes its copies the body of a loop run once (``for turn in range(1):``,
 with the loop's ``else``), which the break leaves; a ``continue`` makes each copy
 one. An ``if`` on whether
@@ -247,7 +250,9 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
         if part in ("key", "value") and type(read[index][1]) is not dict:
             return None  # (.items() of an object of the user's code: its own)
     sequences = [found for found in read.values() if found[1] is not None]
-    if not any(all(_is_layer(items[k]) for k in keys) for _, items, keys in sequences):
+    if not any(
+        all(_is_layer(items[k]) for k in keys) for _, items, keys in sequences
+    ) and not _names_layers(statement, sources, read, parsed, local, own):
         return None
     # (a list only counted, len(self.layers) in range(...), sets no number of turns)
     named = [i for i, (name, _, _) in enumerate(sources) if name is not None]
@@ -279,6 +284,37 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
         for turn in range(count)
     ]
     return turns, before
+
+
+def _names_layers(statement, sources, read, parsed, local: set, own) -> bool:
+    """Whether the loop goes over names (strings) that its body reads attributes
+    or layers by (``for name in ("enc", "dec"): h = getattr(self, name)(h)``,
+    ``self.blocks[name](h)``): unrolled, so that each turn's
+    ``getattr(self, "enc")`` is followed as ``self.enc``."""
+    named = {
+        name
+        for index, (name, _, part) in enumerate(sources)
+        if part == "item"
+        and index in read
+        and read[index][1] is not None
+        and all(type(read[index][1][k]) is str for k in read[index][2])
+    }
+    for node in (node for part in statement.body for node in trees.walk(part)):
+        if (
+            _builtin_called(node, parsed, local) is getattr
+            and len(node.args) >= 2
+            and isinstance(node.args[1], gast.Name)
+            and node.args[1].id in named
+        ):
+            return True
+        if (
+            isinstance(node, gast.Subscript)
+            and isinstance(node.slice, gast.Name)
+            and node.slice.id in named
+            and holds_layers(read_value(node.value, parsed, local, own, [])[1])
+        ):
+            return True
+    return False
 
 
 def _builtin_range(parsed: ParsedFunction, local: set) -> bool:
@@ -327,6 +363,12 @@ def _sequence(node, parsed: ParsedFunction, local: set, own, reached: list):
     if _builtin_called(node, parsed, local) is reversed and len(node.args) == 1:
         found = _sequence(node.args[0], parsed, local, own, reached)
         return None if found is None else (found[0], found[1], found[2][::-1])
+    if isinstance(node, (gast.Tuple, gast.List)) and all(
+        isinstance(element, gast.Constant) and type(element.value) is str
+        for element in node.elts
+    ):  # (names written out: for name in ("enc", "dec"): getattr(self, name))
+        names = tuple(element.value for element in node.elts)
+        return node, names, list(range(len(names)))
     found, items = read_value(node, parsed, local, own, reached)
     if not found or type(items) not in (list, tuple, dict):
         return None
@@ -373,6 +415,8 @@ def _turn_read(part: str, read, turn: int):
     if part == "count":  # (read: enumerate's start)
         return gast.Constant(turn + read, None)
     base, items, keys = read
+    if part == "item" and type(items[keys[turn]]) is str:  # (an attribute's name)
+        return gast.Constant(items[keys[turn]], None)
     if part == "range":
         return gast.Constant(keys[turn], None)
     if part == "key" or (part == "item" and type(items) is dict):

@@ -63,13 +63,14 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
     local = set(parsed.parameters) | stores(parsed.tree)
     own = _own_object(parsed, program)
     labels: set = set()
-    parsed.tree.body = spelled_as_reads(parsed.tree.body, parsed, local, own)
-    parsed.tree.body = inlined_aliases(parsed.tree.body, parsed, local, own)
+    body = spelled_as_reads(parsed.tree.body, parsed, local, own, refuse=False)
+    parsed.tree.body = inlined_aliases(body, parsed, local, own)
     local = set(parsed.parameters) | stores(parsed.tree)
     if own is not None:
         _refuse_tensors_through_self(parsed, local, own)
     parsed.tree.body = unrolled(parsed.tree.body, parsed, local, own, program)
     parsed.tree.body = folded(parsed.tree.body, parsed, local, own, program)
+    parsed.tree.body = spelled_as_reads(parsed.tree.body, parsed, local, own)
     for node in trees.walk(parsed.tree):
         if not isinstance(node, gast.Call):
             continue

@@ -91,13 +91,17 @@ def through_self(node: gast.expr, own) -> bool:
     return own is not None and isinstance(node, gast.Name) and node.id == own[0]
 
 
-def spelled_as_reads(body: list, parsed: ParsedFunction, local: set, own) -> list:
+def spelled_as_reads(
+    body: list, parsed: ParsedFunction, local: set, own, refuse: bool = True
+) -> list:
     """``body`` with ``getattr(obj, name)`` of a known object and a name known
     when the code is made (written out, a module-level string, or a local name
     given one string once) written ``obj.name``, and ``d.get(key)`` of a dict the
     code can see holding ``key`` written ``d[key]``: the same reads, whose
     objects are then followed and watched as any (a ``.get`` of a missing key, or
-    a ``getattr`` whose object has no such attribute, is left as written)."""
+    a ``getattr`` whose object has no such attribute, is left as written, and
+    its call refused where ``refuse``: not before loops over names are unrolled,
+    which make their ``getattr(self, name)`` ones of names written out)."""
     strings = _strings_bound_once(parsed.tree, local)
 
     class Spell(trees.Transformer):
@@ -105,7 +109,8 @@ def spelled_as_reads(body: list, parsed: ParsedFunction, local: set, own) -> lis
             self.generic_visit(node)
             read = _as_read(node, parsed, local, own, strings)
             if read is None:
-                _refuse_a_callee_not_read(node, parsed, local, own)
+                if refuse:
+                    _refuse_a_callee_not_read(node, parsed, local, own)
                 return node
             return gast.copy_location(read, node)
 
