@@ -24,6 +24,7 @@ from ppto.errors import (
 )
 from ppto.fusion import FusionError, FusionRule, fusion_rule, fusion_rules
 from ppto.gradcheck import GradCheckReport, check_grad
+from ppto.jacobians import jacfwd, jacobian, jacrev
 from ppto.ops import averaged as _averaged  # noqa: F401 (average's returned=True)
 from ppto.ops.primitive import OPERATORS as _OPERATORS
 from ppto.ops.primitive import OperatorDef, Primitive
