@@ -25,7 +25,7 @@ from ppto.errors import (
 from ppto.fusion import FusionError, FusionRule, fusion_rule, fusion_rules
 from ppto.gradcheck import GradCheckReport, check_grad
 from ppto.jacobians import jacfwd, jacobian, jacrev
-from ppto.ops import numpy_map as _numpy_map
+from ppto.ops import averaged as _averaged  # noqa: F401 (average's returned=True)
 from ppto.ops.primitive import OPERATORS as _OPERATORS
 from ppto.ops.primitive import OperatorDef, Primitive
 from ppto.ops.rules import Rule
@@ -71,6 +71,5 @@ globals().update(
     {name: op for name, op in _OPERATORS.items() if name not in _CONSTRUCTORS}
 )
 globals().update({alias: _OPERATORS[name] for alias, name in _ops.ALIASES.items()})
-globals().update(_numpy_map.numpy_ordered_spellings())
 
 __version__ = "0.1.0"

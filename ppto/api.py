@@ -131,7 +131,8 @@ def _method_wrapper(method) -> Callable:
     ``ppto.grad(model.loss)`` made again on each training step reuses it (a new
     wrapper was transformed again each time). The wrapper reads the object
     through a weak reference (``_Owner``), so neither it nor its code keep the
-    model alive."""
+    model alive; a model taking no weak reference (``__slots__``) is held while
+    it is among the last ``STRONGLY_HELD_OBJECTS`` used (``_Held``)."""
     owner, function, name = method.__self__, method.__func__, method.__name__
     starred = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     if any(p.kind in starred for p in _signature(method).parameters.values()):
@@ -145,16 +146,16 @@ def _method_wrapper(method) -> Callable:
     if getattr(found, "__func__", None) is not function:
         return _strong_method_wrapper(method)  # (not found under its name)
     try:
-        wrappers = _wrappers_of(owner)
-    except TypeError:  # (an object without weak references: made each time)
-        return _strong_method_wrapper(method)
+        wrappers, holder = _wrappers_of(owner), _Owner
+    except TypeError:  # (__slots__ without __weakref__: see _STRONGLY_HELD)
+        wrappers, holder = _strongly_held_wrappers_of(owner), _Held
     # the defaults are copied into the wrapper: made again where they were
     # reassigned (Net.loss.__defaults__), as _Call's cache does
     defaults = (function.__defaults__, function.__kwdefaults__)
     kept = wrappers.get(function)
     if kept is None or kept[0][0] is not defaults[0] or kept[0][1] is not defaults[1]:
         call = f"{name}_of.owner.{name}"
-        wrapper = _wrapper_calling(method, call, {f"{name}_of": _Owner(owner)})
+        wrapper = _wrapper_calling(method, call, {f"{name}_of": holder(owner)})
         kept = wrappers[function] = (defaults, wrapper)
     return kept[1]
 
@@ -194,6 +195,40 @@ class _Owner:
     @property
     def owner(self):
         return self._reference()
+
+
+class _Held:
+    """The object a method wrapper calls its method on, held as it is (one that
+    takes no weak reference: see ``_STRONGLY_HELD``)."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner) -> None:
+        self.owner = owner
+
+
+# Objects that take no weak reference (``__slots__`` without ``"__weakref__"``):
+# their method wrappers, kept with the object itself, held for the last
+# STRONGLY_HELD_OBJECTS of them used, so that ppto.grad(model.loss) made on each
+# step reuses its code (made again each time, each step transformed the model
+# again) while a model made again on each step is not kept alive for ever.
+# id -> (the object, {method's function: (its defaults, the wrapper)}), oldest
+# first; held strongly, so no other object takes that id meanwhile.
+STRONGLY_HELD_OBJECTS = 8
+_STRONGLY_HELD: dict = {}
+
+
+def _strongly_held_wrappers_of(owner) -> dict:
+    """The method wrappers made for ``owner``, an object without weak references
+    (see ``_STRONGLY_HELD``)."""
+    key = id(owner)
+    entry = _STRONGLY_HELD.pop(key, None)  # (put back last: the newest)
+    if entry is None or entry[0] is not owner:
+        entry = (owner, {})
+    _STRONGLY_HELD[key] = entry
+    while len(_STRONGLY_HELD) > STRONGLY_HELD_OBJECTS:
+        del _STRONGLY_HELD[next(iter(_STRONGLY_HELD))]
+    return entry[1]
 
 
 # id of an object -> (a weak reference to it, {method's function: (its defaults

@@ -63,9 +63,7 @@ def jvp_rule(target: Any) -> Any:
 
 def get_grad_rule(op: Any):
     """The gradient rule of ``op`` (an operator or its name): ``rule(*args)(dY)``."""
-    from ppto.ops.numpy_map import operator_of  # (it imports every family)
-
-    op = OPERATORS.get(op, op) if isinstance(op, str) else operator_of(op)
+    op = OPERATORS.get(op, op) if isinstance(op, str) else op
     rule = getattr(op, "backward_rule", None)
     if rule is None:
         raise GradError(f"{op!r} has no gradient rule{_hint_for(op)}")

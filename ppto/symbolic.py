@@ -71,8 +71,11 @@ class Symbol(_Expression):
 class Operator(_Expression):
     """An applied operator: ``.op`` (its definition), ``.inputs`` (its tensor
     arguments) and ``.params`` (the others, by name); ``.args`` is both in the
-    operator's order, so ``op(*expr.args)`` and ``ppto.get_grad_rule(op)(*expr.args)``
-    see the same call (``reduce_sum(e, axis=1)`` has args ``(e, 1, False)``);
+    operator's order, so ``ppto.get_grad_rule(op)(*expr.args)`` and
+    ``op.call_with_inputs(expr.inputs, expr.params)`` see the same call
+    (``reduce_sum(e, axis=1)`` has args ``(e, 1, False)``; ``op(*expr.args)`` too,
+    but for an operator whose calls by position take NumPy's order: average, pad
+    and diff, see ``OperatorDef.positional``);
     ``.shape``, ``.ndim`` and ``.dtype`` where its symbols' shapes are known (so a
     gradient rule that looks at them can be applied to expressions)."""
 

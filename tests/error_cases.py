@@ -189,9 +189,33 @@ def comprehension_in_assert_message(x):
     return np.sum(x)
 
 
-def dict_comprehension(x):
-    parts = {k: x for k in "ab"}  # <- error
-    return np.sum(parts["a"])
+def dict_comprehension_over_unknown_keys(x, ks):
+    parts = {k: x * k for k in ks}  # <- error
+    return np.sum(parts[1.0])
+
+
+def dict_comprehension_keyed_by_a_value(x):
+    parts = {float(v): v for v in x}  # <- error
+    return parts[0.5]
+
+
+def dict_comprehension_read_at_unknown_key(x, i):
+    parts = {k: x * k for k in range(2)}
+    return np.sum(parts[i])  # <- error
+
+
+def dict_comprehension_passed_on(x):
+    parts = {k: x * k for k in range(2)}
+    return np.sum(np.stack(parts))  # <- error
+
+
+def dict_comprehension_over_a_parameter(x, parts):
+    parts = {k: x * k for k in range(2)}  # <- error
+    return np.sum(parts[1])
+
+
+def dict_comprehension_inside_a_call(x):
+    return np.sum(len({k: x for k in "ab"}) * x)  # <- error
 
 
 def set_comprehension(x):
@@ -257,7 +281,11 @@ def numpy_function_without_operator(x):
 
 
 def average_with_too_many_positionals(x):
-    return np.average(x, 0, x, True)  # <- error
+    return np.average(x, 0, x, False, True)  # <- error
+
+
+def average_returned_not_written_out(x, pair):
+    return np.average(x, weights=x, returned=pair)  # <- error
 
 
 def slogdet_field_of_a_name(x):
@@ -479,6 +507,17 @@ def extend_through_second_name(x):
     kept = hs
     hs += [x * 2.0]  # <- error
     return np.sum(np.stack(kept))
+
+
+def array_added_a_comprehension(x):
+    total = x * 2.0
+    total += [v * 3.0 for v in x]  # <- error
+    return np.sum(total)
+
+
+def list_parameter_joined_with_comprehension(x, hs):
+    hs += [x * k for k in range(2)]  # <- error
+    return np.sum(np.stack(hs))
 
 
 def append_through_second_name(x):

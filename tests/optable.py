@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 import ppto
-from ppto.ops.numpy_map import operator_of
 
 
 @dataclass(frozen=True)
@@ -126,9 +125,10 @@ class Row:
     def function(self) -> Callable:
         if self.call is not None:
             return self.call
-        # the operator, inputs first (ppto.average takes NumPy's order)
-        op = operator_of(getattr(ppto, self.op))
-        return lambda *args: op(*args, **self.params)
+        # the inputs in the operator's order (ppto.average's positional order is
+        # NumPy's: a, axis, weights)
+        op = getattr(ppto, self.op)
+        return lambda *args: op.call_with_inputs(args, self.params)
 
     def inputs(self, rng, dtype, device) -> list[Any]:
         values = []

@@ -298,7 +298,7 @@ def test_numpy_average_on_tensors_reads_numpys_positions_and_refuses_bad_weights
         (lambda a: np.average(a, weights=w), "with axis=None"),
         (lambda a: np.average(a, 0, w), "3 weights along axis 0"),
         (lambda a: np.average(a, 1, w[None]), r"shape \(1, 3\)"),
-        (lambda a: np.average(a, 1, w, True), "at most 3 positional"),
+        (lambda a: ppto.average(a, 1, w, False, True), "at most 4 positional"),
     ]
     for call, message in refused:
         with pytest.raises(ppto.PptoError, match=message):
@@ -339,9 +339,25 @@ def test_ppto_average_takes_numpys_positional_order():
     assert float(derivative) == pytest.approx(expected, rel=1e-8)
     with pytest.raises(ppto.PptoError, match="ppto.average got 'axis' by position"):
         ppto.average(x, 1, axis=1)
-    with pytest.raises(ppto.PptoError, match="returned=True"):
-        np.average(ppto.tensor(x), 1, w, returned=True)
     assert "Average" in ppto.show_op(ppto.average, file=io.StringIO())
+
+
+def test_average_returned_gives_numpys_pair_on_tensors():
+    # returned=True was refused: the average and the sum of the weights
+    x, w = np.arange(1.0, 7.0).reshape(2, 3), np.array([1.0, 2.0, 0.5])
+    for call in (
+        lambda av, a: av(a, 1, w, True),
+        lambda av, a: av(a, axis=1, weights=w, returned=True, keepdims=True),
+        lambda av, a: av(a, weights=a * a, returned=True),
+        lambda av, a: av(a, 0, returned=True),
+        lambda av, a: av(a, returned=True),
+    ):
+        expected = call(np.average, x)
+        for got in (call(np.average, ppto.tensor(x)), call(ppto.average, x)):
+            assert len(got) == 2
+            for part, want in zip(got, expected):
+                assert part.shape == np.shape(want)
+                np.testing.assert_allclose(part.numpy(), want)
 
 
 def running_and_trace_in_float64(x):

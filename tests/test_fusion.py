@@ -331,6 +331,27 @@ def test_a_user_rule_is_used_by_generated_code_and_keeps_gradients_right(own_rul
     np.testing.assert_allclose(gradient, x / (1 + np.abs(x)), rtol=1e-13)
 
 
+def padded_and_scaled(x, y):
+    return np.sum(np.pad(x, 1) * 2.0 * y)
+
+
+def test_a_user_rule_may_match_a_numpy_ordered_operator(own_rules):
+    # a pattern with ppto.pad (a wrapper taking NumPy's order) matched nothing
+    def pattern(x):
+        return ppto.pad(x, 1) * 2.0
+
+    @ppto.fusion_rule(pattern, name="padded_twice")
+    def padded_twice(x):
+        return np.pad(x, 1) * 2.0
+
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal(6), rng.standard_normal(8)
+    shown = ppto.show_source(padded_and_scaled, x, y, fused=True, file=io.StringIO())
+    assert "__fused_padded_twice(x)" in shown
+    gradient = np.asarray(ppto.grad(padded_and_scaled, wrt=1)(x, y))
+    np.testing.assert_allclose(gradient, np.pad(x, 1) * 2.0, rtol=1e-13)
+
+
 def scaled_product_shifted(x, W):
     return np.sum(((x @ W) * 3.0 + 1.0) @ x)
 

@@ -132,6 +132,15 @@ class _Sequential:
                 break
         return x
 
+    def skipping_until_negative(self, x):
+        for layer in self.layers:
+            if np.sum(x) > 9.0:
+                continue
+            x = layer(x)
+            if np.sum(x) < 0.0:
+                break
+        return x
+
 
 RECURSIVE = _Recursive()
 SEQUENTIAL = _Sequential([SCALE, _Dense(np.eye(3), np.ones(3))])
@@ -147,6 +156,10 @@ def sequential(x):
 
 def sequential_with_a_break(x):
     return np.sum(SEQUENTIAL.until_negative(x))
+
+
+def sequential_with_break_and_continue(x):
+    return np.sum(SEQUENTIAL.skipping_until_negative(x))
 
 
 ACTIVATIONS = [np.tanh, np.sin]
@@ -168,6 +181,7 @@ def test_a_loop_over_layers_is_unrolled(monkeypatch):
     x = np.array([0.3, -0.6, 0.8])
     assert_derivatives_match(sequential, x)
     assert_derivatives_match(through_a_list_of_functions, x)
+    assert_derivatives_match(sequential_with_a_break, x)  # (refused before)
     gradient = ppto.grad(sequential)
     gradient(x)
     extra = _SoftSign(np.eye(3) * 0.7, np.full(3, 0.1))
@@ -196,8 +210,8 @@ INDEXED_AT_RUN_TIME = _IndexedAtRunTime([SCALE, SCALE])
     [
         (recursive, "calls itself", "def forward(self, x, steps):"),
         (
-            sequential_with_a_break,
-            "unrolls a loop over layers .* no break, continue or return,",
+            sequential_with_break_and_continue,
+            "unrolls a loop over layers .* not both break and continue,",
             "x = layer(x)",
         ),
         (INDEXED_AT_RUN_TIME.forward, "known only when the code runs", "[self.k]"),
@@ -969,7 +983,23 @@ class _ScaledLoss(_ScaledAgain):
         return np.sum(self(x))
 
 
-def test_a_grad_of_a_bound_method_made_each_step_reuses_its_code(monkeypatch):
+@pytest.fixture
+def builds(monkeypatch) -> list:
+    """The functions transformed while a test runs (api.build's first argument)."""
+    from ppto import api
+
+    made = []
+    build = api.build
+
+    def counted_build(*args, **kwargs):
+        made.append(args[0])
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(api, "build", counted_build)
+    return made
+
+
+def test_a_grad_of_a_bound_method_made_each_step_reuses_its_code(builds):
     """``ppto.grad(model.loss)`` made anew on every training step (a new wrapper
     per bound method, transformed again each time) reuses the code generated for
     the first while what it read is unchanged, sees a layer given again, and
@@ -977,17 +1007,8 @@ def test_a_grad_of_a_bound_method_made_each_step_reuses_its_code(monkeypatch):
     import gc
     import weakref
 
-    from ppto import api
     from tests.test_checkpoint import central_differences
 
-    builds = []
-
-    def counted_build(*args, **kwargs):
-        builds.append(args[0])
-        return build(*args, **kwargs)
-
-    build = api.build
-    monkeypatch.setattr(api, "build", counted_build)
     model = _Net(np.random.default_rng(7))
     x = np.linspace(-0.8, 0.7, 6).reshape(2, 3)
     for _ in range(3):
@@ -1081,3 +1102,187 @@ def test_grad_of_a_method_made_again_sees_defaults_reassigned():
         np.testing.assert_allclose(ppto.grad(model.loss)(x).numpy(), 4.0 * x)
     finally:
         _DefaultScale.loss.__defaults__ = original
+
+
+BLOCKS_ATTRIBUTE = "blocks"
+STAGE_ATTRIBUTES = ("layers",)
+
+
+class _Gated:
+    """Blocks read through .get, getattr with names known when the code is made,
+    and loops over layers that leave with break or continue, or count from a
+    start known only when the code runs."""
+
+    def __init__(self, rng):
+        self.blocks = {
+            "enc": _Dense(rng.standard_normal((3, 3)) * 0.5, rng.normal(size=3)),
+            "dec": _Dense(rng.standard_normal((3, 3)) * 0.5, rng.normal(size=3)),
+        }
+        self.layers = [
+            _Dense(rng.standard_normal((3, 3)) * 0.5, rng.normal(size=3))
+            for _ in range(4)
+        ]
+
+    def read_by_name(self, x):
+        h = self.blocks.get("enc")(x)
+        h = getattr(self, "blocks")["dec"](h)  # noqa: B009 (the spelling tested)
+        name = "layers"
+        h = getattr(self, name)[0](h)
+        h = getattr(self, BLOCKS_ATTRIBUTE).get("enc").forward(h)
+        return np.sum(h**2)
+
+    def through_named_blocks(self, x):
+        h = x
+        for name in ("dec", "enc"):
+            h = self.blocks[name](h) * 0.5 + h
+        for name in STAGE_ATTRIBUTES:
+            h = getattr(self, name)[1](h) * len(name)
+        for attribute in ["blocks"]:
+            h = getattr(self, attribute)["dec"](h)
+        return np.sum(h**2)
+
+    def leave_early(self, x):
+        h = x
+        for layer in self.layers:
+            h = layer(h)
+            if np.sum(h) > 1.65:  # (taken on some inputs: see the test)
+                break
+        else:
+            h = h * 2.0
+        for layer in self.layers[1:]:
+            if np.sum(h) < -1.0:
+                continue
+            h = layer(h) + h
+        return np.sum(h**2)
+
+    def counted_from(self, x, first=2):
+        h = x
+        for i, layer in enumerate(self.layers, first):
+            if i == first + 2:
+                break
+            h = layer(h) * i
+        for i, outer in enumerate(self.layers[:2], first):  # (nested: two starts)
+            for j, inner in enumerate(self.layers[2:], i * 2):
+                h = inner(h) * j + outer(h) * i
+        return np.sum(h**2) / 1000.0
+
+
+def test_layers_read_through_get_and_getattr_of_known_names():
+    """``self.blocks.get("enc")``, ``getattr(self, "blocks")["dec"]`` and
+    ``getattr(self, name)`` of a name given a string once or a module-level
+    string (refused before: ppto could not follow them to the layer)."""
+    model = _Gated(np.random.default_rng(11))
+    assert_derivatives_match(model.read_by_name, np.array([0.3, -0.6, 0.8]))
+    # (loops over names written out or held in a module: unrolled, one per name)
+    assert_derivatives_match(model.through_named_blocks, np.array([0.3, -0.6, 0.8]))
+
+
+def test_loops_over_layers_with_break_continue_and_a_start_known_when_run():
+    """A ``break`` (with the loop's ``else``) or ``continue`` in a loop over
+    ``self.layers``, and ``enumerate(self.layers, first)`` of an argument: each
+    unrolled (they were refused), on inputs that take the exits and that do
+    not."""
+    model = _Gated(np.random.default_rng(12))
+    broke = []
+    for x in (np.array([0.3, -0.6, 0.8]), np.array([-0.9, -0.8, -0.7])):
+        assert_derivatives_match(model.leave_early, x)
+        h = x
+        for layer in model.layers:
+            h = layer(h)
+            if np.sum(h) > 1.65:
+                break
+        broke.append(bool(np.sum(h) > 1.65))
+    assert broke == [False, True]
+    x = np.array([0.3, -0.6, 0.8])
+    assert_derivatives_match(model.counted_from, x)
+    from tests.corpus.checks import central_differences
+
+    for first in (0, 3):  # (one code for both: the start is read when it runs)
+        expected = central_differences(model.counted_from, [x, first], 0)
+        gradient = ppto.grad(model.counted_from)(x, first)
+        np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6)
+
+
+class _BothExits(_Gated):
+    def loss(self, x):
+        h = x
+        for layer in self.layers:
+            if np.sum(h) > 5.0:
+                continue
+            h = layer(h)
+            if np.sum(h) > 9.0:
+                break
+        return np.sum(h)
+
+
+def test_a_loop_over_layers_with_break_and_continue_is_refused():
+    model = _BothExits(np.random.default_rng(13))
+    with pytest.raises(ppto.TransformError, match="not both break and continue"):
+        ppto.grad(model.loss)(np.array([0.3, -0.6, 0.8]))
+
+
+class _SlotDense:
+    __slots__ = ("W",)
+
+    def __init__(self, W):
+        self.W = W
+
+    def __call__(self, x):
+        return np.tanh(x @ self.W)
+
+
+class _SlotNet:
+    __slots__ = ("layers", "scale")
+
+    def __init__(self, rng):
+        self.layers = [_SlotDense(rng.standard_normal((3, 3))) for _ in range(2)]
+        self.scale = 2.0
+
+    def loss(self, x):
+        h = x
+        for layer in self.layers:
+            h = layer(h)
+        return np.sum(h**2) * self.scale
+
+
+def test_a_model_with_slots_reuses_its_code_and_is_not_held_for_ever(builds):
+    """A model whose ``__slots__`` has no ``__weakref__``: ``ppto.grad(model.loss)``
+    made on each step reuses the code made for it (it was transformed again on
+    every step), and only the last ``STRONGLY_HELD_OBJECTS`` such models are
+    held."""
+    from ppto import api
+    from tests.corpus.checks import central_differences
+
+    model = _SlotNet(np.random.default_rng(14))
+    x = np.linspace(-0.8, 0.7, 6).reshape(2, 3)
+    expected = central_differences(model.loss, [x], 0)
+    for _ in range(3):
+        np.testing.assert_allclose(
+            ppto.grad(model.loss)(x).numpy(), expected, rtol=1e-7
+        )
+    assert len(builds) == 1
+    model.scale = 3.0  # (an attribute changed: the gradient follows it)
+    np.testing.assert_allclose(
+        ppto.grad(model.loss)(x).numpy(), expected * 1.5, rtol=1e-7
+    )
+    for seed in range(api.STRONGLY_HELD_OBJECTS + 2):
+        ppto.grad(_SlotNet(np.random.default_rng(seed)).loss)(x)
+    assert len(api._STRONGLY_HELD) == api.STRONGLY_HELD_OBJECTS
+    assert all(entry[0] is not model for entry in api._STRONGLY_HELD.values())
+
+
+class _NamedAtRunTime(_Gated):
+    def loss(self, x, name):
+        return np.sum(getattr(self, name)["enc"](x))
+
+    def missing(self, x):
+        return np.sum(self.blocks.get("mid", self.layers[0])(x))
+
+
+def test_getattr_of_a_name_known_when_run_and_get_of_a_missing_key_are_refused():
+    model = _NamedAtRunTime(np.random.default_rng(15))
+    x = np.array([0.3, -0.6, 0.8])
+    with pytest.raises(ppto.TransformError, match="known only when the code runs"):
+        ppto.grad(model.loss)(x, "blocks")
+    with pytest.raises(ppto.TransformError, match="has no key 'mid'"):
+        ppto.grad(model.missing)(x)

@@ -211,10 +211,10 @@ def more_differences_than_rows(x):
 @pytest.mark.parametrize(
     "function, written",
     [
-        (squared_steps, ("diff(padded, None, None)\n", "dx = -difference")),
-        (sines_of_second_differences, ("dx = diff(padded, None, None, 2, 0)",)),
+        (squared_steps, ("diff(padded)\n", "dx = -difference")),
+        (sines_of_second_differences, ("dx = diff(padded, n=2, axis=0)",)),
         # 5 differences of 3 rows: the 3rd's gradient (of an odd one: minus)
-        (more_differences_than_rows, ("diff(padded, None, None, 3, 0)", "-difference")),
+        (more_differences_than_rows, ("diff(padded, n=3, axis=0)", "-difference")),
     ],
     ids=lambda value: getattr(value, "__name__", ""),
 )

@@ -1,6 +1,7 @@
 """The rule format, show_op, custom rules, the gradient checker itself, and symbolic
 expressions built from operators."""
 
+import io
 import sys
 
 import numpy as np
@@ -704,3 +705,86 @@ def test_show_op_writes_a_user_operators_non_tensor_parameters_as_such():
     assert ppto.show_op(logsumexp_keeping_dims).splitlines()[-1] == (
         "Grad: δY * ppto.exp(x - logsumexp_keeping_dims(x, axis, keepdims=True))"
     )
+
+
+NUMPY_ORDERED = ("average", "pad", "diff")
+
+
+@pytest.fixture
+def rules_put_back():
+    """Rules a test attaches to average, pad and diff are taken off after it (and
+    code made with them is not reused)."""
+    from ppto.ops.primitive import note_registration
+
+    kept = {name: OPERATORS[name] for name in NUMPY_ORDERED}
+    rules = {name: (op.backward_rule, op.tangent_rule) for name, op in kept.items()}
+    yield
+    for name, op in kept.items():
+        op.backward_rule, op.tangent_rule = rules[name]
+    note_registration()
+
+
+def test_numpy_ordered_operators_are_the_registered_operators():
+    # ppto.average, ppto.pad and ppto.diff were wrappers taking NumPy's order,
+    # so isinstance, @ppto.grad_rule and fusion patterns missed the operator
+    for name in NUMPY_ORDERED:
+        op = getattr(ppto, name)
+        assert isinstance(op, ppto.OperatorDef) and op is OPERATORS[name]
+        assert ppto.get_grad_rule(op) is op.backward_rule
+    x = np.arange(1.0, 7.0).reshape(2, 3)
+    np.testing.assert_array_equal(ppto.pad(x, 1, "constant").numpy(), np.pad(x, 1))
+    np.testing.assert_array_equal(ppto.diff(x, 1, 0).numpy(), np.diff(x, 1, 0))
+    np.testing.assert_allclose(ppto.average(x, 1).numpy(), np.average(x, 1))
+
+
+def padded_sines(x, w):
+    return np.sum(np.sin(ppto.pad(x, 1, constant_values=w[0])) * w)
+
+
+def squared_steps(x):
+    return np.sum(np.diff(x) ** 2 * np.arange(1.0, x.size))
+
+
+def averaged_cosines(x):
+    return np.cos(ppto.average(x)) * np.sum(x)
+
+
+def test_a_rule_attached_to_a_numpy_ordered_operator_is_the_one_used(rules_put_back):
+    """``@ppto.grad_rule(ppto.pad)`` (and diff's, average's) replaces the
+    operator's rule in generated code (the wrapper took no rule); each rule below
+    is right for the calls made, and written unlike the built-in one."""
+    from tests.corpus.checks import central_differences
+
+    @ppto.grad_rule(ppto.pad)
+    def _(x, constant_values, pad_width, mode="constant"):
+        def backward(dY):  # (for one pad value around a vector, pad_width=1)
+            dx_inside = dY[1:-1]
+            return dx_inside, ppto.sum(dY) - ppto.sum(dx_inside)
+
+        return backward
+
+    @ppto.grad_rule(ppto.diff)
+    def _(x, prepend, append, n=1, axis=-1):
+        def backward(dY):  # (for one difference of a vector, no edges)
+            edged = ppto.pad(dY, 1)  # (NumPy's order in a rule too)
+            return edged[:-1] - edged[1:], None, None
+
+        return backward
+
+    @ppto.grad_rule(ppto.average)
+    def _(a, weights=None, axis=None, keepdims=False, returned=False):
+        def backward(dY):  # (for the mean of all elements)
+            return ppto.ones_like(a) * (dY / np.size(a)), None
+
+        return backward
+
+    x, w = np.linspace(-0.8, 0.9, 5), np.linspace(0.5, 1.5, 7)
+    # (what each rule writes that the built-in one does not)
+    cases = [(padded_sines, (x, w), "[1:-1]"), (squared_steps, (x,), "[:-1]")]
+    cases.append((averaged_cosines, (x,), "/ size(x)"))
+    for function, args, marker in cases:
+        assert marker in ppto.show_grad(function, *args, file=io.StringIO())
+        for position in range(len(args)):
+            gradient = ppto.grad(function, wrt=position)(*args).numpy()
+            expected = central_differences(function, list(args), position)
+            np.testing.assert_allclose(gradient, expected, rtol=1e-7, atol=1e-10)

@@ -142,7 +142,35 @@ REJECTED = [
         "list comprehension here",
         "[float(v) for v in PAIR]",
     ),
-    Case(ec.dict_comprehension, "dict comprehension", '{k: x for k in "ab"}'),
+    Case(
+        ec.dict_comprehension_over_unknown_keys,
+        "keys are not known when the code is made",
+        "ks",
+        args=(VECTOR, (1.0, 2.0)),
+    ),
+    Case(
+        ec.dict_comprehension_keyed_by_a_value,
+        "{k: value for k in keys} only",
+        "{float(v): v for v in x}",
+    ),
+    Case(
+        ec.dict_comprehension_read_at_unknown_key,
+        "its key must be written out",
+        "i",
+        args=(VECTOR, 1),
+    ),
+    Case(ec.dict_comprehension_passed_on, "this use of parts", "parts"),
+    Case(
+        ec.dict_comprehension_over_a_parameter,
+        "parts as a parameter and a dict comprehension",
+        "parts = {k: x * k for k in range(2)}",
+        args=(VECTOR, None),
+    ),
+    Case(
+        ec.dict_comprehension_inside_a_call,
+        "dict comprehension here",
+        '{k: x for k in "ab"}',
+    ),
     Case(
         ec.set_comprehension,
         "set comprehension",
@@ -158,8 +186,14 @@ REJECTED = [
     Case(ec.numpy_function_without_operator, "np.nancumprod", "np.nancumprod(x)"),
     Case(
         ec.average_with_too_many_positionals,
-        "at most 3 positional arguments (a, axis, weights)",
-        "np.average(x, 0, x, True)",
+        "at most 4 positional arguments (a, axis, weights, returned)",
+        "np.average(x, 0, x, False, True)",
+    ),
+    Case(
+        ec.average_returned_not_written_out,
+        "returned= decides what the call returns",
+        "returned=pair",
+        args=(VECTOR, True),
     ),
     Case(ec.slogdet_field_of_a_name, "attribute .logabsdet", "result.logabsdet"),
     Case(ec.method_without_operator, ".compress()", "x.compress("),
@@ -276,6 +310,17 @@ REJECTED = [
     ),
     Case(ec.extended_list, "the list method .extend()", "hs.extend(gs)"),
     Case(ec.extend_through_second_name, "also named kept", "hs += [x * 2.0]"),
+    Case(
+        ec.array_added_a_comprehension,
+        "appends items to a list or adds them to an array",
+        "total += [v * 3.0 for v in x]",
+    ),
+    Case(
+        ec.list_parameter_joined_with_comprehension,
+        "hs is not made a list by every assignment",
+        "hs += [x * k for k in range(2)]",
+        args=(VECTOR, [VECTOR]),
+    ),
     # a list changed through a second name for it: the gradient missed the change
     Case(ec.append_through_second_name, "also named hs", "gs.append(np.sin(x))"),
     Case(ec.append_to_the_first_name, "also named gs", "hs.append(x * 2.0)"),

@@ -183,13 +183,16 @@ def _count(value, what: str) -> int:
 PAD_MODES = ("constant",)
 
 
-@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]")
+@primitive(
+    "(Tensor[...], Tensor[...]) -> Tensor[...]",
+    positional=("x", "pad_width", "mode"),
+)
 def pad(xp, x, constant_values=0, pad_width=None, mode="constant"):
     """x with ``pad_width`` elements of ``constant_values`` added before and after it
     along each axis, like np.pad (``((before, after), ...)``, one pair for every
     axis, or one number; a 0-d x is left as it is). Only mode='constant' (the
-    default). The pad value is an input, differentiable as x is; ``ppto.pad`` takes
-    NumPy's order, (x, pad_width, mode) (see NUMPY_ORDER)."""
+    default). The pad value is an input, differentiable as x is. By position,
+    NumPy's order, (x, pad_width, mode) (see OperatorDef.positional)."""
     if mode not in PAD_MODES:
         raise PptoError(
             f"ppto.pad takes mode='constant' only, got mode={mode!r}: pad with "
@@ -217,7 +220,7 @@ def _(x, constant_values, pad_width, mode="constant"):
 @pad.jvp_rule
 def _(x, constant_values, pad_width, mode="constant"):
     def tangent(dx, dconstant_values):
-        return pad(dx, dconstant_values, pad_width)
+        return pad(dx, pad_width=pad_width, constant_values=dconstant_values)
 
     return tangent
 
@@ -275,13 +278,16 @@ def unpadded(x, pad_width):
     )
 
 
-@primitive("(Tensor[...], Tensor[...], Tensor[...]) -> Tensor[...]")
+@primitive(
+    "(Tensor[...], Tensor[...], Tensor[...]) -> Tensor[...]",
+    positional=("x", "n", "axis", "prepend", "append"),
+)
 def diff(xp, x, prepend=None, append=None, n=1, axis=-1):
     """Differences of neighbours along ``axis``, ``x[1:] - x[:-1]``, taken ``n``
     times, like np.diff; ``prepend`` and ``append`` (a number, or an array of x's
     shape but along ``axis``) are put before and after x along ``axis`` first, and
-    are differentiable as x is. ``ppto.diff`` takes NumPy's order, (x, n, axis,
-    prepend, append); the operator, its inputs first (see NUMPY_ORDER)."""
+    are differentiable as x is. By position, NumPy's order, (x, n, axis,
+    prepend, append) (see OperatorDef.positional)."""
     _whole_number(n, "ppto.diff's n")
     if n < 0:
         raise ShapeError(f"ppto.diff's n must be at least 0, got {n}")
@@ -297,8 +303,8 @@ def _(x, prepend, append, n=1, axis=-1):
         # (the n-th's: (-1)**n times the n-th), here of x with its edges put
         # before and after it
         order = diff_order(x, prepend, append, n, axis)
-        padded = pad(dY, 0.0, diff_padding(x, order, axis))
-        difference = diff(padded, None, None, order, axis)
+        padded = pad(dY, pad_width=diff_padding(x, order, axis), constant_values=0.0)
+        difference = diff(padded, n=order, axis=axis)
         widened = -difference if diff_odd(order) else difference
         if prepend is None and append is None:
             return widened, None, None  # (of x's shape: x has no edges)
@@ -324,7 +330,7 @@ def _(x, prepend, append, n=1, axis=-1):
             before = dprepend
         if append is not None:
             after = dappend
-        return diff(dx, before, after, n, axis)
+        return diff(dx, n=n, axis=axis, prepend=before, append=after)
 
     return tangent
 

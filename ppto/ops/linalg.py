@@ -684,7 +684,8 @@ def _(x, k=0):
             return diag(dY, k)
         # the diagonal set in a square matrix, padded or cut to x's shape
         square = diag(dY, k)
-        return getitem(pad(square, 0.0, diagonal_padding(x, k)), matrix_part(x))
+        widths = diagonal_padding(x, k)
+        return getitem(pad(square, widths, constant_values=0.0), matrix_part(x))
 
     return backward
 
@@ -720,7 +721,7 @@ def _(x, offset=0, axis1=0, axis2=1):
     def backward(dY):
         # dY along the axis the diagonal is counted on, then kept on the diagonal
         widths = diagonal_filling(x, offset, axis1, axis2)
-        column = expand_dims(pad(dY, 0.0, widths), -1)
+        column = expand_dims(pad(dY, widths, constant_values=0.0), -1)
         placed = moveaxis(column, (-2, -1), diagonal_axes(x, offset, axis1, axis2))
         return placed * diagonal_mask(x, offset, axis1, axis2)
 

@@ -65,17 +65,9 @@ class NumpyAlias:
     rank_check: RankCheck | None = None
     # parameters NumPy takes before the arrays (np.einsum's subscripts)
     leading: tuple = ()
-    # NumPy's names of its positional parameters where their order is not the
-    # operator's (np.average(a, axis, weights): ppto.average(a, weights, axis))
-    positional: tuple = ()
-    # how the function is written in messages (ppto's own NumPy-ordered spellings)
-    spelled: str = ""
 
     def __call__(self, *args, **kwargs):
         check_numpy_positionals(self.op, len(args), "this NumPy function")
-        if self.positional:
-            spelled = self.spelled or f"np.{self.op.name}"
-            args, kwargs = by_name(self.positional, args, kwargs, spelled)
         refusal = check_ranks(self.rank_check, args)
         if refusal is not None:
             raise PptoError(refusal)
@@ -96,21 +88,6 @@ class NumpyAlias:
             raise
         except TypeError as error:
             raise PptoError(f"{self.op.name}: {error}") from error
-
-
-def by_name(names: tuple, args: tuple, kwargs: dict, spelled: str):
-    """``args`` after the first passed by their NumPy ``names`` instead (see
-    ``NumpyAlias.positional``)."""
-    if len(args) > len(names):
-        raise PptoError(
-            f"{spelled} takes at most {len(names)} positional arguments "
-            f"({', '.join(names)}), got {len(args)}"
-        )
-    named = dict(zip(names[1:], args[1:]))
-    twice = sorted(set(named) & set(kwargs))
-    if twice:
-        raise PptoError(f"{spelled} got {twice[0]!r} by position and by name")
-    return args[:1], {**named, **kwargs}
 
 
 NUMPY_UFUNCS = {
@@ -227,6 +204,10 @@ _FUNCTIONS = {
     np.take: indexing.take,
     np.take_along_axis: indexing.take_along_axis,
     np.round: logic.round,
+    # (their positional order is NumPy's: see OperatorDef.positional)
+    np.average: reductions.average,
+    np.pad: arrange.pad,
+    np.diff: arrange.diff,
 }
 _RENAMES = {
     np.clip: (ew.clip, {"a_min": "lo", "a_max": "hi", "min": "lo", "max": "hi"}),
@@ -272,34 +253,5 @@ NUMPY_FUNCTIONS.update(
 # np.dot is np.matmul for operands of up to 2 axes (or a vector and a stack)
 NUMPY_FUNCTIONS[np.dot] = NumpyAlias(linalg.dot, rank_check=NUMPY_DOT)
 NUMPY_FUNCTIONS[np.einsum] = NumpyAlias(linalg.einsum, leading=("subscripts",))
-# Operators whose positional order as NumPy writes them is not the operator's
-# (its inputs, then its parameters): their positional names in NumPy's order. ppto's
-# own spelling (ppto.average) takes NumPy's order too, so that ppto.average(a, 1)
-# averages along axis 1 as np.average(a, 1) does.
-NUMPY_ORDER = {
-    np.average: (reductions.average, ("a", "axis", "weights")),
-    np.pad: (arrange.pad, ("array", "pad_width", "mode")),
-    np.diff: (arrange.diff, ("a", "n", "axis", "prepend", "append")),
-}
-NUMPY_FUNCTIONS.update(
-    {
-        func: NumpyAlias(op, numpy_input_names(func, op), positional=names)
-        for func, (op, names) in NUMPY_ORDER.items()
-    }
-)
 NUMPY_FUNCTIONS[np.split] = NumpyAlias(shape.split, {"indices_or_sections": "indices"})
 NUMPY_FUNCTIONS.update({ufunc: NumpyAlias(op) for ufunc, op in NUMPY_UFUNCS.items()})
-
-
-def numpy_ordered_spellings() -> dict:
-    """ppto's own spellings of the operators of ``NUMPY_ORDER``, by name: each takes
-    its arguments by position in NumPy's order (``ppto.average(a, axis, weights)``)."""
-    return {
-        op.name: NumpyAlias(op, positional=names, spelled=f"ppto.{op.name}")
-        for op, names in NUMPY_ORDER.values()
-    }
-
-
-def operator_of(value):
-    """The operator a ppto spelling names: itself, or a NUMPY_ORDER alias's."""
-    return value.op if isinstance(value, NumpyAlias) else value

@@ -51,6 +51,15 @@ class OperatorDef:
     differentiable: bool = True
     nondiff: frozenset = frozenset()
     input_names: tuple[str, ...] = ()
+    # NumPy's order of the positional parameters where it is not the operator's
+    # (its inputs, then its parameters): np.average(a, axis, weights) puts a
+    # parameter between two inputs. Calls by position read it; rules, generated
+    # code and ``bind`` keep the operator's order (see Primitive.__call__).
+    positional: tuple[str, ...] = ()
+    # A parameter that, given True, makes a call another operator's, one with a
+    # result the signature has no room for: np.average's returned=True, a pair
+    # (its name -> that operator, which takes the same arguments)
+    flags: dict = {}  # (set per operator: see ppto/ops/averaged.py)
     differentiated_from_body: bool = False  # without a rule: a user function's
 
     def __init__(self) -> None:
@@ -89,6 +98,11 @@ class OperatorDef:
             + [str(p) for p in parameters[self.signature.arity :]]
         )
 
+    def call_with_inputs(self, inputs, params: dict):
+        """The operator applied to ``inputs`` in its own order (the inputs, then
+        the parameters by name), whatever order its calls by position take."""
+        return self(*inputs, **params)
+
     def __repr__(self) -> str:
         return f"<ppto operator {self.name} {self.signature}>"
 
@@ -107,6 +121,7 @@ class Primitive(OperatorDef):
         keeps_layout: bool = False,
         nondiff: tuple[str, ...] = (),
         name: str | None = None,
+        positional: tuple[str, ...] = (),
     ) -> None:
         super().__init__()
         self.name = name or impl.__name__
@@ -128,6 +143,13 @@ class Primitive(OperatorDef):
         self.input_defaults = {
             p.name: p.default for p in parameters[:arity] if p.default is not p.empty
         }
+        unknown = set(positional) - set(self.input_names + self.param_names)
+        if positional and (unknown or positional[:1] != self.input_names[:1]):
+            raise PptoError(
+                f"ppto.{self.name}'s positional order {positional} must start with "
+                f"its first input and name its parameters (unknown: {unknown})"
+            )
+        self.positional = tuple(positional)
         self._impls: dict = {}
         if tangent in ("linear", "bilinear"):
             from ppto.ops.rules import derive_tangent
@@ -178,8 +200,16 @@ class Primitive(OperatorDef):
         return inputs, params
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        variant = flagged_variant(self, args, kwargs)
+        if variant is not None:
+            return variant(*args, **kwargs)
+        if self.positional:  # (NumPy's order: ppto.average(a, 1) averages rows)
+            args, kwargs = by_name(self.positional, args, kwargs, f"ppto.{self.name}")
         inputs, params = self.bind(args, kwargs)
         return self.apply(inputs, params)
+
+    def call_with_inputs(self, inputs, params: dict):
+        return self.apply(*self.bind(tuple(inputs), params))
 
     def apply(self, inputs: list, params: dict) -> Any:
         """Run the operator on bound inputs (see the module docstring)."""
@@ -246,6 +276,32 @@ class Primitive(OperatorDef):
 
     def clear_cache(self) -> None:
         self._impls.clear()
+
+
+def flagged_variant(op: OperatorDef, args: tuple, kwargs: dict):
+    """The operator a call of ``op`` is instead (see ``OperatorDef.flags``): its
+    flag given True, by name or at its place in ``op.positional``."""
+    for flag, variant in op.flags.items():
+        place = op.positional.index(flag) if flag in op.positional else len(args)
+        given = args[place] if place < len(args) else kwargs.get(flag, False)
+        if given is True:
+            return variant
+    return None
+
+
+def by_name(names: tuple, args: tuple, kwargs: dict, spelled: str):
+    """A call's arguments after the first passed by their ``names`` (an operator's
+    ``positional`` order) instead: ``(args[:1], kwargs with the others)``."""
+    if len(args) > len(names):
+        raise PptoError(
+            f"{spelled} takes at most {len(names)} positional arguments "
+            f"({', '.join(names)}), got {len(args)}"
+        )
+    named = dict(zip(names[1:], args[1:]))
+    twice = sorted(set(named) & set(kwargs))
+    if twice:
+        raise PptoError(f"{spelled} got {twice[0]!r} by position and by name")
+    return args[:1], {**named, **kwargs}
 
 
 def _raw_params(op_name: str, params: dict, device) -> dict:

@@ -444,17 +444,20 @@ def running_shape(x, axis):
     return (-1,) if axis is None else tuple(np.shape(x))
 
 
-@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]")
+@primitive(
+    "(Tensor[...], Tensor[...]) -> Tensor[...]",
+    positional=("a", "axis", "weights", "returned"),
+)
 def average(xp, a, weights=None, axis=None, keepdims=False, returned=False):
     """Weighted mean over ``axis``, sum(a * weights) / sum(weights), like
     np.average: weights of a's shape, or 1-D along an int ``axis``; without
-    weights, the mean. ``ppto.average`` takes its arguments in NumPy's order,
-    (a, axis, weights); the operator, its inputs first (see NUMPY_ORDER)."""
+    weights, the mean. By position, NumPy's order, (a, axis, weights, returned)
+    (see OperatorDef.positional); returned=True is NumPy's spellings'."""
     if returned:  # (a pair: one result per operator, and one gradient rule)
         raise PptoError(
-            "ppto.average takes no returned=True: compute the sum of the weights "
-            "apart (1-D weights along axis: np.sum(weights); weights of a's shape: "
-            "np.sum(weights, axis); no weights: the count of elements averaged)"
+            "the average operator gives the average alone: returned=True is "
+            "np.average's and ppto.average's, which call "
+            "ppto.ops.averaged.average_returned for the pair"
         )
     if isinstance(weights, (list, tuple)):  # (a global list, in generated code)
         weights = xp.asarray(weights)

@@ -76,7 +76,7 @@ class Rule:
         else:
             inputs, params = list(args), kwargs
         if self.takes_out and out is None:
-            out = self.op(*inputs, **params)
+            out = self.op.call_with_inputs(inputs, params)
         return self.closure(inputs, params, out)
 
     def __repr__(self) -> str:

@@ -24,9 +24,6 @@ def show_op(op: OperatorDef, file=None) -> str:
     Output: Tensor[M,N]
     Grad: (δY @ B.T, A.T @ δY)
     """
-    from ppto.ops.numpy_map import operator_of  # (it imports every family)
-
-    op = operator_of(op)
     if not isinstance(op, OperatorDef):
         raise PptoError(
             f"show_op needs an operator such as ppto.dot, got {op!r}: "

@@ -2,13 +2,16 @@
 generator expression, ``f(x) for x in xs``) becomes a list built with ``append`` in a
 for loop written just before the statement that held it, and the builtin ``sum(...)``
 an accumulation in such a loop; the later stages differentiate loops and lists.
-``xs.extend(... for ...)`` appends the items to ``xs`` in such a loop. An
+``xs.extend(... for ...)`` appends the items to ``xs`` in such a loop, and so does
+``xs += [... for ...]`` where every assignment of ``xs`` in the function makes it a
+list (else it may be an array, to which ``+=`` adds the items). An
 assignment expression, ``(y := f(x))``, becomes an assignment written before its
 statement in the same way.
 
 Python runs a comprehension in a scope of its own, so its variables are renamed
-where the function uses their names for anything else. Dict and set comprehensions
-stay as written: the fence refuses them.
+where the function uses their names for anything else. Dict comprehensions are
+lists of their values by then (dicts.py); set comprehensions stay as written: the
+fence refuses them.
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ class _LoopWriter:
             and node.id not in namespace
         }
         self.namer = Namer(names_in(definition) - kept)
+        self.lists = _always_lists(definition, python)
 
     def block(self, body: list) -> list:
         out = []
@@ -141,6 +145,9 @@ class _LoopWriter:
             extended = self.extended(node)
             if extended is not None:
                 return self.block(lifted.appended_to(*extended))
+            joined = self.joined(node)
+            if joined is not None:
+                return self.block(lifted.joined_to(*joined))
             lifted.fields(node)
         return self.block(lifted.before) + [node]
 
@@ -210,6 +217,32 @@ class _LoopWriter:
         name = call.func.value.id
         if comprehension is None or _reads(comprehension, name):
             return None
+        return name, comprehension
+
+    def joined(self, node):
+        """``(name, comprehension)`` for ``name += [... for ...]`` where ``name`` is
+        always a list (see ``_always_lists``): its items appended to it. Else None
+        (a name that may be an array adds the items, as NumPy does)."""
+        if not (
+            isinstance(node, gast.AugAssign)
+            and isinstance(node.op, gast.Add)
+            and isinstance(node.target, gast.Name)
+        ):
+            return None
+        comprehension = self.listed(node.value)
+        if comprehension is None:
+            return None
+        name = node.target.id
+        if name not in self.lists:
+            raise self.source.error(
+                node,
+                f"ppto cannot tell whether {name} += [... for ...] appends items to "
+                f"a list or adds them to an array: {name} is not made a list by "
+                "every assignment in the function (a parameter, or also an array)",
+                f"for a list, extend a copy made in the function (items = "
+                f"list({name})); for an array, write {name} = {name} + "
+                "np.stack([... for ...])",
+            )
         return name, comprehension
 
     def listed(self, node):
@@ -303,6 +336,19 @@ class _Statement:
             node, lambda item: _located(gast.Expr(gast.Call(append, [item], [])), node)
         )
 
+    def joined_to(self, name: str, node) -> list:
+        """``name += [... for ...]``: the comprehension's items appended to the list
+        ``name``; made first where it reads ``name`` (Python makes the whole list
+        before extending, so it sees none of its own items)."""
+        if not _reads(node, name):
+            return self.appended_to(name, node)
+        items = self.new_list(node)
+        item = self.writer.fresh("item")
+        append = gast.Attribute(_load(name, node), "append", gast.Load())
+        step = _located(gast.Expr(gast.Call(append, [_load(item, node)], [])), node)
+        loop = gast.For(_store(item, node), items, [step], [], None)
+        return self.before + [_located(loop, node)]
+
     def sum(self, node):
         """``sum(items, start)`` as ``total = start`` and a loop adding each item (a
         comprehension's items are added as its loops make them: no list)."""
@@ -375,6 +421,48 @@ class _Statement:
                 body = [_located(gast.If(test, body, []), node)]
             body = [_located(gast.For(target, iterated, body, [], None), node)]
         return body
+
+
+def _always_lists(definition: gast.FunctionDef, python: set[str]) -> set[str]:
+    """The names every assignment in the function makes a list (``xs = []``,
+    ``[...]``, a list comprehension, Python's ``list(...)``, ``xs += [...]``):
+    not parameters, nor names also bound another way (an array, a loop's item)."""
+    arguments = definition.args
+    bound_otherwise = {
+        a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+    }
+    lists = set()
+    for node in trees.walk(definition):
+        if isinstance(node, gast.Assign):
+            target = node.targets[0] if len(node.targets) == 1 else None
+            if isinstance(target, gast.Name) and _makes_list(node.value, python):
+                lists.add(target.id)
+                continue
+            targets = node.targets
+        elif isinstance(node, gast.AugAssign) and isinstance(node.op, gast.Add):
+            if _makes_list(node.value, python):
+                continue  # (a list stays one; a name that may be an array is kept
+                # out by its other assignments)
+            targets = [node.target]
+        elif isinstance(node, (gast.AugAssign, gast.AnnAssign, gast.For)):
+            targets = [node.target]
+        elif isinstance(node, (gast.NamedExpr, gast.comprehension)):
+            targets = [node.target]
+        else:
+            continue
+        bound_otherwise |= trees.stores(targets)
+    return lists - bound_otherwise
+
+
+def _makes_list(node, python: set[str]) -> bool:
+    if isinstance(node, (gast.List, gast.ListComp)):
+        return True
+    return (
+        isinstance(node, gast.Call)
+        and isinstance(node.func, gast.Name)
+        and node.func.id == "list"
+        and "list" in python
+    )
 
 
 def _builds_list_in_place(node: gast.Assign, comprehension) -> bool:

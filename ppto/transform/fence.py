@@ -296,11 +296,13 @@ class Fence(trees.Visitor):
             "build a list with a for loop and append before this statement",
         )
 
-    def visit_DictComp(self, node):
-        self.reject(node, "a dict comprehension", "use separate variables or a list")
-
     def visit_SetComp(self, node):
-        self.reject(node, "a set comprehension", "use a for loop building a list")
+        self.reject(
+            node,
+            "a set comprehension (a set has no order to match values and their "
+            "gradients by, and arrays are not hashable)",
+            "build a list with a list comprehension or a for loop",
+        )
 
     def visit_Dict(self, node):
         self.reject(node, "a dict", "use separate variables, a tuple or a list")

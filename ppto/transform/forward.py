@@ -414,7 +414,7 @@ class _Simplify(trees.Transformer):
             return self.visit_BinOp(gast.BinOp(node.args[0], symbol(), node.args[1]))
         if op.name == "neg" and len(node.args) == 1:
             return self.visit_UnaryOp(gast.UnaryOp(gast.USub(), node.args[0]))
-        inputs = node.args[: len(op.input_names)]
+        inputs = trees.operator_inputs(node, op) or node.args[: len(op.input_names)]
         slots = [x for n, x in zip(op.input_names, inputs) if n not in op.nondiff]
         kind = getattr(op, "tangent_kind", "")
         if (

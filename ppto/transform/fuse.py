@@ -122,16 +122,22 @@ class Fuser:
         if isinstance(expression, gast.Call) and isinstance(expression.func, gast.Name):
             op = self.namespace.get(expression.func.id)
             if isinstance(op, OperatorDef) and hasattr(op, "input_names"):
-                arity = len(op.input_names)
-                if len(expression.args) < arity:
+                if op.positional:  # (ppto.pad(x, 1): NumPy's positional order)
+                    expression = trees.passed_by_name(expression, op.positional)
+                    if expression is None:
+                        return None
+                inputs = trees.operator_inputs(expression, op)
+                if inputs is None:
                     return None
+                arity = len(op.input_names)
                 params = dict(getattr(op, "defaults", {}))
                 names = list(getattr(op, "param_names", ()))
                 for name, value in zip(names, expression.args[arity:]):
                     params[name] = value
                 for keyword in expression.keywords:
-                    params[keyword.arg] = keyword.value
-                return Decoded(op, list(expression.args[:arity]), params)
+                    if keyword.arg not in op.input_names:
+                        params[keyword.arg] = keyword.value
+                return Decoded(op, inputs, params)
         return None
 
     # --- matching named rules --------------------------------------------------------

@@ -17,7 +17,13 @@ such a list or ``zip`` of lists (``for layer, norm in zip(self.layers,
 self.norms)``, enumerated too), a slice of one (``self.layers[1:]``, each turn
 reading the sliced list's item) and a dict of layers (``for name, block in
 self.blocks.items()``, ``.values()``, its keys: each turn reading
-``self.blocks["enc"]``); a loop's ``else`` follows its copies. An ``if`` on whether
+``self.blocks["enc"]``), and a loop over names written out whose body reads
+layers or attributes by them (``for name in ("enc", "dec"): h =
+self.blocks[name](h)``, ``getattr(self, name)``); a loop's ``else`` follows its
+copies. A ``break`` in the
+loop makes its copies the body of a loop run once (``for turn in range(1):``,
+with the loop's ``else``), which the break leaves; a ``continue`` makes each copy
+one. An ``if`` on whether
 an attribute is None (``if self.downsample is not None:``) takes its branch here:
 an optional layer. What they read is watched as the calls' objects are
 (``Program.reached``).
@@ -31,6 +37,7 @@ import inspect
 import gast
 
 from ppto.transform import trees
+from ppto.transform.names import Namer, names_in
 from ppto.transform.objects import constant_int, read_value
 from ppto.transform.resolve import classify, is_library
 from ppto.transform.source import ParsedFunction
@@ -127,15 +134,68 @@ def unrolled(body: list, parsed: ParsedFunction, local: set, own, program) -> li
         for field, value in gast.iter_fields(statement):
             if isinstance(value, list) and value and isinstance(value[0], gast.stmt):
                 setattr(statement, field, unrolled(value, parsed, local, own, program))
-        turns = _turns(statement, parsed, local, own, program)
-        if turns is None:
+        found = _turns(statement, parsed, local, own, program)
+        if found is None:
             out.append(statement)
             continue
-        for reads in turns:
-            for copy in clone(statement.body):
-                out.append(_replaced(copy, reads))
-        out.extend(statement.orelse)  # (no break: a loop's else always runs)
+        turns, before = found
+        out.extend(before)
+        copies = [
+            [_replaced(copy, reads) for copy in clone(statement.body)]
+            for reads in turns
+        ]
+        exit_ = _own_exit(statement)
+        if exit_ is None:
+            out.extend(part for copy in copies for part in copy)
+            out.extend(statement.orelse)  # (no break: a loop's else always runs)
+        elif exit_ is gast.Continue:  # (each turn a loop run once: continue ends it)
+            out.extend(_run_once(copy, [], parsed, statement) for copy in copies)
+            out.extend(statement.orelse)
+        else:  # (the turns in one loop run once: break leaves them all, and else)
+            turns_run = [part for copy in copies for part in copy]
+            out.append(_run_once(turns_run, statement.orelse, parsed, statement))
     return out or [gast.Pass()]
+
+
+def _own_exit(loop: gast.For):
+    """``gast.Break`` or ``gast.Continue`` where the body of ``loop`` leaves it or
+    its turn that way (not in a loop of its own), else None; ``_turns`` takes no
+    loop with both."""
+    found = _own_exits(loop.body)
+    return next(iter(found)) if found else None
+
+
+def _own_exits(body: list) -> set:
+    found, pending = set(), list(body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (gast.Break, gast.Continue)):
+            found.add(type(node))
+        elif not isinstance(node, (gast.For, gast.While, gast.FunctionDef)):
+            pending.extend(gast.iter_child_nodes(node))
+        else:  # (an inner loop's own break is its own; its else is this loop's)
+            pending.extend(node.orelse if hasattr(node, "orelse") else [])
+    return found
+
+
+def _run_once(body: list, orelse: list, parsed: ParsedFunction, origin):
+    """``for turn in range(1): body`` (``else: orelse``): what break and continue
+    leave in an unrolled loop."""
+
+    def located(node):
+        return gast.copy_location(node, origin)
+
+    turn = _fresh("turn", parsed, origin)
+    range_ = located(gast.Name("range", gast.Load(), None, None))
+    once = located(gast.Call(range_, [located(gast.Constant(1, None))], []))
+    target = located(gast.Name(turn, gast.Store(), None, None))
+    return located(gast.For(target, once, body, orelse, None))
+
+
+def _fresh(base: str, parsed: ParsedFunction, loop: gast.For) -> str:
+    """A name used nowhere in the function, nor in ``loop`` as unrolled so far (a
+    loop inside it is unrolled first: its names are not the function's yet)."""
+    return Namer(names_in(parsed.tree) | names_in(loop)).fresh(base)
 
 
 def _turns(statement, parsed: ParsedFunction, local: set, own, program):
@@ -147,17 +207,24 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
     ``reversed`` of one, a dict of them (``.items()``, ``.values()``, its keys),
     or over ``enumerate`` of a list, ``range`` of bounds counted from lists'
     lengths (``range(1, len(self.layers))``) or ``zip`` of lists (one of layers),
-    also enumerated (``for i, (layer, norm) in enumerate(zip(L, N))``); and it is
-    plain: its names read only in it, no ``break``, ``continue`` or ``return``."""
+    also enumerated (``for i, (layer, norm) in enumerate(zip(L, N))``, from a
+    start known only when the code runs too: read once, before the turns); and
+    its names are read only in it, it has no ``return``, and it leaves a turn
+    with ``break`` or ``continue`` but not both (see ``unrolled``). Returns the
+    turns and the statements to run before them."""
     if not isinstance(statement, gast.For):
         return None
     sources = _loop_sources(statement, parsed, local)
     if sources is None:
         return None
-    jumps = (gast.Break, gast.Continue, gast.Return, gast.Yield, gast.YieldFrom)
+    jumps = (gast.Return, gast.Yield, gast.YieldFrom)
     inside = [node for part in statement.body for node in trees.walk(part)]
     if any(isinstance(node, jumps) for node in inside):
         return None
+    if len(_own_exits(statement.body)) > 1 or (
+        _own_exits(statement.body) and not _builtin_range(parsed, local)
+    ):
+        return None  # (break and continue: the unrolled turns cannot say both)
     for name, _, _ in sources:
         if name is None:  # (a list only counted: range(len(self.layers)))
             continue
@@ -183,22 +250,32 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
         if part in ("key", "value") and type(read[index][1]) is not dict:
             return None  # (.items() of an object of the user's code: its own)
     sequences = [found for found in read.values() if found[1] is not None]
-    if not any(all(_is_layer(items[k]) for k in keys) for _, items, keys in sequences):
+    if not any(
+        all(_is_layer(items[k]) for k in keys) for _, items, keys in sequences
+    ) and not _names_layers(statement, sources, read, parsed, local, own):
         return None
     # (a list only counted, len(self.layers) in range(...), sets no number of turns)
     named = [i for i, (name, _, _) in enumerate(sources) if name is not None]
     count = min(len(read[i][2]) for i in named if i in read)
-    starts = {  # (enumerate's start, a constant: 0 where not given)
+    starts = {  # (enumerate's start: 0 where not given)
         index: 0 if node is None else constant_int(node)
         for index, (_, node, part) in enumerate(sources)
         if part == "count"
     }
+    before = []  # a start known only when the code runs, read once before
+    for index, (_, node, part) in enumerate(sources):
+        if part == "count" and starts[index] is None:
+            start = _fresh("start", parsed, statement)
+            target = gast.Name(start, gast.Store(), None, None)
+            assign = gast.Assign([target], clone(node), None)
+            before.append(gast.copy_location(assign, statement))
+            starts[index] = gast.Name(start, gast.Load(), None, None)
     program.reached.extend(reached)
     for _, items, _ in sequences:
         program.reached.append((items, None, tuple(items)))
         if type(items) is dict:  # (the layer under each key: watched too)
             program.reached.extend((items, key, items[key]) for key in items)
-    return [
+    turns = [
         {
             name: _turn_read(part, starts.get(index, read.get(index)), turn)
             for index, (name, _, part) in enumerate(sources)
@@ -206,6 +283,44 @@ def _turns(statement, parsed: ParsedFunction, local: set, own, program):
         }
         for turn in range(count)
     ]
+    return turns, before
+
+
+def _names_layers(statement, sources, read, parsed, local: set, own) -> bool:
+    """Whether the loop goes over names (strings) that its body reads attributes
+    or layers by (``for name in ("enc", "dec"): h = getattr(self, name)(h)``,
+    ``self.blocks[name](h)``): unrolled, so that each turn's
+    ``getattr(self, "enc")`` is followed as ``self.enc``."""
+    named = {
+        name
+        for index, (name, _, part) in enumerate(sources)
+        if part == "item"
+        and index in read
+        and read[index][1] is not None
+        and all(type(read[index][1][k]) is str for k in read[index][2])
+    }
+    for node in (node for part in statement.body for node in trees.walk(part)):
+        if (
+            _builtin_called(node, parsed, local) is getattr
+            and len(node.args) >= 2
+            and isinstance(node.args[1], gast.Name)
+            and node.args[1].id in named
+        ):
+            return True
+        if (
+            isinstance(node, gast.Subscript)
+            and isinstance(node.slice, gast.Name)
+            and node.slice.id in named
+            and holds_layers(read_value(node.value, parsed, local, own, [])[1])
+        ):
+            return True
+    return False
+
+
+def _builtin_range(parsed: ParsedFunction, local: set) -> bool:
+    """Whether ``range`` in the function is Python's (an unrolled loop with break
+    or continue is written with it)."""
+    return "range" not in local and parsed.namespace.get("range") is builtins.range
 
 
 def loop_over_layers(statement, parsed: ParsedFunction, local: set, own) -> bool:
@@ -248,6 +363,12 @@ def _sequence(node, parsed: ParsedFunction, local: set, own, reached: list):
     if _builtin_called(node, parsed, local) is reversed and len(node.args) == 1:
         found = _sequence(node.args[0], parsed, local, own, reached)
         return None if found is None else (found[0], found[1], found[2][::-1])
+    if isinstance(node, (gast.Tuple, gast.List)) and all(
+        isinstance(element, gast.Constant) and type(element.value) is str
+        for element in node.elts
+    ):  # (names written out: for name in ("enc", "dec"): getattr(self, name))
+        names = tuple(element.value for element in node.elts)
+        return node, names, list(range(len(names)))
     found, items = read_value(node, parsed, local, own, reached)
     if not found or type(items) not in (list, tuple, dict):
         return None
@@ -287,9 +408,15 @@ def _turn_read(part: str, read, turn: int):
     """What a loop name reads in turn ``turn``: the count, a key of a dict, or
     the item at that turn's index or key (``self.layers[1]``,
     ``self.blocks["enc"]``)."""
+    if part == "count" and isinstance(read, gast.Name):  # (a start read once)
+        if turn == 0:
+            return clone(read)
+        return gast.BinOp(clone(read), gast.Add(), gast.Constant(turn, None))
     if part == "count":  # (read: enumerate's start)
         return gast.Constant(turn + read, None)
     base, items, keys = read
+    if part == "item" and type(items[keys[turn]]) is str:  # (an attribute's name)
+        return gast.Constant(items[keys[turn]], None)
     if part == "range":
         return gast.Constant(keys[turn], None)
     if part == "key" or (part == "item" and type(items) is dict):
@@ -331,8 +458,6 @@ def _loop_sources(statement: gast.For, parsed: ParsedFunction, local: set):
         return [(names[0], dictionary, "key"), (names[1], dictionary, "value")]
     enumerated = builtin is enumerate and len(iter_.args) in (1, 2)
     start = iter_.args[1] if enumerated and len(iter_.args) == 2 else None
-    if start is not None and constant_int(start) is None:
-        return None  # (a count from a start known only when the code runs)
     if enumerated and len(target.elts) == 2:
         counted, element = target.elts
         zipped = iter_.args[0]

@@ -19,7 +19,7 @@ from functools import cache
 import gast
 import numpy as np
 
-from ppto.errors import BackendError
+from ppto.errors import BackendError, PptoError
 from ppto.fusion.kernels import LARGE
 from ppto.ops.primitive import OperatorDef, Primitive
 from ppto.runtime.backends import Backend, device_of
@@ -235,10 +235,19 @@ class Lowering(trees.Transformer):
 
     def bind_arguments(self, node, op: Primitive) -> dict:
         names = _impl_parameters(op.impl)
+        if op.positional:  # (a rule's pad(dY, 1): its positional order is NumPy's)
+            written = node
+            node = trees.passed_by_name(node, op.positional)
+            if node is None:
+                raise PptoError(
+                    f"{gast.unparse(written).strip()}: ppto.{op.name} takes at most "
+                    f"{len(op.positional)} positional arguments ({op.positional})"
+                )
         bound = {p: a for p, a in bound_arguments(node, names) if p is not None}
+        defaults = {**op.input_defaults, **op.defaults}  # (pad's constant_values)
         for name in names:
             if name not in bound:
-                bound[name] = _literal(op.defaults.get(name))
+                bound[name] = _literal(defaults.get(name))
         return bound
 
     def inline(self, op: Primitive, arguments: dict):

@@ -45,7 +45,13 @@ from ppto.transform.layers import (
     loop_over_layers,
     unrolled,
 )
-from ppto.transform.objects import MISSING, constant_key, read_value, through_self
+from ppto.transform.objects import (
+    MISSING,
+    constant_key,
+    read_value,
+    spelled_as_reads,
+    through_self,
+)
 from ppto.transform.resolve import classify, is_library, static_value
 from ppto.transform.source import ParsedFunction, forwarded_method
 from ppto.transform.trees import clone, stores
@@ -57,12 +63,14 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
     local = set(parsed.parameters) | stores(parsed.tree)
     own = _own_object(parsed, program)
     labels: set = set()
-    parsed.tree.body = inlined_aliases(parsed.tree.body, parsed, local, own)
+    body = spelled_as_reads(parsed.tree.body, parsed, local, own, refuse=False)
+    parsed.tree.body = inlined_aliases(body, parsed, local, own)
     local = set(parsed.parameters) | stores(parsed.tree)
     if own is not None:
         _refuse_tensors_through_self(parsed, local, own)
     parsed.tree.body = unrolled(parsed.tree.body, parsed, local, own, program)
     parsed.tree.body = folded(parsed.tree.body, parsed, local, own, program)
+    parsed.tree.body = spelled_as_reads(parsed.tree.body, parsed, local, own)
     for node in trees.walk(parsed.tree):
         if not isinstance(node, gast.Call):
             continue
@@ -355,7 +363,8 @@ def _refuse_a_layer_not_known(call: gast.Call, parsed, local: set, own) -> None:
             func,
             f"ppto cannot differentiate the call of {func.id}: ppto unrolls a loop "
             "over layers (one copy of its body per layer) only where it has no "
-            "break, continue or return, and its names are read only inside it",
+            "return and not both break and continue, and its names are read "
+            "only inside it",
             "move the exit out of the loop (compute what it tests after it), or "
             "call the layers one by one",
         )

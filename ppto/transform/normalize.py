@@ -28,13 +28,21 @@ from ppto.transform.resolve import (
     METHOD_RANK_CHECKS,
     VARARG_METHODS,
     classify,
+    flag_argument,
     is_library,
     is_numpy_module,
     resolve_call,
     static_value,
 )
 from ppto.transform.source import ParsedFunction
-from ppto.transform.trees import bound_arguments, called, loads, name_counts, paired
+from ppto.transform.trees import (
+    bound_arguments,
+    called,
+    loads,
+    name_counts,
+    paired,
+    passed_by_name,
+)
 
 # calls that read only their arguments' shapes; split_points comes from concat's
 # gradient rule, so second derivatives meet it in generated code
@@ -1092,11 +1100,13 @@ class Normalizer:
         if callee.kind == "function" or _composite_without_rule(callee):
             return self.call_function(node, callee, [target])[0]
         if callee.kind == "operator":
+            if callee.op.flags:
+                self.check_flag_written_out(node, callee)
             if callee.numpy:
                 self.numpy_positionals(node, callee.op, len(node.args), callee.text)
             if callee.leading:
                 node = self.leading_parameters(node, callee)
-            if callee.positional:
+            if callee.op.positional:
                 node = self.numpy_positional_names(node, callee)
             result = self.operator_call(node, callee.op, callee.renames, target)
             if callee.rank_check is not None:
@@ -1140,26 +1150,33 @@ class Normalizer:
         call = gast.Call(node.func, arrays, keywords + node.keywords)
         return gast.copy_location(call, node)
 
+    def check_flag_written_out(self, node, callee) -> None:
+        """A flag that makes the call another operator (see
+        ``OperatorDef.flags``) must be known when the code is made."""
+        for flag in callee.op.flags:
+            given = flag_argument(node, callee.op, flag)
+            if given is not None and not isinstance(given, gast.Constant):
+                raise self.source.error(
+                    given,
+                    f"{callee.text}'s {flag}= decides what the call returns (a "
+                    "pair when True), so it must be written out",
+                    f"write {flag}=True or {flag}=False (an if/else for each)",
+                )
+
     def numpy_positional_names(self, node, callee):
         """A call written with NumPy's positional order where it is not the
         operator's (``np.average(x, 1, w)``) with the arguments after the first
         passed by NumPy's names; a new node: the user's tree is left as it is."""
-        names = callee.positional
-        if len(node.args) > len(names) or any(
-            isinstance(a, gast.Starred) for a in node.args
-        ):
+        names = callee.op.positional
+        call = passed_by_name(node, names)
+        if call is None:
             raise self.source.error(
                 node,
                 f"{callee.text} takes at most {len(names)} positional arguments "
                 f"({', '.join(names)}), written out",
                 "pass the others by name",
             )
-        keywords = [
-            gast.keyword(name, argument)
-            for name, argument in zip(names[1:], node.args[1:])
-        ]
-        call = gast.Call(node.func, node.args[:1], keywords + node.keywords)
-        return gast.copy_location(call, node)
+        return call
 
     def numpy_positionals(self, node, op, count: int, spelled: str) -> None:
         try:

@@ -362,6 +362,8 @@ def drop_default_arguments(body: list, namespace: dict) -> list:
             names = getattr(op, "param_names", None)
             if not names:
                 return node
+            if op.positional:  # (by name: its positional order is not its own)
+                node = trees.passed_by_name(node, op.positional) or node
             arity = len(op.input_names)
             while len(node.args) > arity:
                 position = len(node.args) - 1 - arity

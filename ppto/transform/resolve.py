@@ -16,7 +16,7 @@ import gast
 import numpy as np
 
 from ppto.ops import arrange, elementwise, linalg, reductions, shape
-from ppto.ops.numpy_map import NUMPY_DOT, NUMPY_FUNCTIONS, NumpyAlias
+from ppto.ops.numpy_map import NUMPY_DOT, NUMPY_FUNCTIONS
 from ppto.ops.primitive import OperatorDef
 from ppto.runtime import constructors
 
@@ -74,7 +74,6 @@ class Callee:
     function: Any = None
     numpy: bool = False  # spelled the NumPy way (np.sum): NumPy's positional order
     leading: tuple = ()  # parameters NumPy takes before the arrays (np.einsum's)
-    positional: tuple = ()  # NumPy's positional names, where not the operator's
     method: str = ""
     text: str = ""
     rank_check: Any = None  # (see NumpyAlias)
@@ -101,7 +100,22 @@ def resolve_call(node: gast.Call, namespace, local_names: set) -> Callee:
         if isinstance(node.func, gast.Attribute):
             return Callee("method", method=node.func.attr, text=text)
         return Callee("opaque", text=text)
-    return classify(value, text)
+    callee = classify(value, text)
+    for flag, variant in getattr(callee.op, "flags", {}).items():
+        given = flag_argument(node, callee.op, flag)
+        if isinstance(given, gast.Constant) and given.value is True:
+            return Callee("operator", op=variant, text=text)
+    return callee
+
+
+def flag_argument(node: gast.Call, op: OperatorDef, flag: str):
+    """The argument a call of ``op`` writes for the parameter ``flag`` (by name,
+    or at its place in ``op.positional``), or None (see ``OperatorDef.flags``)."""
+    positional = op.positional
+    place = positional.index(flag) if flag in positional else len(node.args)
+    if place < len(node.args):
+        return node.args[place]
+    return next((k.value for k in node.keywords if k.arg == flag), None)
 
 
 def expression_text(node) -> str:
@@ -132,7 +146,6 @@ def classify(value: Any, text: str = "") -> Callee:
             numpy=True,
             rank_check=alias.rank_check,
             leading=alias.leading,
-            positional=alias.positional,
         )
     if _hashable(value) and value in _BUILTIN_OPERATORS:
         return Callee("operator", op=_BUILTIN_OPERATORS[value], text=text)
@@ -145,8 +158,6 @@ def classify(value: Any, text: str = "") -> Callee:
 
 def numpy_alias(value: Any):
     """The NumpyAlias of a NumPy function or ufunc with a ppto operator, else None."""
-    if isinstance(value, NumpyAlias):  # (ppto's own NumPy-ordered spellings)
-        return value
     if not _hashable(value):
         return None
     try:
@@ -175,6 +186,8 @@ def is_numpy_module(value: Any) -> bool:
 __all__ = [
     "Callee",
     "classify",
+    "flag_argument",
+    "flag_argument",
     "is_library",
     "numpy_alias",
     "resolve_call",

@@ -244,6 +244,13 @@ class Generator:
         if s.style == "subscript":
             return gast.Subscript(inputs[0], clone(s.syntax), gast.Load())
         keywords = [gast.keyword(k, clone(s.params[k])) for k in s.given]
+        if s.op.positional:  # (its positional order is not its own: by name)
+            named = [
+                gast.keyword(k, x)
+                for k, x in zip(s.op.input_names[1:], inputs[1:])
+                if not _is_default_none(x, k, s.op)
+            ]
+            keywords, inputs = named + keywords, inputs[:1]
         return gast.Call(name(self.op_ref(s.op)), inputs, keywords)
 
     def op_ref(self, op) -> str:
@@ -1144,6 +1151,17 @@ def _is_builtin(identifier, value) -> bool:
     import builtins
 
     return getattr(builtins, identifier, _MISSING) is value
+
+
+def _is_default_none(argument, name: str, op) -> bool:
+    """Whether ``argument`` is None where the input ``name`` of ``op`` is None
+    when not given (np.average's weights): left out of the call."""
+    return (
+        isinstance(argument, gast.Constant)
+        and argument.value is None
+        and name in op.input_defaults
+        and op.input_defaults[name] is None
+    )
 
 
 def _targets(names):

@@ -27,6 +27,7 @@ import gast
 from ppto.errors import TransformError
 from ppto.transform import trees
 from ppto.transform.comprehensions import comprehensions_as_loops, rewritten_nodes
+from ppto.transform.dicts import dict_comprehensions_as_lists
 from ppto.transform.syntax import parse
 
 
@@ -168,6 +169,9 @@ def parse_function(fn: Callable) -> ParsedFunction:
     dropped = [n for n in nodes if isinstance(n, _DROPPED)]
     if dropped:
         _drop_no_ops(tree, dropped)
+    if any(type(node) is gast.DictComp for node in nodes):
+        tree = dict_comprehensions_as_lists(tree, namespace, source)
+        nodes = list(trees.walk(tree))  # (its list comprehensions are new)
     if rewritten_nodes(nodes):
         tree = comprehensions_as_loops(tree, namespace, source)
     # generated functions are named after it: a lambda's name is no identifier

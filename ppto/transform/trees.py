@@ -208,6 +208,35 @@ def bound_arguments(call, parameters) -> list:
     ]
 
 
+def passed_by_name(call, names: tuple):
+    """``call`` (a new node) with its positional arguments after the first passed
+    by ``names`` instead: an operator's positional order where it is not its own
+    (``OperatorDef.positional``: ``pad(x, 1)`` is ``pad(x, pad_width=1)``). None
+    where it has more positional arguments than ``names``, or a starred one."""
+    if len(call.args) > len(names) or any(
+        isinstance(argument, gast.Starred) for argument in call.args
+    ):
+        return None
+    keywords = [gast.keyword(n, a) for n, a in zip(names[1:], call.args[1:])]
+    passed = gast.Call(call.func, call.args[:1], keywords + call.keywords)
+    return gast.copy_location(passed, call)
+
+
+def operator_inputs(call, op) -> list | None:
+    """The arguments ``call`` passes for the inputs of the operator ``op``, in its
+    order (by position or by name; after ``passed_by_name`` where its positional
+    order is not its own); None where one is not given."""
+    if op.positional:
+        call = passed_by_name(call, op.positional)
+        if call is None:
+            return None
+    given = dict(bound_arguments(call, list(op.input_names)))
+    given.pop(None, None)
+    if len(given) < len(op.input_names):
+        return None
+    return [given[name] for name in op.input_names]
+
+
 def load_counts(node) -> dict[str, int]:
     """How many times a tree (or list of trees) reads each name."""
     return name_counts(node, "Load")

@@ -660,6 +660,36 @@ def list_extended_by_comprehensions(x):
     return np.sum(np.stack(hs[:3]) ** 2) + hs[3] * hs[-1]
 
 
+def list_joined_with_comprehensions(x, w):
+    # hs += [... for ...] on a list (it was refused: hs might have been an array):
+    # the items appended; one reading hs itself sees only the items before it
+    hs = [x]
+    hs += [x * k for k in range(1, 3)]
+    for step in range(2):
+        hs += [np.tanh(h * w) + step for h in hs if True]
+    return np.sum(np.stack(hs) ** 2) + len(hs) * np.sum(hs[-1] * w)
+
+
+STAGES = ("enc", "dec")
+
+
+def dict_comprehension_reads(x, w):
+    # dict comprehensions over keys known when the code is made (they were
+    # refused): read by key, by loops over keys, values and items, len and in
+    scaled = {k: x * (k + 1) for k in range(3)}
+    stages = {name: np.tanh(x * w * len(name)) for name in STAGES}
+    letters = {c: w * (ord(c) - 96) for c in "ab"}
+    total = np.sum(scaled[2] * w) + sum(np.sum(v**2) for v in scaled.values())
+    for k, v in scaled.items():
+        total = total + k * np.sum(v * w)
+    for name in stages:
+        total = total + np.sum(stages[name] * x)
+    if "enc" in stages and len(stages) == 2:
+        total = total + np.sum(stages["enc"] * letters["b"])
+    kept = list(letters.values())
+    return total + np.sum(np.stack(kept) ** 2)
+
+
 def assignment_expressions(x):
     if (total := np.sum(x**2)) > 10.0:  # (not taken: inputs in [-1, 1))
         return total
@@ -832,6 +862,8 @@ CASES = [
     Case(generators_made_lists_and_tuples, F(2, 3)),
     Case(generator_filtered_on_data, V([0.5, -0.4, 0.9, -1.2])),
     Case(list_extended_by_comprehensions, F(3)),
+    Case(list_joined_with_comprehensions, F(3), F(3)),
+    Case(dict_comprehension_reads, F(3), F(3)),
     Case(assignment_expressions, F(3)),
     Case(returned_comprehension, F(3, 2), vjp=True),
     Case(write_then_read, F(4)),

@@ -812,6 +812,21 @@ def weighted_averages(x, w):
     return np.sum(rows**2) + whole + np.sum(np.average(x, axis=0, keepdims=True))
 
 
+def averages_with_their_weights_sums(x, w):
+    # returned=True: the pair (average, sum of the weights), positional too; both
+    # differentiated (1-D weights along an axis, weights of x's shape, none)
+    rows, row_weights = np.average(x, 1, w, returned=True)
+    whole, total = np.average(x, weights=x * x + 0.5, returned=True)
+    columns, count = np.average(x, 0, None, True, keepdims=True)
+    ppto_pair = ppto.average(x, 1, w * w, returned=True)
+    return (
+        np.sum(rows**2 * row_weights)
+        + whole * np.sqrt(total)
+        + np.sum(columns * count)
+        + np.sum(ppto_pair[0] / ppto_pair[1])
+    )
+
+
 def averages_weighted_by_none(x):
     # weights=None, NumPy's default (code passing optional weights on): the mean
     rows = np.average(x, 1, None)
@@ -1032,6 +1047,7 @@ CASES = [
     Case(survival_probabilities, F(2, 4, lo=0.1, hi=0.9)),
     Case(weighted_averages, F(3, 4), F(4, lo=0.5, hi=1.5)),
     Case(averages_weighted_by_none, F(3, 4)),
+    Case(averages_with_their_weights_sums, F(3, 4), F(4, lo=0.5, hi=1.5)),
     Case(
         linear_systems, V([[2.0, 0.3, -0.5], [0.1, 1.8, 0.4], [-0.2, 0.6, 2.2]]), F(3)
     ),

@@ -1,0 +1,340 @@
+"""Dict comprehensions whose keys are known when the code is made, right after
+parsing: ``d = {k: x * k for k in range(3)}`` becomes the list of its values in key
+order (``d = [x * k for k in range(3)]``, which comprehensions.py writes as a
+loop), and each read of ``d`` a read of that list: ``d[2]`` is the list's item 2,
+``d.values()`` the list, ``d.keys()`` and ``for k in d`` the keys written out,
+``d.items()`` ``zip(keys, d)``, ``len(d)`` and ``key in d`` numbers and truths.
+
+The keys are known where the comprehension's loop runs over literals, Python's
+``range`` of whole numbers, or a module-level tuple or string (its name stays in
+the code: rebinding it makes ppto transform the function again). Anything else
+done with ``d`` (a key read only when the code runs, passing ``d`` on, returning
+it, a new key) is refused, saying which reads work.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import TYPE_CHECKING
+
+import gast
+
+from ppto.transform import trees
+from ppto.transform.names import Namer, names_in
+
+if TYPE_CHECKING:  # (source.py calls this module as it parses)
+    from ppto.transform.source import SourceMap
+
+_KEY_TYPES = (str, int, float, bool)
+_READS = (
+    "{d}[key] with a key written out, {d}.values(), {d}.items(), {d}.keys(), "
+    "for k in {d}, len({d}), key in {d}"
+)
+
+
+def dict_comprehensions_as_lists(
+    definition: gast.FunctionDef, namespace, source: SourceMap
+) -> gast.FunctionDef:
+    """``definition`` with its dict comprehensions as lists (see the module
+    docstring), changed in place (the tree is the caller's own fresh parse)."""
+    local = _local_names(definition)
+    keys = _dict_keys(definition, namespace, local, source)
+    if keys:
+        _ReadsAsList(keys, source, Namer(names_in(definition))).visit(definition)
+    return definition
+
+
+def _local_names(definition: gast.FunctionDef) -> set[str]:
+    return _parameters(definition) | trees.stores(definition.body)
+
+
+def _parameters(definition: gast.FunctionDef) -> set[str]:
+    arguments = definition.args
+    return {a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
+
+
+def _dict_keys(definition, namespace, local: set, source) -> dict[str, tuple]:
+    """The keys of each name a dict comprehension is assigned to, its statements
+    rewritten as list comprehensions; a dict comprehension elsewhere, or a name
+    also bound to something else, is refused."""
+    keys: dict[str, tuple] = {}
+    assigned = []
+    for node in trees.walk(definition):
+        if (
+            isinstance(node, gast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], gast.Name)
+            and isinstance(node.value, gast.DictComp)
+        ):
+            assigned.append(node)
+    held = {id(node.value) for node in assigned}
+    for node in trees.walk(definition):
+        if isinstance(node, gast.DictComp) and id(node) not in held:
+            raise source.error(
+                node,
+                "ppto cannot differentiate a dict comprehension here: one is "
+                "taken only as the value of an assignment to a name",
+                "assign it to a name first (d = {k: ... for k in keys})",
+            )
+    parameters = _parameters(definition)
+    for node in assigned:
+        name, comprehension = node.targets[0].id, node.value
+        if name in parameters:
+            raise source.error(
+                node,
+                f"ppto cannot differentiate {name} as a parameter and a dict "
+                "comprehension: it holds the comprehension's values as a list",
+                f"give the comprehension a name of its own (not {name})",
+            )
+        found = _static_keys(comprehension, namespace, local, source)
+        if keys.get(name, found) != found:
+            raise source.error(
+                node,
+                f"ppto cannot differentiate {name} assigned dicts of different keys",
+                "use one name for each set of keys",
+            )
+        keys[name] = found
+        node.value = gast.copy_location(
+            gast.ListComp(comprehension.value, comprehension.generators), comprehension
+        )
+    for node in trees.walk(definition):
+        targets = _bound(node)
+        if targets is None or node in assigned:
+            continue
+        for name in sorted(trees.stores(targets) & set(keys)):
+            raise source.error(
+                node,
+                f"ppto cannot differentiate {name} as a dict comprehension and "
+                "something else: it holds the comprehension's values as a list",
+                f"give the other value a name of its own (not {name})",
+            )
+    return keys
+
+
+def _bound(node):
+    """What ``node`` assigns, or None where it assigns nothing."""
+    if isinstance(node, gast.Assign):
+        return node.targets
+    if isinstance(node, (gast.AugAssign, gast.AnnAssign, gast.For, gast.NamedExpr)):
+        return node.target
+    return None
+
+
+def _static_keys(comprehension, namespace, local: set, source) -> tuple:
+    """The keys of a dict comprehension, known when the code is made, in order."""
+    generators = comprehension.generators
+    generator = generators[0]
+    target = generator.target
+    simple = (
+        len(generators) == 1
+        and not generator.ifs
+        and not generator.is_async
+        and isinstance(target, gast.Name)
+        and isinstance(comprehension.key, gast.Name)
+        and comprehension.key.id == target.id
+    )
+    if not simple:
+        raise source.error(
+            comprehension,
+            "ppto differentiates a dict comprehension of the form "
+            "{k: value for k in keys} only (one loop, no if, the loop's name as the "
+            "key)",
+            "build a list of the values, or write the keys as the loop's names",
+        )
+    found = _known_items(generator.iter, namespace, local)
+    if found is None or not all(isinstance(key, _KEY_TYPES) for key in found):
+        raise source.error(
+            generator.iter,
+            "ppto cannot differentiate a dict comprehension whose keys are not "
+            "known when the code is made (they are read as the list's positions)",
+            "loop over keys written out, range(...) of whole numbers or a "
+            "module-level tuple, or build a list of the values",
+        )
+    if len(set(found)) != len(found):
+        raise source.error(
+            generator.iter,
+            f"ppto cannot differentiate a dict comprehension over repeated keys "
+            f"{found!r} (a later value replaces an earlier one)",
+            "loop over each key once",
+        )
+    return tuple(found)
+
+
+def _known_items(node, namespace, local: set):
+    """The items ``node`` iterates over, where they are known from the source and
+    module-level constants alone, else None."""
+    if isinstance(node, gast.Constant) and isinstance(node.value, str):
+        return tuple(node.value)
+    if isinstance(node, (gast.Tuple, gast.List)):
+        items = [_known_value(e, namespace, local) for e in node.elts]
+        return None if any(i is None for i in items) else tuple(items)
+    if (
+        isinstance(node, gast.Call)
+        and isinstance(node.func, gast.Name)
+        and node.func.id == "range"
+        and "range" not in local
+        and namespace.get("range") is builtins.range
+        and not node.keywords
+    ):
+        bounds = [_known_value(a, namespace, local) for a in node.args]
+        if 1 <= len(bounds) <= 3 and all(type(b) is int for b in bounds):
+            return tuple(range(*bounds))
+        return None
+    value = _known_value(node, namespace, local, (tuple, str, range))
+    return None if value is None else tuple(value)
+
+
+def _known_value(node, namespace, local: set, kinds=_KEY_TYPES):
+    """A literal, or a module-level value of ``kinds`` (immutable: a list could
+    change without ppto seeing it), else None."""
+    if isinstance(node, gast.Constant) and isinstance(node.value, kinds):
+        return node.value
+    if isinstance(node, gast.Name) and node.id not in local and node.id in namespace:
+        value = namespace[node.id]
+        return value if isinstance(value, kinds) else None
+    return None
+
+
+class _ReadsAsList(gast.NodeTransformer):
+    """Each read of a dict comprehension's name as the read of its list of values
+    (see the module docstring); any other use is refused."""
+
+    def __init__(self, keys: dict[str, tuple], source, namer: Namer) -> None:
+        self.keys = keys
+        self.source = source
+        self.namer = namer
+        # (dict, key name) -> the name of the key's position, in ``for k in d:``
+        self.positions: dict[tuple[str, str], str] = {}
+
+    def name_of(self, node) -> str | None:
+        """The dict's name, where ``node`` is one."""
+        if isinstance(node, gast.Name) and node.id in self.keys:
+            return node.id
+        return None
+
+    def visit_Subscript(self, node):
+        name = self.name_of(node.value)
+        if name is None:
+            return self.generic_visit(node)
+        key = node.slice
+        keys = self.keys[name]
+        if isinstance(key, gast.Name) and (name, key.id) in self.positions:
+            position = self.positions[name, key.id]
+            node.slice = gast.copy_location(
+                gast.Name(position, gast.Load(), None, None), key
+            )
+            return node
+        if not isinstance(key, gast.Constant) or key.value not in keys:
+            known = isinstance(key, gast.Constant)
+            raise self.source.error(
+                key,
+                f"ppto cannot read {name}[{gast.unparse(key).strip()}]: "
+                + (
+                    f"{name} has no such key (its keys: {keys!r})"
+                    if known
+                    else f"{name} is a dict comprehension read as the list of its "
+                    "values, so its key must be written out"
+                ),
+                f"loop with for k, v in {name}.items(); the reads that work: "
+                + _READS.format(d=name),
+            )
+        node.slice = gast.copy_location(gast.Constant(keys.index(key.value), None), key)
+        return node
+
+    def visit_Call(self, node):
+        func = node.func
+        if isinstance(func, gast.Attribute) and self.name_of(func.value):
+            name = func.value.id
+            if func.attr in ("values", "keys", "items") and not (
+                node.args or node.keywords
+            ):
+                return gast.copy_location(self.view(name, func.attr, node), node)
+        if (
+            isinstance(func, gast.Name)
+            and func.id == "len"
+            and len(node.args) == 1
+            and self.name_of(node.args[0])
+        ):
+            count = len(self.keys[node.args[0].id])
+            return gast.copy_location(gast.Constant(count, None), node)
+        return self.generic_visit(node)
+
+    def view(self, name: str, method: str, origin):
+        values = gast.Name(name, gast.Load(), None, None)
+        if method == "values":
+            return values
+        keys = self.written_keys(name, origin)
+        if method == "keys":
+            return keys
+        zipped = gast.Name("zip", gast.Load(), None, None)
+        return gast.Call(zipped, [keys, values], [])
+
+    def written_keys(self, name: str, origin):
+        elements = [
+            gast.copy_location(gast.Constant(key, None), origin)
+            for key in self.keys[name]
+        ]
+        return gast.copy_location(gast.Tuple(elements, gast.Load()), origin)
+
+    def visit_For(self, node):
+        name = self.iterated_keys(node.iter)
+        if name is None:
+            return self.generic_visit(node)
+        node.iter = self.written_keys(name, node.iter)
+        key = node.target.id if isinstance(node.target, gast.Name) else None
+        if key is None or key in trees.stores(node.body):
+            return self.generic_visit(node)
+        # for k in d: ... d[k] ...  as  for position, k in enumerate(keys): ...
+        # d[position] ...
+        position = self.namer.fresh("position")
+        target = gast.Tuple(
+            [gast.Name(position, gast.Store(), None, None), node.target], gast.Store()
+        )
+        node.target = gast.copy_location(target, node.target)
+        enumerate_ = gast.Name("enumerate", gast.Load(), None, None)
+        node.iter = gast.copy_location(gast.Call(enumerate_, [node.iter], []), node)
+        outer = self.positions.get((name, key))
+        self.positions[name, key] = position
+        node.body = [self.visit(statement) for statement in node.body]
+        if outer is None:
+            del self.positions[name, key]
+        else:
+            self.positions[name, key] = outer
+        node.orelse = [self.visit(statement) for statement in node.orelse]
+        return node
+
+    def iterated_keys(self, node) -> str | None:
+        """The dict whose keys ``node`` is (``d`` or ``d.keys()``), or None."""
+        if self.name_of(node):
+            return node.id
+        if (
+            isinstance(node, gast.Call)
+            and isinstance(node.func, gast.Attribute)
+            and node.func.attr == "keys"
+            and self.name_of(node.func.value)
+            and not (node.args or node.keywords)
+        ):
+            return node.func.value.id
+        return None
+
+    def visit_Compare(self, node):
+        if (
+            len(node.ops) == 1
+            and isinstance(node.ops[0], (gast.In, gast.NotIn))
+            and self.name_of(node.comparators[0])
+            and isinstance(node.left, gast.Constant)
+        ):
+            found = node.left.value in self.keys[node.comparators[0].id]
+            found = found if isinstance(node.ops[0], gast.In) else not found
+            return gast.copy_location(gast.Constant(found, None), node)
+        return self.generic_visit(node)
+
+    def visit_Name(self, node):
+        if self.name_of(node) and isinstance(node.ctx, gast.Load):
+            raise self.source.error(
+                node,
+                f"ppto cannot differentiate this use of {node.id}, a dict "
+                "comprehension held as the list of its values",
+                "read it as " + _READS.format(d=node.id),
+            )
+        return node
