@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ppto import pytrees
 from ppto.errors import GradError, PptoError, ShapeError
 from ppto.fusion.tuning import FUSED_FIRST, FusionChoice, fusion_policy
 from ppto.ops.primitive import OperatorDef, registrations
@@ -219,6 +220,11 @@ def _forget_wrappers(key: int, reference) -> None:
         del _METHOD_WRAPPERS[key]
 
 
+def _stand_in_compiled(source: str, filename: str, name: str) -> Callable:
+    """A function stands in for one taking pytrees (``ppto.pytrees.stand_in``)."""
+    return _compiled(source, filename, {}, name)
+
+
 def _compiled(source: str, filename: str, scope: dict, name: str) -> Callable:
     """Function ``name`` defined by ``source``, its text readable under ``filename``
     (ppto reads a function's source) and its globals ``scope``."""
@@ -416,6 +422,8 @@ class Transformed:
         self.with_value = with_value
         self._use(_shared_state(self))
         self._wrt_positions: list | None = None
+        # (stand-in taking pytrees' leaves, the leaves differentiated) -> its grad
+        self._over_leaves: dict = {}
         parameters = _signature(self.function).parameters.values()
         self._arity = len(parameters)
         self._keyword_only = [p.name for p in parameters if p.kind is p.KEYWORD_ONLY]
@@ -637,6 +645,13 @@ class Transformed:
                         raise
                     raise translated from error
                 return self.finish_on_cpu(*outputs, fast[1], fast[3])
+        if any(map(pytrees.is_pytree, args)) or any(
+            map(pytrees.is_pytree, kwargs.values())
+        ):
+            call = _Call(self.function, args, kwargs)
+            trees = self.pytree_arguments(call)
+            if trees:
+                return self._call_over_leaves(call, trees)
         self._ensure_current()
         call, values, ranks, homes, device = self.prepare(args, kwargs)
         dtypes = [getattr(values[p], "dtype", None) for p in self._wrt_positions]
@@ -655,6 +670,63 @@ class Transformed:
             program = self._programs[ranks][0]
             self._fast[key] = (entry, dtypes, program, layouts, numbers)
         return result
+
+    def pytree_arguments(self, call: _Call) -> dict:
+        """The differentiated arguments that are dicts, lists or tuples (pytrees):
+        parameter -> structure."""
+        trees = {}
+        for name in self.wrt:
+            value = call.values[call.names.index(name)]
+            if pytrees.is_pytree(value):
+                trees[name] = pytrees.structure(value, name)
+        if trees and isinstance(self.f, Transformed):
+            raise GradError(
+                f"ppto cannot differentiate the derivative {self.f.__name__} again "
+                f"with respect to {', '.join(map(repr, trees))}, a dict, list or "
+                "tuple: write the function with one parameter per array for second "
+                "derivatives"
+            )
+        return trees
+
+    def over_leaves(self, call: _Call, trees: dict):
+        """``(the derivative of the function taking the pytrees' leaves, the call
+        made with them, the leaves differentiated)``. A leaf that is None gets
+        None as its gradient (JAX's empty subtree); one that is an integer, a
+        string or any other value no array or float raises GradError, as JAX's
+        grad does."""
+        leaf_call = pytrees.leaf_call(
+            self.function, call.names, call.values, trees, _stand_in_compiled
+        )
+        wrt = []
+        for name in self.wrt:
+            for parameter, leaf, path in leaf_call.leaves(name):
+                if name in trees and leaf is None:
+                    continue
+                _check_differentiable(path, leaf)
+                wrt.append(parameter)
+        if not wrt:
+            raise GradError(
+                f"{self.function.__name__}: {', '.join(map(repr, trees))} holds no "
+                "array or number to differentiate with respect to"
+            )
+        key = (leaf_call.function, tuple(wrt))
+        if key not in self._over_leaves:
+            self._over_leaves[key] = Transformed(
+                leaf_call.function, wrt, self.mode, self.with_value
+            )
+        return self._over_leaves[key], leaf_call, wrt
+
+    def _call_over_leaves(self, call: _Call, trees: dict):
+        """A call whose differentiated arguments include pytrees: the gradient of
+        each has its structure (keys, order, container types)."""
+        inner, leaf_call, wrt = self.over_leaves(call, trees)
+        positional, keywords = leaf_call.arguments()
+        result = inner(*positional, **keywords)
+        value, grads = result if self.with_value else (None, result)
+        by_leaf = dict(zip(wrt, grads))
+        gradients = [leaf_call.gradient(name, by_leaf) for name in self.wrt]
+        gradients = gradients[0] if self.single else tuple(gradients)
+        return (value, gradients) if self.with_value else gradients
 
     def failed(self, error: Exception, values) -> Exception:
         """The error to raise for ``error`` from running the generated code: where
@@ -1000,7 +1072,13 @@ def _show(f, args, wrt, mode, file, lowered, fused, device=None) -> str:
 
     transformed = Transformed(f, wrt, mode, with_value=True)
     if args:
-        values = _Call(transformed.function, args, {}).values
+        call = _Call(transformed.function, args, {})
+        values = call.values
+        trees = transformed.pytree_arguments(call)
+        if trees:  # (the code taking their leaves: see ppto.pytrees)
+            transformed, leaf_call, _ = transformed.over_leaves(call, trees)
+            f, wrt = transformed.function, transformed.wrt
+            values = [leaf for _, leaf, _ in leaf_call.leaves()]
         raws = [getattr(v, "data", v) if isinstance(v, Tensor) else v for v in values]
         ranks = transformed.describe(raws, values)
     else:
@@ -1055,6 +1133,14 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
     tuple; the cotangent then is a tuple of the same structure."""
     function = _target_function(f)
     call = _Call(function, args, kwargs)
+    trees = {
+        name: pytrees.structure(value, name)
+        for name, value in zip(call.names, call.values)
+        if pytrees.is_pytree(value) and any(map(_is_float, pytrees.leaves(value)))
+    }
+    if trees:
+        _refuse_derivative_of_pytrees(f, trees)
+        return _vjp_over_leaves(function, call, trees)
     wrt = [name for name, value in zip(call.names, call.values) if _is_float(value)]
     if not wrt:
         raise GradError(f"vjp: {function.__name__} has no floating point argument")
@@ -1100,6 +1186,33 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
 
     out = _laid_out_result(_as_tensor(out, device), program)
     return _observed("Vjp", function.__name__, out), pullback
+
+
+def _vjp_over_leaves(function: Callable, call: _Call, trees: dict):
+    """``vjp`` of a call passing pytrees (``trees``: parameter -> structure) with
+    floating point leaves: the pullback gives each of them a gradient of its
+    structure (None for the leaves that are not floating point)."""
+    leaf_call = pytrees.leaf_call(
+        function, call.names, call.values, trees, _stand_in_compiled
+    )
+    positional, keywords = leaf_call.arguments()
+    out, leaves_pullback = vjp(leaf_call.function, *positional, **keywords)
+    parameters = [parameter for parameter, _, _ in leaf_call.leaves()]
+
+    def pullback(cotangent):
+        by_leaf = dict(zip(parameters, leaves_pullback(cotangent)))
+        return tuple(leaf_call.gradient(name, by_leaf) for name in call.names)
+
+    return out, pullback
+
+
+def _refuse_derivative_of_pytrees(f: Callable, trees: dict) -> None:
+    if isinstance(f, Transformed):
+        raise GradError(
+            f"ppto cannot differentiate the derivative {f.__name__} with respect to "
+            f"{', '.join(map(repr, trees))}, a dict, list or tuple: write the "
+            "function with one parameter per array for second derivatives"
+        )
 
 
 def _with_own_lists(saved):
@@ -1190,6 +1303,14 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
         raise GradError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
     function = _target_function(f)
     names = list(_signature(function).parameters)[: len(primals)]
+    trees = {
+        n: pytrees.structure(p, n)
+        for n, p, t in zip(names, primals, tangents)
+        if t is not None and pytrees.is_pytree(p)
+    }
+    if trees:
+        _refuse_derivative_of_pytrees(f, trees)
+        return _jvp_over_leaves(function, names, primals, tangents, trees)
     wrt = [n for n, p, t in zip(names, primals, tangents) if t is not None]
     for name_ in wrt:
         position = names.index(name_)
@@ -1224,6 +1345,31 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
             _laid_out_gradients(tangent, f, layouts),
         )
     return _laid_out_result(value, program), _laid_out_result(tangent, program)
+
+
+def _jvp_over_leaves(function, names: list, primals, tangents, trees: dict):
+    """``_jvp`` of primals that include pytrees (``trees``: parameter ->
+    structure), each tangent of its primal's structure (None at a leaf held
+    constant, as for an argument)."""
+    for name, tree in trees.items():
+        tangent = tangents[names.index(name)]
+        if not pytrees.is_pytree(tangent) or pytrees.structure(tangent) != tree:
+            raise ShapeError(
+                f"jvp: the tangent of {name!r} must be {pytrees.described(tree)}, as "
+                f"{name!r} is; got {pytrees.described(pytrees.structure(tangent))}"
+            )
+    leaf_call = pytrees.leaf_call(function, names, primals, trees, _stand_in_compiled)
+    leaf_tangents = [
+        leaf
+        for name, tangent in zip(names, tangents)
+        for leaf in (pytrees.leaves(tangent) if name in trees else [tangent])
+    ]
+    leaf_primals = []
+    for (_, leaf, path), tangent in zip(leaf_call.leaves(), leaf_tangents):
+        if tangent is not None:
+            _check_differentiable(path, leaf)
+        leaf_primals.append(leaf)
+    return _jvp(leaf_call.function, leaf_primals, leaf_tangents)
 
 
 def _laid_out_gradients(value, gradient: Transformed, layouts: list):

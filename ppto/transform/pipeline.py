@@ -22,7 +22,7 @@ import gast
 
 from ppto.errors import GradError, ShapeError, TransformError
 from ppto.ops.shape import ones_like, zeros_like
-from ppto.transform import aliases, fence, ir, trees
+from ppto.transform import aliases, fence, ir, pytrees, trees
 from ppto.transform.analyze import (
     UNKNOWN_LAYOUT,
     analyze,
@@ -58,7 +58,7 @@ from ppto.transform.reverse import (
     free_reads,
     name,
 )
-from ppto.transform.source import ParsedFunction, parse_function, signature
+from ppto.transform.source import ParsedFunction, signature
 from ppto.transform.ssa import rename
 from ppto.transform.structure import (
     UNKNOWN_IS_SEQUENCE,
@@ -837,7 +837,7 @@ def build(
     """Transform ``fn`` (see the module docstring). ``ranks``, ``layouts`` and
     ``shapes`` and ``dtypes`` describe the arguments (axes, image layout hint, shape,
     dtype) where known."""
-    parsed = parse_function(fn)
+    parsed = pytrees.parse(fn)  # (a function taking pytrees: as its leaves)
     program = Program(
         namer=Namer(set()),
         layouts=dict(layouts or {}),

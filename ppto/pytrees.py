@@ -1,0 +1,234 @@
+"""Pytrees: (nested) dicts, lists and tuples of arrays and numbers, differentiated
+as their leaves. ``structure`` describes one (hashable: code is specialised on it),
+``leaves`` lists its values in order and ``rebuilt`` makes the same structure of
+other values (its gradients). ``stand_in`` gives the function taking the leaves
+that ``ppto.transform.pytrees`` parses as the user's function.
+
+>>> structure({"W": w, "b": [b1, b2]})           # doctest: +SKIP
+('dict', (('W', None), ('b', ('list', (None, None)))))
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from ppto.errors import GradError
+from ppto.transform import pytrees as transform_pytrees
+
+CONTAINERS = (dict, list, tuple)
+LEAF = None
+
+
+def is_pytree(value) -> bool:
+    """Whether ``value`` is a dict, list or tuple (not a subclass: a named tuple's
+    fields or a class's attributes are read another way)."""
+    return type(value) in CONTAINERS
+
+
+def structure(value, where: str = "the argument"):
+    """``("dict", ((key, structure), ...))``, ``("list" | "tuple", (structure,
+    ...))`` or ``LEAF``; keys are strings or integers (they name parameters)."""
+    kind = type(value)
+    if kind is dict:
+        for key in value:
+            if type(key) not in (str, int):
+                raise GradError(
+                    f"cannot differentiate with respect to {where}: its key {key!r} "
+                    f"is a {type(key).__name__}; differentiated dicts take string or "
+                    "integer keys"
+                )
+        return (
+            "dict",
+            tuple(
+                (key, structure(item, f"{where}[{key!r}]"))
+                for key, item in value.items()
+            ),
+        )
+    if kind in (list, tuple):
+        return (
+            kind.__name__,
+            tuple(
+                structure(item, f"{where}[{number}]")
+                for number, item in enumerate(value)
+            ),
+        )
+    return LEAF
+
+
+def described(tree) -> str:
+    """``tree`` in words: "a dict with keys 'W', 'b'", "a list of 3", "a value"."""
+    if tree is LEAF:
+        return "a single value"
+    kind, entries = tree
+    if kind == "dict":
+        return "a dict with keys " + ", ".join(repr(key) for key, _ in entries)
+    return f"a {kind} of {len(entries)}"
+
+
+def leaves(value) -> list:
+    """The leaves of ``value`` in order (a dict's in its keys' order)."""
+    if type(value) is dict:
+        return [leaf for item in value.values() for leaf in leaves(item)]
+    if type(value) in (list, tuple):
+        return [leaf for item in value for leaf in leaves(item)]
+    return [value]
+
+
+def paths(tree, where: str) -> list[str]:
+    """How the caller writes each leaf: ``params['W1']``, ``ws[0]``."""
+    if tree is LEAF:
+        return [where]
+    kind, entries = tree
+    if kind == "dict":
+        return [p for key, item in entries for p in paths(item, f"{where}[{key!r}]")]
+    return [p for n, item in enumerate(entries) for p in paths(item, f"{where}[{n}]")]
+
+
+def rebuilt(tree, values: Iterator):
+    """The structure ``tree`` holding the next values of ``values``."""
+    if tree is LEAF:
+        return next(values)
+    kind, entries = tree
+    if kind == "dict":
+        return {key: rebuilt(item, values) for key, item in entries}
+    items = [rebuilt(item, values) for item in entries]
+    return items if kind == "list" else tuple(items)
+
+
+def named(tree, prefix: str, taken: set):
+    """``tree`` with each leaf replaced by a fresh parameter name made of its path
+    (``params_W1``, ``ws_0``, ``params_layer1_b``), added to ``taken``."""
+    if tree is LEAF:
+        name, number = prefix, 0
+        while name in taken or keyword.iskeyword(name):
+            number += 1
+            name = f"{prefix}_{number}"
+        taken.add(name)
+        return name
+    kind, entries = tree
+    if kind == "dict":
+        return (
+            kind,
+            tuple(
+                (key, named(item, f"{prefix}_{_spelled(key)}", taken))
+                for key, item in entries
+            ),
+        )
+    return (
+        kind,
+        tuple(named(item, f"{prefix}_{n}", taken) for n, item in enumerate(entries)),
+    )
+
+
+def _spelled(key) -> str:
+    return re.sub(r"\W", "_", str(key))
+
+
+# user function -> {its parameters' structures: the stand-in taking the leaves}
+_STAND_INS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def stand_in(function: Callable, trees: dict, compiled: Callable) -> Callable:
+    """A function of ``function``'s parameters with each one of ``trees`` (name ->
+    structure) replaced by its leaves, which ppto transforms as ``function`` reading
+    them (its code is never run): one per function and structures, so the code
+    generated for it is shared by every grad object. ``compiled(source, filename,
+    name)`` makes a function from source."""
+    key = tuple(sorted(trees.items(), key=lambda item: item[0]))
+    made = _STAND_INS.setdefault(function, {})
+    if key in made:
+        return made[key]
+    code = function.__code__
+    taken = set(code.co_varnames + code.co_names + code.co_freevars + code.co_cellvars)
+    named_trees = {
+        parameter: named(tree, parameter, taken) for parameter, tree in trees.items()
+    }
+    from ppto.transform.source import signature
+
+    parameters, starred = [], False
+    for parameter in signature(function).parameters.values():
+        if parameter.kind is parameter.KEYWORD_ONLY and not starred:
+            parameters.append("*")
+            starred = True
+        if parameter.name in named_trees:
+            parameters += transform_pytrees.leaf_names(named_trees[parameter.name])
+        else:
+            parameters.append(parameter.name)
+    name = function.__name__ if function.__name__.isidentifier() else "lambda_"
+    source = (
+        f"def {name}({', '.join(parameters)}):\n"
+        f"    raise RuntimeError('transformed by ppto, never called')\n"
+    )
+    filename = f"<ppto leaves of {function.__qualname__} {id(function)} {len(made)}>"
+    made[key] = compiled(source, filename, name)
+    transform_pytrees.register(made[key], function, named_trees)
+    return made[key]
+
+
+@dataclass
+class LeafCall:
+    """A call with its pytree arguments (``trees``: parameter -> structure) passed
+    as their leaves to ``function``, their stand-in."""
+
+    function: Callable
+    names: list  # the user function's parameters
+    values: list  # what the call gives them
+    trees: dict
+    keyword_only: list = field(default_factory=list)
+
+    def arguments(self) -> tuple[list, dict]:
+        """The stand-in's positional and keyword-only arguments."""
+        positional, keywords = [], {}
+        for name, leaf, _ in self.leaves():
+            if name in self.keyword_only:
+                keywords[name] = leaf
+            else:
+                positional.append(leaf)
+        return positional, keywords
+
+    def leaves(self, only: str | None = None) -> list[tuple]:
+        """``(stand-in parameter, value, the caller's path to it)`` for every
+        parameter of the stand-in (only those ``only`` expands to, if given)."""
+        parameters = iter(signature_names(self.function))
+        found = []
+        for name, value in zip(self.names, self.values):
+            tree = self.trees.get(name, LEAF)
+            values = leaves(value) if tree is not LEAF else [value]
+            where = paths(tree, name) if tree is not LEAF else [name]
+            for leaf, path in zip(values, where):
+                parameter = next(parameters)
+                if only is None or only == name:
+                    found.append((parameter, leaf, path))
+        return found
+
+    def gradient(self, name: str, by_leaf: dict):
+        """The gradient of parameter ``name`` from those of the stand-in's
+        parameters (``by_leaf``; None for a leaf not differentiated)."""
+        parameters = [parameter for parameter, _, _ in self.leaves(name)]
+        if name not in self.trees:
+            return by_leaf.get(parameters[0])
+        return rebuilt(self.trees[name], iter(by_leaf.get(p) for p in parameters))
+
+
+def signature_names(function: Callable) -> list[str]:
+    from ppto.transform.source import signature
+
+    return list(signature(function).parameters)
+
+
+def leaf_call(
+    function: Callable, names: list, values: list, trees: dict, compiled: Callable
+) -> LeafCall:
+    """The call of ``function`` with ``values`` (for parameters ``names``) made with
+    the leaves of its arguments ``trees`` (see ``stand_in``)."""
+    from ppto.transform.source import signature
+
+    made = stand_in(function, trees, compiled)
+    keyword_only = [
+        p.name for p in signature(made).parameters.values() if p.kind is p.KEYWORD_ONLY
+    ]
+    return LeafCall(made, list(names), list(values), trees, keyword_only)
