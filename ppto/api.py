@@ -318,6 +318,9 @@ def _operator_wrapper(op: OperatorDef) -> Callable:
 _SIGNATURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+_STARRED = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+
+
 class _Call:
     """One call's arguments, bound to the function's parameters (positional calls
     with every parameter given skip ``inspect``'s binding: the common, fast case)."""
@@ -328,10 +331,14 @@ class _Call:
         keywords = getattr(function, "__kwdefaults__", None)
         cached = _SIGNATURES.get(function)
         if cached is None or cached[1] is not defaults or cached[2] is not keywords:
-            cached = _SIGNATURES[function] = (_signature(function), defaults, keywords)
+            signature = _signature(function)
+            starred = any(p.kind in _STARRED for p in signature.parameters.values())
+            cached = (signature, defaults, keywords, starred)
+            _SIGNATURES[function] = cached
         signature = cached[0]
         self.names = list(signature.parameters)
-        if not kwargs and len(args) == len(self.names):
+        # (*xs takes a tuple of the arguments however many there are)
+        if not kwargs and len(args) == len(self.names) and not cached[3]:
             self.values = list(args)
             return
         try:
@@ -427,6 +434,8 @@ class Transformed:
         parameters = _signature(self.function).parameters.values()
         self._arity = len(parameters)
         self._keyword_only = [p.name for p in parameters if p.kind is p.KEYWORD_ONLY]
+        # (its arguments arrive as a tuple: a pytree, see pytree_arguments)
+        self._var_positional = any(p.kind is p.VAR_POSITIONAL for p in parameters)
         base = getattr(f, "__name__", None) or getattr(self.function, "__name__", "f")
         self.__name__ = base + "_grad"
         self.__wrapped__ = self.function
@@ -645,8 +654,10 @@ class Transformed:
                         raise
                     raise translated from error
                 return self.finish_on_cpu(*outputs, fast[1], fast[3])
-        if any(map(pytrees.is_pytree, args)) or any(
-            map(pytrees.is_pytree, kwargs.values())
+        if (
+            self._var_positional
+            or any(map(pytrees.is_pytree, args))
+            or any(map(pytrees.is_pytree, kwargs.values()))
         ):
             call = _Call(self.function, args, kwargs)
             trees = self.pytree_arguments(call)
@@ -675,8 +686,15 @@ class Transformed:
         """The differentiated arguments that are dicts, lists or tuples (pytrees):
         parameter -> structure."""
         trees = {}
+        parameters = _signature(self.function).parameters
         for name in self.wrt:
             value = call.values[call.names.index(name)]
+            if parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                raise GradError(
+                    f"cannot differentiate with respect to **{name}: name the "
+                    f"parameters of {self.function.__name__}, or take a dict "
+                    "parameter"
+                )
             if pytrees.is_pytree(value):
                 trees[name] = pytrees.structure(value, name)
         if trees and isinstance(self.f, Transformed):

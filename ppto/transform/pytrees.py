@@ -12,11 +12,13 @@ indices (``p['w']``, ``ws[-1]``, nested), iterate over it (``for w in ws``,
 
 from __future__ import annotations
 
+import re
 import weakref
 
 import gast
 
 from ppto.errors import TransformError
+from ppto.transform.names import names_in
 from ppto.transform.objects import constant_int, constant_key
 from ppto.transform.source import ParsedFunction, parse_function
 from ppto.transform.trees import clone
@@ -66,13 +68,18 @@ def flattened(parsed: ParsedFunction, trees: dict) -> ParsedFunction:
     for field in ("posonlyargs", "args"):
         parameters = getattr(arguments, field)
         setattr(arguments, field, [leaf for a in parameters for leaf in expanded(a)])
+    if arguments.vararg is not None and arguments.vararg.id in trees:
+        arguments.args += expanded(arguments.vararg)  # (*xs: one per argument)
+        arguments.vararg = None
     keywords, defaults = [], []
     for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults):
         leaves = expanded(argument)
         keywords += leaves
         defaults += [default] if leaves == [argument] else [None] * len(leaves)
     arguments.kwonlyargs, arguments.kw_defaults = keywords, defaults
-    tree.body = [_Reader(trees, parsed).visit(statement) for statement in tree.body]
+    reader = _Reader(trees, parsed)
+    body = [reader.visit(statement) for statement in tree.body]
+    tree.body = [made for _, made in reader.containers.values()] + body
     return ParsedFunction(parsed.fn, parsed.name, tree, parsed.source, parsed.namespace)
 
 
@@ -93,6 +100,17 @@ def _describe(tree: tuple) -> str:
     if kind == "dict":
         return "a dict with keys " + ", ".join(repr(k) for k, _ in entries)
     return f"a {kind} of {len(entries)}"
+
+
+def _identifier(text: str, taken: set) -> str:
+    """A fresh name spelled like ``text`` (``params['ws']``: ``params_ws``)."""
+    base = "_".join(part for part in re.split(r"\W+", text) if part)
+    name, number = base, 0
+    while name in taken:
+        number += 1
+        name = f"{base}_{number}"
+    taken.add(name)
+    return name
 
 
 def _constant_slice(node: gast.Slice) -> slice | None:
@@ -117,6 +135,12 @@ class _Reader(gast.NodeTransformer):
 
     def __init__(self, trees: dict, parsed: ParsedFunction) -> None:
         self.trees, self.parsed = trees, parsed
+        # the lists made on entry: the caller's text of one -> (name, statement)
+        self.containers: dict = {}
+        # (the parameters' own names are free: every read of them is rewritten)
+        self.taken = (names_in(parsed.tree) - set(trees)) | {
+            leaf for tree in trees.values() for leaf in leaf_names(tree)
+        }
 
     def error(self, node, message: str, suggestion: str) -> TransformError:
         return self.parsed.source.error(node, message, suggestion)
@@ -191,16 +215,29 @@ class _Reader(gast.NodeTransformer):
                 f"ppto reads a differentiated dict ({text}) through constant keys, "
                 ".items(), .values(), .keys(), len(), `in` and for loops only: "
                 "not as a whole value",
-                f"pass its entries ({text}['name']) or {text}.values() instead",
+                f"pass its entries ({text}['name']) or {text}.values()",
             )
         else:
+            made = gast.Name(self.bound(node, tree, text), gast.Load(), None, None)
+        return gast.copy_location(made, node)
+
+    def bound(self, node, tree: tuple, text: str) -> str:
+        """The name of a list of ``tree``'s items made on entry (``ws = [ws_0,
+        ws_1]``): a list the function builds, which loops, helpers and
+        unpacking take with an adjoint per item (a tuple's too: it is read)."""
+        if text not in self.containers:
             items = [
                 self.expression(node, item, f"{text}[{number}]")
                 for number, item in enumerate(tree[1])
             ]
-            kind = gast.List if tree[0] == "list" else gast.Tuple
-            made = kind(items, gast.Load())
-        return gast.copy_location(made, node)
+            name = _identifier(text, self.taken)
+            made = gast.Assign(
+                [gast.Name(name, gast.Store(), None, None)],
+                gast.List(items, gast.Load()),
+                None,
+            )
+            self.containers[text] = (name, gast.copy_location(made, self.parsed.tree))
+        return self.containers[text][0]
 
     def keys(self, node, tree: tuple):
         keys = [gast.Constant(key, None) for key, _ in tree[1]]
