@@ -684,7 +684,8 @@ class Transformed:
 
     def pytree_arguments(self, call: _Call) -> dict:
         """The differentiated arguments that are dicts, lists or tuples (pytrees):
-        parameter -> structure."""
+        parameter -> structure; for a derivative differentiated again, those of
+        the derivative too (its code takes their leaves as well)."""
         trees = {}
         parameters = _signature(self.function).parameters
         for name in self.wrt:
@@ -697,21 +698,17 @@ class Transformed:
                 )
             if pytrees.is_pytree(value):
                 trees[name] = pytrees.structure(value, name)
-        if trees and isinstance(self.f, Transformed):
-            raise GradError(
-                f"ppto cannot differentiate the derivative {self.f.__name__} again "
-                f"with respect to {', '.join(map(repr, trees))}, a dict, list or "
-                "tuple: write the function with one parameter per array for second "
-                "derivatives"
-            )
+        if isinstance(self.f, Transformed):
+            trees.update(self.f.pytree_arguments(call))
         return trees
 
-    def over_leaves(self, call: _Call, trees: dict):
+    def over_leaves(self, call, trees: dict):
         """``(the derivative of the function taking the pytrees' leaves, the call
         made with them, the leaves differentiated)``. A leaf that is None gets
         None as its gradient (JAX's empty subtree); one that is an integer, a
         string or any other value no array or float raises GradError, as JAX's
-        grad does."""
+        grad does. A derivative differentiated again differentiates the
+        derivative taking the leaves."""
         leaf_call = pytrees.leaf_call(
             self.function, call.names, call.values, trees, _stand_in_compiled
         )
@@ -727,24 +724,39 @@ class Transformed:
                 f"{self.function.__name__}: {', '.join(map(repr, trees))} holds no "
                 "array or number to differentiate with respect to"
             )
-        key = (leaf_call.function, tuple(wrt))
+        target = leaf_call.function
+        if isinstance(self.f, Transformed):
+            target = self.f.over_leaves(call, trees)[0]
+        key = (target, tuple(wrt))
         if key not in self._over_leaves:
             self._over_leaves[key] = Transformed(
-                leaf_call.function, wrt, self.mode, self.with_value
+                target, wrt, self.mode, self.with_value
             )
         return self._over_leaves[key], leaf_call, wrt
+
+    def regrouped(self, result, leaf_call, wrt: list):
+        """What this derivative returns from what its version taking the leaves
+        (differentiated with respect to ``wrt``) returned: each gradient in its
+        argument's structure."""
+        value, grads = result if self.with_value else (None, result)
+        if isinstance(self.f, Transformed) and self.with_value:
+            value = self.f.regrouped(value, *self.f.over_leaves_of(leaf_call))
+        by_leaf = dict(zip(wrt, grads))
+        gradients = [leaf_call.gradient(name, by_leaf) for name in self.wrt]
+        gradients = gradients[0] if self.single else tuple(gradients)
+        return (value, gradients) if self.with_value else gradients
+
+    def over_leaves_of(self, leaf_call) -> tuple:
+        """``(leaf_call, the leaves differentiated)`` of this derivative for a call
+        made with ``leaf_call``'s leaves."""
+        return self.over_leaves(leaf_call, leaf_call.trees)[1:]
 
     def _call_over_leaves(self, call: _Call, trees: dict):
         """A call whose differentiated arguments include pytrees: the gradient of
         each has its structure (keys, order, container types)."""
         inner, leaf_call, wrt = self.over_leaves(call, trees)
         positional, keywords = leaf_call.arguments()
-        result = inner(*positional, **keywords)
-        value, grads = result if self.with_value else (None, result)
-        by_leaf = dict(zip(wrt, grads))
-        gradients = [leaf_call.gradient(name, by_leaf) for name in self.wrt]
-        gradients = gradients[0] if self.single else tuple(gradients)
-        return (value, gradients) if self.with_value else gradients
+        return self.regrouped(inner(*positional, **keywords), leaf_call, wrt)
 
     def failed(self, error: Exception, values) -> Exception:
         """The error to raise for ``error`` from running the generated code: where
@@ -1326,9 +1338,10 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
         for n, p, t in zip(names, primals, tangents)
         if t is not None and pytrees.is_pytree(p)
     }
+    if isinstance(f, Transformed):  # (a gradient's own pytree arguments too)
+        trees.update(f.pytree_arguments(_Call(function, primals, {})))
     if trees:
-        _refuse_derivative_of_pytrees(f, trees)
-        return _jvp_over_leaves(function, names, primals, tangents, trees)
+        return _jvp_over_leaves(f, function, names, primals, tangents, trees)
     wrt = [n for n, p, t in zip(names, primals, tangents) if t is not None]
     for name_ in wrt:
         position = names.index(name_)
@@ -1365,29 +1378,39 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
     return _laid_out_result(value, program), _laid_out_result(tangent, program)
 
 
-def _jvp_over_leaves(function, names: list, primals, tangents, trees: dict):
+def _jvp_over_leaves(f, function, names: list, primals, tangents, trees: dict):
     """``_jvp`` of primals that include pytrees (``trees``: parameter ->
     structure), each tangent of its primal's structure (None at a leaf held
-    constant, as for an argument)."""
+    constant, as for an argument); of a gradient (a Hessian-vector product), its
+    value and tangent each in its arguments' structures."""
     for name, tree in trees.items():
         tangent = tangents[names.index(name)]
+        if tangent is None:
+            continue  # (a gradient's argument held constant)
         if not pytrees.is_pytree(tangent) or pytrees.structure(tangent) != tree:
             raise ShapeError(
                 f"jvp: the tangent of {name!r} must be {pytrees.described(tree)}, as "
                 f"{name!r} is; got {pytrees.described(pytrees.structure(tangent))}"
             )
     leaf_call = pytrees.leaf_call(function, names, primals, trees, _stand_in_compiled)
-    leaf_tangents = [
-        leaf
-        for name, tangent in zip(names, tangents)
-        for leaf in (pytrees.leaves(tangent) if name in trees else [tangent])
-    ]
+    leaf_tangents = []
+    for name, primal, tangent in zip(names, primals, tangents):
+        if name not in trees:
+            leaf_tangents.append(tangent)
+        elif tangent is None:
+            leaf_tangents += [None] * len(pytrees.leaves(primal))
+        else:
+            leaf_tangents += pytrees.leaves(tangent)
     leaf_primals = []
     for (_, leaf, path), tangent in zip(leaf_call.leaves(), leaf_tangents):
         if tangent is not None:
             _check_differentiable(path, leaf)
         leaf_primals.append(leaf)
-    return _jvp(leaf_call.function, leaf_primals, leaf_tangents)
+    if not isinstance(f, Transformed):
+        return _jvp(leaf_call.function, leaf_primals, leaf_tangents)
+    gradient, _, wrt = f.over_leaves(leaf_call, trees)
+    value, tangent = _jvp(gradient, leaf_primals, leaf_tangents)
+    return f.regrouped(value, leaf_call, wrt), f.regrouped(tangent, leaf_call, wrt)
 
 
 def _laid_out_gradients(value, gradient: Transformed, layouts: list):
@@ -1454,6 +1477,13 @@ def hessian(f: Callable, wrt: int | str = 0) -> Callable:
         call_ = _Call(function, args, kwargs)
         position = call_.names.index(name_)
         given = call_.values[position]
+        if pytrees.is_pytree(given):
+            raise GradError(
+                f"ppto.hessian takes an array argument; {name_!r} is a "
+                f"{type(given).__name__}: for Hessian-vector products use "
+                f"ppto.jvp(ppto.grad(f), primals, tangents), a tangent of "
+                f"{name_!r}'s structure"
+            )
         dtype = getattr(given, "dtype", np.float64)
         device = _device_of(given)
         # the point's values on the host (a CuPy array refuses np.asarray)
