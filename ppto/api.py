@@ -220,11 +220,6 @@ def _forget_wrappers(key: int, reference) -> None:
         del _METHOD_WRAPPERS[key]
 
 
-def _stand_in_compiled(source: str, filename: str, name: str) -> Callable:
-    """A function stands in for one taking pytrees (``ppto.pytrees.stand_in``)."""
-    return _compiled(source, filename, {}, name)
-
-
 def _compiled(source: str, filename: str, scope: dict, name: str) -> Callable:
     """Function ``name`` defined by ``source``, its text readable under ``filename``
     (ppto reads a function's source) and its globals ``scope``."""
@@ -709,9 +704,7 @@ class Transformed:
         string or any other value no array or float raises GradError, as JAX's
         grad does. A derivative differentiated again differentiates the
         derivative taking the leaves."""
-        leaf_call = pytrees.leaf_call(
-            self.function, call.names, call.values, trees, _stand_in_compiled
-        )
+        leaf_call = pytrees.leaf_call(self.function, call.names, call.values, trees)
         wrt = []
         for name in self.wrt:
             for parameter, leaf, path in leaf_call.leaves(name):
@@ -1222,9 +1215,7 @@ def _vjp_over_leaves(function: Callable, call: _Call, trees: dict):
     """``vjp`` of a call passing pytrees (``trees``: parameter -> structure) with
     floating point leaves: the pullback gives each of them a gradient of its
     structure (None for the leaves that are not floating point)."""
-    leaf_call = pytrees.leaf_call(
-        function, call.names, call.values, trees, _stand_in_compiled
-    )
+    leaf_call = pytrees.leaf_call(function, call.names, call.values, trees)
     positional, keywords = leaf_call.arguments()
     out, leaves_pullback = vjp(leaf_call.function, *positional, **keywords)
     parameters = [parameter for parameter, _, _ in leaf_call.leaves()]
@@ -1392,7 +1383,7 @@ def _jvp_over_leaves(f, function, names: list, primals, tangents, trees: dict):
                 f"jvp: the tangent of {name!r} must be {pytrees.described(tree)}, as "
                 f"{name!r} is; got {pytrees.described(pytrees.structure(tangent))}"
             )
-    leaf_call = pytrees.leaf_call(function, names, primals, trees, _stand_in_compiled)
+    leaf_call = pytrees.leaf_call(function, names, primals, trees)
     leaf_tangents = []
     for name, primal, tangent in zip(names, primals, tangents):
         if name not in trees:

@@ -1,8 +1,8 @@
 """Pytrees: (nested) dicts, lists and tuples of arrays and numbers, differentiated
 as their leaves. ``structure`` describes one (hashable: code is specialised on it),
 ``leaves`` lists its values in order and ``rebuilt`` makes the same structure of
-other values (its gradients). ``stand_in`` gives the function taking the leaves
-that ``ppto.transform.pytrees`` parses as the user's function.
+other values (its gradients). ``leaf_call`` makes a call with the leaves, of the
+function ``ppto.transform.pytrees.stand_in`` makes to take them.
 
 >>> structure({"W": w, "b": [b1, b2]})           # doctest: +SKIP
 ('dict', (('W', None), ('b', ('list', (None, None)))))
@@ -10,9 +10,6 @@ that ``ppto.transform.pytrees`` parses as the user's function.
 
 from __future__ import annotations
 
-import keyword
-import re
-import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -99,76 +96,6 @@ def rebuilt(tree, values: Iterator):
     return items if kind == "list" else tuple(items)
 
 
-def named(tree, prefix: str, taken: set):
-    """``tree`` with each leaf replaced by a fresh parameter name made of its path
-    (``params_W1``, ``ws_0``, ``params_layer1_b``), added to ``taken``."""
-    if tree is LEAF:
-        name, number = prefix, 0
-        while name in taken or keyword.iskeyword(name):
-            number += 1
-            name = f"{prefix}_{number}"
-        taken.add(name)
-        return name
-    kind, entries = tree
-    if kind == "dict":
-        return (
-            kind,
-            tuple(
-                (key, named(item, f"{prefix}_{_spelled(key)}", taken))
-                for key, item in entries
-            ),
-        )
-    return (
-        kind,
-        tuple(named(item, f"{prefix}_{n}", taken) for n, item in enumerate(entries)),
-    )
-
-
-def _spelled(key) -> str:
-    return re.sub(r"\W", "_", str(key))
-
-
-# user function -> {its parameters' structures: the stand-in taking the leaves}
-_STAND_INS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def stand_in(function: Callable, trees: dict, compiled: Callable) -> Callable:
-    """A function of ``function``'s parameters with each one of ``trees`` (name ->
-    structure) replaced by its leaves, which ppto transforms as ``function`` reading
-    them (its code is never run): one per function and structures, so the code
-    generated for it is shared by every grad object. ``compiled(source, filename,
-    name)`` makes a function from source."""
-    key = tuple(sorted(trees.items(), key=lambda item: item[0]))
-    made = _STAND_INS.setdefault(function, {})
-    if key in made:
-        return made[key]
-    code = function.__code__
-    taken = set(code.co_varnames + code.co_names + code.co_freevars + code.co_cellvars)
-    named_trees = {
-        parameter: named(tree, parameter, taken) for parameter, tree in trees.items()
-    }
-    from ppto.transform.source import signature
-
-    parameters, starred = [], False
-    for parameter in signature(function).parameters.values():
-        if parameter.kind is parameter.KEYWORD_ONLY and not starred:
-            parameters.append("*")
-            starred = True
-        if parameter.name in named_trees:
-            parameters += transform_pytrees.leaf_names(named_trees[parameter.name])
-        else:
-            parameters.append(parameter.name)
-    name = function.__name__ if function.__name__.isidentifier() else "lambda_"
-    source = (
-        f"def {name}({', '.join(parameters)}):\n"
-        f"    raise RuntimeError('transformed by ppto, never called')\n"
-    )
-    filename = f"<ppto leaves of {function.__qualname__} {id(function)} {len(made)}>"
-    made[key] = compiled(source, filename, name)
-    transform_pytrees.register(made[key], function, named_trees)
-    return made[key]
-
-
 @dataclass
 class LeafCall:
     """A call with its pytree arguments (``trees``: parameter -> structure) passed
@@ -220,14 +147,12 @@ def signature_names(function: Callable) -> list[str]:
     return list(signature(function).parameters)
 
 
-def leaf_call(
-    function: Callable, names: list, values: list, trees: dict, compiled: Callable
-) -> LeafCall:
+def leaf_call(function: Callable, names: list, values: list, trees: dict) -> LeafCall:
     """The call of ``function`` with ``values`` (for parameters ``names``) made with
     the leaves of its arguments ``trees`` (see ``stand_in``)."""
     from ppto.transform.source import signature
 
-    made = stand_in(function, trees, compiled)
+    made = transform_pytrees.stand_in(function, trees)
     keyword_only = [
         p.name for p in signature(made).parameters.values() if p.kind is p.KEYWORD_ONLY
     ]

@@ -131,6 +131,38 @@ def through_a_helper(params, x):
     return helper_layers(params["ws"], x) + np.sum(params["ws"][1] ** 2)
 
 
+def dense(layer, h, scale=1.0):
+    return np.tanh(h @ layer["W"] + layer["b"]) * scale
+
+
+def regularized(params, strength=0.1):
+    return strength * sum(np.sum(w**2) for w in params.values())
+
+
+def dicts_to_helpers(params, x):
+    h = dense(params["hidden"], x)
+    h = dense(layer=params["out"], h=h, scale=2.0)
+    return np.sum(h) + regularized(params["hidden"]) + penalty(params["out"])
+
+
+def list_of_dicts(layers, x):
+    h = x
+    for layer in layers:
+        h = dense(layer, h)
+    for i, layer in enumerate(layers):
+        h = h + np.sum(layer["b"]) * i
+    return np.mean(h**2)
+
+
+def dict_of_dicts(model, x):
+    total = 0.0
+    for name, block in model.items():
+        total = total + np.sum(dense(block, x) ** 2) * len(name)
+    for block in model.values():
+        total = total + np.sum(block["b"])
+    return total
+
+
 def varargs(*xs):
     return np.sum(xs[0] @ xs[1]) * np.sum(xs[-1])
 
@@ -190,6 +222,36 @@ CASES = [
         "helper",
         through_a_helper,
         lambda: ({"ws": (normal(3, 3), normal(3))}, normal(3)),
+    ),
+    (
+        "dicts to helpers",
+        dicts_to_helpers,
+        lambda: (
+            {
+                "hidden": {"W": normal(3, 3), "b": normal(3)},
+                "out": {"W": normal(3, 2), "b": normal(2), "W2": normal(2)},
+            },
+            normal(4, 3),
+        ),
+    ),
+    (
+        "list of dicts",
+        list_of_dicts,
+        lambda: (
+            [{"W": normal(3, 3), "b": normal(3)}, {"W": normal(3, 2), "b": normal(2)}],
+            normal(4, 3),
+        ),
+    ),
+    (
+        "dict of dicts",
+        dict_of_dicts,
+        lambda: (
+            {
+                "enc": {"W": normal(3, 2), "b": normal(2)},
+                "decoder": {"W": normal(3, 2), "b": normal(2)},
+            },
+            normal(4, 3),
+        ),
     ),
 ]
 
@@ -344,8 +406,17 @@ def computed_key(params, name):
     return np.sum(params[name])  # <- error
 
 
-def whole_dict_to_a_helper(params, x):
-    return penalty(params) + np.sum(x)  # <- error
+def whole_dict_as_a_value(params, x):
+    copied = dict(params)  # <- error
+    return np.sum(x * copied["W"])
+
+
+def break_in_an_unrolled_loop(params, x):
+    for layer in params["layers"]:  # <- error
+        if np.sum(x) > 0:
+            break
+        x = x * layer["W"]
+    return np.sum(x)
 
 
 def write_into_the_dict(params, x):
@@ -370,7 +441,8 @@ def rebound(ws, x):
     "function, message",
     [
         (computed_key, "by constant keys only"),
-        (whole_dict_to_a_helper, "not as a whole value"),
+        (whole_dict_as_a_value, "not as a whole value"),
+        (break_in_an_unrolled_loop, "break, continue or else"),
         (write_into_the_dict, "a write into params"),
         (missing_key, "has no key 'V'"),
         (dict_method, "cannot read params.get"),
@@ -382,11 +454,11 @@ def test_unsupported_reads_point_at_the_line(function, message):
 
     lines, first = inspect.getsourcelines(function)
     line = first + next(n for n, text in enumerate(lines) if "# <- error" in text)
-    arguments = (
-        ([normal(3)], normal(3))
-        if function is rebound
-        else ({"W": normal(3)}, "W" if function is computed_key else normal(3))
-    )
+    arguments = ({"W": normal(3)}, "W" if function is computed_key else normal(3))
+    if function is rebound:
+        arguments = ([normal(3)], normal(3))
+    if function is break_in_an_unrolled_loop:
+        arguments = ({"layers": [{"W": normal(3)}]}, normal(3))
     with pytest.raises(ppto.TransformError, match=message) as caught:
         ppto.grad(function)(*arguments)
     assert caught.value.lineno == line

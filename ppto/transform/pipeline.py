@@ -22,7 +22,7 @@ import gast
 
 from ppto.errors import GradError, ShapeError, TransformError
 from ppto.ops.shape import ones_like, zeros_like
-from ppto.transform import aliases, fence, ir, pytrees, trees
+from ppto.transform import aliases, fence, ir, trees
 from ppto.transform.analyze import (
     UNKNOWN_LAYOUT,
     analyze,
@@ -58,7 +58,7 @@ from ppto.transform.reverse import (
     free_reads,
     name,
 )
-from ppto.transform.source import ParsedFunction, signature
+from ppto.transform.source import ParsedFunction, parse_function, signature
 from ppto.transform.ssa import rename
 from ppto.transform.structure import (
     UNKNOWN_IS_SEQUENCE,
@@ -319,8 +319,13 @@ def _prepare(
     rebound = stores(parsed.tree.body)  # (as written: the stages below rename)
     # (what is watched for rebinding: the object whose method is called, not the
     # name its function is bound under here)
-    watched = {k: v for k, v in captured.items() if k not in methods}
-    program.captured.append((parsed.fn, watched))
+    watched = {
+        k: v
+        for k, v in captured.items()
+        if k not in methods and k not in parsed.stand_ins
+    }
+    watched.update(parsed.stand_ins.values())  # (helper: the function it stands for)
+    program.captured.append((parsed.scope or parsed.fn, watched))
     captured = _own_names(parsed, captured, program)
     for key, value in captured.items():
         # generated code computes on raw arrays: a module-level tensor (weights
@@ -837,7 +842,7 @@ def build(
     """Transform ``fn`` (see the module docstring). ``ranks``, ``layouts`` and
     ``shapes`` and ``dtypes`` describe the arguments (axes, image layout hint, shape,
     dtype) where known."""
-    parsed = pytrees.parse(fn)  # (a function taking pytrees: as its leaves)
+    parsed = parse_function(fn)
     program = Program(
         namer=Namer(set()),
         layouts=dict(layouts or {}),

@@ -1,320 +1,193 @@
 """Differentiated dicts, lists and tuples of arrays (pytrees) read as their leaves:
-the function is specialised on each such argument's structure (its keys and
+a function is specialised on each such argument's structure (its keys and
 lengths), one parameter per leaf (``params['W1']`` reads ``params_W1``), so that
 every leaf has an adjoint of its own and the rest of the pipeline sees arrays.
 
-What a function may do with such an argument: read it through constant keys and
-indices (``p['w']``, ``ws[-1]``, nested), iterate over it (``for w in ws``,
-``zip(ws, bs)``, ``enumerate``, ``.items()``, ``.values()``, ``.keys()``), take its
-``len``, test a key with ``in``, unpack a list or tuple, and pass a list or tuple
-(or any leaf) on to another function. Everything else raises TransformError.
+``stand_in(function, structures)`` makes the function taking the leaves: it calls
+``function`` with the structures rebuilt, and ppto parses it as ``function``'s text
+with the reads rewritten (``ppto.transform.pytree_reads``).
 """
 
 from __future__ import annotations
 
+import keyword
+import linecache
 import re
 import weakref
+from collections import ChainMap
+from collections.abc import Callable
 
-import gast
-
-from ppto.errors import TransformError
-from ppto.transform.names import names_in
-from ppto.transform.objects import constant_int, constant_key
-from ppto.transform.source import ParsedFunction, parse_function
-from ppto.transform.trees import clone
+from ppto.transform.source import STAND_INS, ParsedFunction, parse_function, signature
 
 # a structure with its leaves named: a leaf is its parameter's name (str); a
-# container is ("dict", ((key, tree), ...)) or ("list" | "tuple", (tree, ...))
+# container is ("dict", ((key, tree), ...)) or ("list" | "tuple", (tree, ...)).
+# A structure itself has None for each leaf (see ppto.pytrees.structure).
 NamedTree = str | tuple
 
-# the function standing for a user function specialised on its arguments'
-# structures -> (a weak reference to the user function, {parameter: its tree})
-_FLATTENED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-DICT_VIEWS = {"items", "values", "keys"}
-
-
-def register(stand_in, function, trees: dict) -> None:
-    """Parse ``stand_in`` (a function with the leaves' parameters) as ``function``
-    with ``trees``' parameters read as their leaves."""
-    _FLATTENED[stand_in] = (weakref.ref(function), trees)
+# function -> {its parameters' structures: the stand-in taking their leaves}
+_MADE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# stand-in -> {parameter: its NamedTree}
+_NAMED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def parse(fn) -> ParsedFunction:
-    """``parse_function(fn)``, specialised where ``fn`` stands for a function
-    taking pytrees (see ``register``)."""
-    registered = _FLATTENED.get(fn)
-    if registered is None:
-        return parse_function(fn)
-    function, trees = registered
-    return flattened(parse_function(function()), trees)
+def stand_in(function: Callable, structures: dict) -> Callable:
+    """The function of ``function``'s parameters with each one of ``structures``
+    (name -> structure) replaced by its leaves, calling ``function`` with them
+    rebuilt; one per function and structures (the code generated for it is
+    shared by every grad object), holding ``function`` weakly."""
+    key = tuple(sorted(structures.items(), key=lambda item: item[0]))
+    made = _MADE.setdefault(function, {})
+    if key in made:
+        return made[key]
+    code = function.__code__
+    taken = set(code.co_varnames + code.co_names + code.co_freevars + code.co_cellvars)
+    trees = {name: named(tree, name, taken) for name, tree in structures.items()}
+    parameters, arguments, starred = [], [], False
+    for parameter in signature(function).parameters.values():
+        tree = trees.get(parameter.name)
+        leaves = leaf_names(tree) if tree is not None else [parameter.name]
+        spelled = _rebuilt(tree) if tree is not None else parameter.name
+        if parameter.kind is parameter.VAR_POSITIONAL:
+            if tree is None:
+                parameters.append(f"*{parameter.name}")
+                starred = True
+            else:
+                parameters += leaves
+            arguments.append(f"*{spelled}")
+        elif parameter.kind is parameter.KEYWORD_ONLY:
+            if not starred:
+                parameters.append("*")
+                starred = True
+            parameters += leaves
+            arguments.append(f"{parameter.name}={spelled}")
+        elif parameter.kind is parameter.VAR_KEYWORD:
+            parameters.append(f"**{parameter.name}")
+            arguments.append(f"**{parameter.name}")
+        else:
+            parameters += leaves
+            arguments.append(spelled)
+    name = function.__name__ if function.__name__.isidentifier() else "lambda_"
+    source = (
+        f"def {name}({', '.join(parameters)}):\n"
+        f"    return {name}_of()({', '.join(arguments)})\n"
+    )
+    filename = f"<ppto leaves of {function.__qualname__} {id(function)} {len(made)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    scope = {f"{name}_of": weakref.ref(function)}
+    exec(compile(source, filename, "exec"), scope)
+    made[key] = scope[name]
+    _copy_defaults(made[key], function, trees)
+    _NAMED[made[key]] = trees
+    # (weakly: a stand-in's entry must not keep it, or its function, alive)
+    function_reference, reference = weakref.ref(function), weakref.ref(made[key])
+    STAND_INS[made[key]] = lambda: _parsed(function_reference(), trees, reference())
+    return made[key]
 
 
-def flattened(parsed: ParsedFunction, trees: dict) -> ParsedFunction:
-    """``parsed`` (not changed) with each parameter of ``trees`` replaced by its
-    leaves' parameters, and every read of it by what it reads of them."""
-    tree = clone(parsed.tree)
-    arguments = tree.args
+def named_trees(stand_in: Callable) -> dict:
+    """``{parameter: its NamedTree}`` of a stand-in (see ``stand_in``)."""
+    return _NAMED[stand_in]
 
-    def expanded(argument) -> list:
-        if argument.id not in trees:
-            return [argument]
-        leaves = leaf_names(trees[argument.id])
-        return [gast.Name(leaf, gast.Param(), None, None) for leaf in leaves]
 
-    positional = arguments.posonlyargs + arguments.args
-    if any(argument.id in trees for argument in positional):
-        arguments.defaults = []  # (the caller passes every leaf: see ppto.api)
-    for field in ("posonlyargs", "args"):
-        parameters = getattr(arguments, field)
-        setattr(arguments, field, [leaf for a in parameters for leaf in expanded(a)])
-    if arguments.vararg is not None and arguments.vararg.id in trees:
-        arguments.args += expanded(arguments.vararg)  # (*xs: one per argument)
-        arguments.vararg = None
-    keywords, defaults = [], []
-    for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults):
-        leaves = expanded(argument)
-        keywords += leaves
-        defaults += [default] if leaves == [argument] else [None] * len(leaves)
-    arguments.kwonlyargs, arguments.kw_defaults = keywords, defaults
-    reader = _Reader(trees, parsed)
-    body = [reader.visit(statement) for statement in tree.body]
-    tree.body = [made for _, made in reader.containers.values()] + body
-    return ParsedFunction(parsed.fn, parsed.name, tree, parsed.source, parsed.namespace)
+def _copy_defaults(made: Callable, function: Callable, trees: dict) -> None:
+    """``function``'s defaults on ``made``; a leaf of a parameter with a default
+    has None (a call passing the structure passes every leaf)."""
+    positional, keywords = [], {}
+    for parameter in signature(function).parameters.values():
+        given = parameter.default is not parameter.empty
+        leaves = leaf_names(trees[parameter.name]) if parameter.name in trees else []
+        values = [None] * len(leaves) if leaves else [parameter.default]
+        names = leaves or [parameter.name]
+        if parameter.kind is parameter.KEYWORD_ONLY:
+            keywords.update(dict(zip(names, values)) if given else {})
+        elif parameter.kind in (
+            parameter.POSITIONAL_ONLY,
+            parameter.POSITIONAL_OR_KEYWORD,
+        ):
+            positional += values if given else []
+    made.__defaults__ = tuple(positional) or None
+    made.__kwdefaults__ = keywords or None
+
+
+def _parsed(function: Callable, trees: dict, made: Callable) -> ParsedFunction:
+    from ppto.transform.pytree_reads import flattened
+
+    return flattened(parse_function(function), trees, made)
+
+
+def _rebuilt(tree: NamedTree) -> str:
+    """Python text building ``tree`` from its leaves' names."""
+    if isinstance(tree, str):
+        return tree
+    kind, entries = tree
+    if kind == "dict":
+        return "{" + ", ".join(f"{k!r}: {_rebuilt(t)}" for k, t in entries) + "}"
+    items = [_rebuilt(item) for item in entries]
+    if kind == "list":
+        return "[" + ", ".join(items) + "]"
+    return "(" + "".join(f"{item}, " for item in items).rstrip(" ") + ")"
+
+
+def named(tree, prefix: str, taken: set) -> NamedTree:
+    """``tree`` (a structure) with each leaf replaced by a fresh parameter name
+    made of its path (``params_W1``, ``ws_0``, ``params_layer1_b``), added to
+    ``taken``."""
+    if tree is None:
+        name, number = prefix, 0
+        while name in taken or keyword.iskeyword(name):
+            number += 1
+            name = f"{prefix}_{number}"
+        taken.add(name)
+        return name
+    kind, entries = tree
+    if kind == "dict":
+        return (
+            kind,
+            tuple(
+                (key, named(item, f"{prefix}_{_spelled(key)}", taken))
+                for key, item in entries
+            ),
+        )
+    return (
+        kind,
+        tuple(named(item, f"{prefix}_{n}", taken) for n, item in enumerate(entries)),
+    )
+
+
+def structure(tree: NamedTree):
+    """The structure of a NamedTree (its leaves None)."""
+    if isinstance(tree, str):
+        return None
+    kind, entries = tree
+    if kind == "dict":
+        return kind, tuple((key, structure(item)) for key, item in entries)
+    return kind, tuple(structure(item) for item in entries)
+
+
+def _spelled(key) -> str:
+    return re.sub(r"\W", "_", str(key))
 
 
 def leaf_names(tree: NamedTree) -> list[str]:
     """The leaves' parameter names, in order."""
     if isinstance(tree, str):
         return [tree]
-    return [name for item in _items(tree) for name in leaf_names(item)]
+    return [name for item in items(tree) for name in leaf_names(item)]
 
 
-def _items(tree: tuple) -> list:
+def items(tree: tuple) -> list:
     kind, entries = tree
     return [item for _, item in entries] if kind == "dict" else list(entries)
 
 
-def _describe(tree: tuple) -> str:
-    kind, entries = tree
-    if kind == "dict":
-        return "a dict with keys " + ", ".join(repr(k) for k, _ in entries)
-    return f"a {kind} of {len(entries)}"
+def holds_a_dict(tree: NamedTree) -> bool:
+    if isinstance(tree, str):
+        return False
+    return tree[0] == "dict" or any(holds_a_dict(item) for item in items(tree))
 
 
-def _identifier(text: str, taken: set) -> str:
-    """A fresh name spelled like ``text`` (``params['ws']``: ``params_ws``)."""
-    base = "_".join(part for part in re.split(r"\W+", text) if part)
-    name, number = base, 0
-    while name in taken:
-        number += 1
-        name = f"{base}_{number}"
-    taken.add(name)
-    return name
-
-
-def _constant_slice(node: gast.Slice) -> slice | None:
-    """The slice ``node`` writes with constant integers (or nothing), else None."""
-    bounds = []
-    for part in (node.lower, node.upper, node.step):
-        bound = None if part is None else constant_int(part)
-        if part is not None and bound is None:
-            return None
-        bounds.append(bound)
-    return slice(*bounds)
-
-
-def _spelled_slice(node: gast.Slice) -> str:
-    bounds = _constant_slice(node)
-    parts = [bounds.start, bounds.stop] + ([bounds.step] if bounds.step else [])
-    return ":".join("" if part is None else str(part) for part in parts)
-
-
-class _Reader(gast.NodeTransformer):
-    """Rewrites the reads of the pytree parameters (see the module docstring)."""
-
-    def __init__(self, trees: dict, parsed: ParsedFunction) -> None:
-        self.trees, self.parsed = trees, parsed
-        # the lists made on entry: the caller's text of one -> (name, statement)
-        self.containers: dict = {}
-        # (the parameters' own names are free: every read of them is rewritten)
-        self.taken = (names_in(parsed.tree) - set(trees)) | {
-            leaf for tree in trees.values() for leaf in leaf_names(tree)
-        }
-
-    def error(self, node, message: str, suggestion: str) -> TransformError:
-        return self.parsed.source.error(node, message, suggestion)
-
-    def found(self, node) -> tuple | None:
-        """``(its NamedTree, the parameter's text)`` where ``node`` reads a pytree
-        parameter or a part of it through constant keys, else None."""
-        if isinstance(node, gast.Name) and node.id in self.trees:
-            if not isinstance(node.ctx, gast.Load):
-                raise self.error(
-                    node,
-                    f"ppto cannot differentiate a function that rebinds {node.id}, "
-                    "a dict, list or tuple it differentiates with respect to",
-                    f"give the new value another name than {node.id}",
-                )
-            return self.trees[node.id], node.id
-        if not isinstance(node, gast.Subscript):
-            return None
-        holder = self.found(node.value)
-        if holder is None:
-            return None
-        tree, text = holder
-        if isinstance(tree, str):
-            return None  # (an index into a leaf array: read as any)
-        if not isinstance(node.ctx, gast.Load):
-            raise self.error(
-                node,
-                f"ppto cannot differentiate a write into {text}, a {tree[0]} it "
-                "differentiates with respect to (the caller's would change)",
-                "build a new dict or list from its items and write into that",
-            )
-        kind, entries = tree
-        if kind != "dict" and isinstance(node.slice, gast.Slice):
-            bounds = _constant_slice(node.slice)
-            if bounds is None:
-                return None  # (of the list written out)
-            return (kind, entries[bounds]), f"{text}[{_spelled_slice(node.slice)}]"
-        key = constant_key(node)
-        if kind == "dict":
-            if key is None:
-                raise self.error(
-                    node,
-                    f"ppto reads a differentiated dict ({text}) by constant keys only",
-                    f"write {text}['name'], or loop over {text}.items()",
-                )
-            for entry, item in entries:
-                if entry == key:
-                    return item, f"{text}[{key!r}]"
-            raise self.error(
-                node,
-                f"{text} has no key {key!r}: it is {_describe(tree)}",
-                "use one of its keys",
-            )
-        if type(key) is not int:
-            return None  # (a slice or a computed index: of the list written out)
-        if not -len(entries) <= key < len(entries):
-            raise self.error(
-                node,
-                f"index {key} is out of range for {text}: it is {_describe(tree)}",
-                "use an index within it",
-            )
-        return entries[key], f"{text}[{key}]"
-
-    def expression(self, node, tree: NamedTree, text: str):
-        """What reading ``tree`` as a value gives: its leaf, or a list or tuple
-        written out (a dict has no such form: refused)."""
-        if isinstance(tree, str):
-            made = gast.Name(tree, gast.Load(), None, None)
-        elif tree[0] == "dict":
-            raise self.error(
-                node,
-                f"ppto reads a differentiated dict ({text}) through constant keys, "
-                ".items(), .values(), .keys(), len(), `in` and for loops only: "
-                "not as a whole value",
-                f"pass its entries ({text}['name']) or {text}.values()",
-            )
-        else:
-            made = gast.Name(self.bound(node, tree, text), gast.Load(), None, None)
-        return gast.copy_location(made, node)
-
-    def bound(self, node, tree: tuple, text: str) -> str:
-        """The name of a list of ``tree``'s items made on entry (``ws = [ws_0,
-        ws_1]``): a list the function builds, which loops, helpers and
-        unpacking take with an adjoint per item (a tuple's too: it is read)."""
-        if text not in self.containers:
-            items = [
-                self.expression(node, item, f"{text}[{number}]")
-                for number, item in enumerate(tree[1])
-            ]
-            name = _identifier(text, self.taken)
-            made = gast.Assign(
-                [gast.Name(name, gast.Store(), None, None)],
-                gast.List(items, gast.Load()),
-                None,
-            )
-            self.containers[text] = (name, gast.copy_location(made, self.parsed.tree))
-        return self.containers[text][0]
-
-    def keys(self, node, tree: tuple):
-        keys = [gast.Constant(key, None) for key, _ in tree[1]]
-        return gast.copy_location(gast.Tuple(keys, gast.Load()), node)
-
-    def visit_Name(self, node):
-        found = self.found(node)
-        return node if found is None else self.expression(node, *found)
-
-    def visit_Subscript(self, node):
-        found = self.found(node)
-        if found is None:
-            return self.generic_visit(node)
-        return self.expression(node, *found)
-
-    def visit_Attribute(self, node):
-        found = self.found(node.value)
-        if found is None or isinstance(found[0], str):
-            return self.generic_visit(node)
-        tree, text = found
-        raise self.error(
-            node,
-            f"ppto cannot read {text}.{node.attr}: {text} is {_describe(tree)} "
-            "differentiated as its items",
-            f"call {text}.items(), .values() or .keys(), or index it",
-        )
-
-    def visit_Call(self, node):
-        func = node.func
-        if isinstance(func, gast.Attribute) and func.attr in DICT_VIEWS:
-            found = self.found(func.value)
-            if found is not None and not isinstance(found[0], str):
-                return self.view(node, func.attr, *found)
-        if (
-            isinstance(func, gast.Name)
-            and func.id == "len"
-            and self.parsed.namespace.get("len") is len
-            and len(node.args) == 1
-            and not node.keywords
-        ):
-            found = self.found(node.args[0])
-            if found is not None and not isinstance(found[0], str):
-                return gast.copy_location(gast.Constant(len(found[0][1]), None), node)
-        return self.generic_visit(node)
-
-    def view(self, node, view: str, tree: tuple, text: str):
-        """``.items()``, ``.values()`` or ``.keys()`` of a dict, written out."""
-        if tree[0] != "dict" or node.args or node.keywords:
-            raise self.error(
-                node,
-                f"ppto cannot call {text}.{view}(): {text} is {_describe(tree)}",
-                "iterate over it or index it",
-            )
-        if view == "keys":
-            return self.keys(node, tree)
-        values = [
-            self.expression(node, item, f"{text}[{key!r}]") for key, item in tree[1]
-        ]
-        if view == "items":
-            values = [
-                gast.Tuple([gast.Constant(key, None), value], gast.Load())
-                for (key, _), value in zip(tree[1], values)
-            ]
-        return gast.copy_location(gast.Tuple(values, gast.Load()), node)
-
-    def visit_For(self, node):
-        found = self.found(node.iter)
-        if found is not None and not isinstance(found[0], str):
-            tree, _ = found
-            if tree[0] == "dict":  # (iterating over a dict gives its keys)
-                node.iter = self.keys(node.iter, tree)
-        return self.generic_visit(node)
-
-    def visit_Compare(self, node):
-        for position, (op, right) in enumerate(zip(node.ops, node.comparators)):
-            found = self.found(right) if isinstance(op, (gast.In, gast.NotIn)) else None
-            if found is not None and not isinstance(found[0], str):
-                if found[0][0] == "dict":
-                    node.comparators[position] = self.keys(right, found[0])
-        return self.generic_visit(node)
+def namespace_with(parsed: ParsedFunction, names: dict) -> ChainMap:
+    """``parsed``'s namespace with ``names`` bound too (in a copy of its first
+    map, the closure's: the user's globals stay as they are)."""
+    maps = parsed.namespace.maps
+    return ChainMap({**maps[0], **names}, *maps[1:])
