@@ -559,6 +559,12 @@ class Transformed:
         kernels counts the same twice)."""
         from ppto.transform.fuse import FUSED_KINDS, count_operators, fuse_program
 
+        call = _Call(self.function, args, kwargs)
+        trees = self.pytree_arguments(call)
+        if trees:  # (the code taking their leaves)
+            inner, leaf_call, _ = self.over_leaves(call, trees)
+            positional, keywords = leaf_call.arguments()
+            return inner.operator_counts(*positional, **keywords)
         _, values, ranks, _, device = self.prepare(args, kwargs)
         program, _ = self.program(ranks)
         namespace = dict(program.refs.namespace)

@@ -464,3 +464,26 @@ def test_unsupported_reads_point_at_the_line(function, message):
     assert caught.value.lineno == line
     assert caught.value.filename == __file__
     assert "Instead:" in str(caught.value)
+
+
+def test_code_is_made_once_per_structure(monkeypatch):
+    import ppto.api
+
+    def loss(params, x):
+        return np.sum(np.tanh(x @ params["W"]) * params["scale"])
+
+    made = []
+    build = ppto.api.build
+    monkeypatch.setattr(
+        ppto.api,
+        "build",
+        lambda *args, **kw: made.append(args[0]) or build(*args, **kw),
+    )
+    params, x = {"W": normal(3, 2), "scale": normal(2)}, normal(4, 3)
+    for _ in range(3):  # a grad object made on each step, as in a training loop
+        ppto.grad(loss)(params, x)
+    assert len(made) == 1
+    ppto.grad(loss)({"W": normal(3, 2), "scale": normal(2), "extra": normal(1)}, x)
+    assert len(made) == 2  # (another structure: other code)
+    before, after = ppto.grad(loss).operator_counts(params, x)
+    assert 0 < after <= before
