@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ppto.errors import GradError
 from ppto.transform import pytrees as transform_pytrees
+from ppto.transform.source import signature
 
 CONTAINERS = (dict, list, tuple)
 LEAF = None
@@ -57,13 +58,8 @@ def structure(value, where: str = "the argument"):
 
 
 def described(tree) -> str:
-    """``tree`` in words: "a dict with keys 'W', 'b'", "a list of 3", "a value"."""
-    if tree is LEAF:
-        return "a single value"
-    kind, entries = tree
-    if kind == "dict":
-        return "a dict with keys " + ", ".join(repr(key) for key, _ in entries)
-    return f"a {kind} of {len(entries)}"
+    """``tree`` in words: "a dict with keys 'W', 'b'", "a list of 3"."""
+    return "a single value" if tree is LEAF else transform_pytrees.described(tree)
 
 
 def leaves(value) -> list:
@@ -105,14 +101,19 @@ class LeafCall:
     names: list  # the user function's parameters
     values: list  # what the call gives them
     trees: dict
-    keyword_only: list = field(default_factory=list)
+    kinds: dict = field(default_factory=dict)  # the stand-in's parameter -> kind
 
     def arguments(self) -> tuple[list, dict]:
-        """The stand-in's positional and keyword-only arguments."""
+        """The stand-in's positional and keyword arguments."""
         positional, keywords = [], {}
         for name, leaf, _ in self.leaves():
-            if name in self.keyword_only:
+            kind = self.kinds[name]
+            if kind is kind.KEYWORD_ONLY:
                 keywords[name] = leaf
+            elif kind is kind.VAR_POSITIONAL:
+                positional += leaf
+            elif kind is kind.VAR_KEYWORD:
+                keywords.update(leaf)
             else:
                 positional.append(leaf)
         return positional, keywords
@@ -142,18 +143,12 @@ class LeafCall:
 
 
 def signature_names(function: Callable) -> list[str]:
-    from ppto.transform.source import signature
-
     return list(signature(function).parameters)
 
 
 def leaf_call(function: Callable, names: list, values: list, trees: dict) -> LeafCall:
     """The call of ``function`` with ``values`` (for parameters ``names``) made with
     the leaves of its arguments ``trees`` (see ``stand_in``)."""
-    from ppto.transform.source import signature
-
     made = transform_pytrees.stand_in(function, trees)
-    keyword_only = [
-        p.name for p in signature(made).parameters.values() if p.kind is p.KEYWORD_ONLY
-    ]
-    return LeafCall(made, list(names), list(values), trees, keyword_only)
+    kinds = {p.name: p.kind for p in signature(made).parameters.values()}
+    return LeafCall(made, list(names), list(values), trees, kinds)

@@ -22,6 +22,7 @@ from ppto.transform.names import names_in
 from ppto.transform.objects import constant_int, constant_key
 from ppto.transform.pytrees import (
     NamedTree,
+    described,
     holds_a_dict,
     leaf_names,
     named_trees,
@@ -110,13 +111,6 @@ def _leaf_arguments(arguments: gast.arguments, trees_: dict) -> gast.arguments:
         kwarg=arguments.kwarg,
         defaults=defaults,
     )
-
-
-def described(tree: tuple) -> str:
-    kind, entries = tree
-    if kind == "dict":
-        return "a dict with keys " + ", ".join(repr(k) for k, _ in entries)
-    return f"a {kind} of {len(entries)}"
 
 
 def _identifier(text: str, taken: set) -> str:

@@ -180,6 +180,15 @@ def items(tree: tuple) -> list:
     return [item for _, item in entries] if kind == "dict" else list(entries)
 
 
+def described(tree: tuple) -> str:
+    """A structure or NamedTree in words: "a dict with keys 'W', 'b'", "a list
+    of 3"."""
+    kind, entries = tree
+    if kind == "dict":
+        return "a dict with keys " + ", ".join(repr(key) for key, _ in entries)
+    return f"a {kind} of {len(entries)}"
+
+
 def holds_a_dict(tree: NamedTree) -> bool:
     if isinstance(tree, str):
         return False
