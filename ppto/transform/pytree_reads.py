@@ -114,7 +114,9 @@ def _leaf_arguments(arguments: gast.arguments, trees_: dict) -> gast.arguments:
 
 
 def _identifier(text: str, taken: set) -> str:
-    """A fresh name spelled like ``text`` (``params['ws']``: ``params_ws``)."""
+    """A fresh name spelled like ``text`` (``params['ws']``: ``params_ws``; a
+    slice, ``ws[:-1]``: ``ws_part``)."""
+    text = re.sub(r"\[[^\[\]]*:[^\[\]]*\]", "[part]", text)
     base = "_".join(part for part in re.split(r"\W+", text) if part)
     name, number = base, 0
     while name in taken:
@@ -254,7 +256,11 @@ class _Reader(gast.NodeTransformer):
                 gast.List(items, gast.Load()),
                 None,
             )
-            self.containers[text] = (name, gast.copy_location(made, self.parsed.tree))
+            # (at the def line alone: "# grad of: def f(ws, x):" over the gradient
+            # going back into the leaves)
+            gast.copy_location(made, self.parsed.tree)
+            made.end_lineno = made.lineno
+            self.containers[text] = (name, made)
         return self.containers[text][0]
 
     def keys(self, node, tree: tuple):
