@@ -487,3 +487,20 @@ def test_code_is_made_once_per_structure(monkeypatch):
     assert len(made) == 2  # (another structure: other code)
     before, after = ppto.grad(loss).operator_counts(params, x)
     assert 0 < after <= before
+
+
+def test_tensor_leaves_get_tensor_gradients_of_their_dtype():
+    arguments = ({"W1": normal(3, 4), "b1": normal(4)}, normal(5, 3))
+    on_tensors = (
+        {"W1": ppto.tensor(arguments[0]["W1"]), "b1": arguments[0]["b1"]},
+        arguments[1],
+    )
+
+    def loss(params, x):
+        return np.sum(np.tanh(x @ params["W1"] + params["b1"]) ** 2)
+
+    gradient = ppto.grad(loss)(*on_tensors)
+    assert_tree(gradient, tree_differences(loss, arguments, 0))
+    assert all(g.device == "cpu" for g in gradient.values())
+    single = {"W1": arguments[0]["W1"].astype(np.float32), "b1": arguments[0]["b1"]}
+    assert ppto.grad(loss)(single, arguments[1])["W1"].dtype == np.float32
