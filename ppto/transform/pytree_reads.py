@@ -17,7 +17,6 @@ import re
 import gast
 
 from ppto.errors import TransformError
-from ppto.transform import trees
 from ppto.transform.names import names_in
 from ppto.transform.objects import constant_int, constant_key
 from ppto.transform.pytrees import (
@@ -32,7 +31,7 @@ from ppto.transform.pytrees import (
 )
 from ppto.transform.resolve import is_library
 from ppto.transform.source import ParsedFunction, signature
-from ppto.transform.trees import clone, stores
+from ppto.transform.trees import clone, stores, walk
 
 DICT_VIEWS = {"items", "values", "keys"}
 POSITIONAL = (
@@ -41,13 +40,13 @@ POSITIONAL = (
 )
 
 
-def flattened(parsed: ParsedFunction, trees_: dict, made) -> ParsedFunction:
-    """``parsed`` (not changed) with each parameter of ``trees_`` (name ->
+def flattened(parsed: ParsedFunction, trees: dict, made) -> ParsedFunction:
+    """``parsed`` (not changed) with each parameter of ``trees`` (name ->
     NamedTree) replaced by its leaves' parameters and every read of it by what
     it reads of them: the text of ``made``, its stand-in."""
     tree = clone(parsed.tree)
-    tree.args = _leaf_arguments(tree.args, trees_)
-    reader = _Reader(trees_, parsed)
+    tree.args = _leaf_arguments(tree.args, trees)
+    reader = _Reader(trees, parsed)
     body = []
     for statement in tree.body:
         visited = reader.visit(statement)
@@ -64,14 +63,14 @@ def flattened(parsed: ParsedFunction, trees_: dict, made) -> ParsedFunction:
     )
 
 
-def _leaf_arguments(arguments: gast.arguments, trees_: dict) -> gast.arguments:
-    """The parameters with those of ``trees_`` replaced by their leaves (a leaf
+def _leaf_arguments(arguments: gast.arguments, trees: dict) -> gast.arguments:
+    """The parameters with those of ``trees`` replaced by their leaves (a leaf
     of a parameter with a default has None: a call passing it passes them all)."""
 
     def leaves(argument) -> list:
-        if argument.id not in trees_:
+        if argument.id not in trees:
             return [argument]
-        names = leaf_names(trees_[argument.id])
+        names = leaf_names(trees[argument.id])
         return [gast.Name(leaf, gast.Param(), None, None) for leaf in names]
 
     positional = arguments.posonlyargs + arguments.args
@@ -88,7 +87,7 @@ def _leaf_arguments(arguments: gast.arguments, trees_: dict) -> gast.arguments:
                 default = gast.Constant(None, None)
             defaults += [default] * len(expanded)
     vararg = arguments.vararg
-    if vararg is not None and vararg.id in trees_:  # (*xs: one per argument)
+    if vararg is not None and vararg.id in trees:  # (*xs: one per argument)
         expanded = leaves(vararg)
         fields["args"] += expanded
         if defaults:
@@ -410,7 +409,7 @@ class _Reader(gast.NodeTransformer):
         return gast.copy_location(gast.Call(callee, arguments, keywords), node)
 
     def turns(self, node: gast.For) -> list | None:
-        """``[(bindings, alias tree, its text)]`` per turn of a loop over the
+        """``[(bindings, alias, its tree, its text)]`` per turn of a loop over the
         items of a list, tuple or dict holding dicts (``for layer in
         params['layers']``, ``.items()``, ``.values()``, ``enumerate``), which is
         unrolled (each turn reads its item's leaves); else None."""
@@ -430,12 +429,8 @@ class _Reader(gast.NodeTransformer):
         if found is None or isinstance(found[0], str):
             return None
         tree, text = found
-        if (
-            (pairs in ("items", "values")) != (tree[0] == "dict")
-            or tree[0] == "dict"
-            and pairs is None
-        ):
-            return None
+        if (tree[0] == "dict") != (pairs in ("items", "values")):
+            return None  # (enumerate of a dict, a dict's keys: not unrolled)
         entries = tree[1] if tree[0] == "dict" else list(enumerate(tree[1]))
         if not any(holds_a_dict(item) for _, item in entries):
             return None
@@ -463,7 +458,7 @@ class _Reader(gast.NodeTransformer):
                 "write for item in ..., then read item['key']",
             )
         if node.orelse or any(
-            isinstance(inner, (gast.Break, gast.Continue)) for inner in trees.walk(node)
+            isinstance(inner, (gast.Break, gast.Continue)) for inner in walk(node)
         ):
             raise self.error(
                 node,
