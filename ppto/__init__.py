@@ -24,6 +24,7 @@ from ppto.errors import (
 )
 from ppto.fusion import FusionError, FusionRule, fusion_rule, fusion_rules
 from ppto.gradcheck import GradCheckReport, check_grad
+from ppto.jacobians import jacfwd, jacobian, jacrev
 from ppto.ops import numpy_map as _numpy_map
 from ppto.ops.primitive import OPERATORS as _OPERATORS
 from ppto.ops.primitive import OperatorDef, Primitive

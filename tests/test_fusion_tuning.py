@@ -62,6 +62,33 @@ def test_the_faster_code_is_kept_and_the_other_no_longer_runs(first):
         assert log == [fast] * 5
 
 
+def test_a_burst_of_load_during_the_faster_codes_calls_does_not_choose_the_slower():
+    """Other work on the machine only adds time: the faster code keeps running when
+    half of its timed calls were slowed (a median of them chose the slower code)."""
+    timed = 0
+
+    def fast(value):
+        nonlocal timed
+        timed += 1
+        # its calls after settling alternate with the other's: slow down every other
+        if timed > SETTLE_CALLS + 1 and timed % 2:
+            time.sleep(0.012)
+        return value
+
+    def slow(value):
+        time.sleep(0.004)
+        return value
+
+    choice = FusionChoice(
+        "f_grad", {"fused": lambda: fast, "unfused": lambda: slow}, "fused"
+    )
+    for n in range(CALLS_TO_DECIDE + 1):
+        choice(n)
+    assert choice.decision == "fused"
+    fused = sorted(choice.times["fused"])
+    assert fused[-1] > 0.01 and fused[len(fused) // 2] > 0.004  # (a median lost)
+
+
 def test_no_choice_is_made_before_both_have_been_timed():
     same = {"fused": lambda: lambda v: v, "unfused": lambda: lambda v: v}
     choice = FusionChoice("f_grad", same, "unfused")
