@@ -19,6 +19,7 @@ from ppto.errors import GradError, ShapeError
 from ppto.fusion.kernels import ELEMENTWISE, TERNARY, ufunc
 from ppto.ops.primitive import Primitive
 from ppto.ops.reductions import REDUCTIONS, reduced_shape
+from ppto.ops.shapes import ABSENT, SAME_AS_FIRST, SHAPE_RULES, result_shape
 from ppto.ops.signature import matmul_shape
 from ppto.transform import ir, trees
 
@@ -218,20 +219,27 @@ def _take_layout(layouts: dict, target: str, hint) -> None:
     layouts[target] = hint if known == hint else UNKNOWN_LAYOUT
 
 
-def _resolve_layout(statement: ir.Apply, activity: Activity) -> None:
+def _resolve_layout_parameter(statement: ir.Apply, activity: Activity) -> None:
     """An image operator without an explicit layout takes its first input's hint (as
     it does when called on tensors), decided here because generated code sees raw
-    arrays; an operator that keeps layouts passes on its first hinted input's, for
-    a 4-d result, as tensors do."""
-    layouts = activity.layouts
-    hint = _layout_hint(statement.inputs[0], layouts) if statement.inputs else None
+    arrays (and before its result's shape is worked out: the shape depends on it)."""
     parameter = statement.params.get("layout")
     if isinstance(parameter, gast.Constant) and parameter.value is None:
+        layouts = activity.layouts
+        hint = _layout_hint(statement.inputs[0], layouts) if statement.inputs else None
         if hint == UNKNOWN_LAYOUT:
             activity.unknown_layouts.append((statement, statement.op.name))
         parameter.value = hint if hint in ("nchw", "nhwc") else "nchw"
         if "layout" not in statement.given:
             statement.given = (*statement.given, "layout")
+
+
+def _resolve_layout(statement: ir.Apply, activity: Activity) -> None:
+    """An operator that keeps layouts passes on its layout parameter's (see
+    ``_resolve_layout_parameter``), or its first hinted input's, for a 4-d result,
+    as tensors do."""
+    layouts = activity.layouts
+    parameter = statement.params.get("layout")
     if isinstance(parameter, gast.Constant):
         hint = parameter.value
     else:
@@ -385,6 +393,7 @@ def _forward(body, activity: Activity) -> None:
                     activity.varied.add(statement.target)
                 else:
                     activity.blocked.append(statement)
+            _resolve_layout_parameter(statement, activity)
             shape = shape_of(statement, activity.shapes, activity.dtypes)
             _merge(activity.shapes, statement.target, shape)
             dtype = statement.result_dtype or dtype_of(statement, activity.dtypes)
@@ -805,12 +814,16 @@ def shape_of(statement: ir.Apply, shapes: dict, dtypes: dict | None = None):
     if not isinstance(op, Primitive):  # a user's operator: its shape is unknown
         return None
     inputs = [
-        operand_shape(x, shapes, dtypes) if not isinstance(x, list) else None
+        operand_shape(x, shapes, dtypes)
+        if not isinstance(x, list)
+        else [operand_shape(part, shapes, dtypes) for part in x]
         for x in statement.inputs
     ]
     if not inputs or inputs[0] is None:
         return None
     first, name = inputs[0], op.name
+    if isinstance(first, list) or name in SHAPE_RULES or name in SAME_AS_FIRST:
+        return _ruled_shape(statement, inputs, shapes)
     try:
         if getattr(op.signature, "mode", "") == "broadcast":
             if None in inputs:
@@ -850,12 +863,44 @@ def shape_of(statement: ir.Apply, shapes: dict, dtypes: dict | None = None):
     return None
 
 
+def _ruled_shape(statement: ir.Apply, inputs: list, shapes: dict):
+    """The shape from the operator's rule in ``ppto.ops.shapes``: its literal
+    parameters (its defaults where not given), a ``like=`` array's shape, an input
+    left out (np.diff's prepend) as ABSENT."""
+    op = statement.op
+    params = dict(op.defaults)
+    like = None
+    for key, node in statement.params.items():
+        if key == "like":
+            like = shapes.get(node.id) if isinstance(node, gast.Name) else None
+            continue
+        value = literal(node)
+        if value is NOT_LITERAL:
+            return None
+        params[key] = value
+    inputs = [
+        ABSENT
+        if isinstance(operand, ir.Const) and operand.value is None
+        else inputs[number]
+        for number, operand in enumerate(statement.inputs)
+    ]
+    return result_shape(op.name, inputs, params, like)
+
+
 _KEEPS_DTYPE = {
     "getitem", "stop_gradient", "unbroadcast", "unreduce", "transpose",
     "matrix_transpose", "reshape", "expand_dims", "squeeze", "broadcast_to",
     "reduce_max", "reduce_min", "softmax", "log_softmax", "logsumexp", "relu",
     "sigmoid", "zeros_like", "ones_like", "full_like",
+    # arrangements of the first input's elements (with ``x``'s dtype kept by
+    # index_add, setitem and pad, whatever the values written)
+    "copy", "flip", "roll", "sort", "tile", "repeat", "swapaxes", "moveaxis",
+    "diagonal", "diag", "tril", "triu", "flatten", "max_pool2d", "take",
+    "index_add", "setitem", "pad",
 }  # fmt: skip
+
+# products whose result has their operands' common dtype (as np.matmul's)
+_PRODUCTS = {"dot", "numpy_dot", "conv2d", "tensordot", "einsum", "outer", "inner"}
 
 
 def dtype_of(statement: ir.Apply, dtypes: dict):
@@ -889,8 +934,8 @@ def dtype_of(statement: ir.Apply, dtypes: dict):
         if name in ("reduce_sum", "reduce_mean", "reduce_prod"):
             reduce = {"reduce_sum": np.sum, "reduce_mean": np.mean}.get(name, np.prod)
             return np.asarray(reduce(probes[0])).dtype
-        if name == "dot" and all(isinstance(p, np.ndarray) for p in probes):
-            return np.matmul(probes[0], probes[1]).dtype
+        if name in _PRODUCTS and all(isinstance(p, np.ndarray) for p in probes):
+            return np.result_type(*probes)
     return None
 
 
