@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ppto import pytrees
 from ppto.errors import GradError, PptoError, ShapeError
 from ppto.fusion.tuning import FUSED_FIRST, FusionChoice, fusion_policy
 from ppto.ops.primitive import OperatorDef, registrations
@@ -347,6 +348,9 @@ def _operator_wrapper(op: OperatorDef) -> Callable:
 _SIGNATURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+_STARRED = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+
+
 class _Call:
     """One call's arguments, bound to the function's parameters (positional calls
     with every parameter given skip ``inspect``'s binding: the common, fast case)."""
@@ -357,10 +361,14 @@ class _Call:
         keywords = getattr(function, "__kwdefaults__", None)
         cached = _SIGNATURES.get(function)
         if cached is None or cached[1] is not defaults or cached[2] is not keywords:
-            cached = _SIGNATURES[function] = (_signature(function), defaults, keywords)
+            signature = _signature(function)
+            starred = any(p.kind in _STARRED for p in signature.parameters.values())
+            cached = (signature, defaults, keywords, starred)
+            _SIGNATURES[function] = cached
         signature = cached[0]
         self.names = list(signature.parameters)
-        if not kwargs and len(args) == len(self.names):
+        # (*xs takes a tuple of the arguments however many there are)
+        if not kwargs and len(args) == len(self.names) and not cached[3]:
             self.values = list(args)
             return
         try:
@@ -451,9 +459,13 @@ class Transformed:
         self.with_value = with_value
         self._use(_shared_state(self))
         self._wrt_positions: list | None = None
+        # (stand-in taking pytrees' leaves, the leaves differentiated) -> its grad
+        self._over_leaves: dict = {}
         parameters = _signature(self.function).parameters.values()
         self._arity = len(parameters)
         self._keyword_only = [p.name for p in parameters if p.kind is p.KEYWORD_ONLY]
+        # (its arguments arrive as a tuple: a pytree, see pytree_arguments)
+        self._var_positional = any(p.kind is p.VAR_POSITIONAL for p in parameters)
         base = getattr(f, "__name__", None) or getattr(self.function, "__name__", "f")
         self.__name__ = base + "_grad"
         self.__wrapped__ = self.function
@@ -582,6 +594,12 @@ class Transformed:
         kernels counts the same twice)."""
         from ppto.transform.fuse import FUSED_KINDS, count_operators, fuse_program
 
+        call = _Call(self.function, args, kwargs)
+        trees = self.pytree_arguments(call)
+        if trees:  # (the code taking their leaves)
+            inner, leaf_call, _ = self.over_leaves(call, trees)
+            positional, keywords = leaf_call.arguments()
+            return inner.operator_counts(*positional, **keywords)
         _, values, ranks, _, device = self.prepare(args, kwargs)
         program, _ = self.program(ranks)
         namespace = dict(program.refs.namespace)
@@ -672,6 +690,15 @@ class Transformed:
                         raise
                     raise translated from error
                 return self.finish_on_cpu(*outputs, fast[1], fast[3])
+        if (
+            self._var_positional
+            or any(map(pytrees.is_pytree, args))
+            or any(map(pytrees.is_pytree, kwargs.values()))
+        ):
+            call = _Call(self.function, args, kwargs)
+            trees = self.pytree_arguments(call)
+            if trees:
+                return self._call_over_leaves(call, trees)
         self._ensure_current()
         call, values, ranks, homes, device = self.prepare(args, kwargs)
         dtypes = [getattr(values[p], "dtype", None) for p in self._wrt_positions]
@@ -690,6 +717,80 @@ class Transformed:
             program = self._programs[ranks][0]
             self._fast[key] = (entry, dtypes, program, layouts, numbers)
         return result
+
+    def pytree_arguments(self, call: _Call) -> dict:
+        """The differentiated arguments that are dicts, lists or tuples (pytrees):
+        parameter -> structure; for a derivative differentiated again, those of
+        the derivative too (its code takes their leaves as well)."""
+        trees = {}
+        parameters = _signature(self.function).parameters
+        for name in self.wrt:
+            value = call.values[call.names.index(name)]
+            if parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                raise GradError(
+                    f"cannot differentiate with respect to **{name}: name the "
+                    f"parameters of {self.function.__name__}, or take a dict "
+                    "parameter"
+                )
+            if pytrees.is_pytree(value):
+                trees[name] = pytrees.structure(value, name)
+        if isinstance(self.f, Transformed):
+            trees.update(self.f.pytree_arguments(call))
+        return trees
+
+    def over_leaves(self, call, trees: dict):
+        """``(the derivative of the function taking the pytrees' leaves, the call
+        made with them, the leaves differentiated)``. A leaf that is None gets
+        None as its gradient (JAX's empty subtree); one that is an integer, a
+        string or any other value no array or float raises GradError, as JAX's
+        grad does. A derivative differentiated again differentiates the
+        derivative taking the leaves."""
+        leaf_call = pytrees.leaf_call(self.function, call.names, call.values, trees)
+        wrt = []
+        for name in self.wrt:
+            for parameter, leaf, path in leaf_call.leaves(name):
+                if name in trees and leaf is None:
+                    continue
+                _check_differentiable(path, leaf)
+                wrt.append(parameter)
+        if not wrt:
+            raise GradError(
+                f"{self.function.__name__}: {', '.join(map(repr, trees))} holds no "
+                "array or number to differentiate with respect to"
+            )
+        target = leaf_call.function
+        if isinstance(self.f, Transformed):
+            target = self.f.over_leaves(call, trees)[0]
+        key = (target, tuple(wrt))
+        if key not in self._over_leaves:
+            self._over_leaves[key] = Transformed(
+                target, wrt, self.mode, self.with_value
+            )
+        return self._over_leaves[key], leaf_call, wrt
+
+    def regrouped(self, result, leaf_call, wrt: list):
+        """What this derivative returns from what its version taking the leaves
+        (differentiated with respect to ``wrt``) returned: each gradient in its
+        argument's structure."""
+        value, grads = result if self.with_value else (None, result)
+        if isinstance(self.f, Transformed) and self.with_value:
+            value = self.f.regrouped(value, *self.f.over_leaves_of(leaf_call))
+        by_leaf = dict(zip(wrt, grads))
+        gradients = [leaf_call.gradient(name, by_leaf) for name in self.wrt]
+        gradients = gradients[0] if self.single else tuple(gradients)
+        return (value, gradients) if self.with_value else gradients
+
+    def over_leaves_of(self, leaf_call) -> tuple:
+        """``(leaf_call, the leaves differentiated)`` of this derivative for a call
+        made with ``leaf_call``'s leaves."""
+        return self.over_leaves(leaf_call, leaf_call.trees)[1:]
+
+    def _call_over_leaves(self, call: _Call, trees: dict):
+        """A call whose differentiated arguments include pytrees: the gradient of
+        each has its structure (keys, order, container types)."""
+        inner, leaf_call, wrt = self.over_leaves(call, trees)
+        positional, keywords = leaf_call.arguments()
+        return self.regrouped(inner(*positional, **keywords), leaf_call, wrt)
 
     def failed(self, error: Exception, values) -> Exception:
         """The error to raise for ``error`` from running the generated code: where
@@ -1035,7 +1136,13 @@ def _show(f, args, wrt, mode, file, lowered, fused, device=None) -> str:
 
     transformed = Transformed(f, wrt, mode, with_value=True)
     if args:
-        values = _Call(transformed.function, args, {}).values
+        call = _Call(transformed.function, args, {})
+        values = call.values
+        trees = transformed.pytree_arguments(call)
+        if trees:  # (the code taking their leaves: see ppto.pytrees)
+            transformed, leaf_call, _ = transformed.over_leaves(call, trees)
+            f, wrt = transformed.function, transformed.wrt
+            values = [leaf for _, leaf, _ in leaf_call.leaves()]
         raws = [getattr(v, "data", v) if isinstance(v, Tensor) else v for v in values]
         ranks = transformed.describe(raws, values)
     else:
@@ -1090,6 +1197,14 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
     tuple; the cotangent then is a tuple of the same structure."""
     function = _target_function(f)
     call = _Call(function, args, kwargs)
+    trees = {
+        name: pytrees.structure(value, name)
+        for name, value in zip(call.names, call.values)
+        if pytrees.is_pytree(value) and any(map(_is_float, pytrees.leaves(value)))
+    }
+    if trees:
+        _refuse_derivative_of_pytrees(f, trees)
+        return _vjp_over_leaves(function, call, trees)
     wrt = [name for name, value in zip(call.names, call.values) if _is_float(value)]
     if not wrt:
         raise GradError(f"vjp: {function.__name__} has no floating point argument")
@@ -1135,6 +1250,31 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
 
     out = _laid_out_result(_as_tensor(out, device), program)
     return _observed("Vjp", function.__name__, out), pullback
+
+
+def _vjp_over_leaves(function: Callable, call: _Call, trees: dict):
+    """``vjp`` of a call passing pytrees (``trees``: parameter -> structure) with
+    floating point leaves: the pullback gives each of them a gradient of its
+    structure (None for the leaves that are not floating point)."""
+    leaf_call = pytrees.leaf_call(function, call.names, call.values, trees)
+    positional, keywords = leaf_call.arguments()
+    out, leaves_pullback = vjp(leaf_call.function, *positional, **keywords)
+    parameters = [parameter for parameter, _, _ in leaf_call.leaves()]
+
+    def pullback(cotangent):
+        by_leaf = dict(zip(parameters, leaves_pullback(cotangent)))
+        return tuple(leaf_call.gradient(name, by_leaf) for name in call.names)
+
+    return out, pullback
+
+
+def _refuse_derivative_of_pytrees(f: Callable, trees: dict) -> None:
+    if isinstance(f, Transformed):
+        raise GradError(
+            f"ppto cannot differentiate the derivative {f.__name__} with respect to "
+            f"{', '.join(map(repr, trees))}, a dict, list or tuple: write the "
+            "function with one parameter per array for second derivatives"
+        )
 
 
 def _with_own_lists(saved):
@@ -1225,6 +1365,15 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
         raise GradError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
     function = _target_function(f)
     names = list(_signature(function).parameters)[: len(primals)]
+    trees = {
+        n: pytrees.structure(p, n)
+        for n, p, t in zip(names, primals, tangents)
+        if t is not None and pytrees.is_pytree(p)
+    }
+    if isinstance(f, Transformed):  # (a gradient's own pytree arguments too)
+        trees.update(f.pytree_arguments(_Call(function, primals, {})))
+    if trees:
+        return _jvp_over_leaves(f, function, names, primals, tangents, trees)
     wrt = [n for n, p, t in zip(names, primals, tangents) if t is not None]
     for name_ in wrt:
         position = names.index(name_)
@@ -1259,6 +1408,41 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
             _laid_out_gradients(tangent, f, layouts),
         )
     return _laid_out_result(value, program), _laid_out_result(tangent, program)
+
+
+def _jvp_over_leaves(f, function, names: list, primals, tangents, trees: dict):
+    """``_jvp`` of primals that include pytrees (``trees``: parameter ->
+    structure), each tangent of its primal's structure (None at a leaf held
+    constant, as for an argument); of a gradient (a Hessian-vector product), its
+    value and tangent each in its arguments' structures."""
+    for name, tree in trees.items():
+        tangent = tangents[names.index(name)]
+        if tangent is None:
+            continue  # (a gradient's argument held constant)
+        if not pytrees.is_pytree(tangent) or pytrees.structure(tangent) != tree:
+            raise ShapeError(
+                f"jvp: the tangent of {name!r} must be {pytrees.described(tree)}, as "
+                f"{name!r} is; got {pytrees.described(pytrees.structure(tangent))}"
+            )
+    leaf_call = pytrees.leaf_call(function, names, primals, trees)
+    leaf_tangents = []
+    for name, primal, tangent in zip(names, primals, tangents):
+        if name not in trees:
+            leaf_tangents.append(tangent)
+        elif tangent is None:
+            leaf_tangents += [None] * len(pytrees.leaves(primal))
+        else:
+            leaf_tangents += pytrees.leaves(tangent)
+    leaf_primals = []
+    for (_, leaf, path), tangent in zip(leaf_call.leaves(), leaf_tangents):
+        if tangent is not None:
+            _check_differentiable(path, leaf)
+        leaf_primals.append(leaf)
+    if not isinstance(f, Transformed):
+        return _jvp(leaf_call.function, leaf_primals, leaf_tangents)
+    gradient, _, wrt = f.over_leaves(leaf_call, trees)
+    value, tangent = _jvp(gradient, leaf_primals, leaf_tangents)
+    return f.regrouped(value, leaf_call, wrt), f.regrouped(tangent, leaf_call, wrt)
 
 
 def _laid_out_gradients(value, gradient: Transformed, layouts: list):
@@ -1325,6 +1509,13 @@ def hessian(f: Callable, wrt: int | str = 0) -> Callable:
         call_ = _Call(function, args, kwargs)
         position = call_.names.index(name_)
         given = call_.values[position]
+        if pytrees.is_pytree(given):
+            raise GradError(
+                f"ppto.hessian takes an array argument; {name_!r} is a "
+                f"{type(given).__name__}: for Hessian-vector products use "
+                f"ppto.jvp(ppto.grad(f), primals, tangents), a tangent of "
+                f"{name_!r}'s structure"
+            )
         dtype = getattr(given, "dtype", np.float64)
         device = _device_of(given)
         # the point's values on the host (a CuPy array refuses np.asarray)

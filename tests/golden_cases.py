@@ -152,6 +152,12 @@ def two_layer_mlp(x, w1, b1, w2):
     return np.mean(y * y)
 
 
+def mlp_params_dict(params, x):
+    h = np.tanh(x @ params["W1"] + params["b1"])
+    y = h @ params["W2"] + params["b2"]
+    return np.mean(y * y)
+
+
 def softmax_cross_entropy(logits, labels):
     shifted = logits - np.max(logits, axis=1, keepdims=True)
     log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))
@@ -394,6 +400,13 @@ CASES = [
         two_layer_mlp,
         (matrix(), matrix(3, 4), vector(4), matrix(4, 2)),
         wrt=("w1", "b1", "w2"),
+    ),
+    GoldenCase(
+        mlp_params_dict,
+        (
+            {"W1": matrix(3, 4), "b1": vector(4), "W2": matrix(4, 2), "b2": vector(2)},
+            matrix(),
+        ),
     ),
     GoldenCase(softmax_cross_entropy, (matrix(), np.eye(2, 3))),
     GoldenCase(ppto_softmax_cross_entropy, (matrix(), np.eye(2, 3))),

@@ -38,8 +38,27 @@ def test_golden_code_computes_the_gradient(case):
     gradients = gradients if isinstance(case.wrt, tuple) else (gradients,)
     for item, gradient in zip(wrt, gradients):
         position = item if isinstance(item, int) else names.index(item)
+        if isinstance(gradient, dict):  # (a dict of parameters: key by key)
+            assert list(gradient) == list(case.args[position])
+            for key, leaf in gradient.items():
+                expected = central_differences(
+                    _with_entry(case, position, key), (case.args[position][key],), 0
+                )
+                np.testing.assert_allclose(np.asarray(leaf), expected, atol=1e-6)
+            continue
         expected = central_differences(case.function, case.args, position)
         np.testing.assert_allclose(np.asarray(gradient), expected, atol=1e-6)
+
+
+def _with_entry(case, position, key):
+    """The case's function of the entry ``key`` of its dict argument ``position``."""
+
+    def function(value):
+        arguments = list(case.args)
+        arguments[position] = {**arguments[position], key: value}
+        return case.function(*arguments)
+
+    return function
 
 
 def central_differences(function, args, position, step=1e-6):

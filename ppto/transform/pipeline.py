@@ -322,8 +322,13 @@ def _prepare(
     rebound = stores(parsed.tree.body)  # (as written: the stages below rename)
     # (what is watched for rebinding: the object whose method is called, not the
     # name its function is bound under here)
-    watched = {k: v for k, v in captured.items() if k not in methods}
-    program.captured.append((parsed.fn, watched))
+    watched = {
+        k: v
+        for k, v in captured.items()
+        if k not in methods and k not in parsed.stand_ins
+    }
+    watched.update(parsed.stand_ins.values())  # (helper: the function it stands for)
+    program.captured.append((parsed.scope or parsed.fn, watched))
     captured = _own_names(parsed, captured, program)
     for key, value in captured.items():
         # generated code computes on raw arrays: a module-level tensor (weights

@@ -13,6 +13,7 @@ methods only pass their call on, so that ppto reads through them
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import inspect
 import linecache
 import textwrap
@@ -93,6 +94,12 @@ class ParsedFunction:
     tree: gast.FunctionDef
     source: SourceMap
     namespace: ChainMap
+    # the function whose globals and closure the text reads, where ``fn`` stands
+    # for it (see STAND_INS)
+    scope: Callable | None = None
+    # names the text calls a stand-in under -> (the name it was written with, the
+    # function it stands for): what is watched for rebinding instead
+    stand_ins: dict = dataclasses.field(default_factory=dict)
 
     @property
     def parameters(self) -> list[str]:
@@ -145,8 +152,16 @@ def _unavailable(fn: Callable, error: Exception) -> TransformError:
     )
 
 
+# a function ppto made to stand for another (one taking a dict's leaves, see
+# ppto.transform.pytrees) -> what parses it: the other's tree, rewritten
+STAND_INS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def parse_function(fn: Callable) -> ParsedFunction:
     """Parse ``fn`` (a ``def`` or an unambiguous ``lambda``) into a gast tree."""
+    parse_stand_in = STAND_INS.get(fn)
+    if parse_stand_in is not None:
+        return parse_stand_in()
     fn = unwrapped(fn)
     code = getattr(fn, "__code__", None)
     if code is None:
