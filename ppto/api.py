@@ -446,7 +446,12 @@ class Transformed:
         key = ranks
         if key not in self._programs:
             names = list(_signature(self.function).parameters)
-            described = [(n, r) for n, r in zip(names, ranks) if r is not None]
+            statics = {n: r.value for n, r in zip(names, ranks) if type(r) is _Passed}
+            described = [
+                (n, r)
+                for n, r in zip(names, ranks)
+                if r is not None and n not in statics
+            ]
             rank_map = {n: r[0] for n, r in described}
             shapes = {n: r[1] for n, r in described if r[1] is not None}
             layouts = {n: r[2] for n, r in described if r[2]}
@@ -455,7 +460,7 @@ class Transformed:
             if isinstance(self.f, Transformed):
                 source = _generated_wrapper(self.f, ranks[: len(names)])
             program = build(
-                source, self.wrt, rank_map, self.mode, layouts, shapes, dtypes
+                source, self.wrt, rank_map, self.mode, layouts, shapes, dtypes, statics
             )
             self._programs[key] = (program, _LazyNamespace(program, self.__name__))
         return self._programs[key]
@@ -505,6 +510,8 @@ class Transformed:
                 np.dtype(value.dtype) if hasattr(value, "dtype") else None,
             )
             if hasattr(value, "ndim")
+            else _Passed(value)
+            if _passed_callable(value)
             else None
             for value, original in zip(values, originals)
         )
@@ -833,10 +840,46 @@ def _call_key(args: tuple) -> tuple | None:
             key.append((value.data.dtype, value.data.shape, value.layout))
         elif kind is float or kind is int or kind is bool:
             key.append(kind)
+        elif _passed_callable(value):
+            key.append(_Passed(value))
         else:
             return None
     key.append(get_precision())
     return tuple(key)
+
+
+# callables the code is specialised on where they are passed (act=np.tanh): what
+# the code calls is then known (ppto.transform.local_functions)
+_PASSED_CALLABLES = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    np.ufunc,
+    OperatorDef,
+    functools.partial,
+)
+
+
+def _passed_callable(value) -> bool:
+    return isinstance(value, _PASSED_CALLABLES) or numpy_alias(value) is not None
+
+
+class _Passed:
+    """A callable argument in a specialisation key: the same callable (by
+    identity, as the code calls it) is the same key."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def __eq__(self, other) -> bool:
+        return type(other) is _Passed and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __repr__(self) -> str:
+        return f"passed {getattr(self.value, '__name__', type(self.value).__name__)}"
 
 
 def _device_of(value) -> Device:

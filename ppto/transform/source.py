@@ -13,6 +13,7 @@ methods only pass their call on, so that ppto reads through them
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import inspect
 import linecache
 import textwrap
@@ -92,6 +93,9 @@ class ParsedFunction:
     tree: gast.FunctionDef
     source: SourceMap
     namespace: ChainMap
+    # names ppto bound in namespace itself (local functions lifted out, callables
+    # passed as arguments): they live in no scope of the user's to watch
+    bound: frozenset = frozenset()
 
     @property
     def parameters(self) -> list[str]:
@@ -144,9 +148,30 @@ def _unavailable(fn: Callable, error: Exception) -> TransformError:
     )
 
 
+# a local function lifted out (ppto.transform.local_functions) -> its parsed form
+# and the user's function it was found in (weakly: made again with each transform)
+_LOCAL_FUNCTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def register_local_function(parsed: ParsedFunction, enclosing: Callable) -> None:
+    """Make ``parse_function(parsed.fn)`` give (a copy of) ``parsed``: a lifted
+    local function has no source of its own, its tree is cut from ``enclosing``'s."""
+    _LOCAL_FUNCTIONS[parsed.fn] = (parsed, enclosing_function(enclosing))
+
+
+def enclosing_function(fn: Callable) -> Callable:
+    """The user's function whose text ``fn`` is in: ``fn`` itself, or for a local
+    function lifted out, the function defining it (whose scopes it reads)."""
+    known = _LOCAL_FUNCTIONS.get(fn)
+    return fn if known is None else known[1]
+
+
 def parse_function(fn: Callable) -> ParsedFunction:
     """Parse ``fn`` (a ``def`` or an unambiguous ``lambda``) into a gast tree."""
     fn = unwrapped(fn)
+    local = _LOCAL_FUNCTIONS.get(fn)
+    if local is not None:
+        return dataclasses.replace(local[0], tree=trees.clone(local[0].tree))
     code = getattr(fn, "__code__", None)
     if code is None:
         raise TransformError(
@@ -313,7 +338,7 @@ def _reads_as_passing(wrapper: Callable, inner: Callable) -> bool:
     if not isinstance(definition, gast.FunctionDef):
         return False
     returns = [
-        node for node in _own_nodes(definition.body) if isinstance(node, gast.Return)
+        node for node in own_nodes(definition.body) if isinstance(node, gast.Return)
     ]
     if len(returns) != 1 or returns[0] is not definition.body[-1]:
         return False
@@ -327,7 +352,7 @@ def _reads_as_passing(wrapper: Callable, inner: Callable) -> bool:
     arguments = definition.args
     if any(isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store)
            and node.id in _parameter_names(arguments)
-           for node in _own_nodes(definition.body)):  # fmt: skip
+           for node in own_nodes(definition.body)):  # fmt: skip
         return False  # an argument changed before the call
     return _forwarded(call, arguments)
 
@@ -418,7 +443,7 @@ def _parameter_names(arguments: gast.arguments) -> set:
     return names
 
 
-def _own_nodes(body: list):
+def own_nodes(body: list):
     """The nodes of ``body``, not looking into nested functions and lambdas."""
     pending = list(body)
     while pending:
