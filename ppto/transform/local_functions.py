@@ -56,18 +56,18 @@ def localised(parsed: ParsedFunction, statics: dict | None = None) -> ParsedFunc
     namespace = ChainMap(closure, *parsed.namespace.maps[1:])
     bound = set(parsed.bound)
     taken = trees.stores(tree) | _names(tree) | set(namespace)
+    # a parameter given a callable reads it from the namespace, as a global would
+    # be read (the pipeline takes the names in bound for no local variables)
     for parameter, value in statics.items():
-        static = _fresh(parameter, taken)
-        _rename_loads(tree.body, parameter, static)
-        closure[static] = value
-        bound.add(static)
+        closure[parameter] = value
         if isinstance(value, functools.partial):
-            _PartialCalls(static, value, closure, taken).visit(tree)
-            bound |= set(closure) - set(parsed.namespace.maps[0])
-    lifter = _Lifter(parsed, tree, namespace, taken)
+            _PartialCalls(parameter, value, closure, taken).visit(tree)
+    bound |= set(closure) - set(parsed.namespace.maps[0])
+    lifter = _Lifter(parsed, tree, namespace, taken, frozenset(bound))
     for lifted in lifter.lift():
         closure[lifted.name] = lifted.fn
         bound.add(lifted.name)
+    bound = frozenset(bound)
     return dataclasses.replace(parsed, tree=tree, namespace=namespace, bound=bound)
 
 
@@ -97,10 +97,12 @@ class _Local:
 
 
 class _Lifter:
-    def __init__(self, parsed: ParsedFunction, tree, namespace, taken: set) -> None:
+    def __init__(
+        self, parsed: ParsedFunction, tree, namespace, taken: set, bound: frozenset
+    ) -> None:
         self.parsed, self.tree, self.namespace = parsed, tree, namespace
         self.source: SourceMap = parsed.source
-        self.taken = taken
+        self.taken, self.bound = taken, bound
         self.locals: dict[str, _Local] = {}
 
     def lift(self) -> list:
@@ -110,7 +112,7 @@ class _Lifter:
             self._refuse_stray_lambdas()
             return []
         enclosing = set(self.parsed.parameters) | _own_stores(self.tree.body)
-        enclosing -= set(self.locals)
+        enclosing -= set(self.locals) | self.bound  # (read from the namespace)
         for local in self.locals.values():
             self._check(local)
             local.closed = sorted(_free(local.node) & enclosing)
@@ -138,7 +140,12 @@ class _Lifter:
         results = []
         for definition, function in zip(lifted, functions):
             parsed = ParsedFunction(
-                function, definition.name, definition, self.source, self.namespace
+                function,
+                definition.name,
+                definition,
+                self.source,
+                self.namespace,
+                self.bound | set(self.locals),
             )
             register_local_function(parsed, self.parsed.fn)
             results.append(parsed)
@@ -202,7 +209,7 @@ class _Lifter:
                 if isinstance(node, gast.Call) and isinstance(node.func, gast.Lambda)
             ]
             for call in called:
-                name = _fresh("lambda", self.taken)
+                name = _fresh("lambda_", self.taken)
                 definition = gast.Assign(
                     [gast.Name(name, gast.Store(), None, None)], call.func, None
                 )
@@ -414,16 +421,20 @@ class _CallsWithClosure(trees.Transformer):
 class _PartialCalls(trees.Transformer):
     """Calls of a ``functools.partial`` passed as an argument, written as calls
     of its function with its arguments bound under names of their own:
-    ``act(x)`` with ``act = partial(np.sum, axis=1)`` is ``sum_1(x, axis=axis_1)``."""
+    ``act(x)`` with ``act = partial(np.sum, axis=1)`` is ``act_function(x,
+    axis=act_axis)``."""
 
     def __init__(self, name: str, partial, closure: dict, taken: set) -> None:
         self.name = name
-        self.function = _bound(closure, taken, "function", partial.func)
-        self.arguments = [_bound(closure, taken, "argument", a) for a in partial.args]
-        self.keywords = {
-            key: _bound(closure, taken, key, value)
-            for key, value in partial.keywords.items()
-        }
+
+        def bound(what: str, value) -> str:
+            label = _fresh(f"{name}_{what}", taken)
+            closure[label] = value
+            return label
+
+        self.function = bound("function", partial.func)
+        self.arguments = [bound("argument", a) for a in partial.args]
+        self.keywords = {k: bound(k, v) for k, v in partial.keywords.items()}
 
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -438,12 +449,6 @@ class _PartialCalls(trees.Transformer):
             if key not in given
         ] + node.keywords
         return node
-
-
-def _bound(closure: dict, taken: set, preferred: str, value) -> str:
-    name = _fresh(getattr(value, "__name__", preferred), taken)
-    closure[name] = value
-    return name
 
 
 def _load(name: str) -> gast.Name:
@@ -530,32 +535,13 @@ def _names(tree) -> set:
 
 
 def _fresh(preferred: str, taken: set) -> str:
-    number = 1
-    while f"{preferred}_{number}" in taken:
+    """``preferred``, or numbered where the function or its scopes use it."""
+    name, number = preferred, 0
+    while name in taken:
         number += 1
-    name = f"{preferred}_{number}"
+        name = f"{preferred}_{number}"
     taken.add(name)
     return name
-
-
-def _rename_loads(body: list, old: str, new: str) -> None:
-    """Loads of ``old`` read ``new`` instead, except inside local functions that
-    bind a name ``old`` of their own."""
-    pending = list(body)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, gast.Name) and node.id == old:
-            if isinstance(node.ctx, gast.Load):
-                node.id = new
-            continue
-        if isinstance(node, (gast.FunctionDef, gast.Lambda)):
-            arguments = node.args
-            own = {a.id for a in arguments.posonlyargs + arguments.args}
-            own |= {a.id for a in arguments.kwonlyargs}
-            inner = node.body if isinstance(node.body, list) else [node.body]
-            if old in own or old in _own_stores(inner):
-                continue
-        pending.extend(gast.iter_child_nodes(node))
 
 
 def _compiled(definition: gast.FunctionDef, source: SourceMap, scope: dict):

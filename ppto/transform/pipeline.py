@@ -364,7 +364,7 @@ def _prepare(
     )
     # (the globals read before lifting: a conditional expression's branches moved
     # out of the tree, so np in ``np.sum(x) if c else y`` was taken for a local)
-    local_names -= set(captured)
+    local_names -= set(captured) | parsed.bound
     normalizer = Normalizer(
         parsed,
         varied_names(body, set(wrt)),
