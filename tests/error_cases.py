@@ -81,9 +81,9 @@ def local_function_nonlocal(x):
     return add(x)
 
 
-def closure_reassigned_after_def(x):
+def default_reassigned_after_def(x):
     scale = 2.0
-    scaled = lambda v: v * scale  # noqa: E731
+    scaled = lambda v, k=scale: v * k  # noqa: E731
     scale = 3.0  # <- error
     return np.sum(scaled(x))
 

@@ -105,7 +105,7 @@ REJECTED = [
     Case(ec.local_function_passed_on, "helper used as a value", "helper"),
     Case(ec.local_function_recursive, "it calls itself", "power"),
     Case(ec.local_function_nonlocal, "writes an enclosing variable", "nonlocal"),
-    Case(ec.closure_reassigned_after_def, "reads scale, assigned again", "scale"),
+    Case(ec.default_reassigned_after_def, "reads scale, assigned again", "scale"),
     Case(
         ec.local_function_called_before_def,
         "before its definition",

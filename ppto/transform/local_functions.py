@@ -4,8 +4,9 @@ to differentiate calls of.
 A ``def`` inside the function, or a lambda assigned to a name or called on the
 spot, is lifted out: it becomes a function of its own whose parameters are its own
 followed by the enclosing variables it reads (its closure), and every call passes
-them (``layer(h)`` becomes ``layer(h, w)``), defaults filled in where the call
-omits them. Its derivative is then generated like a module-level helper's, and the
+them as they are at the call, which is what Python's closure reads (``layer(h)``
+becomes ``layer(h, w)``), defaults filled in where the call omits them. Its
+derivative is then generated like a module-level helper's, and the
 gradient of a closed-over value flows back through the extra parameter. A callable
 passed as an argument (``act=np.tanh``) is bound as the static value it is: the
 code is specialised on it (``ppto.api`` keys the program on its identity).
@@ -13,8 +14,8 @@ code is specialised on it (``ppto.api`` keys the program on its identity).
 What Python would evaluate differently is refused at the user's line: a local
 function used as a value (returned, stored, passed on), defined twice, called
 before its definition or outside the block defining it, calling itself, writing
-enclosing variables (``nonlocal``), and a closed-over variable assigned after the
-definition (Python's closure would read the new value at the call).
+enclosing variables (``nonlocal``), and a variable a default reads assigned
+between the definition and a call (Python evaluated the default at the definition).
 """
 
 from __future__ import annotations
@@ -113,20 +114,25 @@ class _Lifter:
             return []
         enclosing = set(self.parsed.parameters) | _own_stores(self.tree.body)
         enclosing -= set(self.locals) | self.bound  # (read from the namespace)
+        called = {
+            id(node.func)
+            for node in trees.walk(self.tree)
+            if isinstance(node, gast.Call)
+        }
         for local in self.locals.values():
-            self._check(local)
+            self._check(local, called)
             local.closed = sorted(_free(local.node) & enclosing)
         self._close_over_callees(enclosing)
         for local in self.locals.values():
-            self._check_closure_kept(local)
+            self._check_defaults_kept(local)
         lifted = [self._lifted(local) for local in self.locals.values()]
-        scope = {**self.parsed.fn.__globals__, **self.namespace.maps[0]}
-        functions = [_compiled(d, self.source, scope) for d in lifted]
         for local, definition in zip(self.locals.values(), lifted):
             own = set(local.parameters + local.keyword_only + local.closed)
             own |= _own_stores(definition.body)
             _CallsWithClosure(self, own).visit(definition)
         _CallsWithClosure(self, set()).visit(self.tree)
+        scope = {**self.parsed.fn.__globals__, **self.namespace.maps[0]}
+        functions = [_compiled(d, self.source, scope) for d in lifted]
         # (after the calls: a default is copied from the definition; last first,
         # so that the positions of the others stay right)
         for local in sorted(self.locals.values(), key=lambda each: -each.index):
@@ -241,9 +247,9 @@ class _Lifter:
 
     # --- checks ----------------------------------------------------------------------
 
-    def _check(self, local: _Local) -> None:
+    def _check(self, local: _Local, called: set) -> None:
         """Refuse what the lifted function would compute differently (see the module
-        docstring)."""
+        docstring); ``called``: the ids of the names calls are made by."""
         for node in trees.walk(local.node):
             if isinstance(node, gast.Nonlocal):
                 raise self.source.error(
@@ -289,7 +295,7 @@ class _Lifter:
                     "that defines it",
                     f"define {local.name} first, in the block where it is called",
                 )
-            if not self._is_call(node):
+            if id(node) not in called:
                 raise self.source.error(
                     node,
                     f"ppto cannot differentiate the local function {local.name} "
@@ -298,12 +304,6 @@ class _Lifter:
                     f"call {local.name} where its result is needed, or define it "
                     "at module level and pass it as an argument",
                 )
-
-    def _is_call(self, name_node) -> bool:
-        return any(
-            isinstance(node, gast.Call) and node.func is name_node
-            for node in trees.walk(self.tree)
-        )
 
     def _close_over_callees(self, enclosing: set) -> None:
         """A local function calling another passes it that one's closure: take it
@@ -319,11 +319,28 @@ class _Lifter:
                 if needed != set(local.closed):
                     local.closed, changed = sorted(needed), True
 
-    def _check_closure_kept(self, local: _Local) -> None:
-        """A closed-over variable (or one a default reads) assigned after the
-        definition would be read at its new value by Python's call."""
-        read = set(local.closed) | _default_reads(local)
-        for statement in local.block[local.index + 1 :]:
+    def _check_defaults_kept(self, local: _Local) -> None:
+        """A call passes the closure as it is then, as Python's closure reads it;
+        but a default is evaluated once, at the definition: a variable it reads
+        must not be assigned again between the definition and a call (the call
+        gets the default written out). (Assigned after the last call, in a loop
+        body that defines the function again on the next pass, it is not read.)"""
+        read = _default_reads(local)
+        users = {local.name} | {
+            other.name
+            for other in self.locals.values()
+            if local.name in _callees(other, self.locals)
+        }
+        following = local.block[local.index + 1 :]
+        uses = [
+            position
+            for position, statement in enumerate(following)
+            if any(
+                isinstance(node, gast.Name) and node.id in users
+                for node in trees.walk(statement)
+            )
+        ]
+        for statement in following[: max(uses, default=-1) + 1]:
             for node in own_nodes([statement]):
                 if (
                     isinstance(node, gast.Name)
@@ -333,10 +350,11 @@ class _Lifter:
                     raise self.source.error(
                         node,
                         f"ppto cannot differentiate the local function "
-                        f"{local.name} here: it reads {node.id}, assigned again "
-                        "after its definition (the call would see the new value)",
+                        f"{local.name} here: a default of it reads {node.id}, "
+                        "assigned again after its definition and before a call "
+                        "(Python evaluated the default at the definition)",
                         f"assign {node.id} before defining {local.name}, or pass "
-                        "it as an argument",
+                        "the value as an argument",
                     )
 
     # --- lifting ---------------------------------------------------------------------
@@ -489,6 +507,17 @@ def _defaults(local: _Local) -> dict:
     for parameter, default in zip(local.keyword_only, arguments.kw_defaults):
         if default is not None:
             found[parameter] = default
+    return found
+
+
+def _callees(local: _Local, locals_: dict) -> set:
+    """The local functions ``local`` calls, directly or through others."""
+    found, pending = set(), [local]
+    while pending:
+        for name in _free(pending.pop().node) & set(locals_):
+            if name not in found:
+                found.add(name)
+                pending.append(locals_[name])
     return found
 
 

@@ -1,9 +1,10 @@
 """Corpus functions with local functions and callables passed as arguments: a
 ``def`` or a lambda inside the function (called in loops and branches, closing
-over differentiated values, with defaults, calling each other, defined in a loop,
-nested), ``map``, and callables passed in (a ufunc, a ppto operator, a user
-function, a ``functools.partial``): the same function with two different callables
-is two cases, each checked against its own finite differences."""
+over differentiated values, a closed-over variable assigned again between calls,
+with defaults, calling each other, defined in a loop, nested), ``map``, and
+callables passed in (a ufunc, a ppto operator, a user function, a
+``functools.partial``): the same function with two different callables is two
+cases, each checked against its own finite differences."""
 
 import functools
 
@@ -67,6 +68,25 @@ def defs_calling_each_other(x, w):
         return inner(v) + inner(v * 2.0)
 
     return np.sum(outer(x) * x)
+
+
+def closure_rebound_between_calls(x, w):
+    c = w
+
+    def f(v):  # (reads c as it is at each call, as Python's closure does)
+        return np.sin(v * c)
+
+    a = f(x)
+    c = w * w
+    return np.sum(a * f(x))
+
+
+def closure_assigned_after_def(x, w):
+    def f(v):
+        return v * late
+
+    late = np.exp(w)
+    return np.sum(f(x) ** 2)
 
 
 def def_with_default_from_enclosing(x, w):
@@ -197,6 +217,8 @@ CASES = [
     Case(closure_over_argument, F(3), F(3)),
     Case(closure_over_computed_value, F(3), F(3)),
     Case(defs_calling_each_other, F(3), F(3)),
+    Case(closure_rebound_between_calls, F(3), F(3)),
+    Case(closure_assigned_after_def, F(3), F(3)),
     Case(def_with_default_from_enclosing, F(3), F(2)),
     Case(def_in_loop_body, F(3), F(3)),
     Case(def_in_branch, F(3), F(3), K(True), id="def_in_branch-taken"),
