@@ -30,6 +30,7 @@ from ppto.runtime.dispatch import gather_inputs
 from ppto.runtime.precision import get_precision
 from ppto.runtime.tensor import Tensor, move
 from ppto.transform.emit import failing_statement, render_function
+from ppto.transform.local_functions import passed_callable
 from ppto.transform.lower import _unwrap, fuses, lower
 from ppto.transform.pipeline import build
 from ppto.transform.resolve import is_library, numpy_alias
@@ -511,7 +512,7 @@ class Transformed:
             )
             if hasattr(value, "ndim")
             else _Passed(value)
-            if _passed_callable(value)
+            if passed_callable(value)
             else None
             for value, original in zip(values, originals)
         )
@@ -840,27 +841,12 @@ def _call_key(args: tuple) -> tuple | None:
             key.append((value.data.dtype, value.data.shape, value.layout))
         elif kind is float or kind is int or kind is bool:
             key.append(kind)
-        elif _passed_callable(value):
+        elif passed_callable(value):
             key.append(_Passed(value))
         else:
             return None
     key.append(get_precision())
     return tuple(key)
-
-
-# callables the code is specialised on where they are passed (act=np.tanh): what
-# the code calls is then known (ppto.transform.local_functions)
-_PASSED_CALLABLES = (
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    np.ufunc,
-    OperatorDef,
-    functools.partial,
-)
-
-
-def _passed_callable(value) -> bool:
-    return isinstance(value, _PASSED_CALLABLES) or numpy_alias(value) is not None
 
 
 class _Passed:

@@ -23,19 +23,62 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import types
 from collections import ChainMap
 
 import gast
+import numpy as np
 
+from ppto.ops.primitive import OperatorDef
 from ppto.transform import trees
 from ppto.transform.comprehensions import comprehensions_as_loops, rewritten_nodes
+from ppto.transform.resolve import numpy_alias
 from ppto.transform.source import (
     ParsedFunction,
     SourceMap,
     own_nodes,
     register_local_function,
 )
-from ppto.transform.trees import clone
+from ppto.transform.trees import bound_arguments, clone
+
+# callables code is specialised on where they are passed (act=np.tanh), as an
+# argument of the function differentiated (ppto.api) or of a function it calls
+_PASSED_CALLABLES = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    np.ufunc,
+    OperatorDef,
+    functools.partial,
+)
+
+
+def passed_callable(value) -> bool:
+    """Whether ``value``, passed as an argument, is a callable ppto specialises
+    the code on (a function, ufunc, ppto operator or ``functools.partial``)."""
+    return isinstance(value, _PASSED_CALLABLES) or numpy_alias(value) is not None
+
+
+def passed_callables(call: gast.Call, parsed: ParsedFunction, resolve) -> dict:
+    """The parameters of ``parsed`` that ``call`` passes a callable known where
+    it is written (``resolve(argument)``: ``(found, value)``): name -> callable."""
+    found = {}
+    for parameter, argument in bound_arguments(call, parsed.parameters):
+        if parameter is None:
+            continue
+        known, value = resolve(argument)
+        if known and passed_callable(value):
+            found[parameter] = value
+    return found
+
+
+def specialisation(parsed: ParsedFunction) -> tuple:
+    """What ``parsed``'s code is specialised on besides its arguments' kinds: the
+    callables its parameters were given (by identity, held by its namespace)."""
+    return tuple(
+        (name, id(parsed.namespace[name]))
+        for name in parsed.parameters
+        if name in parsed.bound
+    )
 
 
 def localised(parsed: ParsedFunction, statics: dict | None = None) -> ParsedFunction:

@@ -33,7 +33,7 @@ from ppto.transform.analyze import (
 )
 from ppto.transform.emit import compile_source, render_function
 from ppto.transform.idioms import sort_by_permutation, stop_shift_gradients
-from ppto.transform.local_functions import localised
+from ppto.transform.local_functions import localised, specialisation
 from ppto.transform.lower import raw_value
 from ppto.transform.methods import (
     MethodCopies,
@@ -684,7 +684,7 @@ def _call_plan(
     # (the function, not its code: closures of one factory hold different values;
     # the shapes too: code specialised on some shapes is wrong for others)
     key = (parsed.fn, tuple(wrt), tuple(ranks), tuple(sorted(by_name.items())))
-    key += (listed, hinted, described)
+    key += (listed, hinted, described, specialisation(parsed))
     rank_map = {parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)}
     rank_map.update(by_name)
 

@@ -209,6 +209,18 @@ def row_energy(x, reduce):
     return np.sum(reduce(x * x) ** 2)
 
 
+def dense(x, w, act):
+    return act(x @ w)
+
+
+def passed_on_to_a_helper(x, w1, w2, act):
+    return np.sum(dense(dense(x, w1, act), w2, np.sin))
+
+
+def helper_given_two_callables(x, w):
+    return np.sum(dense(x, w, np.tanh) * dense(x, w, ppto.sigmoid))
+
+
 CASES = [
     Case(lambda_square, F(3)),
     Case(lambda_in_loop, F(3), F(3)),
@@ -244,4 +256,21 @@ CASES = [
     Case(applied_in_closure, F(3), F(3), K(np.tanh), id="applied_in_closure-tanh"),
     Case(applied_in_closure, F(3), F(3), K(softplus), id="applied_in_closure-softplus"),
     Case(row_energy, F(3, 2), K(functools.partial(np.sum, axis=1)), id="row_energy"),
+    Case(
+        passed_on_to_a_helper,
+        F(2, 3),
+        F(3, 4),
+        F(4, 2),
+        K(np.tanh),
+        id="passed_on_to_a_helper-tanh",
+    ),
+    Case(
+        passed_on_to_a_helper,
+        F(2, 3),
+        F(3, 4),
+        F(4, 2),
+        K(softplus),
+        id="passed_on_to_a_helper-softplus",
+    ),
+    Case(helper_given_two_callables, F(2, 3), F(3, 4)),
 ]
