@@ -293,8 +293,9 @@ class _Lifter:
     def _check(self, local: _Local, called: set) -> None:
         """Refuse what the lifted function would compute differently (see the module
         docstring); ``called``: the ids of the names calls are made by."""
-        for node in trees.walk(local.node):
-            if isinstance(node, gast.Nonlocal):
+        assigned = _own_stores(local.node.body) if _is_def(local) else set()
+        for node in own_nodes(_body(local)):
+            if isinstance(node, gast.Nonlocal) and set(node.names) & assigned:
                 raise self.source.error(
                     node,
                     f"ppto cannot differentiate the local function {local.name}: "
@@ -406,8 +407,8 @@ class _Lifter:
         node = clone(local.node)
         if isinstance(node, gast.Lambda):
             body = [gast.copy_location(gast.Return(node.body), node.body)]
-        else:
-            body = node.body
+        else:  # (a nonlocal declaration left is of names it only reads: no-ops)
+            body = _without_nonlocal(node.body)
         names = local.parameters + local.keyword_only + local.closed
         arguments = gast.arguments(
             args=[gast.Name(n, gast.Param(), None, None) for n in names],
@@ -524,6 +525,25 @@ def _blocks(statement):
         inner = getattr(statement, field, None)
         if isinstance(inner, list) and inner and isinstance(inner[0], gast.stmt):
             yield field, inner
+
+
+def _is_def(local: _Local) -> bool:
+    return isinstance(local.node, gast.FunctionDef)
+
+
+def _body(local: _Local) -> list:
+    return local.node.body if _is_def(local) else [local.node.body]
+
+
+def _without_nonlocal(block: list) -> list:
+    """``block`` without its ``nonlocal`` declarations, in the blocks inside it too
+    (not in the functions it defines)."""
+    kept = [s for s in block if not isinstance(s, gast.Nonlocal)]
+    for statement in kept:
+        if not isinstance(statement, gast.FunctionDef):
+            for field, inner in _blocks(statement):
+                setattr(statement, field, _without_nonlocal(inner) or [gast.Pass()])
+    return kept or [gast.Pass()]
 
 
 def _target(statement):

@@ -89,6 +89,16 @@ def closure_assigned_after_def(x, w):
     return np.sum(f(x) ** 2)
 
 
+def nonlocal_only_read(x, w):
+    total = np.sum(x * w)
+
+    def scaled(v):
+        nonlocal total  # (a declaration only: scaled never assigns total)
+        return v * total
+
+    return np.sum(scaled(x))
+
+
 def def_with_default_from_enclosing(x, w):
     shift = np.sum(w)
 
@@ -231,6 +241,7 @@ CASES = [
     Case(defs_calling_each_other, F(3), F(3)),
     Case(closure_rebound_between_calls, F(3), F(3)),
     Case(closure_assigned_after_def, F(3), F(3)),
+    Case(nonlocal_only_read, F(3), F(3)),
     Case(def_with_default_from_enclosing, F(3), F(2)),
     Case(def_in_loop_body, F(3), F(3)),
     Case(def_in_branch, F(3), F(3), K(True), id="def_in_branch-taken"),
