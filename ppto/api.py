@@ -31,6 +31,7 @@ from ppto.runtime.dispatch import gather_inputs
 from ppto.runtime.precision import get_precision
 from ppto.runtime.tensor import Tensor, move
 from ppto.transform.emit import failing_statement, render_function
+from ppto.transform.local_functions import passed_callable
 from ppto.transform.lower import _unwrap, fuses, lower
 from ppto.transform.pipeline import build
 from ppto.transform.resolve import is_library, numpy_alias
@@ -493,7 +494,12 @@ class Transformed:
         key = ranks
         if key not in self._programs:
             names = list(_signature(self.function).parameters)
-            described = [(n, r) for n, r in zip(names, ranks) if r is not None]
+            statics = {n: r.value for n, r in zip(names, ranks) if type(r) is _Passed}
+            described = [
+                (n, r)
+                for n, r in zip(names, ranks)
+                if r is not None and n not in statics
+            ]
             rank_map = {n: r[0] for n, r in described}
             shapes = {n: r[1] for n, r in described if r[1] is not None}
             layouts = {n: r[2] for n, r in described if r[2]}
@@ -502,7 +508,7 @@ class Transformed:
             if isinstance(self.f, Transformed):
                 source = _generated_wrapper(self.f, ranks[: len(names)])
             program = build(
-                source, self.wrt, rank_map, self.mode, layouts, shapes, dtypes
+                source, self.wrt, rank_map, self.mode, layouts, shapes, dtypes, statics
             )
             self._programs[key] = (program, _LazyNamespace(program, self.__name__))
         return self._programs[key]
@@ -552,6 +558,8 @@ class Transformed:
                 np.dtype(value.dtype) if hasattr(value, "dtype") else None,
             )
             if hasattr(value, "ndim")
+            else _Passed(value)
+            if passed_callable(value)
             else None
             for value, original in zip(values, originals)
         )
@@ -969,10 +977,31 @@ def _call_key(args: tuple) -> tuple | None:
             key.append((value.data.dtype, value.data.shape, value.layout))
         elif kind is float or kind is int or kind is bool:
             key.append(kind)
+        elif passed_callable(value):
+            key.append(_Passed(value))
         else:
             return None
     key.append(get_precision())
     return tuple(key)
+
+
+class _Passed:
+    """A callable argument in a specialisation key: the same callable (by
+    identity, as the code calls it) is the same key."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def __eq__(self, other) -> bool:
+        return type(other) is _Passed and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __repr__(self) -> str:
+        return f"passed {getattr(self.value, '__name__', type(self.value).__name__)}"
 
 
 def _device_of(value) -> Device:

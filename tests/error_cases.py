@@ -25,15 +25,97 @@ PAIR = (1.0, 2.0)
 
 
 def nested_def(x):
-    def helper(v):  # <- error
+    def helper(v):
         return v * 2.0
 
     return np.sum(helper(x))
 
 
 def lambda_inside(x):
-    double = lambda v: v * 2.0  # noqa: E731  # <- error
+    double = lambda v: v * 2.0  # noqa: E731
     return np.sum(double(x))
+
+
+# local functions: Python would compute what these write differently from the
+# lifted function ppto differentiates (ppto/transform/local_functions.py)
+
+
+def lambda_stored(x):
+    steps = [lambda v: v * 2.0]  # <- error
+    return np.sum(steps[0](x))
+
+
+def local_function_returned(x):
+    def helper(v):
+        return v * 2.0
+
+    return np.sum(x), helper  # <- error
+
+
+def local_function_passed_on(x):
+    def helper(v):
+        return v * 2.0
+
+    return np.sum(apply_to(helper, x))  # <- error
+
+
+def apply_to(function, x):
+    return function(x)
+
+
+def local_function_recursive(x):
+    def power(v, n):
+        return v if n == 0 else v * power(v, n - 1)  # <- error
+
+    return np.sum(power(x, 2))
+
+
+def local_function_nonlocal(x):
+    total = 0.0
+
+    def add(v):
+        nonlocal total  # <- error
+        total = total + np.sum(v)
+        return total
+
+    return add(x)
+
+
+def default_reassigned_after_def(x):
+    scale = 2.0
+    scaled = lambda v, k=scale: v * k  # noqa: E731
+    scale = 3.0  # <- error
+    return np.sum(scaled(x))
+
+
+def local_function_called_before_def(x, flag):
+    if flag:
+        y = twice(x)  # noqa: F821  # <- error
+    else:
+        y = x
+
+    def twice(v):
+        return v * 2.0
+
+    return np.sum(twice(y))
+
+
+def local_function_defined_twice(x):
+    def act(v):
+        return v * 2.0
+
+    def act(v):  # noqa: F811  # <- error
+        return v * 3.0
+
+    return np.sum(act(x))
+
+
+def local_function_decorated(x):
+    @ppto.checkpoint
+    def act(v):  # <- error
+        return v * 2.0
+
+    return np.sum(act(x))
 
 
 def class_inside(x):
@@ -343,7 +425,7 @@ def returns_nothing(x):  # <- error
 
 
 def calls_rejected_helper(x):
-    return np.sum(lambda_inside(x) * x)
+    return np.sum(lambda_stored(x) * x)
 
 
 # --- loops ---------------------------------------------------------------------------

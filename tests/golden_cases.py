@@ -379,6 +379,16 @@ def composite_operator(x):
     return np.sum(golden_smooth_abs(x, eps=0.01))
 
 
+# --- local functions ------------------------------------------------------------------
+
+
+def local_layer(x, w, act):
+    def layer(v):  # (lifted out: w becomes its parameter, act its np.tanh)
+        return act(v * w)
+
+    return np.sum(layer(layer(x)))
+
+
 CASES = [
     GoldenCase(square_sum, (vector(),)),
     GoldenCase(sin_times_x, (vector(),)),
@@ -440,4 +450,5 @@ CASES = [
     GoldenCase(buffer_in_loop, (vector(4),)),
     GoldenCase(custom_rule, (vector(),)),
     GoldenCase(composite_operator, (vector(),)),
+    GoldenCase(local_layer, (vector(), vector(), np.tanh), wrt=(0, 1)),
 ]

@@ -4,7 +4,9 @@ for loop written just before the statement that held it, and the builtin ``sum(.
 an accumulation in such a loop; the later stages differentiate loops and lists.
 ``xs.extend(... for ...)`` appends the items to ``xs`` in such a loop, and so does
 ``xs += [... for ...]`` where every assignment of ``xs`` in the function makes it a
-list (else it may be an array, to which ``+=`` adds the items). An
+list (else it may be an array, to which ``+=`` adds the items); the builtin
+``map(fn, xs)`` is first written as ``[fn(item) for item in xs]`` (a lambda's body
+as the item: ``map(lambda v: v * w, xs)`` is ``[v * w for v in xs]``). An
 assignment expression, ``(y := f(x))``, becomes an assignment written before its
 statement in the same way.
 
@@ -43,7 +45,11 @@ def rewritten_nodes(nodes: list) -> bool:
             return True
         if kind is gast.NamedExpr:
             return True
-        if kind is gast.Call and type(node.func) is gast.Name and node.func.id == "sum":
+        if (
+            kind is gast.Call
+            and type(node.func) is gast.Name
+            and node.func.id in ("sum", "map")
+        ):
             return True
     return False
 
@@ -57,6 +63,8 @@ def comprehensions_as_loops(
     ``return sum(np.sum(w**2) for w in ws)`` becomes ``total = 0``, ``for w in ws:
     total = total + np.sum(w**2)``, ``return total``."""
     python = _python_builtins(definition, namespace)
+    if "map" in python:
+        _MapsAsComprehensions().visit(definition)
     if "sum" in python or _first_written_before(definition) is not None:
         definition.body = _LoopWriter(definition, namespace, source, python).block(
             definition.body
@@ -65,8 +73,8 @@ def comprehensions_as_loops(
 
 
 def _python_builtins(definition: gast.FunctionDef, namespace) -> set[str]:
-    """Which of ``sum``, ``list`` and ``tuple`` in the function are Python's (not a
-    parameter, a local or a global of that name)."""
+    """Which of ``sum``, ``list``, ``tuple`` and ``map`` in the function are
+    Python's (not a parameter, a local or a global of that name)."""
     arguments = definition.args
     parameters = {
         a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
@@ -74,7 +82,7 @@ def _python_builtins(definition: gast.FunctionDef, namespace) -> set[str]:
     local = parameters | trees.stores(definition.body)
     return {
         name
-        for name in ("sum", "list", "tuple")
+        for name in ("sum", "list", "tuple", "map")
         if name not in local and namespace.get(name) is getattr(builtins, name)
     }
 
@@ -484,6 +492,43 @@ def _first_written_before(node, kinds=_WRITTEN_BEFORE):
         if isinstance(child, kinds):
             return child
     return None
+
+
+class _MapsAsComprehensions(trees.Transformer):
+    """``map(fn, xs, ys)`` as ``[fn(item, item_1) for item, item_1 in zip(xs,
+    ys)]``; a lambda's parameters and body as the comprehension's (a list where
+    Python gives an iterator: what reads it, a loop, ``list`` or ``sum``, reads the
+    same items)."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if not trees.called(node, "map") or len(node.args) < 2 or node.keywords:
+            return node
+        function, iterables = node.args[0], node.args[1:]
+        arguments = getattr(function, "args", None)
+        if (
+            isinstance(function, gast.Lambda)
+            and len(arguments.args) == len(iterables)
+            and not (arguments.posonlyargs or arguments.kwonlyargs)
+            and not (arguments.vararg or arguments.kwarg or arguments.defaults)
+        ):
+            names = [a.id for a in arguments.args]
+            item = function.body
+        else:
+            names = ["item"] + [f"item_{i}" for i in range(1, len(iterables))]
+            loads = [gast.Name(n, gast.Load(), None, None) for n in names]
+            item = gast.Call(function, loads, [])
+        stores = [gast.Name(n, gast.Store(), None, None) for n in names]
+        target = stores[0] if len(stores) == 1 else gast.Tuple(stores, gast.Store())
+        source = iterables[0]
+        if len(iterables) > 1:
+            source = gast.Call(gast.Name("zip", gast.Load(), None, None), iterables, [])
+        loop = gast.comprehension(target, source, [], 0)
+        listed = gast.ListComp(item, [loop])
+        for part in trees.walk(listed):
+            if isinstance(part, gast.expr) and getattr(part, "lineno", None) is None:
+                gast.copy_location(part, node)
+        return gast.copy_location(listed, node)
 
 
 def _walk_all(nodes: list):

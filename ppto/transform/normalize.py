@@ -19,6 +19,7 @@ from ppto.ops import elementwise, indexing, linalg, logic, shape
 from ppto.ops.numpy_map import check_numpy_positionals
 from ppto.ops.primitive import Primitive
 from ppto.transform import ir, lists, trees
+from ppto.transform.local_functions import localised, passed_callables
 from ppto.transform.names import Namer
 from ppto.transform.resolve import (
     ATTRIBUTE_OPERATORS,
@@ -628,9 +629,12 @@ class Normalizer:
         self.refuse_written_in_place(value)
         self.emit(ir.Passive(node, reads=frozenset(value_reads(node))))
 
+    def static(self, node) -> tuple:
+        """``(True, value)`` where ``node`` names a value outside the function."""
+        return static_value(node, self.parsed.namespace, self.local_names)
+
     def refuse_written_in_place(self, value) -> None:
-        def resolved(node):
-            return static_value(node, self.parsed.namespace, self.local_names)
+        resolved = self.static
 
         written = _written_in_place(value, self.varied, resolved)
         if written is not None:
@@ -1422,6 +1426,10 @@ class Normalizer:
                 f"cannot differentiate the call to "
                 f"{callee.text}: {error.msg.splitlines()[0]}",
             ) from error
+        # (a callable passed, helper(x, np.tanh): its code is made for it)
+        statics = passed_callables(node, parsed, self.static)
+        if statics:
+            parsed = localised(parsed, statics)
         arguments = parsed.tree.args
         if arguments.vararg is not None or arguments.kwarg is not None:
             written = getattr(function, "__qualname__", "")

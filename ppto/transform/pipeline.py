@@ -33,6 +33,7 @@ from ppto.transform.analyze import (
 )
 from ppto.transform.emit import compile_source, render_function
 from ppto.transform.idioms import sort_by_permutation, stop_shift_gradients
+from ppto.transform.local_functions import localised, specialisation
 from ppto.transform.lower import raw_value
 from ppto.transform.methods import (
     MethodCopies,
@@ -61,7 +62,12 @@ from ppto.transform.reverse import (
     free_reads,
     name,
 )
-from ppto.transform.source import ParsedFunction, parse_function, signature
+from ppto.transform.source import (
+    ParsedFunction,
+    enclosing_function,
+    parse_function,
+    signature,
+)
 from ppto.transform.ssa import rename
 from ppto.transform.structure import (
     UNKNOWN_IS_SEQUENCE,
@@ -88,6 +94,9 @@ class Program:
     layouts: dict = field(default_factory=dict)
     tangent_parameters: dict = field(default_factory=dict)  # jvp function -> names
     shapes: dict = field(default_factory=dict)  # of the entry function's arguments
+    # the entry's parameters given callables: name -> the callable (see
+    # local_functions.localised)
+    statics: dict = field(default_factory=dict)
     dtypes: dict = field(default_factory=dict)  # of the entry function's arguments
     entry_function: object = None
     last_result_rank: int | None = None
@@ -303,9 +312,10 @@ def _prepare(
     with the called functions' derivatives planned). ``described``: the shapes and
     dtypes its call gives its parameters (a called function's derivative is
     specialised on them, as the entry's is on its arguments')."""
+    entry = parsed.fn is program.entry_function
+    parsed = localised(parsed, program.statics if entry else None)
     fence.check(parsed)
     generated = _generated(parsed.fn)
-    entry = parsed.fn is program.entry_function
     helper = not entry and not generated
     # a function the differentiated one calls holds the caller's objects in the
     # parameters the call passes (the others have their defaults)
@@ -325,10 +335,10 @@ def _prepare(
     watched = {
         k: v
         for k, v in captured.items()
-        if k not in methods and k not in parsed.stand_ins
+        if k not in methods and k not in parsed.stand_ins and k not in parsed.bound
     }
     watched.update(parsed.stand_ins.values())  # (helper: the function it stands for)
-    program.captured.append((parsed.scope or parsed.fn, watched))
+    program.captured.append((parsed.scope or enclosing_function(parsed.fn), watched))
     captured = _own_names(parsed, captured, program)
     for key, value in captured.items():
         # generated code computes on raw arrays: a module-level tensor (weights
@@ -360,7 +370,7 @@ def _prepare(
     )
     # (the globals read before lifting: a conditional expression's branches moved
     # out of the tree, so np in ``np.sum(x) if c else y`` was taken for a local)
-    local_names -= set(captured)
+    local_names -= set(captured) | parsed.bound
     normalizer = Normalizer(
         parsed,
         varied_names(body, set(wrt)),
@@ -683,7 +693,7 @@ def _call_plan(
     # (the function, not its code: closures of one factory hold different values;
     # the shapes too: code specialised on some shapes is wrong for others)
     key = (parsed.fn, tuple(wrt), tuple(ranks), tuple(sorted(by_name.items())))
-    key += (listed, hinted, described)
+    key += (listed, hinted, described, specialisation(parsed))
     rank_map = {parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)}
     rank_map.update(by_name)
 
@@ -843,17 +853,26 @@ def program_callee(program: Program):
 
 
 def build(
-    fn, wrt: list[str], ranks: dict, mode: str, layouts=None, shapes=None, dtypes=None
+    fn,
+    wrt: list[str],
+    ranks: dict,
+    mode: str,
+    layouts=None,
+    shapes=None,
+    dtypes=None,
+    statics=None,
 ) -> Program:
     """Transform ``fn`` (see the module docstring). ``ranks``, ``layouts`` and
     ``shapes`` and ``dtypes`` describe the arguments (axes, image layout hint, shape,
-    dtype) where known."""
+    dtype) where known; ``statics`` the callables passed (the code is specialised
+    on them)."""
     parsed = parse_function(fn)
     program = Program(
         namer=Namer(set()),
         layouts=dict(layouts or {}),
         shapes=dict(shapes or {}),
         dtypes=dict(dtypes or {}),
+        statics=dict(statics or {}),
         entry_function=parsed.fn,
     )
     program.refs = References(program.namer)

@@ -100,6 +100,9 @@ class ParsedFunction:
     # names the text calls a stand-in under -> (the name it was written with, the
     # function it stands for): what is watched for rebinding instead
     stand_ins: dict = dataclasses.field(default_factory=dict)
+    # names ppto bound in namespace itself (local functions lifted out, callables
+    # passed as arguments): they live in no scope of the user's to watch
+    bound: frozenset = frozenset()
 
     @property
     def parameters(self) -> list[str]:
@@ -155,6 +158,22 @@ def _unavailable(fn: Callable, error: Exception) -> TransformError:
 # a function ppto made to stand for another (one taking a dict's leaves, see
 # ppto.transform.pytrees) -> what parses it: the other's tree, rewritten
 STAND_INS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# a local function lifted out (ppto.transform.local_functions) -> its parsed form
+# and the user's function it was found in (weakly: made again with each transform)
+_LOCAL_FUNCTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def register_local_function(parsed: ParsedFunction, enclosing: Callable) -> None:
+    """Make ``parse_function(parsed.fn)`` give (a copy of) ``parsed``: a lifted
+    local function has no source of its own, its tree is cut from ``enclosing``'s."""
+    _LOCAL_FUNCTIONS[parsed.fn] = (parsed, enclosing_function(enclosing))
+
+
+def enclosing_function(fn: Callable) -> Callable:
+    """The user's function whose text ``fn`` is in: ``fn`` itself, or for a local
+    function lifted out, the function defining it (whose scopes it reads)."""
+    known = _LOCAL_FUNCTIONS.get(fn)
+    return fn if known is None else known[1]
 
 
 def parse_function(fn: Callable) -> ParsedFunction:
@@ -163,6 +182,9 @@ def parse_function(fn: Callable) -> ParsedFunction:
     if parse_stand_in is not None:
         return parse_stand_in()
     fn = unwrapped(fn)
+    local = _LOCAL_FUNCTIONS.get(fn)
+    if local is not None:
+        return dataclasses.replace(local[0], tree=trees.clone(local[0].tree))
     code = getattr(fn, "__code__", None)
     if code is None:
         raise TransformError(
@@ -332,7 +354,7 @@ def _reads_as_passing(wrapper: Callable, inner: Callable) -> bool:
     if not isinstance(definition, gast.FunctionDef):
         return False
     returns = [
-        node for node in _own_nodes(definition.body) if isinstance(node, gast.Return)
+        node for node in own_nodes(definition.body) if isinstance(node, gast.Return)
     ]
     if len(returns) != 1 or returns[0] is not definition.body[-1]:
         return False
@@ -346,7 +368,7 @@ def _reads_as_passing(wrapper: Callable, inner: Callable) -> bool:
     arguments = definition.args
     if any(isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store)
            and node.id in _parameter_names(arguments)
-           for node in _own_nodes(definition.body)):  # fmt: skip
+           for node in own_nodes(definition.body)):  # fmt: skip
         return False  # an argument changed before the call
     return _forwarded(call, arguments)
 
@@ -437,7 +459,7 @@ def _parameter_names(arguments: gast.arguments) -> set:
     return names
 
 
-def _own_nodes(body: list):
+def own_nodes(body: list):
     """The nodes of ``body``, not looking into nested functions and lambdas."""
     pending = list(body)
     while pending:

@@ -11,10 +11,10 @@ what fails and why. No corpus check is known to fail at present.
 import numpy as np
 import pytest
 
-from tests.corpus import loops, numpy_style, ppto_style
+from tests.corpus import local_functions, loops, numpy_style, ppto_style
 from tests.corpus.case import numpy_arguments
 
-MODULES = (numpy_style, ppto_style, loops)
+MODULES = (numpy_style, ppto_style, loops, local_functions)
 CASES = [case for module in MODULES for case in module.CASES]
 KNOWN_FAILING = {
     key: reason
