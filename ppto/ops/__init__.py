@@ -6,6 +6,7 @@ methods.
 
 from ppto.ops import (
     arrange,
+    decompositions,
     elementwise,
     graph,
     indexing,
@@ -23,6 +24,7 @@ FAMILIES = (
     logic,
     reductions,
     linalg,
+    decompositions,
     shape,
     arrange,
     indexing,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ppto.errors import PptoError, ShapeError
-from ppto.ops import arrange, indexing, linalg, logic, reductions, shape
+from ppto.ops import arrange, decompositions, indexing, linalg, logic, reductions, shape
 from ppto.ops import elementwise as ew
 
 # NumPy's reductions take (a, axis, dtype, out, ...): after the axis, ppto's
@@ -188,6 +188,11 @@ _FUNCTIONS = {
     np.linalg.det: linalg.det,
     np.linalg.slogdet: linalg.slogdet,
     np.linalg.cholesky: linalg.cholesky,
+    np.linalg.eigh: decompositions.eigh,
+    np.linalg.eigvalsh: decompositions.eigvalsh,
+    np.linalg.svd: decompositions.svd,
+    np.linalg.svdvals: decompositions.svdvals,
+    np.linalg.qr: decompositions.qr,
     np.transpose: shape.transpose,
     np.copy: shape.copy,
     np.asarray: shape.asarray,

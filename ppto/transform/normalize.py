@@ -532,7 +532,9 @@ class Normalizer:
         if callee.kind == "function" or _composite_without_rule(callee):
             return _returns_tuples(getattr(callee.op, "function", callee.function))
         output = getattr(getattr(callee.op, "signature", None), "output", "")
-        return callee.kind == "operator" and output.endswith(" tuple")
+        if callee.kind != "operator" or not output.endswith(" tuple"):
+            return False
+        return not _single_result(callee.op, value)
 
     def list_call(self, node, target: str, helper, kinds: tuple) -> None:
         from ppto.transform.inline import operand_expr
@@ -1028,10 +1030,15 @@ class Normalizer:
     def expression_Attribute(self, node, target):
         op = ATTRIBUTE_OPERATORS.get(node.attr)
         if op is None:
-            field = self.result_field(node)
-            if field is not None:  # np.linalg.slogdet(A).logabsdet: its item 1
-                item = gast.Subscript(node.value, gast.Constant(field, None), node.ctx)
-                return self.expression_Subscript(gast.copy_location(item, node), target)
+            fields = self.result_fields(node)
+            if node.attr in fields:  # np.linalg.eigh(A).eigenvalues: its item 0
+                # unpacked, as ``w, V = np.linalg.eigh(A)`` is: the parts' adjoints
+                # stay apart (an index of the tuple would stack them, and the parts
+                # of a result can differ in shape)
+                source = self.expression(node.value)
+                parts = [self.namer.temporary() for _ in fields]
+                self.emit(ir.Unpack(parts, source))
+                return parts[fields.index(node.attr)]
             named = linalg.RESULT_FIELDS.get(node.attr)
             raise self.source.error(
                 node,
@@ -1049,14 +1056,13 @@ class Normalizer:
             syntax=node.attr,
         )
 
-    def result_field(self, node) -> int | None:
-        """The position of the field ``node.attr`` of the tuple an operator call
-        returns (``np.linalg.slogdet(A).logabsdet``: 1), or None."""
+    def result_fields(self, node) -> tuple:
+        """The fields of the tuple the operator call ``node.value`` returns
+        (``np.linalg.slogdet(A)``: sign, logabsdet), or none."""
         if not isinstance(node.value, gast.Call):
-            return None
+            return ()
         callee = resolve_call(node.value, self.parsed.namespace, self.local_names)
-        fields = getattr(callee.op, "result_fields", ()) if callee.op else ()
-        return fields.index(node.attr) if node.attr in fields else None
+        return getattr(callee.op, "result_fields", ()) if callee.op else ()
 
     def expression_Subscript(self, node, target):
         index = slice_expr(node.slice)
@@ -1761,6 +1767,19 @@ def _is_setitem(value) -> bool:
     from ppto.transform.ssa import SETITEM
 
     return called(value, SETITEM)
+
+
+def _single_result(op, call: gast.Call) -> bool:
+    """Whether the call of an operator that returns a tuple asks for one value by a
+    keyword written out (``np.linalg.svd(A, compute_uv=False)``: ``op.single_result``
+    holds ``{"compute_uv": False}``)."""
+    single = getattr(op, "single_result", {})
+    return any(
+        keyword.arg in single
+        and isinstance(keyword.value, gast.Constant)
+        and keyword.value.value == single[keyword.arg]
+        for keyword in call.keywords
+    )
 
 
 def _returns_tuples(function) -> bool:

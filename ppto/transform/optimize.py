@@ -83,6 +83,13 @@ class _Fold(trees.Transformer):
             return gast.BinOp(node.left, flipped, node.right.operand)
         return node
 
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, gast.Not) and isinstance(node.operand, gast.Constant):
+            # (a rule's ``if not compute_uv:`` where the keyword is written out)
+            return gast.Constant(not node.operand.value, None)
+        return node
+
     def visit_Compare(self, node):
         self.generic_visit(node)
         if (

@@ -849,6 +849,39 @@ def gaussian_process_nll(x, y, log_scale, log_noise):
     return 0.5 * y @ alpha + 0.5 * logdet
 
 
+def spectral_features(A, W):
+    # a symmetric matrix's eigenvalues and the projection onto its top eigenvector
+    # (which does not depend on the vector's sign), singular values, the first
+    # singular pair's rank-one matrix and an orthonormal basis (np.linalg.qr)
+    S = A + A.T
+    w, V = np.linalg.eigh(S)
+    top = V[:, -1:] @ V[:, -1:].T
+    values = np.linalg.eigvalsh(S, UPLO="U")
+    U, s, Vh = np.linalg.svd(A @ W, full_matrices=False)
+    rank_one = s[0] * (U[:, :1] @ Vh[:1])
+    Q, R = np.linalg.qr(W)
+    spectra = (
+        np.sum(w * np.arange(3)) + np.sum(values**2) + np.sum(np.linalg.svdvals(W))
+    )
+    vectors = np.sum(top * A) + np.sum(rank_one * np.cos(A @ W))
+    return spectra + vectors + np.sum(Q * W) + np.sum(np.diag(R) ** 2)
+
+
+def stacked_decompositions(A):
+    # stacks of matrices: each one's eigenvalues (a field of the result), singular
+    # values (compute_uv=False) and QR factors
+    S = A @ np.swapaxes(A, -1, -2)
+    w = np.linalg.eigh(S).eigenvalues
+    s = np.linalg.svd(A, compute_uv=False)
+    Q, R = np.linalg.qr(A)
+    return (
+        np.sum(np.log(w + 1.0))
+        + np.sum(s**3)
+        + np.sum(Q[..., 0] * A[..., 0])
+        + np.sum(R)
+    )
+
+
 def torque_and_normal(r, f):
     # np.cross of rows, of a row with every row, and along the first axis
     torque = np.cross(r, f)
@@ -1036,6 +1069,8 @@ CASES = [
         linear_systems, V([[2.0, 0.3, -0.5], [0.1, 1.8, 0.4], [-0.2, 0.6, 2.2]]), F(3)
     ),
     Case(gaussian_log_likelihood, F(3, 3), F(3)),
+    Case(spectral_features, F(3, 3), F(3, 2)),
+    Case(stacked_decompositions, F(2, 3, 3)),
     Case(gaussian_process_nll, F(5, 2), F(5), S(lo=-0.5, hi=0.5), S(lo=-1.5, hi=-0.5)),
     Case(torque_and_normal, F(4, 3), F(4, 3)),
     Case(polar_coordinates, F(3, lo=0.3, hi=1.0), F(3, lo=-1.0, hi=-0.3)),
