@@ -1,11 +1,12 @@
 """Operator-table rows of np.linalg's decompositions (eigh, eigvalsh, svd, svdvals,
-qr) and the quotients their rules divide by: one matrix, stacks, tall and wide
-matrices, NumPy's keywords. Eigenvectors and singular vectors are checked through
+qr), the quotients their rules divide by, the pseudo-inverse and the products
+(matrix_power, multi_dot): one matrix, stacks, tall and wide matrices, NumPy's
+keywords. Eigenvectors and singular vectors are checked through
 what does not depend on their signs (their elements squared): each may come back
 as its negative, and only such functions of them have a derivative."""
 
 import ppto
-from tests.optable import Distinct, Normal, Row, Uniform
+from tests.optable import Distinct, Invertible, Normal, Row, Uniform
 
 
 def eigh_squared(A, **params):
@@ -53,5 +54,24 @@ ROWS = [
         "divide_by_values",
         (Normal((4, 3)), Uniform((3,), 0.5, 2.0), Uniform((3,), 0.5, 1.0)),
         wrt=(0, 1),
+    ),
+    Row("pinv", (Normal((4, 3)),), label="tall"),
+    Row("pinv", (Normal((3, 5)),), {"rcond": 1e-10}, label="wide-rcond"),
+    Row("pinv", (Invertible((2, 3, 3)),), {"rtol": 1e-12}, label="batched-rtol"),
+    Row("matrix_power", (Normal((3, 3)),), {"n": 3}),
+    Row("matrix_power", (Invertible((2, 3, 3)),), {"n": -2}, label="batched-inverse"),
+    Row("matrix_power", (Normal((3, 3)),), {"n": 0}, label="identity"),
+    Row(
+        "multi_dot",
+        (Normal((3, 4)), Normal((4, 2)), Normal((2, 5))),
+        wrt=(0, 1, 2),
+        call=lambda a, b, c: ppto.multi_dot([a, b, c]),
+    ),
+    Row(
+        "multi_dot",
+        (Normal((3,)), Normal((3, 4)), Normal((4,))),
+        wrt=(0, 1, 2),
+        call=lambda a, b, c: ppto.multi_dot([a, b, c]),
+        label="vector-ends",
     ),
 ]

@@ -165,3 +165,74 @@ def test_refusals_name_the_operator_and_what_to_write():
         rtol=1e-6,
         atol=1e-8,
     )
+
+
+def test_pinv_matrix_power_and_multi_dot_are_numpys_on_tensors():
+    tall, square = RNG.standard_normal((5, 3)), RNG.standard_normal((3, 3))
+    np.testing.assert_allclose(
+        np.linalg.pinv(ppto.tensor(tall)).numpy(), np.linalg.pinv(tall), atol=1e-12
+    )
+    low_rank = tall[:, :2] @ RNG.standard_normal((2, 3))  # (its cutoff drops one)
+    np.testing.assert_allclose(
+        np.linalg.pinv(ppto.tensor(low_rank), rcond=1e-8).numpy(),
+        np.linalg.pinv(low_rank, rcond=1e-8),
+        atol=1e-12,
+    )
+    for n in (-3, 0, 1, 4):
+        np.testing.assert_allclose(
+            np.linalg.matrix_power(ppto.tensor(square), n).numpy(),
+            np.linalg.matrix_power(square, n),
+            rtol=1e-10,
+        )
+    vectors = (RNG.standard_normal(5), RNG.standard_normal(3))
+    arrays = [vectors[0], tall, square, vectors[1]]
+    np.testing.assert_allclose(
+        np.linalg.multi_dot([ppto.tensor(a) for a in arrays]).numpy(),
+        np.linalg.multi_dot(arrays),
+    )
+
+
+def low_rank_pinv(F, G):
+    # the pseudo-inverse of a matrix of rank 2 (a product of factors): where the
+    # rank does not change, pinv is differentiable
+    return np.sum(np.linalg.pinv(F @ G) * np.cos(G.T @ F.T))
+
+
+def test_pinv_of_a_matrix_of_lower_rank():
+    F, G = RNG.standard_normal((4, 2)), RNG.standard_normal((2, 3))
+    for position in (0, 1):
+        np.testing.assert_allclose(
+            np.asarray(ppto.grad(low_rank_pinv, wrt=position)(F, G)),
+            central_differences(low_rank_pinv, (F, G), position),
+            rtol=1e-6,
+            atol=1e-8,
+        )
+
+
+def test_products_refuse_what_numpy_refuses():
+    singular = np.array([[1.0, 2.0], [2.0, 4.0]])
+    refused = [
+        (lambda: ppto.matrix_power(np.eye(2), 1.5), ppto.ShapeError, "whole number"),
+        (lambda: ppto.matrix_power(np.ones((2, 3)), 2), ppto.ShapeError, "N is"),
+        (
+            lambda: ppto.matrix_power(singular, -1),
+            ppto.LinAlgError,
+            "invertible for a negative power",
+        ),
+        (lambda: ppto.multi_dot([np.eye(2)]), ppto.ShapeError, "two or more"),
+        (
+            lambda: ppto.multi_dot([np.eye(2), np.ones(2), np.eye(2)]),
+            ppto.ShapeError,
+            "first and the last of which may be vectors",
+        ),
+        (
+            lambda: ppto.multi_dot([np.ones((2, 2, 2)), np.eye(2)]),
+            ppto.ShapeError,
+            "a @ b @ c",
+        ),
+        (lambda: ppto.pinv(np.eye(2), hermitian=True), ppto.ShapeError, "hermitian"),
+        (lambda: ppto.pinv(np.eye(2), 1e-3, rtol=1e-3), ppto.ShapeError, "not both"),
+    ]
+    for call, error, message in refused:
+        with pytest.raises(error, match=message):
+            call()

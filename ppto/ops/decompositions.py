@@ -434,3 +434,58 @@ def _(A, mode="reduced", out=None):
         return B - Q @ upper, upper @ R
 
     return tangent
+
+
+# --- the pseudo-inverse -----------------------------------------------------------
+
+
+@primitive("(Tensor[...,M,N]) -> Tensor[...,N,M]")
+def pinv(xp, A, rcond=None, hermitian=False, rtol=None):
+    """The Moore-Penrose pseudo-inverse of a matrix (of each in a stack), like
+    np.linalg.pinv: from its singular values above ``rcond`` (else ``rtol``; else
+    NumPy's 1e-15) times the largest (rtol=None reads as not given). Its
+    derivative is taken where A's rank does not change (Golub and Pereyra 1973):
+    at a matrix of lower rank, as the pseudo-inverse of that rank."""
+    if hermitian:
+        raise ShapeError(
+            "ppto.pinv does not take hermitian=True: leave it out (the same "
+            "pseudo-inverse, from the general decomposition)"
+        )
+    if rcond is not None and rtol is not None:
+        raise ShapeError("ppto.pinv takes rcond or rtol, not both (as NumPy)")
+    ratio = rcond if rcond is not None else rtol if rtol is not None else 1e-15
+    U, s, Vh = xp.linalg.svd(A, full_matrices=False)
+    cutoff = xp.asarray(ratio, dtype=s.dtype)[..., None] * xp.max(
+        s, axis=-1, keepdims=True
+    )
+    large = s > cutoff
+    inverse = xp.where(large, 1 / xp.where(large, s, 1), 0).astype(s.dtype)
+    return xp.matmul(
+        xp.swapaxes(Vh, -1, -2) * inverse[..., None, :], xp.swapaxes(U, -1, -2)
+    )
+
+
+# With X = pinv(A): dX = -X dA X + X X.T dA.T (I - A X) + (I - X A) dA.T X.T X, and
+# its adjoint Ā = -X.T Ȳ X.T + (I - A X) Ȳ.T X X.T + X.T X Ȳ.T (I - X A).
+
+
+@pinv.grad_rule
+def _(A, rcond=None, hermitian=False, rtol=None, out=None):
+    def backward(dY):
+        X, Xt, dYt = out, matrix_transpose(out), matrix_transpose(dY)
+        left = dYt @ (X @ Xt)
+        right = (Xt @ X) @ dYt
+        return -(Xt @ dY @ Xt) + left - A @ (X @ left) + right - (right @ X) @ A
+
+    return backward
+
+
+@pinv.jvp_rule
+def _(A, rcond=None, hermitian=False, rtol=None, out=None):
+    def tangent(dA):
+        X, dAt = out, matrix_transpose(dA)
+        left = (X @ matrix_transpose(X)) @ dAt
+        right = dAt @ (matrix_transpose(X) @ X)
+        return -(X @ dA @ X) + left - (left @ A) @ X + right - X @ (A @ right)
+
+    return tangent

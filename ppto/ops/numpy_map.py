@@ -14,7 +14,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ppto.errors import PptoError, ShapeError
-from ppto.ops import arrange, decompositions, indexing, linalg, logic, reductions, shape
+from ppto.ops import (
+    arrange,
+    decompositions,
+    indexing,
+    linalg,
+    logic,
+    matrix_products,
+    reductions,
+    shape,
+)
 from ppto.ops import elementwise as ew
 
 # NumPy's reductions take (a, axis, dtype, out, ...): after the axis, ppto's
@@ -193,6 +202,9 @@ _FUNCTIONS = {
     np.linalg.svd: decompositions.svd,
     np.linalg.svdvals: decompositions.svdvals,
     np.linalg.qr: decompositions.qr,
+    np.linalg.pinv: decompositions.pinv,
+    np.linalg.matrix_power: matrix_products.matrix_power,
+    np.linalg.multi_dot: matrix_products.multi_dot,
     np.transpose: shape.transpose,
     np.copy: shape.copy,
     np.asarray: shape.asarray,

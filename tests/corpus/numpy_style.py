@@ -882,6 +882,15 @@ def stacked_decompositions(A):
     )
 
 
+def pseudo_inverse_and_powers(A, B, x):
+    # np.linalg.pinv of a tall matrix, powers of a square one (a negative one
+    # through its inverse) and a chain of products with vectors at its ends
+    square = A + 2.0 * np.eye(3)
+    powers = np.linalg.matrix_power(square, 3) + np.linalg.matrix_power(square, -1)
+    chain = np.linalg.multi_dot([x, square, B.T, B, x])
+    return np.sum(np.linalg.pinv(B) ** 2) + np.sum(powers * A) + chain
+
+
 def torque_and_normal(r, f):
     # np.cross of rows, of a row with every row, and along the first axis
     torque = np.cross(r, f)
@@ -1071,6 +1080,7 @@ CASES = [
     Case(gaussian_log_likelihood, F(3, 3), F(3)),
     Case(spectral_features, F(3, 3), F(3, 2)),
     Case(stacked_decompositions, F(2, 3, 3)),
+    Case(pseudo_inverse_and_powers, F(3, 3), F(4, 3), F(3)),
     Case(gaussian_process_nll, F(5, 2), F(5), S(lo=-0.5, hi=0.5), S(lo=-1.5, hi=-0.5)),
     Case(torque_and_normal, F(4, 3), F(4, 3)),
     Case(polar_coordinates, F(3, lo=0.3, hi=1.0), F(3, lo=-1.0, hi=-0.3)),
