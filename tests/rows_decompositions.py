@@ -1,12 +1,16 @@
 """Operator-table rows of np.linalg's decompositions (eigh, eigvalsh, svd, svdvals,
-qr), the quotients their rules divide by, the pseudo-inverse and the products
-(matrix_power, multi_dot): one matrix, stacks, tall and wide matrices, NumPy's
-keywords. Eigenvectors and singular vectors are checked through
-what does not depend on their signs (their elements squared): each may come back
-as its negative, and only such functions of them have a derivative."""
+qr), the quotients their rules divide by, the pseudo-inverse, the products
+(matrix_power, multi_dot) and np.linalg.norm's orders beyond the 2-norm (those
+of vectors and matrices): one matrix, stacks, tall and wide matrices, NumPy's
+keywords. Inputs stay away from the kinks of the norms (ties, zeros).
+Eigenvectors and singular vectors are checked through what does not depend on
+their signs (their elements squared): each may come back as its negative, and
+only such functions of them have a derivative."""
+
+import numpy as np
 
 import ppto
-from tests.optable import Distinct, Invertible, Normal, Row, Uniform
+from tests.optable import AwayFromZero, Distinct, Invertible, Normal, Row, Uniform
 
 
 def eigh_squared(A, **params):
@@ -73,5 +77,38 @@ ROWS = [
         wrt=(0, 1, 2),
         call=lambda a, b, c: ppto.multi_dot([a, b, c]),
         label="vector-ends",
+    ),
+    Row("norm", (AwayFromZero((5,)),), {"ord": 1}, label="vector-1"),
+    Row("norm", (Distinct((3, 4)),), {"ord": np.inf, "axis": 1}, label="vector-inf"),
+    Row("norm", (Distinct((4,)),), {"ord": -np.inf}, label="vector-minus-inf"),
+    Row(
+        "norm",
+        (AwayFromZero((3, 4)),),
+        {"ord": 3, "axis": 0, "keepdims": True},
+        label="vector-p",
+    ),
+    Row("norm", (AwayFromZero((4,)),), {"ord": -1.5}, label="vector-negative-p"),
+    Row(
+        "norm",
+        (AwayFromZero((4,)),),
+        call=lambda x: ppto.norm(x, 0) + ppto.norm(x),
+        label="vector-count",
+    ),
+    Row("norm", (Normal((3, 4)),), {"ord": "nuc"}, label="nuclear"),
+    Row("norm", (Normal((2, 3, 3)),), {"ord": 2, "axis": (1, 2)}, label="spectral"),
+    Row("norm", (Normal((4, 3)),), {"ord": -2}, label="smallest-singular"),
+    Row("norm", (Distinct((3, 4)),), {"ord": 1}, label="columns"),
+    Row("norm", (Distinct((3, 4)),), {"ord": -1}, label="columns-smallest"),
+    Row(
+        "norm",
+        (Distinct((2, 3, 4)),),
+        {"ord": np.inf, "axis": (2, 1)},
+        label="rows-stack",
+    ),
+    Row(
+        "norm",
+        (Distinct((3, 4)),),
+        {"ord": -np.inf, "keepdims": True},
+        label="rows-smallest",
     ),
 ]

@@ -236,3 +236,17 @@ def test_products_refuse_what_numpy_refuses():
     for call, error, message in refused:
         with pytest.raises(error, match=message):
             call()
+
+
+@pytest.mark.parametrize(
+    "shape, ord, axis",
+    [((5,), o, None) for o in (None, 2, 1, np.inf, -np.inf, 0, 3, 0.5, -1.5)]
+    + [((3, 4), o, None) for o in ("fro", "nuc", 2, -2, 1, -1, np.inf, -np.inf)]
+    + [((2, 3, 4), o, (2, 0)) for o in ("nuc", 2, -1, np.inf)],
+)
+def test_every_order_of_numpys_norm(shape, ord, axis):
+    x = RNG.standard_normal(shape)
+    if ord == 0:
+        x.flat[0] = 0.0  # (a zero element not to count)
+    expected = np.linalg.norm(x, ord, axis)
+    np.testing.assert_allclose(np.linalg.norm(ppto.tensor(x), ord, axis), expected)

@@ -15,6 +15,7 @@ from ppto.ops import (
     matrix_products,
     methods,
     nn,
+    norms,
     reductions,
     shape,
 )
@@ -27,6 +28,7 @@ FAMILIES = (
     linalg,
     decompositions,
     matrix_products,
+    norms,
     shape,
     arrange,
     indexing,

@@ -21,6 +21,7 @@ from ppto.ops import (
     linalg,
     logic,
     matrix_products,
+    norms,
     reductions,
     shape,
 )
@@ -191,7 +192,7 @@ _FUNCTIONS = {
     np.outer: linalg.outer,
     np.vdot: linalg.vdot,
     np.cross: linalg.cross,
-    np.linalg.norm: reductions.norm,
+    np.linalg.norm: norms.norm,
     np.linalg.inv: linalg.inv,
     np.linalg.solve: linalg.solve,
     np.linalg.det: linalg.det,

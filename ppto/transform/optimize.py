@@ -49,6 +49,10 @@ def _number(node) -> bool:
     )
 
 
+def _text(node) -> bool:
+    return isinstance(node, gast.Constant) and isinstance(node.value, str)
+
+
 def _signed_number(node) -> bool:
     """A number written with its sign (``-1``: a rule's ``axis`` given as -1)."""
     return (
@@ -118,7 +122,12 @@ class _Fold(trees.Transformer):
             and type(node.ops[0]) in _COMPARE
             and _number(node.left)
             and _number(node.comparators[0])
-        ):
+        ) or (
+            len(node.ops) == 1
+            and isinstance(node.ops[0], (gast.Eq, gast.NotEq))
+            and _text(node.left)
+            and _text(node.comparators[0])
+        ):  # (numbers compared, or two strings: a rule's test of a kind it folded)
             result = _COMPARE[type(node.ops[0])](
                 node.left.value, node.comparators[0].value
             )

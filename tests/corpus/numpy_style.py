@@ -891,6 +891,15 @@ def pseudo_inverse_and_powers(A, B, x):
     return np.sum(np.linalg.pinv(B) ** 2) + np.sum(powers * A) + chain
 
 
+def matrix_and_vector_norms(A, x):
+    # np.linalg.norm's other orders: of a vector (1, inf, a p) and of a matrix
+    # (nuclear, spectral, smallest singular value, column and row sums)
+    vector = np.linalg.norm(x, 1) + np.linalg.norm(x, np.inf) + np.linalg.norm(x, 3)
+    matrix = np.linalg.norm(A, "nuc") + np.linalg.norm(A, 2) + np.linalg.norm(A, -2)
+    sums = np.linalg.norm(A, 1) + np.linalg.norm(A, -np.inf)
+    return vector + matrix**2 + sums * np.sum(x)
+
+
 def torque_and_normal(r, f):
     # np.cross of rows, of a row with every row, and along the first axis
     torque = np.cross(r, f)
@@ -1081,6 +1090,7 @@ CASES = [
     Case(spectral_features, F(3, 3), F(3, 2)),
     Case(stacked_decompositions, F(2, 3, 3)),
     Case(pseudo_inverse_and_powers, F(3, 3), F(4, 3), F(3)),
+    Case(matrix_and_vector_norms, F(3, 4), F(4)),
     Case(gaussian_process_nll, F(5, 2), F(5), S(lo=-0.5, hi=0.5), S(lo=-1.5, hi=-0.5)),
     Case(torque_and_normal, F(4, 3), F(4, 3)),
     Case(polar_coordinates, F(3, lo=0.3, hi=1.0), F(3, lo=-1.0, hi=-0.3)),
