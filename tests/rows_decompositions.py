@@ -1,5 +1,6 @@
 """Operator-table rows of np.linalg's decompositions (eigh, eigvalsh, svd, svdvals,
-qr), the quotients their rules divide by, the pseudo-inverse, the products
+qr), the quotients their rules divide by, the pseudo-inverse and least squares,
+the products
 (matrix_power, multi_dot) and np.linalg.norm's orders beyond the 2-norm (those
 of vectors and matrices): one matrix, stacks, tall and wide matrices, NumPy's
 keywords. Inputs stay away from the kinks of the norms (ties, zeros).
@@ -21,6 +22,12 @@ def eigh_squared(A, **params):
 def svd_squared(A, **params):
     U, s, Vh = ppto.svd(A, full_matrices=False, **params)
     return U * U, s, Vh * Vh
+
+
+def least_squares(a, b):
+    # every part but the rank (a whole number)
+    x, residuals, rank, s = ppto.lstsq(a, b)
+    return x, residuals, s
 
 
 def svd_rebuilt(A):
@@ -110,5 +117,20 @@ ROWS = [
         (Distinct((3, 4)),),
         {"ord": -np.inf, "keepdims": True},
         label="rows-smallest",
+    ),
+    Row("lstsq", (Normal((5, 3)), Normal((5,))), wrt=(0, 1), call=least_squares),
+    Row(
+        "lstsq",
+        (Normal((5, 3)), Normal((5, 2))),
+        wrt=(0, 1),
+        call=least_squares,
+        label="columns",
+    ),
+    Row(
+        "lstsq",
+        (Normal((3, 5)), Normal((3,))),
+        wrt=(0, 1),
+        call=least_squares,
+        label="wide",
     ),
 ]

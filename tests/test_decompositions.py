@@ -192,6 +192,15 @@ def test_pinv_matrix_power_and_multi_dot_are_numpys_on_tensors():
     )
 
 
+def test_least_squares_results_are_numpys():
+    a, low_rank = RNG.standard_normal((5, 3)), np.outer(np.arange(1.0, 6.0), [1, 2, 3])
+    for matrix, b in ((a, RNG.standard_normal(5)), (low_rank, np.ones((5, 2)))):
+        expected = np.linalg.lstsq(matrix, b)
+        results = np.linalg.lstsq(ppto.tensor(matrix), b)
+        for result, want in zip(results, expected):
+            np.testing.assert_allclose(np.asarray(result), want, atol=1e-12)
+
+
 def low_rank_pinv(F, G):
     # the pseudo-inverse of a matrix of rank 2 (a product of factors): where the
     # rank does not change, pinv is differentiable
@@ -232,6 +241,12 @@ def test_products_refuse_what_numpy_refuses():
         ),
         (lambda: ppto.pinv(np.eye(2), hermitian=True), ppto.ShapeError, "hermitian"),
         (lambda: ppto.pinv(np.eye(2), 1e-3, rtol=1e-3), ppto.ShapeError, "not both"),
+        (lambda: ppto.lstsq(np.eye(3), np.ones(2)), ppto.ShapeError, r"\(3,\) or"),
+        (
+            lambda: ppto.lstsq(np.eye(3), np.ones((3, 1, 1))),
+            ppto.ShapeError,
+            "no stacks",
+        ),
     ]
     for call, error, message in refused:
         with pytest.raises(error, match=message):

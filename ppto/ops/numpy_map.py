@@ -204,6 +204,7 @@ _FUNCTIONS = {
     np.linalg.svdvals: decompositions.svdvals,
     np.linalg.qr: decompositions.qr,
     np.linalg.pinv: decompositions.pinv,
+    np.linalg.lstsq: decompositions.lstsq,
     np.linalg.matrix_power: matrix_products.matrix_power,
     np.linalg.multi_dot: matrix_products.multi_dot,
     np.transpose: shape.transpose,

@@ -1030,15 +1030,11 @@ class Normalizer:
     def expression_Attribute(self, node, target):
         op = ATTRIBUTE_OPERATORS.get(node.attr)
         if op is None:
-            fields = self.result_fields(node)
+            fields = self.result_fields(node.value)
             if node.attr in fields:  # np.linalg.eigh(A).eigenvalues: its item 0
-                # unpacked, as ``w, V = np.linalg.eigh(A)`` is: the parts' adjoints
-                # stay apart (an index of the tuple would stack them, and the parts
-                # of a result can differ in shape)
-                source = self.expression(node.value)
-                parts = [self.namer.temporary() for _ in fields]
-                self.emit(ir.Unpack(parts, source))
-                return parts[fields.index(node.attr)]
+                return self.result_part(
+                    node.value, len(fields), fields.index(node.attr)
+                )
             named = linalg.RESULT_FIELDS.get(node.attr)
             raise self.source.error(
                 node,
@@ -1056,13 +1052,31 @@ class Normalizer:
             syntax=node.attr,
         )
 
-    def result_fields(self, node) -> tuple:
-        """The fields of the tuple the operator call ``node.value`` returns
+    def result_fields(self, value) -> tuple:
+        """The fields of the tuple the operator call ``value`` returns
         (``np.linalg.slogdet(A)``: sign, logabsdet), or none."""
-        if not isinstance(node.value, gast.Call):
+        if not isinstance(value, gast.Call):
             return ()
-        callee = resolve_call(node.value, self.parsed.namespace, self.local_names)
+        callee = resolve_call(value, self.parsed.namespace, self.local_names)
         return getattr(callee.op, "result_fields", ()) if callee.op else ()
+
+    def result_count(self, value) -> int | None:
+        """How many parts the tuple the operator call ``value`` returns has, where
+        that is fixed (np.linalg.lstsq's 4; not np.split's)."""
+        if not isinstance(value, gast.Call) or not self.tuple_valued(value):
+            return None
+        callee = resolve_call(value, self.parsed.namespace, self.local_names)
+        fields = getattr(callee.op, "result_fields", ())
+        return len(fields) if fields else getattr(callee.op, "result_count", None)
+
+    def result_part(self, value, count: int, position: int) -> str:
+        """Part ``position`` of the tuple the call ``value`` returns, the call
+        unpacked as ``w, V = np.linalg.eigh(A)`` is: the parts' adjoints stay
+        apart (an index of the tuple stacked them, and parts can differ in shape)."""
+        source = self.expression(value)
+        parts = [self.namer.temporary() for _ in range(count)]
+        self.emit(ir.Unpack(parts, source))
+        return parts[position]
 
     def expression_Subscript(self, node, target):
         index = slice_expr(node.slice)
@@ -1079,6 +1093,14 @@ class Normalizer:
             target = target or self.namer.temporary()
             self.emit(ir.Copy(target, item))
             return target
+        count = self.result_count(node.value)
+        if (
+            count is not None
+            and isinstance(index, gast.Constant)
+            and type(index.value) is int
+            and 0 <= index.value < count
+        ):  # np.linalg.lstsq(a, b)[0]: a part of an operator's tuple
+            return self.result_part(node.value, count, index.value)
         return self.apply(
             target,
             indexing.getitem,

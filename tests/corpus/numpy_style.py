@@ -891,6 +891,13 @@ def pseudo_inverse_and_powers(A, B, x):
     return np.sum(np.linalg.pinv(B) ** 2) + np.sum(powers * A) + chain
 
 
+def least_squares_fit(a, b):
+    # np.linalg.lstsq's solution (its item 0), residuals and singular values
+    x, residuals, rank, s = np.linalg.lstsq(a, b)
+    columns = np.linalg.lstsq(a, np.stack([b, b**2], axis=1), rcond=None)[0]
+    return np.sum(x**2) + np.sum(residuals) + np.sum(np.cos(columns)) + s[0]
+
+
 def matrix_and_vector_norms(A, x):
     # np.linalg.norm's other orders: of a vector (1, inf, a p) and of a matrix
     # (nuclear, spectral, smallest singular value, column and row sums)
@@ -1091,6 +1098,7 @@ CASES = [
     Case(stacked_decompositions, F(2, 3, 3)),
     Case(pseudo_inverse_and_powers, F(3, 3), F(4, 3), F(3)),
     Case(matrix_and_vector_norms, F(3, 4), F(4)),
+    Case(least_squares_fit, F(5, 3), F(5)),
     Case(gaussian_process_nll, F(5, 2), F(5), S(lo=-0.5, hi=0.5), S(lo=-1.5, hi=-0.5)),
     Case(torque_and_normal, F(4, 3), F(4, 3)),
     Case(polar_coordinates, F(3, lo=0.3, hi=1.0), F(3, lo=-1.0, hi=-0.3)),
