@@ -77,7 +77,8 @@ def divide_by_gaps(xp, K, w, used, of="eigh"):
         if xp.any(tied & (xp.expand_dims(needed, -1) | xp.expand_dims(needed, -2))):
             raise refuse_undefined(of)
     ignored = tied | xp.eye(size, dtype=bool)
-    return xp.where(ignored, 0.0, K) / xp.where(ignored, 1.0, gaps)
+    quotient = xp.where(ignored, 0.0, K) / xp.where(ignored, 1.0, gaps)
+    return quotient.astype(K.dtype, copy=False)  # (a Python float never widens it)
 
 
 @divide_by_gaps.grad_rule
@@ -113,7 +114,10 @@ def divide_by_values(xp, X, s, used, of="svd"):
         if xp.any(vanishing & any_read):
             raise refuse_undefined(of)
     safe = xp.where(vanishing, 1.0, s)
-    return xp.where(xp.expand_dims(vanishing, -2), 0.0, X / xp.expand_dims(safe, -2))
+    quotient = xp.where(
+        xp.expand_dims(vanishing, -2), 0.0, X / xp.expand_dims(safe, -2)
+    )
+    return quotient.astype(X.dtype, copy=False)
 
 
 @divide_by_values.grad_rule
