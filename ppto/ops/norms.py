@@ -82,36 +82,27 @@ def line_axes(x, ord, axis) -> tuple:
 @norm.grad_rule
 def _(x, ord=None, axis=None, keepdims=False, out=None):
     def backward(dY):
-        if norm_kind(x, ord, axis) == "euclidean":
-            scale = dY / where(out == 0, 1, out)  # (x is all zeros where out is)
-            return unreduce(scale, x, axis, keepdims) * x
+        spread = unreduce(dY, x, axis, keepdims)
         if norm_kind(x, ord, axis) == "count":
             return zeros_like(x)
-        spread = unreduce(dY, x, axis, keepdims)
         if norm_kind(x, ord, axis) == "sum":
             return where(x >= 0, spread, -spread)
         if norm_kind(x, ord, axis) == "power":
             powered = spread * abs(x) ** (ord - 1)
-            scaled = powered / unreduce(where(out == 0, 1, out), x, axis, keepdims) ** (
-                ord - 1
-            )
+            peak = unreduce(where(out == 0, 1, out), x, axis, keepdims)
+            scaled = powered / peak ** (ord - 1)
             return where(x >= 0, scaled, -scaled)
-        if (
-            norm_kind(x, ord, axis) == "largest"
-            or norm_kind(x, ord, axis) == "smallest"
-        ):
+        if norm_kind(x, ord, axis) in ("largest", "smallest"):
             hit = abs(x) == unreduce(out, x, axis, keepdims)
             share = dY / cast(reduce_sum(hit, axis, keepdims), x.dtype)
             shared = where(hit, unreduce(share, x, axis, keepdims), 0.0)
             return where(x >= 0, shared, -shared)
-        # the matrix norms: U V.T of the singular vectors concerned, or the sign
-        # of x in the columns (rows) whose sum of |x| is the extremum
-        pair = matrix_axes(x, axis)
-        if (
-            norm_kind(x, ord, axis) == "nuclear"
-            or norm_kind(x, ord, axis) == "spectral_largest"
-            or norm_kind(x, ord, axis) == "spectral_smallest"
+        if norm_kind(x, ord, axis) in (
+            "nuclear",
+            "spectral_largest",
+            "spectral_smallest",
         ):
+            pair = matrix_axes(x, axis)
             U, s, Vh = svd(moveaxis(x, pair, (-2, -1)), full_matrices=False)
             if norm_kind(x, ord, axis) == "spectral_largest":
                 U = U[..., :1]
@@ -120,11 +111,19 @@ def _(x, ord=None, axis=None, keepdims=False, out=None):
                 U = U[..., -1:]
                 Vh = Vh[..., -1:, :]
             return spread * moveaxis(U @ Vh, (-2, -1), pair)
-        summed, compared = line_axes(x, ord, axis)
-        peak = out if keepdims else expand_dims(out, pair)
-        reached = cast(reduce_sum(abs(x), summed, True) == peak, x.dtype)
-        part = reached / reduce_sum(reached, compared, True)
-        return spread * where(x >= 0, part, -part)
+        if norm_kind(x, ord, axis) in (
+            "columns_largest",
+            "columns_smallest",
+            "rows_largest",
+            "rows_smallest",
+        ):
+            summed, compared = line_axes(x, ord, axis)
+            kept = out if keepdims else expand_dims(out, matrix_axes(x, axis))
+            reached = cast(reduce_sum(abs(x), summed, True) == kept, x.dtype)
+            part = reached / reduce_sum(reached, compared, True)
+            return spread * where(x >= 0, part, -part)
+        scale = dY / where(out == 0, 1, out)  # (x is all zeros where out is)
+        return unreduce(scale, x, axis, keepdims) * x
 
     return backward
 
@@ -132,30 +131,24 @@ def _(x, ord=None, axis=None, keepdims=False, out=None):
 @norm.jvp_rule
 def _(x, ord=None, axis=None, keepdims=False, out=None):
     def tangent(dx):
-        if norm_kind(x, ord, axis) == "euclidean":
-            return reduce_sum(x * dx, axis, keepdims) / where(out == 0, 1, out)
+        signed = where(x >= 0, dx, -dx)
         if norm_kind(x, ord, axis) == "count":
             return zeros_like(out)
-        signed = where(x >= 0, dx, -dx)
         if norm_kind(x, ord, axis) == "sum":
             return reduce_sum(signed, axis, keepdims)
         if norm_kind(x, ord, axis) == "power":
             change = reduce_sum(signed * abs(x) ** (ord - 1), axis, keepdims)
             return change / where(out == 0, 1, out) ** (ord - 1)
-        if (
-            norm_kind(x, ord, axis) == "largest"
-            or norm_kind(x, ord, axis) == "smallest"
-        ):
+        if norm_kind(x, ord, axis) in ("largest", "smallest"):
             hit = cast(abs(x) == unreduce(out, x, axis, keepdims), x.dtype)
-            return reduce_sum(signed * hit, axis, keepdims) / reduce_sum(
-                hit, axis, keepdims
-            )
-        pair = matrix_axes(x, axis)
-        if (
-            norm_kind(x, ord, axis) == "nuclear"
-            or norm_kind(x, ord, axis) == "spectral_largest"
-            or norm_kind(x, ord, axis) == "spectral_smallest"
+            total = reduce_sum(signed * hit, axis, keepdims)
+            return total / reduce_sum(hit, axis, keepdims)
+        if norm_kind(x, ord, axis) in (
+            "nuclear",
+            "spectral_largest",
+            "spectral_smallest",
         ):
+            pair = matrix_axes(x, axis)
             U, s, Vh = svd(moveaxis(x, pair, (-2, -1)), full_matrices=False)
             if norm_kind(x, ord, axis) == "spectral_largest":
                 U = U[..., :1]
@@ -164,10 +157,18 @@ def _(x, ord=None, axis=None, keepdims=False, out=None):
                 U = U[..., -1:]
                 Vh = Vh[..., -1:, :]
             return reduce_sum(moveaxis(U @ Vh, (-2, -1), pair) * dx, pair, keepdims)
-        summed, compared = line_axes(x, ord, axis)
-        peak = out if keepdims else expand_dims(out, pair)
-        reached = cast(reduce_sum(abs(x), summed, True) == peak, x.dtype)
-        part = reached / reduce_sum(reached, compared, True)
-        return reduce_sum(signed * part, pair, keepdims)
+        if norm_kind(x, ord, axis) in (
+            "columns_largest",
+            "columns_smallest",
+            "rows_largest",
+            "rows_smallest",
+        ):
+            pair = matrix_axes(x, axis)
+            summed, compared = line_axes(x, ord, axis)
+            kept = out if keepdims else expand_dims(out, pair)
+            reached = cast(reduce_sum(abs(x), summed, True) == kept, x.dtype)
+            part = reached / reduce_sum(reached, compared, True)
+            return reduce_sum(signed * part, pair, keepdims)
+        return reduce_sum(x * dx, axis, keepdims) / where(out == 0, 1, out)
 
     return tangent

@@ -132,6 +132,15 @@ class _Fold(trees.Transformer):
                 node.left.value, node.comparators[0].value
             )
             return gast.Constant(result, None)
+        if (
+            len(node.ops) == 1
+            and isinstance(node.ops[0], (gast.In, gast.NotIn))
+            and _text(node.left)
+            and isinstance(node.comparators[0], gast.Tuple)
+            and all(_text(item) for item in node.comparators[0].elts)
+        ):  # a kind among written kinds ("sum" in ("sum", "power"))
+            found = node.left.value in [item.value for item in node.comparators[0].elts]
+            return gast.Constant(found == isinstance(node.ops[0], gast.In), None)
         return node
 
     def visit_IfExp(self, node):
