@@ -265,3 +265,29 @@ def test_every_order_of_numpys_norm(shape, ord, axis):
         x.flat[0] = 0.0  # (a zero element not to count)
     expected = np.linalg.norm(x, ord, axis)
     np.testing.assert_allclose(np.linalg.norm(ppto.tensor(x), ord, axis), expected)
+
+
+def projections(A, x):
+    # the decompositions' parts have known ranks: dot's rule needs no test of them
+    w, V = np.linalg.eigh(A @ A.T)
+    U, s, Vh = np.linalg.svd(A, full_matrices=False)
+    Q, R = np.linalg.qr(A)
+    return (
+        np.sum((V[:, -1] @ x) ** 2)
+        + np.sum(U[:, 0] * (Vh[0] @ A.T))
+        + np.sum(Q @ R[:, 0])
+        + np.sum(np.linalg.eigvalsh(A.T @ A) @ s)
+    )
+
+
+def test_the_parts_of_decompositions_have_known_ranks():
+    A, x = RNG.standard_normal((4, 3)), RNG.standard_normal(4)
+    text = ppto.show_grad(projections, A, x, wrt=(0, 1), file=None)
+    assert "ndim" not in text
+    for position in (0, 1):
+        np.testing.assert_allclose(
+            np.asarray(ppto.grad(projections, wrt=position)(A, x)),
+            central_differences(projections, (A, x), position),
+            rtol=1e-6,
+            atol=1e-8,
+        )
