@@ -291,3 +291,24 @@ def test_the_parts_of_decompositions_have_known_ranks():
             rtol=1e-6,
             atol=1e-8,
         )
+
+
+def values_by_position(A):
+    return np.sum(np.linalg.svd(A, False, False) ** 2)  # (compute_uv, by position)
+
+
+def values_if(A):
+    s = np.linalg.svd(A, compute_uv=np.sum(A) > 100.0)
+    return np.sum(s)
+
+
+def test_svd_returns_one_array_only_where_compute_uv_is_written_false():
+    A = RNG.standard_normal((4, 3))
+    np.testing.assert_allclose(
+        np.asarray(ppto.grad(values_by_position)(A)),
+        central_differences(values_by_position, (A,), 0),
+        rtol=1e-6,
+        atol=1e-8,
+    )
+    with pytest.raises(ppto.TransformError, match="compute_uv is not written out"):
+        ppto.grad(values_if)(A)

@@ -534,7 +534,16 @@ class Normalizer:
         output = getattr(getattr(callee.op, "signature", None), "output", "")
         if callee.kind != "operator" or not output.endswith(" tuple"):
             return False
-        return not _single_result(callee.op, value)
+        single = _single_result(callee.op, value)
+        if single is None:
+            names = " or ".join(getattr(callee.op, "single_result", {}))
+            raise self.source.error(
+                value,
+                f"ppto cannot tell whether {callee.text} returns one array or a "
+                f"tuple: its {names} is not written out",
+                f"write {names}=True or {names}=False in the call",
+            )
+        return not single
 
     def list_call(self, node, target: str, helper, kinds: tuple) -> None:
         from ppto.transform.inline import operand_expr
@@ -1791,17 +1800,26 @@ def _is_setitem(value) -> bool:
     return called(value, SETITEM)
 
 
-def _single_result(op, call: gast.Call) -> bool:
+def _single_result(op, call: gast.Call) -> bool | None:
     """Whether the call of an operator that returns a tuple asks for one value by a
-    keyword written out (``np.linalg.svd(A, compute_uv=False)``: ``op.single_result``
-    holds ``{"compute_uv": False}``)."""
+    parameter written out (``np.linalg.svd(A, compute_uv=False)``:
+    ``op.single_result`` holds ``{"compute_uv": False}``), by name or by position;
+    None where that parameter is given but not written out (only a run tells)."""
     single = getattr(op, "single_result", {})
-    return any(
-        keyword.arg in single
-        and isinstance(keyword.value, gast.Constant)
-        and keyword.value.value == single[keyword.arg]
-        for keyword in call.keywords
-    )
+    if not single:
+        return False
+    given = {keyword.arg: keyword.value for keyword in call.keywords}
+    arity = len(getattr(op, "input_names", ()))
+    for name, position in zip(op.param_names, range(arity, len(call.args))):
+        given[name] = call.args[position]
+    for name, value in single.items():
+        if name not in given:
+            continue
+        if not isinstance(given[name], gast.Constant):
+            return None
+        if given[name].value == value:
+            return True
+    return False
 
 
 def _returns_tuples(function) -> bool:
