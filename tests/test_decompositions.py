@@ -129,6 +129,10 @@ def square_factors(A):
     return np.sum(U**2 * np.arange(A.shape[0]))
 
 
+def upper_factor(A):
+    return np.sum(np.linalg.qr(A)[1] ** 3)  # (mode='r' as NumPy's default's R)
+
+
 def wide_qr(A):
     Q, R = np.linalg.qr(A)
     return np.sum(R**2)
@@ -158,6 +162,13 @@ def test_refusals_name_the_operator_and_what_to_write():
     for call, error, message in refused:
         with pytest.raises(error, match=message):
             call()
+    tall = RNG.standard_normal((4, 3))
+    np.testing.assert_allclose(
+        np.asarray(ppto.grad(upper_factor)(tall)),
+        central_differences(upper_factor, (tall,), 0),
+        rtol=1e-6,
+        atol=1e-8,
+    )
     square = RNG.standard_normal((3, 3))  # (full_matrices=True of a square matrix)
     np.testing.assert_allclose(
         np.asarray(ppto.grad(square_factors)(square)),

@@ -385,8 +385,8 @@ def qr(xp, A, mode="reduced"):
     if mode != "reduced":
         raise ShapeError(
             f"ppto.qr takes mode='reduced' (NumPy's default) only, got {mode!r}: "
-            "for R alone, write np.linalg.qr(A)[1]; for a complete Q, "
-            "np.linalg.qr of A with columns added"
+            "for R alone, write np.linalg.qr(A)[1] (mode='complete' adds columns to "
+            "Q that are any basis of the rest of the space: no derivative fixes them)"
         )
     Q, R = xp.linalg.qr(A, mode="reduced")
     return QRResult(Q, R)
