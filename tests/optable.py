@@ -544,7 +544,7 @@ CONSTANT = ["zeros_like", "ones_like", "stop_gradient"]
 
 def all_rows() -> list[Row]:
     rows = ELEMENTWISE + REDUCTIONS + LINALG + SHAPE + INDEXING
-    for module in ("rows_nn", "rows_graph"):
+    for module in ("rows_nn", "rows_graph", "rows_decompositions"):
         try:
             extra = __import__(f"tests.{module}", fromlist=["ROWS"])
         except ModuleNotFoundError:

@@ -6,13 +6,17 @@ methods.
 
 from ppto.ops import (
     arrange,
+    decompositions,
     elementwise,
     graph,
     indexing,
+    least_squares,
     linalg,
     logic,
+    matrix_products,
     methods,
     nn,
+    norms,
     reductions,
     shape,
 )
@@ -23,6 +27,10 @@ FAMILIES = (
     logic,
     reductions,
     linalg,
+    decompositions,
+    least_squares,
+    matrix_products,
+    norms,
     shape,
     arrange,
     indexing,

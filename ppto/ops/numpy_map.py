@@ -14,7 +14,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ppto.errors import PptoError, ShapeError
-from ppto.ops import arrange, indexing, linalg, logic, reductions, shape
+from ppto.ops import (
+    arrange,
+    decompositions,
+    indexing,
+    least_squares,
+    linalg,
+    logic,
+    matrix_products,
+    norms,
+    reductions,
+    shape,
+)
 from ppto.ops import elementwise as ew
 
 # NumPy's reductions take (a, axis, dtype, out, ...): after the axis, ppto's
@@ -159,12 +170,21 @@ _FUNCTIONS = {
     np.outer: linalg.outer,
     np.vdot: linalg.vdot,
     np.cross: linalg.cross,
-    np.linalg.norm: reductions.norm,
+    np.linalg.norm: norms.norm,
     np.linalg.inv: linalg.inv,
     np.linalg.solve: linalg.solve,
     np.linalg.det: linalg.det,
     np.linalg.slogdet: linalg.slogdet,
     np.linalg.cholesky: linalg.cholesky,
+    np.linalg.eigh: decompositions.eigh,
+    np.linalg.eigvalsh: decompositions.eigvalsh,
+    np.linalg.svd: decompositions.svd,
+    np.linalg.svdvals: decompositions.svdvals,
+    np.linalg.qr: decompositions.qr,
+    np.linalg.pinv: least_squares.pinv,
+    np.linalg.lstsq: least_squares.lstsq,
+    np.linalg.matrix_power: matrix_products.matrix_power,
+    np.linalg.multi_dot: matrix_products.multi_dot,
     np.transpose: shape.transpose,
     np.copy: shape.copy,
     np.asarray: shape.asarray,

@@ -258,48 +258,6 @@ def _(x, axis=None, keepdims=False, ddof=0, out=None):
 
 
 @primitive(REDUCE)
-def norm(xp, x, ord=None, axis=None, keepdims=False):
-    """The 2-norm of x's elements (over ``axis``: one axis, or two for the Frobenius
-    norm): ``np.linalg.norm`` with ``ord`` None, ``'fro'`` or, over one axis, 2. Its
-    gradient at a zero norm is zero (a subgradient), as in PyTorch."""
-    if not (ord is None or ord == "fro" or (ord == 2 and _axes(x, axis) == 1)):
-        raise PptoError(
-            f"ppto.norm takes ord None, 'fro' or (over one axis) 2, not {ord!r}: "
-            "other norms (1, inf, nuclear, spectral) have no ppto operator"
-        )
-    if ord == "fro" and _axes(x, axis) != 2:
-        raise ShapeError(
-            "ppto.norm with ord='fro' needs two axes (a matrix, or axis=(i, j)), as "
-            "in NumPy: leave ord out for the 2-norm of a vector"
-        )
-    return xp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
-
-
-def _axes(x, axis) -> int:
-    """How many axes a norm over ``axis`` takes (all of x's for None)."""
-    if axis is None:
-        return np.ndim(x)
-    return len(axis) if isinstance(axis, tuple) else 1
-
-
-@norm.grad_rule
-def _(x, ord=None, axis=None, keepdims=False, out=None):
-    def backward(dY):
-        scale = dY / where(out == 0, 1, out)  # (x is all zeros where out is)
-        return unreduce(scale, x, axis, keepdims) * x
-
-    return backward
-
-
-@norm.jvp_rule
-def _(x, ord=None, axis=None, keepdims=False, out=None):
-    def tangent(dx):
-        return reduce_sum(x * dx, axis, keepdims) / where(out == 0, 1, out)
-
-    return tangent
-
-
-@primitive(REDUCE)
 def logsumexp(xp, x, axis=None, keepdims=False):
     """log(sum(exp(x))) over ``axis``, without overflow."""
     peak = xp.max(x, axis=axis, keepdims=True)

@@ -72,6 +72,8 @@ def grad_text(op: OperatorDef) -> str:
     result = _final_return(inner.body)
     if result is None:
         return "none"
+    if _appended_to(result, inner):  # (multi_dot's: one gradient per array)
+        return "built in a loop (ppto.show_grad shows the code)"
     assignments = [
         (node.targets[0].id, node.value)
         for node in outer.body + inner.body
@@ -117,6 +119,18 @@ def _with_names(result, assignments: list, renames: dict) -> str:
 
     clauses = [f"{name} = {written(v)}" for name, v in assignments if name in needed]
     return f"{written(result)}, with {'; '.join(clauses)}"
+
+
+def _appended_to(result, function) -> bool:
+    """Whether the rule's result is a list it builds by appending to it."""
+    return isinstance(result, ast.Name) and any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "append"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == result.id
+        for node in ast.walk(function)
+    )
 
 
 def _final_return(body: list):

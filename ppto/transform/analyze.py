@@ -32,6 +32,8 @@ class Activity:
     blocked: list = field(default_factory=list)  # nondifferentiable ops on the way
     whole: set = field(default_factory=set)  # results of whole numbers (no derivative)
     ranks: dict = field(default_factory=dict)
+    # the ranks of a tuple's parts, where an operator returns it (eigh's (1, 2))
+    part_ranks: dict = field(default_factory=dict)
     ranges: set = field(default_factory=set)  # variables holding a range()
     layouts: dict = field(default_factory=dict)  # image layout hints of variables
     # a tuple's items' hints, where it is built once (``return conv, pooled``)
@@ -416,6 +418,9 @@ def _forward(body, activity: Activity) -> None:
                 len(shape) if shape is not None else rank_of(statement, activity.ranks)
             )
             activity.ranks[statement.target] = rank
+            parts = part_ranks(statement, activity.ranks)
+            if parts is not None:
+                activity.part_ranks[statement.target] = parts
             _resolve_layout(statement, activity)
         elif isinstance(statement, ir.CallFunction):
             inputs = list(statement.inputs) + list(statement.keywords.values())
@@ -447,6 +452,11 @@ def _forward(body, activity: Activity) -> None:
                 rank = activity.ranks.get(statement.source)
                 known = activity.ranks.get(statement.target, rank)
                 activity.ranks[statement.target] = rank if known == rank else None
+            parts = activity.part_ranks.get(getattr(statement, "source", None))
+            if isinstance(statement, ir.Unpack) and parts is not None:
+                for target, rank in zip(statement.targets, parts):
+                    known = activity.ranks.get(target, rank)
+                    activity.ranks[target] = rank if known == rank else None
         elif isinstance(statement, ir.ListCall):
             if _any_varied(_list_call_inputs(statement), activity):
                 activity.varied.update(statement.targets)
@@ -710,6 +720,8 @@ def _index_rank(rank, index, ranks):
     for part in parts:
         if isinstance(part, gast.Constant) and isinstance(part.value, int):
             rank -= 1
+        elif _negative_int(part):  # (x[:, -1])
+            rank -= 1
         elif isinstance(part, gast.Constant) and part.value is None:
             rank += 1
         elif isinstance(part, gast.Call) and getattr(part.func, "id", "") == "slice":
@@ -719,6 +731,15 @@ def _index_rank(rank, index, ranks):
         else:
             return None
     return rank
+
+
+def _negative_int(node) -> bool:
+    return (
+        isinstance(node, gast.UnaryOp)
+        and isinstance(node.op, gast.USub)
+        and isinstance(node.operand, gast.Constant)
+        and type(node.operand.value) is int
+    )
 
 
 def _merge(known: dict, name: str, value) -> None:
@@ -1021,8 +1042,40 @@ def rank_of(statement: ir.Apply, ranks: dict):
     return _linear_algebra_rank(name, inputs, params)
 
 
+def part_ranks(statement: ir.Apply, ranks: dict) -> tuple | None:
+    """The ranks of the parts of the tuple a decomposition returns (``w, V =
+    np.linalg.eigh(A)``: a stack of vectors and one of matrices), or None."""
+    first = operand_rank(statement.inputs[0], ranks) if statement.inputs else None
+    if first is None or first < 2 or not isinstance(statement.op, Primitive):
+        return None
+    name = statement.op.name
+    if name == "eigh":
+        return (first - 1, first)
+    if name == "qr":
+        return (first, first)
+    if name == "slogdet":
+        return (first - 2, first - 2)
+    if name == "svd" and literal(statement.params.get("compute_uv", True)) is True:
+        return (first, first - 1, first)
+    if name == "lstsq" and len(statement.inputs) == 2:
+        b = operand_rank(statement.inputs[1], ranks)
+        return None if b is None else (b, 1, 0, 1)
+    return None
+
+
 # (the matrices' operators: same rank as their first input)
-_SAME_RANK_MATRICES = {"inv", "cholesky", "tril", "triu", "roll", "flip"}
+_SAME_RANK_MATRICES = {
+    "inv",
+    "cholesky",
+    "tril",
+    "triu",
+    "roll",
+    "flip",
+    "pinv",
+    "matrix_power",
+    "divide_by_gaps",
+    "divide_by_values",
+}
 # (along ``axis``: same rank, or the flattened input's 1 where axis is None)
 _ALONG_AXIS = {"cumsum", "cumprod", "take_along_axis"}
 
@@ -1044,6 +1097,9 @@ def _linear_algebra_rank(name: str, inputs: list, params: dict):
         return first - 1 if inputs[1] == 1 else max(first, inputs[1])
     if name in {"det", "trace"}:
         return first - 2 if first >= 2 else None
+    compute_uv = literal(params.get("compute_uv", True))
+    if name in {"eigvalsh", "svdvals"} or (name == "svd" and compute_uv is False):
+        return first - 1 if first >= 2 else None
     if name == "diagonal":
         return first - 1 if first >= 2 else None
     if name == "diag":

@@ -541,7 +541,18 @@ class Normalizer:
         if callee.kind == "function" or _composite_without_rule(callee):
             return _returns_tuples(getattr(callee.op, "function", callee.function))
         output = getattr(getattr(callee.op, "signature", None), "output", "")
-        return callee.kind == "operator" and output.endswith(" tuple")
+        if callee.kind != "operator" or not output.endswith(" tuple"):
+            return False
+        single = _single_result(callee.op, value)
+        if single is None:
+            names = " or ".join(getattr(callee.op, "single_result", {}))
+            raise self.source.error(
+                value,
+                f"ppto cannot tell whether {callee.text} returns one array or a "
+                f"tuple: its {names} is not written out",
+                f"write {names}=True or {names}=False in the call",
+            )
+        return not single
 
     def list_call(self, node, target: str, helper, kinds: tuple) -> None:
         from ppto.transform.inline import operand_expr
@@ -1040,10 +1051,11 @@ class Normalizer:
     def expression_Attribute(self, node, target):
         op = ATTRIBUTE_OPERATORS.get(node.attr)
         if op is None:
-            field = self.result_field(node)
-            if field is not None:  # np.linalg.slogdet(A).logabsdet: its item 1
-                item = gast.Subscript(node.value, gast.Constant(field, None), node.ctx)
-                return self.expression_Subscript(gast.copy_location(item, node), target)
+            fields = self.result_fields(node.value)
+            if node.attr in fields:  # np.linalg.eigh(A).eigenvalues: its item 0
+                return self.result_part(
+                    node.value, len(fields), fields.index(node.attr)
+                )
             named = linalg.RESULT_FIELDS.get(node.attr)
             raise self.source.error(
                 node,
@@ -1061,14 +1073,31 @@ class Normalizer:
             syntax=node.attr,
         )
 
-    def result_field(self, node) -> int | None:
-        """The position of the field ``node.attr`` of the tuple an operator call
-        returns (``np.linalg.slogdet(A).logabsdet``: 1), or None."""
-        if not isinstance(node.value, gast.Call):
+    def result_fields(self, value) -> tuple:
+        """The fields of the tuple the operator call ``value`` returns
+        (``np.linalg.slogdet(A)``: sign, logabsdet), or none."""
+        if not isinstance(value, gast.Call):
+            return ()
+        callee = resolve_call(value, self.parsed.namespace, self.local_names)
+        return getattr(callee.op, "result_fields", ()) if callee.op else ()
+
+    def result_count(self, value) -> int | None:
+        """How many parts the tuple the operator call ``value`` returns has, where
+        that is fixed (np.linalg.lstsq's 4; not np.split's)."""
+        if not isinstance(value, gast.Call) or not self.tuple_valued(value):
             return None
-        callee = resolve_call(node.value, self.parsed.namespace, self.local_names)
-        fields = getattr(callee.op, "result_fields", ()) if callee.op else ()
-        return fields.index(node.attr) if node.attr in fields else None
+        callee = resolve_call(value, self.parsed.namespace, self.local_names)
+        fields = getattr(callee.op, "result_fields", ())
+        return len(fields) if fields else getattr(callee.op, "result_count", None)
+
+    def result_part(self, value, count: int, position: int) -> str:
+        """Part ``position`` of the tuple the call ``value`` returns, the call
+        unpacked as ``w, V = np.linalg.eigh(A)`` is: the parts' adjoints stay
+        apart (an index of the tuple stacked them, and parts can differ in shape)."""
+        source = self.expression(value)
+        parts = [self.namer.temporary() for _ in range(count)]
+        self.emit(ir.Unpack(parts, source))
+        return parts[position]
 
     def expression_Subscript(self, node, target):
         index = slice_expr(node.slice)
@@ -1085,6 +1114,14 @@ class Normalizer:
             target = target or self.namer.temporary()
             self.emit(ir.Copy(target, item))
             return target
+        count = self.result_count(node.value)
+        if (
+            count is not None
+            and isinstance(index, gast.Constant)
+            and type(index.value) is int
+            and 0 <= index.value < count
+        ):  # np.linalg.lstsq(a, b)[0]: a part of an operator's tuple
+            return self.result_part(node.value, count, index.value)
         return self.apply(
             target,
             indexing.getitem,
@@ -1786,6 +1823,28 @@ def _is_setitem(value) -> bool:
     from ppto.transform.ssa import SETITEM
 
     return called(value, SETITEM)
+
+
+def _single_result(op, call: gast.Call) -> bool | None:
+    """Whether the call of an operator that returns a tuple asks for one value by a
+    parameter written out (``np.linalg.svd(A, compute_uv=False)``:
+    ``op.single_result`` holds ``{"compute_uv": False}``), by name or by position;
+    None where that parameter is given but not written out (only a run tells)."""
+    single = getattr(op, "single_result", {})
+    if not single:
+        return False
+    given = {keyword.arg: keyword.value for keyword in call.keywords}
+    arity = len(getattr(op, "input_names", ()))
+    for name, position in zip(op.param_names, range(arity, len(call.args))):
+        given[name] = call.args[position]
+    for name, value in single.items():
+        if name not in given:
+            continue
+        if not isinstance(given[name], gast.Constant):
+            return None
+        if given[name].value == value:
+            return True
+    return False
 
 
 def _returns_tuples(function) -> bool:

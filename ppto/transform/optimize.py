@@ -49,6 +49,10 @@ def _number(node) -> bool:
     )
 
 
+def _text(node) -> bool:
+    return isinstance(node, gast.Constant) and isinstance(node.value, str)
+
+
 def _signed_number(node) -> bool:
     """A number written with its sign (``-1``: a rule's ``axis`` given as -1)."""
     return (
@@ -83,6 +87,13 @@ class _Fold(trees.Transformer):
             return gast.BinOp(node.left, flipped, node.right.operand)
         return node
 
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, gast.Not) and isinstance(node.operand, gast.Constant):
+            # (a rule's ``if not compute_uv:`` where the keyword is written out)
+            return gast.Constant(not node.operand.value, None)
+        return node
+
     def visit_Compare(self, node):
         self.generic_visit(node)
         if (
@@ -111,11 +122,25 @@ class _Fold(trees.Transformer):
             and type(node.ops[0]) in _COMPARE
             and _number(node.left)
             and _number(node.comparators[0])
-        ):
+        ) or (
+            len(node.ops) == 1
+            and isinstance(node.ops[0], (gast.Eq, gast.NotEq))
+            and _text(node.left)
+            and _text(node.comparators[0])
+        ):  # (numbers compared, or two strings: a rule's test of a kind it folded)
             result = _COMPARE[type(node.ops[0])](
                 node.left.value, node.comparators[0].value
             )
             return gast.Constant(result, None)
+        if (
+            len(node.ops) == 1
+            and isinstance(node.ops[0], (gast.In, gast.NotIn))
+            and _text(node.left)
+            and isinstance(node.comparators[0], gast.Tuple)
+            and all(_text(item) for item in node.comparators[0].elts)
+        ):  # a kind among written kinds ("sum" in ("sum", "power"))
+            found = node.left.value in [item.value for item in node.comparators[0].elts]
+            return gast.Constant(found == isinstance(node.ops[0], gast.In), None)
         return node
 
     def visit_IfExp(self, node):

@@ -864,6 +864,64 @@ def gaussian_process_nll(x, y, log_scale, log_noise):
     return 0.5 * y @ alpha + 0.5 * logdet
 
 
+def spectral_features(A, W):
+    # a symmetric matrix's eigenvalues and the projection onto its top eigenvector
+    # (which does not depend on the vector's sign), singular values, the first
+    # singular pair's rank-one matrix and an orthonormal basis (np.linalg.qr)
+    S = A + A.T
+    w, V = np.linalg.eigh(S)
+    top = V[:, -1:] @ V[:, -1:].T
+    values = np.linalg.eigvalsh(S, UPLO="U")
+    U, s, Vh = np.linalg.svd(A @ W, full_matrices=False)
+    rank_one = s[0] * (U[:, :1] @ Vh[:1])
+    Q, R = np.linalg.qr(W)
+    spectra = (
+        np.sum(w * np.arange(3)) + np.sum(values**2) + np.sum(np.linalg.svdvals(W))
+    )
+    vectors = np.sum(top * A) + np.sum(rank_one * np.cos(A @ W))
+    return spectra + vectors + np.sum(Q * W) + np.sum(np.diag(R) ** 2)
+
+
+def stacked_decompositions(A):
+    # stacks of matrices: each one's eigenvalues (a field of the result), singular
+    # values (compute_uv=False) and QR factors
+    S = A @ np.swapaxes(A, -1, -2)
+    w = np.linalg.eigh(S).eigenvalues
+    s = np.linalg.svd(A, compute_uv=False)
+    Q, R = np.linalg.qr(A)
+    return (
+        np.sum(np.log(w + 1.0))
+        + np.sum(s**3)
+        + np.sum(Q[..., 0] * A[..., 0])
+        + np.sum(R)
+    )
+
+
+def pseudo_inverse_and_powers(A, B, x):
+    # np.linalg.pinv of a tall matrix, powers of a square one (a negative one
+    # through its inverse) and a chain of products with vectors at its ends
+    square = A + 2.0 * np.eye(3)
+    powers = np.linalg.matrix_power(square, 3) + np.linalg.matrix_power(square, -1)
+    chain = np.linalg.multi_dot([x, square, B.T, B, x])
+    return np.sum(np.linalg.pinv(B) ** 2) + np.sum(powers * A) + chain
+
+
+def least_squares_fit(a, b):
+    # np.linalg.lstsq's solution (its item 0), residuals and singular values
+    x, residuals, rank, s = np.linalg.lstsq(a, b)
+    columns = np.linalg.lstsq(a, np.stack([b, b**2], axis=1), rcond=None)[0]
+    return np.sum(x**2) + np.sum(residuals) + np.sum(np.cos(columns)) + s[0]
+
+
+def matrix_and_vector_norms(A, x):
+    # np.linalg.norm's other orders: of a vector (1, inf, a p) and of a matrix
+    # (nuclear, spectral, smallest singular value, column and row sums)
+    vector = np.linalg.norm(x, 1) + np.linalg.norm(x, np.inf) + np.linalg.norm(x, 3)
+    matrix = np.linalg.norm(A, "nuc") + np.linalg.norm(A, 2) + np.linalg.norm(A, -2)
+    sums = np.linalg.norm(A, 1) + np.linalg.norm(A, -np.inf)
+    return vector + matrix**2 + sums * np.sum(x)
+
+
 def torque_and_normal(r, f):
     # np.cross of rows, of a row with every row, and along the first axis
     torque = np.cross(r, f)
@@ -1052,6 +1110,11 @@ CASES = [
         linear_systems, V([[2.0, 0.3, -0.5], [0.1, 1.8, 0.4], [-0.2, 0.6, 2.2]]), F(3)
     ),
     Case(gaussian_log_likelihood, F(3, 3), F(3)),
+    Case(spectral_features, F(3, 3), F(3, 2)),
+    Case(stacked_decompositions, F(2, 3, 3)),
+    Case(pseudo_inverse_and_powers, F(3, 3), F(4, 3), F(3)),
+    Case(matrix_and_vector_norms, F(3, 4), F(4)),
+    Case(least_squares_fit, F(5, 3), F(5)),
     Case(gaussian_process_nll, F(5, 2), F(5), S(lo=-0.5, hi=0.5), S(lo=-1.5, hi=-0.5)),
     Case(torque_and_normal, F(4, 3), F(4, 3)),
     Case(polar_coordinates, F(3, lo=0.3, hi=1.0), F(3, lo=-1.0, hi=-0.3)),
