@@ -64,6 +64,19 @@ class Distinct:
 
 
 @dataclass(frozen=True)
+class WithNaN:
+    """Normal floats with every third entry NaN (the entries np.nansum and its kin
+    skip: their gradient is 0, as central differences of a NaN moved find)."""
+
+    shape: tuple
+
+    def make(self, rng, dtype):
+        values = rng.standard_normal(self.shape)
+        values.reshape(-1)[::3] = np.nan
+        return values.astype(dtype)
+
+
+@dataclass(frozen=True)
 class Invertible:
     """Square matrices (or stacks of them) well away from singular: normal
     entries plus a multiple of the identity."""
@@ -252,6 +265,31 @@ REDUCTIONS = [
     unary("logsumexp", N((3, 4))),
     unary("logsumexp", N((2, 3, 4)), "axis-keepdims", axis=1, keepdims=True),
     Row("unreduce", (N((3,)),), {"like": np.zeros((3, 4)), "axis": 1}),
+    unary("nansum", WithNaN((3, 4))),
+    unary("nansum", WithNaN((2, 3, 4)), "axes-keepdims", axis=(0, 2), keepdims=True),
+    unary("nanmean", WithNaN((3, 4)), "axis", axis=1),
+    unary("nanmean", N((2, 3)), "no-nan"),
+    unary("nanmax", WithNaN((3, 4)), "axis", axis=0),
+    unary("nanmin", WithNaN((3, 4)), "axis-keepdims", axis=1, keepdims=True),
+    unary("nanvar", WithNaN((3, 5)), "axis", axis=1),
+    unary("nanvar", WithNaN((3, 4)), "ddof", ddof=1),
+    unary("nanstd", WithNaN((3, 4)), "axis-keepdims", axis=0, keepdims=True),
+    unary("nanstd", WithNaN((3, 4)), "ddof", axis=-1, ddof=1),
+    unary("ptp", Distinct((3, 4))),
+    unary("ptp", Distinct((2, 3, 4)), "axis", axis=1),
+    unary("ptp", Distinct((3, 4)), "axes-keepdims", axis=(0, 1), keepdims=True),
+    unary("median", Distinct((3, 4))),
+    unary("median", Distinct((3, 5)), "odd-axis", axis=1),
+    unary("median", Distinct((4, 3, 2)), "axes-keepdims", axis=(0, 2), keepdims=True),
+    unary("quantile", Distinct((3, 4)), q=0.3),
+    unary("quantile", Distinct((4, 5)), "q-array-axis", q=[0.1, 0.5, 0.95], axis=0),
+    unary("quantile", Distinct((3, 4)), "keepdims", q=0.6, axis=-1, keepdims=True),
+    unary("quantile", Distinct((6,)), "midpoint", q=0.3, method="midpoint"),
+    unary("quantile", Distinct((6,)), "hazen", q=[0.05, 0.7], method="hazen"),
+    unary("quantile", Distinct((3, 4)), "lower", q=0.4, axis=1, method="lower"),
+    unary("quantile", Distinct((3, 4)), "nearest", q=0.7, axis=0, method="nearest"),
+    unary("percentile", Distinct((3, 4)), q=35.0),
+    unary("percentile", Distinct((3, 4)), "axis", q=[10, 90], axis=1),
 ]
 
 LINALG = [
@@ -527,6 +565,7 @@ NON_DIFFERENTIABLE = [
     "logical_xor",
     "logical_not",
     "isfinite",
+    "isnan",
     "sign",
     "floor",
     "ceil",
@@ -534,10 +573,11 @@ NON_DIFFERENTIABLE = [
     "argmax",
     "argmin",
     "argsort",
+    "quantile_weights",
     "one_hot",
 ]
 # Parameters without defaults that the refusal test must pass.
-REFUSAL_PARAMS = {"one_hot": {"num_classes": 3}}
+REFUSAL_PARAMS = {"one_hot": {"num_classes": 3}, "quantile_weights": {"q": 0.5}}
 # Constants: differentiable, with zero gradient (checked separately).
 CONSTANT = ["zeros_like", "ones_like", "stop_gradient"]
 

@@ -15,6 +15,7 @@ from ppto.ops import (
     nn,
     reductions,
     shape,
+    statistics,
 )
 from ppto.ops.primitive import OPERATORS
 
@@ -22,6 +23,7 @@ FAMILIES = (
     elementwise,
     logic,
     reductions,
+    statistics,
     linalg,
     shape,
     arrange,

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ppto.errors import PptoError, ShapeError
-from ppto.ops import arrange, indexing, linalg, logic, reductions, shape
+from ppto.ops import arrange, indexing, linalg, logic, reductions, shape, statistics
 from ppto.ops import elementwise as ew
 
 # NumPy's reductions take (a, axis, dtype, out, ...): after the axis, ppto's
-# keepdims and ddof would receive NumPy's dtype and out if given by position
-AXIS_ONLY = reductions.REDUCTIONS - {"logsumexp"}  # (NumPy has none)
+# keepdims and ddof would receive NumPy's dtype and out if given by position (NumPy
+# has no logsumexp; np.median's order is read through NUMPY_ORDER)
+AXIS_ONLY = reductions.REDUCTIONS - {"logsumexp", "median"}
 
 
 def check_numpy_positionals(op, count: int, spelled: str) -> None:
@@ -161,6 +162,7 @@ NUMPY_UFUNCS = {
     np.logical_xor: logic.logical_xor,
     np.logical_not: logic.logical_not,
     np.isfinite: logic.isfinite,
+    np.isnan: logic.isnan,
     np.sign: logic.sign,
     np.floor: logic.floor,
     np.ceil: logic.ceil,
@@ -227,6 +229,13 @@ _FUNCTIONS = {
     np.take: indexing.take,
     np.take_along_axis: indexing.take_along_axis,
     np.round: logic.round,
+    np.nansum: statistics.nansum,
+    np.nanmean: statistics.nanmean,
+    np.nanmax: statistics.nanmax,
+    np.nanmin: statistics.nanmin,
+    np.nanvar: statistics.nanvar,
+    np.nanstd: statistics.nanstd,
+    np.ptp: statistics.ptp,
 }
 _RENAMES = {
     np.clip: (ew.clip, {"a_min": "lo", "a_max": "hi", "min": "lo", "max": "hi"}),
@@ -276,10 +285,14 @@ NUMPY_FUNCTIONS[np.einsum] = NumpyAlias(linalg.einsum, leading=("subscripts",))
 # (its inputs, then its parameters): their positional names in NumPy's order. ppto's
 # own spelling (ppto.average) takes NumPy's order too, so that ppto.average(a, 1)
 # averages along axis 1 as np.average(a, 1) does.
+QUANTILE_ORDER = ("a", "q", "axis", "out", "overwrite_input", "method", "keepdims")
 NUMPY_ORDER = {
     np.average: (reductions.average, ("a", "axis", "weights")),
     np.pad: (arrange.pad, ("array", "pad_width", "mode")),
     np.diff: (arrange.diff, ("a", "n", "axis", "prepend", "append")),
+    np.quantile: (statistics.quantile, QUANTILE_ORDER),
+    np.percentile: (statistics.percentile, QUANTILE_ORDER),
+    np.median: (statistics.median, ("a", "axis", "out", "overwrite_input", "keepdims")),
 }
 NUMPY_FUNCTIONS.update(
     {

@@ -907,6 +907,33 @@ def sorted_largest(x):
     return np.sum(ordered[:, -2:] ** 2) + np.sum(smallest * np.array([1.0, 2.0, 3.0]))
 
 
+def robust_summaries(x):
+    # a median, quartiles, percentiles and the range (np.median, np.quantile,
+    # np.percentile and np.ptp had no operator): the gradient goes to the order
+    # statistics each one interpolates between
+    center = np.median(x, axis=0)
+    quartiles = np.quantile(x, [0.25, 0.75], axis=1, keepdims=True)
+    tails = np.percentile(x, 90) - np.percentile(x, 10, method="lower")
+    spread = np.sum((quartiles[1] - quartiles[0]) ** 2)
+    return np.sum(center**3) + spread * tails + np.sum(np.ptp(x, axis=1) * x[:, 0])
+
+
+def nan_skipping_statistics(x):
+    # readings above 0.7 marked missing (NaN), then summarised without them
+    # (np.nansum, np.nanmean, np.nanmax, np.nanmin, np.nanvar and np.nanstd)
+    readings = np.where(x > 0.7, np.nan, x)
+    rows = np.nanmean(readings, axis=1) * np.nanstd(readings, axis=1, ddof=1)
+    columns = np.nanmax(readings, axis=0) - np.nanmin(readings, axis=0)
+    total = np.nansum(readings**3) + np.nanvar(readings)
+    return np.sum(rows**2) + np.sum(np.sin(columns)) + total
+
+
+def missing_entries(x):
+    # NaN entries of an argument itself take no gradient (read by the NaN-skipping
+    # reductions directly: x * x would pass them 0 * NaN, as in JAX and PyTorch)
+    return np.nansum(x) ** 2 + np.sum(np.nanmean(x, axis=0) ** 2) + np.nanmax(x) ** 2
+
+
 def scores_by_tensordot(q, k):
     # products over named axes (np.tensordot, np.inner had no operator)
     scores = np.tensordot(q, k, axes=([1], [1]))
@@ -1045,6 +1072,9 @@ CASES = [
     Case(cleaned_inputs, F(3, 3), F(3)),
     Case(padded_differences, F(2, 4)),
     Case(sorted_largest, F(3, 4)),
+    Case(robust_summaries, F(4, 5)),
+    Case(nan_skipping_statistics, F(3, 5)),  # (x[:, 3] keeps one reading)
+    Case(missing_entries, V([[0.3, np.nan, -0.8], [np.nan, 1.1, 0.4]])),
     Case(scores_by_tensordot, F(3, 2), F(4, 2)),
     Case(triangles_and_diagonals, F(3, 3)),
     Case(diagonals_of_a_stack, F(2, 3, 3)),

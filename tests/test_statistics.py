@@ -1,0 +1,133 @@
+"""The statistics operators beyond the operator table's rows: values against NumPy
+for every quantile method, the subgradient picked at ties, NaN entries (all-NaN
+slices included) and the refusals."""
+
+import numpy as np
+import pytest
+
+import ppto
+from tests.corpus.checks import assert_gradient, central_differences
+
+METHODS = [
+    "linear",
+    "lower",
+    "higher",
+    "nearest",
+    "midpoint",
+    "hazen",
+    "weibull",
+    "median_unbiased",
+    "normal_unbiased",
+    "interpolated_inverted_cdf",
+]
+X = np.random.default_rng(5).permutation(30).reshape(5, 6) * 0.5 - 7.0
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("q", [0.0, 0.13, 0.5, 0.8, 1.0, [0.25, 0.5, 0.99]])
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 1)])
+def test_quantiles_and_their_weights_match_numpy(method, q, axis):
+    expected = np.quantile(X, q, axis=axis, method=method)
+    tensor = ppto.tensor(X)
+    np.testing.assert_allclose(
+        np.quantile(tensor, q, axis=axis, method=method).numpy(), expected
+    )
+    np.testing.assert_allclose(
+        ppto.percentile(tensor, np.multiply(q, 100), axis, method=method).numpy(),
+        np.percentile(X, np.multiply(q, 100), axis=axis, method=method),
+    )
+    # the gradient's weights: the quantile is their sum with x over axis
+    weights = ppto._OPERATORS["quantile_weights"](tensor, q, axis, method).numpy()
+    assert weights.shape == np.shape(q) + X.shape
+    reduced = (0, 1) if axis is None or axis == (0, 1) else (axis % 2,)
+    summed = np.sum(weights * X, axis=tuple(np.ndim(q) + a for a in reduced))
+    np.testing.assert_allclose(summed, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_median_matches_numpy(axis, keepdims):
+    expected = np.median(X, axis=axis, keepdims=keepdims)
+    got = np.median(ppto.tensor(X), axis=axis, keepdims=keepdims).numpy()
+    np.testing.assert_array_equal(got, expected)
+    assert got.shape == expected.shape
+
+
+def test_numpys_keyword_names_and_positional_order():
+    tensor = ppto.tensor(X)
+    np.testing.assert_allclose(
+        np.quantile(a=tensor, q=0.3, axis=1, keepdims=True).numpy(),
+        np.quantile(X, 0.3, 1, keepdims=True),
+    )
+    np.testing.assert_allclose(
+        np.percentile(tensor, 30, 0, method="lower").numpy(),
+        np.percentile(X, 30, 0, method="lower"),
+    )
+    np.testing.assert_allclose(ppto.median(tensor, 1).numpy(), np.median(X, 1))
+
+
+def tied_median(x):
+    return np.median(x) * 2.0 + np.quantile(x, 0.5, method="lower")
+
+
+def test_tied_order_statistics_take_the_place_a_stable_sort_gives_them():
+    # sorted, x is [0, 1, 3, 3, 5]: the median is the third, and of the tied 3s
+    # the first (index 1) sorts third; the gradient goes to it alone (a valid
+    # subgradient: the median moves with it to the right of the tie)
+    x = np.array([1.0, 3.0, 0.0, 3.0, 5.0])
+    gradient = ppto.grad(tied_median)(x).numpy()
+    np.testing.assert_array_equal(gradient, [0.0, 3.0, 0.0, 0.0, 0.0])
+    # an even count interpolates between the two tied middle places: half each
+    pair = np.array([2.0, 4.0, 2.0, 1.0])
+    np.testing.assert_array_equal(
+        ppto.grad(lambda a: ppto.median(a))(pair).numpy(), [0.5, 0.0, 0.5, 0.0]
+    )
+
+
+def test_tied_extrema_share_the_range_gradient_equally():
+    x = np.array([[1.0, 4.0, 4.0, 0.0], [2.0, 2.0, 2.0, 2.0]])
+    gradient = ppto.grad(lambda a: np.sum(np.ptp(a, axis=1) * np.array([1.0, 3.0])))
+    np.testing.assert_array_equal(
+        gradient(x).numpy(), [[0.0, 0.5, 0.5, -1.0], [0.0, 0.0, 0.0, 0.0]]
+    )
+
+
+def skip_missing(x):
+    rows = np.nanmean(x, axis=1)
+    return np.nansum(rows * rows) + np.nanstd(x) + np.nansum(np.nanmax(x, axis=1))
+
+
+def test_nan_entries_and_all_nan_slices_take_no_gradient():
+    # row 1 is all NaN: its mean and maximum are NaN, which np.nansum skips
+    x = np.array([[0.5, np.nan, -1.2], [np.nan] * 3, [2.0, 0.3, np.nan]])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        with pytest.warns(RuntimeWarning):
+            value, gradient = ppto.value_and_grad(skip_missing)(x)
+            expected = central_differences(skip_missing, [x], 0)
+    assert np.isfinite(float(value))
+    assert_gradient(gradient, expected, "NaN-skipping statistics")
+    np.testing.assert_array_equal(gradient.numpy()[np.isnan(x)], 0.0)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda x: np.quantile(x, 1.5), r"q must be in the range \[0, 1\]"),
+        (lambda x: np.percentile(x, [50, 101]), r"in the range \[0, 100\]"),
+        (lambda x: np.quantile(x, 0.5, method="inverted_cdf"), "inverted-CDF"),
+        (lambda x: np.median(x, 0, np.zeros(6)), "unexpected argument 'out'"),
+        (lambda x: np.quantile(x, 0.5, weights=np.ones(5)), "'weights'"),
+    ],
+)
+def test_refusals_name_the_operator_and_the_argument(call, message):
+    with pytest.raises(ppto.PptoError, match=message):
+        call(ppto.tensor(X))
+
+
+def quantile_over_a_missing_axis(x):
+    return np.sum(np.quantile(x, 0.5, axis=2))
+
+
+def test_an_axis_out_of_bounds_is_a_shape_error_naming_the_statement():
+    with pytest.raises(ppto.ShapeError, match="axis 2 is out of bounds.*quantile"):
+        ppto.grad(quantile_over_a_missing_axis)(X)
