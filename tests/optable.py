@@ -216,6 +216,9 @@ ELEMENTWISE = [
     binary("logaddexp", N((3, 4)), N((3, 4))),
     binary("logaddexp", N((3, 4)), N((4,)), "broadcast"),
     binary("logaddexp", 0.0, N((3, 4)), "scalar", wrt=(1,)),
+    binary("logaddexp2", N((3, 4)), N((3, 4))),
+    binary("logaddexp2", N((3, 1)), N((4,)), "broadcast"),
+    binary("logaddexp2", N((3, 4)), -1.0, "scalar", wrt=(0,)),
     Row("where", (Mask((3, 4)), N((3, 4)), N((4,))), wrt=(1, 2)),
     # a / b kept away from whole numbers, where a % b jumps
     binary("remainder", U((3, 4), 0.1, 0.6), U((4,), 0.7, 1.0), "broadcast"),
@@ -368,6 +371,10 @@ LINALG = [
     unary("triu", N((3,)), "vector"),
     binary("outer", N((3,)), N((4,))),
     binary("outer", N((2, 3)), N((4,)), "flattened"),
+    binary("kron", N((2, 3)), N((3, 2))),
+    binary("kron", N((3,)), N((2, 2)), "vector-matrix"),
+    binary("kron", N((2, 1, 2)), N((2, 3)), "ranks-differ"),
+    binary("kron", N(()), N((3,)), "number"),
 ]
 
 SHAPE = [

@@ -592,6 +592,30 @@ def _(a, b, out):
     return tangent
 
 
+@binary()
+def logaddexp2(xp, a, b):
+    """log2(2**a + 2**b), broadcasting, computed without overflow (np.logaddexp2:
+    sums of probabilities held as their base-2 logarithms)."""
+    return xp.logaddexp2(a, b)
+
+
+@logaddexp2.grad_rule
+def _(a, b, out):
+    def backward(dY):
+        # each input's share of the sum, 2**a / (2**a + 2**b), is at most 1
+        return unbroadcast(dY * exp2(a - out), a), unbroadcast(dY * exp2(b - out), b)
+
+    return backward
+
+
+@logaddexp2.jvp_rule
+def _(a, b, out):
+    def tangent(da, db):
+        return da * exp2(a - out) + db * exp2(b - out)
+
+    return tangent
+
+
 GELU_SCALE = 0.7978845608028654  # sqrt(2 / pi)
 GELU_CUBIC = 0.044715
 

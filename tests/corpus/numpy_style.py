@@ -907,6 +907,14 @@ def sorted_largest(x):
     return np.sum(ordered[:, -2:] ** 2) + np.sum(smallest * np.array([1.0, 2.0, 3.0]))
 
 
+def kronecker_and_base_two(a, b):
+    # a block matrix of scaled copies of b (np.kron) and sums of probabilities
+    # held as base-2 logarithms (np.logaddexp2), neither of which had an operator
+    blocks = np.kron(a, b)
+    bits = np.logaddexp2(a[:, :1], b[0])
+    return np.sum(np.tanh(blocks) * blocks) + np.sum(bits**2) + np.sum(np.kron(a[0], b))
+
+
 def robust_summaries(x):
     # a median, quartiles, percentiles and the range (np.median, np.quantile,
     # np.percentile and np.ptp had no operator): the gradient goes to the order
@@ -1072,6 +1080,7 @@ CASES = [
     Case(cleaned_inputs, F(3, 3), F(3)),
     Case(padded_differences, F(2, 4)),
     Case(sorted_largest, F(3, 4)),
+    Case(kronecker_and_base_two, F(2, 2), F(2, 3)),
     Case(robust_summaries, F(4, 5)),
     Case(nan_skipping_statistics, F(3, 5)),  # (x[:, 3] keeps one reading)
     Case(missing_entries, V([[0.3, np.nan, -0.8], [np.nan, 1.1, 0.4]])),
