@@ -375,6 +375,13 @@ LINALG = [
     binary("kron", N((3,)), N((2, 2)), "vector-matrix"),
     binary("kron", N((2, 1, 2)), N((2, 3)), "ranks-differ"),
     binary("kron", N(()), N((3,)), "number"),
+    binary("convolve", N((5,)), N((3,))),
+    binary("convolve", N((3,)), N((6,)), "same-shorter-first", mode="same"),
+    binary("convolve", N((6,)), N((4,)), "same", mode="same"),
+    binary("convolve", N((4,)), N((6,)), "valid", mode="valid"),
+    binary("correlate", N((6,)), N((3,))),
+    binary("correlate", N((2,)), N((5,)), "same-shorter-first", mode="same"),
+    binary("correlate", N((5,)), N((4,)), "full", mode="full"),
 ]
 
 SHAPE = [

@@ -15,6 +15,7 @@ from ppto.ops import (
     nn,
     reductions,
     shape,
+    signal,
     statistics,
 )
 from ppto.ops.primitive import OPERATORS
@@ -24,6 +25,7 @@ FAMILIES = (
     logic,
     reductions,
     statistics,
+    signal,
     linalg,
     shape,
     arrange,

@@ -14,7 +14,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ppto.errors import PptoError, ShapeError
-from ppto.ops import arrange, indexing, linalg, logic, reductions, shape, statistics
+from ppto.ops import (
+    arrange,
+    indexing,
+    linalg,
+    logic,
+    reductions,
+    shape,
+    signal,
+    statistics,
+)
 from ppto.ops import elementwise as ew
 
 # NumPy's reductions take (a, axis, dtype, out, ...): after the axis, ppto's
@@ -238,6 +247,8 @@ _FUNCTIONS = {
     np.nanvar: statistics.nanvar,
     np.nanstd: statistics.nanstd,
     np.ptp: statistics.ptp,
+    np.convolve: signal.convolve,
+    np.correlate: signal.correlate,
 }
 _RENAMES = {
     np.clip: (ew.clip, {"a_min": "lo", "a_max": "hi", "min": "lo", "max": "hi"}),

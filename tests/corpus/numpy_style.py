@@ -915,6 +915,15 @@ def kronecker_and_base_two(a, b):
     return np.sum(np.tanh(blocks) * blocks) + np.sum(bits**2) + np.sum(np.kron(a[0], b))
 
 
+def filtered_signal(signal, kernel):
+    # a smoothing filter and a matched filter (np.convolve, np.correlate had no
+    # operator), with NumPy's modes
+    smooth = np.convolve(signal, kernel, mode="same")
+    matched = np.correlate(signal, kernel)
+    echo = np.convolve(kernel, signal) + np.correlate(kernel, signal, "full")
+    return np.sum(np.tanh(smooth) * signal) + np.sum(matched**2) + np.sum(echo**3)
+
+
 def robust_summaries(x):
     # a median, quartiles, percentiles and the range (np.median, np.quantile,
     # np.percentile and np.ptp had no operator): the gradient goes to the order
@@ -1081,6 +1090,7 @@ CASES = [
     Case(padded_differences, F(2, 4)),
     Case(sorted_largest, F(3, 4)),
     Case(kronecker_and_base_two, F(2, 2), F(2, 3)),
+    Case(filtered_signal, F(7), F(3)),
     Case(robust_summaries, F(4, 5)),
     Case(nan_skipping_statistics, F(3, 5)),  # (x[:, 3] keeps one reading)
     Case(missing_entries, V([[0.3, np.nan, -0.8], [np.nan, 1.1, 0.4]])),
