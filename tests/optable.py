@@ -77,6 +77,19 @@ class WithNaN:
 
 
 @dataclass(frozen=True)
+class Increasing:
+    """Increasing floats at least 0.2 apart, from ``start`` (an interpolation
+    table's points)."""
+
+    shape: tuple
+    start: float = -1.0
+
+    def make(self, rng, dtype):
+        steps = rng.uniform(0.2, 0.6, self.shape)
+        return (self.start + np.cumsum(steps, axis=-1)).astype(dtype)
+
+
+@dataclass(frozen=True)
 class Invertible:
     """Square matrices (or stacks of them) well away from singular: normal
     entries plus a multiple of the identity."""
@@ -382,6 +395,15 @@ LINALG = [
     binary("correlate", N((6,)), N((3,))),
     binary("correlate", N((2,)), N((5,)), "same-shorter-first", mode="same"),
     binary("correlate", N((5,)), N((4,)), "full", mode="full"),
+    # x from -1.2 to 1.8 over knots from about -0.6 to 1.8: inside and beyond both
+    Row("interp", (U((3, 4), -1.2, 1.8), Increasing((5,)), N((5,))), wrt=(0, 1, 2)),
+    Row(
+        "interp",
+        (U((7,), -1.2, 1.8), Increasing((5,)), N((5,))),
+        {"left": 0.5, "right": -1.0},
+        wrt=(0, 1, 2),
+        label="left-right",
+    ),
 ]
 
 SHAPE = [
@@ -588,10 +610,18 @@ NON_DIFFERENTIABLE = [
     "argmin",
     "argsort",
     "quantile_weights",
+    "interp_segments",
+    "interp_covered",
     "one_hot",
 ]
 # Parameters without defaults that the refusal test must pass.
 REFUSAL_PARAMS = {"one_hot": {"num_classes": 3}, "quantile_weights": {"q": 0.5}}
+# Second inputs of the right shape for the refusal test (else a * 2): the points
+# of an interpolation table are a vector.
+REFUSAL_SECOND = {
+    "interp_segments": lambda a: ppto.flatten(a),
+    "interp_covered": lambda a: ppto.flatten(a),
+}
 # Constants: differentiable, with zero gradient (checked separately).
 CONSTANT = ["zeros_like", "ones_like", "stop_gradient"]
 

@@ -40,3 +40,33 @@ def test_values_and_gradients_for_every_length_and_mode(name, mode, n, m):
 def test_refusals_name_the_operator(call, error, message):
     with pytest.raises(error, match=message):
         call(ppto.tensor(np.ones(4)))
+
+
+def test_interp_matches_numpy_and_reads_a_knot_from_the_segment_it_starts():
+    knots, heights = np.array([0.0, 1.0, 3.0]), np.array([1.0, 3.0, 2.0])
+    x = np.array([-1.0, 0.0, 0.5, 1.0, 3.0, 4.0])
+    for bounds in ({}, {"left": -5.0}, {"right": 7.0}):
+        np.testing.assert_array_equal(
+            np.interp(ppto.tensor(x), knots, heights, **bounds).numpy(),
+            np.interp(x, knots, heights, **bounds),
+        )
+    # slopes 2 on [0, 1), -0.5 on [1, 3]; constant beyond (a one-sided
+    # derivative at each knot: the segment starting there, the last one at 3)
+    slopes = ppto.grad(lambda a: np.sum(np.interp(a, knots, heights)))(x)
+    np.testing.assert_array_equal(slopes.numpy(), [0.0, 2.0, 2.0, -0.5, -0.5, 0.0])
+    # fp's end values serve beyond the knots unless left= or right= replace them
+    weights = ppto.grad(lambda h: np.sum(np.interp(x, knots, h, left=-5.0)), wrt=0)
+    np.testing.assert_array_equal(weights(heights).numpy(), [1.5, 1.5, 2.0])
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda x: np.interp(x, [0.0, 1.0], [1.0, 2.0], period=2.0), "period="),
+        (lambda x: np.interp(x, [0.0], [1.0]), "at least 2 points"),
+        (lambda x: np.interp(x, [0.0, 1.0, 2.0], [1.0, 2.0]), "Tensor\\[N\\]"),
+    ],
+)
+def test_interp_refusals_say_what_to_write(call, message):
+    with pytest.raises(ppto.PptoError, match=message):
+        call(ppto.tensor(np.ones(4)))

@@ -249,6 +249,7 @@ _FUNCTIONS = {
     np.ptp: statistics.ptp,
     np.convolve: signal.convolve,
     np.correlate: signal.correlate,
+    np.interp: signal.interp,
 }
 _RENAMES = {
     np.clip: (ew.clip, {"a_min": "lo", "a_max": "hi", "min": "lo", "max": "hi"}),

@@ -924,6 +924,15 @@ def filtered_signal(signal, kernel):
     return np.sum(np.tanh(smooth) * signal) + np.sum(matched**2) + np.sum(echo**3)
 
 
+def interpolated_curve(x, knots, heights):
+    # a piecewise linear curve through a table of points (np.interp had no
+    # operator), differentiated in where it is read, the points and their heights;
+    # beyond the ends, fp's end values or left= and right=
+    y = np.interp(x, knots, heights)
+    bounded = np.interp(x * 2.0, knots, heights**2, left=0.0, right=1.0)
+    return np.sum(np.sin(y) * x) + np.sum(bounded)
+
+
 def robust_summaries(x):
     # a median, quartiles, percentiles and the range (np.median, np.quantile,
     # np.percentile and np.ptp had no operator): the gradient goes to the order
@@ -1091,6 +1100,7 @@ CASES = [
     Case(sorted_largest, F(3, 4)),
     Case(kronecker_and_base_two, F(2, 2), F(2, 3)),
     Case(filtered_signal, F(7), F(3)),
+    Case(interpolated_curve, F(2, 3), V([-0.8, -0.3, 0.1, 0.6, 0.9]), F(5)),
     Case(robust_summaries, F(4, 5)),
     Case(nan_skipping_statistics, F(3, 5)),  # (x[:, 3] keeps one reading)
     Case(missing_entries, V([[0.3, np.nan, -0.8], [np.nan, 1.1, 0.4]])),
