@@ -306,6 +306,12 @@ REDUCTIONS = [
     unary("quantile", Distinct((3, 4)), "nearest", q=0.7, axis=0, method="nearest"),
     unary("percentile", Distinct((3, 4)), q=35.0),
     unary("percentile", Distinct((3, 4)), "axis", q=[10, 90], axis=1),
+    unary("cov", N((3, 5))),
+    unary("cov", N((6,)), "one-variable", bias=True),
+    unary("cov", N((5, 3)), "rowvar", rowvar=False),
+    unary("cov", N((2, 6)), "ddof", ddof=2),
+    unary("corrcoef", N((3, 6))),
+    unary("corrcoef", N((6, 2)), "rowvar", rowvar=False),
 ]
 
 LINALG = [

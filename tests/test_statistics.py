@@ -131,3 +131,37 @@ def quantile_over_a_missing_axis(x):
 def test_an_axis_out_of_bounds_is_a_shape_error_naming_the_statement():
     with pytest.raises(ppto.ShapeError, match="axis 2 is out of bounds.*quantile"):
         ppto.grad(quantile_over_a_missing_axis)(X)
+
+
+@pytest.mark.parametrize(
+    "shape, keywords",
+    [
+        ((3, 6), {}),
+        ((6, 3), {"rowvar": False}),
+        ((7,), {}),
+        ((1, 5), {"bias": True}),
+        ((3, 6), {"ddof": 2}),
+        ((2, 5), {"bias": True, "ddof": 3}),
+    ],
+)
+def test_covariance_and_correlation_match_numpy(shape, keywords):
+    x = np.random.default_rng(11).standard_normal(shape)
+    got = np.cov(ppto.tensor(x), **keywords).numpy()
+    np.testing.assert_allclose(got, np.cov(x, **keywords), rtol=1e-12)
+    assert got.shape == np.cov(x, **keywords).shape
+    rowvar = keywords.get("rowvar", True)
+    np.testing.assert_allclose(
+        np.corrcoef(ppto.tensor(x), rowvar=rowvar).numpy(),
+        np.corrcoef(x, rowvar=rowvar),
+        rtol=1e-12,
+    )
+
+
+def test_covariance_of_a_second_array_says_how_to_stack_it():
+    x = ppto.tensor(np.ones((2, 4)))
+    with pytest.raises(ppto.PptoError, match=r"np.cov\(np.vstack\(\[m, y\]\)\)"):
+        np.cov(x, np.ones(4))
+    with pytest.raises(ppto.PptoError, match="np.hstack"):
+        np.corrcoef(x, np.ones((2, 4)), rowvar=False)
+    with pytest.raises(ppto.ShapeError, match="1-D or 2-D"):
+        np.cov(ppto.tensor(np.ones((2, 3, 4))))

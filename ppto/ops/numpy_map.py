@@ -247,6 +247,8 @@ _FUNCTIONS = {
     np.nanvar: statistics.nanvar,
     np.nanstd: statistics.nanstd,
     np.ptp: statistics.ptp,
+    np.cov: statistics.cov,
+    np.corrcoef: statistics.corrcoef,
     np.convolve: signal.convolve,
     np.correlate: signal.correlate,
     np.interp: signal.interp,

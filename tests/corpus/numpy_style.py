@@ -933,6 +933,16 @@ def interpolated_curve(x, knots, heights):
     return np.sum(np.sin(y) * x) + np.sum(bounded)
 
 
+def covariance_penalty(features, targets):
+    # decorrelating features (np.cov, np.corrcoef had no operator): observations
+    # along rows (rowvar=False), the targets' variables after the features'
+    covariance = np.cov(features, rowvar=False)
+    off_diagonal = covariance - np.diag(np.diag(covariance))
+    correlation = np.corrcoef(np.hstack([features, targets]), rowvar=False)
+    spread = np.cov(targets[:, 0], bias=True)
+    return np.sum(off_diagonal**2) - np.sum(correlation[:3, 3:] ** 2) + spread
+
+
 def robust_summaries(x):
     # a median, quartiles, percentiles and the range (np.median, np.quantile,
     # np.percentile and np.ptp had no operator): the gradient goes to the order
@@ -1101,6 +1111,7 @@ CASES = [
     Case(kronecker_and_base_two, F(2, 2), F(2, 3)),
     Case(filtered_signal, F(7), F(3)),
     Case(interpolated_curve, F(2, 3), V([-0.8, -0.3, 0.1, 0.6, 0.9]), F(5)),
+    Case(covariance_penalty, F(6, 3), F(6, 2)),
     Case(robust_summaries, F(4, 5)),
     Case(nan_skipping_statistics, F(3, 5)),  # (x[:, 3] keeps one reading)
     Case(missing_entries, V([[0.3, np.nan, -0.8], [np.nan, 1.1, 0.4]])),
