@@ -243,6 +243,14 @@ ELEMENTWISE = [
     binary("fmod", U((3, 4), 2.2, 2.7), -0.7, "scalar", wrt=(0,)),
     unary("clip", Distinct((3, 4)), lo=-0.55, hi=0.6),
     unary("clip", Distinct((3, 4)), "lower-only", lo=-0.55),
+    # bounds per column and per row (constants), kept away from x's values
+    unary(
+        "clip",
+        Distinct((3, 4)),
+        "array-bounds",
+        lo=np.array([-0.55, -1.05, 0.2, -2.05]),
+        hi=np.array([[0.6], [1.1], [0.35]]),
+    ),
 ]
 
 REDUCTIONS = [

@@ -5,6 +5,9 @@ shape by ``unbroadcast``. Unary operators have diagonal (so symmetric) Jacobians
 their tangent rules are derived from the backward rules.
 """
 
+import numpy as np
+
+from ppto.errors import ShapeError
 from ppto.ops.logic import floor_divide
 from ppto.ops.primitive import primitive
 from ppto.ops.shape import (
@@ -844,7 +847,15 @@ def _(x, fill_value, dtype=None, out=None):
 
 @unary()
 def clip(xp, x, lo=None, hi=None):
-    """x limited to [lo, hi]; either bound may be None."""
+    """x limited to [lo, hi]; either bound may be None, a number or an array
+    that broadcasts to x's shape."""
+    widened = np.broadcast_shapes(np.shape(x), np.shape(lo), np.shape(hi))
+    if widened != np.shape(x):  # (its result and gradient have x's shape)
+        raise ShapeError(
+            f"ppto.clip: bounds of shapes {np.shape(lo)} and {np.shape(hi)} widen x "
+            f"of shape {np.shape(x)} to {widened}: broadcast x first, "
+            f"np.clip(np.broadcast_to(x, {widened}), lo, hi)"
+        )
     return xp.clip(x, lo, hi)
 
 
