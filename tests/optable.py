@@ -547,6 +547,32 @@ SHAPE = [
         call=lambda a, b: ppto.stack([a, b], axis=1),
     ),
     Row("split", (N((5, 3)),), call=lambda x: ppto.split(x, [1, 3], axis=0)),
+    Row(
+        "meshgrid",
+        (N((3,)), N((4,))),
+        wrt=(0, 1),
+        call=lambda a, b: ppto.meshgrid([a, b]),
+    ),
+    Row(
+        "meshgrid",
+        (N((2,)), N((3,)), N((2, 2))),
+        wrt=(0, 1, 2),
+        call=lambda a, b, c: ppto.meshgrid([a, b, c], indexing="ij", sparse=True),
+        label="ij-sparse-three",
+    ),
+    Row(
+        "grid_sums",
+        (N((4, 3)), N((4, 3))),
+        wrt=(0, 1),
+        call=lambda a, b: ppto.grid_sums([a, b], ((3,), (4,))),
+    ),
+    Row(
+        "grid_sums",
+        (N((2, 1)), N((1, 3))),
+        wrt=(0, 1),
+        call=lambda a, b: ppto.grid_sums([a, b], ((2,), (3,)), "ij", True),
+        label="ij-sparse",
+    ),
     Row("unstack", (N((3, 2)),), call=lambda x: ppto.unstack(x, axis=1)),
     Row(
         "split_joined",

@@ -70,3 +70,28 @@ def test_interp_matches_numpy_and_reads_a_knot_from_the_segment_it_starts():
 def test_interp_refusals_say_what_to_write(call, message):
     with pytest.raises(ppto.PptoError, match=message):
         call(ppto.tensor(np.ones(4)))
+
+
+@pytest.mark.parametrize("indexing", ["xy", "ij"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_meshgrid_matches_numpy(indexing, sparse):
+    x, y, z = np.arange(3.0), np.arange(4.0) + 10, np.array([[1.5, 2.5]])
+    grids = np.meshgrid(
+        ppto.tensor(x), y, ppto.tensor(z), indexing=indexing, sparse=sparse
+    )
+    expected = np.meshgrid(x, y, z, indexing=indexing, sparse=sparse)
+    assert isinstance(grids, tuple) and len(grids) == 3
+    for grid, want in zip(grids, expected):
+        np.testing.assert_array_equal(grid.numpy(), want)
+
+
+def grids_of_unpacked(x, y):
+    points = (x, y)
+    return np.sum(np.meshgrid(*points)[0])
+
+
+def test_meshgrid_refusals_say_what_to_write():
+    with pytest.raises(ppto.PptoError, match="indexing='xy' or 'ij'"):
+        np.meshgrid(ppto.tensor(np.ones(2)), np.ones(3), indexing="ji")
+    with pytest.raises(ppto.TransformError, match="one by one"):
+        ppto.grad(grids_of_unpacked)(np.ones(2), np.ones(3))

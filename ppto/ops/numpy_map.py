@@ -80,6 +80,8 @@ class NumpyAlias:
     positional: tuple = ()
     # how the function is written in messages (ppto's own NumPy-ordered spellings)
     spelled: str = ""
+    # arrays given one by one where the operator takes them as a list (np.meshgrid)
+    variadic: bool = False
 
     def __call__(self, *args, **kwargs):
         check_numpy_positionals(self.op, len(args), "this NumPy function")
@@ -100,6 +102,8 @@ class NumpyAlias:
                 )
         renamed.update(zip(self.leading, args))
         args = args[len(self.leading) :]
+        if self.variadic:
+            args = (list(args),)
         try:
             return self.op(*args, **renamed)
         except PptoError:
@@ -317,6 +321,7 @@ NUMPY_FUNCTIONS.update(
     }
 )
 NUMPY_FUNCTIONS[np.split] = NumpyAlias(shape.split, {"indices_or_sections": "indices"})
+NUMPY_FUNCTIONS[np.meshgrid] = NumpyAlias(arrange.meshgrid, variadic=True)
 NUMPY_FUNCTIONS.update({ufunc: NumpyAlias(op) for ufunc, op in NUMPY_UFUNCS.items()})
 
 

@@ -75,6 +75,7 @@ class Callee:
     numpy: bool = False  # spelled the NumPy way (np.sum): NumPy's positional order
     leading: tuple = ()  # parameters NumPy takes before the arrays (np.einsum's)
     positional: tuple = ()  # NumPy's positional names, where not the operator's
+    variadic: bool = False  # arrays given one by one, taken as a list (np.meshgrid)
     method: str = ""
     text: str = ""
     rank_check: Any = None  # (see NumpyAlias)
@@ -133,6 +134,7 @@ def classify(value: Any, text: str = "") -> Callee:
             rank_check=alias.rank_check,
             leading=alias.leading,
             positional=alias.positional,
+            variadic=alias.variadic,
         )
     if _hashable(value) and value in _BUILTIN_OPERATORS:
         return Callee("operator", op=_BUILTIN_OPERATORS[value], text=text)

@@ -943,6 +943,16 @@ def covariance_penalty(features, targets):
     return np.sum(off_diagonal**2) - np.sum(correlation[:3, 3:] ** 2) + spread
 
 
+def field_on_a_grid(x, y):
+    # a function sampled on coordinate grids (np.meshgrid had no operator), by
+    # unpacking and by index, 'xy' and sparse 'ij' grids
+    X, Y = np.meshgrid(x, y)
+    rows, columns = np.meshgrid(x, y, indexing="ij", sparse=True)
+    grids = np.meshgrid(x * 2.0, y)
+    field = np.sin(X) * Y**2 + grids[0] * grids[1]
+    return np.sum(field) + np.sum(np.exp(rows * columns))
+
+
 def robust_summaries(x):
     # a median, quartiles, percentiles and the range (np.median, np.quantile,
     # np.percentile and np.ptp had no operator): the gradient goes to the order
@@ -1112,6 +1122,7 @@ CASES = [
     Case(filtered_signal, F(7), F(3)),
     Case(interpolated_curve, F(2, 3), V([-0.8, -0.3, 0.1, 0.6, 0.9]), F(5)),
     Case(covariance_penalty, F(6, 3), F(6, 2)),
+    Case(field_on_a_grid, F(3), F(2)),
     Case(robust_summaries, F(4, 5)),
     Case(nan_skipping_statistics, F(3, 5)),  # (x[:, 3] keeps one reading)
     Case(missing_entries, V([[0.3, np.nan, -0.8], [np.nan, 1.1, 0.4]])),
