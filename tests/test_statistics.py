@@ -2,6 +2,8 @@
 for every quantile method, the subgradient picked at ties, NaN entries (all-NaN
 slices included) and the refusals."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -64,6 +66,47 @@ def test_numpys_keyword_names_and_positional_order():
         np.percentile(X, 30, 0, method="lower"),
     )
     np.testing.assert_allclose(ppto.median(tensor, 1).numpy(), np.median(X, 1))
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_nan_skipping_quantiles_and_their_weights_match_numpy(method, axis):
+    x = X.copy()
+    x[0, 1] = x[2, 3] = x[2, 0] = x[4, 5] = np.nan
+    x[3, :] = np.nan  # (an all-NaN row: NaN, and no weight anywhere)
+    for q in (0.0, 0.3, 1.0, [0.1, 0.5, 0.9]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            expected = np.nanquantile(x, q, axis=axis, method=method)
+            got = np.nanquantile(ppto.tensor(x), q, axis=axis, method=method)
+        np.testing.assert_allclose(got.numpy(), expected)
+        weights = ppto._OPERATORS["quantile_weights"](
+            x, q, axis, method, skip_nan=True
+        ).numpy()
+        assert not np.any(weights[..., np.isnan(x)])
+        reduced = (0, 1) if axis is None else (axis,)
+        summed = np.sum(
+            weights * np.nan_to_num(x), axis=tuple(np.ndim(q) + a for a in reduced)
+        )
+        np.testing.assert_allclose(summed, np.nan_to_num(expected), atol=1e-12)
+
+
+def skip_missing_order_statistics(x):
+    rows = np.nanmedian(x, axis=1) * np.array([1.0, -2.0, 0.5, 3.0, 1.5])
+    columns = np.nanquantile(x, [0.2, 0.7], axis=0)[:, [0, 2]]
+    return np.nansum(rows) + np.nanpercentile(x, 30) + np.sum(columns**2)
+
+
+def test_nan_skipping_order_statistics_against_central_differences():
+    x = X.copy()
+    x[0, 1] = x[2, 3] = x[2, 0] = x[4, 5] = np.nan
+    x[3, :] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        gradient = ppto.grad(skip_missing_order_statistics)(x)
+        expected = central_differences(skip_missing_order_statistics, [x], 0)
+    assert_gradient(gradient, expected, "nanmedian, nanquantile, nanpercentile")
+    np.testing.assert_array_equal(gradient.numpy()[np.isnan(x)], 0.0)
 
 
 def tied_median(x):

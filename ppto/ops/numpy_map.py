@@ -19,6 +19,7 @@ from ppto.ops import (
     indexing,
     linalg,
     logic,
+    order,
     reductions,
     shape,
     signal,
@@ -28,8 +29,8 @@ from ppto.ops import elementwise as ew
 
 # NumPy's reductions take (a, axis, dtype, out, ...): after the axis, ppto's
 # keepdims and ddof would receive NumPy's dtype and out if given by position (NumPy
-# has no logsumexp; np.median's order is read through NUMPY_ORDER)
-AXIS_ONLY = reductions.REDUCTIONS - {"logsumexp", "median"}
+# has no logsumexp; np.median's and np.nanmedian's order is read through NUMPY_ORDER)
+AXIS_ONLY = reductions.REDUCTIONS - {"logsumexp", "median", "nanmedian"}
 
 
 def check_numpy_positionals(op, count: int, spelled: str) -> None:
@@ -310,9 +311,15 @@ NUMPY_ORDER = {
     np.average: (reductions.average, ("a", "axis", "weights")),
     np.pad: (arrange.pad, ("array", "pad_width", "mode")),
     np.diff: (arrange.diff, ("a", "n", "axis", "prepend", "append")),
-    np.quantile: (statistics.quantile, QUANTILE_ORDER),
-    np.percentile: (statistics.percentile, QUANTILE_ORDER),
-    np.median: (statistics.median, ("a", "axis", "out", "overwrite_input", "keepdims")),
+    np.quantile: (order.quantile, QUANTILE_ORDER),
+    np.percentile: (order.percentile, QUANTILE_ORDER),
+    np.median: (order.median, ("a", "axis", "out", "overwrite_input", "keepdims")),
+    np.nanquantile: (order.nanquantile, QUANTILE_ORDER),
+    np.nanpercentile: (order.nanpercentile, QUANTILE_ORDER),
+    np.nanmedian: (
+        order.nanmedian,
+        ("a", "axis", "out", "overwrite_input", "keepdims"),
+    ),
 }
 NUMPY_FUNCTIONS.update(
     {

@@ -40,7 +40,8 @@ def reduced_axes(ndim, axis):
 REDUCTIONS = frozenset({
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
     "reduce_var", "reduce_std", "logsumexp", "argmax", "argmin",
-    "nansum", "nanmean", "nanmax", "nanmin", "nanvar", "nanstd", "ptp", "median",
+    "nansum", "nanmean", "nanmax", "nanmin", "nanvar", "nanstd", "ptp",
+    "median", "nanmedian",
 })  # fmt: skip
 
 
