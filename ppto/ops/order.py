@@ -1,5 +1,6 @@
 """Order statistics: ``quantile``, ``percentile`` and ``median`` over axes, with
-NumPy's methods (all but the inverted-CDF steps).
+NumPy's methods (all but the inverted-CDF steps), and their NaN-skipping kin
+(``nanquantile``, ``nanpercentile``, ``nanmedian``).
 
 A quantile is linear in x where x's order holds, so its gradient goes to the one or
 two elements it interpolates between (``quantile_weights``): tied elements share
@@ -34,7 +35,7 @@ METHODS = ("linear", "midpoint", *ROUNDED, *INTERPOLATING)
 
 def checked_quantiles(q, per: float, name: str):
     """``q`` as fractions in [0, 1] (``per`` 100 for percentiles); a ppto error
-    naming ``name`` for one outside, or a method ppto does not take."""
+    naming ``name`` for one outside."""
     fractions = np.asarray(q, dtype=np.float64) / per
     if not np.all((fractions >= 0) & (fractions <= 1)):
         bounds = "[0, 100]" if per == 100 else "[0, 1]"
@@ -43,6 +44,7 @@ def checked_quantiles(q, per: float, name: str):
 
 
 def check_method(method: str, name: str) -> None:
+    """A ppto error naming ``name`` for a method ppto does not take."""
     if method not in METHODS:
         raise PptoError(
             f"ppto.{name} takes method= one of {', '.join(METHODS)}, not "
