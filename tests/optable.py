@@ -322,9 +322,19 @@ REDUCTIONS = [
     unary("cov", N((3, 5))),
     unary("cov", N((6,)), "one-variable", bias=True),
     unary("cov", N((5, 3)), "rowvar", rowvar=False),
-    unary("cov", N((2, 6)), "ddof", ddof=2),
+    Row("cov", (N((5, 2)), N((5, 3))), {"rowvar": False}, (0, 1), label="rowvar-y"),
+    Row("cov", (N((2, 5)), N((5,))), {"ddof": 2}, (0, 1), label="vector-y-ddof"),
     unary("corrcoef", N((3, 6))),
-    unary("corrcoef", N((6, 2)), "rowvar", rowvar=False),
+    Row("corrcoef", (N((6, 2)), N((1, 6))), {"rowvar": False}, (0, 1), label="y"),
+    Row("variables", (N((4, 2)), N((4,))), {"rowvar": False}, (0, 1)),
+    unary("variables", N((5,)), "one-vector"),
+    Row(
+        "split_variables",
+        (N((3, 4)),),
+        call=lambda r: ppto.split_variables(
+            r, (((2, 4), 0, 2, (0, 1)), ((4,), 2, 3, (0,)))
+        ),
+    ),
 ]
 
 LINALG = [

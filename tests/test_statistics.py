@@ -200,11 +200,50 @@ def test_covariance_and_correlation_match_numpy(shape, keywords):
     )
 
 
-def test_covariance_of_a_second_array_says_how_to_stack_it():
-    x = ppto.tensor(np.ones((2, 4)))
-    with pytest.raises(ppto.PptoError, match=r"np.cov\(np.vstack\(\[m, y\]\)\)"):
-        np.cov(x, np.ones(4))
-    with pytest.raises(ppto.PptoError, match="np.hstack"):
-        np.corrcoef(x, np.ones((2, 4)), rowvar=False)
+@pytest.mark.parametrize(
+    "shapes, keywords",
+    [
+        (((2, 5), (5,)), {}),
+        (((5, 2), (5, 3)), {"rowvar": False}),
+        (((6, 2), (1, 6)), {"rowvar": False}),  # (y of one row: not transposed)
+        (((4,), (4,)), {"ddof": 0}),
+    ],
+)
+def test_covariance_and_correlation_of_a_second_array(shapes, keywords):
+    rng = np.random.default_rng(12)
+    m, y = (rng.standard_normal(shape) for shape in shapes)
+    for name in ("cov", "corrcoef"):
+        given = keywords if name == "cov" else {"rowvar": keywords.get("rowvar", True)}
+        got = getattr(np, name)(ppto.tensor(m), ppto.tensor(y), **given).numpy()
+        np.testing.assert_allclose(got, getattr(np, name)(m, y, **given), rtol=1e-12)
+        op = getattr(ppto, name)
+        report = ppto.check_grad(
+            lambda a, b: op(a, b, **given), ppto.tensor(m), ppto.tensor(y), wrt=(0, 1)
+        )
+        assert report.ok, str(report)
+
+
+def correlation_with_targets(features, targets):
+    return np.sum(np.corrcoef(features, targets, rowvar=False)[:3, 3:] ** 2)
+
+
+def test_a_correlation_differentiated_in_one_array_only():
+    # the other array's tangent is zero: the tangent of the rows joined was 0
+    # (read as zero after the rule's branch) or a concat of wrong shapes
+    rng = np.random.default_rng(13)
+    features, targets = rng.standard_normal((6, 3)), rng.standard_normal((6, 2))
+    direction = rng.standard_normal(targets.shape)
+    _, tangent = ppto.jvp(
+        lambda t: correlation_with_targets(features, t), (targets,), (direction,)
+    )
+    expected = central_differences(
+        lambda t: correlation_with_targets(features, t), [targets], 0
+    )
+    assert float(tangent) == pytest.approx(float(np.sum(expected * direction)))
+
+
+def test_covariance_refuses_arrays_of_more_than_two_axes():
     with pytest.raises(ppto.ShapeError, match="1-D or 2-D"):
         np.cov(ppto.tensor(np.ones((2, 3, 4))))
+    with pytest.raises(ppto.ShapeError, match="1-D or 2-D"):
+        np.corrcoef(ppto.tensor(np.ones((2, 3))), np.ones((2, 3, 1)))

@@ -7,7 +7,7 @@ NaN entries get no gradient; tied extrema share theirs equally, as np.max's.
 
 import numpy as np
 
-from ppto.errors import PptoError, ShapeError
+from ppto.errors import ShapeError
 from ppto.ops.elementwise import sqrt, where
 from ppto.ops.linalg import diag, diagonal, outer
 from ppto.ops.logic import isnan, logical_not
@@ -26,7 +26,6 @@ from ppto.ops.shape import (
     expand_dims,
     matrix_transpose,
     reshape,
-    transpose,
 )
 
 REDUCE = "(Tensor[...]) -> Tensor[...]"
@@ -201,60 +200,127 @@ def _(x, axis=None, keepdims=False):
     return tangent
 
 
-# np.cov and np.corrcoef read m as variables along rows, observations along columns:
-# a 1-D m as one variable, a 2-D one transposed where rowvar is False. Their rules
-# arrange m so (rows) and put the gradient back the same way.
+# np.cov and np.corrcoef read m (and y) as variables along rows, observations along
+# columns: a 1-D array as one variable, a 2-D m transposed where rowvar is False (a
+# 2-D y too, unless of one row), y's variables after m's. ``variables`` arranges
+# them so, ``split_variables`` puts rows back (its adjoint), so the rules below see
+# one matrix of rows.
 
 
 def check_covariance_inputs(m, y, name: str) -> None:
-    """1-D or 2-D m; y (a second set of variables) refused with the rewrite."""
+    """1-D or 2-D arrays, as NumPy takes them."""
+    for array in (m, y):
+        if np.ndim(array) > 2:
+            raise ShapeError(
+                f"ppto.{name} takes 1-D or 2-D arrays (variables and "
+                f"observations), got one of shape {np.shape(array)}: reshape it "
+                "to 2-D first"
+            )
+
+
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="linear")
+def variables(xp, m, y=None, rowvar=True):
+    """The variables of m and y as rows of one matrix, as np.cov reads them."""
+    rows = [_rows(xp, m, rowvar, False)]
     if y is not None:
-        raise PptoError(
-            f"ppto.{name} takes no second array y: stack the variables first, "
-            f"np.{name}(np.vstack([m, y])) (np.{name}(np.hstack([m, y]), "
-            "rowvar=False) for variables in columns), which NumPy computes the same"
-        )
-    if np.ndim(m) > 2:
-        raise ShapeError(
-            f"ppto.{name} takes a 1-D or 2-D array (variables and observations), "
-            f"got one of shape {np.shape(m)}: reshape it to 2-D first"
-        )
+        rows.append(_rows(xp, y, rowvar, True))
+    return xp.concatenate(rows, axis=0) if len(rows) > 1 else rows[0]
 
 
-@primitive("(Tensor[...]) -> Tensor[...]")
+def _rows(xp, array, rowvar, second):
+    arranged = xp.transpose(array, variables_axes(array, rowvar, second))
+    return xp.reshape(arranged, (-1, arranged.shape[-1] if arranged.ndim else 1))
+
+
+@variables.grad_rule
+def _(m, y=None, rowvar=True):
+    def backward(dY):
+        parts = split_variables(dY, variables_layout(m, y, rowvar), rowvar)
+        if y is None:
+            return parts[0], None
+        return parts[0], parts[1]
+
+    return backward
+
+
+@variables.jvp_rule
+def _(m, y=None, rowvar=True):
+    def tangent(dm, dy):
+        if y is None:
+            return variables(dm, None, rowvar)
+        return variables(dm, dy, rowvar)
+
+    return tangent
+
+
+@shape_helper
+def variables_layout(m, y, rowvar) -> tuple:
+    """For each of m and y (where given): its shape, its rows in ``variables``'
+    matrix and the transposition that arranged it."""
+    layout, start = [], 0
+    for array, second in ((m, False), (y, True)):
+        if array is None:
+            continue
+        axes = variables_axes(array, rowvar, second)
+        count = np.shape(array)[axes[0]] if np.ndim(array) == 2 else 1
+        layout.append((tuple(np.shape(array)), start, start + count, axes))
+        start += count
+    return tuple(layout)
+
+
+@primitive("(Tensor[...]) -> Tensor[...] tuple", tangent="linear")
+def split_variables(xp, rows, layout, rowvar=True):
+    """``variables``' matrix cut back into m and y (``layout``): its adjoint."""
+    parts = []
+    for shape, start, stop, axes in layout:
+        arranged = tuple(shape[a] for a in axes)
+        parts.append(xp.transpose(xp.reshape(rows[start:stop], arranged), axes))
+    return tuple(parts)
+
+
+@split_variables.grad_rule
+def _(rows, layout, rowvar=True):
+    def backward(dYs):
+        if len(layout) == 1:
+            return variables(dYs[0], None, rowvar)
+        return variables(dYs[0], dYs[1], rowvar)
+
+    return backward
+
+
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]")
 def cov(xp, m, y=None, rowvar=True, bias=False, ddof=None):
-    """The covariance matrix of the variables of m, like np.cov: each row a
-    variable (a column where ``rowvar`` is False), the sums of products of
-    deviations from the mean divided by the count less ``ddof`` (1 by default, 0
-    where ``bias``); a number for one variable."""
+    """The covariance matrix of the variables of m (and y), like np.cov: each
+    row a variable (a column where ``rowvar`` is False), the sums of products
+    of deviations from the mean divided by the count less ``ddof`` (1 by
+    default, 0 where ``bias``); a number for one variable."""
     check_covariance_inputs(m, y, "cov")
-    return xp.cov(m, rowvar=rowvar, bias=bias, ddof=ddof)
+    return xp.cov(m, y, rowvar=rowvar, bias=bias, ddof=ddof)
 
 
 @cov.grad_rule
 def _(m, y=None, rowvar=True, bias=False, ddof=None):
     def backward(dY):
-        rows = reshape(
-            transpose(m, variables_axes(m, rowvar)), variables_shape(m, rowvar)
-        )
+        rows = variables(m, y, rowvar)
         centered = rows - reduce_mean(rows, 1, True)
         square = reshape(dY, covariance_shape(rows))
         drows = (square + matrix_transpose(square)) @ centered
         drows = drows / covariance_divisor(rows, bias, ddof)
-        return transpose(reshape(drows, arranged(m, rowvar)), variables_axes(m, rowvar))
+        parts = split_variables(drows, variables_layout(m, y, rowvar), rowvar)
+        if y is None:
+            return parts[0], None
+        return parts[0], parts[1]
 
     return backward
 
 
 @cov.jvp_rule
 def _(m, y=None, rowvar=True, bias=False, ddof=None, out=None):
-    def tangent(dm):
-        rows = reshape(
-            transpose(m, variables_axes(m, rowvar)), variables_shape(m, rowvar)
-        )
-        drows = reshape(
-            transpose(dm, variables_axes(m, rowvar)), variables_shape(m, rowvar)
-        )
+    def tangent(dm, dy):
+        rows = variables(m, y, rowvar)
+        drows = variables(dm, None, rowvar)
+        if y is not None:
+            drows = variables(dm, dy, rowvar)
         centered = rows - reduce_mean(rows, 1, True)
         product = (drows - reduce_mean(drows, 1, True)) @ matrix_transpose(centered)
         spread = product + matrix_transpose(product)
@@ -263,13 +329,13 @@ def _(m, y=None, rowvar=True, bias=False, ddof=None, out=None):
     return tangent
 
 
-@primitive("(Tensor[...]) -> Tensor[...]")
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]")
 def corrcoef(xp, x, y=None, rowvar=True):
-    """The correlation coefficients of the variables of x, like np.corrcoef:
-    np.cov's matrix with each entry divided by the two variables' standard
-    deviations (1 on the diagonal; a number for one variable)."""
+    """The correlation coefficients of the variables of x (and y), like
+    np.corrcoef: np.cov's matrix with each entry divided by the two variables'
+    standard deviations (1 on the diagonal; a number for one variable)."""
     check_covariance_inputs(x, y, "corrcoef")
-    return xp.corrcoef(x, rowvar=rowvar)
+    return xp.corrcoef(x, y, rowvar=rowvar)
 
 
 # R[i, j] = C[i, j] / (s[i] * s[j]), s = sqrt(diag(C)), for C the sums of products
@@ -281,9 +347,7 @@ def corrcoef(xp, x, y=None, rowvar=True):
 @corrcoef.grad_rule
 def _(x, y=None, rowvar=True, out=None):
     def backward(dY):
-        rows = reshape(
-            transpose(x, variables_axes(x, rowvar)), variables_shape(x, rowvar)
-        )
+        rows = variables(x, y, rowvar)
         centered = rows - reduce_mean(rows, 1, True)
         spread = sqrt(reduce_sum(centered * centered, 1))
         square = reshape(dY, covariance_shape(rows))
@@ -292,20 +356,21 @@ def _(x, y=None, rowvar=True, out=None):
         dC = square / outer(spread, spread)
         dC = dC - diag(through_spread / (2.0 * spread * spread))
         drows = (dC + matrix_transpose(dC)) @ centered
-        return transpose(reshape(drows, arranged(x, rowvar)), variables_axes(x, rowvar))
+        parts = split_variables(drows, variables_layout(x, y, rowvar), rowvar)
+        if y is None:
+            return parts[0], None
+        return parts[0], parts[1]
 
     return backward
 
 
 @corrcoef.jvp_rule
 def _(x, y=None, rowvar=True, out=None):
-    def tangent(dx):
-        rows = reshape(
-            transpose(x, variables_axes(x, rowvar)), variables_shape(x, rowvar)
-        )
-        drows = reshape(
-            transpose(dx, variables_axes(x, rowvar)), variables_shape(x, rowvar)
-        )
+    def tangent(dx, dy):
+        rows = variables(x, y, rowvar)
+        drows = variables(dx, None, rowvar)
+        if y is not None:
+            drows = variables(dx, dy, rowvar)
         centered = rows - reduce_mean(rows, 1, True)
         spread = sqrt(reduce_sum(centered * centered, 1))
         product = (drows - reduce_mean(drows, 1, True)) @ matrix_transpose(centered)
@@ -322,24 +387,13 @@ def _(x, y=None, rowvar=True, out=None):
 
 
 @shape_helper
-def variables_axes(m, rowvar):
-    """The transposition that makes m's rows its variables (its own inverse):
-    NumPy transposes a 2-D m where rowvar is False."""
-    if np.ndim(m) == 2 and not rowvar:
+def variables_axes(m, rowvar, second=False):
+    """The transposition that makes the rows of m (of y: ``second``) its variables
+    (its own inverse): NumPy transposes a 2-D m where rowvar is False, a 2-D y
+    only where it has more than one row."""
+    if np.ndim(m) == 2 and not rowvar and not (second and np.shape(m)[0] == 1):
         return (1, 0)
     return tuple(range(np.ndim(m)))
-
-
-@shape_helper
-def arranged(m, rowvar):
-    """m's shape after ``variables_axes``."""
-    return tuple(np.shape(m)[a] for a in variables_axes(m, rowvar))
-
-
-@shape_helper
-def variables_shape(m, rowvar):
-    """(variables, observations) for m once arranged: a 1-D m is one variable."""
-    return (1, -1) if np.ndim(m) < 2 else arranged(m, rowvar)
 
 
 @shape_helper

@@ -938,7 +938,7 @@ def covariance_penalty(features, targets):
     # along rows (rowvar=False), the targets' variables after the features'
     covariance = np.cov(features, rowvar=False)
     off_diagonal = covariance - np.diag(np.diag(covariance))
-    correlation = np.corrcoef(np.hstack([features, targets]), rowvar=False)
+    correlation = np.corrcoef(features, targets, rowvar=False)
     spread = np.cov(targets[:, 0], bias=True)
     return np.sum(off_diagonal**2) - np.sum(correlation[:3, 3:] ** 2) + spread
 
