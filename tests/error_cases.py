@@ -528,17 +528,17 @@ def subscript_assignment(x):
 
 
 def opaque_result_returned(x):
-    return np.median(x)  # <- error
+    return np.trapezoid(x)  # <- error
 
 
 def opaque_result_squared(x):
-    scale = np.median(x)  # <- error
+    scale = np.trapezoid(x)  # <- error
     return scale * scale + 1.0
 
 
 def two_opaque_results(x):
-    query = np.median(x, axis=0)  # <- error
-    key = np.median(x, axis=0)  # (the later call, whose name sorts first)
+    query = np.trapezoid(x, axis=0)  # <- error
+    key = np.trapezoid(x, axis=0)  # (the later call, whose name sorts first)
     return np.sum(query * key)
 
 

@@ -63,6 +63,32 @@ class Distinct:
 
 
 @dataclass(frozen=True)
+class WithNaN:
+    """Normal floats with every third entry NaN (the entries np.nansum and its kin
+    skip: their gradient is 0, as central differences of a NaN moved find)."""
+
+    shape: tuple
+
+    def make(self, rng, dtype):
+        values = rng.standard_normal(self.shape)
+        values.reshape(-1)[::3] = np.nan
+        return values.astype(dtype)
+
+
+@dataclass(frozen=True)
+class Increasing:
+    """Increasing floats at least 0.2 apart, from ``start`` (an interpolation
+    table's points)."""
+
+    shape: tuple
+    start: float = -1.0
+
+    def make(self, rng, dtype):
+        steps = rng.uniform(0.2, 0.6, self.shape)
+        return (self.start + np.cumsum(steps, axis=-1)).astype(dtype)
+
+
+@dataclass(frozen=True)
 class Invertible:
     """Square matrices (or stacks of them) well away from singular: normal
     entries plus a multiple of the identity."""
@@ -203,6 +229,9 @@ ELEMENTWISE = [
     binary("logaddexp", N((3, 4)), N((3, 4))),
     binary("logaddexp", N((3, 4)), N((4,)), "broadcast"),
     binary("logaddexp", 0.0, N((3, 4)), "scalar", wrt=(1,)),
+    binary("logaddexp2", N((3, 4)), N((3, 4))),
+    binary("logaddexp2", N((3, 1)), N((4,)), "broadcast"),
+    binary("logaddexp2", N((3, 4)), -1.0, "scalar", wrt=(0,)),
     Row("where", (Mask((3, 4)), N((3, 4)), N((4,))), wrt=(1, 2)),
     # a / b kept away from whole numbers, where a % b jumps
     binary("remainder", U((3, 4), 0.1, 0.6), U((4,), 0.7, 1.0), "broadcast"),
@@ -214,6 +243,14 @@ ELEMENTWISE = [
     binary("fmod", U((3, 4), 2.2, 2.7), -0.7, "scalar", wrt=(0,)),
     unary("clip", Distinct((3, 4)), lo=-0.55, hi=0.6),
     unary("clip", Distinct((3, 4)), "lower-only", lo=-0.55),
+    # bounds per column and per row (constants), kept away from x's values
+    unary(
+        "clip",
+        Distinct((3, 4)),
+        "array-bounds",
+        lo=np.array([-0.55, -1.05, 0.2, -2.05]),
+        hi=np.array([[0.6], [1.1], [0.35]]),
+    ),
 ]
 
 REDUCTIONS = [
@@ -252,6 +289,52 @@ REDUCTIONS = [
     unary("logsumexp", N((3, 4))),
     unary("logsumexp", N((2, 3, 4)), "axis-keepdims", axis=1, keepdims=True),
     Row("unreduce", (N((3,)),), {"like": np.zeros((3, 4)), "axis": 1}),
+    unary("nansum", WithNaN((3, 4))),
+    unary("nansum", WithNaN((2, 3, 4)), "axes-keepdims", axis=(0, 2), keepdims=True),
+    unary("nanmean", WithNaN((3, 4)), "axis", axis=1),
+    unary("nanmean", N((2, 3)), "no-nan"),
+    unary("nanmax", WithNaN((3, 4)), "axis", axis=0),
+    unary("nanmin", WithNaN((3, 4)), "axis-keepdims", axis=1, keepdims=True),
+    unary("nanvar", WithNaN((3, 5)), "axis", axis=1),
+    unary("nanvar", WithNaN((3, 4)), "ddof", ddof=1),
+    unary("nanstd", WithNaN((3, 4)), "axis-keepdims", axis=0, keepdims=True),
+    unary("nanstd", WithNaN((3, 4)), "ddof", axis=-1, ddof=1),
+    unary("ptp", Distinct((3, 4))),
+    unary("ptp", Distinct((2, 3, 4)), "axis", axis=1),
+    unary("ptp", Distinct((3, 4)), "axes-keepdims", axis=(0, 1), keepdims=True),
+    unary("median", Distinct((3, 4))),
+    unary("median", Distinct((3, 5)), "odd-axis", axis=1),
+    unary("median", Distinct((4, 3, 2)), "axes-keepdims", axis=(0, 2), keepdims=True),
+    unary("quantile", Distinct((3, 4)), q=0.3),
+    unary("quantile", Distinct((4, 5)), "q-array-axis", q=[0.1, 0.5, 0.95], axis=0),
+    unary("quantile", Distinct((3, 4)), "keepdims", q=0.6, axis=-1, keepdims=True),
+    unary("quantile", Distinct((6,)), "midpoint", q=0.3, method="midpoint"),
+    unary("quantile", Distinct((6,)), "hazen", q=[0.05, 0.7], method="hazen"),
+    unary("quantile", Distinct((3, 4)), "lower", q=0.4, axis=1, method="lower"),
+    unary("quantile", Distinct((3, 4)), "nearest", q=0.7, axis=0, method="nearest"),
+    unary("percentile", Distinct((3, 4)), q=35.0),
+    unary("percentile", Distinct((3, 4)), "axis", q=[10, 90], axis=1),
+    unary("nanmedian", WithNaN((3, 4)), "axis", axis=1),
+    unary("nanmedian", WithNaN((3, 5))),
+    unary("nanquantile", WithNaN((4, 3)), "q-array", q=[0.2, 0.7], axis=1),
+    unary("nanquantile", WithNaN((3, 4)), "hazen", q=0.4, method="hazen"),
+    unary("nanpercentile", WithNaN((3, 4)), "keepdims", q=65, axis=0, keepdims=True),
+    unary("cov", N((3, 5))),
+    unary("cov", N((6,)), "one-variable", bias=True),
+    unary("cov", N((5, 3)), "rowvar", rowvar=False),
+    Row("cov", (N((5, 2)), N((5, 3))), {"rowvar": False}, (0, 1), label="rowvar-y"),
+    Row("cov", (N((2, 5)), N((5,))), {"ddof": 2}, (0, 1), label="vector-y-ddof"),
+    unary("corrcoef", N((3, 6))),
+    Row("corrcoef", (N((6, 2)), N((1, 6))), {"rowvar": False}, (0, 1), label="y"),
+    Row("variables", (N((4, 2)), N((4,))), {"rowvar": False}, (0, 1)),
+    unary("variables", N((5,)), "one-vector"),
+    Row(
+        "split_variables",
+        (N((3, 4)),),
+        call=lambda r: ppto.split_variables(
+            r, (((2, 4), 0, 2, (0, 1)), ((4,), 2, 3, (0,)))
+        ),
+    ),
 ]
 
 LINALG = [
@@ -330,6 +413,26 @@ LINALG = [
     unary("triu", N((3,)), "vector"),
     binary("outer", N((3,)), N((4,))),
     binary("outer", N((2, 3)), N((4,)), "flattened"),
+    binary("kron", N((2, 3)), N((3, 2))),
+    binary("kron", N((3,)), N((2, 2)), "vector-matrix"),
+    binary("kron", N((2, 1, 2)), N((2, 3)), "ranks-differ"),
+    binary("kron", N(()), N((3,)), "number"),
+    binary("convolve", N((5,)), N((3,))),
+    binary("convolve", N((3,)), N((6,)), "same-shorter-first", mode="same"),
+    binary("convolve", N((6,)), N((4,)), "same", mode="same"),
+    binary("convolve", N((4,)), N((6,)), "valid", mode="valid"),
+    binary("correlate", N((6,)), N((3,))),
+    binary("correlate", N((2,)), N((5,)), "same-shorter-first", mode="same"),
+    binary("correlate", N((5,)), N((4,)), "full", mode="full"),
+    # x from -1.2 to 1.8 over knots from about -0.6 to 1.8: inside and beyond both
+    Row("interp", (U((3, 4), -1.2, 1.8), Increasing((5,)), N((5,))), wrt=(0, 1, 2)),
+    Row(
+        "interp",
+        (U((7,), -1.2, 1.8), Increasing((5,)), N((5,))),
+        {"left": 0.5, "right": -1.0},
+        wrt=(0, 1, 2),
+        label="left-right",
+    ),
 ]
 
 SHAPE = [
@@ -459,6 +562,32 @@ SHAPE = [
         call=lambda a, b: ppto.stack([a, b], axis=1),
     ),
     Row("split", (N((5, 3)),), call=lambda x: ppto.split(x, [1, 3], axis=0)),
+    Row(
+        "meshgrid",
+        (N((3,)), N((4,))),
+        wrt=(0, 1),
+        call=lambda a, b: ppto.meshgrid([a, b]),
+    ),
+    Row(
+        "meshgrid",
+        (N((2,)), N((3,)), N((2, 2))),
+        wrt=(0, 1, 2),
+        call=lambda a, b, c: ppto.meshgrid([a, b, c], indexing="ij", sparse=True),
+        label="ij-sparse-three",
+    ),
+    Row(
+        "grid_sums",
+        (N((4, 3)), N((4, 3))),
+        wrt=(0, 1),
+        call=lambda a, b: ppto.grid_sums([a, b], ((3,), (4,))),
+    ),
+    Row(
+        "grid_sums",
+        (N((2, 1)), N((1, 3))),
+        wrt=(0, 1),
+        call=lambda a, b: ppto.grid_sums([a, b], ((2,), (3,)), "ij", True),
+        label="ij-sparse",
+    ),
     Row("unstack", (N((3, 2)),), call=lambda x: ppto.unstack(x, axis=1)),
     Row(
         "split_joined",
@@ -527,6 +656,7 @@ NON_DIFFERENTIABLE = [
     "logical_xor",
     "logical_not",
     "isfinite",
+    "isnan",
     "sign",
     "floor",
     "ceil",
@@ -534,10 +664,19 @@ NON_DIFFERENTIABLE = [
     "argmax",
     "argmin",
     "argsort",
+    "quantile_weights",
+    "interp_segments",
+    "interp_covered",
     "one_hot",
 ]
 # Parameters without defaults that the refusal test must pass.
-REFUSAL_PARAMS = {"one_hot": {"num_classes": 3}}
+REFUSAL_PARAMS = {"one_hot": {"num_classes": 3}, "quantile_weights": {"q": 0.5}}
+# Second inputs of the right shape for the refusal test (else a * 2): the points
+# of an interpolation table are a vector.
+REFUSAL_SECOND = {
+    "interp_segments": lambda a: ppto.flatten(a),
+    "interp_covered": lambda a: ppto.flatten(a),
+}
 # Constants: differentiable, with zero gradient (checked separately).
 CONSTANT = ["zeros_like", "ones_like", "stop_gradient"]
 

@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 
 import ppto
+from ppto.ops.primitive import Primitive
+from ppto.ops.reductions import reduce_sum, unreduce
 from tests.corpus.checks import (
     CASES,
     as_float,
@@ -648,3 +650,52 @@ def test_forward_mode_through_an_operator_without_a_tangent_rule_says_so():
     assert "np.append has no ppto operator" in first
     assert "@rolled.jvp_rule" in str(caught.value)
     assert caught.value.lineno == inspect.getsourcelines(rolled)[1] + 3
+
+
+def _weighted_total(xp, a, b):
+    return xp.sum(a) + 2.0 * xp.sum(b)
+
+
+# an operator with rules, as ppto's own are (registered nowhere: the operator
+# table would want a row for it)
+weighted_total = Primitive(_weighted_total, "(Tensor[...], Tensor[...]) -> Tensor[]")
+
+
+@weighted_total.grad_rule
+def _(a, b):
+    def backward(dY):
+        return unreduce(dY, a), unreduce(dY * 2.0, b)
+
+    return backward
+
+
+@weighted_total.jvp_rule
+def _(a, b):
+    def tangent(da, db):
+        total = reduce_sum(da)
+        if b is not None:  # (undecided where the rule is inlined: b is a name)
+            total = total + 2.0 * reduce_sum(db)
+        return total
+
+    return tangent
+
+
+HELD = np.array([0.5, -1.0])
+
+
+def total_of_b(b):
+    return weighted_total(HELD, b) ** 2
+
+
+def test_a_tangent_reassigned_in_a_rules_branch_is_not_read_as_zero():
+    # with a's tangent zero, 'total' was known zero before the if and stayed so
+    # after it, though the branch gave it b's part: the jvp was 0, silently
+    b = np.array([0.25, 1.5, -0.75])
+    direction = np.array([1.0, -2.0, 0.5])
+    _, tangent = ppto.jvp(total_of_b, (b,), (direction,))
+    expected = directional_differences(
+        lambda x: as_float(total_of_b(x)), (b,), {0: direction}
+    )
+    assert float(tangent) == pytest.approx(float(expected), rel=1e-6)
+    total = np.sum(HELD) + 2.0 * np.sum(b)
+    assert float(tangent) == pytest.approx(2 * total * 2.0 * np.sum(direction))

@@ -9,7 +9,13 @@ import pytest
 import ppto
 from ppto.ruletape import vjp_by_rules
 from tests.conftest import DEVICES
-from tests.optable import CONSTANT, NON_DIFFERENTIABLE, REFUSAL_PARAMS, all_rows
+from tests.optable import (
+    CONSTANT,
+    NON_DIFFERENTIABLE,
+    REFUSAL_PARAMS,
+    REFUSAL_SECOND,
+    all_rows,
+)
 
 ROWS = all_rows()
 
@@ -51,8 +57,9 @@ def test_non_differentiable_operator_refuses_gradient(name):
     op = ppto._OPERATORS[name]
     x = ppto.tensor([[0.5, -1.5], [2.5, 0.25]])
     params = REFUSAL_PARAMS.get(name, {})
+    second = REFUSAL_SECOND.get(name, lambda a: a * 2)
     call = (
-        (lambda a: op(a, a * 2))
+        (lambda a: op(a, second(a)))
         if op.signature.arity == 2
         else (lambda a: op(a, **params))
     )
@@ -177,3 +184,17 @@ def test_a_running_sum_or_trace_made_whole_numbers_passes_no_gradient(name, args
     vector = ppto.tensor(np.array([0.3, 1.1, 2.05]))
     rule = ppto.get_grad_rule(ppto._OPERATORS["cumsum"])(vector, None, "float32")
     assert rule(ppto.ones_like(vector).astype("float32")).dtype == np.float64
+
+
+def clipped_by_differentiated_bound(x, lo):
+    return np.sum(np.clip(x, lo, 1.0))
+
+
+def test_clip_refuses_bounds_that_widen_x_or_are_differentiated():
+    # bounds of shape (2, 1) made a (2, 3) result from x of shape (3,), whose
+    # gradient came out (2, 3) (a GradError, after the transform)
+    x = ppto.tensor(np.array([-1.0, 0.3, 0.1]))
+    with pytest.raises(ppto.ShapeError, match=r"np.broadcast_to\(x, \(2, 3\)\)"):
+        np.clip(x, np.zeros(3), np.ones((2, 1)))
+    with pytest.raises(ppto.TransformError, match="'lo' argument of ppto.clip"):
+        ppto.grad(clipped_by_differentiated_bound, wrt=(0, 1))(x, np.zeros(3))

@@ -17,8 +17,11 @@ from ppto.ops import (
     methods,
     nn,
     norms,
+    order,
     reductions,
     shape,
+    signal,
+    statistics,
 )
 from ppto.ops.primitive import OPERATORS
 
@@ -26,6 +29,9 @@ FAMILIES = (
     elementwise,
     logic,
     reductions,
+    statistics,
+    order,
+    signal,
     linalg,
     decompositions,
     least_squares,

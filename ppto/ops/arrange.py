@@ -427,3 +427,59 @@ def _(x, axis=-1, kind=None, stable=None):
         return take_along_axis(dx, argsort(x, axis), axis)
 
     return tangent
+
+
+@primitive("([Tensor[...]]) -> Tensor[...] tuple", tangent="linear")
+def meshgrid(xp, xs, indexing="xy", sparse=False, copy=True):
+    """Coordinate grids from 1-D arrays (others flattened), like np.meshgrid: one
+    array per input, each repeating it along every other input's axis ('xy', the
+    default, puts the second input's axis first; 'ij' keeps their order; sparse
+    grids have length 1 along the other axes). ``ppto.meshgrid`` takes a list;
+    np.meshgrid the arrays one by one."""
+    if indexing not in ("xy", "ij"):
+        raise PptoError(f"ppto.meshgrid takes indexing='xy' or 'ij', not {indexing!r}")
+    return tuple(xp.meshgrid(*xs, indexing=indexing, sparse=sparse, copy=copy))
+
+
+@meshgrid.grad_rule
+def _(xs, indexing="xy", sparse=False, copy=True):
+    def backward(dYs):
+        # each input's element was repeated along the other inputs' axes
+        return grid_sums(dYs, grid_shapes(xs), indexing, sparse)
+
+    return backward
+
+
+@shape_helper
+def grid_shapes(xs) -> tuple:
+    """The shapes of meshgrid's inputs."""
+    return tuple(tuple(np.shape(x)) for x in xs)
+
+
+@primitive("([Tensor[...]]) -> Tensor[...] tuple", tangent="linear")
+def grid_sums(xp, dYs, shapes, indexing="xy", sparse=False):
+    """Each grid of ``dYs`` summed along every axis but its own input's, in that
+    input's shape (of ``shapes``): the adjoint of meshgrid."""
+    sums = []
+    for position, (grid, shape) in enumerate(zip(dYs, shapes)):
+        own = grid_axis(position, len(shapes), indexing)
+        others = tuple(a for a in range(len(shapes)) if a != own)
+        total = grid if sparse else xp.sum(grid, axis=others, keepdims=True)
+        sums.append(xp.reshape(total, shape))
+    return tuple(sums)
+
+
+@grid_sums.grad_rule
+def _(dYs, shapes, indexing="xy", sparse=False):
+    def backward(ddxs):
+        return meshgrid(ddxs, indexing, sparse)
+
+    return backward
+
+
+def grid_axis(position: int, count: int, indexing: str) -> int:
+    """The axis of meshgrid's grids along which input ``position`` runs: 'xy'
+    swaps the first two (x along columns, y along rows)."""
+    if indexing == "xy" and count > 1 and position < 2:
+        return 1 - position
+    return position

@@ -5,6 +5,9 @@ shape by ``unbroadcast``. Unary operators have diagonal (so symmetric) Jacobians
 their tangent rules are derived from the backward rules.
 """
 
+import numpy as np
+
+from ppto.errors import ShapeError
 from ppto.ops.logic import floor_divide
 from ppto.ops.primitive import primitive
 from ppto.ops.shape import (
@@ -592,6 +595,30 @@ def _(a, b, out):
     return tangent
 
 
+@binary()
+def logaddexp2(xp, a, b):
+    """log2(2**a + 2**b), broadcasting, computed without overflow (np.logaddexp2:
+    sums of probabilities held as their base-2 logarithms)."""
+    return xp.logaddexp2(a, b)
+
+
+@logaddexp2.grad_rule
+def _(a, b, out):
+    def backward(dY):
+        # each input's share of the sum, 2**a / (2**a + 2**b), is at most 1
+        return unbroadcast(dY * exp2(a - out), a), unbroadcast(dY * exp2(b - out), b)
+
+    return backward
+
+
+@logaddexp2.jvp_rule
+def _(a, b, out):
+    def tangent(da, db):
+        return da * exp2(a - out) + db * exp2(b - out)
+
+    return tangent
+
+
 GELU_SCALE = 0.7978845608028654  # sqrt(2 / pi)
 GELU_CUBIC = 0.044715
 
@@ -820,7 +847,15 @@ def _(x, fill_value, dtype=None, out=None):
 
 @unary()
 def clip(xp, x, lo=None, hi=None):
-    """x limited to [lo, hi]; either bound may be None."""
+    """x limited to [lo, hi]; either bound may be None, a number or an array
+    that broadcasts to x's shape."""
+    widened = np.broadcast_shapes(np.shape(x), np.shape(lo), np.shape(hi))
+    if widened != np.shape(x):  # (its result and gradient have x's shape)
+        raise ShapeError(
+            f"ppto.clip: bounds of shapes {np.shape(lo)} and {np.shape(hi)} widen x "
+            f"of shape {np.shape(x)} to {widened}: broadcast x first, "
+            f"np.clip(np.broadcast_to(x, {widened}), lo, hi)"
+        )
     return xp.clip(x, lo, hi)
 
 

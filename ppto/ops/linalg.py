@@ -145,6 +145,62 @@ def _(a, b):
 
 
 @primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="bilinear")
+def kron(xp, a, b):
+    """The Kronecker product (``np.kron``): a block of b for each of a's elements,
+    scaled by it; the operand of fewer axes has leading axes of length 1 added."""
+    return xp.kron(a, b)
+
+
+@kron.grad_rule
+def _(a, b):
+    def backward(dY):
+        # dY cut into blocks, a's axes and b's interleaved: each of a's elements
+        # met every element of b in its block, each of b's elements every block
+        blocks = reshape(dY, kron_blocks(a, b))
+        da = reduce_sum(blocks * reshape(b, kron_spread(a, b, 1)), kron_axes(a, b, 1))
+        db = reduce_sum(blocks * reshape(a, kron_spread(a, b, 0)), kron_axes(a, b, 0))
+        return reshape(da, np.shape(a)), reshape(db, np.shape(b))
+
+    return backward
+
+
+def _kron_shapes(a, b) -> tuple[tuple, tuple]:
+    """a's and b's shapes with leading 1s to the same number of axes, as np.kron
+    reads them."""
+    shape_a, shape_b = tuple(np.shape(a)), tuple(np.shape(b))
+    count = max(len(shape_a), len(shape_b))
+    return (
+        (1,) * (count - len(shape_a)) + shape_a,
+        (1,) * (count - len(shape_b)) + shape_b,
+    )
+
+
+@shape_helper
+def kron_blocks(a, b) -> tuple:
+    """np.kron(a, b)'s shape with each axis cut in two, (a0, b0, a1, b1, ...)."""
+    shape_a, shape_b = _kron_shapes(a, b)
+    return tuple(n for pair in zip(shape_a, shape_b) for n in pair)
+
+
+@shape_helper
+def kron_spread(a, b, which: int) -> tuple:
+    """The shape that lays a (``which`` 0) or b (1) along its own axes of
+    ``kron_blocks``, 1 along the other operand's."""
+    shapes = _kron_shapes(a, b)
+    return tuple(
+        n if side == which else 1
+        for pair in zip(*shapes)
+        for side, n in enumerate(pair)
+    )
+
+
+@shape_helper
+def kron_axes(a, b, which: int) -> tuple:
+    """The axes of ``kron_blocks`` that belong to a (``which`` 0) or b (1)."""
+    return tuple(range(which, 2 * len(_kron_shapes(a, b)[0]), 2))
+
+
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="bilinear")
 def einsum(xp, a, b, subscripts):
     """np.einsum of two operands (``np.einsum("bqd,bkd->bqk", q, k)``): products of
     a's and b's elements summed over the indices the result leaves out. An index

@@ -80,6 +80,12 @@ def isfinite(xp, x):
 
 
 @unary
+def isnan(xp, x):
+    """Whether x is nan, elementwise (the entries np.nansum and its kin skip)."""
+    return xp.isnan(x)
+
+
+@unary
 def sign(xp, x):
     """-1, 0 or 1 by the sign of x, elementwise."""
     return xp.sign(x)

@@ -23,14 +23,19 @@ from ppto.ops import (
     logic,
     matrix_products,
     norms,
+    order,
     reductions,
     shape,
+    signal,
+    statistics,
 )
 from ppto.ops import elementwise as ew
 
 # NumPy's reductions take (a, axis, dtype, out, ...): after the axis, ppto's
-# keepdims and ddof would receive NumPy's dtype and out if given by position
-AXIS_ONLY = reductions.REDUCTIONS - {"logsumexp"}  # (NumPy has none)
+# keepdims and ddof would receive NumPy's dtype and out if given by position (NumPy
+# has no logsumexp; np.median's and np.nanmedian's order is their operators':
+# OperatorDef.positional)
+AXIS_ONLY = reductions.REDUCTIONS - {"logsumexp", "median", "nanmedian"}
 
 
 def check_numpy_positionals(op, count: int, spelled: str) -> None:
@@ -76,6 +81,8 @@ class NumpyAlias:
     rank_check: RankCheck | None = None
     # parameters NumPy takes before the arrays (np.einsum's subscripts)
     leading: tuple = ()
+    # arrays given one by one where the operator takes them as a list (np.meshgrid)
+    variadic: bool = False
 
     def __call__(self, *args, **kwargs):
         check_numpy_positionals(self.op, len(args), "this NumPy function")
@@ -93,6 +100,8 @@ class NumpyAlias:
                 )
         renamed.update(zip(self.leading, args))
         args = args[len(self.leading) :]
+        if self.variadic:
+            args = (list(args),)
         try:
             return self.op(*args, **renamed)
         except PptoError:
@@ -136,6 +145,7 @@ NUMPY_UFUNCS = {
     np.fmod: ew.fmod,
     np.maximum: ew.maximum,
     np.logaddexp: ew.logaddexp,
+    np.logaddexp2: ew.logaddexp2,
     np.minimum: ew.minimum,
     np.matmul: linalg.dot,
     np.greater: logic.greater,
@@ -149,6 +159,7 @@ NUMPY_UFUNCS = {
     np.logical_xor: logic.logical_xor,
     np.logical_not: logic.logical_not,
     np.isfinite: logic.isfinite,
+    np.isnan: logic.isnan,
     np.sign: logic.sign,
     np.floor: logic.floor,
     np.ceil: logic.ceil,
@@ -168,6 +179,7 @@ _FUNCTIONS = {
     np.argmax: reductions.argmax,
     np.argmin: reductions.argmin,
     np.outer: linalg.outer,
+    np.kron: linalg.kron,
     np.vdot: linalg.vdot,
     np.cross: linalg.cross,
     np.linalg.norm: norms.norm,
@@ -228,6 +240,24 @@ _FUNCTIONS = {
     np.average: reductions.average,
     np.pad: arrange.pad,
     np.diff: arrange.diff,
+    np.nansum: statistics.nansum,
+    np.nanmean: statistics.nanmean,
+    np.nanmax: statistics.nanmax,
+    np.nanmin: statistics.nanmin,
+    np.nanvar: statistics.nanvar,
+    np.nanstd: statistics.nanstd,
+    np.ptp: statistics.ptp,
+    np.cov: statistics.cov,
+    np.corrcoef: statistics.corrcoef,
+    np.convolve: signal.convolve,
+    np.correlate: signal.correlate,
+    np.interp: signal.interp,
+    np.quantile: order.quantile,
+    np.percentile: order.percentile,
+    np.median: order.median,
+    np.nanquantile: order.nanquantile,
+    np.nanpercentile: order.nanpercentile,
+    np.nanmedian: order.nanmedian,
 }
 _RENAMES = {
     np.clip: (ew.clip, {"a_min": "lo", "a_max": "hi", "min": "lo", "max": "hi"}),
@@ -274,4 +304,5 @@ NUMPY_FUNCTIONS.update(
 NUMPY_FUNCTIONS[np.dot] = NumpyAlias(linalg.dot, rank_check=NUMPY_DOT)
 NUMPY_FUNCTIONS[np.einsum] = NumpyAlias(linalg.einsum, leading=("subscripts",))
 NUMPY_FUNCTIONS[np.split] = NumpyAlias(shape.split, {"indices_or_sections": "indices"})
+NUMPY_FUNCTIONS[np.meshgrid] = NumpyAlias(arrange.meshgrid, variadic=True)
 NUMPY_FUNCTIONS.update({ufunc: NumpyAlias(op) for ufunc, op in NUMPY_UFUNCS.items()})

@@ -40,6 +40,8 @@ def reduced_axes(ndim, axis):
 REDUCTIONS = frozenset({
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
     "reduce_var", "reduce_std", "logsumexp", "argmax", "argmin",
+    "nansum", "nanmean", "nanmax", "nanmin", "nanvar", "nanstd", "ptp",
+    "median", "nanmedian",
 })  # fmt: skip
 
 
@@ -113,7 +115,7 @@ def _(x, axis=None, keepdims=False):
     return backward
 
 
-def _extremum_rules(op):
+def extremum_rules(op):
     """Rules of max and min: the gradient is shared equally among tied extrema."""
 
     @op.grad_rule
@@ -148,8 +150,8 @@ def reduce_min(xp, x, axis=None, keepdims=False):
     return xp.min(x, axis=axis, keepdims=keepdims)
 
 
-_extremum_rules(reduce_max)
-_extremum_rules(reduce_min)
+extremum_rules(reduce_max)
+extremum_rules(reduce_min)
 
 
 @primitive(REDUCE)

@@ -350,11 +350,14 @@ class _Simplify(trees.Transformer):
 
     def __init__(self, namespace: dict) -> None:
         self.namespace = namespace
-        self.zeros: set[str] = set()
+        self.zeros: dict[str, gast.Name] = {}  # a name's known-zero tangent
 
     def statements(self, body: list) -> list:
         out = []
         for statement in body:
+            if isinstance(statement, gast.If):
+                out.append(self.branch(statement))
+                continue
             statement = self.visit(statement)
             if (
                 isinstance(statement, gast.Assign)
@@ -362,14 +365,38 @@ class _Simplify(trees.Transformer):
                 and isinstance(statement.targets[0], gast.Name)
                 and is_zero(statement.value)
             ):
-                self.zeros.add(statement.targets[0].id)
+                self.zeros[statement.targets[0].id] = statement.value
                 continue
+            # a name written again (to a tangent not known to be zero) is not zero
+            for node in gast.walk(statement):
+                if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
+                    self.zeros.pop(node.id, None)
             out.append(statement)
         return out
 
+    def branch(self, node: gast.If) -> gast.If:
+        """Each path of an ``if`` on its own: a name zero after one path only is
+        assigned its zeros at that path's end (the other gives it a value), and
+        reads after the ``if`` are zero only where both paths leave it so. (A
+        zero left for the whole ``if`` had a rule that reassigned a tangent in a
+        branch give zero after it.)"""
+        node.test = self.visit(node.test)
+        before = dict(self.zeros)
+        body = self.statements(node.body)
+        after_body, self.zeros = self.zeros, dict(before)
+        orelse = self.statements(node.orelse)
+        after_else = self.zeros
+        for target in sorted(after_body.keys() - after_else.keys()):
+            body.append(assign(target, clone(after_body[target])))
+        for target in sorted(after_else.keys() - after_body.keys()):
+            orelse.append(assign(target, clone(after_else[target])))
+        self.zeros = {n: z for n, z in after_body.items() if n in after_else}
+        node.body, node.orelse = body or [gast.Pass()], orelse
+        return node
+
     def visit_Name(self, node):
         if isinstance(node.ctx, gast.Load) and node.id in self.zeros:
-            return zero()
+            return clone(self.zeros[node.id])
         return node
 
     def visit_BinOp(self, node):

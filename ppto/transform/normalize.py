@@ -1149,6 +1149,8 @@ class Normalizer:
                 node = self.leading_parameters(node, callee)
             if callee.op.positional:
                 node = self.numpy_positional_names(node, callee)
+            if callee.variadic:
+                node = self.variadic_arrays(node, callee)
             result = self.operator_call(node, callee.op, callee.renames, target)
             if callee.rank_check is not None:
                 self.out[-1].rank_check = (callee.rank_check, node)
@@ -1218,6 +1220,19 @@ class Normalizer:
                 "pass the others by name",
             )
         return call
+
+    def variadic_arrays(self, node, callee):
+        """A call giving its arrays one by one (``np.meshgrid(x, y)``) as the
+        operator takes them, one list (``meshgrid([x, y])``); a new node."""
+        if any(isinstance(a, gast.Starred) for a in node.args):
+            raise self.source.error(
+                node,
+                f"{callee.text} with its arrays unpacked from a sequence",
+                "write the arrays out one by one",
+            )
+        arrays = gast.List(list(node.args), gast.Load())
+        call = gast.Call(node.func, [arrays], node.keywords)
+        return gast.copy_location(call, node)
 
     def numpy_positionals(self, node, op, count: int, spelled: str) -> None:
         try:

@@ -74,6 +74,7 @@ class Callee:
     function: Any = None
     numpy: bool = False  # spelled the NumPy way (np.sum): NumPy's positional order
     leading: tuple = ()  # parameters NumPy takes before the arrays (np.einsum's)
+    variadic: bool = False  # arrays given one by one, taken as a list (np.meshgrid)
     method: str = ""
     text: str = ""
     rank_check: Any = None  # (see NumpyAlias)
@@ -146,6 +147,7 @@ def classify(value: Any, text: str = "") -> Callee:
             numpy=True,
             rank_check=alias.rank_check,
             leading=alias.leading,
+            variadic=alias.variadic,
         )
     if _hashable(value) and value in _BUILTIN_OPERATORS:
         return Callee("operator", op=_BUILTIN_OPERATORS[value], text=text)

@@ -980,6 +980,81 @@ def sorted_largest(x):
     return np.sum(ordered[:, -2:] ** 2) + np.sum(smallest * np.array([1.0, 2.0, 3.0]))
 
 
+def kronecker_and_base_two(a, b):
+    # a block matrix of scaled copies of b (np.kron) and sums of probabilities
+    # held as base-2 logarithms (np.logaddexp2), neither of which had an operator
+    blocks = np.kron(a, b)
+    bits = np.logaddexp2(a[:, :1], b[0])
+    return np.sum(np.tanh(blocks) * blocks) + np.sum(bits**2) + np.sum(np.kron(a[0], b))
+
+
+def filtered_signal(signal, kernel):
+    # a smoothing filter and a matched filter (np.convolve, np.correlate had no
+    # operator), with NumPy's modes
+    smooth = np.convolve(signal, kernel, mode="same")
+    matched = np.correlate(signal, kernel)
+    echo = np.convolve(kernel, signal) + np.correlate(kernel, signal, "full")
+    return np.sum(np.tanh(smooth) * signal) + np.sum(matched**2) + np.sum(echo**3)
+
+
+def interpolated_curve(x, knots, heights):
+    # a piecewise linear curve through a table of points (np.interp had no
+    # operator), differentiated in where it is read, the points and their heights;
+    # beyond the ends, fp's end values or left= and right=
+    y = np.interp(x, knots, heights)
+    bounded = np.interp(x * 2.0, knots, heights**2, left=0.0, right=1.0)
+    return np.sum(np.sin(y) * x) + np.sum(bounded)
+
+
+def covariance_penalty(features, targets):
+    # decorrelating features (np.cov, np.corrcoef had no operator): observations
+    # along rows (rowvar=False), the targets' variables after the features'
+    covariance = np.cov(features, rowvar=False)
+    off_diagonal = covariance - np.diag(np.diag(covariance))
+    correlation = np.corrcoef(features, targets, rowvar=False)
+    spread = np.cov(targets[:, 0], bias=True)
+    return np.sum(off_diagonal**2) - np.sum(correlation[:3, 3:] ** 2) + spread
+
+
+def field_on_a_grid(x, y):
+    # a function sampled on coordinate grids (np.meshgrid had no operator), by
+    # unpacking and by index, 'xy' and sparse 'ij' grids
+    X, Y = np.meshgrid(x, y)
+    rows, columns = np.meshgrid(x, y, indexing="ij", sparse=True)
+    grids = np.meshgrid(x * 2.0, y)
+    field = np.sin(X) * Y**2 + grids[0] * grids[1]
+    return np.sum(field) + np.sum(np.exp(rows * columns))
+
+
+def robust_summaries(x):
+    # a median, quartiles, percentiles and the range (np.median, np.quantile,
+    # np.percentile and np.ptp had no operator): the gradient goes to the order
+    # statistics each one interpolates between
+    center = np.median(x, axis=0)
+    quartiles = np.quantile(x, [0.25, 0.75], axis=1, keepdims=True)
+    tails = np.percentile(x, 90) - np.percentile(x, 10, method="lower")
+    spread = np.sum((quartiles[1] - quartiles[0]) ** 2)
+    return np.sum(center**3) + spread * tails + np.sum(np.ptp(x, axis=1) * x[:, 0])
+
+
+def nan_skipping_statistics(x):
+    # readings above 0.7 marked missing (NaN), then summarised without them
+    # (np.nansum, np.nanmean, np.nanmax, np.nanmin, np.nanvar and np.nanstd)
+    readings = np.where(x > 0.7, np.nan, x)
+    rows = np.nanmean(readings, axis=1) * np.nanstd(readings, axis=1, ddof=1)
+    columns = np.nanmax(readings, axis=0) - np.nanmin(readings, axis=0)
+    total = np.nansum(readings**3) + np.nanvar(readings)
+    return np.sum(rows**2) + np.sum(np.sin(columns)) + total
+
+
+def missing_entries(x):
+    # NaN entries of an argument itself take no gradient (read by the NaN-skipping
+    # reductions directly: x * x would pass them 0 * NaN, as in JAX and PyTorch)
+    means = np.sum(np.nanmean(x, axis=0) ** 2) + np.nanmax(x) ** 2
+    middles = np.nanmedian(x) + np.sum(np.nanquantile(x, 0.3, axis=1) ** 2)
+    return np.nansum(x) ** 2 + means + middles * np.nanpercentile(x, 80)
+
+
 def scores_by_tensordot(q, k):
     # products over named axes (np.tensordot, np.inner had no operator)
     scores = np.tensordot(q, k, axes=([1], [1]))
@@ -1124,6 +1199,14 @@ CASES = [
     Case(cleaned_inputs, F(3, 3), F(3)),
     Case(padded_differences, F(2, 4)),
     Case(sorted_largest, F(3, 4)),
+    Case(kronecker_and_base_two, F(2, 2), F(2, 3)),
+    Case(filtered_signal, F(7), F(3)),
+    Case(interpolated_curve, F(2, 3), V([-0.8, -0.3, 0.1, 0.6, 0.9]), F(5)),
+    Case(covariance_penalty, F(6, 3), F(6, 2)),
+    Case(field_on_a_grid, F(3), F(2)),
+    Case(robust_summaries, F(4, 5)),
+    Case(nan_skipping_statistics, F(3, 5)),  # (x[:, 3] keeps one reading)
+    Case(missing_entries, V([[0.3, np.nan, -0.8], [np.nan, 1.1, 0.4]])),
     Case(scores_by_tensordot, F(3, 2), F(4, 2)),
     Case(triangles_and_diagonals, F(3, 3)),
     Case(diagonals_of_a_stack, F(2, 3, 3)),
