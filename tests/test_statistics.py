@@ -158,7 +158,7 @@ def test_nan_entries_and_all_nan_slices_take_no_gradient():
         (lambda x: np.quantile(x, 1.5), r"q must be in the range \[0, 1\]"),
         (lambda x: np.percentile(x, [50, 101]), r"in the range \[0, 100\]"),
         (lambda x: np.quantile(x, 0.5, method="inverted_cdf"), "inverted-CDF"),
-        (lambda x: np.median(x, 0, np.zeros(6)), "unexpected argument 'out'"),
+        (lambda x: np.median(x, 0, np.zeros(6)), "at most 2 positional arguments"),
         (lambda x: np.quantile(x, 0.5, weights=np.ones(5)), "'weights'"),
     ],
 )

@@ -48,7 +48,7 @@ def convolve(xp, a, v, mode="full"):
 def _(a, v, mode="full"):
     def backward(dY):
         # dY where it sits in the full convolution, correlated with the other input
-        full = pad(dY, 0.0, full_window(a, v, mode))
+        full = pad(dY, pad_width=full_window(a, v, mode), constant_values=0.0)
         return correlate(full, v, "valid"), correlate(full, a, "valid")
 
     return backward
@@ -66,7 +66,7 @@ def correlate(xp, a, v, mode="valid"):
 @correlate.grad_rule
 def _(a, v, mode="valid"):
     def backward(dY):
-        full = pad(dY, 0.0, full_window(a, v, mode, True))
+        full = pad(dY, pad_width=full_window(a, v, mode, True), constant_values=0.0)
         return convolve(full, v, "valid"), flip(correlate(full, a, "valid"))
 
     return backward
