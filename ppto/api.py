@@ -493,6 +493,8 @@ class Transformed:
         self._ensure_current()
         key = ranks
         if key not in self._programs:
+            if len(self._programs) >= PROGRAMS_KEPT:
+                self._forget_programs()
             names = list(_signature(self.function).parameters)
             statics = {n: r.value for n, r in zip(names, ranks) if type(r) is _Passed}
             described = [
@@ -512,6 +514,13 @@ class Transformed:
             )
             self._programs[key] = (program, _LazyNamespace(program, self.__name__))
         return self._programs[key]
+
+    def _forget_programs(self) -> None:
+        """Drop the code made so far for this function (shared with its other grad
+        objects): a function called with ever new callables (each a key of its own)
+        would otherwise keep a program, and the callable, for each."""
+        for cache in (self._programs, self._lowered, self._entries, self._fast):
+            cache.clear()
 
     def prepare(self, args: tuple, kwargs: dict):
         """Bind a call, check it, and bring its arrays onto one device (unwrapped):
@@ -880,6 +889,8 @@ class Transformed:
 
 
 SHAPE_SPECIALISATIONS = 8
+# programs kept per function (and wrt and mode) before they are all dropped
+PROGRAMS_KEPT = 64
 # called with (what, function name, result) for each result handed back
 RESULT_OBSERVERS: list[Callable] = []
 
@@ -987,21 +998,57 @@ def _call_key(args: tuple) -> tuple | None:
 
 class _Passed:
     """A callable argument in a specialisation key: the same callable (by
-    identity, as the code calls it) is the same key."""
+    identity, as the code calls it) is the same key, and so is a Python function
+    made again from the same text with the very same defaults, globals and closure
+    values (``ppto.grad(h)(x, lambda v: v * 2)`` in a loop makes a new lambda each
+    turn: each was a new key, a new transformation and a program kept for good)."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "_hash")
 
     def __init__(self, value) -> None:
         self.value = value
+        code = (
+            getattr(value, "__code__", None)
+            if type(value) is types.FunctionType
+            else None
+        )
+        self._hash = hash(code) if code is not None else id(value)
 
     def __eq__(self, other) -> bool:
-        return type(other) is _Passed and other.value is self.value
+        if type(other) is not _Passed:
+            return False
+        mine, theirs = self.value, other.value
+        return mine is theirs or (
+            type(mine) is types.FunctionType
+            and type(theirs) is types.FunctionType
+            and _made_alike(mine, theirs)
+        )
 
     def __hash__(self) -> int:
-        return id(self.value)
+        return self._hash
 
     def __repr__(self) -> str:
         return f"passed {getattr(self.value, '__name__', type(self.value).__name__)}"
+
+
+def _made_alike(f: types.FunctionType, g: types.FunctionType) -> bool:
+    """Whether two functions compute alike for sure: one text (code object), the
+    same globals, and defaults and closure values that are the same objects."""
+    if f.__code__ is not g.__code__ or f.__globals__ is not g.__globals__:
+        return False
+    keywords, theirs = f.__kwdefaults__ or {}, g.__kwdefaults__ or {}
+    if keywords.keys() != theirs.keys():
+        return False
+    try:
+        ours = [*(f.__defaults__ or ()), *keywords.values(), *_cells(f)]
+        other = [*(g.__defaults__ or ()), *(theirs[k] for k in keywords), *_cells(g)]
+    except ValueError:  # a closure cell not yet filled: not compared
+        return False
+    return len(ours) == len(other) and all(a is b for a, b in zip(ours, other))
+
+
+def _cells(function: types.FunctionType) -> list:
+    return [cell.cell_contents for cell in function.__closure__ or ()]
 
 
 def _device_of(value) -> Device:

@@ -115,3 +115,39 @@ def test_jvp_with_a_callable_and_a_closure():
         expected = central_differences(applied_in_closure, (X, W, act), 1) @ tangent
         np.testing.assert_allclose(float(value), applied_in_closure(X, W, act))
         np.testing.assert_allclose(float(pushed), expected, rtol=1e-6)
+
+
+def scaling(scale):
+    return lambda v: v * scale
+
+
+def test_lambdas_made_again_each_step_reuse_code_and_programs_stay_bounded(
+    monkeypatch,
+):
+    """A lambda written in a training loop is a new object each turn: the same
+    text with the same closure values reuses the code made for the first; a lambda
+    closing over a value that changes each turn gets code of its own, right for its
+    value, and the programs kept for the function stay bounded."""
+    from ppto import api
+
+    made = []
+    build = api.build
+
+    def counted_build(*args, **kwargs):
+        made.append(args[0])
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(api, "build", counted_build)
+    gradient = ppto.grad(applied)
+    for _ in range(5):
+        result = gradient(X, lambda v: v * v * 2.0)
+        expected = central_differences(applied, (X, lambda v: v * v * 2.0), 0)
+        assert_gradient(result, expected, "a lambda made again")
+    assert len(made) == 1
+    monkeypatch.setattr(api, "PROGRAMS_KEPT", 4)
+    for turn in range(10):
+        scaled = scaling(float(turn))  # (a closure cell of its own each turn)
+        result = gradient(X, scaled)
+        expected = central_differences(applied, (X, scaled), 0)
+        assert_gradient(result, expected, f"turn {turn}")
+        assert len(gradient._programs) <= 4
