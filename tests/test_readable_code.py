@@ -237,3 +237,21 @@ def test_diff_gradient_reaches_its_prepended_values():
     text = ppto.show_grad(steps_from_a_start, x, start, wrt=(0, 1), file=io.StringIO())
     assert count_in_code(text, "is None") == 0, text  # (start is an array)
     assert_gradients_match(steps_from_a_start, [x, start], [0, 1])
+
+
+def test_expression_keys_tell_numbers_apart_and_read_names_through_copies():
+    """CSE's key of an expression: 1, 1.0, True and -0.0 are different values
+    (x * 1 keeps an integer array whole), and a name is read through its copies."""
+    import gast
+
+    from ppto.transform.optimize_cse import _structure
+
+    def key(text, copies=None):
+        node = gast.parse(text).body[0].value
+        return _structure(node, lambda name: (copies or {}).get(name, name))
+
+    spellings = ["x * 1", "x * 1.0", "x * True", "x * -0.0", "x * 0.0", "y * 1"]
+    assert len({key(text) for text in spellings}) == len(spellings)
+    assert key("np.exp(x - m)") == key("np.exp(x - m)")
+    assert key("np.exp(t - m)", {"t": "x"}) == key("np.exp(x - m)")
+    assert key("f(x, axis=1)") != key("f(x, axis=0)")
