@@ -51,3 +51,19 @@ def clean_ledger():
     previous = ppto.set_transfer_policy("allow")
     yield
     ppto.set_transfer_policy(previous)
+
+
+@pytest.fixture
+def builds(monkeypatch) -> list:
+    """The functions transformed while a test runs (api.build's first argument)."""
+    from ppto import api
+
+    made = []
+    build = api.build
+
+    def counted_build(*args, **kwargs):
+        made.append(args[0])
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(api, "build", counted_build)
+    return made

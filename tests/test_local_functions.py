@@ -122,7 +122,7 @@ def scaling(scale):
 
 
 def test_lambdas_made_again_each_step_reuse_code_and_programs_stay_bounded(
-    monkeypatch,
+    builds, monkeypatch
 ):
     """A lambda written in a training loop is a new object each turn: the same
     text with the same closure values reuses the code made for the first; a lambda
@@ -130,20 +130,12 @@ def test_lambdas_made_again_each_step_reuse_code_and_programs_stay_bounded(
     value, and the programs kept for the function stay bounded."""
     from ppto import api
 
-    made = []
-    build = api.build
-
-    def counted_build(*args, **kwargs):
-        made.append(args[0])
-        return build(*args, **kwargs)
-
-    monkeypatch.setattr(api, "build", counted_build)
     gradient = ppto.grad(applied)
     for _ in range(5):
         result = gradient(X, lambda v: v * v * 2.0)
         expected = central_differences(applied, (X, lambda v: v * v * 2.0), 0)
         assert_gradient(result, expected, "a lambda made again")
-    assert len(made) == 1
+    assert len(builds) == 1
     monkeypatch.setattr(api, "PROGRAMS_KEPT", 4)
     for turn in range(10):
         scaled = scaling(float(turn))  # (a closure cell of its own each turn)

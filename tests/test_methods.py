@@ -983,22 +983,6 @@ class _ScaledLoss(_ScaledAgain):
         return np.sum(self(x))
 
 
-@pytest.fixture
-def builds(monkeypatch) -> list:
-    """The functions transformed while a test runs (api.build's first argument)."""
-    from ppto import api
-
-    made = []
-    build = api.build
-
-    def counted_build(*args, **kwargs):
-        made.append(args[0])
-        return build(*args, **kwargs)
-
-    monkeypatch.setattr(api, "build", counted_build)
-    return made
-
-
 def test_a_grad_of_a_bound_method_made_each_step_reuses_its_code(builds):
     """``ppto.grad(model.loss)`` made anew on every training step (a new wrapper
     per bound method, transformed again each time) reuses the code generated for
