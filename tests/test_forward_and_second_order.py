@@ -648,3 +648,31 @@ def test_forward_mode_through_an_operator_without_a_tangent_rule_says_so():
     assert "np.append has no ppto operator" in first
     assert "@rolled.jvp_rule" in str(caught.value)
     assert caught.value.lineno == inspect.getsourcelines(rolled)[1] + 3
+
+
+# --- found by the random programs (tests/fuzz/) ---
+
+
+def grown_until_large(u):
+    h = u * 2.0
+    while np.max(h) < 0.5:  # the body does not read h: its tangent is not carried
+        h = np.tanh(u) + 1.0
+    return h
+
+
+def sum_grown_until_large(x):
+    return np.sum(grown_until_large(x))
+
+
+@pytest.mark.parametrize(
+    "x", [np.array([0.1, 0.9]), np.array([0.1, 0.2])], ids=["no turn", "one turn"]
+)
+def test_jvp_of_a_helper_whose_while_loop_may_run_no_turn(x):
+    # the helper's tangent was stored under its result's name only inside the
+    # loop (coalesce_copies renamed the loop's store of the carried tangent), so
+    # a loop that ran no turn left it unbound: UnboundLocalError
+    tangent = np.array([1.0, -2.0])
+    value, pushed = ppto.jvp(sum_grown_until_large, (x,), (tangent,))
+    expected = directional_differences(sum_grown_until_large, (x,), {0: tangent})
+    assert_gradient(pushed, np.asarray(expected), "tangent")
+    assert float(value) == sum_grown_until_large(x)
