@@ -922,6 +922,17 @@ def add_into_an_unpacked_row(x):
     return np.sum(x * x)
 
 
+def last_row_and_square(u):
+    return u[-1], u * u  # the first item is a view of u
+
+
+def add_into_an_unpacked_helper_result(x):
+    # (found by the random programs: NumPy changed x; ppto's value did not)
+    row, square = last_row_and_square(x)
+    row *= 2.0  # <- error
+    return np.sum(square) + np.sum(x * x)
+
+
 def add_into_a_sum_kept_twice(x):
     total = 0.0
     total += x

@@ -621,7 +621,10 @@ def _bind(statement, state: _Sharing) -> None:
         origins = _viewed(value) if value is not None else set()
         if origins:
             bases[name] = set().union(*(bases.get(o, set()) for o in origins)) | origins
-            if whole and _surely_an_array(value):
+            # ``a, b = helper(y)`` with ``return y[-1], y * y``: the item may be a
+            # view of y, which ``a += 1`` would write into (its rank is not known)
+            unpacked = not whole and _helper_result(value) is not None
+            if (whole and _surely_an_array(value)) or unpacked:
                 views[name] = set().union(*(views.get(o, set()) for o in origins))
                 views[name] |= origins
     if isinstance(statement, gast.For):
