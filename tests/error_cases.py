@@ -575,6 +575,18 @@ def _doubled_in_place(a):
     return a
 
 
+def _shrunk_in_place(u):
+    u -= u**2  # <- error
+    return u * 2.0
+
+
+def helper_result_unused_changes_its_argument(x):
+    # (found by the random programs: the helper's result reaches no derivative
+    # so it ran as written unchecked; NumPy changed x, ppto's value did not)
+    _ = _shrunk_in_place(x)
+    return np.sum(np.tanh(x))
+
+
 def _first_zeroed(a):
     a[0] = 0.0  # <- error
 

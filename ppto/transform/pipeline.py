@@ -377,6 +377,7 @@ def _prepare(
         ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes, results
     )
     check_reachable(activity, wrt, parsed.source)
+    _check_calls_run_as_written(ir_body, activity)
     generator = Generator(
         parsed, activity, namer, program.refs, program_callee(program)
     )
@@ -387,6 +388,26 @@ def _prepare(
     if plan_reverse:
         generator.forward(ir_body)  # a first pass plans called functions' derivatives
     return ir_body, activity, generator
+
+
+def _check_calls_run_as_written(ir_body: list, activity) -> None:
+    """Each call of a user's function on differentiated values gets the check a
+    function gets where its derivative is made (``aliases.check`` above): one
+    whose results no derivative needs (unused, or read through ``len``) runs as
+    written, and a change it makes in place to an argument reaches the caller's
+    value in NumPy, which the derivative would miss (``t = scaled_in_place(W)``,
+    W read afterwards)."""
+    for statement in ir.walk(ir_body):
+        if not isinstance(statement, ir.CallFunction) or _generated(
+            statement.function.fn
+        ):
+            continue
+        given = dict(zip(statement.function.parameters, statement.inputs))
+        given.update(statement.keywords)
+        if not any(ir.operand_names(o) & activity.varied for o in given.values()):
+            continue
+        ranks = {p: operand_rank(o, activity.ranks) for p, o in given.items()}
+        aliases.check(statement.function, ranks, list(given))
 
 
 def _callee_layouts(parsed: ParsedFunction, program: Program, hints) -> dict:
