@@ -676,3 +676,27 @@ def test_jvp_of_a_helper_whose_while_loop_may_run_no_turn(x):
     expected = directional_differences(sum_grown_until_large, (x,), {0: tangent})
     assert_gradient(pushed, np.asarray(expected), "tangent")
     assert float(value) == sum_grown_until_large(x)
+
+
+def rectified_when_small(u):
+    if np.mean(u) < 0.4:  # (no else: u's mean is below it at these points)
+        t = np.maximum(u, 0.0)
+    return t
+
+
+def squares_rectified(W, s):
+    return np.sum(rectified_when_small(W * s) ** 2)
+
+
+def test_second_derivative_through_a_helper_whose_saved_values_get_no_gradient():
+    # the helper's backward pass, differentiated again, gave the tuple it saves
+    # ((cond, u), reached by no adjoint) the zero zeros_like((cond, u)): a
+    # ShapeError ("inhomogeneous shape") instead of the second derivative
+    W = np.random.default_rng(0).uniform(-1.0, 1.0, (4, 3))
+    first = ppto.grad(squares_rectified, wrt=1)
+    second = ppto.grad(first, wrt=1)(W, 0.3)
+    expected = directional_differences(
+        lambda *a: as_float(first(*a)), (W, 0.3), {1: 1.0}, eps=SECOND_ORDER_EPS
+    )
+    assert_gradient(second, np.asarray(expected), "d2/ds2", rtol=SECOND_ORDER_RTOL)
+    assert float(second) == pytest.approx(2.0 * np.sum(np.maximum(W, 0.0) ** 2))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import gast
 
 from ppto.errors import GradError, ShapeError, TransformError
-from ppto.ops.shape import ones_like, zeros_like
+from ppto.ops.shape import ones_like
 from ppto.transform import aliases, fence, ir, trees
 from ppto.transform.analyze import (
     UNKNOWN_LAYOUT,
@@ -444,13 +444,15 @@ def _result_operand(ir_body):
 
 
 def _gradient_exprs(generator, wrt, initialized, refs):
-    zeros = generator.ref(zeros_like, "zeros_like")
+    """Each parameter's adjoint; a zero one where nothing reached it, item by item
+    where its kind is not known (the tuple of values a gradient saves, taken
+    apart when it is differentiated again: ``zeros_like`` of ``(cond, u)`` fails)."""
     exprs = []
     for parameter in wrt:
         if parameter in initialized:
             exprs.append(name(generator.adjoint_name(parameter)))
         else:
-            exprs.append(call(zeros, name(parameter)))
+            exprs.append(generator.zero_of_item(parameter))
     return exprs
 
 
