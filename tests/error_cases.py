@@ -945,6 +945,17 @@ def add_into_an_unpacked_helper_result(x):
     return np.sum(square) + np.sum(x * x)
 
 
+def _leading_axis(u):
+    return np.expand_dims(u, 0)  # a view of u
+
+
+def add_into_a_helper_result(x):
+    y = x * 1.0
+    row = _leading_axis(y)
+    row *= 2.0  # <- error
+    return np.sum(y * y)
+
+
 def add_into_a_sum_kept_twice(x):
     total = 0.0
     total += x

@@ -621,10 +621,11 @@ def _bind(statement, state: _Sharing) -> None:
         origins = _viewed(value) if value is not None else set()
         if origins:
             bases[name] = set().union(*(bases.get(o, set()) for o in origins)) | origins
-            # ``a, b = helper(y)`` with ``return y[-1], y * y``: the item may be a
-            # view of y, which ``a += 1`` would write into (its rank is not known)
-            unpacked = not whole and _helper_result(value) is not None
-            if (whole and _surely_an_array(value)) or unpacked:
+            # ``a = helper(y)`` with ``return np.expand_dims(y, 0)``, ``a, b =
+            # helper(y)`` with ``return y[-1], y * y``: a may be a view of y, which
+            # ``a += 1`` would write into (its rank is not known here)
+            returned = _helper_result(value) is not None
+            if (whole and _surely_an_array(value)) or returned:
                 views[name] = set().union(*(views.get(o, set()) for o in origins))
                 views[name] |= origins
     if isinstance(statement, gast.For):
