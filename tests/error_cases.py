@@ -587,6 +587,12 @@ def helper_result_unused_changes_its_argument(x):
     return np.sum(np.tanh(x))
 
 
+def helper_measured_changes_its_argument(x):
+    # the same where only the length of the helper's result is read
+    count = len(_shrunk_in_place(x))
+    return np.sum(np.tanh(x)) / count
+
+
 def _first_zeroed(a):
     a[0] = 0.0  # <- error
 

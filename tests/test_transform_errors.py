@@ -318,6 +318,13 @@ REJECTED = [
         marked_in=ec._shrunk_in_place,
     ),
     Case(
+        ec.helper_measured_changes_its_argument,
+        "argument u of _shrunk_in_place",
+        "u -= u**2",
+        args=(np.ones(4),),
+        marked_in=ec._shrunk_in_place,
+    ),
+    Case(
         ec.helper_zeroes_an_item,
         "argument a of _first_zeroed",
         "a[0] = 0.0",

@@ -377,7 +377,7 @@ def _prepare(
         ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes, results
     )
     check_reachable(activity, wrt, parsed.source)
-    _check_calls_run_as_written(ir_body, activity)
+    _check_calls_run_as_written(ir_body, activity, normalizer)
     generator = Generator(
         parsed, activity, namer, program.refs, program_callee(program)
     )
@@ -390,7 +390,7 @@ def _prepare(
     return ir_body, activity, generator
 
 
-def _check_calls_run_as_written(ir_body: list, activity) -> None:
+def _check_calls_run_as_written(ir_body: list, activity, normalizer) -> None:
     """Each call of a user's function on differentiated values gets the check a
     function gets where its derivative is made (``aliases.check`` above): one
     whose results no derivative needs (unused, or read through ``len``) runs as
@@ -398,6 +398,9 @@ def _check_calls_run_as_written(ir_body: list, activity) -> None:
     value in NumPy, which the derivative would miss (``t = scaled_in_place(W)``,
     W read afterwards)."""
     for statement in ir.walk(ir_body):
+        passive = isinstance(statement, ir.Passive)
+        if passive and ir.expression_names(statement.node) & activity.varied:
+            normalizer.check_calls_inside(statement.node)  # ``n = len(f(x))``
         if not isinstance(statement, ir.CallFunction) or _generated(
             statement.function.fn
         ):
