@@ -962,6 +962,18 @@ def add_into_a_helper_result(x):
     return np.sum(y * y)
 
 
+def _leading_axis_named(u):
+    stacked = np.expand_dims(u, 0)
+    return stacked
+
+
+def add_into_a_named_helper_result(x):
+    y = x * 1.0
+    row = _leading_axis_named(y)
+    row *= 2.0  # <- error
+    return np.sum(y * y)
+
+
 def add_into_a_sum_kept_twice(x):
     total = 0.0
     total += x

@@ -256,6 +256,7 @@ REJECTED = [
         args=(np.ones((2, 3)),),
     ),
     Case(ec.add_into_a_helper_result, "shares its array with y", "row *= 2.0"),
+    Case(ec.add_into_a_named_helper_result, "shares its array with y", "row *= 2.0"),
     Case(ec.add_into_a_sum_kept_twice, "shares its array with total", "kept += 1.0"),
     Case(ec.add_into_a_chained_name, "shares its array with b", "a += 1.0"),
     Case(ec.write_on_the_third_turn, "shares its array with", "c *= 2.0"),
