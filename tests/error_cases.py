@@ -696,6 +696,24 @@ def _doubled_in_place(a):
     return a
 
 
+def _shrunk_in_place(u):
+    u -= u**2  # <- error
+    return u * 2.0
+
+
+def helper_result_unused_changes_its_argument(x):
+    # (found by the random programs: the helper's result reaches no derivative
+    # so it ran as written unchecked; NumPy changed x, ppto's value did not)
+    _ = _shrunk_in_place(x)
+    return np.sum(np.tanh(x))
+
+
+def helper_measured_changes_its_argument(x):
+    # the same where only the length of the helper's result is read
+    count = len(_shrunk_in_place(x))
+    return np.sum(np.tanh(x)) / count
+
+
 def _first_zeroed(a):
     a[0] = 0.0  # <- error
 
@@ -1041,6 +1059,40 @@ def add_into_an_unpacked_row(x):
     first, second = x  # (x: a matrix of two rows)
     first += 1.0  # <- error
     return np.sum(x * x)
+
+
+def last_row_and_square(u):
+    return u[-1], u * u  # the first item is a view of u
+
+
+def add_into_an_unpacked_helper_result(x):
+    # (found by the random programs: NumPy changed x; ppto's value did not)
+    row, square = last_row_and_square(x)
+    row *= 2.0  # <- error
+    return np.sum(square) + np.sum(x * x)
+
+
+def _leading_axis(u):
+    return np.expand_dims(u, 0)  # a view of u
+
+
+def add_into_a_helper_result(x):
+    y = x * 1.0
+    row = _leading_axis(y)
+    row *= 2.0  # <- error
+    return np.sum(y * y)
+
+
+def _leading_axis_named(u):
+    stacked = np.expand_dims(u, 0)
+    return stacked
+
+
+def add_into_a_named_helper_result(x):
+    y = x * 1.0
+    row = _leading_axis_named(y)
+    row *= 2.0  # <- error
+    return np.sum(y * y)
 
 
 def add_into_a_sum_kept_twice(x):

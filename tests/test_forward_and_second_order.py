@@ -699,3 +699,55 @@ def test_a_tangent_reassigned_in_a_rules_branch_is_not_read_as_zero():
     assert float(tangent) == pytest.approx(float(expected), rel=1e-6)
     total = np.sum(HELD) + 2.0 * np.sum(b)
     assert float(tangent) == pytest.approx(2 * total * 2.0 * np.sum(direction))
+
+
+# --- found by the random programs (tests/fuzz/) ---
+
+
+def grown_until_large(u):
+    h = u * 2.0
+    while np.max(h) < 0.5:  # the body does not read h: its tangent is not carried
+        h = np.tanh(u) + 1.0
+    return h
+
+
+def sum_grown_until_large(x):
+    return np.sum(grown_until_large(x))
+
+
+@pytest.mark.parametrize(
+    "x", [np.array([0.1, 0.9]), np.array([0.1, 0.2])], ids=["no turn", "one turn"]
+)
+def test_jvp_of_a_helper_whose_while_loop_may_run_no_turn(x):
+    # the helper's tangent was stored under its result's name only inside the
+    # loop (coalesce_copies renamed the loop's store of the carried tangent), so
+    # a loop that ran no turn left it unbound: UnboundLocalError
+    tangent = np.array([1.0, -2.0])
+    value, pushed = ppto.jvp(sum_grown_until_large, (x,), (tangent,))
+    expected = directional_differences(sum_grown_until_large, (x,), {0: tangent})
+    assert_gradient(pushed, np.asarray(expected), "tangent")
+    assert float(value) == sum_grown_until_large(x)
+
+
+def rectified_when_small(u):
+    if np.mean(u) < 0.4:  # (no else: u's mean is below it at these points)
+        t = np.maximum(u, 0.0)
+    return t
+
+
+def squares_rectified(W, s):
+    return np.sum(rectified_when_small(W * s) ** 2)
+
+
+def test_second_derivative_through_a_helper_whose_saved_values_get_no_gradient():
+    # the helper's backward pass, differentiated again, gave the tuple it saves
+    # ((cond, u), reached by no adjoint) the zero zeros_like((cond, u)): a
+    # ShapeError ("inhomogeneous shape") instead of the second derivative
+    W = np.random.default_rng(0).uniform(-1.0, 1.0, (4, 3))
+    first = ppto.grad(squares_rectified, wrt=1)
+    second = ppto.grad(first, wrt=1)(W, 0.3)
+    expected = directional_differences(
+        lambda *a: as_float(first(*a)), (W, 0.3), {1: 1.0}, eps=SECOND_ORDER_EPS
+    )
+    assert_gradient(second, np.asarray(expected), "d2/ds2", rtol=SECOND_ORDER_RTOL)
+    assert float(second) == pytest.approx(2.0 * np.sum(np.maximum(W, 0.0) ** 2))

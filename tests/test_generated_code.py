@@ -1126,9 +1126,21 @@ def extended_after_reading_items(x):
     return np.sum(np.stack(xs)) + np.sum(a * x)
 
 
+def total_and_square(u):
+    return np.sum(u), u * u  # neither shares u's array
+
+
+def add_into_unpacked_new_values(x):
+    total, square = total_and_square(x)
+    total += 1.0
+    square *= 2.0
+    return total * np.sum(square) + np.sum(x * x)
+
+
 @pytest.mark.parametrize(
     "function, arguments",
     [
+        (add_into_unpacked_new_values, (np.array([0.3, -0.7, 2.3]),)),
         (extended_after_reading_items, (np.array([0.3, -0.7, 2.3]),)),
         (fresh_array_on_every_exit, (np.array([0.3, -0.7, 2.3]),)),
         (copied_list_element, (np.array([0.3, -0.7, 2.3]),)),

@@ -295,6 +295,14 @@ REJECTED = [
         "first += 1.0",
         args=(np.ones((2, 3)),),
     ),
+    Case(
+        ec.add_into_an_unpacked_helper_result,
+        "shares its array with",  # (square: either item may be the view)
+        "row *= 2.0",
+        args=(np.ones((2, 3)),),
+    ),
+    Case(ec.add_into_a_helper_result, "shares its array with y", "row *= 2.0"),
+    Case(ec.add_into_a_named_helper_result, "shares its array with y", "row *= 2.0"),
     Case(ec.add_into_a_sum_kept_twice, "shares its array with total", "kept += 1.0"),
     Case(ec.add_into_a_chained_name, "shares its array with b", "a += 1.0"),
     Case(ec.write_on_the_third_turn, "shares its array with", "c *= 2.0"),
@@ -359,6 +367,20 @@ REJECTED = [
         "a *= 2.0",
         args=(np.ones(4),),
         marked_in=ec._doubled_in_place,
+    ),
+    Case(
+        ec.helper_result_unused_changes_its_argument,
+        "argument u of _shrunk_in_place",
+        "u -= u**2",
+        args=(np.ones(4),),
+        marked_in=ec._shrunk_in_place,
+    ),
+    Case(
+        ec.helper_measured_changes_its_argument,
+        "argument u of _shrunk_in_place",
+        "u -= u**2",
+        args=(np.ones(4),),
+        marked_in=ec._shrunk_in_place,
     ),
     Case(
         ec.helper_zeroes_an_item,

@@ -297,10 +297,18 @@ def _check(
             elif isinstance(statement, gast.Return):
                 if returns is not None and statement.value is not None:
                     value = statement.value
+                    an_array = _surely_an_array(value) or (  # (t = x[1:]; return t)
+                        isinstance(value, gast.Name)
+                        and value.id not in parsed.parameters  # (perhaps numbers)
+                        and (value.id in state.views or value.id in state.arrays)
+                    )
                     for origin in _viewed(value):  # parameter -> returned whole
                         for shared in state.bases.get(origin, set()) | {origin}:
                             if shared.startswith(ARGUMENT):
-                                returns.setdefault(shared[len(ARGUMENT) :], False)
+                                parameter = shared[len(ARGUMENT) :]
+                                returns.setdefault(parameter, False)
+                                if an_array:  # (np.expand_dims(u, 0))
+                                    returns[AN_ARRAY + parameter] = True
                     parts = value.elts if _literal_sequence(value) else [value]
                     for part in parts:  # the very object passed (or in a tuple)
                         if not isinstance(part, gast.Name):
@@ -317,6 +325,7 @@ def _check(
 
 
 ARGUMENT = "argument:"  # (not a Python name: no variable is called so)
+AN_ARRAY = "array:"  # in ``returns``: a parameter returned as a view, an array
 
 
 def _module(value) -> bool:
@@ -356,30 +365,36 @@ def _helper_results(parsed: ParsedFunction, local: set) -> dict:
             parameters, returned = returned_parameters(function)
         else:
             continue
-        names, whole = set(), set()
+        names, whole, arrays = set(), set(), set()
         for parameter, argument in bound_arguments(node, parameters):
             if parameter not in parameters or parameter in returned:
                 names |= _viewed(argument)
                 if returned.get(parameter, True) and isinstance(argument, gast.Name):
                     whole.add(argument.id)
-        found[id(node)] = _Returned(names, whole)
+                if returned.get(AN_ARRAY + str(parameter), not returned):
+                    arrays |= _viewed(argument)
+        found[id(node)] = _Returned(names, whole, arrays)
     return found
 
 
 class _Returned(frozenset):
     """The names of the caller's arrays a call's result may share; ``whole``: those
-    it may be (the very object passed, ``return a``)."""
+    it may be (the very object passed, ``return a``); ``arrays``: those it may be a
+    view of that is an array for sure (``return np.expand_dims(a, 0)``, not
+    ``return a[i]``, a number for a vector)."""
 
-    def __new__(cls, names, whole):
+    def __new__(cls, names, whole, arrays=()):
         made = super().__new__(cls, names)
         made.whole = frozenset(whole)
+        made.arrays = frozenset(arrays)
         return made
 
 
 def returned_parameters(function) -> tuple[list, dict]:
     """``function``'s parameters, and those whose array its result may share
     (``return a``, ``return a[1:]``), each with whether it may be returned whole;
-    all of them, whole, where it cannot be analysed."""
+    all of them, whole, where it cannot be analysed. (Keys ``AN_ARRAY +
+    parameter`` mark those returned as a view that is an array for sure.)"""
     from ppto.errors import PptoError
     from ppto.transform.source import parse_function
 
@@ -391,16 +406,22 @@ def returned_parameters(function) -> tuple[list, dict]:
         return [], {}  # (not analysable: every argument counts, see caller)
     parameters = parsed.parameters
     if key in _in_progress:
-        return parameters, dict.fromkeys(parameters, True)
+        return parameters, _all_returned(parameters)
     returned: dict = {}
     _in_progress.add(key)
     try:
         check(parsed, None, parameters, returns=returned)
     except PptoError:  # (refused itself where it is differentiated)
-        returned = dict.fromkeys(parameters, True)
+        returned = _all_returned(parameters)
     finally:
         _in_progress.discard(key)
     return parameters, returned
+
+
+def _all_returned(parameters) -> dict:
+    """Every parameter returned, whole or as an array (to be safe)."""
+    returned = dict.fromkeys(parameters, True)
+    return returned | {AN_ARRAY + parameter: True for parameter in parameters}
 
 
 def _helper_result(value):
@@ -621,7 +642,12 @@ def _bind(statement, state: _Sharing) -> None:
         origins = _viewed(value) if value is not None else set()
         if origins:
             bases[name] = set().union(*(bases.get(o, set()) for o in origins)) | origins
-            if whole and _surely_an_array(value):
+            # ``a = helper(y)`` with ``return np.expand_dims(y, 0)``, ``a, b =
+            # helper(y)`` with ``return y[-1], y * y``: a may be a view of y, which
+            # ``a += 1`` would write into (an unpacked item's rank is not known)
+            returned = _helper_result(value)
+            viewed = returned is not None and (not whole or returned.arrays)
+            if (whole and _surely_an_array(value)) or viewed:
                 views[name] = set().union(*(views.get(o, set()) for o in origins))
                 views[name] |= origins
     if isinstance(statement, gast.For):

@@ -733,6 +733,25 @@ class Normalizer:
                     "return the value from the function, and assign it",
                 )
 
+    def check_calls_inside(self, node) -> None:
+        """Refuse the user's functions called inside a statement that needs no
+        derivative (``n = len(shrunk(x))``, a condition) where they change an
+        argument in place: they run as written, and the derivative would miss
+        the change NumPy makes to the caller's value."""
+        from ppto.transform.source import parse_function
+
+        for call in trees.walk(node):
+            if not isinstance(call, gast.Call):
+                continue
+            try:
+                callee = resolve_call(call, self.parsed.namespace, self.local_names)
+                if callee.kind != "function" or inspect.ismethod(callee.function):
+                    continue
+                parsed = parse_function(callee.function)
+            except PptoError:
+                continue  # (not a user's function whose source can be read)
+            self.check_call_arguments(call, parsed)
+
     @staticmethod
     def check_call_arguments(
         node, parsed, lists_only: bool = False, offset: int = 0

@@ -279,15 +279,17 @@ def _is_pop(value) -> bool:
 def coalesce_copies(body: list, temporaries: set[str]) -> list:
     """``t = ...; x = t`` with ``t`` a temporary read only there becomes ``x = ...``,
     in every block; also when ``t`` is assigned in both branches of an ``if``."""
-    return _coalesce_block(body, temporaries, load_counts(body))
+    counts = load_counts(body), name_counts(body, "Store")
+    return _coalesce_block(body, temporaries, counts)
 
 
-def _coalesce_block(body: list, temporaries, loads) -> list:
+def _coalesce_block(body: list, temporaries, counts) -> list:
+    loads, stores = counts
     for statement in body:
         for field in ("body", "orelse"):
             block = getattr(statement, field, None)
             if isinstance(block, list) and block:
-                setattr(statement, field, _coalesce_block(block, temporaries, loads))
+                setattr(statement, field, _coalesce_block(block, temporaries, counts))
     out = list(body)
     position = 0
     while position < len(out):
@@ -296,7 +298,9 @@ def _coalesce_block(body: list, temporaries, loads) -> list:
         if source is not None:
             target = statement.targets[0].id
             definition = _last_definition(out[:position], source)
-            if definition is not None and _renamable(out, definition, position, target):
+            if definition is not None and _renamable(
+                out, definition, position, target, stores.get(source, 0)
+            ):
                 rename(out[definition], source, target, gast.Store)
                 if not _mentions([out[definition]], source):
                     del out[position]
@@ -305,12 +309,15 @@ def _coalesce_block(body: list, temporaries, loads) -> list:
     return out
 
 
-def _renamable(block, definition, copy, target) -> bool:
+def _renamable(block, definition, copy, target, stores: int) -> bool:
     """Whether the temporary's stores in ``block[definition]`` can take the name
     ``target`` that ``block[copy]`` copies it to: nothing between them mentions
     ``target``, nor the definition itself where it is compound (an if or a loop
     may read or set ``target`` after storing the temporary, as a loop's branches
     read the value its turn started from: renamed, they would read the new one).
+    A compound definition must also hold all ``stores`` of the temporary: a loop
+    that may run no turn, or an if storing in one branch, leaves the copy reading
+    a value stored before it (a loop's carried tangent), which keeps its name.
     A plain assignment reads its value before it stores, so ``t = f(x); x = t``
     becomes ``x = f(x)``."""
     if _mentions(block[definition + 1 : copy], target):
@@ -320,7 +327,11 @@ def _renamable(block, definition, copy, target) -> bool:
         isinstance(getattr(statement, field, None), list)
         for field in ("body", "orelse")
     )
-    return not compound or not _mentions([statement], target)
+    if not compound:
+        return True
+    source = copied_name(block[copy])
+    held = name_counts(statement, "Store").get(source, 0)
+    return held == stores and not _mentions([statement], target)
 
 
 def _copied_temporary(statement, temporaries, loads):

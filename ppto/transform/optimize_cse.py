@@ -201,7 +201,8 @@ class _Eliminator:
             function = function.impl
         if not isinstance(function, types.FunctionType):
             return False  # (a user's operator, a class, a generated function)
-        return function.__module__.startswith("ppto.ops.")
+        # (a function made by exec, as a helper's lifted copy, has no module)
+        return (function.__module__ or "").startswith("ppto.ops.")
 
 
 def _structure(node, canonical) -> tuple:

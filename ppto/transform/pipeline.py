@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import gast
 
 from ppto.errors import GradError, ShapeError, TransformError
-from ppto.ops.shape import ones_like, zeros_like
+from ppto.ops.shape import ones_like
 from ppto.transform import aliases, fence, ir, trees
 from ppto.transform.analyze import (
     UNKNOWN_LAYOUT,
@@ -395,6 +395,7 @@ def _prepare(
         ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes, results
     )
     check_reachable(activity, wrt, parsed.source)
+    _check_calls_run_as_written(ir_body, activity, normalizer)
     generator = Generator(
         parsed, activity, namer, program.refs, program_callee(program)
     )
@@ -405,6 +406,29 @@ def _prepare(
     if plan_reverse:
         generator.forward(ir_body)  # a first pass plans called functions' derivatives
     return ir_body, activity, generator
+
+
+def _check_calls_run_as_written(ir_body: list, activity, normalizer) -> None:
+    """Each call of a user's function on differentiated values gets the check a
+    function gets where its derivative is made (``aliases.check`` above): one
+    whose results no derivative needs (unused, or read through ``len``) runs as
+    written, and a change it makes in place to an argument reaches the caller's
+    value in NumPy, which the derivative would miss (``t = scaled_in_place(W)``,
+    W read afterwards)."""
+    for statement in ir.walk(ir_body):
+        passive = isinstance(statement, ir.Passive)
+        if passive and ir.expression_names(statement.node) & activity.varied:
+            normalizer.check_calls_inside(statement.node)  # ``n = len(f(x))``
+        if not isinstance(statement, ir.CallFunction) or _generated(
+            statement.function.fn
+        ):
+            continue
+        given = dict(zip(statement.function.parameters, statement.inputs))
+        given.update(statement.keywords)
+        if not any(ir.operand_names(o) & activity.varied for o in given.values()):
+            continue
+        ranks = {p: operand_rank(o, activity.ranks) for p, o in given.items()}
+        aliases.check(statement.function, ranks, list(given))
 
 
 def _callee_layouts(parsed: ParsedFunction, program: Program, hints) -> dict:
@@ -441,13 +465,15 @@ def _result_operand(ir_body):
 
 
 def _gradient_exprs(generator, wrt, initialized, refs):
-    zeros = generator.ref(zeros_like, "zeros_like")
+    """Each parameter's adjoint; a zero one where nothing reached it, item by item
+    where its kind is not known (the tuple of values a gradient saves, taken
+    apart when it is differentiated again: ``zeros_like`` of ``(cond, u)`` fails)."""
     exprs = []
     for parameter in wrt:
         if parameter in initialized:
             exprs.append(name(generator.adjoint_name(parameter)))
         else:
-            exprs.append(call(zeros, name(parameter)))
+            exprs.append(generator.zero_of_item(parameter))
     return exprs
 
 

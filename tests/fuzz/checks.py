@@ -1,0 +1,332 @@
+"""The properties every random program (``tests/fuzz/generator.py``) must have, in
+float64 unless said otherwise:
+
+- ``value_and_grad`` with respect to every argument: the value is the plain
+  function's, each gradient has its argument's shape and dtype and matches central
+  differences; ``grad`` of one argument and ``vjp``'s pullback give the same numbers,
+  and a second call (the cached code) the same again;
+- ``jvp`` with tangents on every argument matches differences along the tangents and
+  the dot product of the tangents with the gradients;
+- second order: ``jvp`` of ``grad`` (a Hessian-vector product) matches differences
+  of the gradient, or ``grad(grad(f, wrt="s"), wrt="s")`` those of ``grad``;
+- the unfused code (``set_precision('strict')``) and the code fused for any size in
+  chunks of a few elements agree with the default code;
+- float32 arguments run, and give gradients of their dtype close to float64's;
+- ``show_grad`` returns source that compiles.
+
+``check(seed)`` runs them all and returns an ``Outcome``: ``checked``, ``refused``
+(a ``TransformError`` pointing at the program's file and line: fine), ``unstable``
+(a point where the function is not smooth enough, or its value is huge, for finite
+differences to be a reference), ``invalid`` (NumPy itself fails: a generator bug) or
+``failed`` (a wrong number, or any other exception: a ppto bug).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import linecache
+import traceback
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+import ppto
+from tests.corpus.checks import (
+    as_float,
+    assert_gradient,
+    central_differences,
+    directional_differences,
+)
+from tests.fuzz.generator import arguments, source, writable
+
+EPS = 1e-6
+RTOL = 1e-6  # the corpus's, relative to the gradient's largest element (or 1e-2)
+SECOND_ORDER_EPS = 1e-5
+SECOND_ORDER_RTOL = 1e-5
+IDENTITY_RTOL = 1e-9  # v . grad == jvp, both computed by ppto
+FUSED_RTOL = 1e-10
+FLOAT32_RTOL = 2e-3
+LARGEST_VALUE = 1e4  # beyond it central differences lose too many digits
+WRT = (0, 1, 2, 3)
+
+
+@dataclass
+class Outcome:
+    seed: int
+    kind: str  # checked, refused, unstable, invalid, failed
+    detail: str = ""
+
+
+class Unstable(Exception):
+    """Finite differences are no reference at this point."""
+
+
+def load(seed: int):
+    """Program ``seed``'s ``f``, compiled from a file name ppto can read back."""
+    text = source(seed)
+    filename = filename_of(seed)
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    scope: dict = {}
+    exec(compile(text, filename, "exec"), scope)
+    return scope["f"]
+
+
+def filename_of(seed: int) -> str:
+    return f"<fuzz program {seed}>"
+
+
+def check(seed: int) -> Outcome:
+    """Every property of program ``seed``, as one outcome."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        args = arguments(seed)
+        try:
+            value = float(load(seed)(*writable(args)))
+        except Exception as error:
+            return Outcome(seed, "invalid", f"{type(error).__name__}: {error}")
+        if not np.isfinite(value) or abs(value) > LARGEST_VALUE:
+            return Outcome(seed, "unstable", f"value {value}")
+        try:
+            check_all(seed, args)
+        except ppto.TransformError as error:
+            return refusal(seed, error)
+        except Unstable as error:
+            return Outcome(seed, "unstable", str(error))
+        except Exception as error:
+            text = "".join(traceback.format_exception(error))
+            return Outcome(seed, "failed", f"{type(error).__name__}: {text}")
+    return Outcome(seed, "checked")
+
+
+def refusal(seed: int, error: ppto.TransformError) -> Outcome:
+    """A refusal is fine where it points at the program's file and a line in it
+    and quotes that line; otherwise it is a failure."""
+    lines = source(seed).splitlines()
+    where = error.filename == filename_of(seed) and 1 <= (error.lineno or 0) <= len(
+        lines
+    )
+    if not where or (error.text or "").strip() != lines[error.lineno - 1].strip():
+        return Outcome(seed, "failed", f"refusal without the line: {error!r}")
+    return Outcome(seed, "refused", f"{lines[error.lineno - 1].strip()}: {error.msg}")
+
+
+def check_all(seed: int, args: tuple) -> None:
+    f = load(seed)
+    value, gradients = check_gradients(f, args)
+    check_jvp(f, args, gradients)
+    check_second_order(f, args, seed)
+    check_fused_and_unfused(seed, args, value, gradients)
+    check_float32(seed, gradients)
+    text = ppto.show_grad(f, *args, wrt=WRT, file=io.StringIO())
+    compile(text, "<show_grad>", "exec")
+
+
+def plain(f):
+    """``f`` run as NumPy runs it, on copies of its arguments."""
+    return lambda *a: float(as_float(f(*writable(a))))
+
+
+def assert_close(actual, expected, what: str, rtol: float) -> None:
+    """The corpus's comparison (relative to the largest expected element, or
+    1e-2), for values of any float dtype (the shapes must match)."""
+    as_float64 = np.asarray(actual, dtype=np.float64)
+    assert_gradient(as_float64, np.asarray(expected, dtype=np.float64), what, rtol)
+
+
+def differences_with_step(function, args, position, eps: float):
+    """The corpus's central differences, with step ``eps`` instead of its own."""
+    import tests.corpus.checks as corpus
+
+    saved, corpus.EPS = corpus.EPS, eps
+    try:
+        return central_differences(function, args, position)
+    finally:
+        corpus.EPS = saved
+
+
+def _close_to_coarser_differences(f, args, position, gradient) -> bool:
+    """Whether ``gradient`` matches differences of step 1e-5: rounding in the
+    value (of a function of size 100, 1e-14) moves those of step 1e-6 by 1e-8,
+    as much as the tolerance of a gradient of size 1e-2."""
+    coarser = differences_with_step(plain(f), args, position, 1e-5)
+    try:
+        assert_close(gradient, coarser, "", RTOL)
+    except AssertionError:
+        return False
+    return True
+
+
+def _confirm(function, args, position, what: str) -> None:
+    """``Unstable`` where central differences of two step sizes disagree (a kink, a
+    branch or a large third derivative near the point): no reference there."""
+    estimates = [
+        differences_with_step(function, args, position, eps) for eps in (1e-5, 1e-7)
+    ]
+    scale = max(float(np.max(np.abs(estimates[0]), initial=0.0)), 1e-2)
+    if float(np.max(np.abs(estimates[0] - estimates[1]), initial=0.0)) > 1e-4 * scale:
+        raise Unstable(f"{what}: differences depend on the step")
+
+
+def check_gradients(f, args):
+    value, gradients = ppto.value_and_grad(f, wrt=WRT)(*args)
+    assert abs(float(value) - plain(f)(*args)) <= 1e-12 * max(1.0, abs(float(value)))
+    for position, gradient in zip(WRT, gradients):
+        assert isinstance(gradient, ppto.Tensor)
+        assert gradient.shape == np.shape(args[position]), f"d/d arg {position}"
+        assert gradient.dtype == np.float64, f"d/d arg {position} dtype"
+        expected = central_differences(plain(f), args, position)
+        try:
+            assert_close(gradient, expected, f"d/d arg {position}", RTOL)
+        except AssertionError:
+            _confirm(plain(f), args, position, f"d/d arg {position}")
+            if not _close_to_coarser_differences(f, args, position, gradient):
+                raise
+    again = ppto.value_and_grad(f, wrt=WRT)(*args)  # the cached code
+    for first, second in zip(gradients, again[1]):
+        np.testing.assert_array_equal(np.asarray(first), np.asarray(second))
+    position = 0
+    alone = ppto.grad(f, wrt=position)(*args)
+    assert_close(alone, np.asarray(gradients[0]), "grad of x alone", 1e-12)
+    out, pullback = ppto.vjp(f, *args)
+    pulled = pullback(1.0)
+    for position, gradient in zip(WRT, gradients):
+        assert_close(pulled[position], np.asarray(gradient), "vjp", 1e-12)
+    return float(value), [np.asarray(g) for g in gradients]
+
+
+def random_tangents(args, seed: int) -> tuple:
+    rng = np.random.default_rng(seed)
+    return tuple(
+        float(rng.standard_normal())
+        if isinstance(a, float)
+        else rng.standard_normal(np.shape(a))
+        for a in args
+    )
+
+
+def check_jvp(f, args, gradients) -> None:
+    tangents = random_tangents(args, 1)
+    value, pushed = ppto.jvp(f, args, tangents)
+    assert abs(float(value) - plain(f)(*args)) <= 1e-12 * max(1.0, abs(float(value)))
+    direction = dict(enumerate(tangents))
+    identity = sum(float(np.sum(g * t)) for g, t in zip(gradients, tangents))
+    assert_close(pushed, identity, "jvp against v . grad", IDENTITY_RTOL)
+    expected = directional_differences(plain(f), args, direction)
+    try:
+        assert_close(pushed, expected, "jvp", RTOL)
+    except AssertionError:
+        coarser = directional_differences(plain(f), args, direction, eps=1e-4)
+        if abs(coarser - expected) > 1e-4 * max(abs(expected), 1e-2):
+            raise Unstable("jvp: differences depend on the step") from None
+        raise
+
+
+def check_second_order(f, args, seed: int) -> None:
+    """The Hessian-vector product for even seeds, ``grad(grad)`` in ``s`` for odd
+    ones (each costs two transforms: the slowest check)."""
+    if seed % 2:
+        check_grad_of_grad(f, args)
+    else:
+        check_hessian_vector_product(f, args)
+
+
+def check_hessian_vector_product(f, args) -> None:
+    gradient = ppto.grad(f, wrt=0)
+    tangents = random_tangents(args, 2)
+    value, product = ppto.jvp(gradient, args, tangents)
+    assert_close(value, np.asarray(gradient(*args)), "jvp of grad value", 1e-10)
+    direction = dict(enumerate(tangents))
+
+    def of(eps):
+        return directional_differences(
+            lambda *a: as_float(gradient(*a)), args, direction, eps=eps
+        )
+
+    expected = of(SECOND_ORDER_EPS)
+    try:
+        assert_close(product, expected, "Hessian-vector product", SECOND_ORDER_RTOL)
+    except AssertionError:
+        _confirm_steps(of, "Hessian-vector product")
+        raise
+
+
+def check_grad_of_grad(f, args) -> None:
+    second = ppto.grad(ppto.grad(f, wrt="s"), wrt="s")(*args)
+    first = ppto.grad(f, wrt="s")
+
+    def along_s(eps):
+        return directional_differences(
+            lambda *a: as_float(first(*a)), args, {3: 1.0}, eps=eps
+        )
+
+    try:
+        assert_close(second, along_s(SECOND_ORDER_EPS), "grad(grad) in s", 1e-5)
+    except AssertionError:
+        _confirm_steps(along_s, "grad(grad) in s")
+        raise
+
+
+def _confirm_steps(of, what: str) -> None:
+    coarse, fine = of(1e-4), of(1e-6)
+    scale = max(float(np.max(np.abs(coarse), initial=0.0)), 1e-2)
+    if float(np.max(np.abs(coarse - fine), initial=0.0)) > 1e-3 * scale:
+        raise Unstable(f"{what}: differences depend on the step")
+
+
+def check_fused_and_unfused(seed, args, value, gradients) -> None:
+    previous = ppto.set_precision("strict")
+    try:
+        strict = ppto.value_and_grad(load(seed), wrt=WRT)(*args)
+    finally:
+        ppto.set_precision(previous)
+    with fused_for_any_size():
+        fused = ppto.value_and_grad(load(seed), wrt=WRT)(*args)
+    for label, (other_value, other_gradients) in (("strict", strict), ("fused", fused)):
+        assert_close(other_value, value, f"{label} value", FUSED_RTOL)
+        for position, (a, b) in enumerate(zip(other_gradients, gradients)):
+            assert_close(a, b, f"{label} d/d arg {position}", FUSED_RTOL)
+
+
+@contextlib.contextmanager
+def fused_for_any_size():
+    """Fused kernels and regions for arrays of any size, in 64-byte chunks (as
+    tests/test_fusion_random.py forces them), on code generated inside."""
+    import ppto.fusion.kernels as kernels
+    import ppto.transform.fuse as fuse
+    import ppto.transform.lower as lowering
+    import ppto.transform.regions as regions
+
+    modules = (kernels, fuse, lowering, regions)
+    saved = [module.LARGE for module in modules], kernels.CHUNK_BYTES
+    for module in modules:
+        module.LARGE = 1
+    kernels.CHUNK_BYTES = 64
+    try:
+        yield
+    finally:
+        for module, large in zip(modules, saved[0]):
+            module.LARGE = large
+        kernels.CHUNK_BYTES = saved[1]
+
+
+def check_float32(seed, gradients) -> None:
+    args = arguments(seed, np.float32)
+    f = load(seed)
+    with np.errstate(over="raise"):
+        try:
+            plain(f)(*args)
+        except FloatingPointError:  # (exp(89) is inf in float32: a NaN gradient)
+            raise Unstable("float32: the function itself overflows") from None
+    value, low = ppto.value_and_grad(f, wrt=WRT)(*args)
+    reference = plain(f)(*args)
+    # NumPy computes in float32 (a Python float is cast to the array's dtype);
+    # ppto as well, to float32's precision, comparisons included
+    assert_close(value, reference, "float32 value against NumPy's", 1e-4)
+    if abs(reference - plain(f)(*arguments(seed))) > 1e-4 * max(1.0, abs(reference)):
+        return  # float32 rounding moves the function itself (a branch, a kink)
+    for position, (gradient, wanted) in enumerate(zip(low, gradients)):
+        expected_dtype = np.float32 if position < 3 else np.float64
+        assert gradient.dtype == expected_dtype, f"float32 d/d arg {position} dtype"
+        assert_close(gradient, wanted, f"float32 d/d arg {position}", FLOAT32_RTOL)
