@@ -96,9 +96,7 @@ def _reverse(f: Callable, values: list, positions: list[int]):
                 row.append(_flat(grads[position], values[position]))
         blocks.append(
             [
-                _assembled(
-                    row, shape, np.shape(_host(values[position])), rows_first=True
-                )
+                _assembled(row, shape, _shape(values[position]), rows_first=True)
                 for row, position in zip(rows, positions)
             ]
         )
@@ -133,7 +131,7 @@ def _forward(f: Callable, values: list, positions: list[int]):
             _assembled(
                 [column[which] for column in columns],
                 shape,
-                np.shape(_host(values[position])),
+                _shape(values[position]),
                 rows_first=False,
             )
             for columns, position in zip(columns_by_argument, positions)
@@ -146,24 +144,20 @@ def _forward(f: Callable, values: list, positions: list[int]):
 def _assembled(parts: list, out_shape: tuple, in_shape: tuple, rows_first: bool):
     """The Jacobian block ``out_shape + in_shape`` from its rows (one flat gradient
     per output element) or its columns (one flat tangent per input element)."""
-    rows, columns = (
-        int(np.prod(out_shape, dtype=np.int64)),
-        int(np.prod(in_shape, dtype=np.int64)),
-    )
     if not parts:
         return np.zeros(out_shape + in_shape)
-    matrix = np.stack(parts, axis=0 if rows_first else -1)
-    return matrix.reshape(rows, columns).reshape(out_shape + in_shape)
+    return np.stack(parts, axis=0 if rows_first else -1).reshape(out_shape + in_shape)
 
 
 def _flat(gradient, argument) -> np.ndarray:
-    """A pullback's gradient as a flat host row (a Python float argument's is a
-    0-d value)."""
-    return (
-        np.asarray(_host(gradient), dtype=np.float64).reshape(-1)
-        if (gradient is not None)
-        else np.zeros(np.size(_host(argument)))
-    )
+    """A pullback's gradient as a flat host row (zeros where it gave None)."""
+    if gradient is None:
+        return np.zeros(int(np.prod(_shape(argument))))
+    return np.asarray(_host(gradient), dtype=np.float64).reshape(-1)
+
+
+def _shape(value) -> tuple:
+    return tuple(getattr(value, "shape", ()))
 
 
 def _host(value) -> np.ndarray:
