@@ -141,10 +141,7 @@ def _diagonal(inputs, params):
 
 @rule("trace")
 def _trace(inputs, params):
-    view = _view(inputs[0])
-    return np.diagonal(view, params["offset"], params["axis1"], params["axis2"]).shape[
-        :-1
-    ]
+    return _diagonal(inputs, params)[:-1]  # (the diagonal's axis summed)
 
 
 @rule("diag")
@@ -370,8 +367,8 @@ def _average(inputs, params):
 @rule("conv2d")
 def _conv2d(inputs, params):
     x, w = inputs
-    layout = params.get("layout")
-    return conv_geometry("conv2d", x, w, params["stride"], params["padding"], layout)[2]
+    stride, padding, layout = params["stride"], params["padding"], params["layout"]
+    return conv_geometry("conv2d", x, w, stride, padding, layout)[2]
 
 
 @rule("max_pool2d", "avg_pool2d")
