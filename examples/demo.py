@@ -21,6 +21,16 @@ def mlp_loss(W1, b1, W2, b2, x, labels):
     return -np.mean(picked)
 
 
+def dict_loss(params, x, labels):
+    """mlp_loss with its parameters in a dict, as JAX users keep them."""
+    return mlp_loss(params["W1"], params["b1"], params["W2"], params["b2"], x, labels)
+
+
+def softmax_row(logits):
+    shifted = np.exp(logits - np.max(logits))
+    return shifted / np.sum(shifted)
+
+
 def make_data(rng, n=256):
     """Two interleaved spirals, 2-D points with labels 0/1."""
     t = rng.uniform(0.5, 3.5, n)
@@ -66,6 +76,21 @@ def main() -> None:
     print(f"  largest relative difference over dW1: {error:.2e}")
     if error > 1e-5:
         raise SystemExit("gradient check failed")
+
+    print("\n== The same model with its parameters in a dict (gradients come back so)")
+    named = dict(zip(("W1", "b1", "W2", "b2"), params))
+    grads = ppto.grad(dict_loss)(named, x, labels)
+    print(
+        f"  gradient keys: {sorted(grads)}; dW1 agrees with the one above: "
+        f"{np.allclose(np.asarray(grads['W1']), grad_W1)}"
+    )
+
+    print("\n== A whole Jacobian: d softmax(logits) / d logits for one example")
+    jacobian = ppto.jacobian(softmax_row)(np.array([1.0, -0.5, 0.25]))
+    print(
+        f"  shape {jacobian.shape}, its columns sum to zero (the outputs sum to 1): "
+        f"{np.allclose(np.asarray(jacobian).sum(axis=0), 0.0)}"
+    )
 
     print("\n== An operator carries its signature and gradient rule")
     ppto.show_op(ppto.dot)

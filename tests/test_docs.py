@@ -41,3 +41,27 @@ def test_docstring_examples_run():
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     attempted = int(done.stdout.rsplit("attempted=", 1)[1].split()[0])
     assert attempted >= 25  # the examples were found, not skipped
+
+
+def test_the_demo_runs_and_its_checks_hold():
+    """The README's first command runs examples/demo.py: it must run, train, and
+    pass its own checks (gradient against central differences, the dict and
+    Jacobian sections)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    demo = Path(__file__).resolve().parents[1] / "examples" / "demo.py"
+    run = subprocess.run(
+        [sys.executable, str(demo)], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    assert "largest relative difference over dW1" in run.stdout
+    assert "dW1 agrees with the one above: True" in run.stdout
+    assert "columns sum to zero (the outputs sum to 1): True" in run.stdout
+    accuracies = [
+        float(line.split("accuracy")[1])
+        for line in run.stdout.splitlines()
+        if "accuracy" in line
+    ]
+    assert accuracies[-1] >= 0.9
