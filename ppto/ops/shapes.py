@@ -51,8 +51,9 @@ def result_shape(name: str, inputs: list, params: dict, like=None) -> tuple | No
     ``like``: the shape of the array a ``like=`` parameter names, if any."""
     if name in LIKE_RESULTS:
         return like
-    if name in SAME_AS_FIRST:
-        return inputs[0] if inputs and _known(inputs[0]) else None
+    if name in SAME_AS_FIRST:  # (of an array: a list's shape is the stack's)
+        first = inputs[0] if inputs else None
+        return first if isinstance(first, tuple) else None
     rule = SHAPE_RULES.get(name)
     if rule is None or not all(_known(shape) for shape in inputs):
         return None

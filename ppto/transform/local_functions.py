@@ -32,6 +32,7 @@ import numpy as np
 from ppto.ops.primitive import OperatorDef
 from ppto.transform import trees
 from ppto.transform.comprehensions import comprehensions_as_loops, rewritten_nodes
+from ppto.transform.names import fresh_name
 from ppto.transform.resolve import numpy_alias
 from ppto.transform.source import (
     ParsedFunction,
@@ -258,7 +259,7 @@ class _Lifter:
                 if isinstance(node, gast.Call) and isinstance(node.func, gast.Lambda)
             ]
             for call in called:
-                name = _fresh("lambda_", self.taken)
+                name = fresh_name("lambda_", self.taken)
                 definition = gast.Assign(
                     [gast.Name(name, gast.Store(), None, None)], call.func, None
                 )
@@ -490,7 +491,7 @@ class _PartialCalls(trees.Transformer):
         self.name = name
 
         def bound(what: str, value) -> str:
-            label = _fresh(f"{name}_{what}", taken)
+            label = fresh_name(f"{name}_{what}", taken)
             closure[label] = value
             return label
 
@@ -624,16 +625,6 @@ def _free(node) -> set:
 
 def _names(tree) -> set:
     return {node.id for node in trees.walk(tree) if isinstance(node, gast.Name)}
-
-
-def _fresh(preferred: str, taken: set) -> str:
-    """``preferred``, or numbered where the function or its scopes use it."""
-    name, number = preferred, 0
-    while name in taken:
-        number += 1
-        name = f"{preferred}_{number}"
-    taken.add(name)
-    return name
 
 
 def _compiled(definition: gast.FunctionDef, source: SourceMap, scope: dict):

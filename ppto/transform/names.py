@@ -7,6 +7,8 @@ names, so generated source is byte-for-byte reproducible.
 
 from __future__ import annotations
 
+import keyword
+
 import gast
 
 from ppto.transform import trees
@@ -45,6 +47,18 @@ class Namer:
 
     def adjoint(self, primal: str) -> str:
         return self.fresh("d" + primal)
+
+
+def fresh_name(preferred: str, taken: set) -> str:
+    """``preferred``, or ``preferred_1``, ``preferred_2``, ... where ``taken`` (or
+    Python's keywords) hold it; added to ``taken``. (For names made before a
+    ``Namer`` exists: lifted local functions, a pytree's leaves.)"""
+    name, number = preferred, 0
+    while name in taken or keyword.iskeyword(name):
+        number += 1
+        name = f"{preferred}_{number}"
+    taken.add(name)
+    return name
 
 
 def names_in(tree) -> set[str]:

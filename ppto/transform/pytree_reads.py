@@ -17,7 +17,7 @@ import re
 import gast
 
 from ppto.errors import TransformError
-from ppto.transform.names import names_in
+from ppto.transform.names import fresh_name, names_in
 from ppto.transform.objects import constant_int, constant_key
 from ppto.transform.pytrees import (
     NamedTree,
@@ -117,12 +117,7 @@ def _identifier(text: str, taken: set) -> str:
     slice, ``ws[:-1]``: ``ws_part``)."""
     text = re.sub(r"\[[^\[\]]*:[^\[\]]*\]", "[part]", text)
     base = "_".join(part for part in re.split(r"\W+", text) if part)
-    name, number = base, 0
-    while name in taken:
-        number += 1
-        name = f"{base}_{number}"
-    taken.add(name)
-    return name
+    return fresh_name(base, taken)
 
 
 def _constant_slice(node: gast.Slice) -> slice | None:

@@ -10,13 +10,13 @@ with the reads rewritten (``ppto.transform.pytree_reads``).
 
 from __future__ import annotations
 
-import keyword
 import linecache
 import re
 import weakref
 from collections import ChainMap
 from collections.abc import Callable
 
+from ppto.transform.names import fresh_name
 from ppto.transform.source import STAND_INS, ParsedFunction, parse_function, signature
 
 # a structure with its leaves named: a leaf is its parameter's name (str); a
@@ -133,12 +133,7 @@ def named(tree, prefix: str, taken: set) -> NamedTree:
     made of its path (``params_W1``, ``ws_0``, ``params_layer1_b``), added to
     ``taken``."""
     if tree is None:
-        name, number = prefix, 0
-        while name in taken or keyword.iskeyword(name):
-            number += 1
-            name = f"{prefix}_{number}"
-        taken.add(name)
-        return name
+        return fresh_name(prefix, taken)
     kind, entries = tree
     if kind == "dict":
         return (
