@@ -47,6 +47,11 @@ def _inputs(rule, rng, dtype):
         "logsumexp": [(3, 4, 7)],
         "cross": [(3, 7), (3, 7)],
         "layer": [(3, 7), ()],
+        # NHWC images, OIHW weights, per-channel vectors (ppto/fusion/cnn_patterns)
+        "conv2d": [(2, 6, 5, 3), (4, 3, 3, 3), (4,)],
+        "batch_norm": [(2, 6, 5, 4), (4,), (4,), (), (2, 6, 5, 4)],
+        "channel": [(2, 6, 5, 4)] * 2,
+        "global_pool": [(2, 6, 5, 4)] * 2,
     }
     prefix = next((key for key in shapes if rule.name.startswith(key)), None)
     chosen = shapes[prefix] if prefix else [(6, 5)] * len(rule.parameters)
@@ -55,7 +60,14 @@ def _inputs(rule, rng, dtype):
     if rule.name == "matmul_scale":
         chosen = [(5, 4), (4, 3), ()]
     chosen = chosen[: len(rule.parameters)]
-    return [rng.uniform(0.5, 1.5, shape).astype(dtype) for shape in chosen]
+    arrays = [rng.uniform(0.5, 1.5, shape).astype(dtype) for shape in chosen]
+    # a convolution's stride and padding: Python ints, as generated code passes them
+    return arrays + [{"stride": 2, "padding": 1}[name] for name in
+                     rule.parameters[len(chosen):]]  # fmt: skip
+
+
+def _as_tensors(inputs) -> list:
+    return [ppto.tensor(x) if isinstance(x, np.ndarray) else x for x in inputs]
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -63,7 +75,7 @@ def _inputs(rule, rng, dtype):
 def test_builtin_rule_equals_its_pattern(rule, dtype):
     rng = np.random.default_rng(11)
     inputs = _inputs(rule, rng, dtype)
-    expected = np.asarray(rule.pattern(*[ppto.tensor(x) for x in inputs]))
+    expected = np.asarray(rule.pattern(*_as_tensors(inputs)))
     actual = np.asarray(rule.implementation(*inputs))
     assert actual.shape == expected.shape
     tolerance = 1e-12 if dtype == "float64" else 2e-5

@@ -2,7 +2,10 @@
 and the user-facing ``fusion_rule`` / ``fusion_rules``. The rewrite of generated code
 lives in ``ppto.transform.fuse``."""
 
-from ppto.fusion import patterns  # noqa: F401  (registers the built-in rules)
+from ppto.fusion import (
+    cnn_patterns,  # noqa: F401  (and those of CNNs)
+    patterns,  # noqa: F401  (registers the built-in rules)
+)
 from ppto.fusion.registry import FusionError, FusionRule, fusion_rule, fusion_rules
 
 __all__ = ["FusionError", "FusionRule", "fusion_rule", "fusion_rules"]

@@ -20,7 +20,7 @@ MATRIX = [(4, 3), (3, 5)]
 MATRIX_BIAS = [(4, 3), (3, 5), (5,)]
 
 
-def rule(name, shapes=None, applies=BOTH, implementation=None):
+def rule(name, shapes=None, applies=BOTH, implementation=None, before_regions=False):
     def define(pattern):
         register(
             pattern,
@@ -29,6 +29,7 @@ def rule(name, shapes=None, applies=BOTH, implementation=None):
             shapes=shapes,
             applies=applies,
             builtin=True,
+            before_regions=before_regions,
         )
         return pattern
 

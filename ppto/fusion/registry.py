@@ -41,6 +41,10 @@ class FusionRule:
     builtin: bool = False
     kind: str = "elementwise"
     notes: str = field(default="", repr=False)
+    # matched before elementwise regions form (``ppto.transform.regions``): a
+    # pattern whose statements a region would otherwise take apart (its reductions
+    # are over axes a region cannot sum over in its pass, or it starts at a product)
+    before_regions: bool = False
     _size: int | None = field(default=None, repr=False)
 
     @property
@@ -216,7 +220,7 @@ def _difference(rule, shapes, inputs, rtol: float, signed: bool) -> float:
 
 def register(pattern: Callable, implementation: Callable | None, *, name: str,
              shapes: Sequence[tuple] | None, applies: str, builtin: bool,
-             kind: str = "") -> FusionRule:  # fmt: skip
+             kind: str = "", before_regions: bool = False) -> FusionRule:  # fmt: skip
     import inspect
 
     parameters = tuple(inspect.signature(pattern).parameters)
@@ -237,6 +241,7 @@ def register(pattern: Callable, implementation: Callable | None, *, name: str,
         applies,
         builtin,
         kind or ("elementwise" if tree is not None else "composite"),
+        before_regions=before_regions,
     )
     if not builtin:  # built-in rules are checked by the test suite, not at import
         verify(rule, shapes or [(4, 4)] * len(parameters))

@@ -57,6 +57,7 @@ class Fuser:
         kind: str = "cpu",
         shapes=None,
         own_only: bool = False,
+        before_regions: bool = False,
     ) -> None:
         self.namespace = namespace
         self.kernels = kernels  # kernel name -> kernel object
@@ -65,6 +66,8 @@ class Fuser:
         # only rules' own elementwise implementations (before regions: see
         # fuse_program)
         self.own_only = own_only
+        # only rules matched before regions form (``FusionRule.before_regions``)
+        self.before_regions = before_regions
         self.loads: dict[str, int] = {}
         self.stores: dict[str, int] = {}
         self.written: dict[int, set] = {}  # id(statement) -> names it assigns
@@ -149,6 +152,8 @@ class Fuser:
         for rule in rules_for(root.op) if root is not None else ():
             if rule.size() < 2 or rule.kind == "elementwise":
                 continue  # one operator is one kernel; chains are fused below
+            if self.before_regions and not rule.before_regions:
+                continue
             implementation = implementation_for(rule, self.kind)
             if implementation is None:
                 continue  # no fused kernel of this rule on this backend
@@ -163,6 +168,8 @@ class Fuser:
                     [],
                 )
                 return sorted(match.consumed)
+        if self.before_regions:
+            return []  # (chains: regions and the later pass fuse them)
         return self.elementwise(statement, before, definitions)
 
     # --- generic elementwise chains ---------------------------------------------------
@@ -296,11 +303,13 @@ class _Match:
             )
         if not isinstance(template, Operator):
             return False
-        if id(template) in self.shared:  # a value the pattern uses more than once
-            return (
-                isinstance(expression, gast.Name)
-                and expression.id == self.shared[id(template)]
-            )
+        shared = self.shared.get(id(template))  # a value the pattern uses twice
+        if isinstance(expression, gast.Name) and expression.id == shared:
+            # (a read of it inside the match: complete() counts them all)
+            self.uses[shared] += 1
+            return True
+        # (else the code computes the value again where it reads it, in an
+        # expression or another name: matched as written below)
         decoded = self.fuser.decode(expression)
         if decoded is None and isinstance(expression, gast.Name):
             position = self.definitions.get(expression.id)
@@ -510,6 +519,9 @@ def fuse_program(
         if own_rules:  # a region would compute them itself: they are taken first
             own = Fuser(namespace, kernels, kind, likely, own_only=True)
             definition = own.function(definition)
+        if any(rule.before_regions for rule in RULES):
+            first = Fuser(namespace, kernels, kind, likely, before_regions=True)
+            definition = first.function(definition)
         # (a gradient's likely shape, its value's, lets a region follow it; one
         # that is not costs the region its pass: it checks its arguments' shapes)
         regions, fallbacks = fuse_regions(definition, namespace, kernels, likely, kind)
