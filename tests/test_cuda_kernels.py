@@ -39,6 +39,14 @@ STAGED = {"layer_norm", "cross_entropy_from_logits"} | {
     + ("softmax_backward", "log_softmax_backward")
     for axis in ("last_axis", "axis1")
 }
+# ppto/fusion/cnn_patterns.py's, over an NHWC image's pixels or its spatial axes
+CNN_STAGED = {
+    "channel_sum_of_products", "channel_mean_of_squares", "batch_norm_nhwc",
+    "batch_norm_relu_nhwc", "batch_norm_maximum_nhwc", "batch_norm_add_relu_nhwc",
+    "batch_norm_add_maximum_nhwc", "global_pool_of_relu_sum",
+    "global_pool_of_relu_op_sum",
+}  # fmt: skip
+STAGED |= CNN_STAGED
 
 
 def chain(x, y, z):
@@ -553,12 +561,16 @@ STAGED_RULES = [rule for rule in RULES if rule.name in STAGED]
 
 
 def _staged_inputs(rule, dtype, eps=None):
-    """Inputs of three axes (so that axis 1 is not the last), eps a 0-d array."""
+    """Inputs of three axes (so that axis 1 is not the last), eps a 0-d array; a CNN
+    rule's: NHWC images and per-channel scale and shift."""
     rng = np.random.default_rng(len(rule.name))
+    image = (2, 3, 4, 5) if rule.name in CNN_STAGED else (3, 4, 5)
     return [
         np.asarray(1e-3 if eps is None else eps, dtype)
         if name == "eps"
-        else rng.standard_normal((3, 4, 5)).astype(dtype)
+        else rng.standard_normal(
+            image[-1:] if name in ("gamma", "beta") else image
+        ).astype(dtype)
         for name in rule.parameters
     ]
 
@@ -615,11 +627,12 @@ def test_staged_kernels_of_other_operand_types_run_unfused(kernels_from_trees):
 def test_cuda_kernel_of_every_rule_equals_its_pattern_on_the_gpu(rule, dtype):
     import cupy
 
-    from tests.test_fusion import _inputs
+    from tests.test_fusion import _as_tensors, _inputs
 
     inputs = _inputs(rule, np.random.default_rng(11), dtype)
-    expected = np.asarray(rule.pattern(*[ppto.tensor(x) for x in inputs]))
-    actual = implementation_for(rule, "cuda")(*[cupy.asarray(x) for x in inputs])
+    expected = np.asarray(rule.pattern(*_as_tensors(inputs)))
+    on_gpu = [cupy.asarray(x) if isinstance(x, np.ndarray) else x for x in inputs]
+    actual = implementation_for(rule, "cuda")(*on_gpu)
     tolerance = 1e-12 if dtype == "float64" else 2e-5
     np.testing.assert_allclose(
         cupy.asnumpy(actual), expected, rtol=tolerance, atol=tolerance

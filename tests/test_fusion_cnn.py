@@ -292,3 +292,27 @@ def test_channel_sums_of_broadcast_operands_are_numpys():
     a, b = rng.standard_normal((2, 5, 4, 3)), rng.standard_normal(3)
     expected = np.asarray(rule.pattern(ppto.tensor(a), ppto.tensor(b)))
     np.testing.assert_allclose(rule.implementation(a, b), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["conv2d_bias_nhwc", "conv2d_bias_relu_nhwc",
+                                  "conv2d_bias_maximum_nhwc"])  # fmt: skip
+def test_cuda_conv_epilogues_write_over_the_product(kernels_from_trees, name):
+    """On CUDA (CuPy emulated by NumPy): conv2d's product, then the epilogue's one
+    elementwise kernel written over it; the stride and padding are the call's."""
+    from ppto.fusion.cuda import CudaMatmulEpilogue
+    from ppto.transform.fuse import implementation_for
+
+    rule = next(r for r in RULES if r.name == name)
+    kernel = implementation_for(rule, "cuda")
+    assert isinstance(kernel, CudaMatmulEpilogue) and kernel.rest == [2]
+    rng = np.random.default_rng(4)
+    x, w, b = (rng.standard_normal(shape) for shape in [(2, 7, 6, 3), (5, 3, 3, 3),
+                                                         (5,)])  # fmt: skip
+    for stride, padding in ((1, 1), (2, 0)):
+        tensors = [ppto.tensor(a) for a in (x, w, b)]
+        expected = np.asarray(rule.pattern(*tensors, stride, padding))
+        actual = kernel(x, w, b, stride, padding)
+        assert actual.shape == expected.shape
+        np.testing.assert_allclose(actual, expected, rtol=1e-12, atol=1e-12)
+    assert kernels_from_trees == [rule.kernel_name] * 2
+    assert "cuBLAS's a0 = conv2d(x, w) (im2col)" in kernel.listing()

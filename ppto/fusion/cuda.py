@@ -5,8 +5,9 @@ On a ``cuda`` device each generated elementwise kernel becomes one
 of one per operator); a full sum or mean of an elementwise expression becomes one
 ``cupy.ReductionKernel``; a matrix product followed by an elementwise epilogue
 (``relu(A @ B + b)``) is cuBLAS's product with the epilogue applied in place by a
-generated kernel; patterns that reduce along an axis (softmax, layer norm) run as
-stages (``ppto.fusion.cuda_staged``). The kernels are derived from the rule's pattern
+generated kernel, and so is a convolution's (its im2col product); patterns that
+reduce along an axis (softmax, layer norm) run as stages
+(``ppto.fusion.cuda_staged``). The kernels are derived from the rule's pattern
 itself, so they compute what the pattern says whatever a user's CPU implementation
 does; a pattern of none of these shapes runs unfused on CUDA.
 
@@ -255,26 +256,47 @@ class CudaReduction:
             # post-map step reading CuPy's indexers does not compile where CuPy runs
             # a one-input reduction by CUB, its default
             shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
-            total = total / (
-                math.prod(shape) if self.axis is None else shape[self.axis]
-            )
+            total = total / math.prod(reduced_sizes(shape, self.axis))
         return total
+
+
+def reduced_sizes(shape: tuple, axis) -> list:
+    """The sizes of the axes ``axis`` (None: all, an int, or a tuple) of ``shape``."""
+    if axis is None:
+        return list(shape)
+    return [shape[a] for a in (axis if isinstance(axis, tuple) else (axis,))]
 
 
 class CudaMatmulEpilogue:
     """``epilogue(A @ B, *rest)``: cuBLAS's product, then the generated elementwise
     epilogue written over it in place (the product is read once, nothing else is
-    allocated)."""
+    allocated). A convolution's product is ``conv2d``'s im2col matrix product on
+    cuBLAS (``convolution``: its stride, padding and layout, each an argument
+    position or a value)."""
 
-    def __init__(self, name: str, epilogue: Node, operands, rest) -> None:
+    def __init__(
+        self, name: str, epilogue: Node, operands, rest, convolution=None
+    ) -> None:
         self.epilogue = CudaElementwise(name, epilogue, 1 + len(rest))
         self.operands = operands  # argument positions of the product's A and B
         self.rest = rest  # argument positions of the epilogue's other operands
+        self.convolution = convolution
+
+    def product(self, A, B, arguments):
+        if self.convolution is None:
+            return cupy_module().matmul(A, B)
+        from ppto.ops.nn import conv2d
+
+        stride, padding, layout = (
+            arguments[value] if isinstance(value, Position) else value
+            for value in self.convolution
+        )
+        return conv2d.impl(cupy_module(), A, B, stride, padding, layout)
 
     def __call__(self, *arguments):
         A, B = (arguments[position] for position in self.operands)
         rest = [arguments[position] for position in self.rest]
-        product = cupy_module().matmul(A, B)
+        product = self.product(A, B, arguments)
         if self.in_place(product, rest):
             return self.epilogue(product, *rest, out=product)
         return self.epilogue(product, *rest)  # a new array, unfused if need be
@@ -282,9 +304,10 @@ class CudaMatmulEpilogue:
     def listing(self) -> str:
         """The product and its epilogue, to read."""
         epilogue = self.epilogue.listing().split("\n", 1)[1]
+        product = "A @ B" if self.convolution is None else "conv2d(x, w) (im2col)"
         return (
-            f"// {self.epilogue.name}: cuBLAS's a0 = A @ B, then written over a0 by "
-            f"ElementwiseKernel\n{epilogue}"
+            f"// {self.epilogue.name}: cuBLAS's a0 = {product}, then written over a0 "
+            f"by ElementwiseKernel\n{epilogue}"
         )
 
     def in_place(self, product, rest) -> bool:
@@ -356,15 +379,33 @@ def _full_reduction(template) -> bool:
     return template.params.get("axis") is None and not template.params.get("keepdims")
 
 
+class Position(int):
+    """An argument position (where a convolution's stride or padding is one)."""
+
+
 def _matmul_epilogue(rule):
-    """A pattern ``epilogue(dot(A, B), ...)`` with one matrix product of two
-    parameters: the product's operands and the epilogue's tree over the product
-    (leaf 0) and the parameters it reads."""
-    products = [node for node in walk(rule.template) if _is_op(node, "dot")]
+    """A pattern ``epilogue(dot(A, B), ...)`` (or ``conv2d(x, w, ...)``) with one
+    product of two parameters: the product's operands and the epilogue's tree over
+    the product (leaf 0) and the parameters it reads."""
+    products = [
+        node
+        for node in walk(rule.template)
+        if _is_op(node, "dot") or _is_op(node, "conv2d")
+    ]
     if len(products) != 1 or products[0] is rule.template:
         return None
     product = products[0]
-    if not all(isinstance(a, Symbol) for a in product.inputs) or product.params:
+    if not all(isinstance(a, Symbol) for a in product.inputs):
+        return None
+    convolution = None
+    if _is_op(product, "conv2d"):
+        convolution = tuple(
+            Position(rule.parameters.index(value.name))
+            if isinstance(value, Symbol)
+            else value
+            for value in (product.params[p] for p in ("stride", "padding", "layout"))
+        )
+    elif product.params:
         return None
     names = ["<product>", *rule.parameters]
     tree = elementwise_tree(rule.template, names, {id(product): Node(leaf=0)})
@@ -375,7 +416,7 @@ def _matmul_epilogue(rule):
     tree = renumbered(tree, renumber)
     operands = [names.index(a.name) - 1 for a in product.inputs]
     rest = [old - 1 for old in read]
-    return CudaMatmulEpilogue(rule.kernel_name, tree, operands, rest)
+    return CudaMatmulEpilogue(rule.kernel_name, tree, operands, rest, convolution)
 
 
 def walk(node):

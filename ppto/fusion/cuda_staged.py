@@ -1,5 +1,6 @@
 """Fused CuPy kernels for patterns that reduce along an axis: softmax, log-softmax,
-logsumexp, layer norm, their backward shapes and cross-entropy from logits.
+logsumexp, layer norm, their backward shapes and cross-entropy from logits; or along
+several (batch norm's statistics over an NHWC image's pixels, global pooling).
 
 Such a pattern is cut at its reductions. Each distinct reduction is one *stage*, run
 in the order the pattern needs them: a sum or mean is one ``cupy.ReductionKernel``
@@ -111,7 +112,7 @@ class CudaStaged:
 
     def stage_source(self, reduction: Operator) -> int:
         axis = reduction.params.get("axis")
-        if axis is not None and not isinstance(axis, int):
+        if axis is not None and not isinstance(axis, (int, tuple)):
             raise Unsupported(f"a reduction along axes {axis!r}")
         op = REDUCTIONS[reduction.op.name]
         tree = self.lower(reduction.inputs[0])
