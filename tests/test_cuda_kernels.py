@@ -44,7 +44,7 @@ CNN_STAGED = {
     "channel_sum_of_products", "channel_mean_of_squares", "batch_norm_nhwc",
     "batch_norm_relu_nhwc", "batch_norm_maximum_nhwc", "batch_norm_add_relu_nhwc",
     "batch_norm_add_maximum_nhwc", "global_pool_of_relu_sum",
-    "global_pool_of_relu_op_sum",
+    "global_pool_of_relu_op_sum", "batch_norm_variance_backward",
 }  # fmt: skip
 STAGED |= CNN_STAGED
 
@@ -569,7 +569,7 @@ def _staged_inputs(rule, dtype, eps=None):
         np.asarray(1e-3 if eps is None else eps, dtype)
         if name == "eps"
         else rng.standard_normal(
-            image[-1:] if name in ("gamma", "beta") else image
+            image[-1:] if name in ("gamma", "beta", "s") else image
         ).astype(dtype)
         for name in rule.parameters
     ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppto.fusion.patterns import BOTH, FORWARD, _fits, rule
+from ppto.fusion.patterns import BACKWARD, BOTH, FORWARD, _fits, rule
 from ppto.ops import elementwise as ew
 from ppto.ops import nn, reductions
 
@@ -92,6 +92,18 @@ rule("channel_sum_of_products", [IMAGE, IMAGE], BOTH, _channel_dot)(
 rule("channel_mean_of_squares", [IMAGE], BOTH, _channel_mean_of_squares)(
     lambda x: reductions.reduce_mean(x**2, PIXELS)
 )
+
+
+def _variance_backward(dy, y, s):
+    return -_channel_dot(dy, y) / s / (2 * s)
+
+
+# the gradient of batch norm's variance as ppto's rules write it for y = t / s
+# with s = sqrt(variance + eps): its per-channel sum of dy * y, no product array
+rule("batch_norm_variance_backward", [IMAGE, IMAGE, CHANNEL], BACKWARD,
+     _variance_backward)(
+    lambda dy, y, s: -reductions.reduce_sum(dy * y, PIXELS) / s / (2 * s)
+)  # fmt: skip
 
 
 def _batch_norm(x, gamma, beta, eps):
