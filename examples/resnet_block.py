@@ -102,18 +102,16 @@ def main() -> dict:
     wrt = tuple(range(len(PARAMETERS)))
     quiet = io.StringIO()
 
-    forward = counts(ppto.show_source(block_loss, *args, fused=True, file=quiet))
+    listing = ppto.show_source(block_loss, *args, fused=True, file=quiet)
+    forward = counts(listing)
     gradient = counts(
         ppto.show_grad(block_loss, *args, wrt=wrt, fused=True, file=quiet)
     )
     print("== Operators in the generated code, before and after fusion")
     print(f"  forward pass:  {forward[0]:3d} -> {forward[1]:3d}")
     print(f"  gradient:      {gradient[0]:3d} -> {gradient[1]:3d}")
-    print(
-        "\n== The fused forward pass (python -c 'import ppto; ppto.show_source(...)')"
-    )
-    text = ppto.show_source(block_loss, *args, fused=True, file=quiet)
-    print("\n".join(text.split("\n\n")[0].splitlines()[1:]))
+    print("\n== The fused forward pass (ppto.show_source(block_loss, ..., fused=True))")
+    print(listing.split("\n\n")[0].split("\n", 1)[1])
 
     # the fused code, whatever the timing on this machine would choose
     previous = os.environ.get("PPTO_FUSION")
