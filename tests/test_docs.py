@@ -65,3 +65,16 @@ def test_the_demo_runs_and_its_checks_hold():
         if "accuracy" in line
     ]
     assert accuracies[-1] >= 0.9
+
+
+def test_the_readme_states_the_number_of_fusion_rules():
+    import re
+
+    import ppto
+
+    text = (ROOT / "README.md").read_text()
+    count = len(ppto.fusion_rules())
+    assert re.findall(r"(\d+) built-in rules \(`ppto.fusion_rules\(\)`\)", text) == [
+        str(count)
+    ]
+    assert re.findall(r"All (\d+)\s+rules have CUDA kernels", text) == [str(count)]
