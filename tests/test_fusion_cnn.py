@@ -41,6 +41,13 @@ def strided_conv_bias_relu(x, w, b):
     return np.sum(np.tanh(h))
 
 
+def batch_norm_centred_once(x, g, b):
+    # (x - m) is one name read twice: the pattern's shared value, matched at both
+    centred = x - np.mean(x, axis=(0, 1, 2))
+    y = g * centred / np.sqrt(np.mean(centred**2, axis=(0, 1, 2)) + 1e-3) + b
+    return np.sum(np.tanh(y) * x)
+
+
 def batch_norm_relu(x, g, b):
     m = np.mean(x, axis=(0, 1, 2))
     v = np.mean((x - m) ** 2, axis=(0, 1, 2))
@@ -101,6 +108,7 @@ def _arguments(function, dtype="float64"):
         strided_conv_bias_relu: [rng.standard_normal(image), kernel, channel - 1],
         batch_norm: [rng.standard_normal(image), channel, channel - 1],
         batch_norm_relu: [rng.standard_normal(image), channel, channel - 1],
+        batch_norm_centred_once: [rng.standard_normal(image), channel, channel - 1],
         block_output: [rng.standard_normal(image), channel, channel - 1,
                        rng.standard_normal(image)],
         block_output_relu: [rng.standard_normal(image), channel, channel - 1,
@@ -120,6 +128,9 @@ CASES = [
     (conv_bias_relu, {"conv2d_bias_maximum_nhwc"}, {"conv2d_bias_nhwc"}),
     (strided_conv_bias_relu, {"conv2d_bias_relu_nhwc"}, {"conv2d_bias_nhwc"}),
     (batch_norm, {"batch_norm_nhwc"},
+     {"channel_mean_of_squares", "channel_sum_of_products",
+      "batch_norm_variance_backward"}),
+    (batch_norm_centred_once, {"batch_norm_nhwc"},
      {"channel_mean_of_squares", "channel_sum_of_products",
       "batch_norm_variance_backward"}),
     (batch_norm_relu, {"batch_norm_relu_nhwc"},

@@ -507,7 +507,8 @@ def fuse_program(
     and the kernels by name; ``shapes`` gives per function the shapes its values are
     known to have, ``hints`` the shapes they most likely have (``Program.size_hints``:
     they only choose between equivalent code). Regions of elementwise statements
-    become chunked NumPy passes on the CPU and CUDA kernels on a GPU."""
+    become chunked NumPy passes on the CPU and CUDA kernels on a GPU; rules marked
+    ``before_regions`` (batch norm, convolution epilogues) are matched first."""
     kernels: dict = {}
     fused = []
     own_rules = kind == "cpu" and any(
