@@ -333,3 +333,27 @@ def test_cuda_conv_epilogues_write_over_the_product(kernels_from_trees, name):
         np.testing.assert_allclose(actual, expected, rtol=1e-12, atol=1e-12)
     assert kernels_from_trees == [rule.kernel_name] * 2
     assert "cuBLAS's a0 = conv2d(x, w) (im2col)" in kernel.listing()
+
+
+def test_the_pass_before_regions_is_made_only_where_a_rule_may_match():
+    """It costs a function's fusion a third more time: code calling no convolution,
+    batch norm or global pooling operators is not given it."""
+    from ppto.transform.fuse import _first_rules_may_match
+
+    def program_of(function, args):
+        transformed = Transformed(function, (0,), "combined", with_value=True)
+        _, _, ranks, _, _ = transformed.prepare(args, {})
+        return transformed.program(ranks)[0]
+
+    for function, expected in ((whole_block, True), (residual_pool, True),
+                               (elementwise_only, False)):  # fmt: skip
+        args = _arguments(function) if function is not elementwise_only else [
+            np.ones((3, 4))]  # fmt: skip
+        program = program_of(function, args)
+        namespace = dict(program.refs.namespace)
+        found = [_first_rules_may_match(f, namespace) for f in program.functions]
+        assert any(found) is expected, function.__name__
+
+
+def elementwise_only(x):
+    return np.sum(np.maximum(np.tanh(x) + x, 0.0))
