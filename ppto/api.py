@@ -1143,6 +1143,12 @@ def grad(f: Callable, wrt: int | str | Sequence = 0) -> Transformed:
     shapes, dtypes); later ``grad`` objects of the same function share that work
     until a global it reads is rebound or a rule is registered.
 
+    A differentiated Python float stays a Python float in the generated code, weak
+    as NumPy makes it (NEP 50: ``x32 * 2.0`` is float32), so the value and the
+    gradients have the dtypes the function itself gives; the float's own gradient
+    is a 0-d float64 Tensor (the dtype of ``ppto.tensor(2.0)``, as JAX gives it
+    in its default float dtype).
+
     >>> def f(x):
     ...     return np.sum(np.sin(x) * x)
     >>> df = ppto.grad(f)
