@@ -1440,8 +1440,8 @@ def _cotangent_on(cotangent, device: Device, why: str = "pullback", like=None):
             )
         return cotangent
     if isinstance(cotangent, (bool, int, float, np.generic)):
-        dtype = dtype_of(like) if _is_array(like) else None
-        scalar = np.asarray(cotangent, dtype if dtype and dtype.kind == "f" else None)
+        floating = _is_array(like) and dtype_of(like).kind == "f"
+        scalar = np.asarray(cotangent, dtype_of(like) if floating else None)
         return Tensor(backend_for(device).from_host(scalar, device.index), device)
     # an array of any backend (a CuPy array refuses np.asarray), or nested lists
     raws, source = gather_inputs(why, [cotangent])

@@ -231,3 +231,23 @@ def test_fused_regions_take_a_float_as_numpy_does():
     np.testing.assert_allclose(float(value), chain_with_number(x64, S), rtol=1e-5)
     np.testing.assert_allclose(np.asarray(dx), expected_dx, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(float(ds), expected_ds, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "function",
+    [scaled_square, number_reductions, chain_with_number],
+    ids=lambda f: f.__name__,
+)
+def test_a_float_with_arrays_on_emulated_cupy(emulated_cupy, function):
+    """CuPy code (lowered and fused for CUDA) takes the Python float as NumPy does."""
+    x = X.astype(np.float32)
+    value, (dx, ds) = ppto.value_and_grad(function, wrt=(0, 1))(
+        ppto.tensor(x, device="cuda"), S
+    )
+    assert value.device == dx.device == "cuda:0"
+    assert value.dtype == direct_dtype(function, x, S)
+    assert dx.dtype == np.float32
+    assert_close(dx.numpy(), central_differences(function, (X, S), 0), "float32", "dx")
+    assert ds.dtype == np.float64 and ds.shape == ()
+    expected_ds = central_differences(function, (X, S), 1)
+    assert_close(ds.numpy(), expected_ds, "float32", "ds")
