@@ -24,6 +24,7 @@ from ppto import pytrees
 from ppto.errors import GradError, PptoError, ShapeError
 from ppto.fusion.tuning import FUSED_FIRST, FusionChoice, fusion_policy
 from ppto.ops.primitive import OperatorDef, registrations
+from ppto.ops.shape import dtype_of
 from ppto.runtime import streams
 from ppto.runtime.backends import backend_for
 from ppto.runtime.device import CPU, Device
@@ -505,7 +506,8 @@ class Transformed:
             rank_map = {n: r[0] for n, r in described}
             shapes = {n: r[1] for n, r in described if r[1] is not None}
             layouts = {n: r[2] for n, r in described if r[2]}
-            dtypes = {n: r[3] for n, r in described if r[3] is not None}
+            # (a weak number's dtype is not known: as a literal number's)
+            dtypes = {n: r[3] for n, r in described if isinstance(r[3], np.dtype)}
             source = self.function
             if isinstance(self.f, Transformed):
                 source = _generated_wrapper(self.f, ranks[: len(names)])
@@ -534,10 +536,6 @@ class Transformed:
         values = list(call.values)
         for name, position in zip(self.wrt, self._wrt_positions):
             _check_differentiable(name, values[position])
-            if isinstance(values[position], float):
-                # a NumPy scalar: rules read a differentiated value's dtype
-                # (np.max(s) of a Python float s failed on s.dtype)
-                values[position] = np.float64(values[position])
         arrays = [i for i, v in enumerate(call.values) if _is_array(v)]
         raws, device = gather_inputs(
             f"grad of {self.__name__}", [call.values[i] for i in arrays]
@@ -557,8 +555,12 @@ class Transformed:
         """What generated code is specialised on, per argument: ``(ndim, shape,
         layout, dtype)`` for arrays (shape dropped once many shapes have been seen, so
         that a function called with ever-changing shapes is not regenerated each
-        time)."""
+        time); ``(0, (), None, float)`` for a differentiated Python float, a weak
+        number: ``float``, not float64, as its dtype is not fixed (NEP 50: it takes
+        an array's, ``x32 * 2.0`` is float32), so it stays a Python float in the
+        generated code."""
         keep_shapes = len(self._programs) < SHAPE_SPECIALISATIONS
+        weak = self.weak_positions(values)
         return tuple(
             (
                 value.ndim,
@@ -567,11 +569,20 @@ class Transformed:
                 np.dtype(value.dtype) if hasattr(value, "dtype") else None,
             )
             if hasattr(value, "ndim")
+            else WEAK_NUMBER
+            if position in weak
             else _Passed(value)
             if passed_callable(value)
             else None
-            for value, original in zip(values, originals)
+            for position, (value, original) in enumerate(zip(values, originals))
         )
+
+    def weak_positions(self, values: list) -> set:
+        """The positions of the differentiated arguments that are Python floats."""
+        positions = self._wrt_positions
+        if positions is None:  # (show_grad's example arguments: not prepared)
+            positions = map(list(_signature(self.function).parameters).index, self.wrt)
+        return {p for p in positions if type(values[p]) is float}
 
     def lowered(self, ranks: tuple, device: Device, fused: bool | None = None) -> dict:
         """The namespace of the program lowered for ``device``'s backend, fused or
@@ -697,8 +708,6 @@ class Transformed:
                 and self._registered == registrations()
             ):
                 raws = [a.data if type(a) is Tensor else a for a in args]
-                for position in fast[4]:  # (as prepare makes them)
-                    raws[position] = np.float64(raws[position])
                 try:
                     outputs = fast[0](*raws)
                 except (ValueError, IndexError, PptoError) as error:
@@ -718,7 +727,8 @@ class Transformed:
                 return self._call_over_leaves(call, trees)
         self._ensure_current()
         call, values, ranks, homes, device = self.prepare(args, kwargs)
-        dtypes = [getattr(values[p], "dtype", None) for p in self._wrt_positions]
+        # (a Python float's gradient is float64, as ppto.tensor(2.0) is)
+        dtypes = [dtype_of(values[p]) for p in self._wrt_positions]
         # (a gradient is laid out as its argument: an nhwc image's is nhwc)
         layouts = [ranks[p] and ranks[p][2] for p in self._wrt_positions]
         value, grads = self.run(0, ranks, device, values)
@@ -730,9 +740,8 @@ class Transformed:
             and not self._keyword_only
         ):
             entry = self._entries[(ranks, "cpu", 0, key[-1])]
-            numbers = [p for p in self._wrt_positions if type(args[p]) is float]
             program = self._programs[ranks][0]
-            self._fast[key] = (entry, dtypes, program, layouts, numbers)
+            self._fast[key] = (entry, dtypes, program, layouts)
         return result
 
     def pytree_arguments(self, call: _Call) -> dict:
@@ -889,6 +898,9 @@ class Transformed:
 
 
 SHAPE_SPECIALISATIONS = 8
+# how ``describe`` tells a differentiated Python float: rank 0, shape (), no layout,
+# and its type where an array's dtype is (NumPy's rules give it the array's dtype)
+WEAK_NUMBER = (0, (), None, float)
 # programs kept per function (and wrt and mode) before they are all dropped
 PROGRAMS_KEPT = 64
 # called with (what, function name, result) for each result handed back
@@ -1131,6 +1143,12 @@ def grad(f: Callable, wrt: int | str | Sequence = 0) -> Transformed:
     shapes, dtypes); later ``grad`` objects of the same function share that work
     until a global it reads is rebound or a rule is registered.
 
+    A differentiated Python float stays a Python float in the generated code, weak
+    as NumPy makes it (NEP 50: ``x32 * 2.0`` is float32), so the value and the
+    gradients have the dtypes the function itself gives; the float's own gradient
+    is a 0-d float64 Tensor (the dtype of ``ppto.tensor(2.0)``, as JAX gives it
+    in its default float dtype).
+
     >>> def f(x):
     ...     return np.sum(np.sin(x) * x)
     >>> df = ppto.grad(f)
@@ -1297,7 +1315,7 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
         _check_cotangent(cotangent, out, "the output")
         if streams.in_use:
             streams.ready(cotangent)
-        raw = _unwrap(_cotangent_on(cotangent, device))
+        raw = _unwrap(_cotangent_on(cotangent, device, like=out))
         kept = _with_own_lists(saved)  # (the backward pops its tapes: see there)
         if streams.in_use and device.kind != "cpu":
             grads = streams.run_generated(
@@ -1312,7 +1330,7 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
         gradients = tuple(
             _laid_out(
                 _place(
-                    _in_dtype(by_name[name], getattr(values[i], "dtype", None)),
+                    _in_dtype(by_name[name], dtype_of(values[i])),
                     devices.get(i, device),
                     device,
                 ),
@@ -1401,12 +1419,20 @@ def _is_float(value) -> bool:
     return dtype is not None and np.dtype(dtype).kind == "f"
 
 
-def _cotangent_on(cotangent, device: Device, why: str = "pullback"):
+def _cotangent_on(cotangent, device: Device, why: str = "pullback", like=None):
     """A cotangent (or tangent) on ``device``; a Python or NumPy scalar is made
     there, as operators take scalars, not copied through the ledger (which
-    recorded pullback(1.0) as a transfer and refused it under policy 'error')."""
+    recorded pullback(1.0) as a transfer and refused it under policy 'error'), in
+    the dtype of ``like`` (the output, or the primal), where that is floating point:
+    pullback(1.0) of a float32 output computes in float32. The tangent of a Python
+    float (``like``) stays a Python float, weak as its primal."""
     if isinstance(cotangent, tuple):
-        return tuple(_cotangent_on(c, device, why) for c in cotangent)
+        likes = like if isinstance(like, tuple) else (None,) * len(cotangent)
+        return tuple(
+            _cotangent_on(c, device, why, part) for c, part in zip(cotangent, likes)
+        )
+    if type(like) is float and isinstance(cotangent, (int, float, np.generic)):
+        return float(cotangent)
     if isinstance(cotangent, Tensor):
         if cotangent.device != device:
             return Tensor(
@@ -1414,7 +1440,8 @@ def _cotangent_on(cotangent, device: Device, why: str = "pullback"):
             )
         return cotangent
     if isinstance(cotangent, (bool, int, float, np.generic)):
-        scalar = np.asarray(cotangent)
+        floating = _is_array(like) and dtype_of(like).kind == "f"
+        scalar = np.asarray(cotangent, dtype_of(like) if floating else None)
         return Tensor(backend_for(device).from_host(scalar, device.index), device)
     # an array of any backend (a CuPy array refuses np.asarray), or nested lists
     raws, source = gather_inputs(why, [cotangent])
@@ -1464,7 +1491,11 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
     if streams.in_use:  # (tangents are read by generated code too)
         streams.ready(tangents)
     raw_tangents = [
-        _unwrap(_cotangent_on(tangents[names.index(n)], device, "jvp tangent"))
+        _unwrap(
+            _cotangent_on(
+                tangents[names.index(n)], device, "jvp tangent", values[names.index(n)]
+            )
+        )
         for n in wrt
     ]
     program, _ = transformed.program(ranks)

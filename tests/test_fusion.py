@@ -888,8 +888,9 @@ def test_a_region_summing_a_value_of_numbers_only_gives_the_numbers_once():
     """w, a differentiated Python number: summed in a chunked pass, ``s * s * s + s *
     s`` would be added once per element of x (it was: a wrong value, while w's shape
     was not known and the region ran its statements instead). A differentiated
-    number enters as a NumPy scalar, of a known shape: those statements run before
-    the region, as for a 0-d array (next test), and the region runs its pass."""
+    number stays a Python float (weak, as NumPy makes it), described with shape ():
+    those statements run before the region, as for a 0-d array (next test), and
+    the region runs its pass."""
     rng = np.random.default_rng(8)
     x = rng.standard_normal(LARGE + 5)
     expected = np.sum(np.tanh(x) * np.exp(-x)) + (0.7**3 + 0.7**2)

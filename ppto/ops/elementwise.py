@@ -14,6 +14,7 @@ from ppto.ops.shape import (
     array,
     asarray,
     cast,
+    dtype_of,
     floating,
     full_like,
     unbroadcast,
@@ -816,7 +817,7 @@ def _(x, dtype=None, copy=True, out=None):
 @cast.grad_rule
 def _(x, dtype, out=None):
     def backward(dY):
-        return where(floating(out), cast(dY, x.dtype), 0.0)
+        return where(floating(out), cast(dY, dtype_of(x)), 0.0)
 
     return backward
 

@@ -15,7 +15,7 @@ from ppto.ops.elementwise import abs, where
 from ppto.ops.primitive import primitive
 from ppto.ops.reductions import REDUCE, reduce_sum, unreduce
 from ppto.ops.rules import rank_helper, rank_of
-from ppto.ops.shape import cast, expand_dims, moveaxis, zeros_like
+from ppto.ops.shape import cast, dtype_of, expand_dims, moveaxis, zeros_like
 
 
 @primitive(REDUCE)
@@ -56,10 +56,10 @@ def norm_kind(x, ord, axis) -> str:
 @rank_helper("x")
 def matrix_axes(x, axis) -> tuple:
     """The two axes a matrix norm is taken over, from 0 (None for a vector norm:
-    its rules read them in a branch it does not take)."""
+    its rules read them in a branch it does not take; a number's, 0-d, too)."""
     rank = rank_of(x)
     pair = (rank - 2, rank - 1) if axis is None else np.atleast_1d(axis)
-    if len(pair) != 2:
+    if len(pair) != 2 or rank == 0:
         return None
     return tuple(int(a) % rank for a in pair)
 
@@ -94,7 +94,7 @@ def _(x, ord=None, axis=None, keepdims=False, out=None):
             return where(x >= 0, scaled, -scaled)
         if norm_kind(x, ord, axis) in ("largest", "smallest"):
             hit = abs(x) == unreduce(out, x, axis, keepdims)
-            share = dY / cast(reduce_sum(hit, axis, keepdims), x.dtype)
+            share = dY / cast(reduce_sum(hit, axis, keepdims), dtype_of(x))
             shared = where(hit, unreduce(share, x, axis, keepdims), 0.0)
             return where(x >= 0, shared, -shared)
         if norm_kind(x, ord, axis) in (
@@ -119,7 +119,7 @@ def _(x, ord=None, axis=None, keepdims=False, out=None):
         ):
             summed, compared = line_axes(x, ord, axis)
             kept = out if keepdims else expand_dims(out, matrix_axes(x, axis))
-            reached = cast(reduce_sum(abs(x), summed, True) == kept, x.dtype)
+            reached = cast(reduce_sum(abs(x), summed, True) == kept, dtype_of(x))
             part = reached / reduce_sum(reached, compared, True)
             return spread * where(x >= 0, part, -part)
         scale = dY / where(out == 0, 1, out)  # (x is all zeros where out is)
@@ -140,7 +140,7 @@ def _(x, ord=None, axis=None, keepdims=False, out=None):
             change = reduce_sum(signed * abs(x) ** (ord - 1), axis, keepdims)
             return change / where(out == 0, 1, out) ** (ord - 1)
         if norm_kind(x, ord, axis) in ("largest", "smallest"):
-            hit = cast(abs(x) == unreduce(out, x, axis, keepdims), x.dtype)
+            hit = cast(abs(x) == unreduce(out, x, axis, keepdims), dtype_of(x))
             total = reduce_sum(signed * hit, axis, keepdims)
             return total / reduce_sum(hit, axis, keepdims)
         if norm_kind(x, ord, axis) in (
@@ -166,7 +166,7 @@ def _(x, ord=None, axis=None, keepdims=False, out=None):
             pair = matrix_axes(x, axis)
             summed, compared = line_axes(x, ord, axis)
             kept = out if keepdims else expand_dims(out, pair)
-            reached = cast(reduce_sum(abs(x), summed, True) == kept, x.dtype)
+            reached = cast(reduce_sum(abs(x), summed, True) == kept, dtype_of(x))
             part = reached / reduce_sum(reached, compared, True)
             return reduce_sum(signed * part, pair, keepdims)
         return reduce_sum(x * dx, axis, keepdims) / where(out == 0, 1, out)

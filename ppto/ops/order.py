@@ -266,6 +266,7 @@ def quantile_weights(xp, x, q, axis=None, method="linear", per=1, skip_nan=False
     ``method`` interpolates between take 1 - gamma and gamma; tied elements take
     their places in the order a stable sort gives them. With ``skip_nan``, the
     order statistics of the entries that are not NaN (none of an all-NaN slice)."""
+    x = xp.asarray(x)  # (a differentiated Python float: a number, weak)
     axes = reduced_axes(x.ndim, axis)
     kept = [i for i in range(x.ndim) if i not in axes]
     moved = xp.transpose(x, kept + list(axes))

@@ -16,6 +16,7 @@ from ppto.ops.rules import shape_helper
 from ppto.ops.shape import (
     broadcast_to,
     cast,
+    dtype_of,
     flip,
     floating,
     reshape,
@@ -122,7 +123,7 @@ def extremum_rules(op):
     def _(x, axis=None, keepdims=False, out=None):
         def backward(dY):
             hit = x == unreduce(out, x, axis, keepdims)
-            share = dY / cast(reduce_sum(hit, axis, keepdims), x.dtype)
+            share = dY / cast(reduce_sum(hit, axis, keepdims), dtype_of(x))
             return where(hit, unreduce(share, x, axis, keepdims), 0.0)
 
         return backward
@@ -130,7 +131,7 @@ def extremum_rules(op):
     @op.jvp_rule
     def _(x, axis=None, keepdims=False, out=None):
         def tangent(dx):
-            hit = cast(x == unreduce(out, x, axis, keepdims), x.dtype)
+            hit = cast(x == unreduce(out, x, axis, keepdims), dtype_of(x))
             return reduce_sum(dx * hit, axis, keepdims) / reduce_sum(
                 hit, axis, keepdims
             )
@@ -173,7 +174,8 @@ def _(x, axis=None, keepdims=False):
     def backward(dY):
         zero = x == 0.0
         nonzero = where(zero, 1.0, x)
-        zeros = reduce_sum(cast(zero, x.dtype), axis, True) - cast(zero, x.dtype)
+        counted = cast(zero, dtype_of(x))
+        zeros = reduce_sum(counted, axis, True) - counted
         zero_values = where(zero, x, 0.0)
         other_zero = reduce_sum(zero_values, axis, True) - zero_values
         of_zeros = where(zeros == 0.0, 1.0, where(zeros == 1.0, other_zero, 0.0))
@@ -188,7 +190,8 @@ def _(x, axis=None, keepdims=False):
     def tangent(dx):
         zero = x == 0.0
         nonzero = where(zero, 1.0, x)
-        zeros = reduce_sum(cast(zero, x.dtype), axis, True) - cast(zero, x.dtype)
+        counted = cast(zero, dtype_of(x))
+        zeros = reduce_sum(counted, axis, True) - counted
         zero_values = where(zero, x, 0.0)
         other_zero = reduce_sum(zero_values, axis, True) - zero_values
         of_zeros = where(zeros == 0.0, 1.0, where(zeros == 1.0, other_zero, 0.0))
@@ -318,7 +321,7 @@ def _(x, axis=None, dtype=None, out=None):
         else:
             gradient = flip(cumsum(flip(dY, axis), axis), axis)
         if dtype is not None:  # (in dtype: back to x's, none through ints)
-            gradient = where(floating(out), cast(gradient, x.dtype), 0.0)
+            gradient = where(floating(out), cast(gradient, dtype_of(x)), 0.0)
         return gradient
 
     return backward
@@ -360,7 +363,7 @@ def _(x, axis=None, dtype=None, out=None):
         )
         gradient = where(first, at_first, where(second, at_second, others))
         if dtype is not None:  # (in dtype: back to x's, none through ints)
-            gradient = where(floating(out), cast(gradient, x.dtype), 0.0)
+            gradient = where(floating(out), cast(gradient, dtype_of(x)), 0.0)
         return reshape(gradient, np.shape(x))
 
     return backward

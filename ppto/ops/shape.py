@@ -248,17 +248,30 @@ def _(x, axis=0):
 
 
 @shape_helper
+def dtype_of(x) -> np.dtype:
+    """``x.dtype``, or for a Python number the dtype NumPy gives it alone (float64
+    for a float). Rules read their inputs' dtypes with it: a differentiated Python
+    float stays one in generated code, so that it is weak as NumPy makes it (NEP 50:
+    ``x32 * 2.0`` is float32), and it has no ``.dtype``.
+
+    >>> dtype_of(np.zeros(2, np.float32)), dtype_of(2.0)
+    (dtype('float32'), dtype('float64'))
+    """
+    dtype = getattr(x, "dtype", None)
+    return np.dtype(dtype) if dtype is not None else np.result_type(x)
+
+
+@shape_helper
 def floating(x) -> bool:
     """Whether ``x`` holds floating point (or complex) numbers."""
-    dtype = getattr(x, "dtype", None)
-    return (np.dtype(dtype) if dtype is not None else np.result_type(x)).kind in "fc"
+    return dtype_of(x).kind in "fc"
 
 
 @primitive(ANY)
 def cast(xp, x, dtype):
     """x converted to ``dtype`` (to whole numbers: no derivative passes). Its rules
     are with ``where`` (ops/elementwise.py), which they use."""
-    return x.astype(dtype)
+    return xp.asarray(x).astype(dtype)  # (a Python number has no astype)
 
 
 @primitive(ANY, tangent="linear")

@@ -18,7 +18,7 @@ from ppto.ops.indexing import index_add, take
 from ppto.ops.logic import logical_and
 from ppto.ops.primitive import primitive
 from ppto.ops.rules import shape_helper
-from ppto.ops.shape import cast, flip, zeros_like
+from ppto.ops.shape import cast, dtype_of, flip, zeros_like
 
 SIGNALS = "(Tensor[N], Tensor[M]) -> Tensor[K]"
 MODES = ("full", "same", "valid")
@@ -147,7 +147,7 @@ def _(x, knots, fp, left=None, right=None, period=None):
         share = clip((x - start) / width, 0.0, 1.0)
         inside = logical_and(x >= knots[0], x <= knots[-1])
         slope = where(inside, (take(fp, below + 1) - take(fp, below)) / width, 0.0)
-        covered = cast(interp_covered(x, knots, left, right), x.dtype)
+        covered = cast(interp_covered(x, knots, left, right), dtype_of(x))
         values = take(dfp, below) * (1.0 - share) + take(dfp, below + 1) * share
         points = take(dknots, below) * (1.0 - share) + take(dknots, below + 1) * share
         return slope * (dx - points) + covered * values

@@ -23,6 +23,7 @@ from ppto.ops.reductions import (
 from ppto.ops.rules import shape_helper
 from ppto.ops.shape import (
     cast,
+    dtype_of,
     expand_dims,
     matrix_transpose,
     reshape,
@@ -64,7 +65,7 @@ def nanmean(xp, x, axis=None, keepdims=False):
 def _(x, axis=None, keepdims=False):
     def backward(dY):
         present = logical_not(isnan(x))
-        count = reduce_sum(cast(present, x.dtype), axis, keepdims)
+        count = reduce_sum(cast(present, dtype_of(x)), axis, keepdims)
         return where(present, unreduce(dY / count, x, axis, keepdims), 0.0)
 
     return backward
@@ -74,7 +75,7 @@ def _(x, axis=None, keepdims=False):
 def _(x, axis=None, keepdims=False):
     def tangent(dx):
         present = logical_not(isnan(x))
-        count = reduce_sum(cast(present, x.dtype), axis, keepdims)
+        count = reduce_sum(cast(present, dtype_of(x)), axis, keepdims)
         return reduce_sum(where(present, dx, 0.0), axis, keepdims) / count
 
     return tangent
@@ -110,7 +111,7 @@ def nanvar(xp, x, axis=None, keepdims=False, ddof=0):
 def _(x, axis=None, keepdims=False, ddof=0):
     def backward(dY):
         present = logical_not(isnan(x))
-        count = reduce_sum(cast(present, x.dtype), axis, True)
+        count = reduce_sum(cast(present, dtype_of(x)), axis, True)
         centered = x - reduce_sum(where(present, x, 0.0), axis, True) / count
         scale = unreduce(dY, x, axis, keepdims) * 2.0 / (count - ddof)
         return where(present, scale * centered, 0.0)
@@ -122,7 +123,7 @@ def _(x, axis=None, keepdims=False, ddof=0):
 def _(x, axis=None, keepdims=False, ddof=0):
     def tangent(dx):
         present = logical_not(isnan(x))
-        count = reduce_sum(cast(present, x.dtype), axis, keepdims)
+        count = reduce_sum(cast(present, dtype_of(x)), axis, keepdims)
         mean = reduce_sum(where(present, x, 0.0), axis, True) / unreduce(
             count, x, axis, keepdims
         )
@@ -143,7 +144,7 @@ def nanstd(xp, x, axis=None, keepdims=False, ddof=0):
 def _(x, axis=None, keepdims=False, ddof=0, out=None):
     def backward(dY):
         present = logical_not(isnan(x))
-        count = reduce_sum(cast(present, x.dtype), axis, True)
+        count = reduce_sum(cast(present, dtype_of(x)), axis, True)
         centered = x - reduce_sum(where(present, x, 0.0), axis, True) / count
         scale = unreduce(dY / out, x, axis, keepdims) / (count - ddof)
         return where(present, scale * centered, 0.0)
@@ -155,7 +156,7 @@ def _(x, axis=None, keepdims=False, ddof=0, out=None):
 def _(x, axis=None, keepdims=False, ddof=0, out=None):
     def tangent(dx):
         present = logical_not(isnan(x))
-        count = reduce_sum(cast(present, x.dtype), axis, keepdims)
+        count = reduce_sum(cast(present, dtype_of(x)), axis, keepdims)
         mean = reduce_sum(where(present, x, 0.0), axis, True) / unreduce(
             count, x, axis, keepdims
         )
@@ -177,8 +178,8 @@ def _(x, axis=None, keepdims=False):
     def backward(dY):
         top = x == reduce_max(x, axis, True)
         bottom = x == reduce_min(x, axis, True)
-        to_top = dY / reduce_sum(cast(top, x.dtype), axis, keepdims)
-        to_bottom = dY / reduce_sum(cast(bottom, x.dtype), axis, keepdims)
+        to_top = dY / reduce_sum(cast(top, dtype_of(x)), axis, keepdims)
+        to_bottom = dY / reduce_sum(cast(bottom, dtype_of(x)), axis, keepdims)
         return where(top, unreduce(to_top, x, axis, keepdims), 0.0) - where(
             bottom, unreduce(to_bottom, x, axis, keepdims), 0.0
         )
@@ -189,8 +190,8 @@ def _(x, axis=None, keepdims=False):
 @ptp.jvp_rule
 def _(x, axis=None, keepdims=False):
     def tangent(dx):
-        top = cast(x == reduce_max(x, axis, True), x.dtype)
-        bottom = cast(x == reduce_min(x, axis, True), x.dtype)
+        top = cast(x == reduce_max(x, axis, True), dtype_of(x))
+        bottom = cast(x == reduce_min(x, axis, True), dtype_of(x))
         highest = reduce_sum(dx * top, axis, keepdims) / reduce_sum(top, axis, keepdims)
         lowest = reduce_sum(dx * bottom, axis, keepdims) / reduce_sum(
             bottom, axis, keepdims

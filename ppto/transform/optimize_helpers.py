@@ -10,6 +10,7 @@ import gast
 import numpy as np
 
 from ppto.errors import PptoError
+from ppto.ops.shape import dtype_of
 from ppto.transform import trees
 from ppto.transform.analyze import NOT_LITERAL, literal
 from ppto.transform.inline import _literal
@@ -99,6 +100,8 @@ class _Folder(trees.Transformer):
         )
         if not getattr(helper, "reads_metadata_only", False) or node.keywords:
             return node
+        if helper is dtype_of:
+            return self.dtype_attribute(node)
         arguments = [self.stand_in(argument) for argument in node.args]
         if any(argument is NOT_LITERAL for argument in arguments):
             return node
@@ -111,6 +114,20 @@ class _Folder(trees.Transformer):
             return node
         self.folded = True
         return written
+
+    def dtype_attribute(self, node):
+        """``dtype_of(x)`` written ``x.dtype`` where x is known to be an array (its
+        dtype is known): the helper is for a value that may be a differentiated
+        Python float, which has none (see ``ppto.ops.shape.dtype_of``)."""
+        (argument,) = node.args
+        if not (
+            isinstance(argument, gast.Name) and self.dtypes.get(argument.id) is not None
+        ):
+            return node
+        self.folded = True
+        return gast.Attribute(
+            gast.Name(argument.id, gast.Load(), None, None), "dtype", gast.Load()
+        )
 
     def stand_in(self, argument):
         """What the helper may be called with for ``argument``: its literal value,

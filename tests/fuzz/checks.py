@@ -322,8 +322,11 @@ def check_float32(seed, gradients) -> None:
     value, low = ppto.value_and_grad(f, wrt=WRT)(*args)
     reference = plain(f)(*args)
     # NumPy computes in float32 (a Python float is cast to the array's dtype);
-    # ppto as well, to float32's precision, comparisons included
+    # ppto as well, to float32's precision, comparisons included, and the value
+    # has NumPy's dtype (s, differentiated, stays a weak Python float)
     assert_close(value, reference, "float32 value against NumPy's", 1e-4)
+    direct = np.asarray(f(*writable(args))).dtype
+    assert value.dtype == direct, f"float32 value dtype {value.dtype}, NumPy's {direct}"
     if abs(reference - plain(f)(*arguments(seed))) > 1e-4 * max(1.0, abs(reference)):
         return  # float32 rounding moves the function itself (a branch, a kink)
     for position, (gradient, wanted) in enumerate(zip(low, gradients)):
