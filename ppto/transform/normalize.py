@@ -1065,7 +1065,15 @@ class Normalizer:
         self.emit(ir.Pack(target, items))
         return target
 
-    expression_List = expression_Tuple
+    def expression_List(self, node, target):
+        # a list written out inside an expression (``return h, [a, b]``) stays a list:
+        # packed as a tuple, the caller got a tuple back where the code made a list
+        target = target or self.namer.temporary()
+        self.lists.add(target)
+        self.emit(ir.ListNew(target))
+        for element in node.elts:
+            self.emit(ir.ListAppend(target, self.expression(element)))
+        return target
 
     def expression_Attribute(self, node, target):
         op = ATTRIBUTE_OPERATORS.get(node.attr)
