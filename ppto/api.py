@@ -1328,6 +1328,7 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
     arguments = [values[call.names.index(name)] for name in wrt]
 
     def pullback(cotangent):
+        cotangent = _rows_for_a_list(cotangent, out)
         _check_cotangent(cotangent, out, "the output")
         if streams.in_use:
             streams.ready(cotangent)
@@ -1411,6 +1412,20 @@ def _raw(value):
     if type(value) is list:
         return [_raw(item) for item in value]
     return _unwrap(value)
+
+
+def _rows_for_a_list(cotangent, out):
+    """A cotangent given as one array for a list of results of one shape (as NumPy
+    reads the list, stacked) split into its rows, one per result; else as given."""
+    if type(out) is tuple and type(cotangent) is tuple and len(out) == len(cotangent):
+        return tuple(_rows_for_a_list(c, o) for c, o in zip(cotangent, out))
+    if type(out) is not list or isinstance(cotangent, (list, tuple)):
+        return cotangent
+    shapes = {tuple(np.shape(_unwrap(item))) for item in out}
+    given = tuple(np.shape(_unwrap(cotangent)))
+    if len(shapes) == 1 and given == (len(out), *shapes.pop()):
+        return [cotangent[number] for number in range(len(out))]
+    return cotangent
 
 
 def _check_cotangent(cotangent, out, where: str) -> None:

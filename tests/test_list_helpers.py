@@ -126,6 +126,37 @@ def reads_list_in_a_tuple(x):
     return np.sum(scaled * parts[0] + parts[-1])
 
 
+def mixed_shapes(x):
+    return [x * 2.0, np.sum(x**2)]
+
+
+def indexes_mixed_shapes(x):
+    hs = mixed_shapes(x)
+    return np.sum(hs[0]) * hs[1]
+
+
+def loops_over_mixed_shapes(x):
+    total = 0.0
+    for h in mixed_shapes(x):
+        total = total + np.sum(h * h)
+    return total
+
+
+def nested_lists(x):
+    return [[x, x * 2.0], [np.sin(x)]]
+
+
+def reads_nested_lists(x):
+    parts = nested_lists(x)
+    return np.sum(parts[0][1] * parts[1][0])
+
+
+def appends_to_a_helpers_list(x):
+    hs = mixed_shapes(x)
+    hs.append(np.exp(x))
+    return np.sum(hs[-1]) * hs[1]
+
+
 def three_ws():
     return [normal(3, 3), normal(3, 3), normal(3, 3)]
 
@@ -153,6 +184,10 @@ CASES = [
     ("appended after", appended_after, lambda: (normal(3, 3), three_ws())),
     ("indexed by length", indexed_by_length, lambda: (normal(2, 3), three_ws())),
     ("list in a tuple", reads_list_in_a_tuple, lambda: (normal(2, 3),)),
+    ("indexes mixed shapes", indexes_mixed_shapes, lambda: (normal(2, 3),)),
+    ("loops over mixed shapes", loops_over_mixed_shapes, lambda: (normal(2, 3),)),
+    ("nested lists", reads_nested_lists, lambda: (normal(2, 3),)),
+    ("appends to a helper's list", appends_to_a_helpers_list, lambda: (normal(3),)),
 ]
 
 
@@ -249,6 +284,21 @@ def test_vjp_of_a_list_refuses_a_cotangent_of_another_structure():
         pullback(tuple(np.ones((2, 3)) for _ in out))
     with pytest.raises(ppto.ShapeError, match="a list of 2.*got a list of 1"):
         pullback([np.ones((2, 3))])
+
+
+def test_a_list_of_one_shape_takes_its_cotangent_stacked_too():
+    """As NumPy reads a list of arrays of one shape (np.asarray stacks it), one
+    array of the stacked shape is a cotangent too, row by row."""
+    x, ws = normal(2, 3), [normal(3, 3), normal(3, 3)]
+    out, pullback = ppto.vjp(layers, x, ws)
+    cotangent = normal(2, 2, 3)
+    by_rows, by_items = pullback(cotangent), pullback(list(cotangent))
+    for a, b in zip([by_rows[0], *by_rows[1]], [by_items[0], *by_items[1]]):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    scalar = contracted(layers, list(cotangent))
+    assert_gradient(by_rows[0], central_differences(scalar, (x, ws), 0), "dx")
+    with pytest.raises(ppto.ShapeError, match="a list of 2"):
+        pullback(normal(3, 2, 3))
 
 
 def test_jvp_hands_back_a_list_of_tangents():

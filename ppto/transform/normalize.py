@@ -378,6 +378,16 @@ class Normalizer:
             self.lists.add(target)
             self.list_call(node, target, tuple, ("value",))
             return True
+        if self.list_valued(value):
+            # ``outs = layers(x, ws)``, a helper of the user's returning a list: an
+            # adjoint per item (as an array, the items' adjoints were stacked: a
+            # ValueError for items of unlike shapes, [h, np.sum(h)])
+            callee = gast.Name("list", gast.Load(), None, None)
+            wrapped = gast.Call(callee, [value], [])
+            node = gast.copy_location(gast.Assign(node.targets, wrapped, None), node)
+            self.lists.add(target)
+            self.list_call(node, target, list, ("value",))
+            return True
         helper = self.list_helper(value)
         if helper is not None:
             if getattr(helper[0], "makes_list", True):
@@ -553,6 +563,18 @@ class Normalizer:
                 f"write {names}=True or {names}=False in the call",
             )
         return not single
+
+    def list_valued(self, value) -> bool:
+        """Whether ``value`` calls a user's function whose every return is a list
+        (written out, or a name only ever bound to one)."""
+        if not isinstance(value, gast.Call):
+            return False
+        callee = self.checkpointed(value) or resolve_call(
+            value, self.parsed.namespace, self.local_names
+        )
+        if callee.kind != "function" and not _composite_without_rule(callee):
+            return False
+        return _returns_lists(getattr(callee.op, "function", callee.function))
 
     def list_call(self, node, target: str, helper, kinds: tuple) -> None:
         from ppto.transform.inline import operand_expr
@@ -1900,6 +1922,48 @@ def _returns_tuples(function) -> bool:
         return False
     returns = [node for node in trees.walk(tree) if isinstance(node, gast.Return)]
     return bool(returns) and all(isinstance(r.value, gast.Tuple) for r in returns)
+
+
+def _returns_lists(function) -> bool:
+    """Whether ``function`` returns a list at every return: one written out, a
+    comprehension, or a name bound only to those (``out = []``, appended to);
+    False where its source cannot be read (refused where it is called)."""
+    from ppto.transform.source import parse_function
+
+    try:
+        tree = parse_function(function).tree
+    except PptoError:
+        return False
+    nodes = list(trees.walk(tree))
+    returns = [node for node in nodes if isinstance(node, gast.Return)]
+    bound: dict = {}  # name -> whether every binding of it makes a list
+    for node in nodes:
+        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
+            bound.setdefault(node.id, False)
+    for node in nodes:
+        if (
+            isinstance(node, gast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], gast.Name)
+        ):
+            name = node.targets[0].id
+            makes = _makes_a_list(node.value)
+            count = sum(
+                isinstance(other, gast.Name)
+                and isinstance(other.ctx, gast.Store)
+                and other.id == name
+                for other in nodes
+            )
+            bound[name] = makes and count == 1
+    return bool(returns) and all(
+        _makes_a_list(r.value)
+        or (isinstance(r.value, gast.Name) and bound.get(r.value.id, False))
+        for r in returns
+    )
+
+
+def _makes_a_list(node) -> bool:
+    return isinstance(node, (gast.List, gast.ListComp)) or _empty_list_call(node)
 
 
 def _composite_without_rule(callee) -> bool:
