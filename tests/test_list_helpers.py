@@ -157,6 +157,20 @@ def appends_to_a_helpers_list(x):
     return np.sum(hs[-1]) * hs[1]
 
 
+def nested_written_out(x):
+    parts = [[x, np.sum(x)], [np.sin(x)]]
+    return np.sum(parts[0][0] * parts[1][0]) * parts[0][1]
+
+
+def weight_and_bias_pairs(x, w1, b1, w2, b2):
+    layers = [[w1, b1], [w2, b2]]
+    h = x
+    for i in range(2):
+        h = np.tanh(h @ layers[i][0] + layers[i][1])
+    first = layers[0]
+    return np.sum(h) + np.sum(first[1] ** 2)
+
+
 def three_ws():
     return [normal(3, 3), normal(3, 3), normal(3, 3)]
 
@@ -188,6 +202,12 @@ CASES = [
     ("loops over mixed shapes", loops_over_mixed_shapes, lambda: (normal(2, 3),)),
     ("nested lists", reads_nested_lists, lambda: (normal(2, 3),)),
     ("appends to a helper's list", appends_to_a_helpers_list, lambda: (normal(3),)),
+    ("nested written out", nested_written_out, lambda: (normal(2, 3),)),
+    (
+        "weight and bias pairs",
+        weight_and_bias_pairs,
+        lambda: (normal(2, 3), normal(3, 3), normal(3), normal(3, 2), normal(2)),
+    ),
 ]
 
 

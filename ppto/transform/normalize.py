@@ -180,6 +180,12 @@ class Normalizer:
         # lists: those built here, and names only lists can be whose .pop() or
         # .append(v) is called (a tape a generated backward unpacks from ``saved``)
         self.lists: set[str] = _list_receivers(parsed.tree)
+        # lists written out of lists and never appended to or popped from
+        # (``pairs = [[w1, b1], [w2, b2]]``): an item read is a list too, its
+        # items an adjoint each (read as an array, the adjoints were stacked: a
+        # ValueError for a weight and a bias)
+        self.nested_lists: set[str] = set()
+        self.receivers = set(self.lists)
         self.packed: set[str] = set()  # names of tuples of differentiated values
         # a tuple written out and bound once: name -> its items' operands, so that
         # ``pair[0]`` is the item itself (as a subscript of an array, its adjoint
@@ -353,6 +359,16 @@ class Normalizer:
             self.emit(ir.ListNew(target))
             for element in value.elts:
                 self.emit(ir.ListAppend(target, self.expression(element)))
+            if (
+                value.elts
+                and all(
+                    isinstance(element, gast.List) or _names_list(element, self.lists)
+                    for element in value.elts
+                )
+                and target not in self.receivers
+                and target in self.bound_once
+            ):
+                self.nested_lists.add(target)
             return True
         if isinstance(value, gast.Name) and value.id in self.lists:
             self.lists.add(target)
@@ -366,6 +382,8 @@ class Normalizer:
         if isinstance(value, gast.BinOp) and isinstance(value.op, gast.Mult):
             return self.repeated_list(node, target, value)
         if isinstance(value, gast.Subscript) and _names_list(value.value, self.lists):
+            if _names_list(value.value, self.nested_lists):
+                self.lists.add(target)
             self.emit(ir.ListGet(target, value.value.id, slice_expr(value.slice)))
             return True
         if self.tuple_valued(value):
@@ -1158,6 +1176,12 @@ class Normalizer:
             target = target or self.namer.temporary()
             self.emit(ir.ListGet(target, node.value.id, index))
             return target
+        if _item_of(node.value, self.nested_lists):  # pairs[0][1]: pairs[0] a list
+            inner = self.expression(node.value)
+            self.lists.add(inner)
+            target = target or self.namer.temporary()
+            self.emit(ir.ListGet(target, inner, index))
+            return target
         item = self.tuple_item(node.value, index)
         if item is not None:
             target = target or self.namer.temporary()
@@ -1922,6 +1946,15 @@ def _returns_tuples(function) -> bool:
         return False
     returns = [node for node in trees.walk(tree) if isinstance(node, gast.Return)]
     return bool(returns) and all(isinstance(r.value, gast.Tuple) for r in returns)
+
+
+def _item_of(node, names: set) -> bool:
+    """Whether ``node`` reads one item (not a slice) of a name in ``names``."""
+    return (
+        isinstance(node, gast.Subscript)
+        and _names_list(node.value, names)
+        and not isinstance(node.slice, gast.Slice)
+    )
 
 
 def _returns_lists(function) -> bool:
