@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ppto.errors import PptoError, ShapeError
+from ppto.errors import DTypeError, PptoError, ShapeError
 from ppto.ops import expected, indexing, methods
 from ppto.runtime.dtypes import check_dtype
 from ppto.runtime.tensor import tensor
@@ -161,6 +161,9 @@ def _probe(expr: Any) -> Any:
         if expr._probe is None:
             args = [_probe(arg) for arg in expr.inputs]
             params = {key: _probe(value) for key, value in expr.params.items()}
+            for value in [*args, *params.values()]:
+                if isinstance(value, _ValueDependent):
+                    raise value.error()
             expr._probe = _result(expr, args, params)
         return expr._probe
     if isinstance(expr, (list, tuple)):
@@ -172,8 +175,13 @@ def _single(expr: Any) -> Any:
     """``_probe(expr)`` for an expression with one result; one with several has
     no shape of its own."""
     probe = _probe(expr)
+    if isinstance(probe, _ValueDependent):
+        raise probe.error()
     if isinstance(probe, tuple):
-        shapes = ", ".join(str(tuple(part.shape)) for part in probe)
+        shapes = ", ".join(
+            "unknown" if isinstance(part, _ValueDependent) else str(part.shape)
+            for part in probe
+        )
         raise PptoError(
             f"{expr!r} has {len(probe)} results (shapes {shapes}), not one shape: "
             "read one, expr[0], or unpack them"
@@ -195,33 +203,93 @@ def _result(expr: Operator, args: list, params: dict):
         small = [_first(arg) for arg in args]  # (one element each: the dtype)
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # (ddof on one element, and the like)
-            dtype = np.asarray(op.apply(small, dict(params))).dtype
-        return expected.stand_in(shape, dtype)
+            try:
+                dtype = np.asarray(op.apply(small, dict(params))).dtype
+            except PptoError:  # (clip refuses bounds wider than a one-element x)
+                dtype = None
+        if dtype is not None:
+            return expected.stand_in(shape, dtype)
     if expected.elements(args) > expected.PROBE_LIMIT:
         raise PptoError(
             f"the shape of {expr!r} is not computed for inputs this large: ppto "
             "would run the operator to find it"
         )
+    try:
+        results = _runs(expr, args, params, expected.filled, (0, 1))
+    except (ShapeError, DTypeError):
+        raise
+    except PptoError as error:
+        # values outside the operator's domain (inv or cholesky of a constant
+        # matrix, average's weights summing to 0): once more on matrices that
+        # are a multiple of the identity, invertible and positive definite
+        try:
+            results = _runs(expr, args, params, _diagonal, (0, 1))
+        except PptoError:
+            raise error from None
+    else:  # (constant matrices have rank 1: lstsq's residuals of full rank differ)
+        try:
+            results += _runs(expr, args, params, _diagonal, (0,))
+        except PptoError:
+            pass
+    if isinstance(results[0], tuple):  # (each result's shape known or not)
+        return tuple(
+            _stand_ins(parts[0])
+            if all(_shapes(part) == _shapes(parts[0]) for part in parts)
+            else _ValueDependent(f"{expr!r}[{number}]")
+            for number, parts in enumerate(zip(*results))
+        )
+    if any(_shapes(result) != _shapes(results[0]) for result in results[1:]):
+        raise _ValueDependent(repr(expr)).error()
+    return _stand_ins(results[0])
+
+
+class _ValueDependent:
+    """The stand-in of one of an operator's results whose shape depends on the
+    values (lstsq's residuals: none where the matrix has not full rank); reading
+    it raises."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def error(self) -> PptoError:
+        return PptoError(
+            f"the shape of {self.text} depends on its inputs' values, so it is not "
+            "known until it is evaluated"
+        )
+
+
+def _runs(expr: Operator, args: list, params: dict, fill_with, fills) -> list:
+    """The operator's results on stand-ins ``fill_with(value, fill)`` of its
+    symbolic inputs, one per fill."""
     results = []
-    for fill in (0, 1):
+    for fill in fills:
         with np.errstate(all="ignore"):
             filled = [  # (what is given as a value stays as it is)
-                expected.filled(arg, fill) if isinstance(given, _Expression) else arg
+                fill_with(arg, fill) if isinstance(given, _Expression) else arg
                 for arg, given in zip(args, expr.inputs)
             ]
             settings = {  # (a symbolic index array is a value too)
-                key: expected.filled(value, fill)
+                key: fill_with(value, fill)
                 if isinstance(expr.params[key], _Expression)
                 else value
                 for key, value in params.items()
             }
-            results.append(_arrays(op.apply(filled, settings)))
-    if _shapes(results[0]) != _shapes(results[1]):
-        raise PptoError(
-            f"the shape of {expr!r} depends on its inputs' values, so it is not "
-            "known until it is evaluated"
-        )
-    return _stand_ins(results[0])
+            results.append(_arrays(expr.op.apply(filled, settings)))
+    return results
+
+
+def _diagonal(value: Any, fill: int):
+    """``fill + 1`` times the identity in the last two axes of ``value``'s arrays
+    (``fill + 1`` everywhere for fewer axes), of their shapes and dtypes."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_diagonal(item, fill) for item in value)
+    if not (hasattr(value, "shape") and hasattr(value, "dtype")):
+        return value
+    shape = tuple(value.shape)
+    if len(shape) < 2:
+        return np.full(shape, fill + 1, value.dtype)
+    eye = np.eye(shape[-2], shape[-1]) * (fill + 1)
+    return np.broadcast_to(eye, shape).astype(value.dtype)
 
 
 def _arrays(result: Any):

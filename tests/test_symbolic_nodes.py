@@ -6,6 +6,7 @@ own order) computes what the node computes, the operator on the values; where
 calls by position take NumPy's order, ``op(*node.args)`` raises a PptoError that
 says how to rebuild instead of building another computation."""
 
+import re
 import warnings
 
 import numpy as np
@@ -143,3 +144,25 @@ def test_an_operator_of_a_list_of_different_shapes_has_a_shape():
     )
     product = ppto.multi_dot([a, b, c])
     assert product.shape == (2,)
+
+
+# What a node's shape may not be known for: a shape set by the values (segment_sum
+# without num_segments), several results, or stand-in values no input can take
+# (divide_by_gaps is undefined at the repeated values every stand-in has).
+UNKNOWN_SHAPE = "depends on its inputs' values|results \\(shapes|repeated eigenvalue"
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
+def test_a_nodes_shape_is_its_values_shape(row):
+    """Worked out without the values: inv, solve and cholesky of constant
+    stand-ins raised LinAlgError, clip's array bounds a ShapeError."""
+    expr, _, env = symbolic_call(row)
+    for node in nodes_in(expr):
+        value = evaluated(node, env)
+        try:
+            shape = node.shape
+        except ppto.PptoError as error:
+            assert re.search(UNKNOWN_SHAPE, str(error)), f"{node!r}: {error}"
+            continue
+        assert shape == tuple(np.shape(np.asarray(value))), repr(node)
+        assert node.dtype == np.asarray(value).dtype, repr(node)
