@@ -414,6 +414,26 @@ def _is_array(value) -> bool:
     )
 
 
+def _holding_arrays(values) -> list:
+    """The positions of ``values`` that are dicts, lists or tuples with an array
+    among their leaves (all of whose leaves are then gathered onto one device)."""
+    return [
+        position
+        for position, value in enumerate(values)
+        if pytrees.is_pytree(value) and any(map(_is_array, pytrees.leaves(value)))
+    ]
+
+
+def _with_arrays(tree, arrays):
+    """``tree`` (a dict, list or tuple, nested) with its array leaves replaced, in
+    order, by the next items of ``arrays`` (its other leaves and its keys kept)."""
+    if type(tree) is dict:
+        return {key: _with_arrays(item, arrays) for key, item in tree.items()}
+    if type(tree) in (list, tuple):
+        return type(tree)(_with_arrays(item, arrays) for item in tree)
+    return next(arrays) if _is_array(tree) else tree
+
+
 def _check_differentiable(name: str, value: Any) -> None:
     if getattr(value, "_ppto_symbolic", False):  # (it has a dtype, but no values)
         raise GradError(
@@ -537,8 +557,15 @@ class Transformed:
         for name, position in zip(self.wrt, self._wrt_positions):
             _check_differentiable(name, values[position])
         arrays = [i for i, v in enumerate(call.values) if _is_array(v)]
+        held = _holding_arrays(call.values)
+        inner = [
+            leaf
+            for i in held
+            for leaf in pytrees.leaves(call.values[i])
+            if _is_array(leaf)
+        ]
         raws, device = gather_inputs(
-            f"grad of {self.__name__}", [call.values[i] for i in arrays]
+            f"grad of {self.__name__}", [call.values[i] for i in arrays] + inner
         )
         homes = {}
         for position, raw in zip(arrays, raws):
@@ -548,6 +575,10 @@ class Transformed:
             ):
                 homes[position] = _device_of(original)  # moved: its gradient goes back
             values[position] = raw
+        leaves = iter(raws[len(arrays) :])
+        for position in held:  # (a list of tensors held constant: generated code
+            # computes on raw arrays, and NumPy on a Tensor in it tried ppto's ops)
+            values[position] = _with_arrays(call.values[position], leaves)
         ranks = self.describe(values, call.values)
         return call, values, ranks, homes, device
 
@@ -1095,6 +1126,9 @@ def _as_tensor(value, device: Device):
         return value
     if isinstance(value, tuple):
         return tuple(_as_tensor(v, device) for v in value)
+    if type(value) is list:  # (a function's list of results: NumPy would stack
+        # them, failing on items of different shapes, and the caller made a list)
+        return [_as_tensor(v, device) for v in value]
     if _is_array(value):
         return Tensor(value, device)
     return Tensor(np.asarray(value), CPU)
@@ -1312,10 +1346,11 @@ def vjp(f: Callable, *args: Any, **kwargs: Any):
     arguments = [values[call.names.index(name)] for name in wrt]
 
     def pullback(cotangent):
+        cotangent = _rows_for_a_list(cotangent, out)
         _check_cotangent(cotangent, out, "the output")
         if streams.in_use:
             streams.ready(cotangent)
-        raw = _unwrap(_cotangent_on(cotangent, device, like=out))
+        raw = _raw(_cotangent_on(cotangent, device, like=out))
         kept = _with_own_lists(saved)  # (the backward pops its tapes: see there)
         if streams.in_use and device.kind != "cpu":
             grads = streams.run_generated(
@@ -1382,19 +1417,49 @@ def _with_own_lists(saved):
     return saved
 
 
+def _numbers(value) -> bool:
+    """Whether ``value`` is nested lists of numbers (one array, written out)."""
+    if type(value) is list:
+        return all(map(_numbers, value))
+    return isinstance(value, (bool, int, float, np.generic))
+
+
+def _raw(value):
+    """The arrays of a (co)tangent: a list's items unwrapped too (generated code
+    takes a list of results' cotangents as a list of arrays)."""
+    if type(value) is list:
+        return [_raw(item) for item in value]
+    return _unwrap(value)
+
+
+def _rows_for_a_list(cotangent, out):
+    """A cotangent given as one array for a list of results of one shape (as NumPy
+    reads the list, stacked) split into its rows, one per result; else as given."""
+    if type(out) is tuple and type(cotangent) is tuple and len(out) == len(cotangent):
+        return tuple(_rows_for_a_list(c, o) for c, o in zip(cotangent, out))
+    if type(out) is not list or isinstance(cotangent, (list, tuple)):
+        return cotangent
+    shapes = {tuple(np.shape(_unwrap(item))) for item in out}
+    given = tuple(np.shape(_unwrap(cotangent)))
+    if len(shapes) == 1 and given == (len(out), *shapes.pop()):
+        return [cotangent[number] for number in range(len(out))]
+    return cotangent
+
+
 def _check_cotangent(cotangent, out, where: str) -> None:
     """A cotangent has the structure and shapes of ``out`` (else the pullback would
     hand back gradients of other shapes, or fail inside generated code)."""
-    if isinstance(out, tuple):
-        if not isinstance(cotangent, tuple) or len(cotangent) != len(out):
+    if isinstance(out, (tuple, list)):
+        kind = type(out).__name__
+        if type(cotangent) is not type(out) or len(cotangent) != len(out):
             given = (
-                f"a tuple of {len(cotangent)}"
-                if isinstance(cotangent, tuple)
+                f"a {type(cotangent).__name__} of {len(cotangent)}"
+                if isinstance(cotangent, (tuple, list))
                 else type(cotangent).__name__
             )
             raise ShapeError(
-                f"vjp: {where} is a tuple of {len(out)} values, so the cotangent "
-                f"must be a tuple of {len(out)}; got {given}"
+                f"vjp: {where} is a {kind} of {len(out)} values, so the cotangent "
+                f"must be a {kind} of {len(out)}; got {given}"
             )
         for number, (part, value) in enumerate(zip(cotangent, out)):
             _check_cotangent(part, value, f"output {number}")
@@ -1431,6 +1496,11 @@ def _cotangent_on(cotangent, device: Device, why: str = "pullback", like=None):
         return tuple(
             _cotangent_on(c, device, why, part) for c, part in zip(cotangent, likes)
         )
+    if type(cotangent) is list and not _numbers(cotangent):  # (a list of results')
+        likes = like if isinstance(like, list) else [None] * len(cotangent)
+        return [
+            _cotangent_on(c, device, why, part) for c, part in zip(cotangent, likes)
+        ]
     if type(like) is float and isinstance(cotangent, (int, float, np.generic)):
         return float(cotangent)
     if isinstance(cotangent, Tensor):
@@ -1590,8 +1660,8 @@ def _dtype_of(tangent, value):
     """A tangent in its floating point output's dtype, as gradients are in their
     argument's: float64 constants in a rule (the log of pow's Python number base)
     must not make the tangent of a float32 result float64."""
-    if isinstance(value, tuple) and isinstance(tangent, tuple):
-        return tuple(_dtype_of(t, v) for t, v in zip(tangent, value))
+    if isinstance(value, (tuple, list)) and isinstance(tangent, (tuple, list)):
+        return type(tangent)(_dtype_of(t, v) for t, v in zip(tangent, value))
     dtype = getattr(value, "dtype", None)
     if dtype is None or dtype.kind != "f" or getattr(tangent, "dtype", None) is None:
         return tangent

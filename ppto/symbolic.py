@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ppto.errors import PptoError, ShapeError
-from ppto.ops import expected, methods
+from ppto.errors import DTypeError, PptoError, ShapeError
+from ppto.ops import expected, indexing, methods
 from ppto.runtime.dtypes import check_dtype
 from ppto.runtime.tensor import tensor
 
@@ -24,11 +24,11 @@ class _Expression:
 
     @property
     def ndim(self) -> int:
-        return len(_probe(self).shape)
+        return len(_single(self).shape)
 
     @property
     def size(self) -> int:
-        return int(np.prod(_probe(self).shape))
+        return int(np.prod(_single(self).shape))
 
     def __bool__(self):
         raise PptoError(
@@ -43,7 +43,10 @@ class _Expression:
         )
 
     def __len__(self) -> int:
-        shape = _probe(self).shape
+        probe = _probe(self)
+        if isinstance(probe, tuple):  # (several results: ``w, v = ppto.eigh(a)``)
+            return len(probe)
+        shape = probe.shape
         if not shape:
             raise ShapeError(f"len() of {self!r}, which is 0-d")
         return shape[0]
@@ -74,10 +77,13 @@ class Operator(_Expression):
     operator's order, so ``ppto.get_grad_rule(op)(*expr.args)`` and
     ``op.call_with_inputs(expr.inputs, expr.params)`` see the same call
     (``reduce_sum(e, axis=1)`` has args ``(e, 1, False)``; ``op(*expr.args)`` too,
-    but for an operator whose calls by position take NumPy's order: average, pad
-    and diff, see ``OperatorDef.positional``);
+    but for an operator whose calls by position take NumPy's order: average, pad,
+    diff, median and the quantiles, see ``OperatorDef.positional``, which refuse
+    it, naming ``call_with_inputs``); its repr is a call that builds it again;
     ``.shape``, ``.ndim`` and ``.dtype`` where its symbols' shapes are known (so a
-    gradient rule that looks at them can be applied to expressions)."""
+    gradient rule that looks at them can be applied to expressions); a node of an
+    operator with several results (eigh) has their number as ``len`` and unpacks
+    into one node per result."""
 
     def __init__(self, op: Any, inputs: tuple, params: dict) -> None:
         self.op = op
@@ -93,16 +99,30 @@ class Operator(_Expression):
 
     @property
     def shape(self) -> tuple:
-        return tuple(_probe(self).shape)
+        return tuple(_single(self).shape)
 
     @property
     def dtype(self) -> np.dtype:
-        return _probe(self).dtype
+        return _single(self).dtype
 
     def __repr__(self) -> str:
+        # a call that builds this node again: the parameters in the operator's
+        # order, and where calls by position take NumPy's order (pad, diff,
+        # average), the inputs after the first by name, left out where they are
+        # their default None: pad(x, 0.5, pad_width=1) read as NumPy's pad_width=0.5
+        op = self.op
         parts = [repr(arg) for arg in self.inputs]
-        parts += [f"{key}={value!r}" for key, value in self.params.items()]
-        return f"{self.op.name}({', '.join(parts)})"
+        if getattr(op, "positional", ()):
+            defaults = getattr(op, "input_defaults", {})
+            parts = parts[:1] + [
+                f"{name}={value!r}"
+                for name, value in zip(op.input_names[1:], self.inputs[1:])
+                if not (value is None and defaults.get(name, 0) is None)
+            ]
+        order = {name: n for n, name in enumerate(getattr(op, "param_names", ()))}
+        named = sorted(self.params.items(), key=lambda item: order.get(item[0], 0))
+        parts += [f"{key}={value!r}" for key, value in named]
+        return f"{op.name}({', '.join(parts)})"
 
 
 def _checked_shape(name: str, shape: Any) -> tuple:
@@ -141,6 +161,9 @@ def _probe(expr: Any) -> Any:
         if expr._probe is None:
             args = [_probe(arg) for arg in expr.inputs]
             params = {key: _probe(value) for key, value in expr.params.items()}
+            for value in [*args, *params.values()]:
+                if isinstance(value, _ValueDependent):
+                    raise value.error()
             expr._probe = _result(expr, args, params)
         return expr._probe
     if isinstance(expr, (list, tuple)):
@@ -148,44 +171,146 @@ def _probe(expr: Any) -> Any:
     return expr
 
 
+def _single(expr: Any) -> Any:
+    """``_probe(expr)`` for an expression with one result; one with several has
+    no shape of its own."""
+    probe = _probe(expr)
+    if isinstance(probe, _ValueDependent):
+        raise probe.error()
+    if isinstance(probe, tuple):
+        shapes = ", ".join(
+            "unknown" if isinstance(part, _ValueDependent) else str(part.shape)
+            for part in probe
+        )
+        raise PptoError(
+            f"{expr!r} has {len(probe)} results (shapes {shapes}), not one shape: "
+            "read one, expr[0], or unpack them"
+        )
+    return probe
+
+
 def _result(expr: Operator, args: list, params: dict):
     """A stand-in of ``expr``'s result: its shape from the operator's signature
     where that gives it (no computation), else from running the operator on the
     stand-ins of zeros and of ones (which must agree: a shape that depends on the
-    values, as of ``y[y > 0.5]``, is not known)."""
+    values, as of ``y[y > 0.5]``, is not known). An operator with several results
+    has a tuple of stand-ins; an item of it is read without running anything."""
     op = expr.op
+    if op is indexing.getitem and isinstance(args[0], tuple):
+        return args[0][params["index"]]
     shape = expected.from_signature(op, args, params)
     if shape is not None:
         small = [_first(arg) for arg in args]  # (one element each: the dtype)
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # (ddof on one element, and the like)
-            dtype = np.asarray(op.apply(small, dict(params))).dtype
-        return expected.stand_in(shape, dtype)
+            try:
+                dtype = np.asarray(op.apply(small, dict(params))).dtype
+            except PptoError:  # (clip refuses bounds wider than a one-element x)
+                dtype = None
+        if dtype is not None:
+            return expected.stand_in(shape, dtype)
     if expected.elements(args) > expected.PROBE_LIMIT:
         raise PptoError(
             f"the shape of {expr!r} is not computed for inputs this large: ppto "
             "would run the operator to find it"
         )
+    try:
+        results = _runs(expr, args, params, expected.filled, (0, 1))
+    except (ShapeError, DTypeError):
+        raise
+    except PptoError as error:
+        # values outside the operator's domain (inv or cholesky of a constant
+        # matrix, average's weights summing to 0): once more on matrices that
+        # are a multiple of the identity, invertible and positive definite
+        try:
+            results = _runs(expr, args, params, _diagonal, (0, 1))
+        except PptoError:
+            raise error from None
+    else:  # (constant matrices have rank 1: lstsq's residuals of full rank differ)
+        try:
+            results += _runs(expr, args, params, _diagonal, (0,))
+        except PptoError:
+            pass
+    if isinstance(results[0], tuple):  # (each result's shape known or not)
+        return tuple(
+            _stand_ins(parts[0])
+            if all(_shapes(part) == _shapes(parts[0]) for part in parts)
+            else _ValueDependent(f"{expr!r}[{number}]")
+            for number, parts in enumerate(zip(*results))
+        )
+    if any(_shapes(result) != _shapes(results[0]) for result in results[1:]):
+        raise _ValueDependent(repr(expr)).error()
+    return _stand_ins(results[0])
+
+
+class _ValueDependent:
+    """The stand-in of one of an operator's results whose shape depends on the
+    values (lstsq's residuals: none where the matrix has not full rank); reading
+    it raises."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def error(self) -> PptoError:
+        return PptoError(
+            f"the shape of {self.text} depends on its inputs' values, so it is not "
+            "known until it is evaluated"
+        )
+
+
+def _runs(expr: Operator, args: list, params: dict, fill_with, fills) -> list:
+    """The operator's results on stand-ins ``fill_with(value, fill)`` of its
+    symbolic inputs, one per fill."""
     results = []
-    for fill in (0, 1):
+    for fill in fills:
         with np.errstate(all="ignore"):
             filled = [  # (what is given as a value stays as it is)
-                expected.filled(arg, fill) if isinstance(given, _Expression) else arg
+                fill_with(arg, fill) if isinstance(given, _Expression) else arg
                 for arg, given in zip(args, expr.inputs)
             ]
             settings = {  # (a symbolic index array is a value too)
-                key: expected.filled(value, fill)
+                key: fill_with(value, fill)
                 if isinstance(expr.params[key], _Expression)
                 else value
                 for key, value in params.items()
             }
-            results.append(np.asarray(op.apply(filled, settings)))
-    if results[0].shape != results[1].shape:
-        raise PptoError(
-            f"the shape of {expr!r} depends on its inputs' values, so it is not "
-            "known until it is evaluated"
-        )
-    return expected.stand_in(results[0].shape, results[0].dtype)
+            results.append(_arrays(expr.op.apply(filled, settings)))
+    return results
+
+
+def _diagonal(value: Any, fill: int):
+    """``fill + 1`` times the identity in the last two axes of ``value``'s arrays
+    (``fill + 1`` everywhere for fewer axes), of their shapes and dtypes."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_diagonal(item, fill) for item in value)
+    if not (hasattr(value, "shape") and hasattr(value, "dtype")):
+        return value
+    shape = tuple(value.shape)
+    if len(shape) < 2:
+        return np.full(shape, fill + 1, value.dtype)
+    eye = np.eye(shape[-2], shape[-1]) * (fill + 1)
+    return np.broadcast_to(eye, shape).astype(value.dtype)
+
+
+def _arrays(result: Any):
+    """An operator's result as NumPy arrays: a tuple of them for an operator with
+    several results (eigh's values and vectors: as one array, NumPy refused them,
+    their shapes differing)."""
+    if isinstance(result, tuple):
+        return tuple(_arrays(part) for part in result)
+    return np.asarray(result)
+
+
+def _shapes(value: Any):
+    if isinstance(value, tuple):
+        return tuple(_shapes(part) for part in value)
+    return value.shape
+
+
+def _stand_ins(value: Any):
+    if isinstance(value, tuple):
+        return tuple(_stand_ins(part) for part in value)
+    return expected.stand_in(value.shape, value.dtype)
 
 
 def _first(value: Any):
@@ -219,6 +344,8 @@ def evaluate(expr: Any, values: dict) -> Any:
     if isinstance(expr, Operator):
         args = [evaluate(arg, values) for arg in expr.inputs]
         params = {key: evaluate(value, values) for key, value in expr.params.items()}
+        if expr.op is indexing.getitem and isinstance(args[0], tuple):
+            return args[0][params["index"]]  # (one of an operator's several results)
         return expr.op.apply(args, params)
     if isinstance(expr, (list, tuple)):
         return type(expr)(evaluate(item, values) for item in expr)

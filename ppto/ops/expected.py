@@ -77,8 +77,10 @@ def from_signature(op: Any, args, params: dict | None = None) -> tuple | None:
     from ppto.ops.reductions import REDUCTIONS, reduced_shape
 
     mode = getattr(getattr(op, "signature", None), "mode", "")
-    shapes = [np.shape(arg) for arg in args]
     try:
+        # (inside: an operator of a list of arrays, multi_dot's, has no shape
+        # from NumPy for that list, its items' shapes differing)
+        shapes = [np.shape(arg) for arg in args]
         if mode == "broadcast":
             return tuple(np.broadcast_shapes(*shapes))
         if mode == "matmul":

@@ -200,6 +200,8 @@ class Primitive(OperatorDef):
         return inputs, params
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.positional:  # (before the variant: it reads a flag by position)
+            refuse_operator_order(self, args)
         variant = flagged_variant(self, args, kwargs)
         if variant is not None:
             return variant(*args, **kwargs)
@@ -276,6 +278,50 @@ class Primitive(OperatorDef):
 
     def clear_cache(self) -> None:
         self._impls.clear()
+
+
+def refuse_operator_order(op: Primitive, args: tuple) -> None:
+    """Refuse a call by position that reads as the operator's own order (an
+    expression's ``.args``: inputs, then parameters) where calls by position take
+    NumPy's (``op.positional``): too many arguments for it, or a parameter given
+    what only an input can be (``ppto.diff(*expr.args)`` gave n the prepend).
+    Such a call would otherwise build another computation, or fail somewhere
+    else."""
+    spelled = f"ppto.{op.name}"
+    own = ", ".join(op.input_names + op.param_names)
+    advice = (
+        f"by position {spelled} takes NumPy's order ({', '.join(op.positional)}); "
+        f"an expression's .args are in the operator's own order ({own}): rebuild "
+        f"one with {spelled}.call_with_inputs(expr.inputs, expr.params), or pass "
+        "the others by name"
+    )
+    if len(args) > len(op.positional):
+        raise PptoError(
+            f"{spelled} takes at most {len(op.positional)} positional arguments, "
+            f"got {len(args)}: {advice}"
+        )
+    for name, value in zip(op.positional[1:], args[1:]):
+        default = op.defaults.get(name, inspect.Parameter.empty)
+        if name in op.input_names or default is inspect.Parameter.empty:
+            continue
+        if _takes_number(default) and not _number_like(value):
+            raise PptoError(
+                f"{spelled} got {value!r} for {name!r} (a number, {default!r} when "
+                f"left out): {advice}"
+            )
+
+
+def _takes_number(default: Any) -> bool:
+    return type(default) in (int, bool)
+
+
+def _number_like(value: Any) -> bool:
+    """An integer or a flag as a parameter takes one (axes may be a tuple)."""
+    if isinstance(value, (tuple, list)):
+        return all(map(_number_like, value))
+    return isinstance(value, (int, bool)) or (
+        hasattr(value, "__index__") and not _is_symbolic(value)
+    )
 
 
 def flagged_variant(op: OperatorDef, args: tuple, kwargs: dict):

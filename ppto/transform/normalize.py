@@ -180,6 +180,12 @@ class Normalizer:
         # lists: those built here, and names only lists can be whose .pop() or
         # .append(v) is called (a tape a generated backward unpacks from ``saved``)
         self.lists: set[str] = _list_receivers(parsed.tree)
+        # lists written out of lists and never appended to or popped from
+        # (``pairs = [[w1, b1], [w2, b2]]``): an item read is a list too, its
+        # items an adjoint each (read as an array, the adjoints were stacked: a
+        # ValueError for a weight and a bias)
+        self.nested_lists: set[str] = set()
+        self.receivers = set(self.lists)
         self.packed: set[str] = set()  # names of tuples of differentiated values
         # a tuple written out and bound once: name -> its items' operands, so that
         # ``pair[0]`` is the item itself (as a subscript of an array, its adjoint
@@ -353,6 +359,16 @@ class Normalizer:
             self.emit(ir.ListNew(target))
             for element in value.elts:
                 self.emit(ir.ListAppend(target, self.expression(element)))
+            if (
+                value.elts
+                and all(
+                    isinstance(element, gast.List) or _names_list(element, self.lists)
+                    for element in value.elts
+                )
+                and target not in self.receivers
+                and target in self.bound_once
+            ):
+                self.nested_lists.add(target)
             return True
         if isinstance(value, gast.Name) and value.id in self.lists:
             self.lists.add(target)
@@ -366,6 +382,8 @@ class Normalizer:
         if isinstance(value, gast.BinOp) and isinstance(value.op, gast.Mult):
             return self.repeated_list(node, target, value)
         if isinstance(value, gast.Subscript) and _names_list(value.value, self.lists):
+            if _names_list(value.value, self.nested_lists):
+                self.lists.add(target)
             self.emit(ir.ListGet(target, value.value.id, slice_expr(value.slice)))
             return True
         if self.tuple_valued(value):
@@ -377,6 +395,16 @@ class Normalizer:
             node = gast.copy_location(gast.Assign(node.targets, wrapped, None), node)
             self.lists.add(target)
             self.list_call(node, target, tuple, ("value",))
+            return True
+        if self.list_valued(value):
+            # ``outs = layers(x, ws)``, a helper of the user's returning a list: an
+            # adjoint per item (as an array, the items' adjoints were stacked: a
+            # ValueError for items of unlike shapes, [h, np.sum(h)])
+            callee = gast.Name("list", gast.Load(), None, None)
+            wrapped = gast.Call(callee, [value], [])
+            node = gast.copy_location(gast.Assign(node.targets, wrapped, None), node)
+            self.lists.add(target)
+            self.list_call(node, target, list, ("value",))
             return True
         helper = self.list_helper(value)
         if helper is not None:
@@ -553,6 +581,18 @@ class Normalizer:
                 f"write {names}=True or {names}=False in the call",
             )
         return not single
+
+    def list_valued(self, value) -> bool:
+        """Whether ``value`` calls a user's function whose every return is a list
+        (written out, or a name only ever bound to one)."""
+        if not isinstance(value, gast.Call):
+            return False
+        callee = self.checkpointed(value) or resolve_call(
+            value, self.parsed.namespace, self.local_names
+        )
+        if callee.kind != "function" and not _composite_without_rule(callee):
+            return False
+        return _returns_lists(getattr(callee.op, "function", callee.function))
 
     def list_call(self, node, target: str, helper, kinds: tuple) -> None:
         from ppto.transform.inline import operand_expr
@@ -1065,7 +1105,15 @@ class Normalizer:
         self.emit(ir.Pack(target, items))
         return target
 
-    expression_List = expression_Tuple
+    def expression_List(self, node, target):
+        # a list written out inside an expression (``return h, [a, b]``) stays a list:
+        # packed as a tuple, the caller got a tuple back where the code made a list
+        target = target or self.namer.temporary()
+        self.lists.add(target)
+        self.emit(ir.ListNew(target))
+        for element in node.elts:
+            self.emit(ir.ListAppend(target, self.expression(element)))
+        return target
 
     def expression_Attribute(self, node, target):
         op = ATTRIBUTE_OPERATORS.get(node.attr)
@@ -1127,6 +1175,12 @@ class Normalizer:
         if _names_list(node.value, self.lists):
             target = target or self.namer.temporary()
             self.emit(ir.ListGet(target, node.value.id, index))
+            return target
+        if _item_of(node.value, self.nested_lists):  # pairs[0][1]: pairs[0] a list
+            inner = self.expression(node.value)
+            self.lists.add(inner)
+            target = target or self.namer.temporary()
+            self.emit(ir.ListGet(target, inner, index))
             return target
         item = self.tuple_item(node.value, index)
         if item is not None:
@@ -1892,6 +1946,57 @@ def _returns_tuples(function) -> bool:
         return False
     returns = [node for node in trees.walk(tree) if isinstance(node, gast.Return)]
     return bool(returns) and all(isinstance(r.value, gast.Tuple) for r in returns)
+
+
+def _item_of(node, names: set) -> bool:
+    """Whether ``node`` reads one item (not a slice) of a name in ``names``."""
+    return (
+        isinstance(node, gast.Subscript)
+        and _names_list(node.value, names)
+        and not isinstance(node.slice, gast.Slice)
+    )
+
+
+def _returns_lists(function) -> bool:
+    """Whether ``function`` returns a list at every return: one written out, a
+    comprehension, or a name bound only to those (``out = []``, appended to);
+    False where its source cannot be read (refused where it is called)."""
+    from ppto.transform.source import parse_function
+
+    try:
+        tree = parse_function(function).tree
+    except PptoError:
+        return False
+    nodes = list(trees.walk(tree))
+    returns = [node for node in nodes if isinstance(node, gast.Return)]
+    bound: dict = {}  # name -> whether every binding of it makes a list
+    for node in nodes:
+        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
+            bound.setdefault(node.id, False)
+    for node in nodes:
+        if (
+            isinstance(node, gast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], gast.Name)
+        ):
+            name = node.targets[0].id
+            makes = _makes_a_list(node.value)
+            count = sum(
+                isinstance(other, gast.Name)
+                and isinstance(other.ctx, gast.Store)
+                and other.id == name
+                for other in nodes
+            )
+            bound[name] = makes and count == 1
+    return bool(returns) and all(
+        _makes_a_list(r.value)
+        or (isinstance(r.value, gast.Name) and bound.get(r.value.id, False))
+        for r in returns
+    )
+
+
+def _makes_a_list(node) -> bool:
+    return isinstance(node, (gast.List, gast.ListComp)) or _empty_list_call(node)
 
 
 def _composite_without_rule(callee) -> bool:

@@ -1,0 +1,360 @@
+"""Python lists of arrays passed to, returned from and indexed after helper
+functions of the user's, and lists of tensors in what ppto hands back: gradients,
+pullbacks and tangents match float64 central differences of the plain function;
+results keep the list structure the function made; what is not supported raises a
+ppto error at the user's line."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+import ppto
+from tests.corpus.checks import assert_gradient, central_differences
+from tests.test_pytrees import assert_tree, tree_differences
+
+RNG = np.random.default_rng(11)
+
+
+def normal(*shape):
+    return RNG.normal(size=shape)
+
+
+# --- helpers taking, returning and indexing lists ----------------------------------
+
+
+def layers(x, ws):
+    out = []
+    for w in ws:
+        x = np.tanh(x @ w)
+        out.append(x)
+    return out
+
+
+def last_and_first(x, ws):
+    outs = layers(x, ws)
+    return np.sum(outs[-1]) + np.sum(outs[0] ** 2)
+
+
+def list_built_for_the_helper(x, w1, w2):
+    outs = layers(x, [w1, w2])
+    return np.sum(outs[-1] * outs[0])
+
+
+def pair_list(x):
+    return [x * 2.0, np.sin(x)]
+
+
+def unpacked_result(x):
+    a, b = pair_list(x)
+    return np.sum(a * b)
+
+
+def looped_result(x):
+    total = 0.0
+    for h in pair_list(x):
+        total = total + np.sum(h**3)
+    return total
+
+
+def squares(hs):
+    return sum(np.sum(h**2) for h in hs)
+
+
+def list_literal_argument(x, y):
+    return squares([x, y * 3.0])
+
+
+def local_list_argument(x):
+    hs = [x, np.exp(x)]
+    return squares(hs)
+
+
+def indexed(hs, i):
+    return hs[i] * hs[-1]
+
+
+def helper_indexing_its_argument(x, y):
+    return np.sum(indexed([x, y], 0))
+
+
+def twice(x, ws):
+    outs = layers(x, ws)
+    return layers(outs[-1], ws)
+
+
+def nested_helpers(x, ws):
+    return np.sum(twice(x, ws)[1])
+
+
+def list_and_value(x, ws):
+    outs = layers(x, ws)
+    return outs, np.sum(x)
+
+
+def tuple_with_a_list(x, ws):
+    outs, s = list_and_value(x, ws)
+    return np.sum(outs[1]) * s
+
+
+def stacked_result(x, ws):
+    return np.sum(np.stack(layers(x, ws)) ** 2)
+
+
+def joined_slice(x, ws):
+    outs = layers(x, ws)
+    return np.sum(np.concatenate(outs[1:], axis=0) * x[0])
+
+
+def appended_after(x, ws):
+    outs = layers(x, ws)
+    outs.append(x)
+    return np.sum(outs[-1] * outs[0])
+
+
+def indexed_by_length(x, ws):
+    outs = layers(x, ws)
+    return np.sum(outs[len(outs) - 1])
+
+
+def returns_list_in_a_tuple(x):
+    return x * 2.0, [np.sin(x), x**2]
+
+
+def reads_list_in_a_tuple(x):
+    scaled, parts = returns_list_in_a_tuple(x)
+    return np.sum(scaled * parts[0] + parts[-1])
+
+
+def mixed_shapes(x):
+    return [x * 2.0, np.sum(x**2)]
+
+
+def indexes_mixed_shapes(x):
+    hs = mixed_shapes(x)
+    return np.sum(hs[0]) * hs[1]
+
+
+def loops_over_mixed_shapes(x):
+    total = 0.0
+    for h in mixed_shapes(x):
+        total = total + np.sum(h * h)
+    return total
+
+
+def nested_lists(x):
+    return [[x, x * 2.0], [np.sin(x)]]
+
+
+def reads_nested_lists(x):
+    parts = nested_lists(x)
+    return np.sum(parts[0][1] * parts[1][0])
+
+
+def appends_to_a_helpers_list(x):
+    hs = mixed_shapes(x)
+    hs.append(np.exp(x))
+    return np.sum(hs[-1]) * hs[1]
+
+
+def nested_written_out(x):
+    parts = [[x, np.sum(x)], [np.sin(x)]]
+    return np.sum(parts[0][0] * parts[1][0]) * parts[0][1]
+
+
+def weight_and_bias_pairs(x, w1, b1, w2, b2):
+    layers = [[w1, b1], [w2, b2]]
+    h = x
+    for i in range(2):
+        h = np.tanh(h @ layers[i][0] + layers[i][1])
+    first = layers[0]
+    return np.sum(h) + np.sum(first[1] ** 2)
+
+
+def three_ws():
+    return [normal(3, 3), normal(3, 3), normal(3, 3)]
+
+
+CASES = [
+    ("last and first", last_and_first, lambda: (normal(2, 3), three_ws())),
+    (
+        "list built for the helper",
+        list_built_for_the_helper,
+        lambda: (normal(2, 3), normal(3, 3), normal(3, 3)),
+    ),
+    ("unpacked result", unpacked_result, lambda: (normal(2, 3),)),
+    ("looped result", looped_result, lambda: (normal(2, 3),)),
+    ("list literal argument", list_literal_argument, lambda: (normal(3), normal(3))),
+    ("local list argument", local_list_argument, lambda: (normal(2, 2),)),
+    (
+        "helper indexing its argument",
+        helper_indexing_its_argument,
+        lambda: (normal(2, 3), normal(2, 3)),
+    ),
+    ("nested helpers", nested_helpers, lambda: (normal(2, 3), three_ws())),
+    ("tuple with a list", tuple_with_a_list, lambda: (normal(2, 3), three_ws())),
+    ("stacked result", stacked_result, lambda: (normal(2, 3), three_ws())),
+    ("joined slice", joined_slice, lambda: (normal(2, 3), three_ws())),
+    ("appended after", appended_after, lambda: (normal(3, 3), three_ws())),
+    ("indexed by length", indexed_by_length, lambda: (normal(2, 3), three_ws())),
+    ("list in a tuple", reads_list_in_a_tuple, lambda: (normal(2, 3),)),
+    ("indexes mixed shapes", indexes_mixed_shapes, lambda: (normal(2, 3),)),
+    ("loops over mixed shapes", loops_over_mixed_shapes, lambda: (normal(2, 3),)),
+    ("nested lists", reads_nested_lists, lambda: (normal(2, 3),)),
+    ("appends to a helper's list", appends_to_a_helpers_list, lambda: (normal(3),)),
+    ("nested written out", nested_written_out, lambda: (normal(2, 3),)),
+    (
+        "weight and bias pairs",
+        weight_and_bias_pairs,
+        lambda: (normal(2, 3), normal(3, 3), normal(3), normal(3, 2), normal(2)),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "function, make", [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_grad_through_list_helpers_matches_central_differences(function, make):
+    arguments = make()
+    for position, argument in enumerate(arguments):
+        gradient = ppto.grad(function, wrt=position)(*arguments)
+        what = f"{function.__name__} wrt {position}"
+        if isinstance(argument, list):
+            assert_tree(gradient, tree_differences(function, arguments, position), what)
+        else:
+            expected = central_differences(function, arguments, position)
+            assert_gradient(gradient, expected, what)
+
+
+def test_a_constant_list_of_tensors_is_unwrapped():
+    """A list, tuple or dict of ppto tensors held constant reaches the generated code
+    as raw arrays (NumPy on a Tensor inside one raised "np.add.reduce ... has no
+    ppto operator")."""
+    x, ws = normal(2, 3), three_ws()
+    expected = central_differences(last_and_first, (x, ws), 0)
+    tensors = [ppto.tensor(w) for w in ws]
+    for held in (tensors, tuple(tensors)):
+        gradient = ppto.grad(last_and_first, wrt=0)(ppto.tensor(x), held)
+        assert_gradient(gradient, expected, type(held).__name__)
+
+    def weighted(x, params):
+        return np.sum((x @ params["w"]) ** 2) * params["scale"]
+
+    params = {"w": normal(3, 3), "scale": 0.5}
+    expected = central_differences(weighted, (x, params), 0)
+    held = {"w": ppto.tensor(params["w"]), "scale": 0.5}
+    assert_gradient(ppto.grad(weighted, wrt=0)(x, held), expected, "dict")
+
+
+# --- lists handed back to the user ------------------------------------------------
+
+
+def contracted(function, cotangents):
+    """sum over the results of <cotangent, result>: its gradient is the pullback."""
+
+    def scalar(*arguments):
+        outs = function(*arguments)
+        flat = list(outs[:1]) + list(outs[1]) if isinstance(outs, tuple) else outs
+        return sum(float(np.sum(c * np.asarray(o))) for c, o in zip(cotangents, flat))
+
+    return scalar
+
+
+def mixed_list(x, ws):
+    return [x @ ws[0], np.sum(ws[1] ** 2), np.tanh(x)]
+
+
+@pytest.mark.parametrize("make_list", [list, tuple], ids=["list", "tuple of list"])
+def test_vjp_hands_back_a_list_as_a_list(make_list):
+    x, ws = normal(2, 3), [normal(3, 3), normal(3, 3)]
+    if make_list is list:
+        function = mixed_list
+    else:
+
+        def function(x, ws):
+            return x * 3.0, layers(x, ws)
+
+    out, pullback = ppto.vjp(function, x, ws)
+    plain = function(x, ws)
+    if make_list is list:
+        assert type(out) is list and len(out) == 3  # (items of different shapes)
+        results = out
+    else:
+        assert type(out) is tuple and type(out[1]) is list and len(out[1]) == 2
+        results = [out[0], *out[1]]
+        plain = [plain[0], *plain[1]]
+    for result, value in zip(results, plain):
+        assert isinstance(result, ppto.Tensor)
+        assert np.allclose(np.asarray(result), value, rtol=1e-12)
+    cotangents = [normal(*np.shape(value)) for value in plain]
+    given = (
+        list(cotangents)
+        if make_list is list
+        else (cotangents[0], [ppto.tensor(c) for c in cotangents[1:]])
+    )
+    dx, dws = pullback(given)
+    scalar = contracted(function, cotangents)
+    assert_gradient(dx, central_differences(scalar, (x, ws), 0), "dx")
+    assert_tree(dws, tree_differences(scalar, (x, ws), 1), "dws")
+
+
+def test_vjp_of_a_list_refuses_a_cotangent_of_another_structure():
+    out, pullback = ppto.vjp(pair_list, normal(2, 3))
+    with pytest.raises(ppto.ShapeError, match="a list of 2.*got a tuple of 2"):
+        pullback(tuple(np.ones((2, 3)) for _ in out))
+    with pytest.raises(ppto.ShapeError, match="a list of 2.*got a list of 1"):
+        pullback([np.ones((2, 3))])
+
+
+def test_a_list_of_one_shape_takes_its_cotangent_stacked_too():
+    """As NumPy reads a list of arrays of one shape (np.asarray stacks it), one
+    array of the stacked shape is a cotangent too, row by row."""
+    x, ws = normal(2, 3), [normal(3, 3), normal(3, 3)]
+    out, pullback = ppto.vjp(layers, x, ws)
+    cotangent = normal(2, 2, 3)
+    by_rows, by_items = pullback(cotangent), pullback(list(cotangent))
+    for a, b in zip([by_rows[0], *by_rows[1]], [by_items[0], *by_items[1]]):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    scalar = contracted(layers, list(cotangent))
+    assert_gradient(by_rows[0], central_differences(scalar, (x, ws), 0), "dx")
+    with pytest.raises(ppto.ShapeError, match="a list of 2"):
+        pullback(normal(3, 2, 3))
+
+
+def test_jvp_hands_back_a_list_of_tangents():
+    x, v = normal(2, 3), normal(2, 3)
+    ws = [normal(3, 3), normal(3, 3)]
+
+    def function(x):
+        return mixed_list(x, ws)
+
+    out, tangent = ppto.jvp(function, (x,), (v,))
+    assert type(out) is list and type(tangent) is list and len(tangent) == 3
+    eps = 1e-6
+    ahead, behind = function(x + eps * v), function(x - eps * v)
+    for number, (t, a, b) in enumerate(zip(tangent, ahead, behind)):
+        expected = np.asarray((a - b) / (2 * eps), dtype=np.float64)
+        assert_gradient(t, expected, f"tangent {number}")
+
+
+# --- what is refused --------------------------------------------------------------
+
+
+def dict_from_a_helper(x):
+    parts = {"a": x * 2.0, "b": [np.sin(x), x]}
+    return parts
+
+
+def reads_a_helpers_dict(x):
+    d = dict_from_a_helper(x)
+    return np.sum(d["a"] * d["b"][0])
+
+
+def test_a_dict_made_in_a_helper_is_refused_at_its_line():
+    with pytest.raises(ppto.TransformError) as caught:
+        ppto.grad(reads_a_helpers_dict)(normal(2, 3))
+    error = caught.value
+    assert error.filename == __file__
+    lines, start = inspect.getsourcelines(dict_from_a_helper)
+    assert error.lineno == start + 1
+    assert "dict" in str(error) and "Instead:" in str(error)
