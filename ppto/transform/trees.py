@@ -322,11 +322,11 @@ def _collect(node, context: str | None, found: dict) -> None:
     generators; this runs for every statement in several stages)."""
     stack = [node]
     pop, push, AST = stack.pop, stack.append, ast.AST
-    child_fields = _CHILD_FIELDS
+    known = _CHILD_FIELDS
     while stack:
         node = pop()
         kind = type(node)
-        fields = child_fields.get(kind)
+        fields = known.get(kind)
         if fields is None:
             fields = _child_fields(kind)
         attributes = node.__dict__
@@ -347,12 +347,23 @@ def _collect(node, context: str | None, found: dict) -> None:
 
 _CHILD_FIELDS: dict = {}  # node class -> the fields that may hold names
 _NAMES: set = set()  # the Name classes (ast's and gast's)
+# fields that hold only an expression's context, an operator's symbol or a comment
+_NO_NAMES = ("ctx", "op", "ops", "type_comment")
+
+
+def child_fields(kind) -> tuple:
+    """The fields of nodes of class ``kind`` that may hold nodes reading or
+    writing names (not a context, an operator's symbol or a type comment)."""
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        fields = _child_fields(kind)
+    return fields
 
 
 def _child_fields(kind) -> tuple:
     if kind.__name__ == "Name":
         _NAMES.add(kind)
-    fields = tuple(f for f in kind._fields if f not in ("ctx", "type_comment"))
+    fields = tuple(f for f in kind._fields if f not in _NO_NAMES)
     _CHILD_FIELDS[kind] = fields
     return fields
 
