@@ -143,3 +143,17 @@ def test_transformer_transforms_as_node_transformer(text):
 def test_expression_text_is_unparse(text):
     node = gast.parse(text).body[0].value
     assert expression_text(node) == gast.unparse(node).strip()
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_clone_copies_every_node_but_contexts_and_operators(text):
+    tree = parse(text)
+    copied = trees.clone(tree)
+    assert _equal(copied, tree)
+    originals = {id(node) for node in trees.walk(tree)}
+    for node in trees.walk(copied):
+        shared = id(node) in originals
+        assert shared == isinstance(node, SYMBOLS), node
+
+
+SYMBOLS = (gast.expr_context, gast.operator, gast.unaryop, gast.cmpop, gast.boolop)

@@ -16,15 +16,37 @@ import gast
 _ATOMS = frozenset({str, int, float, bool, complex, bytes, type(None)})
 
 
+def _leaf_classes() -> frozenset:
+    """The node classes (ast's and gast's) with nothing inside: expression
+    contexts and operator symbols (no fields), and constants (atoms only)."""
+    bases = ("expr_context", "operator", "unaryop", "cmpop", "boolop")
+    leaves = set()
+    for module in (ast, gast):
+        for base in bases:
+            leaves.update(getattr(module, base).__subclasses__())
+        leaves.add(module.Constant)
+    return frozenset(leaves)
+
+
+_LEAVES = _leaf_classes()
+# contexts and operator symbols: nothing in them to change, so a copy shares them
+# (as ast.parse's trees do)
+_SHARED = frozenset(leaf for leaf in _LEAVES if not leaf._fields)
+_KEPT = _ATOMS | _SHARED
+
+
 def clone(node):
-    """A deep copy of a gast/ast node, list of nodes, or leaf value."""
+    """A deep copy of a gast/ast node, list of nodes, or leaf value (contexts and
+    operator symbols shared, not copied)."""
     kind = type(node)
     if kind is list:
         return [clone(item) for item in node]
+    if kind in _SHARED:
+        return node
     if isinstance(node, ast.AST):
         copied = kind.__new__(kind)
         copied.__dict__ = {
-            key: value if type(value) in _ATOMS else clone(value)
+            key: value if type(value) in _KEPT else clone(value)
             for key, value in node.__dict__.items()
         }
         return copied
@@ -56,19 +78,6 @@ def walk(node):
         yield node
 
 
-def _leaf_classes() -> frozenset:
-    """The node classes (ast's and gast's) with nothing inside: expression
-    contexts and operator symbols (no fields), and constants (atoms only)."""
-    bases = ("expr_context", "operator", "unaryop", "cmpop", "boolop")
-    leaves = set()
-    for module in (ast, gast):
-        for base in bases:
-            leaves.update(getattr(module, base).__subclasses__())
-        leaves.add(module.Constant)
-    return frozenset(leaves)
-
-
-_LEAVES = _leaf_classes()
 # visit_Constant, and the methods of the node classes constants replaced (which
 # ast.NodeVisitor's own visit_Constant looks for)
 _CONSTANT_METHODS = {"Constant", "Num", "Str", "Bytes", "NameConstant", "Ellipsis"}
