@@ -63,3 +63,26 @@ def test_the_fusion_benchmark_runs_on_a_gpu_or_says_it_needs_one():
     else:
         assert done.returncode != 0
         assert "--device cuda needs CuPy and a GPU" in done.stderr
+
+
+def test_first_call_tool_reports_every_workload_and_its_stages():
+    done = subprocess.run(
+        [sys.executable, "tools/first_call.py", "--runs", "1", "--stages"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("workload"))
+    for column in ("transform ms", "first ms", "parse", "reverse", "lower", "other"):
+        assert column in header, column
+    for workload in WORKLOADS:
+        rows = [line for line in lines if line.startswith(workload)]
+        assert rows, workload
+        words = rows[0].split()
+        numbers = [float(word) for word in words[words.index("float64") + 1 :]]
+        assert len(numbers) == 3 + 15  # start-up, transform, first; the stages
+        transform, first = numbers[1], numbers[2]
+        assert 0 < transform <= first, rows[0]  # the transform is part of the call

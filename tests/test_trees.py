@@ -57,6 +57,59 @@ def test_visitor_visits_as_node_visitor(text):
     assert _visit_order(trees.Visitor, tree) == _visit_order(ast.NodeVisitor, tree)
 
 
+def _leaf_visits(base, tree) -> list:
+    seen = []
+
+    class Recorder(base):
+        def visit_Name(self, node):
+            seen.append(node.id)
+            self.generic_visit(node)
+
+        def visit_Load(self, node):  # a leaf with a method: visited
+            seen.append("load")
+
+        def visit_Mult(self, node):
+            seen.append("mult")
+
+    Recorder().visit(tree)
+    return seen
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_visitor_visits_leaves_it_has_methods_for(text):
+    tree = parse(text)
+    assert _leaf_visits(trees.Visitor, tree) == _leaf_visits(ast.NodeVisitor, tree)
+
+
+def test_leaves_without_methods_are_passed_over():
+    class Plain(trees.Transformer):
+        def visit_Name(self, node):
+            return node
+
+    class WithLoad(Plain):
+        def visit_Load(self, node):
+            return node
+
+    class Observing(trees.Visitor):
+        def visit(self, node):
+            return super().visit(node)
+
+    for leaf in (gast.Load, gast.Store, gast.Add, gast.USub, gast.Lt, gast.Constant):
+        assert leaf in Plain._passed_over, leaf
+    assert gast.Load not in WithLoad._passed_over
+    assert gast.Store in WithLoad._passed_over
+    assert not Observing._passed_over  # (its visit sees every node, as before)
+    assert gast.Constant not in _constant_visitor()._passed_over
+
+
+def _constant_visitor():
+    class Constants(trees.Visitor):
+        def visit_Num(self, node):  # (ast.NodeVisitor's visit_Constant calls it)
+            pass
+
+    return Constants
+
+
 def _transformed(base, text):
     class Rewrite(base):
         def visit_Name(self, node):  # a replacement
@@ -90,3 +143,17 @@ def test_transformer_transforms_as_node_transformer(text):
 def test_expression_text_is_unparse(text):
     node = gast.parse(text).body[0].value
     assert expression_text(node) == gast.unparse(node).strip()
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_clone_copies_every_node_but_contexts_and_operators(text):
+    tree = parse(text)
+    copied = trees.clone(tree)
+    assert _equal(copied, tree)
+    originals = {id(node) for node in trees.walk(tree)}
+    for node in trees.walk(copied):
+        shared = id(node) in originals
+        assert shared == isinstance(node, SYMBOLS), node
+
+
+SYMBOLS = (gast.expr_context, gast.operator, gast.unaryop, gast.cmpop, gast.boolop)

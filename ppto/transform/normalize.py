@@ -39,6 +39,7 @@ from ppto.transform.source import ParsedFunction
 from ppto.transform.trees import (
     bound_arguments,
     called,
+    child_fields,
     loads,
     name_counts,
     paired,
@@ -62,6 +63,7 @@ BINARY_OPERATORS = {
 
 
 WHOLE_NUMBER_CALLS = {"argmax", "argmin"}
+_SHAPE_CALLS = {"len", *_SHAPE_QUERIES}
 
 
 def _bound_to_calls(tree) -> set[str]:
@@ -78,39 +80,54 @@ def _bound_to_calls(tree) -> set[str]:
 def value_reads(node, through_comparisons: bool = True) -> set[str]:
     """Names whose *values* an expression reads (``x.shape`` reads only metadata);
     with ``through_comparisons=False``, not those only compared (``x > 0`` is
-    piecewise constant: no derivative flows through it)."""
+    piecewise constant: no derivative flows through it). (A walk with a stack over
+    the fields that may hold names: this runs for every expression, and for its
+    parts as they are normalized.)"""
     found: set[str] = set()
-
-    def walk(child):
-        if isinstance(child, gast.Attribute) and child.attr in METADATA_ATTRIBUTES:
-            return
-        if isinstance(child, gast.Compare) and not through_comparisons:
-            return
-        if (  # argmax(x), x.argmin(): whole numbers, piecewise constant like x > 0
-            not through_comparisons
-            and isinstance(child, gast.Call)
-            and getattr(child.func, "attr", getattr(child.func, "id", None))
-            in WHOLE_NUMBER_CALLS
+    todo = [node]
+    pop, push, AST = todo.pop, todo.append, ast.AST
+    while todo:
+        child = pop()
+        if isinstance(child, gast.Name):
+            if isinstance(child.ctx, gast.Load):
+                found.add(child.id)
+        elif isinstance(child, gast.Attribute):
+            if child.attr in METADATA_ATTRIBUTES:
+                continue
+        elif isinstance(child, gast.Compare):
+            if not through_comparisons:
+                continue
+        elif isinstance(child, gast.Call) and _reads_no_values(
+            child.func, through_comparisons
         ):
-            return
-        if isinstance(child, gast.Call) and (
-            (
-                isinstance(child.func, gast.Name)
-                and child.func.id in {"len", *_SHAPE_QUERIES}
-            )
-            or (
-                isinstance(child.func, gast.Attribute)
-                and child.func.attr in _SHAPE_QUERIES
-            )
-        ):
-            return  # len(x), np.shape(x), np.ndim(x) read only a shape
-        if isinstance(child, gast.Name) and isinstance(child.ctx, gast.Load):
-            found.add(child.id)
-        for grandchild in gast.iter_child_nodes(child):
-            walk(grandchild)
-
-    walk(node)
+            continue
+        attributes = child.__dict__
+        for field in child_fields(type(child)):
+            value = attributes.get(field)
+            if type(value) is list:
+                for item in value:
+                    if isinstance(item, AST):
+                        push(item)
+            elif isinstance(value, AST):
+                push(value)
     return found
+
+
+def _reads_no_values(function, through_comparisons: bool) -> bool:
+    """Whether a call of ``function`` reads no values of its arguments:
+    ``len(x)``, ``np.shape(x)``, ``x.ndim()``... read only a shape; ``argmax(x)``
+    and ``x.argmin()`` are whole numbers, piecewise constant like ``x > 0``."""
+    if isinstance(function, gast.Name):
+        called = function.id
+        if called in _SHAPE_CALLS:
+            return True
+    elif isinstance(function, gast.Attribute):
+        called = function.attr
+        if called in _SHAPE_QUERIES:
+            return True
+    else:
+        return False
+    return not through_comparisons and called in WHOLE_NUMBER_CALLS
 
 
 def constant_expr(value) -> gast.expr:

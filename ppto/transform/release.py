@@ -27,27 +27,26 @@ def release_dead_values(definition: gast.FunctionDef) -> gast.FunctionDef:
 
 
 def _block(body: list, live_after: set, local: set) -> list:
-    read = [loads(statement) for statement in body]
-    read_later = [set(live_after)]  # read_later[k]: read after statement -1-k
-    for names in reversed(read[1:]):
-        read_later.append(read_later[-1] | names)
-    read_later.reverse()
-    out = []
-    for position, statement in enumerate(body):
-        later = read_later[position]
+    """``body`` with each local released after its last read or write. (Walked
+    backwards with one set of the names read later: a set per statement of all
+    those read after it grew with the body's length squared.)"""
+    read_later = set(live_after)
+    pieces = []  # each statement with what follows it, last statement first
+    for statement in reversed(body):
+        read = loads(statement)
         if isinstance(statement, gast.If):
-            statement.body = _block(statement.body, later, local)
-            statement.orelse = _block(statement.orelse, later, local)
-        out.append(statement)
-        if isinstance(statement, gast.Return):
-            continue
-        touched = (
-            loads(statement.test)  # the branches release what they use
-            if isinstance(statement, gast.If)
-            else read[position] | stores(statement)
-        )
-        dead = sorted((touched & local) - later)
-        if dead:
-            targets = [gast.Name(n, gast.Store(), None, None) for n in dead]
-            out.append(gast.Assign(targets, gast.Constant(None, None), None))
-    return out
+            statement.body = _block(statement.body, read_later, local)
+            statement.orelse = _block(statement.orelse, read_later, local)
+        pieces.append([statement])
+        if not isinstance(statement, gast.Return):
+            touched = (
+                loads(statement.test)  # the branches release what they use
+                if isinstance(statement, gast.If)
+                else read | stores(statement)
+            )
+            dead = sorted((touched & local) - read_later)
+            if dead:
+                targets = [gast.Name(n, gast.Store(), None, None) for n in dead]
+                pieces[-1].append(gast.Assign(targets, gast.Constant(None, None), None))
+        read_later |= read
+    return [statement for piece in reversed(pieces) for statement in piece]

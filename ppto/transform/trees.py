@@ -16,15 +16,37 @@ import gast
 _ATOMS = frozenset({str, int, float, bool, complex, bytes, type(None)})
 
 
+def _leaf_classes() -> frozenset:
+    """The node classes (ast's and gast's) with nothing inside: expression
+    contexts and operator symbols (no fields), and constants (atoms only)."""
+    bases = ("expr_context", "operator", "unaryop", "cmpop", "boolop")
+    leaves = set()
+    for module in (ast, gast):
+        for base in bases:
+            leaves.update(getattr(module, base).__subclasses__())
+        leaves.add(module.Constant)
+    return frozenset(leaves)
+
+
+_LEAVES = _leaf_classes()
+# contexts and operator symbols: nothing in them to change, so a copy shares them
+# (as ast.parse's trees do)
+_SHARED = frozenset(leaf for leaf in _LEAVES if not leaf._fields)
+_KEPT = _ATOMS | _SHARED
+
+
 def clone(node):
-    """A deep copy of a gast/ast node, list of nodes, or leaf value."""
+    """A deep copy of a gast/ast node, list of nodes, or leaf value (contexts and
+    operator symbols shared, not copied)."""
     kind = type(node)
     if kind is list:
         return [clone(item) for item in node]
+    if kind in _SHARED:
+        return node
     if isinstance(node, ast.AST):
         copied = kind.__new__(kind)
         copied.__dict__ = {
-            key: value if type(value) in _ATOMS else clone(value)
+            key: value if type(value) in _KEPT else clone(value)
             for key, value in node.__dict__.items()
         }
         return copied
@@ -56,8 +78,46 @@ def walk(node):
         yield node
 
 
+# visit_Constant, and the methods of the node classes constants replaced (which
+# ast.NodeVisitor's own visit_Constant looks for)
+_CONSTANT_METHODS = {"Constant", "Num", "Str", "Bytes", "NameConstant", "Ellipsis"}
+_LEAF_METHODS = {leaf.__name__ for leaf in _LEAVES} | _CONSTANT_METHODS
+
+
+def _passed_over_by(cls) -> frozenset:
+    """The leaf classes a visitor class has no method of its own for: its bases'
+    less those its own methods visit; none where it has its own ``visit`` or
+    ``generic_visit`` (which might want to see every node). (Classes are made
+    inside functions that run for every transformation: this reads only the
+    class's own attributes.)"""
+    if "visit" in cls.__dict__ or "generic_visit" in cls.__dict__:
+        return frozenset()
+    passed_over = _LEAVES
+    for base in cls.__bases__:
+        passed_over = passed_over & getattr(base, "_passed_over", _LEAVES)
+    handled = {
+        key[6:]
+        for key in cls.__dict__
+        if key.startswith("visit_") and key[6:] in _LEAF_METHODS
+    }
+    if handled & _CONSTANT_METHODS:
+        handled |= {"Constant"}
+    if not handled:
+        return passed_over
+    return frozenset(leaf for leaf in passed_over if leaf.__name__ not in handled)
+
+
 class Visitor(ast.NodeVisitor):
-    """``ast.NodeVisitor`` with a faster ``visit`` and ``generic_visit``."""
+    """``ast.NodeVisitor`` with a faster ``visit`` and ``generic_visit``. Nodes
+    with nothing inside (an expression's context, an operator's symbol, a
+    constant) are passed over where the visitor has no method of its own for them:
+    visiting one did nothing, and they are a third of a tree's nodes."""
+
+    _passed_over: frozenset = _LEAVES  # (each subclass's: _passed_over_by)
+
+    def __init_subclass__(cls, **keywords) -> None:
+        super().__init_subclass__(**keywords)
+        cls._passed_over = _passed_over_by(cls)
 
     def visit(self, node):
         name = _VISIT_NAMES.get(type(node))
@@ -69,17 +129,18 @@ class Visitor(ast.NodeVisitor):
         return method(node)
 
     def generic_visit(self, node):
-        attributes, AST = node.__dict__, ast.AST
+        attributes, AST, passed_over = node.__dict__, ast.AST, self._passed_over
         fields = _FIELDS.get(type(node))
         for field in fields if fields is not None else _all_fields(type(node)):
             value = attributes.get(field, _MISSING)
             if value is _MISSING:
                 value = getattr(node, field, None)
-            if type(value) in _ATOMS:
+            kind = type(value)
+            if kind in _ATOMS or kind in passed_over:
                 continue
-            if isinstance(value, list):
+            if kind is list:
                 for item in value:
-                    if isinstance(item, AST):
+                    if isinstance(item, AST) and type(item) not in passed_over:
                         self.visit(item)
             elif isinstance(value, AST):
                 self.visit(value)
@@ -88,23 +149,31 @@ class Visitor(ast.NodeVisitor):
 class Transformer(ast.NodeTransformer):
     """``ast.NodeTransformer`` with a faster ``visit`` and ``generic_visit``: a
     ``visit_X`` returns the node to put in its place, None to remove it, or a list
-    of nodes to put in a list's place."""
+    of nodes to put in a list's place. Nodes with nothing inside are passed over
+    (kept as they are) as ``Visitor`` passes them over."""
+
+    _passed_over: frozenset = _LEAVES
+
+    def __init_subclass__(cls, **keywords) -> None:
+        super().__init_subclass__(**keywords)
+        cls._passed_over = _passed_over_by(cls)
 
     visit = Visitor.visit
 
     def generic_visit(self, node):
-        attributes, AST = node.__dict__, ast.AST
+        attributes, AST, passed_over = node.__dict__, ast.AST, self._passed_over
         fields = _FIELDS.get(type(node))
         for field in fields if fields is not None else _all_fields(type(node)):
             old_value = attributes.get(field, _MISSING)
             if old_value is _MISSING:
                 old_value = getattr(node, field, None)
-            if type(old_value) in _ATOMS:
+            kind = type(old_value)
+            if kind in _ATOMS or kind in passed_over:
                 continue
-            if isinstance(old_value, list):
+            if kind is list:
                 new_values = []
                 for value in old_value:
-                    if isinstance(value, AST):
+                    if isinstance(value, AST) and type(value) not in passed_over:
                         value = self.visit(value)
                         if value is None:
                             continue
@@ -262,11 +331,11 @@ def _collect(node, context: str | None, found: dict) -> None:
     generators; this runs for every statement in several stages)."""
     stack = [node]
     pop, push, AST = stack.pop, stack.append, ast.AST
-    child_fields = _CHILD_FIELDS
+    known = _CHILD_FIELDS
     while stack:
         node = pop()
         kind = type(node)
-        fields = child_fields.get(kind)
+        fields = known.get(kind)
         if fields is None:
             fields = _child_fields(kind)
         attributes = node.__dict__
@@ -287,12 +356,23 @@ def _collect(node, context: str | None, found: dict) -> None:
 
 _CHILD_FIELDS: dict = {}  # node class -> the fields that may hold names
 _NAMES: set = set()  # the Name classes (ast's and gast's)
+# fields that hold only an expression's context, an operator's symbol or a comment
+_NO_NAMES = ("ctx", "op", "ops", "type_comment")
+
+
+def child_fields(kind) -> tuple:
+    """The fields of nodes of class ``kind`` that may hold nodes reading or
+    writing names (not a context, an operator's symbol or a type comment)."""
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        fields = _child_fields(kind)
+    return fields
 
 
 def _child_fields(kind) -> tuple:
     if kind.__name__ == "Name":
         _NAMES.add(kind)
-    fields = tuple(f for f in kind._fields if f not in ("ctx", "type_comment"))
+    fields = tuple(f for f in kind._fields if f not in _NO_NAMES)
     _CHILD_FIELDS[kind] = fields
     return fields
 
