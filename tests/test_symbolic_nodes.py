@@ -119,7 +119,8 @@ def test_calls_by_position_in_numpys_order_still_work():
     np.testing.assert_allclose(
         np.asarray(ppto.average(x, 1, w)), np.average(x, 1, w), rtol=1e-12
     )
-    with pytest.raises(ppto.PptoError, match="'n'"):
+    # a float for n is a number out of range, not an input out of place
+    with pytest.raises(ppto.PptoError, match="n must be a whole number"):
         ppto.diff(x, 1.5)
 
 

@@ -13,6 +13,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ppto.errors import DTypeError, GradError, PptoError, ShapeError
 from ppto.ops.signature import Signature
 from ppto.runtime import streams
@@ -316,10 +318,12 @@ def _takes_number(default: Any) -> bool:
 
 
 def _number_like(value: Any) -> bool:
-    """An integer or a flag as a parameter takes one (axes may be a tuple)."""
+    """A number or a flag, as an integer parameter takes (axes may be a tuple): a
+    float is one too, left for the operator's own check to name (``ppto.diff(x,
+    1.0)``: n must be a whole number), not taken for an input out of place."""
     if isinstance(value, (tuple, list)):
         return all(map(_number_like, value))
-    return isinstance(value, (int, bool)) or (
+    return isinstance(value, (int, float, bool, np.generic)) or (
         hasattr(value, "__index__") and not _is_symbolic(value)
     )
 
