@@ -1529,13 +1529,14 @@ def _laid_out_gradients(value, gradient: Transformed, layouts: list):
         value, grads = value
     else:
         grads = value
-    if gradient.single:
-        grads = _laid_out(grads, layouts[0]) if isinstance(grads, Tensor) else grads
-    else:
-        grads = tuple(
-            _laid_out(g, layout) if isinstance(g, Tensor) else g
-            for g, layout in zip(grads, layouts)
-        )
+    # the generated code returns one gradient bare (as ``finish`` reads it), also
+    # for a wrt of one name in a tuple (iterating it split the gradient into rows)
+    grads = (grads,) if len(gradient.wrt) == 1 else tuple(grads)
+    grads = tuple(
+        _laid_out(g, layout) if isinstance(g, Tensor) else g
+        for g, layout in zip(grads, layouts, strict=True)
+    )
+    grads = grads[0] if gradient.single else grads
     return (value, grads) if gradient.with_value else grads
 
 
