@@ -751,6 +751,12 @@ class Transformed:
                 )
             if pytrees.is_pytree(value):
                 trees[name] = pytrees.structure(value, name)
+        for name, value in zip(call.names, call.values):
+            # one held constant is taken as its leaves too, where they are all
+            # floating point: the generated code reads a dict as a sequence
+            # (``for key in params``, ``params.values()``) only written out
+            if name not in trees and _constant_float_tree(value):
+                trees[name] = pytrees.structure(value, name)
         if isinstance(self.f, Transformed):
             trees.update(self.f.pytree_arguments(call))
         return trees
@@ -1392,6 +1398,20 @@ def _require_shape_of(value, like, what: str, named: str) -> None:
         raise ShapeError(
             f"{what} has shape {tuple(given)}, but {named} has shape {tuple(expected)}"
         )
+
+
+def _constant_float_tree(value) -> bool:
+    """A dict, list or tuple holding a dict whose leaves are all floating point
+    (a list or tuple of arrays alone is read as a sequence already)."""
+    if not pytrees.is_pytree(value) or not _holds_dict(value):
+        return False
+    return all(map(_is_float, pytrees.leaves(value)))
+
+
+def _holds_dict(value) -> bool:
+    if isinstance(value, dict):
+        return True
+    return isinstance(value, (list, tuple)) and any(map(_holds_dict, value))
 
 
 def _is_float(value) -> bool:

@@ -5,7 +5,12 @@ in each test)."""
 import numpy as np
 
 import ppto
-from tests.corpus.checks import as_float, directional_differences
+from tests.corpus.checks import (
+    as_float,
+    assert_gradient,
+    central_differences,
+    directional_differences,
+)
 
 
 def tanh_layer(x, y, W, s):
@@ -62,3 +67,44 @@ def test_hessian_vector_product_with_a_pytree_argument():
 
     expected = (along(1e-6) - along(-1e-6)) / 2e-6
     np.testing.assert_allclose(np.asarray(product), expected, rtol=1e-6, atol=1e-8)
+
+
+def sum_over_a_dict(x, params):
+    total = 0.0
+    for _key, leaf in params.items():
+        total = total + np.sum(np.tanh(leaf))
+    for number, leaf in enumerate(params.values()):
+        total = total + np.sum(leaf) * number
+    return total * np.sum(x * x)
+
+
+def test_a_loop_over_a_dict_held_constant():
+    """Seeds 8 and 21: ``for key, leaf in params.items()`` with ``params`` not
+    differentiated ran ``params.items()[i]`` (TypeError)."""
+    x = np.array([0.5, -1.0, 2.0])
+    params = {"a": np.array([0.1, 0.2]), "b": 0.5, "c": np.ones((2, 2))}
+    gradient = ppto.grad(sum_over_a_dict, wrt=0)(x, params)
+    expected = central_differences(lambda x: sum_over_a_dict(x, params), (x,), 0)
+    assert_gradient(np.asarray(gradient), expected, "d/dx")
+    # one holding an integer is passed as it is: its views made lists first
+    counts = {"a": np.array([0.1, 0.2]), "n": 2}
+    gradient = ppto.grad(sum_over_a_dict, wrt=0)(x, counts)
+    expected = central_differences(lambda x: sum_over_a_dict(x, counts), (x,), 0)
+    assert_gradient(np.asarray(gradient), expected, "d/dx, integer leaf")
+
+
+def sorted_by_one_argument(x, y, W):
+    t = np.max(np.tanh(W), axis=-1)
+    ordered = np.take_along_axis(t, np.argsort(t, axis=0), axis=0)
+    return np.sum(ordered * x)
+
+
+def test_an_argument_not_read_beside_an_argsort():
+    """Seed 15: an argsort on W's way made ``y``, which the result does not read,
+    raise 'depends on y only through ppto.argsort'; y's gradient is zero."""
+    x, W, y = np.arange(4.0), np.random.default_rng(1).standard_normal((4, 3)), 0.5
+    gradients = ppto.grad(sorted_by_one_argument, wrt=(0, 1, 2))(x, y, W)
+    arguments = (x, y, W)
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(sorted_by_one_argument, arguments, position)
+        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
