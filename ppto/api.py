@@ -729,10 +729,14 @@ class Transformed:
             and len(self._fast) < FAST_CALLS
             and not self._keyword_only
         ):
-            entry = self._entries[(ranks, "cpu", 0, key[-1])]
-            numbers = [p for p in self._wrt_positions if type(args[p]) is float]
-            program = self._programs[ranks][0]
-            self._fast[key] = (entry, dtypes, program, layouts, numbers)
+            entry = self._entries.get((ranks, "cpu", 0, key[-1]))
+            made = self._programs.get(ranks)
+            # (running it may have dropped the code: code lowered on its first
+            # call, by fusion's timing, after a registration: the next call
+            # makes it again)
+            if entry is not None and made is not None:
+                numbers = [p for p in self._wrt_positions if type(args[p]) is float]
+                self._fast[key] = (entry, dtypes, made[0], layouts, numbers)
         return result
 
     def pytree_arguments(self, call: _Call) -> dict:

@@ -108,3 +108,40 @@ def test_an_argument_not_read_beside_an_argsort():
     for position, gradient in enumerate(gradients):
         expected = central_differences(sorted_by_one_argument, arguments, position)
         assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+
+
+def local_function_over_a_leaf(x, params):
+    y = params["y"]
+
+    def local(v, scale=0.5):
+        return scale * np.tanh(v * y)
+
+    t = x * 1.0
+    for _ in range(2):
+        t = local(t)
+    return np.sum(t * y) + np.sum(x * y)
+
+
+def test_a_local_function_in_a_function_of_a_pytree(builds):
+    """Seed 75: a local function of a function taking a dict was compiled with the
+    globals of the function standing in for it (taking the leaves), which has
+    none: ``np`` was undefined where the generated code ran the local function as
+    it is, and the globals it read, watched there, always looked rebound (the code
+    was made again at every call)."""
+    x = np.array([0.5, -1.0, 2.0])
+    params = {"y": np.array([0.1, -0.2, 0.3])}
+    for _ in range(3):
+        gradients = ppto.grad(local_function_over_a_leaf, wrt=(0, 1))(x, params)
+    assert len(builds) == 1
+    expected = central_differences(
+        lambda x: local_function_over_a_leaf(x, params), (x,), 0
+    )
+    assert_gradient(np.asarray(gradients[0]), expected, "d/dx")
+    dy = central_differences(
+        lambda y: local_function_over_a_leaf(x, {"y": y}), (params["y"],), 0
+    )
+    assert_gradient(np.asarray(gradients[1]["y"]), dy, "d/dy")
+    # only x: the local function runs as written (its result is read for the
+    # value alone where y's gradient is not asked for)
+    alone = ppto.grad(local_function_over_a_leaf, wrt=0)(x, params)
+    assert_gradient(np.asarray(alone), expected, "d/dx alone")
