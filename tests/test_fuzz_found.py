@@ -145,3 +145,37 @@ def test_a_local_function_in_a_function_of_a_pytree(builds):
     # value alone where y's gradient is not asked for)
     alone = ppto.grad(local_function_over_a_leaf, wrt=0)(x, params)
     assert_gradient(np.asarray(alone), expected, "d/dx alone")
+
+
+def spread_of_the_small(x, s):
+    kept = np.where(x > 0.6, np.nan, x * s)
+    return np.nanstd(kept) + np.nanvar(kept, axis=1).sum()
+
+
+def spread_unread_after_an_early_return(x, s):
+    kept = np.where(x > 0.6, np.nan, x)
+    spread = np.nanstd(kept)
+    if np.max(x) > 0.1:
+        return np.sum(x) * s * s
+    return spread
+
+
+def test_second_derivatives_through_nan_skipping_spreads():
+    """Seed 129: ``nanstd``'s and ``nanvar``'s rules multiplied by ``x - mean``,
+    NaN where x is, inside a ``where``: their own derivatives gave 0 * NaN, NaN
+    (grad(grad) in s was NaN even where the result does not read the spread)."""
+    x = np.array([[0.3, 0.9, -0.2], [0.1, 0.5, 0.8]])
+    second = ppto.grad(ppto.grad(spread_unread_after_an_early_return, wrt=1), wrt=1)
+    np.testing.assert_allclose(float(np.asarray(second(x, 0.4))), 2.0 * np.sum(x))
+    gradient = ppto.grad(spread_of_the_small, wrt=0)
+    tangent = np.array([[1.0, -0.5, 0.3], [0.2, 0.7, -1.0]])
+    _, product = ppto.jvp(gradient, (x, 0.4), (tangent, 0.0))
+    expected = directional_differences(
+        lambda *a: as_float(gradient(*a)), (x, 0.4), {0: tangent}
+    )
+    assert np.all(np.isfinite(np.asarray(product)))
+    np.testing.assert_allclose(np.asarray(product), expected, rtol=1e-6, atol=1e-8)
+    in_s = ppto.grad(ppto.grad(spread_of_the_small, wrt=1), wrt=1)(x, 0.4)
+    first = ppto.grad(spread_of_the_small, wrt=1)
+    wanted = (as_float(first(x, 0.4 + 1e-5)) - as_float(first(x, 0.4 - 1e-5))) / 2e-5
+    np.testing.assert_allclose(float(np.asarray(in_s)), wanted, rtol=1e-6, atol=1e-8)

@@ -111,9 +111,12 @@ def _(x, axis=None, keepdims=False, ddof=0):
     def backward(dY):
         present = logical_not(isnan(x))
         count = reduce_sum(cast(present, x.dtype), axis, True)
-        centered = x - reduce_sum(where(present, x, 0.0), axis, True) / count
+        mean = reduce_sum(where(present, x, 0.0), axis, True) / count
+        # zero, not NaN, where x is NaN: a derivative of this rule multiplies
+        # by it, and 0 * NaN is NaN (grad(grad) through nanstd was NaN)
+        centered = where(present, x - mean, 0.0)
         scale = unreduce(dY, x, axis, keepdims) * 2.0 / (count - ddof)
-        return where(present, scale * centered, 0.0)
+        return scale * centered
 
     return backward
 
@@ -126,7 +129,8 @@ def _(x, axis=None, keepdims=False, ddof=0):
         mean = reduce_sum(where(present, x, 0.0), axis, True) / unreduce(
             count, x, axis, keepdims
         )
-        spread = reduce_sum(where(present, (x - mean) * dx, 0.0), axis, keepdims)
+        centered = where(present, x - mean, 0.0)  # (as in the gradient rule)
+        spread = reduce_sum(centered * dx, axis, keepdims)
         return spread * 2.0 / (count - ddof)
 
     return tangent
@@ -144,9 +148,12 @@ def _(x, axis=None, keepdims=False, ddof=0, out=None):
     def backward(dY):
         present = logical_not(isnan(x))
         count = reduce_sum(cast(present, x.dtype), axis, True)
-        centered = x - reduce_sum(where(present, x, 0.0), axis, True) / count
+        mean = reduce_sum(where(present, x, 0.0), axis, True) / count
+        # zero, not NaN, where x is NaN: a derivative of this rule multiplies
+        # by it, and 0 * NaN is NaN (grad(grad) through nanstd was NaN)
+        centered = where(present, x - mean, 0.0)
         scale = unreduce(dY / out, x, axis, keepdims) / (count - ddof)
-        return where(present, scale * centered, 0.0)
+        return scale * centered
 
     return backward
 
@@ -159,7 +166,8 @@ def _(x, axis=None, keepdims=False, ddof=0, out=None):
         mean = reduce_sum(where(present, x, 0.0), axis, True) / unreduce(
             count, x, axis, keepdims
         )
-        spread = reduce_sum(where(present, (x - mean) * dx, 0.0), axis, keepdims)
+        centered = where(present, x - mean, 0.0)  # (as in the gradient rule)
+        spread = reduce_sum(centered * dx, axis, keepdims)
         return spread / (out * (count - ddof))
 
     return tangent
