@@ -13,7 +13,7 @@ positive definite, eigenvalues at least ``n``) for ``cholesky``/``eigvalsh``, an
 from __future__ import annotations
 
 # a callable handed to a helper (a lambda used as a value is refused: README)
-PASSED_CALLABLES = ["np.tanh", "np.sin", "np.arctan", "ppto.sigmoid"]
+PASSED_CALLABLES = ["np.tanh", "np.sin", "np.arctan", "np.cos"]
 
 
 class Features:

@@ -804,7 +804,7 @@ def source(seed: int) -> str:
     vector = vector_result(writer, random.Random(seed * 13 + 5))
     if vector is not None and not any("return" in line for line in body):
         functions.append("\n".join([f"def f_vector{header}", *body, vector]))
-    imports = "import numpy as np\n\nimport ppto"
+    imports = "import numpy as np"
     return "\n\n\n".join([imports, *module.helpers, *functions]) + "\n"
 
 
