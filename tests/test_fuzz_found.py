@@ -179,3 +179,27 @@ def test_second_derivatives_through_nan_skipping_spreads():
     first = ppto.grad(spread_of_the_small, wrt=1)
     wanted = (as_float(first(x, 0.4 + 1e-5)) - as_float(first(x, 0.4 - 1e-5))) / 2e-5
     np.testing.assert_allclose(float(np.asarray(in_s)), wanted, rtol=1e-6, atol=1e-8)
+
+
+def spread_over_a_length_one_axis(x, s):
+    top = x.max(axis=-2, keepdims=True)
+    return np.sum(np.std(top, axis=0) * s) + np.sum(np.nanstd(top * s, axis=0)) + s
+
+
+def test_standard_deviation_of_equal_values():
+    """Seed 3234: the deviation over an axis of length 1 is 0 whatever the values,
+    but std's and nanstd's rules divided 0 by it: NaN gradients (and tangents)."""
+    x = np.array([[0.3, -0.9, 0.2, 0.5], [0.1, 0.5, 0.8, -0.4], [0.0, 0.2, 0.1, 0.3]])
+    arguments = (x, 0.7)
+    gradients = ppto.grad(spread_over_a_length_one_axis, wrt=(0, 1))(*arguments)
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(
+            spread_over_a_length_one_axis, arguments, position
+        )
+        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+    tangents = (np.ones_like(x), 1.0)
+    _, pushed = ppto.jvp(spread_over_a_length_one_axis, arguments, tangents)
+    expected = directional_differences(
+        spread_over_a_length_one_axis, arguments, dict(enumerate(tangents))
+    )
+    np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)

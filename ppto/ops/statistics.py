@@ -152,7 +152,9 @@ def _(x, axis=None, keepdims=False, ddof=0, out=None):
         # zero, not NaN, where x is NaN: a derivative of this rule multiplies
         # by it, and 0 * NaN is NaN (grad(grad) through nanstd was NaN)
         centered = where(present, x - mean, 0.0)
-        scale = unreduce(dY / out, x, axis, keepdims) / (count - ddof)
+        # where the values kept are all equal, 0 (as reduce_std's), not 0 / 0
+        spread = where(out == 0.0, 1.0, out)
+        scale = unreduce(dY / spread, x, axis, keepdims) / (count - ddof)
         return scale * centered
 
     return backward
@@ -168,7 +170,7 @@ def _(x, axis=None, keepdims=False, ddof=0, out=None):
         )
         centered = where(present, x - mean, 0.0)  # (as in the gradient rule)
         spread = reduce_sum(centered * dx, axis, keepdims)
-        return spread / (out * (count - ddof))
+        return spread / (where(out == 0.0, 1.0, out) * (count - ddof))
 
     return tangent
 
