@@ -770,9 +770,13 @@ class Transformed:
             and len(self._fast) < FAST_CALLS
             and not self._keyword_only
         ):
-            entry = self._entries[(ranks, "cpu", 0, key[-1])]
-            program = self._programs[ranks][0]
-            self._fast[key] = (entry, dtypes, program, layouts)
+            entry = self._entries.get((ranks, "cpu", 0, key[-1]))
+            made = self._programs.get(ranks)
+            # (running it may have dropped the code: code lowered on its first
+            # call, by fusion's timing, after a registration: the next call
+            # makes it again)
+            if entry is not None and made is not None:
+                self._fast[key] = (entry, dtypes, made[0], layouts)
         return result
 
     def pytree_arguments(self, call: _Call) -> dict:
@@ -790,6 +794,12 @@ class Transformed:
                     "parameter"
                 )
             if pytrees.is_pytree(value):
+                trees[name] = pytrees.structure(value, name)
+        for name, value in zip(call.names, call.values):
+            # one held constant is taken as its leaves too, where they are all
+            # floating point: the generated code reads a dict as a sequence
+            # (``for key in params``, ``params.values()``) only written out
+            if name not in trees and _constant_float_tree(value):
                 trees[name] = pytrees.structure(value, name)
         if isinstance(self.f, Transformed):
             trees.update(self.f.pytree_arguments(call))
@@ -1477,6 +1487,20 @@ def _require_shape_of(value, like, what: str, named: str) -> None:
         )
 
 
+def _constant_float_tree(value) -> bool:
+    """A dict, list or tuple holding a dict whose leaves are all floating point
+    (a list or tuple of arrays alone is read as a sequence already)."""
+    if not pytrees.is_pytree(value) or not _holds_dict(value):
+        return False
+    return all(map(_is_float, pytrees.leaves(value)))
+
+
+def _holds_dict(value) -> bool:
+    if isinstance(value, dict):
+        return True
+    return isinstance(value, (list, tuple)) and any(map(_holds_dict, value))
+
+
 def _is_float(value) -> bool:
     if isinstance(value, float):
         return True
@@ -1630,13 +1654,14 @@ def _laid_out_gradients(value, gradient: Transformed, layouts: list):
         value, grads = value
     else:
         grads = value
-    if gradient.single:
-        grads = _laid_out(grads, layouts[0]) if isinstance(grads, Tensor) else grads
-    else:
-        grads = tuple(
-            _laid_out(g, layout) if isinstance(g, Tensor) else g
-            for g, layout in zip(grads, layouts)
-        )
+    # the generated code returns one gradient bare (as ``finish`` reads it), also
+    # for a wrt of one name in a tuple (iterating it split the gradient into rows)
+    grads = (grads,) if len(gradient.wrt) == 1 else tuple(grads)
+    grads = tuple(
+        _laid_out(g, layout) if isinstance(g, Tensor) else g
+        for g, layout in zip(grads, layouts, strict=True)
+    )
+    grads = grads[0] if gradient.single else grads
     return (value, grads) if gradient.with_value else grads
 
 

@@ -15,13 +15,26 @@ import numpy as np
 import pytest
 
 import ppto
-from tests.fuzz import checks, generator
+from tests.fuzz import checks, generator, trees
 
 SEEDS = range(150)
+# seeds failing for a bug not fixed yet -> what their failure says; each must still
+# fail so (the test flips when the bug is fixed: then remove the entry)
+ZERO_TANGENT_OF_A_TUPLE = "zeros_like(f_vector"  # a tuple result's tangent where no
+# part is reached is zeros_like of the tuple (forward.py; helper2 fixes it)
+KNOWN_FAILING = {seed: ZERO_TANGENT_OF_A_TUPLE for seed in (4, 39, 58, 112, 134, 143)}
 
 
 def test_random_programs():
     outcomes = [checks.check(seed) for seed in SEEDS]
+    for outcome in outcomes:
+        known = KNOWN_FAILING.get(outcome.seed)
+        if known is not None:
+            assert outcome.kind == "failed" and known in outcome.detail, (
+                f"seed {outcome.seed} no longer fails with {known!r} "
+                f"({outcome.kind}): remove it from KNOWN_FAILING"
+            )
+    outcomes = [o for o in outcomes if o.seed not in KNOWN_FAILING]
     broken = [o for o in outcomes if o.kind in ("failed", "invalid")]
     report = "\n\n".join(
         f"seed {o.seed} ({o.kind}):\n{generator.source(o.seed)}{o.detail}"
@@ -31,7 +44,7 @@ def test_random_programs():
     kinds = collections.Counter(o.kind for o in outcomes)
     # most programs are checked through: a generator whose programs ppto mostly
     # refuses, or whose points are mostly unsmooth, would test little
-    assert kinds["checked"] >= 0.85 * len(SEEDS), kinds
+    assert kinds["checked"] >= 0.85 * len(outcomes), kinds
 
 
 def test_the_generator_covers_what_a_body_may_use():
@@ -62,15 +75,39 @@ def test_the_generator_covers_what_a_body_may_use():
         "[::-1]",
         ".shape[0]",
         "np.broadcast_to(",
+        "def f(x, params, W, s):",  # pytree arguments
+        'params["',
+        "params[0]",
+        "params.items()",
+        "def local",  # local functions
+        "lambda v:",
+        "map(local",
+        "apply",  # a callable passed to a helper
+        "np.linalg.solve(",
+        "np.linalg.cholesky(",
+        "np.linalg.slogdet(",
+        "np.linalg.det(",
+        "np.linalg.inv(",
+        "np.sort(",
+        "np.median(",
+        "np.quantile(",
+        "np.nanstd(",
+        "np.nan,",
+        "np.einsum(",
+        "np.tensordot(",
+        "def f_vector(",  # vector-valued: jacobians, vjp, jvp
+        "return (",  # a tuple result
     ]:
         assert construct in text, construct
 
 
 def test_the_same_seed_gives_the_same_program_and_arguments():
-    assert generator.source(7) == generator.source(7)
-    first, second = generator.arguments(7), generator.arguments(7)
-    for a, b in zip(first, second):
-        np.testing.assert_array_equal(a, b)
+    pytree_seed = next(s for s in SEEDS if "params" in generator.source(s))
+    for seed in (7, pytree_seed):
+        assert generator.source(seed) == generator.source(seed)
+        first, second = generator.arguments(seed), generator.arguments(seed)
+        for a, b in zip(trees.leaves(first), trees.leaves(second), strict=True):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_programs_are_valid_numpy():
@@ -78,6 +115,10 @@ def test_programs_are_valid_numpy():
         with np.errstate(all="ignore"):
             value = checks.load(seed)(*generator.writable(generator.arguments(seed)))
         assert np.shape(value) == (), seed
+        vector = checks.load(seed, "f_vector")
+        if vector is not None:
+            with np.errstate(all="ignore"):
+                vector(*generator.writable(generator.arguments(seed)))
 
 
 @ppto.operator

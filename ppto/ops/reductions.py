@@ -246,7 +246,10 @@ def reduce_std(xp, x, axis=None, keepdims=False, ddof=0):
 def _(x, axis=None, keepdims=False, ddof=0, out=None):
     def backward(dY):
         centered = x - reduce_mean(x, axis, True)
-        scale = dY / (out * degrees_of_freedom(x, axis, ddof))
+        # where the values are all equal (an axis of length 1: the deviation is 0
+        # whatever they are) 0, not 0 / 0
+        spread = where(out == 0.0, 1.0, out)
+        scale = dY / (spread * degrees_of_freedom(x, axis, ddof))
         return unreduce(scale, x, axis, keepdims) * centered
 
     return backward
@@ -257,7 +260,8 @@ def _(x, axis=None, keepdims=False, ddof=0, out=None):
     def tangent(dx):
         centered = x - reduce_mean(x, axis, True)
         count = degrees_of_freedom(x, axis, ddof)
-        return reduce_sum(centered * dx, axis, keepdims) / (out * count)
+        spread = where(out == 0.0, 1.0, out)  # (as in the gradient rule)
+        return reduce_sum(centered * dx, axis, keepdims) / (spread * count)
 
     return tangent
 

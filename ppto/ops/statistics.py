@@ -112,9 +112,12 @@ def _(x, axis=None, keepdims=False, ddof=0):
     def backward(dY):
         present = logical_not(isnan(x))
         count = reduce_sum(cast(present, dtype_of(x)), axis, True)
-        centered = x - reduce_sum(where(present, x, 0.0), axis, True) / count
+        mean = reduce_sum(where(present, x, 0.0), axis, True) / count
+        # zero, not NaN, where x is NaN: a derivative of this rule multiplies
+        # by it, and 0 * NaN is NaN (grad(grad) through nanstd was NaN)
+        centered = where(present, x - mean, 0.0)
         scale = unreduce(dY, x, axis, keepdims) * 2.0 / (count - ddof)
-        return where(present, scale * centered, 0.0)
+        return scale * centered
 
     return backward
 
@@ -127,7 +130,8 @@ def _(x, axis=None, keepdims=False, ddof=0):
         mean = reduce_sum(where(present, x, 0.0), axis, True) / unreduce(
             count, x, axis, keepdims
         )
-        spread = reduce_sum(where(present, (x - mean) * dx, 0.0), axis, keepdims)
+        centered = where(present, x - mean, 0.0)  # (as in the gradient rule)
+        spread = reduce_sum(centered * dx, axis, keepdims)
         return spread * 2.0 / (count - ddof)
 
     return tangent
@@ -145,9 +149,14 @@ def _(x, axis=None, keepdims=False, ddof=0, out=None):
     def backward(dY):
         present = logical_not(isnan(x))
         count = reduce_sum(cast(present, dtype_of(x)), axis, True)
-        centered = x - reduce_sum(where(present, x, 0.0), axis, True) / count
-        scale = unreduce(dY / out, x, axis, keepdims) / (count - ddof)
-        return where(present, scale * centered, 0.0)
+        mean = reduce_sum(where(present, x, 0.0), axis, True) / count
+        # zero, not NaN, where x is NaN: a derivative of this rule multiplies
+        # by it, and 0 * NaN is NaN (grad(grad) through nanstd was NaN)
+        centered = where(present, x - mean, 0.0)
+        # where the values kept are all equal, 0 (as reduce_std's), not 0 / 0
+        spread = where(out == 0.0, 1.0, out)
+        scale = unreduce(dY / spread, x, axis, keepdims) / (count - ddof)
+        return scale * centered
 
     return backward
 
@@ -160,8 +169,9 @@ def _(x, axis=None, keepdims=False, ddof=0, out=None):
         mean = reduce_sum(where(present, x, 0.0), axis, True) / unreduce(
             count, x, axis, keepdims
         )
-        spread = reduce_sum(where(present, (x - mean) * dx, 0.0), axis, keepdims)
-        return spread / (out * (count - ddof))
+        centered = where(present, x - mean, 0.0)  # (as in the gradient rule)
+        spread = reduce_sum(centered * dx, axis, keepdims)
+        return spread / (where(out == 0.0, 1.0, out) * (count - ddof))
 
     return tangent
 

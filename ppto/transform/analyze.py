@@ -595,25 +595,35 @@ def _position(node) -> tuple:
     return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
 
 
-def check_reachable(activity: Activity, wrt: list[str], source) -> None:
+def check_reachable(activity: Activity, wrt: list[str], source, alone=None) -> None:
     """A parameter that reaches the result only through non-differentiable operators
-    has no gradient: say so instead of returning zeros."""
-    blocked = [s for s in activity.blocked if s.target in activity.useful]
+    has no gradient: say so instead of returning zeros. ``alone(name)`` is the
+    activity of the body differentiated with respect to ``name`` only: an operator
+    blocking another parameter's way (argsort of one, take_along_axis reading it)
+    says nothing of one the result does not read at all (its gradient is zero)."""
     for name in wrt:
-        if name not in activity.useful and blocked:
-            op = blocked[0].op.name
-            line, _ = source.position(blocked[0].origin)
-            why = (
-                f"whose result is {activity.dtypes[blocked[0].target]} (whole "
-                "numbers carry no derivative)"
-                if blocked[0].op.differentiable
-                else "which is not differentiable"
-            )
-            raise GradError(
-                f"the result depends on {name!r} only through ppto.{op} (line {line}), "
-                f"{why}: its gradient would be zero almost everywhere; use a "
-                "differentiable formulation or ppto.stop_gradient"
-            )
+        if name in activity.useful or not _blocked(activity):
+            continue
+        blocked = _blocked(alone(name) if alone is not None else activity)
+        if not blocked:
+            continue
+        op = blocked[0].op.name
+        line, _ = source.position(blocked[0].origin)
+        why = (
+            f"whose result is {activity.dtypes[blocked[0].target]} (whole "
+            "numbers carry no derivative)"
+            if blocked[0].op.differentiable
+            else "which is not differentiable"
+        )
+        raise GradError(
+            f"the result depends on {name!r} only through ppto.{op} (line {line}), "
+            f"{why}: its gradient would be zero almost everywhere; use a "
+            "differentiable formulation or ppto.stop_gradient"
+        )
+
+
+def _blocked(activity: Activity) -> list:
+    return [s for s in activity.blocked if s.target in activity.useful]
 
 
 SAME_RANK = {

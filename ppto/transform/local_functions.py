@@ -175,7 +175,10 @@ class _Lifter:
             own |= _own_stores(definition.body)
             _CallsWithClosure(self, own).visit(definition)
         _CallsWithClosure(self, set()).visit(self.tree)
-        scope = {**self.parsed.fn.__globals__, **self.namespace.maps[0]}
+        # (the globals of the function as written: a pytree's stand-in, whose
+        # ``fn`` this is then, has none of its own)
+        written = self.parsed.scope or self.parsed.fn
+        scope = {**written.__globals__, **self.namespace.maps[0]}
         functions = [_compiled(d, self.source, scope) for d in lifted]
         # (after the calls: a default is copied from the definition; last first,
         # so that the positions of the others stay right)
@@ -197,7 +200,9 @@ class _Lifter:
                 self.namespace,
                 bound=self.bound | set(self.locals),
             )
-            register_local_function(parsed, self.parsed.fn)
+            # (a function taking a pytree's leaves stands in for the one written,
+            # whose globals the local function reads and are watched for it)
+            register_local_function(parsed, written)
             results.append(parsed)
         return results
 

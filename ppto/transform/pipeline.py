@@ -394,7 +394,14 @@ def _prepare(
     activity = analyze(
         ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes, results
     )
-    check_reachable(activity, wrt, parsed.source)
+    check_reachable(
+        activity,
+        wrt,
+        parsed.source,
+        lambda name: analyze(
+            ir_body, [name], ranks, parsed.source, layouts, shapes, dtypes, results
+        ),
+    )
     _check_calls_run_as_written(ir_body, activity, normalizer)
     generator = Generator(
         parsed, activity, namer, program.refs, program_callee(program)

@@ -493,6 +493,8 @@ def _index_loop(
             sequence_expr = gast.List(sequence_expr.elts, gast.Load())
         elif isinstance(sequence_expr, gast.Name) and sequence_expr.id in tuples:
             sequence_expr = _call("list", sequence_expr)  # (the same: ``t = (x, 2.0)``)
+        elif _dict_view(sequence_expr):  # (a view has a length but no ``view[i]``)
+            sequence_expr = _call("list", sequence_expr)
         prelude.append(_assign(sequence, sequence_expr, statement))
         sequences.append((element_target, sequence))
     lengths = [_call("len", _name(sequence)) for _, sequence in sequences]
@@ -506,6 +508,18 @@ def _index_loop(
     statement.iter = _name(steps)
     statement.body = first + statement.body
     return prelude, statement
+
+
+def _dict_view(node) -> bool:
+    """``d.items()``, ``d.values()`` or ``d.keys()``: a dict read as a sequence (a
+    pytree argument not differentiated stays a dict in the generated code)."""
+    return (
+        isinstance(node, gast.Call)
+        and isinstance(node.func, gast.Attribute)
+        and node.func.attr in ("items", "values", "keys")
+        and not node.args
+        and not node.keywords
+    )
 
 
 def _named_elements(pairs: list, namer: Namer, origin) -> tuple[list, list]:

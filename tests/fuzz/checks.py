@@ -40,6 +40,8 @@ from tests.corpus.checks import (
     directional_differences,
 )
 from tests.fuzz.generator import arguments, source, writable
+from tests.fuzz.trees import leaves, rebuild_arguments
+from tests.fuzz.vectors import check_vector_function
 
 EPS = 1e-6
 RTOL = 1e-6  # the corpus's, relative to the gradient's largest element (or 1e-2)
@@ -63,14 +65,15 @@ class Unstable(Exception):
     """Finite differences are no reference at this point."""
 
 
-def load(seed: int):
-    """Program ``seed``'s ``f``, compiled from a file name ppto can read back."""
+def load(seed: int, name: str = "f"):
+    """Program ``seed``'s ``f`` (or its ``name``; None where it has none), compiled
+    from a file name ppto can read back."""
     text = source(seed)
     filename = filename_of(seed)
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     scope: dict = {}
     exec(compile(text, filename, "exec"), scope)
-    return scope["f"]
+    return scope.get(name)
 
 
 def filename_of(seed: int) -> str:
@@ -121,11 +124,19 @@ def check_all(seed: int, args: tuple) -> None:
     check_float32(seed, gradients)
     text = ppto.show_grad(f, *args, wrt=WRT, file=io.StringIO())
     compile(text, "<show_grad>", "exec")
+    vector = load(seed, "f_vector")
+    if vector is not None:
+        check_vector_function(vector, args, seed)
 
 
 def plain(f):
     """``f`` run as NumPy runs it, on copies of its arguments."""
     return lambda *a: float(as_float(f(*writable(a))))
+
+
+def flat(f, args: tuple):
+    """``f`` as a function of ``args``' leaves (trees.py), run as ``plain``."""
+    return lambda *flat_args: plain(f)(*rebuild_arguments(args, flat_args))
 
 
 def assert_close(actual, expected, what: str, rtol: float) -> None:
@@ -146,11 +157,11 @@ def differences_with_step(function, args, position, eps: float):
         corpus.EPS = saved
 
 
-def _close_to_coarser_differences(f, args, position, gradient) -> bool:
+def _close_to_coarser_differences(function, args, position, gradient) -> bool:
     """Whether ``gradient`` matches differences of step 1e-5: rounding in the
     value (of a function of size 100, 1e-14) moves those of step 1e-6 by 1e-8,
     as much as the tolerance of a gradient of size 1e-2."""
-    coarser = differences_with_step(plain(f), args, position, 1e-5)
+    coarser = differences_with_step(function, args, position, 1e-5)
     try:
         assert_close(gradient, coarser, "", RTOL)
     except AssertionError:
@@ -170,54 +181,78 @@ def _confirm(function, args, position, what: str) -> None:
 
 
 def check_gradients(f, args):
+    """Gradients with respect to every argument, against central differences; an
+    argument that is a pytree is compared leaf by leaf (a position below counts
+    leaves). Returns the value and the gradients' leaves."""
     value, gradients = ppto.value_and_grad(f, wrt=WRT)(*args)
     assert abs(float(value) - plain(f)(*args)) <= 1e-12 * max(1.0, abs(float(value)))
-    for position, gradient in zip(WRT, gradients):
-        assert isinstance(gradient, ppto.Tensor)
-        assert gradient.shape == np.shape(args[position]), f"d/d arg {position}"
+    structure_matches(gradients, args, "value_and_grad")
+    flat_args, flat_gradients = tuple(leaves(args)), leaves(gradients)
+    function = flat(f, args)
+    for position, (gradient, point) in enumerate(zip(flat_gradients, flat_args)):
+        assert isinstance(gradient, ppto.Tensor), f"d/d arg {position}: {gradient!r}"
+        assert gradient.shape == np.shape(point), f"d/d arg {position}"
         assert gradient.dtype == np.float64, f"d/d arg {position} dtype"
-        expected = central_differences(plain(f), args, position)
+        expected = central_differences(function, flat_args, position)
         try:
             assert_close(gradient, expected, f"d/d arg {position}", RTOL)
         except AssertionError:
-            _confirm(plain(f), args, position, f"d/d arg {position}")
-            if not _close_to_coarser_differences(f, args, position, gradient):
+            _confirm(function, flat_args, position, f"d/d arg {position}")
+            if not _close_to_coarser_differences(
+                function, flat_args, position, gradient
+            ):
                 raise
     again = ppto.value_and_grad(f, wrt=WRT)(*args)  # the cached code
-    for first, second in zip(gradients, again[1]):
+    for first, second in zip(flat_gradients, leaves(again[1])):
         np.testing.assert_array_equal(np.asarray(first), np.asarray(second))
-    position = 0
-    alone = ppto.grad(f, wrt=position)(*args)
+    alone = ppto.grad(f, wrt=0)(*args)
     assert_close(alone, np.asarray(gradients[0]), "grad of x alone", 1e-12)
     out, pullback = ppto.vjp(f, *args)
     pulled = pullback(1.0)
-    for position, gradient in zip(WRT, gradients):
-        assert_close(pulled[position], np.asarray(gradient), "vjp", 1e-12)
-    return float(value), [np.asarray(g) for g in gradients]
+    structure_matches(pulled, args, "vjp")
+    for gradient, other in zip(flat_gradients, leaves(pulled)):
+        assert_close(other, np.asarray(gradient), "vjp", 1e-12)
+    return float(value), [np.asarray(g) for g in flat_gradients]
+
+
+def structure_matches(gradients, args, what: str) -> None:
+    """Each gradient has its argument's structure (dict keys, list or tuple)."""
+    for position, (gradient, argument) in enumerate(zip(gradients, args)):
+        assert type(gradient) is type(argument) or not isinstance(
+            argument, (dict, list, tuple)
+        ), f"{what} d/d arg {position}: {type(gradient).__name__}"
+        if isinstance(argument, dict):
+            assert list(gradient) == list(argument), f"{what}: keys {list(gradient)}"
+        if isinstance(argument, (dict, list, tuple)):
+            assert len(leaves(gradient)) == len(leaves(argument)), what
 
 
 def random_tangents(args, seed: int) -> tuple:
+    """Standard normal tangents of ``args``' structure."""
     rng = np.random.default_rng(seed)
-    return tuple(
+    flat_tangents = [
         float(rng.standard_normal())
         if isinstance(a, float)
         else rng.standard_normal(np.shape(a))
-        for a in args
-    )
+        for a in leaves(args)
+    ]
+    return rebuild_arguments(args, flat_tangents)
 
 
 def check_jvp(f, args, gradients) -> None:
     tangents = random_tangents(args, 1)
     value, pushed = ppto.jvp(f, args, tangents)
     assert abs(float(value) - plain(f)(*args)) <= 1e-12 * max(1.0, abs(float(value)))
-    direction = dict(enumerate(tangents))
-    identity = sum(float(np.sum(g * t)) for g, t in zip(gradients, tangents))
+    flat_tangents = leaves(tangents)
+    direction = dict(enumerate(flat_tangents))
+    identity = sum(float(np.sum(g * t)) for g, t in zip(gradients, flat_tangents))
     assert_close(pushed, identity, "jvp against v . grad", IDENTITY_RTOL)
-    expected = directional_differences(plain(f), args, direction)
+    function, flat_args = flat(f, args), tuple(leaves(args))
+    expected = directional_differences(function, flat_args, direction)
     try:
         assert_close(pushed, expected, "jvp", RTOL)
     except AssertionError:
-        coarser = directional_differences(plain(f), args, direction, eps=1e-4)
+        coarser = directional_differences(function, flat_args, direction, eps=1e-4)
         if abs(coarser - expected) > 1e-4 * max(abs(expected), 1e-2):
             raise Unstable("jvp: differences depend on the step") from None
         raise
@@ -237,11 +272,14 @@ def check_hessian_vector_product(f, args) -> None:
     tangents = random_tangents(args, 2)
     value, product = ppto.jvp(gradient, args, tangents)
     assert_close(value, np.asarray(gradient(*args)), "jvp of grad value", 1e-10)
-    direction = dict(enumerate(tangents))
+    direction = dict(enumerate(leaves(tangents)))
 
     def of(eps):
         return directional_differences(
-            lambda *a: as_float(gradient(*a)), args, direction, eps=eps
+            lambda *a: as_float(gradient(*rebuild_arguments(args, a))),
+            tuple(leaves(args)),
+            direction,
+            eps=eps,
         )
 
     expected = of(SECOND_ORDER_EPS)
@@ -257,8 +295,12 @@ def check_grad_of_grad(f, args) -> None:
     first = ppto.grad(f, wrt="s")
 
     def along_s(eps):
+        s_moved = {len(leaves(args)) - 1: 1.0}  # s, the last leaf
         return directional_differences(
-            lambda *a: as_float(first(*a)), args, {3: 1.0}, eps=eps
+            lambda *a: as_float(first(*rebuild_arguments(args, a))),
+            tuple(leaves(args)),
+            s_moved,
+            eps=eps,
         )
 
     try:
@@ -285,7 +327,7 @@ def check_fused_and_unfused(seed, args, value, gradients) -> None:
         fused = ppto.value_and_grad(load(seed), wrt=WRT)(*args)
     for label, (other_value, other_gradients) in (("strict", strict), ("fused", fused)):
         assert_close(other_value, value, f"{label} value", FUSED_RTOL)
-        for position, (a, b) in enumerate(zip(other_gradients, gradients)):
+        for position, (a, b) in enumerate(zip(leaves(other_gradients), gradients)):
             assert_close(a, b, f"{label} d/d arg {position}", FUSED_RTOL)
 
 
@@ -329,7 +371,9 @@ def check_float32(seed, gradients) -> None:
     assert value.dtype == direct, f"float32 value dtype {value.dtype}, NumPy's {direct}"
     if abs(reference - plain(f)(*arguments(seed))) > 1e-4 * max(1.0, abs(reference)):
         return  # float32 rounding moves the function itself (a branch, a kink)
-    for position, (gradient, wanted) in enumerate(zip(low, gradients)):
-        expected_dtype = np.float32 if position < 3 else np.float64
+    for position, (gradient, wanted, point) in enumerate(
+        zip(leaves(low), gradients, leaves(args))
+    ):
+        expected_dtype = np.float64 if isinstance(point, float) else np.float32
         assert gradient.dtype == expected_dtype, f"float32 d/d arg {position} dtype"
         assert_close(gradient, wanted, f"float32 d/d arg {position}", FLOAT32_RTOL)

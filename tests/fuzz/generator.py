@@ -21,7 +21,16 @@ import random
 
 import numpy as np
 
+from tests.fuzz.features import Features
+from tests.fuzz.trees import (
+    TREE_PRODUCT,
+    copy_leaves,
+    pytree_argument,
+    pytree_layout,
+)
+
 N, M = 3, 4  # the two axis lengths: x is (M,) or (N, M), W is (M, N)
+VECTOR_PROBABILITY = 0.5  # of programs without early returns
 
 # Elementwise forms of one value ``{0}``, valid for any real input.
 UNARY = [
@@ -81,7 +90,7 @@ def broadcast(*shapes: tuple) -> tuple:
     return tuple(np.broadcast_shapes(*shapes))
 
 
-class Writer:
+class Writer(Features):
     """Writes one function's body: ``values`` maps each name in scope to its
     shape; ``fresh`` holds the names bound to arrays of their own (written in place
     without changing another value)."""
@@ -192,6 +201,12 @@ class Writer:
             (self.writes_in_loop, 1),
             (self.comprehension, 1),
             (self.assign_numpy_extra, 1),
+            (self.assign_linalg, 1),
+            (self.assign_order_statistic, 1),
+            (self.assign_nan_reduction, 0.5),
+            (self.assign_contraction, 1),
+            (self.local_function, 1),
+            (self.passed_callable, 0.5),
         ]
         make = self.rng.choices([m for m, _ in makers], [w for _, w in makers])[0]
         make()
@@ -758,20 +773,63 @@ def shapes(seed: int) -> dict:
 
 
 def source(seed: int) -> str:
-    """The module text of program ``seed``, defining ``f(x, y, W, s)``."""
+    """The module text of program ``seed``, defining ``f(x, y, W, s)`` (or
+    ``f(x, params, W, s)``, ``params`` a pytree holding ``y``: trees.py) and, where
+    its body has no early return, for some seeds ``f_vector`` of the same
+    parameters and body returning an array or a tuple of arrays."""
     rng = random.Random(seed)
     module = Module(rng)
-    writer = Writer(rng, shapes(seed), module)
+    values = shapes(seed)
+    layout = pytree_layout(seed)
+    second = "y"
+    preamble: list[str] = []
+    if layout is not None:
+        kind, preamble, bound = layout
+        second = "params"
+        leaf_shapes = {"y": values["y"], "b": (M,), "c": ()}
+        del values["y"]
+        values.update({name: leaf_shapes[name] for name in bound})
+        if any(line.startswith("acc0") for line in preamble):
+            values["acc0"] = ()
+        if any("tree_product" in line for line in preamble):
+            module.helpers.append(TREE_PRODUCT)
+    writer = Writer(rng, values, module)
+    writer.lines = ["    " + line for line in preamble]
     for _ in range(rng.randint(3, 12)):
         writer.statement()
+    body = writer.lines[:]
     writer.emit(f"return {writer.result()}")
-    body = "\n".join(["def f(x, y, W, s):"] + writer.lines)
-    return "\n\n\n".join(["import numpy as np", *module.helpers, body]) + "\n"
+    header = f"(x, {second}, W, s):"
+    functions = ["\n".join([f"def f{header}"] + writer.lines)]
+    vector = vector_result(writer, random.Random(seed * 13 + 5))
+    if vector is not None and not any("return" in line for line in body):
+        functions.append("\n".join([f"def f_vector{header}", *body, vector]))
+    imports = "import numpy as np"
+    return "\n\n\n".join([imports, *module.helpers, *functions]) + "\n"
+
+
+def vector_result(writer: Writer, rng: random.Random) -> str | None:
+    """``f_vector``'s return line (for half the seeds): values in scope as an array
+    or a tuple of arrays."""
+    if rng.random() >= VECTOR_PROBABILITY:
+        return None
+    arrays = sorted(n for n, s in writer.values.items() if len(s) > 0)
+    a, b = rng.choice(arrays), rng.choice(sorted(writer.values))
+    form = rng.choice(
+        [
+            f"np.concatenate([np.ravel({a}), np.ravel({b})])",
+            f"np.tanh({a})",
+            f"({a} * 1.0, {b} * 1.0)",
+            f"np.stack([np.sum({a}), np.mean({b})])",
+        ]
+    )
+    return f"    return {form}"
 
 
 def arguments(seed: int, dtype=np.float64) -> tuple:
-    """``(x, y, W, s)`` for program ``seed``: read-only arrays of ``dtype`` (a
-    program writing into its argument runs on a copy: ``writable``), s a float."""
+    """``(x, y, W, s)`` for program ``seed`` (``y`` inside a pytree for some):
+    read-only arrays of ``dtype`` (a program writing into its argument runs on a
+    copy: ``writable``), s a float."""
     rng = np.random.default_rng(seed)
     made = []
     for name, shape in shapes(seed).items():
@@ -781,9 +839,12 @@ def arguments(seed: int, dtype=np.float64) -> tuple:
         else:
             made.append(np.asarray(value, dtype=dtype))
             made[-1].flags.writeable = False  # ppto must not write into them
+    layout = pytree_layout(seed)
+    if layout is not None:
+        made[1] = pytree_argument(seed, layout[0], made[1], dtype)
     return tuple(made)
 
 
 def writable(args: tuple) -> tuple:
     """Copies of ``args`` the plain function may write into."""
-    return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+    return tuple(copy_leaves(a) for a in args)

@@ -1,0 +1,205 @@
+"""Bugs the random programs (tests/fuzz/) found, each reduced to a small function
+and checked against float64 central differences (the seed that found it is named
+in each test)."""
+
+import numpy as np
+
+import ppto
+from tests.corpus.checks import (
+    as_float,
+    assert_gradient,
+    central_differences,
+    directional_differences,
+)
+
+
+def tanh_layer(x, y, W, s):
+    return np.sum(np.tanh(W @ x)) + np.sum(y * y) * s
+
+
+def tanh_layer_of_a_pair(x, params, W, s):
+    y, c = params
+    return np.sum(np.tanh(W @ x)) + c * np.sum(y * y) * s
+
+
+def _arguments():
+    rng = np.random.default_rng(0)
+    return (
+        rng.standard_normal((3, 4)),
+        rng.standard_normal((3, 4)),
+        rng.standard_normal((4, 3)),
+    )
+
+
+def test_hessian_vector_product_of_a_gradient_of_one_argument_in_a_tuple():
+    """Seed 12: ``jvp(grad(f, wrt=(0,)))`` gave the first row of each gradient (a
+    bare gradient iterated as if it were the tuple of one), and so did any
+    Hessian-vector product through a pytree argument."""
+    x, y, W = _arguments()
+    tangents = (np.ones_like(x), np.ones_like(y), np.zeros_like(W), 0.0)
+    for wrt, single in (((0,), False), (0, True)):
+        gradient = ppto.grad(tanh_layer, wrt=wrt)
+        value, product = ppto.jvp(gradient, (x, y, W, 0.5), tangents)
+        if not single:
+            assert isinstance(value, tuple) and len(value) == 1
+            value, product = value[0], product[0]
+        expected = directional_differences(
+            lambda *a: as_float(ppto.grad(tanh_layer)(*a)),
+            (x, y, W, 0.5),
+            dict(enumerate(tangents)),
+        )
+        np.testing.assert_allclose(
+            np.asarray(value), as_float(ppto.grad(tanh_layer)(x, y, W, 0.5))
+        )
+        np.testing.assert_allclose(np.asarray(product), expected, rtol=1e-6, atol=1e-8)
+
+
+def test_hessian_vector_product_with_a_pytree_argument():
+    """Seed 12: the same through a tuple argument (the leaves' gradient regrouped)."""
+    x, y, W = _arguments()
+    gradient = ppto.grad(tanh_layer_of_a_pair, wrt=0)
+    primals = (x, (y, 0.3), W, 0.5)
+    value, product = ppto.jvp(gradient, primals, (np.ones_like(x), (y, 1.0), W, 0.0))
+    assert np.shape(value) == x.shape and np.shape(product) == x.shape
+
+    def along(t):
+        return as_float(gradient(x + t, (y + t * y, 0.3 + t), W + t * W, 0.5))
+
+    expected = (along(1e-6) - along(-1e-6)) / 2e-6
+    np.testing.assert_allclose(np.asarray(product), expected, rtol=1e-6, atol=1e-8)
+
+
+def sum_over_a_dict(x, params):
+    total = 0.0
+    for _key, leaf in params.items():
+        total = total + np.sum(np.tanh(leaf))
+    for number, leaf in enumerate(params.values()):
+        total = total + np.sum(leaf) * number
+    return total * np.sum(x * x)
+
+
+def test_a_loop_over_a_dict_held_constant():
+    """Seeds 8 and 21: ``for key, leaf in params.items()`` with ``params`` not
+    differentiated ran ``params.items()[i]`` (TypeError)."""
+    x = np.array([0.5, -1.0, 2.0])
+    params = {"a": np.array([0.1, 0.2]), "b": 0.5, "c": np.ones((2, 2))}
+    gradient = ppto.grad(sum_over_a_dict, wrt=0)(x, params)
+    expected = central_differences(lambda x: sum_over_a_dict(x, params), (x,), 0)
+    assert_gradient(np.asarray(gradient), expected, "d/dx")
+    # one holding an integer is passed as it is: its views made lists first
+    counts = {"a": np.array([0.1, 0.2]), "n": 2}
+    gradient = ppto.grad(sum_over_a_dict, wrt=0)(x, counts)
+    expected = central_differences(lambda x: sum_over_a_dict(x, counts), (x,), 0)
+    assert_gradient(np.asarray(gradient), expected, "d/dx, integer leaf")
+
+
+def sorted_by_one_argument(x, y, W):
+    t = np.max(np.tanh(W), axis=-1)
+    ordered = np.take_along_axis(t, np.argsort(t, axis=0), axis=0)
+    return np.sum(ordered * x)
+
+
+def test_an_argument_not_read_beside_an_argsort():
+    """Seed 15: an argsort on W's way made ``y``, which the result does not read,
+    raise 'depends on y only through ppto.argsort'; y's gradient is zero."""
+    x, W, y = np.arange(4.0), np.random.default_rng(1).standard_normal((4, 3)), 0.5
+    gradients = ppto.grad(sorted_by_one_argument, wrt=(0, 1, 2))(x, y, W)
+    arguments = (x, y, W)
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(sorted_by_one_argument, arguments, position)
+        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+
+
+def local_function_over_a_leaf(x, params):
+    y = params["y"]
+
+    def local(v, scale=0.5):
+        return scale * np.tanh(v * y)
+
+    t = x * 1.0
+    for _ in range(2):
+        t = local(t)
+    return np.sum(t * y) + np.sum(x * y)
+
+
+def test_a_local_function_in_a_function_of_a_pytree(builds):
+    """Seed 75: a local function of a function taking a dict was compiled with the
+    globals of the function standing in for it (taking the leaves), which has
+    none: ``np`` was undefined where the generated code ran the local function as
+    it is, and the globals it read, watched there, always looked rebound (the code
+    was made again at every call)."""
+    x = np.array([0.5, -1.0, 2.0])
+    params = {"y": np.array([0.1, -0.2, 0.3])}
+    for _ in range(3):
+        gradients = ppto.grad(local_function_over_a_leaf, wrt=(0, 1))(x, params)
+    assert len(builds) == 1
+    expected = central_differences(
+        lambda x: local_function_over_a_leaf(x, params), (x,), 0
+    )
+    assert_gradient(np.asarray(gradients[0]), expected, "d/dx")
+    dy = central_differences(
+        lambda y: local_function_over_a_leaf(x, {"y": y}), (params["y"],), 0
+    )
+    assert_gradient(np.asarray(gradients[1]["y"]), dy, "d/dy")
+    # only x: the local function runs as written (its result is read for the
+    # value alone where y's gradient is not asked for)
+    alone = ppto.grad(local_function_over_a_leaf, wrt=0)(x, params)
+    assert_gradient(np.asarray(alone), expected, "d/dx alone")
+
+
+def spread_of_the_small(x, s):
+    kept = np.where(x > 0.6, np.nan, x * s)
+    return np.nanstd(kept) + np.nanvar(kept, axis=1).sum()
+
+
+def spread_unread_after_an_early_return(x, s):
+    kept = np.where(x > 0.6, np.nan, x)
+    spread = np.nanstd(kept)
+    if np.max(x) > 0.1:
+        return np.sum(x) * s * s
+    return spread
+
+
+def test_second_derivatives_through_nan_skipping_spreads():
+    """Seed 129: ``nanstd``'s and ``nanvar``'s rules multiplied by ``x - mean``,
+    NaN where x is, inside a ``where``: their own derivatives gave 0 * NaN, NaN
+    (grad(grad) in s was NaN even where the result does not read the spread)."""
+    x = np.array([[0.3, 0.9, -0.2], [0.1, 0.5, 0.8]])
+    second = ppto.grad(ppto.grad(spread_unread_after_an_early_return, wrt=1), wrt=1)
+    np.testing.assert_allclose(float(np.asarray(second(x, 0.4))), 2.0 * np.sum(x))
+    gradient = ppto.grad(spread_of_the_small, wrt=0)
+    tangent = np.array([[1.0, -0.5, 0.3], [0.2, 0.7, -1.0]])
+    _, product = ppto.jvp(gradient, (x, 0.4), (tangent, 0.0))
+    expected = directional_differences(
+        lambda *a: as_float(gradient(*a)), (x, 0.4), {0: tangent}
+    )
+    assert np.all(np.isfinite(np.asarray(product)))
+    np.testing.assert_allclose(np.asarray(product), expected, rtol=1e-6, atol=1e-8)
+    in_s = ppto.grad(ppto.grad(spread_of_the_small, wrt=1), wrt=1)(x, 0.4)
+    first = ppto.grad(spread_of_the_small, wrt=1)
+    wanted = (as_float(first(x, 0.4 + 1e-5)) - as_float(first(x, 0.4 - 1e-5))) / 2e-5
+    np.testing.assert_allclose(float(np.asarray(in_s)), wanted, rtol=1e-6, atol=1e-8)
+
+
+def spread_over_a_length_one_axis(x, s):
+    top = x.max(axis=-2, keepdims=True)
+    return np.sum(np.std(top, axis=0) * s) + np.sum(np.nanstd(top * s, axis=0)) + s
+
+
+def test_standard_deviation_of_equal_values():
+    """Seed 3234: the deviation over an axis of length 1 is 0 whatever the values,
+    but std's and nanstd's rules divided 0 by it: NaN gradients (and tangents)."""
+    x = np.array([[0.3, -0.9, 0.2, 0.5], [0.1, 0.5, 0.8, -0.4], [0.0, 0.2, 0.1, 0.3]])
+    arguments = (x, 0.7)
+    gradients = ppto.grad(spread_over_a_length_one_axis, wrt=(0, 1))(*arguments)
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(
+            spread_over_a_length_one_axis, arguments, position
+        )
+        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+    tangents = (np.ones_like(x), 1.0)
+    _, pushed = ppto.jvp(spread_over_a_length_one_axis, arguments, tangents)
+    expected = directional_differences(
+        spread_over_a_length_one_axis, arguments, dict(enumerate(tangents))
+    )
+    np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)
