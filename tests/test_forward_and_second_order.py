@@ -22,6 +22,7 @@ import pytest
 import ppto
 from ppto.ops.primitive import Primitive
 from ppto.ops.reductions import reduce_sum, unreduce
+from tests.corpus.case import S
 from tests.corpus.checks import (
     CASES,
     as_float,
@@ -295,6 +296,32 @@ def test_grad_of_grad(function, exact, x):
         expected = exact(x) if exact else differences_of(first, x)
         np.testing.assert_allclose(float(value), expected, rtol=SECOND_ORDER_RTOL)
         assert np.isclose(float(first(point)), differences_of(function, x))
+
+
+SCALAR_ARGUMENTS = [
+    pytest.param(case, position, id=f"{case.id}-wrt{position}")
+    for case in CASES
+    if not case.vjp and case.id not in HELD_CONSTANT
+    for position in case.wrt
+    if isinstance(case.inputs[position], S)
+]
+
+
+@pytest.mark.parametrize("case, position", SCALAR_ARGUMENTS)
+def test_grad_of_grad_wrt_a_scalar_argument(case, position):
+    """``grad(grad(f, wrt=i), wrt=i)`` for every corpus function of a Python float
+    argument ``i``, against differences of the first derivative. (A loop that may
+    run no turn, returning from inside, lost the gradient carried around it.)"""
+    arguments = case.arguments()
+    first = ppto.grad(case.fn, wrt=position)
+    second = ppto.grad(first, wrt=position)(*arguments)
+    assert isinstance(second, ppto.Tensor) and second.shape == ()
+    expected = directional_differences(
+        lambda *a: as_float(first(*a)), arguments, {position: 1.0}, eps=SECOND_ORDER_EPS
+    )
+    assert_gradient(
+        second, np.asarray(expected), f"{case.id} d2/ds2", rtol=SECOND_ORDER_RTOL
+    )
 
 
 def cubes_of_a_list(x):

@@ -3422,3 +3422,40 @@ def test_a_copy_is_not_folded_into_branches_that_read_its_target_after():
     plain = gast.parse("def f(y):\n    t = y * y\n    y = t\n    return y").body[0]
     plain.body = coalesce_copies(plain.body, {"t"})
     assert len(plain.body) == 2
+
+
+LOOP_STORING_A_COPY_FROM_BOTH_BRANCHES = """
+def turns(x, n, c):
+    t = x * 1.0
+    for _ in range(n):
+        if c:
+            u = x + 1.0
+        else:
+            u = x - 1.0
+        t = u
+    y = t
+    return y
+"""
+
+
+def test_a_copy_after_a_loop_that_may_run_no_turn_keeps_the_value_before_it():
+    """Coalescing ``t = u`` in the loop moves the if's two stores of ``u`` to ``t``;
+    ``y = t`` after the loop must then count three stores of ``t``, not the two it
+    had at the start, or it renames the loop's stores to ``y`` and a loop running
+    no turn leaves ``y`` unbound (grad(grad(f)) of a zero-turn loop did)."""
+    import gast
+
+    from ppto.transform.optimize import coalesce_copies
+
+    def run(function, n):
+        module = gast.gast_to_ast(gast.Module(body=[function], type_ignores=[]))
+        namespace = {}
+        exec(compile(module, "<coalesced>", "exec"), namespace)
+        return namespace["turns"](2.0, n, True)
+
+    function = gast.parse(LOOP_STORING_A_COPY_FROM_BOTH_BRANCHES).body[0]
+    function.body = coalesce_copies(function.body, {"t", "u"})
+    assert run(function, 0) == 2.0 and run(function, 2) == 3.0
+    assert "u" not in {
+        node.id for node in gast.walk(function) if isinstance(node, gast.Name)
+    }, "the copy in the loop is still coalesced"

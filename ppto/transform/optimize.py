@@ -284,6 +284,10 @@ def coalesce_copies(body: list, temporaries: set[str]) -> list:
 
 
 def _coalesce_block(body: list, temporaries, counts) -> list:
+    """Coalesce in ``body`` (inner blocks first). ``counts`` (loads and stores of
+    each name in the whole function) are kept current after every rewrite: a
+    rewrite moves stores from one name to another, and a later decision about that
+    name (``_renamable``'s "all the stores") must see them."""
     loads, stores = counts
     for statement in body:
         for field in ("body", "orelse"):
@@ -301,9 +305,14 @@ def _coalesce_block(body: list, temporaries, counts) -> list:
             if definition is not None and _renamable(
                 out, definition, position, target, stores.get(source, 0)
             ):
+                moved = name_counts(out[definition], "Store").get(source, 0)
                 rename(out[definition], source, target, gast.Store)
+                stores[source] -= moved
+                stores[target] = stores.get(target, 0) + moved
                 if not _mentions([out[definition]], source):
                     del out[position]
+                    loads[source] -= 1
+                    stores[target] -= 1
                     continue
         position += 1
     return out

@@ -205,6 +205,44 @@ def while_true_with_break(x):
     return np.sum(y * x)
 
 
+# Loops that may run no turn, with a return inside: grad(grad(f)) lost the carried
+# gradient's value from before the loop (coalesce_copies renamed the loop's stores
+# of it on stale counts), an UnboundLocalError where the loop ran no turn.
+
+
+def returned_from_a_while_that_may_run_no_turn(w, s):
+    t = np.tanh(w) * s
+    h = t * 1.0
+    k = 0
+    while k < 2 and np.sum(h) < 1.0:  # no turn where the sum starts above 1
+        k += 1
+        h = np.tanh(s * t)
+        if np.max(h) > 0.1:
+            return np.sum(h * h)
+    return np.sum(h) * s
+
+
+def returned_from_a_range_that_may_be_empty(w, s, n):
+    t = np.tanh(w) * s
+    h = t * 1.0
+    for _ in range(n):
+        h = np.tanh(s * t)
+        if np.max(h) > 0.1:
+            return np.sum(h * h)
+    return np.sum(h) * s
+
+
+def returned_from_an_inner_range_that_may_be_empty(w, s, n):
+    t = np.tanh(w) * s
+    h = t * 1.0
+    for _ in range(2):
+        for _ in range(n):
+            h = np.tanh(s * t)
+            if np.max(h) > 0.1:
+                return np.sum(h * h)
+    return np.sum(h) * s
+
+
 # --- break and continue ---
 
 
@@ -796,6 +834,66 @@ CASES = [
     Case(while_with_counter, F(3), K(3)),
     Case(while_halving, F(4, lo=1.0, hi=1.5)),
     Case(while_true_with_break, F(3, lo=0.5, hi=1.0)),
+    Case(
+        returned_from_a_while_that_may_run_no_turn,
+        F(3, 2, lo=1.5, hi=2.0),
+        S(0.8, 1.0),
+        id="while_may_run_no_turn-none",
+    ),
+    Case(
+        returned_from_a_while_that_may_run_no_turn,
+        F(2, lo=0.3, hi=0.4),
+        S(0.8, 0.9),
+        id="while_may_run_no_turn-returns",
+    ),
+    Case(
+        returned_from_a_while_that_may_run_no_turn,
+        F(2, lo=0.05, hi=0.1),
+        S(0.5, 0.6),
+        id="while_may_run_no_turn-if_skipped",
+    ),
+    Case(
+        returned_from_a_range_that_may_be_empty,
+        F(3, 2, lo=1.5, hi=2.0),
+        S(0.8, 1.0),
+        K(0),
+        id="range_may_be_empty-empty",
+    ),
+    Case(
+        returned_from_a_range_that_may_be_empty,
+        F(3, 2, lo=1.5, hi=2.0),
+        S(0.8, 1.0),
+        K(2),
+        id="range_may_be_empty-returns",
+    ),
+    Case(
+        returned_from_a_range_that_may_be_empty,
+        F(3, 2, lo=0.05, hi=0.1),
+        S(0.5, 0.6),
+        K(2),
+        id="range_may_be_empty-if_skipped",
+    ),
+    Case(
+        returned_from_an_inner_range_that_may_be_empty,
+        F(3, 2, lo=1.5, hi=2.0),
+        S(0.8, 1.0),
+        K(0),
+        id="inner_range_may_be_empty-empty",
+    ),
+    Case(
+        returned_from_an_inner_range_that_may_be_empty,
+        F(3, 2, lo=1.0, hi=1.5),
+        S(0.8, 1.0),
+        K(2),
+        id="inner_range_may_be_empty-returns",
+    ),
+    Case(
+        returned_from_an_inner_range_that_may_be_empty,
+        F(3, 2, lo=0.05, hi=0.1),
+        S(0.1, 0.2),
+        K(2),
+        id="inner_range_may_be_empty-if_skipped",
+    ),
     Case(break_on_data, F(3, lo=0.5), F(3, 3, lo=0.2), id="break_on_data-taken"),
     Case(break_on_data, F(3, hi=-0.5), F(3, 3, lo=0.2), id="break_on_data-never"),
     Case(continue_on_data, F(6)),
