@@ -29,10 +29,18 @@ from ppto.transform.reverse import (
 from ppto.transform.trees import clone
 
 ZERO = "__zero__"
+# a zero shaped like an expression (``zero_expressions[k]``): ``__zero__:k`` (no
+# primal's name holds a colon)
+ZERO_LIKE = ZERO + ":"
 
 
 def zero(primal: str = "") -> gast.Name:
     return gast.Name(ZERO + primal, gast.Load(), None, None)
+
+
+def zero_like(index: int) -> gast.Name:
+    """The zero shaped like the expression ``zero_expressions[index]``."""
+    return gast.Name(f"{ZERO_LIKE}{index}", gast.Load(), None, None)
 
 
 def is_zero(node) -> bool:
@@ -68,7 +76,7 @@ class TangentGenerator:
             return name(self.tangents[operand])
         if isinstance(operand, ir.Verbatim):  # zeros shaped like the expression
             self.zero_expressions.append(operand_expr(operand))
-            return zero(f"_{len(self.zero_expressions) - 1}")
+            return zero_like(len(self.zero_expressions) - 1)
         return zero(operand if isinstance(operand, str) else "")
 
     def materialised(self, operand):
@@ -82,9 +90,14 @@ class TangentGenerator:
         return expression
 
     def zeros_for(self, primal: str):
-        """A zero tangent for ``primal``: zeros like it, one per element of a list."""
+        """A zero tangent for ``primal``: zeros like it, one per element of a list;
+        part by part where it is not known to be an array (a tuple whose parts no
+        tangent reached may hold parts of different shapes and dtypes)."""
         if primal in self.generator.lists:
             zeros = self.generator.ref(lists.zeros_like_list, "zeros_like_list")
+            return call(zeros, name(primal))
+        if self.activity.ranks.get(primal) is None:
+            zeros = self.generator.ref(lists.zeros_like_items, "zeros_like_items")
             return call(zeros, name(primal))
         return call(self.generator.zeros_ref(), name(primal))
 
@@ -195,7 +208,7 @@ class TangentGenerator:
             self.generator.resolver(rule),
             self.activity.ranks,
         )
-        simplifier = _Simplify(self.generator.refs.namespace)
+        simplifier = _Simplify(self.generator.refs.namespace, self.zero_expressions)
         code = simplifier.statements(statements)
         expression = simplifier.visit(expression)
         if is_zero(expression):
@@ -238,8 +251,9 @@ class TangentGenerator:
             def visit_Name(self, child):
                 if is_zero(child):
                     primal = child.id[len(ZERO) :]
-                    if primal.startswith("_"):
-                        return call(zeros, clone(expressions[int(primal[1:])]))
+                    if child.id.startswith(ZERO_LIKE):
+                        index = int(child.id[len(ZERO_LIKE) :])
+                        return call(zeros, clone(expressions[index]))
                     if primal:
                         return call(zeros, name(primal))
                     return gast.Constant(0.0, None)
@@ -346,11 +360,37 @@ _OPERATOR_SYNTAX = {
 
 
 class _Simplify(trees.Transformer):
-    """Propagates known-zero tangents through an inlined tangent rule."""
+    """Propagates known-zero tangents through an inlined tangent rule. A zero that
+    a linear or bilinear operator made of a zero operand stands for zeros of the
+    operator's result (``transpose(da)``, ``da @ w``), not of the operand: where it
+    is written out (beside a non-zero tangent in a ``where``, a ``concat``), it is
+    zeros like the operator applied to the primals. (Elementwise arithmetic keeps
+    its zero operand's zero, which costs nothing to write out: a rule's products
+    of a tangent keep that tangent's shape, and the operator's result is given its
+    own shape in ``full_shape``.)"""
 
-    def __init__(self, namespace: dict) -> None:
+    def __init__(self, namespace: dict, zero_expressions: list) -> None:
         self.namespace = namespace
+        self.zero_expressions = zero_expressions  # (the TangentGenerator's)
         self.zeros: dict[str, gast.Name] = {}  # a name's known-zero tangent
+
+    def result_zero(self, node) -> gast.Name:
+        """The zero tangent of ``node``, an expression one of whose zero operands
+        makes it zero: zeros like ``node`` with each zero read as its primal
+        (written out only where the zero cannot be simplified away)."""
+        expressions = self.zero_expressions
+
+        class Primal(trees.Transformer):
+            def visit_Name(self, child):
+                if not is_zero(child):
+                    return child
+                if child.id.startswith(ZERO_LIKE):
+                    return clone(expressions[int(child.id[len(ZERO_LIKE) :])])
+                primal = child.id[len(ZERO) :]
+                return name(primal) if primal else gast.Constant(0.0, None)
+
+        expressions.append(Primal().visit(clone(node)))
+        return zero_like(len(expressions) - 1)
 
     def statements(self, body: list) -> list:
         out = []
@@ -412,7 +452,9 @@ class _Simplify(trees.Transformer):
                 return node.left
             if left:
                 return gast.UnaryOp(gast.USub(), node.right)
-        elif isinstance(node.op, (gast.Mult, gast.MatMult)):
+        elif isinstance(node.op, gast.MatMult) and (left or right):
+            return self.result_zero(node)  # (multiplied out: of neither's shape)
+        elif isinstance(node.op, gast.Mult):
             if left:
                 return node.left
             if right:
@@ -452,9 +494,9 @@ class _Simplify(trees.Transformer):
         ):
             return inputs[1]
         if kind == "linear" and slots and all(is_zero(x) for x in slots):
-            return slots[0]
+            return self.result_zero(node)
         if kind == "bilinear" and any(is_zero(x) for x in slots):
-            return next(x for x in slots if is_zero(x))
+            return self.result_zero(node)
         return node
 
 
