@@ -1436,9 +1436,12 @@ def _numbers(value) -> bool:
 
 def _raw(value):
     """The arrays of a (co)tangent: a list's items unwrapped too (generated code
-    takes a list of results' cotangents as a list of arrays)."""
+    takes a list of results' cotangents as a list of arrays), at any depth: a
+    tuple holding a list, as a list holding a tuple."""
     if type(value) is list:
         return [_raw(item) for item in value]
+    if type(value) is tuple:
+        return tuple(_raw(item) for item in value)
     return _unwrap(value)
 
 

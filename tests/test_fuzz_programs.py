@@ -20,9 +20,7 @@ from tests.fuzz import checks, generator, trees
 SEEDS = range(150)
 # seeds failing for a bug not fixed yet -> what their failure says; each must still
 # fail so (the test flips when the bug is fixed: then remove the entry)
-ZERO_TANGENT_OF_A_TUPLE = "zeros_like(f_vector"  # a tuple result's tangent where no
-# part is reached is zeros_like of the tuple (forward.py; helper2 fixes it)
-KNOWN_FAILING = {seed: ZERO_TANGENT_OF_A_TUPLE for seed in (4, 39, 58, 112, 134, 143)}
+KNOWN_FAILING: dict[int, str] = {}
 
 
 def test_random_programs():
