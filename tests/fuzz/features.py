@@ -130,12 +130,7 @@ class Features:
         for a, sa in sorted(self.values.items()):
             for b, sb in sorted(self.values.items()):
                 forms += contractions(a, sa, b, sb)
-        if not forms:
-            return self.assign_elementwise()
-        text, shape = self.rng.choice(forms)
-        name = self.new_name()
-        self.emit(f"{name} = {text}")
-        self.bind(name, shape)
+        self.assign_one_of(forms)
 
     # --- local functions and callables ---
 

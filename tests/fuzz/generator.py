@@ -271,6 +271,11 @@ class Writer(Features):
                 if len(sa) == 1 and len(sb) == 1 and sa == sb and a < b:
                     forms.append((f"np.dot({a}, {b})", ()))
                     forms.append((f"np.outer({a}, {b})", sa + sb))
+        self.assign_one_of(forms)
+
+    def assign_one_of(self, forms: list) -> None:
+        """A new name bound to one of ``forms`` (pairs of text and shape) drawn at
+        random; an elementwise step where there is none."""
         if not forms:
             return self.assign_elementwise()
         text, shape = self.rng.choice(forms)
