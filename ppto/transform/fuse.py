@@ -437,15 +437,20 @@ def _inlined(expression, before: list, consumed: set):
     """``expression`` with the temporaries defined at ``consumed`` positions of
     ``before`` (each read once, by it or by one another) written in place."""
     values = {before[p].targets[0].id: before[p].value for p in consumed}
+    return _Inline(values).visit(expression)
 
-    class Inline(trees.Transformer):
-        def visit_Name(self, node):
-            value = values.get(node.id)
-            if value is None or not isinstance(node.ctx, gast.Load):
-                return node
-            return self.visit(clone(value))
 
-    return Inline().visit(expression)
+class _Inline(trees.Transformer):
+    """Reads of temporaries replaced by copies of their values (``_inlined``)."""
+
+    def __init__(self, values: dict) -> None:
+        self.values = values  # temporary's name -> its value
+
+    def visit_Name(self, node):
+        value = self.values.get(node.id)
+        if value is None or not isinstance(node.ctx, gast.Load):
+            return node
+        return self.visit(clone(value))
 
 
 class _Definitions:
