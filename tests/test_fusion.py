@@ -1238,3 +1238,26 @@ def test_a_rule_is_checked_on_signed_inputs_and_its_errors_are_fusion_errors():
 
     names = [rule.name for rule in ppto.fusion_rules()]
     assert "abs_forgotten" not in names and "wrong_arity" not in names
+
+
+def test_a_blocks_definitions_seen_from_a_position_are_the_last_before_it():
+    """Fuser.block indexes a block's single-target definitions once; seen from a
+    statement, a name's definition is its last one before that statement (a
+    name assigned again later, as a loop's carried copy is, is not read there)."""
+    from ppto.transform.fuse import _Definitions
+    from ppto.transform.syntax import parse
+
+    block = parse("a = 1\nb = a\nx, y = b\na = b\nc = a\n").body
+    definitions = _Definitions(block)
+    assert [definitions.before(p).get("a") for p in range(6)] == [
+        None,
+        0,
+        0,
+        0,
+        3,
+        3,
+    ]
+    assert definitions.before(2).get("b") == 1
+    assert definitions.before(5).get("x") is None  # (a tuple's targets: not single)
+    assert definitions.before(4).before(6).get("a") == 3  # (a view narrows only)
+    assert definitions.before(1).get("c") is None

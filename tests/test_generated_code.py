@@ -3459,3 +3459,40 @@ def test_a_copy_after_a_loop_that_may_run_no_turn_keeps_the_value_before_it():
     assert "u" not in {
         node.id for node in gast.walk(function) if isinstance(node, gast.Name)
     }, "the copy in the loop is still coalesced"
+
+
+def test_inlining_a_rule_leaves_its_parsed_template_unchanged():
+    """Rules are inlined by writing a substituted copy of their parsed template
+    (cached, shared by every transformation): the template must stay as parsed, so
+    that the next function using the operator gets the rule's own code."""
+    import ast
+
+    import gast
+
+    from ppto.ops.primitive import require_rule
+    from ppto.transform.inline import _parsed_rule
+
+    operators = (ppto.tanh, ppto.sum, ppto.matmul, ppto.exp, ppto.log)
+
+    def templates():
+        dumps = []
+        for op in operators:
+            for part in _parsed_rule(require_rule(op, "backward").source):
+                parts = part if isinstance(part, list) else [part]
+                dumps += [ast.dump(gast.gast_to_ast(node)) for node in parts]
+        return dumps
+
+    def first(W, x):
+        return ppto.sum(ppto.tanh(ppto.matmul(W, x)) * ppto.exp(x))
+
+    def second(W, x):
+        return ppto.sum(ppto.log(ppto.exp(ppto.matmul(W, x))) * ppto.tanh(x), axis=0)
+
+    rng = np.random.default_rng(3)
+    W, x = rng.standard_normal((3, 3)), rng.standard_normal(3)
+    before = templates()
+    for function in (first, second, first):
+        gradient = ppto.grad(function)(W, x)
+        expected = _central_differences(function, [W, x], 0)
+        np.testing.assert_allclose(np.asarray(gradient), expected, atol=1e-8)
+        assert templates() == before

@@ -157,3 +157,28 @@ def test_clone_copies_every_node_but_contexts_and_operators(text):
 
 
 SYMBOLS = (gast.expr_context, gast.operator, gast.unaryop, gast.cmpop, gast.boolop)
+
+
+class _CopyingRenamer(trees.Transformer):
+    """Renames every name, writing a copy (as inline's rule substitution does)."""
+
+    def generic_visit(self, node):
+        return super().generic_visit(trees.copied_node(node))
+
+    def visit_Name(self, node):
+        node = self.generic_visit(node)
+        node.id = f"renamed_{node.id}"
+        return node
+
+
+@pytest.mark.parametrize("text", TEXTS[:4])
+def test_a_transformer_over_copied_nodes_leaves_the_tree_as_it_was(text):
+    tree = parse(text)
+    before = ast.dump(gast.gast_to_ast(tree))
+    renamed = _CopyingRenamer().visit(tree)
+    assert ast.dump(gast.gast_to_ast(tree)) == before  # (the tree itself unchanged)
+    names = [n for n in trees.walk(renamed) if isinstance(n, gast.Name)]
+    assert names and all(n.id.startswith("renamed_") for n in names)
+    originals = {id(node) for node in trees.walk(tree)}
+    for node in trees.walk(renamed):  # nothing shared but contexts and operators
+        assert (id(node) in originals) == isinstance(node, SYMBOLS), node

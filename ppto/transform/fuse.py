@@ -12,6 +12,7 @@ elementwise kernel. An intermediate another statement still reads is never fused
 from __future__ import annotations
 
 import ast
+import bisect
 import math
 
 import gast
@@ -88,13 +89,18 @@ class Fuser:
                 for field, inner in nested_blocks(statement):
                     setattr(statement, field, self.block(inner))
         out = list(body)
+        # (built once, not for every statement's prefix: that was quadratic)
+        definitions = _Definitions(out)
         position = len(out) - 1
         while position >= 0:  # from the last statement: larger patterns first
             statement = out[position]
             if single_target(statement):
-                consumed = self.fuse(statement, out[:position])
+                prefix = definitions.before(position)
+                consumed = self.fuse(statement, out[:position], prefix)
                 for index in sorted(consumed, reverse=True):
                     del out[index]
+                if consumed:  # (the statements after them moved up)
+                    definitions = _Definitions(out)
                 position -= len(consumed)
             position -= 1
         return out
@@ -145,9 +151,11 @@ class Fuser:
 
     # --- matching named rules --------------------------------------------------------
 
-    def fuse(self, statement, before: list) -> list:
-        self.root_before = before  # every statement up to the one being fused
-        definitions = _definitions(before)
+    def fuse(self, statement, before: list, definitions: _Definitions) -> list:
+        """Positions in ``before`` (every statement up to ``statement``, whose
+        single-target ones ``definitions`` indexes) of the temporaries that fusing
+        ``statement`` absorbed, to be dropped."""
+        self.root_before = before
         root = self.decode(statement.value) if not self.own_only else None
         for rule in rules_for(root.op) if root is not None else ():
             if rule.size() < 2 or rule.kind == "elementwise":
@@ -238,7 +246,7 @@ class Fuser:
                 subtree = self.tree(
                     value,
                     before[:position],
-                    _definitions(before[:position]),
+                    definitions.before(position),
                     trial_leaves,
                     trial_consumed,
                 )
@@ -281,7 +289,7 @@ class Fuser:
 class _Match:
     """Matches one template against code, absorbing temporaries it fully uses."""
 
-    def __init__(self, fuser: Fuser, definitions: dict, before: list) -> None:
+    def __init__(self, fuser: Fuser, definitions: _Definitions, before: list) -> None:
         self.fuser = fuser
         self.definitions = definitions
         self.before = before
@@ -318,9 +326,7 @@ class _Match:
             if not self.fuser.unchanged_after(self.before, position):
                 return False
             self.uses[expression.id] = self.uses.get(expression.id, 0) + 1
-            if expression.id in {
-                n for n, p in self.definitions.items() if p in self.consumed
-            }:
+            if position in self.consumed:
                 return False
             self.consumed.add(position)
             matched = self.node(template, self.before[position].value)
@@ -431,23 +437,46 @@ def _inlined(expression, before: list, consumed: set):
     """``expression`` with the temporaries defined at ``consumed`` positions of
     ``before`` (each read once, by it or by one another) written in place."""
     values = {before[p].targets[0].id: before[p].value for p in consumed}
-
-    class Inline(trees.Transformer):
-        def visit_Name(self, node):
-            value = values.get(node.id)
-            if value is None or not isinstance(node.ctx, gast.Load):
-                return node
-            return self.visit(clone(value))
-
-    return Inline().visit(expression)
+    return _Inline(values).visit(expression)
 
 
-def _definitions(block: list) -> dict:
-    found = {}
-    for position, statement in enumerate(block):
-        if single_target(statement):
-            found[statement.targets[0].id] = position
-    return found
+class _Inline(trees.Transformer):
+    """Reads of temporaries replaced by copies of their values (``_inlined``)."""
+
+    def __init__(self, values: dict) -> None:
+        self.values = values  # temporary's name -> its value
+
+    def visit_Name(self, node):
+        value = self.values.get(node.id)
+        if value is None or not isinstance(node.ctx, gast.Load):
+            return node
+        return self.visit(clone(value))
+
+
+class _Definitions:
+    """Where each name is assigned by a single-target statement of a block, seen
+    from a point in it: ``get(name)`` is the position of the last such statement
+    before ``limit``. One index serves every statement's prefix (``before``)."""
+
+    def __init__(self, block: list, positions: dict | None = None, limit=None):
+        if positions is None:
+            positions = {}
+            for position, statement in enumerate(block):
+                if single_target(statement):
+                    positions.setdefault(statement.targets[0].id, []).append(position)
+        self.positions = positions  # name -> its definitions' positions, ascending
+        self.limit = len(block) if limit is None else limit
+
+    def before(self, limit: int) -> _Definitions:
+        """The definitions of the statements before position ``limit``."""
+        return _Definitions((), self.positions, min(limit, self.limit))
+
+    def get(self, name: str) -> int | None:
+        found = self.positions.get(name)
+        if found is None:
+            return None
+        index = bisect.bisect_left(found, self.limit) - 1
+        return found[index] if index >= 0 else None
 
 
 def _leaf(expression, leaves: list) -> Node:

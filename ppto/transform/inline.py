@@ -50,6 +50,10 @@ def operand_expr(operand) -> gast.expr:
 
 
 class _Substitute(trees.Transformer):
+    """A rule's statements with its names bound, written as a copy: the rule's
+    parsed template is never changed (one pass, where a clone and then a
+    substitution over it were two)."""
+
     def __init__(
         self, bindings: dict, resolve_global, ranks: dict, namespace=None
     ) -> None:
@@ -64,6 +68,9 @@ class _Substitute(trees.Transformer):
         resolved = resolve_global(gast.Name("getitem", gast.Load(), None, None))
         self.getitem_name = resolved.id if resolved is not None else None
 
+    def generic_visit(self, node):
+        return super().generic_visit(trees.copied_node(node))
+
     def visit_Name(self, node):
         if node.id in self.bindings:
             replacement = self.bindings[node.id]
@@ -71,12 +78,12 @@ class _Substitute(trees.Transformer):
                 return gast.Name(replacement, node.ctx, None, None)
             return clone(replacement)
         if isinstance(node.ctx, gast.Load):
-            return self.resolve_global(node) or node
-        return node
+            return self.resolve_global(node) or self.generic_visit(node)
+        return self.generic_visit(node)
 
     def visit_Call(self, node):
         helper = self._rank_helper(node.func)
-        self.generic_visit(node)
+        node = self.generic_visit(node)
         if helper is not None:
             folded = _fold_rank_helper(helper, node, self.ranks)
             if folded is not None:
@@ -128,8 +135,7 @@ class _Substitute(trees.Transformer):
             resolved = self.resolve_global(node)
             if resolved is not None:
                 return resolved
-        self.generic_visit(node)
-        return node
+        return self.generic_visit(node)
 
 
 def _local_names(statements) -> set[str]:
@@ -197,7 +203,7 @@ def _instantiate(
         elif argument is not None:
             bindings[name] = _default_of(outer, name)
     bindings.update(inner_bindings)
-    body = [clone(node) for node in _taken(prelude + inner.body, bindings, ranks)]
+    body = _taken(prelude + inner.body, bindings, ranks)  # (the template's own)
     copies = []
     for name in sorted(_local_names(body)):
         fresh = namer.fresh(name)

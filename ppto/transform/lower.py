@@ -275,18 +275,7 @@ class Lowering(trees.Transformer):
                 return None
             bound = self.bind(globals_[name], name, key=("global", id(globals_[name])))
             renames[name] = bound
-
-        class Substitute(trees.Transformer):
-            def visit_Name(self, node):
-                if node.id == parameters[0]:
-                    return gast.Name("xp", gast.Load(), None, None)
-                if node.id in arguments and node.id in parameters:
-                    return clone(arguments[node.id])
-                if node.id in renames:
-                    return gast.Name(renames[node.id], gast.Load(), None, None)
-                return node
-
-        return Substitute().visit(expression)
+        return _Substitute(parameters, arguments, renames).visit(expression)
 
     def bind(self, value, preferred: str, key) -> str:
         if key in self.lowered["keys"]:
@@ -301,6 +290,28 @@ class Lowering(trees.Transformer):
         self.lowered["namespace"][label] = value
         self.lowered["keys"][key] = label
         return label
+
+
+class _Substitute(trees.Transformer):
+    """An implementation's expression written for the lowered code: its array
+    namespace parameter read as ``xp``, its parameters as the call's arguments, its
+    globals by their names there. (At module level: a class made for every inlined
+    call cost more than the substitution.)"""
+
+    def __init__(self, parameters: list, arguments: dict, renames: dict) -> None:
+        self.namespace_parameter = parameters[0]
+        self.parameters = parameters
+        self.arguments = arguments
+        self.renames = renames
+
+    def visit_Name(self, node):
+        if node.id == self.namespace_parameter:
+            return gast.Name("xp", gast.Load(), None, None)
+        if node.id in self.arguments and node.id in self.parameters:
+            return clone(self.arguments[node.id])
+        if node.id in self.renames:
+            return gast.Name(self.renames[node.id], gast.Load(), None, None)
+        return node
 
 
 def identifier(name: str) -> str:

@@ -103,19 +103,25 @@ def spelled_as_reads(
     its call refused where ``refuse``: not before loops over names are unrolled,
     which make their ``getattr(self, name)`` ones of names written out)."""
     strings = _strings_bound_once(parsed.tree, local)
-
-    class Spell(trees.Transformer):
-        def visit_Call(self, node):
-            self.generic_visit(node)
-            read = _as_read(node, parsed, local, own, strings)
-            if read is None:
-                if refuse:
-                    _refuse_a_callee_not_read(node, parsed, local, own)
-                return node
-            return gast.copy_location(read, node)
-
-    spell = Spell()
+    spell = _Spell(parsed, local, own, strings, refuse)
     return [spell.visit(statement) for statement in body]
+
+
+class _Spell(trees.Transformer):
+    """``spelled_as_reads``'s rewrite of calls (a class made once, not per call)."""
+
+    def __init__(self, parsed: ParsedFunction, local: set, own, strings, refuse):
+        self.parsed, self.local, self.own = parsed, local, own
+        self.strings, self.refuse = strings, refuse
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        read = _as_read(node, self.parsed, self.local, self.own, self.strings)
+        if read is None:
+            if self.refuse:
+                _refuse_a_callee_not_read(node, self.parsed, self.local, self.own)
+            return node
+        return gast.copy_location(read, node)
 
 
 def _as_read(call: gast.Call, parsed: ParsedFunction, local: set, own, strings):

@@ -395,36 +395,41 @@ def _is_default(argument, name, op) -> bool:
 def drop_default_arguments(body: list, namespace: dict) -> list:
     """Leave out trailing positional arguments of operator calls that equal their
     defaults (``unreduce(dy, x, None, False)`` -> ``unreduce(dy, x)``)."""
-
-    class Drop(trees.Transformer):
-        def visit_Call(self, node):
-            self.generic_visit(node)
-            op = (
-                namespace.get(node.func.id)
-                if isinstance(node.func, gast.Name)
-                else None
-            )
-            names = getattr(op, "param_names", None)
-            if not names:
-                return node
-            if op.positional:  # (by name: its positional order is not its own)
-                node = trees.passed_by_name(node, op.positional) or node
-            arity = len(op.input_names)
-            while len(node.args) > arity:
-                position = len(node.args) - 1 - arity
-                argument = node.args[-1]
-                name = names[position] if position < len(names) else None
-                if _is_default(argument, name, op):
-                    node.args.pop()
-                else:
-                    break
-            node.keywords = [
-                k for k in node.keywords if not _is_default(k.value, k.arg, op)
-            ]
-            return node
-
-    transformer = Drop()
+    transformer = _DropDefaults(namespace)
     return [transformer.visit(statement) for statement in body]
+
+
+class _DropDefaults(trees.Transformer):
+    """``drop_default_arguments``' rewrite (a class made once, not per call)."""
+
+    def __init__(self, namespace: dict) -> None:
+        self.namespace = namespace
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        op = (
+            self.namespace.get(node.func.id)
+            if isinstance(node.func, gast.Name)
+            else None
+        )
+        names = getattr(op, "param_names", None)
+        if not names:
+            return node
+        if op.positional:  # (by name: its positional order is not its own)
+            node = trees.passed_by_name(node, op.positional) or node
+        arity = len(op.input_names)
+        while len(node.args) > arity:
+            position = len(node.args) - 1 - arity
+            argument = node.args[-1]
+            name = names[position] if position < len(names) else None
+            if _is_default(argument, name, op):
+                node.args.pop()
+            else:
+                break
+        node.keywords = [
+            k for k in node.keywords if not _is_default(k.value, k.arg, op)
+        ]
+        return node
 
 
 _ARITHMETIC = (gast.Add, gast.Sub, gast.Mult, gast.Div)

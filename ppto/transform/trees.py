@@ -191,6 +191,22 @@ class Transformer(ast.NodeTransformer):
         return node
 
 
+def copied_node(node):
+    """A copy of ``node`` alone, sharing its children (its lists copied, so that
+    changing them leaves ``node``'s alone): what a ``Transformer`` that writes a
+    changed copy of a tree, leaving it as it is, visits in place of each node.
+    Contexts and operator symbols are shared, as ``clone`` shares them."""
+    kind = type(node)
+    if kind in _SHARED:
+        return node
+    copied = kind.__new__(kind)
+    copied.__dict__ = {
+        key: list(value) if type(value) is list else value
+        for key, value in node.__dict__.items()
+    }
+    return copied
+
+
 _MISSING = object()
 _FIELDS: dict = {}  # node class -> its fields
 _VISIT_NAMES: dict = {}  # node class -> "visit_" + its name
