@@ -1,15 +1,20 @@
-"""Dict comprehensions whose keys are known when the code is made, right after
-parsing: ``d = {k: x * k for k in range(3)}`` becomes the list of its values in key
-order (``d = [x * k for k in range(3)]``, which comprehensions.py writes as a
-loop), and each read of ``d`` a read of that list: ``d[2]`` is the list's item 2,
+"""Dicts whose keys are known when the code is made, right after parsing: a dict
+comprehension ``d = {k: x * k for k in range(3)}``, a dict written out with
+constant keys ``d = {"h": h, "y": y}`` (or returned), or the result of a helper of
+the user's returning such a dict ``d = helper(x)``. Each becomes the list of its
+values in key order (``d = [x * k for k in range(3)]``, which comprehensions.py
+writes as a loop; a helper returns its list), and each read of ``d`` a read of that
+list: ``d[2]`` is the list's item 2,
 ``d.values()`` the list, ``d.keys()`` and ``for k in d`` the keys written out,
 ``d.items()`` ``zip(keys, d)``, ``len(d)`` and ``key in d`` numbers and truths.
 
 The keys are known where the comprehension's loop runs over literals, Python's
 ``range`` of whole numbers, or a module-level tuple or string (its name stays in
 the code: rebinding it makes ppto transform the function again). Anything else
-done with ``d`` (a key read only when the code runs, passing ``d`` on, returning
-it, a new key) is refused, saying which reads work.
+done with ``d`` (a key read only when the code runs, passing ``d`` on, a new key)
+is refused, saying which reads work. The keys of what a function returns are kept
+(``returned_keys``): a caller reads them, and jvp/vjp hand the values back as a
+dict.
 """
 
 from __future__ import annotations
@@ -32,16 +37,65 @@ _READS = (
 )
 
 
-def dict_comprehensions_as_lists(
+def dicts_as_lists(
     definition: gast.FunctionDef, namespace, source: SourceMap
-) -> gast.FunctionDef:
-    """``definition`` with its dict comprehensions as lists (see the module
-    docstring), changed in place (the tree is the caller's own fresh parse)."""
+) -> tuple[gast.FunctionDef, tuple | None]:
+    """``definition`` with its dicts as lists (see the module docstring), changed in
+    place (the tree is the caller's own fresh parse), and the keys of the dict it
+    returns (None where it returns none)."""
     local = _local_names(definition)
     keys = _dict_keys(definition, namespace, local, source)
+    result = _result_keys(definition, keys, namespace, local, source)
     if keys:
         _ReadsAsList(keys, source, Namer(names_in(definition))).visit(definition)
-    return definition
+    return definition, result
+
+
+def has_dicts(nodes: list, namespace) -> bool:
+    """Whether any of ``nodes`` (a function's) makes a dict this module rewrites, or
+    calls a function of the user's whose source returns one."""
+    for node in nodes:
+        if isinstance(node, gast.DictComp) or _literal_keys(node) is not None:
+            return True
+        if isinstance(node, gast.Call) and _helper_keys(node, namespace, ()):
+            return True
+    return False
+
+
+def _literal_keys(node) -> tuple | None:
+    """The keys of a dict written out with constant keys, each once, else None."""
+    if not isinstance(node, gast.Dict) or not node.keys:
+        return None
+    found = []
+    for key in node.keys:
+        if not (isinstance(key, gast.Constant) and isinstance(key.value, _KEY_TYPES)):
+            return None
+        found.append(key.value)
+    return tuple(found) if len(set(found)) == len(found) else None
+
+
+# functions whose source is being read for the keys they return (a recursion
+# reads none: ppto refuses it when it plans the derivative)
+_READING: set = set()
+
+
+def _helper_keys(call, namespace, local) -> tuple | None:
+    """The keys of the dict that ``call``, of a function of the user's named in the
+    text, returns, else None."""
+    from ppto.transform.source import returned_keys
+
+    func = call.func
+    if not isinstance(func, gast.Name) or func.id in local:
+        return None
+    function = namespace.get(func.id)
+    code = getattr(function, "__code__", None)
+    if code is None or code in _READING or not callable(function):
+        return None
+    _READING.add(code)
+    try:
+        return returned_keys(function)
+    finally:
+        _READING.discard(code)
 
 
 def _local_names(definition: gast.FunctionDef) -> set[str]:
@@ -59,15 +113,45 @@ def _dict_keys(definition, namespace, local: set, source) -> dict[str, tuple]:
     also bound to something else, is refused."""
     keys: dict[str, tuple] = {}
     assigned = []
+    helpers: dict = {}  # id of a call -> the keys its function returns
+    for node in trees.walk(definition):
+        if isinstance(node, gast.Call):
+            found = _helper_keys(node, namespace, local)
+            if found is not None:
+                helpers[id(node)] = found
     for node in trees.walk(definition):
         if (
             isinstance(node, gast.Assign)
             and len(node.targets) == 1
             and isinstance(node.targets[0], gast.Name)
-            and isinstance(node.value, gast.DictComp)
+            and (
+                isinstance(node.value, gast.DictComp)
+                or _literal_keys(node.value) is not None
+                or id(node.value) in helpers
+            )
         ):
             assigned.append(node)
     held = {id(node.value) for node in assigned}
+    returned = {
+        id(node.value)
+        for node in trees.walk(definition)
+        if isinstance(node, gast.Return) and node.value is not None
+    }
+    for node in trees.walk(definition):
+        if (
+            isinstance(node, gast.Call)
+            and id(node) in helpers
+            and not {id(node)} & (held | returned)
+        ):
+            name = gast.unparse(node.func).strip()
+            raise source.error(
+                node,
+                f"ppto cannot differentiate this use of {name}(...), which returns a "
+                "dict (held as the list of its values): it is read only as a name "
+                "bound to it",
+                f"assign it to a name first (d = {name}(...)) and read d[key] with "
+                "a key written out",
+            )
     for node in trees.walk(definition):
         if isinstance(node, gast.DictComp) and id(node) not in held:
             raise source.error(
@@ -82,11 +166,21 @@ def _dict_keys(definition, namespace, local: set, source) -> dict[str, tuple]:
         if name in parameters:
             raise source.error(
                 node,
-                f"ppto cannot differentiate {name} as a parameter and a dict "
-                "comprehension: it holds the comprehension's values as a list",
-                f"give the comprehension a name of its own (not {name})",
+                f"ppto cannot differentiate {name} as a parameter and a dict: it "
+                "holds the dict's values as a list",
+                f"give the dict a name of its own (not {name})",
             )
-        found = _static_keys(comprehension, namespace, local, source)
+        if id(comprehension) in helpers:
+            found = helpers[id(comprehension)]
+        elif isinstance(comprehension, gast.Dict):
+            found = _literal_keys(comprehension)
+            node.value = _values_list(comprehension)
+        else:
+            found = _static_keys(comprehension, namespace, local, source)
+            node.value = gast.copy_location(
+                gast.ListComp(comprehension.value, comprehension.generators),
+                comprehension,
+            )
         if keys.get(name, found) != found:
             raise source.error(
                 node,
@@ -94,9 +188,6 @@ def _dict_keys(definition, namespace, local: set, source) -> dict[str, tuple]:
                 "use one name for each set of keys",
             )
         keys[name] = found
-        node.value = gast.copy_location(
-            gast.ListComp(comprehension.value, comprehension.generators), comprehension
-        )
     for node in trees.walk(definition):
         targets = _bound(node)
         if targets is None or node in assigned:
@@ -104,11 +195,52 @@ def _dict_keys(definition, namespace, local: set, source) -> dict[str, tuple]:
         for name in sorted(trees.stores(targets) & set(keys)):
             raise source.error(
                 node,
-                f"ppto cannot differentiate {name} as a dict comprehension and "
-                "something else: it holds the comprehension's values as a list",
+                f"ppto cannot differentiate {name} as a dict and something else: "
+                "it holds the dict's values as a list",
                 f"give the other value a name of its own (not {name})",
             )
     return keys
+
+
+def _values_list(written: gast.Dict) -> gast.List:
+    return gast.copy_location(gast.List(list(written.values), gast.Load()), written)
+
+
+def _result_keys(definition, keys: dict, namespace, local, source) -> tuple | None:
+    """The keys of the dict ``definition`` returns (a dict written out, rewritten to
+    the list of its values here, or a name of ``keys``), None where it returns no
+    dict; returns of different keys, or of a dict and something else, are
+    refused."""
+    returns = sorted(  # (in the order written: the later one is refused)
+        (
+            node
+            for node in trees.walk(definition)
+            if isinstance(node, gast.Return) and node.value is not None
+        ),
+        key=lambda node: (node.lineno, node.col_offset),
+    )
+    found = []
+    for node in returns:
+        value = node.value
+        written = _literal_keys(value)
+        if written is not None:
+            node.value = _values_list(value)
+        elif isinstance(value, gast.Name) and value.id in keys:
+            written = keys[value.id]
+        elif isinstance(value, gast.Call):
+            written = _helper_keys(value, namespace, local)
+        found.append((node, written))
+    kinds = {written for _, written in found}
+    if len(kinds) > 1:
+        node = next(node for node, written in found if written != found[0][1])
+        raise source.error(
+            node,
+            "ppto cannot differentiate a function returning a dict here and "
+            "something else (or a dict of other keys) elsewhere: it returns the "
+            "dict's values as a list",
+            "return dicts of the same keys, written out, at every return",
+        )
+    return found[0][1] if found else None
 
 
 def _bound(node):
@@ -327,6 +459,11 @@ class _ReadsAsList(gast.NodeTransformer):
             found = node.left.value in self.keys[node.comparators[0].id]
             found = found if isinstance(node.ops[0], gast.In) else not found
             return gast.copy_location(gast.Constant(found, None), node)
+        return self.generic_visit(node)
+
+    def visit_Return(self, node):
+        if self.name_of(node.value):  # (the caller reads its keys: returned_keys)
+            return node
         return self.generic_visit(node)
 
     def visit_Name(self, node):
