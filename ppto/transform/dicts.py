@@ -38,28 +38,29 @@ _READS = (
 
 
 def dicts_as_lists(
-    definition: gast.FunctionDef, namespace, source: SourceMap
-) -> tuple[gast.FunctionDef, tuple | None]:
-    """``definition`` with its dicts as lists (see the module docstring), changed in
-    place (the tree is the caller's own fresh parse), and the keys of the dict it
-    returns (None where it returns none)."""
+    definition: gast.FunctionDef, nodes: list, namespace, source: SourceMap
+) -> tuple[bool, tuple | None]:
+    """Rewrite ``definition``'s dicts as lists (see the module docstring) in place
+    (the tree is the caller's own fresh parse; ``nodes``: all of its nodes).
+    Returns whether anything changed and the keys of the dict it returns (None
+    where it returns none)."""
     local = _local_names(definition)
-    keys = _dict_keys(definition, namespace, local, source)
-    result = _result_keys(definition, keys, namespace, local, source)
+    helpers: dict = {}  # id of a call -> the keys its function returns
+    for node in nodes:
+        if isinstance(node, gast.Call):
+            found = _helper_keys(node, namespace, local)
+            if found is not None:
+                helpers[id(node)] = found
+    if not helpers and not any(
+        isinstance(node, gast.DictComp) or _literal_keys(node) is not None
+        for node in nodes
+    ):
+        return False, None
+    keys = _dict_keys(definition, namespace, local, helpers, source)
+    result = _result_keys(definition, keys, helpers, source)
     if keys:
         _ReadsAsList(keys, source, Namer(names_in(definition))).visit(definition)
-    return definition, result
-
-
-def has_dicts(nodes: list, namespace) -> bool:
-    """Whether any of ``nodes`` (a function's) makes a dict this module rewrites, or
-    calls a function of the user's whose source returns one."""
-    for node in nodes:
-        if isinstance(node, gast.DictComp) or _literal_keys(node) is not None:
-            return True
-        if isinstance(node, gast.Call) and _helper_keys(node, namespace, ()):
-            return True
-    return False
+    return True, result
 
 
 def _literal_keys(node) -> tuple | None:
@@ -81,7 +82,9 @@ _READING: set = set()
 
 def _helper_keys(call, namespace, local) -> tuple | None:
     """The keys of the dict that ``call``, of a function of the user's named in the
-    text, returns, else None."""
+    text, returns, else None (library functions are not read: they return no
+    dict of this kind, and reading their source on every parse costs)."""
+    from ppto.transform.resolve import is_library
     from ppto.transform.source import returned_keys
 
     func = call.func
@@ -89,7 +92,7 @@ def _helper_keys(call, namespace, local) -> tuple | None:
         return None
     function = namespace.get(func.id)
     code = getattr(function, "__code__", None)
-    if code is None or code in _READING or not callable(function):
+    if code is None or code in _READING or is_library(function):
         return None
     _READING.add(code)
     try:
@@ -107,18 +110,14 @@ def _parameters(definition: gast.FunctionDef) -> set[str]:
     return {a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
 
 
-def _dict_keys(definition, namespace, local: set, source) -> dict[str, tuple]:
+def _dict_keys(
+    definition, namespace, local: set, helpers: dict, source
+) -> dict[str, tuple]:
     """The keys of each name a dict comprehension is assigned to, its statements
     rewritten as list comprehensions; a dict comprehension elsewhere, or a name
     also bound to something else, is refused."""
     keys: dict[str, tuple] = {}
     assigned = []
-    helpers: dict = {}  # id of a call -> the keys its function returns
-    for node in trees.walk(definition):
-        if isinstance(node, gast.Call):
-            found = _helper_keys(node, namespace, local)
-            if found is not None:
-                helpers[id(node)] = found
     for node in trees.walk(definition):
         if (
             isinstance(node, gast.Assign)
@@ -206,7 +205,7 @@ def _values_list(written: gast.Dict) -> gast.List:
     return gast.copy_location(gast.List(list(written.values), gast.Load()), written)
 
 
-def _result_keys(definition, keys: dict, namespace, local, source) -> tuple | None:
+def _result_keys(definition, keys: dict, helpers: dict, source) -> tuple | None:
     """The keys of the dict ``definition`` returns (a dict written out, rewritten to
     the list of its values here, or a name of ``keys``), None where it returns no
     dict; returns of different keys, or of a dict and something else, are
@@ -227,8 +226,8 @@ def _result_keys(definition, keys: dict, namespace, local, source) -> tuple | No
             node.value = _values_list(value)
         elif isinstance(value, gast.Name) and value.id in keys:
             written = keys[value.id]
-        elif isinstance(value, gast.Call):
-            written = _helper_keys(value, namespace, local)
+        else:
+            written = helpers.get(id(value))
         found.append((node, written))
     kinds = {written for _, written in found}
     if len(kinds) > 1:

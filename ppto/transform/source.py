@@ -28,7 +28,7 @@ import gast
 from ppto.errors import PptoError, TransformError
 from ppto.transform import trees
 from ppto.transform.comprehensions import comprehensions_as_loops, rewritten_nodes
-from ppto.transform.dicts import dicts_as_lists, has_dicts
+from ppto.transform.dicts import dicts_as_lists
 from ppto.transform.syntax import parse
 
 
@@ -220,10 +220,10 @@ def parse_function(fn: Callable) -> ParsedFunction:
     dropped = [n for n in nodes if isinstance(n, _DROPPED)]
     if dropped:
         _drop_no_ops(tree, dropped)
-    if has_dicts(nodes, namespace):
-        tree, keys = dicts_as_lists(tree, namespace, source)
-        if keys is not None:
-            _RESULT_KEYS[fn] = keys
+    changed, keys = dicts_as_lists(tree, nodes, namespace, source)
+    if keys is not None:
+        _RESULT_KEYS[fn] = keys
+    if changed:
         nodes = list(trees.walk(tree))  # (its list comprehensions are new)
     if rewritten_nodes(nodes):
         tree = comprehensions_as_loops(tree, namespace, source)
