@@ -126,6 +126,28 @@ def test_jvp_hands_back_a_dict_of_tangents():
         assert_gradient(tangent[key], expected, f"tangent {key}")
 
 
+def test_vjp_and_jvp_of_a_dict_holding_a_list():
+    x, v = normal(2, 3), normal(2, 3)
+    out, pullback = ppto.vjp(dict_holding_a_list, x)
+    assert type(out) is dict and type(out["b"]) is list and len(out["b"]) == 2
+    ca, cb = normal(2, 3), normal(2, 3)
+
+    def contracted(x):
+        result = dict_holding_a_list(x)
+        return float(
+            np.sum(ca * result["a"]) + np.sum(cb * result["b"][0]) + result["b"][1]
+        )
+
+    (dx,) = pullback({"a": ca, "b": [cb, 1.0]})
+    assert_gradient(dx, central_differences(contracted, (x,), 0), "dx")
+    _, tangent = ppto.jvp(dict_holding_a_list, (x,), (v,))
+    eps = 1e-6
+    ahead, behind = dict_holding_a_list(x + eps * v), dict_holding_a_list(x - eps * v)
+    for number in range(2):
+        expected = np.asarray((ahead["b"][number] - behind["b"][number]) / (2 * eps))
+        assert_gradient(tangent["b"][number], expected, f"tangent b {number}")
+
+
 # --- what stays refused -------------------------------------------------------------
 
 
