@@ -151,6 +151,15 @@ def test_vjp_and_jvp_of_a_dict_holding_a_list():
 # --- what stays refused -------------------------------------------------------------
 
 
+def test_grad_and_jacobian_of_a_function_returning_a_dict_say_so():
+    x, w = normal(2, 3), normal(3, 2)
+    with pytest.raises(ppto.GradError, match="returned_name returns a dict"):
+        ppto.grad(returned_name)(x, w)
+    for mode in ("reverse", "forward"):
+        with pytest.raises(ppto.GradError, match="returned_name returns a dict"):
+            ppto.jacobian(returned_name, mode=mode)(x, w)
+
+
 def key_known_only_when_run(x, name):
     d = hidden_and_score(x)
     return np.sum(d[name])

@@ -211,12 +211,7 @@ def _result_keys(definition, keys: dict, helpers: dict, source) -> tuple | None:
     dict; returns of different keys, or of a dict and something else, are
     refused."""
     returns = sorted(  # (in the order written: the later one is refused)
-        (
-            node
-            for node in trees.walk(definition)
-            if isinstance(node, gast.Return) and node.value is not None
-        ),
-        key=lambda node: (node.lineno, node.col_offset),
+        _own_returns(definition.body), key=lambda node: (node.lineno, node.col_offset)
     )
     found = []
     for node in returns:
@@ -240,6 +235,20 @@ def _result_keys(definition, keys: dict, helpers: dict, source) -> tuple | None:
             "return dicts of the same keys, written out, at every return",
         )
     return found[0][1] if found else None
+
+
+def _own_returns(body: list) -> list:
+    """The returns of a value in ``body``, not those of functions defined in it."""
+    found = []
+    for statement in body:
+        for node in gast.walk(statement):
+            if isinstance(node, gast.Return) and node.value is not None:
+                found.append(node)
+        for inner in gast.walk(statement):
+            if isinstance(inner, (gast.FunctionDef, gast.AsyncFunctionDef)):
+                nested = {id(n) for n in gast.walk(inner)}
+                found = [n for n in found if id(n) not in nested]
+    return found
 
 
 def _bound(node):

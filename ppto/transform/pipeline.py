@@ -63,6 +63,7 @@ from ppto.transform.reverse import (
     name,
 )
 from ppto.transform.source import (
+    RESULT_KEYS,
     ParsedFunction,
     enclosing_function,
     parse_function,
@@ -495,11 +496,12 @@ def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
     result = _result_operand(ir_body)
     from ppto.transform.inline import operand_expr
 
-    if _packed(ir_body, result):
+    dict_result = parsed.fn in RESULT_KEYS  # (its code returns the list of values)
+    if dict_result or _packed(ir_body, result):
+        kind = "a dict" if dict_result else "a tuple or list"
         raise GradError(
             f"ppto.grad needs a function with a scalar result, but "
-            f"{parsed.name} returns a tuple or list: use ppto.vjp for several "
-            "results"
+            f"{parsed.name} returns {kind}: use ppto.vjp for several results"
         )
     initialized: set = set()
     seed = []

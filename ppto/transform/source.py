@@ -164,7 +164,7 @@ _LOCAL_FUNCTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 # a function returning a dict -> its keys: it returns the list of their values
-_RESULT_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+RESULT_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def returned_keys(fn: Callable) -> tuple | None:
@@ -174,7 +174,7 @@ def returned_keys(fn: Callable) -> tuple | None:
         parse_function(fn)
     except PptoError:
         return None
-    return _RESULT_KEYS.get(unwrapped(fn))
+    return RESULT_KEYS.get(unwrapped(fn))
 
 
 def register_local_function(parsed: ParsedFunction, enclosing: Callable) -> None:
@@ -222,7 +222,7 @@ def parse_function(fn: Callable) -> ParsedFunction:
         _drop_no_ops(tree, dropped)
     changed, keys = dicts_as_lists(tree, nodes, namespace, source)
     if keys is not None:
-        _RESULT_KEYS[fn] = keys
+        RESULT_KEYS[fn] = keys
     if changed:
         nodes = list(trees.walk(tree))  # (its list comprehensions are new)
     if rewritten_nodes(nodes):
