@@ -73,12 +73,37 @@ def keys_and_values(x):
     return total + ("y" in d) * np.sum(d["h"] * 3.0)
 
 
+def written_to(x):
+    d = {"a": x, "b": np.sin(x)}
+    d["a"] = d["a"] * d["b"]
+    return np.sum(d["a"])
+
+
+def made_in_branches(x):
+    if np.sum(x) > 0:
+        d = {"a": x * 2.0, "b": x}
+    else:
+        d = {"a": np.cos(x), "b": x}
+    return np.sum(d["a"] * d["b"])
+
+
+def carried_round_a_loop(x):
+    d = {"h": x, "n": 0.0}
+    for _ in range(3):
+        d = {"h": np.tanh(d["h"]) * 1.5, "n": d["n"] + np.sum(d["h"])}
+    return np.sum(d["h"]) + d["n"]
+
+
 CASES = [
     ("a helper's dict", reads_a_helpers_dict, lambda: (normal(2, 3),)),
     ("written out", written_out, lambda: (normal(2, 3), normal(3, 3))),
     ("a list in a dict", reads_a_list_in_a_dict, lambda: (normal(2, 3),)),
     ("through two helpers", through_two_helpers, lambda: (normal(2, 3), normal(3, 2))),
     ("keys and values", keys_and_values, lambda: (normal(3),)),
+    ("written to", written_to, lambda: (normal(3),)),
+    ("made in branches", made_in_branches, lambda: (normal(3),)),
+    ("made in the other branch", made_in_branches, lambda: (-np.abs(normal(3)),)),
+    ("carried round a loop", carried_round_a_loop, lambda: (normal(2, 2),)),
 ]
 
 
@@ -91,6 +116,12 @@ def test_grad_through_dicts_matches_central_differences(function, make):
         gradient = ppto.grad(function, wrt=position)(*arguments)
         expected = central_differences(function, arguments, position)
         assert_gradient(gradient, expected, f"{function.__name__} wrt {position}")
+    direction = [normal(*np.shape(a)) for a in arguments]
+    _, tangent = ppto.jvp(function, arguments, direction)
+    eps = 1e-6
+    ahead = function(*(a + eps * d for a, d in zip(arguments, direction)))
+    behind = function(*(a - eps * d for a, d in zip(arguments, direction)))
+    assert np.isclose(float(np.asarray(tangent)), (ahead - behind) / (2 * eps))
 
 
 def test_vjp_hands_back_a_dict_as_a_dict():
@@ -176,6 +207,12 @@ def reads_dict_of_other_keys(x):
     return np.sum(d["a"])
 
 
+def new_key(x):
+    d = {"a": x}
+    d["b"] = x
+    return np.sum(d["b"])
+
+
 def helpers_dict_read_in_place(x):
     return np.sum(hidden_and_score(x)["h"])
 
@@ -198,6 +235,12 @@ def test_a_key_known_only_when_the_code_runs_is_refused():
     error = _refusal(key_known_only_when_run, normal(3), "h")
     assert error.lineno == _line_of(key_known_only_when_run, "d[name]")
     assert "key must be written out" in str(error)
+
+
+def test_a_new_key_is_refused():
+    error = _refusal(new_key, normal(3))
+    assert error.lineno == _line_of(new_key, 'd["b"] = x')
+    assert "cannot add the key 'b' to d" in str(error)
 
 
 def test_returns_of_different_keys_are_refused():

@@ -364,16 +364,27 @@ class _ReadsAsList(gast.NodeTransformer):
                 gast.Name(position, gast.Load(), None, None), key
             )
             return node
+        written = gast.unparse(key).strip()
+        if isinstance(node.ctx, gast.Store) and not (
+            isinstance(key, gast.Constant) and key.value in keys
+        ):
+            raise self.source.error(
+                key,
+                f"ppto cannot add the key {written} to {name}: its keys are fixed "
+                f"where it is made ({keys!r}), as it is held as the list of its "
+                "values",
+                f"write every key where {name} is made, or write to one of its keys",
+            )
         if not isinstance(key, gast.Constant) or key.value not in keys:
             known = isinstance(key, gast.Constant)
             raise self.source.error(
                 key,
-                f"ppto cannot read {name}[{gast.unparse(key).strip()}]: "
+                f"ppto cannot read {name}[{written}]: "
                 + (
                     f"{name} has no such key (its keys: {keys!r})"
                     if known
-                    else f"{name} is a dict comprehension read as the list of its "
-                    "values, so its key must be written out"
+                    else f"{name} is a dict read as the list of its values, so "
+                    "its key must be written out"
                 ),
                 f"loop with for k, v in {name}.items(); the reads that work: "
                 + _READS.format(d=name),
