@@ -76,8 +76,11 @@ def _literal_keys(node) -> tuple | None:
 
 
 # functions whose source is being read for the keys they return (a recursion
-# reads none: ppto refuses it when it plans the derivative)
+# reads none: ppto refuses it when it plans the derivative), and what those read
+# found meanwhile: each helper is read once per outermost read, not once per path
+# to it through the calls (exponentially many where helpers share helpers)
 _READING: set = set()
+_FOUND: dict = {}
 
 
 def _helper_keys(call, namespace, local) -> tuple | None:
@@ -94,11 +97,16 @@ def _helper_keys(call, namespace, local) -> tuple | None:
     code = getattr(function, "__code__", None)
     if code is None or code in _READING or is_library(function):
         return None
+    if code in _FOUND:
+        return _FOUND[code]
     _READING.add(code)
     try:
-        return returned_keys(function)
+        found = _FOUND[code] = returned_keys(function)
     finally:
         _READING.discard(code)
+        if not _READING:
+            _FOUND.clear()
+    return found
 
 
 def _local_names(definition: gast.FunctionDef) -> set[str]:
@@ -113,9 +121,10 @@ def _parameters(definition: gast.FunctionDef) -> set[str]:
 def _dict_keys(
     definition, namespace, local: set, helpers: dict, source
 ) -> dict[str, tuple]:
-    """The keys of each name a dict comprehension is assigned to, its statements
-    rewritten as list comprehensions; a dict comprehension elsewhere, or a name
-    also bound to something else, is refused."""
+    """The keys of each name a dict is assigned to (a comprehension, a dict written
+    out, a call of ``helpers``), its statements rewritten to make lists; a dict
+    comprehension or a helper's dict elsewhere, or a name also bound to something
+    else, is refused."""
     keys: dict[str, tuple] = {}
     assigned = []
     for node in trees.walk(definition):
