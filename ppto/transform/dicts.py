@@ -20,6 +20,8 @@ dict.
 from __future__ import annotations
 
 import builtins
+import contextlib
+import threading
 from typing import TYPE_CHECKING
 
 import gast
@@ -75,12 +77,34 @@ def _literal_keys(node) -> tuple | None:
     return tuple(found) if len(set(found)) == len(found) else None
 
 
-# functions whose source is being read for the keys they return (a recursion
-# reads none: ppto refuses it when it plans the derivative), and what those read
-# found meanwhile: each helper is read once per outermost read, not once per path
-# to it through the calls (exponentially many where helpers share helpers)
-_READING: set = set()
-_FOUND: dict = {}
+class _Reads(threading.local):
+    """Per thread (transforms may run in several): the functions whose source is
+    being read for the keys they return (a recursion reads none: ppto refuses it
+    when it plans the derivative), and what the reads found, kept while a
+    transform runs (``keys_read_once``) or the outermost read does: each helper is
+    read once, not once per path to it through the calls (exponentially many
+    where helpers share helpers)."""
+
+    def __init__(self) -> None:
+        self.reading: set = set()
+        self.found: dict = {}
+        self.holding = 0
+
+
+_READS_NOW = _Reads()
+
+
+@contextlib.contextmanager
+def keys_read_once():
+    """Keep what helpers return while the code inside runs (one transform: the
+    functions it reads are not rebound meanwhile)."""
+    _READS_NOW.holding += 1
+    try:
+        yield
+    finally:
+        _READS_NOW.holding -= 1
+        if not _READS_NOW.holding:
+            _READS_NOW.found.clear()
 
 
 def _helper_keys(call, namespace, local) -> tuple | None:
@@ -95,17 +119,18 @@ def _helper_keys(call, namespace, local) -> tuple | None:
         return None
     function = namespace.get(func.id)
     code = getattr(function, "__code__", None)
-    if code is None or code in _READING or is_library(function):
+    now = _READS_NOW
+    if code is None or code in now.reading or is_library(function):
         return None
-    if code in _FOUND:
-        return _FOUND[code]
-    _READING.add(code)
+    if code in now.found:
+        return now.found[code]
+    now.reading.add(code)
     try:
-        found = _FOUND[code] = returned_keys(function)
+        found = now.found[code] = returned_keys(function)
     finally:
-        _READING.discard(code)
-        if not _READING:
-            _FOUND.clear()
+        now.reading.discard(code)
+        if not now.reading and not now.holding:
+            now.found.clear()
     return found
 
 

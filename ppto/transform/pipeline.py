@@ -31,6 +31,7 @@ from ppto.transform.analyze import (
     operand_rank,
     operand_shape,
 )
+from ppto.transform.dicts import keys_read_once
 from ppto.transform.emit import compile_source, render_function
 from ppto.transform.idioms import sort_by_permutation, stop_shift_gradients
 from ppto.transform.local_functions import localised, specialisation
@@ -901,6 +902,11 @@ def build(
     ``shapes`` and ``dtypes`` describe the arguments (axes, image layout hint, shape,
     dtype) where known; ``statics`` the callables passed (the code is specialised
     on them)."""
+    with keys_read_once():
+        return _build(fn, wrt, ranks, mode, layouts, shapes, dtypes, statics)
+
+
+def _build(fn, wrt, ranks, mode, layouts, shapes, dtypes, statics) -> Program:
     parsed = parse_function(fn)
     program = Program(
         namer=Namer(set()),
