@@ -36,7 +36,7 @@ from ppto.transform.local_functions import passed_callable
 from ppto.transform.lower import _unwrap, fuses, lower
 from ppto.transform.pipeline import build
 from ppto.transform.resolve import is_library, numpy_alias
-from ppto.transform.source import forwarded_method, unwrapped
+from ppto.transform.source import forwarded_method, returned_keys, unwrapped
 from ppto.transform.source import signature as _signature
 
 # what an array library raises for arguments of the wrong shapes or an index out of
@@ -1332,7 +1332,43 @@ def _show(f, args, wrt, mode, file, lowered, fused, device=None) -> str:
 def vjp(f: Callable, *args: Any, **kwargs: Any):
     """``(out, pullback)``: ``pullback(cotangent)`` returns the gradient for every
     argument (``None`` for arguments that are not floating point). ``out`` may be a
-    tuple; the cotangent then is a tuple of the same structure."""
+    tuple, a list or a dict; the cotangent then has the same structure."""
+    keys = _dict_result_keys(f)
+    out, pullback = _vjp(f, *args, **kwargs)
+    if keys is None:
+        return out, pullback
+
+    def keyed_pullback(cotangent):
+        return pullback(_values_by_key(cotangent, keys))
+
+    return dict(zip(keys, out)), keyed_pullback
+
+
+def _dict_result_keys(f: Callable) -> tuple | None:
+    """The keys of the dict ``f`` returns (its transformed code returns the list of
+    their values: see ppto.transform.dicts), else None."""
+    if isinstance(f, Transformed):  # (a gradient returns no dict)
+        return None
+    return returned_keys(_target_function(f))
+
+
+def _values_by_key(cotangent, keys: tuple) -> list:
+    """A dict's cotangent, a dict of the same keys, as the list of its values."""
+    if type(cotangent) is not dict or set(cotangent) != set(keys):
+        given = (
+            f"a dict of keys {tuple(cotangent)!r}"
+            if type(cotangent) is dict
+            else f"a {type(cotangent).__name__}"
+        )
+        raise ShapeError(
+            f"vjp: the cotangent of the output must be a dict of keys {keys!r}, as "
+            f"the output is; got {given}"
+        )
+    return [cotangent[key] for key in keys]
+
+
+def _vjp(f: Callable, *args: Any, **kwargs: Any):
+    """``vjp`` of a function returning no dict (or its list of values)."""
     function = _target_function(f)
     call = _Call(function, args, kwargs)
     trees = {
@@ -1555,6 +1591,9 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
     >>> out, tangent = ppto.jvp(np.sin, (x,), (v,))     # doctest: +SKIP
     """
     result = _jvp(f, primals, tangents)
+    keys = _dict_result_keys(f)
+    if keys is not None:  # (a dict's values come back as a list: see there)
+        result = tuple(dict(zip(keys, part)) for part in result)
     return _observed("Jvp", _target_function(f).__name__, result)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from ppto.api import (
     _Call,
     _device_of,
+    _dict_result_keys,
     _observed,
     _target_function,
     _wrt_names,
@@ -39,6 +40,12 @@ def jacobian(f: Callable, wrt: int | str | tuple | list = 0, mode: str = "revers
     if mode not in MODES:
         raise GradError(f"jacobian: mode={mode!r}; use 'reverse' or 'forward'")
     function = _target_function(f)
+    if _dict_result_keys(f) is not None:  # (its code returns the list of values)
+        raise GradError(
+            f"jacobian: {function.__name__} returns a dict; take the Jacobian of a "
+            "function returning one of its values (or a tuple of them), or use "
+            "ppto.vjp / ppto.jvp, which hand back dicts"
+        )
     names = _wrt_names(function, wrt)
     several = isinstance(wrt, (tuple, list))
     build = _reverse if mode == "reverse" else _forward

@@ -310,8 +310,8 @@ def generator_expression(x):
 
 
 def dict_literal(x):
-    parts = {"x": x}  # <- error
-    return np.sum(parts["x"])
+    parts = {str(x.ndim): x}  # <- error
+    return np.sum(parts["1"])
 
 
 def set_literal(x):

@@ -1,20 +1,27 @@
-"""Dict comprehensions whose keys are known when the code is made, right after
-parsing: ``d = {k: x * k for k in range(3)}`` becomes the list of its values in key
-order (``d = [x * k for k in range(3)]``, which comprehensions.py writes as a
-loop), and each read of ``d`` a read of that list: ``d[2]`` is the list's item 2,
+"""Dicts whose keys are known when the code is made, right after parsing: a dict
+comprehension ``d = {k: x * k for k in range(3)}``, a dict written out with
+constant keys ``d = {"h": h, "y": y}`` (or returned), or the result of a helper of
+the user's returning such a dict ``d = helper(x)``. Each becomes the list of its
+values in key order (``d = [x * k for k in range(3)]``, which comprehensions.py
+writes as a loop; a helper returns its list), and each read of ``d`` a read of that
+list: ``d[2]`` is the list's item 2,
 ``d.values()`` the list, ``d.keys()`` and ``for k in d`` the keys written out,
 ``d.items()`` ``zip(keys, d)``, ``len(d)`` and ``key in d`` numbers and truths.
 
 The keys are known where the comprehension's loop runs over literals, Python's
 ``range`` of whole numbers, or a module-level tuple or string (its name stays in
 the code: rebinding it makes ppto transform the function again). Anything else
-done with ``d`` (a key read only when the code runs, passing ``d`` on, returning
-it, a new key) is refused, saying which reads work.
+done with ``d`` (a key read only when the code runs, passing ``d`` on, a new key)
+is refused, saying which reads work. The keys of what a function returns are kept
+(``returned_keys``): a caller reads them, and jvp/vjp hand the values back as a
+dict.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
+import threading
 from typing import TYPE_CHECKING
 
 import gast
@@ -32,16 +39,99 @@ _READS = (
 )
 
 
-def dict_comprehensions_as_lists(
-    definition: gast.FunctionDef, namespace, source: SourceMap
-) -> gast.FunctionDef:
-    """``definition`` with its dict comprehensions as lists (see the module
-    docstring), changed in place (the tree is the caller's own fresh parse)."""
+def dicts_as_lists(
+    definition: gast.FunctionDef, nodes: list, namespace, source: SourceMap
+) -> tuple[bool, tuple | None]:
+    """Rewrite ``definition``'s dicts as lists (see the module docstring) in place
+    (the tree is the caller's own fresh parse; ``nodes``: all of its nodes).
+    Returns whether anything changed and the keys of the dict it returns (None
+    where it returns none)."""
     local = _local_names(definition)
-    keys = _dict_keys(definition, namespace, local, source)
+    helpers: dict = {}  # id of a call -> the keys its function returns
+    for node in nodes:
+        if isinstance(node, gast.Call):
+            found = _helper_keys(node, namespace, local)
+            if found is not None:
+                helpers[id(node)] = found
+    if not helpers and not any(
+        isinstance(node, gast.DictComp) or _literal_keys(node) is not None
+        for node in nodes
+    ):
+        return False, None
+    keys = _dict_keys(definition, namespace, local, helpers, source)
+    result = _result_keys(definition, keys, helpers, source)
     if keys:
         _ReadsAsList(keys, source, Namer(names_in(definition))).visit(definition)
-    return definition
+    return True, result
+
+
+def _literal_keys(node) -> tuple | None:
+    """The keys of a dict written out with constant keys, each once, else None."""
+    if not isinstance(node, gast.Dict) or not node.keys:
+        return None
+    found = []
+    for key in node.keys:
+        if not (isinstance(key, gast.Constant) and isinstance(key.value, _KEY_TYPES)):
+            return None
+        found.append(key.value)
+    return tuple(found) if len(set(found)) == len(found) else None
+
+
+class _Reads(threading.local):
+    """Per thread (transforms may run in several): the functions whose source is
+    being read for the keys they return (a recursion reads none: ppto refuses it
+    when it plans the derivative), and what the reads found, kept while a
+    transform runs (``keys_read_once``) or the outermost read does: each helper is
+    read once, not once per path to it through the calls (exponentially many
+    where helpers share helpers)."""
+
+    def __init__(self) -> None:
+        self.reading: set = set()
+        self.found: dict = {}
+        self.holding = 0
+
+
+_READS_NOW = _Reads()
+
+
+@contextlib.contextmanager
+def keys_read_once():
+    """Keep what helpers return while the code inside runs (one transform: the
+    functions it reads are not rebound meanwhile)."""
+    _READS_NOW.holding += 1
+    try:
+        yield
+    finally:
+        _READS_NOW.holding -= 1
+        if not _READS_NOW.holding:
+            _READS_NOW.found.clear()
+
+
+def _helper_keys(call, namespace, local) -> tuple | None:
+    """The keys of the dict that ``call``, of a function of the user's named in the
+    text, returns, else None (library functions are not read: they return no
+    dict of this kind, and reading their source on every parse costs)."""
+    from ppto.transform.resolve import is_library
+    from ppto.transform.source import returned_keys
+
+    func = call.func
+    if not isinstance(func, gast.Name) or func.id in local:
+        return None
+    function = namespace.get(func.id)
+    code = getattr(function, "__code__", None)
+    now = _READS_NOW
+    if code is None or code in now.reading or is_library(function):
+        return None
+    if code in now.found:
+        return now.found[code]
+    now.reading.add(code)
+    try:
+        found = now.found[code] = returned_keys(function)
+    finally:
+        now.reading.discard(code)
+        if not now.reading and not now.holding:
+            now.found.clear()
+    return found
 
 
 def _local_names(definition: gast.FunctionDef) -> set[str]:
@@ -53,10 +143,13 @@ def _parameters(definition: gast.FunctionDef) -> set[str]:
     return {a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
 
 
-def _dict_keys(definition, namespace, local: set, source) -> dict[str, tuple]:
-    """The keys of each name a dict comprehension is assigned to, its statements
-    rewritten as list comprehensions; a dict comprehension elsewhere, or a name
-    also bound to something else, is refused."""
+def _dict_keys(
+    definition, namespace, local: set, helpers: dict, source
+) -> dict[str, tuple]:
+    """The keys of each name a dict is assigned to (a comprehension, a dict written
+    out, a call of ``helpers``), its statements rewritten to make lists; a dict
+    comprehension or a helper's dict elsewhere, or a name also bound to something
+    else, is refused."""
     keys: dict[str, tuple] = {}
     assigned = []
     for node in trees.walk(definition):
@@ -64,10 +157,34 @@ def _dict_keys(definition, namespace, local: set, source) -> dict[str, tuple]:
             isinstance(node, gast.Assign)
             and len(node.targets) == 1
             and isinstance(node.targets[0], gast.Name)
-            and isinstance(node.value, gast.DictComp)
+            and (
+                isinstance(node.value, gast.DictComp)
+                or _literal_keys(node.value) is not None
+                or id(node.value) in helpers
+            )
         ):
             assigned.append(node)
     held = {id(node.value) for node in assigned}
+    returned = {
+        id(node.value)
+        for node in trees.walk(definition)
+        if isinstance(node, gast.Return) and node.value is not None
+    }
+    for node in trees.walk(definition):
+        if (
+            isinstance(node, gast.Call)
+            and id(node) in helpers
+            and not {id(node)} & (held | returned)
+        ):
+            name = gast.unparse(node.func).strip()
+            raise source.error(
+                node,
+                f"ppto cannot differentiate this use of {name}(...), which returns a "
+                "dict (held as the list of its values): it is read only as a name "
+                "bound to it",
+                f"assign it to a name first (d = {name}(...)) and read d[key] with "
+                "a key written out",
+            )
     for node in trees.walk(definition):
         if isinstance(node, gast.DictComp) and id(node) not in held:
             raise source.error(
@@ -82,11 +199,21 @@ def _dict_keys(definition, namespace, local: set, source) -> dict[str, tuple]:
         if name in parameters:
             raise source.error(
                 node,
-                f"ppto cannot differentiate {name} as a parameter and a dict "
-                "comprehension: it holds the comprehension's values as a list",
-                f"give the comprehension a name of its own (not {name})",
+                f"ppto cannot differentiate {name} as a parameter and a dict: it "
+                "holds the dict's values as a list",
+                f"give the dict a name of its own (not {name})",
             )
-        found = _static_keys(comprehension, namespace, local, source)
+        if id(comprehension) in helpers:
+            found = helpers[id(comprehension)]
+        elif isinstance(comprehension, gast.Dict):
+            found = _literal_keys(comprehension)
+            node.value = _values_list(comprehension)
+        else:
+            found = _static_keys(comprehension, namespace, local, source)
+            node.value = gast.copy_location(
+                gast.ListComp(comprehension.value, comprehension.generators),
+                comprehension,
+            )
         if keys.get(name, found) != found:
             raise source.error(
                 node,
@@ -94,9 +221,6 @@ def _dict_keys(definition, namespace, local: set, source) -> dict[str, tuple]:
                 "use one name for each set of keys",
             )
         keys[name] = found
-        node.value = gast.copy_location(
-            gast.ListComp(comprehension.value, comprehension.generators), comprehension
-        )
     for node in trees.walk(definition):
         targets = _bound(node)
         if targets is None or node in assigned:
@@ -104,11 +228,61 @@ def _dict_keys(definition, namespace, local: set, source) -> dict[str, tuple]:
         for name in sorted(trees.stores(targets) & set(keys)):
             raise source.error(
                 node,
-                f"ppto cannot differentiate {name} as a dict comprehension and "
-                "something else: it holds the comprehension's values as a list",
+                f"ppto cannot differentiate {name} as a dict and something else: "
+                "it holds the dict's values as a list",
                 f"give the other value a name of its own (not {name})",
             )
     return keys
+
+
+def _values_list(written: gast.Dict) -> gast.List:
+    return gast.copy_location(gast.List(list(written.values), gast.Load()), written)
+
+
+def _result_keys(definition, keys: dict, helpers: dict, source) -> tuple | None:
+    """The keys of the dict ``definition`` returns (a dict written out, rewritten to
+    the list of its values here, or a name of ``keys``), None where it returns no
+    dict; returns of different keys, or of a dict and something else, are
+    refused."""
+    returns = sorted(  # (in the order written: the later one is refused)
+        _own_returns(definition.body), key=lambda node: (node.lineno, node.col_offset)
+    )
+    found = []
+    for node in returns:
+        value = node.value
+        written = _literal_keys(value)
+        if written is not None:
+            node.value = _values_list(value)
+        elif isinstance(value, gast.Name) and value.id in keys:
+            written = keys[value.id]
+        else:
+            written = helpers.get(id(value))
+        found.append((node, written))
+    kinds = {written for _, written in found}
+    if len(kinds) > 1:
+        node = next(node for node, written in found if written != found[0][1])
+        raise source.error(
+            node,
+            "ppto cannot differentiate a function returning a dict here and "
+            "something else (or a dict of other keys) elsewhere: it returns the "
+            "dict's values as a list",
+            "return dicts of the same keys, written out, at every return",
+        )
+    return found[0][1] if found else None
+
+
+def _own_returns(body: list) -> list:
+    """The returns of a value in ``body``, not those of functions defined in it."""
+    found = []
+    for statement in body:
+        for node in gast.walk(statement):
+            if isinstance(node, gast.Return) and node.value is not None:
+                found.append(node)
+        for inner in gast.walk(statement):
+            if isinstance(inner, (gast.FunctionDef, gast.AsyncFunctionDef)):
+                nested = {id(n) for n in gast.walk(inner)}
+                found = [n for n in found if id(n) not in nested]
+    return found
 
 
 def _bound(node):
@@ -224,16 +398,27 @@ class _ReadsAsList(gast.NodeTransformer):
                 gast.Name(position, gast.Load(), None, None), key
             )
             return node
+        written = gast.unparse(key).strip()
+        if isinstance(node.ctx, gast.Store) and not (
+            isinstance(key, gast.Constant) and key.value in keys
+        ):
+            raise self.source.error(
+                key,
+                f"ppto cannot add the key {written} to {name}: its keys are fixed "
+                f"where it is made ({keys!r}), as it is held as the list of its "
+                "values",
+                f"write every key where {name} is made, or write to one of its keys",
+            )
         if not isinstance(key, gast.Constant) or key.value not in keys:
             known = isinstance(key, gast.Constant)
             raise self.source.error(
                 key,
-                f"ppto cannot read {name}[{gast.unparse(key).strip()}]: "
+                f"ppto cannot read {name}[{written}]: "
                 + (
                     f"{name} has no such key (its keys: {keys!r})"
                     if known
-                    else f"{name} is a dict comprehension read as the list of its "
-                    "values, so its key must be written out"
+                    else f"{name} is a dict read as the list of its values, so "
+                    "its key must be written out"
                 ),
                 f"loop with for k, v in {name}.items(); the reads that work: "
                 + _READS.format(d=name),
@@ -327,6 +512,11 @@ class _ReadsAsList(gast.NodeTransformer):
             found = node.left.value in self.keys[node.comparators[0].id]
             found = found if isinstance(node.ops[0], gast.In) else not found
             return gast.copy_location(gast.Constant(found, None), node)
+        return self.generic_visit(node)
+
+    def visit_Return(self, node):
+        if self.name_of(node.value):  # (the caller reads its keys: returned_keys)
+            return node
         return self.generic_visit(node)
 
     def visit_Name(self, node):

@@ -305,7 +305,13 @@ class Fence(trees.Visitor):
         )
 
     def visit_Dict(self, node):
-        self.reject(node, "a dict", "use separate variables, a tuple or a list")
+        self.reject(
+            node,
+            "a dict here (one is taken where its keys are constants written out, "
+            "assigned to a name or returned)",
+            'write the keys out (d = {"h": h, "y": y}) and assign it to a name, or '
+            "use separate variables, a tuple or a list",
+        )
 
     def visit_Set(self, node):
         self.reject(node, "a set", "use a tuple or a list")

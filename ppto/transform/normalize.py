@@ -201,7 +201,8 @@ class Normalizer:
         # (``pairs = [[w1, b1], [w2, b2]]``): an item read is a list too, its
         # items an adjoint each (read as an array, the adjoints were stacked: a
         # ValueError for a weight and a bias)
-        self.nested_lists: set[str] = set()
+        # name -> for each item, whether it is a list (where one is)
+        self.list_items: dict[str, tuple] = {}
         self.receivers = set(self.lists)
         self.packed: set[str] = set()  # names of tuples of differentiated values
         # a tuple written out and bound once: name -> its items' operands, so that
@@ -376,16 +377,13 @@ class Normalizer:
             self.emit(ir.ListNew(target))
             for element in value.elts:
                 self.emit(ir.ListAppend(target, self.expression(element)))
-            if (
-                value.elts
-                and all(
+            self.note_list_items(
+                target,
+                tuple(
                     isinstance(element, gast.List) or _names_list(element, self.lists)
                     for element in value.elts
-                )
-                and target not in self.receivers
-                and target in self.bound_once
-            ):
-                self.nested_lists.add(target)
+                ),
+            )
             return True
         if isinstance(value, gast.Name) and value.id in self.lists:
             self.lists.add(target)
@@ -399,7 +397,7 @@ class Normalizer:
         if isinstance(value, gast.BinOp) and isinstance(value.op, gast.Mult):
             return self.repeated_list(node, target, value)
         if isinstance(value, gast.Subscript) and _names_list(value.value, self.lists):
-            if _names_list(value.value, self.nested_lists):
+            if self.item_is_list(value):
                 self.lists.add(target)
             self.emit(ir.ListGet(target, value.value.id, slice_expr(value.slice)))
             return True
@@ -422,6 +420,7 @@ class Normalizer:
             node = gast.copy_location(gast.Assign(node.targets, wrapped, None), node)
             self.lists.add(target)
             self.list_call(node, target, list, ("value",))
+            self.note_list_items(target, _returned_list_items(self.callee_of(value)))
             return True
         helper = self.list_helper(value)
         if helper is not None:
@@ -602,14 +601,48 @@ class Normalizer:
     def list_valued(self, value) -> bool:
         """Whether ``value`` calls a user's function whose every return is a list
         (written out, or a name only ever bound to one)."""
+        function = self.callee_of(value)
+        return function is not None and _returns_lists(function)
+
+    def callee_of(self, value):
+        """The user's function ``value`` calls, or None."""
         if not isinstance(value, gast.Call):
-            return False
+            return None
         callee = self.checkpointed(value) or resolve_call(
             value, self.parsed.namespace, self.local_names
         )
         if callee.kind != "function" and not _composite_without_rule(callee):
+            return None
+        return getattr(callee.op, "function", callee.function)
+
+    def note_list_items(self, target: str, items: tuple | None) -> None:
+        """Keep which items of ``target``, a list made here, are lists themselves
+        (``pairs = [[w1, b1], [w2, b2]]``, or a helper returning one): an item read
+        is then a list too, its items an adjoint each (read as an array, the
+        adjoints were stacked: a ValueError for a weight and a bias). Only for a
+        list bound once and never appended to or popped from."""
+        if (
+            items
+            and any(items)
+            and target not in self.receivers
+            and target in self.bound_once
+        ):
+            self.list_items[target] = items
+
+    def item_is_list(self, node) -> bool:
+        """Whether ``node`` reads an item of a list that ``list_items`` knows to be
+        a list: by a constant position, or any position where every item is."""
+        if not _item_of(node, self.list_items):
             return False
-        return _returns_lists(getattr(callee.op, "function", callee.function))
+        items = self.list_items[node.value.id]
+        index = node.slice
+        sign = 1
+        if isinstance(index, gast.UnaryOp) and isinstance(index.op, gast.USub):
+            index, sign = index.operand, -1  # (parts[-1])
+        if isinstance(index, gast.Constant) and type(index.value) is int:
+            position = sign * index.value
+            return -len(items) <= position < len(items) and items[position]
+        return all(items)
 
     def list_call(self, node, target: str, helper, kinds: tuple) -> None:
         from ppto.transform.inline import operand_expr
@@ -1193,7 +1226,7 @@ class Normalizer:
             target = target or self.namer.temporary()
             self.emit(ir.ListGet(target, node.value.id, index))
             return target
-        if _item_of(node.value, self.nested_lists):  # pairs[0][1]: pairs[0] a list
+        if self.item_is_list(node.value):  # pairs[0][1]: pairs[0] a list
             inner = self.expression(node.value)
             self.lists.add(inner)
             target = target or self.namer.temporary()
@@ -1981,10 +2014,10 @@ def _returns_lists(function) -> bool:
     from ppto.transform.source import parse_function
 
     try:
-        tree = parse_function(function).tree
+        parsed = parse_function(function)
     except PptoError:
         return False
-    nodes = list(trees.walk(tree))
+    nodes = list(trees.walk(parsed.tree))
     returns = [node for node in nodes if isinstance(node, gast.Return)]
     bound: dict = {}  # name -> whether every binding of it makes a list
     for node in nodes:
@@ -2008,8 +2041,54 @@ def _returns_lists(function) -> bool:
     return bool(returns) and all(
         _makes_a_list(r.value)
         or (isinstance(r.value, gast.Name) and bound.get(r.value.id, False))
+        or _passes_on_a_list(r.value, parsed, bound)
         for r in returns
     )
+
+
+# functions whose returns _returns_lists is reading (a recursion returns no list
+# known so: ppto refuses it when it plans the derivative)
+_READING_RETURNS: set = set()
+
+
+def _passes_on_a_list(value, parsed, local) -> bool:
+    """Whether ``value`` calls, by a global or closure name, another function of the
+    user's that returns a list at every return (``return layers(x, ws)``)."""
+    if not (isinstance(value, gast.Call) and isinstance(value.func, gast.Name)):
+        return False
+    if value.func.id in local:
+        return False
+    function = parsed.namespace.get(value.func.id)
+    code = getattr(function, "__code__", None)
+    if code is None or code in _READING_RETURNS:
+        return False
+    _READING_RETURNS.add(code)
+    try:
+        return _returns_lists(function)
+    finally:
+        _READING_RETURNS.discard(code)
+
+
+def _returned_list_items(function) -> tuple | None:
+    """For each item of the list ``function`` returns, whether it is a list, where
+    every return writes out a list of the same length and kinds of items (a
+    helper's ``return [[w1, b1], [x, np.sum(x)]]``), else None."""
+    from ppto.transform.source import parse_function
+
+    if function is None:
+        return None
+    try:
+        tree = parse_function(function).tree
+    except PptoError:
+        return None
+    found = {
+        tuple(_makes_a_list(item) for item in node.value.elts)
+        if isinstance(node.value, gast.List)
+        else None
+        for node in trees.walk(tree)
+        if isinstance(node, gast.Return)
+    }
+    return found.pop() if len(found) == 1 else None
 
 
 def _makes_a_list(node) -> bool:

@@ -31,6 +31,7 @@ from ppto.transform.analyze import (
     operand_rank,
     operand_shape,
 )
+from ppto.transform.dicts import keys_read_once
 from ppto.transform.emit import compile_source, render_function
 from ppto.transform.idioms import sort_by_permutation, stop_shift_gradients
 from ppto.transform.local_functions import localised, specialisation
@@ -63,6 +64,7 @@ from ppto.transform.reverse import (
     name,
 )
 from ppto.transform.source import (
+    RESULT_KEYS,
     ParsedFunction,
     enclosing_function,
     parse_function,
@@ -495,11 +497,12 @@ def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
     result = _result_operand(ir_body)
     from ppto.transform.inline import operand_expr
 
-    if _packed(ir_body, result):
+    dict_result = parsed.fn in RESULT_KEYS  # (its code returns the list of values)
+    if dict_result or _packed(ir_body, result):
+        kind = "a dict" if dict_result else "a tuple or list"
         raise GradError(
             f"ppto.grad needs a function with a scalar result, but "
-            f"{parsed.name} returns a tuple or list: use ppto.vjp for several "
-            "results"
+            f"{parsed.name} returns {kind}: use ppto.vjp for several results"
         )
     initialized: set = set()
     seed = []
@@ -899,6 +902,11 @@ def build(
     ``shapes`` and ``dtypes`` describe the arguments (axes, image layout hint, shape,
     dtype) where known; ``statics`` the callables passed (the code is specialised
     on them)."""
+    with keys_read_once():
+        return _build(fn, wrt, ranks, mode, layouts, shapes, dtypes, statics)
+
+
+def _build(fn, wrt, ranks, mode, layouts, shapes, dtypes, statics) -> Program:
     parsed = parse_function(fn)
     program = Program(
         namer=Namer(set()),

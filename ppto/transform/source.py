@@ -25,10 +25,10 @@ from typing import Any
 
 import gast
 
-from ppto.errors import TransformError
+from ppto.errors import PptoError, TransformError
 from ppto.transform import trees
 from ppto.transform.comprehensions import comprehensions_as_loops, rewritten_nodes
-from ppto.transform.dicts import dict_comprehensions_as_lists
+from ppto.transform.dicts import dicts_as_lists
 from ppto.transform.syntax import parse
 
 
@@ -163,6 +163,20 @@ STAND_INS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCAL_FUNCTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+# a function returning a dict -> its keys: it returns the list of their values
+RESULT_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def returned_keys(fn: Callable) -> tuple | None:
+    """The keys of the dict ``fn`` returns, in the order of the list of values its
+    transformed code returns; None where it returns no dict or has no source."""
+    try:
+        parse_function(fn)
+    except PptoError:
+        return None
+    return RESULT_KEYS.get(unwrapped(fn))
+
+
 def register_local_function(parsed: ParsedFunction, enclosing: Callable) -> None:
     """Make ``parse_function(parsed.fn)`` give (a copy of) ``parsed``: a lifted
     local function has no source of its own, its tree is cut from ``enclosing``'s."""
@@ -206,8 +220,10 @@ def parse_function(fn: Callable) -> ParsedFunction:
     dropped = [n for n in nodes if isinstance(n, _DROPPED)]
     if dropped:
         _drop_no_ops(tree, dropped)
-    if any(type(node) is gast.DictComp for node in nodes):
-        tree = dict_comprehensions_as_lists(tree, namespace, source)
+    changed, keys = dicts_as_lists(tree, nodes, namespace, source)
+    if keys is not None:
+        RESULT_KEYS[fn] = keys
+    if changed:
         nodes = list(trees.walk(tree))  # (its list comprehensions are new)
     if rewritten_nodes(nodes):
         tree = comprehensions_as_loops(tree, namespace, source)
