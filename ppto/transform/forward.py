@@ -471,11 +471,7 @@ class _Simplify(trees.Transformer):
 
     def visit_Call(self, node):
         self.generic_visit(node)
-        op = (
-            self.namespace.get(node.func.id)
-            if isinstance(node.func, gast.Name)
-            else None
-        )
+        op = trees.called_value(node, self.namespace)
         if not isinstance(op, OperatorDef):
             return node
         symbol = _OPERATOR_SYNTAX.get(op.name)

@@ -407,11 +407,7 @@ class _DropDefaults(trees.Transformer):
 
     def visit_Call(self, node):
         self.generic_visit(node)
-        op = (
-            self.namespace.get(node.func.id)
-            if isinstance(node.func, gast.Name)
-            else None
-        )
+        op = trees.called_value(node, self.namespace)
         names = getattr(op, "param_names", None)
         if not names:
             return node
@@ -473,7 +469,7 @@ def fold_reduced_counts(
     class Fold(trees.Transformer):
         def visit_Call(self, node):
             self.generic_visit(node)
-            function = getattr(node.func, "id", None) and namespace.get(node.func.id)
+            function = trees.called_value(node, namespace)
             chosen = _chosen(node) if function is where else None
             if chosen is not None:  # ``where(True, d, 0.0)`` -> ``d``
                 self.folded = True

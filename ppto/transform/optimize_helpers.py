@@ -93,11 +93,7 @@ class _Folder(trees.Transformer):
 
     def visit_Call(self, node):
         self.generic_visit(node)
-        helper = (
-            self.namespace.get(node.func.id)
-            if isinstance(node.func, gast.Name)
-            else None
-        )
+        helper = trees.called_value(node, self.namespace)
         if not getattr(helper, "reads_metadata_only", False) or node.keywords:
             return node
         if helper is dtype_of:

@@ -258,6 +258,14 @@ def called(node, function: str) -> bool:
     )
 
 
+def called_value(call, namespace: dict):
+    """What the name a call calls is bound to in ``namespace`` (an operator, a rule
+    helper), or None where it calls anything but a plain name."""
+    if isinstance(call.func, gast.Name):
+        return namespace.get(call.func.id)
+    return None
+
+
 def stores(node) -> set[str]:
     """Names a tree (or list of trees) assigns."""
     return _names(node, "Store")
