@@ -203,3 +203,24 @@ def test_standard_deviation_of_equal_values():
         spread_over_a_length_one_axis, arguments, dict(enumerate(tangents))
     )
     np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)
+
+
+def upper_quartile(u):
+    return np.percentile(u, 75)
+
+
+def scaled_quartile(x, s):
+    return upper_quartile(np.tanh(x * s)) * s
+
+
+def test_second_derivative_through_a_helpers_percentile():
+    """Seed 4567: grad(grad(f)) where a helper takes a percentile was refused ("the
+    result depends on 'saved' only through ppto.quantile_weights"): the check that
+    a parameter reaches the result through differentiable operators ran on the
+    generated gradient, whose percentile rule reads piecewise-constant weights;
+    differentiated again they contribute zero, as they should."""
+    x = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    first = ppto.grad(scaled_quartile, wrt=1)
+    second = ppto.grad(first, wrt=1)(x, 0.3)
+    wanted = central_differences(lambda *a: as_float(first(*a)), (x, 0.3), 1)
+    np.testing.assert_allclose(float(np.asarray(second)), wanted, rtol=1e-6)

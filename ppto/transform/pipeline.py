@@ -396,14 +396,17 @@ def _prepare(
     activity = analyze(
         ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes, results
     )
-    check_reachable(
-        activity,
-        wrt,
-        parsed.source,
-        lambda name: analyze(
-            ir_body, [name], ranks, parsed.source, layouts, shapes, dtypes, results
-        ),
-    )
+    if not generated:  # (generated code differentiated again: its rules' helpers,
+        # a percentile's quantile_weights, are piecewise constant, their derivative
+        # zero; the user's own code was checked when its gradient was made)
+        check_reachable(
+            activity,
+            wrt,
+            parsed.source,
+            lambda name: analyze(
+                ir_body, [name], ranks, parsed.source, layouts, shapes, dtypes, results
+            ),
+        )
     _check_calls_run_as_written(ir_body, activity, normalizer)
     generator = Generator(
         parsed, activity, namer, program.refs, program_callee(program)
