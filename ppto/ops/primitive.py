@@ -288,19 +288,12 @@ def refuse_operator_order(op: Primitive, args: tuple) -> None:
     NumPy's (``op.positional``): too many arguments for it, or a parameter given
     what only an input can be (``ppto.diff(*expr.args)`` gave n the prepend).
     Such a call would otherwise build another computation, or fail somewhere
-    else."""
-    spelled = f"ppto.{op.name}"
-    own = ", ".join(op.input_names + op.param_names)
-    advice = (
-        f"by position {spelled} takes NumPy's order ({', '.join(op.positional)}); "
-        f"an expression's .args are in the operator's own order ({own}): rebuild "
-        f"one with {spelled}.call_with_inputs(expr.inputs, expr.params), or pass "
-        "the others by name"
-    )
+    else. (It runs on every eager call of such an operator: the message is built
+    only when one is refused.)"""
     if len(args) > len(op.positional):
         raise PptoError(
-            f"{spelled} takes at most {len(op.positional)} positional arguments, "
-            f"got {len(args)}: {advice}"
+            f"ppto.{op.name} takes at most {len(op.positional)} positional "
+            f"arguments, got {len(args)}: {_order_advice(op)}"
         )
     for name, value in zip(op.positional[1:], args[1:]):
         default = op.defaults.get(name, inspect.Parameter.empty)
@@ -308,9 +301,20 @@ def refuse_operator_order(op: Primitive, args: tuple) -> None:
             continue
         if _takes_number(default) and not _number_like(value):
             raise PptoError(
-                f"{spelled} got {value!r} for {name!r} (a number, {default!r} when "
-                f"left out): {advice}"
+                f"ppto.{op.name} got {value!r} for {name!r} (a number, {default!r} "
+                f"when left out): {_order_advice(op)}"
             )
+
+
+def _order_advice(op: Primitive) -> str:
+    spelled = f"ppto.{op.name}"
+    own = ", ".join(op.input_names + op.param_names)
+    return (
+        f"by position {spelled} takes NumPy's order ({', '.join(op.positional)}); "
+        f"an expression's .args are in the operator's own order ({own}): rebuild "
+        f"one with {spelled}.call_with_inputs(expr.inputs, expr.params), or pass "
+        "the others by name"
+    )
 
 
 def _takes_number(default: Any) -> bool:
