@@ -43,6 +43,15 @@ def zero_like(index: int) -> gast.Name:
     return gast.Name(f"{ZERO_LIKE}{index}", gast.Load(), None, None)
 
 
+def zero_primal(zero, expressions: list):
+    """What the zero ``zero`` (a Name) is shaped like: a copy of its expression in
+    ``expressions``, its primal's name, or None for a scalar zero."""
+    if zero.id.startswith(ZERO_LIKE):
+        return clone(expressions[int(zero.id[len(ZERO_LIKE) :])])
+    primal = zero.id[len(ZERO) :]
+    return name(primal) if primal else None
+
+
 def is_zero(node) -> bool:
     return isinstance(node, gast.Name) and node.id.startswith(ZERO)
 
@@ -250,12 +259,9 @@ class TangentGenerator:
         class Replace(trees.Transformer):
             def visit_Name(self, child):
                 if is_zero(child):
-                    primal = child.id[len(ZERO) :]
-                    if child.id.startswith(ZERO_LIKE):
-                        index = int(child.id[len(ZERO_LIKE) :])
-                        return call(zeros, clone(expressions[index]))
-                    if primal:
-                        return call(zeros, name(primal))
+                    primal = zero_primal(child, expressions)
+                    if primal is not None:
+                        return call(zeros, primal)
                     return gast.Constant(0.0, None)
                 return child
 
@@ -384,10 +390,8 @@ class _Simplify(trees.Transformer):
             def visit_Name(self, child):
                 if not is_zero(child):
                     return child
-                if child.id.startswith(ZERO_LIKE):
-                    return clone(expressions[int(child.id[len(ZERO_LIKE) :])])
-                primal = child.id[len(ZERO) :]
-                return name(primal) if primal else gast.Constant(0.0, None)
+                primal = zero_primal(child, expressions)
+                return gast.Constant(0.0, None) if primal is None else primal
 
         expressions.append(Primal().visit(clone(node)))
         return zero_like(len(expressions) - 1)
