@@ -10,11 +10,14 @@ list: ``d[2]`` is the list's item 2,
 
 The keys are known where the comprehension's loop runs over literals, Python's
 ``range`` of whole numbers, or a module-level tuple or string (its name stays in
-the code: rebinding it makes ppto transform the function again). Anything else
-done with ``d`` (a key read only when the code runs, passing ``d`` on, a new key)
-is refused, saying which reads work. The keys of what a function returns are kept
-(``returned_keys``): a caller reads them, and jvp/vjp hand the values back as a
-dict.
+the code: rebinding it makes ppto transform the function again). ``d``, or a dict
+written out, passed to a function of the user's is passed as its values
+(``dict_calls.py``). Anything else done with ``d`` (a key read only when the code
+runs, passing ``d`` to a library function, a new key) is refused, saying which
+reads work. The keys of what a function returns are kept (``returned_keys``): a
+caller reads them, and jvp/vjp hand the values back as a dict. Each function
+defined inside the function is rewritten first, in its own scope: a local
+function returning a dict is read by its keys too.
 """
 
 from __future__ import annotations
