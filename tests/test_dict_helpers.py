@@ -1,5 +1,5 @@
-"""Dicts passed from differentiated code to helper functions of the user's, and
-dicts returned by helpers and local functions: grad, value_and_grad, vjp, jvp and
+"""Dicts passed from differentiated code to helper functions of the user's and to
+local functions, and dicts returned by either: grad, value_and_grad, vjp, jvp and
 grad of grad match float64 central differences of the plain function; what stays
 unsupported raises a ppto error at the user's line with a rewrite."""
 
@@ -128,6 +128,25 @@ def local_def_returning_a_dict(x, h):
     return np.sum(parts["u"] * parts["v"])
 
 
+def local_def_given_dicts(W, b, x):
+    def local_layer(p, y):
+        return np.tanh(y @ p["W"] + p["b"])
+
+    p = {"W": W, "b": b}
+    h = local_layer(p, x)
+    return np.sum(local_layer(y=h, p={"W": W * 2.0, "b": b}))
+
+
+def local_def_passing_its_dict_on(W, b, x):
+    def twice(p, y):
+        total = 0.0
+        for _key, value in p.items():
+            total = total + np.sum(value)
+        return layer(p, layer(p, y)) * total
+
+    return np.sum(twice({"W": W, "b": b}, x))
+
+
 def local_def_returning_a_named_dict(x, h):
     def split(a):
         out = {"u": a * h, "v": np.cos(a)}
@@ -205,6 +224,16 @@ CASES = [
         "nested written in the call",
         nested_written_in_the_call,
         lambda: (normal(3, 3), normal(3), normal(3, 3), normal(3), normal(2, 3)),
+    ),
+    (
+        "local def given dicts",
+        local_def_given_dicts,
+        lambda: (normal(3, 3), normal(3), normal(2, 3)),
+    ),
+    (
+        "local def passing its dict on",
+        local_def_passing_its_dict_on,
+        lambda: (normal(3, 3), normal(3), normal(2, 3)),
     ),
     (
         "local def returning a dict",
@@ -343,12 +372,35 @@ def keywords_layer(x, W, b):
     return np.tanh(x @ W + b)
 
 
-def local_def_given_a_dict(W, b, x):
+def local_def_given_dicts_of_other_keys(W, b, x):
     def local_layer(p, y):
-        return np.tanh(y @ p["W"] + p["b"])
+        return np.tanh(y @ p["W"])
 
-    p = {"W": W, "b": b}
-    return np.sum(local_layer(p, x))
+    h = local_layer({"W": W, "b": b}, x)
+    return np.sum(local_layer({"W": W}, h))
+
+
+def local_def_given_a_dict_and_an_array(W, b, x):
+    def local_layer(p, y):
+        return np.tanh(y @ p)
+
+    h = local_layer({"W": W, "b": b}, x)
+    return np.sum(local_layer(W, h))
+
+
+def local_def_given_a_list_of_dicts(W, b, x):
+    def local_layer(ps, y):
+        return np.tanh(y @ ps[0]["W"])
+
+    return np.sum(local_layer([{"W": W, "b": b}], x))
+
+
+def local_def_rebinding_its_dict(W, b, x):
+    def local_layer(p, y):
+        p = p["W"] * 2.0
+        return np.tanh(y @ p)
+
+    return np.sum(local_layer({"W": W, "b": b}, x))
 
 
 def helper_dict_to_star_args(x, h):
@@ -389,11 +441,32 @@ def line_of(function, text):
         ),
         (as_keywords, "keywords_layer(x, **p)", as_keywords, "**p", "W=p['W']"),
         (
-            local_def_given_a_dict,
-            "local_layer(p, x)",
-            local_def_given_a_dict,
-            "local function",
+            local_def_given_dicts_of_other_keys,
+            'local_layer({"W": W}, h)',
+            local_def_given_dicts_of_other_keys,
+            "dicts of different keys",
+            "same keys",
+        ),
+        (
+            local_def_given_a_dict_and_an_array,
+            "local_layer(W, h)",
+            local_def_given_a_dict_and_an_array,
+            "something else at another",
+            "two functions",
+        ),
+        (
+            local_def_given_a_list_of_dicts,
+            'local_layer([{"W": W, "b": b}], x)',
+            local_def_given_a_list_of_dicts,
+            "a local function",
             "module level",
+        ),
+        (
+            local_def_rebinding_its_dict,
+            'p = p["W"] * 2.0',
+            local_def_rebinding_its_dict,
+            "rebinding p",
+            "another name",
         ),
         (
             helper_dict_to_star_args,
@@ -407,7 +480,10 @@ def line_of(function, text):
         "key not constant",
         "mutated in the helper",
         "**kwargs",
-        "local def given a dict",
+        "local def given dicts of other keys",
+        "local def given a dict and an array",
+        "local def given a list of dicts",
+        "local def rebinding its dict",
         "*args",
     ],
 )

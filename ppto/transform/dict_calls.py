@@ -8,7 +8,8 @@ A dict written out in the call may hold dicts, lists and tuples written out
 (``mlp({"layers": [{"W": W1}, {"W": W2}]})``); a dict held in a name is passed
 with its values as they are. What is refused, at the user's line: a dict
 unpacked into keywords (``f(**d)``), one passed to ``*args`` or ``**kwargs``, or
-to a local function (lifted later, it has no stand-in).
+nested in a list passed to a local function (lifted later, it has no stand-in:
+``dict_parameters.py`` reads a dict given to one of its parameters).
 """
 
 from __future__ import annotations
@@ -30,9 +31,18 @@ class DictCalls:
     it called, name -> (stand-in, (the name written, the function it stands
     for)), which the parsed function binds and watches."""
 
-    def __init__(self, namespace, namer: Namer, source) -> None:
-        self.namespace, self.namer, self.source = namespace, namer, source
+    def __init__(self, namespace, make_namer, source) -> None:
+        self.namespace, self.source = namespace, source
+        self._make_namer, self._namer = make_namer, None
         self.made: dict = {}
+
+    @property
+    def namer(self) -> Namer:
+        """The function's namer, made when first asked (it reads the whole tree:
+        most functions parsed pass no dict and loop over none)."""
+        if self._namer is None:
+            self._namer = self._make_namer()
+        return self._namer
 
     def rewritten(
         self, node: gast.Call, keys: dict, visit, local: set, local_functions: set
@@ -63,11 +73,11 @@ class DictCalls:
             argument = self._argument(node, next(iter(passed)))
             raise self.source.error(
                 argument,
-                f"ppto cannot pass a dict to {func.id}, a local function (it holds "
-                "a dict as the list of its values, which the function would read "
-                "by key)",
-                f"define {func.id} at module level (ppto passes dicts to those), or "
-                "pass the values it reads",
+                f"ppto cannot pass this to {func.id}, a local function: one takes "
+                "a dict only as a parameter of its own given a dict's name or a "
+                "dict written out at every call (held as the list of its values)",
+                f"pass each dict as a parameter of {func.id}, or define {func.id} "
+                "at module level (ppto passes nested dicts to those)",
             )
         function = None if func.id in local else self.namespace.get(func.id)
         if not self._takes_dicts(function):

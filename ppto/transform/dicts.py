@@ -55,7 +55,7 @@ def dicts_as_lists(
         isinstance(node, (gast.DictComp, gast.Dict, gast.Call)) for node in nodes
     ):
         return False, None, {}
-    calls = DictCalls(namespace, Namer(names_in(definition)), source)
+    calls = DictCalls(namespace, lambda: Namer(names_in(definition)), source)
     changed, result = _as_lists(definition, namespace, source, set(), {}, calls)
     return changed, result, calls.made
 
@@ -93,16 +93,38 @@ def _as_lists(
         return changed, None
     keys = _dict_keys(definition, nodes, namespace, local, helpers, source)
     result = _result_keys(definition, keys, helpers, source)
-    _ReadsAsList(keys, source, calls, local, defined).visit_body(definition)
+    from ppto.transform.dict_parameters import dict_parameters, positional_parameters
+
+    taking = dict_parameters(nested, nodes, keys, source)
+    for inner in nested:  # (its parameters given dicts read as dicts)
+        if inner.name in taking:
+            inner_defined = {
+                node.name
+                for node in _own_nodes(inner)
+                if isinstance(node, gast.FunctionDef)
+            }
+            inner_local = _local_names(inner) | local | inner_defined
+            reader = _ReadsAsList(
+                dict(taking[inner.name]), source, calls, inner_local, inner_defined
+            )
+            reader.visit_body(inner)
+    calling = {  # (name -> its positional parameters, those given dicts)
+        inner.name: (positional_parameters(inner), set(taking[inner.name]))
+        for inner in nested
+        if inner.name in taking
+    }
+    reader = _ReadsAsList(keys, source, calls, local, defined, calling)
+    reader.visit_body(definition)
     return True, result
 
 
 def _own_nodes(definition: gast.FunctionDef) -> list:
     """The nodes of ``definition``'s body breadth first, as ``trees.walk``, the
-    functions it defines without theirs."""
+    functions it defines without theirs (a lambda's are its own: rewritten in
+    this scope, as a lambda binds no dicts)."""
     found = list(definition.body)
     for node in found:  # (a list iterator also reaches what is appended meanwhile)
-        if not isinstance(node, (gast.FunctionDef, gast.Lambda)):
+        if not isinstance(node, gast.FunctionDef):
             found.extend(gast.iter_child_nodes(node))
     return found
 
@@ -264,7 +286,7 @@ def _dict_keys(
             )
         keys[name] = found
     for node in nodes:
-        targets = _bound(node)
+        targets = bound_by(node)
         if targets is None or node in assigned:
             continue
         for name in sorted(trees.stores(targets) & set(keys)):
@@ -327,7 +349,7 @@ def _own_returns(body: list) -> list:
     return found
 
 
-def _bound(node):
+def bound_by(node):
     """What ``node`` assigns, or None where it assigns nothing."""
     if isinstance(node, gast.Assign):
         return node.targets
@@ -416,13 +438,21 @@ class _ReadsAsList(gast.NodeTransformer):
     (see the module docstring); any other use is refused."""
 
     def __init__(
-        self, keys: dict[str, tuple], source, calls, local: set, defined: set
+        self,
+        keys: dict[str, tuple],
+        source,
+        calls,
+        local: set,
+        defined: set,
+        taking: dict | None = None,
     ) -> None:
         self.keys = keys
         self.source = source
         self.calls: DictCalls = calls
-        self.namer: Namer = calls.namer
         self.local, self.defined = local, defined  # (defined: its local functions)
+        # the local functions given dicts: name -> (its positional parameters,
+        # those given dicts) (see dict_parameters.py)
+        self.taking = taking or {}
         # (dict, key name) -> the name of the key's position, in ``for k in d:``
         self.positions: dict[tuple[str, str], str] = {}
 
@@ -486,6 +516,9 @@ class _ReadsAsList(gast.NodeTransformer):
             self.keys.update(kept)
 
     def visit_Call(self, node):
+        func = node.func
+        if isinstance(func, gast.Name) and func.id in self.taking:
+            return self.dicts_to_a_local_function(node, *self.taking[func.id])
         rewritten = self.calls.rewritten(
             node, self.keys, self.visit, self.local, self.defined
         )
@@ -507,6 +540,23 @@ class _ReadsAsList(gast.NodeTransformer):
             count = len(self.keys[node.args[0].id])
             return gast.copy_location(gast.Constant(count, None), node)
         return self.generic_visit(node)
+
+    def dicts_to_a_local_function(self, node, positional: list, dicts: set):
+        """A call of a local function reading some parameters as dicts: the dict
+        passed there as the list of its values (its name, or one written out)."""
+
+        def passed(parameter, value):
+            if parameter not in dicts or isinstance(value, gast.Name):
+                return value if parameter in dicts else self.visit(value)
+            return self.visit(_values_list(value))
+
+        node.args = [
+            passed(positional[n] if n < len(positional) else None, value)
+            for n, value in enumerate(node.args)
+        ]
+        for keyword in node.keywords:
+            keyword.value = passed(keyword.arg, keyword.value)
+        return node
 
     def view(self, name: str, method: str, origin):
         values = gast.Name(name, gast.Load(), None, None)
@@ -535,7 +585,7 @@ class _ReadsAsList(gast.NodeTransformer):
             return self.generic_visit(node)
         # for k in d: ... d[k] ...  as  for position, k in enumerate(keys): ...
         # d[position] ...
-        position = self.namer.fresh("position")
+        position = self.calls.namer.fresh("position")
         target = gast.Tuple(
             [gast.Name(position, gast.Store(), None, None), node.target], gast.Store()
         )
