@@ -56,17 +56,22 @@ def dicts_as_lists(
     ):
         return False, None, {}
     calls = DictCalls(namespace, lambda: Namer(names_in(definition)), source)
-    changed, result = _as_lists(definition, namespace, source, set(), {}, calls)
+    nodes = nodes[1:]  # (without the definition itself: trees.walk's first)
+    if any(isinstance(node, gast.FunctionDef) for node in nodes):
+        nodes = None  # (its own are found without the functions it defines)
+    changed, result = _as_lists(definition, namespace, source, set(), {}, calls, nodes)
     return changed, result, calls.made
 
 
 def _as_lists(
-    definition, namespace, source, enclosing: set, returning: dict, calls
+    definition, namespace, source, enclosing: set, returning: dict, calls, nodes=None
 ) -> tuple[bool, tuple | None]:
     """``dicts_as_lists`` of one function, ``enclosing``: the local names of the
     functions it is defined in, ``returning``: the keys their local functions
-    defined before it return (added to for its own)."""
-    nodes = _own_nodes(definition)
+    defined before it return (added to for its own); ``nodes``: its own, where
+    they are all of its tree's."""
+    if nodes is None:
+        nodes = _own_nodes(definition)
     nested = [node for node in nodes if isinstance(node, gast.FunctionDef)]
     defined = {inner.name for inner in nested}
     local = _local_names(definition) | enclosing | defined
