@@ -403,6 +403,15 @@ def local_def_rebinding_its_dict(W, b, x):
     return np.sum(local_layer({"W": W, "b": b}, x))
 
 
+@ppto.operator
+def operator_layer(p, x):
+    return np.tanh(x @ p["W"] + p["b"])
+
+
+def dict_to_an_operator(W, b, x):
+    return np.sum(operator_layer({"W": W, "b": b}, x))
+
+
 def helper_dict_to_star_args(x, h):
     state = cell(x, h)
     return np.sum(summed(state))
@@ -469,6 +478,13 @@ def line_of(function, text):
             "another name",
         ),
         (
+            dict_to_an_operator,
+            "operator_layer({",
+            dict_to_an_operator,
+            "a ppto operator",
+            "without @ppto.operator",
+        ),
+        (
             helper_dict_to_star_args,
             "summed(state)",
             helper_dict_to_star_args,
@@ -484,6 +500,7 @@ def line_of(function, text):
         "local def given a dict and an array",
         "local def given a list of dicts",
         "local def rebinding its dict",
+        "dict to an operator",
         "*args",
     ],
 )

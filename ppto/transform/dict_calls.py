@@ -18,6 +18,7 @@ import inspect
 
 import gast
 
+from ppto.ops.primitive import OperatorDef
 from ppto.transform.names import Namer
 
 _POSITIONAL = (
@@ -80,6 +81,15 @@ class DictCalls:
                 "at module level (ppto passes nested dicts to those)",
             )
         function = None if func.id in local else self.namespace.get(func.id)
+        if isinstance(function, OperatorDef):
+            raise self.source.error(
+                self._argument(node, next(iter(passed))),
+                f"ppto cannot pass a dict to {func.id}, a ppto operator: an "
+                "operator's inputs are arrays (and its rule, where it has one, "
+                "takes them)",
+                "pass the dict's values as arguments of their own, or call a plain "
+                "function of yours (without @ppto.operator)",
+            )
         if not self._takes_dicts(function):
             return None
         return self._stand_in_call(node, function, passed, visit)
