@@ -1474,6 +1474,11 @@ def _raw(value):
     """The arrays of a (co)tangent: a list's items unwrapped too (generated code
     takes a list of results' cotangents as a list of arrays), at any depth: a
     tuple holding a list, as a list holding a tuple."""
+    # Not merged into lower._unwrap, which lowered code applies to what a user's
+    # function returns: that one hands a list back as it is, the same object
+    # with its items untouched (a helper's list of tensors stays one), and keeps
+    # a named tuple's class. Unwrapping lists there would change what lowered
+    # code gets; a cotangent here is the user's own, read into a new list anyway.
     if type(value) is list:
         return [_raw(item) for item in value]
     if type(value) is tuple:

@@ -167,3 +167,74 @@ def test_a_nodes_shape_is_its_values_shape(row):
             continue
         assert shape == tuple(np.shape(np.asarray(value))), repr(node)
         assert node.dtype == np.asarray(value).dtype, repr(node)
+
+
+def test_diffs_args_of_numbers_or_arrays_are_refused_not_read_in_numpys_order():
+    """diff is the one operator whose own order has as many arguments as NumPy's:
+    op(*node.args) with prepend and append given as numbers (or arrays) read as
+    NumPy's n and axis built another node (diff(x, prepend=1, append=2, n=1,
+    axis=0) gave n=1, axis=2, prepend=1, append=0); it is refused, and the node
+    rebuilt from its parts is the same."""
+    x = ppto.symbol("x", (2, 3, 4))
+    ones = np.ones((1, 3, 4))
+    value = {"x": np.arange(24.0).reshape(2, 3, 4) ** 2}
+    nodes = [
+        ppto.diff(x, prepend=1, append=2, n=1, axis=0),
+        ppto.diff(x, prepend=0.5, append=0.25),
+        ppto.diff(x, prepend=ones, append=2.0 * ones, axis=0),
+    ]
+    for node in nodes:
+        with pytest.raises(ppto.PptoError, match="call_with_inputs"):
+            node.op(*node.args)
+        rebuilt = node.op.call_with_inputs(node.inputs, node.params)
+        assert repr(rebuilt) == repr(node)
+        assert_same(evaluated(rebuilt, value), evaluated(node, value), repr(node))
+    expected = np.diff(value["x"], 1, 0, prepend=1, append=2)
+    assert_same(evaluated(nodes[0], value), expected, "diff(prepend=1, append=2)")
+    # NumPy's order with every argument by position and a symbol: refused as
+    # ambiguous (by name it is read as written)
+    with pytest.raises(ppto.PptoError, match="by name"):
+        ppto.diff(x, 1, 0, 1, 2)
+    # without a symbol the call is NumPy's; an array is no number for n
+    np.testing.assert_allclose(
+        np.asarray(ppto.diff(value["x"], 1, 0, ones, ones)),
+        np.diff(value["x"], 1, 0, ones, ones),
+    )
+    with pytest.raises(ppto.PptoError, match="for 'n'"):
+        ppto.diff(value["x"], ones, ones, 1, -1)
+
+
+# operators without a row in tests/optable.py (not differentiable): a node and
+# the values of its symbols
+UNTABLED = [
+    ("argmax", lambda x, i: ppto.argmax(x, axis=1, keepdims=True)),
+    ("argmin", lambda x, i: ppto.argmin(x, 0)),
+    ("argsort", lambda x, i: ppto.argsort(x, axis=0)),
+    ("one_hot", lambda x, i: ppto.one_hot(i, 5, dtype="float32")),
+    ("zeros_like", lambda x, i: ppto.zeros_like(x, dtype="float32")),
+    ("ones_like", lambda x, i: ppto.ones_like(x)),
+    ("round", lambda x, i: ppto.round(x)),
+    ("sign", lambda x, i: ppto.sign(x)),
+    ("floor_divide", lambda x, i: ppto.floor_divide(x, 0.3)),
+    ("greater", lambda x, i: ppto.greater(x, 0.1)),
+    ("logical_not", lambda x, i: ppto.logical_not(ppto.isfinite(x))),
+    ("stop_gradient", lambda x, i: ppto.stop_gradient(x)),
+]
+
+
+@pytest.mark.parametrize(
+    "build", [b for _, b in UNTABLED], ids=[n for n, _ in UNTABLED]
+)
+def test_an_untabled_operators_node_is_rebuilt_by_its_args(build):
+    x, i = ppto.symbol("x", (3, 4)), ppto.symbol("i", (4,), "int64")
+    values = {
+        "x": np.random.default_rng(3).normal(size=(3, 4)),
+        "i": np.array([0, 3, 1, 4]),
+    }
+    node = build(x, i)
+    assert isinstance(node, ppto.Operator)
+    expected = evaluated(node, values)
+    assert_same(expected, build(values["x"], values["i"]), repr(node))
+    again = node.op(*node.args)
+    assert repr(again) == repr(node)
+    assert_same(evaluated(again, values), expected, f"{node!r}: op(*args)")

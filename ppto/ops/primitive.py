@@ -295,6 +295,16 @@ def refuse_operator_order(op: Primitive, args: tuple) -> None:
             f"ppto.{op.name} takes at most {len(op.positional)} positional "
             f"arguments, got {len(args)}: {_order_advice(op)}"
         )
+    # every argument of the operator's own by position, one of them symbolic: an
+    # expression's .args, whose values alone cannot tell the two orders apart
+    # (diff's prepend=1, append=2 read as NumPy's n=1, axis=2)
+    if len(args) == len(op.input_names) + len(op.param_names) and any(
+        map(_is_symbolic, args)
+    ):
+        raise PptoError(
+            f"ppto.{op.name} given all {len(args)} of its arguments by position "
+            f"with a symbolic one, as an expression's .args are: {_order_advice(op)}"
+        )
     for name, value in zip(op.positional[1:], args[1:]):
         default = op.defaults.get(name, inspect.Parameter.empty)
         if name in op.input_names or default is inspect.Parameter.empty:
@@ -328,7 +338,9 @@ def _number_like(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
         return all(map(_number_like, value))
     return isinstance(value, (int, float, bool, np.generic)) or (
-        hasattr(value, "__index__") and not _is_symbolic(value)
+        hasattr(value, "__index__")
+        and not _is_symbolic(value)
+        and np.ndim(value) == 0  # (an array has __index__, raising unless 0-d)
     )
 
 

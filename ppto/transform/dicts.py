@@ -10,11 +10,14 @@ list: ``d[2]`` is the list's item 2,
 
 The keys are known where the comprehension's loop runs over literals, Python's
 ``range`` of whole numbers, or a module-level tuple or string (its name stays in
-the code: rebinding it makes ppto transform the function again). Anything else
-done with ``d`` (a key read only when the code runs, passing ``d`` on, a new key)
-is refused, saying which reads work. The keys of what a function returns are kept
-(``returned_keys``): a caller reads them, and jvp/vjp hand the values back as a
-dict.
+the code: rebinding it makes ppto transform the function again). ``d``, or a dict
+written out, passed to a function of the user's is passed as its values
+(``dict_calls.py``). Anything else done with ``d`` (a key read only when the code
+runs, passing ``d`` to a library function, a new key) is refused, saying which
+reads work. The keys of what a function returns are kept (``returned_keys``): a
+caller reads them, and jvp/vjp hand the values back as a dict. Each function
+defined inside the function is rewritten first, in its own scope: a local
+function returning a dict is read by its keys too.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING
 import gast
 
 from ppto.transform import trees
+from ppto.transform.dict_calls import DictCalls
 from ppto.transform.names import Namer, names_in
 
 if TYPE_CHECKING:  # (source.py calls this module as it parses)
@@ -41,31 +45,96 @@ _READS = (
 
 def dicts_as_lists(
     definition: gast.FunctionDef, nodes: list, namespace, source: SourceMap
-) -> tuple[bool, tuple | None]:
+) -> tuple[bool, tuple | None, dict]:
     """Rewrite ``definition``'s dicts as lists (see the module docstring) in place
-    (the tree is the caller's own fresh parse; ``nodes``: all of its nodes).
-    Returns whether anything changed and the keys of the dict it returns (None
-    where it returns none)."""
-    local = _local_names(definition)
+    (the tree is the caller's own fresh parse; ``nodes``: all of its nodes), the
+    functions it defines first, each in its own scope. Returns whether anything
+    changed, the keys of the dict it returns (None where it returns none) and the
+    stand-ins its calls passing dicts now call (see ``dict_calls.DictCalls``)."""
+    if not any(
+        isinstance(node, (gast.DictComp, gast.Dict, gast.Call)) for node in nodes
+    ):
+        return False, None, {}
+    calls = DictCalls(namespace, lambda: Namer(names_in(definition)), source)
+    nodes = nodes[1:]  # (without the definition itself: trees.walk's first)
+    if any(isinstance(node, gast.FunctionDef) for node in nodes):
+        nodes = None  # (its own are found without the functions it defines)
+    changed, result = _as_lists(definition, namespace, source, set(), {}, calls, nodes)
+    return changed, result, calls.made
+
+
+def _as_lists(
+    definition, namespace, source, enclosing: set, returning: dict, calls, nodes=None
+) -> tuple[bool, tuple | None]:
+    """``dicts_as_lists`` of one function, ``enclosing``: the local names of the
+    functions it is defined in, ``returning``: the keys their local functions
+    defined before it return (added to for its own); ``nodes``: its own, where
+    they are all of its tree's."""
+    if nodes is None:
+        nodes = _own_nodes(definition)
+    nested = [node for node in nodes if isinstance(node, gast.FunctionDef)]
+    defined = {inner.name for inner in nested}
+    local = _local_names(definition) | enclosing | defined
+    changed = False
+    for inner in sorted(nested, key=lambda node: (node.lineno, node.col_offset)):
+        inner_changed, found = _as_lists(
+            inner, namespace, source, local, returning, calls
+        )
+        changed |= inner_changed
+        if found is not None:
+            returning[inner.name] = found
     helpers: dict = {}  # id of a call -> the keys its function returns
     for node in nodes:
         if isinstance(node, gast.Call):
             found = _helper_keys(node, namespace, local)
+            if found is None and isinstance(node.func, gast.Name):
+                found = returning.get(node.func.id)  # (a local function's)
             if found is not None:
                 helpers[id(node)] = found
     if not helpers and not any(
-        isinstance(node, gast.DictComp) or _literal_keys(node) is not None
+        isinstance(node, gast.DictComp) or literal_keys(node) is not None
         for node in nodes
     ):
-        return False, None
-    keys = _dict_keys(definition, namespace, local, helpers, source)
+        return changed, None
+    keys = _dict_keys(definition, nodes, namespace, local, helpers, source)
     result = _result_keys(definition, keys, helpers, source)
-    if keys:
-        _ReadsAsList(keys, source, Namer(names_in(definition))).visit(definition)
+    from ppto.transform.dict_parameters import dict_parameters, positional_parameters
+
+    taking = dict_parameters(nested, nodes, keys, source)
+    for inner in nested:  # (its parameters given dicts read as dicts)
+        if inner.name in taking:
+            inner_defined = {
+                node.name
+                for node in _own_nodes(inner)
+                if isinstance(node, gast.FunctionDef)
+            }
+            inner_local = _local_names(inner) | local | inner_defined
+            reader = _ReadsAsList(
+                dict(taking[inner.name]), source, calls, inner_local, inner_defined
+            )
+            reader.visit_body(inner)
+    calling = {  # (name -> its positional parameters, those given dicts)
+        inner.name: (positional_parameters(inner), set(taking[inner.name]))
+        for inner in nested
+        if inner.name in taking
+    }
+    reader = _ReadsAsList(keys, source, calls, local, defined, calling)
+    reader.visit_body(definition)
     return True, result
 
 
-def _literal_keys(node) -> tuple | None:
+def _own_nodes(definition: gast.FunctionDef) -> list:
+    """The nodes of ``definition``'s body breadth first, as ``trees.walk``, the
+    functions it defines without theirs (a lambda's are its own: rewritten in
+    this scope, as a lambda binds no dicts)."""
+    found = list(definition.body)
+    for node in found:  # (a list iterator also reaches what is appended meanwhile)
+        if not isinstance(node, gast.FunctionDef):
+            found.extend(gast.iter_child_nodes(node))
+    return found
+
+
+def literal_keys(node) -> tuple | None:
     """The keys of a dict written out with constant keys, each once, else None."""
     if not isinstance(node, gast.Dict) or not node.keys:
         return None
@@ -144,7 +213,7 @@ def _parameters(definition: gast.FunctionDef) -> set[str]:
 
 
 def _dict_keys(
-    definition, namespace, local: set, helpers: dict, source
+    definition, nodes: list, namespace, local: set, helpers: dict, source
 ) -> dict[str, tuple]:
     """The keys of each name a dict is assigned to (a comprehension, a dict written
     out, a call of ``helpers``), its statements rewritten to make lists; a dict
@@ -152,14 +221,14 @@ def _dict_keys(
     else, is refused."""
     keys: dict[str, tuple] = {}
     assigned = []
-    for node in trees.walk(definition):
+    for node in nodes:
         if (
             isinstance(node, gast.Assign)
             and len(node.targets) == 1
             and isinstance(node.targets[0], gast.Name)
             and (
                 isinstance(node.value, gast.DictComp)
-                or _literal_keys(node.value) is not None
+                or literal_keys(node.value) is not None
                 or id(node.value) in helpers
             )
         ):
@@ -167,10 +236,10 @@ def _dict_keys(
     held = {id(node.value) for node in assigned}
     returned = {
         id(node.value)
-        for node in trees.walk(definition)
+        for node in nodes
         if isinstance(node, gast.Return) and node.value is not None
     }
-    for node in trees.walk(definition):
+    for node in nodes:
         if (
             isinstance(node, gast.Call)
             and id(node) in helpers
@@ -185,7 +254,7 @@ def _dict_keys(
                 f"assign it to a name first (d = {name}(...)) and read d[key] with "
                 "a key written out",
             )
-    for node in trees.walk(definition):
+    for node in nodes:
         if isinstance(node, gast.DictComp) and id(node) not in held:
             raise source.error(
                 node,
@@ -206,7 +275,7 @@ def _dict_keys(
         if id(comprehension) in helpers:
             found = helpers[id(comprehension)]
         elif isinstance(comprehension, gast.Dict):
-            found = _literal_keys(comprehension)
+            found = literal_keys(comprehension)
             node.value = _values_list(comprehension)
         else:
             found = _static_keys(comprehension, namespace, local, source)
@@ -221,8 +290,8 @@ def _dict_keys(
                 "use one name for each set of keys",
             )
         keys[name] = found
-    for node in trees.walk(definition):
-        targets = _bound(node)
+    for node in nodes:
+        targets = bound_by(node)
         if targets is None or node in assigned:
             continue
         for name in sorted(trees.stores(targets) & set(keys)):
@@ -250,7 +319,7 @@ def _result_keys(definition, keys: dict, helpers: dict, source) -> tuple | None:
     found = []
     for node in returns:
         value = node.value
-        written = _literal_keys(value)
+        written = literal_keys(value)
         if written is not None:
             node.value = _values_list(value)
         elif isinstance(value, gast.Name) and value.id in keys:
@@ -285,7 +354,7 @@ def _own_returns(body: list) -> list:
     return found
 
 
-def _bound(node):
+def bound_by(node):
     """What ``node`` assigns, or None where it assigns nothing."""
     if isinstance(node, gast.Assign):
         return node.targets
@@ -373,10 +442,22 @@ class _ReadsAsList(gast.NodeTransformer):
     """Each read of a dict comprehension's name as the read of its list of values
     (see the module docstring); any other use is refused."""
 
-    def __init__(self, keys: dict[str, tuple], source, namer: Namer) -> None:
+    def __init__(
+        self,
+        keys: dict[str, tuple],
+        source,
+        calls,
+        local: set,
+        defined: set,
+        taking: dict | None = None,
+    ) -> None:
         self.keys = keys
         self.source = source
-        self.namer = namer
+        self.calls: DictCalls = calls
+        self.local, self.defined = local, defined  # (defined: its local functions)
+        # the local functions given dicts: name -> (its positional parameters,
+        # those given dicts) (see dict_parameters.py)
+        self.taking = taking or {}
         # (dict, key name) -> the name of the key's position, in ``for k in d:``
         self.positions: dict[tuple[str, str], str] = {}
 
@@ -426,7 +507,28 @@ class _ReadsAsList(gast.NodeTransformer):
         node.slice = gast.copy_location(gast.Constant(keys.index(key.value), None), key)
         return node
 
+    def visit_body(self, definition: gast.FunctionDef) -> None:
+        definition.body = [self.visit(statement) for statement in definition.body]
+
+    def visit_FunctionDef(self, node):
+        """A function defined here reads the dicts of this one it does not bind
+        itself (its own were rewritten already)."""
+        shadowed = _local_names(node) & set(self.keys)
+        kept = {name: self.keys.pop(name) for name in shadowed}
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.keys.update(kept)
+
     def visit_Call(self, node):
+        func = node.func
+        if isinstance(func, gast.Name) and func.id in self.taking:
+            return self.dicts_to_a_local_function(node, *self.taking[func.id])
+        rewritten = self.calls.rewritten(
+            node, self.keys, self.visit, self.local, self.defined
+        )
+        if rewritten is not None:
+            return rewritten
         func = node.func
         if isinstance(func, gast.Attribute) and self.name_of(func.value):
             name = func.value.id
@@ -443,6 +545,23 @@ class _ReadsAsList(gast.NodeTransformer):
             count = len(self.keys[node.args[0].id])
             return gast.copy_location(gast.Constant(count, None), node)
         return self.generic_visit(node)
+
+    def dicts_to_a_local_function(self, node, positional: list, dicts: set):
+        """A call of a local function reading some parameters as dicts: the dict
+        passed there as the list of its values (its name, or one written out)."""
+
+        def passed(parameter, value):
+            if parameter not in dicts or isinstance(value, gast.Name):
+                return value if parameter in dicts else self.visit(value)
+            return self.visit(_values_list(value))
+
+        node.args = [
+            passed(positional[n] if n < len(positional) else None, value)
+            for n, value in enumerate(node.args)
+        ]
+        for keyword in node.keywords:
+            keyword.value = passed(keyword.arg, keyword.value)
+        return node
 
     def view(self, name: str, method: str, origin):
         values = gast.Name(name, gast.Load(), None, None)
@@ -471,7 +590,7 @@ class _ReadsAsList(gast.NodeTransformer):
             return self.generic_visit(node)
         # for k in d: ... d[k] ...  as  for position, k in enumerate(keys): ...
         # d[position] ...
-        position = self.namer.fresh("position")
+        position = self.calls.namer.fresh("position")
         target = gast.Tuple(
             [gast.Name(position, gast.Store(), None, None), node.target], gast.Store()
         )
@@ -523,8 +642,8 @@ class _ReadsAsList(gast.NodeTransformer):
         if self.name_of(node) and isinstance(node.ctx, gast.Load):
             raise self.source.error(
                 node,
-                f"ppto cannot differentiate this use of {node.id}, a dict "
-                "comprehension held as the list of its values",
+                f"ppto cannot differentiate this use of {node.id}, a dict held as "
+                "the list of its values",
                 "read it as " + _READS.format(d=node.id),
             )
         return node

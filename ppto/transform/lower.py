@@ -28,7 +28,7 @@ from ppto.transform import trees
 from ppto.transform.emit import compile_source, render_function
 from ppto.transform.fuse import FUSED_KINDS, fuse_program
 from ppto.transform.release import release_dead_values
-from ppto.transform.source import function_source
+from ppto.transform.source import function_source, returns_a_dict
 from ppto.transform.syntax import to_gast
 from ppto.transform.trees import bound_arguments, clone, name_counts
 
@@ -65,10 +65,17 @@ def _is_docstring(statement) -> bool:
 
 
 def raw_result(function):
-    """Wrap a user function so it returns raw arrays inside lowered code."""
+    """Wrap a user function so it returns raw arrays inside lowered code (a dict
+    as the list of its values: the code reads it so, see ``returns_a_dict``)."""
+    if returns_a_dict(function):
 
-    def run(*args, **kwargs):
-        return _unwrap(function(*args, **kwargs))
+        def run(*args, **kwargs):
+            return [_unwrap(value) for value in function(*args, **kwargs).values()]
+
+    else:
+
+        def run(*args, **kwargs):
+            return _unwrap(function(*args, **kwargs))
 
     run.__name__ = getattr(function, "__name__", "function")
     return run

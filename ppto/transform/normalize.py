@@ -1596,10 +1596,12 @@ class Normalizer:
         try:
             parsed = parse_function(function)
         except TransformError as error:
+            # (a stand-in taking a dict's values is named as the user wrote it)
+            written = self.parsed.stand_ins.get(callee.text, (callee.text,))[0]
             raise self.source.error(
                 node,
                 f"cannot differentiate the call to "
-                f"{callee.text}: {error.msg.splitlines()[0]}",
+                f"{written}: {error.msg.splitlines()[0]}",
             ) from error
         # (a callable passed, helper(x, np.tanh): its code is made for it)
         statics = passed_callables(node, parsed, self.static)

@@ -59,7 +59,7 @@ def flattened(parsed: ParsedFunction, trees: dict, made) -> ParsedFunction:
         parsed.source,
         namespace_with(parsed, reader.helpers),
         scope=parsed.scope or parsed.fn,
-        stand_ins=reader.stand_ins,
+        stand_ins={**parsed.stand_ins, **reader.stand_ins},
     )
 
 

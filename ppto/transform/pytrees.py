@@ -17,7 +17,13 @@ from collections import ChainMap
 from collections.abc import Callable
 
 from ppto.transform.names import fresh_name
-from ppto.transform.source import STAND_INS, ParsedFunction, parse_function, signature
+from ppto.transform.source import (
+    STAND_INS,
+    STOOD_FOR,
+    ParsedFunction,
+    parse_function,
+    signature,
+)
 
 # a structure with its leaves named: a leaf is its parameter's name (str); a
 # container is ("dict", ((key, tree), ...)) or ("list" | "tuple", (tree, ...)).
@@ -81,6 +87,7 @@ def stand_in(function: Callable, structures: dict) -> Callable:
     # (weakly: a stand-in's entry must not keep it, or its function, alive)
     function_reference, reference = weakref.ref(function), weakref.ref(made[key])
     STAND_INS[made[key]] = lambda: _parsed(function_reference(), trees, reference())
+    STOOD_FOR[made[key]] = function_reference
     return made[key]
 
 

@@ -177,6 +177,26 @@ def returned_keys(fn: Callable) -> tuple | None:
     return RESULT_KEYS.get(unwrapped(fn))
 
 
+# a stand-in (see STAND_INS) -> a weak reference to the function it calls
+STOOD_FOR: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def returns_a_dict(fn: Callable) -> bool:
+    """Whether transformed code reads what ``fn`` returns as the list of a dict's
+    values (see ``returned_keys``): called as it is, its dict is read so.
+
+    >>> returns_a_dict(lambda x: x)
+    False
+    """
+    stood_for = STOOD_FOR.get(fn)
+    if stood_for is not None:
+        fn = stood_for()
+    try:
+        return unwrapped(fn) in RESULT_KEYS
+    except TypeError:  # (an object that cannot be weakly referenced)
+        return False
+
+
 def register_local_function(parsed: ParsedFunction, enclosing: Callable) -> None:
     """Make ``parse_function(parsed.fn)`` give (a copy of) ``parsed``: a lifted
     local function has no source of its own, its tree is cut from ``enclosing``'s."""
@@ -220,7 +240,10 @@ def parse_function(fn: Callable) -> ParsedFunction:
     dropped = [n for n in nodes if isinstance(n, _DROPPED)]
     if dropped:
         _drop_no_ops(tree, dropped)
-    changed, keys = dicts_as_lists(tree, nodes, namespace, source)
+    changed, keys, made = dicts_as_lists(tree, nodes, namespace, source)
+    if made:  # (stand-ins its calls passing dicts call: see dict_calls.py)
+        bound = {name: function for name, (function, _) in made.items()}
+        namespace = ChainMap({**namespace.maps[0], **bound}, *namespace.maps[1:])
     if keys is not None:
         RESULT_KEYS[fn] = keys
     if changed:
@@ -229,7 +252,8 @@ def parse_function(fn: Callable) -> ParsedFunction:
         tree = comprehensions_as_loops(tree, namespace, source)
     # generated functions are named after it: a lambda's name is no identifier
     name = fn.__name__ if fn.__name__.isidentifier() else "lambda_"
-    return ParsedFunction(fn, name, tree, source, namespace)
+    stand_ins = {name: written for name, (_, written) in made.items()}
+    return ParsedFunction(fn, name, tree, source, namespace, stand_ins=stand_ins)
 
 
 _DROPPED = (gast.Global, gast.Nonlocal, gast.Delete)  # (some of them: see below)
