@@ -348,6 +348,10 @@ def fusion_rule(pattern: Callable, *, name: str | None = None,
     ...     out = A @ B
     ...     out += b
     ...     return np.maximum(out, 0, out=out)
+
+    A pattern returning a tuple (values computed on the way to its last one) makes
+    a multi-output rule: the implementation returns every value, each checked, and
+    gradient code binds them to the names its backward pass reads.
     """
 
     def decorate(*implementation: Callable) -> FusionRule:
