@@ -48,7 +48,11 @@ CNN_STAGED = {
     # ppto/fusion/batch_norm_outputs.py's: stages shared by a kernel per value
     "batch_norm_outputs_nhwc", "batch_norm_relu_outputs_nhwc",
     "batch_norm_maximum_outputs_nhwc", "batch_norm_add_relu_outputs_nhwc",
-    "batch_norm_add_maximum_outputs_nhwc",
+    "batch_norm_add_maximum_outputs_nhwc", "batch_norm_normalized_outputs_nhwc",
+    "batch_norm_normalized_relu_outputs_nhwc",
+    "batch_norm_normalized_maximum_outputs_nhwc",
+    "batch_norm_normalized_add_relu_outputs_nhwc",
+    "batch_norm_normalized_add_maximum_outputs_nhwc",
 }  # fmt: skip
 STAGED |= CNN_STAGED
 

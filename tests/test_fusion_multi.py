@@ -4,6 +4,7 @@ unfused code gave it (batch norm's training forward in gradient code, and a user
 ``@ppto.fusion_rule``). Fused gradients equal unfused ones (float64 and float32) and
 central differences (float64); statements read elsewhere are never fused away."""
 
+import inspect
 import io
 import re
 
@@ -60,6 +61,24 @@ def conv_batch_norm(x, w, g, b):
     return np.sum(h * x)
 
 
+def normalized_shifted(x, g, b):
+    m = np.mean(x, axis=(0, 1, 2))
+    normal = (x - m) / np.sqrt(np.mean((x - m) ** 2, axis=(0, 1, 2)) + 1e-5)
+    return np.sum(np.tanh(g * normal + b) * x)
+
+
+def normalized_maximum(x, g, b):
+    m = np.mean(x, axis=(0, 1, 2))
+    normal = (x - m) / np.sqrt(np.mean((x - m) ** 2, axis=(0, 1, 2)) + 1e-5)
+    return np.sum(np.maximum(g * normal + b, 0.0) * x)
+
+
+def normalized_residual_relu(x, g, b, skip):
+    centred = x - np.mean(x, axis=(0, 1, 2))
+    normal = centred / np.sqrt(np.mean(centred**2, axis=(0, 1, 2)) + 1e-5)
+    return np.sum(ppto.relu(g * normal + b + skip) * skip)
+
+
 # function -> the multi-output rule its gradient code runs
 CASES = {
     batch_norm_shifted: "batch_norm_outputs_nhwc",
@@ -68,6 +87,9 @@ CASES = {
     residual_maximum: "batch_norm_add_maximum_outputs_nhwc",
     residual_relu: "batch_norm_add_relu_outputs_nhwc",
     conv_batch_norm: "batch_norm_maximum_outputs_nhwc",
+    normalized_shifted: "batch_norm_normalized_outputs_nhwc",
+    normalized_maximum: "batch_norm_normalized_maximum_outputs_nhwc",
+    normalized_residual_relu: "batch_norm_normalized_add_relu_outputs_nhwc",
 }
 
 
@@ -78,7 +100,7 @@ def arguments(function, dtype="float64", seed=5):
     g, b = rng.uniform(0.5, 1.5, 3), rng.normal(0.0, 0.3, 3)
     if function is conv_batch_norm:
         args = [x, rng.standard_normal((3, 3, 3, 3)) * 0.3, g, b]
-    elif function in (residual_maximum, residual_relu):
+    elif "skip" in inspect.signature(function).parameters:
         args = [x, g, b, rng.standard_normal(image)]
     else:
         args = [x, g, b]
@@ -138,7 +160,8 @@ def test_each_value_is_bound_to_the_name_the_backward_pass_reads(function):
     call = re.search(rf"^    ([\w, ]+) = __fused_{rule}\((.*)\)$", text, re.M)
     assert call, text
     names = call.group(1).split(", ")
-    assert len(names) == (4 if rule == "batch_norm_outputs_nhwc" else 5)
+    found = next(r for r in ppto.fusion_rules() if r.name == rule)
+    assert len(names) == len(found.outputs) >= 4
     after = text[call.end() :]
     # centred, deviation and scaled value: the backward pass reads each of them
     for name in names[:3]:
@@ -193,23 +216,20 @@ def test_fused_gradients_equal_unfused_ones_and_central_differences(
             np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6, atol=1e-7)
 
 
-def test_the_kernel_computes_each_value_as_the_unfused_code_does():
+@pytest.mark.parametrize("normalized", [False, True])
+def test_the_kernel_computes_each_value_as_the_unfused_code_does(
+    normalized, monkeypatch
+):
     # (the values themselves, beyond the gradients that read them)
-    from ppto.fusion.batch_norm_outputs import _outputs, _plain
+    import ppto.fusion.batch_norm_outputs as module
 
     rng = np.random.default_rng(0)
     x, skip = rng.standard_normal((2, 2, 70, 8, 5))  # (rows in several chunks)
     g, b = rng.uniform(0.5, 1.5, 5), rng.standard_normal(5)
-    import ppto.fusion.batch_norm_outputs as module
-
-    for chunked in (False, True):
-        previous = module.CHUNK_BYTES
-        module.CHUNK_BYTES = 5 * 8 * 7 if chunked else previous  # 7 rows a chunk
-        try:
-            fused = _outputs(x, g, b, 1e-5, skip, relu=True)
-        finally:
-            module.CHUNK_BYTES = previous
-        plain = _plain(x, g, b, 1e-5, skip, relu=True)
+    plain = module._plain(x, g, b, 1e-5, skip, True, normalized)
+    for chunk_bytes in (module.CHUNK_BYTES, 5 * 8 * 7):  # one chunk; 7 rows a chunk
+        monkeypatch.setattr(module, "CHUNK_BYTES", chunk_bytes)
+        fused = module._outputs(x, g, b, 1e-5, skip, True, normalized)
         assert len(fused) == len(plain) == 5
         for value, wanted in zip(fused, plain):
             assert value.shape == wanted.shape and value.dtype == wanted.dtype
@@ -218,9 +238,18 @@ def test_the_kernel_computes_each_value_as_the_unfused_code_does():
         assert not any(
             np.shares_memory(a, c) for i, a in enumerate(fused) for c in fused[i + 1 :]
         )
-    # other dtypes than the image's, other shapes: NumPy's own rules
-    mixed = _outputs(x.astype("float32"), g, b, 1e-5)
-    assert mixed[2].dtype == (x.astype("float32") * g).dtype
+    # an image of another dtype than its scale and shift: the pattern's types
+    name = (
+        "batch_norm_normalized_outputs_nhwc"
+        if normalized
+        else "batch_norm_outputs_nhwc"
+    )
+    rule = next(r for r in ppto.fusion_rules() if r.name == name)
+    args = [x.astype("float32"), g, b, 1e-5]
+    mixed = module._outputs(*args, normalized=normalized)
+    expected = rule.pattern(*[ppto.tensor(a) for a in args[:3]], 1e-5)
+    assert [v.dtype for v in mixed] == [np.asarray(v).dtype for v in expected]
+    assert {v.dtype for v in mixed} == {np.dtype("float32"), np.dtype("float64")}
 
 
 # --- never fused away --------------------------------------------------------------

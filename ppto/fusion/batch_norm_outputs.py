@@ -2,7 +2,9 @@
 
 A gradient's forward pass keeps what its backward pass reads: batch norm's centred
 value ``x - mean``, its deviation ``sqrt(variance + eps)``, the scaled value
-``gamma * centred / deviation`` and the output before its ReLU. The one-value rules of
+``gamma * centred / deviation`` (or, written the other way, the normalized value
+``centred / deviation`` before ``gamma * normalized + beta``) and the output before
+its ReLU. The one-value rules of
 ``ppto.fusion.cnn_patterns`` cannot absorb statements whose values are read again, so
 these rules return all of them (``FusionRule.outputs``); fused code binds each to the
 name the unfused code gave it. The kernel makes two passes over blocks of rows while
@@ -23,20 +25,27 @@ from ppto.ops import elementwise as ew
 from ppto.ops import reductions
 
 
-def batch_norm_values(x, gamma, eps):
-    """The values batch norm's backward pass reads, as ppto's code computes them:
-    centred, deviation, scaled (``(x - mean)`` read twice, as NumPy code writes it)."""
+def batch_norm_values(x, gamma, beta, eps, normalized=False):
+    """The values batch norm's backward pass reads, as ppto's code computes them
+    (``(x - mean)`` read twice, as NumPy code writes it): centred, deviation, the
+    scaled value ``gamma * centred / deviation`` (or the normalized one ``centred /
+    deviation``, then scaled), and the shifted output."""
     centred = x - reductions.reduce_mean(x, PIXELS)
     deviation = ew.sqrt(reductions.reduce_mean(centred**2, PIXELS) + eps)
-    return centred, deviation, gamma * centred / deviation
+    if normalized:
+        third = centred / deviation
+        return centred, deviation, third, gamma * third + beta
+    third = gamma * centred / deviation
+    return centred, deviation, third, third + beta
 
 
-def _outputs(x, gamma, beta, eps, skip=None, relu=False) -> tuple:
-    """centred, deviation, scaled, then ``scaled + beta`` (plus ``skip`` where there
-    is one) and its ReLU where ``relu``: each a fresh array, computed in the
-    pattern's order (so each equals the unfused code's up to the sum of squares)."""
+def _outputs(x, gamma, beta, eps, skip=None, relu=False, normalized=False) -> tuple:
+    """centred, deviation, scaled (or normalized), then the output (plus ``skip``
+    where there is one) and its ReLU where ``relu``: each a fresh array, computed in
+    the pattern's order (so each equals the unfused code's up to the sum of
+    squares)."""
     if not _rows_fit(x, gamma, beta, skip):  # (other shapes or dtypes: NumPy's rules)
-        return _plain(x, gamma, beta, eps, skip, relu)
+        return _plain(x, gamma, beta, eps, skip, relu, normalized)
     channels = x.shape[-1]
     rows = x.reshape(-1, channels)
     chunk = max(1, CHUNK_BYTES // (x.itemsize * channels))
@@ -59,9 +68,15 @@ def _outputs(x, gamma, beta, eps, skip=None, relu=False) -> tuple:
     def scale(claim):
         for number in iter(claim, None):
             part = slice(number * chunk, (number + 1) * chunk)
-            scaled = np.multiply(gamma, centred[part], out=results[0][part])
-            scaled /= deviation
-            out = np.add(scaled, beta, out=results[1][part])
+            third, out = results[0][part], results[1][part]
+            if normalized:
+                np.divide(centred[part], deviation, out=third)
+                np.multiply(gamma, third, out=out)
+            else:
+                np.multiply(gamma, centred[part], out=third)
+                third /= deviation
+                out[...] = third
+            out += beta
             if others is not None:
                 out += others[part]
             if relu:
@@ -88,50 +103,61 @@ def _rows_fit(x, gamma, beta, skip) -> bool:
     )
 
 
-def _plain(x, gamma, beta, eps, skip, relu) -> tuple:
+def _plain(x, gamma, beta, eps, skip, relu, normalized) -> tuple:
     """The pattern in NumPy, operator by operator."""
     centred = x - np.mean(x, axis=PIXELS)
     deviation = np.sqrt(np.mean(centred**2, axis=PIXELS) + eps)
-    scaled = gamma * centred / deviation
-    out = scaled + beta
+    if normalized:
+        third = centred / deviation
+        out = gamma * third + beta
+    else:
+        third = gamma * centred / deviation
+        out = third + beta
     if skip is not None:
         out = out + skip
-    return (centred, deviation, scaled, out) + ((np.maximum(out, 0.0),) if relu else ())
+    return (centred, deviation, third, out) + ((np.maximum(out, 0.0),) if relu else ())
 
 
-def _shifted(x, gamma, beta, eps):
-    return _outputs(x, gamma, beta, eps)
+def _implementation(normalized: bool, relu: bool, residual: bool, variant: str):
+    """The kernel of one variant, with the rule's parameters."""
+    if residual:
+
+        def kernel(x, gamma, beta, eps, skip):
+            return _outputs(x, gamma, beta, eps, skip, relu, normalized)
+    else:
+
+        def kernel(x, gamma, beta, eps):
+            return _outputs(x, gamma, beta, eps, None, relu, normalized)
+
+    kernel.__name__ = kernel.__qualname__ = f"_batch_norm_{variant}"
+    return kernel
 
 
-def _shifted_relu(x, gamma, beta, eps):
-    return _outputs(x, gamma, beta, eps, relu=True)
+def _pattern(normalized: bool, activation, residual: bool):
+    """The values of one variant: those of ``batch_norm_values``, the output with the
+    skip added where ``residual``, then its ``activation`` where there is one."""
+    if residual:
 
+        def pattern(x, gamma, beta, eps, skip):
+            *values, out = batch_norm_values(x, gamma, beta, eps, normalized)
+            summed = out + skip
+            return (*values, summed, activation(summed))
+    elif activation is not None:
 
-def _residual_relu(x, gamma, beta, eps, skip):
-    return _outputs(x, gamma, beta, eps, skip, relu=True)
+        def pattern(x, gamma, beta, eps):
+            *values, out = batch_norm_values(x, gamma, beta, eps, normalized)
+            return (*values, out, activation(out))
+    else:
 
-
-def _pattern_shifted(x, gamma, beta, eps):
-    centred, deviation, scaled = batch_norm_values(x, gamma, eps)
-    return centred, deviation, scaled, scaled + beta
-
-
-def _relu_pattern(activation):
-    def pattern(x, gamma, beta, eps):
-        centred, deviation, scaled = batch_norm_values(x, gamma, eps)
-        out = scaled + beta
-        return centred, deviation, scaled, out, activation(out)
+        def pattern(x, gamma, beta, eps):
+            return batch_norm_values(x, gamma, beta, eps, normalized)
 
     return pattern
 
 
-def _residual_pattern(activation):
-    def pattern(x, gamma, beta, eps, skip):
-        centred, deviation, scaled = batch_norm_values(x, gamma, eps)
-        summed = scaled + beta + skip
-        return centred, deviation, scaled, summed, activation(summed)
-
-    return pattern
+def _variant(normalized: bool, relu, residual: bool) -> str:
+    words = ["normalized"] * normalized + ["add"] * residual + [relu] * bool(relu)
+    return "_".join(words + ["outputs"])
 
 
 def _maximum(value):
@@ -139,9 +165,13 @@ def _maximum(value):
 
 
 # (before regions: a region would take the statements after the deviation apart)
-rule("batch_norm_outputs_nhwc", BATCH_NORM, FORWARD, _shifted, FIRST)(_pattern_shifted)
-for activation, suffix in ((_maximum, "maximum"), (ew.relu, "relu")):
-    rule(f"batch_norm_{suffix}_outputs_nhwc", BATCH_NORM, FORWARD, _shifted_relu,
-         FIRST)(_relu_pattern(activation))  # fmt: skip
-    rule(f"batch_norm_add_{suffix}_outputs_nhwc", [*BATCH_NORM, IMAGE], FORWARD,
-         _residual_relu, FIRST)(_residual_pattern(activation))  # fmt: skip
+for normalized in (False, True):
+    for activation, name in ((None, ""), (_maximum, "maximum"), (ew.relu, "relu")):
+        for residual in (False, True) if activation is not None else (False,):
+            variant = _variant(normalized, name, residual)
+            shapes = [*BATCH_NORM, IMAGE] if residual else BATCH_NORM
+            relu = activation is not None
+            implementation = _implementation(normalized, relu, residual, variant)
+            rule(f"batch_norm_{variant}_nhwc", shapes, FORWARD, implementation, FIRST)(
+                _pattern(normalized, activation, residual)
+            )
