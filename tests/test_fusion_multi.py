@@ -245,11 +245,14 @@ def test_the_kernel_computes_each_value_as_the_unfused_code_does(
         else "batch_norm_outputs_nhwc"
     )
     rule = next(r for r in ppto.fusion_rules() if r.name == name)
-    args = [x.astype("float32"), g, b, 1e-5]
-    mixed = module._outputs(*args, normalized=normalized)
-    expected = rule.pattern(*[ppto.tensor(a) for a in args[:3]], 1e-5)
-    assert [v.dtype for v in mixed] == [np.asarray(v).dtype for v in expected]
-    assert {v.dtype for v in mixed} == {np.dtype("float32"), np.dtype("float64")}
+    image, g32, b32 = x.astype("float32"), g.astype("float32"), b.astype("float32")
+    for args in ([image, g, b, 1e-5], [image, g32, b32, np.float64(1e-5)]):
+        mixed = module._outputs(*args, normalized=normalized)
+        expected = rule.pattern(*[ppto.tensor(a) for a in args[:3]], args[3])
+        assert [v.dtype for v in mixed] == [np.asarray(v).dtype for v in expected]
+        assert {v.dtype for v in mixed} == {np.dtype("float32"), np.dtype("float64")}
+        for value, wanted in zip(mixed, expected):
+            np.testing.assert_allclose(value, np.asarray(wanted), rtol=1e-5)
 
 
 # --- never fused away --------------------------------------------------------------

@@ -44,7 +44,7 @@ def _outputs(x, gamma, beta, eps, skip=None, relu=False, normalized=False) -> tu
     where there is one) and its ReLU where ``relu``: each a fresh array, computed in
     the pattern's order (so each equals the unfused code's up to the sum of
     squares)."""
-    if not _rows_fit(x, gamma, beta, skip):  # (other shapes or dtypes: NumPy's rules)
+    if not _rows_fit(x, gamma, beta, eps, skip):  # (else NumPy's types and shapes)
         return _plain(x, gamma, beta, eps, skip, relu, normalized)
     channels = x.shape[-1]
     rows = x.reshape(-1, channels)
@@ -88,9 +88,10 @@ def _outputs(x, gamma, beta, eps, skip=None, relu=False, normalized=False) -> tu
     return (centred.reshape(shape), deviation, *images)
 
 
-def _rows_fit(x, gamma, beta, skip) -> bool:
+def _rows_fit(x, gamma, beta, eps, skip) -> bool:
     """Whether the arrays are an NHWC image (and a skip of its shape and dtype) with
-    per-channel scale and shift that keep its dtype: the two passes' case."""
+    per-channel scale and shift and an eps that keep its dtype: the two passes'
+    case (their arrays are of the image's dtype)."""
     if type(x) is not np.ndarray or x.ndim != 4 or x.size == 0:
         return False
     if skip is not None and not (
@@ -98,7 +99,7 @@ def _rows_fit(x, gamma, beta, skip) -> bool:
     ):
         return False
     channel = (x.shape[-1],)
-    return _fits(x, gamma, beta) and all(
+    return _fits(x, gamma, beta, eps) and all(
         type(v) is np.ndarray and v.shape == channel for v in (gamma, beta)
     )
 
