@@ -274,7 +274,18 @@ def variance_read_elsewhere(x, g, b):
     return np.sum(np.tanh(y) * x) + np.sum(v * b)
 
 
-@pytest.mark.parametrize("function", [centred_read_in_between, variance_read_elsewhere])
+def in_a_loop(x, g, b):
+    # (the loop's tape keeps the values as they are computed: they are read there)
+    for _ in range(2):
+        m = np.mean(x, axis=(0, 1, 2))
+        v = np.mean((x - m) ** 2, axis=(0, 1, 2))
+        x = np.maximum(g * (x - m) / np.sqrt(v + 1e-5) + b, 0.0)
+    return np.sum(x * x)
+
+
+@pytest.mark.parametrize(
+    "function", [centred_read_in_between, variance_read_elsewhere, in_a_loop]
+)
 def test_values_read_by_other_statements_are_not_fused_away(function):
     args = arguments(batch_norm_shifted)
     text = fused_gradient_listing(function, args)
