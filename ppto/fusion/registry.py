@@ -77,8 +77,8 @@ class FusionRule:
         return for_rule(self)
 
     def __str__(self) -> str:
-        shown = ", ".join(map(repr, self.outputs)) if self.outputs else self.template
-        return f"{self.name}: {shown!s}  ({self.kind}; {self.applies})"
+        shown = ", ".join(map(repr, self.outputs or (self.template,)))
+        return f"{self.name}: {shown}  ({self.kind}; {self.applies})"
 
 
 RULES: list[FusionRule] = []
