@@ -45,6 +45,14 @@ CNN_STAGED = {
     "batch_norm_relu_nhwc", "batch_norm_maximum_nhwc", "batch_norm_add_relu_nhwc",
     "batch_norm_add_maximum_nhwc", "global_pool_of_relu_sum",
     "global_pool_of_relu_op_sum", "batch_norm_variance_backward",
+    # ppto/fusion/batch_norm_outputs.py's: stages shared by a kernel per value
+    "batch_norm_outputs_nhwc", "batch_norm_relu_outputs_nhwc",
+    "batch_norm_maximum_outputs_nhwc", "batch_norm_add_relu_outputs_nhwc",
+    "batch_norm_add_maximum_outputs_nhwc", "batch_norm_normalized_outputs_nhwc",
+    "batch_norm_normalized_relu_outputs_nhwc",
+    "batch_norm_normalized_maximum_outputs_nhwc",
+    "batch_norm_normalized_add_relu_outputs_nhwc",
+    "batch_norm_normalized_add_maximum_outputs_nhwc",
 }  # fmt: skip
 STAGED |= CNN_STAGED
 
@@ -578,13 +586,18 @@ def _staged_inputs(rule, dtype, eps=None):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("rule", STAGED_RULES, ids=[rule.name for rule in STAGED_RULES])
 def test_staged_kernels_compute_their_patterns(kernels_from_trees, rule, dtype):
+    from tests.test_fusion import values_of
+
     inputs = _staged_inputs(rule, dtype)
-    expected = np.asarray(rule.pattern(*[ppto.tensor(x) for x in inputs]))
+    expected = values_of(rule, rule.pattern(*[ppto.tensor(x) for x in inputs]))
     kernel = implementation_for(rule, "cuda")
     tolerance = 1e-12 if dtype == "float64" else 1e-5
-    for actual in (kernel(*inputs), kernel.evaluate(np, *inputs)):
-        assert actual.shape == expected.shape and actual.dtype == expected.dtype
-        np.testing.assert_allclose(actual, expected, rtol=tolerance, atol=tolerance)
+    for result in (kernel(*inputs), kernel.evaluate(np, *inputs)):
+        actual = values_of(rule, result)
+        assert len(actual) == len(expected)
+        for value, wanted in zip(actual, expected):
+            assert value.shape == wanted.shape and value.dtype == wanted.dtype
+            np.testing.assert_allclose(value, wanted, rtol=tolerance, atol=tolerance)
     # each sum is one reduction kernel (a maximum is cupy.max), then the result's
     assert kernels_from_trees == [part.name for part in kernel.parts()]
 
@@ -627,16 +640,19 @@ def test_staged_kernels_of_other_operand_types_run_unfused(kernels_from_trees):
 def test_cuda_kernel_of_every_rule_equals_its_pattern_on_the_gpu(rule, dtype):
     import cupy
 
-    from tests.test_fusion import _as_tensors, _inputs
+    from tests.test_fusion import _as_tensors, _inputs, values_of
 
     inputs = _inputs(rule, np.random.default_rng(11), dtype)
-    expected = np.asarray(rule.pattern(*_as_tensors(inputs)))
+    expected = values_of(rule, rule.pattern(*_as_tensors(inputs)))
     on_gpu = [cupy.asarray(x) if isinstance(x, np.ndarray) else x for x in inputs]
     actual = implementation_for(rule, "cuda")(*on_gpu)
+    actual = actual if rule.outputs else (actual,)
+    assert len(actual) == len(expected)
     tolerance = 1e-12 if dtype == "float64" else 2e-5
-    np.testing.assert_allclose(
-        cupy.asnumpy(actual), expected, rtol=tolerance, atol=tolerance
-    )
+    for value, wanted in zip(actual, expected):
+        np.testing.assert_allclose(
+            cupy.asnumpy(value), wanted, rtol=tolerance, atol=tolerance
+        )
 
 
 @pytest.mark.parametrize("function, shapes", WORKLOADS, ids=lambda w: str(w)[:20])
@@ -758,7 +774,8 @@ def _cupy_kernels_of(kernel) -> list:
     (booleans where a leaf is a ``where``'s condition)."""
     if isinstance(kernel, CudaStaged):
         stages = [stage.kernel for stage in kernel.stages if stage.kernel is not None]
-        return [k for part in [*stages, kernel.result] for k in _cupy_kernels_of(part)]
+        results = [value for _, value in kernel.values]  # (each of several values')
+        return [k for part in [*stages, *results] for k in _cupy_kernels_of(part)]
     if isinstance(kernel, cuda.CudaMatmulEpilogue):
         return _cupy_kernels_of(kernel.epilogue)
     kinds = _kinds(getattr(kernel, "elementwise", kernel))

@@ -77,11 +77,21 @@ def _as_tensors(inputs) -> list:
 def test_builtin_rule_equals_its_pattern(rule, dtype):
     rng = np.random.default_rng(11)
     inputs = _inputs(rule, rng, dtype)
-    expected = np.asarray(rule.pattern(*_as_tensors(inputs)))
-    actual = np.asarray(rule.implementation(*inputs))
-    assert actual.shape == expected.shape
+    expected = values_of(rule, rule.pattern(*_as_tensors(inputs)))
+    actual = values_of(rule, rule.implementation(*inputs))
+    assert len(actual) == len(expected)
     tolerance = 1e-12 if dtype == "float64" else 2e-5
-    np.testing.assert_allclose(actual, expected, rtol=tolerance, atol=tolerance)
+    for value, wanted in zip(actual, expected):
+        assert value.shape == wanted.shape and value.dtype == wanted.dtype
+        np.testing.assert_allclose(value, wanted, rtol=tolerance, atol=tolerance)
+
+
+def values_of(rule, result) -> list:
+    """A rule's value as arrays: one, or each of a multi-output rule's."""
+    if rule.outputs:
+        assert isinstance(result, tuple) and len(result) == len(rule.outputs)
+        return [np.asarray(value) for value in result]
+    return [np.asarray(result)]
 
 
 def test_large_kernels_equal_small_ones():

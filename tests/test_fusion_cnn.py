@@ -28,6 +28,12 @@ CNN_RULES = {
     "global_pool_of_relu_op_sum",
     "batch_norm_add_relu_nhwc",
     "batch_norm_add_maximum_nhwc",
+    # (ppto/fusion/batch_norm_outputs.py: batch norm's values in gradient code)
+    "batch_norm_outputs_nhwc",
+    "batch_norm_relu_outputs_nhwc",
+    "batch_norm_maximum_outputs_nhwc",
+    "batch_norm_add_relu_outputs_nhwc",
+    "batch_norm_add_maximum_outputs_nhwc",
 }
 
 
@@ -123,31 +129,27 @@ def _arguments(function, dtype="float64"):
     return [a.astype(dtype) for a in table[function]]
 
 
-# (function, rules its forward code runs, rules its gradient code runs without regions)
+BACKWARD = {"channel_sum_of_products", "batch_norm_variance_backward"}
+# (function, rules its forward code runs, rules its gradient code runs without regions:
+# batch norm's values the backward pass reads by one multi-output rule)
 CASES = [
     (conv_bias_relu, {"conv2d_bias_maximum_nhwc"}, {"conv2d_bias_nhwc"}),
     (strided_conv_bias_relu, {"conv2d_bias_relu_nhwc"}, {"conv2d_bias_nhwc"}),
-    (batch_norm, {"batch_norm_nhwc"},
-     {"channel_mean_of_squares", "channel_sum_of_products",
-      "batch_norm_variance_backward"}),
+    (batch_norm, {"batch_norm_nhwc"}, {"batch_norm_outputs_nhwc", *BACKWARD}),
     (batch_norm_centred_once, {"batch_norm_nhwc"},
-     {"channel_mean_of_squares", "channel_sum_of_products",
-      "batch_norm_variance_backward"}),
+     {"batch_norm_outputs_nhwc", *BACKWARD}),
     (batch_norm_relu, {"batch_norm_relu_nhwc"},
-     {"channel_mean_of_squares", "channel_sum_of_products",
-      "batch_norm_variance_backward"}),
+     {"batch_norm_relu_outputs_nhwc", *BACKWARD}),
     (residual_pool, {"global_pool_of_relu_sum"}, set()),
     (block_output, {"batch_norm_add_maximum_nhwc"},
-     {"channel_mean_of_squares", "channel_sum_of_products",
-      "batch_norm_variance_backward"}),
+     {"batch_norm_add_maximum_outputs_nhwc", *BACKWARD}),
     (block_output_relu, {"batch_norm_add_relu_nhwc"},
-     {"channel_mean_of_squares", "channel_sum_of_products",
-      "batch_norm_variance_backward"}),
+     {"batch_norm_add_relu_outputs_nhwc", *BACKWARD}),
     (residual_pool_relu, {"global_pool_of_relu_op_sum"}, set()),
     (whole_block, {"batch_norm_maximum_nhwc", "batch_norm_nhwc",
                    "global_pool_of_relu_sum"},
-     {"channel_mean_of_squares", "channel_sum_of_products",
-      "batch_norm_variance_backward"}),
+     {"batch_norm_maximum_outputs_nhwc", "batch_norm_add_maximum_outputs_nhwc",
+      *BACKWARD}),
 ]  # fmt: skip
 IDS = [case[0].__name__ for case in CASES]
 

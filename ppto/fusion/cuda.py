@@ -363,6 +363,8 @@ def for_rule(rule):
     from ppto.fusion.cuda_staged import staged
 
     template, names = rule.template, list(rule.parameters)
+    if rule.outputs:  # several values: stages shared by a kernel per value
+        return staged(rule)
     if rule.kind == "elementwise":
         tree = elementwise_tree(template, names)
         return CudaElementwise(rule.kernel_name, tree, len(names)) if tree else None

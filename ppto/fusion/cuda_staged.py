@@ -9,7 +9,8 @@ never stored), a maximum of an operand is ``cupy.max``; every stage keeps the re
 axis (length 1), so that later stages and the rest read it by broadcasting. What is
 left over the reductions is one ``cupy.ElementwiseKernel``. Softmax so runs as three
 launches and no temporary array, where its operators one by one are five launches
-and three temporaries.
+and three temporaries. A multi-output rule (batch norm's values in gradient code)
+shares its stages and has one such kernel per value.
 
 As with the other CUDA kernels (``ppto.fusion.cuda``), this is derived from the rule's
 pattern, so a user's rule of this shape gets one too; operands of types C would
@@ -90,10 +91,20 @@ class CudaStaged:
         self.stages: list[Stage] = []
         self.keys: dict = {}  # (op, tree text, axis) -> stage number
         self.parameters = list(parameters)
-        tree = self.lower(_expanded(template))
-        self.reads = sorted(set(tree.leaves()))
-        renumber = {old: new for new, old in enumerate(self.reads)}
-        self.result = CudaElementwise(name, renumbered(tree, renumber), len(self.reads))
+        # a multi-output rule's values (a tuple of templates) share the stages; each
+        # is one kernel of the arguments and stages, computing what it needs again
+        # rather than reading another value (elementwise work is cheap, memory not)
+        self.several = isinstance(template, tuple)
+        templates = template if self.several else (template,)
+        self.values = []  # (the sources each value's kernel reads, the kernel)
+        for number, value in enumerate(templates):
+            tree = self.lower(_expanded(value))
+            reads = sorted(set(tree.leaves()))
+            renumber = {old: new for new, old in enumerate(reads)}
+            label = f"{name}_value{number + 1}" if self.several else name
+            kernel = CudaElementwise(label, renumbered(tree, renumber), len(reads))
+            self.values.append((reads, kernel))
+        self.reads, self.result = self.values[-1]  # (the last value's)
         self.fed = [  # stage -> the sources its result becomes
             [(n, s) for n, s in enumerate(self.sources) if s.stage == number]
             for number in range(len(self.stages))
@@ -141,10 +152,14 @@ class CudaStaged:
             results.append(stage(values) if xp is None else stage.evaluate(xp, values))
             for number, source in fed:
                 values[number] = self._view(results[-1], stage.axis, source)
-        operands = [values[number] for number in self.reads]
-        if xp is None:
-            return self.result(*operands)
-        return evaluate_with(xp, self.result.tree, operands)
+        results = []
+        for reads, kernel in self.values:
+            operands = [values[number] for number in reads]
+            if xp is None:
+                results.append(kernel(*operands))
+            else:
+                results.append(evaluate_with(xp, kernel.tree, operands))
+        return tuple(results) if self.several else results[0]
 
     @staticmethod
     def _view(result, axis, source: Source):
@@ -153,22 +168,26 @@ class CudaStaged:
         return result.reshape(()) if axis is None else result.squeeze(axis)
 
     def parts(self) -> list[CudaElementwise]:
-        """The elementwise CUDA C of each sum's map step and of the result."""
+        """The elementwise CUDA C of each sum's map step and of the result (of each
+        value, for several)."""
         sums = [stage.kernel.elementwise for stage in self.stages if stage.kernel]
-        return [*sums, self.result]
+        return [*sums, *(kernel for _, kernel in self.values)]
 
     def listing(self) -> str:
         """Each stage's kernel and the result's, to read."""
         count = len(self.stages)
         reductions = f"{count} reduction{'s' if count > 1 else ''}"
-        lines = [f"// {self.name}: {reductions}, then the result"]
+        result = f"{len(self.values)} values" if self.several else "the result"
+        lines = [f"// {self.name}: {reductions}, then {result}"]
         for number, stage in enumerate(self.stages):
             reads = ", ".join(self._describe(n) for n in stage.reads)
             lines.append(f"// stage {number + 1} of {reads}:")
             lines.append(stage.listing().rstrip("\n"))
-        reads = ", ".join(self._describe(n) for n in self.reads)
-        lines.append(f"// the result, of {reads}:")
-        lines.append(self.result.listing().split("\n", 1)[1].rstrip("\n"))
+        for number, (read, kernel) in enumerate(self.values):
+            reads = ", ".join(self._describe(n) for n in read)
+            which = f"value {number + 1}" if self.several else "the result"
+            lines.append(f"// {which}, of {reads}:")
+            lines.append(kernel.listing().split("\n", 1)[1].rstrip("\n"))
         return "\n".join(lines) + "\n"
 
     def _describe(self, number: int) -> str:
@@ -206,11 +225,12 @@ def _expanded(template):
 
 
 def staged(rule) -> CudaStaged | None:
-    """The staged kernel of a rule whose pattern reduces along an axis, or None."""
-    template = rule.template
-    if not any(_is_reduction(node) for node in walk(template)):
+    """The staged kernel of a rule whose pattern reduces along an axis (all of a
+    multi-output rule's values), or None."""
+    if not any(_is_reduction(node) for node in walk(rule.template)):
         return None
     try:
+        template = rule.outputs or rule.template
         return CudaStaged(rule.kernel_name, template, rule.parameters)
     except Unsupported:
         return None

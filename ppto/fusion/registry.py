@@ -5,6 +5,11 @@ implementation that computes the same thing faster.
 against the pattern on random inputs; one that disagrees beyond the tolerance is
 refused. Built-in rules are registered the same way. An elementwise pattern needs no
 implementation: its kernel is generated from the pattern itself.
+
+A pattern may return a tuple of values (a *multi-output* rule): every value but the
+last is an intermediate of the last, and the implementation returns them all, in
+order. Fused code binds each to the name the unfused code gave it, so that later
+statements (a gradient's backward pass) read them unchanged.
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ class FusionRule:
     name: str
     pattern: Callable
     implementation: Callable
-    template: Any  # the pattern applied to symbols: an Operator tree
+    # the pattern applied to symbols: an Operator tree (a multi-output rule's last
+    # value, the statement its fused call replaces)
+    template: Any
     parameters: tuple
     applies: str = "forward and backward"
     builtin: bool = False
@@ -45,6 +52,9 @@ class FusionRule:
     # pattern whose statements a region would otherwise take apart (its reductions
     # are over axes a region cannot sum over in its pass, or it starts at a product)
     before_regions: bool = False
+    # a multi-output rule's values, each an Operator tree, the last one ``template``
+    # (its others are nodes of it); () for a rule of one value
+    outputs: tuple = ()
     _size: int | None = field(default=None, repr=False)
 
     @property
@@ -67,7 +77,8 @@ class FusionRule:
         return for_rule(self)
 
     def __str__(self) -> str:
-        return f"{self.name}: {self.template!r}  ({self.kind}; {self.applies})"
+        shown = ", ".join(map(repr, self.outputs or (self.template,)))
+        return f"{self.name}: {shown}  ({self.kind}; {self.applies})"
 
 
 RULES: list[FusionRule] = []
@@ -80,15 +91,45 @@ def _size(node) -> int:
 
 
 def template_of(pattern: Callable, parameters: Sequence[str]):
-    """The pattern evaluated on symbols: the tree the matcher looks for."""
+    """The pattern evaluated on symbols: the tree the matcher looks for, or a tuple
+    of them (a multi-output pattern, see the module docstring)."""
     symbols = [symbol(name) for name in parameters]
     tree = pattern(*symbols)
-    if not isinstance(tree, Operator):
+    values = tree if isinstance(tree, tuple) else (tree,)
+    if not values or not all(isinstance(value, Operator) for value in values):
         raise FusionError(
             f"fusion pattern {pattern.__name__} must return an operator "
-            "expression of its arguments"
+            "expression of its arguments (or a tuple of them)"
         )
+    if isinstance(tree, tuple):
+        _check_outputs(pattern, values)
     return tree
+
+
+def _check_outputs(pattern: Callable, values: tuple) -> None:
+    """A multi-output pattern's values: each but the last computed on the way to the
+    last (its statements are the ones fused code replaces), none twice."""
+    inside = {id(node) for node in _nodes(values[-1])}
+    for number, value in enumerate(values[:-1]):
+        if id(value) not in inside or value is values[-1]:
+            raise FusionError(
+                f"fusion pattern {pattern.__name__}: value {number} ({value!r}) is "
+                "not an intermediate of its last value; a multi-output pattern "
+                "returns values computed on the way to its last one (return "
+                "separate patterns for unrelated values)"
+            )
+    if len({id(value) for value in values}) != len(values):
+        raise FusionError(f"fusion pattern {pattern.__name__} returns one value twice")
+
+
+def _nodes(node, seen: set | None = None):
+    """Every operator node of a template, each once (patterns share nodes)."""
+    seen = set() if seen is None else seen
+    if isinstance(node, Operator) and id(node) not in seen:
+        seen.add(id(node))
+        yield node
+        for argument in node.inputs:
+            yield from _nodes(argument, seen)
 
 
 def elementwise_tree(template, parameters, substitute=None) -> Node | None:
@@ -180,12 +221,13 @@ def _difference(rule, shapes, inputs, rtol: float, signed: bool) -> float:
         if not signed:
             raise
         return 0.0  # signed inputs outside the pattern's domain
-    expected = np.asarray(
-        expected.numpy() if isinstance(expected, Tensor) else expected
-    )
+    expected = [
+        np.asarray(value.numpy() if isinstance(value, Tensor) else value)
+        for value in (expected if rule.outputs else (expected,))
+    ]
     given = [np.array(x, copy=True) for x in inputs]
     try:
-        actual = np.asarray(rule.implementation(*inputs))
+        actual = rule.implementation(*inputs)
     except Exception as error:
         raise FusionError(
             f"fusion rule {rule.name} refused: its implementation raised "
@@ -199,9 +241,33 @@ def _difference(rule, shapes, inputs, rtol: float, signed: bool) -> float:
                 f"argument {rule.parameters[number]} in place (+=, out=...); "
                 "write the result into a new array instead"
             )
+    if rule.outputs:
+        if not isinstance(actual, tuple) or len(actual) != len(expected):
+            raise FusionError(
+                f"fusion rule {rule.name}: implementation returns "
+                f"{_described(actual)}, its pattern a tuple of {len(expected)} values"
+            )
+    else:
+        actual = (actual,)
+    return max(
+        _value_difference(rule, number, np.asarray(value), wanted, rtol)
+        for number, (value, wanted) in enumerate(zip(actual, expected))
+    )
+
+
+def _described(value) -> str:
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)} values"
+    return f"one value ({type(value).__name__})"
+
+
+def _value_difference(rule, number, actual, expected, rtol: float) -> float:
+    """The relative difference of one of the implementation's values (``number``:
+    its position, for a multi-output rule's messages)."""
+    which = f" value {number}" if rule.outputs else ""
     if actual.shape != expected.shape:
         raise FusionError(
-            f"fusion rule {rule.name}: implementation returns shape "
+            f"fusion rule {rule.name}: implementation returns{which} shape "
             f"{actual.shape}, the pattern {expected.shape}"
         )
     finite = np.isfinite(expected)
@@ -211,7 +277,7 @@ def _difference(rule, shapes, inputs, rtol: float, signed: bool) -> float:
     error = float(np.max(np.abs(actual[finite] - expected[finite]))) / scale
     if not error <= rtol:
         raise FusionError(
-            f"fusion rule {rule.name} refused: its implementation differs "
+            f"fusion rule {rule.name} refused: its implementation{which} differs "
             f"from the pattern by {error:.3g} (relative), more than the tolerance "
             f"{rtol:g} (ppto.set_tolerance)"
         )
@@ -225,7 +291,16 @@ def register(pattern: Callable, implementation: Callable | None, *, name: str,
 
     parameters = tuple(inspect.signature(pattern).parameters)
     template = template_of(pattern, parameters)
-    tree = elementwise_tree(template, parameters)
+    outputs = template if isinstance(template, tuple) else ()
+    if outputs:
+        if implementation is None:  # (regions already fuse elementwise ones)
+            raise FusionError(
+                f"fusion rule {name} returns several values, so it needs an "
+                "implementation returning them all"
+            )
+        template, tree, kind = outputs[-1], None, kind or "multi-output"
+    else:
+        tree = elementwise_tree(template, parameters)
     if implementation is None:
         if tree is None:
             raise FusionError(
@@ -242,6 +317,7 @@ def register(pattern: Callable, implementation: Callable | None, *, name: str,
         builtin,
         kind or ("elementwise" if tree is not None else "composite"),
         before_regions=before_regions,
+        outputs=outputs,
     )
     if not builtin:  # built-in rules are checked by the test suite, not at import
         verify(rule, shapes or [(4, 4)] * len(parameters))
@@ -272,6 +348,10 @@ def fusion_rule(pattern: Callable, *, name: str | None = None,
     ...     out = A @ B
     ...     out += b
     ...     return np.maximum(out, 0, out=out)
+
+    A pattern returning a tuple (values computed on the way to its last one) makes
+    a multi-output rule: the implementation returns every value, each checked, and
+    gradient code binds them to the names its backward pass reads.
     """
 
     def decorate(*implementation: Callable) -> FusionRule:
@@ -311,8 +391,10 @@ _BY_ROOT: dict = {}
 
 
 def rules_for(op) -> list[FusionRule]:
-    """The rules whose pattern's outermost operator is ``op``, largest first."""
+    """The rules whose pattern's outermost operator is ``op``, largest first, and
+    those of one value before multi-output ones: where both match, the one value
+    costs fewer arrays (the others' intermediates were read by nothing else)."""
     if not _BY_ROOT:
-        for rule in fusion_rules():
+        for rule in sorted(fusion_rules(), key=lambda rule: bool(rule.outputs)):
             _BY_ROOT.setdefault(rule.template.op, []).append(rule)
     return _BY_ROOT.get(op, [])

@@ -166,16 +166,23 @@ class Fuser:
             if implementation is None:
                 continue  # no fused kernel of this rule on this backend
             match = _Match(self, definitions, before)
-            if match.node(rule.template, statement.value) and match.complete():
-                arguments = [match.bindings[name] for name in rule.parameters]
-                label = rule.kernel_name
-                self.kernels[label] = implementation
-                statement.value = gast.Call(
-                    gast.Name(label, gast.Load(), None, None),
-                    [clone(a) for a in arguments],
-                    [],
-                )
-                return sorted(match.consumed)
+            if not match.node(rule.template, statement.value):
+                continue
+            outputs = match.outputs(rule, statement.targets[0].id)
+            if outputs is None or not match.complete(outputs):
+                continue
+            arguments = [match.bindings[name] for name in rule.parameters]
+            label = rule.kernel_name
+            self.kernels[label] = implementation
+            statement.value = gast.Call(
+                gast.Name(label, gast.Load(), None, None),
+                [clone(a) for a in arguments],
+                [],
+            )
+            if rule.outputs:  # each value bound to the name the code gave it
+                names = [gast.Name(name, gast.Store(), None, None) for name in outputs]
+                statement.targets = [gast.Tuple(names, gast.Store())]
+            return sorted(match.consumed)
         if self.before_regions:
             return []  # (chains: regions and the later pass fuse them)
         return self.elementwise(statement, before, definitions)
@@ -349,12 +356,35 @@ class _Match:
                 return False
         return all(self.node(t, e) for t, e in zip(template.inputs, decoded.inputs))
 
-    def complete(self) -> bool:
-        """Absorbed temporaries must be read only inside the match."""
+    def complete(self, outputs: list) -> bool:
+        """Absorbed temporaries must be read only inside the match, but a
+        multi-output rule's values (``outputs``), which the fused call binds."""
         for name, count in self.uses.items():
-            if self.fuser.loads.get(name) != count or self.fuser.stores.get(name) != 1:
+            if self.fuser.stores.get(name) != 1:
+                return False
+            if name not in outputs and self.fuser.loads.get(name) != count:
                 return False
         return True
+
+    def outputs(self, rule, target: str) -> list | None:
+        """The names a multi-output rule's values are bound to in the code, the last
+        ``target`` (the statement matched); None where one is not a name of its own
+        that the fused call, put where that statement is, may bind: the code wrote
+        it inside an expression, or something between its statement and that one
+        (but the statements fused) reads it, or the call's arguments would."""
+        if not rule.outputs:
+            return [target]
+        names = [self.shared.get(id(value)) for value in rule.outputs[:-1]]
+        if None in names or len(set(names)) != len(names):
+            return None
+        bound = set(names)
+        if any(loads(value) & bound for value in self.bindings.values()):
+            return None
+        first = min(self.definitions.get(name) for name in names)
+        for position in range(first, len(self.before)):
+            if position not in self.consumed and (loads(self.before[position]) & bound):
+                return None
+        return [*names, target]
 
 
 _KERNELS: dict = {}  # (tree signature, backend kind) -> its kernel
