@@ -509,9 +509,9 @@ def fuse_regions(
     ``shapes``: the values' shapes where known or likely (a gradient's, its value's)."""
     large = LARGE if kind == "cpu" else 0  # a GPU saves launches at any size
     extended = kind == "cpu"  # CUDA regions take no row reductions nor broadcasts
-    # (regions are found in the copy, once: finding them first in the original to
-    # spare the copy found them twice wherever there were some)
-    original, definition = definition, clone(definition)
+    if not _has_regions(definition.body, namespace, shapes, large, extended):
+        return definition, []  # unchanged: no copy needed
+    definition = clone(definition)
     reads = load_counts(definition.body)
     fallbacks: list = []
 
@@ -563,9 +563,16 @@ def fuse_regions(
         return comments + [gast.Assign([target], call, None)]
 
     definition.body = block(definition.body)
-    if not fallbacks:  # no region written: the copy is the original's twin
-        return original, []
     return definition, fallbacks
+
+
+def _has_regions(body: list, namespace, shapes, large: int, extended: bool) -> bool:
+    """Whether ``body`` or a block inside it has a region."""
+    for statement in body:
+        for _, inner in nested_blocks(statement):
+            if _has_regions(inner, namespace, shapes, large, extended):
+                return True
+    return bool(find_regions(body, namespace, shapes, large, extended))
 
 
 def _read_before_assigned(steps: list) -> set:
