@@ -182,3 +182,40 @@ def test_a_transformer_over_copied_nodes_leaves_the_tree_as_it_was(text):
     originals = {id(node) for node in trees.walk(tree)}
     for node in trees.walk(renamed):  # nothing shared but contexts and operators
         assert (id(node) in originals) == isinstance(node, SYMBOLS), node
+
+
+def _names_by_walking(tree, context) -> dict:
+    """Each name's count in ``context`` (None: any), from ``ast.walk``'s nodes."""
+    counts: dict = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Name, gast.Name)) and (
+            context is None or type(node.ctx).__name__ == context
+        ):
+            counts[node.id] = counts.get(node.id, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.parametrize("context", [None, "Load", "Store", "Del"])
+def test_name_counts_count_what_a_walk_finds(text, context):
+    # (parameters are names too in gast's trees; their annotations read names)
+    for tree in (parse(text), ast.parse(text)):
+        assert trees.name_counts(tree, context) == _names_by_walking(tree, context)
+        statements = tree.body
+        expected: dict = {}
+        for statement in statements:
+            for name, count in _names_by_walking(statement, context).items():
+                expected[name] = expected.get(name, 0) + count
+        assert trees.name_counts(statements, context) == expected
+
+
+@pytest.mark.parametrize("text", ["x", "f(x=1)", "a.b[c] = d", "del e", "lambda y: y"])
+def test_name_counts_of_small_trees(text):
+    # (the root itself a name, or a tree with constants and contexts only around
+    # names)
+    for tree in (gast.parse(text), ast.parse(text)):
+        for node in ast.walk(tree):
+            for context in (None, "Load", "Store", "Del"):
+                assert trees.name_counts(node, context) == _names_by_walking(
+                    node, context
+                )

@@ -653,6 +653,12 @@ def literal(node):
         return node.value
     if kind in _NEVER_LITERAL or (kind is gast.Call and not _empty_set(node)):
         return NOT_LITERAL
+    # (nor is an expression with such a node anywhere inside, ``dy * x``, ``-t``:
+    # converting it only to have literal_eval refuse it took most of the time)
+    for inner in trees.walk(node) if isinstance(node, gast.AST) else ():
+        kind = type(inner)
+        if kind in _NEVER_LITERAL or (kind is gast.Call and not _empty_set(inner)):
+            return NOT_LITERAL
     try:
         return gast.literal_eval(node)
     except Exception:

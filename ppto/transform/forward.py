@@ -254,18 +254,7 @@ class TangentGenerator:
 
     def materialise_zeros(self, node):
         zeros = self.generator.zeros_ref()
-        expressions = self.zero_expressions
-
-        class Replace(trees.Transformer):
-            def visit_Name(self, child):
-                if is_zero(child):
-                    primal = zero_primal(child, expressions)
-                    if primal is not None:
-                        return call(zeros, primal)
-                    return gast.Constant(0.0, None)
-                return child
-
-        return Replace().visit(node)
+        return _WrittenOutZeros(zeros, self.zero_expressions).visit(node)
 
     def branch(self, s: ir.If) -> list:
         before = dict(self.tangents)
@@ -385,15 +374,7 @@ class _Simplify(trees.Transformer):
         makes it zero: zeros like ``node`` with each zero read as its primal
         (written out only where the zero cannot be simplified away)."""
         expressions = self.zero_expressions
-
-        class Primal(trees.Transformer):
-            def visit_Name(self, child):
-                if not is_zero(child):
-                    return child
-                primal = zero_primal(child, expressions)
-                return gast.Constant(0.0, None) if primal is None else primal
-
-        expressions.append(Primal().visit(clone(node)))
+        expressions.append(_ZerosAsPrimals(expressions).visit(clone(node)))
         return zero_like(len(expressions) - 1)
 
     def statements(self, body: list) -> list:
@@ -501,3 +482,33 @@ class _Simplify(trees.Transformer):
 
 
 __all__ = ["TangentGenerator", "lists"]
+
+
+class _WrittenOutZeros(trees.Transformer):
+    """Each zero tangent in a tree written out: zeros (``zeros``, the name of the
+    zeros operator) like its primal, or the number 0.0 where it has none. (Classes
+    made once, not per tree.)"""
+
+    def __init__(self, zeros, expressions: list) -> None:
+        self.zeros, self.expressions = zeros, expressions
+
+    def visit_Name(self, child):
+        if is_zero(child):
+            primal = zero_primal(child, self.expressions)
+            if primal is not None:
+                return call(self.zeros, primal)
+            return gast.Constant(0.0, None)
+        return child
+
+
+class _ZerosAsPrimals(trees.Transformer):
+    """Each zero tangent in a tree read as its primal (0.0 where it has none)."""
+
+    def __init__(self, expressions: list) -> None:
+        self.expressions = expressions
+
+    def visit_Name(self, child):
+        if not is_zero(child):
+            return child
+        primal = zero_primal(child, self.expressions)
+        return gast.Constant(0.0, None) if primal is None else primal

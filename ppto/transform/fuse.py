@@ -601,9 +601,26 @@ def _first_rules_may_match(definition: gast.FunctionDef, namespace: dict) -> boo
         if isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
     }
     for rule in RULES:
-        if rule.before_regions and _called_operators(rule.template) <= called:
+        if rule.before_regions and _operators_called_by(rule) <= called:
             return True
     return False
+
+
+# id of a rule's template -> (the template, ``_called_operators`` of it): read for
+# every function fused, and a template never changes
+_CALLED_BY_TEMPLATE: dict = {}
+
+
+def _operators_called_by(rule) -> set:
+    """``_called_operators`` of ``rule``'s template, found once."""
+    template = rule.template
+    known = _CALLED_BY_TEMPLATE.get(id(template))
+    if known is None or known[0] is not template:
+        known = _CALLED_BY_TEMPLATE[id(template)] = (
+            template,
+            _called_operators(template),
+        )
+    return known[1]
 
 
 def _called_operators(template) -> set:

@@ -590,11 +590,16 @@ def _is_layer(value) -> bool:
 def _replaced(tree, reads: dict):
     """``tree`` with each read of a name in ``reads`` made a read of what it maps
     to."""
+    return _ReadsReplaced(reads).visit(tree)
 
-    class Replace(trees.Transformer):
-        def visit_Name(self, node):
-            if node.id in reads and isinstance(node.ctx, gast.Load):
-                return gast.copy_location(clone(reads[node.id]), node)
-            return node
 
-    return Replace().visit(tree)
+class _ReadsReplaced(trees.Transformer):
+    """``_replaced``'s rewrite (a class made once, not per tree)."""
+
+    def __init__(self, reads: dict) -> None:
+        self.reads = reads
+
+    def visit_Name(self, node):
+        if node.id in self.reads and isinstance(node.ctx, gast.Load):
+            return gast.copy_location(clone(self.reads[node.id]), node)
+        return node

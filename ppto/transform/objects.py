@@ -102,17 +102,25 @@ def spelled_as_reads(
     a ``getattr`` whose object has no such attribute, is left as written, and
     its call refused where ``refuse``: not before loops over names are unrolled,
     which make their ``getattr(self, name)`` ones of names written out)."""
-    strings = _strings_bound_once(parsed.tree, local)
-    spell = _Spell(parsed, local, own, strings, refuse)
+    spell = _Spell(parsed, local, own, refuse)
     return [spell.visit(statement) for statement in body]
 
 
 class _Spell(trees.Transformer):
     """``spelled_as_reads``'s rewrite of calls (a class made once, not per call)."""
 
-    def __init__(self, parsed: ParsedFunction, local: set, own, strings, refuse):
+    def __init__(self, parsed: ParsedFunction, local: set, own, refuse):
         self.parsed, self.local, self.own = parsed, local, own
-        self.strings, self.refuse = strings, refuse
+        self.refuse = refuse
+        self.found_strings = None
+
+    def strings(self) -> dict:
+        """``_strings_bound_once`` of the function, found when first asked for (a
+        walk of the whole tree that most functions, with no ``getattr``, never
+        need; the calls rewritten before then change no name's bindings)."""
+        if self.found_strings is None:
+            self.found_strings = _strings_bound_once(self.parsed.tree, self.local)
+        return self.found_strings
 
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -164,13 +172,13 @@ def _refuse_a_callee_not_read(call, parsed: ParsedFunction, local: set, own):
     code runs, a key the dict lacks): ppto generates code for the layer called
     (it said "has no ppto operator"). A call on constants alone runs as
     written."""
-    arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
-    if not any(trees.loads(argument) & local for argument in arguments):
-        return
     func = call.func
     while isinstance(func, (gast.Attribute, gast.Subscript)):
         func = func.value
     if not isinstance(func, gast.Call) or func.keywords or not func.args:
+        return  # (decided first: the names the arguments read cost a walk each)
+    arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
+    if not any(trees.loads(argument) & local for argument in arguments):
         return
     getter = func.func
     if isinstance(getter, gast.Name) and getter.id == "getattr":
@@ -205,12 +213,13 @@ def _has(holder, name: str) -> bool:
     return True
 
 
-def _known_string(node, parsed: ParsedFunction, local: set, strings: dict):
-    """The string ``node`` is when the code is made, else None."""
+def _known_string(node, parsed: ParsedFunction, local: set, strings):
+    """The string ``node`` is when the code is made, else None (``strings``: the
+    function's ``_strings_bound_once``, asked for)."""
     if isinstance(node, gast.Constant):
         return node.value if type(node.value) is str else None
-    if isinstance(node, gast.Name) and node.id in strings:
-        return strings[node.id]
+    if isinstance(node, gast.Name) and node.id in strings():
+        return strings()[node.id]
     found, value = static_value(node, parsed.namespace, local)
     return value if found and type(value) is str else None
 

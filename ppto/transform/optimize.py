@@ -437,18 +437,67 @@ def fold_reduced_counts(
     """``reduced_count(x, axis)`` -> the number, where ``x``'s shape is known (the
     gradient of a mean reads ``dy / 8``, as one would write it), and ``floating(x)``
     -> True or False where ``x``'s dtype is; then the arithmetic around them."""
-    from ppto.ops.elementwise import where
-    from ppto.ops.reductions import degrees_of_freedom, reduced_axes, reduced_count
-    from ppto.ops.shape import floating
+    folder = _FoldCounts(namespace, shapes, dtypes)
+    if not _names_any(body, namespace, folder.folded_functions):
+        return list(body)  # (nothing to fold: the walk below would change nothing)
+    arithmetic, folded_body = _Fold(), []
+    for statement in body:
+        folder.folded = False
+        statement = folder.visit(statement)
+        if folder.folded:  # ``(12 - 0)``, ``a if True else b``: done now
+            statement = arithmetic.visit(statement)
+        folded_body.append(statement)
+    return folded_body
 
-    def _chosen(node):
-        test = node.args[0] if len(node.args) == 3 else None
-        if isinstance(test, gast.Constant) and test.value is True:
-            return node.args[1]
-        return None
 
-    def count_of(node):
-        shape = expression_shape(node.args[0], shapes, dtypes)
+def _names_any(body: list, namespace: dict, values: tuple) -> bool:
+    """Whether ``body`` reads a name bound in ``namespace`` to one of ``values``:
+    a rewrite of calls of those alone has nothing to do where none is (a walk
+    over names costs less than a rewriting visit of every node)."""
+    return any(
+        any(namespace.get(read) is value for value in values) for read in loads(body)
+    )
+
+
+class _FoldCounts(trees.Transformer):
+    """``fold_reduced_counts``' rewrite of calls (a class made once, not per call);
+    ``folded`` says whether it changed the statement it last visited."""
+
+    def __init__(self, namespace: dict, shapes: dict, dtypes: dict) -> None:
+        from ppto.ops.elementwise import where
+        from ppto.ops.reductions import degrees_of_freedom, reduced_count
+        from ppto.ops.shape import floating
+
+        self.namespace, self.shapes, self.dtypes = namespace, shapes, dtypes
+        self.folded = False
+        self.folded_functions = (where, reduced_count, degrees_of_freedom, floating)
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        where, reduced_count, degrees_of_freedom, floating = self.folded_functions
+        function = trees.called_value(node, self.namespace)
+        chosen = _chosen(node) if function is where else None
+        if chosen is not None:  # ``where(True, d, 0.0)`` -> ``d``
+            self.folded = True
+            return chosen
+        value = None
+        if function is reduced_count and len(node.args) == 2:
+            value = self.count_of(node)
+        elif function is degrees_of_freedom and len(node.args) == 3:
+            count, ddof = self.count_of(node), literal(node.args[2])
+            if count is not None and type(ddof) is int:
+                value = max(count - ddof, 0)
+        elif function is floating and len(node.args) == 1:
+            value = self.kind_of(node)
+        if value is None or node.keywords:
+            return node
+        self.folded = True
+        return gast.Constant(value, None)
+
+    def count_of(self, node):
+        from ppto.ops.reductions import reduced_axes
+
+        shape = expression_shape(node.args[0], self.shapes, self.dtypes)
         axis = literal(node.args[1])
         if not isinstance(shape, tuple) or axis is NOT_LITERAL:
             return None
@@ -461,41 +510,19 @@ def fold_reduced_counts(
             count *= shape[number]
         return int(count)
 
-    def kind_of(node):
+    def kind_of(self, node):
         argument = node.args[0]
+        dtypes = self.dtypes
         dtype = dtypes.get(argument.id) if isinstance(argument, gast.Name) else None
         return None if dtype is None else np.dtype(dtype).kind in "fc"
 
-    class Fold(trees.Transformer):
-        def visit_Call(self, node):
-            self.generic_visit(node)
-            function = trees.called_value(node, namespace)
-            chosen = _chosen(node) if function is where else None
-            if chosen is not None:  # ``where(True, d, 0.0)`` -> ``d``
-                self.folded = True
-                return chosen
-            value = None
-            if function is reduced_count and len(node.args) == 2:
-                value = count_of(node)
-            elif function is degrees_of_freedom and len(node.args) == 3:
-                count, ddof = count_of(node), literal(node.args[2])
-                if count is not None and type(ddof) is int:
-                    value = max(count - ddof, 0)
-            elif function is floating and len(node.args) == 1:
-                value = kind_of(node)
-            if value is None or node.keywords:
-                return node
-            self.folded = True
-            return gast.Constant(value, None)
 
-    folder, arithmetic, folded_body = Fold(), _Fold(), []
-    for statement in body:
-        folder.folded = False
-        statement = folder.visit(statement)
-        if folder.folded:  # ``(12 - 0)``, ``a if True else b``: done now
-            statement = arithmetic.visit(statement)
-        folded_body.append(statement)
-    return folded_body
+def _chosen(node):
+    """``d`` for ``where(True, d, ...)``, else None."""
+    test = node.args[0] if len(node.args) == 3 else None
+    if isinstance(test, gast.Constant) and test.value is True:
+        return node.args[1]
+    return None
 
 
 def elide_broadcasts(body: list, namespace: dict, shapes: dict, dtypes: dict) -> list:
@@ -504,23 +531,7 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict, dtypes: dict) ->
     (``dt = unreduce(dy, (n,)); dt * t`` -> ``dy * t``). Only where ``s`` keeps the
     rank of ``like`` or is a full reduction's scalar, so broadcasting lines its axes
     up; only within one block, up to the next assignment of either name."""
-    from ppto.fusion.kernels import ELEMENTWISE
     from ppto.ops.reductions import unreduce
-
-    def _shape(node):
-        """An expression's shape where known: ``expression_shape``'s, and that of
-        an elementwise operator applied to operands of known shapes."""
-        if isinstance(node, gast.Call) and isinstance(node.func, gast.Name):
-            op = namespace.get(node.func.id)
-            if getattr(op, "name", None) in ELEMENTWISE and not node.keywords:
-                operands = [_shape(argument) for argument in node.args]
-                if operands and None not in operands:
-                    try:
-                        return tuple(np.broadcast_shapes(*operands))
-                    except ValueError:
-                        return None
-            return None
-        return expression_shape(node, shapes, dtypes)
 
     for statement in body:
         for _, inner in nested_blocks(statement):
@@ -530,43 +541,15 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict, dtypes: dict) ->
         if found is None:
             continue
         broadcast, source, shape = found
-        aliases = {broadcast}  # the broadcast and its copies (``dt1 = dt2``)
-
-        def scalar_like(node) -> bool:
-            """The broadcast, negated or scaled by numbers (``-b``, ``b * 2``):
-            reading ``s`` there instead gives what broadcasting gives."""
-            if isinstance(node, gast.Name):
-                return node.id in aliases
-            if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
-                return scalar_like(node.operand)
-            if isinstance(node, gast.BinOp) and isinstance(node.op, _ARITHMETIC):
-                sides = (node.left, node.right)
-                return any(scalar_like(x) for x in sides) and all(
-                    scalar_like(x) or isinstance(x, gast.Constant) for x in sides
-                )
-            return False
-
-        class Rename(trees.Transformer):
-            def visit_Name(self, node):
-                if node.id in aliases and isinstance(node.ctx, gast.Load):
-                    return clone(source)
-                return node
-
-        class Substitute(trees.Transformer):
-            def visit_BinOp(self, node):
-                self.generic_visit(node)
-                if not isinstance(node.op, _ARITHMETIC):
-                    return node
-                for side, other in (("left", "right"), ("right", "left")):
-                    operand = getattr(node, side)
-                    if scalar_like(operand) and _shape(getattr(node, other)) == shape:
-                        setattr(node, side, Rename().visit(clone(operand)))
-                return node
-
+        # the broadcast and its copies (``dt1 = dt2``)
+        substitute = _SubstituteBroadcast(
+            {broadcast}, source, shape, namespace, (shapes, dtypes)
+        )
+        aliases, read = substitute.aliases, loads(source)
         for later in body[position + 1 :]:
-            if loads(source) & stores(later):
+            if read & stores(later):
                 break
-            Substitute().visit(later)
+            substitute.visit(later)
             if copied_name(later) in aliases:
                 aliases.add(later.targets[0].id)
                 continue
@@ -574,6 +557,76 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict, dtypes: dict) ->
             if not aliases:
                 break
     return body
+
+
+class _SubstituteBroadcast(trees.Transformer):
+    """``elide_broadcasts``' rewrite of the arithmetic after one broadcast ``b`` of
+    ``s`` (``aliases``: ``b`` and its copies) to ``shape``. (Classes made once, not
+    for every broadcast found.)"""
+
+    def __init__(
+        self, aliases: set, source, shape: tuple, namespace: dict, known: tuple
+    ) -> None:
+        self.aliases, self.source, self.shape = aliases, source, shape
+        self.namespace = namespace
+        self.shapes, self.dtypes = known  # (the values' known shapes and dtypes)
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if not isinstance(node.op, _ARITHMETIC):
+            return node
+        for side, other in (("left", "right"), ("right", "left")):
+            operand = getattr(node, side)
+            if (
+                self.scalar_like(operand)
+                and self.shape_of(getattr(node, other)) == self.shape
+            ):
+                renamed = _ReadSource(self.aliases, self.source).visit(clone(operand))
+                setattr(node, side, renamed)
+        return node
+
+    def scalar_like(self, node) -> bool:
+        """The broadcast, negated or scaled by numbers (``-b``, ``b * 2``):
+        reading ``s`` there instead gives what broadcasting gives."""
+        if isinstance(node, gast.Name):
+            return node.id in self.aliases
+        if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
+            return self.scalar_like(node.operand)
+        if isinstance(node, gast.BinOp) and isinstance(node.op, _ARITHMETIC):
+            sides = (node.left, node.right)
+            return any(self.scalar_like(x) for x in sides) and all(
+                self.scalar_like(x) or isinstance(x, gast.Constant) for x in sides
+            )
+        return False
+
+    def shape_of(self, node):
+        """An expression's shape where known: ``expression_shape``'s, and that of
+        an elementwise operator applied to operands of known shapes."""
+        from ppto.fusion.kernels import ELEMENTWISE
+
+        if isinstance(node, gast.Call) and isinstance(node.func, gast.Name):
+            op = self.namespace.get(node.func.id)
+            if getattr(op, "name", None) in ELEMENTWISE and not node.keywords:
+                operands = [self.shape_of(argument) for argument in node.args]
+                if operands and None not in operands:
+                    try:
+                        return tuple(np.broadcast_shapes(*operands))
+                    except ValueError:
+                        return None
+            return None
+        return expression_shape(node, self.shapes, self.dtypes)
+
+
+class _ReadSource(trees.Transformer):
+    """Reads of the broadcast (``aliases``) made reads of its ``source``."""
+
+    def __init__(self, aliases: set, source) -> None:
+        self.aliases, self.source = aliases, source
+
+    def visit_Name(self, node):
+        if node.id in self.aliases and isinstance(node.ctx, gast.Load):
+            return clone(self.source)
+        return node
 
 
 def _broadcast_of_scalar(statement, namespace, unreduce, shapes):
@@ -639,43 +692,53 @@ def drop_unit_factors(body: list, namespace: dict, activity) -> list:
             and activity.dtypes.get(value.args[0].id) is not None
         ):
             units[statement.targets[0].id] = activity.dtypes[value.args[0].id]
+    if not units:
+        return body
     stored = name_counts(body, "Store")
     units = {u: d for u, d in units.items() if stored.get(u) == 1}  # assigned once
     if not units:
         return body
-    private = _read_only_by_arithmetic(body)
+    drop = _DropUnits(units, activity, _read_only_by_arithmetic(body))
+    return [drop.visit(statement) for statement in body]
 
-    def factor(node):
+
+class _DropUnits(trees.Transformer):
+    """``drop_unit_factors``' rewrite (a class made once, not per call): ``units``
+    maps each unit's name to its dtype; ``private``, the names only arithmetic
+    reads."""
+
+    def __init__(self, units: dict, activity, private: set) -> None:
+        self.units, self.activity, self.private = units, activity, private
+
+    def factor(self, node):
         """The factor the unit multiplies in ``node``, if it may stand for it."""
         if not (isinstance(node, gast.BinOp) and isinstance(node.op, gast.Mult)):
             return None
+        units, dtypes = self.units, self.activity.dtypes
         for unit, other in ((node.left, node.right), (node.right, node.left)):
             if (
                 isinstance(unit, gast.Name)
                 and unit.id in units
                 and isinstance(other, gast.Name)
-                and activity.dtypes.get(other.id) is not None  # (None == float64!)
-                and activity.dtypes[other.id] == units[unit.id]
+                and dtypes.get(other.id) is not None  # (None == float64!)
+                and dtypes[other.id] == units[unit.id]
             ):
                 return other
         return None
 
-    class Drop(trees.Transformer):
-        def visit_Assign(self, node):
-            self.generic_visit(node)
-            other = factor(node.value)
-            target = single_target(node)
-            if other is not None and target is not None:
-                if other.id in activity.fresh or target in private:
-                    node.value = other
-            return node
+    def visit_Assign(self, node):
+        self.generic_visit(node)
+        other = self.factor(node.value)
+        target = single_target(node)
+        if other is not None and target is not None:
+            if other.id in self.activity.fresh or target in self.private:
+                node.value = other
+        return node
 
-        def visit_BinOp(self, node):
-            self.generic_visit(node)
-            other = factor(node)
-            return other if other is not None and other.id in activity.fresh else node
-
-    return [Drop().visit(statement) for statement in body]
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        other = self.factor(node)
+        return other if other is not None and other.id in self.activity.fresh else node
 
 
 def _read_only_by_arithmetic(body: list) -> set:

@@ -114,13 +114,13 @@ class _Eliminator:
     def _record(self, target: str, value, table: _Table) -> None:
         if isinstance(value, gast.Name):
             table.copies[target] = table.canonical(value.id)
-        elif (
-            not isinstance(value, _ATOMS)
-            and target not in trees.loads(value)
-            and not self._allocates(value)
-        ):
-            depends = trees.loads(value) | {target}
-            table.values.setdefault(self._key(value, table), (target, depends))
+            return
+        if isinstance(value, _ATOMS):
+            return
+        reads = trees.loads(value)
+        if target not in reads and not self._allocates(value):
+            reads.add(target)  # (what it depends on)
+            table.values.setdefault(self._key(value, table), (target, reads))
 
     def _changed(self, statement) -> set | None:
         """The names whose values ``statement`` (and what it holds) may change:
@@ -144,12 +144,15 @@ class _Eliminator:
     def _replace(self, node, table: _Table):
         """``node`` with its largest available sub-expressions read from their
         holders."""
+        kind = type(node)
+        if kind is gast.Constant or (kind is gast.Name and node.annotation is None):
+            return node  # (nothing inside to replace)
         if not isinstance(node, _ATOMS):
             found = table.values.get(self._key(node, table))
             if found is not None:
                 return gast.Name(found[0], gast.Load(), None, None)
         for name_, value in gast.iter_fields(node):
-            if isinstance(value, gast.AST) and isinstance(value, gast.expr):
+            if isinstance(value, gast.expr):
                 setattr(node, name_, self._replace(value, table))
             elif isinstance(value, list):
                 value[:] = [
@@ -207,15 +210,27 @@ class _Eliminator:
 
 def _structure(node, canonical) -> tuple:
     """A hashable key of ``node``: its kind and fields, names read through
-    ``canonical``, numbers and strings by ``repr`` (1, 1.0, True and -0.0 differ)."""
-    if isinstance(node, gast.Name):
-        read = isinstance(node.ctx, gast.Load)
+    ``canonical``, numbers and strings by ``repr`` (1, 1.0, True and -0.0 differ).
+    (The fields read as ``gast.iter_fields`` reads them, without its generator:
+    this runs for every sub-expression of every pure statement.)"""
+    kind = type(node)
+    if kind is gast.Name:
+        read = type(node.ctx) is gast.Load
         return ("Name", canonical(node.id) if read else node.id, type(node.ctx))
     if isinstance(node, gast.AST):
-        return (
-            type(node),
-            *(_structure(value, canonical) for _, value in gast.iter_fields(node)),
-        )
-    if isinstance(node, list):
+        key = [kind]
+        attributes = node.__dict__
+        for field in kind._fields:
+            value = attributes.get(field, _MISSING)
+            if value is _MISSING:
+                value = getattr(node, field, _MISSING)  # (a class's default)
+                if value is _MISSING:
+                    continue  # (as iter_fields leaves out a field not set)
+            key.append(_structure(value, canonical))
+        return tuple(key)
+    if kind is list:
         return tuple(_structure(value, canonical) for value in node)
-    return (type(node), repr(node))
+    return (kind, repr(node))
+
+
+_MISSING = object()

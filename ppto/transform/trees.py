@@ -352,36 +352,73 @@ def _names(node, context: str) -> set[str]:
 def _collect(node, context: str | None, found: dict) -> None:
     """Counts of names used in ``context`` under ``node`` (a direct walk over the
     nodes' fields with a stack: several times faster than ``ast.walk``'s
-    generators; this runs for every statement in several stages)."""
-    stack = [node]
+    generators; this runs for every statement in several stages). A name is
+    counted where its parent reaches it, and nodes with nothing inside (constants,
+    contexts) are not pushed: most of a statement's nodes are one or the other."""
+    wanted = None if context is None else _CONTEXTS[context]
+    stack = []
     pop, push, AST = stack.pop, stack.append, ast.AST
-    known = _CHILD_FIELDS
+    known, names = _CHILD_FIELDS, _NAMES
+    # (the root as a parent reaches a child: a Name counted, a leaf left)
+    fields = known.get(type(node))
+    if fields is None:
+        fields = _child_fields(type(node))
+    if type(node) in names:
+        if wanted is None or type(node.ctx) in wanted:
+            found[node.id] = found.get(node.id, 0) + 1
+        annotation = node.__dict__.get("annotation")
+        if annotation is not None:  # (a parameter's annotation may read names)
+            _collect(annotation, context, found)
+    elif fields:
+        push(node)
     while stack:
         node = pop()
-        kind = type(node)
-        fields = known.get(kind)
-        if fields is None:
-            fields = _child_fields(kind)
+        fields = known[type(node)]  # (found when it was pushed)
         attributes = node.__dict__
-        if kind in _NAMES:
-            if context is None or type(node.ctx).__name__ == context:
-                found[node.id] = found.get(node.id, 0) + 1
-            if attributes.get("annotation") is None:
-                continue  # (a parameter's annotation may read names)
         for field in fields:
             value = attributes.get(field)
+            # (the same steps for a list's items and for a single child, written
+            # out twice: a call per child cost more than the walk)
             if type(value) is list:
                 for item in value:
-                    if isinstance(item, AST):
+                    kind = type(item)
+                    if kind in names:
+                        if wanted is None or type(item.ctx) in wanted:
+                            found[item.id] = found.get(item.id, 0) + 1
+                        annotation = item.__dict__.get("annotation")
+                        if annotation is not None:
+                            _collect(annotation, context, found)
+                        continue
+                    inside = known.get(kind)
+                    if inside is None and isinstance(item, AST):
+                        inside = _child_fields(kind)
+                    if inside:
                         push(item)
-            elif isinstance(value, AST):
+                continue
+            kind = type(value)
+            if kind in names:
+                if wanted is None or type(value.ctx) in wanted:
+                    found[value.id] = found.get(value.id, 0) + 1
+                annotation = value.__dict__.get("annotation")
+                if annotation is not None:
+                    _collect(annotation, context, found)
+                continue
+            inside = known.get(kind)
+            if inside is None and isinstance(value, AST):
+                inside = _child_fields(kind)
+            if inside:
                 push(value)
 
 
 _CHILD_FIELDS: dict = {}  # node class -> the fields that may hold names
-_NAMES: set = set()  # the Name classes (ast's and gast's)
+_NAMES: set = {ast.Name, gast.Name}
 # fields that hold only an expression's context, an operator's symbol or a comment
 _NO_NAMES = ("ctx", "op", "ops", "type_comment")
+# a context's name -> its classes (ast's and gast's)
+_CONTEXTS = {
+    name: frozenset({getattr(ast, name), getattr(gast, name)})
+    for name in ("Load", "Store", "Del")
+}
 
 
 def child_fields(kind) -> tuple:
@@ -394,9 +431,10 @@ def child_fields(kind) -> tuple:
 
 
 def _child_fields(kind) -> tuple:
-    if kind.__name__ == "Name":
-        _NAMES.add(kind)
-    fields = tuple(f for f in kind._fields if f not in _NO_NAMES)
+    # (none for nodes with nothing inside: a constant's value is no node)
+    fields = (
+        () if kind in _LEAVES else tuple(f for f in kind._fields if f not in _NO_NAMES)
+    )
     _CHILD_FIELDS[kind] = fields
     return fields
 
