@@ -955,6 +955,34 @@ def chosen_numbers(x, y, s):
     return np.sum(t * x + y)
 
 
+def normalized_relu_product(x, g, b):
+    m = np.mean(x, axis=(0, 1, 2))
+    v = np.mean((x - m) ** 2, axis=(0, 1, 2))
+    return np.sum(np.maximum(g * (x - m) / np.sqrt(v + 1e-5) + b, 0.0) * x)
+
+
+def test_a_regions_where_writes_into_its_block(monkeypatch):
+    """A masked gradient in a region is written into the pass's block (the masking
+    route, no temporary copied in: that made the ResNet block's two regions 2.5x
+    slower than their statements) and equals the unfused gradient."""
+    monkeypatch.setenv("PPTO_FUSION", "on")
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((8, 16, 16, 32))
+    g, b = rng.uniform(0.5, 1.5, 32), rng.standard_normal(32)
+    wrt = (0, 1, 2)
+    text = ppto.show_grad(normalized_relu_product, x, g, b, wrt=wrt, fused=True,
+                          file=io.StringIO())  # fmt: skip
+    assert "where_into(v2, in1, 0.0, out=out2_piece)" in text
+    fused = ppto.grad(normalized_relu_product, wrt=wrt)(x, g, b)
+    previous = ppto.set_precision("strict")
+    try:
+        unfused = ppto.grad(normalized_relu_product, wrt=wrt)(x, g, b)
+    finally:
+        ppto.set_precision(previous)
+    for a, b in zip(fused, unfused):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-11, atol=1e-13)
+
+
 def test_a_region_keeps_numpys_float64_of_where_between_numbers():
     """``np.where(y, s, 0.0)`` of a Python number s is float64 whatever y's dtype,
     and so is every value computed from it; the pass computed it in float32, the

@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from ppto.fusion.parallel import run_chunks, thread_count
+from ppto.runtime.backends import where_into
 from ppto.transform.emit import compile_source
 
 try:  # numexpr is optional: without it, large kernels use the out= sequence
@@ -350,11 +351,10 @@ def _evaluate_into(tree: Node, leaves, destination) -> None:
         values = [evaluate(child) for child in node.children]
         if holder[0] in node.children:
             holder[0] = None  # read now: overwritten below or free
-        if node.op == "where":
-            value = np.where(*values)
-            if into is not None:
-                np.copyto(into, value)
-            return value
+        if node.op == "where":  # (np.where has no out=: where_into writes in)
+            return (
+                where_into(*values) if into is None else where_into(*values, out=into)
+            )
         if into is None and node.op not in COMPARISONS and _floating(values):
             kind = np.result_type(*values)
             for value, child in zip(values, node.children):
@@ -528,6 +528,7 @@ class RegionKernel:
             "rows_layout": rows_layout,
             "CHUNK_BYTES": CHUNK_BYTES,
             "run_chunks": run_chunks,
+            "where_into": where_into,
         }
         self.run = compile_source(source, name, scope, f"fused region {name}")
 
