@@ -440,6 +440,13 @@ def test_where_into_a_block_is_np_where_bit_for_bit():
             assert got is block
             assert block.tobytes() == expected.tobytes()  # NaN's and zeros' bits
             assert (whole[:32] == 7.0).all() and (whole[96:] == 7.0).all()
+        # written over its own values (a fused kernel's destination holding them)
+        for args in ((mask, 0.0), (0.0, mask)):
+            expected = np.where(mask, *[values if a is mask else a for a in args])
+            block = values.copy()
+            operands = [block if a is mask else a for a in args]
+            assert where_into(mask, *operands, out=block) is block
+            assert block.tobytes() == expected.tobytes()
 
 
 def test_numpy_mean_is_np_mean_bit_for_bit():

@@ -147,7 +147,14 @@ def _where(condition, a, b, out=None):
     infinities and NaN kept where not), about twice as fast. (Only for +0 and
     arrays of native floats with at least one axis; np.where otherwise.) ``out``:
     an array of the result's shape and dtype to write it into (np.where has no
-    ``out=``: a fused pass's block of rows)."""
+    ``out=``: a fused pass's block of rows); an ``out`` that overlaps an operand
+    gets the result computed aside, then copied in."""
+    if out is not None and any(
+        isinstance(v, np.ndarray) and np.may_share_memory(out, v)
+        for v in (condition, a, b)
+    ):  # (the masking route writes the lanes first: it would spoil the values)
+        np.copyto(out, _where(condition, a, b))
+        return out
     for values, zero, keep in ((a, b, True), (b, a, False)):
         if (
             type(zero) in (float, int)
