@@ -43,7 +43,10 @@ STAGED = {"layer_norm", "cross_entropy_from_logits"} | {
 CNN_STAGED = {
     "channel_sum_of_products", "channel_mean_of_squares", "batch_norm_nhwc",
     "batch_norm_relu_nhwc", "batch_norm_maximum_nhwc", "batch_norm_add_relu_nhwc",
-    "batch_norm_add_maximum_nhwc", "global_pool_of_relu_sum",
+    "batch_norm_add_maximum_nhwc", "batch_norm_normalized_nhwc",
+    "batch_norm_normalized_relu_nhwc", "batch_norm_normalized_maximum_nhwc",
+    "batch_norm_normalized_add_relu_nhwc", "batch_norm_normalized_add_maximum_nhwc",
+    "global_pool_of_relu_sum",
     "global_pool_of_relu_op_sum", "batch_norm_variance_backward",
     # ppto/fusion/batch_norm_outputs.py's: stages shared by a kernel per value
     "batch_norm_outputs_nhwc", "batch_norm_relu_outputs_nhwc",

@@ -419,6 +419,36 @@ def test_numpy_where_with_other_zeros_and_arrays_is_np_where():
         assert np.asarray(got).tobytes() == np.asarray(expected).tobytes()
 
 
+def test_where_into_a_block_is_np_where_bit_for_bit():
+    """A fused pass writes where(mask, values, 0) into its block of rows (``out=``,
+    which np.where lacks): the bits np.where gives, by the masking route where it
+    applies and np.where's value copied in where not (other zeros, 0-d values)."""
+    from ppto.runtime.backends import where_into
+
+    rng = np.random.default_rng(2)
+    for dtype in ("float64", "float32"):
+        values = rng.standard_normal((64, 8)).astype(dtype)
+        values[0, :4] = [np.inf, -np.inf, np.nan, -0.0]
+        mask = rng.standard_normal((64, 8)) > 0
+        mask[0, :2] = False
+        for args in ((mask, values, 0.0), (mask, 0, values), (mask, values, -0.0),
+                     (mask, values, 1.5), (mask, values[:1], 0.0)):  # fmt: skip
+            expected = np.where(*args)
+            whole = np.full((128, 8), 7.0, dtype)
+            block = whole[32:96]  # a block of a pass's output rows
+            got = where_into(*args, out=block)
+            assert got is block
+            assert block.tobytes() == expected.tobytes()  # NaN's and zeros' bits
+            assert (whole[:32] == 7.0).all() and (whole[96:] == 7.0).all()
+        # written over its own values (a fused kernel's destination holding them)
+        for args in ((mask, 0.0), (0.0, mask)):
+            expected = np.where(mask, *[values if a is mask else a for a in args])
+            block = values.copy()
+            operands = [block if a is mask else a for a in args]
+            assert where_into(mask, *operands, out=block) is block
+            assert block.tobytes() == expected.tobytes()
+
+
 def test_numpy_mean_is_np_mean_bit_for_bit():
     """The NumPy backend's mean (np.mean's steps without its dispatch) gives the very
     result np.mean gives: type, shape, dtype and bits, for every axis and keepdims,

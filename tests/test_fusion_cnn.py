@@ -28,12 +28,22 @@ CNN_RULES = {
     "global_pool_of_relu_op_sum",
     "batch_norm_add_relu_nhwc",
     "batch_norm_add_maximum_nhwc",
+    "batch_norm_normalized_nhwc",
+    "batch_norm_normalized_relu_nhwc",
+    "batch_norm_normalized_maximum_nhwc",
+    "batch_norm_normalized_add_relu_nhwc",
+    "batch_norm_normalized_add_maximum_nhwc",
     # (ppto/fusion/batch_norm_outputs.py: batch norm's values in gradient code)
     "batch_norm_outputs_nhwc",
     "batch_norm_relu_outputs_nhwc",
     "batch_norm_maximum_outputs_nhwc",
     "batch_norm_add_relu_outputs_nhwc",
     "batch_norm_add_maximum_outputs_nhwc",
+    "batch_norm_normalized_outputs_nhwc",
+    "batch_norm_normalized_relu_outputs_nhwc",
+    "batch_norm_normalized_maximum_outputs_nhwc",
+    "batch_norm_normalized_add_relu_outputs_nhwc",
+    "batch_norm_normalized_add_maximum_outputs_nhwc",
 }
 
 
@@ -81,6 +91,38 @@ def block_output_relu(x, g, b, skip):
     return np.sum(np.tanh(y) * skip)
 
 
+def normalized(x, g, b):
+    # normalized first, then scaled: in forward code a one-value rule, not the
+    # multi-output one (its other four values would be arrays no one reads)
+    m = np.mean(x, axis=(0, 1, 2))
+    v = np.mean((x - m) ** 2, axis=(0, 1, 2))
+    return np.sum(np.tanh(g * ((x - m) / np.sqrt(v + 1e-5)) + b) * x)
+
+
+def normalized_relu(x, g, b):
+    centred = x - np.mean(x, axis=(0, 1, 2))
+    normal = centred / np.sqrt(np.mean(centred**2, axis=(0, 1, 2)) + 1e-5)
+    return np.sum(np.tanh(ppto.relu(g * normal + b)) * x)
+
+
+def normalized_maximum(x, g, b):
+    m = np.mean(x, axis=(0, 1, 2))
+    normal = (x - m) / np.sqrt(np.mean((x - m) ** 2, axis=(0, 1, 2)) + 1e-5)
+    return np.sum(np.tanh(np.maximum(g * normal + b, 0.0)) * x)
+
+
+def normalized_block_output(x, g, b, skip):
+    m = np.mean(x, axis=(0, 1, 2))
+    normal = (x - m) / np.sqrt(np.mean((x - m) ** 2, axis=(0, 1, 2)) + 1e-5)
+    return np.sum(np.tanh(np.maximum(g * normal + b + skip, 0.0)) * skip)
+
+
+def normalized_block_output_relu(x, g, b, skip):
+    m = np.mean(x, axis=(0, 1, 2))
+    normal = (x - m) / np.sqrt(np.mean((x - m) ** 2, axis=(0, 1, 2)) + 1e-5)
+    return np.sum(np.tanh(ppto.relu(g * normal + b + skip)) * skip)
+
+
 def residual_pool(a, b, W):
     pooled = np.mean(np.maximum(a + b, 0.0), axis=(1, 2))
     return np.sum(np.tanh(pooled @ W))
@@ -119,6 +161,13 @@ def _arguments(function, dtype="float64"):
                        rng.standard_normal(image)],
         block_output_relu: [rng.standard_normal(image), channel, channel - 1,
                             rng.standard_normal(image)],
+        normalized: [rng.standard_normal(image), channel, channel - 1],
+        normalized_relu: [rng.standard_normal(image), channel, channel - 1],
+        normalized_maximum: [rng.standard_normal(image), channel, channel - 1],
+        normalized_block_output: [rng.standard_normal(image), channel, channel - 1,
+                                  rng.standard_normal(image)],
+        normalized_block_output_relu: [rng.standard_normal(image), channel,
+                                       channel - 1, rng.standard_normal(image)],
         residual_pool: [rng.standard_normal(image), rng.standard_normal(image),
                         rng.standard_normal((4, 3))],
         residual_pool_relu: [rng.standard_normal(image), rng.standard_normal(image),
@@ -146,6 +195,16 @@ CASES = [
     (block_output_relu, {"batch_norm_add_relu_nhwc"},
      {"batch_norm_add_relu_outputs_nhwc", *BACKWARD}),
     (residual_pool_relu, {"global_pool_of_relu_op_sum"}, set()),
+    (normalized, {"batch_norm_normalized_nhwc"},
+     {"batch_norm_normalized_outputs_nhwc", *BACKWARD}),
+    (normalized_relu, {"batch_norm_normalized_relu_nhwc"},
+     {"batch_norm_normalized_relu_outputs_nhwc", *BACKWARD}),
+    (normalized_maximum, {"batch_norm_normalized_maximum_nhwc"},
+     {"batch_norm_normalized_maximum_outputs_nhwc", *BACKWARD}),
+    (normalized_block_output, {"batch_norm_normalized_add_maximum_nhwc"},
+     {"batch_norm_normalized_add_maximum_outputs_nhwc", *BACKWARD}),
+    (normalized_block_output_relu, {"batch_norm_normalized_add_relu_nhwc"},
+     {"batch_norm_normalized_add_relu_outputs_nhwc", *BACKWARD}),
     (whole_block, {"batch_norm_maximum_nhwc", "batch_norm_nhwc",
                    "global_pool_of_relu_sum"},
      {"batch_norm_maximum_outputs_nhwc", "batch_norm_add_maximum_outputs_nhwc",

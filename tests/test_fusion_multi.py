@@ -356,6 +356,52 @@ def test_a_users_multi_output_rule_runs_in_gradient_code(own_rules, monkeypatch)
         np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6, atol=1e-8)
 
 
+def grown_and_squashed(x, y):
+    """Two values no built-in rule computes: ``exp(x) * y`` and its tanh."""
+    z = ppto.exp(x) * y
+    return z, ppto.tanh(z)
+
+
+def squashed_alone(x, y):
+    return np.sum(np.tanh(np.exp(x) * y))
+
+
+def squashed_and_grown(x, y):
+    z = np.exp(x) * y
+    return np.sum(np.tanh(z) * z)
+
+
+def test_a_multi_output_rule_whose_other_values_no_one_reads_is_not_run(
+    own_rules, monkeypatch
+):
+    """Where nothing but the pattern reads ``exp(x) * y`` the rule would compute an
+    array for nothing: the plain code runs (as in batch norm's forward code, where
+    a one-value rule then matches); where another statement reads it, the rule."""
+    from tests.test_fusion_cnn import forward
+
+    monkeypatch.setenv("PPTO_FUSION", "on")
+    calls = []
+
+    @ppto.fusion_rule(
+        grown_and_squashed, name="grown_and_squashed", shapes=[(4, 3)] * 2
+    )
+    def fused(x, y):
+        calls.append(x.shape)
+        z = np.exp(x)
+        z *= y
+        return z, np.tanh(z)
+
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal((6, 3)), rng.standard_normal((6, 3))]
+    for function, runs in ((squashed_alone, False), (squashed_and_grown, True)):
+        text = ppto.show_source(function, *args, fused=True, file=io.StringIO())
+        assert ("= __fused_grown_and_squashed(x, y)" in text) == runs
+        calls.clear()  # (the rule's check at registration ran it)
+        value = forward(function, args, fused=True)
+        assert bool(calls) == runs
+        np.testing.assert_allclose(float(value), function(*args), rtol=1e-13)
+
+
 def test_a_users_multi_output_rule_is_checked_value_by_value(own_rules):
     def one_value(x, W, b):
         return np.maximum(x @ W + b, 0.0)

@@ -72,11 +72,11 @@ def _outputs(x, gamma, beta, eps, skip=None, relu=False, normalized=False) -> tu
             if normalized:
                 np.divide(centred[part], deviation, out=third)
                 np.multiply(gamma, third, out=out)
+                out += beta
             else:
                 np.multiply(gamma, centred[part], out=third)
                 third /= deviation
-                out[...] = third
-            out += beta
+                np.add(third, beta, out=out)  # (not a copy, then beta: a pass less)
             if others is not None:
                 out += others[part]
             if relu:

@@ -144,6 +144,26 @@ rule("batch_norm_maximum_nhwc", BATCH_NORM, FORWARD, _batch_norm_relu, FIRST)(
     lambda x, gamma, beta, eps: ew.maximum(batch_norm_pattern(x, gamma, beta, eps), 0.0)
 )
 
+
+def normalized_pattern(x, gamma, beta, eps):
+    """Batch norm normalized first, then scaled: ``gamma * (centred / deviation)``."""
+    centred = x - reductions.reduce_mean(x, PIXELS)
+    variance = reductions.reduce_mean(centred**2, PIXELS)
+    return gamma * (centred / ew.sqrt(variance + eps)) + beta
+
+
+# the same kernels for batch norm normalized first (forward-only code: in gradient
+# code the multi-output rules of batch_norm_outputs keep the values read back)
+rule("batch_norm_normalized_nhwc", BATCH_NORM, FORWARD, _batch_norm, FIRST)(
+    normalized_pattern
+)
+rule("batch_norm_normalized_relu_nhwc", BATCH_NORM, FORWARD, _batch_norm_relu, FIRST)(
+    lambda x, gamma, beta, eps: ew.relu(normalized_pattern(x, gamma, beta, eps))
+)
+rule(
+    "batch_norm_normalized_maximum_nhwc", BATCH_NORM, FORWARD, _batch_norm_relu, FIRST
+)(lambda x, gamma, beta, eps: ew.maximum(normalized_pattern(x, gamma, beta, eps), 0.0))
+
 # --- the residual join: ReLU of a sum, and its global average pool ---
 
 
@@ -188,5 +208,27 @@ rule("batch_norm_add_relu_nhwc", RESIDUAL, FORWARD, _batch_norm_add_relu, FIRST)
 rule("batch_norm_add_maximum_nhwc", RESIDUAL, FORWARD, _batch_norm_add_relu, FIRST)(
     lambda x, gamma, beta, eps, skip: ew.maximum(
         batch_norm_pattern(x, gamma, beta, eps) + skip, 0.0
+    )
+)
+rule(
+    "batch_norm_normalized_add_relu_nhwc",
+    RESIDUAL,
+    FORWARD,
+    _batch_norm_add_relu,
+    FIRST,
+)(
+    lambda x, gamma, beta, eps, skip: ew.relu(
+        normalized_pattern(x, gamma, beta, eps) + skip
+    )
+)
+rule(
+    "batch_norm_normalized_add_maximum_nhwc",
+    RESIDUAL,
+    FORWARD,
+    _batch_norm_add_relu,
+    FIRST,
+)(
+    lambda x, gamma, beta, eps, skip: ew.maximum(
+        normalized_pattern(x, gamma, beta, eps) + skip, 0.0
     )
 )

@@ -1,12 +1,13 @@
 """Fused CPU kernels for elementwise expressions.
 
 A kernel evaluates one expression tree over its leaf arrays. Small arrays run the
-plain NumPy expression (compiled once). Large ones avoid temporaries: arithmetic-only
-trees go to numexpr (multithreaded, one pass, no intermediate arrays); trees with
-transcendental functions, which NumPy's SIMD routines compute faster than numexpr,
-run as a NumPy sequence over blocks of rows that worker threads claim, each block's
-intermediate values written over one another and into the block of the result
-(``out=``).
+plain NumPy expression (compiled once). Large ones may avoid temporaries: numexpr
+(arithmetic-only trees: multithreaded, one pass, no intermediate arrays) or a NumPy
+sequence over blocks of rows that worker threads claim, each block's intermediate
+values written over one another and into the block of the result (``out=``; NumPy's
+SIMD routines compute transcendental functions faster than numexpr). Threads do not
+always pay where the code runs, so each kernel times its ways, plain NumPy's
+included, on its first calls and keeps the fastest (``_Plan.run``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 import numpy as np
 
 from ppto.fusion.parallel import run_chunks, thread_count
+from ppto.runtime.backends import where_into
 from ppto.transform.emit import compile_source
 
 try:  # numexpr is optional: without it, large kernels use the out= sequence
@@ -229,7 +231,8 @@ class ElementwiseKernel:
         """What the kernel computes, to read (large arrays: the same by numexpr or
         over row blocks)."""
         return (
-            f"# {self.name}: numexpr or NumPy over row blocks when large\n{self.source}"
+            f"# {self.name}: when large, numexpr, row blocks or NumPy: the fastest\n"
+            f"{self.source}"
         )
 
     def __call__(self, *arrays):
@@ -250,10 +253,15 @@ class ElementwiseKernel:
             # broadcasts a 0-size operand wrongly: (n,) with (0, 1) gave (0, 1))
             return evaluate_numpy(plan.tree, arrays)
         if plan.expression is None or numexpr is None:
-            return plan.run(self, arrays)
+            return plan.run(self, arrays, BLOCK_WAYS)
         dtype = _single_type(plan.tree, arrays)
         if dtype is None:  # NumPy's types differ somewhere: its own evaluation
-            return plan.run(self, arrays)
+            return plan.run(self, arrays, BLOCK_WAYS)
+        return plan.run(self, arrays, NUMEXPR_WAYS, dtype)
+
+    @staticmethod
+    def by_numexpr(plan: _Plan, arrays, dtype: np.dtype):
+        """The plan's tree over ``arrays`` by numexpr, every value in ``dtype``."""
         local = {}
         for number, value in enumerate(arrays):
             if isinstance(value, (np.ndarray, np.generic)):
@@ -343,11 +351,10 @@ def _evaluate_into(tree: Node, leaves, destination) -> None:
         values = [evaluate(child) for child in node.children]
         if holder[0] in node.children:
             holder[0] = None  # read now: overwritten below or free
-        if node.op == "where":
-            value = np.where(*values)
-            if into is not None:
-                np.copyto(into, value)
-            return value
+        if node.op == "where":  # (np.where has no out=: where_into writes in)
+            return (
+                where_into(*values) if into is None else where_into(*values, out=into)
+            )
         if into is None and node.op not in COMPARISONS and _floating(values):
             kind = np.result_type(*values)
             for value, child in zip(values, node.children):
@@ -416,29 +423,33 @@ class _Plan:
             else None
         )
 
-    def run(self, kernel, arrays):
-        """The tree over ``arrays`` by the faster of two ways that give the same
+    def run(self, kernel, arrays, ways: tuple, dtype: np.dtype | None = None):
+        """The tree over ``arrays`` by the fastest of ``ways`` that give the same
         numbers (a NaN's sign bit aside: SIMD and scalar loops may differ there):
-        ``kernel.in_blocks`` (threads, intermediate values written in place)
-        and plain NumPy (a new array per operation). Which is faster depends on the
+        ``kernel.in_blocks`` (threads, intermediate values written in place),
+        numexpr (its own threads, one pass; every value in ``dtype``) and plain
+        NumPy (a new array per operation). Which is faster depends on the
         machine, the dtype and the other work in flight (on a 2-core virtual machine
-        blocks won for float64 and lost for float32 at a million elements), so
-        ``TRIALS`` calls of each, after its first, are timed and the faster kept,
-        separately for each combination of dtypes and thread count. Blocks must
-        win by a margin: what they write is left in several cores' caches, which
-        slows whatever reads it next (a float32 ``exp(x - peak)`` timed 0.70 ms in
-        blocks and 0.72 ms by NumPy, but the product reading it took 0.35 ms
-        instead of 0.24). ``ppto.fusion.tuning`` then times the whole fused
-        function against the unfused one, which sees that cost too."""
+        blocks won for float64 and lost for float32 at a million elements; numexpr's
+        threads meet at a barrier, and right after a BLAS product, whose threads
+        spin on a core a while, ``dy * 2 * x`` over 2 ** 17 float64 elements took
+        13 ms by numexpr and 0.1 ms by NumPy), so ``TRIALS`` calls of each, after
+        its first, are timed (where the code runs: after what it follows) and the
+        fastest kept, separately for each combination of dtypes and thread count.
+        Threads must win by a margin: what they write is left in several cores'
+        caches, which slows whatever reads it next (a float32 ``exp(x - peak)``
+        timed 0.70 ms in blocks and 0.72 ms by NumPy, but the product reading it
+        took 0.35 ms instead of 0.24). ``ppto.fusion.tuning`` then times the whole
+        fused function against the unfused one, which sees that cost too."""
         threads = thread_count()
-        key = (tuple(getattr(a, "dtype", type(a)) for a in arrays), threads)
+        key = (tuple(getattr(a, "dtype", type(a)) for a in arrays), threads, ways)
         way = self.chosen.get(key)
         if way is not None:
-            return _WAYS[way](kernel, self.tree, arrays, threads)
-        times = self.trials.setdefault(key, {way: [] for way in _WAYS})
+            return _WAYS[way](kernel, self, arrays, threads, dtype)
+        times = self.trials.setdefault(key, {way: [] for way in ways})
         way = min(times, key=lambda name: len(times[name]))  # the one tried least
         start = time.perf_counter()
-        result = _WAYS[way](kernel, self.tree, arrays, threads)
+        result = _WAYS[way](kernel, self, arrays, threads, dtype)
         times[way].append(time.perf_counter() - start)
         if all(len(seconds) > TRIALS for seconds in times.values()):
             self.chosen[key] = faster_way(times)
@@ -455,22 +466,32 @@ class _Plan:
 
 
 def faster_way(times: dict) -> str:
-    """The way to keep, from each way's timed calls (see ``_Plan.run``); the first
-    call of each is left out: it pays for fresh memory and threads starting."""
-    blocks = statistics.median(times["blocks"][1:])
-    plain = statistics.median(times["numpy"][1:])
-    return "blocks" if blocks < BLOCKS_MARGIN * plain else "numpy"
+    """The way to keep, from each way's timed calls (see ``_Plan.run``): the fastest
+    threaded one where it beats NumPy's by the margin, else NumPy's. The first call
+    of each is left out: it pays for fresh memory and threads starting."""
+    medians = {way: statistics.median(seconds[1:]) for way, seconds in times.items()}
+    plain = medians.pop("numpy")
+    threaded = min(medians, key=medians.get)
+    return threaded if medians[threaded] < THREADS_MARGIN * plain else "numpy"
 
 
 _PLAIN = (np.ndarray, float, int)  # operand types the large paths take
 TRIALS = 3  # timed calls of each way, after a first one, before a plan keeps one
-BLOCKS_MARGIN = 0.85  # blocks are kept only if this much faster (see _Plan.run)
+THREADS_MARGIN = 0.85  # threads are kept only if this much faster (see _Plan.run)
 _WAYS = {
-    "blocks": lambda kernel, tree, arrays, threads: kernel.in_blocks(
-        tree, arrays, threads
+    "numexpr": lambda kernel, plan, arrays, threads, dtype: kernel.by_numexpr(
+        plan, arrays, dtype
     ),
-    "numpy": lambda kernel, tree, arrays, threads: evaluate_numpy(tree, arrays),
+    "blocks": lambda kernel, plan, arrays, threads, dtype: kernel.in_blocks(
+        plan.tree, arrays, threads
+    ),
+    "numpy": lambda kernel, plan, arrays, threads, dtype: evaluate_numpy(
+        plan.tree, arrays
+    ),
 }
+# the ways a kernel tries: numexpr first (a first call by it), where it applies
+NUMEXPR_WAYS = ("numexpr", "blocks", "numpy")
+BLOCK_WAYS = ("blocks", "numpy")
 
 
 def _shape(node: Node, shapes: tuple) -> tuple:
@@ -507,6 +528,7 @@ class RegionKernel:
             "rows_layout": rows_layout,
             "CHUNK_BYTES": CHUNK_BYTES,
             "run_chunks": run_chunks,
+            "where_into": where_into,
         }
         self.run = compile_source(source, name, scope, f"fused region {name}")
 

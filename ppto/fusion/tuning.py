@@ -28,8 +28,8 @@ import time
 
 from ppto.fusion.kernels import TRIALS
 
-# fused calls before timing: each kernel warms up and times both its ways
-SETTLE_CALLS = 2 * (TRIALS + 1)
+# fused calls before timing: each kernel warms up and times its ways (up to three)
+SETTLE_CALLS = 3 * (TRIALS + 1)
 TIMED_CALLS = 4  # timed calls of each code after that
 # elements in the largest argument from which a first call runs fused code: a pass
 # over temporaries of this size costs more than fusing (measured: 1e6 float64

@@ -140,12 +140,21 @@ def _ones_like(x, dtype=None):
     return np.ones_like(x, dtype=dtype)
 
 
-def _where(condition, a, b):
+def _where(condition, a, b, out=None):
     """np.where, but ``where(mask, values, 0)`` (every masked gradient: relu, max,
     clip) as a bitwise AND of the values' bits with lanes of all ones where the mask
     holds and all zeros where not: exactly np.where's result (+0.0 where masked out,
     infinities and NaN kept where not), about twice as fast. (Only for +0 and
-    arrays of native floats with at least one axis; np.where otherwise.)"""
+    arrays of native floats with at least one axis; np.where otherwise.) ``out``:
+    an array of the result's shape and dtype to write it into (np.where has no
+    ``out=``: a fused pass's block of rows); an ``out`` that overlaps an operand
+    gets the result computed aside, then copied in."""
+    if out is not None and any(
+        isinstance(v, np.ndarray) and np.may_share_memory(out, v)
+        for v in (condition, a, b)
+    ):  # (the masking route writes the lanes first: it would spoil the values)
+        np.copyto(out, _where(condition, a, b))
+        return out
     for values, zero, keep in ((a, b, True), (b, a, False)):
         if (
             type(zero) in (float, int)
@@ -159,16 +168,24 @@ def _where(condition, a, b):
             and type(condition) is np.ndarray
             and condition.dtype == bool
             and condition.shape == values.shape
+            and (out is None or (out.shape, out.dtype) == (values.shape, values.dtype))
         ):
             lanes_type = _LANES[values.dtype.itemsize]
+            lanes = None if out is None else out.view(lanes_type)
             # mask 1 -> lanes of ones (-1), 0 -> zeros; kept where not: 1 -> 0, 0 -> -1
             if keep:
-                lanes = np.subtract(0, condition, dtype=lanes_type)
+                lanes = np.subtract(0, condition, dtype=lanes_type, out=lanes)
             else:
-                lanes = np.subtract(condition, 1, dtype=lanes_type)
+                lanes = np.subtract(condition, 1, dtype=lanes_type, out=lanes)
             np.bitwise_and(values.view(lanes_type), lanes, out=lanes)
-            return lanes.view(values.dtype)
-    return np.where(condition, a, b)
+            return lanes.view(values.dtype) if out is None else out
+    if out is None:
+        return np.where(condition, a, b)
+    np.copyto(out, np.where(condition, a, b))
+    return out
+
+
+where_into = _where  # (for fused passes, which write each value into a block)
 
 
 _LANES = {2: np.int16, 4: np.int32, 8: np.int64}  # float itemsize -> integer lanes

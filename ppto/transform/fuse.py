@@ -171,6 +171,10 @@ class Fuser:
             outputs = match.outputs(rule, statement.targets[0].id)
             if outputs is None or not match.complete(outputs):
                 continue
+            if rule.outputs and not match.read_elsewhere(outputs[:-1]):
+                # its other values would be arrays no one reads (forward-only code):
+                # a one-value rule, or the plain code, computes less
+                continue
             arguments = [match.bindings[name] for name in rule.parameters]
             label = rule.kernel_name
             self.kernels[label] = implementation
@@ -365,6 +369,10 @@ class _Match:
             if name not in outputs and self.fuser.loads.get(name) != count:
                 return False
         return True
+
+    def read_elsewhere(self, names: list) -> bool:
+        """Whether a statement the match does not absorb reads one of ``names``."""
+        return any(self.fuser.loads.get(n, 0) != self.uses.get(n, 0) for n in names)
 
     def outputs(self, rule, target: str) -> list | None:
         """The names a multi-output rule's values are bound to in the code, the last

@@ -529,8 +529,8 @@ class RegionWriter:
             if destination is None:
                 lines.append(f"            v{number} = {call}")
                 self.places[number] = f"v{number}"
-            elif op == "where":  # (np.where has no out=)
-                lines.append(f"            {destination}[...] = {call}")
+            elif op == "where":  # (np.where has no out=; masked gradients' fast)
+                lines.append(f"            where_into({spelled}, out={destination})")
                 self.places[number] = destination
             else:
                 lines.append(f"            {call[:-1]}, out={destination})")
