@@ -398,7 +398,9 @@ def _forward(body, activity: Activity) -> None:
             _resolve_layout_parameter(statement, activity)
             shape = shape_of(statement, activity.shapes, activity.dtypes)
             _merge(activity.shapes, statement.target, shape)
-            dtype = statement.result_dtype or dtype_of(statement, activity.dtypes)
+            dtype = statement.result_dtype or dtype_of(
+                statement, activity.dtypes, activity.ranks
+            )
             _merge(activity.dtypes, statement.target, dtype)
             if (
                 statement.target in activity.varied
@@ -630,6 +632,7 @@ SAME_RANK = {
     "transpose",
     "matrix_transpose",
     "cast",
+    "cast_in_place",
     "softmax",
     "log_softmax",
     "unbroadcast",
@@ -724,7 +727,7 @@ def _described(call: ir.CallFunction, activity: Activity, listed: tuple) -> tupl
     return tuple(described)
 
 
-def _index_rank(rank, index, ranks):
+def index_rank(rank, index, ranks):
     """The rank after basic indexing with a literal index, else None."""
     parts = index.elts if isinstance(index, gast.Tuple) else [index]
     for part in parts:
@@ -934,7 +937,7 @@ _KEEPS_DTYPE = {
 _PRODUCTS = {"dot", "numpy_dot", "conv2d", "tensordot", "einsum", "outer", "inner"}
 
 
-def dtype_of(statement: ir.Apply, dtypes: dict):
+def dtype_of(statement: ir.Apply, dtypes: dict, ranks: dict | None = None):
     """The dtype of an operator's result, where its inputs' are known and the
     operator is one whose result dtype NumPy's rules give (elementwise operators,
     sums, matrix products, and those that keep their input's), else None."""
@@ -951,6 +954,8 @@ def dtype_of(statement: ir.Apply, dtypes: dict):
         return None  # a dtype= the transformer could not read
     if name in _KEEPS_DTYPE and isinstance(first, str):
         return dtypes.get(first)
+    if name == "cast_in_place":
+        return _in_place_dtype(statement, dtypes, ranks or {})
     probes = []
     for operand in statement.inputs:
         if isinstance(operand, ir.Const) and type(operand.value) in (int, float):
@@ -968,6 +973,17 @@ def dtype_of(statement: ir.Apply, dtypes: dict):
         if name in _PRODUCTS and all(isinstance(p, np.ndarray) for p in probes):
             return np.result_type(*probes)
     return None
+
+
+def _in_place_dtype(statement: ir.Apply, dtypes: dict, ranks: dict):
+    """``t += v``'s: t's where t is known to be an array (NumPy writes into it),
+    else the sum's where the two agree."""
+    value, target = statement.inputs[0], statement.params["target"]
+    value_dtype = dtypes.get(value) if isinstance(value, str) else None
+    target_dtype = dtypes.get(getattr(target, "id", None))
+    if (ranks.get(getattr(target, "id", None)) or 0) > 0:
+        return target_dtype
+    return value_dtype if _same(value_dtype, target_dtype) else None
 
 
 def _operand_name(operand) -> str | None:
@@ -999,7 +1015,7 @@ def expression_rank(node, ranks: dict):
             return None
         from ppto.transform.normalize import slice_expr
 
-        return _index_rank(base, slice_expr(node.slice), ranks)
+        return index_rank(base, slice_expr(node.slice), ranks)
     if isinstance(node, gast.UnaryOp):
         return expression_rank(node.operand, ranks)
     if isinstance(node, gast.BinOp):
@@ -1043,7 +1059,7 @@ def rank_of(statement: ir.Apply, ranks: dict):
             return 0
         return first - (len(axis) if isinstance(axis, tuple) else 1)
     if name == "getitem":
-        return _index_rank(first, params.get("index"), ranks)
+        return index_rank(first, params.get("index"), ranks)
     if name == "reshape":
         shape = literal(params.get("shape"))
         if shape is NOT_LITERAL:

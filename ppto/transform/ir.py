@@ -51,6 +51,8 @@ class Apply(Stmt):
     # why inputs of some ranks cannot run as ``op`` (np.dot is not np.matmul for
     # 3-d operands): (a numpy_map.RankCheck, the call to point at)
     rank_check: Any = None
+    # a subscript write ``x[i] += v`` made (NumPy's checks its cast: see in_place)
+    in_place: bool = False
 
 
 @dataclass

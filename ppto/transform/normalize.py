@@ -316,6 +316,9 @@ class Normalizer:
             return
         if self.list_statement(node):
             return
+        if getattr(node, "in_place_of", None) is not None:
+            self.in_place(node, node.in_place_of)
+            return
         reads = value_reads(node.value)
         targets = node.targets
         if any(isinstance(t, gast.Subscript) for t in targets):
@@ -363,6 +366,31 @@ class Normalizer:
             self.unpack(first, node.value)
         for other in targets[1:]:
             self.emit(ir.Copy(other.id, first.id))
+
+    def in_place(self, node, written: str) -> None:
+        """``t_1 = t + v`` from ``t += v`` (ssa.py): the value, then
+        ``cast_in_place`` of it to ``written``'s (t's) dtype, as NumPy's in-place
+        operators keep it. The analysis removes the cast where the dtypes are known
+        to agree (see in_place.py)."""
+        target = node.targets[0].id
+        # (named apart from the numbered temporaries: those stay numbered in turn
+        # where the cast is removed and this name with it)
+        value = self.namer.fresh(f"{written}_wide")
+        if value_reads(node.value) & self.varied:
+            self.varied.add(target)
+            value = self.expression(node.value, value)
+        else:  # (computed as written)
+            stored = gast.Name(value, gast.Store(), None, None)
+            assign = gast.Assign([stored], node.value, None)
+            self.statement_Assign(gast.copy_location(assign, node))
+        written_before = gast.Name(written, gast.Load(), None, None)
+        self.apply(
+            target,
+            shape.cast_in_place,
+            [value],
+            {"target": written_before},
+            ("target",),
+        )
 
     def list_statement(self, node) -> bool:
         """Python lists of tensors: ``xs = [...]``, ``x = xs.pop()``, ``x = xs[i]``,
@@ -862,6 +890,7 @@ class Normalizer:
             self.varied.add(target)
         inputs = [self.expression(base), self.expression(value)]
         self.apply(target, indexing.setitem, inputs, {"index": index}, ("index",))
+        self.out[-1].in_place = getattr(node, "in_place_of", None) is not None
 
     def unpack(self, target, value) -> None:
         if not all(isinstance(element, gast.Name) for element in target.elts):
