@@ -275,12 +275,13 @@ def cast(xp, x, dtype):
 
 
 @primitive(ANY, tangent="linear", keeps_layout=True)
-def cast_in_place(xp, x, target):
+def cast_in_place(xp, x, target, at=""):
     """What ``target += v`` (or ``-=``, ``*=`` ...) leaves in ``target``, given x,
     ``target + v``: where target is an array, which NumPy writes into, x in target's
     dtype (a float32 array stays one whatever v is); where it is a number, which
     ``+=`` rebinds as ``+`` would, x itself. A cast NumPy refuses in place (not
-    'same_kind': floats into an integer array) raises ``DTypeError``.
+    'same_kind': floats into an integer array) raises ``DTypeError``, naming
+    ``at`` (the user's file and line).
 
     >>> cast_in_place(np.ones(2) * np.float64(0.5), np.ones(2, np.float32)).dtype
     dtype('float32')
@@ -289,12 +290,13 @@ def cast_in_place(xp, x, target):
         return x
     refusal = in_place_refusal(x.dtype, target.dtype)
     if refusal is not None:
-        raise DTypeError(f"{refusal}; write {IN_PLACE_ADVICE}")
+        where = f" ({at})" if at else ""
+        raise DTypeError(f"{refusal}{where}; write {IN_PLACE_ADVICE}")
     return x.astype(target.dtype)
 
 
 @cast_in_place.grad_rule
-def _(x, target, out=None):
+def _(x, target, at="", out=None):
     def backward(dY):
         return cast(dY, dtype_of(x))
 

@@ -1,26 +1,32 @@
 """Augmented assignments keep their target's dtype, as NumPy's in-place operators do.
 
 ``t += v`` writes into the array t, casting back to its dtype (float32 stays float32
-whatever v is); normalization writes it ``t2 = t + v`` then ``t_1 =
-cast_in_place(t2, target=t)``. Once the analysis knows the dtypes, ``settle``
-removes each cast that changes nothing (the dtypes agree, or t is a number, which
-``+=`` rebinds), so that generated code shows one only where it matters, and
-refuses at the user's line a cast NumPy refuses (floats into an integer array), for
-``x[i] += v`` too.
+whatever v is); normalization writes it ``t_wide = t + v`` then ``t_1 =
+cast_in_place(t_wide, target=t)``, and ``x[i] += v`` casts ``x[i] + v`` so, before
+the subscript write (which converts it to x's dtype anyway: there the cast only
+checks). Once the analysis knows the dtypes, ``settle`` removes each cast that
+changes nothing (the dtypes agree, or t is a number, which ``+=`` rebinds), so that
+generated code shows one only where it matters; refuses at the user's line a cast
+NumPy refuses (floats into an integer array); and gives a cast that may be refused
+when it runs the user's file and line to name.
 """
 
 from __future__ import annotations
 
+import os
+
+import gast
+
 from ppto.errors import DTypeError
 from ppto.ops.shape import IN_PLACE_ADVICE, cast_in_place, in_place_refusal
 from ppto.transform import ir
-from ppto.transform.analyze import Activity, index_rank
+from ppto.transform.analyze import Activity, expression_rank
 
 
 def settle(body: list, activity: Activity, source) -> bool:
-    """Remove the casts of ``body``'s augmented assignments that change nothing and
-    refuse those NumPy refuses (see the module doc). Returns whether any was
-    removed: the caller analyzes the body again."""
+    """Remove the casts of ``body``'s augmented assignments that change nothing,
+    refuse those NumPy refuses and locate those a run may refuse (see the module
+    doc). Returns whether any was removed: the caller analyzes the body again."""
     removed = False
     for block in list(_blocks(body)):
         position = 0
@@ -30,8 +36,8 @@ def settle(body: list, activity: Activity, source) -> bool:
                 if _changes_nothing(statement, activity, source):
                     position -= _remove(block, position)
                     removed = True
-            elif isinstance(statement, ir.Apply) and statement.in_place:
-                _check_subscript_write(statement, activity, source)
+                elif _may_be_refused(statement, activity):
+                    _name_the_line(statement, source)
             position += 1
     return removed
 
@@ -42,54 +48,74 @@ def _blocks(body: list):
         yield from ir.blocks(statement)
 
 
-def _changes_nothing(statement: ir.Apply, activity: Activity, source) -> bool:
-    value = statement.inputs[0]
-    target = getattr(statement.params["target"], "id", None)
+def _dtypes(statement: ir.Apply, activity: Activity) -> tuple:
+    """(the value's dtype, the target's, the target's rank), None where unknown."""
+    value, target = statement.inputs[0], statement.params["target"]
     value_dtype = activity.dtypes.get(value) if isinstance(value, str) else None
-    target_dtype = activity.dtypes.get(target)
-    target_rank = activity.ranks.get(target)
-    if value_dtype is not None and target_dtype is not None:
-        if value_dtype == target_dtype:
-            return True
-        if target_rank is not None and target_rank > 0:  # an array (numbers: 0-d)
-            _refuse(value_dtype, target_dtype, statement, source)
-        return False
+    if isinstance(target, gast.Subscript) and isinstance(target.value, gast.Name):
+        # x[i] written out (x is not differentiated): x's dtype
+        base = target.value.id
+        return (
+            value_dtype,
+            activity.dtypes.get(base),
+            expression_rank(target, activity.ranks),
+        )
+    name = getattr(target, "id", None)
+    return value_dtype, activity.dtypes.get(name), activity.ranks.get(name)
+
+
+def _changes_nothing(statement: ir.Apply, activity: Activity, source) -> bool:
+    value_dtype, target_dtype, rank = _dtypes(statement, activity)
+    known = value_dtype is not None and target_dtype is not None
+    refusal = in_place_refusal(value_dtype, target_dtype) if known else None
+    if refusal is not None and rank is not None and rank > 0:  # into an array
+        where = statement.origin if statement.origin is not None else statement
+        raise DTypeError(str(source.error(where, refusal, IN_PLACE_ADVICE)))
+    if statement.written_back:  # (the subscript write converts it)
+        return rank == 0 or (known and refusal is None) or _floating(target_dtype)
     # a number (Python's, or NumPy's from a reduction): += rebinds it. (An array
     # has a known dtype, the arguments' and what operators make of them, but for
     # an explicit 0-d array made of unknown values.)
-    return target_dtype is None and target_rank == 0
+    return (known and value_dtype == target_dtype) or (
+        target_dtype is None and rank == 0
+    )
 
 
-def _check_subscript_write(statement: ir.Apply, activity: Activity, source) -> None:
-    """``x[i] += v`` writes into the part x[i] where it is an array (a slice), which
-    NumPy refuses for a value of another kind; an element (x[0] of a vector) is
-    a number, replaced by the sum, which the write converts."""
-    base, value = statement.inputs[:2]
-    dtypes, ranks = activity.dtypes, activity.ranks
-    if not (isinstance(base, str) and isinstance(value, str)):
-        return
-    if dtypes.get(base) is None or dtypes.get(value) is None:
-        return
-    rank = ranks.get(base)
-    part = None if rank is None else index_rank(rank, statement.params["index"], ranks)
-    if part is not None and part > 0:
-        _refuse(dtypes[value], dtypes[base], statement, source)
+def _floating(dtype) -> bool:
+    return dtype is not None and dtype.kind == "f"
 
 
-def _refuse(value_dtype, target_dtype, statement: ir.Apply, source) -> None:
-    refusal = in_place_refusal(value_dtype, target_dtype)
-    if refusal is not None:
-        where = statement.origin if statement.origin is not None else statement
-        raise DTypeError(str(source.error(where, refusal, IN_PLACE_ADVICE)))
+def _may_be_refused(statement: ir.Apply, activity: Activity) -> bool:
+    """Whether the cast may be one NumPy refuses, which only a run tells: into an
+    array of whole numbers or of a dtype not known here (a float array takes any
+    float: ppto has no complex numbers)."""
+    value_dtype, target_dtype, _ = _dtypes(statement, activity)
+    if target_dtype is None:
+        return True
+    if value_dtype is None:
+        return not _floating(target_dtype)
+    return in_place_refusal(value_dtype, target_dtype) is not None
+
+
+def _name_the_line(statement: ir.Apply, source) -> None:
+    """Give the cast the user's file and line, for the error it may raise when it
+    runs (generated code's own lines are not the user's)."""
+    line, _ = source.position(statement.origin)
+    at = f"{os.path.basename(source.filename)}, line {line}"
+    statement.params["at"] = gast.Constant(at, None)
+    statement.given = (*statement.given, "at")
 
 
 def _remove(block: list, position: int) -> int:
     """Remove the cast at ``position``: the statement computing its value (just
-    before it) writes the cast's target instead, else a copy replaces the cast.
-    Returns how many statements the block lost before ``position``'s next one."""
+    before it) writes the cast's target instead; a value written out (read by
+    nothing differentiated) goes where the cast's target is read (the subscript
+    write just after it); else a copy replaces the cast. Returns how many
+    statements the block lost before ``position``'s next one."""
     cast = block[position]
     value, target = cast.inputs[0], cast.target
     before = block[position - 1] if position > 0 else None
+    after = block[position + 1] if position + 1 < len(block) else None
     if (
         isinstance(value, str)
         and before is not None
@@ -97,6 +123,11 @@ def _remove(block: list, position: int) -> int:
     ):
         del block[position]
         return 1
+    if not isinstance(value, str) and isinstance(after, ir.Apply):
+        if target in after.inputs:
+            after.inputs = [value if x == target else x for x in after.inputs]
+            del block[position]
+            return 1
     block[position] = ir.Copy(target, value, origin=cast.origin)
     return 0
 

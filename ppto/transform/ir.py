@@ -51,8 +51,9 @@ class Apply(Stmt):
     # why inputs of some ranks cannot run as ``op`` (np.dot is not np.matmul for
     # 3-d operands): (a numpy_map.RankCheck, the call to point at)
     rank_check: Any = None
-    # a subscript write ``x[i] += v`` made (NumPy's checks its cast: see in_place)
-    in_place: bool = False
+    # a cast_in_place of what ``x[i] += v`` writes, which the subscript write
+    # converts to x's dtype: it only checks the cast (see in_place.py)
+    written_back: bool = False
 
 
 @dataclass

@@ -40,6 +40,7 @@ from ppto.transform.trees import (
     bound_arguments,
     called,
     child_fields,
+    clone,
     loads,
     name_counts,
     paired,
@@ -888,9 +889,31 @@ class Normalizer:
         target = node.targets[0].id
         if value_reads(node.value) & self.varied:
             self.varied.add(target)
-        inputs = [self.expression(base), self.expression(value)]
+        if getattr(node, "in_place_of", None) is not None:
+            inputs = [self.expression(base), self.written_in_place(value)]
+        else:
+            inputs = [self.expression(base), self.expression(value)]
         self.apply(target, indexing.setitem, inputs, {"index": index}, ("index",))
-        self.out[-1].in_place = getattr(node, "in_place_of", None) is not None
+
+    def written_in_place(self, value):
+        """The operand ``x[i] += v`` writes: ``cast_in_place(x[i] + v,
+        target=x[i])``, which checks what NumPy checks writing into the part x[i]
+        (the subscript write converts the value to x's dtype): the analysis removes
+        it where the dtypes tell (see in_place.py)."""
+        part = self.expression(value.left)
+        if isinstance(part, str):
+            if value_reads(value.left) & self.varied:
+                self.varied.add(part)  # (so that the sum is differentiated)
+            left = gast.Name(part, gast.Load(), None, None)
+        else:
+            left = part.expr
+        summed = gast.copy_location(gast.BinOp(left, value.op, value.right), value)
+        wide = self.expression(summed, self.namer.fresh("part_wide"))
+        cast = self.apply(
+            None, shape.cast_in_place, [wide], {"target": clone(left)}, ("target",)
+        )
+        self.out[-1].written_back = True
+        return cast
 
     def unpack(self, target, value) -> None:
         if not all(isinstance(element, gast.Name) for element in target.elts):
