@@ -322,3 +322,32 @@ def test_on_emulated_cupy(emulated_cupy):
     np.testing.assert_allclose(dx.numpy(), expected, rtol=1e-3, atol=1e-4)
     expected = central_differences(strong_number_added, (X, S), 1)
     np.testing.assert_allclose(float(ds.numpy()), expected, rtol=FLOAT32_RTOL)
+
+
+def broadened(x, s):
+    t = x * s  # (of a dtype known only when it runs: s is a Python float)
+    t += np.outer(x, x)  # (NumPy: "non-broadcastable output operand")
+    return np.sum(t)
+
+
+def broadened_known(x, w):
+    t = x * w
+    t += np.outer(x, w)
+    return np.sum(t)
+
+
+@pytest.mark.parametrize("function", [broadened, broadened_known])
+def test_an_array_broadcast_to_another_shape_in_place_is_refused_at_the_line(
+    function,
+):
+    with pytest.raises(ValueError):
+        function(X, S if function is broadened else W)
+    with pytest.raises(ppto.ShapeError, match="cannot broadcast") as raised:
+        ppto.grad(function)(X, S if function is broadened else W)
+    line = function.__code__.co_firstlineno + 2
+    assert re.search(rf'test_augassign_dtype\.py"?, line {line}\b', str(raised.value))
+
+
+def test_cast_in_place_refuses_to_broadcast_its_target():
+    with pytest.raises(ppto.ShapeError, match=r"shape \(2,\) to \(3, 2\)"):
+        ppto.cast_in_place(np.ones((3, 2)), np.zeros(2, np.float32))

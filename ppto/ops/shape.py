@@ -286,11 +286,19 @@ def cast_in_place(xp, x, target, at=""):
     >>> cast_in_place(np.ones(2) * np.float64(0.5), np.ones(2, np.float32)).dtype
     dtype('float32')
     """
-    if not in_place_target(target) or x.dtype == target.dtype:
+    if not in_place_target(target):
+        return x
+    where = f" ({at})" if at else ""
+    if tuple(x.shape) != tuple(target.shape):
+        raise ShapeError(
+            f"an in-place operator (+=, -=, *=, /=, ...) cannot broadcast an array "
+            f"of shape {tuple(target.shape)} to {tuple(x.shape)}{where}: "
+            f"NumPy refuses it; write t = t + v (a new array)"
+        )
+    if x.dtype == target.dtype:
         return x
     refusal = in_place_refusal(x.dtype, target.dtype)
     if refusal is not None:
-        where = f" ({at})" if at else ""
         raise DTypeError(f"{refusal}{where}; write {IN_PLACE_ADVICE}")
     return x.astype(target.dtype)
 

@@ -847,6 +847,10 @@ def shape_of(statement: ir.Apply, shapes: dict, dtypes: dict | None = None):
     op, params = statement.op, statement.params
     if not isinstance(op, Primitive):  # a user's operator: its shape is unknown
         return None
+    if op.name == "cast_in_place":  # (an array target keeps its shape: see below)
+        target = expression_shape(params["target"], shapes, dtypes)
+        if target:
+            return target
     inputs = [
         operand_shape(x, shapes, dtypes)
         if not isinstance(x, list)
@@ -1034,6 +1038,12 @@ def rank_of(statement: ir.Apply, ranks: dict):
     if not isinstance(statement.op, Primitive):
         return None
     op, params = statement.op, statement.params
+    if op.name == "cast_in_place":
+        # t += v writes into an array t, whose shape it keeps (NumPy refuses to
+        # broadcast it, and so does cast_in_place); a number is rebound
+        target = expression_rank(params["target"], ranks)
+        if target:
+            return target
     inputs = [
         operand_rank(x, ranks) if not isinstance(x, list) else None
         for x in statement.inputs

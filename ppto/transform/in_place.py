@@ -17,7 +17,7 @@ import os
 
 import gast
 
-from ppto.errors import DTypeError
+from ppto.errors import DTypeError, ShapeError
 from ppto.ops.shape import IN_PLACE_ADVICE, cast_in_place, in_place_refusal
 from ppto.transform import ir
 from ppto.transform.analyze import Activity, expression_rank
@@ -68,9 +68,12 @@ def _changes_nothing(statement: ir.Apply, activity: Activity, source) -> bool:
     value_dtype, target_dtype, rank = _dtypes(statement, activity)
     known = value_dtype is not None and target_dtype is not None
     refusal = in_place_refusal(value_dtype, target_dtype) if known else None
+    where = statement.origin if statement.origin is not None else statement
     if refusal is not None and rank is not None and rank > 0:  # into an array
-        where = statement.origin if statement.origin is not None else statement
         raise DTypeError(str(source.error(where, refusal, IN_PLACE_ADVICE)))
+    broadened = _broadened(statement, activity)
+    if broadened is not None:
+        raise ShapeError(str(source.error(where, broadened, "t = t + v")))
     if statement.written_back:  # (the subscript write converts it)
         return rank == 0 or (known and refusal is None) or _floating(target_dtype)
     # a number (Python's, or NumPy's from a reduction): += rebinds it. (An array
@@ -78,6 +81,23 @@ def _changes_nothing(statement: ir.Apply, activity: Activity, source) -> bool:
     # an explicit 0-d array made of unknown values.)
     return (known and value_dtype == target_dtype) or (
         target_dtype is None and rank == 0
+    )
+
+
+def _broadened(statement: ir.Apply, activity: Activity) -> str | None:
+    """Why NumPy refuses ``t += v`` where v broadcasts the array t to another
+    shape (it writes into t), if the shapes show it; else None."""
+    value, target = statement.inputs[0], statement.params["target"]
+    shapes = activity.shapes
+    value_shape = shapes.get(value) if isinstance(value, str) else None
+    target_shape = shapes.get(getattr(target, "id", None))
+    if statement.written_back or not target_shape or value_shape is None:
+        return None  # (a number, or x[i], which the subscript write checks)
+    if tuple(value_shape) == tuple(target_shape):
+        return None
+    return (
+        f"an in-place operator (+=, -=, *=, /=, ...) cannot broadcast an array of "
+        f"shape {tuple(target_shape)} to {tuple(value_shape)}: NumPy refuses it"
     )
 
 
