@@ -307,6 +307,9 @@ def test_cast_in_place_operator():
     np.testing.assert_allclose(np.asarray(narrow), x.astype(np.float32))
     assert ppto.cast_in_place(x, 1.0).dtype == np.float64  # (a number is rebound)
     assert ppto.cast_in_place(x, np.float32(1.0)).dtype == np.float64
+    # a 0-d array stands for a number (CuPy's reductions give them)
+    number = np.float64(0.5) + 1.0
+    assert ppto.cast_in_place(number, np.array(1.0, np.float32)).dtype == np.float64
     with pytest.raises(ppto.DTypeError, match=r"float64 values into an array of int"):
         ppto.cast_in_place(x, np.zeros(2, np.int64))
 

@@ -279,9 +279,10 @@ def cast_in_place(xp, x, target, at=""):
     """What ``target += v`` (or ``-=``, ``*=`` ...) leaves in ``target``, given x,
     ``target + v``: where target is an array, which NumPy writes into, x in target's
     dtype (a float32 array stays one whatever v is); where it is a number, which
-    ``+=`` rebinds as ``+`` would, x itself. A cast NumPy refuses in place (not
-    'same_kind': floats into an integer array) raises ``DTypeError``, naming
-    ``at`` (the user's file and line).
+    ``+=`` rebinds as ``+`` would, x itself (see ``in_place_target``). What NumPy
+    refuses in place raises, naming ``at`` (the user's file and line): a cast that
+    is not 'same_kind' (floats into an integer array) ``DTypeError``, a target
+    broadcast to another shape ``ShapeError``.
 
     >>> cast_in_place(np.ones(2) * np.float64(0.5), np.ones(2, np.float32)).dtype
     dtype('float32')
@@ -312,9 +313,11 @@ def _(x, target, at="", out=None):
 
 
 def in_place_target(value) -> bool:
-    """Whether an in-place operator writes into ``value``: an array does (a 0-d
-    one too); a Python or NumPy number is immutable, so ``+=`` makes a new one."""
-    return hasattr(value, "dtype") and not np.isscalar(value)
+    """Whether an in-place operator writes into ``value``: an array does; a Python
+    or NumPy number is immutable, so ``+=`` makes a new one. A 0-d array is taken
+    for a number: NumPy's operators and reductions give numbers where CuPy's give
+    0-d arrays, and the code is NumPy's (``total = np.sum(x); total += v``)."""
+    return getattr(value, "ndim", 0) > 0
 
 
 def in_place_refusal(result, target) -> str | None:

@@ -980,13 +980,15 @@ def dtype_of(statement: ir.Apply, dtypes: dict, ranks: dict | None = None):
 
 
 def _in_place_dtype(statement: ir.Apply, dtypes: dict, ranks: dict):
-    """``t += v``'s: t's where t is known to be an array (NumPy writes into it),
-    else the sum's where the two agree."""
+    """``t += v``'s: t's where t is an array (NumPy writes into it), the sum's
+    where it is a number (0-d: ``+=`` rebinds it), else the two's where they
+    agree."""
     value, target = statement.inputs[0], statement.params["target"]
     value_dtype = dtypes.get(value) if isinstance(value, str) else None
     target_dtype = dtypes.get(getattr(target, "id", None))
-    if (ranks.get(getattr(target, "id", None)) or 0) > 0:
-        return target_dtype
+    rank = ranks.get(getattr(target, "id", None))
+    if rank is not None:
+        return target_dtype if rank > 0 else value_dtype
     return value_dtype if _same(value_dtype, target_dtype) else None
 
 

@@ -76,12 +76,9 @@ def _changes_nothing(statement: ir.Apply, activity: Activity, source) -> bool:
         raise ShapeError(str(source.error(where, broadened, "t = t + v")))
     if statement.written_back:  # (the subscript write converts it)
         return rank == 0 or (known and refusal is None) or _floating(target_dtype)
-    # a number (Python's, or NumPy's from a reduction): += rebinds it. (An array
-    # has a known dtype, the arguments' and what operators make of them, but for
-    # an explicit 0-d array made of unknown values.)
-    return (known and value_dtype == target_dtype) or (
-        target_dtype is None and rank == 0
-    )
+    # a number (Python's, NumPy's from a reduction, a 0-d array: see
+    # ppto.ops.shape.in_place_target): += rebinds it
+    return (known and value_dtype == target_dtype) or rank == 0
 
 
 def _broadened(statement: ir.Apply, activity: Activity) -> str | None:
