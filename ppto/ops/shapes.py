@@ -32,7 +32,7 @@ SHAPE_RULES: dict[str, Callable] = {}
 SAME_AS_FIRST = frozenset(
     {
         "copy", "array", "asarray", "inv", "cholesky", "tril", "triu", "roll",
-        "index_add", "setitem", "scatter_add", "cast_in_place",
+        "index_add", "setitem", "scatter_add",
     }
 )  # fmt: skip
 

@@ -847,10 +847,9 @@ def shape_of(statement: ir.Apply, shapes: dict, dtypes: dict | None = None):
     op, params = statement.op, statement.params
     if not isinstance(op, Primitive):  # a user's operator: its shape is unknown
         return None
-    if op.name == "cast_in_place":  # (an array target keeps its shape: see below)
+    if op.name == "cast_in_place":  # (an array target keeps its shape: see rank_of)
         target = expression_shape(params["target"], shapes, dtypes)
-        if target:
-            return target
+        return target or operand_shape(statement.inputs[0], shapes, dtypes)
     inputs = [
         operand_shape(x, shapes, dtypes)
         if not isinstance(x, list)

@@ -26,20 +26,43 @@ from ppto.transform.analyze import Activity, expression_rank
 def settle(body: list, activity: Activity, source) -> bool:
     """Remove the casts of ``body``'s augmented assignments that change nothing,
     refuse those NumPy refuses and locate those a run may refuse (see the module
-    doc). Returns whether any was removed: the caller analyzes the body again."""
-    removed = False
+    doc). Returns whether the caller must analyze the body again: a cast removed
+    whose result the analysis knew otherwise than the sum (see ``_takes_over``)."""
+    stale = False
     for block in list(_blocks(body)):
         position = 0
         while position < len(block):
             statement = block[position]
             if isinstance(statement, ir.Apply) and statement.op is cast_in_place:
                 if _changes_nothing(statement, activity, source):
+                    stale |= not _takes_over(statement, activity)
                     position -= _remove(block, position)
-                    removed = True
                 elif _may_be_refused(statement, activity):
                     _name_the_line(statement, source)
             position += 1
-    return removed
+    return stale
+
+
+def _takes_over(cast: ir.Apply, activity: Activity) -> bool:
+    """Whether the sum, written into the cast's target once the cast is removed,
+    has what the analysis knows of the target (its shape, rank and dtype: the
+    other facts follow from the cast's one differentiated input), made so; else
+    the analysis must run again."""
+    value, target = cast.inputs[0], cast.target
+    if not isinstance(value, str) or cast in activity.blocked:
+        return False
+    shapes, ranks, dtypes = activity.shapes, activity.ranks, activity.dtypes
+    if shapes.get(value) is None or shapes[value] != shapes.get(target):
+        return False
+    if ranks.get(value) != ranks.get(target) or dtypes.get(value) != dtypes.get(target):
+        return False
+    # (an elementwise sum makes a new array, the cast not: see Activity.fresh)
+    for made in (activity.made_new, activity.made_otherwise):
+        if value in made:
+            made.add(target)
+        else:
+            made.discard(target)
+    return True
 
 
 def _blocks(body: list):

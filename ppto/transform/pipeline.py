@@ -396,7 +396,7 @@ def _prepare(
     activity = analyze(
         ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes, results
     )
-    if in_place.settle(ir_body, activity, parsed.source):  # (casts removed)
+    if in_place.settle(ir_body, activity, parsed.source):  # (what it knew changed)
         activity = analyze(
             ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes, results
         )
