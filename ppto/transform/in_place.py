@@ -54,8 +54,11 @@ def _takes_over(cast: ir.Apply, activity: Activity) -> bool:
     shapes, ranks, dtypes = activity.shapes, activity.ranks, activity.dtypes
     if shapes.get(value) is None or shapes[value] != shapes.get(target):
         return False
-    if ranks.get(value) != ranks.get(target) or dtypes.get(value) != dtypes.get(target):
+    if ranks.get(value) != ranks.get(target):
         return False
+    value_dtype, target_dtype = dtypes.get(value), dtypes.get(target)
+    if (value_dtype is None) != (target_dtype is None) or value_dtype != target_dtype:
+        return False  # (None apart: NumPy reads it as float64, equal to that)
     # (an elementwise sum makes a new array, the cast not: see Activity.fresh)
     for made in (activity.made_new, activity.made_otherwise):
         if value in made:
