@@ -357,3 +357,31 @@ def test_an_array_broadcast_to_another_shape_in_place_is_refused_at_the_line(
 def test_cast_in_place_refuses_to_broadcast_its_target():
     with pytest.raises(ppto.ShapeError, match=r"shape \(2,\) to \(3, 2\)"):
         ppto.cast_in_place(np.ones((3, 2)), np.zeros(2, np.float32))
+
+
+def dict_item_added(x, s):
+    d = {"a": x * 1.0, "b": x * 2.0}
+    d["a"] += np.tanh(s) * x
+    return np.sum(d["a"] * d["b"])
+
+
+def list_item_added(x, s):
+    xs = [x * 1.0, x * 2.0]
+    xs[0] += np.tanh(s) * x
+    return np.sum(xs[0] * xs[1])
+
+
+@pytest.mark.parametrize(
+    "function", [dict_item_added, list_item_added], ids=lambda f: f.__name__
+)
+def test_an_item_of_a_dict_or_list(function):
+    """``d[k] += v`` adds into the array the dict (or list) holds: its dtype."""
+    x = X.astype(np.float32)
+    value, (dx, ds) = ppto.value_and_grad(function, wrt=(0, 1))(x, S)
+    assert value.dtype == np.asarray(function(x, S)).dtype == np.float32
+    np.testing.assert_allclose(float(value), function(X, S), rtol=FLOAT32_RTOL)
+    exact = ppto.grad(function, wrt=(0, 1))(X, S)
+    for position, (low, high) in enumerate(zip((dx, ds), exact)):
+        expected = central_differences(function, (X, S), position)
+        assert_gradient(np.asarray(high), expected, f"d/d arg {position}")
+        np.testing.assert_allclose(as_float(low), expected, rtol=1e-3, atol=1e-4)
