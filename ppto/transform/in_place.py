@@ -35,8 +35,9 @@ def settle(body: list, activity: Activity, source) -> bool:
             statement = block[position]
             if isinstance(statement, ir.Apply) and statement.op is cast_in_place:
                 if _changes_nothing(statement, activity, source):
-                    stale |= not _takes_over(statement, activity)
-                    position -= _remove(block, position)
+                    lost, retargeted = _remove(block, position)
+                    stale |= not (retargeted and _takes_over(statement, activity))
+                    position -= lost
                 elif _may_be_refused(statement, activity):
                     _name_the_line(statement, source)
             position += 1
@@ -49,7 +50,7 @@ def _takes_over(cast: ir.Apply, activity: Activity) -> bool:
     other facts follow from the cast's one differentiated input), made so; else
     the analysis must run again."""
     value, target = cast.inputs[0], cast.target
-    if not isinstance(value, str) or cast in activity.blocked:
+    if cast in activity.blocked:
         return False
     shapes, ranks, dtypes = activity.shapes, activity.ranks, activity.dtypes
     if shapes.get(value) is None or shapes[value] != shapes.get(target):
@@ -149,12 +150,13 @@ def _name_the_line(statement: ir.Apply, source) -> None:
     statement.given = (*statement.given, "at")
 
 
-def _remove(block: list, position: int) -> int:
+def _remove(block: list, position: int) -> tuple:
     """Remove the cast at ``position``: the statement computing its value (just
     before it) writes the cast's target instead; a value written out (read by
     nothing differentiated) goes where the cast's target is read (the subscript
     write just after it); else a copy replaces the cast. Returns how many
-    statements the block lost before ``position``'s next one."""
+    statements the block lost before ``position``'s next one, and whether the
+    statement before writes the cast's target now."""
     cast = block[position]
     value, target = cast.inputs[0], cast.target
     before = block[position - 1] if position > 0 else None
@@ -165,14 +167,14 @@ def _remove(block: list, position: int) -> int:
         and _retarget(before, value, target)
     ):
         del block[position]
-        return 1
+        return 1, True
     if not isinstance(value, str) and isinstance(after, ir.Apply):
         if target in after.inputs:
             after.inputs = [value if x == target else x for x in after.inputs]
             del block[position]
-            return 1
+            return 1, False
     block[position] = ir.Copy(target, value, origin=cast.origin)
-    return 0
+    return 0, False
 
 
 def _retarget(statement, old: str, new: str) -> bool:
