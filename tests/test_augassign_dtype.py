@@ -385,3 +385,26 @@ def test_an_item_of_a_dict_or_list(function):
         expected = central_differences(function, (X, S), position)
         assert_gradient(np.asarray(high), expected, f"d/d arg {position}")
         np.testing.assert_allclose(as_float(low), expected, rtol=1e-3, atol=1e-4)
+
+
+def repeated_rows_added(W, y):
+    z = np.zeros_like(W)
+    z[[0, 0]] += np.arctan(np.broadcast_to(y, (2, 3)))
+    return np.mean(np.tanh(z))
+
+
+def test_hessian_vector_product_through_a_kept_cast():
+    """The gradient's code keeps the cast of ``z[[0, 0]] += ...`` (z's dtype is
+    not known there) and its backward reads the cast's value: differentiated
+    again, that cast is not removed (its value was, so a NameError)."""
+    W, y = np.ones((2, 3)), np.linspace(0.1, 0.5, 3)
+    gradient = ppto.grad(repeated_rows_added, wrt=1)
+    assert "cast_in_place" in ppto.show_grad(
+        repeated_rows_added, W, y, wrt=1, file=None
+    )
+    v = np.array([0.3, -0.2, 0.5])
+    _, product = ppto.jvp(gradient, (W, y), (np.zeros_like(W), v))
+    expected = directional_differences(
+        lambda *a: as_float(gradient(*a)), (W, y), {1: v}
+    )
+    np.testing.assert_allclose(np.asarray(product), expected, rtol=1e-6, atol=1e-9)

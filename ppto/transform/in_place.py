@@ -18,7 +18,7 @@ import os
 import gast
 
 from ppto.errors import DTypeError, ShapeError
-from ppto.ops.shape import IN_PLACE_ADVICE, cast_in_place, in_place_refusal
+from ppto.ops.shape import IN_PLACE_ADVICE, in_place_refusal
 from ppto.transform import ir
 from ppto.transform.analyze import Activity, expression_rank
 
@@ -33,7 +33,9 @@ def settle(body: list, activity: Activity, source) -> bool:
         position = 0
         while position < len(block):
             statement = block[position]
-            if isinstance(statement, ir.Apply) and statement.op is cast_in_place:
+            # (only the casts of augmented assignments: one in generated code
+            # differentiated again has a value the backward code reads as well)
+            if isinstance(statement, ir.Apply) and statement.augmented:
                 if _changes_nothing(statement, activity, source):
                     lost, retargeted = _remove(block, position)
                     stale |= not (retargeted and _takes_over(statement, activity))
@@ -101,7 +103,7 @@ def _changes_nothing(statement: ir.Apply, activity: Activity, source) -> bool:
     broadened = _broadened(statement, activity)
     if broadened is not None:
         raise ShapeError(str(source.error(where, broadened, "t = t + v")))
-    if statement.written_back:  # (the subscript write converts it)
+    if statement.augmented == "subscript":  # (the subscript write converts it)
         return rank == 0 or (known and refusal is None) or _floating(target_dtype)
     # a number (Python's, NumPy's from a reduction, a 0-d array: see
     # ppto.ops.shape.in_place_target): += rebinds it
@@ -115,7 +117,7 @@ def _broadened(statement: ir.Apply, activity: Activity) -> str | None:
     shapes = activity.shapes
     value_shape = shapes.get(value) if isinstance(value, str) else None
     target_shape = shapes.get(getattr(target, "id", None))
-    if statement.written_back or not target_shape or value_shape is None:
+    if statement.augmented == "subscript" or not target_shape or value_shape is None:
         return None  # (a number, or x[i], which the subscript write checks)
     if tuple(value_shape) == tuple(target_shape):
         return None

@@ -51,9 +51,10 @@ class Apply(Stmt):
     # why inputs of some ranks cannot run as ``op`` (np.dot is not np.matmul for
     # 3-d operands): (a numpy_map.RankCheck, the call to point at)
     rank_check: Any = None
-    # a cast_in_place of what ``x[i] += v`` writes, which the subscript write
-    # converts to x's dtype: it only checks the cast (see in_place.py)
-    written_back: bool = False
+    # the cast_in_place of an augmented assignment (see in_place.py): "name" for
+    # ``t += v``, "subscript" for ``x[i] += v`` (whose write converts the value to
+    # x's dtype: the cast only checks); "" for any other statement
+    augmented: str = ""
 
 
 @dataclass

@@ -392,6 +392,7 @@ class Normalizer:
             {"target": written_before},
             ("target",),
         )
+        self.out[-1].augmented = "name"
 
     def list_statement(self, node) -> bool:
         """Python lists of tensors: ``xs = [...]``, ``x = xs.pop()``, ``x = xs[i]``,
@@ -912,7 +913,7 @@ class Normalizer:
         cast = self.apply(
             None, shape.cast_in_place, [wide], {"target": clone(left)}, ("target",)
         )
-        self.out[-1].written_back = True
+        self.out[-1].augmented = "subscript"
         return cast
 
     def unpack(self, target, value) -> None:
