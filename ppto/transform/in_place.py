@@ -6,9 +6,10 @@ cast_in_place(t_wide, target=t)``, and ``x[i] += v`` casts ``x[i] + v`` so, befo
 the subscript write (which converts it to x's dtype anyway: there the cast only
 checks). Once the analysis knows the dtypes, ``settle`` removes each cast that
 changes nothing (the dtypes agree, or t is a number, which ``+=`` rebinds), so that
-generated code shows one only where it matters; refuses at the user's line a cast
-NumPy refuses (floats into an integer array); and gives a cast that may be refused
-when it runs the user's file and line to name.
+generated code shows one only where it matters; refuses at the user's line what
+NumPy refuses in place (floats into an integer array, an array broadcast to another
+shape); and gives a cast that may be refused when it runs the user's file and line
+to name. Casts in generated code differentiated again are left as they are.
 """
 
 from __future__ import annotations
