@@ -262,12 +262,6 @@ def into_given_integers(x, n):
     return np.sum(x * c)
 
 
-def into_a_given_integer_slice(x, n):
-    c = n * 2
-    c[1:] += x[1:] * 0.5
-    return np.sum(x * c)
-
-
 def into_an_integer_element(x, n):
     c = n * 2
     c[0] += x[0] * 0.5  # (an element is a number: the write converts it)
@@ -280,7 +274,6 @@ def into_an_integer_element(x, n):
         into_integers,
         into_an_integer_slice,
         into_given_integers,
-        into_a_given_integer_slice,
     ],
     ids=lambda f: f.__name__,
 )

@@ -992,10 +992,14 @@ def _in_place_dtype(statement: ir.Apply, dtypes: dict, ranks: dict):
 
 
 def _operand_name(operand) -> str | None:
-    """The variable an operand reads: its name, or the name written verbatim (an
-    operand that needs no derivative, ``y`` in ``x * y`` differentiated for x)."""
-    if isinstance(operand, ir.Verbatim) and isinstance(operand.expr, gast.Name):
-        return operand.expr.id
+    """The variable whose dtype an operand has: its name, or the name written
+    verbatim (an operand that needs no derivative, ``y`` in ``x * y``
+    differentiated for x), indexed or not (``c[1:]``: c's)."""
+    if isinstance(operand, ir.Verbatim):
+        expr = operand.expr
+        while isinstance(expr, gast.Subscript):
+            expr = expr.value
+        return expr.id if isinstance(expr, gast.Name) else None
     return operand if isinstance(operand, str) else None
 
 

@@ -5,11 +5,12 @@ whatever v is); normalization writes it ``t_wide = t + v`` then ``t_1 =
 cast_in_place(t_wide, target=t)``, and ``x[i] += v`` casts ``x[i] + v`` so, before
 the subscript write (which converts it to x's dtype anyway: there the cast only
 checks). Once the analysis knows the dtypes, ``settle`` removes each cast that
-changes nothing (the dtypes agree, or t is a number, which ``+=`` rebinds), so that
-generated code shows one only where it matters; refuses at the user's line what
-NumPy refuses in place (floats into an integer array, an array broadcast to another
-shape); and gives a cast that may be refused when it runs the user's file and line
-to name. Casts in generated code differentiated again are left as they are.
+changes nothing (the dtypes agree, or t is a number, which ``+=`` rebinds; a
+subscript's always), so that generated code shows one only where it matters;
+refuses at the user's line what NumPy refuses in place (floats into an integer
+array, an array broadcast to another shape); and gives a cast that may be refused
+when it runs the user's file and line to name. Casts in generated code
+differentiated again are left as they are.
 """
 
 from __future__ import annotations
@@ -104,8 +105,13 @@ def _changes_nothing(statement: ir.Apply, activity: Activity, source) -> bool:
     broadened = _broadened(statement, activity)
     if broadened is not None:
         raise ShapeError(str(source.error(where, broadened, "t = t + v")))
-    if statement.augmented == "subscript":  # (the subscript write converts it)
-        return rank == 0 or (known and refusal is None) or _floating(target_dtype)
+    if statement.augmented == "subscript":
+        # the subscript write converts the value to x's dtype: the cast would only
+        # check it, and is not kept (what the analysis cannot tell, floats written
+        # into a slice of an integer array made of unknown values, goes
+        # unchecked: a visible cast and a taped value for every buffer filled
+        # in a loop would be the price)
+        return True
     # a number (Python's, NumPy's from a reduction, a 0-d array: see
     # ppto.ops.shape.in_place_target): += rebinds it
     return (known and value_dtype == target_dtype) or rank == 0
