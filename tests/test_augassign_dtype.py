@@ -18,6 +18,7 @@ from tests.corpus.checks import (
     central_differences,
     directional_differences,
 )
+from tests.fuzz import checks as fuzz_checks
 from tests.fuzz.checks import fused_for_any_size
 
 RNG = np.random.default_rng(11)
@@ -380,24 +381,11 @@ def test_an_item_of_a_dict_or_list(function):
         np.testing.assert_allclose(as_float(low), expected, rtol=1e-3, atol=1e-4)
 
 
-def repeated_rows_added(W, y):
-    z = np.zeros_like(W)
-    z[[0, 0]] += np.arctan(np.broadcast_to(y, (2, 3)))
-    return np.mean(np.tanh(z))
-
-
 def test_hessian_vector_product_through_a_kept_cast():
-    """The gradient's code keeps the cast of ``z[[0, 0]] += ...`` (z's dtype is
-    not known there) and its backward reads the cast's value: differentiated
-    again, that cast is not removed (its value was, so a NameError)."""
-    W, y = np.ones((2, 3)), np.linspace(0.1, 0.5, 3)
-    gradient = ppto.grad(repeated_rows_added, wrt=1)
-    assert "cast_in_place" in ppto.show_grad(
-        repeated_rows_added, W, y, wrt=1, file=None
-    )
-    v = np.array([0.3, -0.2, 0.5])
-    _, product = ppto.jvp(gradient, (W, y), (np.zeros_like(W), v))
-    expected = directional_differences(
-        lambda *a: as_float(gradient(*a)), (W, y), {1: v}
-    )
-    np.testing.assert_allclose(np.asarray(product), expected, rtol=1e-6, atol=1e-9)
+    """Random program seed 4330: the gradient's code keeps the cast of ``t12 +=
+    np.tanh(t12) ** 3`` and its backward reads the cast's value (for its dtype);
+    differentiated again, where the dtypes are known, that cast was removed with
+    its value (a NameError). Every check of the program: values, gradients and
+    Hessian-vector products against central differences."""
+    outcome = fuzz_checks.check(4330)
+    assert outcome.kind == "checked", outcome.detail

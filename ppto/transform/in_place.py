@@ -105,7 +105,7 @@ def _changes_nothing(statement: ir.Apply, activity: Activity, source) -> bool:
     broadened = _broadened(statement, activity)
     if broadened is not None:
         raise ShapeError(str(source.error(where, broadened, "t = t + v")))
-    if statement.augmented == "subscript":
+    if statement.augmented == "check":
         # the subscript write converts the value to x's dtype: the cast would only
         # check it, and is not kept (what the analysis cannot tell, floats written
         # into a slice of an integer array made of unknown values, goes
@@ -124,7 +124,7 @@ def _broadened(statement: ir.Apply, activity: Activity) -> str | None:
     shapes = activity.shapes
     value_shape = shapes.get(value) if isinstance(value, str) else None
     target_shape = shapes.get(getattr(target, "id", None))
-    if statement.augmented == "subscript" or not target_shape or value_shape is None:
+    if statement.augmented == "check" or not target_shape or value_shape is None:
         return None  # (a number, or x[i], which the subscript write checks)
     if tuple(value_shape) == tuple(target_shape):
         return None

@@ -392,7 +392,7 @@ class Normalizer:
             {"target": written_before},
             ("target",),
         )
-        self.out[-1].augmented = "name"
+        self.out[-1].augmented = "cast"
 
     def list_statement(self, node) -> bool:
         """Python lists of tensors: ``xs = [...]``, ``x = xs.pop()``, ``x = xs[i]``,
@@ -891,12 +891,12 @@ class Normalizer:
         if value_reads(node.value) & self.varied:
             self.varied.add(target)
         if getattr(node, "in_place_of", None) is not None:
-            inputs = [self.expression(base), self.written_in_place(value)]
+            inputs = [self.expression(base), self.written_in_place(base, value)]
         else:
             inputs = [self.expression(base), self.expression(value)]
         self.apply(target, indexing.setitem, inputs, {"index": index}, ("index",))
 
-    def written_in_place(self, value):
+    def written_in_place(self, base, value):
         """The operand ``x[i] += v`` writes: ``cast_in_place(x[i] + v,
         target=x[i])``, which checks what NumPy checks writing into the part x[i]
         (the subscript write converts the value to x's dtype): the analysis removes
@@ -913,7 +913,9 @@ class Normalizer:
         cast = self.apply(
             None, shape.cast_in_place, [wide], {"target": clone(left)}, ("target",)
         )
-        self.out[-1].augmented = "subscript"
+        # (an array's write converts the value to its dtype: the cast only checks;
+        # a list's or dict's holds the value itself, the item's array converted)
+        self.out[-1].augmented = "cast" if _names_list(base, self.lists) else "check"
         return cast
 
     def unpack(self, target, value) -> None:
