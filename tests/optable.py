@@ -601,6 +601,8 @@ SHAPE = [
         label="hstack",
     ),
     unary("cast", N((3, 4)), dtype="float64"),
+    Row("cast_in_place", (N((3, 4)),), {"target": np.zeros((3, 4))}),
+    Row("cast_in_place", (N((3, 4)),), {"target": 1.0}, label="number-target"),
     unary("copy", N((3, 4))),
     unary("asarray", N((3, 4))),
     unary("asarray", N((3, 4)), "dtype", dtype="float64"),

@@ -224,3 +224,49 @@ def test_second_derivative_through_a_helpers_percentile():
     second = ppto.grad(first, wrt=1)(x, 0.3)
     wanted = central_differences(lambda *a: as_float(first(*a)), (x, 0.3), 1)
     np.testing.assert_allclose(float(np.asarray(second)), wanted, rtol=1e-6)
+
+
+def outer_plus_a_strong_number(x, s):
+    t1 = s * np.tanh(s)  # (a NumPy float64: strong, as NumPy 2 makes it)
+    t3 = np.outer(x * 0.09, x)
+    t3 += np.minimum(t3, t1)
+    return np.mean(np.tanh(t3))
+
+
+def scaled_by_a_strong_number(W, s):
+    t2 = W * W
+    t2 += (t2 + s) * np.tanh(s)
+    return np.sum(t2 * t2)
+
+
+def log_plus_a_strong_number(x, s):
+    t3 = np.log(1.0 + np.exp(s / (s * s + 1.0)))
+    t4 = np.log(np.abs(np.einsum("ij,ij->i", x, x)) + 1.0)
+    t4 += t3 * np.tanh(np.exp(-t4 * t4))
+    return np.sum(t4 * t4)
+
+
+def test_augmented_assignment_keeps_the_arrays_dtype():
+    """Seeds 3782, 3913 and 4429: ``t += v`` with t a float32 array and v float64
+    (a NumPy float64 number such as ``np.tanh(s)`` of a Python float) is float32 in
+    NumPy, whose in-place operators cast back; ppto wrote ``t = t + v``, a float64
+    value (and float64 values downstream)."""
+    rng = np.random.default_rng(3782)
+    for function, shape in (
+        (outer_plus_a_strong_number, (4,)),
+        (scaled_by_a_strong_number, (3, 4)),
+        (log_plus_a_strong_number, (3, 4)),
+    ):
+        x = rng.uniform(-1.0, 1.0, shape)
+        x32 = x.astype(np.float32)
+        value, (dx, ds) = ppto.value_and_grad(function, wrt=(0, 1))(x32, 0.3)
+        assert value.dtype == np.asarray(function(x32, 0.3)).dtype == np.float32
+        np.testing.assert_allclose(float(value), function(x, 0.3), rtol=1e-5)
+        expected = central_differences(function, (x, 0.3), 0)
+        assert dx.dtype == np.float32
+        np.testing.assert_allclose(as_float(dx), expected, rtol=1e-3, atol=1e-4)
+        exact = ppto.grad(function, wrt=(0, 1))(x, 0.3)
+        assert_gradient(np.asarray(exact[0]), expected, f"{function.__name__} dx")
+        expected = central_differences(function, (x, 0.3), 1)
+        assert_gradient(np.asarray(exact[1]), expected, f"{function.__name__} ds")
+        np.testing.assert_allclose(float(ds), expected, rtol=1e-4)

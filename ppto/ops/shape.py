@@ -8,7 +8,7 @@ other's gradients, which keeps the rules closed under repeated differentiation.
 
 import numpy as np
 
-from ppto.errors import GradError, ShapeError
+from ppto.errors import DTypeError, GradError, ShapeError
 from ppto.ops.primitive import primitive
 from ppto.ops.rules import shape_helper
 
@@ -272,6 +272,66 @@ def cast(xp, x, dtype):
     """x converted to ``dtype`` (to whole numbers: no derivative passes). Its rules
     are with ``where`` (ops/elementwise.py), which they use."""
     return xp.asarray(x).astype(dtype)  # (a Python number has no astype)
+
+
+@primitive(ANY, tangent="linear", keeps_layout=True)
+def cast_in_place(xp, x, target, at=""):
+    """What ``target += v`` (or ``-=``, ``*=`` ...) leaves in ``target``, given x,
+    ``target + v``: where target is an array, which NumPy writes into, x in target's
+    dtype (a float32 array stays one whatever v is); where it is a number, which
+    ``+=`` rebinds as ``+`` would, x itself (see ``in_place_target``). What NumPy
+    refuses in place raises, naming ``at`` (the user's file and line): a cast that
+    is not 'same_kind' (floats into an integer array) ``DTypeError``, a target
+    broadcast to another shape ``ShapeError``.
+
+    >>> cast_in_place(np.ones(2) * np.float64(0.5), np.ones(2, np.float32)).dtype
+    dtype('float32')
+    """
+    if not in_place_target(target):
+        return x
+    where = f" ({at})" if at else ""
+    if tuple(x.shape) != tuple(target.shape):
+        raise ShapeError(
+            f"an in-place operator (+=, -=, *=, /=, ...) cannot broadcast an array "
+            f"of shape {tuple(target.shape)} to {tuple(x.shape)}{where}: "
+            f"NumPy refuses it; write t = t + v (a new array)"
+        )
+    if x.dtype == target.dtype:
+        return x
+    refusal = in_place_refusal(x.dtype, target.dtype)
+    if refusal is not None:
+        raise DTypeError(f"{refusal}{where}; write {IN_PLACE_ADVICE}")
+    return x.astype(target.dtype)
+
+
+@cast_in_place.grad_rule
+def _(x, target, at="", out=None):
+    def backward(dY):
+        return cast(dY, dtype_of(x))
+
+    return backward
+
+
+def in_place_target(value) -> bool:
+    """Whether an in-place operator writes into ``value``: an array does; a Python
+    or NumPy number is immutable, so ``+=`` makes a new one. A 0-d array is taken
+    for a number: NumPy's operators and reductions give numbers where CuPy's give
+    0-d arrays, and the code is NumPy's (``total = np.sum(x); total += v``)."""
+    return getattr(value, "ndim", 0) > 0
+
+
+def in_place_refusal(result, target) -> str | None:
+    """Why NumPy's in-place operators refuse to write ``result`` values into a
+    ``target`` array (its 'same_kind' casting rule), or None where they do not."""
+    if np.can_cast(result, target, casting="same_kind"):
+        return None
+    return (
+        f"an in-place operator (+=, -=, *=, /=, ...) cannot write {result} values "
+        f"into an array of {target}: NumPy refuses the cast (it is not 'same_kind')"
+    )
+
+
+IN_PLACE_ADVICE = "t = t + v (a new array), or t += v.astype(t.dtype)"
 
 
 @primitive(ANY, tangent="linear")

@@ -398,7 +398,9 @@ def _forward(body, activity: Activity) -> None:
             _resolve_layout_parameter(statement, activity)
             shape = shape_of(statement, activity.shapes, activity.dtypes)
             _merge(activity.shapes, statement.target, shape)
-            dtype = statement.result_dtype or dtype_of(statement, activity.dtypes)
+            dtype = statement.result_dtype or dtype_of(
+                statement, activity.dtypes, activity.ranks
+            )
             _merge(activity.dtypes, statement.target, dtype)
             if (
                 statement.target in activity.varied
@@ -630,6 +632,7 @@ SAME_RANK = {
     "transpose",
     "matrix_transpose",
     "cast",
+    "cast_in_place",
     "softmax",
     "log_softmax",
     "unbroadcast",
@@ -730,7 +733,7 @@ def _described(call: ir.CallFunction, activity: Activity, listed: tuple) -> tupl
     return tuple(described)
 
 
-def _index_rank(rank, index, ranks):
+def index_rank(rank, index, ranks):
     """The rank after basic indexing with a literal index, else None."""
     parts = index.elts if isinstance(index, gast.Tuple) else [index]
     for part in parts:
@@ -850,6 +853,9 @@ def shape_of(statement: ir.Apply, shapes: dict, dtypes: dict | None = None):
     op, params = statement.op, statement.params
     if not isinstance(op, Primitive):  # a user's operator: its shape is unknown
         return None
+    if op.name == "cast_in_place":  # (an array target keeps its shape: see rank_of)
+        target = expression_shape(params["target"], shapes, dtypes)
+        return target or operand_shape(statement.inputs[0], shapes, dtypes)
     inputs = [
         operand_shape(x, shapes, dtypes)
         if not isinstance(x, list)
@@ -940,7 +946,7 @@ _KEEPS_DTYPE = {
 _PRODUCTS = {"dot", "numpy_dot", "conv2d", "tensordot", "einsum", "outer", "inner"}
 
 
-def dtype_of(statement: ir.Apply, dtypes: dict):
+def dtype_of(statement: ir.Apply, dtypes: dict, ranks: dict | None = None):
     """The dtype of an operator's result, where its inputs' are known and the
     operator is one whose result dtype NumPy's rules give (elementwise operators,
     sums, matrix products, and those that keep their input's), else None."""
@@ -957,6 +963,8 @@ def dtype_of(statement: ir.Apply, dtypes: dict):
         return None  # a dtype= the transformer could not read
     if name in _KEEPS_DTYPE and isinstance(first, str):
         return dtypes.get(first)
+    if name == "cast_in_place":
+        return _in_place_dtype(statement, dtypes, ranks or {})
     probes = []
     for operand in statement.inputs:
         if isinstance(operand, ir.Const) and type(operand.value) in (int, float):
@@ -976,11 +984,28 @@ def dtype_of(statement: ir.Apply, dtypes: dict):
     return None
 
 
+def _in_place_dtype(statement: ir.Apply, dtypes: dict, ranks: dict):
+    """``t += v``'s: t's where t is an array (NumPy writes into it), the sum's
+    where it is a number (0-d: ``+=`` rebinds it), else the two's where they
+    agree."""
+    value, target = statement.inputs[0], statement.params["target"]
+    value_dtype = dtypes.get(value) if isinstance(value, str) else None
+    target_dtype = dtypes.get(getattr(target, "id", None))
+    rank = ranks.get(getattr(target, "id", None))
+    if rank is not None:
+        return target_dtype if rank > 0 else value_dtype
+    return value_dtype if _same(value_dtype, target_dtype) else None
+
+
 def _operand_name(operand) -> str | None:
-    """The variable an operand reads: its name, or the name written verbatim (an
-    operand that needs no derivative, ``y`` in ``x * y`` differentiated for x)."""
-    if isinstance(operand, ir.Verbatim) and isinstance(operand.expr, gast.Name):
-        return operand.expr.id
+    """The variable whose dtype an operand has: its name, or the name written
+    verbatim (an operand that needs no derivative, ``y`` in ``x * y``
+    differentiated for x), indexed or not (``c[1:]``: c's)."""
+    if isinstance(operand, ir.Verbatim):
+        expr = operand.expr
+        while isinstance(expr, gast.Subscript):
+            expr = expr.value
+        return expr.id if isinstance(expr, gast.Name) else None
     return operand if isinstance(operand, str) else None
 
 
@@ -1005,7 +1030,7 @@ def expression_rank(node, ranks: dict):
             return None
         from ppto.transform.normalize import slice_expr
 
-        return _index_rank(base, slice_expr(node.slice), ranks)
+        return index_rank(base, slice_expr(node.slice), ranks)
     if isinstance(node, gast.UnaryOp):
         return expression_rank(node.operand, ranks)
     if isinstance(node, gast.BinOp):
@@ -1024,6 +1049,12 @@ def rank_of(statement: ir.Apply, ranks: dict):
     if not isinstance(statement.op, Primitive):
         return None
     op, params = statement.op, statement.params
+    if op.name == "cast_in_place":
+        # t += v writes into an array t, whose shape it keeps (NumPy refuses to
+        # broadcast it, and so does cast_in_place); a number is rebound
+        target = expression_rank(params["target"], ranks)
+        if target:
+            return target
     inputs = [
         operand_rank(x, ranks) if not isinstance(x, list) else None
         for x in statement.inputs
@@ -1049,7 +1080,7 @@ def rank_of(statement: ir.Apply, ranks: dict):
             return 0
         return first - (len(axis) if isinstance(axis, tuple) else 1)
     if name == "getitem":
-        return _index_rank(first, params.get("index"), ranks)
+        return index_rank(first, params.get("index"), ranks)
     if name == "reshape":
         shape = literal(params.get("shape"))
         if shape is NOT_LITERAL:

@@ -51,6 +51,10 @@ class Apply(Stmt):
     # why inputs of some ranks cannot run as ``op`` (np.dot is not np.matmul for
     # 3-d operands): (a numpy_map.RankCheck, the call to point at)
     rank_check: Any = None
+    # the cast_in_place of an augmented assignment (see in_place.py): "cast" for
+    # ``t += v`` (and ``xs[i] += v`` on a list), "check" for ``x[i] += v`` on an
+    # array (whose write converts the value to x's dtype); "" for any other
+    augmented: str = ""
 
 
 @dataclass

@@ -40,6 +40,7 @@ from ppto.transform.trees import (
     bound_arguments,
     called,
     child_fields,
+    clone,
     loads,
     name_counts,
     paired,
@@ -316,6 +317,9 @@ class Normalizer:
             return
         if self.list_statement(node):
             return
+        if getattr(node, "in_place_of", None) is not None:
+            self.in_place(node, node.in_place_of)
+            return
         reads = value_reads(node.value)
         targets = node.targets
         if any(isinstance(t, gast.Subscript) for t in targets):
@@ -363,6 +367,32 @@ class Normalizer:
             self.unpack(first, node.value)
         for other in targets[1:]:
             self.emit(ir.Copy(other.id, first.id))
+
+    def in_place(self, node, written: str) -> None:
+        """``t_1 = t + v`` from ``t += v`` (ssa.py): the value, then
+        ``cast_in_place`` of it to ``written``'s (t's) dtype, as NumPy's in-place
+        operators keep it. The analysis removes the cast where the dtypes are known
+        to agree (see in_place.py)."""
+        target = node.targets[0].id
+        # (named apart from the numbered temporaries: those stay numbered in turn
+        # where the cast is removed and this name with it)
+        value = self.namer.fresh(f"{written}_wide")
+        if value_reads(node.value) & self.varied:
+            self.varied.add(target)
+            value = self.expression(node.value, value)
+        else:  # (computed as written)
+            stored = gast.Name(value, gast.Store(), None, None)
+            assign = gast.Assign([stored], node.value, None)
+            self.statement_Assign(gast.copy_location(assign, node))
+        written_before = gast.Name(written, gast.Load(), None, None)
+        self.apply(
+            target,
+            shape.cast_in_place,
+            [value],
+            {"target": written_before},
+            ("target",),
+        )
+        self.out[-1].augmented = "cast"
 
     def list_statement(self, node) -> bool:
         """Python lists of tensors: ``xs = [...]``, ``x = xs.pop()``, ``x = xs[i]``,
@@ -860,8 +890,33 @@ class Normalizer:
         target = node.targets[0].id
         if value_reads(node.value) & self.varied:
             self.varied.add(target)
-        inputs = [self.expression(base), self.expression(value)]
+        if getattr(node, "in_place_of", None) is not None:
+            inputs = [self.expression(base), self.written_in_place(base, value)]
+        else:
+            inputs = [self.expression(base), self.expression(value)]
         self.apply(target, indexing.setitem, inputs, {"index": index}, ("index",))
+
+    def written_in_place(self, base, value):
+        """The operand ``x[i] += v`` writes: ``cast_in_place(x[i] + v,
+        target=x[i])``, which checks what NumPy checks writing into the part x[i]
+        (the subscript write converts the value to x's dtype): the analysis removes
+        it where the dtypes tell (see in_place.py)."""
+        part = self.expression(value.left)
+        if isinstance(part, str):
+            if value_reads(value.left) & self.varied:
+                self.varied.add(part)  # (so that the sum is differentiated)
+            left = gast.Name(part, gast.Load(), None, None)
+        else:
+            left = part.expr
+        summed = gast.copy_location(gast.BinOp(left, value.op, value.right), value)
+        wide = self.expression(summed, self.namer.fresh("part_wide"))
+        cast = self.apply(
+            None, shape.cast_in_place, [wide], {"target": clone(left)}, ("target",)
+        )
+        # (an array's write converts the value to its dtype: the cast only checks;
+        # a list's or dict's holds the value itself, the item's array converted)
+        self.out[-1].augmented = "cast" if _names_list(base, self.lists) else "check"
+        return cast
 
     def unpack(self, target, value) -> None:
         if not all(isinstance(element, gast.Name) for element in target.elts):

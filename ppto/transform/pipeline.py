@@ -22,7 +22,7 @@ import gast
 
 from ppto.errors import GradError, ShapeError, TransformError
 from ppto.ops.shape import ones_like
-from ppto.transform import aliases, fence, ir, trees
+from ppto.transform import aliases, fence, in_place, ir, trees
 from ppto.transform.analyze import (
     UNKNOWN_LAYOUT,
     analyze,
@@ -396,6 +396,10 @@ def _prepare(
     activity = analyze(
         ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes, results
     )
+    if in_place.settle(ir_body, activity, parsed.source):  # (what it knew changed)
+        activity = analyze(
+            ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes, results
+        )
     if not generated:  # (generated code differentiated again: its rules' helpers,
         # a percentile's quantile_weights, are piecewise constant, their derivative
         # zero; the user's own code was checked when its gradient was made)

@@ -92,6 +92,12 @@ class Renamer:
             value = gast.BinOp(left=_load(node.target), op=node.op, right=node.value)
             gast.copy_location(value, node)
             assign = gast.Assign(targets=[node.target], value=value, type_comment=None)
+            if isinstance(node.target, gast.Name):
+                # NumPy's in-place operators keep the target's dtype: the version
+                # written before (normalize casts back to its dtype)
+                assign.in_place_of = self.env.get(node.target.id, node.target.id)
+            elif _is_subscript_of_name(node.target):
+                assign.in_place_of = node.target.value.id  # (checked: see in_place)
             return self.statement(gast.copy_location(assign, node))
         if isinstance(node, gast.AnnAssign):
             assign = gast.Assign(
@@ -115,7 +121,10 @@ class Renamer:
         )
         gast.copy_location(call, node)
         new = gast.Name(self.version(target.value.id), gast.Store(), None, None)
-        return gast.copy_location(gast.Assign([new], call, None), node)
+        assign = gast.copy_location(gast.Assign([new], call, None), node)
+        if getattr(node, "in_place_of", None) is not None:  # (x[i] += v)
+            assign.in_place_of = old
+        return assign
 
     def _store(self, target):
         if isinstance(target, gast.Subscript):
