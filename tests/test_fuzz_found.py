@@ -224,3 +224,32 @@ def test_second_derivative_through_a_helpers_percentile():
     second = ppto.grad(first, wrt=1)(x, 0.3)
     wanted = central_differences(lambda *a: as_float(first(*a)), (x, 0.3), 1)
     np.testing.assert_allclose(float(np.asarray(second)), wanted, rtol=1e-6)
+
+
+def masks_combined(x, y, s):
+    both = (x > 0) & (y < 0.5)
+    either = (x > 0.2) | (y > 0.3) ^ (x < -0.5)
+    either &= y > -0.9
+    z = x.copy()
+    z[~both & (y > 0)] *= 2.0
+    t = np.where(both, x * y, np.sin(x)) + x * ~either
+    return np.sum(t * s) + np.sum(z * z) + np.sum(np.tanh(x[either | both]))
+
+
+def test_masks_combined_with_bitwise_operators():
+    """Found writing the fuzzer's masks: ``(x > 0) & (y < 0.5)``, the usual way to
+    combine masks, was refused ('cannot differentiate the & operator'), and so
+    were ``|``, ``^`` and ``m &= ...``; like a comparison they are whole numbers,
+    computed as written, with no derivative."""
+    rng = np.random.default_rng(3)
+    arguments = (rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, (3, 4)), 0.7)
+    gradients = ppto.grad(masks_combined, wrt=(0, 1, 2))(*arguments)
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(masks_combined, arguments, position)
+        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+    tangents = (np.ones((3, 4)), np.ones((3, 4)), 1.0)
+    _, pushed = ppto.jvp(masks_combined, arguments, tangents)
+    expected = directional_differences(
+        masks_combined, arguments, dict(enumerate(tangents))
+    )
+    np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)

@@ -19,6 +19,7 @@ from ppto.ops import elementwise, indexing, linalg, logic, shape
 from ppto.ops.numpy_map import check_numpy_positionals
 from ppto.ops.primitive import Primitive
 from ppto.transform import ir, lists, trees
+from ppto.transform.fence import BITWISE
 from ppto.transform.local_functions import localised, passed_callables
 from ppto.transform.names import Namer
 from ppto.transform.resolve import (
@@ -1081,6 +1082,8 @@ class Normalizer:
             if self.list_statement(statement):
                 return target
         op = BINARY_OPERATORS.get(type(node.op))
+        if isinstance(node.op, BITWISE):  # (masks combined: no derivative)
+            return self.passive(node, target)
         if op is None:
             raise self.source.error(
                 node,
