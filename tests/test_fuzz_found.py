@@ -253,3 +253,30 @@ def test_masks_combined_with_bitwise_operators():
         masks_combined, arguments, dict(enumerate(tangents))
     )
     np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)
+
+
+def clipped_to_data_bounds(x, y, s):
+    centre, spread = np.mean(y), np.std(y)
+    t = np.clip(x, centre - spread, centre + spread)
+    u = x.clip(y * 0.5, None) + np.clip(x, a_min=None, a_max=s) + x.clip(max=y)
+    return np.sum(t * t) + np.sum(np.sin(u)) * s
+
+
+def test_clip_with_differentiated_bounds():
+    """Found writing the fuzzer's clip chains: ``np.clip(x, m - d, m + d)`` with
+    bounds computed from differentiated values was refused ("ppto does not
+    differentiate the 'lo' argument of ppto.clip"); it is NumPy's definition,
+    ``minimum(maximum(x, lo), hi)``, and now differentiated as that (also the
+    method spelling and one-sided bounds)."""
+    rng = np.random.default_rng(5)
+    arguments = (rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, (3, 4)), 0.3)
+    gradients = ppto.grad(clipped_to_data_bounds, wrt=(0, 1, 2))(*arguments)
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(clipped_to_data_bounds, arguments, position)
+        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+    tangents = (rng.standard_normal((3, 4)), rng.standard_normal((3, 4)), 1.0)
+    _, pushed = ppto.jvp(clipped_to_data_bounds, arguments, tangents)
+    expected = directional_differences(
+        clipped_to_data_bounds, arguments, dict(enumerate(tangents))
+    )
+    np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)

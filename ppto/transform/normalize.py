@@ -1369,6 +1369,13 @@ class Normalizer:
             ) from None
 
     def operator_call(self, node, op, renames, target):
+        if op is elementwise.clip:
+            bounds = self.varied_clip_bounds(node, renames, 1)
+            named = {renames.get(k.arg, k.arg): k.value for k in node.keywords}
+            given = node.args[0] if node.args else named.get("x")
+            if bounds is not None and given is not None:
+                x = self.input_operand(op, 0, given)
+                return self.clip_as_extremes(x, bounds, target, node)
         arity = len(op.input_names)
         inputs, params, given = [], {}, []
         for position, argument in enumerate(node.args):
@@ -1414,6 +1421,42 @@ class Normalizer:
                 f"ppto.{op.name} needs {arity} input(s): {', '.join(op.input_names)}",
             )
         return self.apply(target, op, inputs, params, given, at=node)
+
+    def varied_clip_bounds(self, node, renames, first: int):
+        """The bounds (lo, hi: expressions, None where not given) of a call of
+        clip whose bounds are at ``node.args[first:]`` or named, where one depends
+        on a differentiated value; else None."""
+        given = dict(zip(("lo", "hi"), node.args[first:]))
+        given.update({renames.get(k.arg, k.arg): k.value for k in node.keywords})
+        bounds = [given.get("lo"), given.get("hi")]
+        bounds = [
+            None if isinstance(b, gast.Constant) and b.value is None else b
+            for b in bounds
+        ]
+        varied = [
+            b
+            for b in bounds
+            if b is not None and value_reads(b, through_comparisons=False) & self.varied
+        ]
+        return bounds if varied else None
+
+    def clip_as_extremes(self, x, bounds, target, node):
+        """np.clip(x, lo, hi) as NumPy defines it, minimum(maximum(x, lo), hi), where
+        a bound is differentiated: clip's rule is x's alone, and the extremes' rules
+        send the gradient to whichever of x and a bound is taken."""
+        lo, hi = bounds
+        if lo is not None:
+            x = self.apply(
+                None if hi is not None else target,
+                elementwise.maximum,
+                [x, self.expression(lo)],
+                at=node,
+            )
+        if hi is not None:
+            x = self.apply(
+                target, elementwise.minimum, [x, self.expression(hi)], at=node
+            )
+        return x
 
     def input_operand(self, op, position, argument):
         pattern = op.signature.inputs[position] if hasattr(op, "signature") else None
@@ -1526,6 +1569,11 @@ class Normalizer:
             )
         self.numpy_positionals(node, op, 1 + len(node.args), f".{method}()")
         receiver = self.expression(node.func.value)
+        if op is elementwise.clip:
+            renames = METHOD_KEYWORDS.get(method, {})
+            bounds = self.varied_clip_bounds(node, renames, 0)
+            if bounds is not None:
+                return self.clip_as_extremes(receiver, bounds, target, node)
         arguments = list(node.args)
         if method in VARARG_METHODS and len(arguments) > 1:
             arguments = [gast.Tuple(arguments, gast.Load())]
