@@ -280,3 +280,21 @@ def test_clip_with_differentiated_bounds():
         clipped_to_data_bounds, arguments, dict(enumerate(tangents))
     )
     np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)
+
+
+def filled_row_by_row(x, s):
+    z = np.empty_like(x)
+    for i in range(x.shape[0]):
+        z[i] = np.tanh(x[i]) * s
+    return np.sum(z * z)
+
+
+def test_an_array_made_with_empty_like_and_filled():
+    """Found writing the fuzzer's array fills: ``z = np.empty_like(x)`` then
+    filled row by row was refused ('np.empty_like has no ppto operator');
+    NumPy leaves its values unspecified, so it is zeros_like, a constant."""
+    arguments = (np.random.default_rng(7).uniform(-1, 1, (3, 4)), 0.8)
+    gradients = ppto.grad(filled_row_by_row, wrt=(0, 1))(*arguments)
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(filled_row_by_row, arguments, position)
+        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
