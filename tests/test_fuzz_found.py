@@ -298,3 +298,28 @@ def test_an_array_made_with_empty_like_and_filled():
     for position, gradient in enumerate(gradients):
         expected = central_differences(filled_row_by_row, arguments, position)
         assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+
+
+def indexed_by_a_mask_made_in_steps(x, s):
+    m = (x > 0.1) ^ (s < -0.15)
+    m &= x > -0.9
+    n = ~m
+    z = x.copy()
+    z[m] = np.sqrt(x * x + 1.0)[m]
+    return np.sum(np.tanh(z * s)) + np.sum(x[n] * s)
+
+
+def test_an_index_made_in_steps_from_a_mask_reading_a_differentiated_value():
+    """Seed 100035: with s differentiated, ``m = (x > 0.1) ^ (s < ...)`` then
+    ``m &= ...`` (or ``n = ~m``) and ``z[m] = ...`` was refused ('does not
+    differentiate an index, but it depends on a differentiated value'): the
+    statement-level analysis takes a mask of s for varied, and a statement whose
+    reads had all been found passive since was written passive but its name
+    stayed varied."""
+    arguments = (np.random.default_rng(11).uniform(-1, 1, (3, 4)), 0.6)
+    gradients = ppto.grad(indexed_by_a_mask_made_in_steps, wrt=(0, 1))(*arguments)
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(
+            indexed_by_a_mask_made_in_steps, arguments, position
+        )
+        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")

@@ -338,6 +338,9 @@ class Normalizer:
             self.emit(ir.Copy(names[0], node.value.id))
             return
         if not reads & self.varied:
+            # (the statement-level analysis took it for varied where it reads a
+            # value made passive since: n = ~m of a mask m = x > s)
+            self.varied.difference_update(names)
             rereads = self.reads_object_state(node.value)
             self.emit(
                 ir.Passive(node, targets=names, reads=frozenset(reads), rereads=rereads)
