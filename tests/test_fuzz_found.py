@@ -323,3 +323,23 @@ def test_an_index_made_in_steps_from_a_mask_reading_a_differentiated_value():
             indexed_by_a_mask_made_in_steps, arguments, position
         )
         assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+
+
+def rows_picked_then_changed(x, y, s):
+    t = y[np.array([-1, 2])]
+    t -= np.maximum(t, 0.0) * s
+    u = y[1:, [0, 2]]
+    u *= np.tanh(x[0, :2]) * s
+    return np.sum(t * y[0]) + np.sum(u * y[0, :2]) + np.sum(y * x)
+
+
+def test_a_copy_made_by_an_index_array_changed_in_place():
+    """Seed 100120: ``t = y[np.array([-1, 2])]; t -= ...`` was refused ('this
+    writes into t, which shares its array with y'): an index array written out
+    (a list, or np.array of one) makes a copy in NumPy, so y does not change."""
+    rng = np.random.default_rng(13)
+    arguments = (rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, (3, 4)), 0.6)
+    gradients = ppto.grad(rows_picked_then_changed, wrt=(0, 1, 2))(*arguments)
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(rows_picked_then_changed, arguments, position)
+        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
