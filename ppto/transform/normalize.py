@@ -339,8 +339,9 @@ class Normalizer:
             return
         if not reads & self.varied:
             # (the statement-level analysis took it for varied where it reads a
-            # value made passive since: n = ~m of a mask m = x > s)
-            self.varied.difference_update(names)
+            # value made passive since: n = ~m of a mask m = x > s; a name bound
+            # elsewhere too, in another branch or a loop, may be varied there)
+            self.varied.difference_update(set(names) & self.bound_once)
             rereads = self.reads_object_state(node.value)
             self.emit(
                 ir.Passive(node, targets=names, reads=frozenset(reads), rereads=rereads)
