@@ -151,7 +151,12 @@ class Idioms:
                 (f"{a}[np.argmin(np.sum({a}, axis=1))]", (m,)),
                 (f"np.take({a}, {columns}, axis=1)", (n, 2)),
             ]
-        self.assign_one_of(forms)
+        text, result = self.rng.choice(forms)
+        name = self.new_name()
+        self.emit(f"{name} = {text}")
+        self.bind(name, result)
+        if "np.arg" in text:  # (ppto takes an index it cannot see for a view's)
+            self.fresh.discard(a)
 
     # --- keepdims normalisations ---
 
