@@ -343,3 +343,31 @@ def test_a_copy_made_by_an_index_array_changed_in_place():
     for position, gradient in enumerate(gradients):
         expected = central_differences(rows_picked_then_changed, arguments, position)
         assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+
+
+def weighted_by_positions(x, y, s):
+    rows, columns = np.nonzero(y > 0)
+    kept = np.where(y[0] > 0.2)[0]
+    count = np.count_nonzero(x > s, axis=1)
+    picked = np.flatnonzero(x[1] < 0.5)
+    return (
+        np.sum(np.tanh(x[rows, columns])) * s
+        + np.sum(x[0][kept] * y[0][kept])
+        + np.sum(count * np.sum(x * x, axis=1))
+        + np.sum(x[1][picked] ** 2)
+    )
+
+
+def test_positions_and_counts_of_masks():
+    """Found probing the fuzzer's masks: ``np.nonzero(m)``, ``np.where(m)[0]``,
+    ``np.count_nonzero(x > s)`` and ``np.flatnonzero`` of a mask were refused
+    ('has no ppto operator', 'ppto.where needs 3 inputs', or 'does not
+    differentiate an index'): their results are whole numbers, computed as
+    written, with no derivative (and a name read through comparisons only is not
+    differentiated)."""
+    rng = np.random.default_rng(17)
+    arguments = (rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, (3, 4)), 0.1)
+    gradients = ppto.grad(weighted_by_positions, wrt=(0, 1, 2))(*arguments)
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(weighted_by_positions, arguments, position)
+        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")

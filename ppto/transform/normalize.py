@@ -64,6 +64,11 @@ BINARY_OPERATORS = {
 
 
 WHOLE_NUMBER_CALLS = {"argmax", "argmin"}
+# NumPy functions of whole-number results (counts and positions): no derivative
+# to lose, whatever they read (np.count_nonzero(x > 0), np.nonzero(m))
+WHOLE_NUMBER_FUNCTIONS = frozenset(
+    {np.count_nonzero, np.nonzero, np.flatnonzero, np.argwhere}
+)
 _SHAPE_CALLS = {"len", *_SHAPE_QUERIES}
 
 
@@ -337,7 +342,7 @@ class Normalizer:
                 self.varied.update(names)
             self.emit(ir.Copy(names[0], node.value.id))
             return
-        if not reads & self.varied:
+        if not value_reads(node.value, through_comparisons=False) & self.varied:
             # (the statement-level analysis took it for varied where it reads a
             # value made passive since: n = ~m of a mask m = x > s; a name bound
             # elsewhere too, in another branch or a loop, may be varied there)
@@ -1292,6 +1297,7 @@ class Normalizer:
             # a gradient differentiated again, range(iterations) of a count read
             # from its saved values, which count as differentiated there
             or callee.function is range
+            or _hashable_in(callee.function, WHOLE_NUMBER_FUNCTIONS)
         ):
             return self.passive(node, target)
         # Not differentiable; an error only if the result depends on it (analysis).
@@ -1373,6 +1379,8 @@ class Normalizer:
             ) from None
 
     def operator_call(self, node, op, renames, target):
+        if op is elementwise.where and len(node.args) == 1 and not node.keywords:
+            return self.passive(node, target)  # np.where(m): m's positions
         if op is elementwise.clip:
             bounds = self.varied_clip_bounds(node, renames, 1)
             named = {renames.get(k.arg, k.arg): k.value for k in node.keywords}
@@ -1685,6 +1693,13 @@ class Normalizer:
             self.check_call_arguments(node, parsed, lists_only=True)
         self.emit(ir.CallFunction(targets, parsed, inputs, keywords, checkpoint))
         return targets
+
+
+def _hashable_in(value, known: frozenset) -> bool:
+    try:
+        return value in known
+    except TypeError:  # (an unhashable callable)
+        return False
 
 
 def _symbol(operator) -> str:
