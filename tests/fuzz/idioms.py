@@ -154,8 +154,9 @@ class Idioms:
         text, result = self.rng.choice(forms)
         name = self.new_name()
         self.emit(f"{name} = {text}")
-        self.bind(name, result)
-        if "np.arg" in text:  # (ppto takes an index it cannot see for a view's)
+        computed = "np.arg" in text  # (ppto takes such an index for a possible
+        self.bind(name, result, fresh=not computed)  # number: a view, cautiously)
+        if computed:
             self.fresh.discard(a)
 
     # --- keepdims normalisations ---
