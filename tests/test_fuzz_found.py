@@ -380,12 +380,20 @@ def spread_of_a_row_of_equal_values(x, W):
     return np.sum(np.std(z, axis=1, keepdims=True)) + np.sum(np.std(z * W, axis=0))
 
 
+def nan_skipping_spread_of_a_row_of_equal_values(x, W):
+    z = np.zeros_like(W)
+    z[3] = np.sum(np.tanh(x))
+    z = np.log(1.0 + np.exp(z))
+    return np.sum(np.nanstd(z, axis=1, keepdims=True)) + np.sum(np.nanstd(z * W))
+
+
 def test_standard_deviation_of_values_equal_but_for_their_mean_s_rounding():
     """Seed 100414: a row of equal values (one number broadcast) has deviation 0
     whatever the number, but the mean of three equal values may be a rounding off
     them, so std's rules divided centred values of 1e-17 by a deviation as small:
-    a gradient of size 0.2 where differences give 0. The rules centre the values
-    shifted by their largest, exactly 0 then."""
+    a gradient of size 0.2 where differences give 0 (nanstd's too). The rules
+    centre the values shifted by their largest, exactly 0 then (nanstd's
+    gradient rule too; its tangent there is still off: not fixed yet)."""
     x = 0.3 * np.array([1.0, -0.5, 0.3, 0.2])
     W = np.random.default_rng(19).uniform(-1, 1, (4, 3))
     # (the deviation of the equal row is a rounding here: the case that failed)
@@ -402,3 +410,12 @@ def test_standard_deviation_of_values_equal_but_for_their_mean_s_rounding():
         spread_of_a_row_of_equal_values, (x, W), {0: x, 1: W}
     )
     np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)
+    # nanstd's gradient rule likewise (its tangent is not fixed yet)
+    gradients = ppto.grad(nan_skipping_spread_of_a_row_of_equal_values, wrt=(0, 1))(
+        x, W
+    )
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(
+            nan_skipping_spread_of_a_row_of_equal_values, (x, W), position
+        )
+        assert_gradient(np.asarray(gradient), expected, f"nanstd d/d arg {position}")
