@@ -18,13 +18,16 @@ import ppto
 from tests.fuzz import checks, generator, trees
 
 SEEDS = range(150)
+# programs drawing the idioms too (tests/fuzz/idioms.py)
+IDIOM_SEEDS = range(generator.IDIOMS_FROM, generator.IDIOMS_FROM + 40)
 # seeds failing for a bug not fixed yet -> what their failure says; each must still
 # fail so (the test flips when the bug is fixed: then remove the entry)
 KNOWN_FAILING: dict[int, str] = {}
 
 
-def test_random_programs():
-    outcomes = [checks.check(seed) for seed in SEEDS]
+@pytest.mark.parametrize("seeds", [SEEDS, IDIOM_SEEDS], ids=["plain", "idioms"])
+def test_random_programs(seeds):
+    outcomes = [checks.check(seed) for seed in seeds]
     for outcome in outcomes:
         known = KNOWN_FAILING.get(outcome.seed)
         if known is not None:
@@ -99,6 +102,36 @@ def test_the_generator_covers_what_a_body_may_use():
         assert construct in text, construct
 
 
+def test_the_generator_covers_the_idioms():
+    seeds = range(generator.IDIOMS_FROM, generator.IDIOMS_FROM + 300)
+    text = "\n".join(generator.source(seed) for seed in seeds)
+    for construct in [
+        ") & (",
+        ") | (",
+        ") ^ (",
+        "~(",
+        " &= ",
+        "np.clip(",
+        ".clip(",
+        "a_min=",
+        "'bij,bkj->bik'",  # a matrix product of a stack
+        "np.take(",
+        "np.argmax(",  # an index computed from the data
+        "keepdims=True)",
+        "while np.",  # a condition reading the data
+        " for v",  # comprehensions over a list of arrays
+        "np.moveaxis(",
+        "np.vstack(",
+        "np.hstack(",
+        "np.empty_like(",
+    ]:
+        assert construct in text, construct
+    batched = ["transpose(0, 2, 1)", "np.matmul(B"]
+    assert all(form in text for form in batched), batched
+    plain = "\n".join(generator.source(seed) for seed in SEEDS)
+    assert "np.empty_like(" not in plain  # earlier seeds keep their programs
+
+
 def test_the_same_seed_gives_the_same_program_and_arguments():
     pytree_seed = next(s for s in SEEDS if "params" in generator.source(s))
     for seed in (7, pytree_seed):
@@ -109,7 +142,8 @@ def test_the_same_seed_gives_the_same_program_and_arguments():
 
 
 def test_programs_are_valid_numpy():
-    for seed in range(500):
+    idioms = range(generator.IDIOMS_FROM, generator.IDIOMS_FROM + 300)
+    for seed in [*range(500), *idioms]:
         with np.errstate(all="ignore"):
             value = checks.load(seed)(*generator.writable(generator.arguments(seed)))
         assert np.shape(value) == (), seed

@@ -230,6 +230,8 @@ _FUNCTIONS = {
     np.concatenate: shape.concat,
     np.stack: shape.stack,
     np.zeros_like: shape.zeros_like,
+    # (NumPy leaves its values unspecified: zeros are one choice, and a constant)
+    np.empty_like: shape.zeros_like,
     np.ones_like: shape.ones_like,
     np.full_like: shape.full_like,
     np.where: ew.where,

@@ -245,7 +245,12 @@ def reduce_std(xp, x, axis=None, keepdims=False, ddof=0):
 @reduce_std.grad_rule
 def _(x, axis=None, keepdims=False, ddof=0, out=None):
     def backward(dY):
-        centered = x - reduce_mean(x, axis, True)
+        # exactly 0 where the values are all equal: their mean may be a rounding
+        # off them, and the centred values are divided by the deviation, as small
+        # (gradients of size 1 where the derivative is 0: fuzz seed 100414); so
+        # shifted by the largest value first
+        shifted = x - reduce_max(x, axis, True)
+        centered = shifted - reduce_mean(shifted, axis, True)
         # where the values are all equal (an axis of length 1: the deviation is 0
         # whatever they are) 0, not 0 / 0
         spread = where(out == 0.0, 1.0, out)
@@ -258,7 +263,8 @@ def _(x, axis=None, keepdims=False, ddof=0, out=None):
 @reduce_std.jvp_rule
 def _(x, axis=None, keepdims=False, ddof=0, out=None):
     def tangent(dx):
-        centered = x - reduce_mean(x, axis, True)
+        shifted = x - reduce_max(x, axis, True)  # (as in the gradient rule)
+        centered = shifted - reduce_mean(shifted, axis, True)
         count = degrees_of_freedom(x, axis, ddof)
         spread = where(out == 0.0, 1.0, out)  # (as in the gradient rule)
         return reduce_sum(centered * dx, axis, keepdims) / (spread * count)

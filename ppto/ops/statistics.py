@@ -149,10 +149,13 @@ def _(x, axis=None, keepdims=False, ddof=0, out=None):
     def backward(dY):
         present = logical_not(isnan(x))
         count = reduce_sum(cast(present, dtype_of(x)), axis, True)
-        mean = reduce_sum(where(present, x, 0.0), axis, True) / count
+        # shifted by the largest kept value: exactly 0 where the values kept are
+        # all equal (their mean may be a rounding off them: as reduce_std's)
+        shifted = x - nanmax(x, axis, True)
+        mean = reduce_sum(where(present, shifted, 0.0), axis, True) / count
         # zero, not NaN, where x is NaN: a derivative of this rule multiplies
         # by it, and 0 * NaN is NaN (grad(grad) through nanstd was NaN)
-        centered = where(present, x - mean, 0.0)
+        centered = where(present, shifted - mean, 0.0)
         # where the values kept are all equal, 0 (as reduce_std's), not 0 / 0
         spread = where(out == 0.0, 1.0, out)
         scale = unreduce(dY / spread, x, axis, keepdims) / (count - ddof)

@@ -9,7 +9,8 @@ through its base) is fine.
 Which names may share memory is decided from how each was bound: a plain copy of
 another name, a subscript of it, ``.T``, or a reshaping call (``x.reshape``,
 ``np.transpose``, ...). This is deliberately cautious: a subscript with an index
-array makes a copy in NumPy, but is treated as a possible view.
+array makes a copy in NumPy, but is treated as a possible view, unless the index is
+a list written out (``y[[0, 2]]``, ``y[:, np.array([1, 3])]``).
 """
 
 from __future__ import annotations
@@ -754,6 +755,8 @@ def _viewed(value) -> set:
     if isinstance(value, gast.Name):
         return {value.id}
     if isinstance(value, gast.Subscript):
+        if _index_array_written_out(value.slice):
+            return set()  # (NumPy copies: y[[0, 2]], y[:, np.array([1, 3])])
         return _viewed(value.value)
     if isinstance(value, gast.Attribute) and value.attr in VIEW_ATTRIBUTES:
         return _viewed(value.value)
@@ -781,6 +784,27 @@ def _viewed(value) -> set:
         if value.args:
             return _viewed(value.args[0])  # np.reshape(x, ...)
     return set()
+
+
+def _index_array_written_out(index) -> bool:
+    """Whether ``index`` (or a part of a tuple of them) is a list written out or
+    ``np.array`` of one: an index array, so the subscript is a copy in NumPy
+    whatever the values. (An index held in a name, or computed, may be a number,
+    and then the subscript a view.)"""
+    parts = index.elts if isinstance(index, gast.Tuple) else [index]
+    for part in parts:
+        if (
+            isinstance(part, gast.Call)
+            and isinstance(part.func, gast.Attribute)
+            and part.func.attr in ("array", "asarray")
+            and isinstance(part.func.value, gast.Name)
+            and part.func.value.id in MODULES
+            and len(part.args) == 1
+        ):
+            part = part.args[0]
+        if isinstance(part, gast.List):
+            return True
+    return False
 
 
 SEQUENCE_CALLS = {"list", "tuple", "reversed", "sorted", "enumerate", "zip"}

@@ -22,6 +22,9 @@ ALLOWED_BINARY = (
     gast.FloorDiv,
     gast.Mod,
 )
+# &, | and ^ combine masks ((x > 0) & (y < 1)): whole numbers, with no derivative,
+# computed as written (normalize makes them passive, as it does comparisons)
+BITWISE = (gast.BitAnd, gast.BitOr, gast.BitXor)
 
 
 _SYMBOLS = {
@@ -99,7 +102,7 @@ class Fence(trees.Visitor):
 
     def visit_AugAssign(self, node):
         self._check_target(node.target)
-        if not isinstance(node.op, ALLOWED_BINARY):
+        if not isinstance(node.op, ALLOWED_BINARY + BITWISE):
             self._unsupported_operator(node)
         self.visit(node.value)
 
@@ -208,7 +211,7 @@ class Fence(trees.Visitor):
     # --- expressions ---------------------------------------------------------------
 
     def visit_BinOp(self, node):
-        if not isinstance(node.op, ALLOWED_BINARY):
+        if not isinstance(node.op, ALLOWED_BINARY + BITWISE):
             self._unsupported_operator(node)
         if isinstance(node.left, gast.List) and isinstance(node.right, gast.List):
             self.reject(  # (a list and an array add elementwise: that is allowed)

@@ -19,6 +19,7 @@ from ppto.ops import elementwise, indexing, linalg, logic, shape
 from ppto.ops.numpy_map import check_numpy_positionals
 from ppto.ops.primitive import Primitive
 from ppto.transform import ir, lists, trees
+from ppto.transform.fence import BITWISE
 from ppto.transform.local_functions import localised, passed_callables
 from ppto.transform.names import Namer
 from ppto.transform.resolve import (
@@ -64,6 +65,11 @@ BINARY_OPERATORS = {
 
 
 WHOLE_NUMBER_CALLS = {"argmax", "argmin"}
+# NumPy functions of whole-number results (counts and positions): no derivative
+# to lose, whatever they read (np.count_nonzero(x > 0), np.nonzero(m))
+WHOLE_NUMBER_FUNCTIONS = frozenset(
+    {np.count_nonzero, np.nonzero, np.flatnonzero, np.argwhere}
+)
 _SHAPE_CALLS = {"len", *_SHAPE_QUERIES}
 
 
@@ -340,7 +346,11 @@ class Normalizer:
                 self.varied.update(names)
             self.emit(ir.Copy(names[0], node.value.id))
             return
-        if not reads & self.varied:
+        if not value_reads(node.value, through_comparisons=False) & self.varied:
+            # (the statement-level analysis took it for varied where it reads a
+            # value made passive since: n = ~m of a mask m = x > s; a name bound
+            # elsewhere too, in another branch or a loop, may be varied there)
+            self.varied.difference_update(set(names) & self.bound_once)
             rereads = self.reads_object_state(node.value)
             self.emit(
                 ir.Passive(node, targets=names, reads=frozenset(reads), rereads=rereads)
@@ -1136,6 +1146,8 @@ class Normalizer:
             if self.list_statement(statement):
                 return target
         op = BINARY_OPERATORS.get(type(node.op))
+        if isinstance(node.op, BITWISE):  # (masks combined: no derivative)
+            return self.passive(node, target)
         if op is None:
             raise self.source.error(
                 node,
@@ -1340,6 +1352,7 @@ class Normalizer:
             # a gradient differentiated again, range(iterations) of a count read
             # from its saved values, which count as differentiated there
             or callee.function is range
+            or _hashable_in(callee.function, WHOLE_NUMBER_FUNCTIONS)
         ):
             return self.passive(node, target)
         # Not differentiable; an error only if the result depends on it (analysis).
@@ -1421,6 +1434,15 @@ class Normalizer:
             ) from None
 
     def operator_call(self, node, op, renames, target):
+        if op is elementwise.where and len(node.args) == 1 and not node.keywords:
+            return self.passive(node, target)  # np.where(m): m's positions
+        if op is elementwise.clip:
+            bounds = self.varied_clip_bounds(node, renames, 1)
+            named = {renames.get(k.arg, k.arg): k.value for k in node.keywords}
+            given = node.args[0] if node.args else named.get("x")
+            if bounds is not None and given is not None:
+                x = self.input_operand(op, 0, given)
+                return self.clip_as_extremes(x, bounds, target, node)
         arity = len(op.input_names)
         inputs, params, given = [], {}, []
         for position, argument in enumerate(node.args):
@@ -1466,6 +1488,42 @@ class Normalizer:
                 f"ppto.{op.name} needs {arity} input(s): {', '.join(op.input_names)}",
             )
         return self.apply(target, op, inputs, params, given, at=node)
+
+    def varied_clip_bounds(self, node, renames, first: int):
+        """The bounds (lo, hi: expressions, None where not given) of a call of
+        clip whose bounds are at ``node.args[first:]`` or named, where one depends
+        on a differentiated value; else None."""
+        given = dict(zip(("lo", "hi"), node.args[first:]))
+        given.update({renames.get(k.arg, k.arg): k.value for k in node.keywords})
+        bounds = [given.get("lo"), given.get("hi")]
+        bounds = [
+            None if isinstance(b, gast.Constant) and b.value is None else b
+            for b in bounds
+        ]
+        varied = [
+            b
+            for b in bounds
+            if b is not None and value_reads(b, through_comparisons=False) & self.varied
+        ]
+        return bounds if varied else None
+
+    def clip_as_extremes(self, x, bounds, target, node):
+        """np.clip(x, lo, hi) as NumPy defines it, minimum(maximum(x, lo), hi), where
+        a bound is differentiated: clip's rule is x's alone, and the extremes' rules
+        send the gradient to whichever of x and a bound is taken."""
+        lo, hi = bounds
+        if lo is not None:
+            x = self.apply(
+                None if hi is not None else target,
+                elementwise.maximum,
+                [x, self.expression(lo)],
+                at=node,
+            )
+        if hi is not None:
+            x = self.apply(
+                target, elementwise.minimum, [x, self.expression(hi)], at=node
+            )
+        return x
 
     def input_operand(self, op, position, argument):
         pattern = op.signature.inputs[position] if hasattr(op, "signature") else None
@@ -1578,6 +1636,11 @@ class Normalizer:
             )
         self.numpy_positionals(node, op, 1 + len(node.args), f".{method}()")
         receiver = self.expression(node.func.value)
+        if op is elementwise.clip:
+            renames = METHOD_KEYWORDS.get(method, {})
+            bounds = self.varied_clip_bounds(node, renames, 0)
+            if bounds is not None:
+                return self.clip_as_extremes(receiver, bounds, target, node)
         arguments = list(node.args)
         if method in VARARG_METHODS and len(arguments) > 1:
             arguments = [gast.Tuple(arguments, gast.Load())]
@@ -1687,6 +1750,13 @@ class Normalizer:
             self.check_call_arguments(node, parsed, lists_only=True)
         self.emit(ir.CallFunction(targets, parsed, inputs, keywords, checkpoint))
         return targets
+
+
+def _hashable_in(value, known: frozenset) -> bool:
+    try:
+        return value in known
+    except TypeError:  # (an unhashable callable)
+        return False
 
 
 def _symbol(operator) -> str:

@@ -91,6 +91,8 @@ def check(seed: int) -> Outcome:
             return Outcome(seed, "invalid", f"{type(error).__name__}: {error}")
         if not np.isfinite(value) or abs(value) > LARGEST_VALUE:
             return Outcome(seed, "unstable", f"value {value}")
+        if overflows(load(seed), args):
+            return Outcome(seed, "unstable", "float64: an intermediate value overflows")
         try:
             check_all(seed, args)
         except ppto.TransformError as error:
@@ -101,6 +103,18 @@ def check(seed: int) -> Outcome:
             text = "".join(traceback.format_exception(error))
             return Outcome(seed, "failed", f"{type(error).__name__}: {text}")
     return Outcome(seed, "checked")
+
+
+def overflows(f, args: tuple) -> bool:
+    """Whether ``f`` overflows on the way to a finite value (``tanh(sinh(1e3))``):
+    the chain rule then multiplies a zero derivative by an infinite one, NaN in
+    any reverse or forward mode, where differences of the saturated value are 0."""
+    with np.errstate(all="ignore", over="raise"):
+        try:
+            f(*writable(args))
+        except FloatingPointError:
+            return True
+    return False
 
 
 def refusal(seed: int, error: ppto.TransformError) -> Outcome:

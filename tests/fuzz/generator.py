@@ -22,6 +22,7 @@ import random
 import numpy as np
 
 from tests.fuzz.features import Features
+from tests.fuzz.idioms import Idioms
 from tests.fuzz.trees import (
     TREE_PRODUCT,
     copy_leaves,
@@ -31,6 +32,7 @@ from tests.fuzz.trees import (
 
 N, M = 3, 4  # the two axis lengths: x is (M,) or (N, M), W is (M, N)
 VECTOR_PROBABILITY = 0.5  # of programs without early returns
+IDIOMS_FROM = 100_000  # programs of seeds from here on draw idioms.py's makers too
 
 # Elementwise forms of one value ``{0}``, valid for any real input.
 UNARY = [
@@ -90,7 +92,7 @@ def broadcast(*shapes: tuple) -> tuple:
     return tuple(np.broadcast_shapes(*shapes))
 
 
-class Writer(Features):
+class Writer(Features, Idioms):
     """Writes one function's body: ``values`` maps each name in scope to its
     shape; ``fresh`` holds the names bound to arrays of their own (written in place
     without changing another value)."""
@@ -208,6 +210,18 @@ class Writer(Features):
             (self.local_function, 1),
             (self.passed_callable, 0.5),
         ]
+        if self.module.idioms:
+            makers += [
+                (self.assign_masked, 2),
+                (self.assign_clip_chain, 2),
+                (self.assign_batched_matmul, 1),
+                (self.assign_integer_index, 2),
+                (self.assign_normalised, 2),
+                (self.data_while, 1),
+                (self.list_of_arrays, 1),
+                (self.assign_shape_mix, 2),
+                (self.empty_filled, 1),
+            ]
         make = self.rng.choices([m for m, _ in makers], [w for _, w in makers])[0]
         make()
 
@@ -722,8 +736,9 @@ class Writer(Features):
 class Module:
     """The program's text: helper functions first, then ``f``."""
 
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, idioms: bool = False):
         self.rng = rng
+        self.idioms = idioms  # whether idioms.py's makers are drawn too
         self.count = 0
         self.helpers: list[str] = []
 
@@ -783,7 +798,7 @@ def source(seed: int) -> str:
     its body has no early return, for some seeds ``f_vector`` of the same
     parameters and body returning an array or a tuple of arrays."""
     rng = random.Random(seed)
-    module = Module(rng)
+    module = Module(rng, idioms=seed >= IDIOMS_FROM)
     values = shapes(seed)
     layout = pytree_layout(seed)
     second = "y"
