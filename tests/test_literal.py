@@ -9,7 +9,7 @@ from ppto.transform.analyze import NOT_LITERAL, literal
 CASES = [
     "1", "-1", "1.5", '"s"', 'b"x"', "None", "True", "...", "1+2j", "x", "np.sum",
     "a[0]", "f(x)", "np.float64(1)", "set()", "set(x)", "set(a=1)", "(1, 2)",
-    "(1, x)", "[1, -2.0]", "{1: 2}", "{1}", "x + 1",
+    "(1, x)", "[1, -2.0]", "{1: 2}", "{1}", "x + 1", "(set(), 1)", "(set, 1)",
 ]  # fmt: skip
 
 

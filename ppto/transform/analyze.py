@@ -658,8 +658,11 @@ def literal(node):
         return NOT_LITERAL
     # (nor is an expression with such a node anywhere inside, ``dy * x``, ``-t``:
     # converting it only to have literal_eval refuse it took most of the time)
+    # (``set`` itself, a name, is left to literal_eval: it is the callee of set())
     for inner in trees.walk(node) if isinstance(node, gast.AST) else ():
         kind = type(inner)
+        if kind is gast.Name and inner.id == "set":
+            continue
         if kind in _NEVER_LITERAL or (kind is gast.Call and not _empty_set(inner)):
             return NOT_LITERAL
     try:

@@ -387,13 +387,15 @@ class Normalizer:
         # (named apart from the numbered temporaries: those stay numbered in turn
         # where the cast is removed and this name with it)
         value = self.namer.fresh(f"{written}_wide")
-        if value_reads(node.value) & self.varied:
+        if value_reads(node.value, through_comparisons=False) & self.varied:
             self.varied.add(target)
             value = self.expression(node.value, value)
-        else:  # (computed as written)
+        else:  # (computed as written; passive, as statement_Assign makes it, and
+            # so is its cast: m &= x > s of a mask m, whatever x and s are)
             stored = gast.Name(value, gast.Store(), None, None)
             assign = gast.Assign([stored], node.value, None)
             self.statement_Assign(gast.copy_location(assign, node))
+            self.varied.difference_update({target} & self.bound_once)
         written_before = gast.Name(written, gast.Load(), None, None)
         self.apply(
             target,
