@@ -13,6 +13,7 @@ import pytest
 
 import ppto
 from ppto.fusion import FusionError
+from tests.test_fusion_cnn import unfused_value_and_grad
 from tests.test_golden import central_differences
 
 WRT = (0, 1, 2)
@@ -139,14 +140,6 @@ def counted(monkeypatch):
     _SHARED.clear()
     yield calls
     _SHARED.clear()
-
-
-def unfused_value_and_grad(function, args):
-    previous = ppto.set_precision("strict")  # strict: no fusion
-    try:
-        return ppto.value_and_grad(function, wrt=tuple(range(len(args))))(*args)
-    finally:
-        ppto.set_precision(previous)
 
 
 # --- the rewrite ---------------------------------------------------------------------
