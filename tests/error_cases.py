@@ -1141,6 +1141,24 @@ def add_into_the_argument_of_a_flat_view(x):
     return np.sum(flat * flat)
 
 
+def _tanh_and_a_view_in_a_list(u):
+    t = np.tanh(u)
+    return [t, t[:]]
+
+
+def subtract_from_an_item_of_a_list_of_views(x):
+    t = np.tanh(x)
+    views = [t, t[:]]
+    views[0] -= 0.5  # <- error
+    return np.sum(views[1])
+
+
+def subtract_from_an_item_of_a_returned_list_of_views(x):
+    views = _tanh_and_a_view_in_a_list(x)
+    views[0] -= 0.5  # <- error
+    return np.sum(views[1])
+
+
 def add_into_a_sum_kept_twice(x):
     total = 0.0
     total += x

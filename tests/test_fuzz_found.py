@@ -485,12 +485,27 @@ def tanh_and_a_product(u, W):
     return np.tanh(u), u @ W
 
 
+def tanh_rows(u):
+    t = np.tanh(u)
+    return t
+
+
 def shifted_items_of_fresh_results(x, W, s):
     a, b = tanh_and_a_product(x, W)
     a -= s  # (a is an array of its own)
     t, flat = tanh_and_its_flat_view(x @ W)
     flat *= s  # (t, which flat is a view of, is not read again)
-    return np.sum(a * a) + np.sum(b * s) + np.sum(flat * flat)
+    first, second = tanh_rows(x)
+    first += s  # (rows of one array share no memory)
+    both = [np.tanh(x), x * 2.0]
+    both[0] -= s  # (items of their own)
+    return (
+        np.sum(a * a)
+        + np.sum(b * s)
+        + np.sum(flat * flat)
+        + np.sum(first * second)
+        + np.sum(both[0] * both[1])
+    )
 
 
 def test_a_write_into_an_item_of_a_helper_result_another_item_views():

@@ -325,6 +325,16 @@ REJECTED = [
         "shares its array with flat",
         "y += 1.0",
     ),
+    Case(
+        ec.subtract_from_an_item_of_a_list_of_views,
+        "writes into an item of views",
+        "views[0] -= 0.5",
+    ),
+    Case(
+        ec.subtract_from_an_item_of_a_returned_list_of_views,
+        "writes into an item of views",
+        "views[0] -= 0.5",
+    ),
     Case(ec.add_into_a_sum_kept_twice, "shares its array with total", "kept += 1.0"),
     Case(ec.add_into_a_chained_name, "shares its array with b", "a += 1.0"),
     Case(ec.write_on_the_third_turn, "shares its array with", "c *= 2.0"),

@@ -203,6 +203,26 @@ def _check(
         shared = _sharing(written, state.views if maybe_number else state.bases)
         refuse_argument_change(statement, written, shared)
         refuse_if_read_later(statement, written, shared, loops)
+        if _writes_into_an_item(statement) and _items_may_share(written, state):
+            refuse_item_write_if_read_later(statement, written, loops)
+
+    def refuse_item_write_if_read_later(statement, written: str, loops: tuple):
+        after = order[positions[id(statement)] + 1 :]
+        later = set().union(*(loads(s) for s, _ in after))
+        for loop in loops:  # the next turn reads what came before too
+            later |= loads(loop)
+        if written in later:
+            raise parsed.source.error(
+                statement,
+                f"this writes into an item of {written}, whose items may share "
+                "their arrays (one a view of another, as in (t, t.reshape(-1))), "
+                f"and {written} is read afterwards: ppto's generated code gives "
+                "each assignment a new array, so the change would not reach the "
+                f"other items of {written} as it does in NumPy",
+                f"take the item out and make it an array of its own before "
+                f"changing it (item = {written}[...] * 1.0), or make the items "
+                "arrays of their own where they are made",
+            )
 
     def refuse_global_change(node, written: str):
         if written not in local:
@@ -342,8 +362,9 @@ RESULT = "result:"
 def _parts_sharing(value, state: _Sharing) -> set:
     """Pairs of positions in the tuple or list ``value`` (returned) whose items may
     share memory with each other (``t, t.reshape(-1)``, ``u, u.T``); ``{EVERY_PART}``
-    for a value that may hold a local array but is not written out (an item of it
-    may share with another: ``r = (t, t[0]); return r``)."""
+    for a value not written out that may hold a local array made elsewhere (an
+    item of it may share with another: ``r = (t, t[0]); return r``; not the rows
+    of an array of its own, ``return np.tanh(u)``, which share nothing)."""
     if _literal_sequence(value):
         memory = [_memory(part, state) for part in value.elts]
         return {
@@ -355,7 +376,8 @@ def _parts_sharing(value, state: _Sharing) -> set:
     helper_result = _helper_result(value)
     if helper_result is not None:  # ``return pair(u)``: as pair's result shares
         return set(helper_result.shared_parts)
-    if any(not name.startswith(ARGUMENT) for name in _memory(value, state)):
+    held = set().union(*(state.bases.get(o, set()) for o in _viewed(value)))
+    if any(not name.startswith(ARGUMENT) for name in held):
         return {EVERY_PART}
     return set()
 
@@ -380,21 +402,22 @@ def _part_groups(shared_parts) -> dict:
     return groups
 
 
-def _linked_parts(statement) -> list:
+def _linked_parts(statement, state: _Sharing) -> list:
     """``(name, result)`` for each name ``statement`` binds to an item of a call's
     result that may share memory with another item of it: ``a, b = pair(W)`` with
     ``return t, t.reshape(-1)`` binds a and b to the same result (the name
-    ``RESULT...`` standing for its memory); ``r = pair(W)`` binds r to all of it."""
+    ``RESULT...`` standing for its memory); ``r = pair(W)`` binds r to all of it
+    (``RESULT...:items:r``: its items may share), and so does ``r = [t, t[:]]``."""
     if not isinstance(statement, gast.Assign):
         return []
     return [
         found
         for target in statement.targets
-        for found in _linked_items(target, statement.value)
+        for found in _linked_items(target, statement.value, state)
     ]
 
 
-def _linked_items(target, value) -> list:
+def _linked_items(target, value, state: _Sharing) -> list:
     if (
         isinstance(target, (gast.Tuple, gast.List))
         and _literal_sequence(value)
@@ -403,16 +426,24 @@ def _linked_items(target, value) -> list:
         return [
             found
             for item_target, item in zip(target.elts, value.elts)
-            for found in _linked_items(item_target, item)
+            for found in _linked_items(item_target, item, state)
         ]
     helper_result = _helper_result(value)
-    if helper_result is None or not helper_result.shared_parts:
+    if helper_result is not None:
+        shared_parts = helper_result.shared_parts
+    elif _literal_sequence(value) and isinstance(target, gast.Name):
+        shared_parts = _parts_sharing(value, state)
+    else:
+        return []
+    if not shared_parts:
         return []
     call = f"{RESULT}{id(value)}"
+    if isinstance(target, gast.Name):
+        return [(target.id, f"{call}:items:{target.id}")]
     if not isinstance(target, (gast.Tuple, gast.List)):
         return [(name, f"{call}:every") for name in _stored(target)]
-    groups = _part_groups(helper_result.shared_parts - {EVERY_PART})
-    every = EVERY_PART in helper_result.shared_parts or any(
+    groups = _part_groups(shared_parts - {EVERY_PART})
+    every = EVERY_PART in shared_parts or any(
         isinstance(item, gast.Starred)  # (positions after it are not known)
         for item in target.elts
     )
@@ -422,6 +453,26 @@ def _linked_items(target, value) -> list:
         if every or position in groups
         for name in _stored(item)
     ]
+
+
+def _writes_into_an_item(statement) -> bool:
+    """``xs[0] -= s`` or ``xs[0][1:] = v``: a write into an item of ``xs`` (not
+    ``xs[0] = v``, which puts another object in a list)."""
+    if isinstance(statement, gast.AugAssign):
+        return isinstance(statement.target, gast.Subscript)
+    target = statement.targets[0] if isinstance(statement, gast.Assign) else None
+    return isinstance(target, gast.Subscript) and isinstance(
+        target.value, gast.Subscript
+    )
+
+
+def _items_may_share(name: str, state: _Sharing) -> bool:
+    """Whether ``name`` holds items that may share memory with each other (bound to
+    ``[t, t[:]]``, or to a call's result whose items may)."""
+    return any(
+        shared.startswith(RESULT) and shared.endswith(f":items:{name}")
+        for shared in state.bases.get(name, ())
+    )
 
 
 def _module(value) -> bool:
@@ -758,7 +809,7 @@ def _bind(statement, state: _Sharing) -> None:
                 # ``+=`` writes into it), and so may be one of an unknown array
                 views[name] = set().union(*(views.get(o, set()) for o in origins))
                 views[name] |= origins
-    for name, result in _linked_parts(statement):
+    for name, result in _linked_parts(statement, state):
         # ``a, b = pair(W)`` with ``return t, t.reshape(-1)``: a and b may share
         # (and be arrays, as for any item of a result: in views too)
         bases.setdefault(name, set()).add(result)
