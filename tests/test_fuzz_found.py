@@ -442,7 +442,7 @@ def test_standard_deviation_of_values_equal_but_for_their_mean_s_rounding():
     them, so std's rules divided centred values of 1e-17 by a deviation as small:
     a gradient of size 0.2 where differences give 0 (nanstd's too). The rules
     centre the values shifted by their largest, exactly 0 then (nanstd's
-    gradient rule too; its tangent there is still off: not fixed yet)."""
+    gradient and tangent rules too)."""
     x = 0.3 * np.array([1.0, -0.5, 0.3, 0.2])
     W = np.random.default_rng(19).uniform(-1, 1, (4, 3))
     # (the deviation of the equal row is a rounding here: the case that failed)
@@ -459,7 +459,7 @@ def test_standard_deviation_of_values_equal_but_for_their_mean_s_rounding():
         spread_of_a_row_of_equal_values, (x, W), {0: x, 1: W}
     )
     np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)
-    # nanstd's gradient rule likewise (its tangent is not fixed yet)
+    # nanstd's rules likewise (its tangent gave 0.62 where differences give 0.46)
     gradients = ppto.grad(nan_skipping_spread_of_a_row_of_equal_values, wrt=(0, 1))(
         x, W
     )
@@ -468,6 +468,16 @@ def test_standard_deviation_of_values_equal_but_for_their_mean_s_rounding():
             nan_skipping_spread_of_a_row_of_equal_values, (x, W), position
         )
         assert_gradient(np.asarray(gradient), expected, f"nanstd d/d arg {position}")
+    for tangents in ((x, W), (x, np.zeros_like(W)), (np.zeros_like(x), W)):
+        _, pushed = ppto.jvp(
+            nan_skipping_spread_of_a_row_of_equal_values, (x, W), tangents
+        )
+        expected = directional_differences(
+            nan_skipping_spread_of_a_row_of_equal_values,
+            (x, W),
+            dict(enumerate(tangents)),
+        )
+        np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)
 
 
 def tanh_and_its_flat_view(u):
