@@ -1095,6 +1095,70 @@ def add_into_a_named_helper_result(x):
     return np.sum(y * y)
 
 
+def _tanh_and_its_flat_view(u):
+    t = np.tanh(u)
+    return t, t.reshape(-1)  # the second item is a view of the first
+
+
+def _tanh_and_its_flat_view_passed_on(u):
+    return _tanh_and_its_flat_view(u)
+
+
+def _flat_view(u):
+    return u.reshape(-1)
+
+
+def subtract_from_an_item_another_item_views(x):
+    # (found by the random programs: NumPy changed b; ppto's value did not)
+    a, b = _tanh_and_its_flat_view(x)
+    a -= 0.5  # <- error
+    return np.sum(b)
+
+
+def subtract_from_the_view_of_another_item(x):
+    a, b = _tanh_and_its_flat_view(x)
+    b -= 0.5  # <- error
+    return np.sum(a)
+
+
+def subtract_from_an_item_of_a_result_passed_on(x):
+    a, b = _tanh_and_its_flat_view_passed_on(x)
+    a -= 0.5  # <- error
+    return np.sum(b)
+
+
+def subtract_from_an_item_of_a_named_result(x):
+    both = _tanh_and_its_flat_view(x)
+    a, b = both
+    a -= 0.5  # <- error
+    return np.sum(b)
+
+
+def add_into_the_argument_of_a_flat_view(x):
+    y = x * 1.0
+    flat = _flat_view(y)
+    y += 1.0  # <- error
+    return np.sum(flat * flat)
+
+
+def _tanh_and_a_view_in_a_list(u):
+    t = np.tanh(u)
+    return [t, t[:]]
+
+
+def subtract_from_an_item_of_a_list_of_views(x):
+    t = np.tanh(x)
+    views = [t, t[:]]
+    views[0] -= 0.5  # <- error
+    return np.sum(views[1])
+
+
+def subtract_from_an_item_of_a_returned_list_of_views(x):
+    views = _tanh_and_a_view_in_a_list(x)
+    views[0] -= 0.5  # <- error
+    return np.sum(views[1])
+
+
 def add_into_a_sum_kept_twice(x):
     total = 0.0
     total += x

@@ -2,7 +2,10 @@
 and checked against float64 central differences (the seed that found it is named
 in each test)."""
 
+import inspect
+
 import numpy as np
+import pytest
 
 import ppto
 from tests.corpus.checks import (
@@ -439,7 +442,7 @@ def test_standard_deviation_of_values_equal_but_for_their_mean_s_rounding():
     them, so std's rules divided centred values of 1e-17 by a deviation as small:
     a gradient of size 0.2 where differences give 0 (nanstd's too). The rules
     centre the values shifted by their largest, exactly 0 then (nanstd's
-    gradient rule too; its tangent there is still off: not fixed yet)."""
+    gradient and tangent rules too)."""
     x = 0.3 * np.array([1.0, -0.5, 0.3, 0.2])
     W = np.random.default_rng(19).uniform(-1, 1, (4, 3))
     # (the deviation of the equal row is a rounding here: the case that failed)
@@ -456,7 +459,7 @@ def test_standard_deviation_of_values_equal_but_for_their_mean_s_rounding():
         spread_of_a_row_of_equal_values, (x, W), {0: x, 1: W}
     )
     np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)
-    # nanstd's gradient rule likewise (its tangent is not fixed yet)
+    # nanstd's rules likewise (its tangent gave 0.62 where differences give 0.46)
     gradients = ppto.grad(nan_skipping_spread_of_a_row_of_equal_values, wrt=(0, 1))(
         x, W
     )
@@ -465,3 +468,73 @@ def test_standard_deviation_of_values_equal_but_for_their_mean_s_rounding():
             nan_skipping_spread_of_a_row_of_equal_values, (x, W), position
         )
         assert_gradient(np.asarray(gradient), expected, f"nanstd d/d arg {position}")
+    for tangents in ((x, W), (x, np.zeros_like(W)), (np.zeros_like(x), W)):
+        _, pushed = ppto.jvp(
+            nan_skipping_spread_of_a_row_of_equal_values, (x, W), tangents
+        )
+        expected = directional_differences(
+            nan_skipping_spread_of_a_row_of_equal_values,
+            (x, W),
+            dict(enumerate(tangents)),
+        )
+        np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)
+
+
+def tanh_and_its_flat_view(u):
+    t = np.tanh(u)
+    return t, t.reshape(-1)
+
+
+def shifted_then_summed_through_the_view(W, s):
+    a, b = tanh_and_its_flat_view(W)
+    a -= s
+    return np.sum(b)
+
+
+def tanh_and_a_product(u, W):
+    return np.tanh(u), u @ W
+
+
+def tanh_rows(u):
+    t = np.tanh(u)
+    return t
+
+
+def shifted_items_of_fresh_results(x, W, s):
+    a, b = tanh_and_a_product(x, W)
+    a -= s  # (a is an array of its own)
+    t, flat = tanh_and_its_flat_view(x @ W)
+    flat *= s  # (t, which flat is a view of, is not read again)
+    first, second = tanh_rows(x)
+    first += s  # (rows of one array share no memory)
+    both = [np.tanh(x), x * 2.0]
+    both[0] -= s  # (items of their own)
+    return (
+        np.sum(a * a)
+        + np.sum(b * s)
+        + np.sum(flat * flat)
+        + np.sum(first * second)
+        + np.sum(both[0] * both[1])
+    )
+
+
+def test_a_write_into_an_item_of_a_helper_result_another_item_views():
+    """Seed 12209: ``a, b = pair(W)`` with ``return t, t.reshape(-1)``: b is a view
+    of a, so ``a -= s`` changes b in NumPy, but ppto gave b's old value (and
+    d/ds 0, where it is -b.size). Such a write is refused at its line now, as for
+    a view made in the same function; items of results that share nothing (or
+    whose sharers are not read again) are still differentiated."""
+    W = np.random.default_rng(23).uniform(-1, 1, (2, 3))
+    with pytest.raises(ppto.TransformError, match="shares its array with b") as error:
+        ppto.grad(shifted_then_summed_through_the_view, wrt=(0, 1))(W, 0.4)
+    line = inspect.getsourcelines(shifted_then_summed_through_the_view)[1] + 2
+    assert error.value.lineno == line
+    assert "a -= s" in error.value.text
+    rng = np.random.default_rng(29)
+    arguments = (rng.uniform(-1, 1, (2, 3)), rng.uniform(-1, 1, (3, 3)), 0.7)
+    gradients = ppto.grad(shifted_items_of_fresh_results, wrt=(0, 1, 2))(*arguments)
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(
+            shifted_items_of_fresh_results, arguments, position
+        )
+        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")

@@ -303,6 +303,38 @@ REJECTED = [
     ),
     Case(ec.add_into_a_helper_result, "shares its array with y", "row *= 2.0"),
     Case(ec.add_into_a_named_helper_result, "shares its array with y", "row *= 2.0"),
+    # items of a helper's result that share memory (``return t, t.reshape(-1)``)
+    Case(
+        ec.subtract_from_an_item_another_item_views,
+        "shares its array with b",
+        "a -= 0.5",
+    ),
+    Case(
+        ec.subtract_from_the_view_of_another_item, "shares its array with a", "b -= 0.5"
+    ),
+    Case(
+        ec.subtract_from_an_item_of_a_result_passed_on,
+        "shares its array with b",
+        "a -=",
+    ),
+    Case(
+        ec.subtract_from_an_item_of_a_named_result, "shares its array with", "a -= 0.5"
+    ),
+    Case(
+        ec.add_into_the_argument_of_a_flat_view,
+        "shares its array with flat",
+        "y += 1.0",
+    ),
+    Case(
+        ec.subtract_from_an_item_of_a_list_of_views,
+        "writes into an item of views",
+        "views[0] -= 0.5",
+    ),
+    Case(
+        ec.subtract_from_an_item_of_a_returned_list_of_views,
+        "writes into an item of views",
+        "views[0] -= 0.5",
+    ),
     Case(ec.add_into_a_sum_kept_twice, "shares its array with total", "kept += 1.0"),
     Case(ec.add_into_a_chained_name, "shares its array with b", "a += 1.0"),
     Case(ec.write_on_the_third_turn, "shares its array with", "c *= 2.0"),

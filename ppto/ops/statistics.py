@@ -169,10 +169,14 @@ def _(x, axis=None, keepdims=False, ddof=0, out=None):
     def tangent(dx):
         present = logical_not(isnan(x))
         count = reduce_sum(cast(present, dtype_of(x)), axis, keepdims)
-        mean = reduce_sum(where(present, x, 0.0), axis, True) / unreduce(
+        # shifted by the largest kept value, as in the gradient rule: centred
+        # values exactly 0 where those kept are all equal, not a rounding's 1e-17
+        # divided by a deviation as small
+        shifted = x - nanmax(x, axis, True)
+        mean = reduce_sum(where(present, shifted, 0.0), axis, True) / unreduce(
             count, x, axis, keepdims
         )
-        centered = where(present, x - mean, 0.0)  # (as in the gradient rule)
+        centered = where(present, shifted - mean, 0.0)
         spread = reduce_sum(centered * dx, axis, keepdims)
         return spread / (where(out == 0.0, 1.0, out) * (count - ddof))
 

@@ -203,6 +203,26 @@ def _check(
         shared = _sharing(written, state.views if maybe_number else state.bases)
         refuse_argument_change(statement, written, shared)
         refuse_if_read_later(statement, written, shared, loops)
+        if _writes_into_an_item(statement) and _items_may_share(written, state):
+            refuse_item_write_if_read_later(statement, written, loops)
+
+    def refuse_item_write_if_read_later(statement, written: str, loops: tuple):
+        after = order[positions[id(statement)] + 1 :]
+        later = set().union(*(loads(s) for s, _ in after))
+        for loop in loops:  # the next turn reads what came before too
+            later |= loads(loop)
+        if written in later:
+            raise parsed.source.error(
+                statement,
+                f"this writes into an item of {written}, whose items may share "
+                "their arrays (one a view of another, as in (t, t.reshape(-1))), "
+                f"and {written} is read afterwards: ppto's generated code gives "
+                "each assignment a new array, so the change would not reach the "
+                f"other items of {written} as it does in NumPy",
+                f"take the item out and make it an array of its own before "
+                f"changing it (item = {written}[...] * 1.0), or make the items "
+                "arrays of their own where they are made",
+            )
 
     def refuse_global_change(node, written: str):
         if written not in local:
@@ -317,6 +337,8 @@ def _check(
                         for shared in state.same.get(part.id, set()):
                             if shared.startswith(ARGUMENT):
                                 returns[shared[len(ARGUMENT) :]] = True
+                    shared_parts = returns.setdefault(SHARED_PARTS, set())
+                    shared_parts |= _parts_sharing(value, state)
                 return None
             else:
                 _bind(statement, state)
@@ -327,6 +349,130 @@ def _check(
 
 ARGUMENT = "argument:"  # (not a Python name: no variable is called so)
 AN_ARRAY = "array:"  # in ``returns``: a parameter returned as a view, an array
+# in ``returns``: pairs of positions in the returned tuple whose values may share
+# memory (``return t, t.reshape(-1)``); EVERY_PART for a sequence returned not
+# written out (``return r``), whose items may share, for all that is known
+SHARED_PARTS = "parts:"
+EVERY_PART = (-1, -1)
+# in ``_Sharing``: the memory of one call's result that parts of it may share, as
+# a name (``a, b = pair(W)``: a and b get the same one)
+RESULT = "result:"
+
+
+def _parts_sharing(value, state: _Sharing) -> set:
+    """Pairs of positions in the tuple or list ``value`` (returned) whose items may
+    share memory with each other (``t, t.reshape(-1)``, ``u, u.T``); ``{EVERY_PART}``
+    for a value not written out that may hold a local array made elsewhere (an
+    item of it may share with another: ``r = (t, t[0]); return r``; not the rows
+    of an array of its own, ``return np.tanh(u)``, which share nothing)."""
+    if _literal_sequence(value):
+        memory = [_memory(part, state) for part in value.elts]
+        return {
+            (first, second)
+            for first in range(len(memory))
+            for second in range(first + 1, len(memory))
+            if memory[first] & memory[second]
+        }
+    helper_result = _helper_result(value)
+    if helper_result is not None:  # ``return pair(u)``: as pair's result shares
+        return set(helper_result.shared_parts)
+    held = set().union(*(state.bases.get(o, set()) for o in _viewed(value)))
+    if any(not name.startswith(ARGUMENT) for name in held):
+        return {EVERY_PART}
+    return set()
+
+
+def _memory(value, state: _Sharing) -> set:
+    """The names (and results, arguments) whose array ``value`` may be in."""
+    origins = _viewed(value)
+    return origins.union(*(state.bases.get(origin, set()) for origin in origins))
+
+
+def _part_groups(shared_parts) -> dict:
+    """Position -> a label shared by the positions whose items may share memory
+    (joined through pairs: 0 with 1 and 1 with 2 puts 0 with 2), for those in a
+    pair."""
+    groups: dict = {}
+    for first, second in sorted(shared_parts):
+        joined = {groups.get(first, first), groups.get(second, second)}
+        label = min(joined)
+        for position in [first, second, *groups]:
+            if groups.get(position, position) in joined:
+                groups[position] = label
+    return groups
+
+
+def _linked_parts(statement, state: _Sharing) -> list:
+    """``(name, result)`` for each name ``statement`` binds to an item of a call's
+    result that may share memory with another item of it: ``a, b = pair(W)`` with
+    ``return t, t.reshape(-1)`` binds a and b to the same result (the name
+    ``RESULT...`` standing for its memory); ``r = pair(W)`` binds r to all of it
+    (``RESULT...:items:r``: its items may share), and so does ``r = [t, t[:]]``."""
+    if not isinstance(statement, gast.Assign):
+        return []
+    return [
+        found
+        for target in statement.targets
+        for found in _linked_items(target, statement.value, state)
+    ]
+
+
+def _linked_items(target, value, state: _Sharing) -> list:
+    if (
+        isinstance(target, (gast.Tuple, gast.List))
+        and _literal_sequence(value)
+        and len(target.elts) == len(value.elts)
+    ):
+        return [
+            found
+            for item_target, item in zip(target.elts, value.elts)
+            for found in _linked_items(item_target, item, state)
+        ]
+    helper_result = _helper_result(value)
+    if helper_result is not None:
+        shared_parts = helper_result.shared_parts
+    elif _literal_sequence(value) and isinstance(target, gast.Name):
+        shared_parts = _parts_sharing(value, state)
+    else:
+        return []
+    if not shared_parts:
+        return []
+    call = f"{RESULT}{id(value)}"
+    if isinstance(target, gast.Name):
+        return [(target.id, f"{call}:items:{target.id}")]
+    if not isinstance(target, (gast.Tuple, gast.List)):
+        return [(name, f"{call}:every") for name in _stored(target)]
+    groups = _part_groups(shared_parts - {EVERY_PART})
+    every = EVERY_PART in shared_parts or any(
+        isinstance(item, gast.Starred)  # (positions after it are not known)
+        for item in target.elts
+    )
+    return [
+        (name, f"{call}:{'every' if every else groups[position]}")
+        for position, item in enumerate(target.elts)
+        if every or position in groups
+        for name in _stored(item)
+    ]
+
+
+def _writes_into_an_item(statement) -> bool:
+    """``xs[0] -= s`` or ``xs[0][1:] = v``: a write into an item of ``xs`` (not
+    ``xs[0] = v``, which puts another object in a list)."""
+    if isinstance(statement, gast.AugAssign):
+        return isinstance(statement.target, gast.Subscript)
+    target = statement.targets[0] if isinstance(statement, gast.Assign) else None
+    return isinstance(target, gast.Subscript) and isinstance(
+        target.value, gast.Subscript
+    )
+
+
+def _items_may_share(name: str, state: _Sharing) -> bool:
+    """Whether ``name`` holds items that may share memory with each other (bound to
+    ``[t, t[:]]``, or to a call's result whose items may)."""
+    return any(
+        shared.startswith(RESULT) and shared.endswith(f":items:{name}")
+        for shared in state.bases.get(name, ())
+    )
 
 
 def _module(value) -> bool:
@@ -367,6 +513,7 @@ def _helper_results(parsed: ParsedFunction, local: set) -> dict:
         else:
             continue
         names, whole, arrays = set(), set(), set()
+        shared_parts = returned.get(SHARED_PARTS, {EVERY_PART})  # (unknown: all)
         for parameter, argument in bound_arguments(node, parameters):
             if parameter not in parameters or parameter in returned:
                 names |= _viewed(argument)
@@ -374,7 +521,7 @@ def _helper_results(parsed: ParsedFunction, local: set) -> dict:
                     whole.add(argument.id)
                 if returned.get(AN_ARRAY + str(parameter), not returned):
                     arrays |= _viewed(argument)
-        found[id(node)] = _Returned(names, whole, arrays)
+        found[id(node)] = _Returned(names, whole, arrays, shared_parts)
     return found
 
 
@@ -382,12 +529,14 @@ class _Returned(frozenset):
     """The names of the caller's arrays a call's result may share; ``whole``: those
     it may be (the very object passed, ``return a``); ``arrays``: those it may be a
     view of that is an array for sure (``return np.expand_dims(a, 0)``, not
-    ``return a[i]``, a number for a vector)."""
+    ``return a[i]``, a number for a vector); ``shared_parts``: the pairs of
+    positions in it whose items may share memory (see ``SHARED_PARTS``)."""
 
-    def __new__(cls, names, whole, arrays=()):
+    def __new__(cls, names, whole, arrays=(), shared_parts=()):
         made = super().__new__(cls, names)
         made.whole = frozenset(whole)
         made.arrays = frozenset(arrays)
+        made.shared_parts = frozenset(shared_parts)
         return made
 
 
@@ -421,7 +570,7 @@ def returned_parameters(function) -> tuple[list, dict]:
 
 def _all_returned(parameters) -> dict:
     """Every parameter returned, whole or as an array (to be safe)."""
-    returned = dict.fromkeys(parameters, True)
+    returned = dict.fromkeys(parameters, True) | {SHARED_PARTS: {EVERY_PART}}
     return returned | {AN_ARRAY + parameter: True for parameter in parameters}
 
 
@@ -660,6 +809,20 @@ def _bind(statement, state: _Sharing) -> None:
                 # ``+=`` writes into it), and so may be one of an unknown array
                 views[name] = set().union(*(views.get(o, set()) for o in origins))
                 views[name] |= origins
+    for name, result in _linked_parts(statement, state):
+        # ``a, b = pair(W)`` with ``return t, t.reshape(-1)``: a and b may share
+        # (and be arrays, as for any item of a result: in views too)
+        bases.setdefault(name, set()).add(result)
+        views.setdefault(name, set()).add(result)
+    for name, value, whole in pairs:  # ``r[0]``, ``a, b = r``: in r's result too
+        results = {
+            shared
+            for origin in (_viewed(value) if value is not None else ())
+            for shared in bases.get(origin, ())
+            if shared.startswith(RESULT)
+        }
+        if results and not (whole and isinstance(value, gast.Name)):
+            views.setdefault(name, set()).update(results)
     for name, value, _ in pairs:  # ``ys = same(hs)``: one object, two names
         helper_result = _helper_result(value)
         if helper_result is not None:  # (``ys, s = both(hs)``: either, to be safe)
