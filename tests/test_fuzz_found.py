@@ -16,6 +16,21 @@ from tests.corpus.checks import (
 )
 
 
+def assert_gradients(gradients, function, arguments, label="d/d arg"):
+    """Each of ``gradients`` (of the arguments in order) against central
+    differences of ``function``."""
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(function, arguments, position)
+        assert_gradient(np.asarray(gradient), expected, f"{label} {position}")
+
+
+def assert_tangent(function, arguments, tangents):
+    """``ppto.jvp`` of ``function`` along ``tangents`` against differences."""
+    _, pushed = ppto.jvp(function, arguments, tangents)
+    expected = directional_differences(function, arguments, dict(enumerate(tangents)))
+    np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)
+
+
 def tanh_layer(x, y, W, s):
     return np.sum(np.tanh(W @ x)) + np.sum(y * y) * s
 
@@ -108,9 +123,7 @@ def test_an_argument_not_read_beside_an_argsort():
     x, W, y = np.arange(4.0), np.random.default_rng(1).standard_normal((4, 3)), 0.5
     gradients = ppto.grad(sorted_by_one_argument, wrt=(0, 1, 2))(x, y, W)
     arguments = (x, y, W)
-    for position, gradient in enumerate(gradients):
-        expected = central_differences(sorted_by_one_argument, arguments, position)
-        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+    assert_gradients(gradients, sorted_by_one_argument, arguments)
 
 
 def local_function_over_a_leaf(x, params):
@@ -195,17 +208,9 @@ def test_standard_deviation_of_equal_values():
     x = np.array([[0.3, -0.9, 0.2, 0.5], [0.1, 0.5, 0.8, -0.4], [0.0, 0.2, 0.1, 0.3]])
     arguments = (x, 0.7)
     gradients = ppto.grad(spread_over_a_length_one_axis, wrt=(0, 1))(*arguments)
-    for position, gradient in enumerate(gradients):
-        expected = central_differences(
-            spread_over_a_length_one_axis, arguments, position
-        )
-        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+    assert_gradients(gradients, spread_over_a_length_one_axis, arguments)
     tangents = (np.ones_like(x), 1.0)
-    _, pushed = ppto.jvp(spread_over_a_length_one_axis, arguments, tangents)
-    expected = directional_differences(
-        spread_over_a_length_one_axis, arguments, dict(enumerate(tangents))
-    )
-    np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)
+    assert_tangent(spread_over_a_length_one_axis, arguments, tangents)
 
 
 def upper_quartile(u):
@@ -293,15 +298,9 @@ def test_masks_combined_with_bitwise_operators():
     rng = np.random.default_rng(3)
     arguments = (rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, (3, 4)), 0.7)
     gradients = ppto.grad(masks_combined, wrt=(0, 1, 2))(*arguments)
-    for position, gradient in enumerate(gradients):
-        expected = central_differences(masks_combined, arguments, position)
-        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+    assert_gradients(gradients, masks_combined, arguments)
     tangents = (np.ones((3, 4)), np.ones((3, 4)), 1.0)
-    _, pushed = ppto.jvp(masks_combined, arguments, tangents)
-    expected = directional_differences(
-        masks_combined, arguments, dict(enumerate(tangents))
-    )
-    np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)
+    assert_tangent(masks_combined, arguments, tangents)
 
 
 def clipped_to_data_bounds(x, y, s):
@@ -320,15 +319,9 @@ def test_clip_with_differentiated_bounds():
     rng = np.random.default_rng(5)
     arguments = (rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, (3, 4)), 0.3)
     gradients = ppto.grad(clipped_to_data_bounds, wrt=(0, 1, 2))(*arguments)
-    for position, gradient in enumerate(gradients):
-        expected = central_differences(clipped_to_data_bounds, arguments, position)
-        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+    assert_gradients(gradients, clipped_to_data_bounds, arguments)
     tangents = (rng.standard_normal((3, 4)), rng.standard_normal((3, 4)), 1.0)
-    _, pushed = ppto.jvp(clipped_to_data_bounds, arguments, tangents)
-    expected = directional_differences(
-        clipped_to_data_bounds, arguments, dict(enumerate(tangents))
-    )
-    np.testing.assert_allclose(float(np.asarray(pushed)), expected, rtol=1e-6)
+    assert_tangent(clipped_to_data_bounds, arguments, tangents)
 
 
 def filled_row_by_row(x, s):
@@ -344,9 +337,7 @@ def test_an_array_made_with_empty_like_and_filled():
     NumPy leaves its values unspecified, so it is zeros_like, a constant."""
     arguments = (np.random.default_rng(7).uniform(-1, 1, (3, 4)), 0.8)
     gradients = ppto.grad(filled_row_by_row, wrt=(0, 1))(*arguments)
-    for position, gradient in enumerate(gradients):
-        expected = central_differences(filled_row_by_row, arguments, position)
-        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+    assert_gradients(gradients, filled_row_by_row, arguments)
 
 
 def indexed_by_a_mask_made_in_steps(x, s):
@@ -367,11 +358,7 @@ def test_an_index_made_in_steps_from_a_mask_reading_a_differentiated_value():
     stayed varied."""
     arguments = (np.random.default_rng(11).uniform(-1, 1, (3, 4)), 0.6)
     gradients = ppto.grad(indexed_by_a_mask_made_in_steps, wrt=(0, 1))(*arguments)
-    for position, gradient in enumerate(gradients):
-        expected = central_differences(
-            indexed_by_a_mask_made_in_steps, arguments, position
-        )
-        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+    assert_gradients(gradients, indexed_by_a_mask_made_in_steps, arguments)
 
 
 def rows_picked_then_changed(x, y, s):
@@ -389,9 +376,7 @@ def test_a_copy_made_by_an_index_array_changed_in_place():
     rng = np.random.default_rng(13)
     arguments = (rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, (3, 4)), 0.6)
     gradients = ppto.grad(rows_picked_then_changed, wrt=(0, 1, 2))(*arguments)
-    for position, gradient in enumerate(gradients):
-        expected = central_differences(rows_picked_then_changed, arguments, position)
-        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+    assert_gradients(gradients, rows_picked_then_changed, arguments)
 
 
 def weighted_by_positions(x, y, s):
@@ -417,9 +402,7 @@ def test_positions_and_counts_of_masks():
     rng = np.random.default_rng(17)
     arguments = (rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, (3, 4)), 0.1)
     gradients = ppto.grad(weighted_by_positions, wrt=(0, 1, 2))(*arguments)
-    for position, gradient in enumerate(gradients):
-        expected = central_differences(weighted_by_positions, arguments, position)
-        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+    assert_gradients(gradients, weighted_by_positions, arguments)
 
 
 def spread_of_a_row_of_equal_values(x, W):
@@ -449,11 +432,7 @@ def test_standard_deviation_of_values_equal_but_for_their_mean_s_rounding():
     row = np.full(3, np.log1p(np.exp(np.sum(np.tanh(x)))))
     assert np.std(row) != 0.0
     gradients = ppto.grad(spread_of_a_row_of_equal_values, wrt=(0, 1))(x, W)
-    for position, gradient in enumerate(gradients):
-        expected = central_differences(
-            spread_of_a_row_of_equal_values, (x, W), position
-        )
-        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+    assert_gradients(gradients, spread_of_a_row_of_equal_values, (x, W))
     _, pushed = ppto.jvp(spread_of_a_row_of_equal_values, (x, W), (x, W))
     expected = directional_differences(
         spread_of_a_row_of_equal_values, (x, W), {0: x, 1: W}
@@ -463,11 +442,12 @@ def test_standard_deviation_of_values_equal_but_for_their_mean_s_rounding():
     gradients = ppto.grad(nan_skipping_spread_of_a_row_of_equal_values, wrt=(0, 1))(
         x, W
     )
-    for position, gradient in enumerate(gradients):
-        expected = central_differences(
-            nan_skipping_spread_of_a_row_of_equal_values, (x, W), position
-        )
-        assert_gradient(np.asarray(gradient), expected, f"nanstd d/d arg {position}")
+    assert_gradients(
+        gradients,
+        nan_skipping_spread_of_a_row_of_equal_values,
+        (x, W),
+        "nanstd d/d arg",
+    )
     for tangents in ((x, W), (x, np.zeros_like(W)), (np.zeros_like(x), W)):
         _, pushed = ppto.jvp(
             nan_skipping_spread_of_a_row_of_equal_values, (x, W), tangents
@@ -533,8 +513,4 @@ def test_a_write_into_an_item_of_a_helper_result_another_item_views():
     rng = np.random.default_rng(29)
     arguments = (rng.uniform(-1, 1, (2, 3)), rng.uniform(-1, 1, (3, 3)), 0.7)
     gradients = ppto.grad(shifted_items_of_fresh_results, wrt=(0, 1, 2))(*arguments)
-    for position, gradient in enumerate(gradients):
-        expected = central_differences(
-            shifted_items_of_fresh_results, arguments, position
-        )
-        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+    assert_gradients(gradients, shifted_items_of_fresh_results, arguments)
