@@ -25,6 +25,7 @@ from ppto.ops.primitive import OperatorDef, Primitive
 from ppto.runtime.backends import Backend, device_of
 from ppto.runtime.tensor import Tensor
 from ppto.transform import trees
+from ppto.transform.accumulate_in_place import accumulate_in_place
 from ppto.transform.emit import compile_source, render_function
 from ppto.transform.fuse import FUSED_KINDS, fuse_program
 from ppto.transform.release import release_dead_values
@@ -107,7 +108,21 @@ class Lowering(trees.Transformer):
         self.locals = set(name_counts(definition, None)) | {
             argument.id for argument in definition.args.args
         }
+        if self.kind == "cpu" and self.backend.override("add") is None:
+            accumulate_in_place(definition, self.makes_zeros, self.bind_helper)
         return self.visit(definition)
+
+    def makes_zeros(self, node) -> bool:
+        """Whether ``node`` is a call of ppto's ``zeros_like`` (a new array)."""
+        from ppto.ops.shape import zeros_like
+
+        return (
+            isinstance(node, gast.Call)
+            and _static_read(node.func, self.namespace) is zeros_like
+        )
+
+    def bind_helper(self, function, name: str) -> str:
+        return self.bind(function, name, key=("helper", name))
 
     def visit_Call(self, node):
         self.generic_visit(node)
