@@ -352,9 +352,7 @@ def _evaluate_into(tree: Node, leaves, destination) -> None:
         if holder[0] in node.children:
             holder[0] = None  # read now: overwritten below or free
         if node.op == "where":  # (np.where has no out=: where_into writes in)
-            return (
-                where_into(*values) if into is None else where_into(*values, out=into)
-            )
+            return where_into(*values, out=into)
         if into is None and node.op not in COMPARISONS and _floating(values):
             kind = np.result_type(*values)
             for value, child in zip(values, node.children):
