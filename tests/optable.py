@@ -670,9 +670,15 @@ NON_DIFFERENTIABLE = [
     "interp_segments",
     "interp_covered",
     "one_hot",
+    "diagonal_mask",
+    "partition_sources",
 ]
 # Parameters without defaults that the refusal test must pass.
-REFUSAL_PARAMS = {"one_hot": {"num_classes": 3}, "quantile_weights": {"q": 0.5}}
+REFUSAL_PARAMS = {
+    "one_hot": {"num_classes": 3},
+    "quantile_weights": {"q": 0.5},
+    "diagonal_mask": {"subscripts": "ii->"},
+}
 # Second inputs of the right shape for the refusal test (else a * 2): the points
 # of an interpolation table are a vector.
 REFUSAL_SECOND = {
@@ -685,7 +691,7 @@ CONSTANT = ["zeros_like", "ones_like", "stop_gradient"]
 
 def all_rows() -> list[Row]:
     rows = ELEMENTWISE + REDUCTIONS + LINALG + SHAPE + INDEXING
-    for module in ("rows_nn", "rows_graph", "rows_decompositions"):
+    for module in ("rows_nn", "rows_graph", "rows_decompositions", "rows_idioms"):
         try:
             extra = __import__(f"tests.{module}", fromlist=["ROWS"])
         except ModuleNotFoundError:

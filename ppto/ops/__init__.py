@@ -17,22 +17,26 @@ from ppto.ops import (
     methods,
     nn,
     norms,
+    numbers,
     order,
     reductions,
     shape,
     signal,
     statistics,
+    unary_einsum,
 )
 from ppto.ops.primitive import OPERATORS
 
 FAMILIES = (
     elementwise,
+    numbers,
     logic,
     reductions,
     statistics,
     order,
     signal,
     linalg,
+    unary_einsum,
     decompositions,
     least_squares,
     matrix_products,

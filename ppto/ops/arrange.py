@@ -429,6 +429,53 @@ def _(x, axis=-1, kind=None, stable=None):
     return tangent
 
 
+@primitive(ANY)
+def partition(xp, x, kth, axis=-1, kind="introselect"):
+    """x rearranged along ``axis`` (the flattened x when None) so that the element
+    at each place in ``kth`` is the one a sort puts there, the smaller before it and
+    the larger after, like np.partition (whose values these are). Each element gets
+    the gradient of the place it is put in; tied elements share none."""
+    return xp.partition(x, kth, axis=axis, kind=kind)
+
+
+@partition.grad_rule
+def _(x, kth, axis=-1, kind="introselect", out=None):
+    def backward(dY):
+        # dY goes back to where each element of the result came from
+        sources = partition_sources(x, out, axis)
+        if axis is None:
+            flat = index_add(zeros_like(flatten(x)), dY, sources)
+            return reshape(flat, np.shape(x))
+        return index_add(zeros_like(x), dY, along_axis_index(sources, axis, x))
+
+    return backward
+
+
+@partition.jvp_rule
+def _(x, kth, axis=-1, kind="introselect", out=None):
+    def tangent(dx):
+        return take_along_axis(dx, partition_sources(x, out, axis), axis)
+
+    return tangent
+
+
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", differentiable=False)
+def partition_sources(xp, x, partitioned, axis=-1):
+    """Where along ``axis`` of x (of the flattened x when None) each element of
+    ``partitioned``, x partitioned, came from. np.argpartition may arrange the
+    sides of each place in kth otherwise than np.partition does, so the places are
+    matched by rank: the element of each rank in the result is x's of that rank
+    (tied elements matched in their order, as a stable sort ranks them)."""
+    if axis is None:
+        x, partitioned, axis = xp.reshape(x, (-1,)), xp.reshape(partitioned, (-1,)), 0
+    stable = sorting_method(xp, "stable", None)
+    order = xp.argsort(x, axis=axis, **stable)
+    ranks = xp.argsort(
+        xp.argsort(partitioned, axis=axis, **stable), axis=axis, **stable
+    )
+    return xp.take_along_axis(order, ranks, axis=axis)
+
+
 @primitive("([Tensor[...]]) -> Tensor[...] tuple", tangent="linear")
 def meshgrid(xp, xs, indexing="xy", sparse=False, copy=True):
     """Coordinate grids from 1-D arrays (others flattened), like np.meshgrid: one

@@ -48,10 +48,10 @@ def _dtype_without_out(dtype, out, name: str):
     return dtype
 
 
-def _reshape(self, *new_shape):
+def _reshape(self, *new_shape, order="C"):
     if len(new_shape) == 1 and isinstance(new_shape[0], (tuple, list)):
         new_shape = tuple(new_shape[0])
-    return shape.reshape(self, new_shape)
+    return shape.reshape(self, new_shape, order=order)
 
 
 def _transpose(self, *axes):
@@ -140,6 +140,9 @@ def _moved_to(device, value):
 
 
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    reduction = NUMPY_FUNCTIONS.get(ufunc.reduce) if method == "reduce" else None
+    if reduction is not None:  # np.maximum.reduce(x, axis=0)
+        return reduction(*inputs, **kwargs)
     op = NUMPY_UFUNCS.get(ufunc)
     if method != "__call__" or op is None or kwargs:
         raise PptoError(
@@ -213,8 +216,8 @@ _METHODS = {
     "cumprod": lambda self, axis=None, dtype=None, out=None: reductions.cumprod(
         self, axis, _dtype_without_out(dtype, out, "cumprod")
     ),
-    "flatten": lambda self: shape.flatten(self),
-    "ravel": lambda self: shape.flatten(self),
+    "flatten": lambda self, order="C": shape.flatten(self, order),
+    "ravel": lambda self, order="C": shape.flatten(self, order),
     "argmax": _reduction(reductions.argmax, "argmax"),
     "argmin": _reduction(reductions.argmin, "argmin"),
     "argsort": lambda self, axis=-1, kind=None, *, stable=None: arrange.argsort(

@@ -28,6 +28,7 @@ from ppto.ops import (
     shape,
     signal,
     statistics,
+    unary_einsum,
 )
 from ppto.ops import elementwise as ew
 
@@ -83,6 +84,14 @@ class NumpyAlias:
     leading: tuple = ()
     # arrays given one by one where the operator takes them as a list (np.meshgrid)
     variadic: bool = False
+    # the operator of a call with one array, where it is another (np.einsum's)
+    single: object = None
+    # NumPy's defaults where they are not the operator's (a ufunc's reduce: axis 0)
+    defaults: dict = field(default_factory=dict)
+
+    def for_arrays(self, count: int):
+        """The operator of a call with ``count`` arrays after the leading parameters."""
+        return self.single if self.single is not None and count == 1 else self.op
 
     def __call__(self, *args, **kwargs):
         check_numpy_positionals(self.op, len(args), "this NumPy function")
@@ -90,24 +99,29 @@ class NumpyAlias:
         if refusal is not None:
             raise PptoError(refusal)
         renamed = {self.renames.get(key, key): value for key, value in kwargs.items()}
+        for name, value in self.defaults.items():
+            place = len(self.op.input_names) + self.op.param_names.index(name)
+            if name not in renamed and len(args) <= place:
+                renamed[name] = value
+        op = self.for_arrays(len(args) - len(self.leading))
         if self.leading:  # (else one array of np.einsum's two: "missing 'b'")
-            arrays, arity = len(args) - len(self.leading), len(self.op.input_names)
+            arrays, arity = len(args) - len(self.leading), len(op.input_names)
             if arrays != arity:
                 raise ShapeError(
-                    f"ppto.{self.op.name} takes {arity} arrays; this call gives "
+                    f"ppto.{op.name} takes {arity} arrays; this call gives "
                     f"{arrays}: a product of more in steps of {arity} (or with @, * "
-                    "and np.sum); of one, np.transpose, np.swapaxes or np.sum"
+                    "and np.sum)"
                 )
         renamed.update(zip(self.leading, args))
         args = args[len(self.leading) :]
         if self.variadic:
             args = (list(args),)
         try:
-            return self.op(*args, **renamed)
+            return op(*args, **renamed)
         except PptoError:
             raise
         except TypeError as error:
-            raise PptoError(f"{self.op.name}: {error}") from error
+            raise PptoError(f"{op.name}: {error}") from error
 
 
 NUMPY_UFUNCS = {
@@ -213,9 +227,11 @@ _FUNCTIONS = {
     np.repeat: arrange.repeat,
     np.sort: arrange.sort,
     np.argsort: arrange.argsort,
+    np.partition: arrange.partition,
     np.moveaxis: shape.moveaxis,
     np.vstack: shape.vstack,
     np.hstack: shape.hstack,
+    np.column_stack: shape.column_stack,
     np.tensordot: linalg.tensordot,
     np.inner: linalg.inner,
     np.diag: linalg.diag,
@@ -304,7 +320,26 @@ NUMPY_FUNCTIONS.update(
 )
 # np.dot is np.matmul for operands of up to 2 axes (or a vector and a stack)
 NUMPY_FUNCTIONS[np.dot] = NumpyAlias(linalg.dot, rank_check=NUMPY_DOT)
-NUMPY_FUNCTIONS[np.einsum] = NumpyAlias(linalg.einsum, leading=("subscripts",))
+NUMPY_FUNCTIONS[np.einsum] = NumpyAlias(
+    linalg.einsum, leading=("subscripts",), single=unary_einsum.unary_einsum
+)
 NUMPY_FUNCTIONS[np.split] = NumpyAlias(shape.split, {"indices_or_sections": "indices"})
+NUMPY_FUNCTIONS[np.array_split] = NumpyAlias(
+    shape.array_split, {"indices_or_sections": "indices"}
+)
 NUMPY_FUNCTIONS[np.meshgrid] = NumpyAlias(arrange.meshgrid, variadic=True)
 NUMPY_FUNCTIONS.update({ufunc: NumpyAlias(op) for ufunc, op in NUMPY_UFUNCS.items()})
+# a ufunc's reduce (np.maximum.reduce(x, axis=0)) is its reduction, over axis 0 unless
+# told otherwise (np.max's default is every axis)
+NUMPY_REDUCES = {
+    np.add: reductions.reduce_sum,
+    np.multiply: reductions.reduce_prod,
+    np.maximum: reductions.reduce_max,
+    np.minimum: reductions.reduce_min,
+}
+NUMPY_FUNCTIONS.update(
+    {
+        ufunc.reduce: NumpyAlias(op, {"array": "x"}, defaults={"axis": 0})
+        for ufunc, op in NUMPY_REDUCES.items()
+    }
+)

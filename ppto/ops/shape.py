@@ -81,31 +81,45 @@ def _(x, axis1, axis2):
     return backward
 
 
+def checked_order(order: str, name: str) -> str:
+    """``order`` if it is 'C' or 'F'; a ppto error naming ``name`` otherwise: 'A'
+    and 'K' follow the array's memory layout, which ppto's generated code does not
+    keep (its intermediates may be transposed views or fresh arrays)."""
+    if order in ("C", "F"):
+        return order
+    raise ShapeError(
+        f"ppto.{name} takes order='C' (row-major, the default) or 'F' "
+        f"(column-major), not {order!r}: 'A' and 'K' depend on how the array is laid "
+        "out in memory; write the order meant, 'C' or 'F'"
+    )
+
+
 @primitive(ANY, tangent="linear")
-def reshape(xp, x, shape):
-    """The same elements in a new shape (one axis may be -1)."""
-    return xp.reshape(x, shape)
+def reshape(xp, x, shape, order="C"):
+    """The same elements in a new shape (one axis may be -1), read and written in
+    row-major order, or column-major with ``order='F'`` (like np.reshape)."""
+    return xp.reshape(x, shape, order=checked_order(order, "reshape"))
 
 
 @reshape.grad_rule
-def _(x, shape):
+def _(x, shape, order="C"):
     def backward(dY):
-        return reshape(dY, np.shape(x))
+        return reshape(dY, np.shape(x), order=order)
 
     return backward
 
 
 @primitive("(Tensor[...]) -> Tensor[N]", tangent="linear")
-def flatten(xp, x):
-    """x's elements along one axis, in row-major order (``np.ravel(x)``,
-    ``x.flatten()``, ``x.ravel()``)."""
-    return xp.reshape(x, (-1,))
+def flatten(xp, x, order="C"):
+    """x's elements along one axis, in row-major order, or column-major with
+    ``order='F'`` (``np.ravel(x)``, ``x.flatten()``, ``x.ravel(order='F')``)."""
+    return xp.reshape(x, (-1,), order=checked_order(order, "flatten"))
 
 
 @flatten.grad_rule
-def _(x):
+def _(x, order="C"):
     def backward(dY):
-        return reshape(dY, np.shape(x))
+        return reshape(dY, np.shape(x), order=order)
 
     return backward
 
@@ -449,8 +463,11 @@ def part_shapes(xs) -> tuple:
 
 
 def _joined_shape(shape: tuple, by: str) -> tuple:
-    """How ``by`` (vstack or hstack) sees an array of ``shape``: as np.atleast_2d
-    (a number a 1x1 matrix, a vector a row) or np.atleast_1d makes it."""
+    """How ``by`` (vstack, hstack or column_stack) sees an array of ``shape``: as
+    np.atleast_2d (a number a 1x1 matrix, a vector a row) or np.atleast_1d makes
+    it, or column_stack does (a vector a column)."""
+    if by == "column_stack":
+        return shape if len(shape) >= 2 else (shape or (1,)) + (1,)
     least = 2 if by == "vstack" else 1
     return (1,) * (least - len(shape)) + shape if len(shape) < least else shape
 
@@ -458,6 +475,8 @@ def _joined_shape(shape: tuple, by: str) -> tuple:
 def _joined_axis(shapes: tuple, by: str) -> int:
     """The axis ``by`` joins along: vstack's first; hstack's first for vectors
     (and numbers), else its second."""
+    if by == "column_stack":
+        return 1
     if by == "vstack" or len(_joined_shape(shapes[0], by)) == 1:
         return 0
     return 1
@@ -500,10 +519,42 @@ def _(xs):
     return backward
 
 
+@primitive("([Tensor[...]]) -> Tensor[...]", tangent="linear")
+def column_stack(xp, xs):
+    """Arrays joined along their second axis, like np.column_stack: a vector is a
+    column (and a number a 1x1 matrix) first."""
+    return xp.column_stack(xs)
+
+
+@column_stack.grad_rule
+def _(xs):
+    def backward(dY):
+        return split_joined(dY, part_shapes(xs), "column_stack")
+
+    return backward
+
+
+@primitive(ANY + " tuple", tangent="linear")
+def array_split(xp, x, indices, axis=0):
+    """Cut x along ``axis`` into a tuple, like np.array_split: ``indices`` is a
+    list of cut points, or a number of sections as equal as they can be (the
+    first ones one longer where they cannot)."""
+    return tuple(xp.array_split(x, indices, axis=axis))
+
+
+@array_split.grad_rule
+def _(x, indices, axis=0):
+    def backward(dYs):
+        return concat(dYs, axis)
+
+    return backward
+
+
 @primitive(ANY + " tuple", tangent="linear")
 def split_joined(xp, x, shapes, by):
-    """The parts of ``x = vstack(xs)`` (``by='vstack'``) or ``hstack(xs)`` for xs of
-    ``shapes``, each of its own shape: the adjoint of vstack and hstack."""
+    """The parts of ``x = vstack(xs)`` (``by='vstack'``), ``hstack(xs)`` or
+    ``column_stack(xs)`` for xs of ``shapes``, each of its own shape: the adjoint
+    of vstack, hstack and column_stack."""
     axis = _joined_axis(shapes, by)
     sizes = [_joined_shape(shape, by)[axis] for shape in shapes]
     parts = xp.split(x, np.cumsum(sizes)[:-1].tolist(), axis=axis)
@@ -515,6 +566,8 @@ def _(x, shapes, by):
     def backward(dYs):
         if by == "vstack":
             return vstack(dYs)
+        if by == "column_stack":
+            return column_stack(dYs)
         return hstack(dYs)
 
     return backward

@@ -23,6 +23,7 @@ from ppto.ops.linalg import numpy_dot_refusal
 from ppto.ops.nn import conv_geometry, pool_geometry
 from ppto.ops.reductions import reduced_shape
 from ppto.ops.signature import matmul_shape
+from ppto.ops.unary_einsum import unary_subscripts
 
 # operator name -> rule(input shapes, parameters) -> result shape or None; an input
 # that is a list of arrays comes as a list of shapes
@@ -32,7 +33,7 @@ SHAPE_RULES: dict[str, Callable] = {}
 SAME_AS_FIRST = frozenset(
     {
         "copy", "array", "asarray", "inv", "cholesky", "tril", "triu", "roll",
-        "index_add", "setitem", "scatter_add",
+        "index_add", "setitem", "scatter_add", "diagonal_mask",
     }
 )  # fmt: skip
 
@@ -96,7 +97,7 @@ def _view(shape: tuple) -> np.ndarray:
 # --- same shape, or flattened without an axis ---
 
 
-@rule("sort", "argsort", "cumsum", "cumprod")
+@rule("sort", "argsort", "cumsum", "cumprod", "partition")
 def _along_axis(inputs, params):
     (shape,) = inputs
     if params.get("axis") is None:
@@ -194,6 +195,12 @@ def _hstack(inputs, params):
     shapes = [s if len(s) else (1,) for s in inputs[0]]
     axis = 0 if len(shapes[0]) == 1 else 1
     return _concat([shapes], {"axis": axis})
+
+
+@rule("column_stack")
+def _column_stack(inputs, params):
+    shapes = [s if len(s) >= 2 else (tuple(s) or (1,)) + (1,) for s in inputs[0]]
+    return _concat([shapes], {"axis": 1})
 
 
 # --- padding, tiling, repeating, differences ---
@@ -323,6 +330,19 @@ def _einsum(inputs, params):
     if "->" not in subscripts:  # implicit: the letters used once, in order
         letters = "".join(terms)
         result = "".join(sorted(x for x in set(letters) if letters.count(x) == 1))
+    return tuple(sizes[letter] for letter in result)
+
+
+@rule("unary_einsum")
+def _unary_einsum(inputs, params):
+    (shape,) = inputs
+    explicit = unary_subscripts(params["subscripts"], _view(shape))
+    given, _, result = explicit.partition("->")
+    if len(given) != len(shape):
+        return None
+    sizes = dict(zip(given, shape))
+    if any(sizes[letter] != size for letter, size in zip(given, shape)):
+        return None  # (a diagonal of unequal axes: NumPy refuses it)
     return tuple(sizes[letter] for letter in result)
 
 

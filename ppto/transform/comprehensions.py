@@ -48,7 +48,7 @@ def rewritten_nodes(nodes: list) -> bool:
         if (
             kind is gast.Call
             and type(node.func) is gast.Name
-            and node.func.id in ("sum", "map")
+            and node.func.id in ("sum", "map", "max", "min")
         ):
             return True
     return False
@@ -65,7 +65,7 @@ def comprehensions_as_loops(
     python = _python_builtins(definition, namespace)
     if "map" in python:
         _MapsAsComprehensions().visit(definition)
-    if "sum" in python or _first_written_before(definition) is not None:
+    if python & {"sum", "max", "min"} or _first_written_before(definition) is not None:
         definition.body = _LoopWriter(definition, namespace, source, python).block(
             definition.body
         )
@@ -73,7 +73,8 @@ def comprehensions_as_loops(
 
 
 def _python_builtins(definition: gast.FunctionDef, namespace) -> set[str]:
-    """Which of ``sum``, ``list``, ``tuple`` and ``map`` in the function are
+    """Which of ``sum``, ``list``, ``tuple``, ``map``, ``max`` and ``min`` in the
+    function are
     Python's (not a parameter, a local or a global of that name)."""
     arguments = definition.args
     parameters = {
@@ -82,7 +83,7 @@ def _python_builtins(definition: gast.FunctionDef, namespace) -> set[str]:
     local = parameters | trees.stores(definition.body)
     return {
         name
-        for name in ("sum", "list", "tuple", "map")
+        for name in ("sum", "list", "tuple", "map", "max", "min")
         if name not in local and namespace.get(name) is getattr(builtins, name)
     }
 
@@ -296,6 +297,8 @@ class _Statement:
             return self.new_list(listed)
         if self.writer.calls(node, "sum"):
             return self.sum(node)
+        if self.extreme_of_items(node):
+            return self.extreme(node)
         if (
             self.writer.calls(node, "tuple")
             and len(node.args) == 1
@@ -328,7 +331,10 @@ class _Statement:
         Python evaluates them (one branch of ``a if c else b``)."""
         return any(
             _first_written_before(node) is not None
-            or any(self.writer.calls(n, "sum") for n in trees.walk(node))
+            or any(
+                self.writer.calls(n, "sum") or self.extreme_of_items(n)
+                for n in trees.walk(node)
+            )
             for node in nodes
         )  # fmt: skip
 
@@ -381,6 +387,40 @@ class _Statement:
         self.before.append(_assign(total, self.expression(start), node))
         self.before += loops
         return _load(total, node)
+
+    def extreme_of_items(self, node) -> bool:
+        """Whether ``node`` is Python's ``max(items)`` or ``min(items)`` of one
+        iterable given by a name or expression (a list written out, or several
+        arguments, are a chain of calls as written: normalize.py)."""
+        return (
+            (self.writer.calls(node, "max") or self.writer.calls(node, "min"))
+            and len(node.args) == 1
+            and not node.keywords
+            and not isinstance(node.args[0], (gast.List, gast.Tuple, gast.Starred))
+        )
+
+    def extreme(self, node):
+        """``max(items)`` (``min``) as ``best = items[0]`` and a loop taking
+        ``best = max(best, item)`` for each item: what Python returns (the first
+        item compared with itself stays), its gradient going to that item."""
+        items = node.args[0]
+        if isinstance(items, _LISTED):
+            listed = self.new_list(items)
+        else:
+            listed = _load(self.writer.fresh("items"), node)
+            self.before.append(_assign(listed.id, self.expression(items), node))
+        best, item = self.writer.fresh("best"), self.writer.fresh("item")
+        first = _located(
+            gast.Subscript(listed, gast.Constant(0, None), gast.Load()), node
+        )
+        self.before.append(_assign(best, first, node))
+        call = _located(
+            gast.Call(node.func, [_load(best, node), _load(item, node)], []), node
+        )
+        step = [_assign(best, call, node)]
+        loop = gast.For(_store(item, node), _load(listed.id, node), step, [], None)
+        self.before.append(_located(loop, node))
+        return _load(best, node)
 
     def conditional(self, node):
         """``a if c else b`` as an if statement assigning a variable, so that each

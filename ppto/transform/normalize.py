@@ -15,7 +15,7 @@ import gast
 import numpy as np
 
 from ppto.errors import PptoError, TransformError
-from ppto.ops import elementwise, indexing, linalg, logic, shape
+from ppto.ops import elementwise, indexing, linalg, logic, numbers, shape
 from ppto.ops.numpy_map import check_numpy_positionals
 from ppto.ops.primitive import Primitive
 from ppto.transform import ir, lists, trees
@@ -1332,6 +1332,8 @@ class Normalizer:
             return self.method_call(node, callee.method, target)
         if callee.kind == "function" or _composite_without_rule(callee):
             return self.call_function(node, callee, [target])[0]
+        if callee.function is builtins.max or callee.function is builtins.min:
+            return self.builtin_extreme(node, callee, target)
         if callee.kind == "operator":
             if callee.op.flags:
                 self.check_flag_written_out(node, callee)
@@ -1343,6 +1345,8 @@ class Normalizer:
                 node = self.numpy_positional_names(node, callee)
             if callee.variadic:
                 node = self.variadic_arrays(node, callee)
+            if callee.defaults:
+                node = self.numpy_defaults(node, callee)
             result = self.operator_call(node, callee.op, callee.renames, target)
             if callee.rank_check is not None:
                 self.out[-1].rank_check = (callee.rank_check, node)
@@ -1365,6 +1369,51 @@ class Normalizer:
             and node.func.id in _bound_to_calls(self.parsed.tree)
         )
         return name
+
+    def builtin_extreme(self, node, callee, target):
+        """Python's ``max(a, b, ...)`` (``min``) of numbers as a chain of
+        ``larger`` (``smaller``): ``larger(larger(a, b), c)``, the first of equal
+        ones kept as Python keeps it. ``max(items)`` of a list is a loop by now
+        (comprehensions.py); of a list written out, a chain of its items."""
+        name = callee.text
+        op = numbers.larger if callee.function is builtins.max else numbers.smaller
+        items = list(node.args)
+        if len(items) == 1 and isinstance(items[0], (gast.List, gast.Tuple)):
+            items = list(items[0].elts)
+        if (
+            node.keywords
+            or not items
+            or any(isinstance(item, gast.Starred) for item in items)
+        ):
+            raise self.source.error(
+                node,
+                f"ppto differentiates {name}(a, b, ...) of numbers and {name}(items) "
+                "of a list of numbers, not with key=, default= or *items",
+                f"write the numbers out, {name}(a, b, c), or take {name} of a list "
+                f"(np.{name}(np.stack(items)) of arrays)",
+            )
+        best = self.expression(items[0])
+        for position, item in enumerate(items[1:], start=2):
+            last = target if position == len(items) else None
+            best = self.apply(last, op, [best, self.expression(item)], at=node)
+        if len(items) == 1 and target is not None:
+            self.emit(ir.Copy(target, best))
+            return target
+        return best
+
+    def numpy_defaults(self, node, callee):
+        """The call with NumPy's defaults that are not the operator's written out
+        where it leaves them out (``np.maximum.reduce(x)`` reduces axis 0); a new
+        node: the user's tree is left as it is."""
+        op, named = callee.op, {k.arg for k in node.keywords}
+        added = [
+            gast.keyword(name, constant_expr(value))
+            for name, value in callee.defaults.items()
+            if name not in named
+            and len(node.args) <= len(op.input_names) + op.param_names.index(name)
+        ]
+        call = gast.Call(node.func, node.args, node.keywords + added)
+        return gast.copy_location(call, node)
 
     def leading_parameters(self, node, callee):
         """A call written NumPy's way with parameters before the arrays

@@ -15,7 +15,7 @@ from typing import Any
 import gast
 import numpy as np
 
-from ppto.ops import arrange, elementwise, linalg, reductions, shape
+from ppto.ops import arrange, elementwise, linalg, numbers, reductions, shape
 from ppto.ops.numpy_map import NUMPY_DOT, NUMPY_FUNCTIONS
 from ppto.ops.primitive import OperatorDef
 from ppto.runtime import constructors
@@ -49,6 +49,7 @@ METHOD_OPERATORS = {
     "clip": elementwise.clip,
     "exp": elementwise.exp,
     "log": elementwise.log,
+    "item": numbers.item,
 }
 # an ndarray's .dot is np.dot (see NumpyAlias.rank_check)
 METHOD_RANK_CHECKS = {"dot": NUMPY_DOT}
@@ -57,7 +58,7 @@ METHOD_KEYWORDS = {"clip": {"min": "lo", "max": "hi"}}  # NumPy's names for ppto
 ATTRIBUTE_OPERATORS = {"T": shape.transpose, "mT": shape.matrix_transpose}
 METADATA_ATTRIBUTES = {"shape", "ndim", "dtype", "size", "nbytes", "device", "layout"}
 
-_BUILTIN_OPERATORS = {builtins.abs: elementwise.abs}
+_BUILTIN_OPERATORS = {builtins.abs: elementwise.abs, builtins.float: numbers.to_float}
 _CONSTRUCTOR_OPERATORS = {
     constructors.zeros_like: shape.zeros_like,
     constructors.ones_like: shape.ones_like,
@@ -78,6 +79,7 @@ class Callee:
     method: str = ""
     text: str = ""
     rank_check: Any = None  # (see NumpyAlias)
+    defaults: dict = field(default_factory=dict)  # NumPy's, not the operator's
 
 
 def static_value(node: gast.expr, namespace, local_names: set) -> tuple[bool, Any]:
@@ -102,6 +104,9 @@ def resolve_call(node: gast.Call, namespace, local_names: set) -> Callee:
             return Callee("method", method=node.func.attr, text=text)
         return Callee("opaque", text=text)
     callee = classify(value, text)
+    alias = numpy_alias(value)
+    if alias is not None and alias.single is not None:  # (np.einsum of one array)
+        callee.op = alias.for_arrays(len(node.args) - len(alias.leading))
     for flag, variant in getattr(callee.op, "flags", {}).items():
         given = flag_argument(node, callee.op, flag)
         if isinstance(given, gast.Constant) and given.value is True:
@@ -148,6 +153,7 @@ def classify(value: Any, text: str = "") -> Callee:
             rank_check=alias.rank_check,
             leading=alias.leading,
             variadic=alias.variadic,
+            defaults=dict(alias.defaults),
         )
     if _hashable(value) and value in _BUILTIN_OPERATORS:
         return Callee("operator", op=_BUILTIN_OPERATORS[value], text=text)

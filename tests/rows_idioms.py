@@ -1,0 +1,40 @@
+"""Operator table rows of the operators behind NumPy idioms (tests/optable.py):
+Python's max and min of numbers, float() and .item(), np.einsum of one operand,
+np.column_stack, np.array_split, np.partition and order='F' reshapes."""
+
+import ppto
+from tests.optable import Distinct, Row, binary, unary
+from tests.optable import Normal as N
+
+ROWS = [
+    binary("larger", N(()), N(())),
+    binary("larger", N(()), 0.3, "number", wrt=(0,)),
+    binary("smaller", N(()), N(())),
+    binary("smaller", -0.2, N(()), "number", wrt=(1,)),
+    unary("to_float", N(())),
+    unary("item", N(())),
+    unary("item", N((1, 1)), "one-element"),
+    unary("unary_einsum", N((3, 3)), "trace", subscripts="ii->"),
+    unary("unary_einsum", N((3, 3)), "diagonal", subscripts="ii->i"),
+    unary("unary_einsum", N((3, 4)), "transpose", subscripts="ij->ji"),
+    unary("unary_einsum", N((3, 4)), "implicit", subscripts="ji"),
+    unary("unary_einsum", N((2, 3, 4)), "sum", subscripts="ijk->ik"),
+    unary("unary_einsum", N((2, 3, 4)), "ellipsis", subscripts="...ij->...ji"),
+    unary("unary_einsum", N((2, 2, 3)), "diagonal-sum", subscripts="iij->j"),
+    Row(
+        "column_stack",
+        (N((3,)), N((3, 2))),
+        wrt=(0, 1),
+        call=lambda a, b: ppto.column_stack([a, b]),
+    ),
+    Row(
+        "array_split",
+        (N((5, 3)),),
+        call=lambda x: ppto.array_split(x, 3, axis=0),
+    ),
+    unary("partition", Distinct((3, 4)), kth=1),
+    unary("partition", Distinct((3, 4)), "axis", kth=1, axis=0),
+    unary("partition", Distinct((3, 4)), "flattened", kth=[2, 5], axis=None),
+    unary("reshape", N((2, 6)), "fortran", shape=(3, 4), order="F"),
+    unary("flatten", N((2, 3)), "fortran", order="F"),
+]

@@ -1,0 +1,294 @@
+"""NumPy idioms ppto once refused in differentiated code: Python's max and min of
+numbers, np.column_stack, np.array_split, np.partition, a ufunc's reduce, order='F'
+reshapes, float(x) and x.item(), and np.einsum of one operand. Each function's value
+must be NumPy's exactly, and its gradient (reverse and forward) central differences'
+in float64."""
+
+import numpy as np
+import pytest
+
+import ppto
+from tests.corpus.checks import central_differences
+
+RNG = np.random.default_rng(7)
+MATRIX = RNG.standard_normal((3, 4))
+SQUARE = RNG.standard_normal((3, 3))
+CUBE = RNG.standard_normal((2, 3, 4))
+# values at least 0.1 apart: no ties for max, min and partition
+SPREAD = (RNG.permutation(12) - 6) * 0.25 + RNG.uniform(0, 0.1, 12)
+
+
+def max_of_two(x):
+    a, b = np.sum(x), np.sum(x * x)
+    return max(a, b) + min(a, b) * 2.0
+
+
+def max_of_three(x):
+    return max(np.sum(x), np.sum(x**2) - 3.0, np.sum(np.sin(x)))
+
+
+def min_of_a_number_and_a_float(x):
+    return min(np.sum(x * x), 5.0) + max(0.5, np.sum(x))
+
+
+def max_of_a_list(x):
+    values = []
+    for row in x:
+        values.append(np.sum(row**2))
+    return max(values) - min(values)
+
+
+def max_of_a_list_written_out(x):
+    return max([np.sum(x[0]), np.sum(x[1] ** 2)]) + min((x[0, 0], x[1, 1]))
+
+
+def max_of_a_generator(x):
+    return max(np.sum(row * row) for row in x)
+
+
+def max_of_a_vector(x):
+    return max(x[0]) * min(x[1])
+
+
+def column_stack(x):
+    stacked = np.column_stack([x[0], x[1] ** 2, x.T[:, :2]])
+    return np.sum(stacked * np.arange(stacked.size).reshape(stacked.shape))
+
+
+def array_split(x):
+    a, b, c = np.array_split(x, 3, axis=1)
+    return np.sum(a**2) + np.sum(b * 3.0) + np.sum(np.sin(c))
+
+
+def partition(x):
+    flat = np.ravel(x)
+    return np.sum(np.partition(flat, 3)[:4] ** 2) + np.partition(flat, [2, 8])[8]
+
+
+def partition_rows(x):
+    weights = np.arange(x.size).reshape(x.shape)
+    return np.sum(np.partition(x, 1, axis=0) * weights)
+
+
+def partition_flattened(x):
+    return np.sum(np.partition(x, 5, axis=None)[5:] ** 3)
+
+
+def argpartition_passive(x):
+    rows = np.argpartition(x, 1, axis=1)
+    return np.sum(np.take_along_axis(x, rows, axis=1)[:, :2] ** 2)
+
+
+def ufunc_reduces(x):
+    return (
+        np.sum(np.maximum.reduce(x) ** 2)
+        + np.sum(np.minimum.reduce(x, axis=1) * 3.0)
+        + np.sum(np.add.reduce(x, 1) ** 2)
+        + np.multiply.reduce(x, axis=None)
+    )
+
+
+def fortran_order(x):
+    weights = np.arange(x.size)
+    return (
+        np.sum(x.ravel(order="F") * weights)
+        + np.sum(np.ravel(x, order="F") ** 2 * weights)
+        + np.sum(x.flatten("F") ** 3 * weights)
+        + np.sum(np.reshape(x, (2, 6), order="F") * weights.reshape(2, 6))
+        + np.sum(x.reshape((6, 2), order="F") ** 2 * weights.reshape(6, 2))
+    )
+
+
+def float_of_a_sum(x):
+    s = float(np.sum(x**2))
+    return s * s + np.sum(x)
+
+
+def item_of_a_sum(x):
+    s = np.sum(np.sin(x)).item()
+    return s * 3.0 + s * s
+
+
+def einsum_trace(x):
+    return np.einsum("ii->", x) * 2.0
+
+
+def einsum_diagonal(x):
+    return np.sum(np.einsum("ii->i", x) ** 2)
+
+
+def einsum_transpose(x):
+    weights = np.arange(x.size).reshape(x.shape[::-1])
+    return np.sum(np.einsum("ij->ji", x) * weights) + np.sum(np.einsum("ji", x) ** 2)
+
+
+def einsum_column_sums(x):
+    return np.sum(np.einsum("ij->j", x) ** 2) + np.einsum("ij->", x)
+
+
+def einsum_middle_sums(x):
+    return np.sum(np.einsum("ijk->ik", x) ** 2)
+
+
+def einsum_batched_transpose(x):
+    weights = np.arange(x.size).reshape(2, 4, 3)
+    return np.sum(np.einsum("...ij->...ji", x) * weights)
+
+
+CASES = [
+    (max_of_two, SQUARE),
+    (max_of_three, SQUARE),
+    (min_of_a_number_and_a_float, SQUARE * 0.5),
+    (max_of_a_list, MATRIX),
+    (max_of_a_list_written_out, MATRIX),
+    (max_of_a_generator, MATRIX),
+    (max_of_a_vector, SPREAD.reshape(3, 4)),
+    (column_stack, MATRIX),
+    (array_split, MATRIX),
+    (partition, SPREAD.reshape(3, 4)),
+    (partition_rows, SPREAD.reshape(3, 4)),
+    (partition_flattened, SPREAD.reshape(3, 4)),
+    (argpartition_passive, SPREAD.reshape(3, 4)),
+    (ufunc_reduces, SPREAD.reshape(3, 4)),
+    (fortran_order, MATRIX),
+    (float_of_a_sum, MATRIX),
+    (item_of_a_sum, MATRIX),
+    (einsum_trace, SQUARE),
+    (einsum_diagonal, SQUARE),
+    (einsum_transpose, MATRIX),
+    (einsum_column_sums, MATRIX),
+    (einsum_middle_sums, CUBE),
+    (einsum_batched_transpose, CUBE),
+]
+
+
+@pytest.mark.parametrize(
+    "function, x", CASES, ids=[function.__name__ for function, _ in CASES]
+)
+def test_idiom_value_is_numpys_and_gradients_central_differences(function, x):
+    value, gradient = ppto.value_and_grad(function)(x)
+    assert float(value) == function(x)  # (exactly: the same NumPy calls)
+    expected = central_differences(function, [x], 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6, atol=1e-8)
+    direction = np.linspace(1.0, -2.0, x.size).reshape(x.shape)
+    _, derivative = ppto.jvp(function, (x,), (direction,))
+    assert float(derivative) == pytest.approx(np.sum(expected * direction), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "function, x",
+    [(einsum_trace, SQUARE), (einsum_diagonal, SQUARE), (max_of_three, SQUARE)],
+    ids=["einsum_trace", "einsum_diagonal", "max_of_three"],
+)
+def test_second_derivatives_through_idioms(function, x):
+    step = 1e-5
+    gradient = ppto.grad(function)
+    flat = x.ravel()
+    columns = [
+        (
+            np.asarray(gradient((flat + step * e).reshape(x.shape)))
+            - np.asarray(gradient((flat - step * e).reshape(x.shape)))
+        ).ravel()
+        / (2 * step)
+        for e in np.eye(x.size)
+    ]
+    hessian = np.asarray(ppto.hessian(function)(x)).reshape(x.size, x.size)
+    np.testing.assert_allclose(hessian, np.stack(columns, 1), rtol=1e-5, atol=1e-7)
+
+
+def tied_max(x):
+    return max(x[0], x[1]) + min(x[2], x[3]) * 2.0
+
+
+def test_tied_max_and_min_send_the_gradient_to_the_first_as_python_returns_it():
+    # Python's max(a, b) returns a unless b > a: the tie's gradient is a's
+    gradient = np.asarray(ppto.grad(tied_max)(np.array([1.5, 1.5, -0.5, -0.5])))
+    np.testing.assert_array_equal(gradient, [1.0, 0.0, 2.0, 0.0])
+
+
+def tied_partition(x):
+    return np.sum(np.partition(x, 1) * np.array([1.0, 10.0, 100.0, 1000.0]))
+
+
+def test_tied_partition_gives_each_element_one_place_s_gradient():
+    # ties share no gradient: each element takes the gradient of one place, tied
+    # ones matched in their order (as a stable sort ranks them)
+    x = np.array([2.0, 1.0, 2.0, 1.0])
+    gradient = np.asarray(ppto.grad(tied_partition)(x))
+    assert tied_partition(x) == pytest.approx(
+        float(ppto.value_and_grad(tied_partition)(x)[0])
+    )
+    assert sorted(gradient) == [1.0, 10.0, 100.0, 1000.0]
+    np.testing.assert_array_equal(gradient[[1, 3]], [1.0, 10.0])
+
+
+def test_tied_ufunc_reduce_shares_the_gradient_as_np_max_does():
+    def top(x):
+        return np.sum(np.maximum.reduce(x, axis=0))
+
+    gradient = np.asarray(ppto.grad(top)(np.array([[1.0, 2.0], [1.0, 0.0]])))
+    np.testing.assert_array_equal(gradient, [[0.5, 1.0], [0.5, 0.0]])
+
+
+def einsum_generated(x):
+    return np.einsum("ii->", x) + np.sum(np.einsum("ij->ji", x) ** 2)
+
+
+def test_einsum_of_one_operand_shows_its_mask_and_transpose():
+    source = ppto.show_grad(einsum_generated, SQUARE, file=None)
+    assert "unary_einsum(x, subscripts='ii->')" in source
+    assert "diagonal_mask(x, 'ii->')" in source
+    assert "subscripts='ji->ij'" in source
+
+
+def max_with_key(x):
+    return max(np.sum(x), np.sum(x * 2), key=abs)
+
+
+def max_of_unpacked(x):
+    values = [np.sum(x), np.sum(x * 2)]
+    return max(*values)
+
+
+@pytest.mark.parametrize(
+    "function, advice",
+    [(max_with_key, "write the numbers out"), (max_of_unpacked, "one by one")],
+)
+def test_max_with_key_or_starred_items_is_refused_at_its_line(function, advice):
+    with pytest.raises(ppto.TransformError) as raised:
+        ppto.grad(function)(SQUARE)
+    message = str(raised.value)
+    assert "test_numpy_idioms.py" in message and advice in message
+
+
+def max_of_two_arrays(x):
+    return np.sum(max(x[0], x[1]))
+
+
+def test_max_of_arrays_is_refused_as_python_refuses_it():
+    # (Python's own error, at the user's line: not np.maximum's elementwise result)
+    with pytest.raises(
+        ppto.ShapeError, match=r"test_numpy_idioms\.py, line \d+.*truth value"
+    ):
+        ppto.grad(max_of_two_arrays)(MATRIX)
+
+
+def ravel_in_memory_order(x):
+    return np.sum(x.ravel(order="K") ** 2)
+
+
+def test_memory_orders_are_refused_with_the_orders_ppto_takes():
+    with pytest.raises(ppto.PptoError, match="order='C'.*'F'"):
+        ppto.grad(ravel_in_memory_order)(MATRIX)
+
+
+def counts_from_shapes(x):
+    steps = max(x.shape[0], 2) + min(x.shape)
+    total = 0.0
+    for _ in range(steps):
+        total = total + np.sum(x)
+    return total
+
+
+def test_max_of_whole_numbers_still_counts_loops():
+    assert float(ppto.grad(counts_from_shapes)(MATRIX)[0, 0]) == 6.0
