@@ -389,6 +389,12 @@ def local_layer(x, w, act):
     return np.sum(layer(layer(x)))
 
 
+def einsum_trace_and_larger(x):
+    # a trace by np.einsum of one operand, and Python's max of numbers
+    t = np.einsum("ii->", x)
+    return max(t, np.sum(x * x), 0.5)
+
+
 CASES = [
     GoldenCase(square_sum, (vector(),)),
     GoldenCase(sin_times_x, (vector(),)),
@@ -451,4 +457,5 @@ CASES = [
     GoldenCase(custom_rule, (vector(),)),
     GoldenCase(composite_operator, (vector(),)),
     GoldenCase(local_layer, (vector(), vector(), np.tanh), wrt=(0, 1)),
+    GoldenCase(einsum_trace_and_larger, (matrix(3, 3),)),
 ]
