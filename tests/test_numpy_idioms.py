@@ -277,9 +277,29 @@ def ravel_in_memory_order(x):
     return np.sum(x.ravel(order="K") ** 2)
 
 
-def test_memory_orders_are_refused_with_the_orders_ppto_takes():
-    with pytest.raises(ppto.PptoError, match="order='C'.*'F'"):
-        ppto.grad(ravel_in_memory_order)(MATRIX)
+def reshape_in_memory_order(x):
+    return np.sum(np.reshape(x, (4, 3), order="A") ** 2)
+
+
+def reshape_in_order_of_a_variable(x, order):
+    return np.sum(x.reshape(4, 3, order=order) ** 2)
+
+
+@pytest.mark.parametrize(
+    "function, args, written",
+    [
+        (ravel_in_memory_order, (MATRIX,), "'K'"),
+        (reshape_in_memory_order, (MATRIX,), "'A'"),
+        (reshape_in_order_of_a_variable, (MATRIX, "F"), "order"),
+    ],
+)
+def test_memory_orders_are_refused_at_their_line(function, args, written):
+    # 'A' and 'K' follow memory layout, which generated code does not keep
+    with pytest.raises(ppto.TransformError) as raised:
+        ppto.grad(function)(*args)
+    message = str(raised.value)
+    assert f"written out, not {written}" in message
+    assert "test_numpy_idioms.py" in message and "order='F'" in message
 
 
 def counts_from_shapes(x):

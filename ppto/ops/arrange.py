@@ -435,6 +435,8 @@ def partition(xp, x, kth, axis=-1, kind="introselect"):
     at each place in ``kth`` is the one a sort puts there, the smaller before it and
     the larger after, like np.partition (whose values these are). Each element gets
     the gradient of the place it is put in; tied elements share none."""
+    if xp is not np:  # (CuPy takes no kind: it sorts)
+        return xp.partition(x, kth, axis=axis)
     return xp.partition(x, kth, axis=axis, kind=kind)
 
 

@@ -81,24 +81,17 @@ def _(x, axis1, axis2):
     return backward
 
 
-def checked_order(order: str, name: str) -> str:
-    """``order`` if it is 'C' or 'F'; a ppto error naming ``name`` otherwise: 'A'
-    and 'K' follow the array's memory layout, which ppto's generated code does not
-    keep (its intermediates may be transposed views or fresh arrays)."""
-    if order in ("C", "F"):
-        return order
-    raise ShapeError(
-        f"ppto.{name} takes order='C' (row-major, the default) or 'F' "
-        f"(column-major), not {order!r}: 'A' and 'K' depend on how the array is laid "
-        "out in memory; write the order meant, 'C' or 'F'"
-    )
+# the orders reshape and flatten take in generated code: 'A' and 'K' follow how an
+# array is laid out in memory, which generated code does not keep (its intermediates
+# may be fused kernels' fresh arrays where NumPy's would be transposed views)
+ORDERS = ("C", "F")
 
 
 @primitive(ANY, tangent="linear")
 def reshape(xp, x, shape, order="C"):
     """The same elements in a new shape (one axis may be -1), read and written in
     row-major order, or column-major with ``order='F'`` (like np.reshape)."""
-    return xp.reshape(x, shape, order=checked_order(order, "reshape"))
+    return xp.reshape(x, shape, order=order)
 
 
 @reshape.grad_rule
@@ -113,7 +106,7 @@ def _(x, shape, order="C"):
 def flatten(xp, x, order="C"):
     """x's elements along one axis, in row-major order, or column-major with
     ``order='F'`` (``np.ravel(x)``, ``x.flatten()``, ``x.ravel(order='F')``)."""
-    return xp.reshape(x, (-1,), order=checked_order(order, "flatten"))
+    return xp.reshape(x, (-1,), order=order)
 
 
 @flatten.grad_rule

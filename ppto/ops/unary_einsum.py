@@ -61,18 +61,20 @@ def unary_einsum(xp, x, subscripts):
 @unary_einsum.grad_rule
 def _(x, subscripts):
     def backward(dY):
-        if repeats_index(subscripts, x):
-            # (the mask puts dY on the diagonal; the summed indices broadcast it)
+        if repeats_index(subscripts, x):  # (a diagonal: dY on it through a mask)
             mask = diagonal_mask(x, subscripts)
             return einsum(dY, mask, subscripts=masked_subscripts(subscripts, x))
-        if reorders(subscripts, x):  # (back to x's order: 'ij->ji' of 'ji->ij')
-            dx = unary_einsum(dY, subscripts=kept_subscripts(subscripts, x))
-        else:
-            dx = dY
-        if sums_an_index(subscripts, x):
-            dx = expand_dims(dx, summed_axes(subscripts, x))
-            dx = broadcast_to(dx, np.shape(x))
-        return dx
+        # dY back in x's order of indices, broadcast along those summed
+        kept = (
+            unary_einsum(dY, subscripts=kept_subscripts(subscripts, x))
+            if reorders(subscripts, x)
+            else dY
+        )
+        return (
+            broadcast_to(expand_dims(kept, summed_axes(subscripts, x)), np.shape(x))
+            if sums_an_index(subscripts, x)
+            else kept
+        )
 
     return backward
 

@@ -1526,6 +1526,8 @@ class Normalizer:
                     f"ppto.{op.name} has no argument {keyword.arg!r}",
                     f"its arguments are {', '.join(op.input_names + op.param_names)}",
                 )
+        if op is shape.reshape or op is shape.flatten:
+            self.check_order(node, op, renames)
         defaults = {**getattr(op, "defaults", {}), **getattr(op, "input_defaults", {})}
         inputs += [None] * (arity - len(inputs))
         for index, name in enumerate(op.input_names):
@@ -1539,6 +1541,25 @@ class Normalizer:
                 f"ppto.{op.name} needs {arity} input(s): {', '.join(op.input_names)}",
             )
         return self.apply(target, op, inputs, params, given, at=node)
+
+    def check_order(self, node, op, renames) -> None:
+        """A reshape's or flatten's ``order`` must be 'C' or 'F', written out (see
+        ``shape.ORDERS``)."""
+        place = (op.input_names + op.param_names).index("order")
+        named = {renames.get(k.arg, k.arg): k.value for k in node.keywords}
+        given = node.args[place] if place < len(node.args) else named.get("order")
+        if given is None or (
+            isinstance(given, gast.Constant) and given.value in shape.ORDERS
+        ):
+            return
+        raise self.source.error(
+            given,
+            f"ppto.{op.name} takes order='C' (row-major, the default) or 'F' "
+            "(column-major) written out, not "
+            f"{gast.unparse(given).strip()}: 'A' and 'K' follow how an array is "
+            "laid out in memory, which the generated code does not keep",
+            "write the order meant, order='C' or order='F'",
+        )
 
     def varied_clip_bounds(self, node, renames, first: int):
         """The bounds (lo, hi: expressions, None where not given) of a call of
