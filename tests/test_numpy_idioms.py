@@ -252,7 +252,7 @@ def max_of_unpacked(x):
 
 @pytest.mark.parametrize(
     "function, advice",
-    [(max_with_key, "write the numbers out"), (max_of_unpacked, "one by one")],
+    [(max_with_key, "max has no ppto operator"), (max_of_unpacked, "one by one")],
 )
 def test_max_with_key_or_starred_items_is_refused_at_its_line(function, advice):
     with pytest.raises(ppto.TransformError) as raised:

@@ -1,14 +1,15 @@
 """Comprehensions as loops, right after parsing: ``[f(x) for x in xs]`` (and a
 generator expression, ``f(x) for x in xs``) becomes a list built with ``append`` in a
-for loop written just before the statement that held it, and the builtin ``sum(...)``
-an accumulation in such a loop; the later stages differentiate loops and lists.
-``xs.extend(... for ...)`` appends the items to ``xs`` in such a loop, and so does
-``xs += [... for ...]`` where every assignment of ``xs`` in the function makes it a
-list (else it may be an array, to which ``+=`` adds the items); the builtin
-``map(fn, xs)`` is first written as ``[fn(item) for item in xs]`` (a lambda's body
-as the item: ``map(lambda v: v * w, xs)`` is ``[v * w for v in xs]``). An
-assignment expression, ``(y := f(x))``, becomes an assignment written before its
-statement in the same way.
+for loop written just before the statement that held it, the builtin ``sum(...)``
+an accumulation in such a loop, and ``max(items)`` (``min``) a loop keeping the
+larger (normalize.py writes ``max(best, item)`` as ppto's ``larger``); the later
+stages differentiate loops and lists. ``xs.extend(... for ...)`` appends the items
+to ``xs`` in such a loop, and so does ``xs += [... for ...]`` where every
+assignment of ``xs`` in the function makes it a list (else it may be an array, to
+which ``+=`` adds the items); the builtin ``map(fn, xs)`` is first written as
+``[fn(item) for item in xs]`` (a lambda's body as the item: ``map(lambda v: v * w,
+xs)`` is ``[v * w for v in xs]``). An assignment expression, ``(y := f(x))``,
+becomes an assignment written before its statement in the same way.
 
 Python runs a comprehension in a scope of its own, so its variables are renamed
 where the function uses their names for anything else. Dict comprehensions are
@@ -74,8 +75,7 @@ def comprehensions_as_loops(
 
 def _python_builtins(definition: gast.FunctionDef, namespace) -> set[str]:
     """Which of ``sum``, ``list``, ``tuple``, ``map``, ``max`` and ``min`` in the
-    function are
-    Python's (not a parameter, a local or a global of that name)."""
+    function are Python's (not a parameter, a local or a global of that name)."""
     arguments = definition.args
     parameters = {
         a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs

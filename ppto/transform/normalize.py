@@ -137,6 +137,18 @@ def _reads_no_values(function, through_comparisons: bool) -> bool:
     return not through_comparisons and called in WHOLE_NUMBER_CALLS
 
 
+def _extreme_items(node: gast.Call) -> list:
+    """The numbers a call of Python's max or min compares where ppto writes it as
+    a chain (its arguments, or the items of the one list or tuple written out in
+    it), or none: a call with key= or default=."""
+    items = list(node.args)
+    if len(items) == 1 and isinstance(items[0], (gast.List, gast.Tuple)):
+        items = list(items[0].elts)
+    if node.keywords or any(isinstance(item, gast.Starred) for item in items):
+        return []
+    return items
+
+
 def constant_expr(value) -> gast.expr:
     """A gast expression for a Python literal (defaults of operator parameters)."""
     if isinstance(value, tuple):
@@ -1332,7 +1344,9 @@ class Normalizer:
             return self.method_call(node, callee.method, target)
         if callee.kind == "function" or _composite_without_rule(callee):
             return self.call_function(node, callee, [target])[0]
-        if callee.function is builtins.max or callee.function is builtins.min:
+        if (
+            callee.function is builtins.max or callee.function is builtins.min
+        ) and _extreme_items(node):  # (with key= or default=: opaque, as before)
             return self.builtin_extreme(node, callee, target)
         if callee.kind == "operator":
             if callee.op.flags:
@@ -1375,23 +1389,8 @@ class Normalizer:
         ``larger`` (``smaller``): ``larger(larger(a, b), c)``, the first of equal
         ones kept as Python keeps it. ``max(items)`` of a list is a loop by now
         (comprehensions.py); of a list written out, a chain of its items."""
-        name = callee.text
         op = numbers.larger if callee.function is builtins.max else numbers.smaller
-        items = list(node.args)
-        if len(items) == 1 and isinstance(items[0], (gast.List, gast.Tuple)):
-            items = list(items[0].elts)
-        if (
-            node.keywords
-            or not items
-            or any(isinstance(item, gast.Starred) for item in items)
-        ):
-            raise self.source.error(
-                node,
-                f"ppto differentiates {name}(a, b, ...) of numbers and {name}(items) "
-                "of a list of numbers, not with key=, default= or *items",
-                f"write the numbers out, {name}(a, b, c), or take {name} of a list "
-                f"(np.{name}(np.stack(items)) of arrays)",
-            )
+        items = _extreme_items(node)
         best = self.expression(items[0])
         for position, item in enumerate(items[1:], start=2):
             last = target if position == len(items) else None
