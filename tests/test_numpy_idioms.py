@@ -302,6 +302,15 @@ def test_memory_orders_are_refused_at_their_line(function, args, written):
     assert "test_numpy_idioms.py" in message and "order='F'" in message
 
 
+def float_of_a_vector(x):
+    return float(x[:1]) * 2.0
+
+
+def test_float_of_an_array_with_axes_is_refused_as_numpy_refuses_it():
+    with pytest.raises(ppto.ShapeError, match=r"float\(\) of an array.*line \d+"):
+        ppto.grad(float_of_a_vector)(np.arange(3.0))
+
+
 def counts_from_shapes(x):
     steps = max(x.shape[0], 2) + min(x.shape)
     total = 0.0

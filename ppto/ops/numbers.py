@@ -11,6 +11,7 @@ array passes its gradient back to the array's one element.
 
 import numpy as np
 
+from ppto.errors import ShapeError
 from ppto.ops.elementwise import where
 from ppto.ops.logic import greater, less
 from ppto.ops.primitive import primitive
@@ -72,9 +73,15 @@ ONE_ELEMENT = "(Tensor[...]) -> Tensor[]"
 
 @primitive(ONE_ELEMENT, tangent="linear")
 def to_float(xp, x):
-    """Python's ``float(x)`` of a number or a 0-d array: a Python float (NumPy
-    refuses an array of more axes, as this does)."""
-    return float(x)
+    """Python's ``float(x)`` of a number or a 0-d array: a Python float (NumPy 2
+    refuses an array of more axes, and so does this)."""
+    try:
+        return float(x)
+    except TypeError as error:  # (NumPy's own words, as a ppto error at the line)
+        raise ShapeError(
+            f"float() of an array of shape {np.shape(x)}: {error}; take its "
+            "element first, float(x[0]), or write x.item()"
+        ) from error
 
 
 @primitive(ONE_ELEMENT, tangent="linear")
