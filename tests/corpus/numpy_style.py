@@ -1095,9 +1095,63 @@ def stacked_rows(x, y):
     )
 
 
+def numbers_compared(x, s):
+    # Python's max and min of numbers: of two, of three, of a Python float
+    total = np.sum(x)
+    return max(total, s) * min(s, 2.0, np.sum(x * x)) + max(float(x[0]), s * s)
+
+
+def largest_row(x, w):
+    # max of a generator's items and min of a list built in a loop
+    energies = []
+    for row in x:
+        energies.append(np.sum(row * w))
+    return max(np.sum(np.tanh(row) * w) for row in x) - min(energies)
+
+
+def one_operand_einsums(a, b):
+    return np.einsum("ii->", a) * np.sum(np.einsum("ij->j", b) ** 2) + np.sum(
+        np.einsum("ii->i", a) * np.einsum("ji", b)[0]
+    )
+
+
+def columns_split_apart(x, y):
+    joined = np.column_stack([y, x, y * y])
+    left, middle, right = np.array_split(joined, 3, axis=1)
+    return np.sum(left * right) + np.sum(np.sin(middle))
+
+
+def partitioned_scores(x, w):
+    scores = x * w
+    return np.sum(np.partition(scores, 1, axis=1)[:, :2] ** 2)
+
+
+def reduced_in_fortran_order(x, w):
+    top = np.maximum.reduce(x * w)
+    flat = np.add.reduce(x, axis=1).reshape((1, -1), order="F")
+    return (
+        np.sum(top**2)
+        + np.sum(flat * x.ravel(order="F")[:3])
+        + np.sum(x.flatten("F") * w.reshape(-1, order="F").repeat(3))
+    )
+
+
+def number_of_a_sum(x, s):
+    value = float(np.sum(x * s))
+    return value * value + np.sum(x).item() * s
+
+
 LABELS = np.array([0, 2, 1, 2])
 
+
 CASES = [
+    Case(numbers_compared, F(4), S()),
+    Case(largest_row, F(3, 4), T(4)),
+    Case(one_operand_einsums, T(3, 3), F(3, 4)),
+    Case(columns_split_apart, F(4, 2), F(4)),
+    Case(partitioned_scores, F(3, 5), F(5)),
+    Case(reduced_in_fortran_order, F(3, 4), F(4)),
+    Case(number_of_a_sum, T(2, 3), S()),
     Case(index_by_zero_d_boolean, F(3), K(np.array(True))),
     Case(affine_bias, F(3, 4), T(4, 2), F(2)),
     Case(exp_sum_axis, F(3, 4)),
