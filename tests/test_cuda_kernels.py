@@ -121,7 +121,11 @@ def fused_for_cuda(function, shapes, dtype="float64"):
 
 # batch norm's gradient (ppto/fusion/batch_norm_backward.py): its broadcasts back to
 # the image (unreduce) have no staged form, so on CUDA its statements run unfused
-CPU_ONLY = {"batch_norm_backward_nhwc", "batch_norm_backward_added_nhwc"}
+CPU_ONLY = {
+    f"batch_norm_backward{added}_{layout}"
+    for added in ("", "_added")
+    for layout in ("nhwc", "nchw")
+}
 
 
 def test_rules_have_cuda_kernels_derived_from_their_patterns():

@@ -165,8 +165,9 @@ class Match:
         return matched
 
     def resolved(self, expression):
-        """``expression``, or where it is a name a copy ``a = b`` defines (both
-        assigned once), the name it copies, recursively: the value itself."""
+        """``expression``, or where it is a name a copy ``a = b`` assigned once
+        defines, the name it copies (where nothing assigns that between the copy
+        and the read), recursively: the value itself."""
         first = True
         while isinstance(expression, gast.Name):
             name = expression.id
@@ -174,11 +175,13 @@ class Match:
             if position is None or self.fuser.stores.get(name) != 1:
                 break
             value = self.before[position].value
-            if (
-                not isinstance(value, gast.Name)
-                or self.fuser.stores.get(value.id, 0) > 1
-            ):
+            if not isinstance(value, gast.Name):
                 break
+            source = {value.id}
+            if self.fuser.stores.get(value.id, 0) > 1 and self.reaching(
+                source, position
+            ) != self.reaching(source, self.position):
+                break  # (it copies a value the name no longer has here)
             if first:
                 self.copy_reads[name] = self.copy_reads.get(name, 0) + 1
                 first = False
