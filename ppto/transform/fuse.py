@@ -1,12 +1,13 @@
 """Fusion: a rewrite of generated code, the same for forward and backward passes.
 
 Each fusion rule's pattern is matched against the data flow of the generated
-statements: an assignment's expression, and the single-purpose temporaries it reads
-(values that no other statement reads, defined earlier in the same block with nothing
-in between changing their inputs). A match replaces the expression with a call of the
-rule's fused kernel (``__fused_<name>``) and drops the temporaries it absorbed. What
-remains of chains of elementwise operators (three or more) becomes a generated
-elementwise kernel. An intermediate another statement still reads is never fused away.
+statements (``ppto.transform.fuse_match``): an assignment's expression, and the
+single-purpose temporaries it reads (each definition of a name read only by the
+match, earlier in the same block). A match replaces the expression with a call of the
+rule's fused kernel (``__fused_<name>``), put there or earlier where a statement in
+between reads one of its values, and drops the temporaries it absorbed. What remains
+of chains of elementwise operators (three or more) becomes a generated elementwise
+kernel. An intermediate another statement still reads is never fused away.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import gast
 
 from ppto.symbolic import Operator, Symbol
 from ppto.transform.analyze import literal
+from ppto.transform.emit import Comment
 from ppto.transform.trees import loads, name_counts, single_target, stores
 
 
@@ -267,6 +268,8 @@ class Match:
         for names, position in self.argument_reads:
             for defined in self.reaching(names, position).values():
                 ready = max(ready, defined + 1)
+        while ready < self.root and isinstance(self.before[ready], Comment):
+            ready += 1  # (after the "# grad of" line of the statements it replaces)
         if ready < self.root and self.valid_at(ready, outputs):
             return ready
         return None
