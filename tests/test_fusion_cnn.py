@@ -47,6 +47,7 @@ CNN_RULES = {
     # (ppto/fusion/batch_norm_backward.py: batch norm's gradient)
     "batch_norm_backward_nhwc",
     "batch_norm_backward_added_nhwc",
+    "batch_norm_backward_centred_added_nhwc",
 }
 
 
@@ -192,9 +193,9 @@ CASES = [
     (conv_bias_relu, {"conv2d_bias_maximum_nhwc"}, {"conv2d_bias_nhwc"}),
     (strided_conv_bias_relu, {"conv2d_bias_relu_nhwc"}, {"conv2d_bias_nhwc"}),
     (batch_norm, {"batch_norm_nhwc"}, {"batch_norm_outputs_nhwc", *ADDED}),
-    # (its gradient written around the name centred: not the pattern's order)
+    # (its gradient written around the name centred: the rule of that order)
     (batch_norm_centred_once, {"batch_norm_nhwc"},
-     {"batch_norm_outputs_nhwc", *BACKWARD}),
+     {"batch_norm_outputs_nhwc", "batch_norm_backward_centred_added_nhwc"}),
     (batch_norm_relu, {"batch_norm_relu_nhwc"},
      {"batch_norm_relu_outputs_nhwc", *ADDED}),
     (residual_pool, {"global_pool_of_relu_sum"}, set()),

@@ -148,3 +148,23 @@ def test_the_call_does_not_move_where_it_would_read_other_arguments(rule):
     args = arrays()
     for got, wanted in zip(run(text, kernels, *args), run(source, {}, *args)):
         np.testing.assert_allclose(got, wanted, rtol=1e-14)
+
+
+def test_a_copy_of_a_name_assigned_after_it_is_not_seen_through(rule):
+    # u keeps a's first value; the call must read u, not the a assigned since
+    source = """
+def f(a, c):
+    u = a
+    a = a * c
+    s = reduce_sum(u / c)
+    t = u * c
+    acc = t
+    acc = acc + tanh(t)
+    acc = acc + exp(u)
+    return s, acc, a
+"""
+    text, kernels = fused(source)
+    assert "s, acc = __fused_sums_and_accumulator(u, c)" in body(text)
+    args = arrays()
+    for got, wanted in zip(run(text, kernels, *args), run(source, {}, *args)):
+        np.testing.assert_allclose(got, wanted, rtol=1e-14)

@@ -62,34 +62,44 @@ NHWC = Layout("nhwc", PIXELS, False)
 NCHW = Layout("nchw", (0, 2, 3), True)
 
 
-def _pattern(layout: Layout, added: bool):
+def _pattern(layout: Layout, added: bool, centred: bool):
     """The gradient code of one layout, the input's added to an ``earlier`` one
-    where ``added`` (the input is read elsewhere too)."""
+    where ``added`` (the input is read elsewhere too); where ``centred``, as the
+    code is for a function naming ``x - mean`` (its gradient is accumulated
+    first, then added to the input's)."""
     axes, keep = layout.axes, layout.keepdims
 
     def sum_(value):
         return reductions.reduce_sum(value, axes, keep) if keep else (
             reductions.reduce_sum(value, axes))  # fmt: skip
 
-    def values(g, scaled, deviation, centred, gamma, count, like, earlier, shape):
+    def back(value, like):
+        if keep:  # (kept dims broadcast as they are)
+            return reductions.unreduce(value, like, axes, True)
+        return reductions.unreduce(value, like, axes)
+
+    def values(g, scaled, deviation, c, gamma, count, like, earlier, shape):
         dbeta = sum_(g)
         dcentred = g / deviation
         ddeviation = -sum_(g * scaled) / deviation
         dvariance = ddeviation / (2 * deviation)
-        dgamma = sum_(dcentred * centred)
+        # (the code broadcasts the variance's gradient back where its dims are
+        # not kept)
+        dsquare = (dvariance / count if keep else back(dvariance / count, shape)) * 2
+        if centred:
+            dc = dsquare * c
+            dgamma = sum_(dcentred * c)
+            dc = dc + dcentred * gamma
+            dx = dc if earlier is None else earlier + dc
+            return dbeta, dgamma, dx + back(-sum_(dc) / count, like)
+        dgamma = sum_(dcentred * c)
         dinput = dcentred * gamma
         dx = dinput if earlier is None else earlier + dinput
         dmean = -sum_(dinput)
-        if keep:  # (kept dims broadcast as they are: no unreduce)
-            dsquare = dvariance / count * 2 * centred
-            back = reductions.unreduce
-            dx = dx + dsquare
-            dmean = dmean + -sum_(dsquare)
-            return dbeta, dgamma, dx + back(dmean / count, like, axes, True)
-        dsquare = reductions.unreduce(dvariance / count, shape, axes) * 2 * centred
+        dsquare = dsquare * c
         dx = dx + dsquare
         dmean = dmean + -sum_(dsquare)
-        return dbeta, dgamma, dx + reductions.unreduce(dmean / count, like, axes)
+        return dbeta, dgamma, dx + back(dmean / count, like)
 
     if keep and added:
 
@@ -112,16 +122,17 @@ def _pattern(layout: Layout, added: bool):
             return values(g, scaled, deviation, centred, gamma, count, like, None,
                           shape)  # fmt: skip
 
-    pattern.__name__ = pattern.__qualname__ = _name(layout, added)
+    pattern.__name__ = pattern.__qualname__ = _name(layout, added, centred)
     pattern.values = values  # (the NumPy fallback runs it on arrays)
     return pattern
 
 
-def _name(layout: Layout, added: bool) -> str:
-    return f"batch_norm_backward{'_added' * added}_{layout.name}"
+def _name(layout: Layout, added: bool, centred: bool) -> str:
+    words = ["batch_norm_backward"] + ["centred"] * centred + ["added"] * added
+    return "_".join([*words, layout.name])
 
 
-def _implementation(layout: Layout, added: bool, pattern):
+def _implementation(layout: Layout, name: str, pattern):
     """The kernel of one layout, with its rule's parameters (``_gradients``)."""
     if layout.keepdims:
 
@@ -135,7 +146,7 @@ def _implementation(layout: Layout, added: bool, pattern):
             arguments = (g, scaled, deviation, centred, gamma, count, like, earlier)
             return _gradients(layout, pattern.values, *arguments, shape)
 
-    kernel.__name__ = kernel.__qualname__ = f"_{_name(layout, added)}"
+    kernel.__name__ = kernel.__qualname__ = f"_{name}"
     return kernel
 
 
@@ -227,13 +238,15 @@ IMAGE, CHANNEL = (2, 5, 4, 3), (3,)
 NCHW_IMAGE, NCHW_CHANNEL = (2, 3, 5, 4), (1, 3, 1, 1)
 # (before regions: a region would take its elementwise statements apart)
 for layout in (NHWC, NCHW):
-    for added in (False, True):
-        pattern = _pattern(layout, added)
-        if layout.keepdims:
-            image, channel, shapes = NCHW_IMAGE, NCHW_CHANNEL, []
-        else:
-            image, channel, shapes = IMAGE, CHANNEL, [IMAGE]
-        shapes = [image, image, channel, image, channel, (), *shapes, image]
-        shapes += [image] * added
-        implementation = _implementation(layout, added, pattern)
-        rule(_name(layout, added), shapes, BACKWARD, implementation, FIRST)(pattern)
+    for centred in (False, True):
+        for added in (False, True):
+            pattern = _pattern(layout, added, centred)
+            if layout.keepdims:
+                image, channel, shapes = NCHW_IMAGE, NCHW_CHANNEL, []
+            else:
+                image, channel, shapes = IMAGE, CHANNEL, [IMAGE]
+            shapes = [image, image, channel, image, channel, (), *shapes, image]
+            shapes += [image] * added
+            name = _name(layout, added, centred)
+            implementation = _implementation(layout, name, pattern)
+            rule(name, shapes, BACKWARD, implementation, FIRST)(pattern)

@@ -179,9 +179,7 @@ class Match:
             if not isinstance(value, gast.Name):
                 break
             source = {value.id}
-            if self.fuser.stores.get(value.id, 0) > 1 and self.reaching(
-                source, position
-            ) != self.reaching(source, self.position):
+            if self.reaching(source, position) != self.reaching(source, self.position):
                 break  # (it copies a value the name no longer has here)
             if first:
                 self.copy_reads[name] = self.copy_reads.get(name, 0) + 1
