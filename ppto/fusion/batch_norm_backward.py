@@ -10,7 +10,7 @@ out, with ``g`` the output's gradient and ``scaled = gamma * centred / deviation
     dbeta  = sum(g)                 dgamma = sum(g * centred) / deviation
     dx = (gamma / deviation) * g + b * centred + k   per channel, where
     b = -sum(g * scaled) / (deviation**2 * n),  k = -(gamma / deviation * sum(g)
-        + 2 * b * sum(centred)) / n
+        + b * sum(centred)) / n
 
 (``sum(centred)`` is zero up to rounding, but the code computes it, so the kernel
 does too). The kernel makes one pass over blocks of the images for the four
@@ -62,41 +62,38 @@ NHWC = Layout("nhwc", PIXELS, False)
 NCHW = Layout("nchw", (0, 2, 3), True)
 
 
-def _pattern(layout: Layout, added: bool, centred: bool):
+def _pattern(layout: Layout, added: bool, named: bool):
     """The gradient code of one layout, the input's added to an ``earlier`` one
-    where ``added`` (the input is read elsewhere too); where ``centred``, as the
-    code is for a function naming ``x - mean`` (its gradient is accumulated
-    first, then added to the input's)."""
+    where ``added`` (the input is read elsewhere too); where ``named``, as the code
+    is for a function naming ``x - mean`` (its gradient is accumulated first, then
+    added to the input's)."""
     axes, keep = layout.axes, layout.keepdims
 
     def sum_(value):
-        return reductions.reduce_sum(value, axes, keep) if keep else (
-            reductions.reduce_sum(value, axes))  # fmt: skip
+        return reductions.reduce_sum(value, axes, keep)
 
     def back(value, like):
-        if keep:  # (kept dims broadcast as they are)
-            return reductions.unreduce(value, like, axes, True)
-        return reductions.unreduce(value, like, axes)
+        return reductions.unreduce(value, like, axes, keep)
 
-    def values(g, scaled, deviation, c, gamma, count, like, earlier, shape):
+    def values(g, scaled, deviation, centred, gamma, count, like, earlier, shape):
         dbeta = sum_(g)
         dcentred = g / deviation
         ddeviation = -sum_(g * scaled) / deviation
         dvariance = ddeviation / (2 * deviation)
-        # (the code broadcasts the variance's gradient back where its dims are
-        # not kept)
+        # (kept dims broadcast as they are: else the code broadcasts the variance's
+        # gradient back to the image)
         dsquare = (dvariance / count if keep else back(dvariance / count, shape)) * 2
-        if centred:
-            dc = dsquare * c
-            dgamma = sum_(dcentred * c)
-            dc = dc + dcentred * gamma
-            dx = dc if earlier is None else earlier + dc
-            return dbeta, dgamma, dx + back(-sum_(dc) / count, like)
-        dgamma = sum_(dcentred * c)
+        if named:
+            dnamed = dsquare * centred
+            dgamma = sum_(dcentred * centred)
+            dnamed = dnamed + dcentred * gamma
+            dx = dnamed if earlier is None else earlier + dnamed
+            return dbeta, dgamma, dx + back(-sum_(dnamed) / count, like)
+        dgamma = sum_(dcentred * centred)
         dinput = dcentred * gamma
         dx = dinput if earlier is None else earlier + dinput
         dmean = -sum_(dinput)
-        dsquare = dsquare * c
+        dsquare = dsquare * centred
         dx = dx + dsquare
         dmean = dmean + -sum_(dsquare)
         return dbeta, dgamma, dx + back(dmean / count, like)
@@ -122,13 +119,13 @@ def _pattern(layout: Layout, added: bool, centred: bool):
             return values(g, scaled, deviation, centred, gamma, count, like, None,
                           shape)  # fmt: skip
 
-    pattern.__name__ = pattern.__qualname__ = _name(layout, added, centred)
+    pattern.__name__ = pattern.__qualname__ = _name(layout, added, named)
     pattern.values = values  # (the NumPy fallback runs it on arrays)
     return pattern
 
 
-def _name(layout: Layout, added: bool, centred: bool) -> str:
-    words = ["batch_norm_backward"] + ["centred"] * centred + ["added"] * added
+def _name(layout: Layout, added: bool, named: bool) -> str:
+    words = ["batch_norm_backward"] + ["centred"] * named + ["added"] * added
     return "_".join([*words, layout.name])
 
 
@@ -238,15 +235,15 @@ IMAGE, CHANNEL = (2, 5, 4, 3), (3,)
 NCHW_IMAGE, NCHW_CHANNEL = (2, 3, 5, 4), (1, 3, 1, 1)
 # (before regions: a region would take its elementwise statements apart)
 for layout in (NHWC, NCHW):
-    for centred in (False, True):
+    for named in (False, True):
         for added in (False, True):
-            pattern = _pattern(layout, added, centred)
+            pattern = _pattern(layout, added, named)
             if layout.keepdims:
                 image, channel, shapes = NCHW_IMAGE, NCHW_CHANNEL, []
             else:
                 image, channel, shapes = IMAGE, CHANNEL, [IMAGE]
             shapes = [image, image, channel, image, channel, (), *shapes, image]
             shapes += [image] * added
-            name = _name(layout, added, centred)
+            name = _name(layout, added, named)
             implementation = _implementation(layout, name, pattern)
             rule(name, shapes, BACKWARD, implementation, FIRST)(pattern)
