@@ -119,8 +119,19 @@ def fused_for_cuda(function, shapes, dtype="float64"):
     return program, functions, kernels
 
 
+# batch norm's gradient (ppto/fusion/batch_norm_backward.py): its broadcasts back to
+# the image (unreduce) have no staged form, so on CUDA its statements run unfused
+CPU_ONLY = {
+    f"batch_norm_backward{centred}{added}_{layout}"
+    for centred in ("", "_centred")
+    for added in ("", "_added")
+    for layout in ("nhwc", "nchw")
+}
+
+
 def test_rules_have_cuda_kernels_derived_from_their_patterns():
-    assert CUDA_RULES == RULES  # every built-in rule has a CUDA kernel
+    # every other built-in rule has a CUDA kernel
+    assert CUDA_RULES == [rule for rule in RULES if rule.name not in CPU_ONLY]
     kinds = {rule.name: type(implementation_for(rule, "cuda")) for rule in CUDA_RULES}
     assert {name for name, kind in kinds.items() if kind is CudaStaged} == STAGED
     assert set(kinds.values()) == {

@@ -77,4 +77,7 @@ def test_the_readme_states_the_number_of_fusion_rules():
     assert re.findall(r"(\d+) built-in rules \(`ppto.fusion_rules\(\)`\)", text) == [
         str(count)
     ]
-    assert re.findall(r"All (\d+)\s+rules have CUDA kernels", text) == [str(count)]
+    from ppto.transform.fuse import implementation_for
+
+    on_cuda = [rule for rule in ppto.fusion_rules() if implementation_for(rule, "cuda")]
+    assert re.findall(r"(\d+) of\s+them have CUDA kernels", text) == [str(len(on_cuda))]

@@ -39,6 +39,7 @@ def test_there_are_more_than_fifty_rules_each_described():
 
 
 def _inputs(rule, rng, dtype):
+    image = (2, 6, 5, 4)
     shapes = {
         "matmul": [(5, 4), (4, 3), (3,)],
         # three axes: a rule along axis 1 must not reduce along the last one
@@ -49,12 +50,28 @@ def _inputs(rule, rng, dtype):
         "layer": [(3, 7), ()],
         # NHWC images, OIHW weights, per-channel vectors (ppto/fusion/cnn_patterns)
         "conv2d": [(2, 6, 5, 3), (4, 3, 3, 3), (4,)],
+        # gradient, scaled value, centred value, their shapes (ppto/fusion/
+        # batch_norm_backward: deviation, scale and count between them)
+        "batch_norm_backward": [
+            image,
+            image,
+            (4,),
+            image,
+            (4,),
+            (),
+            image,
+            image,
+            image,
+        ],
         "batch_norm": [(2, 6, 5, 4), (4,), (4,), (), (2, 6, 5, 4)],
         "channel": [(2, 6, 5, 4)] * 2,
         "global_pool": [(2, 6, 5, 4)] * 2,
     }
     prefix = next((key for key in shapes if rule.name.startswith(key)), None)
     chosen = shapes[prefix] if prefix else [(6, 5)] * len(rule.parameters)
+    if rule.name.startswith("batch_norm_backward") and rule.name.endswith("_nchw"):
+        image, channel = (2, 4, 6, 5), (1, 4, 1, 1)  # (statistics' dims kept)
+        chosen = [image, image, channel, image, channel, (), image, image]
     if rule.name == "batch_norm_variance_backward":
         chosen = [(2, 6, 5, 4), (2, 6, 5, 4), (4,)]
     if rule.name == "matmul_add":

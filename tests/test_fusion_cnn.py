@@ -44,6 +44,10 @@ CNN_RULES = {
     "batch_norm_normalized_maximum_outputs_nhwc",
     "batch_norm_normalized_add_relu_outputs_nhwc",
     "batch_norm_normalized_add_maximum_outputs_nhwc",
+    # (ppto/fusion/batch_norm_backward.py: batch norm's gradient)
+    "batch_norm_backward_nhwc",
+    "batch_norm_backward_added_nhwc",
+    "batch_norm_backward_centred_added_nhwc",
 }
 
 
@@ -179,21 +183,26 @@ def _arguments(function, dtype="float64"):
 
 
 BACKWARD = {"channel_sum_of_products", "batch_norm_variance_backward"}
+# batch norm's whole gradient, where it is scaled as gamma * centred / deviation
+GRADIENT = {"batch_norm_backward_nhwc"}
+# and added to the input's gradient, where the input is read elsewhere too
+ADDED = {"batch_norm_backward_added_nhwc"}
 # (function, rules its forward code runs, rules its gradient code runs without regions:
 # batch norm's values the backward pass reads by one multi-output rule)
 CASES = [
     (conv_bias_relu, {"conv2d_bias_maximum_nhwc"}, {"conv2d_bias_nhwc"}),
     (strided_conv_bias_relu, {"conv2d_bias_relu_nhwc"}, {"conv2d_bias_nhwc"}),
-    (batch_norm, {"batch_norm_nhwc"}, {"batch_norm_outputs_nhwc", *BACKWARD}),
+    (batch_norm, {"batch_norm_nhwc"}, {"batch_norm_outputs_nhwc", *ADDED}),
+    # (its gradient written around the name centred: the rule of that order)
     (batch_norm_centred_once, {"batch_norm_nhwc"},
-     {"batch_norm_outputs_nhwc", *BACKWARD}),
+     {"batch_norm_outputs_nhwc", "batch_norm_backward_centred_added_nhwc"}),
     (batch_norm_relu, {"batch_norm_relu_nhwc"},
-     {"batch_norm_relu_outputs_nhwc", *BACKWARD}),
+     {"batch_norm_relu_outputs_nhwc", *ADDED}),
     (residual_pool, {"global_pool_of_relu_sum"}, set()),
     (block_output, {"batch_norm_add_maximum_nhwc"},
-     {"batch_norm_add_maximum_outputs_nhwc", *BACKWARD}),
+     {"batch_norm_add_maximum_outputs_nhwc", *GRADIENT}),
     (block_output_relu, {"batch_norm_add_relu_nhwc"},
-     {"batch_norm_add_relu_outputs_nhwc", *BACKWARD}),
+     {"batch_norm_add_relu_outputs_nhwc", *GRADIENT}),
     (residual_pool_relu, {"global_pool_of_relu_op_sum"}, set()),
     (normalized, {"batch_norm_normalized_nhwc"},
      {"batch_norm_normalized_outputs_nhwc", *BACKWARD}),
@@ -208,7 +217,7 @@ CASES = [
     (whole_block, {"batch_norm_maximum_nhwc", "batch_norm_nhwc",
                    "global_pool_of_relu_sum"},
      {"batch_norm_maximum_outputs_nhwc", "batch_norm_add_maximum_outputs_nhwc",
-      *BACKWARD}),
+      *GRADIENT}),
 ]  # fmt: skip
 IDS = [case[0].__name__ for case in CASES]
 

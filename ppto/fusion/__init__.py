@@ -3,6 +3,7 @@ and the user-facing ``fusion_rule`` / ``fusion_rules``. The rewrite of generated
 lives in ``ppto.transform.fuse``."""
 
 from ppto.fusion import (
+    batch_norm_backward,  # noqa: F401  (batch norm's gradient)
     batch_norm_outputs,  # noqa: F401  (batch norm's values in gradient code)
     cnn_patterns,  # noqa: F401  (and those of CNNs)
     patterns,  # noqa: F401  (registers the built-in rules)

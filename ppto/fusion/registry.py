@@ -108,28 +108,42 @@ def template_of(pattern: Callable, parameters: Sequence[str]):
 
 def _check_outputs(pattern: Callable, values: tuple) -> None:
     """A multi-output pattern's values: each but the last computed on the way to the
-    last (its statements are the ones fused code replaces), none twice."""
-    inside = {id(node) for node in _nodes(values[-1])}
+    last (its statements are the ones fused code replaces) or, matched in a
+    statement of its own, from inputs the last one reads (batch norm's gradient:
+    its per-channel sums beside the input's gradient); none twice."""
+    last = values[-1]
+    inside = {id(node) for node in nodes(last)}
+    reads = _symbols(last)
     for number, value in enumerate(values[:-1]):
-        if id(value) not in inside or value is values[-1]:
+        if value is last or (id(value) not in inside and not _symbols(value) <= reads):
             raise FusionError(
                 f"fusion pattern {pattern.__name__}: value {number} ({value!r}) is "
-                "not an intermediate of its last value; a multi-output pattern "
-                "returns values computed on the way to its last one (return "
+                "not an intermediate of its last value and reads inputs the last "
+                "one does not; a multi-output pattern returns values computed on "
+                "the way to its last one, or from the inputs it reads (return "
                 "separate patterns for unrelated values)"
             )
     if len({id(value) for value in values}) != len(values):
         raise FusionError(f"fusion pattern {pattern.__name__} returns one value twice")
 
 
-def _nodes(node, seen: set | None = None):
+def _symbols(node) -> set:
+    """The names of the parameters a template reads."""
+    found = set()
+    for operator in nodes(node):
+        found.update(a.name for a in operator.inputs if isinstance(a, Symbol))
+        found.update(v.name for v in operator.params.values() if isinstance(v, Symbol))
+    return found
+
+
+def nodes(node, seen: set | None = None):
     """Every operator node of a template, each once (patterns share nodes)."""
     seen = set() if seen is None else seen
     if isinstance(node, Operator) and id(node) not in seen:
         seen.add(id(node))
         yield node
         for argument in node.inputs:
-            yield from _nodes(argument, seen)
+            yield from nodes(argument, seen)
 
 
 def elementwise_tree(template, parameters, substitute=None) -> Node | None:

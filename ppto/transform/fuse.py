@@ -1,18 +1,17 @@
 """Fusion: a rewrite of generated code, the same for forward and backward passes.
 
 Each fusion rule's pattern is matched against the data flow of the generated
-statements: an assignment's expression, and the single-purpose temporaries it reads
-(values that no other statement reads, defined earlier in the same block with nothing
-in between changing their inputs). A match replaces the expression with a call of the
-rule's fused kernel (``__fused_<name>``) and drops the temporaries it absorbed. What
-remains of chains of elementwise operators (three or more) becomes a generated
-elementwise kernel. An intermediate another statement still reads is never fused away.
+statements (``ppto.transform.fuse_match``): an assignment's expression, and the
+single-purpose temporaries it reads (each definition of a name read only by the
+match, earlier in the same block). A match replaces the expression with a call of the
+rule's fused kernel (``__fused_<name>``), put there or earlier where a statement in
+between reads one of its values, and drops the temporaries it absorbed. What remains
+of chains of elementwise operators (three or more) becomes a generated elementwise
+kernel. An intermediate another statement still reads is never fused away.
 """
 
 from __future__ import annotations
 
-import ast
-import bisect
 import math
 
 import gast
@@ -21,9 +20,11 @@ from ppto.fusion.cuda import CudaElementwise
 from ppto.fusion.kernels import ELEMENTWISE, LARGE, TERNARY, ElementwiseKernel, Node
 from ppto.fusion.registry import ALIASES, RULES, rules_for
 from ppto.ops.primitive import OperatorDef, registrations
-from ppto.symbolic import Operator, Symbol
+from ppto.symbolic import Operator
 from ppto.transform import trees
 from ppto.transform.analyze import literal
+from ppto.transform.fuse_match import Definitions as _Definitions
+from ppto.transform.fuse_match import Match, definition_reads, same
 from ppto.transform.normalize import BINARY_OPERATORS
 from ppto.transform.regions import fuse_regions
 from ppto.transform.trees import (
@@ -95,8 +96,14 @@ class Fuser:
         while position >= 0:  # from the last statement: larger patterns first
             statement = out[position]
             if single_target(statement):
+                self.statements, self.definitions = out, definitions
+                self.placement = position
                 prefix = definitions.before(position)
                 consumed = self.fuse(statement, out[:position], prefix)
+                if self.placement < position:  # the call runs earlier (Match.place)
+                    out.insert(self.placement, out.pop(position))
+                    consumed = [p + (p >= self.placement) for p in consumed]
+                    position += 1  # (the statement before it is now there)
                 for index in sorted(consumed, reverse=True):
                     del out[index]
                 if consumed:  # (the statements after them moved up)
@@ -104,6 +111,13 @@ class Fuser:
                 position -= len(consumed)
             position -= 1
         return out
+
+    def definition_reads(self, name: str, position: int) -> int | None:
+        """How many statements' reads of ``name`` read the value the statement at
+        ``position`` of the block being fused assigns (``fuse_match``)."""
+        counts = (self.loads, self.stores)
+        return definition_reads(self.statements, self.definitions, counts, name,
+                                position)  # fmt: skip
 
     def unchanged_after(self, block: list, position: int) -> bool:
         """Whether nothing after ``block[position]`` assigns a name its value reads, so
@@ -165,16 +179,20 @@ class Fuser:
             implementation = implementation_for(rule, self.kind)
             if implementation is None:
                 continue  # no fused kernel of this rule on this backend
-            match = _Match(self, definitions, before)
+            match = Match(self, definitions, before)
             if not match.node(rule.template, statement.value):
                 continue
-            outputs = match.outputs(rule, statement.targets[0].id)
+            outputs = _outputs(match, rule, statement.targets[0].id)
             if outputs is None or not match.complete(outputs):
                 continue
             if rule.outputs and not match.read_elsewhere(outputs[:-1]):
                 # its other values would be arrays no one reads (forward-only code):
                 # a one-value rule, or the plain code, computes less
                 continue
+            place = match.place(outputs)
+            if place is None:
+                continue
+            self.placement = place
             arguments = [match.bindings[name] for name in rule.parameters]
             label = rule.kernel_name
             self.kernels[label] = implementation
@@ -184,9 +202,10 @@ class Fuser:
                 [],
             )
             if rule.outputs:  # each value bound to the name the code gave it
-                names = [gast.Name(name, gast.Store(), None, None) for name in outputs]
+                names = [gast.Name(name, gast.Store(), None, None)
+                         for name, _ in outputs]  # fmt: skip
                 statement.targets = [gast.Tuple(names, gast.Store())]
-            return sorted(match.consumed)
+            return sorted(match.consumed | match.copies_left_unread())
         if self.before_regions:
             return []  # (chains: regions and the later pass fuse them)
         return self.elementwise(statement, before, definitions)
@@ -297,102 +316,44 @@ class Fuser:
         return position, before[position].value
 
 
-class _Match:
-    """Matches one template against code, absorbing temporaries it fully uses."""
-
-    def __init__(self, fuser: Fuser, definitions: _Definitions, before: list) -> None:
-        self.fuser = fuser
-        self.definitions = definitions
-        self.before = before
-        self.bindings: dict = {}
-        self.consumed: set = set()
-        self.uses: dict[str, int] = {}
-        self.shared: dict = {}
-
-    def node(self, template, expression) -> bool:
-        if isinstance(template, Symbol):
-            key = template.name
-            if key in self.bindings:
-                return _same(self.bindings[key], expression)
-            self.bindings[key] = expression
-            return True
-        if isinstance(template, (int, float)):
-            return (
-                isinstance(expression, gast.Constant) and expression.value == template
-            )
-        if not isinstance(template, Operator):
-            return False
-        shared = self.shared.get(id(template))  # a value the pattern uses twice
-        if isinstance(expression, gast.Name) and expression.id == shared:
-            # (a read of it inside the match: complete() counts them all)
-            self.uses[shared] += 1
-            return True
-        # (else the code computes the value again where it reads it, in an
-        # expression or another name: matched as written below)
-        decoded = self.fuser.decode(expression)
-        if decoded is None and isinstance(expression, gast.Name):
-            position = self.definitions.get(expression.id)
-            if position is None:
-                return False
-            if not self.fuser.unchanged_after(self.before, position):
-                return False
-            self.uses[expression.id] = self.uses.get(expression.id, 0) + 1
-            if position in self.consumed:
-                return False
-            self.consumed.add(position)
-            matched = self.node(template, self.before[position].value)
-            if matched:
-                self.shared[id(template)] = expression.id
-            return matched
-        if decoded is None or decoded.op is not template.op:
-            return False
-        if len(decoded.inputs) != len(template.inputs):
-            return False
-        for name, value in template.params.items():
-            code = decoded.params.get(name)
-            if isinstance(value, Symbol):
-                if not self.node(
-                    value,
-                    code if hasattr(code, "_fields") else gast.Constant(code, None),
-                ):
-                    return False
-            elif (literal(code) if hasattr(code, "_fields") else code) != value:
-                return False
-        return all(self.node(t, e) for t, e in zip(template.inputs, decoded.inputs))
-
-    def complete(self, outputs: list) -> bool:
-        """Absorbed temporaries must be read only inside the match, but a
-        multi-output rule's values (``outputs``), which the fused call binds."""
-        for name, count in self.uses.items():
-            if self.fuser.stores.get(name) != 1:
-                return False
-            if name not in outputs and self.fuser.loads.get(name) != count:
-                return False
-        return True
-
-    def read_elsewhere(self, names: list) -> bool:
-        """Whether a statement the match does not absorb reads one of ``names``."""
-        return any(self.fuser.loads.get(n, 0) != self.uses.get(n, 0) for n in names)
-
-    def outputs(self, rule, target: str) -> list | None:
-        """The names a multi-output rule's values are bound to in the code, the last
-        ``target`` (the statement matched); None where one is not a name of its own
-        that the fused call, put where that statement is, may bind: the code wrote
-        it inside an expression, or something between its statement and that one
-        (but the statements fused) reads it, or the call's arguments would."""
-        if not rule.outputs:
-            return [target]
-        names = [self.shared.get(id(value)) for value in rule.outputs[:-1]]
-        if None in names or len(set(names)) != len(names):
+def _outputs(match: Match, rule, target: str) -> list | None:
+    """The ``(name, position)`` of the statement computing each of a rule's values
+    (the last the root, ``target``): a value computed on the way to its last one is
+    the name the code gave it, another one a statement of its own
+    (``Match.separate``); None where one has no name of its own, or two one name."""
+    if not rule.outputs:
+        return [(target, match.root)]
+    inside = _nodes_of(rule)
+    found = []
+    for value in rule.outputs[:-1]:
+        if id(value) in inside:
+            key = match.shared.get(id(value))  # (None: written inside an expression)
+        else:
+            key = match.separate(value)
+        if key is None:
             return None
-        bound = set(names)
-        if any(loads(value) & bound for value in self.bindings.values()):
-            return None
-        first = min(self.definitions.get(name) for name in names)
-        for position in range(first, len(self.before)):
-            if position not in self.consumed and (loads(self.before[position]) & bound):
-                return None
-        return [*names, target]
+        found.append(key)
+    names = [name for name, _ in found] + [target]
+    if len(set(names)) != len(names):
+        return None
+    return [*found, (target, match.root)]
+
+
+# id of a rule's template -> (the template, ids of its nodes): a template never
+# changes
+_NODES_OF_TEMPLATE: dict = {}
+
+
+def _nodes_of(rule) -> set:
+    """``id`` of every operator node of ``rule``'s template (its last value)."""
+    from ppto.fusion.registry import nodes
+
+    template = rule.template
+    known = _NODES_OF_TEMPLATE.get(id(template))
+    if known is None or known[0] is not template:
+        ids = {id(node) for node in nodes(template)}
+        known = _NODES_OF_TEMPLATE[id(template)] = (template, ids)
+    return known[1]
 
 
 _KERNELS: dict = {}  # (tree signature, backend kind) -> its kernel
@@ -491,51 +452,12 @@ class _Inline(trees.Transformer):
         return self.visit(clone(value))
 
 
-class _Definitions:
-    """Where each name is assigned by a single-target statement of a block, seen
-    from a point in it: ``get(name)`` is the position of the last such statement
-    before ``limit``. One index serves every statement's prefix (``before``)."""
-
-    def __init__(self, block: list, positions: dict | None = None, limit=None):
-        if positions is None:
-            positions = {}
-            for position, statement in enumerate(block):
-                if single_target(statement):
-                    positions.setdefault(statement.targets[0].id, []).append(position)
-        self.positions = positions  # name -> its definitions' positions, ascending
-        self.limit = len(block) if limit is None else limit
-
-    def before(self, limit: int) -> _Definitions:
-        """The definitions of the statements before position ``limit``."""
-        return _Definitions((), self.positions, min(limit, self.limit))
-
-    def get(self, name: str) -> int | None:
-        found = self.positions.get(name)
-        if found is None:
-            return None
-        index = bisect.bisect_left(found, self.limit) - 1
-        return found[index] if index >= 0 else None
-
-
 def _leaf(expression, leaves: list) -> Node:
     for index, existing in enumerate(leaves):
-        if _same(existing, expression):
+        if same(existing, expression):
             return Node(leaf=index)
     leaves.append(expression)
     return Node(leaf=len(leaves) - 1)
-
-
-def _same(first, second) -> bool:
-    """Whether two expressions are the same code (names and numbers compared
-    directly: most are)."""
-    kind = type(first)
-    if kind is not type(second):
-        return False
-    if kind is gast.Name:
-        return first.id == second.id
-    if kind is gast.Constant:
-        return type(first.value) is type(second.value) and first.value == second.value
-    return ast.dump(gast.gast_to_ast(first)) == ast.dump(gast.gast_to_ast(second))
 
 
 def _op_names(tree: Node) -> list:
@@ -601,17 +523,35 @@ def fuse_program(
 
 def _first_rules_may_match(definition: gast.FunctionDef, namespace: dict) -> bool:
     """Whether ``definition`` calls every operator, but those written as Python
-    operators, of some rule matched before regions: else none can match, and the
-    pass is not made (it cost a function's fusion a third more time)."""
-    called = {
-        namespace.get(node.func.id)
-        for node in trees.walk(definition)
-        if isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
-    }
+    operators, of some rule matched before regions (along the axes the rule reduces
+    along, where it names them): else none can match, and the pass is not made (it
+    cost a function's fusion a third more time)."""
+    called = set()
+    for node in trees.walk(definition):
+        if isinstance(node, gast.Call) and isinstance(node.func, gast.Name):
+            op = namespace.get(node.func.id)
+            called.add(op)
+            if isinstance(op, OperatorDef):
+                called.add((op, _axis_of(node, op)))
     for rule in RULES:
         if rule.before_regions and _operators_called_by(rule) <= called:
             return True
     return False
+
+
+def _axis_of(call, op):
+    """The axis a call of operator ``op`` passes, where it is a number or a tuple
+    written out (else None)."""
+    found = None
+    for keyword in call.keywords:
+        if keyword.arg == "axis":
+            found = keyword.value
+    names = list(getattr(op, "param_names", ()))
+    if found is None and "axis" in names:
+        index = len(getattr(op, "input_names", ())) + names.index("axis")
+        found = call.args[index] if index < len(call.args) else None
+    value = literal(found) if found is not None else None
+    return value if isinstance(value, (int, tuple)) else None
 
 
 # id of a rule's template -> (the template, ``_called_operators`` of it): read for
@@ -633,12 +573,16 @@ def _operators_called_by(rule) -> set:
 
 def _called_operators(template) -> set:
     """The operators of a pattern that code calls by name (not those it writes as
-    Python operators: ``a + b``, ``-a``)."""
+    Python operators: ``a + b``, ``-a``), and ``(operator, axis)`` where the pattern
+    reduces along literal axes."""
     found = set()
     if isinstance(template, Operator):
         written = template.op in BINARY_OPERATORS.values()
         if not written and template.op.name not in _UNARY.values():
             found.add(template.op)
+            axis = template.params.get("axis")
+            if isinstance(axis, (int, tuple)):  # (a parameter's: any axis)
+                found.add((template.op, axis))
         for argument in template.inputs:
             found |= _called_operators(argument)
     return found
