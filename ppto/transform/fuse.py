@@ -22,7 +22,7 @@ from ppto.fusion.kernels import ELEMENTWISE, LARGE, TERNARY, ElementwiseKernel, 
 from ppto.fusion.registry import ALIASES, RULES, rules_for
 from ppto.ops.primitive import OperatorDef, registrations
 from ppto.symbolic import Operator, Symbol
-from ppto.transform import trees
+from ppto.transform import origins, trees
 from ppto.transform.analyze import literal
 from ppto.transform.normalize import BINARY_OPERATORS
 from ppto.transform.regions import fuse_regions
@@ -97,6 +97,9 @@ class Fuser:
             if single_target(statement):
                 prefix = definitions.before(position)
                 consumed = self.fuse(statement, out[:position], prefix)
+                if consumed:  # the fused statement computes their lines too
+                    merged = [out[index] for index in consumed] + [statement]
+                    origins.mark_joined(statement, merged)
                 for index in sorted(consumed, reverse=True):
                     del out[index]
                 if consumed:  # (the statements after them moved up)
