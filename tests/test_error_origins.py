@@ -145,6 +145,28 @@ def test_vjp_and_jvp_name_the_users_line():
         )
 
 
+def cubed_row(x):
+    a = np.sin(x)
+    return np.sum(a[ROW] ** 3)
+
+
+def test_a_derivative_differentiated_again_names_the_users_line():
+    # (not the first derivative's generated line it ran)
+    line = line_of(cubed_row, "return np.sum(a[ROW] ** 3)")
+    x = np.ones(3)
+    for run in (
+        lambda: ppto.grad(ppto.grad(cubed_row))(x),
+        lambda: ppto.jvp(ppto.grad(cubed_row), (x,), (x,)),
+    ):
+        with pytest.raises(ppto.ShapeError) as raised:
+            run()
+        message = str(raised.value)
+        assert (
+            f"failed at {HERE}, line {line} (`return np.sum(a[ROW] ** 3)`)" in message
+        )
+        assert "ppto generated" not in message.split("generated statement")[0]
+
+
 def test_the_generated_code_is_the_same_text():
     # the origins live beside the code, not in it: show_grad shows no line numbers
     text = ppto.show_grad(indexed, np.ones((3, 4)), 1, file=open("/dev/null", "w"))

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import ast
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 ATTRIBUTE = "user_origin"  # the attribute a generated statement carries its Origin in
+# the key of the generated source's origin table in its functions' globals
+TABLE = "__ppto_origins__"
 
 # what a statement does for its user line: computes it, or its gradient or tangent
 COMPUTES, GRADIENT, TANGENT = "", "gradient", "tangent"
@@ -49,8 +51,22 @@ def origin_of(parsed, statement, role: str = COMPUTES) -> tuple | None:
     if not hasattr(statement, "lineno"):
         return None
     line, _ = parsed.source.position(statement)
+    if parsed.source.filename.startswith("<"):  # generated code differentiated again
+        return _inherited(parsed, line, role)
     text = parsed.source.statement_text(statement)
     return (Origin(parsed.source.filename, line, text, role),)
+
+
+def _inherited(parsed, line: int, role: str) -> tuple | None:
+    """The origins of line ``line`` of the generated code ``parsed`` was read from
+    (a derivative's, differentiated again): the user's lines it came from, not the
+    generated text. None for code made without a table (a wrapper ppto wrote)."""
+    function = parsed.scope or parsed.fn
+    tables = getattr(function, "__globals__", {}).get(TABLE, {})
+    table = tables.get(parsed.source.filename)
+    if table is None or not 0 < line <= len(table) or table[line - 1] is None:
+        return None
+    return tuple(replace(o, role=o.role or role) for o in table[line - 1])
 
 
 def mark(statements: list, origins: tuple | None) -> list:
@@ -80,10 +96,6 @@ def mark_joined(fused, statements: list) -> None:
                 found.append(origin)
     if found:
         fused.__dict__[ATTRIBUTE] = tuple(found)
-
-
-# the key of the generated source's origin table in its functions' globals
-TABLE = "__ppto_origins__"
 
 
 def register(namespace: dict, filename: str, table: list) -> None:
