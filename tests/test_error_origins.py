@@ -171,3 +171,33 @@ def test_the_generated_code_is_the_same_text():
     # the origins live beside the code, not in it: show_grad shows no line numbers
     text = ppto.show_grad(indexed, np.ones((3, 4)), 1, file=open("/dev/null", "w"))
     assert "test_error_origins" not in text and "line" not in text
+
+
+def chained(x):
+    a = np.exp(x)
+    b = a * 2.0 + 1.0
+    return np.sum(np.tanh(b))
+
+
+def test_a_fused_statement_names_every_line_it_computes():
+    # a region kernel's call computes the three lines and their gradients: an
+    # error raised in it names them all (from the origins kept for its line)
+    import linecache
+
+    from ppto.runtime.device import CPU
+    from ppto.transform.origins import TABLE, describe
+
+    grad = ppto.grad(chained)
+    grad(np.ones(100_000))
+    (ranks,) = grad._programs
+    namespace = grad.lowered(ranks, CPU, fused=True)
+    ((filename, table),) = namespace[TABLE].items()
+    lines = linecache.getlines(filename)
+    (fused,) = [n for n, text in enumerate(lines) if "= __fused_region_1(" in text]
+    first = line_of(chained, "a = np.exp(x)")
+    assert describe(table[fused]) == (
+        f"at {HERE}, line {first} (`a = np.exp(x)`), line {first + 1} "
+        f"(`b = a * 2.0 + 1.0`) and line {first + 2} (`return np.sum(np.tanh(b))`); "
+        f"in the gradient of {HERE}, line {first + 2} (`return np.sum(np.tanh(b))`), "
+        f"line {first + 1} (`b = a * 2.0 + 1.0`) and line {first} (`a = np.exp(x)`)"
+    )

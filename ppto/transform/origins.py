@@ -113,9 +113,14 @@ def at(frame, line: int) -> tuple | None:
 
 
 def describe(origins: tuple) -> str:
-    """The user's lines of ``origins`` in words: ``at rt.py, line 5 (`...`) and
-    line 6 (`...`)`` for a fused statement computing two."""
-    if len({origin.place() for origin in origins}) == 1:
-        lines = " and ".join(origin.quoted() for origin in origins)
-        return f"{origins[0].place()}, {lines}"
-    return "; ".join(origin.describe() for origin in origins)
+    """The user's lines of ``origins`` in words, grouped by file and role: ``at
+    rt.py, line 5 (`...`) and line 6 (`...`); in the gradient of rt.py, line 6
+    (`...`)`` for a fused statement computing two lines and a gradient."""
+    groups: dict = {}
+    for origin in origins:
+        groups.setdefault(origin.place(), []).append(origin.quoted())
+    return "; ".join(
+        f"{place}, {', '.join(lines[:-1])}{' and ' if len(lines) > 1 else ''}"
+        f"{lines[-1]}"
+        for place, lines in groups.items()
+    )
