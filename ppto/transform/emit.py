@@ -1,6 +1,7 @@
 """Emitting generated functions as readable, deterministic Python source, and
 compiling them with the source registered in ``linecache`` so tracebacks and ``pdb``
-show the generated lines.
+show the generated lines, and each line's origin (the user's line, see origins.py)
+kept beside the code so that an error raised there can name the user's line.
 """
 
 from __future__ import annotations
