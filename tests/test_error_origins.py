@@ -91,6 +91,25 @@ def test_a_failure_in_a_helper_names_the_helpers_line_and_the_call():
     ) in str(raised.value)
 
 
+def with_a_local_function(x):
+    def inner(a):
+        b = a[ROW] * 2.0
+        return b
+
+    return np.sum(inner(np.sin(x)))
+
+
+def test_a_failure_in_a_local_function_names_its_line_and_the_call():
+    inner = line_of(with_a_local_function, "b = a[ROW] * 2.0")
+    call = line_of(with_a_local_function, "return np.sum(inner(")
+    with pytest.raises(ppto.ShapeError) as raised:
+        ppto.grad(with_a_local_function)(np.ones(3))
+    assert (
+        f"failed at {HERE}, line {inner} (`b = a[ROW] * 2.0`), called at {HERE}, "
+        f"line {call} (`return np.sum(inner(np.sin(x)))`)"
+    ) in str(raised.value)
+
+
 @ppto.operator
 def doubled(x):
     return x * 2.0
