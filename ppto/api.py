@@ -31,9 +31,10 @@ from ppto.runtime.device import CPU, Device
 from ppto.runtime.dispatch import gather_inputs
 from ppto.runtime.precision import get_precision
 from ppto.runtime.tensor import Tensor, move
-from ppto.transform.emit import failing_statement, render_function
+from ppto.transform.emit import failing_origins, failing_statement, render_function
 from ppto.transform.local_functions import passed_callable
 from ppto.transform.lower import _unwrap, fuses, lower
+from ppto.transform.origins import describe as describe_origins
 from ppto.transform.pipeline import build
 from ppto.transform.resolve import is_library, numpy_alias
 from ppto.transform.source import forwarded_method, returned_keys, unwrapped
@@ -871,25 +872,33 @@ class Transformed:
         statement = failing_statement(error)
         if statement is None:
             return error
-        code = getattr(self.function, "__code__", None)
-        defined = (
-            f" ({os.path.basename(code.co_filename)}, line {code.co_firstlineno})"
-            if code is not None
-            else ""
-        )
         what = {"split": "vjp", "jvp": "jvp"}.get(self.mode, "gradient")
         generated = (
             f"the generated code of {self.__name__.removesuffix('_grad')}'s {what}"
         )
+        lines = failing_origins(error)
+        if lines:  # the user's line, then the lines that called its function
+            where = ", called ".join(map(describe_origins, lines))
+            at = f"{generated} failed {where}" + ("," if len(lines) > 1 else "")
+            statement = f"generated statement {statement}"
+        else:  # (code made without origins: the function's own line)
+            code = getattr(self.function, "__code__", None)
+            defined = (
+                f" ({os.path.basename(code.co_filename)}, line {code.co_firstlineno})"
+                if code is not None
+                else ""
+            )
+            at = f"{generated}{defined} failed"
+            statement = f"at {statement}"
         if ppto_error:  # (its message says what was wrong, not where)
-            return type(error)(f"{error} (in {generated}{defined}, at {statement})")
+            return type(error)(f"{error} ({at}; {statement})")
         shapes = ", ".join(
             str(tuple(np.shape(v))) if hasattr(v, "shape") else type(v).__name__
             for v in values
         )
         return ShapeError(
-            f"{generated}{defined} failed on arguments of shapes {shapes}: {error} "
-            f"(at {statement}); check the arguments' shapes and indices"
+            f"{at} on arguments of shapes {shapes}: {error} ({statement}); check "
+            "the arguments' shapes and indices"
         )
 
     def finish_on_cpu(self, value, grads, dtypes: list, layouts: list):

@@ -1,6 +1,7 @@
 """Emitting generated functions as readable, deterministic Python source, and
 compiling them with the source registered in ``linecache`` so tracebacks and ``pdb``
-show the generated lines.
+show the generated lines, and each line's origin (the user's line, see origins.py)
+kept beside the code so that an error raised there can name the user's line.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import os
 
 import gast
 import numpy
+
+from ppto.transform.origins import ATTRIBUTE, register
+from ppto.transform.origins import at as origin_at
 
 
 class Comment(gast.stmt):
@@ -30,41 +34,62 @@ def comment(text: str) -> Comment:
 
 def render_function(definition: gast.FunctionDef) -> str:
     """The source of a generated function (one blank-line-free block)."""
+    return rendered(definition)[0]
+
+
+def rendered(definition: gast.FunctionDef) -> tuple[str, list]:
+    """``(the source of a generated function, the origins of each of its lines)``:
+    what ``origins.at`` reads when the function fails (None for a line with none)."""
     arguments = _unparse(definition.args)
-    lines = [f"def {definition.name}({arguments}):"]
+    lines, table = [f"def {definition.name}({arguments}):"], [None]
     if (
         definition.body
         and isinstance(definition.body[0], gast.Expr)
         and isinstance(getattr(definition.body[0], "value", None), gast.Constant)
     ):
         lines.append('    """' + definition.body[0].value.value + '"""')
+        table.append(None)
         body = definition.body[1:]
     else:
         body = definition.body
-    lines.extend(_block(body or [gast.Pass()], 1))
-    return "\n".join(lines) + "\n"
+    _block(body or [gast.Pass()], 1, lines, table)
+    return "\n".join(lines) + "\n", table
 
 
-def _block(body: list, depth: int) -> list[str]:
+def rendered_functions(definitions: list) -> tuple[str, list]:
+    """``rendered`` for several functions, two blank lines apart."""
+    parts = [rendered(definition) for definition in definitions]
+    table = []
+    for _, lines in parts:
+        if table:
+            table += [None, None]  # the blank lines between two functions
+        table += lines
+    return "\n\n".join(text for text, _ in parts), table
+
+
+def _block(body: list, depth: int, lines: list, table: list) -> None:
+    """Append the lines of ``body`` to ``lines`` and their origins to ``table``."""
     pad = "    " * depth
     if all(isinstance(statement, Comment) for statement in body):
         # comments alone are no block (a branch whose statements were all found
         # unused and removed keeps its "grad of" line)
         body = [*body, gast.Pass()]
-    lines = []
     for statement in body:
+        origin = statement.__dict__.get(ATTRIBUTE)
         if isinstance(statement, Comment):
             lines.append(f"{pad}# {statement.text}")
+            table.append(None)
         elif isinstance(statement, gast.If):
-            lines.extend(_if(statement, depth, "if"))
+            _if(statement, depth, "if", lines, table)
         elif isinstance(statement, (gast.For, gast.While)):
             header = _unparse(_header_only(statement)).splitlines()[0]
             lines.append(pad + header)
-            lines.extend(_block(statement.body or [gast.Pass()], depth + 1))
+            table.append(origin)
+            _block(statement.body or [gast.Pass()], depth + 1, lines, table)
         else:
-            text = _unparse(statement)
-            lines.extend(pad + line for line in text.splitlines())
-    return lines
+            text = _unparse(statement).splitlines()
+            lines.extend(pad + line for line in text)
+            table.extend([origin] * len(text))
 
 
 def _unparse(node) -> str:
@@ -218,18 +243,19 @@ def _header_only(statement):
     return shell
 
 
-def _if(statement: gast.If, depth: int, keyword: str) -> list[str]:
+def _if(statement: gast.If, depth: int, keyword: str, lines: list, table: list):
     pad = "    " * depth
     test = _unparse(statement.test)
-    lines = [f"{pad}{keyword} {test}:"]
-    lines.extend(_block(statement.body or [gast.Pass()], depth + 1))
+    lines.append(f"{pad}{keyword} {test}:")
+    table.append(statement.__dict__.get(ATTRIBUTE))
+    _block(statement.body or [gast.Pass()], depth + 1, lines, table)
     orelse = [s for s in statement.orelse]
     if len(orelse) == 1 and isinstance(orelse[0], gast.If):
-        lines.extend(_if(orelse[0], depth, "elif"))
+        _if(orelse[0], depth, "elif", lines, table)
     elif orelse:
         lines.append(f"{pad}else:")
-        lines.extend(_block(orelse, depth + 1))
-    return lines
+        table.append(None)
+        _block(orelse, depth + 1, lines, table)
 
 
 GENERATED_PREFIX = "<ppto generated: "
@@ -261,6 +287,19 @@ def failing_statement(error: BaseException) -> str | None:
     return where
 
 
+def failing_origins(error: BaseException) -> list:
+    """The user's lines generated code was running when it raised ``error``: the
+    origins (see origins.py) of each generated frame's line that has some,
+    innermost first (a helper's line, then the line that called it)."""
+    found = []
+    for frame, line in traceback_frames(error):
+        if frame.f_code.co_filename.startswith(GENERATED_PREFIX):
+            at = origin_at(frame, line)
+            if at is not None:
+                found.insert(0, at)
+    return found
+
+
 def traceback_frames(error: BaseException):
     """(frame, line) of each traceback entry of ``error``, outermost first."""
     entry = error.__traceback__
@@ -284,11 +323,16 @@ def _library_file(filename: str) -> bool:
     return filename.startswith(_LIBRARY_ROOTS)
 
 
-def compile_source(source: str, name: str, namespace: dict, label: str):
+def compile_source(
+    source: str, name: str, namespace: dict, label: str, table: list | None = None
+):
     """Compile generated ``source`` defining ``name`` into ``namespace``; the source is
-    registered in linecache under a filename that names ``label``."""
+    registered in linecache under a filename that names ``label``, and ``table``
+    (its lines' origins, see ``rendered``) where failing code finds it."""
     digest = hashlib.sha1(source.encode()).hexdigest()[:10]
     filename = f"{GENERATED_PREFIX}{label} {digest}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    if table is not None:
+        register(namespace, filename, table)
     exec(compile(source, filename, "exec"), namespace)
     return namespace[name]

@@ -14,7 +14,7 @@ import numpy as np
 
 from ppto.errors import TransformError
 from ppto.ops.primitive import OperatorDef, require_rule
-from ppto.transform import ir, lists, trees
+from ppto.transform import ir, lists, origins, trees
 from ppto.transform.analyze import call_specialisation
 from ppto.transform.inline import inline_tangent, operand_expr
 from ppto.transform.reverse import (
@@ -117,6 +117,12 @@ class TangentGenerator:
         return out
 
     def statement(self, s) -> list:
+        """The statements computing ``s`` and its tangent, each marked with the
+        user's line it comes from (see origins.py)."""
+        code = self.statement_code(s)
+        return origins.mark(code, self.generator.origin_of(s, origins.TANGENT))
+
+    def statement_code(self, s) -> list:
         if isinstance(s, ir.If):
             return self.branch(s)
         if isinstance(s, ir.LOOPS):

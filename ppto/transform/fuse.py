@@ -21,7 +21,7 @@ from ppto.fusion.kernels import ELEMENTWISE, LARGE, TERNARY, ElementwiseKernel, 
 from ppto.fusion.registry import ALIASES, RULES, rules_for
 from ppto.ops.primitive import OperatorDef, registrations
 from ppto.symbolic import Operator
-from ppto.transform import trees
+from ppto.transform import origins, trees
 from ppto.transform.analyze import literal
 from ppto.transform.fuse_match import Definitions as _Definitions
 from ppto.transform.fuse_match import Match, definition_reads, same
@@ -100,6 +100,9 @@ class Fuser:
                 self.placement = position
                 prefix = definitions.before(position)
                 consumed = self.fuse(statement, out[:position], prefix)
+                if consumed:  # the fused statement computes their lines too
+                    merged = [out[index] for index in consumed] + [statement]
+                    origins.mark_joined(statement, merged)
                 if self.placement < position:  # the call runs earlier (Match.place)
                     out.insert(self.placement, out.pop(position))
                     consumed = [p + (p >= self.placement) for p in consumed]

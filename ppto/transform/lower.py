@@ -26,7 +26,7 @@ from ppto.runtime.backends import Backend, device_of
 from ppto.runtime.tensor import Tensor
 from ppto.transform import trees
 from ppto.transform.accumulate_in_place import accumulate_in_place
-from ppto.transform.emit import compile_source, render_function
+from ppto.transform.emit import compile_source, rendered_functions
 from ppto.transform.fuse import FUSED_KINDS, fuse_program
 from ppto.transform.release import release_dead_values
 from ppto.transform.source import function_source, returns_a_dict
@@ -496,11 +496,12 @@ def lower(program, backend: Backend, kind: str, fused: bool | None = None):
     functions = [  # fused functions are new trees: lowered in place
         release_dead_values(lowering.function(f, copy=not fused)) for f in functions
     ]
-    source = "\n\n".join(render_function(f) for f in functions)
+    source, table = rendered_functions(functions)
     final = dict(namespace)
     final.update(lowered["namespace"])
     final["xp"] = backend.xp
-    compile_source(source, program.entry, final, f"{program.entry} lowered for {kind}")
+    label = f"{program.entry} lowered for {kind}"
+    compile_source(source, program.entry, final, label, table)
     for value in final.values():
         if hasattr(value, "fallback_name"):  # a region: its original statements
             value.fallback = final[value.fallback_name]

@@ -32,7 +32,7 @@ from ppto.transform.analyze import (
     operand_shape,
 )
 from ppto.transform.dicts import keys_read_once
-from ppto.transform.emit import compile_source, render_function
+from ppto.transform.emit import compile_source, render_function, rendered_functions
 from ppto.transform.idioms import sort_by_permutation, stop_shift_gradients
 from ppto.transform.local_functions import localised, specialisation
 from ppto.transform.lower import raw_value
@@ -188,7 +188,8 @@ class Program:
 
     def compile(self, label: str):
         namespace = dict(self.refs.namespace)
-        compile_source(self.source(), self.entry, namespace, label)
+        source, table = rendered_functions(self.functions)
+        compile_source(source, self.entry, namespace, label, table)
         return namespace
 
 

@@ -36,6 +36,7 @@ from ppto.fusion.registry import ALIASES
 from ppto.ops.elementwise import stop_gradient
 from ppto.ops.reductions import reduce_max, reduce_mean, reduce_sum, unreduce
 from ppto.ops.shape import ones_like, unbroadcast
+from ppto.transform import origins
 from ppto.transform.analyze import NOT_LITERAL, literal
 from ppto.transform.emit import Comment
 from ppto.transform.region_writer import RegionWriter
@@ -560,7 +561,9 @@ def fuse_regions(
         targets = [gast.Name(n, gast.Store(), None, None) for n in outputs]
         target = targets[0] if len(targets) == 1 else gast.Tuple(targets, gast.Store())
         call = gast.Call(gast.Name(name, gast.Load(), None, None), arguments, [])
-        return comments + [gast.Assign([target], call, None)]
+        fused = gast.Assign([target], call, None)
+        origins.mark_joined(fused, statements)  # (the lines it computes)
+        return comments + [fused]
 
     definition.body = block(definition.body)
     return definition, fallbacks

@@ -14,10 +14,11 @@ import gast
 import numpy as np
 
 from ppto.ops.primitive import require_rule
-from ppto.transform import ir, lists, trees
+from ppto.transform import ir, lists, origins, trees
 from ppto.transform.analyze import call_specialisation, operand_rank
 from ppto.transform.emit import comment
 from ppto.transform.inline import inline_rule, operand_expr
+from ppto.transform.origins import GRADIENT
 from ppto.transform.source import closure_values, signature
 from ppto.transform.trees import called, clone, loads, stores
 
@@ -90,6 +91,7 @@ class Generator:
         self.lists: set[str] = set()
         # generated function -> its result's layout (Program.result_layouts)
         self.result_layouts: dict = {}
+        self.origins: dict = {}  # (id of a user statement, role) -> its origins
 
     def take_result_layout(self, s: ir.CallFunction, generated: str) -> None:
         """A call's single result takes the layout its function's derivative found
@@ -100,6 +102,14 @@ class Generator:
         layout = self.result_layouts.get(generated)
         if len(s.targets) == 1 and layout in ("nchw", "nhwc"):  # (not a tuple's)
             self.activity.layouts[s.targets[0]] = layout
+
+    def origin_of(self, s, role: str = origins.COMPUTES) -> tuple | None:
+        """The origins of the code made for IR statement ``s`` (see origins.py),
+        found once per user statement and role."""
+        key = (id(s.origin), role)
+        if key not in self.origins:
+            self.origins[key] = origins.origin_of(self.parsed, s.origin, role)
+        return self.origins[key]
 
     def ref(self, value, preferred: str) -> str:
         local = self.user_names | (self.namer.taken - self.refs.namer.taken)
@@ -155,6 +165,11 @@ class Generator:
         return code
 
     def forward_statement(self, s) -> list:
+        """The generated statements computing IR statement ``s``, marked with the
+        user's line they compute (see origins.py)."""
+        return origins.mark(self.forward_code(s), self.origin_of(s))
+
+    def forward_code(self, s) -> list:
         if isinstance(s, ir.Apply):
             return [assign(s.target, self.apply_expr(s))]
         if isinstance(s, ir.Passive):
@@ -342,6 +357,7 @@ class Generator:
             code = self.adjoint(statement, initialized)
             if not code:
                 continue
+            origins.mark(code, self.origin_of(statement, GRADIENT))
             origin = statement.origin
             origin = getattr(origin, "split_from", origin)  # one comment per line
             if (
