@@ -651,8 +651,7 @@ def _operators_called_by(rule) -> set:
 def _called_operators(template) -> set:
     """The operators of a pattern that code calls by name (not those it writes as
     Python operators: ``a + b``, ``-a``). Each node of the pattern is read once
-    (patterns share nodes: a recursion reading every use took several times
-    longer, on the first fusion in a process)."""
+    (patterns share nodes)."""
     written = set(BINARY_OPERATORS.values())
     found = set()
     for node in template_nodes(template):
