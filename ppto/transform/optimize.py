@@ -547,13 +547,15 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict, dtypes: dict) ->
         )
         aliases, read = substitute.aliases, loads(source)
         for later in body[position + 1 :]:
-            if read & stores(later):
+            written = stores(later)
+            if read & written:
                 break
-            substitute.visit(later)
+            if not aliases.isdisjoint(loads(later)):  # (else nothing to rewrite)
+                substitute.visit(later)
             if copied_name(later) in aliases:
                 aliases.add(later.targets[0].id)
                 continue
-            aliases -= stores(later)
+            aliases -= written
             if not aliases:
                 break
     return body
