@@ -221,6 +221,34 @@ def test_arithmetic_kernels_time_numexpr_too_and_give_the_same_numbers(monkeypat
     assert plan.chosen[key] in plan.trials[key]
 
 
+def test_a_kernels_first_call_runs_in_blocks_writing_only_its_result(monkeypatch):
+    """A first call is often a gradient's first call, cold: it runs the way that
+    writes no array but its result and pays no first use of numexpr (compiling the
+    expression, starting numexpr's threads); the other ways are tried after."""
+    import tracemalloc
+
+    monkeypatch.setenv("PPTO_NUM_THREADS", "2")
+    a, b = Node(leaf=0), Node(leaf=1)
+    tree = Node("add", [Node("mul", [a, Node(value=3.0)]), Node("mul", [b, b])])
+    kernel = ElementwiseKernel("__fused_first_call_trial", tree, 2)
+    x, y = np.random.default_rng(16).standard_normal((2, 4 * LARGE))
+    tracemalloc.start()
+    result = kernel(x, y)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    np.testing.assert_allclose(result, x * 3.0 + y * y, rtol=1e-15, atol=0)
+    (plan,) = kernel.plans.values()
+    (times,) = plan.trials.values()
+    assert {way: len(seconds) for way, seconds in times.items()} == {
+        "blocks": 1,
+        "numexpr": 0,
+        "numpy": 0,
+    }
+    assert peak < 1.5 * result.nbytes  # the result, not a temporary per operation
+    kernel(x, y)
+    assert len(times["numexpr"]) == 1  # tried next
+
+
 def test_the_fastest_threaded_way_is_kept_only_when_clearly_faster_than_numpy():
     from ppto.fusion.kernels import faster_way
 

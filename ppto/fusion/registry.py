@@ -85,9 +85,16 @@ RULES: list[FusionRule] = []
 
 
 def _size(node) -> int:
-    if isinstance(node, Operator):
-        return 1 + sum(_size(argument) for argument in node.inputs)
-    return 0
+    """Operator nodes in a template counted as a tree (a shared node once per
+    use). A loop over a stack: every rule's size is read the first time code is
+    fused, and a recursion with a generator per node took twice as long."""
+    count, pending = 0, [node]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, Operator):
+            count += 1
+            pending.extend(current.inputs)
+    return count
 
 
 def template_of(pattern: Callable, parameters: Sequence[str]):
@@ -112,7 +119,7 @@ def _check_outputs(pattern: Callable, values: tuple) -> None:
     statement of its own, from inputs the last one reads (batch norm's gradient:
     its per-channel sums beside the input's gradient); none twice."""
     last = values[-1]
-    inside = {id(node) for node in nodes(last)}
+    inside = {id(node) for node in template_nodes(last)}
     reads = _symbols(last)
     for number, value in enumerate(values[:-1]):
         if value is last or (id(value) not in inside and not _symbols(value) <= reads):
@@ -130,20 +137,23 @@ def _check_outputs(pattern: Callable, values: tuple) -> None:
 def _symbols(node) -> set:
     """The names of the parameters a template reads."""
     found = set()
-    for operator in nodes(node):
+    for operator in template_nodes(node):
         found.update(a.name for a in operator.inputs if isinstance(a, Symbol))
         found.update(v.name for v in operator.params.values() if isinstance(v, Symbol))
     return found
 
 
-def nodes(node, seen: set | None = None):
-    """Every operator node of a template, each once (patterns share nodes)."""
-    seen = set() if seen is None else seen
-    if isinstance(node, Operator) and id(node) not in seen:
-        seen.add(id(node))
-        yield node
-        for argument in node.inputs:
-            yield from nodes(argument, seen)
+def template_nodes(template) -> list:
+    """Every operator node of a template, each once (patterns share nodes), a node
+    before its inputs."""
+    found, seen, pending = [], set(), [template]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, Operator) and id(node) not in seen:
+            seen.add(id(node))
+            found.append(node)
+            pending.extend(reversed(node.inputs))
+    return found
 
 
 def elementwise_tree(template, parameters, substitute=None) -> Node | None:

@@ -18,7 +18,7 @@ import gast
 
 from ppto.fusion.cuda import CudaElementwise
 from ppto.fusion.kernels import ELEMENTWISE, LARGE, TERNARY, ElementwiseKernel, Node
-from ppto.fusion.registry import ALIASES, RULES, rules_for
+from ppto.fusion.registry import ALIASES, RULES, rules_for, template_nodes
 from ppto.ops.primitive import OperatorDef, registrations
 from ppto.symbolic import Operator
 from ppto.transform import origins, trees
@@ -222,7 +222,7 @@ class Fuser:
         if tree is None or tree.count() < 2:
             return []
         canonical, order = _canonical(tree)
-        rule, positions = _named_elementwise(_signature(canonical))
+        rule, positions = _named_elementwise(canonical)
         if self.kind == "cpu" and _own(rule):
             if len(positions) < len(rule.parameters):
                 rule = None  # its pattern leaves a parameter out: it cannot be called
@@ -349,12 +349,10 @@ _NODES_OF_TEMPLATE: dict = {}
 
 def _nodes_of(rule) -> set:
     """``id`` of every operator node of ``rule``'s template (its last value)."""
-    from ppto.fusion.registry import nodes
-
     template = rule.template
     known = _NODES_OF_TEMPLATE.get(id(template))
     if known is None or known[0] is not template:
-        ids = {id(node) for node in nodes(template)}
+        ids = {id(node) for node in template_nodes(template)}
         known = _NODES_OF_TEMPLATE[id(template)] = (template, ids)
     return known[1]
 
@@ -370,10 +368,13 @@ def implementation_for(rule, kind: str):
     return rule.cuda_kernel if kind == "cuda" else None
 
 
-# (registrations counted when indexed, {tree signature with leaves numbered by first
-# appearance -> (the rule with that pattern, each used parameter's number there, in
-# parameter order)}), replaced whole when rules change, so that a thread reading it
-# never sees it half built
+# (registrations counted when indexed, {root operator -> {tree signature with
+# leaves numbered by first appearance -> (the rule with that pattern, each used
+# parameter's number there, in parameter order)}}), replaced whole when rules
+# change; a root's index is built the first time a tree of that root is looked up
+# (a process fuses trees of a few roots: indexing every rule's pattern up front was
+# a tenth of a first fusion), and added whole, so that a thread reading it never
+# sees one half built
 _NAMED: tuple = (-1, {})
 
 
@@ -395,44 +396,58 @@ def _named_elementwise(signature: str) -> tuple:
     ``positions[p]`` is parameter ``p``'s leaf there (parameters the pattern does not
     read are left out); ``(None, ())`` where no rule's pattern is."""
     global _NAMED
-    from ppto.fusion.registry import RULES, elementwise_tree
-
-    indexed, index = _NAMED
+    indexed, by_root = _NAMED
     if indexed != registrations():  # rules may have changed: index them again
-        index = {}
-        for rule in RULES:
-            if rule.kind == "elementwise":
-                pattern = elementwise_tree(rule.template, rule.parameters)
-                if pattern is not None:
-                    canonical, order = _canonical(pattern)
-                    positions = tuple(
-                        order.index(p)
-                        for p in range(len(rule.parameters))
-                        if p in order
-                    )
-                    index[_signature(canonical)] = (rule, positions)  # later wins
-        _NAMED = (registrations(), index)
+        by_root = {}
+        _NAMED = (registrations(), by_root)
+    root = signature.partition("(")[0]
+    index = by_root.get(root)
+    if index is None:
+        index = by_root[root] = _elementwise_rules_at(root)
     return index.get(signature, (None, ()))
 
 
-def _canonical(tree: Node) -> tuple[Node, list]:
-    """``tree`` with its leaves numbered by first appearance, and the old number of
-    each new one: the same computation over the same values has one such tree
-    whatever order its parameters were listed in."""
+def _elementwise_rules_at(root: str) -> dict:
+    """``_named_elementwise``'s index of the elementwise rules whose pattern's
+    outermost operation is ``root``."""
+    from ppto.fusion.registry import RULES, elementwise_tree
+
+    index = {}
+    for rule in RULES:
+        template = rule.template
+        if rule.kind != "elementwise" or not isinstance(template, Operator):
+            continue
+        if template.op.name != root and template.op.name not in ALIASES:
+            continue  # (an alias's tree has another root: built to see which)
+        pattern = elementwise_tree(template, rule.parameters)
+        if pattern is None or pattern.op != root:
+            continue
+        signature, order = _canonical(pattern)
+        positions = tuple(
+            order.index(p) for p in range(len(rule.parameters)) if p in order
+        )
+        index[signature] = (rule, positions)  # later wins
+    return index
+
+
+def _canonical(tree: Node) -> tuple[str, list]:
+    """``_signature`` of ``tree`` with its leaves numbered by first appearance, and
+    the old number of each new one: the same computation over the same values has
+    one such signature whatever order its parameters were listed in. (Written in
+    one walk: numbering the leaves first and copying the tree took twice as long,
+    for every rule's pattern on a process's first fusion.)"""
     order: list = []
-    for leaf in tree.leaves():
-        if leaf not in order:
-            order.append(leaf)
-    renumbered = {old: new for new, old in enumerate(order)}
 
-    def copy(node: Node) -> Node:
-        if node.leaf is not None:
-            return Node(leaf=renumbered[node.leaf])
+    def text(node: Node) -> str:
+        if node.leaf is not None:  # (the walk meets leaves in ``leaves()``'s order)
+            if node.leaf not in order:
+                order.append(node.leaf)
+            return f"a{order.index(node.leaf)}"
         if node.op is None:
-            return node
-        return Node(node.op, [copy(c) for c in node.children], operator=node.operator)
+            return repr(node.value)
+        return f"{node.op}({','.join(text(child) for child in node.children)})"
 
-    return copy(tree), order
+    return text(tree), order
 
 
 def _inlined(expression, before: list, consumed: set):
@@ -577,17 +592,16 @@ def _operators_called_by(rule) -> set:
 def _called_operators(template) -> set:
     """The operators of a pattern that code calls by name (not those it writes as
     Python operators: ``a + b``, ``-a``), and ``(operator, axis)`` where the pattern
-    reduces along literal axes."""
+    reduces along literal axes. Each node of the pattern is read once (patterns share
+    nodes)."""
+    written = set(BINARY_OPERATORS.values())
     found = set()
-    if isinstance(template, Operator):
-        written = template.op in BINARY_OPERATORS.values()
-        if not written and template.op.name not in _UNARY.values():
-            found.add(template.op)
-            axis = template.params.get("axis")
+    for node in template_nodes(template):
+        if node.op not in written and node.op.name not in _UNARY.values():
+            found.add(node.op)
+            axis = node.params.get("axis")
             if isinstance(axis, (int, tuple)):  # (a parameter's: any axis)
-                found.add((template.op, axis))
-        for argument in template.inputs:
-            found |= _called_operators(argument)
+                found.add((node.op, axis))
     return found
 
 

@@ -547,13 +547,15 @@ def elide_broadcasts(body: list, namespace: dict, shapes: dict, dtypes: dict) ->
         )
         aliases, read = substitute.aliases, loads(source)
         for later in body[position + 1 :]:
-            if read & stores(later):
+            written = stores(later)
+            if read & written:
                 break
-            substitute.visit(later)
+            if not aliases.isdisjoint(loads(later)):  # (else nothing to rewrite)
+                substitute.visit(later)
             if copied_name(later) in aliases:
                 aliases.add(later.targets[0].id)
                 continue
-            aliases -= stores(later)
+            aliases -= written
             if not aliases:
                 break
     return body
@@ -698,8 +700,15 @@ def drop_unit_factors(body: list, namespace: dict, activity) -> list:
     units = {u: d for u, d in units.items() if stored.get(u) == 1}  # assigned once
     if not units:
         return body
+    # only statements reading a unit can change: the others are not visited
+    readers = [not units.keys().isdisjoint(loads(statement)) for statement in body]
+    if not any(readers):
+        return body
     drop = _DropUnits(units, activity, _read_only_by_arithmetic(body))
-    return [drop.visit(statement) for statement in body]
+    return [
+        drop.visit(statement) if reads else statement
+        for statement, reads in zip(body, readers)
+    ]
 
 
 class _DropUnits(trees.Transformer):

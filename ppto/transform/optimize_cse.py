@@ -31,6 +31,9 @@ _PURE_NODES = (
     gast.Tuple,
 )
 _ATOMS = (gast.Name, gast.Constant)
+# statements after which nothing known before holds: ``_Eliminator._changed``
+_REBINDING = {gast.AugAssign, gast.Delete, gast.FunctionDef}
+_VIEWS = {gast.Subscript, gast.Attribute}  # a store into one writes an array in place
 _COMPOUND = (gast.If, gast.For, gast.While)
 
 
@@ -129,16 +132,17 @@ class _Eliminator:
         or attribute, which may change what any view of it reads."""
         changed = set()
         for node in trees.walk(statement):
-            if isinstance(node, (gast.AugAssign, gast.Delete, gast.FunctionDef)):
+            kind = type(node)  # (gast's node classes have no subclasses)
+            if kind is gast.Name:
+                if type(node.ctx) is not gast.Load:
+                    changed.add(node.id)
+            elif kind is gast.Call:
+                if not self._pure_call(node):
+                    changed |= trees.loads(node)
+            elif kind in _REBINDING:
                 return None
-            if isinstance(node, (gast.Subscript, gast.Attribute)) and isinstance(
-                node.ctx, gast.Store
-            ):
+            elif kind in _VIEWS and type(node.ctx) is gast.Store:
                 return None
-            if isinstance(node, gast.Name) and not isinstance(node.ctx, gast.Load):
-                changed.add(node.id)
-            if isinstance(node, gast.Call) and not self._pure_call(node):
-                changed |= trees.loads(node)
         return changed
 
     def _replace(self, node, table: _Table):

@@ -507,11 +507,12 @@ def fuse_regions(
     """``definition`` with its regions replaced by calls of region kernels (added to
     ``kernels``) for backend ``kind`` (``cpu``: chunked NumPy passes; ``cuda``: CUDA
     kernels, for any size), and the functions holding the original statements.
-    ``shapes``: the values' shapes where known or likely (a gradient's, its value's)."""
+    ``shapes``: the values' shapes where known or likely (a gradient's, its value's).
+    The function returned is a new tree, with or without regions: the caller's
+    fusion rewrites it in place. (Looking for regions first, to copy only a function
+    that has some, looked for them twice where it had.)"""
     large = LARGE if kind == "cpu" else 0  # a GPU saves launches at any size
     extended = kind == "cpu"  # CUDA regions take no row reductions nor broadcasts
-    if not _has_regions(definition.body, namespace, shapes, large, extended):
-        return definition, []  # unchanged: no copy needed
     definition = clone(definition)
     reads = load_counts(definition.body)
     fallbacks: list = []
@@ -567,15 +568,6 @@ def fuse_regions(
 
     definition.body = block(definition.body)
     return definition, fallbacks
-
-
-def _has_regions(body: list, namespace, shapes, large: int, extended: bool) -> bool:
-    """Whether ``body`` or a block inside it has a region."""
-    for statement in body:
-        for _, inner in nested_blocks(statement):
-            if _has_regions(inner, namespace, shapes, large, extended):
-                return True
-    return bool(find_regions(body, namespace, shapes, large, extended))
 
 
 def _read_before_assigned(steps: list) -> set:
