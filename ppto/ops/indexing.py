@@ -16,7 +16,7 @@ import numpy as np
 
 from ppto.ops.elementwise import where
 from ppto.ops.primitive import primitive
-from ppto.ops.rules import shape_helper
+from ppto.ops.rules import dtype_helper, shape_helper
 from ppto.ops.shape import reshape, unbroadcast, zeros_like
 from ppto.runtime.tensor import Tensor, array_module
 
@@ -202,6 +202,8 @@ def setitem(xp, x, values, index):
 @setitem.grad_rule
 def _(x, values, index):
     def backward(dY):
+        if whole_numbers(x):  # NumPy truncates the values to x's integers: the
+            return setitem(dY, 0, index), zeros_like(values)  # result's are flat
         if not may_repeat(index):
             return setitem(dY, 0, index), unbroadcast(getitem(dY, index), values)
         # a repeated index keeps only its last write (dY has x's shape)
@@ -209,6 +211,24 @@ def _(x, values, index):
         return setitem(dY, 0, index), unbroadcast(chosen, values)
 
     return backward
+
+
+@dtype_helper
+def whole_numbers(x) -> bool:
+    """Whether ``x`` holds integers or booleans (whose values written into it are
+    truncated): decided where the code is made when x's dtype is known."""
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and np.dtype(dtype).kind in "biu"
+
+
+@setitem.jvp_rule
+def _(x, values, index):
+    def tangent(dx, dvalues):
+        if whole_numbers(x):  # (the values truncated to x's integers: flat)
+            return setitem(dx, 0, index)
+        return setitem(dx, dvalues, index)
+
+    return tangent
 
 
 @shape_helper
