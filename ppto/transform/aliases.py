@@ -903,17 +903,13 @@ def _items_taken(statement, state: _Sharing) -> dict:
         return {}
     target, value = statement.targets[0], statement.value
     if isinstance(value, gast.Subscript) and isinstance(target, gast.Name):
-        position = value.slice
-        if not (
-            isinstance(value.value, gast.Name)
-            and isinstance(position, gast.Constant)
-            and type(position.value) is int
-        ):
+        position = _whole_number(value.slice)
+        if position is None or not isinstance(value.value, gast.Name):
             return {}
         memory = state.items.get(value.value.id, ())
-        if not -len(memory) <= position.value < len(memory):
+        if not -len(memory) <= position < len(memory):
             return {}
-        return {target.id: memory[position.value]}
+        return {target.id: memory[position]}
     if not (
         isinstance(value, gast.Name)
         and isinstance(target, (gast.Tuple, gast.List))
@@ -924,6 +920,15 @@ def _items_taken(statement, state: _Sharing) -> dict:
     if len(memory) != len(target.elts):
         return {}
     return {item.id: held for item, held in zip(target.elts, memory)}
+
+
+def _whole_number(node) -> int | None:
+    """The whole number ``node`` writes out (``1``, ``-1``), else None."""
+    negated = isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub)
+    number = node.operand if negated else node
+    if not (isinstance(number, gast.Constant) and type(number.value) is int):
+        return None
+    return -number.value if negated else number.value
 
 
 def _changed_items(statement) -> set:
