@@ -1452,3 +1452,11 @@ def _keyed_once(x):
 def dict_chosen_in_a_conditional_expression(x):
     chosen = (_keyed_twice(x) if np.sum(x) > 0 else _keyed_once(x))["k"]  # <- error
     return np.sum(chosen)
+
+
+def write_into_a_name_of_a_loop_over_pairs(x):
+    z = x * 1.0
+    w = x * 2.0
+    for a, b in [(z, w)]:
+        a[0] = b[0] * 2.0  # <- error
+    return np.sum(z * w)

@@ -331,6 +331,7 @@ REJECTED = [
     Case(ec.write_into_a_row_zipped_with_another, "shares its array with z", "b[0]"),
     Case(ec.write_into_a_row_enumerated_in_a_zip, "shares its array with z", "b[0]"),
     Case(ec.write_through_an_annotated_name, "shares its array with z", "v *= 2.0"),
+    Case(ec.write_into_a_name_of_a_loop_over_pairs, "shares its array with z", "a[0]"),
     Case(
         ec.write_into_an_unpacked_leaf_read_later,
         "shares its array with p[1]",  # (the user's spelling, not a leaf's name)

@@ -1113,6 +1113,21 @@ def _item_targets(target, source) -> list:
                 for element, argument in zip(names, source.args)
                 for found in _item_targets(element, argument)
             ]
+        rows = source.elts if _literal_sequence(source) else []
+        if rows and all(
+            _literal_sequence(row)
+            and len(row.elts) == len(names)
+            and not any(isinstance(e, gast.Starred) for e in row.elts)
+            for row in rows
+        ):  # ``for a, b in [(z, w), (u, v)]``: a is an item of [z, u]
+            return [
+                found
+                for position, element in enumerate(names)
+                for found in _item_targets(
+                    element,
+                    gast.List([row.elts[position] for row in rows], gast.Load()),
+                )
+            ]
     return [(name, source) for name in _stored(target)]
 
 
