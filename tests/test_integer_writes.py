@@ -141,9 +141,19 @@ def added_slice_of_integers_written_out(x, n):
     return np.sum(x * k)
 
 
+def added_slice_of_integers_known_when_run(x, n):
+    k = n * 1  # (its dtype is known when the code runs: the write checks then)
+    k[1:] += x[1:] * 0.5
+    return np.sum(x * k)
+
+
 @pytest.mark.parametrize(
     "function",
-    [multiplied_slice_of_an_integer_argument, added_slice_of_integers_written_out],
+    [
+        multiplied_slice_of_an_integer_argument,
+        added_slice_of_integers_written_out,
+        added_slice_of_integers_known_when_run,
+    ],
     ids=lambda f: f.__name__,
 )
 def test_floats_into_an_integer_slice_are_refused_at_the_line(function):
@@ -154,6 +164,22 @@ def test_floats_into_an_integer_slice_are_refused_at_the_line(function):
     first = function.__code__.co_firstlineno
     line = first + (1 if "argument" in function.__name__ else 2)
     assert re.search(rf'test_integer_writes\.py"?, line {line}\b', str(raised.value))
+
+
+def added_to_a_slice_of_floats_known_when_run(x, n):
+    h = n * 1.0
+    h[1:] += x[1:] * 0.5  # (floats: NumPy takes them, and so does ppto)
+    return np.sum(x * h)
+
+
+def test_a_slice_of_floats_known_when_run_is_added_into():
+    function = added_to_a_slice_of_floats_known_when_run
+    source = ppto.show_grad(function, X, N, file=None)
+    assert "test_integer_writes.py, line" in source  # (the write checks when run)
+    value, gradient = ppto.value_and_grad(function)(X, N)
+    assert float(value) == pytest.approx(function(X, np.copy(N)), rel=1e-12)
+    expected = central_differences(fresh(function), (X, N), 0)
+    assert_gradient(np.asarray(gradient), expected, function.__name__)
 
 
 def added_to_an_integer_element(x, n):

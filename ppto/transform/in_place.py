@@ -9,7 +9,8 @@ changes nothing (the dtypes agree, or t is a number, which ``+=`` rebinds; a
 subscript's always), so that generated code shows one only where it matters;
 refuses at the user's line what NumPy refuses in place (floats into an integer
 array, an array broadcast to another shape); and gives a cast that may be refused
-when it runs the user's file and line to name. Casts in generated code
+when it runs the user's file and line to name (a subscript write, which checks
+``x[i] += v`` itself where x's dtype is not known here). Casts in generated code
 differentiated again are left as they are.
 """
 
@@ -40,6 +41,10 @@ def settle(body: list, activity: Activity, source) -> bool:
             # differentiated again has a value the backward code reads as well)
             if isinstance(statement, ir.Apply) and statement.augmented:
                 if _changes_nothing(statement, activity, source):
+                    if statement.augmented == "check" and _may_be_refused(
+                        statement, activity
+                    ):
+                        _check_in_the_write(block, position, source)
                     lost, retargeted = _remove(block, position)
                     stale |= not (retargeted and _takes_over(statement, activity))
                     position -= lost
@@ -152,9 +157,9 @@ def _changes_nothing(statement: ir.Apply, activity: Activity, source) -> bool:
     if statement.augmented == "check":
         # the subscript write converts the value to x's dtype: the cast would only
         # check it, and is not kept (what the analysis cannot tell, floats written
-        # into a slice of an integer array made of unknown values, goes
-        # unchecked: a visible cast and a taped value for every buffer filled
-        # in a loop would be the price)
+        # into a slice of an integer array made of unknown values, the write
+        # checks when it runs: see _check_in_the_write; a cast kept would tape
+        # its value for every buffer filled in a loop)
         return True
     # a number (Python's, NumPy's from a reduction, a 0-d array: see
     # ppto.ops.shape.in_place_target): += rebinds it
@@ -194,10 +199,26 @@ def _may_be_refused(statement: ir.Apply, activity: Activity) -> bool:
     return in_place_refusal(value_dtype, target_dtype) is not None
 
 
-def _name_the_line(statement: ir.Apply, source) -> None:
-    """Give the cast the user's file and line, for the error it may raise when it
-    runs (generated code's own lines are not the user's)."""
-    line, _ = source.position(statement.origin)
+def _check_in_the_write(block: list, position: int, source) -> None:
+    """Have the subscript write after the check at ``position`` (``x[i] += v``,
+    x's dtype not known here) check what the cast would have, when it runs: it
+    has the value in hand, so nothing is kept for it (see ops.indexing.setitem)."""
+    cast = block[position]
+    for statement in block[position + 1 :]:
+        if (
+            isinstance(statement, ir.Apply)
+            and statement.op.name == "setitem"
+            and cast.target in statement.inputs
+        ):
+            _name_the_line(statement, source, cast.origin)
+            return
+
+
+def _name_the_line(statement: ir.Apply, source, origin=None) -> None:
+    """Give the cast (or the subscript write) the user's file and line, for the
+    error it may raise when it runs (generated code's own lines are not the
+    user's); ``origin``: the statement whose line that is, if not its own."""
+    line, _ = source.position(origin or statement.origin)
     at = f"{os.path.basename(source.filename)}, line {line}"
     statement.params["at"] = gast.Constant(at, None)
     statement.given = (*statement.given, "at")
