@@ -1399,3 +1399,65 @@ def dot_method_of_stacks(a, b):
 
 def numpy_dot_by_a_number(a):
     return np.sum(np.dot(a, 2.0))  # <- error
+
+
+def write_into_a_row_zipped_with_another(x):
+    z = x.reshape(3, 1) * 1.0
+    w = x.reshape(3, 1) * 2.0
+    for a, b in zip(w, z):
+        b[0] = a[0] * 2.0  # <- error
+    return np.sum(z * z)
+
+
+def write_into_a_row_enumerated_in_a_zip(x):
+    z = x.reshape(3, 1) * 1.0
+    y = x.reshape(3, 1) * 2.0
+    for i, (a, b) in enumerate(zip(y, z)):
+        b[0] = a[0] * 2.0 + i  # <- error
+    return np.sum(z * z)
+
+
+def write_through_an_annotated_name(x):
+    z = x * 1.0
+    v: np.ndarray = z[1:]
+    v *= 2.0  # <- error
+    return np.sum(z * x)
+
+
+def write_into_an_unpacked_leaf_read_later(x, p):
+    y, b = p
+    b *= 2.0  # <- error
+    return np.sum(b * x) + np.sum(y) + np.sum(p[1])
+
+
+def write_into_an_unpacked_item_of_a_list_read_later(x):
+    p = [x * 1.0, x * 2.0]
+    y, b = p
+    b *= 2.0  # <- error
+    return np.sum(b * x) + np.sum(y) + np.sum(p[1])
+
+
+def dict_inside_a_dict(x):
+    d = {"a": {"w": x}}  # <- error
+    return np.sum(d["a"]["w"])
+
+
+def _keyed_twice(x):
+    return {"k": x * 2.0, "j": x}
+
+
+def _keyed_once(x):
+    return {"k": np.sin(x)}
+
+
+def dict_chosen_in_a_conditional_expression(x):
+    chosen = (_keyed_twice(x) if np.sum(x) > 0 else _keyed_once(x))["k"]  # <- error
+    return np.sum(chosen)
+
+
+def write_into_a_name_of_a_loop_over_pairs(x):
+    z = x * 1.0
+    w = x * 2.0
+    for a, b in [(z, w)]:
+        a[0] = b[0] * 2.0  # <- error
+    return np.sum(z * w)

@@ -529,3 +529,42 @@ INSIDE_THE_HELPER = {
     computed_key: (key_not_constant, "return x @ p[name]"),
     mutated_in_the_helper: (writes_into, 'p["W"] = p["W"] * 2.0'),
 }
+
+
+# --- the rewrites the refusals of nested and conditionally chosen dicts suggest --
+
+
+def _doubled(x):
+    return {"k": x * 2.0, "j": x}
+
+
+def _sine(x):
+    return {"k": np.sin(x)}
+
+
+def chosen_in_an_if_statement(W, x):
+    if np.sum(x) > 0:
+        d = _doubled(x)
+        v = d["k"]
+    else:
+        e = _sine(x)
+        v = e["k"]
+    return np.sum(v * (W @ x))
+
+
+def inner_dict_joined_or_named(W, x):
+    d = {"a_w": W}
+    a = {"w": W * 0.5, "b": x}
+    return np.sum(np.tanh(d["a_w"] @ x + a["w"] @ a["b"]))
+
+
+@pytest.mark.parametrize(
+    "function", [chosen_in_an_if_statement, inner_dict_joined_or_named]
+)
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["positive", "negative"])
+def test_suggested_rewrites_match_central_differences(function, sign):
+    arguments = (normal(3, 3), sign * np.abs(normal(3)))
+    gradients = ppto.grad(function, wrt=(0, 1))(*arguments)
+    for position, gradient in enumerate(gradients):
+        expected = central_differences(function, arguments, position)
+        assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")

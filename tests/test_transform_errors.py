@@ -189,6 +189,12 @@ REJECTED = [
         "{float(v) for v in PAIR}",
     ),
     Case(ec.dict_literal, "a dict", "{str(x.ndim): x}"),
+    Case(ec.dict_inside_a_dict, "not as an item of another dict", '{"w": x}'),
+    Case(
+        ec.dict_chosen_in_a_conditional_expression,
+        "this use of _keyed_twice(...), which returns a dict",
+        "_keyed_twice(x)",
+    ),
     Case(ec.set_literal, "a set", "{1.0, 2.0}"),
     Case(ec.walrus_after_a_use, ":=) to scale after scale is used", "scale := 3.0"),
     Case(ec.walrus_in_while_condition, ":=) in a while condition", "k := k + 1"),
@@ -319,6 +325,24 @@ REJECTED = [
     ),
     Case(
         ec.subtract_from_an_item_of_a_named_result, "shares its array with", "a -= 0.5"
+    ),
+    # the array named is the one the written name is a part of (z), not another
+    # name bound beside it by the same loop or unpacking (a, y)
+    Case(ec.write_into_a_row_zipped_with_another, "shares its array with z", "b[0]"),
+    Case(ec.write_into_a_row_enumerated_in_a_zip, "shares its array with z", "b[0]"),
+    Case(ec.write_through_an_annotated_name, "shares its array with z", "v *= 2.0"),
+    Case(ec.write_into_a_name_of_a_loop_over_pairs, "shares its array with z", "a[0]"),
+    Case(
+        ec.write_into_an_unpacked_leaf_read_later,
+        "shares its array with p[1]",  # (the user's spelling, not a leaf's name)
+        "b *= 2.0",
+        args=(VECTOR, (VECTOR, VECTOR)),
+        wrt=1,
+    ),
+    Case(
+        ec.write_into_an_unpacked_item_of_a_list_read_later,
+        "shares its array with p",
+        "b *= 2.0",
     ),
     Case(
         ec.add_into_the_argument_of_a_flat_view,
@@ -534,6 +558,16 @@ def test_a_field_of_a_named_slogdet_result_says_how_to_write_it():
     assert "Instead: unpack the result where it is made, sign, logabsdet = " in str(
         error
     )
+
+
+def test_a_dict_inside_a_dict_or_chosen_by_a_condition_says_how_to_write_it():
+    """The rewrites the messages suggest are differentiated: see
+    test_suggested_rewrites_match_central_differences in tests/test_dict_helpers.py."""
+    nested = transform(Case(ec.dict_inside_a_dict, "", ""))
+    assert 'join the keys (d = {"a_w": w})' in str(nested)
+    assert 'own (a = {"w": w}) read as a["w"]' in str(nested)
+    chosen = transform(Case(ec.dict_chosen_in_a_conditional_expression, "", ""))
+    assert "choose in an if statement, a name for each dict" in str(chosen)
 
 
 def test_grad_raises_the_same_error_when_called():

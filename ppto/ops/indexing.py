@@ -14,10 +14,17 @@ backends other than NumPy), and of several writes to one element the last is kep
 
 import numpy as np
 
+from ppto.errors import DTypeError
 from ppto.ops.elementwise import where
 from ppto.ops.primitive import primitive
-from ppto.ops.rules import shape_helper
-from ppto.ops.shape import reshape, unbroadcast, zeros_like
+from ppto.ops.rules import dtype_helper, shape_helper
+from ppto.ops.shape import (
+    IN_PLACE_ADVICE,
+    in_place_refusal,
+    reshape,
+    unbroadcast,
+    zeros_like,
+)
 from ppto.runtime.tensor import Tensor, array_module
 
 ANY = "(Tensor[...]) -> Tensor[...]"
@@ -181,11 +188,16 @@ def _(x, values, index):
 
 
 @primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="linear")
-def setitem(xp, x, values, index):
-    """A copy of x with x[index] = values (the functional form of a subscript write)."""
+def setitem(xp, x, values, index, at=""):
+    """A copy of x with x[index] = values (the functional form of a subscript write).
+    ``at`` (the user's file and line) for ``x[index] += v`` where x's dtype was not
+    known when the code was made: values (the sum) NumPy's in-place operator
+    refuses to cast into the part raise ``DTypeError`` naming it."""
     out = x.copy()
     index = raw_index(xp, index)
     refuse_wrapped_indices(xp, index, getattr(out, "shape", None))
+    if at:
+        _refuse_in_place_cast(out, values, index, at)
     if xp is np or not may_repeat(index):
         out[index] = values
         return out
@@ -199,9 +211,23 @@ def setitem(xp, x, values, index):
     return out
 
 
+def _refuse_in_place_cast(out, values, index, at: str) -> None:
+    """What NumPy refuses for ``out[index] += v`` given ``values``, the sum: a cast
+    into a part that is an array (a slice of an integer array: its in-place
+    operator casts 'same_kind'); a single element takes any value, converted."""
+    dtype = getattr(values, "dtype", None)
+    refusal = in_place_refusal(
+        dtype if dtype is not None else np.asarray(values).dtype, out.dtype
+    )
+    if refusal is not None and getattr(out[index], "ndim", 0) > 0:
+        raise DTypeError(f"{refusal} ({at}); write {IN_PLACE_ADVICE}")
+
+
 @setitem.grad_rule
 def _(x, values, index):
     def backward(dY):
+        if whole_numbers(x):  # NumPy truncates the values to x's integers: the
+            return setitem(dY, 0, index), zeros_like(values)  # result's are flat
         if not may_repeat(index):
             return setitem(dY, 0, index), unbroadcast(getitem(dY, index), values)
         # a repeated index keeps only its last write (dY has x's shape)
@@ -209,6 +235,24 @@ def _(x, values, index):
         return setitem(dY, 0, index), unbroadcast(chosen, values)
 
     return backward
+
+
+@dtype_helper
+def whole_numbers(x) -> bool:
+    """Whether ``x`` holds integers or booleans (whose values written into it are
+    truncated): decided where the code is made when x's dtype is known."""
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and np.dtype(dtype).kind in "biu"
+
+
+@setitem.jvp_rule
+def _(x, values, index):
+    def tangent(dx, dvalues):
+        if whole_numbers(x):  # (the values truncated to x's integers: flat)
+            return setitem(dx, 0, index)
+        return setitem(dx, dvalues, index)
+
+    return tangent
 
 
 @shape_helper

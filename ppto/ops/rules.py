@@ -91,6 +91,14 @@ def shape_helper(function: Callable) -> Callable:
     return function
 
 
+def dtype_helper(function: Callable) -> Callable:
+    """Mark a shape helper whose result depends on its one argument's dtype only:
+    where that dtype is known when the code is specialised, the generated code
+    holds the result (``whole_numbers(h)`` -> ``False`` for an array of floats)."""
+    function.reads_dtype_only = True
+    return shape_helper(function)
+
+
 def rank_helper(*arrays: str) -> Callable:
     """Mark a shape helper whose result depends on literals and the numbers of axes
     of its parameters named in ``arrays`` only (einsum's subscripts of each

@@ -51,6 +51,11 @@ class _Sharing:
     # name -> the other names bound to the very same object (``gs = hs``): a list
     # changed through one (``gs.append(y)``) is changed for the others
     same: dict = field(default_factory=dict)
+    # name -> for each position of the list or tuple written out it is bound to
+    # (``params = [y, b]``), what that item's array may be in (its own ``ITEM``
+    # marker, which the list's bases hold too), while the list is unchanged: the
+    # names unpacked from it (``y, b = params``) are apart from each other
+    items: dict = field(default_factory=dict)
 
     def copy(self) -> _Sharing:
         return _Sharing(
@@ -59,6 +64,7 @@ class _Sharing:
             dict(self.arrays),
             dict(self.exact),
             {k: set(v) for k, v in self.same.items()},
+            dict(self.items),
         )
 
     def join(self, other: _Sharing) -> _Sharing:
@@ -77,7 +83,12 @@ class _Sharing:
             name: self.same.get(name, set()) | other.same.get(name, set())
             for name in set(self.same) | set(other.same)
         }
-        joined = _Sharing(arrays=arrays, exact=exact, same=same)
+        items = {  # (kept where both paths bound the name to as many items)
+            name: tuple(a | b for a, b in zip(mine, other.items[name]))
+            for name, mine in self.items.items()
+            if name in other.items and len(other.items[name]) == len(mine)
+        }
+        joined = _Sharing(arrays=arrays, exact=exact, same=same, items=items)
         for field_name in ("bases", "views"):
             mine, theirs = getattr(self, field_name), getattr(other, field_name)
             merged = {}
@@ -202,7 +213,8 @@ def _check(
             state.arrays[written] = 1  # (so that ``+=`` keeps what it shares)
         shared = _sharing(written, state.views if maybe_number else state.bases)
         refuse_argument_change(statement, written, shared)
-        refuse_if_read_later(statement, written, shared, loops)
+        within = state.bases.get(written, set())  # (named first: what it is in)
+        refuse_if_read_later(statement, written, shared, loops, within=within)
         if _writes_into_an_item(statement) and _items_may_share(written, state):
             refuse_item_write_if_read_later(statement, written, loops)
 
@@ -252,7 +264,7 @@ def _check(
             )
 
     def refuse_if_read_later(
-        statement, written: str, shared: set, loops: tuple, list_change=None
+        statement, written: str, shared: set, loops: tuple, list_change=None, within=()
     ):
         if list_change is not None:  # a list's adjoint is made from the list as it
             later = loads(parsed.tree)  # ends: a read before the change counts too
@@ -261,7 +273,12 @@ def _check(
             later = set().union(*(loads(s) for s, _ in after))
             for loop in loops:  # the next turn reads what came before too
                 later |= loads(loop)
-        seen = sorted(shared & later)
+        # (the user's names: ``params[1]`` for the leaf parameter ``params_1``)
+        seen = [
+            parsed.spelled.get(name, name)
+            for name in sorted(shared & later, key=lambda n: (n not in within, n))
+        ]
+        written = parsed.spelled.get(written, written)
         if seen and list_change is not None:
             raise parsed.source.error(
                 list_change,
@@ -357,6 +374,9 @@ EVERY_PART = (-1, -1)
 # in ``_Sharing``: the memory of one call's result that parts of it may share, as
 # a name (``a, b = pair(W)``: a and b get the same one)
 RESULT = "result:"
+# in ``_Sharing``: the memory of the item at one position of a list or tuple
+# written out, as a name (``params = [y, b]``: ``item:params:1`` for b's)
+ITEM = "item:"
 
 
 def _parts_sharing(value, state: _Sharing) -> set:
@@ -749,6 +769,9 @@ def _bind(statement, state: _Sharing) -> None:
     ``a = b = value``, the names of ``a, b = y, z`` pairwise, and a loop's target
     (an element of what it runs over)."""
     pairs = []
+    for name in _changed_items(statement):  # its items are not those written
+        for other in {name} | state.same.get(name, set()):  # (nor another name's)
+            state.items.pop(other, None)
     grown = _grown_list(statement)
     if grown is not None:  # ``c.append(y)``: c holds y's array from now on
         name, value = grown
@@ -778,10 +801,13 @@ def _bind(statement, state: _Sharing) -> None:
     elif not isinstance(statement, (gast.While, gast.AugAssign)):
         pairs += [(name, None, False) for name in _stored(statement)]
     bases, views, same = state.bases, state.views, state.same
+    written_out = _items_written_out(statement, state)
+    taken_apart = _items_taken(statement, state)
     for name, value, whole in pairs:
         _forget(name, bases)
         _forget(name, views)
         _forget(name, same)
+        state.items.pop(name, None)
         if whole and isinstance(value, gast.Name) and value.id != name:
             group = same.get(value.id, set()) | {value.id}
             same[name] = set(group)
@@ -839,8 +865,86 @@ def _bind(statement, state: _Sharing) -> None:
         for name in names:  # ``a = b = x * 1.0``: one new array, two names
             bases[name] = bases.get(name, set()) | (set(names) - {name})
             views[name] = views.get(name, set()) | (set(names) - {name})
+    for name, memory in written_out.items():  # ``params = [y, b]``
+        state.items[name] = memory
+        bases[name] = bases.get(name, set()).union(*memory)
+    for name, memory in taken_apart.items():  # ``y, b = params``, ``params[1]``
+        bases[name] = set(memory)
+        if name in views:
+            views[name] = set(memory)
     _follow_arrays(statement, state.arrays)
     _follow_exact(statement, pairs, state.exact)
+
+
+def _items_written_out(statement, state: _Sharing) -> dict:
+    """``{name: the memory of each item}`` for ``name = [a, b]`` (or a tuple)."""
+    if not (
+        isinstance(statement, gast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], gast.Name)
+        and _literal_sequence(statement.value)
+        and not any(isinstance(e, gast.Starred) for e in statement.value.elts)
+    ):
+        return {}
+    name = statement.targets[0].id
+    return {
+        name: tuple(
+            frozenset(_memory(item, state) | {f"{ITEM}{name}:{position}"})
+            for position, item in enumerate(statement.value.elts)
+        )
+    }
+
+
+def _items_taken(statement, state: _Sharing) -> dict:
+    """``{name: the memory of the item it is bound to}`` for the names bound to
+    items of a list written out, by position: ``y, b = params`` or ``b =
+    params[1]`` (each apart from the other items)."""
+    if not isinstance(statement, gast.Assign) or len(statement.targets) != 1:
+        return {}
+    target, value = statement.targets[0], statement.value
+    if isinstance(value, gast.Subscript) and isinstance(target, gast.Name):
+        position = _whole_number(value.slice)
+        if position is None or not isinstance(value.value, gast.Name):
+            return {}
+        memory = state.items.get(value.value.id, ())
+        if not -len(memory) <= position < len(memory):
+            return {}
+        return {target.id: memory[position]}
+    if not (
+        isinstance(value, gast.Name)
+        and isinstance(target, (gast.Tuple, gast.List))
+        and all(isinstance(item, gast.Name) for item in target.elts)
+    ):
+        return {}
+    memory = state.items.get(value.id, ())
+    if len(memory) != len(target.elts):
+        return {}
+    return {item.id: held for item, held in zip(target.elts, memory)}
+
+
+def _whole_number(node) -> int | None:
+    """The whole number ``node`` writes out (``1``, ``-1``), else None."""
+    negated = isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub)
+    number = node.operand if negated else node
+    if not (isinstance(number, gast.Constant) and type(number.value) is int):
+        return None
+    return -number.value if negated else number.value
+
+
+def _changed_items(statement) -> set:
+    """The names of lists whose items ``statement`` may change or move: a method
+    (``c.append(y)``, ``c.pop()``) or an item replaced (``c[0] = v``)."""
+    changed = {name for _, name in _changed_lists(statement)}
+    targets = []
+    if isinstance(statement, gast.Assign):
+        targets = statement.targets
+    elif isinstance(statement, gast.AugAssign):
+        targets = [statement.target]
+    for target in targets:
+        for node in trees.walk(target):
+            if isinstance(node, gast.Subscript) and isinstance(node.value, gast.Name):
+                changed.add(node.value.id)
+    return changed
 
 
 def _follow_exact(statement, pairs: list, exact: dict) -> None:
@@ -990,19 +1094,39 @@ def _loop_targets(statement) -> list:
     """``(name, what it is an item of, or None)`` for a ``for`` loop's targets:
     ``for i, a in enumerate(c)`` makes ``a`` an item of ``c`` and ``i`` a number;
     ``for a, b in zip(c, d)`` an item of ``c`` and one of ``d``."""
-    target, source = statement.target, statement.iter
+    return _item_targets(statement.target, statement.iter)
+
+
+def _item_targets(target, source) -> list:
+    """``(name, what it is an item of, or None)`` for the names ``target`` binds
+    to an item of ``source``, nested alike: ``for i, (a, b) in enumerate(zip(c,
+    d))`` makes ``a`` an item of ``c`` and ``b`` one of ``d``."""
     kind = _sequence_call(source)
     if isinstance(target, (gast.Tuple, gast.List)):
         names = target.elts
         if kind == "enumerate" and len(names) == 2 and len(source.args) == 1:
-            return [(n, None) for n in _stored(names[0])] + [
-                (n, source.args[0]) for n in _stored(names[1])
-            ]
+            counted = [(n, None) for n in _stored(names[0])]
+            return counted + _item_targets(names[1], source.args[0])
         if kind == "zip" and len(names) == len(source.args):
             return [
-                (n, argument)
+                found
                 for element, argument in zip(names, source.args)
-                for n in _stored(element)
+                for found in _item_targets(element, argument)
+            ]
+        rows = source.elts if _literal_sequence(source) else []
+        if rows and all(
+            _literal_sequence(row)
+            and len(row.elts) == len(names)
+            and not any(isinstance(e, gast.Starred) for e in row.elts)
+            for row in rows
+        ):  # ``for a, b in [(z, w), (u, v)]``: a is an item of [z, u]
+            return [
+                found
+                for position, element in enumerate(names)
+                for found in _item_targets(
+                    element,
+                    gast.List([row.elts[position] for row in rows], gast.Load()),
+                )
             ]
     return [(name, source) for name in _stored(target)]
 

@@ -239,6 +239,12 @@ def _dict_keys(
         for node in nodes
         if isinstance(node, gast.Return) and node.value is not None
     }
+    chosen = {  # ``(helper(x) if c else other(x))['k']``: a branch's value
+        id(part)
+        for node in nodes
+        if isinstance(node, gast.IfExp)
+        for part in (node.body, node.orelse)
+    }
     for node in nodes:
         if (
             isinstance(node, gast.Call)
@@ -246,13 +252,21 @@ def _dict_keys(
             and not {id(node)} & (held | returned)
         ):
             name = gast.unparse(node.func).strip()
+            instead = (
+                f"assign it to a name first (d = {name}(...)) and read d[key] with "
+                "a key written out"
+            )
+            if id(node) in chosen:  # (each branch's dict may have keys of its own)
+                instead = (
+                    f"choose in an if statement, a name for each dict: if ...: d = "
+                    f"{name}(...); v = d[key] else: e = ...; v = e[key]"
+                )
             raise source.error(
                 node,
                 f"ppto cannot differentiate this use of {name}(...), which returns a "
                 "dict (held as the list of its values): it is read only as a name "
                 "bound to it",
-                f"assign it to a name first (d = {name}(...)) and read d[key] with "
-                "a key written out",
+                instead,
             )
     for node in nodes:
         if isinstance(node, gast.DictComp) and id(node) not in held:

@@ -311,9 +311,11 @@ class Fence(trees.Visitor):
         self.reject(
             node,
             "a dict here (one is taken where its keys are constants written out, "
-            "assigned to a name or returned)",
+            "assigned to a name or returned; not as an item of another dict)",
             'write the keys out (d = {"h": h, "y": y}) and assign it to a name, or '
-            "use separate variables, a tuple or a list",
+            "use separate variables, a tuple or a list; for a dict inside a dict, "
+            'join the keys (d = {"a_w": w}) or keep the inner dict in a name of its '
+            'own (a = {"w": w}) read as a["w"]',
         )
 
     def visit_Set(self, node):

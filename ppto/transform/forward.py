@@ -222,6 +222,7 @@ class TangentGenerator:
             self.namer,
             self.generator.resolver(rule),
             self.activity.ranks,
+            self.activity.dtypes,
         )
         simplifier = _Simplify(self.generator.refs.namespace, self.zero_expressions)
         code = simplifier.statements(statements)

@@ -9,7 +9,8 @@ changes nothing (the dtypes agree, or t is a number, which ``+=`` rebinds; a
 subscript's always), so that generated code shows one only where it matters;
 refuses at the user's line what NumPy refuses in place (floats into an integer
 array, an array broadcast to another shape); and gives a cast that may be refused
-when it runs the user's file and line to name. Casts in generated code
+when it runs the user's file and line to name (a subscript write, which checks
+``x[i] += v`` itself where x's dtype is not known here). Casts in generated code
 differentiated again are left as they are.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 
 import gast
+import numpy as np
 
 from ppto.errors import DTypeError, ShapeError
 from ppto.ops.shape import IN_PLACE_ADVICE, in_place_refusal
@@ -39,6 +41,10 @@ def settle(body: list, activity: Activity, source) -> bool:
             # differentiated again has a value the backward code reads as well)
             if isinstance(statement, ir.Apply) and statement.augmented:
                 if _changes_nothing(statement, activity, source):
+                    if statement.augmented == "check" and _may_be_refused(
+                        statement, activity
+                    ):
+                        _check_in_the_write(block, position, source)
                     lost, retargeted = _remove(block, position)
                     stale |= not (retargeted and _takes_over(statement, activity))
                     position -= lost
@@ -82,17 +88,60 @@ def _blocks(body: list):
 def _dtypes(statement: ir.Apply, activity: Activity) -> tuple:
     """(the value's dtype, the target's, the target's rank), None where unknown."""
     value, target = statement.inputs[0], statement.params["target"]
-    value_dtype = activity.dtypes.get(value) if isinstance(value, str) else None
+    if isinstance(value, ir.Verbatim):  # (k[1:] * 1.5, k not differentiated)
+        value_dtype = _written_dtype(value.expr, activity.dtypes)
+    else:
+        value_dtype = activity.dtypes.get(value) if isinstance(value, str) else None
     if isinstance(target, gast.Subscript) and isinstance(target.value, gast.Name):
         # x[i] written out (x is not differentiated): x's dtype
         base = target.value.id
-        return (
-            value_dtype,
-            activity.dtypes.get(base),
-            expression_rank(target, activity.ranks),
-        )
+        rank = expression_rank(target, activity.ranks)
+        if rank is None and _sliced(target):
+            rank = 1  # (at least: a slice of an array is an array, never a number)
+        return value_dtype, activity.dtypes.get(base), rank
     name = getattr(target, "id", None)
     return value_dtype, activity.dtypes.get(name), activity.ranks.get(name)
+
+
+_OPERATORS = {
+    gast.Add: np.add, gast.Sub: np.subtract, gast.Mult: np.multiply,
+    gast.Div: np.true_divide, gast.FloorDiv: np.floor_divide, gast.Mod: np.mod,
+    gast.Pow: np.power,
+}  # fmt: skip
+
+
+def _written_dtype(expr, dtypes: dict):
+    """The dtype of an expression written out of names (indexed or not), numbers
+    and arithmetic, where the names' dtypes are known (as NumPy's rules give it,
+    a Python number weak); else None."""
+    probe = _probe(expr, dtypes)
+    return None if probe is None else np.asarray(probe).dtype
+
+
+def _probe(expr, dtypes: dict):
+    """A value with ``expr``'s dtype: one element of its names' dtypes, or the
+    number written (weak, as in NumPy); None where it is not known."""
+    while isinstance(expr, gast.Subscript):
+        expr = expr.value
+    if isinstance(expr, gast.Name):
+        dtype = dtypes.get(expr.id)
+        return None if dtype is None else np.zeros((1,), dtype)
+    if isinstance(expr, gast.Constant) and type(expr.value) in (int, float, bool):
+        return expr.value
+    if isinstance(expr, gast.BinOp) and type(expr.op) in _OPERATORS:
+        left, right = _probe(expr.left, dtypes), _probe(expr.right, dtypes)
+        if left is None or right is None:
+            return None
+        with np.errstate(all="ignore"):
+            return _OPERATORS[type(expr.op)](left, right)
+    return None
+
+
+def _sliced(target: gast.Subscript) -> bool:
+    """Whether the index of ``target`` has a slice (``k[1:]``, ``m[0, :]``)."""
+    index = target.slice
+    parts = index.elts if isinstance(index, gast.Tuple) else [index]
+    return any(isinstance(part, gast.Slice) for part in parts)
 
 
 def _changes_nothing(statement: ir.Apply, activity: Activity, source) -> bool:
@@ -108,9 +157,9 @@ def _changes_nothing(statement: ir.Apply, activity: Activity, source) -> bool:
     if statement.augmented == "check":
         # the subscript write converts the value to x's dtype: the cast would only
         # check it, and is not kept (what the analysis cannot tell, floats written
-        # into a slice of an integer array made of unknown values, goes
-        # unchecked: a visible cast and a taped value for every buffer filled
-        # in a loop would be the price)
+        # into a slice of an integer array made of unknown values, the write
+        # checks when it runs: see _check_in_the_write; a cast kept would tape
+        # its value for every buffer filled in a loop)
         return True
     # a number (Python's, NumPy's from a reduction, a 0-d array: see
     # ppto.ops.shape.in_place_target): += rebinds it
@@ -150,10 +199,26 @@ def _may_be_refused(statement: ir.Apply, activity: Activity) -> bool:
     return in_place_refusal(value_dtype, target_dtype) is not None
 
 
-def _name_the_line(statement: ir.Apply, source) -> None:
-    """Give the cast the user's file and line, for the error it may raise when it
-    runs (generated code's own lines are not the user's)."""
-    line, _ = source.position(statement.origin)
+def _check_in_the_write(block: list, position: int, source) -> None:
+    """Have the subscript write after the check at ``position`` (``x[i] += v``,
+    x's dtype not known here) check what the cast would have, when it runs: it
+    has the value in hand, so nothing is kept for it (see ops.indexing.setitem)."""
+    cast = block[position]
+    for statement in block[position + 1 :]:
+        if (
+            isinstance(statement, ir.Apply)
+            and statement.op.name == "setitem"
+            and cast.target in statement.inputs
+        ):
+            _name_the_line(statement, source, cast.origin)
+            return
+
+
+def _name_the_line(statement: ir.Apply, source, origin=None) -> None:
+    """Give the cast (or the subscript write) the user's file and line, for the
+    error it may raise when it runs (generated code's own lines are not the
+    user's); ``origin``: the statement whose line that is, if not its own."""
+    line, _ = source.position(origin or statement.origin)
     at = f"{os.path.basename(source.filename)}, line {line}"
     statement.params["at"] = gast.Constant(at, None)
     statement.given = (*statement.given, "at")

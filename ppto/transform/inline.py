@@ -12,6 +12,7 @@ import inspect
 from functools import cache
 
 import gast
+import numpy as np
 
 from ppto.errors import GradError, PptoError
 from ppto.transform import ir, trees
@@ -150,11 +151,14 @@ def inline_rule(
     namer: Namer,
     resolve_global,
     ranks: dict,
+    dtypes: dict | None = None,
 ):
-    """``(statements, gradients)`` for one application of ``rule`` (module doc)."""
+    """``(statements, gradients)`` for one application of ``rule`` (module doc);
+    ``dtypes``: the operands' dtypes where known."""
     outer, inner, _ = _parsed_rule(rule.source)
+    adjoint_binding = {inner.args.args[0].id: adjoint}
     body = _instantiate(
-        rule, statement, {inner.args.args[0].id: adjoint}, namer, resolve_global, ranks
+        rule, statement, adjoint_binding, namer, resolve_global, ranks, dtypes
     )
     return _returns_to_gradients(
         body, len(statement.op.input_names), needed, namer, statement.op.name
@@ -162,13 +166,21 @@ def inline_rule(
 
 
 def inline_tangent(
-    rule, statement: ir.Apply, tangents: list, namer: Namer, resolve_global, ranks: dict
+    rule,
+    statement: ir.Apply,
+    tangents: list,
+    namer: Namer,
+    resolve_global,
+    ranks: dict,
+    dtypes: dict | None = None,
 ):
     """``(statements, tangent expression)`` for one application of a tangent rule;
     ``tangents`` holds one expression per input."""
     _, inner, _ = _parsed_rule(rule.source)
     inner_bindings = {a.id: t for a, t in zip(inner.args.args, tangents)}
-    body = _instantiate(rule, statement, inner_bindings, namer, resolve_global, ranks)
+    body = _instantiate(
+        rule, statement, inner_bindings, namer, resolve_global, ranks, dtypes
+    )
     returns = [node for node in _walk_statements(body) if isinstance(node, gast.Return)]
     if len(returns) == 1 and body[-1] is returns[0]:
         return body[:-1], returns[0].value
@@ -186,6 +198,7 @@ def _instantiate(
     namer: Namer,
     resolve_global,
     ranks: dict,
+    dtypes: dict | None = None,
 ) -> list:
     """The rule's inner body with parameters, inner arguments and locals bound."""
     outer, inner, prelude = _parsed_rule(rule.source)
@@ -203,7 +216,7 @@ def _instantiate(
         elif argument is not None:
             bindings[name] = _default_of(outer, name)
     bindings.update(inner_bindings)
-    body = _taken(prelude + inner.body, bindings, ranks)  # (the template's own)
+    body = _taken(prelude + inner.body, bindings, ranks, dtypes or {})  # (its own)
     copies = []
     for name in sorted(_local_names(body)):
         fresh = namer.fresh(name)
@@ -268,7 +281,7 @@ def _bound_expr(bound) -> gast.expr:
     return clone(bound)
 
 
-def _taken(body: list, bindings: dict, ranks: dict) -> list:
+def _taken(body: list, bindings: dict, ranks: dict, dtypes: dict) -> list:
     """The statements of a rule that run for these ranks: an ``if`` on a parameter's
     ``ndim`` that the ranks decide is replaced by its branch (before anything is
     copied: a rule such as dot's has a branch per case)."""
@@ -283,7 +296,7 @@ def _taken(body: list, bindings: dict, ranks: dict) -> list:
     out = []
     for statement in body:
         decided = (
-            _decide(statement.test, rank, bindings, ranks)
+            _decide(statement.test, rank, bindings, ranks, dtypes)
             if isinstance(statement, gast.If)
             else None
         )
@@ -293,7 +306,7 @@ def _taken(body: list, bindings: dict, ranks: dict) -> list:
                 break
             continue
         branch = _taken(
-            statement.body if decided else statement.orelse, bindings, ranks
+            statement.body if decided else statement.orelse, bindings, ranks, dtypes
         )
         out.extend(branch)
         if branch and isinstance(branch[-1], gast.Return):
@@ -311,10 +324,14 @@ _COMPARISONS = {
 }
 
 
-def _decide(test, rank, bindings: dict, ranks: dict):
-    """The value of ``p.ndim <op> <int>`` or ``may_repeat(index)`` (or ``and``/
-    ``or``/``not`` of such) when the ranks and the index written decide it, else
-    None."""
+def _decide(test, rank, bindings: dict, ranks: dict, dtypes: dict):
+    """The value of ``p.ndim <op> <int>``, ``may_repeat(index)`` or
+    ``whole_numbers(p)`` (or ``and``/``or``/``not`` of such) when the ranks, the
+    index written and the dtypes known decide it, else None."""
+    if isinstance(test, gast.Call) and getattr(test.func, "id", "") == "whole_numbers":
+        argument = test.args[0] if len(test.args) == 1 else None
+        dtype = _bound_dtype(bindings.get(getattr(argument, "id", None)), dtypes)
+        return None if dtype is None else np.dtype(dtype).kind in "biu"
     if (
         isinstance(test, gast.Call)
         and getattr(test.func, "id", "") == "reorders_in_place"
@@ -327,12 +344,14 @@ def _decide(test, rank, bindings: dict, ranks: dict):
         unique = _unique(bound, ranks)
         return None if unique is None else not unique
     if isinstance(test, gast.BoolOp):
-        values = [_decide(value, rank, bindings, ranks) for value in test.values]
+        values = [
+            _decide(value, rank, bindings, ranks, dtypes) for value in test.values
+        ]
         if None in values:
             return None
         return all(values) if isinstance(test.op, gast.And) else any(values)
     if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
-        value = _decide(test.operand, rank, bindings, ranks)
+        value = _decide(test.operand, rank, bindings, ranks, dtypes)
         return None if value is None else not value
     if not (
         isinstance(test, gast.Compare)
@@ -349,6 +368,16 @@ def _decide(test, rank, bindings: dict, ranks: dict):
     if known is None:
         return None
     return _COMPARISONS[type(test.ops[0])](known, test.comparators[0].value)
+
+
+def _bound_dtype(bound, dtypes: dict):
+    """The dtype of the operand a rule's parameter is bound to (a name, or a name
+    indexed: ``c[1:]`` has c's), where known."""
+    if isinstance(bound, str):
+        return dtypes.get(bound)
+    while isinstance(bound, gast.Subscript):
+        bound = bound.value
+    return dtypes.get(bound.id) if isinstance(bound, gast.Name) else None
 
 
 def _unique(index, ranks: dict):

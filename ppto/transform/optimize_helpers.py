@@ -98,6 +98,8 @@ class _Folder(trees.Transformer):
             return node
         if helper is dtype_of:
             return self.dtype_attribute(node)
+        if getattr(helper, "reads_dtype_only", False):
+            return self.dtype_decided(helper, node)
         arguments = [self.stand_in(argument) for argument in node.args]
         if any(argument is NOT_LITERAL for argument in arguments):
             return node
@@ -124,6 +126,18 @@ class _Folder(trees.Transformer):
         return gast.Attribute(
             gast.Name(argument.id, gast.Load(), None, None), "dtype", gast.Load()
         )
+
+    def dtype_decided(self, helper, node):
+        """A ``dtype_helper``'s result where its argument's dtype is known (its
+        shape need not be)."""
+        (argument,) = node.args
+        dtype = (
+            self.dtypes.get(argument.id) if isinstance(argument, gast.Name) else None
+        )
+        if dtype is None:
+            return node
+        self.folded = True
+        return _literal(helper(np.zeros((), dtype)))
 
     def stand_in(self, argument):
         """What the helper may be called with for ``argument``: its literal value,

@@ -60,7 +60,24 @@ def flattened(parsed: ParsedFunction, trees: dict, made) -> ParsedFunction:
         namespace_with(parsed, reader.helpers),
         scope=parsed.scope or parsed.fn,
         stand_ins={**parsed.stand_ins, **reader.stand_ins},
+        spelled={
+            leaf: text
+            for parameter, named_tree in trees.items()
+            for leaf, text in _spellings(named_tree, parameter)
+        },
     )
+
+
+def _spellings(tree: NamedTree, text: str):
+    """``(leaf parameter, the user's spelling of it)`` for each leaf of ``tree``,
+    the structure spelled ``text`` (``params['W1']``, ``ws[0]``)."""
+    if isinstance(tree, str):
+        yield tree, text
+        return
+    kind, entries = tree
+    pairs = entries if kind == "dict" else enumerate(entries)
+    for key, item in pairs:
+        yield from _spellings(item, f"{text}[{key!r}]")
 
 
 def _leaf_arguments(arguments: gast.arguments, trees: dict) -> gast.arguments:

@@ -560,6 +560,7 @@ class Generator:
             self.namer,
             self.resolver(rule),
             self.activity.ranks,
+            self.activity.dtypes,
         )
         code = self.known_shapes(list(statements))
         gradients = [self.known_shapes(g) if g is not None else None for g in gradients]

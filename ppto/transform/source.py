@@ -103,6 +103,9 @@ class ParsedFunction:
     # names ppto bound in namespace itself (local functions lifted out, callables
     # passed as arguments): they live in no scope of the user's to watch
     bound: frozenset = frozenset()
+    # a leaf parameter of a differentiated dict, list or tuple -> the user's
+    # spelling of it (``params_1`` -> ``params[1]``), for messages
+    spelled: dict = dataclasses.field(default_factory=dict)
 
     @property
     def parameters(self) -> list[str]:
