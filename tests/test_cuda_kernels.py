@@ -122,8 +122,9 @@ def fused_for_cuda(function, shapes, dtype="float64"):
 # batch norm's gradient (ppto/fusion/batch_norm_backward.py): its broadcasts back to
 # the image (unreduce) have no staged form, so on CUDA its statements run unfused
 CPU_ONLY = {
-    f"batch_norm_backward{centred}{added}_{layout}"
+    f"batch_norm_backward{centred}{masked}{added}_{layout}"
     for centred in ("", "_centred")
+    for masked in ("", "_masked")
     for added in ("", "_added")
     for layout in ("nhwc", "nchw")
 }

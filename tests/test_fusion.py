@@ -39,7 +39,8 @@ def test_there_are_more_than_fifty_rules_each_described():
 
 
 def _inputs(rule, rng, dtype):
-    image = (2, 6, 5, 4)
+    if rule.name.startswith("batch_norm_backward"):
+        return _batch_norm_backward_inputs(rule, rng, dtype)
     shapes = {
         "matmul": [(5, 4), (4, 3), (3,)],
         # three axes: a rule along axis 1 must not reduce along the last one
@@ -50,28 +51,12 @@ def _inputs(rule, rng, dtype):
         "layer": [(3, 7), ()],
         # NHWC images, OIHW weights, per-channel vectors (ppto/fusion/cnn_patterns)
         "conv2d": [(2, 6, 5, 3), (4, 3, 3, 3), (4,)],
-        # gradient, scaled value, centred value, their shapes (ppto/fusion/
-        # batch_norm_backward: deviation, scale and count between them)
-        "batch_norm_backward": [
-            image,
-            image,
-            (4,),
-            image,
-            (4,),
-            (),
-            image,
-            image,
-            image,
-        ],
         "batch_norm": [(2, 6, 5, 4), (4,), (4,), (), (2, 6, 5, 4)],
         "channel": [(2, 6, 5, 4)] * 2,
         "global_pool": [(2, 6, 5, 4)] * 2,
     }
     prefix = next((key for key in shapes if rule.name.startswith(key)), None)
     chosen = shapes[prefix] if prefix else [(6, 5)] * len(rule.parameters)
-    if rule.name.startswith("batch_norm_backward") and rule.name.endswith("_nchw"):
-        image, channel = (2, 4, 6, 5), (1, 4, 1, 1)  # (statistics' dims kept)
-        chosen = [image, image, channel, image, channel, (), image, image]
     if rule.name == "batch_norm_variance_backward":
         chosen = [(2, 6, 5, 4), (2, 6, 5, 4), (4,)]
     if rule.name == "matmul_add":
@@ -83,6 +68,22 @@ def _inputs(rule, rng, dtype):
     # a convolution's stride and padding: Python ints, as generated code passes them
     return arrays + [{"stride": 2, "padding": 1}[name] for name in
                      rule.parameters[len(chosen):]]  # fmt: skip
+
+
+def _batch_norm_backward_inputs(rule, rng, dtype) -> list:
+    """Images, per-channel deviation and scale, a count and, for a masked rule, a
+    ReLU's mask with both values (ppto/fusion/batch_norm_backward), by name."""
+    image, channel = (2, 6, 5, 4), (4,)
+    if rule.name.endswith("_nchw"):
+        image, channel = (2, 4, 6, 5), (1, 4, 1, 1)  # (statistics' dims kept)
+    shapes = {"deviation": channel, "gamma": channel, "count": ()}
+    inputs = []
+    for name in rule.parameters:
+        if name == "condition":
+            inputs.append(rng.standard_normal(image) >= 0.0)
+        else:
+            inputs.append(rng.uniform(0.5, 1.5, shapes.get(name, image)).astype(dtype))
+    return inputs
 
 
 def _as_tensors(inputs) -> list:
@@ -1001,9 +1002,11 @@ def chosen_numbers(x, y, s):
 
 
 def normalized_relu_product(x, g, b):
+    # (x added before the ReLU: its masked gradient is x's too, so it stays in a
+    # region, not folded into batch norm's backward kernel)
     m = np.mean(x, axis=(0, 1, 2))
     v = np.mean((x - m) ** 2, axis=(0, 1, 2))
-    return np.sum(np.maximum(g * (x - m) / np.sqrt(v + 1e-5) + b, 0.0) * x)
+    return np.sum(np.maximum(g * (x - m) / np.sqrt(v + 1e-5) + b + x, 0.0) * x)
 
 
 def test_a_regions_where_writes_into_its_block(monkeypatch):

@@ -48,6 +48,7 @@ CNN_RULES = {
     "batch_norm_backward_nhwc",
     "batch_norm_backward_added_nhwc",
     "batch_norm_backward_centred_added_nhwc",
+    "batch_norm_backward_masked_added_nhwc",
 }
 
 
@@ -187,6 +188,8 @@ BACKWARD = {"channel_sum_of_products", "batch_norm_variance_backward"}
 GRADIENT = {"batch_norm_backward_nhwc"}
 # and added to the input's gradient, where the input is read elsewhere too
 ADDED = {"batch_norm_backward_added_nhwc"}
+# and its ReLU's mask folded in, where nothing else reads the masked gradient
+MASKED_ADDED = {"batch_norm_backward_masked_added_nhwc"}
 # (function, rules its forward code runs, rules its gradient code runs without regions:
 # batch norm's values the backward pass reads by one multi-output rule)
 CASES = [
@@ -197,7 +200,7 @@ CASES = [
     (batch_norm_centred_once, {"batch_norm_nhwc"},
      {"batch_norm_outputs_nhwc", "batch_norm_backward_centred_added_nhwc"}),
     (batch_norm_relu, {"batch_norm_relu_nhwc"},
-     {"batch_norm_relu_outputs_nhwc", *ADDED}),
+     {"batch_norm_relu_outputs_nhwc", *MASKED_ADDED}),
     (residual_pool, {"global_pool_of_relu_sum"}, set()),
     (block_output, {"batch_norm_add_maximum_nhwc"},
      {"batch_norm_add_maximum_outputs_nhwc", *GRADIENT}),

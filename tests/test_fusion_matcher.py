@@ -87,6 +87,47 @@ def test_an_accumulator_assigned_three_times_is_matched_and_fused(rule):
     assert rule  # the rule's own implementation ran
 
 
+SWAPPED = """
+def f(a, c):
+    s = reduce_sum(a / c)
+    t = c * a
+    acc = t
+    acc = tanh(t) + acc
+    acc = exp(a) + acc
+    return s, acc
+"""
+
+
+def test_commutative_operands_match_swapped(rule):
+    # every product and sum the other way round from the rule's pattern
+    text, kernels = fused(SWAPPED)
+    assert body(text) == [
+        "s, acc = __fused_sums_and_accumulator(a, c)",
+        "return (s, acc)",
+    ]
+    args = arrays()
+    for got, wanted in zip(run(text, kernels, *args), run(SWAPPED, {}, *args)):
+        np.testing.assert_allclose(got, wanted, rtol=1e-14)
+    # a quotient swapped is another value: s = c / a stays as it is
+    text, _ = fused(SWAPPED.replace("a / c", "c / a"))
+    assert "__fused_sums_and_accumulator" not in text
+    assert "s = reduce_sum(c / a)" in body(text)
+
+
+def test_a_copy_of_a_value_read_twice_is_seen_through_at_each_read(rule):
+    # t, read twice by the pattern, read through one copy u both times
+    source = ACCUMULATED.replace("t = a * c\n", "t = a * c\n    u = t\n")
+    source = source.replace("acc = t\n", "acc = u\n").replace("tanh(t)", "tanh(u)")
+    text, kernels = fused(source)
+    assert body(text) == [
+        "s, acc = __fused_sums_and_accumulator(a, c)",
+        "return (s, acc)",
+    ]
+    args = arrays()
+    for got, wanted in zip(run(text, kernels, *args), run(source, {}, *args)):
+        np.testing.assert_allclose(got, wanted, rtol=1e-14)
+
+
 def test_copies_are_seen_through_and_dropped_where_nothing_else_reads_them(rule):
     source = ACCUMULATED.replace("t = a * c\n", "t = a * c\n    u = a\n").replace(
         "exp(a)", "exp(u)"

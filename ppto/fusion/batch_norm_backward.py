@@ -23,6 +23,8 @@ whole images); a rule's pattern is the code ppto writes for each.
 
 from __future__ import annotations
 
+import inspect
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,8 +33,9 @@ from ppto.fusion.cnn_patterns import FIRST, PIXELS
 from ppto.fusion.kernels import CHUNK_BYTES
 from ppto.fusion.parallel import run_chunks
 from ppto.fusion.patterns import BACKWARD, rule
-from ppto.ops import reductions
+from ppto.ops import elementwise, reductions
 from ppto.ops.shape import target_shape
+from ppto.runtime.backends import where_into
 
 
 @dataclass(frozen=True)
@@ -62,11 +65,13 @@ NHWC = Layout("nhwc", PIXELS, False)
 NCHW = Layout("nchw", (0, 2, 3), True)
 
 
-def _pattern(layout: Layout, added: bool, named: bool):
+def _pattern(layout: Layout, added: bool, named: bool, masked: bool):
     """The gradient code of one layout, the input's added to an ``earlier`` one
     where ``added`` (the input is read elsewhere too); where ``named``, as the code
     is for a function naming ``x - mean`` (its gradient is accumulated first, then
-    added to the input's)."""
+    added to the input's); where ``masked``, the output's gradient ``g`` is first
+    masked by a ReLU's ``where(condition, g, 0.0)`` that nothing else reads (the
+    ReLU after the batch norm: ``condition`` is ``t >= 0.0``, or ``t > 0``)."""
     axes, keep = layout.axes, layout.keepdims
 
     def sum_(value):
@@ -75,7 +80,10 @@ def _pattern(layout: Layout, added: bool, named: bool):
     def back(value, like):
         return reductions.unreduce(value, like, axes, keep)
 
-    def values(g, scaled, deviation, centred, gamma, count, like, earlier, shape):
+    def values(g, scaled, deviation, centred, gamma, count, like, earlier=None,
+               shape=None, condition=None):  # fmt: skip
+        if condition is not None:
+            g = elementwise.where(condition, g, 0.0)
         dbeta = sum_(g)
         dcentred = g / deviation
         ddeviation = -sum_(g * scaled) / deviation
@@ -98,65 +106,73 @@ def _pattern(layout: Layout, added: bool, named: bool):
         dmean = dmean + -sum_(dsquare)
         return dbeta, dgamma, dx + back(dmean / count, like)
 
-    if keep and added:
+    parameters = _parameters(layout, added, masked)
 
-        def pattern(g, scaled, deviation, centred, gamma, count, like, earlier):
-            return values(g, scaled, deviation, centred, gamma, count, like, earlier,
-                          None)  # fmt: skip
-    elif keep:
+    def pattern(*arguments):
+        return values(**dict(zip(parameters, arguments)))
 
-        def pattern(g, scaled, deviation, centred, gamma, count, like):
-            return values(g, scaled, deviation, centred, gamma, count, like, None,
-                          None)  # fmt: skip
-    elif added:
-
-        def pattern(g, scaled, deviation, centred, gamma, count, shape, like, earlier):
-            return values(g, scaled, deviation, centred, gamma, count, like, earlier,
-                          shape)  # fmt: skip
-    else:
-
-        def pattern(g, scaled, deviation, centred, gamma, count, shape, like):
-            return values(g, scaled, deviation, centred, gamma, count, like, None,
-                          shape)  # fmt: skip
-
-    pattern.__name__ = pattern.__qualname__ = _name(layout, added, named)
+    # (the registry reads a pattern's parameters from its signature)
+    pattern.__signature__ = inspect.Signature(
+        [
+            inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            for p in parameters
+        ]  # fmt: skip
+    )
+    pattern.__name__ = pattern.__qualname__ = _name(layout, added, named, masked)
     pattern.values = values  # (the NumPy fallback runs it on arrays)
     return pattern
 
 
-def _name(layout: Layout, added: bool, named: bool) -> str:
-    words = ["batch_norm_backward"] + ["centred"] * named + ["added"] * added
-    return "_".join([*words, layout.name])
+def _parameters(layout: Layout, added: bool, masked: bool) -> tuple:
+    """A rule's parameters, in the order its fused call passes them: the NHWC code
+    broadcasts the variance's gradient back to the image's ``shape``."""
+    return (
+        "g",
+        *["condition"] * masked,
+        "scaled",
+        "deviation",
+        "centred",
+        "gamma",
+        "count",
+        *["shape"] * (not layout.keepdims),
+        "like",
+        *["earlier"] * added,
+    )
+
+
+def _name(layout: Layout, added: bool, named: bool, masked: bool) -> str:
+    words = ["batch_norm_backward"] + ["centred"] * named + ["masked"] * masked
+    return "_".join([*words, *["added"] * added, layout.name])
 
 
 def _implementation(layout: Layout, name: str, pattern):
     """The kernel of one layout, with its rule's parameters (``_gradients``)."""
-    if layout.keepdims:
+    parameters = tuple(pattern.__signature__.parameters)
 
-        def kernel(g, scaled, deviation, centred, gamma, count, like, earlier=None):
-            arguments = (g, scaled, deviation, centred, gamma, count, like, earlier)
-            return _gradients(layout, pattern.values, *arguments, None)
-    else:
-
-        def kernel(g, scaled, deviation, centred, gamma, count, shape, like,
-                   earlier=None):  # fmt: skip
-            arguments = (g, scaled, deviation, centred, gamma, count, like, earlier)
-            return _gradients(layout, pattern.values, *arguments, shape)
+    def kernel(*arguments):
+        given = dict(zip(parameters, arguments))
+        return _gradients(layout, pattern.values, **given)
 
     kernel.__name__ = kernel.__qualname__ = f"_{name}"
     return kernel
 
 
 def _gradients(layout, values, g, scaled, deviation, centred, gamma, count, like,
-               earlier, shape):  # fmt: skip
+               earlier=None, shape=None, condition=None):  # fmt: skip
     """The pattern's values: the per-channel sums in one chunked pass, then the
-    input's gradient in another (see the module docstring); other types and
-    shapes, the pattern's own operators in NumPy (``values``)."""
-    arguments = (g, scaled, deviation, centred, gamma, count, like, earlier, shape)
+    input's gradient in another (see the module docstring), ``g`` masked block by
+    block in the first where a ``condition`` masks it; other types and shapes, the
+    pattern's own operators in NumPy (``values``)."""
+    arguments = (g, scaled, deviation, centred, gamma, count, like, earlier, shape,
+                 condition)  # fmt: skip
     if not _fits(layout, *arguments):
         return values(*arguments)
     channels = layout.channels(g)
     blocks = [layout.blocks(a) for a in (g, scaled, centred)]
+    masks = None if condition is None else layout.blocks(condition)
+    # the masked gradient, written block by block while its sums are taken, then
+    # overwritten by dx (its last reader): no other image allocated
+    masked = None if masks is None else np.empty_like(blocks[0])
     block_bytes = g.itemsize * (blocks[0][0].size)
     chunk = max(1, CHUNK_BYTES // block_bytes)
     chunks = -(-len(blocks[0]) // chunk)
@@ -164,10 +180,17 @@ def _gradients(layout, values, g, scaled, deviation, centred, gamma, count, like
     kept = (0, 2) if layout.keepdims else 0  # the axes of a block but the channels'
     products = "nck,nck->c" if layout.keepdims else "rc,rc->c"
 
+    def gradient(part):
+        """The output's gradient over one chunk, masked where a condition is."""
+        if masks is None:
+            return blocks[0][part]
+        return where_into(masks[part], blocks[0][part], 0.0, out=masked[part])
+
     def reduce(claim):
         for number in iter(claim, None):
             part = slice(number * chunk, (number + 1) * chunk)
-            dy, out, centre = (a[part] for a in blocks)
+            dy = gradient(part)
+            out, centre = blocks[1][part], blocks[2][part]
             sums[number] = (
                 np.add.reduce(dy, axis=kept),
                 np.einsum(products, dy, out),
@@ -183,13 +206,14 @@ def _gradients(layout, values, g, scaled, deviation, centred, gamma, count, like
     shift = -(scale * g_sum + slope * centred_sum) / count
     if layout.keepdims:  # (broadcast along a block's pixels)
         scale, slope, shift = (v.reshape(channels, 1) for v in (scale, slope, shift))
-    dx = np.empty_like(blocks[0])
+    dx = np.empty_like(blocks[0]) if masked is None else masked
+    dy = blocks[0] if masked is None else masked
     added = None if earlier is None else layout.blocks(earlier)
 
     def write(claim):
         for number in iter(claim, None):
             part = slice(number * chunk, (number + 1) * chunk)
-            out = np.multiply(blocks[0][part], scale, out=dx[part])
+            out = np.multiply(dy[part], scale, out=dx[part])
             out += np.multiply(blocks[2][part], slope)
             out += shift
             if added is not None:
@@ -202,15 +226,22 @@ def _gradients(layout, values, g, scaled, deviation, centred, gamma, count, like
 
 
 def _fits(layout, g, scaled, deviation, centred, gamma, count, like, earlier,
-          shape) -> bool:  # fmt: skip
+          shape, condition) -> bool:  # fmt: skip
     """Whether the arguments are images of one floating dtype (three, and the
-    earlier gradient), per-channel deviation and scale of it, a count of it (a
-    number or 0-d array) and broadcast targets of the images' shape: the two
-    passes' case (else NumPy's types)."""
+    earlier gradient), a boolean mask of their shape where there is a condition,
+    per-channel deviation and scale of it, a count of it (a number or 0-d array)
+    and broadcast targets of the images' shape: the two passes' case (else
+    NumPy's types)."""
     images = (g, scaled, centred) + (() if earlier is None else (earlier,))
     if type(g) is not np.ndarray or g.ndim != 4 or g.size == 0 or g.dtype.kind != "f":
         return False
     if not all(type(a) is np.ndarray and a.shape == g.shape for a in images):
+        return False
+    if condition is not None and not (
+        type(condition) is np.ndarray
+        and condition.dtype == bool
+        and condition.shape == g.shape
+    ):
         return False
     channel = layout.channel_shape(layout.channels(g))
     scales = (channel, channel[1:]) if layout.keepdims else (channel,)
@@ -234,16 +265,14 @@ def _fits(layout, g, scaled, deviation, centred, gamma, count, like, earlier,
 IMAGE, CHANNEL = (2, 5, 4, 3), (3,)
 NCHW_IMAGE, NCHW_CHANNEL = (2, 3, 5, 4), (1, 3, 1, 1)
 # (before regions: a region would take its elementwise statements apart)
-for layout in (NHWC, NCHW):
-    for named in (False, True):
-        for added in (False, True):
-            pattern = _pattern(layout, added, named)
-            if layout.keepdims:
-                image, channel, shapes = NCHW_IMAGE, NCHW_CHANNEL, []
-            else:
-                image, channel, shapes = IMAGE, CHANNEL, [IMAGE]
-            shapes = [image, image, channel, image, channel, (), *shapes, image]
-            shapes += [image] * added
-            name = _name(layout, added, named)
-            implementation = _implementation(layout, name, pattern)
-            rule(name, shapes, BACKWARD, implementation, FIRST)(pattern)
+for layout, named, masked, added in itertools.product(
+    (NHWC, NCHW), (False, True), (False, True), (False, True)
+):
+    pattern = _pattern(layout, added, named, masked)
+    image, channel = (NCHW_IMAGE, NCHW_CHANNEL) if layout.keepdims else (IMAGE, CHANNEL)
+    shapes = {"deviation": channel, "gamma": channel, "count": (), "shape": image}
+    parameters = _parameters(layout, added, masked)
+    name = _name(layout, added, named, masked)
+    implementation = _implementation(layout, name, pattern)
+    rule(name, [shapes.get(p, image) for p in parameters], BACKWARD, implementation,
+         FIRST)(pattern)  # fmt: skip

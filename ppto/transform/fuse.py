@@ -24,7 +24,7 @@ from ppto.symbolic import Operator
 from ppto.transform import origins, trees
 from ppto.transform.analyze import literal
 from ppto.transform.fuse_match import Definitions as _Definitions
-from ppto.transform.fuse_match import Match, definition_reads, same
+from ppto.transform.fuse_match import Match, candidates, definition_reads, same
 from ppto.transform.normalize import BINARY_OPERATORS
 from ppto.transform.regions import fuse_regions
 from ppto.transform.trees import (
@@ -73,6 +73,9 @@ class Fuser:
         self.loads: dict[str, int] = {}
         self.stores: dict[str, int] = {}
         self.written: dict[int, set] = {}  # id(statement) -> names it assigns
+        # id(expression) -> (the expression, its Decoded or None): expressions are
+        # replaced, never changed in place, and kept alive here (ids not reused)
+        self.decoded: dict[int, tuple] = {}
 
     def function(self, definition: gast.FunctionDef, copy: bool = True):
         """The fused ``definition``: a copy, or the tree itself changed in place
@@ -137,6 +140,16 @@ class Fuser:
     # --- decoding --------------------------------------------------------------------
 
     def decode(self, expression):
+        """``expression`` as a ``Decoded`` operator application, or None; found
+        once per expression (the matcher asks again for every rule and order)."""
+        known = self.decoded.get(id(expression))
+        if known is not None and known[0] is expression:  # (not a reused id)
+            return known[1]
+        decoded = self._decode(expression)
+        self.decoded[id(expression)] = (expression, decoded)
+        return decoded
+
+    def _decode(self, expression):
         if isinstance(expression, gast.BinOp):
             op = BINARY_OPERATORS.get(type(expression.op))
             if op is not None:
@@ -182,18 +195,13 @@ class Fuser:
             implementation = implementation_for(rule, self.kind)
             if implementation is None:
                 continue  # no fused kernel of this rule on this backend
-            match = Match(self, definitions, before)
-            if not match.node(rule.template, statement.value):
-                continue
-            outputs = _outputs(match, rule, statement.targets[0].id)
-            if outputs is None or not match.complete(outputs):
-                continue
-            if rule.outputs and not match.read_elsewhere(outputs[:-1]):
-                # its other values would be arrays no one reads (forward-only code):
-                # a one-value rule, or the plain code, computes less
-                continue
-            place = match.place(outputs)
-            if place is None:
+            for match in candidates(self, definitions, before, rule.template,
+                                    statement.value):  # fmt: skip
+                outputs = _outputs(match, rule, statement.targets[0].id)
+                place = self.placed(match, rule, outputs)
+                if place is not None:
+                    break
+            else:
                 continue
             self.placement = place
             arguments = [match.bindings[name] for name in rule.parameters]
@@ -212,6 +220,17 @@ class Fuser:
         if self.before_regions:
             return []  # (chains: regions and the later pass fuse them)
         return self.elementwise(statement, before, definitions)
+
+    def placed(self, match: Match, rule, outputs: list | None) -> int | None:
+        """Where the fused call of a match binding ``outputs`` goes, or None where
+        the match does not do (``Match.complete``, ``Match.place``)."""
+        if outputs is None or not match.complete(outputs):
+            return None
+        if rule.outputs and not match.read_elsewhere(outputs[:-1]):
+            # its other values would be arrays no one reads (forward-only code):
+            # a one-value rule, or the plain code, computes less
+            return None
+        return match.place(outputs)
 
     # --- generic elementwise chains ---------------------------------------------------
 

@@ -9,6 +9,12 @@ definition by definition; a copy ``a = b`` is seen through. What the match reads
 from outside (the pattern's arguments) must hold the same values where the fused call
 runs; the call goes where the matched statement was or, where a statement in between
 reads one of its values, earlier, where its arguments are ready (``Match.place``).
+The operands of a commutative operator (``a + b``, ``a * b``, ``maximum``,
+``minimum``) match in either order: the code's first, else swapped. Where both
+orders match there, and the match fails later (a parameter bound the other way
+round), it is tried again from the start with that operator's operands swapped, the
+latest such choice first (``candidates``); swapped tries are at most ``SWAPS`` a rule
+and statement, so a long chain costs a few matches, not 2**n.
 """
 
 from __future__ import annotations
@@ -18,10 +24,20 @@ import bisect
 
 import gast
 
+from ppto.ops import elementwise
 from ppto.symbolic import Operator, Symbol
 from ppto.transform.analyze import literal
 from ppto.transform.emit import Comment
 from ppto.transform.trees import loads, name_counts, single_target, stores
+
+# operators whose two operands may be swapped without changing a value, bit for bit
+# (IEEE addition and multiplication are commutative; so is choosing the larger)
+COMMUTATIVE = frozenset(
+    {elementwise.add, elementwise.mul, elementwise.maximum, elementwise.minimum}
+)
+# swapped tries per match: each may redo the matching below it, so a bound keeps
+# a chain of n commutative operators from costing 2**n tries
+SWAPS = 16
 
 
 class Definitions:
@@ -75,7 +91,14 @@ class Match:
     replaces (at position ``len(before)``, the *root*), absorbing the statements
     whose values it computes where nothing else reads them."""
 
-    def __init__(self, fuser, definitions: Definitions, before: list) -> None:
+    def __init__(
+        self,
+        fuser,
+        definitions: Definitions,
+        before: list,
+        swapped: frozenset = frozenset(),
+        swaps: list | None = None,
+    ) -> None:
         self.fuser = fuser
         self.definitions = definitions  # seen from the root
         self.before = before
@@ -94,6 +117,15 @@ class Match:
         # copies seen through: name -> (position of ``name = source``, source)
         self.copies: dict[str, tuple[int, str]] = {}
         self.copy_reads: dict[str, int] = {}  # copy's name -> reads inside the match
+        # swapped tries left, shared with this match's forks and its retries
+        self.swaps = [SWAPS] if swaps is None else swaps
+        # choices: the commutative operators where both orders may match, numbered
+        # as met (a counter shared with forks: a retry meets them in the same order
+        # up to the one it swaps); ``swapped``, the ones this try swaps; ``kept``,
+        # the ones where the code's order matched (a retry may swap them)
+        self.choices = [0]
+        self.swapped = swapped
+        self.kept: list[int] = []
 
     # --- matching ------------------------------------------------------------------
 
@@ -107,14 +139,12 @@ class Match:
         if not isinstance(template, Operator):
             return False
         shared = self.shared.get(id(template))  # a value the pattern uses twice
-        if (
-            shared is not None
-            and isinstance(expression, gast.Name)
-            and (expression.id, self.scope.get(expression.id)) == shared
-        ):
-            # (a read of it inside the match: complete() counts them all)
-            self.uses[shared] += 1
-            return True
+        if shared is not None and isinstance(expression, gast.Name):
+            key = self.reads_shared(expression.id, shared)
+            if key is not None:
+                # (a read of it inside the match: complete() counts them all)
+                self.uses[key] = self.uses.get(key, 0) + 1
+                return True
         # (else the code computes the value again where it reads it, in an
         # expression or another name: matched as written below)
         decoded = self.fuser.decode(expression)
@@ -134,7 +164,64 @@ class Match:
                     return False
             elif (literal(code) if hasattr(code, "_fields") else code) != value:
                 return False
+        if template.op in COMMUTATIVE and len(decoded.inputs) == 2:
+            return self.either_order(template.inputs, decoded.inputs)
         return all(self.node(t, e) for t, e in zip(template.inputs, decoded.inputs))
+
+    def either_order(self, templates: list, operands: list) -> bool:
+        """Matches a commutative operator's operands in the code's order, else
+        swapped (while swapped tries are left); where both may match, the code's
+        order unless this try swaps it (see ``candidates``)."""
+        swapped = operands[::-1]
+        if self.swaps[0] <= 0 or not self.may_match(templates, swapped):
+            return all(self.node(t, e) for t, e in zip(templates, operands))
+        if self.may_match(templates, operands):  # (else only swapped may: no trial)
+            choice = self.choices[0]
+            self.choices[0] += 1
+            if choice not in self.swapped:
+                trial = self.fork()  # (a failed try leaves its bindings behind)
+                if all(trial.node(t, e) for t, e in zip(templates, operands)):
+                    self.__dict__.update(trial.__dict__)
+                    self.kept.append(choice)
+                    return True
+        self.swaps[0] -= 1
+        return all(self.node(t, e) for t, e in zip(templates, swapped))
+
+    def may_match(self, templates: list, operands: list) -> bool:
+        """Whether each operand's outermost operator (of the statement defining
+        it, for a name) is its template's: a quick test that spares most trials."""
+        for template, operand in zip(templates, operands):
+            if isinstance(template, (int, float)):
+                if not isinstance(operand, gast.Constant) or operand.value != template:
+                    return False
+            elif isinstance(template, Operator):
+                if isinstance(operand, gast.Name):
+                    position = self.scope.get(operand.id)
+                    if position is None:
+                        return False  # (an argument or a loop's name: no operator)
+                    operand = self.before[position].value
+                    if isinstance(operand, gast.Name):
+                        continue  # (a copy: seen through when matched)
+                decoded = self.fuser.decode(operand)
+                if decoded is None or decoded.op is not template.op:
+                    return False
+        return True
+
+    def reads_shared(self, name: str, shared: tuple) -> tuple | None:
+        """``(name, position of the definition read)`` where a read of ``name``
+        reads the value ``shared`` names, itself or through copies of it the match
+        absorbed already (``dt7 = dt8``, both read again); else None."""
+        position = self.scope.get(name)
+        read = key = (name, position)
+        while key != shared:
+            if position is None or position not in self.consumed:
+                return None
+            value = self.before[position].value
+            if not isinstance(value, gast.Name):
+                return None
+            position = self.definitions.before(position).get(value.id)
+            key = (value.id, position)
+        return read
 
     def bind(self, parameter: str, expression) -> bool:
         """Binds a pattern parameter to ``expression`` (seen through copies), or
@@ -216,7 +303,18 @@ class Match:
             setattr(trial, field, dict(getattr(self, field)))
         trial.consumed = set(self.consumed)
         trial.argument_reads = list(self.argument_reads)
+        trial.kept = list(self.kept)
         return trial
+
+    def retry(self) -> Match | None:
+        """A fresh match that swaps the latest commutative operator this one kept
+        in the code's order (and those this one swapped before it), or None where
+        there is none or no swapped try is left."""
+        if not self.kept or self.swaps[0] <= 0:
+            return None
+        latest = self.kept[-1]
+        swapped = frozenset(c for c in self.swapped if c < latest) | {latest}
+        return Match(self.fuser, self.definitions, self.before, swapped, self.swaps)
 
     # --- checking what was matched ---------------------------------------------------
 
@@ -311,6 +409,17 @@ class Match:
                 ):
                     return False
         return True
+
+
+def candidates(fuser, definitions: Definitions, before: list, template, expression):
+    """Each match of ``template`` against ``expression`` (the statement after
+    ``before``) until the caller takes one: the code's operand orders first, then
+    retries with commutative operands swapped (``Match.retry``)."""
+    match = Match(fuser, definitions, before)
+    while match is not None:
+        if match.node(template, expression):
+            yield match
+        match = match.retry()
 
 
 def definition_reads(block: list, definitions: Definitions, counts: tuple, name: str,
