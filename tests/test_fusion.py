@@ -245,7 +245,10 @@ def test_a_kernels_first_call_runs_in_blocks_writing_only_its_result(monkeypatch
         "numexpr": 0,
         "numpy": 0,
     }
-    assert peak < 1.5 * result.nbytes  # the result, not a temporary per operation
+    # the result and a block-sized buffer per worker thread (both threads' buffers
+    # live at once where they run together: 1.5x here), not a whole-array temporary
+    # per operation (NumPy's x * 3.0 + y * y peaks at 3x, an out= sequence at 2x)
+    assert peak < 2 * result.nbytes
     kernel(x, y)
     assert len(times["numexpr"]) == 1  # tried next
 
