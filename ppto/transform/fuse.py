@@ -23,8 +23,14 @@ from ppto.ops.primitive import OperatorDef, registrations
 from ppto.symbolic import Operator
 from ppto.transform import origins, trees
 from ppto.transform.analyze import literal
+from ppto.transform.fuse_match import (
+    COMMUTATIVE,
+    Match,
+    candidates,
+    definition_reads,
+    same,
+)
 from ppto.transform.fuse_match import Definitions as _Definitions
-from ppto.transform.fuse_match import Match, candidates, definition_reads, same
 from ppto.transform.normalize import BINARY_OPERATORS
 from ppto.transform.regions import fuse_regions
 from ppto.transform.trees import (
@@ -449,22 +455,59 @@ def _elementwise_rules_at(root: str) -> dict:
     return index
 
 
+# the elementwise operations whose two operands may be swapped without changing a
+# value, bit for bit (``fuse_match.COMMUTATIVE``, by kernel tree name)
+_COMMUTATIVE = frozenset(op.name for op in COMMUTATIVE)
+
+
 def _canonical(tree: Node) -> tuple[str, list]:
-    """``_signature`` of ``tree`` with its leaves numbered by first appearance, and
-    the old number of each new one: the same computation over the same values has
-    one such signature whatever order its parameters were listed in. (Written in
-    one walk: numbering the leaves first and copying the tree took twice as long,
-    for every rule's pattern on a process's first fusion.)"""
+    """``_signature`` of ``tree`` with a commutative operation's operands in a
+    canonical order and the leaves then numbered by first appearance, and the old
+    number of each new one: the same computation over the same values has one such
+    signature whatever order its parameters were listed in, and whichever order a
+    commutative operation's operands were written in (``a * b + c``, ``c + b * a``).
+    Operands are ordered by what they compute, each leaf seen as the places it is
+    read at (its paths from the root, operand positions counted under the
+    non-commutative operations only): numbers, which differ with the order, play no
+    part. Where two operands compute alike even so, the code's order is kept: a rule
+    may then be missed, never bound wrongly (the signature is one way of writing
+    the code's computation). Subtraction and division keep their order."""
+    places: dict = {}  # leaf -> the paths to its reads
+
+    def read_at(node: Node, path: str) -> None:
+        if node.leaf is not None:
+            places.setdefault(node.leaf, []).append(path)
+            return
+        swappable = node.op in _COMMUTATIVE
+        for position, child in enumerate(node.children):
+            read_at(child, f"{path}{node.op}{'' if swappable else position}/")
+
+    read_at(tree, "")
+    roles = {leaf: "|".join(sorted(paths)) for leaf, paths in places.items()}
+    operands: dict = {}  # id(node) -> its children in canonical order
+
+    def key(node: Node) -> str:
+        if node.leaf is not None:
+            return f"[{roles[node.leaf]}]"
+        if node.op is None:
+            return repr(node.value)
+        keyed = [(key(child), child) for child in node.children]
+        if node.op in _COMMUTATIVE:  # (a stable sort: alike operands keep order)
+            keyed.sort(key=lambda pair: pair[0])
+        operands[id(node)] = [child for _, child in keyed]
+        return f"{node.op}({','.join(text for text, _ in keyed)})"
+
+    key(tree)
     order: list = []
 
     def text(node: Node) -> str:
-        if node.leaf is not None:  # (the walk meets leaves in ``leaves()``'s order)
+        if node.leaf is not None:
             if node.leaf not in order:
                 order.append(node.leaf)
             return f"a{order.index(node.leaf)}"
         if node.op is None:
             return repr(node.value)
-        return f"{node.op}({','.join(text(child) for child in node.children)})"
+        return f"{node.op}({','.join(text(child) for child in operands[id(node)])})"
 
     return text(tree), order
 
