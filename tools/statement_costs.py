@@ -1,5 +1,6 @@
 """Per-statement cost of a benchmark workload's gradient: the lowered, fused CPU code
-ppto runs and the hand-written NumPy beside it, each statement timed in place.
+(what ppto runs with PPTO_FUSION=on, as tools/fusion_bench.py's fused column) and
+the hand-written NumPy beside it, each statement timed in place.
 
 Run: ``python tools/statement_costs.py b`` (a workload's letter; ``--dtype``,
 ``--calls``). Each function is copied with ``time.perf_counter_ns()`` read around
@@ -10,6 +11,8 @@ each statement's median (statements under 0.5 us left out) and the sum of the
 medians. Times in place include what a statement pays after its neighbours (cold
 caches), which a loop over one statement hides; the sum exceeds the plain total
 by the timer's own cost. ``OPENBLAS_NUM_THREADS=1`` keeps BLAS's threads out of it.
+The timed copies' gradients are checked against the plain functions' and ppto's
+against the hand-written ones first (it stops with an error on a mismatch).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import workloads  # noqa: E402
+from run import check  # noqa: E402
 
 import ppto  # noqa: E402
 
@@ -78,6 +82,9 @@ def report(workload, dtype: str, calls: int) -> None:
     hand_timed, hand_times, hand_labels = instrumented(
         hand_source, vars(workloads), hand_name
     )
+    for timed_one, plain_one in ((timed, plain), (hand_timed, workload.hand)):
+        check(timed_one(*args)[1], plain_one(*args)[1], dtype, "the timed copy")
+    check(plain(*args)[1], workload.hand(*args)[1], dtype)
     totals: dict[str, list[int]] = {"ppto": [], "hand": []}
     for call in range(calls):
         order = (("ppto", timed, plain), ("hand", hand_timed, workload.hand))
