@@ -65,6 +65,23 @@ def test_the_fusion_benchmark_runs_on_a_gpu_or_says_it_needs_one():
         assert "--device cuda needs CuPy and a GPU" in done.stderr
 
 
+def test_statement_costs_time_each_statement_of_both_gradients():
+    done = subprocess.run(
+        [sys.executable, "tools/statement_costs.py", "b", "--calls", "3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for dtype in ("float64", "float32"):  # (each copy checked against its original)
+        report = done.stdout.split(f"== b MLP 256x784-256-10 {dtype}")[1]
+        generated, hand = report.split("-- generated")[1].split("-- hand")
+        assert "__fused_matmul_bias(x, W1, b1)" in generated  # the fused code runs
+        assert " us  dW1 = x.T @ " in generated and " us  dW1 = x.T @ da" in hand
+        assert "sum of the medians" in hand.split("==")[0]
+
+
 def test_first_call_tool_reports_every_workload_and_its_stages():
     done = subprocess.run(
         [sys.executable, "tools/first_call.py", "--runs", "1", "--stages"],

@@ -1,6 +1,7 @@
 """Dispatch and migration across devices, the transfer ledger and its policies, and
 registered backends (exercised on the simulated second device ``sim``)."""
 
+import io
 import logging
 import warnings
 
@@ -475,6 +476,58 @@ def test_numpy_mean_is_np_mean_bit_for_bit():
                 assert type(got) is type(expected)
                 assert got.dtype == expected.dtype and got.shape == expected.shape
                 assert np.asarray(got).tobytes() == np.asarray(expected).tobytes()
+
+
+def test_numpy_unreduce_is_the_operators_broadcast_view():
+    """The NumPy backend's unreduce (a 0-d value's zero-stride view made directly)
+    gives what the operator's own implementation (np.broadcast_to) gives: type,
+    shape, dtype, strides, values and a read-only view, for 0-d arrays, NumPy and
+    Python scalars against arrays and saved shapes; other values fall back to it."""
+    from ppto.ops.reductions import unreduce
+    from ppto.runtime.backends import backend_for
+
+    own = backend_for(ppto.Device("cpu")).override("unreduce")
+    likes = [np.ones((4, 3), "float32"), np.ones(()), np.ones((2, 0, 5)), (2, 3)]
+    values = [np.asarray(np.float32(-0.25)), np.float64(1.5), 2.5, np.complex64(1j)]
+    values += [np.float32(np.nan), np.arange(3.0), np.array([[1.0], [2.0]]), 3]
+    values += [np.array(None, dtype=object)]
+    for like in likes:
+        for x in values:
+            for axis, keepdims in [(None, False), (1, True), (0, False)]:
+                try:
+                    expected = unreduce.impl(np, x, like, axis, keepdims)
+                except (ValueError, IndexError) as error:  # (a mismatch: the same)
+                    with pytest.raises(type(error)):
+                        own(x, like, axis, keepdims)
+                    continue
+                got = own(x, like, axis, keepdims)
+                assert type(got) is type(expected)
+                assert got.dtype == expected.dtype and got.shape == expected.shape
+                assert got.strides == expected.strides
+                assert not got.flags.writeable
+                assert np.array_equal(got, expected, equal_nan=x is not values[-1])
+
+
+def test_the_mean_of_a_gather_differentiates_through_the_numpy_unreduce():
+    """A loss that is the mean of gathered entries (cross-entropy's), whose gradient
+    runs the NumPy unreduce on a 0-d value, against central differences."""
+
+    def loss(z, labels):
+        rows = np.arange(z.shape[0])
+        return -np.mean(z[rows, labels] * np.tanh(z[rows, labels]))
+
+    rng = np.random.default_rng(3)
+    z, labels = rng.standard_normal((6, 4)), np.array([0, 3, 3, 1, 2, 0])
+    lowered = ppto.show_grad(loss, z, labels, lowered=True, file=io.StringIO())
+    assert "unreduce_impl(dt" in lowered  # (the NumPy backend's own: no xp)
+    got = np.asarray(ppto.grad(loss)(z, labels))
+    step, expected = 1e-6, np.zeros_like(z)
+    for i in np.ndindex(z.shape):
+        shift = np.zeros_like(z)
+        shift[i] = step
+        expected[i] = (loss(z + shift, labels) - loss(z - shift, labels)) / (2 * step)
+    np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-9)
+    assert ppto.check_grad(loss, z, labels).ok
 
 
 class Transposing:

@@ -3508,3 +3508,61 @@ def test_inlining_a_rule_leaves_its_parsed_template_unchanged():
         expected = _central_differences(function, [W, x], 0)
         np.testing.assert_allclose(np.asarray(gradient), expected, atol=1e-8)
         assert templates() == before
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "x[np.arange(3), labels]",
+        "x[np.arange(x.shape[0]), :, labels]",
+        "x[labels]",
+        "x[:, pairs]",
+        "x[pairs, labels]",
+        "x[pairs, :, labels]",
+        "x[None, labels, 1:3]",
+        "x[labels, labels, labels]",
+        "x[np.arange(2), labels]",  # (shapes that do not broadcast: unknown)
+        "x[mask]",  # (as many elements as True values: unknown)
+        "x[np.arange(count), labels]",  # (a length not known)
+    ],
+)
+def test_a_gather_by_integer_arrays_of_known_shapes_has_numpys_shape(expression):
+    """The shape the analysis gives ``x[index]`` with integer arrays in the index is
+    the one NumPy's indexing gives (None where it cannot be known before running)."""
+    import gast
+
+    from ppto.transform.analyze import expression_shape
+
+    x = np.zeros((3, 4, 5))
+    values = {"x": x, "labels": np.array([0, 2, 1]), "pairs": np.zeros((2, 1), int)}
+    values.update(mask=np.array([True, False, True]), count=2, np=np)
+    shapes = {k: np.shape(v) for k, v in values.items() if k not in ("np", "count")}
+    dtypes = {k: v.dtype for k, v in values.items() if isinstance(v, np.ndarray)}
+    node = gast.parse(expression).body[0].value
+    known = expression_shape(node, shapes, dtypes)
+    try:
+        expected = eval(expression, values).shape
+    except IndexError:
+        expected = None
+    if "mask" in expression or "count" in expression:
+        expected = None
+    assert known == expected
+
+
+def cross_entropy_of_gathered(z, labels):
+    picked = z[np.arange(z.shape[0]), labels] - np.log(np.sum(np.exp(z), axis=1))
+    return -np.mean(picked)
+
+
+def test_a_mean_of_a_gather_divides_by_its_count_written_out():
+    """With the gather's shape known, the mean's gradient reads ``/ 6`` (no run-time
+    count) and the subtraction's gradient needs no run-time unbroadcast; the
+    gradient against central differences in float64."""
+    rng = np.random.default_rng(4)
+    z, labels = rng.standard_normal((6, 4)), np.array([0, 3, 3, 1, 2, 0])
+    source = ppto.show_grad(cross_entropy_of_gathered, z, labels, file=io.StringIO())
+    assert "/ 6, picked)" in source and "reduced_count" not in source
+    assert "unbroadcast" not in source  # (the gather's shape is the sum's: (6,))
+    expected = _central_differences(cross_entropy_of_gathered, [z, labels], 0)
+    got = ppto.grad(cross_entropy_of_gathered)(z, labels)
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-7, atol=1e-9)

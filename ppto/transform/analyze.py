@@ -824,10 +824,15 @@ def expression_shape(node, shapes: dict, dtypes: dict | None = None):
 
 def _index_shape(base: tuple, index, shapes: dict, dtypes: dict | None = None):
     """The shape of ``x[index]`` for an ``x`` of shape ``base``, when the index is made
-    of literals, slices and integer variables; else None."""
+    of literals, slices, integer variables and integer arrays of known shapes
+    (``x[np.arange(n), labels]``); else None."""
     parts = index.elts if isinstance(index, gast.Tuple) else [index]
     known = []
     for part in parts:
+        stand_in = _integer_array_stand_in(part, shapes, dtypes)
+        if stand_in is not None:  # (NumPy's rules then mix it with slices and Nones)
+            known.append(stand_in)
+            continue
         if isinstance(part, gast.Name) and shapes.get(part.id) == ():
             dtype = (dtypes or {}).get(part.id)
             if dtype is None or np.dtype(dtype).kind not in "iu":
@@ -848,6 +853,51 @@ def _index_shape(base: tuple, index, shapes: dict, dtypes: dict | None = None):
         return probe[tuple(known)].shape
     except IndexError:
         return None
+
+
+def _integer_array_stand_in(part, shapes: dict, dtypes: dict | None):
+    """Zeros (one element, zero strides: no memory) of the shape of an integer array
+    index of known shape and dtype, or of ``np.arange(n)`` with ``n`` written out or
+    ``x.shape[k]`` of a known shape; None for anything else (a boolean mask's
+    result has as many elements as it has True values: known only when it runs)."""
+    shape = None
+    if isinstance(part, gast.Name):
+        shape, dtype = shapes.get(part.id), (dtypes or {}).get(part.id)
+        if dtype is None or np.dtype(dtype).kind not in "iu" or not shape:
+            return None
+    elif (
+        isinstance(part, gast.Call)
+        and isinstance(part.func, gast.Attribute)
+        and part.func.attr == "arange"
+        and isinstance(part.func.value, gast.Name)
+        and part.func.value.id in ("np", "numpy")
+        and len(part.args) == 1
+        and not part.keywords
+    ):
+        length = _written_length(part.args[0], shapes)
+        shape = None if length is None else (max(length, 0),)
+    if shape is None:
+        return None
+    return np.lib.stride_tricks.as_strided(
+        np.zeros(1, np.intp), shape, [0] * len(shape)
+    )
+
+
+def _written_length(node, shapes: dict) -> int | None:
+    """The whole number ``node`` writes out, or ``x.shape[k]`` of a known shape."""
+    value = literal(node)
+    if type(value) is int:
+        return value
+    if (
+        isinstance(node, gast.Subscript)
+        and isinstance(node.value, gast.Attribute)
+        and node.value.attr == "shape"
+        and isinstance(node.value.value, gast.Name)
+    ):
+        shape, axis = shapes.get(node.value.value.id), literal(node.slice)
+        if shape is not None and type(axis) is int and -len(shape) <= axis < len(shape):
+            return shape[axis]
+    return None
 
 
 def shape_of(statement: ir.Apply, shapes: dict, dtypes: dict | None = None):
