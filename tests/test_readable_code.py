@@ -244,14 +244,28 @@ def test_expression_keys_tell_numbers_apart_and_read_names_through_copies():
     (x * 1 keeps an integer array whole), and a name is read through its copies."""
     import gast
 
-    from ppto.transform.optimize_cse import _structure
+    from ppto.transform.optimize_cse import _Keys
 
     def key(text, copies=None):
         node = gast.parse(text).body[0].value
-        return _structure(node, lambda name: (copies or {}).get(name, name))
+        return _Keys(lambda name: (copies or {}).get(name, name)).of(node)
 
     spellings = ["x * 1", "x * 1.0", "x * True", "x * -0.0", "x * 0.0", "y * 1"]
     assert len({key(text) for text in spellings}) == len(spellings)
     assert key("np.exp(x - m)") == key("np.exp(x - m)")
     assert key("np.exp(t - m)", {"t": "x"}) == key("np.exp(x - m)")
     assert key("f(x, axis=1)") != key("f(x, axis=0)")
+
+
+def test_expression_keys_are_made_anew_where_a_part_was_replaced():
+    """CSE keeps each sub-expression's key while it looks at one statement; the
+    statement whose part became a read of a name is known by its new spelling, so
+    a later expression spelled with that name is read from it."""
+    import gast
+
+    from ppto.transform.optimize_cse import eliminate_common_subexpressions
+
+    body = gast.parse("a = x - m\nb = (x - m) * 2\nc = a * 2\n").body
+    body = eliminate_common_subexpressions(body, {}, set())
+    spelled = [gast.unparse(statement).strip() for statement in body]
+    assert spelled == ["a = x - m", "b = a * 2", "c = b"]

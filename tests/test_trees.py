@@ -1,5 +1,6 @@
 """ppto's fast tree walkers do what the standard library's do: ``trees.walk`` yields
-``ast.walk``'s nodes in its order, ``trees.Visitor`` visits ``ast.NodeVisitor``'s,
+``ast.walk``'s nodes in its order (and ``trees.nodes_by_kind`` lists each kind's
+in that order), ``trees.Visitor`` visits ``ast.NodeVisitor``'s,
 and ``trees.Transformer`` makes ``ast.NodeTransformer``'s trees (removing nodes and
 putting lists in their place included), over the files the parser test reads; and
 ``expression_text`` writes what ``gast.unparse`` writes."""
@@ -33,6 +34,16 @@ TEXTS = list(_texts())
 def test_walk_is_ast_walk(text):
     for tree in (parse(text), ast.parse(text)):
         assert list(map(id, trees.walk(tree))) == list(map(id, ast.walk(tree)))
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_nodes_by_kind_lists_each_kind_as_ast_walk_finds_it(text):
+    tree = parse(text)
+    found = trees.nodes_by_kind(tree)
+    for kind in {type(node) for node in ast.walk(tree)} | {gast.Call, gast.Name}:
+        expected = [id(node) for node in ast.walk(tree) if type(node) is kind]
+        assert list(map(id, found.get(kind, ()))) == expected
+    assert sum(map(len, found.values())) == sum(1 for _ in ast.walk(tree))
 
 
 def _visit_order(base, tree) -> list:

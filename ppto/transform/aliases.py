@@ -120,15 +120,23 @@ def check(
     again), whose copies of lists (a loop's ``sequence = hs``) are its own.
     ``lists_only``: check only the changes made to lists."""
     local = _local_names(parsed)
-    token = _HELPER_RESULTS.set(_helper_results(parsed, local))
+    nodes = trees.nodes_by_kind(parsed.tree)  # (three passes read it: none changes it)
+    token = _HELPER_RESULTS.set(_helper_results(parsed, local, nodes))
     try:
-        _check(parsed, ranks, set(passed), returns, generated, lists_only, local)
+        _check(parsed, ranks, set(passed), returns, generated, lists_only, local, nodes)
     finally:
         _HELPER_RESULTS.reset(token)
 
 
 def _check(
-    parsed: ParsedFunction, ranks, passed: set, returns, generated, lists_only, local
+    parsed: ParsedFunction,
+    ranks,
+    passed: set,
+    returns,
+    generated,
+    lists_only,
+    local,
+    nodes: dict,
 ) -> None:
     order = list(_flattened(parsed.tree.body, ()))
     positions = {id(statement): n for n, (statement, _) in enumerate(order)}
@@ -142,9 +150,9 @@ def _check(
             state.same[parameter] = {_argument(parameter)}
             if parameter not in known:  # (perhaps an array: ``+=`` writes into it)
                 state.views[parameter] = {_argument(parameter)}
-    sequences = _sequence_names(parsed)
+    sequences = _sequence_names(parsed, nodes)
     indexed, items = set(), set()  # ``row = m[-1]``: m is indexed, row an item
-    for node in trees.walk(parsed.tree):
+    for node in _of_kinds(nodes, (gast.Assign, gast.AnnAssign, gast.For)):
         if isinstance(node, (gast.Assign, gast.AnnAssign)) and node.value is not None:
             held = _held_items(node.value)
             targets = node.targets if isinstance(node, gast.Assign) else [node.target]
@@ -510,15 +518,15 @@ def _local_names(parsed: ParsedFunction) -> set:
     return set(parsed.parameters) | stores(parsed.tree.body)
 
 
-def _helper_results(parsed: ParsedFunction, local: set) -> dict:
+def _helper_results(parsed: ParsedFunction, local: set, nodes: dict) -> dict:
     """For each call of a user's function in ``parsed`` (whose local names are
-    ``local``), the names in its arguments that its result may share an array
-    with."""
+    ``local``, its nodes by kind ``nodes``), the names in its arguments that its
+    result may share an array with."""
     from ppto.transform.resolve import resolve_call
 
     found = {}
-    for node in trees.walk(parsed.tree):
-        if not isinstance(node, gast.Call) or _sequence_call(node) is not None:
+    for node in nodes.get(gast.Call, ()):
+        if _sequence_call(node) is not None:
             continue
         try:
             callee = resolve_call(node, parsed.namespace, local)
@@ -1223,11 +1231,11 @@ def _literal_sequence(node) -> bool:
     return isinstance(node, (gast.List, gast.Tuple))
 
 
-def _sequence_names(parsed: ParsedFunction) -> set:
+def _sequence_names(parsed: ParsedFunction, nodes: dict) -> set:
     """Names that every assignment binds to a list or tuple (written out, joined,
     repeated, or made by ``list``/``tuple``), never to anything else."""
     found, others = set(), set(parsed.parameters)
-    for node in trees.walk(parsed.tree):
+    for node in _of_kinds(nodes, (gast.Assign, gast.For, gast.AugAssign)):
         if isinstance(node, gast.Assign):
             sequence = _sequence_value(node.value)
             for target in node.targets:
@@ -1238,6 +1246,13 @@ def _sequence_names(parsed: ParsedFunction) -> set:
             if not (isinstance(node, gast.AugAssign) and _sequence_value(node.value)):
                 others.update(_stored(node.target))
     return found - others
+
+
+def _of_kinds(nodes: dict, kinds: tuple):
+    """The nodes of ``kinds`` in ``nodes`` (``trees.nodes_by_kind``'s), kind by
+    kind: for passes that collect sets, which no order changes."""
+    for kind in kinds:
+        yield from nodes.get(kind, ())
 
 
 def _sequence_value(value) -> bool:

@@ -161,17 +161,16 @@ def _holds_a_tensor(value) -> bool:
     return type(value) in (list, tuple) and any(isinstance(v, Tensor) for v in value)
 
 
-def watch_held_callees(parsed: ParsedFunction, program) -> None:
+def watch_held_callees(parsed: ParsedFunction, program, local: set, calls) -> None:
     """Record in ``program.reached`` each link of the attribute chains through which
     ``parsed`` calls an operator or a function, which the code is the derivative of
     (``CONFIG.layers.act(x)``: ``CONFIG.layers`` and ``.act``), where the link is an
     object's attribute, not a module's, and reads the same object each time (not a
     bound method made anew, a property: methods are watched as such). (What else
-    is called through an object is called when the code runs.)"""
-    local = set(parsed.parameters) | stores(parsed.tree)
-    for node in trees.walk(parsed.tree):
-        if not isinstance(node, gast.Call):
-            continue
+    is called through an object is called when the code runs.) ``local``: its
+    parameters and the names it assigns; ``calls``: its Call nodes in
+    ``trees.walk``'s order."""
+    for node in calls:
         found, callee = static_value(node.func, parsed.namespace, local)
         if not found or classify(callee).kind not in ("operator", "function"):
             continue

@@ -88,10 +88,14 @@ class _Eliminator:
                     break
                 continue
             computed = not isinstance(statement.value, _ATOMS)
-            statement.value = self._replace(statement.value, table)
+            keys = _Keys(table.canonical)
+            statement.value = self._replace(statement.value, table, keys)
             self._assigned(target, statement.value, computed, body[position + 1 :])
+            before = len(table.copies)
             table = table.without({target})
-            self._record(target, statement.value, table)
+            if len(table.copies) != before:  # (names read through other copies now)
+                keys = _Keys(table.canonical)
+            self._record(target, statement.value, table, keys)
         return body
 
     def _compound(self, statement, table: _Table) -> _Table:
@@ -114,7 +118,7 @@ class _Eliminator:
             if not {target, holder} & stores(rest):
                 rename(rest, target, holder, gast.Load)
 
-    def _record(self, target: str, value, table: _Table) -> None:
+    def _record(self, target: str, value, table: _Table, keys: _Keys) -> None:
         if isinstance(value, gast.Name):
             table.copies[target] = table.canonical(value.id)
             return
@@ -123,7 +127,7 @@ class _Eliminator:
         reads = trees.loads(value)
         if target not in reads and not self._allocates(value):
             reads.add(target)  # (what it depends on)
-            table.values.setdefault(self._key(value, table), (target, reads))
+            table.values.setdefault(keys.of(value), (target, reads))
 
     def _changed(self, statement) -> set | None:
         """The names whose values ``statement`` (and what it holds) may change:
@@ -145,31 +149,26 @@ class _Eliminator:
                 return None
         return changed
 
-    def _replace(self, node, table: _Table):
+    def _replace(self, node, table: _Table, keys: _Keys):
         """``node`` with its largest available sub-expressions read from their
         holders."""
         kind = type(node)
         if kind is gast.Constant or (kind is gast.Name and node.annotation is None):
             return node  # (nothing inside to replace)
         if not isinstance(node, _ATOMS):
-            found = table.values.get(self._key(node, table))
+            found = table.values.get(keys.of(node))
             if found is not None:
+                keys.forget()  # (the keys known spelled the part replaced)
                 return gast.Name(found[0], gast.Load(), None, None)
         for name_, value in gast.iter_fields(node):
             if isinstance(value, gast.expr):
-                setattr(node, name_, self._replace(value, table))
+                setattr(node, name_, self._replace(value, table, keys))
             elif isinstance(value, list):
                 value[:] = [
-                    self._replace(v, table) if isinstance(v, gast.expr) else v
+                    self._replace(v, table, keys) if isinstance(v, gast.expr) else v
                     for v in value
                 ]
         return node
-
-    def _key(self, node, table: _Table) -> tuple:
-        """The expression's structure with each name read through its copies (as
-        ``gast.dump`` of a copy with names replaced would spell it, without the
-        copy and the text: this was a fifth of a transformation's time)."""
-        return _structure(node, table.canonical)
 
     def _pure(self, node) -> bool:
         if isinstance(node, _ATOMS):
@@ -212,29 +211,54 @@ class _Eliminator:
         return (function.__module__ or "").startswith("ppto.ops.")
 
 
-def _structure(node, canonical) -> tuple:
-    """A hashable key of ``node``: its kind and fields, names read through
-    ``canonical``, numbers and strings by ``repr`` (1, 1.0, True and -0.0 differ).
-    (The fields read as ``gast.iter_fields`` reads them, without its generator:
-    this runs for every sub-expression of every pure statement.)"""
-    kind = type(node)
-    if kind is gast.Name:
-        read = type(node.ctx) is gast.Load
-        return ("Name", canonical(node.id) if read else node.id, type(node.ctx))
-    if isinstance(node, gast.AST):
-        key = [kind]
-        attributes = node.__dict__
-        for field in kind._fields:
-            value = attributes.get(field, _MISSING)
-            if value is _MISSING:
-                value = getattr(node, field, _MISSING)  # (a class's default)
+class _Keys:
+    """The keys of one statement's sub-expressions, each made once from its
+    children's: ``_replace`` asks at every level from the top down and ``_record``
+    for the whole again, and made anew each time a key cost the depth of the tree
+    over again. Kept while the tree is unchanged: a replacement forgets them."""
+
+    def __init__(self, canonical):
+        self.canonical = canonical
+        self.known: dict = {}  # id(node) -> (node, key); the node kept: ids unique
+
+    def of(self, node) -> tuple:
+        """A hashable key of ``node``: its kind and fields, names read through
+        ``canonical``, numbers and strings by ``repr`` (1, 1.0, True and -0.0
+        differ). (The fields read as ``gast.iter_fields`` reads them, without its
+        generator: this runs for every sub-expression of every pure statement.)"""
+        kind = type(node)
+        if kind is gast.Name:
+            read = type(node.ctx) is gast.Load
+            return (
+                "Name",
+                self.canonical(node.id) if read else node.id,
+                type(node.ctx),
+            )
+        if isinstance(node, gast.AST):
+            found = self.known.get(id(node))
+            if found is not None:
+                return found[1]
+            key = [kind]
+            attributes = node.__dict__
+            for field in kind._fields:
+                value = attributes.get(field, _MISSING)
                 if value is _MISSING:
-                    continue  # (as iter_fields leaves out a field not set)
-            key.append(_structure(value, canonical))
-        return tuple(key)
-    if kind is list:
-        return tuple(_structure(value, canonical) for value in node)
-    return (kind, repr(node))
+                    value = getattr(node, field, _MISSING)  # (a class's default)
+                    if value is _MISSING:
+                        continue  # (as iter_fields leaves out a field not set)
+                key.append(self.of(value))
+            key = tuple(key)
+            if isinstance(node, gast.expr):  # (not a context: Load, Store)
+                self.known[id(node)] = (node, key)
+            return key
+        if kind is list:
+            return tuple(self.of(value) for value in node)
+        return (kind, repr(node))
+
+    def forget(self) -> None:
+        """Forget every key: a part of the tree changed (a key of each node that
+        holds it, shared or not, spelled it)."""
+        self.known.clear()
 
 
 _MISSING = object()

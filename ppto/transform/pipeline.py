@@ -254,14 +254,15 @@ def _contents(cell):
         return _MISSING
 
 
-def free_globals(parsed: ParsedFunction) -> dict:
-    """User globals and closure values the function's text refers to."""
-    assigned = set(parsed.parameters) | stores(parsed.tree)
+def free_globals(parsed: ParsedFunction, local: set, names: list) -> dict:
+    """User globals and closure values the function's text refers to: of its
+    ``names`` (its Name nodes, in ``trees.walk``'s order), those read and not
+    ``local`` (its parameters and the names it assigns)."""
     closure, module_globals = parsed.namespace.maps[0], parsed.namespace.maps[1]
     found = {}
-    for node in trees.walk(parsed.tree):
-        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
-            if node.id in assigned:
+    for node in names:
+        if isinstance(node.ctx, gast.Load):
+            if node.id in local:
                 continue
             if node.id in closure:
                 found[node.id] = closure[node.id]
@@ -326,12 +327,16 @@ def _prepare(
     aliases.check(parsed, ranks, passed, generated=generated)
     # (after the check of what methods change or keep: it reads them as methods)
     methods = methods_as_functions(parsed, program)
-    watch_held_callees(parsed, program)
+    # (the tree as the methods' rewriting left it, read by the two passes below,
+    # neither of which changes it)
+    local = set(parsed.parameters) | stores(parsed.tree)
+    nodes = trees.nodes_by_kind(parsed.tree)
+    watch_held_callees(parsed, program, local, nodes.get(gast.Call, ()))
     user_names = names_in(gast.Module(body=parsed.tree.body, type_ignores=[]))
     user_names |= set(parsed.parameters)
     namer = Namer(user_names)
     program.namer.taken |= user_names
-    captured = free_globals(parsed)
+    captured = free_globals(parsed, local, nodes.get(gast.Name, ()))
     rebound = stores(parsed.tree.body)  # (as written: the stages below rename)
     # (what is watched for rebinding: the object whose method is called, not the
     # name its function is bound under here)

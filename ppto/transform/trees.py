@@ -84,6 +84,20 @@ _CONSTANT_METHODS = {"Constant", "Num", "Str", "Bytes", "NameConstant", "Ellipsi
 _LEAF_METHODS = {leaf.__name__ for leaf in _LEAVES} | _CONSTANT_METHODS
 
 
+def nodes_by_kind(tree) -> dict:
+    """Each class of node in ``tree`` -> its nodes in ``walk``'s order: one walk
+    that serves several passes over the same unchanged tree, each reading a few
+    kinds (a walk costs far more than reading its kinds' lists)."""
+    found: dict = {}
+    for node in walk(tree):
+        nodes = found.get(type(node))
+        if nodes is None:
+            found[type(node)] = [node]
+        else:
+            nodes.append(node)
+    return found
+
+
 def _passed_over_by(cls) -> frozenset:
     """The leaf classes a visitor class has no method of its own for: its bases'
     less those its own methods visit; none where it has its own ``visit`` or
