@@ -280,6 +280,34 @@ def test_augmented_assignment_keeps_the_arrays_dtype():
         np.testing.assert_allclose(float(ds), expected, rtol=1e-4)
 
 
+def zero_d_plus_a_strong_number(y, s):
+    y += np.abs(s)  # (a NumPy float64: strong; y, a 0-d array, is written into)
+    return np.sum(y * y) + y * s
+
+
+def test_augmented_assignment_keeps_a_zero_d_arrays_dtype():
+    """Seed 8232: ``y += np.abs(s)`` with y a 0-d float32 array is float32 in
+    NumPy, which writes into it; ppto took 0-d arrays for numbers and rebound y
+    to the float64 sum."""
+    y = np.asarray(0.3)
+    y32 = y.astype(np.float32)
+    value, (dy, ds) = ppto.value_and_grad(zero_d_plus_a_strong_number, wrt=(0, 1))(
+        y32, 0.7
+    )
+    direct = zero_d_plus_a_strong_number(y32.copy(), 0.7)
+    assert value.dtype == np.asarray(direct).dtype == np.float32
+    assert dy.dtype == np.float32 and ds.dtype == np.float64
+    np.testing.assert_allclose(float(value), float(direct), rtol=1e-6)
+
+    def on_a_copy(y, s):
+        return zero_d_plus_a_strong_number(np.array(y), s)
+
+    exact = ppto.grad(zero_d_plus_a_strong_number, wrt=(0, 1))(y, 0.7)
+    assert_gradients(exact, on_a_copy, (y, 0.7))
+    np.testing.assert_allclose(float(dy), float(exact[0]), rtol=1e-5)
+    np.testing.assert_allclose(float(ds), float(exact[1]), rtol=1e-5)
+
+
 def masks_combined(x, y, s):
     both = (x > 0) & (y < 0.5)
     either = (x > 0.2) | (y > 0.3) ^ (x < -0.5)
