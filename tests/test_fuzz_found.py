@@ -584,3 +584,43 @@ def test_a_write_into_one_unpacked_item_is_not_a_write_into_the_other():
     for function in (scaled_item_of_a_local_list, scaled_last_item_of_a_local_list):
         gradients = ppto.grad(function, wrt=(0, 1))(x, 0.6)
         assert_gradients(gradients, function, (x, 0.6))
+
+
+def _total_and_flat(u):
+    flat = u.reshape(-1)  # (a view of the caller's x)
+    total = 0.0
+    for row in u:
+        total = total + np.sum(2.0 * row - 1.0)
+    return total, flat
+
+
+def _flat_and_total(u):
+    total, flat = _total_and_flat(u)
+    return flat, total
+
+
+def number_of_a_helper_shifted(x, y):
+    total, flat = _total_and_flat(x)
+    total -= np.arctan2(y, y * y + 1.0)  # (a number: x is not written)
+    return np.sum(total * total) + np.sum(flat * y)
+
+
+def view_of_a_helper_shifted(x, y):
+    flat, total = _flat_and_total(x)
+    flat -= total * y  # (writes into x, read below)
+    return np.sum(x * x)
+
+
+def test_a_number_a_helper_returns_beside_a_view_is_no_view():
+    """Seed 101685: ``t6, t7 = helper2(x)`` with ``return acc4, t3`` (a sum, and
+    t3 = x.reshape(-1)) was refused at ``t6 -= ...`` as a write into a view of x:
+    each item of a helper's result was taken for a view of every argument it
+    returns. The items of a tuple the helper writes out are told apart by position
+    now; the view's position still is one (through a second helper too)."""
+    rng = np.random.default_rng(101685)
+    arguments = (rng.uniform(-1, 1, (2, 3)), rng.uniform(-1, 1, 6))
+    gradients = ppto.grad(number_of_a_helper_shifted, wrt=(0, 1))(*arguments)
+    assert_gradients(gradients, number_of_a_helper_shifted, arguments)
+    with pytest.raises(ppto.TransformError, match="shares its array with x") as error:
+        ppto.grad(view_of_a_helper_shifted, wrt=(0, 1))(*arguments)
+    assert "flat -= total * y" in error.value.text
