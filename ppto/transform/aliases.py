@@ -378,6 +378,9 @@ RESULT = "result:"
 # in ``_Sharing``: the memory of the item at one position of a list or tuple
 # written out, as a name (``params = [y, b]``: ``item:params:1`` for b's)
 ITEM = "item:"
+# in ``_Sharing``: the array a name was bound to before it was bound to another,
+# which other names may still share (one stand-in for all its former arrays)
+FORMER = "former:"
 # in ``returns``: for each position of the tuple (or list) every return statement
 # writes out, the parameters whose array the item there may share; None where a
 # return does not write one out. ``t6, t7 = pair(x)`` with ``return total, x[1:]``:
@@ -1072,10 +1075,15 @@ def _surely_an_array(value) -> bool:
 
 
 def _forget(name: str, bases: dict) -> None:
-    """``name`` is bound to another array now: what it shared is no more."""
+    """``name`` is bound to another array now: what it shared is no more. Names
+    that held its old array keep sharing it with each other (``u = t; v = t[1:];
+    t = ...``: v is still a view of u's array), through ``FORMER`` + name."""
     bases.pop(name, None)
-    for shared in bases.values():
+    holders = [shared for shared in bases.values() if name in shared]
+    for shared in holders:
         shared.discard(name)
+        if len(holders) > 1:
+            shared.add(FORMER + name)
 
 
 def _viewed(value) -> set:
