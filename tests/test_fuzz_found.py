@@ -659,3 +659,44 @@ def test_names_sharing_an_array_keep_sharing_when_a_third_is_rebound():
     value, gradient = ppto.value_and_grad(function)(x)
     np.testing.assert_allclose(float(value), function(x.copy()))
     assert_gradients([gradient], function, (x,))
+
+
+def swapped_then_written(x, s):
+    a, b = np.sqrt(x * x + 1.0), x / (s * s + 1.0)
+    a, b = b, a
+    b += np.square(b)  # (b is a's former array, which a no longer names)
+    return np.sum(a * b)
+
+
+def swapped_view_then_written(x, s):
+    a = x * s
+    b = a[1:]
+    a, b = b, a
+    b += 1.0  # (a is now a view of it)
+    return np.sum(a * a)
+
+
+def swapped_second_name_then_written(x, s):
+    a, b = x * s, x * 2.0
+    kept = b
+    a, b = b, a
+    a += 1.0  # (kept names the same array)
+    return np.sum(kept * kept)
+
+
+def test_names_swapped_take_each_others_arrays():
+    """Seeds 14091, 14221, 14256: ``t17, t18 = t18, t17`` then ``t18 += ...`` was
+    refused as a write into an array t17 shares: the names were bound one after
+    the other (t18 to the new t17). Every value is read before any name is bound
+    now; sharing that does hold across a swap is still refused."""
+    x = np.linspace(-0.5, 0.7, 4)
+    gradients = ppto.grad(swapped_then_written, wrt=(0, 1))(x, 0.6)
+    assert_gradients(gradients, swapped_then_written, (x, 0.6))
+    for function, other in (
+        (swapped_view_then_written, "a"),
+        (swapped_second_name_then_written, "kept"),
+    ):
+        assert_raised = pytest.raises(ppto.TransformError, match=f"with {other} ")
+        with assert_raised as error:
+            ppto.grad(function, wrt=(0, 1))(x, 0.6)
+        assert error.value.lineno == inspect.getsourcelines(function)[1] + 4

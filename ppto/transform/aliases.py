@@ -850,13 +850,22 @@ def _bind(statement, state: _Sharing) -> None:
     written_out = _items_written_out(statement, state)
     taken_apart = _items_taken(statement, state)
     unpacked = _unpacked_positions(statement)
+    # ``a, b = b, a``: every value is read before any name is bound, so a value
+    # naming a rebound name reads its former array (FORMER + name), from the
+    # state as it was (``old``)
+    rebound = {name for name, _, _ in pairs}
+    simultaneous = len(pairs) > 1 and any(
+        _viewed(value) & rebound for _, value, _ in pairs if value is not None
+    )
+    old = _formerly(state, rebound) if simultaneous else state
     for name, value, whole in pairs:
-        _forget(name, bases)
-        _forget(name, views)
-        _forget(name, same)
+        _forget(name, bases, simultaneous)
+        _forget(name, views, simultaneous)
+        _forget(name, same, simultaneous)
         state.items.pop(name, None)
         if whole and isinstance(value, gast.Name) and value.id != name:
-            group = same.get(value.id, set()) | {value.id}
+            source = _renamed({value.id}, rebound if simultaneous else ()).pop()
+            group = old.same.get(source, set()) | {source}
             same[name] = set(group)
             for other in group:
                 same.setdefault(other, set()).add(name)
@@ -866,14 +875,16 @@ def _bind(statement, state: _Sharing) -> None:
         returned = _helper_result(value)
         if returned is not None and not whole:  # ``a, b = pair(y)``: a's item's
             origins = set(returned.at(unpacked.get(name)))
+        origins = _renamed(origins, rebound if simultaneous else ())
         if origins:
-            bases[name] = set().union(*(bases.get(o, set()) for o in origins)) | origins
+            memory = set().union(*(old.bases.get(o, set()) for o in origins))
+            bases[name] = memory | origins
             # ``a = helper(y)`` with ``return np.expand_dims(y, 0)``, ``a, b =
             # helper(y)`` with ``return y[-1], y * y``: a may be a view of y, which
             # ``a += 1`` would write into (an unpacked item's rank is not known)
             viewed = returned is not None and (not whole or returned.arrays)
             if (whole and _surely_an_array(value)) or viewed:
-                views[name] = set().union(*(views.get(o, set()) for o in origins))
+                views[name] = set().union(*(old.views.get(o, set()) for o in origins))
                 views[name] |= origins
     if isinstance(statement, gast.For):
         for name, source in _loop_targets(statement):
@@ -1074,16 +1085,34 @@ def _surely_an_array(value) -> bool:
     return isinstance(value, (gast.Attribute, gast.Call))
 
 
-def _forget(name: str, bases: dict) -> None:
+def _forget(name: str, bases: dict, always: bool = False) -> None:
     """``name`` is bound to another array now: what it shared is no more. Names
     that held its old array keep sharing it with each other (``u = t; v = t[1:];
-    t = ...``: v is still a view of u's array), through ``FORMER`` + name."""
+    t = ...``: v is still a view of u's array), through ``FORMER`` + name; with
+    ``always``, a single one as well (another name bound at once may take the
+    old array: ``a, b = b, a``)."""
     bases.pop(name, None)
     holders = [shared for shared in bases.values() if name in shared]
     for shared in holders:
         shared.discard(name)
-        if len(holders) > 1:
+        if always or len(holders) > 1:
             shared.add(FORMER + name)
+
+
+def _renamed(names: set, rebound) -> set:
+    """``names`` with each of ``rebound`` standing for its former array."""
+    return {FORMER + name if name in rebound else name for name in names}
+
+
+def _formerly(state: _Sharing, rebound: set) -> _Sharing:
+    """A copy of ``state`` in which each of ``rebound`` is its former array."""
+    old = state.copy()
+    for table in (old.bases, old.views, old.same):
+        for name in rebound & set(table):
+            table[FORMER + name] = table.pop(name)
+        for key, shared in table.items():
+            table[key] = _renamed(shared, rebound)
+    return old
 
 
 def _viewed(value) -> set:
