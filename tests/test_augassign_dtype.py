@@ -304,9 +304,13 @@ def test_cast_in_place_operator():
     np.testing.assert_allclose(np.asarray(narrow), x.astype(np.float32))
     assert ppto.cast_in_place(x, 1.0).dtype == np.float64  # (a number is rebound)
     assert ppto.cast_in_place(x, np.float32(1.0)).dtype == np.float64
-    # a 0-d array stands for a number (CuPy's reductions give them)
+    # a 0-d NumPy array is written into as NumPy does, and stays an array (a
+    # later += writes into it again); a NumPy number is rebound
     number = np.float64(0.5) + 1.0
-    assert ppto.cast_in_place(number, np.array(1.0, np.float32)).dtype == np.float64
+    kept = ppto.cast_in_place(number, np.array(1.0, np.float32))
+    assert kept.dtype == np.float32 and kept.numpy().shape == ()
+    assert type(kept.numpy()) is np.ndarray
+    assert ppto.cast_in_place(number, np.float32(1.0)).dtype == np.float64
     with pytest.raises(ppto.DTypeError, match=r"float64 values into an array of int"):
         ppto.cast_in_place(x, np.zeros(2, np.int64))
 

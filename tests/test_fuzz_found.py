@@ -280,6 +280,34 @@ def test_augmented_assignment_keeps_the_arrays_dtype():
         np.testing.assert_allclose(float(ds), expected, rtol=1e-4)
 
 
+def zero_d_plus_a_strong_number(y, s):
+    y += np.abs(s)  # (a NumPy float64: strong; y, a 0-d array, is written into)
+    return np.sum(y * y) + y * s
+
+
+def test_augmented_assignment_keeps_a_zero_d_arrays_dtype():
+    """Seed 8232: ``y += np.abs(s)`` with y a 0-d float32 array is float32 in
+    NumPy, which writes into it; ppto took 0-d arrays for numbers and rebound y
+    to the float64 sum."""
+    y = np.asarray(0.3)
+    y32 = y.astype(np.float32)
+    value, (dy, ds) = ppto.value_and_grad(zero_d_plus_a_strong_number, wrt=(0, 1))(
+        y32, 0.7
+    )
+    direct = zero_d_plus_a_strong_number(y32.copy(), 0.7)
+    assert value.dtype == np.asarray(direct).dtype == np.float32
+    assert dy.dtype == np.float32 and ds.dtype == np.float64
+    np.testing.assert_allclose(float(value), float(direct), rtol=1e-6)
+
+    def on_a_copy(y, s):
+        return zero_d_plus_a_strong_number(np.array(y), s)
+
+    exact = ppto.grad(zero_d_plus_a_strong_number, wrt=(0, 1))(y, 0.7)
+    assert_gradients(exact, on_a_copy, (y, 0.7))
+    np.testing.assert_allclose(float(dy), float(exact[0]), rtol=1e-5)
+    np.testing.assert_allclose(float(ds), float(exact[1]), rtol=1e-5)
+
+
 def masks_combined(x, y, s):
     both = (x > 0) & (y < 0.5)
     either = (x > 0.2) | (y > 0.3) ^ (x < -0.5)
@@ -556,3 +584,119 @@ def test_a_write_into_one_unpacked_item_is_not_a_write_into_the_other():
     for function in (scaled_item_of_a_local_list, scaled_last_item_of_a_local_list):
         gradients = ppto.grad(function, wrt=(0, 1))(x, 0.6)
         assert_gradients(gradients, function, (x, 0.6))
+
+
+def _total_and_flat(u):
+    flat = u.reshape(-1)  # (a view of the caller's x)
+    total = 0.0
+    for row in u:
+        total = total + np.sum(2.0 * row - 1.0)
+    return total, flat
+
+
+def _flat_and_total(u):
+    total, flat = _total_and_flat(u)
+    return flat, total
+
+
+def number_of_a_helper_shifted(x, y):
+    total, flat = _total_and_flat(x)
+    total -= np.arctan2(y, y * y + 1.0)  # (a number: x is not written)
+    return np.sum(total * total) + np.sum(flat * y)
+
+
+def view_of_a_helper_shifted(x, y):
+    flat, total = _flat_and_total(x)
+    flat -= total * y  # (writes into x, read below)
+    return np.sum(x * x)
+
+
+def test_a_number_a_helper_returns_beside_a_view_is_no_view():
+    """Seed 101685: ``t6, t7 = helper2(x)`` with ``return acc4, t3`` (a sum, and
+    t3 = x.reshape(-1)) was refused at ``t6 -= ...`` as a write into a view of x:
+    each item of a helper's result was taken for a view of every argument it
+    returns. The items of a tuple the helper writes out are told apart by position
+    now; the view's position still is one (through a second helper too)."""
+    rng = np.random.default_rng(101685)
+    arguments = (rng.uniform(-1, 1, (2, 3)), rng.uniform(-1, 1, 6))
+    gradients = ppto.grad(number_of_a_helper_shifted, wrt=(0, 1))(*arguments)
+    assert_gradients(gradients, number_of_a_helper_shifted, arguments)
+    with pytest.raises(ppto.TransformError, match="shares its array with x") as error:
+        ppto.grad(view_of_a_helper_shifted, wrt=(0, 1))(*arguments)
+    assert "flat -= total * y" in error.value.text
+
+
+def view_written_after_its_base_is_renamed(x):
+    t = x * 1.0
+    u = t
+    v = t[1:]
+    t = x * 2.0  # (u and v still share the first array)
+    v += 1.0
+    return np.sum(u * u) + np.sum(t)
+
+
+def view_written_after_its_base_is_renamed_and_dropped(x):
+    t = x * 1.0
+    u = t  # noqa: F841 (a second name for the array, never read again)
+    v = t[1:]
+    t = x * 2.0
+    v += 1.0  # (u is not read again: nothing else sees the write)
+    return np.sum(v * v) + np.sum(t)
+
+
+def test_names_sharing_an_array_keep_sharing_when_a_third_is_rebound():
+    """Found reading the refusals of seeds 14000-14400: ``u = t; v = t[1:]; t =
+    ...`` forgot that u and v share an array (each was linked through the name t
+    only), so ``v += 1.0`` did not reach u in the generated code: a silently wrong
+    value (0.449 for NumPy's 5.649) and gradient. Refused at the write now;
+    without a later read of u it is differentiated."""
+    x = np.linspace(0.1, 0.5, 4)
+    with pytest.raises(ppto.TransformError, match="shares its array with u") as error:
+        ppto.grad(view_written_after_its_base_is_renamed)(x)
+    line = inspect.getsourcelines(view_written_after_its_base_is_renamed)[1] + 5
+    assert error.value.lineno == line
+    function = view_written_after_its_base_is_renamed_and_dropped
+    value, gradient = ppto.value_and_grad(function)(x)
+    np.testing.assert_allclose(float(value), function(x.copy()))
+    assert_gradients([gradient], function, (x,))
+
+
+def swapped_then_written(x, s):
+    a, b = np.sqrt(x * x + 1.0), x / (s * s + 1.0)
+    a, b = b, a
+    b += np.square(b)  # (b is a's former array, which a no longer names)
+    return np.sum(a * b)
+
+
+def swapped_view_then_written(x, s):
+    a = x * s
+    b = a[1:]
+    a, b = b, a
+    b += 1.0  # (a is now a view of it)
+    return np.sum(a * a)
+
+
+def swapped_second_name_then_written(x, s):
+    a, b = x * s, x * 2.0
+    kept = b
+    a, b = b, a
+    a += 1.0  # (kept names the same array)
+    return np.sum(kept * kept)
+
+
+def test_names_swapped_take_each_others_arrays():
+    """Seeds 14091, 14221, 14256: ``t17, t18 = t18, t17`` then ``t18 += ...`` was
+    refused as a write into an array t17 shares: the names were bound one after
+    the other (t18 to the new t17). Every value is read before any name is bound
+    now; sharing that does hold across a swap is still refused."""
+    x = np.linspace(-0.5, 0.7, 4)
+    gradients = ppto.grad(swapped_then_written, wrt=(0, 1))(x, 0.6)
+    assert_gradients(gradients, swapped_then_written, (x, 0.6))
+    for function, other in (
+        (swapped_view_then_written, "a"),
+        (swapped_second_name_then_written, "kept"),
+    ):
+        assert_raised = pytest.raises(ppto.TransformError, match=f"with {other} ")
+        with assert_raised as error:
+            ppto.grad(function, wrt=(0, 1))(x, 0.6)
+        assert error.value.lineno == inspect.getsourcelines(function)[1] + 4

@@ -284,12 +284,12 @@ def cast(xp, x, dtype):
 @primitive(ANY, tangent="linear", keeps_layout=True)
 def cast_in_place(xp, x, target, at=""):
     """What ``target += v`` (or ``-=``, ``*=`` ...) leaves in ``target``, given x,
-    ``target + v``: where target is an array, which NumPy writes into, x in target's
-    dtype (a float32 array stays one whatever v is); where it is a number, which
-    ``+=`` rebinds as ``+`` would, x itself (see ``in_place_target``). What NumPy
-    refuses in place raises, naming ``at`` (the user's file and line): a cast that
-    is not 'same_kind' (floats into an integer array) ``DTypeError``, a target
-    broadcast to another shape ``ShapeError``.
+    ``target + v``: where target is an array, which NumPy writes into, x in
+    target's dtype (a float32 array, 0-d too, stays one whatever v is); where it is
+    a number, which ``+=`` rebinds as ``+`` would, x itself (see
+    ``in_place_target``). What NumPy refuses in place raises, naming ``at`` (the
+    user's file and line): a cast that is not 'same_kind' (floats into an integer
+    array) ``DTypeError``, a target broadcast to another shape ``ShapeError``.
 
     >>> cast_in_place(np.ones(2) * np.float64(0.5), np.ones(2, np.float32)).dtype
     dtype('float32')
@@ -303,12 +303,15 @@ def cast_in_place(xp, x, target, at=""):
             f"of shape {tuple(target.shape)} to {tuple(x.shape)}{where}: "
             f"NumPy refuses it; write t = t + v (a new array)"
         )
-    if x.dtype == target.dtype:
-        return x
-    refusal = in_place_refusal(x.dtype, target.dtype)
-    if refusal is not None:
-        raise DTypeError(f"{refusal}{where}; write {IN_PLACE_ADVICE}")
-    return x.astype(target.dtype)
+    if x.dtype != target.dtype:
+        refusal = in_place_refusal(x.dtype, target.dtype)
+        if refusal is not None:
+            raise DTypeError(f"{refusal}{where}; write {IN_PLACE_ADVICE}")
+    if target.ndim == 0:
+        # NumPy's operators make a number of a 0-d array; y stays an array, so
+        # that a later y += v still writes into it
+        return xp.asarray(x, dtype=target.dtype)
+    return x if x.dtype == target.dtype else x.astype(target.dtype)
 
 
 @cast_in_place.grad_rule
@@ -320,11 +323,13 @@ def _(x, target, at="", out=None):
 
 
 def in_place_target(value) -> bool:
-    """Whether an in-place operator writes into ``value``: an array does; a Python
-    or NumPy number is immutable, so ``+=`` makes a new one. A 0-d array is taken
-    for a number: NumPy's operators and reductions give numbers where CuPy's give
-    0-d arrays, and the code is NumPy's (``total = np.sum(x); total += v``)."""
-    return getattr(value, "ndim", 0) > 0
+    """Whether an in-place operator writes into ``value``: an array does, a 0-d
+    NumPy array included (``y += v`` keeps a float32 ``y`` float32); a Python or
+    NumPy number is immutable, so ``+=`` makes a new one. Another device's 0-d
+    array is taken for a number: NumPy's operators and reductions give numbers
+    where CuPy's give 0-d arrays, and the code is NumPy's (``total = np.sum(x);
+    total += v``); on NumPy the type tells them apart, as NumPy itself does."""
+    return getattr(value, "ndim", 0) > 0 or type(value) is np.ndarray
 
 
 def in_place_refusal(result, target) -> str | None:

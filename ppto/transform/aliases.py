@@ -364,6 +364,7 @@ def _check(
                                 returns[shared[len(ARGUMENT) :]] = True
                     shared_parts = returns.setdefault(SHARED_PARTS, set())
                     shared_parts |= _parts_sharing(value, state)
+                    _record_parts(value, state, returns)
                 return None
             else:
                 _bind(statement, state)
@@ -385,6 +386,34 @@ RESULT = "result:"
 # in ``_Sharing``: the memory of the item at one position of a list or tuple
 # written out, as a name (``params = [y, b]``: ``item:params:1`` for b's)
 ITEM = "item:"
+# in ``_Sharing``: the array a name was bound to before it was bound to another,
+# which other names may still share (one stand-in for all its former arrays)
+FORMER = "former:"
+# in ``returns``: for each position of the tuple (or list) every return statement
+# writes out, the parameters whose array the item there may share; None where a
+# return does not write one out. ``t6, t7 = pair(x)`` with ``return total, x[1:]``:
+# t6, a number or an array of pair's own, is no view of x
+PARTS = "positions:"
+
+
+def _record_parts(value, state: _Sharing, returns: dict) -> None:
+    """Add to ``returns[PARTS]`` the parameters each item of ``value`` (returned)
+    may share an array with (see ``PARTS``)."""
+    if not _literal_sequence(value) or any(
+        isinstance(item, gast.Starred) for item in value.elts
+    ):
+        returns[PARTS] = None
+        return
+    parts = returns.setdefault(PARTS, {})
+    if parts is None:
+        return
+    for position, item in enumerate(value.elts):
+        memory = _memory(item, state)
+        if isinstance(item, gast.Name):  # (the very object passed: ``return a``)
+            memory |= state.same.get(item.id, set())
+        parts.setdefault(position, set()).update(
+            shared[len(ARGUMENT) :] for shared in memory if shared.startswith(ARGUMENT)
+        )
 
 
 def _parts_sharing(value, state: _Sharing) -> set:
@@ -542,6 +571,8 @@ def _helper_results(parsed: ParsedFunction, local: set, nodes: dict) -> dict:
             continue
         names, whole, arrays = set(), set(), set()
         shared_parts = returned.get(SHARED_PARTS, {EVERY_PART})  # (unknown: all)
+        parts = returned.get(PARTS)
+        positions = {position: set() for position in parts or ()}
         for parameter, argument in bound_arguments(node, parameters):
             if parameter not in parameters or parameter in returned:
                 names |= _viewed(argument)
@@ -549,7 +580,12 @@ def _helper_results(parsed: ParsedFunction, local: set, nodes: dict) -> dict:
                     whole.add(argument.id)
                 if returned.get(AN_ARRAY + str(parameter), not returned):
                     arrays |= _viewed(argument)
-        found[id(node)] = _Returned(names, whole, arrays, shared_parts)
+                for position, shared in (parts or {}).items():
+                    if parameter in shared or parameter is None:
+                        positions[position] |= _viewed(argument)
+        found[id(node)] = _Returned(
+            names, whole, arrays, shared_parts, positions if parts else None
+        )
     return found
 
 
@@ -558,14 +594,23 @@ class _Returned(frozenset):
     it may be (the very object passed, ``return a``); ``arrays``: those it may be a
     view of that is an array for sure (``return np.expand_dims(a, 0)``, not
     ``return a[i]``, a number for a vector); ``shared_parts``: the pairs of
-    positions in it whose items may share memory (see ``SHARED_PARTS``)."""
+    positions in it whose items may share memory (see ``SHARED_PARTS``);
+    ``positions``: for a tuple written out by every return, position -> the names
+    the item there may share (see ``PARTS``), else None."""
 
-    def __new__(cls, names, whole, arrays=(), shared_parts=()):
+    def __new__(cls, names, whole, arrays=(), shared_parts=(), positions=None):
         made = super().__new__(cls, names)
         made.whole = frozenset(whole)
         made.arrays = frozenset(arrays)
         made.shared_parts = frozenset(shared_parts)
+        made.positions = positions
         return made
+
+    def at(self, position: int | None) -> frozenset:
+        """The names the item at ``position`` may share (all, where not known)."""
+        if position is None or self.positions is None:
+            return self
+        return frozenset(self.positions.get(position, self))
 
 
 def returned_parameters(function) -> tuple[list, dict]:
@@ -599,6 +644,7 @@ def returned_parameters(function) -> tuple[list, dict]:
 def _all_returned(parameters) -> dict:
     """Every parameter returned, whole or as an array (to be safe)."""
     returned = dict.fromkeys(parameters, True) | {SHARED_PARTS: {EVERY_PART}}
+    returned[PARTS] = None
     return returned | {AN_ARRAY + parameter: True for parameter in parameters}
 
 
@@ -811,28 +857,42 @@ def _bind(statement, state: _Sharing) -> None:
     bases, views, same = state.bases, state.views, state.same
     written_out = _items_written_out(statement, state)
     taken_apart = _items_taken(statement, state)
+    unpacked = _unpacked_positions(statement)
+    # ``a, b = b, a``: every value is read before any name is bound, so a value
+    # naming a rebound name reads its former array (FORMER + name), from the
+    # state as it was (``old``)
+    rebound = {name for name, _, _ in pairs}
+    simultaneous = len(pairs) > 1 and any(
+        _viewed(value) & rebound for _, value, _ in pairs if value is not None
+    )
+    old = _formerly(state, rebound) if simultaneous else state
     for name, value, whole in pairs:
-        _forget(name, bases)
-        _forget(name, views)
-        _forget(name, same)
+        _forget(name, bases, simultaneous)
+        _forget(name, views, simultaneous)
+        _forget(name, same, simultaneous)
         state.items.pop(name, None)
         if whole and isinstance(value, gast.Name) and value.id != name:
-            group = same.get(value.id, set()) | {value.id}
+            source = _renamed({value.id}, rebound if simultaneous else ()).pop()
+            group = old.same.get(source, set()) | {source}
             same[name] = set(group)
             for other in group:
                 same.setdefault(other, set()).add(name)
         if isinstance(value, gast.Subscript) and _exact_rank(value, state.exact) == 0:
             continue  # a number (x[0] of a vector): it shares no memory
         origins = _viewed(value) if value is not None else set()
+        returned = _helper_result(value)
+        if returned is not None and not whole:  # ``a, b = pair(y)``: a's item's
+            origins = set(returned.at(unpacked.get(name)))
+        origins = _renamed(origins, rebound if simultaneous else ())
         if origins:
-            bases[name] = set().union(*(bases.get(o, set()) for o in origins)) | origins
+            memory = set().union(*(old.bases.get(o, set()) for o in origins))
+            bases[name] = memory | origins
             # ``a = helper(y)`` with ``return np.expand_dims(y, 0)``, ``a, b =
             # helper(y)`` with ``return y[-1], y * y``: a may be a view of y, which
             # ``a += 1`` would write into (an unpacked item's rank is not known)
-            returned = _helper_result(value)
             viewed = returned is not None and (not whole or returned.arrays)
             if (whole and _surely_an_array(value)) or viewed:
-                views[name] = set().union(*(views.get(o, set()) for o in origins))
+                views[name] = set().union(*(old.views.get(o, set()) for o in origins))
                 views[name] |= origins
     if isinstance(statement, gast.For):
         for name, source in _loop_targets(statement):
@@ -857,10 +917,11 @@ def _bind(statement, state: _Sharing) -> None:
         }
         if results and not (whole and isinstance(value, gast.Name)):
             views.setdefault(name, set()).update(results)
-    for name, value, _ in pairs:  # ``ys = same(hs)``: one object, two names
+    for name, value, whole in pairs:  # ``ys = same(hs)``: one object, two names
         helper_result = _helper_result(value)
         if helper_result is not None:  # (``ys, s = both(hs)``: either, to be safe)
-            for other in helper_result.whole - {name}:
+            at = helper_result.at(None if whole else unpacked.get(name))
+            for other in (helper_result.whole & at) - {name}:
                 same.setdefault(name, set()).add(other)
                 same.setdefault(other, set()).add(name)
     chained = isinstance(statement, gast.Assign) and len(statement.targets) > 1
@@ -882,6 +943,23 @@ def _bind(statement, state: _Sharing) -> None:
             views[name] = set(memory)
     _follow_arrays(statement, state.arrays)
     _follow_exact(statement, pairs, state.exact)
+
+
+def _unpacked_positions(statement) -> dict:
+    """``{name: position}`` for each name ``a, (b, c) = call(...)`` unpacks from
+    an item of a call's result (b and c: 1), where no item is starred."""
+    if not isinstance(statement, gast.Assign) or _literal_sequence(statement.value):
+        return {}
+    positions = {}
+    for target in statement.targets:
+        if not _literal_sequence(target) or any(
+            isinstance(item, gast.Starred) for item in target.elts
+        ):
+            continue
+        for position, item in enumerate(target.elts):
+            for name in _stored(item):
+                positions[name] = position
+    return positions
 
 
 def _items_written_out(statement, state: _Sharing) -> dict:
@@ -1015,11 +1093,34 @@ def _surely_an_array(value) -> bool:
     return isinstance(value, (gast.Attribute, gast.Call))
 
 
-def _forget(name: str, bases: dict) -> None:
-    """``name`` is bound to another array now: what it shared is no more."""
+def _forget(name: str, bases: dict, always: bool = False) -> None:
+    """``name`` is bound to another array now: what it shared is no more. Names
+    that held its old array keep sharing it with each other (``u = t; v = t[1:];
+    t = ...``: v is still a view of u's array), through ``FORMER`` + name; with
+    ``always``, a single one as well (another name bound at once may take the
+    old array: ``a, b = b, a``)."""
     bases.pop(name, None)
-    for shared in bases.values():
+    holders = [shared for shared in bases.values() if name in shared]
+    for shared in holders:
         shared.discard(name)
+        if always or len(holders) > 1:
+            shared.add(FORMER + name)
+
+
+def _renamed(names: set, rebound) -> set:
+    """``names`` with each of ``rebound`` standing for its former array."""
+    return {FORMER + name if name in rebound else name for name in names}
+
+
+def _formerly(state: _Sharing, rebound: set) -> _Sharing:
+    """A copy of ``state`` in which each of ``rebound`` is its former array."""
+    old = state.copy()
+    for table in (old.bases, old.views, old.same):
+        for name in rebound & set(table):
+            table[FORMER + name] = table.pop(name)
+        for key, shared in table.items():
+            table[key] = _renamed(shared, rebound)
+    return old
 
 
 def _viewed(value) -> set:

@@ -1103,15 +1103,15 @@ def _written_dtype(node):
 
 
 def _in_place_dtype(statement: ir.Apply, dtypes: dict, ranks: dict):
-    """``t += v``'s: t's where t is an array (NumPy writes into it), the sum's
-    where it is a number (0-d: ``+=`` rebinds it), else the two's where they
-    agree."""
+    """``t += v``'s: t's where t is an array (NumPy writes into it), else the
+    two's where they agree (0-d: a number, which ``+=`` rebinds, takes the sum's,
+    a 0-d array keeps its own; only the value tells them apart)."""
     value, target = statement.inputs[0], statement.params["target"]
     value_dtype = dtypes.get(value) if isinstance(value, str) else None
     target_dtype = dtypes.get(getattr(target, "id", None))
     rank = ranks.get(getattr(target, "id", None))
-    if rank is not None:
-        return target_dtype if rank > 0 else value_dtype
+    if rank is not None and rank > 0:
+        return target_dtype
     return value_dtype if _same(value_dtype, target_dtype) else None
 
 

@@ -5,8 +5,8 @@ whatever v is); normalization writes it ``t_wide = t + v`` then ``t_1 =
 cast_in_place(t_wide, target=t)``, and ``x[i] += v`` casts ``x[i] + v`` so, before
 the subscript write (which converts it to x's dtype anyway: there the cast only
 checks). Once the analysis knows the dtypes, ``settle`` removes each cast that
-changes nothing (the dtypes agree, or t is a number, which ``+=`` rebinds; a
-subscript's always), so that generated code shows one only where it matters;
+changes nothing (the dtypes agree, or t is a number made by the code, which ``+=``
+rebinds; a subscript's always), so that generated code shows one only where it matters;
 refuses at the user's line what NumPy refuses in place (floats into an integer
 array, an array broadcast to another shape); and gives a cast that may be refused
 when it runs the user's file and line to name (a subscript write, which checks
@@ -161,9 +161,13 @@ def _changes_nothing(statement: ir.Apply, activity: Activity, source) -> bool:
         # checks when it runs: see _check_in_the_write; a cast kept would tape
         # its value for every buffer filled in a loop)
         return True
-    # a number (Python's, NumPy's from a reduction, a 0-d array: see
-    # ppto.ops.shape.in_place_target): += rebinds it
-    return (known and value_dtype == target_dtype) or rank == 0
+    # rank 0: a number, which += rebinds, or a 0-d NumPy array (an argument,
+    # whose dtype the analysis knows), which it writes into: only the value tells
+    # (ppto.ops.shape.in_place_target), so the cast stays where the dtypes may
+    # differ and the target's is known
+    if rank == 0 and target_dtype is None:
+        return True
+    return known and value_dtype == target_dtype
 
 
 def _broadened(statement: ir.Apply, activity: Activity) -> str | None:
