@@ -354,3 +354,62 @@ def test_a_dict_made_in_a_helper_is_read_by_its_keys():
     gradient = ppto.grad(reads_a_helpers_dict)(x)
     expected = central_differences(reads_a_helpers_dict, (x,), 0)
     assert_gradient(gradient, expected, "reads_a_helpers_dict")
+
+
+# --- helpers changing a list's items -----------------------------------------------
+
+
+def swap_first_two(p):
+    p[0], p[1] = p[1], p[0]
+
+
+def swapped_by_a_helper(x):
+    y, b = x * 1.0, x * 2.0
+    params = [y, b]
+    swap_first_two(params)
+    return np.sum(params[0] * x)
+
+
+def written_after_a_helper(x):
+    y, b = x * 1.0, x * 2.0
+    params = [y, b]
+    swap_first_two(params)
+    a = params[0]  # b's array, after the swap
+    a += 1.0
+    return np.sum(b * x)
+
+
+def total(p):
+    return p[0] + p[1]
+
+
+def read_by_a_helper(x):
+    y, b = x * 1.0, x * 2.0
+    params = [y, b]
+    s = total(params)
+    a = params[0]
+    a += 1.0  # y's array: nothing reads y afterwards
+    return np.sum(a * s)
+
+
+def test_a_helper_swapping_its_lists_items_is_refused_at_its_line():
+    """``p[0], p[1] = p[1], p[0]`` in a helper changed the caller's list unseen:
+    the gradient came out for the list before the swap ([3, 6] where central
+    differences give [4, 8]); and after such a call the caller's items were taken
+    as they were, so ``a = params[0]; a += 1.0`` wrote into b silently (10.0 where
+    NumPy gives 13.0)."""
+    x = np.array([1.0, 2.0])
+    for function in (swapped_by_a_helper, written_after_a_helper):
+        with pytest.raises(ppto.TransformError) as caught:
+            ppto.grad(function)(x)
+        message = str(caught.value)
+        assert "p[0], p[1] = p[1], p[0]" in message or "a += 1.0" in message
+        assert "in place" in message or "shares its array with b" in message
+
+
+def test_a_list_read_by_a_helper_is_still_differentiated():
+    x = normal(3)
+    expected = central_differences(read_by_a_helper, [x], 0)
+    assert_gradient(ppto.grad(read_by_a_helper)(x), expected, "read by a helper")
+    assert np.isclose(float(ppto.value_and_grad(read_by_a_helper)(x)[0]),
+                      read_by_a_helper(x.copy()))  # fmt: skip

@@ -321,3 +321,28 @@ def counts_from_shapes(x):
 
 def test_max_of_whole_numbers_still_counts_loops():
     assert float(ppto.grad(counts_from_shapes)(MATRIX)[0, 0]) == 6.0
+
+
+def part_of_an_uneven_array_split(x):
+    return np.sum(np.array_split(x, 5)[1] * np.arange(5.0))
+
+
+def part_of_a_split_at_indices(x):
+    return np.sum(np.split(x, [3, 10])[1] ** 2) + np.sum(np.split(x, 4)[-1])
+
+
+@pytest.mark.parametrize(
+    "function", [part_of_an_uneven_array_split, part_of_a_split_at_indices]
+)
+def test_a_part_read_straight_from_a_split_call(function):
+    """``np.array_split(x, 5)[1]``: the parts differ in shape, and their adjoints
+    were stacked into one array (a ShapeError from the generated code: an
+    inhomogeneous shape); the call is a tuple of parts now, as when named."""
+    x = np.arange(24.0) / 7.0
+    value, gradient = ppto.value_and_grad(function)(x)
+    assert float(value) == function(x)
+    expected = central_differences(function, [x], 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6, atol=1e-8)
+    tangent = RNG.standard_normal(24)
+    _, derivative = ppto.jvp(function, (x,), (tangent,))
+    np.testing.assert_allclose(float(derivative), expected @ tangent, rtol=1e-6)

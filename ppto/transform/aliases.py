@@ -175,6 +175,10 @@ def _check(
             others = state.same.get(changed, set())
             refuse_argument_change(call, changed, others)
             refuse_if_read_later(statement, changed, others, loops, call)
+        for name in _items_unpacked_into(statement):  # ``p[0], p[1] = p[1], p[0]``
+            refuse_global_change(statement, name)
+            shared = state.same.get(name, set()) | _sharing(name, state.bases)
+            refuse_argument_change(statement, name, shared)
         written = _written_in_place(statement)
         if written is None:
             return
@@ -792,6 +796,23 @@ def _flattened(body: list, loops: tuple):
                 yield from _flattened(block, inner if field_name == "body" else loops)
 
 
+def _items_unpacked_into(statement) -> list:
+    """The names whose items or elements an unpacking assignment replaces:
+    ``p[0], p[1] = p[1], p[0]`` (``_written_in_place`` sees one target alone)."""
+    if not isinstance(statement, gast.Assign):
+        return []
+    found = []
+    for target in statement.targets:
+        if isinstance(target, (gast.Tuple, gast.List)):
+            for node in trees.walk(target):
+                if isinstance(node, gast.Subscript):
+                    while isinstance(node, gast.Subscript):
+                        node = node.value
+                    if isinstance(node, gast.Name) and node.id not in found:
+                        found.append(node.id)
+    return found
+
+
 def _written_in_place(statement) -> str | None:
     """The name whose array ``statement`` changes in place: ``a += ...``,
     ``a[...] = ...``, ``a[...] += ...``."""
@@ -1021,6 +1042,9 @@ def _changed_items(statement) -> set:
     """The names of lists whose items ``statement`` may change or move: a method
     (``c.append(y)``, ``c.pop()``) or an item replaced (``c[0] = v``)."""
     changed = {name for _, name in _changed_lists(statement)}
+    # a list handed to a function may come back changed (a helper swapping its
+    # items): what it holds is then unknown
+    changed |= _passed_to_functions(statement)
     targets = []
     if isinstance(statement, gast.Assign):
         targets = statement.targets
@@ -1031,6 +1055,46 @@ def _changed_items(statement) -> set:
             if isinstance(node, gast.Subscript) and isinstance(node.value, gast.Name):
                 changed.add(node.value.id)
     return changed
+
+
+# builtins that read a list without changing it
+_READING_BUILTINS = frozenset(
+    {"len", "enumerate", "zip", "sum", "max", "min", "sorted", "reversed", "iter",
+     "list", "tuple", "range", "isinstance", "float", "int", "abs", "print", "all",
+     "any", "map", "filter"}
+)  # fmt: skip
+
+
+def _passed_to_functions(statement) -> set:
+    """The names ``statement`` passes whole to a call that may change them: not a
+    module's function (``np.stack(c)``) nor a reading builtin (``len(c)``)."""
+    parts = _headers(statement)
+    found = set()
+    for part in parts:
+        for node in trees.walk(part):
+            if not isinstance(node, gast.Call):
+                continue
+            function = node.func
+            if isinstance(function, gast.Name) and function.id in _READING_BUILTINS:
+                continue
+            if isinstance(function, gast.Attribute):
+                continue  # (a module's function, or a method: _changed_lists)
+            arguments = list(node.args) + [k.value for k in node.keywords]
+            for argument in arguments:
+                if isinstance(argument, gast.Starred):
+                    argument = argument.value
+                if isinstance(argument, gast.Name):
+                    found.add(argument.id)
+    return found
+
+
+def _headers(statement) -> list:
+    """What of ``statement`` runs as it does: a compound statement's header."""
+    if isinstance(statement, (gast.If, gast.While)):
+        return [statement.test]
+    if isinstance(statement, gast.For):
+        return [statement.iter]
+    return [statement]
 
 
 def _follow_exact(statement, pairs: list, exact: dict) -> None:
@@ -1297,14 +1361,8 @@ def _changed_lists(statement) -> list:
     """``(call, list name)`` for each call by which ``statement`` changes a list in
     place (``c.append(y)``, ``v = c.pop()``, ``np.sum(c.pop())``); for a compound
     statement, in its header."""
-    if isinstance(statement, (gast.If, gast.While)):
-        parts = [statement.test]
-    elif isinstance(statement, gast.For):
-        parts = [statement.iter]
-    else:
-        parts = [statement]
     found = []
-    for part in parts:
+    for part in _headers(statement):
         for node in trees.walk(part):
             if not (
                 isinstance(node, gast.Call)

@@ -807,6 +807,9 @@ class Normalizer:
         changes an argument in place, which the derivative would miss."""
         from ppto.transform.source import parse_function
 
+        # (a shuffle or NumPy's in-place functions: refused at the user's line,
+        # not inside the library's source)
+        self.refuse_written_in_place(node)
         callee = resolve_call(node, self.parsed.namespace, self.local_names)
         owner = getattr(node.func, "value", None)
         if (  # ``tracker = TRACKER; tracker.record(h)``: an object ppto cannot see
@@ -1326,6 +1329,18 @@ class Normalizer:
             and 0 <= index.value < count
         ):  # np.linalg.lstsq(a, b)[0]: a part of an operator's tuple
             return self.result_part(node.value, count, index.value)
+        if self.tuple_valued(node.value):
+            # ``np.array_split(x, 5)[1]``: its parts may differ in shape, so the
+            # call is named as a tuple first, as ``parts = np.split(...)`` is (as an
+            # array, the parts' adjoints were stacked: a ValueError)
+            parts = self.namer.fresh("parts")
+            stored = gast.Name(parts, gast.Store(), None, None)
+            self.list_statement(
+                gast.copy_location(gast.Assign([stored], node.value, None), node)
+            )
+            target = target or self.namer.temporary()
+            self.emit(ir.ListGet(target, parts, index))
+            return target
         return self.apply(
             target,
             indexing.getitem,
