@@ -413,3 +413,44 @@ def test_a_list_read_by_a_helper_is_still_differentiated():
     assert_gradient(ppto.grad(read_by_a_helper)(x), expected, "read by a helper")
     assert np.isclose(float(ppto.value_and_grad(read_by_a_helper)(x)[0]),
                       read_by_a_helper(x.copy()))  # fmt: skip
+
+
+def sliced_into_its_own_name(x):
+    t = x * 1.0
+    u = t
+    t = t[1:]  # a view of u's array
+    t += 1.0
+    return np.sum(u * x)
+
+
+def list_sliced_into_its_own_name(x):
+    y, b = x * 1.0, x * 2.0
+    params = [y, b]
+    params = params[::-1]
+    a = params[0]  # b's array
+    a += 1.0
+    return np.sum(b * x)
+
+
+def rebound_to_a_new_array(x):
+    t = x * 1.0
+    u = t
+    t = t * 2.0  # a new array: u is not changed below
+    t += 1.0
+    return np.sum(u * x) + np.sum(t)
+
+
+def test_a_name_rebound_to_a_view_of_itself_keeps_what_it_shared():
+    """``t = t[1:]`` read t's sharing after forgetting it, so ``t += 1.0`` wrote
+    into u's array unseen (5.0 where NumPy gives 7.0), and ``params =
+    params[::-1]`` lost its items (10.0 where NumPy gives 13.0)."""
+    x = np.array([1.0, 2.0])
+    for function, shared in ((sliced_into_its_own_name, "u"),
+                             (list_sliced_into_its_own_name, "b")):  # fmt: skip
+        message = f"shares its array with {shared}"
+        with pytest.raises(ppto.TransformError, match=message):
+            ppto.grad(function)(x)
+    x = normal(3)
+    expected = central_differences(rebound_to_a_new_array, [x], 0)
+    gradient = ppto.grad(rebound_to_a_new_array)(x)
+    assert_gradient(gradient, expected, "rebound to a new array")

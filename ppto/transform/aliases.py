@@ -879,11 +879,12 @@ def _bind(statement, state: _Sharing) -> None:
     written_out = _items_written_out(statement, state)
     taken_apart = _items_taken(statement, state)
     unpacked = _unpacked_positions(statement)
-    # ``a, b = b, a``: every value is read before any name is bound, so a value
-    # naming a rebound name reads its former array (FORMER + name), from the
-    # state as it was (``old``)
+    # ``a, b = b, a`` and ``t = t[1:]``: every value is read before any name is
+    # bound, so a value naming a rebound name reads its former array (FORMER +
+    # name), from the state as it was (``old``); t = t[1:] forgot that t's
+    # former array was u's: t += 1 then wrote into u unseen
     rebound = {name for name, _, _ in pairs}
-    simultaneous = len(pairs) > 1 and any(
+    simultaneous = any(
         _viewed(value) & rebound for _, value, _ in pairs if value is not None
     )
     old = _formerly(state, rebound) if simultaneous else state
