@@ -537,6 +537,8 @@ class Transformed:
             program = build(
                 source, self.wrt, rank_map, self.mode, layouts, shapes, dtypes, statics
             )
+            if isinstance(self.f, Transformed):  # (its code calls the inner code)
+                program.inner.append(self.f.program(ranks[: len(names)])[0])
             self._programs[key] = (program, _LazyNamespace(program, self.__name__))
         return self._programs[key]
 

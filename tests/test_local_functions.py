@@ -143,3 +143,25 @@ def test_lambdas_made_again_each_step_reuse_code_and_programs_stay_bounded(
         expected = central_differences(applied, (X, scaled), 0)
         assert_gradient(result, expected, f"turn {turn}")
         assert len(gradient._programs) <= 4
+
+
+def cubed_times_scale(x):
+    return x * x * x * SCALE
+
+
+def test_rebinding_a_global_makes_a_second_derivative_transform_again():
+    """grad(grad(f)) kept computing with the global's old value: its code calls
+    the first derivative's, which went stale while its own did not (18.0 after
+    SCALE = 5.0, where the second derivative 6 x SCALE at 1.5 is 45.0)."""
+    global SCALE
+    second = ppto.grad(ppto.grad(cubed_times_scale))
+    try:
+        for SCALE in (2.0, 5.0):
+            for _ in range(2):  # (the second call takes the repeated-call path)
+                expected = central_differences(
+                    lambda v: 3 * v * v * SCALE, [np.array(1.5)], 0
+                )
+                np.testing.assert_allclose(float(second(1.5)), expected, rtol=1e-6)
+                np.testing.assert_allclose(float(second(x=1.5)), expected, rtol=1e-6)
+    finally:
+        SCALE = 2.0

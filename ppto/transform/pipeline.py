@@ -124,6 +124,9 @@ class Program:
     # program is built (release)
     reached: list = field(default_factory=list)
     method_copies: MethodCopies = field(default_factory=MethodCopies)
+    # the programs of a derivative differentiated again (grad(grad(f))): this one
+    # calls their code, so it is stale when they are (f's global rebound)
+    inner: list = field(default_factory=list)
 
     def still_current(self) -> bool:
         """Whether every global and closure value the transformed functions read is
@@ -148,7 +151,7 @@ class Program:
                 return False
             if not _still_holds(holder, key, value):
                 return False
-        return True
+        return all(program.still_current() for program in self.inner)
 
     def release(self) -> None:
         """Let go of what only generating the code needed, and watch the objects
