@@ -13,9 +13,10 @@ import pytest
 import ppto
 from ppto.fusion.batch_norm_backward import NHWC, _fits
 from ppto.fusion.registry import RULES
-from tests.test_fusion_cnn import unfused_value_and_grad
-from tests.test_fusion_multi import counted  # noqa: F401  (a fixture)
-from tests.test_golden import central_differences
+from tests.test_fusion_multi import (  # noqa: F401  (counted: a fixture)
+    assert_like_unfused_and_differences,
+    counted,
+)
 
 
 def nhwc(x, g, b):
@@ -194,18 +195,7 @@ def test_fused_gradients_equal_unfused_ones_and_central_differences(
     value, grads = ppto.value_and_grad(function, wrt=(0, 1, 2))(*args)
     assert counted[CASES[function]] == 1  # its kernel ran, once
     assert fits == [True]
-    plain_value, plain_grads = unfused_value_and_grad(function, args)
-    tolerance = 1e-10 if dtype == "float64" else 1e-4
-    np.testing.assert_allclose(float(value), float(plain_value), rtol=tolerance)
-    for fused, unfused in zip(grads, plain_grads):
-        assert fused.shape == unfused.shape and fused.dtype == unfused.dtype
-        np.testing.assert_allclose(
-            fused.numpy(), unfused.numpy(), rtol=tolerance, atol=tolerance
-        )
-    if dtype == "float64":
-        for position, gradient in enumerate(grads):
-            expected = central_differences(function, args, position)
-            np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6, atol=1e-7)
+    assert_like_unfused_and_differences(function, args, value, grads, dtype)
 
 
 @pytest.mark.parametrize("threads", ["1", "3"])

@@ -197,18 +197,7 @@ def test_fused_gradients_equal_unfused_ones_and_central_differences(
     # the fused kernel ran, once (and batch norm's backward kernel, once, where
     # its gradient is written as the rule's pattern: test_fusion_batch_norm_grad)
     assert counted[CASES[function]] == 1 and set(counted.values()) == {1}
-    plain_value, plain_grads = unfused_value_and_grad(function, args)
-    tolerance = 1e-10 if dtype == "float64" else 1e-4
-    np.testing.assert_allclose(float(value), float(plain_value), rtol=tolerance)
-    for fused, unfused in zip(grads, plain_grads):
-        assert fused.shape == unfused.shape and fused.dtype == unfused.dtype
-        np.testing.assert_allclose(
-            fused.numpy(), unfused.numpy(), rtol=tolerance, atol=tolerance
-        )
-    if dtype == "float64":
-        for position, gradient in enumerate(grads):
-            expected = central_differences(function, args, position)
-            np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6, atol=1e-7)
+    assert_like_unfused_and_differences(function, args, value, grads, dtype)
 
 
 @pytest.mark.parametrize("normalized", [False, True])
@@ -463,3 +452,20 @@ def test_on_emulated_cupy_the_staged_values_run_and_gradients_hold(
         assert gradient.device == "cuda:0"
         expected = central_differences(residual_relu, args, position)
         np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6, atol=1e-7)
+
+
+def assert_like_unfused_and_differences(function, args, value, grads, dtype):
+    """The fused value and gradients equal the unfused ones (to the dtype's
+    rounding), and in float64 central differences'."""
+    plain_value, plain_grads = unfused_value_and_grad(function, args)
+    tolerance = 1e-10 if dtype == "float64" else 1e-4
+    np.testing.assert_allclose(float(value), float(plain_value), rtol=tolerance)
+    for fused, unfused in zip(grads, plain_grads):
+        assert fused.shape == unfused.shape and fused.dtype == unfused.dtype
+        np.testing.assert_allclose(
+            fused.numpy(), unfused.numpy(), rtol=tolerance, atol=tolerance
+        )
+    if dtype == "float64":
+        for position, gradient in enumerate(grads):
+            expected = central_differences(function, args, position)
+            np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6, atol=1e-7)
