@@ -12,9 +12,10 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = ["a logsumexp", "b MLP", "c chain 1e6", "d RNN", "e branch", "f chain 10"]
 
 
-def _run(script: str) -> str:
+def _run(script: str, *arguments: str) -> str:
+    """The script's output, run with ``arguments`` (``--quick`` where none)."""
     done = subprocess.run(
-        [sys.executable, script, "--quick"],
+        [sys.executable, script, *(arguments or ["--quick"])],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -66,16 +67,9 @@ def test_the_fusion_benchmark_runs_on_a_gpu_or_says_it_needs_one():
 
 
 def test_statement_costs_time_each_statement_of_both_gradients():
-    done = subprocess.run(
-        [sys.executable, "tools/statement_costs.py", "b", "--calls", "3"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    output = _run("tools/statement_costs.py", "b", "--calls", "3")
     for dtype in ("float64", "float32"):  # (each copy checked against its original)
-        report = done.stdout.split(f"== b MLP 256x784-256-10 {dtype}")[1]
+        report = output.split(f"== b MLP 256x784-256-10 {dtype}")[1]
         generated, hand = report.split("-- generated")[1].split("-- hand")
         assert "__fused_matmul_bias(x, W1, b1)" in generated  # the fused code runs
         assert " us  dW1 = x.T @ " in generated and " us  dW1 = x.T @ da" in hand
@@ -83,15 +77,7 @@ def test_statement_costs_time_each_statement_of_both_gradients():
 
 
 def test_first_call_tool_reports_every_workload_and_its_stages():
-    done = subprocess.run(
-        [sys.executable, "tools/first_call.py", "--runs", "1", "--stages"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    lines = done.stdout.splitlines()
+    lines = _run("tools/first_call.py", "--runs", "1", "--stages").splitlines()
     header = next(line for line in lines if line.startswith("workload"))
     for column in ("transform ms", "first ms", "parse", "reverse", "lower", "other"):
         assert column in header, column

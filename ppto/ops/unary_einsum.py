@@ -26,11 +26,7 @@ def unary_subscripts(subscripts, x):
     alphabetical order), ``'...ij->...ji'`` of a 3-axis x -> ``'aij->aji'``."""
     text = subscripts.replace(" ", "")
     inputs, arrow, output = text.partition("->")
-    if "," in inputs:
-        raise ShapeError(
-            f"ppto.unary_einsum takes one operand; {subscripts!r} names "
-            f"{inputs.count(',') + 1}: np.einsum of two is ppto.einsum"
-        )
+    _refuse_operands(subscripts, inputs)
     letters = inputs.replace("...", "")
     batch = max(rank_of(x) - len(letters), 0) if "..." in inputs else 0
     spare = [c for c in string.ascii_letters if c not in text]
@@ -44,6 +40,14 @@ def unary_subscripts(subscripts, x):
     return f"{inputs}->{output}"
 
 
+def _refuse_operands(subscripts, inputs) -> None:
+    if "," in inputs:
+        raise ShapeError(
+            f"ppto.unary_einsum takes one operand; {subscripts!r} names "
+            f"{inputs.count(',') + 1}: np.einsum of two is ppto.einsum"
+        )
+
+
 def _parts(subscripts, x) -> tuple:
     inputs, _, output = unary_subscripts(subscripts, x).partition("->")
     return inputs, output
@@ -54,7 +58,7 @@ def unary_einsum(xp, x, subscripts):
     """np.einsum of one operand: x's elements summed over the indices the result
     leaves out, along the diagonal of an index written twice, in the result's order
     (``'ii->'`` a trace, ``'ii->i'`` a diagonal, ``'ij->ji'`` a transpose)."""
-    unary_subscripts(subscripts, x)  # (refuses two operands)
+    _refuse_operands(subscripts, subscripts.partition("->")[0])
     return xp.einsum(subscripts, x)
 
 

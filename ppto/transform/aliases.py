@@ -26,6 +26,7 @@ import numpy as np
 from ppto.ops import ALIASES
 from ppto.ops.primitive import OPERATORS
 from ppto.transform import trees
+from ppto.transform.analyze import literal
 from ppto.transform.source import ParsedFunction
 from ppto.transform.trees import bound_arguments, loads, paired, stores
 
@@ -1032,11 +1033,8 @@ def _items_taken(statement, state: _Sharing) -> dict:
 
 def _whole_number(node) -> int | None:
     """The whole number ``node`` writes out (``1``, ``-1``), else None."""
-    negated = isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub)
-    number = node.operand if negated else node
-    if not (isinstance(number, gast.Constant) and type(number.value) is int):
-        return None
-    return -number.value if negated else number.value
+    value = literal(node)
+    return value if type(value) is int else None
 
 
 def _changed_items(statement) -> set:

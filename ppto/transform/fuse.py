@@ -79,9 +79,9 @@ class Fuser:
         self.loads: dict[str, int] = {}
         self.stores: dict[str, int] = {}
         self.written: dict[int, set] = {}  # id(statement) -> names it assigns
-        # id(expression) -> (the expression, its Decoded or None): expressions are
-        # replaced, never changed in place, and kept alive here (ids not reused)
-        self.decoded: dict[int, tuple] = {}
+        # expression -> its Decoded or None (gast nodes hash by identity; they are
+        # replaced, never changed in place)
+        self.decoded: dict = {}
 
     def function(self, definition: gast.FunctionDef, copy: bool = True):
         """The fused ``definition``: a copy, or the tree itself changed in place
@@ -148,12 +148,9 @@ class Fuser:
     def decode(self, expression):
         """``expression`` as a ``Decoded`` operator application, or None; found
         once per expression (the matcher asks again for every rule and order)."""
-        known = self.decoded.get(id(expression))
-        if known is not None and known[0] is expression:  # (not a reused id)
-            return known[1]
-        decoded = self._decode(expression)
-        self.decoded[id(expression)] = (expression, decoded)
-        return decoded
+        if expression not in self.decoded:
+            self.decoded[expression] = self._decode(expression)
+        return self.decoded[expression]
 
     def _decode(self, expression):
         if isinstance(expression, gast.BinOp):

@@ -358,15 +358,14 @@ class Match:
         last the root's) may go: the root's position, or else the earliest where
         its arguments are ready; None where neither keeps every statement reading
         the same values (see ``valid_at``)."""
-        if self.valid_at(self.root, outputs):
+        # where each argument read finds its names defined (found once)
+        reached = [self.reaching(names, p) for names, p in self.argument_reads]
+        if self.valid_at(self.root, outputs, reached):
             return self.root
-        ready = 0
-        for names, position in self.argument_reads:
-            for defined in self.reaching(names, position).values():
-                ready = max(ready, defined + 1)
+        ready = max((d + 1 for found in reached for d in found.values()), default=0)
         while ready < self.root and isinstance(self.before[ready], Comment):
             ready += 1  # (after the "# grad of" line of the statements it replaces)
-        if ready < self.root and self.valid_at(ready, outputs):
+        if ready < self.root and self.valid_at(ready, outputs, reached):
             return ready
         return None
 
@@ -381,15 +380,15 @@ class Match:
                 break
         return found
 
-    def valid_at(self, place: int, outputs: list) -> bool:
+    def valid_at(self, place: int, outputs: list, reached: list) -> bool:
         """Whether the fused call, run before the statement at ``place`` (the root's
         position: in its stead), computes what the absorbed statements did and
         leaves every other statement reading what it read: no argument is assigned
         between where it was read and ``place``; no statement left out assigns a
         value the call binds between that value's definition and the root, or reads
         it before the call or where the code read another definition of it."""
-        for names, position in self.argument_reads:
-            if set(self.reaching(names, position).values()) & self.consumed:
+        for (names, position), found in zip(self.argument_reads, reached):
+            if set(found.values()) & self.consumed:
                 return False  # (the call would read what it replaces)
             for between in range(min(place, position), max(place, position)):
                 if stores(self.before[between]) & names:

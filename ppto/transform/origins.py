@@ -28,11 +28,6 @@ class Origin:
     text: str  # the user's statement, on one line
     role: str = COMPUTES
 
-    def describe(self) -> str:
-        """``at rt.py, line 5 (`b = a[i] * 2.0`)``; ``in the gradient of rt.py,
-        ...`` for a statement of its gradient."""
-        return f"{self.place()}, {self.quoted()}"
-
     def place(self) -> str:
         name = os.path.basename(self.filename)
         return f"in the {self.role} of {name}" if self.role else f"at {name}"
