@@ -498,7 +498,7 @@ class Transformed:
         self._programs: dict = shared["programs"]
         self._lowered: dict = shared["lowered"]
         self._entries: dict = shared["entries"]
-        # call_key -> (entry, gradient dtypes, its program)
+        # call_key -> the RepeatedCall that runs its code
         self._fast: dict = shared["fast"]
         self._registered = registrations()
         self._last: RepeatedCall | None = None  # the last call run from _fast
@@ -745,18 +745,11 @@ class Transformed:
             fast = self._fast.get(key)
             if (  # a call like an earlier one: only what its code read to check
                 fast is not None
-                and fast[2].still_current()
+                and fast.program.still_current()
                 and self._registered == registrations()
             ):
-                self._last = RepeatedCall.of(args, fast, self._registered)
-                return self._run_on_cpu(
-                    lambda values: fast[0](
-                        *[a.data if type(a) is Tensor else a for a in values]
-                    ),
-                    args,
-                    fast[1],
-                    fast[3],
-                )
+                self._last = fast if fast.kinds is not None else None
+                return self._run_on_cpu(fast.run, args, fast.dtypes, fast.layouts)
         if (
             self._var_positional
             or any(map(pytrees.is_pytree, args))
@@ -786,7 +779,9 @@ class Transformed:
             # call, by fusion's timing, after a registration: the next call
             # makes it again)
             if entry is not None and made is not None:
-                self._fast[key] = (entry, dtypes, made[0], layouts)
+                self._fast[key] = RepeatedCall.of(
+                    args, entry, dtypes, made[0], layouts, self._registered
+                )
         return result
 
     def _run_on_cpu(self, run, args: tuple, dtypes: list, layouts: list):

@@ -27,7 +27,8 @@ class RepeatedCall:
     """What a call like the last one needs: per argument its type and, for an
     array, its dtype (by identity: an equal dtype that is another object takes
     the keyed path), shape and layout; the generated function and what its result
-    is finished with. ``of`` returns None for arguments it cannot describe so."""
+    is finished with. Made once, when a call's code is kept under its
+    specialisation key: a keyed call runs it and keeps it as the last call."""
 
     __slots__ = (
         "kinds",
@@ -51,26 +52,32 @@ class RepeatedCall:
         self.layouts = layouts
 
     @classmethod
-    def of(cls, args: tuple, fast: tuple, registered: int) -> RepeatedCall | None:
-        """The repeated call of ``args``, whose keyed fast entry is ``fast``
-        (``(entry, gradient dtypes, program, layouts)``)."""
+    def of(
+        cls, args: tuple, entry, dtypes, program, layouts, registered: int
+    ) -> RepeatedCall:
+        """The repeated call of ``args`` (positional arguments with a
+        specialisation key), run by ``entry``. Its ``kinds`` are None where an
+        argument cannot be described so: it is then only run by the keyed path."""
         kinds = []
         for value in args:
             kind = type(value)
             if kind is np.ndarray:
                 kinds.append((kind, value.dtype, value.shape, None))
-            elif kind is Tensor and type(value.data) is np.ndarray:
-                if value.device is not CPU:
-                    return None
+            elif (
+                kind is Tensor
+                and type(value.data) is np.ndarray
+                and value.device is CPU
+            ):
                 data = value.data
                 kinds.append((kind, data.dtype, data.shape, value.layout))
             elif kind in _NUMBERS:
                 kinds.append((kind, None, None, None))
             else:  # (a callable: equal by more than identity, see api._Passed)
-                return None
-        unwrap = any(kind is Tensor for kind, *_ in kinds)
-        entry, dtypes, program, layouts = fast
-        return cls(tuple(kinds), unwrap, entry, program, registered, dtypes, layouts)
+                kinds = None
+                break
+        unwrap = any(type(value) is Tensor for value in args)
+        kinds = None if kinds is None else tuple(kinds)
+        return cls(kinds, unwrap, entry, program, registered, dtypes, layouts)
 
     def matches(self, args: tuple) -> bool:
         """Whether ``args`` are of the kinds recorded, and the code still current

@@ -105,3 +105,34 @@ def test_an_error_in_the_generated_code_is_still_translated():
     assert gradient._last.matches((x, w))
     with pytest.raises(ppto.ShapeError):
         gradient(x, np.ones((2, 4)))
+
+
+def scaled_by(x, w, scale):
+    return np.sum(scale(x) ** 2 * w)
+
+
+def test_keyed_calls_alternating_kinds_stay_right():
+    """Each call differs from the last (another shape, a tensor), so each after
+    the first of its kind runs the code kept under its key, and is then the last
+    call; a passed callable's never is (it is not checked by identity)."""
+    rng = np.random.default_rng(5)
+    small, large = rng.standard_normal(3), rng.standard_normal(4)
+
+    def doubled(v):
+        return v * 2.0
+
+    cubes, scaled = ppto.grad(weighted_cubes), ppto.grad(scaled_by)
+    for turn in range(3):
+        for x in (small, ppto.tensor(large), small[::-1]):
+            values = x.numpy() if isinstance(x, ppto.Tensor) else x
+            w = np.linspace(0.5, 2.0, len(values))
+            np.testing.assert_allclose(
+                cubes(x, w).numpy(), expected(values, w), rtol=1e-6, atol=1e-8
+            )
+            if turn > 0:  # (the first of each kind takes the full path)
+                assert cubes._last.matches((x, w))
+            want = central_differences(scaled_by, (values, w, doubled), 0)
+            np.testing.assert_allclose(
+                scaled(x, w, doubled).numpy(), want, rtol=1e-6, atol=1e-8
+            )
+            assert scaled._last is None
