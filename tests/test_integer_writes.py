@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 import pytest
+from numpy import ones
 
 import ppto
 from tests.corpus.checks import (
@@ -44,6 +45,21 @@ def into_arange(x, n):
 def into_zeros_of_integers(x, n):
     k = np.zeros(3, dtype=int)
     k[1:] = x[1:] * 3.0
+    return np.sum(x * k)
+
+
+WHOLE = np.int32  # (a dtype named outside the function)
+
+
+def into_zeros_of_a_dtype_named_outside(x, n):
+    k = np.zeros(3, WHOLE)
+    k[0] = x[0] * 2.5
+    return np.sum(x * k)
+
+
+def into_ones_imported_by_name(x, n):
+    k = ones(3, dtype="int64")
+    k[2] = x[1] * 3.5
     return np.sum(x * k)
 
 
@@ -83,6 +99,8 @@ WRITES = [
     added_into_an_integer_argument,
     into_arange,
     into_zeros_of_integers,
+    into_zeros_of_a_dtype_named_outside,
+    into_ones_imported_by_name,
     into_integers_written_out,
     into_integers_known_when_run,
     into_integers_in_a_loop,
@@ -123,7 +141,13 @@ def test_the_test_is_made_when_the_code_runs_only_where_the_dtype_is_not_known()
     """An array of integers or floats known when the code is made has the branch
     taken there; one computed where the transformation does not follow dtypes
     (``n * 1`` not differentiated) gets ``whole_numbers`` tested when it runs."""
-    for known in (into_an_integer_argument, into_arange, into_zeros_of_integers):
+    for known in (
+        into_an_integer_argument,
+        into_arange,
+        into_zeros_of_integers,
+        into_zeros_of_a_dtype_named_outside,  # (the names resolved as the
+        into_ones_imported_by_name,  # function's namespace has them)
+    ):
         assert "whole_numbers" not in ppto.show_grad(known, X, N, file=None)
     floats = ppto.show_grad(into_floats_known_when_run, X, N, file=None)
     assert "whole_numbers(h)" in floats

@@ -373,7 +373,7 @@ def _forward(body, activity: Activity) -> None:
                 activity.made_otherwise.add(name)
             worked_out = (ir.Apply, ir.Copy, ir.CallFunction)
             if not isinstance(statement, worked_out) and not counter:
-                _merge(activity.dtypes, name, constructed_dtype(statement))
+                _merge(activity.dtypes, name, getattr(statement, "dtype", None))
         if counter:
             activity.ranks[statement.target] = 0  # an integer from a range
             activity.shapes[statement.target] = ()
@@ -1037,69 +1037,6 @@ def dtype_of(statement: ir.Apply, dtypes: dict, ranks: dict | None = None):
         if name in _PRODUCTS and all(isinstance(p, np.ndarray) for p in probes):
             return np.result_type(*probes)
     return None
-
-
-# NumPy's array constructors whose result is float64 unless a dtype is written,
-# with the position their dtype may be passed at
-_CONSTRUCTORS = {"zeros": 1, "ones": 1, "empty": 1, "identity": 1, "eye": 3}
-
-
-def constructed_dtype(statement):
-    """The dtype of the array a passive statement ``t = np.zeros(...)`` makes
-    (``np.ones``, ``np.empty``, ``np.eye``, ``np.identity``: float64, or the dtype
-    written, ``dtype=int``, ``np.int32``; ``np.arange`` of whole numbers written
-    out: integers), so that what is written into it is known to be kept as floats,
-    or truncated to integers (no derivative); None for any other statement."""
-    node = getattr(statement, "node", None)
-    if not (isinstance(node, gast.Assign) and isinstance(node.value, gast.Call)):
-        return None
-    call, function = node.value, node.value.func
-    if not (
-        isinstance(function, gast.Attribute)
-        and isinstance(function.value, gast.Name)
-        and function.value.id in ("np", "numpy")
-    ):
-        return None
-    asked = [k.value for k in call.keywords if k.arg == "dtype"]
-    if function.attr in ("array", "asarray") and len(call.args) == 1 and not asked:
-        written = literal(call.args[0])  # (numbers written out: np.array([1, 2]))
-        numbers = isinstance(written, (list, tuple)) and all(
-            type(n) in (int, float, bool) for n in np.ravel(np.asarray(written, object))
-        )
-        return np.asarray(written).dtype if numbers and written else None
-    if function.attr == "arange":
-        whole = all(
-            isinstance(a, gast.Constant) and type(a.value) is int for a in call.args
-        )
-        return np.dtype(np.intp) if whole and call.args and not asked else None
-    position = _CONSTRUCTORS.get(function.attr)
-    if position is None:
-        return None
-    asked += call.args[position : position + 1]
-    return _written_dtype(asked[0]) if asked else np.dtype(np.float64)
-
-
-def _written_dtype(node):
-    """The dtype ``node`` writes (``int``, ``np.float32``, ``"int8"``), else None."""
-    builtin = {"int": int, "float": float, "bool": bool, "complex": complex}
-    if isinstance(node, gast.Name) and node.id in builtin:
-        return np.dtype(builtin[node.id])
-    if (
-        isinstance(node, gast.Attribute)
-        and isinstance(node.value, gast.Name)
-        and node.value.id in ("np", "numpy")
-    ):
-        found = getattr(np, node.attr, None)
-    elif isinstance(node, gast.Constant) and isinstance(node.value, str):
-        found = node.value
-    else:
-        return None
-    if found is None:
-        return None  # (np.dtype(None) is float64)
-    try:
-        return np.dtype(found)
-    except TypeError:
-        return None
 
 
 def _in_place_dtype(statement: ir.Apply, dtypes: dict, ranks: dict):

@@ -81,6 +81,9 @@ class Passive(Stmt):
     rereads: bool = False
     # the call is of a value the function made (att = Attention(2); att(x))
     calls_local: bool = False
+    # the dtype of the array it makes, where the Normalizer knows it: a NumPy
+    # constructor's, ``t = np.zeros(n, np.int32)`` (see constructors.py)
+    dtype: Any = None
 
 
 @dataclass

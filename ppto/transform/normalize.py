@@ -19,6 +19,7 @@ from ppto.ops import elementwise, indexing, linalg, logic, numbers, shape
 from ppto.ops.numpy_map import check_numpy_positionals
 from ppto.ops.primitive import Primitive
 from ppto.transform import ir, lists, trees
+from ppto.transform.constructors import constructed_dtype
 from ppto.transform.fence import BITWISE
 from ppto.transform.local_functions import localised, passed_callables
 from ppto.transform.names import Namer
@@ -291,7 +292,18 @@ class Normalizer:
         statement.origin = self.origin
         if type(statement) is ir.Passive:
             self.mark_image_operators(statement.node)
+            statement.dtype = self.constructed_dtype(statement.node)
         self.out.append(statement)
+
+    def constructed_dtype(self, node):
+        """The dtype of the array ``t = np.zeros(...)`` makes (see constructors.py),
+        else None."""
+        if not (isinstance(node, gast.Assign) and isinstance(node.value, gast.Call)):
+            return None
+        found, function = self.static(node.value.func)
+        if not found:
+            return None
+        return constructed_dtype(node.value, function, self.named_dtype)
 
     def mark_image_operators(self, node) -> None:
         """Calls of an image operator without a layout in code left as it is (the
