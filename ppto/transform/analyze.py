@@ -1024,8 +1024,8 @@ def dtype_of(statement: ir.Apply, dtypes: dict, ranks: dict | None = None):
     for operand in statement.inputs:
         if isinstance(operand, ir.Const) and type(operand.value) in (int, float):
             probes.append(operand.value)  # a Python number: NumPy's weak scalar
-        elif dtypes.get(_operand_name(operand)) is not None:
-            probes.append(np.zeros((1,), dtypes[_operand_name(operand)]))
+        elif (probe := _element(dtypes.get(_operand_name(operand)))) is not None:
+            probes.append(probe)
         else:
             return None
     with np.errstate(all="ignore"):
@@ -1036,6 +1036,47 @@ def dtype_of(statement: ir.Apply, dtypes: dict, ranks: dict | None = None):
             return np.asarray(reduce(probes[0])).dtype
         if name in _PRODUCTS and all(isinstance(p, np.ndarray) for p in probes):
             return np.result_type(*probes)
+    return None
+
+
+def _element(dtype):
+    """One element of ``dtype``, for NumPy's rules to combine with others (an
+    array: its dtype is strong, as a variable's), None where ``dtype`` is."""
+    return None if dtype is None else np.zeros((1,), dtype)
+
+
+# Python's arithmetic operators, as the NumPy functions whose result dtypes they have
+_ARITHMETIC = {
+    gast.Add: np.add, gast.Sub: np.subtract, gast.Mult: np.multiply,
+    gast.Div: np.true_divide, gast.FloorDiv: np.floor_divide, gast.Mod: np.mod,
+    gast.Pow: np.power,
+}  # fmt: skip
+
+
+def expression_dtype(node, dtypes: dict):
+    """The dtype of an expression written out of names (indexed or not), numbers
+    and arithmetic (``k[1:] * 1.5``), as NumPy's rules give it from the names'
+    dtypes (a Python number weak), else None."""
+    probe = _expression_probe(node, dtypes)
+    return None if probe is None else np.asarray(probe).dtype
+
+
+def _expression_probe(node, dtypes: dict):
+    """A value with ``node``'s dtype (see ``dtype_of``'s probes): one element of
+    its names' dtypes, or the number written; None where it is not known."""
+    while isinstance(node, gast.Subscript):
+        node = node.value
+    if isinstance(node, gast.Name):
+        return _element(dtypes.get(node.id))
+    if isinstance(node, gast.Constant) and type(node.value) in (int, float, bool):
+        return node.value
+    if isinstance(node, gast.BinOp) and type(node.op) in _ARITHMETIC:
+        left = _expression_probe(node.left, dtypes)
+        right = _expression_probe(node.right, dtypes)
+        if left is None or right is None:
+            return None
+        with np.errstate(all="ignore"):
+            return _ARITHMETIC[type(node.op)](left, right)
     return None
 
 

@@ -19,12 +19,11 @@ from __future__ import annotations
 import os
 
 import gast
-import numpy as np
 
 from ppto.errors import DTypeError, ShapeError
 from ppto.ops.shape import IN_PLACE_ADVICE, in_place_refusal
 from ppto.transform import ir
-from ppto.transform.analyze import Activity, expression_rank
+from ppto.transform.analyze import Activity, expression_dtype, expression_rank
 
 
 def settle(body: list, activity: Activity, source) -> bool:
@@ -89,7 +88,7 @@ def _dtypes(statement: ir.Apply, activity: Activity) -> tuple:
     """(the value's dtype, the target's, the target's rank), None where unknown."""
     value, target = statement.inputs[0], statement.params["target"]
     if isinstance(value, ir.Verbatim):  # (k[1:] * 1.5, k not differentiated)
-        value_dtype = _written_dtype(value.expr, activity.dtypes)
+        value_dtype = expression_dtype(value.expr, activity.dtypes)
     else:
         value_dtype = activity.dtypes.get(value) if isinstance(value, str) else None
     if isinstance(target, gast.Subscript) and isinstance(target.value, gast.Name):
@@ -101,40 +100,6 @@ def _dtypes(statement: ir.Apply, activity: Activity) -> tuple:
         return value_dtype, activity.dtypes.get(base), rank
     name = getattr(target, "id", None)
     return value_dtype, activity.dtypes.get(name), activity.ranks.get(name)
-
-
-_OPERATORS = {
-    gast.Add: np.add, gast.Sub: np.subtract, gast.Mult: np.multiply,
-    gast.Div: np.true_divide, gast.FloorDiv: np.floor_divide, gast.Mod: np.mod,
-    gast.Pow: np.power,
-}  # fmt: skip
-
-
-def _written_dtype(expr, dtypes: dict):
-    """The dtype of an expression written out of names (indexed or not), numbers
-    and arithmetic, where the names' dtypes are known (as NumPy's rules give it,
-    a Python number weak); else None."""
-    probe = _probe(expr, dtypes)
-    return None if probe is None else np.asarray(probe).dtype
-
-
-def _probe(expr, dtypes: dict):
-    """A value with ``expr``'s dtype: one element of its names' dtypes, or the
-    number written (weak, as in NumPy); None where it is not known."""
-    while isinstance(expr, gast.Subscript):
-        expr = expr.value
-    if isinstance(expr, gast.Name):
-        dtype = dtypes.get(expr.id)
-        return None if dtype is None else np.zeros((1,), dtype)
-    if isinstance(expr, gast.Constant) and type(expr.value) in (int, float, bool):
-        return expr.value
-    if isinstance(expr, gast.BinOp) and type(expr.op) in _OPERATORS:
-        left, right = _probe(expr.left, dtypes), _probe(expr.right, dtypes)
-        if left is None or right is None:
-            return None
-        with np.errstate(all="ignore"):
-            return _OPERATORS[type(expr.op)](left, right)
-    return None
 
 
 def _sliced(target: gast.Subscript) -> bool:
