@@ -28,7 +28,13 @@ from ppto.ops.primitive import OPERATORS
 from ppto.transform import trees
 from ppto.transform.analyze import literal
 from ppto.transform.source import ParsedFunction
-from ppto.transform.trees import bound_arguments, loads, paired, stores
+from ppto.transform.trees import (
+    bound_arguments,
+    loads,
+    paired,
+    positions_known,
+    stores,
+)
 
 VIEW_ATTRIBUTES = {"T", "mT", "real", "imag", "flat"}
 VIEW_CALLS = {
@@ -404,9 +410,7 @@ PARTS = "positions:"
 def _record_parts(value, state: _Sharing, returns: dict) -> None:
     """Add to ``returns[PARTS]`` the parameters each item of ``value`` (returned)
     may share an array with (see ``PARTS``)."""
-    if not _literal_sequence(value) or any(
-        isinstance(item, gast.Starred) for item in value.elts
-    ):
+    if not positions_known(value):
         returns[PARTS] = None
         return
     parts = returns.setdefault(PARTS, {})
@@ -505,10 +509,7 @@ def _linked_items(target, value, state: _Sharing) -> list:
     if not isinstance(target, (gast.Tuple, gast.List)):
         return [(name, f"{call}:every") for name in _stored(target)]
     groups = _part_groups(shared_parts - {EVERY_PART})
-    every = EVERY_PART in shared_parts or any(
-        isinstance(item, gast.Starred)  # (positions after it are not known)
-        for item in target.elts
-    )
+    every = EVERY_PART in shared_parts or not positions_known(target)
     return [
         (name, f"{call}:{'every' if every else groups[position]}")
         for position, item in enumerate(target.elts)
@@ -975,9 +976,7 @@ def _unpacked_positions(statement) -> dict:
         return {}
     positions = {}
     for target in statement.targets:
-        if not _literal_sequence(target) or any(
-            isinstance(item, gast.Starred) for item in target.elts
-        ):
+        if not positions_known(target):
             continue
         for position, item in enumerate(target.elts):
             for name in _stored(item):
@@ -991,8 +990,7 @@ def _items_written_out(statement, state: _Sharing) -> dict:
         isinstance(statement, gast.Assign)
         and len(statement.targets) == 1
         and isinstance(statement.targets[0], gast.Name)
-        and _literal_sequence(statement.value)
-        and not any(isinstance(e, gast.Starred) for e in statement.value.elts)
+        and positions_known(statement.value)
     ):
         return {}
     name = statement.targets[0].id
@@ -1287,10 +1285,7 @@ def _item_targets(target, source) -> list:
             ]
         rows = source.elts if _literal_sequence(source) else []
         if rows and all(
-            _literal_sequence(row)
-            and len(row.elts) == len(names)
-            and not any(isinstance(e, gast.Starred) for e in row.elts)
-            for row in rows
+            positions_known(row) and len(row.elts) == len(names) for row in rows
         ):  # ``for a, b in [(z, w), (u, v)]``: a is an item of [z, u]
             return [
                 found

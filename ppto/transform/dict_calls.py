@@ -20,6 +20,7 @@ import gast
 
 from ppto.ops.primitive import OperatorDef
 from ppto.transform.names import Namer
+from ppto.transform.trees import positions_known
 
 _POSITIONAL = (
     inspect.Parameter.POSITIONAL_ONLY,
@@ -210,9 +211,7 @@ def _passed(node, keys: dict) -> tuple | None:
     written = _literal_keys(node)
     if written is not None:
         values = node.values
-    elif isinstance(node, (gast.List, gast.Tuple)) and not any(
-        isinstance(item, gast.Starred) for item in node.elts
-    ):
+    elif positions_known(node):
         values = node.elts
     else:
         return None

@@ -315,6 +315,14 @@ def bound_arguments(call, parameters) -> list:
     ]
 
 
+def positions_known(node) -> bool:
+    """Whether ``node`` is a list or tuple written out with no item starred: each
+    item's position is known (after ``*rest`` none is)."""
+    return isinstance(node, (gast.List, gast.Tuple)) and not any(
+        isinstance(item, gast.Starred) for item in node.elts
+    )
+
+
 def passed_by_name(call, names: tuple):
     """``call`` (a new node) with its positional arguments after the first passed
     by ``names`` instead: an operator's positional order where it is not its own
