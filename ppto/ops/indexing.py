@@ -14,12 +14,11 @@ backends other than NumPy), and of several writes to one element the last is kep
 
 import numpy as np
 
-from ppto.errors import DTypeError
 from ppto.ops.elementwise import where
 from ppto.ops.primitive import primitive
 from ppto.ops.rules import dtype_helper, shape_helper
 from ppto.ops.shape import (
-    IN_PLACE_ADVICE,
+    in_place_cast_error,
     in_place_refusal,
     reshape,
     unbroadcast,
@@ -220,7 +219,7 @@ def _refuse_in_place_cast(out, values, index, at: str) -> None:
         dtype if dtype is not None else np.asarray(values).dtype, out.dtype
     )
     if refusal is not None and getattr(out[index], "ndim", 0) > 0:
-        raise DTypeError(f"{refusal} ({at}); write {IN_PLACE_ADVICE}")
+        raise in_place_cast_error(refusal, at)
 
 
 @setitem.grad_rule

@@ -306,7 +306,7 @@ def cast_in_place(xp, x, target, at=""):
     if x.dtype != target.dtype:
         refusal = in_place_refusal(x.dtype, target.dtype)
         if refusal is not None:
-            raise DTypeError(f"{refusal}{where}; write {IN_PLACE_ADVICE}")
+            raise in_place_cast_error(refusal, at)
     if target.ndim == 0:
         # NumPy's operators make a number of a 0-d array; y stays an array, so
         # that a later y += v still writes into it
@@ -344,6 +344,14 @@ def in_place_refusal(result, target) -> str | None:
 
 
 IN_PLACE_ADVICE = "t = t + v (a new array), or t += v.astype(t.dtype)"
+
+
+def in_place_cast_error(refusal: str, at: str) -> DTypeError:
+    """The error for a cast an in-place operator refuses when the code runs
+    (``refusal``: see ``in_place_refusal``), naming ``at``, the user's file and
+    line, where known (``t += v`` and ``x[i] += v``: see ops/indexing.py)."""
+    where = f" ({at})" if at else ""
+    return DTypeError(f"{refusal}{where}; write {IN_PLACE_ADVICE}")
 
 
 @primitive(ANY, tangent="linear")
