@@ -471,21 +471,13 @@ class Normalizer:
             # ``parts = np.split(x, [1, 4])``: its items may differ in shape, so it
             # is ``tuple(...)`` of the operator's results, an adjoint per item (as
             # an array, the adjoints were stacked: a ValueError)
-            callee = gast.Name("tuple", gast.Load(), None, None)
-            wrapped = gast.Call(callee, [value], [])
-            node = gast.copy_location(gast.Assign(node.targets, wrapped, None), node)
-            self.lists.add(target)
-            self.list_call(node, target, tuple, ("value",))
+            self.made_list(node, node.targets, value, tuple)
             return True
         if self.list_valued(value):
             # ``outs = layers(x, ws)``, a helper of the user's returning a list: an
             # adjoint per item (as an array, the items' adjoints were stacked: a
             # ValueError for items of unlike shapes, [h, np.sum(h)])
-            callee = gast.Name("list", gast.Load(), None, None)
-            wrapped = gast.Call(callee, [value], [])
-            node = gast.copy_location(gast.Assign(node.targets, wrapped, None), node)
-            self.lists.add(target)
-            self.list_call(node, target, list, ("value",))
+            self.made_list(node, node.targets, value, list)
             self.note_list_items(target, _returned_list_items(self.callee_of(value)))
             return True
         helper = self.list_helper(value)
@@ -519,11 +511,8 @@ class Normalizer:
             self.emit(ir.ListNew(target))
             written.insert(0, _written_out(first))
         else:
-            source = self.listed(node, first)
-            copy = gast.Call(gast.Name("list", gast.Load(), None, None), [source], [])
             stored = gast.Name(target, gast.Store(), None, None)
-            assign = gast.Assign([stored], copy, None)
-            self.list_call(gast.copy_location(assign, node), target, list, ("value",))
+            self.made_list(node, [stored], self.listed(node, first), list)
         for elements, count in written:
             items = [self.expression(element) for element in elements]
             for item in items * count:
@@ -709,6 +698,16 @@ class Normalizer:
             position = sign * index.value
             return -len(items) <= position < len(items) and items[position]
         return all(items)
+
+    def made_list(self, node, targets: list, value, kind) -> None:
+        """``targets = kind(value)``, ``kind`` list or tuple (one name, a list of
+        ppto's: an adjoint per item), at ``node``'s place."""
+        callee = gast.Name(kind.__name__, gast.Load(), None, None)
+        assign = gast.Assign(targets, gast.Call(callee, [value], []), None)
+        self.lists.add(targets[0].id)
+        self.list_call(
+            gast.copy_location(assign, node), targets[0].id, kind, ("value",)
+        )
 
     def list_call(self, node, target: str, helper, kinds: tuple) -> None:
         from ppto.transform.inline import operand_expr
@@ -1782,10 +1781,7 @@ class Normalizer:
         if returned or not _names_list(node, self.lists) or node.id in self.tuples:
             return self.expression(node)  # (a tuple cannot change: no copy)
         copy = self.namer.temporary()
-        self.lists.add(copy)
-        call = gast.Call(gast.Name("list", gast.Load(), None, None), [node], [])
-        assign = gast.Assign([gast.Name(copy, gast.Store(), None, None)], call, None)
-        self.list_call(gast.copy_location(assign, node), copy, list, ("value",))
+        self.made_list(node, [gast.Name(copy, gast.Store(), None, None)], node, list)
         return copy
 
     def call_function(self, node, callee, targets, checkpoint=False):
