@@ -33,6 +33,7 @@ from ppto.transform.trees import (
     loads,
     paired,
     positions_known,
+    single_target,
     stores,
 )
 
@@ -986,14 +987,9 @@ def _unpacked_positions(statement) -> dict:
 
 def _items_written_out(statement, state: _Sharing) -> dict:
     """``{name: the memory of each item}`` for ``name = [a, b]`` (or a tuple)."""
-    if not (
-        isinstance(statement, gast.Assign)
-        and len(statement.targets) == 1
-        and isinstance(statement.targets[0], gast.Name)
-        and positions_known(statement.value)
-    ):
+    name = single_target(statement)
+    if name is None or not positions_known(statement.value):
         return {}
-    name = statement.targets[0].id
     return {
         name: tuple(
             frozenset(_memory(item, state) | {f"{ITEM}{name}:{position}"})

@@ -222,15 +222,10 @@ def _dict_keys(
     keys: dict[str, tuple] = {}
     assigned = []
     for node in nodes:
-        if (
-            isinstance(node, gast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], gast.Name)
-            and (
-                isinstance(node.value, gast.DictComp)
-                or literal_keys(node.value) is not None
-                or id(node.value) in helpers
-            )
+        if trees.single_target(node) is not None and (
+            isinstance(node.value, gast.DictComp)
+            or literal_keys(node.value) is not None
+            or id(node.value) in helpers
         ):
             assigned.append(node)
     held = {id(node.value) for node in assigned}

@@ -26,7 +26,7 @@ from ppto.transform.reverse import (
     loop_statement,
     name,
 )
-from ppto.transform.trees import clone
+from ppto.transform.trees import clone, single_target
 
 ZERO = "__zero__"
 # a zero shaped like an expression (``zero_expressions[k]``): ``__zero__:k`` (no
@@ -391,13 +391,9 @@ class _Simplify(trees.Transformer):
                 out.append(self.branch(statement))
                 continue
             statement = self.visit(statement)
-            if (
-                isinstance(statement, gast.Assign)
-                and len(statement.targets) == 1
-                and isinstance(statement.targets[0], gast.Name)
-                and is_zero(statement.value)
-            ):
-                self.zeros[statement.targets[0].id] = statement.value
+            target = single_target(statement)
+            if target is not None and is_zero(statement.value):
+                self.zeros[target] = statement.value
                 continue
             # a name written again (to a tangent not known to be zero) is not zero
             for node in gast.walk(statement):

@@ -40,7 +40,7 @@ from ppto.transform.source import (
     own_nodes,
     register_local_function,
 )
-from ppto.transform.trees import bound_arguments, clone
+from ppto.transform.trees import bound_arguments, clone, single_target
 
 # callables code is specialised on where they are passed (act=np.tanh), as an
 # argument of the function differentiated (ppto.api) or of a function it calls
@@ -213,13 +213,8 @@ class _Lifter:
             if isinstance(statement, gast.FunctionDef):
                 self._add(statement.name, statement, block, index, statement)
                 continue
-            if (
-                isinstance(statement, gast.Assign)
-                and len(statement.targets) == 1
-                and isinstance(statement.targets[0], gast.Name)
-                and isinstance(statement.value, gast.Lambda)
-            ):
-                target = statement.targets[0].id
+            target = single_target(statement)
+            if target is not None and isinstance(statement.value, gast.Lambda):
                 self._add(target, statement.value, block, index, statement)
                 continue
             for _, inner in _blocks(statement):

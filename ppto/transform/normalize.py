@@ -47,6 +47,7 @@ from ppto.transform.trees import (
     name_counts,
     paired,
     passed_by_name,
+    single_target,
 )
 
 # calls that read only their arguments' shapes; split_points comes from concat's
@@ -2116,12 +2117,9 @@ def _merged_tuples(body: list, counts: dict, varied: set) -> set[str]:
     3.0)`` in a branch or a loop), and the names copied into those."""
     values: dict[str, list] = {}
     for node in trees.walk(gast.Module(body=body, type_ignores=[])):
-        if (
-            isinstance(node, gast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], gast.Name)
-        ):
-            values.setdefault(node.targets[0].id, []).append(node.value)
+        target = single_target(node)
+        if target is not None:
+            values.setdefault(target, []).append(node.value)
     candidates = {
         n
         for n, found in values.items()
@@ -2245,12 +2243,8 @@ def _returns_lists(function) -> bool:
         if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
             bound.setdefault(node.id, False)
     for node in nodes:
-        if (
-            isinstance(node, gast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], gast.Name)
-        ):
-            name = node.targets[0].id
+        name = single_target(node)
+        if name is not None:
             makes = _makes_a_list(node.value)
             count = sum(
                 isinstance(other, gast.Name)

@@ -232,12 +232,11 @@ def _strings_bound_once(tree, local: set) -> dict:
     for node in trees.walk(tree):
         if isinstance(node, gast.Name) and not isinstance(node.ctx, gast.Load):
             counts[node.id] = counts.get(node.id, 0) + 1
+        target = trees.single_target(node)
         if (
-            isinstance(node, gast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], gast.Name)
+            target is not None
             and isinstance(node.value, gast.Constant)
             and type(node.value.value) is str
         ):
-            bound[node.targets[0].id] = node.value.value
+            bound[target] = node.value.value
     return {name: text for name, text in bound.items() if counts.get(name) == 1}
