@@ -29,6 +29,7 @@ from ppto.transform.accumulate_in_place import accumulate_in_place
 from ppto.transform.emit import compile_source, rendered_functions
 from ppto.transform.fuse import FUSED_KINDS, fuse_program
 from ppto.transform.release import release_dead_values
+from ppto.transform.resolve import hashable
 from ppto.transform.source import function_source, returns_a_dict
 from ppto.transform.syntax import to_gast
 from ppto.transform.trees import bound_arguments, clone, name_counts
@@ -134,7 +135,7 @@ class Lowering(trees.Transformer):
             return self.raw_results(node)
         if isinstance(target, Primitive):
             return self.lower_primitive(node, target)
-        constructor = _CONSTRUCTORS.get(target) if _hashable(target) else None
+        constructor = _CONSTRUCTORS.get(target) if hashable(target) else None
         if constructor is not None and not any(
             k.arg == "device" for k in node.keywords
         ):
@@ -358,14 +359,6 @@ def _constructors() -> dict:
 
 
 _CONSTRUCTORS = _constructors()
-
-
-def _hashable(value) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 def _from_ppto(target) -> bool:

@@ -15,6 +15,7 @@ from ppto.transform import trees
 from ppto.transform.analyze import NOT_LITERAL, literal
 from ppto.transform.inline import _literal
 from ppto.transform.optimize import fold_constants
+from ppto.transform.resolve import hashable
 from ppto.transform.trees import name_counts, single_target
 
 
@@ -160,11 +161,7 @@ class _Folder(trees.Transformer):
 def _immutable(value) -> bool:
     """A number, string, None or tuple of them: a value that reads the same
     wherever it is written out (a list written out twice is two lists: a tape)."""
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
+    return hashable(value)
 
 
 def _finite(value) -> bool:

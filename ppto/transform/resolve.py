@@ -155,9 +155,9 @@ def classify(value: Any, text: str = "") -> Callee:
             variadic=alias.variadic,
             defaults=dict(alias.defaults),
         )
-    if _hashable(value) and value in _BUILTIN_OPERATORS:
+    if hashable(value) and value in _BUILTIN_OPERATORS:
         return Callee("operator", op=_BUILTIN_OPERATORS[value], text=text)
-    if _hashable(value) and value in _CONSTRUCTOR_OPERATORS:
+    if hashable(value) and value in _CONSTRUCTOR_OPERATORS:
         return Callee("operator", op=_CONSTRUCTOR_OPERATORS[value], text=text)
     if inspect.isfunction(value) and not is_library(value):
         return Callee("function", function=value, text=text)
@@ -166,7 +166,7 @@ def classify(value: Any, text: str = "") -> Callee:
 
 def numpy_alias(value: Any):
     """The NumpyAlias of a NumPy function or ufunc with a ppto operator, else None."""
-    if not _hashable(value):
+    if not hashable(value):
         return None
     try:
         return NUMPY_FUNCTIONS.get(value)
@@ -174,7 +174,9 @@ def numpy_alias(value: Any):
         return None
 
 
-def _hashable(value: Any) -> bool:
+def hashable(value: Any) -> bool:
+    """Whether ``value`` can be looked up in a dict or set (a callable may not:
+    an object with ``__call__`` and ``__eq__``)."""
     try:
         hash(value)
     except TypeError:
