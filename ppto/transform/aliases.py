@@ -238,12 +238,17 @@ def _check(
         if _writes_into_an_item(statement) and _items_may_share(written, state):
             refuse_item_write_if_read_later(statement, written, loops)
 
-    def refuse_item_write_if_read_later(statement, written: str, loops: tuple):
+    def read_later(statement, loops: tuple) -> set:
+        """The names read after ``statement``, in the function or (the next
+        turn reads what came before too) the loops it is in."""
         after = order[positions[id(statement)] + 1 :]
         later = set().union(*(loads(s) for s, _ in after))
-        for loop in loops:  # the next turn reads what came before too
+        for loop in loops:
             later |= loads(loop)
-        if written in later:
+        return later
+
+    def refuse_item_write_if_read_later(statement, written: str, loops: tuple):
+        if written in read_later(statement, loops):
             raise parsed.source.error(
                 statement,
                 f"this writes into an item of {written}, whose items may share "
@@ -289,10 +294,7 @@ def _check(
         if list_change is not None:  # a list's adjoint is made from the list as it
             later = loads(parsed.tree)  # ends: a read before the change counts too
         else:
-            after = order[positions[id(statement)] + 1 :]
-            later = set().union(*(loads(s) for s, _ in after))
-            for loop in loops:  # the next turn reads what came before too
-                later |= loads(loop)
+            later = read_later(statement, loops)
         # (the user's names: ``params[1]`` for the leaf parameter ``params_1``)
         seen = [
             parsed.spelled.get(name, name)

@@ -131,9 +131,7 @@ def unrolled(body: list, parsed: ParsedFunction, local: set, own, program) -> li
     nested blocks too."""
     out = []
     for statement in body:
-        for field, value in gast.iter_fields(statement):
-            if isinstance(value, list) and value and isinstance(value[0], gast.stmt):
-                setattr(statement, field, unrolled(value, parsed, local, own, program))
+        _rewrite_blocks(statement, unrolled, parsed, local, own, program)
         found = _turns(statement, parsed, local, own, program)
         if found is None:
             out.append(statement)
@@ -155,6 +153,15 @@ def unrolled(body: list, parsed: ParsedFunction, local: set, own, program) -> li
             turns_run = [part for copy in copies for part in copy]
             out.append(_run_once(turns_run, statement.orelse, parsed, statement))
     return out or [gast.Pass()]
+
+
+def _rewrite_blocks(statement, rewrite, *context) -> None:
+    """Replace each block of statements directly inside ``statement`` (a loop's
+    or branch's body, an else, a ``try``'s finally) by ``rewrite(block,
+    *context)``."""
+    for field, value in gast.iter_fields(statement):
+        if isinstance(value, list) and value and isinstance(value[0], gast.stmt):
+            setattr(statement, field, rewrite(value, *context))
 
 
 def _own_exit(loop: gast.For):
@@ -514,9 +521,7 @@ def folded(body: list, parsed: ParsedFunction, local: set, own, program) -> list
     value there makes the program stale). Code after a ``return`` is dropped."""
     out = []
     for statement in body:
-        for field, value in gast.iter_fields(statement):
-            if isinstance(value, list) and value and isinstance(value[0], gast.stmt):
-                setattr(statement, field, folded(value, parsed, local, own, program))
+        _rewrite_blocks(statement, folded, parsed, local, own, program)
         taken = None
         if isinstance(statement, gast.If):
             taken = _none_test(statement.test, parsed, local, own, program)
