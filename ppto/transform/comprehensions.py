@@ -76,10 +76,7 @@ def comprehensions_as_loops(
 def _python_builtins(definition: gast.FunctionDef, namespace) -> set[str]:
     """Which of ``sum``, ``list``, ``tuple``, ``map``, ``max`` and ``min`` in the
     function are Python's (not a parameter, a local or a global of that name)."""
-    arguments = definition.args
-    parameters = {
-        a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
-    }
+    parameters = set(trees.named_parameters(definition.args))
     local = parameters | trees.stores(definition.body)
     return {
         name
@@ -475,10 +472,7 @@ def _always_lists(definition: gast.FunctionDef, python: set[str]) -> set[str]:
     """The names every assignment in the function makes a list (``xs = []``,
     ``[...]``, a list comprehension, Python's ``list(...)``, ``xs += [...]``):
     not parameters, nor names also bound another way (an array, a loop's item)."""
-    arguments = definition.args
-    bound_otherwise = {
-        a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
-    }
+    bound_otherwise = set(trees.named_parameters(definition.args))
     lists = set()
     for node in trees.walk(definition):
         if isinstance(node, gast.Assign):
@@ -616,9 +610,7 @@ def _names_outside_comprehensions(definition) -> set[str]:
         if isinstance(node, gast.Name):
             found.add(node.id)
         pending.extend(gast.iter_child_nodes(node))
-    arguments = definition.args
-    for argument in arguments.posonlyargs + arguments.args + arguments.kwonlyargs:
-        found.add(argument.id)
+    found.update(trees.named_parameters(definition.args))
     return found
 
 
@@ -649,10 +641,7 @@ def _rename(node, renames: dict) -> None:
                 _rename(getattr(node, part), inner)
         return
     if isinstance(node, gast.Lambda):
-        arguments = node.args
-        bound = {
-            a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
-        }
+        bound = set(trees.named_parameters(node.args))
         _rename(node.body, {k: v for k, v in renames.items() if k not in bound})
         return
     for child in gast.iter_child_nodes(node):

@@ -208,8 +208,7 @@ def _local_names(definition: gast.FunctionDef) -> set[str]:
 
 
 def _parameters(definition: gast.FunctionDef) -> set[str]:
-    arguments = definition.args
-    return {a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
+    return set(trees.named_parameters(definition.args))
 
 
 def _dict_keys(

@@ -609,8 +609,7 @@ def _own_stores(body: list) -> set:
 def _free(node) -> set:
     """The names a local function (def or lambda) reads from outside itself: read
     by it or the functions it defines, and not its own parameters or variables."""
-    arguments = node.args
-    own = {a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
+    own = set(trees.named_parameters(node.args))
     body = node.body if isinstance(node, gast.FunctionDef) else [node.body]
     if isinstance(node, gast.FunctionDef):
         own |= _own_stores(body)

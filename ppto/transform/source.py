@@ -109,11 +109,7 @@ class ParsedFunction:
 
     @property
     def parameters(self) -> list[str]:
-        arguments = self.tree.args
-        return [
-            arg.id
-            for arg in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
-        ]
+        return trees.named_parameters(self.tree.args)
 
 
 def source_lines(fn: Callable) -> tuple[list[str], int]:
@@ -495,9 +491,7 @@ def _forwarded(call: gast.Call, arguments: gast.arguments) -> bool:
 
 
 def _parameter_names(arguments: gast.arguments) -> set:
-    names = {
-        a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
-    }
+    names = set(trees.named_parameters(arguments))
     names |= {a.id for a in (arguments.vararg, arguments.kwarg) if a is not None}
     return names
 

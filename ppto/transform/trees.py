@@ -315,6 +315,12 @@ def bound_arguments(call, parameters) -> list:
     ]
 
 
+def named_parameters(arguments) -> list[str]:
+    """The parameters a def or lambda (its ``arguments``) names one by one, in
+    order: positional and keyword-only (not ``*args`` nor ``**kwargs``)."""
+    return [a.id for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs]
+
+
 def positions_known(node) -> bool:
     """Whether ``node`` is a list or tuple written out with no item starred: each
     item's position is known (after ``*rest`` none is)."""
