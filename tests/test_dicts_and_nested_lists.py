@@ -329,3 +329,76 @@ def test_a_loop_over_weight_and_bias_pairs():
         gradient = ppto.grad(weight_and_bias_loop, wrt=position)(*arguments)
         expected = central_differences(weight_and_bias_loop, arguments, position)
         assert_gradient(gradient, expected, f"wrt {position}")
+
+
+# --- dicts given to the function: iterated, they give their keys ------------------
+
+ORDER = {0: 1, 1: 0}  # (keys 0, 1; read by position, its items were 1, 0)
+SCALES = {"a": 2.0, "bb": -1.0}
+
+
+def loops_over_a_module_level_dict(x):
+    t = 0.0
+    for k in ORDER:
+        t = t * 2.0 + x[k] * (k + 1.0)
+    return t
+
+
+def loops_over_a_dict_of_scales(x):
+    t = 0.0
+    for name in SCALES:
+        t = t + SCALES[name] * np.sum(x * x) * len(name)
+    return t
+
+
+def loops_over_an_argument(x, order):
+    t = 0.0
+    for k in order:
+        t = t * 2.0 + x[k] * (k + 1.0)
+    return t
+
+
+def _weighted_by_keys(x, order):
+    t = 0.0
+    for i, k in enumerate(order):
+        t = t + x[k] * (i + 1.0)
+    for k, s in zip(order, [3.0, 4.0]):
+        t = t + x[k] * s
+    return t
+
+
+def passes_an_argument_on(x, order):
+    return _weighted_by_keys(x, order) * 2.0 + loops_over_an_argument(x, ORDER)
+
+
+@pytest.mark.parametrize(
+    "function, given",
+    [
+        (loops_over_a_module_level_dict, ()),
+        (loops_over_a_dict_of_scales, ()),
+        (loops_over_an_argument, ({0: 1, 1: 0},)),
+        (loops_over_an_argument, ({2: "a", 0: "b"},)),
+        (loops_over_an_argument, ([2, 0],)),  # (a list: its items, as before)
+        (passes_an_argument_on, ({2: 5, 0: 7},)),
+        (passes_an_argument_on, ((1, 2),)),
+    ],
+    ids=[
+        "global",
+        "global of strings",
+        "argument",
+        "argument of strings",
+        "list",
+        "to a helper",
+        "tuple to a helper",
+    ],
+)
+def test_a_loop_over_a_dict_runs_over_its_keys(function, given):
+    """``for k in d`` with d a module-level dict or an argument not differentiated
+    ran over d[0], d[1], ... (the generated code reads the loop's items by
+    position): a silently wrong value and gradient, or a KeyError. It runs over
+    list(d), d's keys, now."""
+    x = np.array([1.0, 2.0, 3.0])
+    value, gradient = ppto.value_and_grad(function)(x, *given)
+    assert float(value) == pytest.approx(function(x, *given), rel=1e-12)
+    expected = central_differences(function, (x, *given), 0)
+    assert_gradient(gradient, expected, function.__name__)

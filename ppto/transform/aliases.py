@@ -38,11 +38,22 @@ from ppto.transform.trees import (
 )
 
 VIEW_ATTRIBUTES = {"T", "mT", "real", "imag", "flat"}
+# calls that may return their (first) argument or a view of it: NumPy's views, and
+# the conversions that return the array itself where it is already as asked
+# (``np.asarray(y)``, ``np.require(y)``, ``np.ascontiguousarray(y)``): which one
+# happens depends on the argument, so each is taken for a view
 VIEW_CALLS = {
     "reshape", "transpose", "ravel", "squeeze", "view", "swapaxes", "moveaxis",
-    "expand_dims", "asarray", "broadcast_to", "atleast_1d", "atleast_2d",
-    "atleast_3d", "diagonal",
+    "rollaxis", "permute_dims", "matrix_transpose", "expand_dims", "broadcast_to",
+    "diagonal", "flip", "fliplr", "flipud", "rot90", "real", "imag", "trim_zeros",
+    "as_strided", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray",
+    "asarray_chkfinite", "require", "real_if_close", "asmatrix",
+    # a list or tuple of views of it (``a, b = np.split(y, 2)``)
+    "split", "array_split", "hsplit", "vsplit", "dsplit", "unstack",
 }  # fmt: skip
+# calls that may return any of their arrays (or views of them): ``np.atleast_2d(a,
+# b)``, ``np.broadcast_arrays(a, b)``
+VIEW_OF_EACH_CALLS = {"atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays"}
 MODULES = {"np", "numpy", "ppto"}
 
 
@@ -172,6 +183,23 @@ def _check(
         indexed |= held
         if held:
             items |= {n for t in targets for n in _stored(t)}
+    # ``c = r`` (or ``max(r, s)``) with r an item: c is that item too
+    named_items = [
+        (node.targets, _same_objects(node.value))
+        for node in _of_kinds(nodes, (gast.Assign,))
+    ]
+    while True:
+        found = {
+            n
+            for targets, objects in named_items
+            if objects & items
+            for t in targets
+            if isinstance(t, gast.Name)
+            for n in _stored(t)
+        }
+        if found <= items:
+            break
+        items |= found
 
     def written_through_another_name(statement, state: _Sharing, loops: tuple):
         for call, changed in _changed_lists(statement):  # ``gs.append(y)``, gs = hs
@@ -904,7 +932,9 @@ def _bind(statement, state: _Sharing) -> None:
             same[name] = set(group)
             for other in group:
                 same.setdefault(other, set()).add(name)
-        if isinstance(value, gast.Subscript) and _exact_rank(value, state.exact) == 0:
+        if (
+            isinstance(value, gast.Subscript) or _compared(value) is not None
+        ) and _exact_rank(value, state.exact) == 0:
             continue  # a number (x[0] of a vector): it shares no memory
         origins = _viewed(value) if value is not None else set()
         returned = _helper_result(value)
@@ -918,9 +948,19 @@ def _bind(statement, state: _Sharing) -> None:
             # helper(y)`` with ``return y[-1], y * y``: a may be a view of y, which
             # ``a += 1`` would write into (an unpacked item's rank is not known)
             viewed = returned is not None and (not whole or returned.arrays)
-            if (whole and _surely_an_array(value)) or viewed:
+            # ``a, b = y``: rows of y, views, unless y has one axis for sure (then
+            # numbers); ``a, b = np.split(y, 2)``: views of y
+            rows = not whole and returned is None
+            rank = _exact_rank(value, state.exact) if rows else None
+            if (whole and _surely_an_array(value)) or viewed or (rows and rank != 1):
                 views[name] = set().union(*(old.views.get(o, set()) for o in origins))
                 views[name] |= origins
+            elif whole:  # ``c = r``, ``c = max(r, s)``: a view where r may be one
+                objects = _same_objects(value)
+                objects = _renamed(objects, rebound if simultaneous else ())
+                held = {o for o in objects if o in old.views}
+                if held:
+                    views[name] = held.union(*(old.views[o] for o in held))
     if isinstance(statement, gast.For):
         for name, source in _loop_targets(statement):
             rank = _exact_rank(source, state.exact) if source is not None else 0
@@ -1114,6 +1154,10 @@ def _exact_rank(value, exact: dict) -> int | None:
     or such a name indexed by whole numbers written out (``x[0]``, ``w[1, 2]``)."""
     if isinstance(value, gast.Name):
         return exact.get(value.id)
+    compared = _compared(value)
+    if compared is not None and len(compared) > 1:  # ``max(x[0], x[1])``: one of
+        ranks = {_exact_rank(item, exact) for item in compared}
+        return ranks.pop() if len(ranks) == 1 else None
     if isinstance(value, gast.Subscript) and isinstance(value.value, gast.Name):
         parts = (
             value.slice.elts if isinstance(value.slice, gast.Tuple) else [value.slice]
@@ -1144,6 +1188,9 @@ def _surely_an_array(value) -> bool:
         return False
     if isinstance(value, gast.IfExp):
         return _surely_an_array(value.body) and _surely_an_array(value.orelse)
+    compared = _compared(value)
+    if compared is not None:  # ``max(a, b)`` is a or b, an item of ``max(c)``
+        return len(compared) > 1 and all(map(_surely_an_array, compared))
     if isinstance(value, gast.Subscript):
         parts = (
             value.slice.elts if isinstance(value.slice, gast.Tuple) else [value.slice]
@@ -1208,17 +1255,61 @@ def _viewed(value) -> set:
     if _sequence_call(value) is not None:  # list(c), zip(c, d): c's and d's items
         return set().union(set(), *(_viewed(argument) for argument in value.args))
     if isinstance(value, gast.Call):
-        function = value.func
-        name = getattr(function, "attr", getattr(function, "id", None))
-        if name not in VIEW_CALLS:
-            return set()
-        if isinstance(function, gast.Attribute):
-            owner = function.value
-            if not (isinstance(owner, gast.Name) and owner.id in MODULES):
-                return _viewed(owner)  # x.reshape(...)
-        if value.args:
-            return _viewed(value.args[0])  # np.reshape(x, ...)
+        return _viewed_by_call(value)
     return set()
+
+
+def _viewed_by_call(call) -> set:
+    """The names the result of ``call`` may be (a part of) the array of: a view
+    of its argument (``np.flip(y)``, ``y.reshape(2, 3)``), one-operand
+    ``np.einsum`` (``'ii->i'``: a view of the diagonal), ``np.array(y,
+    copy=False)``, or Python's ``max``/``min`` (one of the arrays compared,
+    itself: ``max(y[:1], y[1:])`` is ``y[1:]``)."""
+    function = call.func
+    name = getattr(function, "attr", getattr(function, "id", None))
+    if isinstance(function, gast.Name) and name in ("max", "min"):
+        candidates = list(call.args) + [k.value for k in call.keywords]
+        return set().union(set(), *(_viewed(item) for item in candidates))
+    if isinstance(function, gast.Attribute) and not _of_a_module(function.value):
+        # a method: x.reshape(...), x.ravel()
+        return _viewed(function.value) if name in VIEW_CALLS else set()
+    arrays = list(call.args) or [k.value for k in call.keywords]
+    if name == "einsum":
+        return _einsum_operand(call)
+    if name == "array":  # (copies unless told not to: copy=False, copy=None)
+        copy = next((k.value for k in call.keywords if k.arg == "copy"), None)
+        if copy is None or literal(copy) is True:
+            return set()
+        return _viewed(arrays[0]) if arrays else set()
+    if name in VIEW_OF_EACH_CALLS:
+        return set().union(set(), *(_viewed(item) for item in arrays))
+    if name in VIEW_CALLS and arrays:
+        return _viewed(arrays[0])  # np.reshape(x, ...)
+    return set()
+
+
+def _einsum_operand(call) -> set:
+    """What ``np.einsum`` of one operand may be a view of: that operand (NumPy
+    returns a view wherever the subscripts only permute or take a diagonal, and
+    a new array for a sum, which is taken for a view too); none for two operands
+    or more. Subscripts not written out (held in a name, or operands interleaved
+    with lists of axes) leave the count unknown: every argument then, where the
+    call may have one operand."""
+    arguments = list(call.args)
+    if arguments and isinstance(literal(arguments[0]), str):
+        operands = arguments[1:]
+        return _viewed(operands[0]) if len(operands) == 1 else set()
+    if len(arguments) <= 3:  # (einsum(s, y), einsum(y, [0, 0], [0]))
+        return set().union(set(), *(_viewed(item) for item in arguments))
+    return set()
+
+
+def _of_a_module(owner) -> bool:
+    """Whether ``owner`` names one of ``MODULES`` or a module in one
+    (``np.linalg``)."""
+    while isinstance(owner, gast.Attribute):
+        owner = owner.value
+    return isinstance(owner, gast.Name) and owner.id in MODULES
 
 
 def _index_array_written_out(index) -> bool:
@@ -1333,10 +1424,40 @@ def _item_replaced(statement, sequences: set) -> bool:
     )
 
 
+def _same_objects(value) -> set:
+    """The names ``value`` may be the very object of: ``r``, ``max(r, s)``, ``r if
+    c else s``."""
+    if isinstance(value, gast.Name):
+        return {value.id}
+    if isinstance(value, gast.IfExp):
+        return _same_objects(value.body) | _same_objects(value.orelse)
+    compared = _compared(value)
+    if compared is not None and len(compared) > 1:
+        return set().union(*(_same_objects(item) for item in compared))
+    return set()
+
+
+def _compared(value) -> list | None:
+    """The arguments of a call of Python's ``max`` or ``min`` (what it returns one
+    of, itself, or an item of where it is given one), else None."""
+    if (
+        isinstance(value, gast.Call)
+        and isinstance(value.func, gast.Name)
+        and value.func.id in ("max", "min")
+    ):
+        return list(value.args)
+    return None
+
+
 def _held_items(value) -> set:
     """The names an item or view of which ``value`` may be as it is (``m[-1]``,
-    ``m[1:][-1]``, in a conditional expression, a tuple or a list), not computed
-    from."""
+    ``m[1:][-1]``, in a conditional expression, a tuple or a list, or Python's
+    ``max`` of them: ``max(a[0], b[0])``, ``max(c)``), not computed from."""
+    compared = _compared(value)
+    if compared is not None:
+        if len(compared) == 1 and isinstance(compared[0], gast.Name):
+            return {compared[0].id}  # (an item of c)
+        return set().union(set(), *(_held_items(item) for item in compared))
     if isinstance(value, gast.Subscript):
         base = value.value
         while isinstance(base, gast.Subscript):

@@ -363,7 +363,14 @@ def _prepare(
     sequences = set(parsed.parameters)
     if not generated:
         sequences.add(UNKNOWN_IS_SEQUENCE)
-    body = loops(body, namer, parsed.source, sequences=sequences)
+    # iterating a dict gives its keys: a loop over one runs over list(d) (its
+    # items read by position would be d[0], d[1], ...): a module-level dict, or a
+    # parameter given no array (a dict, a list, ...), whose type the generated
+    # code is not specialised on
+    keyed = {name for name, value in captured.items() if isinstance(value, dict)}
+    keyed |= {p for p in parsed.parameters if ranks.get(p) is None}
+    keyed -= set(list_parameters)
+    body = loops(body, namer, parsed.source, sequences=sequences, keyed=keyed)
     body = single_exit(body, result)
     body = lift_conditionals(body, namer)
     body, env = rename(body, parsed.parameters, namer, {result})

@@ -245,19 +245,25 @@ def loops(
     ranges: set | None = None,
     sequences: set | None = None,
     tuples: set | None = None,
+    keyed: set = frozenset(),
 ) -> list:
     """Loops in the one form later stages handle: ``for`` over a variable holding a
     range or sequence of indices, no ``continue``, and ``break`` only as the last
     statement ``if <flag>: break``. ``ranges`` collects variables known to hold
     ranges (generated code loops over them), ``sequences`` variables known to hold
     something else (the parameters, and names bound to other values); ``tuples``
-    variables bound to a tuple written out, on every path; a loop's ``else`` runs
-    after it where no ``break`` was taken (see ``_else_after``)."""
+    variables bound to a tuple written out, on every path; ``keyed`` variables
+    that may hold a dict (until rebound), iterated as ``list(d)``, its keys; a
+    loop's ``else`` runs after it where no ``break`` was taken (see
+    ``_else_after``)."""
     ranges = set() if ranges is None else ranges
     sequences = set() if sequences is None else sequences
     tuples = set() if tuples is None else tuples
+    keyed = set(keyed)
     out = []
     for statement in _else_after(body, namer):
+        if not isinstance(statement, gast.For):  # (a for loop's, after its iter)
+            keyed -= stores(statement)  # (rebound: no longer the dict it was given)
         for name, value in _bound(statement):
             ranges.discard(name)  # (a name that held a range may be rebound)
             sequences.discard(name)
@@ -269,10 +275,10 @@ def loops(
         if isinstance(statement, gast.If):  # a tuple after it if one after both
             in_body, in_orelse = set(tuples), set(tuples)
             statement.body = loops(
-                statement.body, namer, source, ranges, sequences, in_body
+                statement.body, namer, source, ranges, sequences, in_body, keyed
             )
             statement.orelse = loops(
-                statement.orelse, namer, source, ranges, sequences, in_orelse
+                statement.orelse, namer, source, ranges, sequences, in_orelse, keyed
             )
             tuples.clear()
             tuples.update(in_body & in_orelse)
@@ -311,12 +317,15 @@ def loops(
             and isinstance(statement.target, gast.Name)
         ):
             prelude, statement = _index_loop(
-                statement, namer, source, ranges, sequences, tuples
+                statement, namer, source, ranges, sequences, tuples, keyed
             )
             ranges.update(
                 t.id for s in prelude for t in s.targets if _range_like(s.value, ranges)
             )
-        statement.body = loops(statement.body, namer, source, ranges, sequences, tuples)
+        keyed -= stores(statement)  # (bound in the loop: on the next turn)
+        statement.body = loops(
+            statement.body, namer, source, ranges, sequences, tuples, keyed
+        )
         tuples -= stores(statement)
         statement.body = _drop_continue(statement.body)
         if _contains(statement, gast.Break):
@@ -462,6 +471,7 @@ def _index_loop(
     ranges: set,
     sequences: set,
     tuples: set = frozenset(),
+    keyed: set = frozenset(),
 ):
     """Every ``for`` as ``for i in steps`` with ``steps`` a variable holding a range
     (or a reversed one): ``for x in seq`` becomes ``for i in range(len(seq))`` with
@@ -493,6 +503,8 @@ def _index_loop(
             sequence_expr = gast.List(sequence_expr.elts, gast.Load())
         elif isinstance(sequence_expr, gast.Name) and sequence_expr.id in tuples:
             sequence_expr = _call("list", sequence_expr)  # (the same: ``t = (x, 2.0)``)
+        elif isinstance(sequence_expr, gast.Name) and sequence_expr.id in keyed:
+            sequence_expr = _call("list", sequence_expr)  # (a dict's keys, in order)
         elif _dict_view(sequence_expr):  # (a view has a length but no ``view[i]``)
             sequence_expr = _call("list", sequence_expr)
         prelude.append(_assign(sequence, sequence_expr, statement))
