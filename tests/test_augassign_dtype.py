@@ -393,3 +393,113 @@ def test_hessian_vector_product_through_a_kept_cast():
     Hessian-vector products against central differences."""
     outcome = fuzz_checks.check(4330)
     assert outcome.kind == "checked", outcome.detail
+
+
+# A 0-d array, which += writes into, and a number, which it rebinds, told apart by
+# the transformer (a cast removed for a 0-d array made a number of it: after two
+# += in a row the float64 mean took over, float64 where NumPy keeps float32)
+
+
+def into_a_zero_d_array(x, y):
+    s = np.zeros((), np.float32)
+    s += x.sum()
+    s += y.mean()  # (y is float64: s stays a float32 array)
+    return s * 2.0
+
+
+def into_a_numpy_number(x, y):
+    s = np.float32(0)
+    s += x.sum()
+    s += x.mean()  # (float32: a NumPy number rebound stays float32)
+    s += y.max()  # (float64: rebound, float64 as NumPy's)
+    return s * 2.0
+
+
+def into_a_zero_d_argument(x, y, s):
+    s += x.sum()
+    s += y.mean()
+    return s * 2.0
+
+
+def into_a_sum(x, y):
+    s = x.sum()  # (a NumPy number: += rebinds it, on CuPy too, where it is 0-d)
+    s += x.mean()
+    s += y.mean()
+    return s * 2.0
+
+
+ZERO_D = [into_a_zero_d_array, into_a_numpy_number, into_a_zero_d_argument, into_a_sum]
+
+
+def zero_d_arguments(function, s):
+    """(float32 x, float64 y[, s]), and a float64 reference: a function of the
+    float64 arguments (one of the same values computed in float64 throughout)."""
+    x, y = X.astype(np.float32), W.astype(np.float64)
+    if function is into_a_zero_d_argument:
+        reference = np.zeros((), np.float64) if type(s) is np.ndarray else 0.0
+        return (x, y, s), lambda x, y: function(x, y, np.copy(reference))
+    if function is into_a_zero_d_array:  # (its float32 array, float64)
+        return (x, y), lambda x, y: into_a_zero_d_argument(x, y, np.zeros(()))
+    return (x, y), function
+
+
+def copied(value):
+    """An array copied (the function writes into a 0-d one), a number as it is
+    (``np.copy`` would make it an array)."""
+    return np.copy(value) if type(value) is np.ndarray else value
+
+
+def differences(reference, position, direction=None):
+    """Central differences of ``reference`` at (X, W): d/d arg ``position``, or
+    along ``direction`` there."""
+    if direction is None:
+        return central_differences(reference, (X, W), position)
+    return directional_differences(reference, (X, W), {position: direction})
+
+
+@pytest.mark.parametrize(
+    "s", [np.zeros((), np.float32), np.float32(0)], ids=["0-d array", "number"]
+)
+@pytest.mark.parametrize("function", ZERO_D, ids=lambda f: f.__name__)
+def test_two_adds_into_a_zero_d_value_keep_numpys_dtype(function, s):
+    args, reference = zero_d_arguments(function, s)
+    expected_dtype = np.asarray(function(*map(copied, args))).dtype
+    if function is into_a_zero_d_argument:
+        assert expected_dtype == (np.float32 if type(s) is np.ndarray else np.float64)
+    wrt = (0, 1)
+    for _ in range(2):  # (the second call: the cached code)
+        value, gradients = ppto.value_and_grad(function, wrt=wrt)(*args)
+        assert value.dtype == expected_dtype
+        np.testing.assert_allclose(float(value), reference(X, W), rtol=1e-6)
+        for position, gradient in zip(wrt, gradients):
+            assert gradient.dtype == args[position].dtype
+            expected = differences(reference, position)
+            np.testing.assert_allclose(as_float(gradient), expected, rtol=1e-5)
+    for position in wrt:  # (each alone: a cast differentiated or not)
+        value = ppto.value_and_grad(function, wrt=position)(*args)[0]
+        assert value.dtype == expected_dtype
+        tangents = tuple(
+            np.ones_like(a) if p == position else None for p, a in enumerate(args)
+        )
+        out, tangent = ppto.jvp(function, args, tangents)
+        assert out.dtype == expected_dtype and tangent.dtype == expected_dtype
+        expected = differences(reference, position, np.ones(5))
+        np.testing.assert_allclose(float(tangent), expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("function", ZERO_D, ids=lambda f: f.__name__)
+def test_zero_d_values_on_emulated_cupy(emulated_cupy, function):
+    """CuPy's operators make 0-d arrays where NumPy's make numbers: the transformer
+    tells them apart as NumPy does, so that a cuda 0-d argument is written into
+    (float32 kept) and a sum is rebound (float64), as on the CPU."""
+    args, reference = zero_d_arguments(function, np.zeros((), np.float32))
+    expected_dtype = np.asarray(function(*map(copied, args))).dtype
+    on_gpu = [ppto.tensor(a, device="cuda") for a in args]
+    value, (dx, dy) = ppto.value_and_grad(function, wrt=(0, 1))(*on_gpu)
+    assert value.device == dx.device == "cuda:0"
+    assert value.dtype == expected_dtype
+    assert (dx.dtype, dy.dtype) == (np.float32, np.float64)
+    np.testing.assert_allclose(float(value.numpy()), reference(X, W), rtol=1e-6)
+    for position, gradient in ((0, dx), (1, dy)):
+        expected = differences(reference, position)
+        np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-5)

@@ -220,3 +220,49 @@ def test_a_fused_statement_names_every_line_it_computes():
         f"in the gradient of {HERE}, line {first + 2} (`return np.sum(np.tanh(b))`), "
         f"line {first + 1} (`b = a * 2.0 + 1.0`) and line {first} (`a = np.exp(x)`)"
     )
+
+
+def grown_while_small(x, i):
+    h = x * 1.0
+    while h[i] < 4.0:
+        h = h * 2.0
+    return np.sum(h)
+
+
+def test_a_failing_loop_test_names_the_loops_line():
+    # (the loop's own statements had no origin: the def line was named)
+    line = line_of(grown_while_small, "while h[i] < 4.0:")
+    for run, what in (
+        (lambda: ppto.grad(grown_while_small)(np.ones(3), 7), "gradient"),
+        (
+            lambda: ppto.jvp(grown_while_small, (np.ones(3), 7), (np.ones(3), None)),
+            "jvp",
+        ),
+    ):
+        with pytest.raises(ppto.ShapeError) as raised:
+            run()
+        message = str(raised.value)
+        assert f"{what} failed at {HERE}, line {line} (`while h[i] < 4.0:`)" in message
+        assert "index 7 is out of bounds" in message
+
+
+def test_every_generated_line_of_loops_and_the_seed_has_an_origin():
+    """What a loop's reverse and the gradient's seed run (the loop headers, the
+    iteration counter, the seed ``ones_like``) names the user's line it serves."""
+    import linecache
+
+    from ppto.runtime.device import CPU
+    from ppto.transform.origins import TABLE
+
+    grad = ppto.grad(grown_while_small)
+    grad(np.ones(3), 0)
+    (ranks,) = grad._programs
+    namespace = grad.lowered(ranks, CPU, fused=False)
+    ((filename, table),) = namespace[TABLE].items()
+    lines = [text.strip() for text in linecache.getlines(filename)]
+    loop = line_of(grown_while_small, "while h[i] < 4.0:")
+    for text, origin in zip(lines, table):
+        if text.startswith(("while ", "for ", "iterations")):
+            assert origin is not None and origin[0].line == loop, text
+        if "ones_like" in text:
+            assert origin is not None and origin[0].line == loop + 2, text

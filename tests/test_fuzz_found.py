@@ -700,3 +700,35 @@ def test_names_swapped_take_each_others_arrays():
         with assert_raised as error:
             ppto.grad(function, wrt=(0, 1))(x, 0.6)
         assert error.value.lineno == inspect.getsourcelines(function)[1] + 4
+
+
+def picked_by_index_functions_then_written(x, w):
+    top = x[np.argsort(x)[-2:]]  # (an index array: a copy, not x's memory)
+    rows = w[np.arange(2)]
+    positive = x[np.nonzero(x > 0.0)[0]]
+    kept = x[x.argsort()[::-1]]
+    x += np.tanh(w)
+    w *= 2.0
+    return np.sum(top * x[:2]) + np.sum(rows * w[:2]) + np.sum(positive) + kept @ w
+
+
+def row_picked_by_argsort_then_written(m):
+    row = m[np.argsort(m[:, 0])[0]]  # (a number indexes: a view of a row)
+    m += 1.0
+    return np.sum(row * row)
+
+
+def test_what_index_functions_pick_is_a_copy():
+    """Seed 102437: ``t2 = x[np.argsort(x)[-2:]]`` then ``x += ...`` was refused
+    as a write into an array t2 shares, where NumPy's index array made t2 a copy
+    (so too np.arange, np.nonzero(...)[0] and .argsort(), sliced or not). An index
+    that is one number still picks a view, and the write stays refused."""
+    rng = np.random.default_rng(3)
+    x, w = rng.uniform(-1.0, 1.0, 4), rng.uniform(-1.0, 1.0, 4)
+    function = picked_by_index_functions_then_written
+    value, gradients = ppto.value_and_grad(function, wrt=(0, 1))(x, w)
+    np.testing.assert_allclose(float(value), function(x.copy(), w.copy()))
+    on_copies = lambda x, w: function(x.copy(), w.copy())  # noqa: E731
+    assert_gradients(gradients, on_copies, (x, w))
+    with pytest.raises(ppto.TransformError, match="shares its array with row"):
+        ppto.grad(row_picked_by_argsort_then_written)(rng.uniform(size=(3, 2)))

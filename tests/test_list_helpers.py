@@ -4,6 +4,8 @@ pullbacks and tangents match float64 central differences of the plain function;
 results keep the list structure the function made; what is not supported raises a
 ppto error at the user's line."""
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -404,7 +406,38 @@ def test_a_helper_swapping_its_lists_items_is_refused_at_its_line():
             ppto.grad(function)(x)
         message = str(caught.value)
         assert "p[0], p[1] = p[1], p[0]" in message or "a += 1.0" in message
-        assert "in place" in message or "shares its array with b" in message
+        assert "in place" in message or "may share its array with b" in message
+
+
+def other_item_read_after_a_helper(x):
+    t, b = x * 1.0, x * 2.0
+    params = [t, b]
+    swap_first_two(params)
+    a = params[0]  # b's array, after the swap: t is not changed
+    a += 1.0
+    return np.sum(t * x)
+
+
+@pytest.mark.parametrize(
+    "function, read",
+    [(written_after_a_helper, "b"), (other_item_read_after_a_helper, "t")],
+    ids=lambda f: getattr(f, "__name__", f),
+)
+def test_an_item_taken_after_a_helper_may_share_with_any_item(function, read):
+    """Which array ``params[0]`` is after ``swap_first_two(params)`` is not
+    known: the refusal said a shares its array with t, where it is b's (NumPy
+    leaves t as it was). It says what may be, naming the call."""
+    with pytest.raises(ppto.TransformError) as caught:
+        ppto.grad(function)(np.array([1.0, 2.0]))
+    message = str(caught.value)
+    lines, first = inspect.getsourcelines(function)
+    call = first + [n for n, text in enumerate(lines) if "swap_first_two" in text][0]
+    assert f"after `swap_first_two(params)` (line {call})" in message
+    other = "y" if read == "b" else "t"
+    assert f"may share its array with {' or '.join(sorted(['b', other]))}" in message
+    assert f"and {read} is read afterwards" in message
+    assert "a = a * 1.0" in message
+    assert caught.value.lineno == call + 2
 
 
 def test_a_list_read_by_a_helper_is_still_differentiated():

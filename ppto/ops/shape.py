@@ -323,13 +323,14 @@ def _(x, target, at="", out=None):
 
 
 def in_place_target(value) -> bool:
-    """Whether an in-place operator writes into ``value``: an array does, a 0-d
-    NumPy array included (``y += v`` keeps a float32 ``y`` float32); a Python or
-    NumPy number is immutable, so ``+=`` makes a new one. Another device's 0-d
-    array is taken for a number: NumPy's operators and reductions give numbers
-    where CuPy's give 0-d arrays, and the code is NumPy's (``total = np.sum(x);
-    total += v``); on NumPy the type tells them apart, as NumPy itself does."""
-    return getattr(value, "ndim", 0) > 0 or type(value) is np.ndarray
+    """Whether an in-place operator writes into ``value``: an array of any device
+    does, a 0-d one included (``y += v`` keeps a float32 ``y`` float32); a Python or
+    NumPy number is immutable, so ``+=`` makes a new one. Where NumPy's operators
+    and reductions make numbers and CuPy's 0-d arrays (``total = np.sum(x); total
+    += v``), the transformer knows the target a number and removes the cast
+    (``ppto.transform.analyze.makes_a_number``): a cast that runs has a target that
+    may be a 0-d array, which the value's type tells on every device."""
+    return hasattr(value, "ndim") and not isinstance(value, np.generic)
 
 
 def in_place_refusal(result, target) -> str | None:

@@ -75,6 +75,11 @@ class _Sharing:
     # marker, which the list's bases hold too), while the list is unchanged: the
     # names unpacked from it (``y, b = params``) are apart from each other
     items: dict = field(default_factory=dict)
+    # name -> the statement that handed the list to a function of the user's
+    # (``swap(params)``), which may have moved its items: what an item read
+    # afterwards shares is not known, only what it may share
+    handed: dict = field(default_factory=dict)
+    moved: dict = field(default_factory=dict)  # such an item's name -> the list's
 
     def copy(self) -> _Sharing:
         return _Sharing(
@@ -84,6 +89,8 @@ class _Sharing:
             dict(self.exact),
             {k: set(v) for k, v in self.same.items()},
             dict(self.items),
+            dict(self.handed),
+            dict(self.moved),
         )
 
     def join(self, other: _Sharing) -> _Sharing:
@@ -107,7 +114,14 @@ class _Sharing:
             for name, mine in self.items.items()
             if name in other.items and len(other.items[name]) == len(mine)
         }
-        joined = _Sharing(arrays=arrays, exact=exact, same=same, items=items)
+        joined = _Sharing(
+            arrays=arrays,
+            exact=exact,
+            same=same,
+            items=items,
+            handed={**other.handed, **self.handed},
+            moved={**other.moved, **self.moved},
+        )
         for field_name in ("bases", "views"):
             mine, theirs = getattr(self, field_name), getattr(other, field_name)
             merged = {}
@@ -262,7 +276,11 @@ def _check(
         shared = _sharing(written, state.views if maybe_number else state.bases)
         refuse_argument_change(statement, written, shared)
         within = state.bases.get(written, set())  # (named first: what it is in)
-        refuse_if_read_later(statement, written, shared, loops, within=within)
+        listed = state.moved.get(written)
+        handed = {listed: state.handed[listed]} if listed in state.handed else {}
+        refuse_if_read_later(
+            statement, written, shared, loops, within=within, handed=handed
+        )
         if _writes_into_an_item(statement) and _items_may_share(written, state):
             refuse_item_write_if_read_later(statement, written, loops)
 
@@ -317,7 +335,13 @@ def _check(
             )
 
     def refuse_if_read_later(
-        statement, written: str, shared: set, loops: tuple, list_change=None, within=()
+        statement,
+        written: str,
+        shared: set,
+        loops: tuple,
+        list_change=None,
+        within=(),
+        handed=(),
     ):
         if list_change is not None:  # a list's adjoint is made from the list as it
             later = loads(parsed.tree)  # ends: a read before the change counts too
@@ -340,6 +364,8 @@ def _check(
                 f"use one name for the list: change and read it through "
                 f"{seen[0]} only, or copy it first ({written} = list({seen[0]}))",
             )
+        if seen and handed:
+            refuse_moved_item(statement, written, shared, seen[0], handed)
         if seen:
             raise parsed.source.error(
                 statement,
@@ -352,6 +378,34 @@ def _check(
                 f"...), or, if {seen[0]} must not change, make {written} an "
                 f"array of its own first ({written} = {written} * 1.0)",
             )
+
+    def refuse_moved_item(statement, written: str, shared, read: str, handed):
+        """Refuse a write into an item of a list handed to a function of the
+        user's (``handed``: the list's name -> that call): which item it is, so
+        what it shares, is not known (a helper may have swapped them)."""
+        listed, call = sorted(handed.items())[0]
+        line, _ = parsed.source.position(call)
+        spelled = parsed.spelled.get
+        candidates = sorted(
+            spelled(n, n)
+            for n in shared
+            if ":" not in n and n not in handed and not n.startswith(ARGUMENT)
+        )
+        if not candidates:
+            return  # (what it shares is no item: the plain refusal says it)
+        written, listed = spelled(written, written), spelled(listed, listed)
+        raise parsed.source.error(
+            statement,
+            f"this writes into {written}, an item of {listed} read after "
+            f"`{parsed.source.statement_text(call)}` (line {line}), which may have "
+            f"changed {listed}'s items (ppto does not follow a function's changes "
+            f"to a list): {written} may share its array with "
+            f"{' or '.join(candidates)}, and {read} is read afterwards; "
+            "ppto's generated code gives each assignment a new array, so a change "
+            f"would not reach {read} as it does in NumPy",
+            f"make {written} an array of its own first ({written} = {written} * "
+            f"1.0), or take the items out of {listed} before the call",
+        )
 
     def block(statements: list, state, loops: tuple, exits: dict):
         """The state after ``statements``, None where no path gets past them (a
@@ -880,6 +934,8 @@ def _bind(statement, state: _Sharing) -> None:
     for name in _changed_items(statement):  # its items are not those written
         for other in {name} | state.same.get(name, set()):  # (nor another name's)
             state.items.pop(other, None)
+    for name in _passed_to_functions(statement):
+        state.handed[name] = statement
     grown = _grown_list(statement)
     if grown is not None:  # ``c.append(y)``: c holds y's array from now on
         name, value = grown
@@ -926,6 +982,11 @@ def _bind(statement, state: _Sharing) -> None:
         _forget(name, views, simultaneous)
         _forget(name, same, simultaneous)
         state.items.pop(name, None)
+        state.moved.pop(name, None)
+        taken = value.value if isinstance(value, gast.Subscript) else value
+        if isinstance(taken, gast.Name) and taken.id in state.handed:
+            if not (whole and taken is value):  # (an item of it, not the list)
+                state.moved[name] = taken.id
         if whole and isinstance(value, gast.Name) and value.id != name:
             source = _renamed({value.id}, rebound if simultaneous else ()).pop()
             group = old.same.get(source, set()) | {source}
@@ -1313,24 +1374,53 @@ def _of_a_module(owner) -> bool:
 
 
 def _index_array_written_out(index) -> bool:
-    """Whether ``index`` (or a part of a tuple of them) is a list written out or
-    ``np.array`` of one: an index array, so the subscript is a copy in NumPy
-    whatever the values. (An index held in a name, or computed, may be a number,
-    and then the subscript a view.)"""
+    """Whether ``index`` (or a part of a tuple of them) is an index array for
+    sure, so that the subscript is a copy in NumPy whatever the values: a list
+    written out or ``np.array`` of one, or what NumPy's index functions make
+    (``np.argsort(x)``, ``np.arange(n)``, ``np.nonzero(m)``, sliced:
+    ``np.argsort(x)[-2:]``). (An index held in a name, or computed otherwise, may
+    be a number, and then the subscript a view.)"""
     parts = index.elts if isinstance(index, gast.Tuple) else [index]
-    for part in parts:
-        if (
-            isinstance(part, gast.Call)
-            and isinstance(part.func, gast.Attribute)
-            and part.func.attr in ("array", "asarray")
-            and isinstance(part.func.value, gast.Name)
-            and part.func.value.id in MODULES
-            and len(part.args) == 1
-        ):
-            part = part.args[0]
-        if isinstance(part, gast.List):
-            return True
-    return False
+    return any(_an_index_array(part) for part in parts)
+
+
+# NumPy's functions (and methods) that make an array of indices, or a tuple of
+# them (nonzero, where of a condition alone), whatever their arguments
+INDEX_FUNCTIONS = {"argsort", "argpartition", "arange", "flatnonzero", "nonzero"}
+INDEX_TUPLES = {"nonzero", "where"}
+
+
+def _an_index_array(part) -> bool:
+    if isinstance(part, gast.List):
+        return True
+    if isinstance(part, gast.Subscript):  # (a slice of one, or a tuple's array)
+        index, value = part.slice, part.value
+        if isinstance(index, gast.Slice):
+            return _an_index_array(value)
+        return _index_call(value) in INDEX_TUPLES and type(literal(index)) is int
+    name = _index_call(part)
+    if name in ("array", "asarray"):
+        return isinstance(part.args[0], gast.List)
+    return name in INDEX_FUNCTIONS or name == "where"
+
+
+def _index_call(node) -> str | None:
+    """The name of the NumPy function (or array method) ``node`` calls, where it
+    is one of those above taking one array first (``np.where`` its condition
+    alone), else None."""
+    if not (isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute)):
+        return None
+    name, owner = node.func.attr, node.func.value
+    module = isinstance(owner, gast.Name) and owner.id in MODULES
+    if name in ("array", "asarray", "arange", "where") and not module:
+        return None
+    if name in ("array", "asarray") and len(node.args) != 1:
+        return None
+    if name == "where" and (len(node.args) != 1 or node.keywords):
+        return None
+    if name in INDEX_FUNCTIONS | INDEX_TUPLES | {"array", "asarray"}:
+        return name
+    return None
 
 
 SEQUENCE_CALLS = {"list", "tuple", "reversed", "sorted", "enumerate", "zip"}

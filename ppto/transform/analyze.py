@@ -42,6 +42,11 @@ class Activity:
     dtypes: dict = field(default_factory=dict)  # dtypes known when specialising
     made_new: set = field(default_factory=set)  # assigned by elementwise operators
     made_otherwise: set = field(default_factory=set)  # assigned by anything else
+    # 0-d, a number (which ``+=`` rebinds) or a 0-d array (which it writes into):
+    # names every assignment of which makes a number (see ``makes_a_number``),
+    # and parameters passed as Python numbers, are in made_numbers alone
+    made_numbers: set = field(default_factory=set)
+    made_arrays: set = field(default_factory=set)  # (maybe: 0-d arrays or others)
     # (statement, operator name): image operators given an image whose layout
     # cannot be told (see _check_layouts)
     unknown_layouts: list = field(default_factory=list)
@@ -58,6 +63,10 @@ class Activity:
 
     def active(self, name) -> bool:
         return isinstance(name, str) and name in self.varied and name in self.useful
+
+    def number(self, name) -> bool:
+        """Whether ``name`` holds a number where it is 0-d, never a 0-d array."""
+        return name in self.made_numbers and name not in self.made_arrays
 
 
 def analyze(
@@ -78,6 +87,12 @@ def analyze(
         dtypes=dict(dtypes or {}),
         call_result=call_result,
     )
+    # (a parameter 0-d of no dtype is a Python number: arrays' dtypes are told)
+    activity.made_numbers = {
+        name
+        for name, rank in ranks.items()
+        if rank == 0 and name not in activity.dtypes
+    }
     _forward(body, activity)
     _read_layouts(body, activity, set(ranks), source)
     activity.own_lists = {s.target for s in ir.walk(body) if isinstance(s, ir.ListNew)}
@@ -156,6 +171,7 @@ def _state(activity: Activity) -> tuple:
         len(activity.tainted),
         unknown(activity.shapes),
         unknown(activity.dtypes),
+        len(activity.made_arrays),
     )
 
 
@@ -368,9 +384,11 @@ def _forward(body, activity: Activity) -> None:
         counter = (
             isinstance(statement, ir.For) and statement.iterable in activity.ranges
         )
+        number = makes_a_number(statement, activity)
         for name in ir.writes(statement):  # known only where worked out below
             if not isinstance(statement, ir.Apply):
                 activity.made_otherwise.add(name)
+            (activity.made_numbers if number else activity.made_arrays).add(name)
             worked_out = (ir.Apply, ir.Copy, ir.CallFunction)
             if not isinstance(statement, worked_out) and not counter:
                 _merge(activity.dtypes, name, getattr(statement, "dtype", None))
@@ -401,6 +419,8 @@ def _forward(body, activity: Activity) -> None:
             dtype = statement.result_dtype or dtype_of(
                 statement, activity.dtypes, activity.ranks
             )
+            if number and op.name == "cast_in_place":  # (a number rebound: the sum)
+                dtype = activity.dtypes.get(_operand_name(statement.inputs[0]))
             _merge(activity.dtypes, statement.target, dtype)
             if (
                 statement.target in activity.varied
@@ -764,6 +784,72 @@ def _negative_int(node) -> bool:
     )
 
 
+# The operators NumPy's spellings of which make a number of 0-d operands, or of
+# a whole array reduced (np.where, np.reshape, np.tensordot make 0-d arrays)
+_NUMBERS_MADE = (
+    ELEMENTWISE.keys()
+    | REDUCTIONS
+    | {"ceil", "floor", "round", "sign", "clip", "remainder", "floor_divide"}
+    | {"logaddexp", "logaddexp2", "not_equal", "isnan", "isfinite"}
+    | {"logical_and", "logical_or", "logical_xor", "logical_not"}
+    | {"dot", "numpy_dot", "inner", "vdot", "einsum", "trace", "det", "norm"}
+    | {"average", "percentile", "quantile", "nanpercentile", "nanquantile"}
+    | {"item", "to_float"}
+)
+# NumPy's number types: ``np.float32(0)`` is a number, as ``float(0)`` is
+_NUMBER_TYPES = {
+    "float16", "float32", "float64", "half", "single", "double", "longdouble",
+    "int8", "int16", "int32", "int64", "intp", "int_",
+    "uint8", "uint16", "uint32", "uint64", "uintp",
+}  # fmt: skip
+_BUILTIN_NUMBERS = ("float", "int", "bool")
+
+
+def number_conversion(node):
+    """``(kind, argument)`` where ``node`` converts one value to a number: kind
+    the NumPy type's dtype (``np.float32(v)``, a number of a number, an array of
+    an array) or None for Python's (``float(v)``: always a number, its dtype weak);
+    else None."""
+    if not (isinstance(node, gast.Call) and len(node.args) == 1 and not node.keywords):
+        return None
+    function = node.func
+    if isinstance(function, gast.Name) and function.id in _BUILTIN_NUMBERS:
+        return None, node.args[0]
+    if (
+        isinstance(function, gast.Attribute)
+        and getattr(function.value, "id", None) in ("np", "numpy")
+        and function.attr in _NUMBER_TYPES
+    ):
+        return np.dtype(getattr(np, function.attr)), node.args[0]
+    return None
+
+
+def makes_a_number(statement, activity: Activity) -> bool:
+    """Whether what ``statement`` writes is a number where it is 0-d, as NumPy makes
+    it (an operator on 0-d arrays, a reduction, a number written or converted:
+    ``0.0``, ``float(v)``, ``np.float32(0)``), never a 0-d array (``np.zeros(())``,
+    an argument, ``t`` after ``t += v`` where t was one): ``t += v`` writes into a
+    0-d array, keeping its dtype, where it rebinds a number. False where not known."""
+    if isinstance(statement, ir.Copy):
+        source = statement.source
+        if isinstance(source, ir.Const):
+            return type(source.value) in (int, float, bool)
+        return isinstance(source, str) and activity.number(source)
+    if isinstance(statement, ir.Apply):
+        name, params = statement.op.name, statement.params
+        if name == "cast_in_place":  # (a number is rebound: the sum itself)
+            return activity.number(getattr(params["target"], "id", None))
+        keepdims = literal(params.get("keepdims", gast.Constant(False, None)))
+        return name in _NUMBERS_MADE and keepdims is not True
+    node = getattr(statement, "node", None)
+    if type(statement) is not ir.Passive or not isinstance(node, gast.Assign):
+        return False
+    value = node.value
+    if isinstance(value, gast.Constant):
+        return type(value.value) in (int, float, bool)
+    return number_conversion(value) is not None
+
+
 def _merge(known: dict, name: str, value) -> None:
     """Record a variable's shape (or dtype); one assigned different ones (in a loop)
     has none. (None is compared by identity: ``np.dtype('float64') == None`` is true,
@@ -799,6 +885,10 @@ def expression_shape(node, shapes: dict, dtypes: dict | None = None):
         return shapes.get(node.id)
     if isinstance(node, gast.Constant):
         return () if isinstance(node.value, (int, float)) else None
+    converted = number_conversion(node)
+    if converted is not None:
+        kind, argument = converted
+        return expression_shape(argument, shapes, dtypes) if kind is not None else ()
     if isinstance(node, gast.UnaryOp):
         return expression_shape(node.operand, shapes, dtypes)
     if isinstance(node, gast.BinOp):
@@ -1083,7 +1173,7 @@ def _expression_probe(node, dtypes: dict):
 def _in_place_dtype(statement: ir.Apply, dtypes: dict, ranks: dict):
     """``t += v``'s: t's where t is an array (NumPy writes into it), else the
     two's where they agree (0-d: a number, which ``+=`` rebinds, takes the sum's,
-    a 0-d array keeps its own; only the value tells them apart)."""
+    a 0-d array keeps its own; see ``makes_a_number``)."""
     value, target = statement.inputs[0], statement.params["target"]
     value_dtype = dtypes.get(value) if isinstance(value, str) else None
     target_dtype = dtypes.get(getattr(target, "id", None))
@@ -1120,6 +1210,10 @@ def expression_rank(node, ranks: dict):
         return ranks.get(node.id)
     if isinstance(node, gast.Constant):
         return 0 if isinstance(node.value, (int, float)) else None
+    converted = number_conversion(node)
+    if converted is not None:  # (float(v) a number; np.float32(v) as v is)
+        kind, argument = converted
+        return expression_rank(argument, ranks) if kind is not None else 0
     if isinstance(node, gast.Subscript):
         base = expression_rank(node.value, ranks)
         if base is None:

@@ -1,6 +1,7 @@
 """The dtype of the array a NumPy constructor call makes: ``np.zeros(n)`` float64,
 ``np.zeros(n, np.int32)`` the dtype written, ``np.arange(3)`` of whole numbers
-written out integers, ``np.array([1, 2])`` that of the numbers written.
+written out integers, ``np.array([1, 2])`` that of the numbers written,
+``np.float32(v)`` float32.
 
 The Normalizer works it out as it emits a passive ``t = np.zeros(...)`` (it resolves
 the callee and a dtype's name in the function's namespace, as for ``dtype=`` of an
@@ -32,6 +33,8 @@ def constructed_dtype(call: gast.Call, function, named_dtype: Callable):
     """The dtype of the array ``call`` makes, where it calls (resolved) ``function``;
     ``named_dtype(node)`` is the dtype a dtype argument names, or None. None for a
     call of anything else, or a dtype not known."""
+    if _number_type(function) and len(call.args) == 1 and not call.keywords:
+        return np.dtype(function)  # np.float32(v): a number (or array) of that dtype
     asked = [k.value for k in call.keywords if k.arg == "dtype"]
     if (function is np.array or function is np.asarray) and len(call.args) == 1:
         if asked:
@@ -51,3 +54,8 @@ def constructed_dtype(call: gast.Call, function, named_dtype: Callable):
         return None
     asked += call.args[position : position + 1]
     return named_dtype(asked[0]) if asked else np.dtype(np.float64)
+
+
+def _number_type(function) -> bool:
+    """Whether ``function`` is one of NumPy's number types (``np.float32``)."""
+    return isinstance(function, type) and issubclass(function, np.number)

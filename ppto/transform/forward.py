@@ -120,6 +120,11 @@ class TangentGenerator:
         """The statements computing ``s`` and its tangent, each marked with the
         user's line it comes from (see origins.py)."""
         code = self.statement_code(s)
+        if isinstance(s, (ir.If, *ir.LOOPS)):  # (its test runs the user's line)
+            header = self.generator.origin_of(s)
+            for statement in code:
+                if isinstance(statement, (gast.If, gast.For, gast.While)):
+                    origins.mark_alone(statement, header)
         return origins.mark(code, self.generator.origin_of(s, origins.TANGENT))
 
     def statement_code(self, s) -> list:

@@ -126,12 +126,13 @@ def _changes_nothing(statement: ir.Apply, activity: Activity, source) -> bool:
         # checks when it runs: see _check_in_the_write; a cast kept would tape
         # its value for every buffer filled in a loop)
         return True
-    # rank 0: a number, which += rebinds, or a 0-d NumPy array (an argument,
-    # whose dtype the analysis knows), which it writes into: only the value tells
-    # (ppto.ops.shape.in_place_target), so the cast stays where the dtypes may
-    # differ and the target's is known
-    if rank == 0 and target_dtype is None:
-        return True
+    # rank 0: a number, which += rebinds (the cast gives the sum itself), or a 0-d
+    # array, which it writes into: the cast stays even where the dtypes agree, as
+    # the sum is a number (a later t += v would rebind it, v's dtype taking over);
+    # so too where the rank is not known, unless t is a number wherever 0-d
+    number = activity.number(getattr(statement.params["target"], "id", None))
+    if rank == 0 or (rank is None and not number):
+        return number
     return known and value_dtype == target_dtype
 
 

@@ -246,10 +246,13 @@ class Normalizer:
             self.tuples = _merged_tuples(body, counts, self.varied)
             self.lists |= self.tuples
         saved, self.out = self.out, []
+        # (the statement holding this block, a loop or branch, is the origin of
+        # its own IR statement: not the last statement of its block)
+        holder = self.origin
         for statement in body:
             self.origin = statement
             self.statement(statement)
-        result, self.out = self.out, saved
+        result, self.out, self.origin = self.out, saved, holder
         return result
 
     def refuse_lists_made_arrays(self, body: list) -> None:

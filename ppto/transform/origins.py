@@ -81,6 +81,13 @@ def mark(statements: list, origins: tuple | None) -> list:
     return statements
 
 
+def mark_alone(statement, origins: tuple | None) -> None:
+    """``mark`` for ``statement`` itself (a loop's or branch's header), not the
+    statements it holds."""
+    if origins is not None and ATTRIBUTE not in statement.__dict__:
+        statement.__dict__[ATTRIBUTE] = origins
+
+
 def mark_joined(fused, statements: list) -> None:
     """Give ``fused``, the statement made of ``statements`` (a fused kernel's
     call), all of their origins, each once, in order (none where none had any)."""

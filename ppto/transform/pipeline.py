@@ -22,7 +22,7 @@ import gast
 
 from ppto.errors import GradError, ShapeError, TransformError
 from ppto.ops.shape import ones_like
-from ppto.transform import aliases, fence, in_place, ir, trees
+from ppto.transform import aliases, fence, in_place, ir, origins, trees
 from ppto.transform.analyze import (
     UNKNOWN_LAYOUT,
     analyze,
@@ -533,6 +533,7 @@ def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
         ones = generator.ref(ones_like, "ones_like")
         seed = [assign(generator.adjoint_name(result), call(ones, name(result)))]
         initialized.add(result)
+        origins.mark(seed, _returned_origins(generator, ir_body, result))
     backward = generator.backward(ir_body, initialized)
     forward = _forward_with_tapes(generator, ir_body)
     gradients = _gradient_exprs(generator, wrt, initialized, program.refs)
@@ -544,6 +545,18 @@ def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
     definition = function_definition(function_name, _arguments(parsed), body)
     program.add(definition, activity, generator.adjoints)
     return function_name
+
+
+def _returned_origins(generator, ir_body: list, result: str) -> tuple | None:
+    """The user's return lines (as the gradient's: the seed is the result's
+    adjoint), of every statement assigning ``result`` (the function's single exit
+    is ppto's own, at its def line)."""
+    found = {}
+    for statement in ir.walk(ir_body):
+        if result in ir.writes(statement):
+            for origin in generator.origin_of(statement, origins.GRADIENT) or ():
+                found[origin] = None
+    return tuple(found) or None
 
 
 def split(
