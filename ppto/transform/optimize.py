@@ -232,13 +232,21 @@ def _rank_test(test) -> bool:
 
 
 def remove_unused(body: list, keep: set[str], removable: set[str]) -> list:
-    """Drop assignments to names in ``removable`` that nothing reads (iterated)."""
+    """Drop assignments to names in ``removable`` that nothing reads (iterated:
+    what a dropped statement read may be read no more). The reads are counted
+    once, and a dropped statement's taken off, not counted again in every round."""
+    reads = load_counts(body)
     while True:
-        used = set(keep) | loads(body)
+        used = set(keep) | {name for name, count in reads.items() if count}
         removed: list = []
         body = _prune(body, used, removable, removed)
         if not removed:
             return body
+        for statement in removed:  # (an if: dropped once its blocks were empty)
+            if isinstance(statement, gast.Assign) and _is_pop(statement.value):
+                continue  # the pop stays, reading what it read
+            for name, count in load_counts(statement).items():
+                reads[name] -= count
 
 
 def _prune(body, used, removable, removed: list):
