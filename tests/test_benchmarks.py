@@ -86,6 +86,18 @@ def test_first_call_tool_reports_every_workload_and_its_stages():
         assert rows, workload
         words = rows[0].split()
         numbers = [float(word) for word in words[words.index("float64") + 1 :]]
-        assert len(numbers) == 3 + 15  # start-up, transform, first; the stages
-        transform, first = numbers[1], numbers[2]
+        # start-up, transform, first, its CPU time and the collector's; the stages
+        assert len(numbers) == 5 + 15
+        transform, first, collecting = numbers[1], numbers[2], numbers[4]
         assert 0 < transform <= first, rows[0]  # the transform is part of the call
+        assert collecting <= first, rows[0]  # (a collection during the call)
+
+
+def test_first_call_tool_measures_after_other_workloads():
+    """``--after e``: the chain of 10 measured where workload e ran first (as
+    benchmarks/run.py --quick runs it), which the tool says."""
+    output = _run("tools/first_call.py", "--runs", "1", "--only", "f", "--after", "e")
+    assert "each after workloads e" in output
+    row = next(line for line in output.splitlines() if line.startswith("f chain"))
+    numbers = [float(word) for word in row.split()[4:]]
+    assert len(numbers) == 5 and 0 < numbers[1] <= numbers[2], row

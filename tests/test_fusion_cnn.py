@@ -428,5 +428,23 @@ def test_the_pass_before_regions_is_made_only_where_a_rule_may_match():
         assert any(found) is expected, function.__name__
 
 
+def test_the_first_operator_a_rule_before_regions_calls_is_one_it_needs():
+    """The check above first asks whether a function calls one operator of each
+    rule (found in a few of its pattern's nodes) and reads the rule's full set
+    only where it does: that operator must be one of the set, or the check would
+    pass over a rule that matches."""
+    from ppto.transform.fuse import (
+        _NONE_CALLED,
+        _first_called_by,
+        _operators_called_by,
+    )
+
+    rules = [rule for rule in RULES if rule.before_regions]
+    assert rules
+    for rule in rules:
+        first, needed = _first_called_by(rule), _operators_called_by(rule)
+        assert first in needed if needed else first is _NONE_CALLED, rule.name
+
+
 def elementwise_only(x):
     return np.sum(np.maximum(np.tanh(x) + x, 0.0))

@@ -3566,3 +3566,47 @@ def test_a_mean_of_a_gather_divides_by_its_count_written_out():
     expected = _central_differences(cross_entropy_of_gathered, [z, labels], 0)
     got = ppto.grad(cross_entropy_of_gathered)(z, labels)
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-7, atol=1e-9)
+
+
+CHAINS_OF_UNUSED_VALUES = """
+def f(x, c):
+    a = x * 2.0
+    b = a + 1.0
+    d = b * b
+    kept = x - 1.0
+    stack = [x, a]
+    popped = stack.pop()
+    if c:
+        e = d + x
+    for _ in range(2):
+        g = kept * x
+    return x
+"""
+
+
+def test_unused_values_go_round_after_round_and_a_pop_stays():
+    """``remove_unused`` drops what nothing reads, then what only the dropped
+    statements read (``d``, then ``b``), an ``if`` left empty, and a loop's body
+    but for ``pass``; a name it must keep stays with what it reads; an unused
+    pop's value still runs (the list shrinks), so the list and what it holds
+    stay. The reads are counted once and a dropped statement's taken off: each
+    round must see the last one's drops, as a fresh count would."""
+    import gast
+
+    from ppto.transform.emit import render_function
+    from ppto.transform.optimize import remove_unused
+
+    function = gast.parse(CHAINS_OF_UNUSED_VALUES).body[0]
+    removable = {"a", "b", "d", "e", "g", "kept", "stack", "popped"}
+    function.body = remove_unused(function.body, {"kept"}, removable)
+    lines = [line.strip() for line in render_function(function).splitlines()]
+    assert lines == [
+        "def f(x, c):",
+        "a = x * 2.0",
+        "kept = x - 1.0",
+        "stack = [x, a]",
+        "stack.pop()",
+        "for _ in range(2):",
+        "pass",
+        "return x",
+    ]

@@ -68,6 +68,32 @@ def test_backward_reads_the_product_the_forward_summed():
     assert_gradients_match(tanh_times_decay, [x, y, z], [0, 1, 2])
 
 
+def seed_times_argument(x, y):
+    return np.sum(x * y)
+
+
+def seed_times_argument_then_arithmetic(x, y):
+    return np.sum(np.exp(x) * y)
+
+
+def test_seed_times_an_argument_is_dropped_only_where_arithmetic_reads_it():
+    # the seed (a 0-d one) times y: y's copy where the product is handed back
+    # (the caller's y must not be the gradient), y itself where only arithmetic
+    # reads it (dt1 * t1 makes a new array); the passes' check of the second
+    # case runs only where a statement can ask it, so both are pinned here
+    x, y = np.linspace(0.1, 1.0, 4), np.linspace(-1.0, 2.0, 4)
+    text = ppto.show_grad(seed_times_argument, x, y, wrt=(0, 1), file=io.StringIO())
+    assert count_in_code(text, "dx = dseed_times_argument * y") == 1, text
+    dx, _ = ppto.grad(seed_times_argument, wrt=(0, 1))(x, y)
+    assert not np.shares_memory(np.asarray(dx), y)
+    assert_gradients_match(seed_times_argument, [x, y], [0, 1])
+    function = seed_times_argument_then_arithmetic
+    text = ppto.show_grad(function, x, y, wrt=(0, 1), file=io.StringIO())
+    assert count_in_code(text, "dt1 = y") == 1, text
+    assert count_in_code(text, "dt1 * t1") == 1, text
+    assert_gradients_match(function, [x, y], [0, 1])
+
+
 def square_through_two_reads(x):
     return np.sum(x[1:] * x[1:])
 

@@ -11,6 +11,7 @@ import gast
 import pytest
 
 from ppto.transform import trees
+from ppto.transform.names import names_in
 from ppto.transform.resolve import expression_text
 from ppto.transform.syntax import parse
 from tests.test_syntax import FILES, SPECIAL_CASES, _equal
@@ -44,6 +45,34 @@ def test_nodes_by_kind_lists_each_kind_as_ast_walk_finds_it(text):
         expected = [id(node) for node in ast.walk(tree) if type(node) is kind]
         assert list(map(id, found.get(kind, ()))) == expected
     assert sum(map(len, found.values())) == sum(1 for _ in ast.walk(tree))
+
+
+FUNCTION_NAMES_CASES = """
+def f(x, scale=SCALE, *rest, k: Kind = (w := 2), **options) -> Result:
+    y = x * scale
+    for i in rest:
+        y, z = y + i, k
+    def inner(a=y):
+        b = a
+        return b
+    return inner()
+"""
+
+
+@pytest.mark.parametrize("text", [*TEXTS, FUNCTION_NAMES_CASES])
+def test_function_names_are_those_of_the_walks_they_replace(text):
+    definitions = [
+        node for node in ast.walk(parse(text)) if isinstance(node, gast.FunctionDef)
+    ]
+    assert definitions or text is not FUNCTION_NAMES_CASES
+    for definition in definitions:
+        expected = (
+            trees.stores(definition),
+            names_in(gast.Module(body=definition.body, type_ignores=[])),
+            trees.stores(definition.body),
+        )
+        nodes = trees.nodes_by_kind(definition)
+        assert trees.function_names(definition, nodes) == expected
 
 
 def _visit_order(base, tree) -> list:

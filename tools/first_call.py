@@ -11,7 +11,13 @@ keeps one workload's cached rule templates and compiled code from helping the ne
 
 Each process first differentiates one small unrelated function, as run.py does, so
 that ppto's one-time start-up is not charged to the workload (reported apart as
-"start-up ms"; ``--cold`` skips it, charging it to the workload).
+"start-up ms"; ``--cold`` skips it, charging it to the workload). ``--after ab``
+first runs those workloads as ``benchmarks/run.py --quick`` does (their gradients
+checked and timed, every dtype), so that the measured one starts from the state
+the full benchmark leaves it in (warm caches, a larger heap). "cpu ms" is the first
+call's CPU time in its own thread (a busy machine adds less to it than to the time
+that passes; fused code's worker threads are not in it), "gc ms" the time the
+cyclic garbage collector took during the call.
 
 The stage breakdown times the pipeline's entry points, each stage's own time
 (a stage called inside another counts for itself only), so the stages and "other"
@@ -91,8 +97,50 @@ def _install_timers(totals: dict, stack: list) -> None:
         setattr(holder, method, timed)
 
 
-def child(index: int, dtype: str, stages: bool, profile: int, cold: bool) -> None:
+def _start_up() -> float:
+    """Seconds of the process's first gradient (see the module docstring)."""
+    import numpy as np
+
+    import ppto
+
+    start = time.perf_counter()
+    ppto.grad(lambda x: np.sum(np.tanh(x) * x))(np.linspace(-1.0, 1.0, 5))
+    return time.perf_counter() - start
+
+
+def _run_before(letters: str, rng) -> None:
+    """The workloads ``letters`` (every dtype) as ``benchmarks/run.py --quick``
+    measures them, in its order."""
+    import run as benchmark
+    from workloads import WORKLOADS
+
+    for workload in WORKLOADS:
+        if workload.name[0] in letters:
+            for dtype in workload.dtypes:
+                args = workload.make(rng, dtype)
+                benchmark.measure(workload, dtype, args, quick=True)
+                del args  # (as run.py: each row starts from the same memory state)
+
+
+def _collector_time(seconds: list):
+    """A ``gc.callbacks`` entry adding each collection's duration to ``seconds[0]``."""
+    started = [0.0]
+
+    def callback(phase, info):
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            seconds[0] += time.perf_counter() - started[0]
+
+    return callback
+
+
+def child(
+    index: int, dtype: str, stages: bool, profile: int, cold: bool, after: str = ""
+) -> None:
     """One measurement in this (fresh) process, printed as a JSON line."""
+    import gc
+
     import numpy as np
     from workloads import WORKLOADS
 
@@ -100,13 +148,15 @@ def child(index: int, dtype: str, stages: bool, profile: int, cold: bool) -> Non
     from ppto.transform import pipeline
 
     workload = WORKLOADS[index]
-    args = workload.make(np.random.default_rng(0), dtype)
-    workload.hand(*args)  # (the heap warmed for the first call, as in run.py)
+    rng = np.random.default_rng(0)
     start_up = 0.0
-    if not cold:
-        start = time.perf_counter()
-        ppto.grad(lambda x: np.sum(np.tanh(x) * x))(np.linspace(-1.0, 1.0, 5))
-        start_up = time.perf_counter() - start
+    if after:  # (run.py's order: start-up, then the rows before this one)
+        start_up = 0.0 if cold else _start_up()
+        _run_before(after, rng)
+    args = workload.make(rng, dtype)
+    workload.hand(*args)  # (the heap warmed for the first call, as in run.py)
+    if not cold and not after:
+        start_up = _start_up()
     totals: dict = {}
     stack: list = []
     if stages:
@@ -122,9 +172,12 @@ def child(index: int, dtype: str, stages: bool, profile: int, cold: bool) -> Non
 
         profiler = cProfile.Profile()
         profiler.enable()
-    start = time.perf_counter()
+    collecting = [0.0]
+    gc.callbacks.append(_collector_time(collecting))
+    start, cpu = time.perf_counter(), time.thread_time()
     ppto.grad(workload.function, wrt=workload.wrt)(*args)
-    first = time.perf_counter() - start
+    first, cpu = time.perf_counter() - start, time.thread_time() - cpu
+    gc.callbacks.pop()
     if profiler is not None:
         import pstats
 
@@ -137,12 +190,14 @@ def child(index: int, dtype: str, stages: bool, profile: int, cold: bool) -> Non
     if stages:
         totals["other"] = first - sum(totals.values())
     report = {"first": first, "transform": transform, "start_up": start_up}
+    report.update(cpu=cpu, gc=collecting[0])
     print(json.dumps({**report, "stages": totals}))
 
 
 def _measure(index: int, dtype: str, options) -> dict:
     command = [sys.executable, __file__, "--child", str(index), dtype]
     command += ["--stages"] * options.stages + ["--cold"] * options.cold
+    command += ["--after", options.after] * bool(options.after)
     done = subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
     )
@@ -167,19 +222,23 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="print cProfile's top N functions of one run")  # fmt: skip
     parser.add_argument("--cold", action="store_true", help="no start-up first")
+    parser.add_argument("--after", default="", metavar="LETTERS",
+                        help="run these workloads first (run.py --quick)")  # fmt: skip
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.child:
         index, dtype = int(options.child[0]), options.child[1]
-        child(index, dtype, options.stages, options.profile, options.cold)
+        child(index, dtype, options.stages, options.profile, options.cold,
+              options.after)  # fmt: skip
         return
     from workloads import WORKLOADS
 
     stage_names = [*STAGES, "other"] if options.stages else []
     header = f"{'workload':24s} {'dtype':8s} {'start-up ms':>11s} "
-    header += f"{'transform ms':>12s} {'first ms':>9s}"
+    header += f"{'transform ms':>12s} {'first ms':>9s} {'cpu ms':>7s} {'gc ms':>6s}"
     header += "".join(f" {stage:>9s}" for stage in stage_names)
-    print(f"median of {options.runs} fresh process(es) per row")
+    print(f"median of {options.runs} fresh process(es) per row", end="")
+    print(f", each after workloads {options.after}" if options.after else "")
     print(header)
     print("-" * len(header))
     for index, workload in enumerate(WORKLOADS):
@@ -191,13 +250,15 @@ def main() -> None:
         runs = [_measure(index, dtype, options) for _ in range(options.runs)]
         line = (
             f"{workload.name:24s} {dtype:8s} {_median(runs, 'start_up'):11.1f} "
-            f"{_median(runs, 'transform'):12.1f} {_median(runs, 'first'):9.1f}"
+            f"{_median(runs, 'transform'):12.1f} {_median(runs, 'first'):9.1f} "
+            f"{_median(runs, 'cpu'):7.1f} {_median(runs, 'gc'):6.1f}"
         )
         line += "".join(f" {_median(runs, '', s):9.1f}" for s in stage_names)
         print(line, flush=True)
         if options.profile:
             command = [sys.executable, __file__, "--child", str(index), dtype]
             command += ["--profile", str(options.profile)] + ["--cold"] * options.cold
+            command += ["--after", options.after] * bool(options.after)
             done = subprocess.run(
                 command, cwd=ROOT, capture_output=True, text=True, check=True
             )

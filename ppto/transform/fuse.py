@@ -633,7 +633,12 @@ def _first_rules_may_match(definition: gast.FunctionDef, namespace: dict) -> boo
             if isinstance(op, OperatorDef):
                 called.add((op, _axis_of(node, op)))
     for rule in RULES:
-        if rule.before_regions and _operators_called_by(rule) <= called:
+        if not rule.before_regions:
+            continue
+        first = _first_called_by(rule)
+        if first is not _NONE_CALLED and first not in called:
+            continue  # (no need of all its operators: the first is missing)
+        if _operators_called_by(rule) <= called:
             return True
     return False
 
@@ -668,6 +673,42 @@ def _operators_called_by(rule) -> set:
             _called_operators(template),
         )
     return known[1]
+
+
+_NONE_CALLED = object()  # a pattern calling no operator by name
+# id of a rule's template -> (the template, ``_first_called`` of it)
+_FIRST_CALLED_BY_TEMPLATE: dict = {}
+
+
+def _first_called_by(rule):
+    """``_first_called`` of ``rule``'s template, found once."""
+    template = rule.template
+    known = _FIRST_CALLED_BY_TEMPLATE.get(id(template))
+    if known is None or known[0] is not template:
+        known = _FIRST_CALLED_BY_TEMPLATE[id(template)] = (
+            template,
+            _first_called(template),
+        )
+    return known[1]
+
+
+def _first_called(template):
+    """One of ``_called_operators(template)``, found in a few of the pattern's
+    nodes (the first called by name, with its literal axes where it reduces along
+    some), or ``_NONE_CALLED``: a function that does not call it calls not all of
+    them, and the full set, read from every node of the pattern, is needed only
+    where it does (a process's first fusion read the full sets of forty rules)."""
+    written = set(BINARY_OPERATORS.values())
+    pending = [template]
+    while pending:
+        node = pending.pop()
+        if not isinstance(node, Operator):
+            continue
+        if node.op not in written and node.op.name not in _UNARY.values():
+            axis = node.params.get("axis")
+            return (node.op, axis) if isinstance(axis, (int, tuple)) else node.op
+        pending.extend(reversed(node.inputs))
+    return _NONE_CALLED
 
 
 def _called_operators(template) -> set:

@@ -232,13 +232,21 @@ def _rank_test(test) -> bool:
 
 
 def remove_unused(body: list, keep: set[str], removable: set[str]) -> list:
-    """Drop assignments to names in ``removable`` that nothing reads (iterated)."""
+    """Drop assignments to names in ``removable`` that nothing reads (iterated:
+    what a dropped statement read may be read no more). The reads are counted
+    once, and a dropped statement's taken off, not counted again in every round."""
+    reads = load_counts(body)
     while True:
-        used = set(keep) | loads(body)
+        used = set(keep) | {name for name, count in reads.items() if count}
         removed: list = []
         body = _prune(body, used, removable, removed)
         if not removed:
             return body
+        for statement in removed:  # (an if: dropped once its blocks were empty)
+            if isinstance(statement, gast.Assign) and _is_pop(statement.value):
+                continue  # the pop stays, reading what it read
+            for name, count in load_counts(statement).items():
+                reads[name] -= count
 
 
 def _prune(body, used, removable, removed: list):
@@ -704,7 +712,17 @@ def drop_unit_factors(body: list, namespace: dict, activity) -> list:
     readers = [not units.keys().isdisjoint(loads(statement)) for statement in body]
     if not any(readers):
         return body
-    drop = _DropUnits(units, activity, _read_only_by_arithmetic(body))
+    # which names only arithmetic reads matters only where a product's factor is
+    # no new array: a walk of every statement, most of this pass's time, saved
+    # where no statement can ask
+    private, fresh = set(), activity.fresh
+    if any(
+        _may_keep_a_product(statement, units, fresh)
+        for statement, reads in zip(body, readers)
+        if reads
+    ):
+        private = _read_only_by_arithmetic(body)
+    drop = _DropUnits(units, activity, private)
     return [
         drop.visit(statement) if reads else statement
         for statement, reads in zip(body, readers)
@@ -748,6 +766,28 @@ class _DropUnits(trees.Transformer):
         self.generic_visit(node)
         other = self.factor(node)
         return other if other is not None and other.id in self.activity.fresh else node
+
+
+def _may_keep_a_product(statement, units: dict, fresh: set) -> bool:
+    """Whether ``_DropUnits`` may ask, in ``statement``, which names only arithmetic
+    reads: it does at an assignment of a unit times a name that is no new array.
+    Its rewriting of a product's operands leaves a name only where one was or
+    puts a new array's (a product of a unit), so the assignment is one of a
+    product of a name that is no new array and a unit or another product (in a
+    compound statement: its own assignments are not looked into)."""
+    if not isinstance(statement, gast.Assign):
+        return hasattr(statement, "body")
+    value = statement.value
+    if not (isinstance(value, gast.BinOp) and isinstance(value.op, gast.Mult)):
+        return False
+    for unit, other in ((value.left, value.right), (value.right, value.left)):
+        if (
+            isinstance(other, gast.Name)
+            and other.id not in fresh
+            and (isinstance(unit, gast.BinOp) or getattr(unit, "id", None) in units)
+        ):
+            return True
+    return False
 
 
 def _read_only_by_arithmetic(body: list) -> set:

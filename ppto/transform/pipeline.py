@@ -330,17 +330,16 @@ def _prepare(
     aliases.check(parsed, ranks, passed, generated=generated)
     # (after the check of what methods change or keep: it reads them as methods)
     methods = methods_as_functions(parsed, program)
-    # (the tree as the methods' rewriting left it, read by the two passes below,
-    # neither of which changes it)
-    local = set(parsed.parameters) | stores(parsed.tree)
+    # (the tree as the methods' rewriting left it, read by the passes below, none
+    # of which changes it: one walk serves them all)
     nodes = trees.nodes_by_kind(parsed.tree)
+    stored, used, rebound = trees.function_names(parsed.tree, nodes)
+    local = set(parsed.parameters) | stored
     watch_held_callees(parsed, program, local, nodes.get(gast.Call, ()))
-    user_names = names_in(gast.Module(body=parsed.tree.body, type_ignores=[]))
-    user_names |= set(parsed.parameters)
+    user_names = used | set(parsed.parameters)
     namer = Namer(user_names)
     program.namer.taken |= user_names
     captured = free_globals(parsed, local, nodes.get(gast.Name, ()))
-    rebound = stores(parsed.tree.body)  # (as written: the stages below rename)
     # (what is watched for rebinding: the object whose method is called, not the
     # name its function is bound under here)
     watched = {

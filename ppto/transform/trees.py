@@ -285,6 +285,36 @@ def stores(node) -> set[str]:
     return _names(node, "Store")
 
 
+def function_names(tree, nodes: dict) -> tuple[set, set, set]:
+    """Of a function definition, from its nodes by kind (``nodes_by_kind``, one
+    walk): the names it assigns, those its body uses (reads, assigns, or defines
+    a function by) and those its body assigns: ``stores(tree)``,
+    ``names.names_in`` of its body and ``stores(tree.body)``, without their three
+    walks. Names of the header (parameters, their defaults and annotations,
+    decorators) are left out of the body's: a small walk finds them."""
+    header = set()
+    for field in tree._fields:
+        value = getattr(tree, field, None) if field != "body" else None
+        for part in value if isinstance(value, list) else [value]:
+            if isinstance(part, ast.AST):
+                header.update(map(id, walk(part)))
+    stored, used, rebound = set(), set(), set()
+    store = _CONTEXTS["Store"]
+    for kind in _NAMES:  # (ast's names too, as stores finds them; names_in: gast's)
+        for node in nodes.get(kind, ()):
+            assigned = type(node.ctx) in store
+            if assigned:
+                stored.add(node.id)
+            if id(node) in header:
+                continue
+            if kind is gast.Name:
+                used.add(node.id)
+            if assigned:
+                rebound.add(node.id)
+    used.update(f.name for f in nodes.get(gast.FunctionDef, ()) if f is not tree)
+    return stored, used, rebound
+
+
 def paired(target, value) -> list:
     """``(name, the expression it is bound to, whether it is all of it)`` for each
     name ``target = value`` binds: ``a, b = c, d`` pairwise (nested alike); names in
