@@ -388,6 +388,9 @@ def test_numpy_where_with_a_zero_is_exactly_np_where(monkeypatch):
         for a in (values, spoiled, -np.abs(values), strided):
             for args in ((mask, a, 0.0), (mask, 0, a), (mask, a, 0)):
                 cases.append((args, np.where(*args)))
+        strided_mask = (rng.standard_normal((30, 80)) > 0).T[::2]  # (its bytes too)
+        for args in ((strided_mask, values, 0.0), (strided_mask, 0.0, strided)):
+            cases.append((args, np.where(*args)))
     calls = []
     monkeypatch.setattr(np, "where", lambda *args: calls.append(args))
     for args, expected in cases:

