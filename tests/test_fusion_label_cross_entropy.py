@@ -1,8 +1,9 @@
 """Softmax cross-entropy over integer labels, its backward pass fused
-(ppto/fusion/label_cross_entropy.py): the fused call replaces the gather's and the
-log-softmax's gradient statements; its kernel equals the pattern for repeated,
-negative and listed indices; gradients through fused code equal unfused ones and
-central differences (float64), and code it does not fit is left as it is."""
+(ppto/fusion/label_cross_entropy.py), log-softmax written out or ppto.log_softmax:
+the fused call replaces the gather's and the log-softmax's gradient statements; the
+kernels equal their patterns for repeated, negative and listed indices; gradients
+through fused code equal unfused ones and central differences (float64), and code
+the rules do not fit is left as it is."""
 
 import io
 
@@ -14,7 +15,7 @@ from ppto.fusion import label_cross_entropy as module
 from tests.test_golden import central_differences
 
 RULE = "label_cross_entropy_backward"
-CALL = f"__fused_{RULE}("
+OPERATOR_RULE = "label_cross_entropy_log_softmax_backward"  # (ppto.log_softmax's)
 # rows gathered out of order and twice, (2, 1) twice: both gradients add up
 ROWS = np.array([2, 0, 2, 1, 3, 1, 0])
 
@@ -56,6 +57,16 @@ def exps_named(logits, labels):
     return -np.mean(log_probs[np.arange(logits.shape[0]), labels]) * 3.0
 
 
+def log_softmax_operator(logits, labels):
+    log_probs = ppto.log_softmax(logits)
+    return -np.mean(log_probs[np.arange(logits.shape[0]), labels])
+
+
+def log_softmax_operator_axis1(logits, labels):
+    log_probs = ppto.log_softmax(logits, axis=1)
+    return -np.sum(log_probs[ROWS, labels])
+
+
 def mlp(w, b, x, labels):
     logits = np.tanh(x @ w) + b
     shifted = logits - np.max(logits, axis=1, keepdims=True)
@@ -81,7 +92,8 @@ def exps_read_again(logits, labels):
 
 LABELS = np.array([2, 0, 4, 1])
 FUSED = [mean_of_labelled, sum_of_labelled, last_axis, repeated_rows, listed_labels,
-         exps_named, mlp]  # fmt: skip
+         exps_named, mlp, log_softmax_operator,
+         log_softmax_operator_axis1]  # fmt: skip
 LEFT = [log_probs_read_again, exps_read_again]
 
 
@@ -94,13 +106,19 @@ def arguments(function, dtype="float64") -> list:
     logits = (2 * rng.standard_normal((4, 5))).astype(dtype)
     if function is listed_labels:
         return [logits]
-    if function is repeated_rows:
+    if function in (repeated_rows, log_softmax_operator_axis1):
         return [logits, np.array([1, 3, 1, 0, 4, 4, 3])]
     return [logits, LABELS]
 
 
 def wrt(function) -> tuple:
     return (0, 1, 2) if function is mlp else (0,)
+
+
+def call(function) -> str:
+    """The fused call of the rule ``function``'s gradient runs."""
+    operator = function.__name__.startswith("log_softmax_operator")
+    return f"__fused_{OPERATOR_RULE if operator else RULE}("
 
 
 @pytest.fixture
@@ -134,16 +152,16 @@ def listing(function, args) -> str:
 @pytest.mark.parametrize("function", FUSED, ids=lambda f: f.__name__)
 def test_the_call_replaces_the_gathers_and_log_softmaxs_gradients(function):
     text = listing(function, arguments(function))
-    assert text.count(CALL) == 1, text
+    assert text.count(call(function)) == 1, text
     backward = text.split("# grad of")[1]
-    for gone in ("index_add", "zeros_like", "reduce_sum"):
+    for gone in ("index_add", "zeros_like", "reduce_sum", "log_softmax_backward"):
         assert gone not in backward, text
 
 
 @pytest.mark.parametrize("function", LEFT, ids=lambda f: f.__name__)
 def test_gradients_read_elsewhere_are_not_fused_away(function):
     text = listing(function, arguments(function))
-    assert CALL not in text, text
+    assert "__fused_label_cross_entropy" not in text, text
     assert "index_add(zeros_like(log_probs)" in text, text
 
 
@@ -188,18 +206,41 @@ def kernel_arguments(rows, labels, dtype="float64", shape=(4, 5)):
     return [g, (rows, labels), like, 1, total, exps]
 
 
+def operator_arguments(arguments) -> list:
+    """The arguments of ppto.log_softmax's rule for those of ``kernel_arguments``
+    (the log-probabilities of the same exponentials)."""
+    g, index, like, axis, total, exps = arguments
+    return [g, index, like, axis, np.log(exps / total).astype(exps.dtype)]
+
+
 def pattern_value(arguments) -> np.ndarray:
     as_tensors = [ppto.tensor(a) if isinstance(a, np.ndarray) else a
                   for a in arguments]  # fmt: skip
-    return module.backward_pattern(*as_tensors).numpy()
+    pattern = module.backward_pattern
+    if len(arguments) == 5:
+        pattern = module.log_softmax_backward_pattern
+    return pattern(*as_tensors).numpy()
 
 
+def kernel(arguments) -> np.ndarray:
+    """The kernel of the rule whose arguments ``arguments`` are."""
+    if len(arguments) == 5:
+        return module._log_softmax_backward(*arguments)
+    return module._backward(*arguments)
+
+
+BOTH = [lambda a: a, operator_arguments]
+BOTH_IDS = ["written_out", "log_softmax_operator"]
+
+
+@pytest.mark.parametrize("rule", BOTH, ids=BOTH_IDS)
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_rows_each_gathered_once_give_the_unfused_gradient_bit_for_bit(dtype):
-    arguments = kernel_arguments(np.array([3, 1, 0, 2]), LABELS, dtype)
+def test_rows_each_gathered_once_give_the_unfused_gradient_bit_for_bit(dtype, rule):
+    arguments = rule(kernel_arguments(np.array([3, 1, 0, 2]), LABELS, dtype))
     copies = [a.copy() if isinstance(a, np.ndarray) else a for a in arguments]
-    fused = module._backward(*arguments)
-    assert _fits(*arguments[:1], *arguments[2:], *arguments[1])
+    g, index, like, axis, matrix = arguments[:5]
+    assert _fits(g, like, axis, arguments[-1], *index)
+    fused = kernel(arguments)
     assert fused.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(fused, pattern_value(arguments))
     for before, after in zip(copies, arguments):  # (its arguments unchanged)
@@ -216,24 +257,27 @@ def test_rows_each_gathered_once_give_the_unfused_gradient_bit_for_bit(dtype):
         (np.array([], int), np.array([], int)),  # nothing gathered
     ],
 )
-def test_the_kernel_equals_its_pattern_for_any_rows_and_labels(rows, labels):
-    arguments = kernel_arguments(rows, labels)
+@pytest.mark.parametrize("rule", BOTH, ids=BOTH_IDS)
+def test_the_kernel_equals_its_pattern_for_any_rows_and_labels(rows, labels, rule):
+    arguments = rule(kernel_arguments(rows, labels))
     np.testing.assert_allclose(
-        module._backward(*arguments), pattern_value(arguments), rtol=1e-13, atol=1e-15
+        kernel(arguments), pattern_value(arguments), rtol=1e-13, atol=1e-15
     )
 
 
-def test_an_index_out_of_bounds_raises_as_numpy_does():
+@pytest.mark.parametrize("rule", BOTH, ids=BOTH_IDS)
+def test_an_index_out_of_bounds_raises_as_numpy_does(rule):
     for rows, labels in ((np.array([0, 4]), np.array([1, 1])), ([0, 1], [5, 0])):
         with pytest.raises(IndexError):
-            module._backward(*kernel_arguments(rows, labels))
+            kernel(rule(kernel_arguments(rows, labels)))
 
 
+@pytest.mark.parametrize("rule", BOTH, ids=BOTH_IDS)
 @pytest.mark.parametrize(
     "change",
     ["float64 gradient", "float64 sums", "3-d", "masks", "rows of rows", "axis 0"],
 )
-def test_other_types_and_shapes_run_the_patterns_operators(change):
+def test_other_types_and_shapes_run_the_patterns_operators(change, rule):
     rows, labels = np.array([0, 2, 2]), np.array([1, 0, 1])
     arguments = kernel_arguments(rows, labels, "float32")
     g, index, like, axis, total, exps = arguments
@@ -253,13 +297,17 @@ def test_other_types_and_shapes_run_the_patterns_operators(change):
     else:  # the sums along the other axis
         arguments[3] = 0
         arguments[4] = exps.sum(axis=0, keepdims=True)
+    arguments = rule(arguments)
     wanted = pattern_value(arguments)
-    actual = module._backward(*arguments)
+    actual = kernel(arguments)
     assert actual.dtype == wanted.dtype and actual.shape == wanted.shape
     np.testing.assert_allclose(actual, wanted, rtol=1e-6, atol=1e-6)
 
 
-def test_the_rule_is_listed():
-    rule = next(r for r in ppto.fusion_rules() if r.name == RULE)
-    assert rule.applies == "backward" and rule.before_regions
-    assert rule.parameters == ("g", "index", "like", "axis", "total", "exps")
+def test_the_rules_are_listed():
+    rules = {r.name: r for r in ppto.fusion_rules()}
+    for name in (RULE, OPERATOR_RULE):
+        assert rules[name].applies == "backward" and rules[name].before_regions
+    assert rules[RULE].parameters == ("g", "index", "like", "axis", "total", "exps")
+    assert rules[OPERATOR_RULE].parameters == ("g", "index", "like", "axis",
+                                               "log_probs")  # fmt: skip
