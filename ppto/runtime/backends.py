@@ -110,12 +110,24 @@ class NumpyBackend(Backend):
 
 
 # NumPy's own spellings of operators that most gradients run, without the
-# Python-level argument handling of np.sum and np.ones_like (a microsecond or two
-# each, which matters for gradients of small arrays).
+# Python-level argument handling of np.sum, np.max and np.ones_like (a microsecond
+# or two each, which matters for gradients of small arrays).
 
 
 def _reduce_sum(x, axis=None, keepdims=False):
     return np.add.reduce(x, axis=axis, keepdims=keepdims)
+
+
+def _reduce_max(x, axis=None, keepdims=False):
+    if type(x) is np.ndarray:  # (np.max defers to other types' own max method)
+        return np.maximum.reduce(x, axis=axis, keepdims=keepdims)
+    return np.max(x, axis=axis, keepdims=keepdims)
+
+
+def _reduce_min(x, axis=None, keepdims=False):
+    if type(x) is np.ndarray:
+        return np.minimum.reduce(x, axis=axis, keepdims=keepdims)
+    return np.min(x, axis=axis, keepdims=keepdims)
 
 
 def _reduce_mean(x, axis=None, keepdims=False):
@@ -227,6 +239,8 @@ _LANES = {2: np.int16, 4: np.int32, 8: np.int64}  # float itemsize -> integer la
 _NUMPY_OWN = {
     "reduce_sum": _reduce_sum,
     "reduce_mean": _reduce_mean,
+    "reduce_max": _reduce_max,
+    "reduce_min": _reduce_min,
     "ones_like": _ones_like,
     "where": _where,
     "unreduce": _unreduce,
