@@ -120,14 +120,15 @@ def fused_for_cuda(function, shapes, dtype="float64"):
 
 
 # batch norm's gradient (ppto/fusion/batch_norm_backward.py): its broadcasts back to
-# the image (unreduce) have no staged form, so on CUDA its statements run unfused
+# the image (unreduce) have no staged form, so on CUDA its statements run unfused;
+# nor have cross-entropy's over integer labels (a scatter: index_add)
 CPU_ONLY = {
     f"batch_norm_backward{centred}{masked}{added}_{layout}"
     for centred in ("", "_centred")
     for masked in ("", "_masked")
     for added in ("", "_added")
     for layout in ("nhwc", "nchw")
-}
+} | {"label_cross_entropy_backward", "label_cross_entropy_log_softmax_backward"}
 
 
 def test_rules_have_cuda_kernels_derived_from_their_patterns():

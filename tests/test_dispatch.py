@@ -388,6 +388,9 @@ def test_numpy_where_with_a_zero_is_exactly_np_where(monkeypatch):
         for a in (values, spoiled, -np.abs(values), strided):
             for args in ((mask, a, 0.0), (mask, 0, a), (mask, a, 0)):
                 cases.append((args, np.where(*args)))
+        strided_mask = (rng.standard_normal((30, 80)) > 0).T[::2]  # (its bytes too)
+        for args in ((strided_mask, values, 0.0), (strided_mask, 0.0, strided)):
+            cases.append((args, np.where(*args)))
     calls = []
     monkeypatch.setattr(np, "where", lambda *args: calls.append(args))
     for args, expected in cases:
@@ -476,6 +479,39 @@ def test_numpy_mean_is_np_mean_bit_for_bit():
                 assert type(got) is type(expected)
                 assert got.dtype == expected.dtype and got.shape == expected.shape
                 assert np.asarray(got).tobytes() == np.asarray(expected).tobytes()
+
+
+@pytest.mark.parametrize("name", ["reduce_max", "reduce_min"])
+def test_numpy_max_and_min_are_np_max_and_min_bit_for_bit(name):
+    """The NumPy backend's maximum and minimum (the ufuncs' reduce without np.max's
+    dispatch) give what np.max and np.min give: type, shape, dtype and bits (NaN
+    and signed zeros), every axis and keepdims; an empty reduction raises alike
+    and a Python list still works."""
+    from ppto.runtime.backends import backend_for
+
+    own = backend_for(ppto.Device("cpu")).override(name)
+    numpy = np.max if name == "reduce_max" else np.min
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(shape).astype(dtype)
+              for dtype in ("float32", "float64", "int64")
+              for shape in [(257,), (7, 13), (3, 4, 5), ()]]  # fmt: skip
+    spoiled = rng.standard_normal((4, 6))
+    spoiled[1, 2], spoiled[2, :] = np.nan, [0.0, -0.0] * 3
+    arrays += [spoiled, spoiled.T[::2]]
+    for x in arrays:
+        axes = [None, *range(x.ndim)] + ([(0, x.ndim - 1)] if x.ndim > 1 else [])
+        for axis in axes:
+            for keepdims in (False, True):
+                expected = numpy(x, axis=axis, keepdims=keepdims)
+                got = own(x, axis=axis, keepdims=keepdims)
+                assert type(got) is type(expected)
+                assert got.dtype == expected.dtype and got.shape == expected.shape
+                assert np.asarray(got).tobytes() == np.asarray(expected).tobytes()
+    with pytest.raises(ValueError, match="zero-size array"):
+        own(np.ones((2, 0)), axis=1)
+    assert own([[1.0, 3.0], [2.0, -1.0]], axis=0).tolist() == (
+        numpy([[1.0, 3.0], [2.0, -1.0]], axis=0).tolist()
+    )
 
 
 def test_numpy_unreduce_is_the_operators_broadcast_view():

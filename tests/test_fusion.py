@@ -41,6 +41,8 @@ def test_there_are_more_than_fifty_rules_each_described():
 def _inputs(rule, rng, dtype):
     if rule.name.startswith("batch_norm_backward"):
         return _batch_norm_backward_inputs(rule, rng, dtype)
+    if rule.name.startswith("label_cross_entropy"):
+        return _label_cross_entropy_inputs(rule, rng, dtype)
     shapes = {
         "matmul": [(5, 4), (4, 3), (3,)],
         # three axes: a rule along axis 1 must not reduce along the last one
@@ -84,6 +86,20 @@ def _batch_norm_backward_inputs(rule, rng, dtype) -> list:
         else:
             inputs.append(rng.uniform(0.5, 1.5, shapes.get(name, image)).astype(dtype))
     return inputs
+
+
+def _label_cross_entropy_inputs(rule, rng, dtype) -> list:
+    """A gather's gradient at (rows, labels) of a matrix, one row twice, the
+    log-probabilities, the axis, then exponentials and their sums or (the rule of
+    ppto.log_softmax) the log-probabilities (ppto/fusion/label_cross_entropy)."""
+    exps = rng.uniform(0.5, 1.5, (6, 5)).astype(dtype)
+    total = exps.sum(axis=1, keepdims=True)
+    index = (np.array([0, 3, 3, 5]), np.array([4, 0, 1, 0]))
+    g = rng.uniform(-1.0, 1.0, 4).astype(dtype)
+    log_probs = np.log(exps / total)
+    if rule.parameters[-1] == "log_probs":
+        return [g, index, log_probs, 1, log_probs]
+    return [g, index, log_probs, 1, total, exps]
 
 
 def _as_tensors(inputs) -> list:

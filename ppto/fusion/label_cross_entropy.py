@@ -1,0 +1,153 @@
+"""Softmax cross-entropy over integer labels, ``-mean(log_probs[rows, labels])``: its
+backward pass as ppto's rules write it, fused on the CPU, for log-softmax written
+out (``shifted - log(sum(exp(shifted), axis, keepdims=True))``) and for
+``ppto.log_softmax``.
+
+The gather's gradient is ``index_add(zeros_like(log_probs), g, (rows, labels))``
+(``g`` the gathered entries' gradient: ``-1/n`` each for a mean). Written out,
+log-softmax's adds ``-sum(that, axis) / total * exps`` (``exps = exp(shifted)``,
+``total`` their sum); ``ppto.log_softmax``'s rule subtracts ``exp(log_probs) *
+sum(that, axis)``. With ``r`` the sum of the ``g`` gathered from each row, both are
+
+    dlogits = exps * (-r / total)   (or exp(log_probs) * -r),  then g added at
+    each (row, label)
+
+one pass over the logits' shape and two scatters of ``len(rows)`` numbers, where the
+statements one by one fill a matrix of zeros, scatter into it, sum its rows and make
+two or three more passes. The scatters add (``np.add.at``), so a row or a (row,
+label) pair gathered twice gets both gradients, as the unfused code's ``index_add``
+does; for rows each gathered once the result is the unfused one bit for bit. Other
+index forms, types and shapes run the patterns' operators in NumPy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ppto.fusion.cnn_patterns import FIRST
+from ppto.fusion.patterns import BACKWARD, rule
+from ppto.ops import elementwise, indexing, reductions, shape
+
+
+def backward_pattern(g, index, like, axis, total, exps):
+    """Log-softmax's input gradient, written out, given the gather's ``g`` at
+    ``index``, as the generated code computes it (``dlog_probs`` read twice)."""
+    gathered = indexing.index_add(shape.zeros_like(like), g, index)
+    return gathered + -reductions.reduce_sum(gathered, axis, True) / total * exps
+
+
+def log_softmax_backward_pattern(g, index, like, axis, log_probs):
+    """``ppto.log_softmax``'s input gradient given the gather's ``g`` at ``index``."""
+    gathered = indexing.index_add(shape.zeros_like(like), g, index)
+    return gathered - elementwise.exp(log_probs) * reductions.reduce_sum(
+        gathered, axis, True
+    )
+
+
+def _backward(g, index, like, axis, total, exps):
+    """``backward_pattern``'s value: one pass over ``exps`` where the arguments are
+    the rows and labels of a matrix (see the module docstring), else the pattern's
+    operators."""
+    pairs = _rows_and_labels(index)
+    if pairs is None or not _fits(g, like, axis, exps, *pairs, total):
+        return _plain(g, index, like, axis, total, exps)
+    scale = _row_sums(g, pairs[0], exps)
+    np.negative(scale, out=scale)
+    scale /= total
+    return _scattered(np.multiply(scale, exps), g, *pairs)
+
+
+def _log_softmax_backward(g, index, like, axis, log_probs):
+    """``log_softmax_backward_pattern``'s value, as ``_backward``'s."""
+    pairs = _rows_and_labels(index)
+    if pairs is None or not _fits(g, like, axis, log_probs, *pairs):
+        gathered = _gathered(g, index, like)
+        sums = np.sum(gathered, axis=axis, keepdims=True)
+        return gathered - np.exp(log_probs) * sums
+    scale = _row_sums(g, pairs[0], log_probs)
+    np.negative(scale, out=scale)
+    out = np.exp(log_probs)
+    return _scattered(np.multiply(out, scale, out=out), g, *pairs)
+
+
+def _row_sums(g, rows, matrix) -> np.ndarray:
+    """Per row of ``matrix``, the sum of the gradients ``g`` gathered from it, a
+    column of ``matrix``'s dtype."""
+    sums = np.zeros((len(matrix), 1), matrix.dtype)
+    np.add.at(sums.reshape(-1), rows, g)
+    return sums
+
+
+def _scattered(out, g, rows, labels) -> np.ndarray:
+    """``out`` with ``g`` added at each ``(row, label)``, repeated pairs each."""
+    try:  # (by flat position: a third of the time of add.at's pairs of indices)
+        flat = np.ravel_multi_index((rows, labels), out.shape)
+    except ValueError:  # a negative index (or one out of bounds: add.at says so)
+        np.add.at(out, (rows, labels), g)
+    else:
+        np.add.at(out.reshape(-1), flat, g)
+    return out
+
+
+def _rows_and_labels(index) -> tuple | None:
+    """``index`` as two integer arrays (lists made arrays, as NumPy indexes with
+    them), or None where it is not a pair of them."""
+    if type(index) is not tuple or len(index) != 2:
+        return None
+    parts = []
+    for part in index:
+        if type(part) is list:
+            part = np.asarray(part)
+        if type(part) is not np.ndarray or part.dtype.kind not in "iu":
+            return None
+        parts.append(part)
+    return tuple(parts)
+
+
+def _fits(g, like, axis, matrix, rows, labels, total=None) -> bool:
+    """Whether the arguments are the kernels' case: a ``matrix`` (exponentials or
+    log-probabilities) of a floating dtype, reduced along its last axis (their
+    sums ``total``, dims kept, where given), a ``like`` of its shape and dtype,
+    one vector each of rows and labels and a gradient ``g`` of that vector's
+    length and the matrix's dtype (else NumPy's promotion and broadcasting: the
+    pattern's operators)."""
+    if type(matrix) is not np.ndarray or matrix.ndim != 2 or matrix.dtype.kind != "f":
+        return False
+    if type(axis) is not int or axis not in (1, -1):
+        return False
+    dtype, length = matrix.dtype, rows.shape
+    if total is not None and not (
+        type(total) is np.ndarray
+        and total.shape == (len(matrix), 1)
+        and total.dtype == dtype
+    ):
+        return False
+    return (
+        type(like) is np.ndarray
+        and like.shape == matrix.shape
+        and type(g) is np.ndarray
+        and like.dtype == g.dtype == dtype
+        and rows.ndim == 1
+        and labels.shape == length
+        and g.shape == length
+    )
+
+
+def _gathered(g, index, like) -> np.ndarray:
+    """``index_add(zeros_like(like), g, index)`` (any index it takes)."""
+    return indexing.index_add.impl(np, np.zeros_like(like), g, index)
+
+
+def _plain(g, index, like, axis, total, exps):
+    """``backward_pattern``'s operators in NumPy."""
+    gathered = _gathered(g, index, like)
+    sums = np.sum(gathered, axis=axis, keepdims=True)
+    return gathered + -sums / total * exps
+
+
+# (before regions: a region would take their elementwise statements apart)
+rule("label_cross_entropy_backward", None, BACKWARD, _backward, FIRST)(backward_pattern)
+rule(
+    "label_cross_entropy_log_softmax_backward", None, BACKWARD, _log_softmax_backward,
+    FIRST,
+)(log_softmax_backward_pattern)  # fmt: skip
