@@ -499,12 +499,7 @@ def _always_lists(definition: gast.FunctionDef, python: set[str]) -> set[str]:
 def _makes_list(node, python: set[str]) -> bool:
     if isinstance(node, (gast.List, gast.ListComp)):
         return True
-    return (
-        isinstance(node, gast.Call)
-        and isinstance(node.func, gast.Name)
-        and node.func.id == "list"
-        and "list" in python
-    )
+    return trees.called(node, "list") and "list" in python
 
 
 def _builds_list_in_place(node: gast.Assign, comprehension) -> bool:

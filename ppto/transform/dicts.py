@@ -420,9 +420,7 @@ def _known_items(node, namespace, local: set):
         items = [_known_value(e, namespace, local) for e in node.elts]
         return None if any(i is None for i in items) else tuple(items)
     if (
-        isinstance(node, gast.Call)
-        and isinstance(node.func, gast.Name)
-        and node.func.id == "range"
+        trees.called(node, "range")
         and "range" not in local
         and namespace.get("range") is builtins.range
         and not node.keywords

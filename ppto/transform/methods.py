@@ -384,9 +384,7 @@ def _through_super(func: gast.expr, parsed: ParsedFunction, local: set, own):
         return False, None, None
     call = func.value
     if not (
-        isinstance(call, gast.Call)
-        and isinstance(call.func, gast.Name)
-        and call.func.id == "super"
+        trees.called(call, "super")
         and not call.args
         and not call.keywords
         and "super" not in local

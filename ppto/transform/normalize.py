@@ -420,9 +420,7 @@ class Normalizer:
             value = self.expression(node.value, value)
         else:  # (computed as written; passive, as statement_Assign makes it, and
             # so is its cast: m &= x > s of a mask m, whatever x and s are)
-            stored = gast.Name(value, gast.Store(), None, None)
-            assign = gast.Assign([stored], node.value, None)
-            self.statement_Assign(gast.copy_location(assign, node))
+            self.statement_Assign(_assigned(value, node.value, node))
             self.varied.difference_update({target} & self.bound_once)
         written_before = gast.Name(written, gast.Load(), None, None)
         self.apply(
@@ -475,13 +473,13 @@ class Normalizer:
             # ``parts = np.split(x, [1, 4])``: its items may differ in shape, so it
             # is ``tuple(...)`` of the operator's results, an adjoint per item (as
             # an array, the adjoints were stacked: a ValueError)
-            self.made_list(node, node.targets, value, tuple)
+            self.made_list(node, target, value, tuple)
             return True
         if self.list_valued(value):
             # ``outs = layers(x, ws)``, a helper of the user's returning a list: an
             # adjoint per item (as an array, the items' adjoints were stacked: a
             # ValueError for items of unlike shapes, [h, np.sum(h)])
-            self.made_list(node, node.targets, value, list)
+            self.made_list(node, target, value, list)
             self.note_list_items(target, _returned_list_items(self.callee_of(value)))
             return True
         helper = self.list_helper(value)
@@ -515,8 +513,7 @@ class Normalizer:
             self.emit(ir.ListNew(target))
             written.insert(0, _written_out(first))
         else:
-            stored = gast.Name(target, gast.Store(), None, None)
-            self.made_list(node, [stored], self.listed(node, first), list)
+            self.made_list(node, target, self.listed(node, first), list)
         for elements, count in written:
             items = [self.expression(element) for element in elements]
             for item in items * count:
@@ -616,8 +613,7 @@ class Normalizer:
         if not isinstance(argument, gast.Call) or self.list_helper(argument) is None:
             return None
         temporary = self.namer.temporary()
-        stored = gast.Name(temporary, gast.Store(), None, None)
-        statement = gast.copy_location(gast.Assign([stored], argument, None), argument)
+        statement = _assigned(temporary, argument, argument)
         return temporary if self.list_statement(statement) else None
 
     def list_helper(self, value):
@@ -703,15 +699,13 @@ class Normalizer:
             return -len(items) <= position < len(items) and items[position]
         return all(items)
 
-    def made_list(self, node, targets: list, value, kind) -> None:
-        """``targets = kind(value)``, ``kind`` list or tuple (one name, a list of
-        ppto's: an adjoint per item), at ``node``'s place."""
+    def made_list(self, node, target: str, value, kind) -> None:
+        """``target = kind(value)``, ``kind`` list or tuple (a list of ppto's: an
+        adjoint per item), at ``node``'s place."""
         callee = gast.Name(kind.__name__, gast.Load(), None, None)
-        assign = gast.Assign(targets, gast.Call(callee, [value], []), None)
-        self.lists.add(targets[0].id)
-        self.list_call(
-            gast.copy_location(assign, node), targets[0].id, kind, ("value",)
-        )
+        made = _assigned(target, gast.Call(callee, [value], []), node)
+        self.lists.add(target)
+        self.list_call(made, target, kind, ("value",))
 
     def list_call(self, node, target: str, helper, kinds: tuple) -> None:
         from ppto.transform.inline import operand_expr
@@ -736,8 +730,7 @@ class Normalizer:
         else:
             self.varied.discard(target)
         value = gast.Call(call_.func, arguments, [])
-        assign = gast.Assign([gast.Name(target, gast.Store(), None, None)], value, None)
-        gast.copy_location(assign, node)
+        assign = _assigned(target, value, node)
         self.emit(
             ir.ListCall(
                 assign,
@@ -1095,8 +1088,7 @@ class Normalizer:
     def passive(self, node, target: str | None, opaque: bool = False):
         """A value that is not differentiated although it reads differentiated ones."""
         name = target or self.namer.temporary()
-        assign = gast.Assign([gast.Name(name, gast.Store(), None, None)], node, None)
-        gast.copy_location(assign, node if hasattr(node, "lineno") else self.origin)
+        assign = _assigned(name, node, node if hasattr(node, "lineno") else self.origin)
         self.varied.discard(name)  # its value carries no derivative
         self.emit(
             ir.Passive(
@@ -1349,10 +1341,7 @@ class Normalizer:
             # call is named as a tuple first, as ``parts = np.split(...)`` is (as an
             # array, the parts' adjoints were stacked: a ValueError)
             parts = self.namer.fresh("parts")
-            stored = gast.Name(parts, gast.Store(), None, None)
-            self.list_statement(
-                gast.copy_location(gast.Assign([stored], node.value, None), node)
-            )
+            self.list_statement(_assigned(parts, node.value, node))
             target = target or self.namer.temporary()
             self.emit(ir.ListGet(target, parts, index))
             return target
@@ -1785,7 +1774,7 @@ class Normalizer:
         if returned or not _names_list(node, self.lists) or node.id in self.tuples:
             return self.expression(node)  # (a tuple cannot change: no copy)
         copy = self.namer.temporary()
-        self.made_list(node, [gast.Name(copy, gast.Store(), None, None)], node, list)
+        self.made_list(node, copy, node, list)
         return copy
 
     def call_function(self, node, callee, targets, checkpoint=False):
@@ -1848,6 +1837,13 @@ class Normalizer:
             self.check_call_arguments(node, parsed, lists_only=True)
         self.emit(ir.CallFunction(targets, parsed, inputs, keywords, checkpoint))
         return targets
+
+
+def _assigned(name: str, value, at) -> gast.Assign:
+    """``name = value``, at the place in the user's code of ``at`` (a node)."""
+    return gast.copy_location(
+        gast.Assign([gast.Name(name, gast.Store(), None, None)], value, None), at
+    )
 
 
 def _hashable_in(value, known: frozenset) -> bool:

@@ -13,7 +13,7 @@ import gast
 
 from ppto.transform import trees
 from ppto.transform.analyze import literal
-from ppto.transform.trees import clone, single_target, stores
+from ppto.transform.trees import called, clone, single_target, stores
 
 
 def write_distinct_slices(body: list, namespace: dict, refer: Callable) -> list:
@@ -64,9 +64,7 @@ class _Functions:
     def calls(self, node, function: str | None, arity: int) -> bool:
         return (
             function is not None
-            and isinstance(node, gast.Call)
-            and isinstance(node.func, gast.Name)
-            and node.func.id == function
+            and called(node, function)
             and len(node.args) == arity
             and not node.keywords
         )
