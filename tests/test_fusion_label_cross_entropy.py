@@ -257,7 +257,8 @@ def test_rows_each_gathered_once_give_the_unfused_gradient_bit_for_bit(dtype, ru
     [
         (ROWS, np.array([1, 3, 1, 0, 4, 1, 2])),  # a row twice, (2, 1) twice
         (ROWS, np.array([1, -1, 1, 0, -5, 1, 2])),  # negative labels
-        (np.array([-1, 0, -4, 3]), LABELS),  # negative rows
+        (np.array([-1, 0, -4, 3]), LABELS),  # negative rows, -4 the first again
+        (np.array([-1, 0, 1]), np.array([-1, 2, -5])),  # each row once, negatives
         ([0, 1, 1, 3], [2, 2, 2, 0]),  # lists
         (np.array([3, 0, 3], np.uint64), np.array([1, 4, 1], np.uint8)),  # unsigned
         (np.array([], int), np.array([], int)),  # nothing gathered

@@ -14,9 +14,10 @@ sum(that, axis)``. With ``r`` the sum of the ``g`` gathered from each row, both 
 
 one pass over the logits' shape and two scatters of ``len(rows)`` numbers, where the
 statements one by one fill a matrix of zeros, scatter into it, sum its rows and make
-two or three more passes. The scatters add (``np.add.at``), so a row or a (row,
-label) pair gathered twice gets both gradients, as the unfused code's ``index_add``
-does; for rows each gathered once the result is the unfused one bit for bit. Other
+two or three more passes. Where a row is gathered twice the scatters add
+(``np.add.at``), so that it and a (row, label) pair gathered twice get both
+gradients, as the unfused code's ``index_add`` does; rows each gathered once are
+scattered by subscripts, and the result is the unfused one bit for bit. Other
 index forms, types and shapes run the patterns' operators in NumPy.
 """
 
@@ -51,10 +52,11 @@ def _backward(g, index, like, axis, total, exps):
     pairs = _rows_and_labels(index)
     if pairs is None or not _fits(g, like, axis, exps, *pairs, total):
         return _plain(g, index, like, axis, total, exps)
-    scale = _row_sums(g, pairs[0], exps)
+    once = _each_row_once(pairs[0], len(exps))
+    scale = _row_sums(g, pairs[0], exps, once)
     np.negative(scale, out=scale)
     scale /= total
-    return _scattered(np.multiply(scale, exps), g, *pairs)
+    return _scattered(np.multiply(scale, exps), g, *pairs, once)
 
 
 def _log_softmax_backward(g, index, like, axis, log_probs):
@@ -64,22 +66,40 @@ def _log_softmax_backward(g, index, like, axis, log_probs):
         gathered = _gathered(g, index, like)
         sums = np.sum(gathered, axis=axis, keepdims=True)
         return gathered - np.exp(log_probs) * sums
-    scale = _row_sums(g, pairs[0], log_probs)
+    once = _each_row_once(pairs[0], len(log_probs))
+    scale = _row_sums(g, pairs[0], log_probs, once)
     np.negative(scale, out=scale)
     out = np.exp(log_probs)
-    return _scattered(np.multiply(out, scale, out=out), g, *pairs)
+    return _scattered(np.multiply(out, scale, out=out), g, *pairs, once)
 
 
-def _row_sums(g, rows, matrix) -> np.ndarray:
+def _each_row_once(rows, count: int) -> bool:
+    """Whether ``rows`` (of a matrix of ``count`` rows) names no row twice (``-1``
+    and ``count - 1`` are one row): then no (row, label) pair repeats either, and
+    NumPy's subscripts (the gather's own, warm in the caches) scatter the
+    gradients; else ``np.add.at``, whose code in place (the caches cold from the
+    matrix products around it) took 40-60 us more than the subscripts."""
+    marks = np.zeros(count, bool)
+    marks[rows] = True
+    return np.count_nonzero(marks) == len(rows)
+
+
+def _row_sums(g, rows, matrix, once: bool) -> np.ndarray:
     """Per row of ``matrix``, the sum of the gradients ``g`` gathered from it, a
-    column of ``matrix``'s dtype."""
+    column of ``matrix``'s dtype (``once``: each row gathered at most once)."""
     sums = np.zeros((len(matrix), 1), matrix.dtype)
-    np.add.at(sums.reshape(-1), rows, g)
+    if once:
+        sums[rows, 0] = g
+    else:
+        np.add.at(sums.reshape(-1), rows, g)
     return sums
 
 
-def _scattered(out, g, rows, labels) -> np.ndarray:
+def _scattered(out, g, rows, labels, once: bool) -> np.ndarray:
     """``out`` with ``g`` added at each ``(row, label)``, repeated pairs each."""
+    if once:  # (no pair twice: a subscript's += adds each)
+        out[rows, labels] += g
+        return out
     try:  # (by flat position: a third of the time of add.at's pairs of indices)
         flat = np.ravel_multi_index((rows, labels), out.shape)
     except ValueError:  # a negative index (or one out of bounds: add.at says so)
