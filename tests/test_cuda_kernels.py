@@ -128,7 +128,11 @@ CPU_ONLY = {
     for masked in ("", "_masked")
     for added in ("", "_added")
     for layout in ("nhwc", "nchw")
-} | {"label_cross_entropy_backward", "label_cross_entropy_log_softmax_backward"}
+} | {
+    f"label_cross_entropy{reduced}{operator}_backward"
+    for reduced in ("", "_reduced")
+    for operator in ("", "_log_softmax")
+}
 
 
 def test_rules_have_cuda_kernels_derived_from_their_patterns():

@@ -89,17 +89,22 @@ def _batch_norm_backward_inputs(rule, rng, dtype) -> list:
 
 
 def _label_cross_entropy_inputs(rule, rng, dtype) -> list:
-    """A gather's gradient at (rows, labels) of a matrix, one row twice, the
-    log-probabilities, the axis, then exponentials and their sums or (the rule of
+    """A gather's gradient at (rows, labels) of a matrix, one row twice (or, for
+    a reduced rule, the loss's number and the gather's shape), the
+    log-probabilities, the axis, then exponentials and their sums or (the rules of
     ppto.log_softmax) the log-probabilities (ppto/fusion/label_cross_entropy)."""
     exps = rng.uniform(0.5, 1.5, (6, 5)).astype(dtype)
     total = exps.sum(axis=1, keepdims=True)
     index = (np.array([0, 3, 3, 5]), np.array([4, 0, 1, 0]))
     g = rng.uniform(-1.0, 1.0, 4).astype(dtype)
+    if rule.parameters[0] == "loss":
+        g = [g.dtype.type(-0.25), (4,)]
+    else:
+        g = [g]
     log_probs = np.log(exps / total)
     if rule.parameters[-1] == "log_probs":
-        return [g, index, log_probs, 1, log_probs]
-    return [g, index, log_probs, 1, total, exps]
+        return [*g, index, log_probs, 1, log_probs]
+    return [*g, index, log_probs, 1, total, exps]
 
 
 def _as_tensors(inputs) -> list:

@@ -1,5 +1,6 @@
 """Softmax cross-entropy over integer labels, its backward pass fused
-(ppto/fusion/label_cross_entropy.py), log-softmax written out or ppto.log_softmax:
+(ppto/fusion/label_cross_entropy.py), log-softmax written out or ppto.log_softmax,
+the gathered entries summed or averaged (the loss's number scattered) or not:
 the fused call replaces the gather's and the log-softmax's gradient statements; the
 kernels equal their patterns for repeated, negative and listed indices; gradients
 through fused code equal unfused ones and central differences (float64), and code
@@ -16,6 +17,10 @@ from tests.test_golden import central_differences
 
 RULE = "label_cross_entropy_backward"
 OPERATOR_RULE = "label_cross_entropy_log_softmax_backward"  # (ppto.log_softmax's)
+# (the gathered entries summed or averaged: the loss's number scattered)
+REDUCED_RULE = "label_cross_entropy_reduced_backward"
+REDUCED_OPERATOR_RULE = "label_cross_entropy_reduced_log_softmax_backward"
+RULES = {rule.name: rule for rule in ppto.fusion_rules()}
 # rows gathered out of order and twice, (2, 1) twice: both gradients add up
 ROWS = np.array([2, 0, 2, 1, 3, 1, 0])
 
@@ -35,6 +40,11 @@ def sum_of_labelled(logits, labels):
 def last_axis(logits, labels):
     shifted = logits - np.max(logits, axis=-1, keepdims=True)
     log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+    return -np.mean(log_probs[np.arange(logits.shape[0]), labels])
+
+
+def no_maximum_subtracted(logits, labels):
+    log_probs = logits - np.log(np.sum(np.exp(logits), axis=1, keepdims=True))
     return -np.mean(log_probs[np.arange(logits.shape[0]), labels])
 
 
@@ -67,6 +77,19 @@ def log_softmax_operator_axis1(logits, labels):
     return -np.sum(log_probs[ROWS, labels])
 
 
+# the gathered entries read again: their gradient is a sum, not the loss's number
+def picked_read_again(logits, labels):
+    shifted = logits - np.max(logits, axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))
+    picked = log_probs[np.arange(logits.shape[0]), labels]
+    return -np.mean(picked) + np.sum(picked**2)
+
+
+def log_softmax_operator_picked_read_again(logits, labels):
+    picked = ppto.log_softmax(logits)[ROWS, labels]
+    return -np.mean(picked) + np.sum(np.sin(picked))
+
+
 def mlp(w, b, x, labels):
     logits = np.tanh(x @ w) + b
     shifted = logits - np.max(logits, axis=1, keepdims=True)
@@ -91,9 +114,15 @@ def exps_read_again(logits, labels):
 
 
 LABELS = np.array([2, 0, 4, 1])
-FUSED = [mean_of_labelled, sum_of_labelled, last_axis, repeated_rows, listed_labels,
-         exps_named, mlp, log_softmax_operator,
-         log_softmax_operator_axis1]  # fmt: skip
+# each function's gradient fused, and by which rule
+FUSED = {mean_of_labelled: REDUCED_RULE, sum_of_labelled: REDUCED_RULE,
+         last_axis: REDUCED_RULE, no_maximum_subtracted: REDUCED_RULE,
+         repeated_rows: REDUCED_RULE, listed_labels: REDUCED_RULE,
+         exps_named: REDUCED_RULE, mlp: REDUCED_RULE,
+         log_softmax_operator: REDUCED_OPERATOR_RULE,
+         log_softmax_operator_axis1: REDUCED_OPERATOR_RULE,
+         picked_read_again: RULE,
+         log_softmax_operator_picked_read_again: OPERATOR_RULE}  # fmt: skip
 LEFT = [log_probs_read_again, exps_read_again]
 
 
@@ -106,7 +135,8 @@ def arguments(function, dtype="float64") -> list:
     logits = (2 * rng.standard_normal((4, 5))).astype(dtype)
     if function is listed_labels:
         return [logits]
-    if function in (repeated_rows, log_softmax_operator_axis1):
+    if function in (repeated_rows, log_softmax_operator_axis1,
+                    log_softmax_operator_picked_read_again):  # fmt: skip
         return [logits, np.array([1, 3, 1, 0, 4, 4, 3])]
     return [logits, LABELS]
 
@@ -117,8 +147,7 @@ def wrt(function) -> tuple:
 
 def call(function) -> str:
     """The fused call of the rule ``function``'s gradient runs."""
-    operator = function.__name__.startswith("log_softmax_operator")
-    return f"__fused_{OPERATOR_RULE if operator else RULE}("
+    return f"__fused_{FUSED[function]}("
 
 
 @pytest.fixture
@@ -156,6 +185,8 @@ def test_the_call_replaces_the_gathers_and_log_softmaxs_gradients(function):
     backward = text.split("# grad of")[1]
     for gone in ("index_add", "zeros_like", "reduce_sum", "log_softmax_backward"):
         assert gone not in backward, text
+    if "reduced" in FUSED[function]:  # (the loss's view too)
+        assert "unreduce" not in backward, text
 
 
 @pytest.mark.parametrize("function", LEFT, ids=lambda f: f.__name__)
@@ -166,7 +197,7 @@ def test_gradients_read_elsewhere_are_not_fused_away(function):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("function", FUSED + LEFT, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("function", [*FUSED, *LEFT], ids=lambda f: f.__name__)
 def test_fused_gradients_equal_unfused_ones_and_central_differences(
     function, dtype, kernel_calls
 ):
@@ -206,43 +237,46 @@ def kernel_arguments(rows, labels, dtype="float64", shape=(4, 5)):
     return [g, (rows, labels), like, 1, total, exps]
 
 
-def operator_arguments(arguments) -> list:
-    """The arguments of ppto.log_softmax's rule for those of ``kernel_arguments``
-    (the log-probabilities of the same exponentials)."""
+def rule_arguments(name, arguments) -> list:
+    """The arguments of rule ``name`` for those of ``kernel_arguments``: the rules
+    of ppto.log_softmax take the log-probabilities of the same exponentials, the
+    reduced rules a number (``g``'s first, in its dtype) and the gather's shape
+    for ``g``."""
     g, index, like, axis, total, exps = arguments
-    return [g, index, like, axis, np.log(exps / total).astype(exps.dtype)]
+    if "log_softmax" in name:
+        rest = [like, axis, np.log(exps / total).astype(exps.dtype)]
+    else:
+        rest = [like, axis, total, exps]
+    if "reduced" in name:
+        number = g.dtype.type(g.flat[0] if g.size else 0.5)
+        return [number, g.shape, index, *rest]
+    return [g, index, *rest]
 
 
-def pattern_value(arguments) -> np.ndarray:
+def pattern_value(name, arguments) -> np.ndarray:
     as_tensors = [ppto.tensor(a) if isinstance(a, np.ndarray) else a
                   for a in arguments]  # fmt: skip
-    pattern = module.backward_pattern
-    if len(arguments) == 5:
-        pattern = module.log_softmax_backward_pattern
-    return pattern(*as_tensors).numpy()
+    return RULES[name].pattern(*as_tensors).numpy()
 
 
-def kernel(arguments) -> np.ndarray:
-    """The kernel of the rule whose arguments ``arguments`` are."""
-    if len(arguments) == 5:
-        return module._log_softmax_backward(*arguments)
-    return module._backward(*arguments)
+def kernel(name, arguments) -> np.ndarray:
+    return RULES[name].implementation(*arguments)
 
 
-BOTH = [lambda a: a, operator_arguments]
-BOTH_IDS = ["written_out", "log_softmax_operator"]
+ALL = [RULE, OPERATOR_RULE, REDUCED_RULE, REDUCED_OPERATOR_RULE]
 
 
-@pytest.mark.parametrize("rule", BOTH, ids=BOTH_IDS)
+@pytest.mark.parametrize("name", ALL)
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_rows_each_gathered_once_give_the_unfused_gradient_bit_for_bit(dtype, rule):
-    arguments = rule(kernel_arguments(np.array([3, 1, 0, 2]), LABELS, dtype))
+def test_rows_each_gathered_once_give_the_unfused_gradient_bit_for_bit(dtype, name):
+    given = kernel_arguments(np.array([3, 1, 0, 2]), LABELS, dtype)
+    arguments = rule_arguments(name, given)
     copies = [a.copy() if isinstance(a, np.ndarray) else a for a in arguments]
-    g, index, like, axis, matrix = arguments[:5]
-    assert _fits(g, like, axis, arguments[-1], *index)
-    fused = kernel(arguments)
+    _, index, like, axis, total, exps = given
+    assert _fits(like, axis, exps, *index, total)
+    fused = kernel(name, arguments)
     assert fused.dtype == np.dtype(dtype)
-    np.testing.assert_array_equal(fused, pattern_value(arguments))
+    np.testing.assert_array_equal(fused, pattern_value(name, arguments))
     for before, after in zip(copies, arguments):  # (its arguments unchanged)
         np.testing.assert_array_equal(before, after)
 
@@ -252,32 +286,35 @@ def test_rows_each_gathered_once_give_the_unfused_gradient_bit_for_bit(dtype, ru
     [
         (ROWS, np.array([1, 3, 1, 0, 4, 1, 2])),  # a row twice, (2, 1) twice
         (ROWS, np.array([1, -1, 1, 0, -5, 1, 2])),  # negative labels
-        (np.array([-1, 0, -4, 3]), LABELS),  # negative rows
+        (np.array([-1, 0, -4, 3]), LABELS),  # negative rows, -4 the first again
+        (np.array([-1, 0, 1]), np.array([-1, 2, -5])),  # each row once, negatives
         ([0, 1, 1, 3], [2, 2, 2, 0]),  # lists
+        (np.array([3, 0, 3], np.uint64), np.array([1, 4, 1], np.uint8)),  # unsigned
         (np.array([], int), np.array([], int)),  # nothing gathered
     ],
 )
-@pytest.mark.parametrize("rule", BOTH, ids=BOTH_IDS)
-def test_the_kernel_equals_its_pattern_for_any_rows_and_labels(rows, labels, rule):
-    arguments = rule(kernel_arguments(rows, labels))
+@pytest.mark.parametrize("name", ALL)
+def test_the_kernel_equals_its_pattern_for_any_rows_and_labels(rows, labels, name):
+    arguments = rule_arguments(name, kernel_arguments(rows, labels))
     np.testing.assert_allclose(
-        kernel(arguments), pattern_value(arguments), rtol=1e-13, atol=1e-15
-    )
+        kernel(name, arguments), pattern_value(name, arguments), rtol=1e-13,
+        atol=1e-15,
+    )  # fmt: skip
 
 
-@pytest.mark.parametrize("rule", BOTH, ids=BOTH_IDS)
-def test_an_index_out_of_bounds_raises_as_numpy_does(rule):
+@pytest.mark.parametrize("name", ALL)
+def test_an_index_out_of_bounds_raises_as_numpy_does(name):
     for rows, labels in ((np.array([0, 4]), np.array([1, 1])), ([0, 1], [5, 0])):
         with pytest.raises(IndexError):
-            kernel(rule(kernel_arguments(rows, labels)))
+            kernel(name, rule_arguments(name, kernel_arguments(rows, labels)))
 
 
-@pytest.mark.parametrize("rule", BOTH, ids=BOTH_IDS)
+@pytest.mark.parametrize("name", ALL)
 @pytest.mark.parametrize(
     "change",
     ["float64 gradient", "float64 sums", "3-d", "masks", "rows of rows", "axis 0"],
 )
-def test_other_types_and_shapes_run_the_patterns_operators(change, rule):
+def test_other_types_and_shapes_run_the_patterns_operators(change, name):
     rows, labels = np.array([0, 2, 2]), np.array([1, 0, 1])
     arguments = kernel_arguments(rows, labels, "float32")
     g, index, like, axis, total, exps = arguments
@@ -297,17 +334,19 @@ def test_other_types_and_shapes_run_the_patterns_operators(change, rule):
     else:  # the sums along the other axis
         arguments[3] = 0
         arguments[4] = exps.sum(axis=0, keepdims=True)
-    arguments = rule(arguments)
-    wanted = pattern_value(arguments)
-    actual = kernel(arguments)
+    arguments = rule_arguments(name, arguments)
+    wanted = pattern_value(name, arguments)
+    actual = kernel(name, arguments)
     assert actual.dtype == wanted.dtype and actual.shape == wanted.shape
     np.testing.assert_allclose(actual, wanted, rtol=1e-6, atol=1e-6)
 
 
 def test_the_rules_are_listed():
-    rules = {r.name: r for r in ppto.fusion_rules()}
-    for name in (RULE, OPERATOR_RULE):
-        assert rules[name].applies == "backward" and rules[name].before_regions
-    assert rules[RULE].parameters == ("g", "index", "like", "axis", "total", "exps")
-    assert rules[OPERATOR_RULE].parameters == ("g", "index", "like", "axis",
-                                               "log_probs")  # fmt: skip
+    for name in ALL:
+        assert RULES[name].applies == "backward" and RULES[name].before_regions
+    written_out = ("index", "like", "axis", "total", "exps")
+    assert RULES[RULE].parameters == ("g", *written_out)
+    assert RULES[REDUCED_RULE].parameters == ("loss", "picked", *written_out)
+    operator = ("index", "like", "axis", "log_probs")
+    assert RULES[OPERATOR_RULE].parameters == ("g", *operator)
+    assert RULES[REDUCED_OPERATOR_RULE].parameters == ("loss", "picked", *operator)
