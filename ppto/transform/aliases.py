@@ -189,6 +189,10 @@ def _check(
         if isinstance(node, (gast.Assign, gast.AnnAssign)) and node.value is not None:
             held = _held_items(node.value)
             targets = node.targets if isinstance(node, gast.Assign) else [node.target]
+            if isinstance(node.value, gast.Name) and any(
+                isinstance(t, (gast.Tuple, gast.List)) for t in targets
+            ):  # ``y, c = params``: items of params (arrays, perhaps)
+                held = {node.value.id}
         elif isinstance(node, gast.For):  # ``for row in m``: rows of m
             held = {n.id for n in [node.iter] if isinstance(n, gast.Name)}
             targets = [node.target]
@@ -1067,6 +1071,9 @@ def _bind(statement, state: _Sharing) -> None:
         bases[name] = bases.get(name, set()).union(*memory)
     for name, memory in taken_apart.items():  # ``y, b = params``, ``params[1]``
         bases[name] = set(memory)
+        for held in memory:  # (the value holds its items: a write is seen there)
+            if held.startswith(ITEM):
+                bases.setdefault(held.split(":")[1], set()).add(held)
         if name in views:
             views[name] = set(memory)
     _follow_arrays(statement, state.arrays)
@@ -1104,7 +1111,10 @@ def _items_written_out(statement, state: _Sharing) -> dict:
 def _items_taken(statement, state: _Sharing) -> dict:
     """``{name: the memory of the item it is bound to}`` for the names bound to
     items of a list written out, by position: ``y, b = params`` or ``b =
-    params[1]`` (each apart from the other items)."""
+    params[1]`` (each apart from the other items); so too of a value holding no
+    other name's arrays (a parameter, a new array), by a position counted from
+    the start (rows of an array never overlap, nor do a tuple's items, unless the
+    caller put one object in twice)."""
     if not isinstance(statement, gast.Assign) or len(statement.targets) != 1:
         return {}
     target, value = statement.targets[0], statement.value
@@ -1112,7 +1122,10 @@ def _items_taken(statement, state: _Sharing) -> dict:
         position = _whole_number(value.slice)
         if position is None or not isinstance(value.value, gast.Name):
             return {}
-        memory = state.items.get(value.value.id, ())
+        base = value.value.id
+        memory = state.items.get(base, ())
+        if not memory and position >= 0 and _holds_no_others(base, state):
+            return {target.id: frozenset({f"{ITEM}{base}:{position}"})}
         if not -len(memory) <= position < len(memory):
             return {}
         return {target.id: memory[position]}
@@ -1123,9 +1136,20 @@ def _items_taken(statement, state: _Sharing) -> dict:
     ):
         return {}
     memory = state.items.get(value.id, ())
+    if not memory and _holds_no_others(value.id, state):
+        memory = [frozenset({f"{ITEM}{value.id}:{n}"}) for n in range(len(target.elts))]
     if len(memory) != len(target.elts):
         return {}
     return {item.id: held for item, held in zip(target.elts, memory)}
+
+
+def _holds_no_others(name: str, state: _Sharing) -> bool:
+    """Whether ``name``'s value holds no other name's arrays (only its own items
+    taken apart so far): its items by position are its own."""
+    own = f"{ITEM}{name}:"
+    return name not in state.same and all(
+        held.startswith(own) for held in state.bases.get(name, ())
+    )
 
 
 def _whole_number(node) -> int | None:
