@@ -105,6 +105,14 @@ def through_computed_default(x):
     return np.sum(doubled(x) * np.sin(x))
 
 
+def scaled_by_numpy_scalar(x, s=np.float64(2.5)):
+    return x * s
+
+
+def through_numpy_scalar(x):  # (reads no np: generated code may not see it)
+    return ppto.reduce_sum(scaled_by_numpy_scalar(x) * x)
+
+
 HELPERS = [
     through_scaled,
     through_keyword,
@@ -113,6 +121,7 @@ HELPERS = [
     through_closure_default,
     through_loop_default,
     through_computed_default,
+    through_numpy_scalar,
 ]
 
 

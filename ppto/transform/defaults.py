@@ -44,7 +44,7 @@ def bind_defaults(parsed):
         value = values.get(parameter.id, _MISSING)
         if value is _MISSING or _holds(written, value, parsed.namespace, local):
             continue
-        if _is_literal(value):
+        if is_literal(value):
             replaced[parameter.id] = constant_expr(value)
             continue
         label = _fresh(f"{parameter.id}_default", parsed.namespace, taken | set(bound))
@@ -100,12 +100,13 @@ def _literal_expr(node) -> bool:
     return False
 
 
-def _is_literal(value) -> bool:
-    """Whether ``value`` is written back exactly by a literal (an infinity or a NaN
-    has none)."""
+def is_literal(value) -> bool:
+    """Whether ``value`` is written back exactly by a literal in generated code
+    (an infinity or a NaN has none; a NumPy scalar's repr names np, which the
+    code may not see)."""
     if isinstance(value, tuple):
-        return all(_is_literal(item) for item in value)
-    if type(value) is float:  # (not NumPy's float64: its repr names np)
+        return all(is_literal(item) for item in value)
+    if type(value) is float:
         return math.isfinite(value)
     return value is None or type(value) in (bool, int, str)
 

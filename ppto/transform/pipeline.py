@@ -31,7 +31,7 @@ from ppto.transform.analyze import (
     operand_rank,
     operand_shape,
 )
-from ppto.transform.defaults import bind_defaults
+from ppto.transform.defaults import bind_defaults, is_literal
 from ppto.transform.dicts import keys_read_once
 from ppto.transform.emit import compile_source, render_function, rendered_functions
 from ppto.transform.idioms import sort_by_permutation, stop_shift_gradients
@@ -669,13 +669,7 @@ def _passable(parsed: ParsedFunction, parameter: str) -> bool:
     if parameter not in parsed.parameters:
         return False
     default = signature(parsed.fn).parameters[parameter].default
-    return default is inspect.Parameter.empty or _is_literal(default)
-
-
-def _is_literal(value) -> bool:
-    if isinstance(value, tuple):
-        return all(_is_literal(v) for v in value)
-    return value is None or isinstance(value, (bool, int, float, str))
+    return default is inspect.Parameter.empty or is_literal(default)
 
 
 def _cleanup(body, generator):
