@@ -36,6 +36,14 @@ def weighted(x, w=weights):
     return x * w
 
 
+config = {"a": 2.0, "b": np.array([1.0, 0.5, 3.0])}
+pair = [np.array([1.0, 2.0, 3.0]), np.array([0.5, 0.5, 0.5])]
+
+
+def from_containers(x, cfg=config, ws=pair):
+    return x * cfg["a"] * cfg["b"] + x * ws[0] * ws[1]
+
+
 class Layer:
     def apply(self, x, s=scale, *, w=weights):
         return np.sin(x * s) * w
@@ -46,6 +54,8 @@ layer = Layer()
 # rebound after the defs: the functions above keep 2.0 and [1, 10, 3]
 scale = 5.0
 weights = np.array([100.0, 1000.0, 7.0])
+config = {"a": 100.0, "b": np.zeros(3)}
+pair = [np.zeros(3), np.zeros(3)]
 
 
 def through_scaled(x):
@@ -58,6 +68,10 @@ def through_keyword(x):
 
 def through_weighted(x):
     return np.sum(weighted(x) * x)
+
+
+def through_containers(x):
+    return np.sum(from_containers(x) * x)
 
 
 def through_method(x):
@@ -105,7 +119,7 @@ def through_computed_default(x):
     return np.sum(doubled(x) * np.sin(x))
 
 
-def scaled_by_numpy_scalar(x, s=np.float64(2.5)):
+def scaled_by_numpy_scalar(x, s=np.float64(2.5)):  # noqa: B008 (what it tests)
     return x * s
 
 
@@ -117,6 +131,7 @@ HELPERS = [
     through_scaled,
     through_keyword,
     through_weighted,
+    through_containers,
     through_method,
     through_closure_default,
     through_loop_default,
