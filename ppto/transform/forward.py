@@ -221,9 +221,9 @@ class TangentGenerator:
         op = s.op
         message = (
             f"ppto.{op.name} has a gradient rule{_defined_at(op.backward_rule.fn)} "
-            "but no tangent rule, so forward "
-            "mode (jvp, jacfwd, hessian) cannot differentiate it: its body's "
-            "derivative may not be the one its gradient rule gives"
+            "but no tangent rule, so forward mode (jvp, jacfwd, hessian) cannot "
+            "differentiate it: its body's derivative may not be the one its "
+            "gradient rule gives"
         )
         instead = (
             f"give {op.name} a tangent rule agreeing with its gradient rule, "
@@ -332,6 +332,8 @@ def _rule_of_its_own(op) -> bool:
 
 
 def _defined_at(function) -> str:
+    """`` (file.py, line 12)``, where ``function`` is defined (its decorator's
+    line), for messages; empty where it has no code."""
     code = getattr(function, "__code__", None)
     if code is None:
         return ""
