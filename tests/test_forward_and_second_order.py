@@ -668,15 +668,99 @@ def squares_of_rolled(x):
 
 
 def test_forward_mode_through_an_operator_without_a_tangent_rule_says_so():
-    # the error (np.append has no operator) advised a gradient rule, which it has
+    # the error (np.append has no operator, met in its body) advised a gradient
+    # rule, which it has; now forward mode refuses the operator itself, at the call
     x = np.array([0.5, -1.0, 2.0])
     with pytest.raises(ppto.TransformError) as caught:
         ppto.jvp(squares_of_rolled, (x,), (np.ones(3),))
     first = caught.value.msg.splitlines()[0]
-    assert "ppto.rolled has a gradient rule but no tangent rule" in first
-    assert "np.append has no ppto operator" in first
+    assert "ppto.rolled has a gradient rule" in first
+    assert "but no tangent rule" in first
     assert "@rolled.jvp_rule" in str(caught.value)
-    assert caught.value.lineno == inspect.getsourcelines(rolled)[1] + 3
+    assert caught.value.lineno == inspect.getsourcelines(squares_of_rolled)[1] + 1
+
+
+@ppto.operator
+def clipped_gradient(x):
+    return x * 1.0
+
+
+@clipped_gradient.grad_rule
+def _(x):
+    def backward(dy):
+        return ppto.clip(dy, -1.0, 1.0)  # (not the body's derivative, on purpose)
+
+    return backward
+
+
+CLIPPED_WEIGHTS = np.array([5.0, -5.0, 0.5, 2.0])
+
+
+def through_clipped_gradient(x):
+    return np.sum(np.sin(clipped_gradient(x)) * CLIPPED_WEIGHTS)
+
+
+def test_forward_mode_refuses_an_operator_with_only_a_gradient_rule():
+    # jvp and jacfwd differentiated the operator's body, so they disagreed with
+    # grad and jacrev, which use its rule (jacfwd's diagonal [5, -5, 0.5, 2], the
+    # rule's [1, -1, 0.5, 1]), silently; JAX refuses forward mode through custom_vjp
+    x = np.array([0.5, -1.2, 2.0, 0.3])
+    line = inspect.getsourcelines(through_clipped_gradient)[1] + 1
+    rule_line = inspect.getsourcelines(clipped_gradient.backward_rule.fn)[1]
+    attempts = {
+        "jvp": lambda: ppto.jvp(through_clipped_gradient, (x,), (np.ones(4),)),
+        "jacfwd": lambda: ppto.jacfwd(through_clipped_gradient)(x),
+        "hessian": lambda: ppto.hessian(through_clipped_gradient)(x),
+    }
+    for what, attempt in attempts.items():
+        with pytest.raises(ppto.TransformError) as caught:
+            attempt()
+        message = str(caught.value)
+        assert message.startswith(
+            "ppto.clipped_gradient has a gradient rule (test_forward_and_second_order"
+            f".py, line {rule_line}) but no tangent rule, so forward mode"
+        ), what
+        assert "@clipped_gradient.jvp_rule" in message, what
+        assert caught.value.lineno == line, what
+        assert caught.value.filename == __file__, what
+    # reverse mode uses the rule: cos(x) * weights, clipped to [-1, 1]
+    gradient = ppto.grad(through_clipped_gradient)(x)
+    expected = np.clip(np.cos(x) * CLIPPED_WEIGHTS, -1.0, 1.0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-12)
+
+
+@ppto.operator
+def softly_clipped(x):
+    return x * 1.0
+
+
+@softly_clipped.grad_rule
+def _(x):
+    def backward(dy):
+        return dy * 0.5
+
+    return backward
+
+
+@softly_clipped.jvp_rule
+def _(x):
+    def tangent(dx):
+        return dx * 0.5
+
+    return tangent
+
+
+def through_softly_clipped(x):
+    return np.sum(np.sin(softly_clipped(x)) * CLIPPED_WEIGHTS)
+
+
+def test_forward_mode_uses_an_operators_tangent_rule():
+    # with a tangent rule agreeing with its gradient rule, jacfwd is jacrev
+    x = np.array([0.5, -1.2, 2.0, 0.3])
+    forward = np.asarray(ppto.jacfwd(through_softly_clipped)(x))
+    reverse = np.asarray(ppto.jacrev(through_softly_clipped)(x))
+    np.testing.assert_allclose(forward, 0.5 * np.cos(x) * CLIPPED_WEIGHTS, rtol=1e-12)
+    np.testing.assert_allclose(forward, reverse, rtol=1e-12)
 
 
 def _weighted_total(xp, a, b):

@@ -413,6 +413,55 @@ def test_an_optional_layer_tested_against_none_is_resolved(monkeypatch):
     np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
 
 
+class _Stack:
+    """Layers applied in turn, an optional shortcut added to the first one's
+    output only: the test of the optional layer joined with another."""
+
+    def __init__(self, down):
+        self.layers = [
+            _Dense(np.eye(3) * 0.8, np.full(3, 0.1)),
+            _Dense(np.diag([1.5, -0.5, 1.0]), np.zeros(3), activation=np.sin),
+        ]
+        self.down = down
+
+    def __call__(self, x):
+        h = x
+        for i, layer in enumerate(self.layers):
+            out = layer(h)
+            if self.down is not None and i == 0:
+                out = out + self.down(h)
+            if not (self.down is None or i > 0):
+                out = out * 1.5
+            h = out
+        return h
+
+
+STACK = _Stack(None)
+
+
+def stacked(x):
+    return np.sum(STACK(x) ** 2)
+
+
+def test_an_optional_layer_tested_with_another_condition_is_resolved(monkeypatch):
+    """``if self.down is not None and i == 0:`` with no ``down`` was refused ("self.down
+    is a NoneType, which cannot be called") where ``if self.down is not None:``
+    took its branch: a test that the attribute's value settles alone is settled
+    (``and``, ``or``, ``not``); with a layer there the rest is tested as written."""
+    from tests.test_checkpoint import central_differences
+
+    x = np.array([0.3, -0.6, 0.8])
+    assert_derivatives_match(stacked, x)
+    gradient = ppto.grad(stacked)
+    np.testing.assert_allclose(
+        gradient(x).numpy(), central_differences(stacked, (x,), 0), rtol=1e-7
+    )
+    monkeypatch.setattr(STACK, "down", _Dense(np.eye(3) * -0.3, np.ones(3)))
+    expected = central_differences(stacked, (x,), 0)
+    np.testing.assert_allclose(gradient(x).numpy(), expected, rtol=1e-7)
+    assert_derivatives_match(stacked, x)
+
+
 class _Scaled(_Dense):
     def forward(self, x):
         return super().forward(x) * 2.0

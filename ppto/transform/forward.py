@@ -9,6 +9,8 @@ and only a zero that cannot be simplified away becomes ``zeros_like(...)``.
 
 from __future__ import annotations
 
+import os
+
 import gast
 import numpy as np
 
@@ -134,38 +136,8 @@ class TangentGenerator:
             return self.loop(s)
         if isinstance(s, ir.CallFunction):
             return self.call(s)
-        body_call = self.through_body(s)
-        if body_call is not None:
-            try:
-                return self.call(body_call)
-            except TransformError as error:
-                raise _met_in_body(error, s.op) from error
         code = self.generator.forward_statement(s)
         return code + self.tangent_statement(s)
-
-    def through_body(self, s):
-        """A user operator with a gradient rule but no tangent rule is differentiated
-        in forward mode through its body, as a call of its function."""
-        op = getattr(s, "op", None)
-        function = getattr(op, "function", None)
-        if (
-            not isinstance(s, ir.Apply)
-            or function is None
-            or op.tangent_rule is not None
-            or s.target not in self.activity.varied
-        ):
-            return None
-        from ppto.transform.source import parse_function
-
-        keywords = {
-            key: ir.Verbatim(value, frozenset()) if hasattr(value, "_fields") else
-            ir.Const(value)
-            for key, value in s.params.items()
-        }  # fmt: skip
-        call = ir.CallFunction([s.target], parse_function(function), list(s.inputs),
-                               keywords)  # fmt: skip
-        call.origin = s.origin
-        return call
 
     def tangent_statement(self, s) -> list:
         if isinstance(s, ir.Apply):
@@ -219,6 +191,8 @@ class TangentGenerator:
         ]
         if all(is_zero(t) for t in slots):
             return []
+        if op.tangent_rule is None and _rule_of_its_own(op):
+            raise self.refused_gradient_rule(s)
         rule = require_rule(op, "tangent")
         statements, expression = inline_tangent(
             rule,
@@ -238,6 +212,30 @@ class TangentGenerator:
         expression = self.materialise_zeros(expression)
         expression = self.full_shape(s, expression)
         return code + [assign(self.tangent_name(s.target), expression)]
+
+    def refused_gradient_rule(self, s: ir.Apply) -> TransformError:
+        """Forward mode cannot use a gradient rule, and the operator's body may have
+        another derivative than its rule gives (a rule that clips or stops the
+        gradient): differentiating the body, jvp and jacfwd disagreed with grad and
+        jacrev, silently. Refused, as JAX refuses forward mode through custom_vjp."""
+        op = s.op
+        message = (
+            f"ppto.{op.name} has a gradient rule{_defined_at(op.backward_rule.fn)} "
+            "but no tangent rule, so forward mode (jvp, jacfwd, hessian) cannot "
+            "differentiate it: its body's derivative may not be the one its "
+            "gradient rule gives"
+        )
+        instead = (
+            f"give {op.name} a tangent rule agreeing with its gradient rule, "
+            f"@{op.name}.jvp_rule (it takes the inputs and returns tangent(dx, ...), "
+            "the output's tangent); or use reverse mode (grad, vjp, jacrev)"
+        )
+        parsed = self.generator.parsed
+        found = origins.origin_of(parsed, s.origin)
+        if parsed.source.filename.startswith("<") and found:
+            # (a gradient differentiated again: the user's line it was made from)
+            return origins.error_at(found[0], message, instead)
+        return parsed.source.error(s.origin, message, instead)
 
     def full_shape(self, s: ir.Apply, expression):
         """A broadcasting operator whose other tangents vanished passes an input's
@@ -327,24 +325,19 @@ class TangentGenerator:
         return [gast.Assign([both], result, None)]
 
 
-def _met_in_body(error: TransformError, op) -> TransformError:
-    """``error``, met differentiating an operator's body in forward mode, said as
-    such: the operator's gradient rule is not used there, so the error's advice to
-    give it one would mislead."""
-    lines = error.msg.splitlines()
-    lines[0] = (
-        f"ppto.{op.name} has a gradient rule but no tangent rule, so forward mode "
-        f"(jvp, hessian) differentiates its body, where: {lines[0]}"
-    )
-    lines = [line for line in lines if not line.startswith("  Instead: ")]
-    lines.append(
-        f"  Instead: give {op.name} a tangent rule with @{op.name}.jvp_rule (it "
-        "takes the inputs and returns tangent(dx, ...), the output's tangent)"
-    )
-    said = TransformError("\n".join(lines))
-    said.filename, said.lineno = error.filename, error.lineno
-    said.offset, said.text = error.offset, error.text
-    return said
+def _rule_of_its_own(op) -> bool:
+    """Whether ``op`` is a user's function whose derivative is its gradient rule,
+    not its body's (``@ppto.operator`` with ``@ppto.grad_rule``)."""
+    return op.backward_rule is not None and op.differentiated_from_body
+
+
+def _defined_at(function) -> str:
+    """`` (file.py, line 12)``, where ``function`` is defined (its decorator's
+    line), for messages; empty where it has no code."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return ""
+    return f" ({os.path.basename(code.co_filename)}, line {code.co_firstlineno})"
 
 
 def _defined_before(primal, loop, tangent_generator) -> bool:

@@ -536,7 +536,19 @@ def folded(body: list, parsed: ParsedFunction, local: set, own, program) -> list
 
 def _none_test(test, parsed: ParsedFunction, local: set, own, program):
     """Whether ``test``, ``<attribute chain> is None`` or ``is not None`` of an
-    object the code can see, holds; None where it is no such test."""
+    object the code can see, holds; None where it is no such test. Such tests
+    joined by ``and`` or ``or`` (or negated) with others settle it where their
+    values alone do (``self.down is not None and i == 0`` with no ``down``: the
+    other branch, where ``self.down(h)`` could not be resolved)."""
+    if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
+        holds = _none_test(test.operand, parsed, local, own, program)
+        return None if holds is None else not holds
+    if isinstance(test, gast.BoolOp):
+        settling = isinstance(test.op, gast.Or)  # (True settles an or, False an and)
+        found = [_none_test(v, parsed, local, own, program) for v in test.values]
+        if settling in found:
+            return settling
+        return None if None in found else not settling
     if not isinstance(test, gast.Compare) or len(test.ops) != 1:
         return None
     if not isinstance(test.ops[0], (gast.Is, gast.IsNot)):

@@ -64,6 +64,18 @@ def _inherited(parsed, line: int, role: str) -> tuple | None:
     return tuple(replace(o, role=o.role or role) for o in table[line - 1])
 
 
+def error_at(origin: Origin, message: str, suggestion: str):
+    """A ``TransformError`` at the user's line ``origin`` (as ``SourceMap.error``
+    says one, without a column: generated code differentiated again knows lines)."""
+    from ppto.errors import TransformError
+
+    parts = [message, f'  File "{origin.filename}", line {origin.line}']
+    parts += [f"    {origin.text}", f"  Instead: {suggestion}"]
+    error = TransformError("\n".join(parts))
+    error.filename, error.lineno, error.text = origin.filename, origin.line, origin.text
+    return error
+
+
 def mark(statements: list, origins: tuple | None) -> list:
     """``statements``, each (and each nested one) that has no origin yet given
     ``origins``: statements marked by the generator of an inner block keep theirs."""

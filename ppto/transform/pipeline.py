@@ -31,6 +31,7 @@ from ppto.transform.analyze import (
     operand_rank,
     operand_shape,
 )
+from ppto.transform.defaults import bind_defaults, is_literal
 from ppto.transform.dicts import keys_read_once
 from ppto.transform.emit import compile_source, render_function, rendered_functions
 from ppto.transform.idioms import sort_by_permutation, stop_shift_gradients
@@ -320,7 +321,7 @@ def _prepare(
     dtypes its call gives its parameters (a called function's derivative is
     specialised on them, as the entry's is on its arguments')."""
     entry = parsed.fn is program.entry_function
-    parsed = localised(parsed, program.statics if entry else None)
+    parsed = bind_defaults(localised(parsed, program.statics if entry else None))
     fence.check(parsed)
     generated = _generated(parsed.fn)
     helper = not entry and not generated
@@ -508,9 +509,11 @@ def _gradient_exprs(generator, wrt, initialized, refs):
     return exprs
 
 
-def _arguments(parsed: ParsedFunction):
-
-    return clone(parsed.tree.args)
+def _arguments(generator):
+    """The parameters of the function ``generator`` was made for, as the generated
+    function declares them: its defaults the values the user's ``def`` bound (see
+    defaults.py; the tree as ``_prepare`` left it)."""
+    return clone(generator.parsed.tree.args)
 
 
 def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Program):
@@ -541,7 +544,7 @@ def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
     body.append(gast.Return(gast.Tuple([operand_expr(result), packed], gast.Load())))
     body = _cleanup(body, generator)
     function_name = program.generated_name(parsed, "_grad")
-    definition = function_definition(function_name, _arguments(parsed), body)
+    definition = function_definition(function_name, _arguments(generator), body)
     program.add(definition, activity, generator.adjoints)
     return function_name
 
@@ -637,7 +640,7 @@ def split(
     backward_name = program.generated_name(parsed, "_backward")
     program.result_layouts[forward_name] = _layout_of(result, activity)
     program.add(
-        function_definition(forward_name, _arguments(parsed), forward), activity
+        function_definition(forward_name, _arguments(generator), forward), activity
     )
     backward_parameters = [saved, cotangent, *passed]
     program.add(
@@ -666,13 +669,7 @@ def _passable(parsed: ParsedFunction, parameter: str) -> bool:
     if parameter not in parsed.parameters:
         return False
     default = signature(parsed.fn).parameters[parameter].default
-    return default is inspect.Parameter.empty or _is_literal(default)
-
-
-def _is_literal(value) -> bool:
-    if isinstance(value, tuple):
-        return all(_is_literal(v) for v in value)
-    return value is None or isinstance(value, (bool, int, float, str))
+    return default is inspect.Parameter.empty or is_literal(default)
 
 
 def _cleanup(body, generator):
@@ -716,7 +713,7 @@ def jvp(
         gast.Return(gast.Tuple([operand_expr(result), tangent_out], gast.Load()))
     )
     body = _cleanup(body, generator)
-    arguments = _arguments(parsed)
+    arguments = _arguments(generator)
     for tangent in tangent_parameters:  # keyword-only: parameters may have defaults
         arguments.kwonlyargs.append(gast.Name(tangent, gast.Param(), None, None))
         arguments.kw_defaults.append(None)
@@ -736,7 +733,9 @@ def primal(parsed: ParsedFunction, wrt, ranks: dict, program: Program) -> str:
     body = generator.forward(ir_body)
     body.append(gast.Return(operand_expr(_result_operand(ir_body))))
     function_name = program.generated_name(parsed, "")
-    program.add(function_definition(function_name, _arguments(parsed), body), activity)
+    program.add(
+        function_definition(function_name, _arguments(generator), body), activity
+    )
     return function_name
 
 

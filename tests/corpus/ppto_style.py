@@ -194,6 +194,17 @@ def _(x, axis, keepdims=False):
     return backward
 
 
+# forward mode (jvp, the Hessian) uses an operator's tangent rule: a gradient rule
+# of its own is not one (each operator below with one has both)
+@logsumexp.jvp_rule
+def _(x, axis, keepdims=False):
+    def tangent(dx):
+        weights = ppto.exp(x - logsumexp(x, axis, keepdims=True))
+        return ppto.reduce_sum(dx * weights, axis=axis, keepdims=keepdims)
+
+    return tangent
+
+
 def custom_rule_keepdims(x):
     return ppto.reduce_sum(logsumexp(x, 1, keepdims=True) * ppto.tensor([[1.0], [3.0]]))
 
@@ -237,6 +248,14 @@ def _(a, b):
     return backward
 
 
+@mul_add.jvp_rule
+def _(a, b):
+    def tangent(da, db):
+        return da * (b + 1.0) + a * db
+
+    return tangent
+
+
 def two_input_rule(x, y):
     return ppto.reduce_sum(mul_add(x, y) ** 2)
 
@@ -252,6 +271,14 @@ def _(x):
         return dy * 3.0 * x * x
 
     return backward
+
+
+@cube.jvp_rule
+def _(x):
+    def tangent(dx):
+        return dx * 3.0 * x * x
+
+    return tangent
 
 
 def explicit_rule_form(x):
@@ -391,6 +418,16 @@ def _(x, eps=1e-6):
         return dy / (2.0 * ppto.sqrt(x)), None
 
     return backward
+
+
+@safe_sqrt.jvp_rule
+def _(x, eps=1e-6):
+    def tangent(dx):
+        if eps > 0:
+            return dx / (2.0 * safe_sqrt(x, eps))
+        return dx / (2.0 * ppto.sqrt(x))
+
+    return tangent
 
 
 def branching_rule(x):
