@@ -14,6 +14,7 @@ from tests.corpus.checks import (
     central_differences,
     directional_differences,
 )
+from tests.fuzz.checks import fused_for_any_size
 
 
 def assert_gradients(gradients, function, arguments, label="d/d arg"):
@@ -783,3 +784,21 @@ def test_an_item_unpacked_and_written_is_seen_in_its_argument():
     for params in ((np.ones(3), np.full(3, 2.0)), np.stack([np.ones(3), np.ones(3)])):
         with pytest.raises(ppto.TransformError, match="shares its array with params"):
             ppto.grad(unpacked_then_written_and_read_whole)(x, params)
+
+
+def swapped_then_squared(x, s):
+    a, b = 2.0 * s - 1.0, s / (s * s + 1.0)
+    a, b = b, a
+    return np.sum(b * b) + np.sum(x * x)
+
+
+def test_a_fused_sum_of_products_through_a_kept_copy():
+    """Seed 102590: after ``a, b = b, a`` the fused ``sum_of_products`` read the
+    copy's source (t4 for ``t5_1 = t4``, a copy the backward code keeps), and the
+    chain pass, its read counts stale, then wrote t4's value into the copy and
+    dropped t4: NameError in the fused code."""
+    x = np.linspace(-0.5, 0.7, 4)
+    with fused_for_any_size():
+        value, gradients = ppto.value_and_grad(swapped_then_squared, wrt=(0, 1))(x, 0.6)
+    np.testing.assert_allclose(float(value), swapped_then_squared(x, 0.6))
+    assert_gradients(gradients, swapped_then_squared, (x, 0.6))

@@ -210,19 +210,33 @@ class Fuser:
             arguments = [match.bindings[name] for name in rule.parameters]
             label = rule.kernel_name
             self.kernels[label] = implementation
+            dropped = sorted(match.consumed | match.copies_left_unread())
+            replaced = [statement.value] + [before[p].value for p in dropped]
             statement.value = gast.Call(
                 gast.Name(label, gast.Load(), None, None),
                 [clone(a) for a in arguments],
                 [],
             )
+            self.count_reads(replaced, statement.value)
             if rule.outputs:  # each value bound to the name the code gave it
                 names = [gast.Name(name, gast.Store(), None, None)
                          for name, _ in outputs]  # fmt: skip
                 statement.targets = [gast.Tuple(names, gast.Store())]
-            return sorted(match.consumed | match.copies_left_unread())
+            return dropped
         if self.before_regions:
             return []  # (chains: regions and the later pass fuse them)
         return self.elementwise(statement, before, definitions)
+
+    def count_reads(self, replaced: list, call) -> None:
+        """Keep ``loads`` right where a fused call reads other names than the code
+        it replaces: a copy's source where the copy stays (``t5_1 = t4`` read by
+        the backward code, the call reading t4), which must not then be taken
+        for a temporary read once and written into the copy (fuzz seed 102590:
+        NameError, t4 gone)."""
+        for name, count in name_counts(call, "Load").items():
+            self.loads[name] = self.loads.get(name, 0) + count
+        for name, count in name_counts(replaced, "Load").items():
+            self.loads[name] = self.loads.get(name, 0) - count
 
     def placed(self, match: Match, rule, outputs: list | None) -> int | None:
         """Where the fused call of a match binding ``outputs`` goes, or None where
