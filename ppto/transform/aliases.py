@@ -10,7 +10,9 @@ Which names may share memory is decided from how each was bound: a plain copy of
 another name, a subscript of it, ``.T``, or a reshaping call (``x.reshape``,
 ``np.transpose``, ...). This is deliberately cautious: a subscript with an index
 array makes a copy in NumPy, but is treated as a possible view, unless the index is
-a list written out (``y[[0, 2]]``, ``y[:, np.array([1, 3])]``).
+a list written out (``y[[0, 2]]``, ``y[:, np.array([1, 3])]``). An item of a
+tuple or list of numbers (an argument the specialisation key says is one,
+``size = (2, 3)``, or ``x.shape``) is a number: ``h, w = size`` shares nothing.
 """
 
 from __future__ import annotations
