@@ -521,11 +521,9 @@ class Transformed:
                 self._forget_programs()
             names = list(_signature(self.function).parameters)
             statics = {n: r.value for n, r in zip(names, ranks) if type(r) is _Passed}
-            described = [
-                (n, r)
-                for n, r in zip(names, ranks)
-                if r is not None and n not in statics
-            ]
+            numbers = {n for n, r in zip(names, ranks) if r is NUMBERS}
+            # (arrays and differentiated floats: the descriptions that are tuples)
+            described = [(n, r) for n, r in zip(names, ranks) if type(r) is tuple]
             rank_map = {n: r[0] for n, r in described}
             shapes = {n: r[1] for n, r in described if r[1] is not None}
             layouts = {n: r[2] for n, r in described if r[2]}
@@ -535,7 +533,15 @@ class Transformed:
             if isinstance(self.f, Transformed):
                 source = _generated_wrapper(self.f, ranks[: len(names)])
             program = build(
-                source, self.wrt, rank_map, self.mode, layouts, shapes, dtypes, statics
+                source,
+                self.wrt,
+                rank_map,
+                self.mode,
+                layouts,
+                shapes,
+                dtypes,
+                statics,
+                numbers,
             )
             if isinstance(self.f, Transformed):  # (its code calls the inner code)
                 program.inner.append(self.f.program(ranks[: len(names)])[0])
@@ -595,7 +601,9 @@ class Transformed:
         time); ``(0, (), None, float)`` for a differentiated Python float, a weak
         number: ``float``, not float64, as its dtype is not fixed (NEP 50: it takes
         an array's, ``x32 * 2.0`` is float32), so it stays a Python float in the
-        generated code."""
+        generated code; ``NUMBERS`` for a tuple or list of Python numbers (whose
+        items are no views: ``h, w = size`` then ``h += 1`` is fine, where it would
+        write into a tuple of arrays' item)."""
         keep_shapes = len(self._programs) < SHAPE_SPECIALISATIONS
         weak = self.weak_positions(values)
         return tuple(
@@ -610,6 +618,8 @@ class Transformed:
             if position in weak
             else _Passed(value)
             if passed_callable(value)
+            else NUMBERS
+            if _number_sequence(value)
             else None
             for position, (value, original) in enumerate(zip(values, originals))
         )
@@ -637,7 +647,7 @@ class Transformed:
         """Function ``name`` of ``program`` for the CPU; where it would be fused,
         the choice between the fused and unfused code that measures faster (see
         ``ppto.fusion.tuning``)."""
-        arrays = [described for described in ranks if described is not None]
+        arrays = [described for described in ranks if type(described) is tuple]
         if (
             not fuses(program, "cpu")
             or fusion_policy() == "on"
@@ -967,6 +977,33 @@ SHAPE_SPECIALISATIONS = 8
 # how ``describe`` tells a differentiated Python float: rank 0, shape (), no layout,
 # and its type where an array's dtype is (NumPy's rules give it the array's dtype)
 WEAK_NUMBER = (0, (), None, float)
+
+
+class _NumberSequence:
+    """How ``describe`` tells a tuple or list of Python numbers (not nested: a
+    tuple of tuples is described as any other value): the alias check takes its
+    items for numbers, which a tuple of arrays' are not, so each gets code of its
+    own. Only the alias check reads it: to the rest of the transformation it is a
+    value of unknown kind, as before (``size * 2`` repeats the tuple)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "numbers"
+
+
+NUMBERS = _NumberSequence()
+
+
+def _number_sequence(value) -> bool:
+    """Whether ``value`` is a tuple or list whose items are all Python or NumPy
+    numbers (immutable: none is a view of anything)."""
+    kind = type(value)
+    return (kind is tuple or kind is list) and all(
+        isinstance(item, (int, float, complex, np.number, np.bool_)) for item in value
+    )
+
+
 # programs kept per function (and wrt and mode) before they are all dropped
 PROGRAMS_KEPT = 64
 # called with (what, function name, result) for each result handed back

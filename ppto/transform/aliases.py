@@ -10,7 +10,9 @@ Which names may share memory is decided from how each was bound: a plain copy of
 another name, a subscript of it, ``.T``, or a reshaping call (``x.reshape``,
 ``np.transpose``, ...). This is deliberately cautious: a subscript with an index
 array makes a copy in NumPy, but is treated as a possible view, unless the index is
-a list written out (``y[[0, 2]]``, ``y[:, np.array([1, 3])]``).
+a list written out (``y[[0, 2]]``, ``y[:, np.array([1, 3])]``). An item of a
+tuple or list of numbers (an argument the specialisation key says is one,
+``size = (2, 3)``, or ``x.shape``) is a number: ``h, w = size`` shares nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 from ppto.ops import ALIASES
 from ppto.ops.primitive import OPERATORS
 from ppto.transform import trees
-from ppto.transform.analyze import literal
+from ppto.transform.analyze import literal, number_sequence
 from ppto.transform.source import ParsedFunction
 from ppto.transform.trees import (
     bound_arguments,
@@ -80,6 +82,10 @@ class _Sharing:
     # afterwards shares is not known, only what it may share
     handed: dict = field(default_factory=dict)
     moved: dict = field(default_factory=dict)  # such an item's name -> the list's
+    # names bound to a tuple or list of Python numbers (an argument described so,
+    # ``t = size``, ``size[1:]``), while not rebound: each item of one is a
+    # number, which shares no memory (``h, w = size``, ``for s in size``)
+    numbers: set = field(default_factory=set)
 
     def copy(self) -> _Sharing:
         return _Sharing(
@@ -91,6 +97,7 @@ class _Sharing:
             dict(self.items),
             dict(self.handed),
             dict(self.moved),
+            set(self.numbers),
         )
 
     def join(self, other: _Sharing) -> _Sharing:
@@ -121,6 +128,7 @@ class _Sharing:
             items=items,
             handed={**other.handed, **self.handed},
             moved={**other.moved, **self.moved},
+            numbers=self.numbers & other.numbers,
         )
         for field_name in ("bases", "views"):
             mine, theirs = getattr(self, field_name), getattr(other, field_name)
@@ -143,9 +151,12 @@ def check(
     returns: dict | None = None,
     generated: bool = False,
     lists_only: bool = False,
+    numbers=(),
 ) -> None:
     """Raise at the first write through a name another name read later shares.
     ``ranks``: the parameters' numbers of axes, where known (one or more: an array).
+    ``numbers``: the parameters given a tuple or list of Python numbers, whose
+    items share no memory (``h, w = size``; an array's rows would).
     ``passed``: for a function the differentiated one calls, its parameters the
     caller passes objects of its own for: a write into one (or a list changed) is
     seen there. ``returns``: where given, collects the parameters a returned value
@@ -155,8 +166,19 @@ def check(
     local = _local_names(parsed)
     nodes = trees.nodes_by_kind(parsed.tree)  # (three passes read it: none changes it)
     token = _HELPER_RESULTS.set(_helper_results(parsed, local, nodes))
+    numbers = set(numbers) & set(parsed.parameters)
     try:
-        _check(parsed, ranks, set(passed), returns, generated, lists_only, local, nodes)
+        _check(
+            parsed,
+            ranks,
+            set(passed),
+            returns,
+            generated,
+            lists_only,
+            local,
+            nodes,
+            numbers,
+        )
     finally:
         _HELPER_RESULTS.reset(token)
 
@@ -170,12 +192,15 @@ def _check(
     lists_only,
     local,
     nodes: dict,
+    numbers: set,
 ) -> None:
     order = list(_flattened(parsed.tree.body, ()))
     positions = {id(statement): n for n, (statement, _) in enumerate(order)}
     known = {name: rank for name, rank in (ranks or {}).items() if rank is not None}
     state = _Sharing(
-        arrays={name: rank for name, rank in known.items() if rank}, exact=known
+        arrays={name: rank for name, rank in known.items() if rank},
+        exact=known,
+        numbers=numbers - set(known),
     )
     for parameter in passed:  # each shares its object with the caller's argument
         if parameter in parsed.parameters:
@@ -934,6 +959,7 @@ def _bind(statement, state: _Sharing) -> None:
     """Update ``state`` for the names ``statement`` binds: each target of
     ``a = b = value``, the names of ``a, b = y, z`` pairwise, and a loop's target
     (an element of what it runs over)."""
+    _lists_of_numbers_changed(statement, state)
     pairs = []
     for name in _changed_items(statement):  # its items are not those written
         for other in {name} | state.same.get(name, set()):  # (nor another name's)
@@ -1001,6 +1027,8 @@ def _bind(statement, state: _Sharing) -> None:
             isinstance(value, gast.Subscript) or _compared(value) is not None
         ) and _exact_rank(value, state.exact) == 0:
             continue  # a number (x[0] of a vector): it shares no memory
+        if _number_item(value, whole, state.numbers):
+            continue  # (``h, w = size``, ``size[i]`` of a tuple of numbers)
         origins = _viewed(value) if value is not None else set()
         returned = _helper_result(value)
         if returned is not None and not whole:  # ``a, b = pair(y)``: a's item's
@@ -1028,6 +1056,8 @@ def _bind(statement, state: _Sharing) -> None:
                     views[name] = held.union(*(old.views[o] for o in held))
     if isinstance(statement, gast.For):
         for name, source in _loop_targets(statement):
+            if number_sequence(source, state.numbers):
+                continue  # (``for s in size``: numbers)
             rank = _exact_rank(source, state.exact) if source is not None else 0
             origins = _viewed(source) if source is not None else set()
             if origins and (rank is None or rank >= 2):
@@ -1078,6 +1108,7 @@ def _bind(statement, state: _Sharing) -> None:
             views[name] = set(memory)
     _follow_arrays(statement, state.arrays)
     _follow_exact(statement, pairs, state.exact)
+    _follow_numbers(statement, pairs, state)
 
 
 def _unpacked_positions(statement) -> dict:
@@ -1232,6 +1263,67 @@ def _follow_exact(statement, pairs: list, exact: dict) -> None:
             exact.pop(name, None)
         else:
             exact[name] = rank
+
+
+def _follow_numbers(statement, pairs: list, state: _Sharing) -> None:
+    """Update ``state.numbers`` (and ``state.exact``: an item of a tuple of
+    numbers has no axes) for ``pairs``: ``t = size``, ``t = size[1:]`` and
+    ``size += (4,)`` hold numbers too, anything else bound to a name does not."""
+    numbers = state.numbers
+    held = {
+        name
+        for name, value, whole in pairs
+        if whole and number_sequence(value, numbers)
+    }
+    for name, value, whole in pairs:
+        if _number_item(value, whole, numbers):
+            state.exact[name] = 0
+    numbers.difference_update(name for name, _, _ in pairs)
+    numbers |= held
+
+
+def _lists_of_numbers_changed(statement, state: _Sharing) -> None:
+    """Drop from ``state.numbers`` a list ``statement`` may put something else in,
+    with every other name for it: ``size.append(y)``, ``size[0] = y``, ``t += [y]``
+    with ``t = size`` (``size += (4,)`` keeps numbers)."""
+    numbers = state.numbers
+    if not numbers:
+        return
+    changed = {name for _, name in _changed_lists(statement)}
+    if isinstance(statement, (gast.Assign, gast.AnnAssign, gast.AugAssign)):
+        targets = getattr(statement, "targets", None) or [statement.target]
+        for node in (n for t in targets for n in trees.walk(t)):
+            if isinstance(node, gast.Subscript) and isinstance(node.ctx, gast.Store):
+                while isinstance(node, gast.Subscript):
+                    node = node.value
+                if isinstance(node, gast.Name):
+                    changed.add(node.id)
+    if (
+        isinstance(statement, gast.AugAssign)
+        and isinstance(statement.target, gast.Name)
+        and not number_sequence(statement.value, numbers)
+    ):
+        changed.add(statement.target.id)
+    for name in changed:
+        numbers -= {name} | state.same.get(name, set())
+
+
+def _number_item(value, whole: bool, numbers: set) -> bool:
+    """Whether a name bound to ``value`` (all of it, or an item: ``whole``) gets
+    an item of a tuple of numbers: ``h, w = size``, ``for s in size``, ``size[i]``,
+    ``max(size)``."""
+    if value is None:
+        return False
+    if not whole:
+        return number_sequence(value, numbers)
+    if isinstance(value, gast.Subscript) and not isinstance(value.slice, gast.Slice):
+        return number_sequence(value.value, numbers)
+    compared = _compared(value)
+    return (
+        compared is not None
+        and len(compared) == 1
+        and number_sequence(compared[0], numbers)
+    )
 
 
 def _exact_rank(value, exact: dict) -> int | None:

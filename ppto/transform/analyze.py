@@ -55,6 +55,9 @@ class Activity:
     # call returns, where the called function's analysis on its arguments' shapes
     # tells it (None: not known); without it calls' results have no known shape
     call_result: object = None
+    # parameters given tuples or lists of Python numbers (told by the caller): a
+    # call passing one on says so, for the called function's alias check
+    numbers: set = field(default_factory=set)
 
     @property
     def fresh(self) -> set:
@@ -723,8 +726,9 @@ def call_specialisation(call: ir.CallFunction, activity: Activity, lists: set):
     """What a derivative of ``call``'s function is specialised on besides the
     operands differentiated, alike in both modes: ``(ranks by position, ranks by
     keyword, where lists are passed, image layout hints by position or keyword,
-    the known shapes and dtypes of its arguments)`` (the hints its arguments have
-    here: its image operators without a layout take them, as on tensors)."""
+    the known shapes and dtypes of its arguments, where tuples or lists of
+    numbers are passed)`` (the hints its arguments have here: its image operators
+    without a layout take them, as on tensors)."""
     ranks = activity.ranks
     by_position = [operand_rank(x, ranks) for x in call.inputs]
     by_name = {k: operand_rank(x, ranks) for k, x in call.keywords.items()}
@@ -735,7 +739,44 @@ def call_specialisation(call: ir.CallFunction, activity: Activity, lists: set):
         if (hint := _layout_hint(operand, activity.layouts)) is not None
     )
     listed = ir.lists_passed(call, lists)
-    return by_position, by_name, listed, hints, _described(call, activity, listed)
+    described = _described(call, activity, listed)
+    given = [*enumerate(call.inputs), *sorted(call.keywords.items())]
+    numbered = tuple(
+        where for where, operand in given if holds_numbers(operand, activity.numbers)
+    )
+    return by_position, by_name, listed, hints, described, numbered
+
+
+def holds_numbers(operand, numbers: set) -> bool:
+    """Whether ``operand`` is a tuple or list of numbers for sure: one of
+    ``numbers`` (parameters given them), or written verbatim (it needs no
+    derivative) as one (see ``number_sequence``)."""
+    if isinstance(operand, ir.Verbatim):
+        return number_sequence(operand.expr, numbers)
+    return isinstance(operand, str) and operand in numbers
+
+
+def number_sequence(expr, numbers: set) -> bool:
+    """Whether ``expr`` makes a tuple or list of numbers: a name in ``numbers``
+    (in the renamed code a parameter's own name is its value as passed: each
+    assignment makes a new name), an array's ``.shape``, numbers written out
+    (``(2, 3)``), a slice of one or two joined (``x.shape[1:] + (1,)``)."""
+    if isinstance(expr, gast.Name):
+        return expr.id in numbers
+    if isinstance(expr, gast.Attribute):
+        return expr.attr == "shape"
+    if isinstance(expr, (gast.Tuple, gast.List)):
+        return all(
+            isinstance(item, gast.Constant) and type(item.value) in (int, float, bool)
+            for item in expr.elts
+        )
+    if isinstance(expr, gast.Subscript) and isinstance(expr.slice, gast.Slice):
+        return number_sequence(expr.value, numbers)
+    if isinstance(expr, gast.BinOp) and isinstance(expr.op, gast.Add):
+        return number_sequence(expr.left, numbers) and number_sequence(
+            expr.right, numbers
+        )
+    return False
 
 
 def _described(call: ir.CallFunction, activity: Activity, listed: tuple) -> tuple:

@@ -28,6 +28,7 @@ from ppto.transform.analyze import (
     analyze,
     call_specialisation,
     check_reachable,
+    holds_numbers,
     operand_rank,
     operand_shape,
 )
@@ -101,6 +102,9 @@ class Program:
     # local_functions.localised)
     statics: dict = field(default_factory=dict)
     dtypes: dict = field(default_factory=dict)  # of the entry function's arguments
+    # the entry's parameters given tuples or lists of Python numbers: the alias
+    # check takes their items for numbers (``h, w = size``), not rows of an array
+    numbers: set = field(default_factory=set)
     entry_function: object = None
     last_result_rank: int | None = None
     # generated function -> the image layout of its result, where the analysis
@@ -315,11 +319,13 @@ def _prepare(
     list_parameters=(),
     hints=None,
     described=None,
+    numbers=(),
 ):
     """Normalize and analyze ``parsed`` and make its generator (``plan_reverse``:
     with the called functions' derivatives planned). ``described``: the shapes and
     dtypes its call gives its parameters (a called function's derivative is
-    specialised on them, as the entry's is on its arguments')."""
+    specialised on them, as the entry's is on its arguments'); ``numbers``: the
+    parameters its call gives tuples or lists of numbers."""
     entry = parsed.fn is program.entry_function
     parsed = bind_defaults(localised(parsed, program.statics if entry else None))
     fence.check(parsed)
@@ -328,7 +334,9 @@ def _prepare(
     # a function the differentiated one calls holds the caller's objects in the
     # parameters the call passes (the others have their defaults)
     passed = [name for name in parsed.parameters if name in ranks] if helper else ()
-    aliases.check(parsed, ranks, passed, generated=generated)
+    if entry:
+        numbers = program.numbers
+    aliases.check(parsed, ranks, passed, generated=generated, numbers=numbers)
     # (after the check of what methods change or keep: it reads them as methods)
     methods = methods_as_functions(parsed, program)
     # (the tree as the methods' rewriting left it, read by the passes below, none
@@ -416,6 +424,7 @@ def _prepare(
         activity = analyze(
             ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes, results
         )
+    activity.numbers = set(numbers) & set(parsed.parameters)
     if not generated:  # (generated code differentiated again: its rules' helpers,
         # a percentile's quantile_weights, are piecewise constant, their derivative
         # zero; the user's own code was checked when its gradient was made)
@@ -460,7 +469,8 @@ def _check_calls_run_as_written(ir_body: list, activity, normalizer) -> None:
         if not any(ir.operand_names(o) & activity.varied for o in given.values()):
             continue
         ranks = {p: operand_rank(o, activity.ranks) for p, o in given.items()}
-        aliases.check(statement.function, ranks, list(given))
+        numbers = [p for p, o in given.items() if holds_numbers(o, activity.numbers)]
+        aliases.check(statement.function, ranks, list(given), numbers=numbers)
 
 
 def _callee_layouts(parsed: ParsedFunction, program: Program, hints) -> dict:
@@ -570,6 +580,7 @@ def split(
     list_parameters=(),
     hints=None,
     described=None,
+    numbers=(),
 ):
     """``<name>_forward`` and ``<name>_backward``; returns their names and the
     parameters the backward takes from the call site (only when ``called`` from
@@ -585,6 +596,7 @@ def split(
         list_parameters=list_parameters,
         hints=hints,
         described=described,
+        numbers=numbers,
     )
     result = _result_operand(ir_body)
     program.last_result_rank = operand_rank(result, activity.ranks)
@@ -695,13 +707,14 @@ def jvp(
     list_parameters=(),
     hints=None,
     described=None,
+    numbers=(),
 ) -> str:
     """``<name>_jvp(*args, *tangents) -> (value, tangent)``; one tangent per ``wrt``."""
     from ppto.transform.forward import TangentGenerator
     from ppto.transform.inline import operand_expr
 
     ir_body, activity, generator = _prepare(
-        parsed, wrt, ranks, program, False, list_parameters, hints, described
+        parsed, wrt, ranks, program, False, list_parameters, hints, described, numbers
     )
     result = _result_operand(ir_body)
     program.last_result_rank = operand_rank(result, activity.ranks)
@@ -748,13 +761,15 @@ def _call_plan(
     listed,
     hinted,
     described=(),
+    numbered=(),
 ):
     """What a call of ``parsed`` specialises it on: ``(wrt, key, rank_map, lists,
-    hints, shapes and dtypes)``, the parameters differentiated, the key of its plan,
-    the parameters' ranks (``by_name``: those passed by keyword), those it is passed
-    lists for (``listed``: positions, names), its parameters' image layout hints
-    (``hinted``: by position or name) and their shapes and dtypes where known
-    (``described``: (position or name, shape, dtype))."""
+    hints, shapes and dtypes, numbers)``, the parameters differentiated, the key of
+    its plan, the parameters' ranks (``by_name``: those passed by keyword), those it
+    is passed lists for (``listed``: positions, names), its parameters' image layout
+    hints (``hinted``: by position or name), their shapes and dtypes where known
+    (``described``: (position or name, shape, dtype)) and those it is passed tuples
+    or lists of numbers for (``numbered``: positions, names)."""
     parameters = parsed.parameters
     wrt = [parameters[p] for p in positions if p < len(parameters)] + list(keywords)
     if len(wrt) != len(positions) + len(keywords):
@@ -763,7 +778,7 @@ def _call_plan(
     # (the function, not its code: closures of one factory hold different values;
     # the shapes too: code specialised on some shapes is wrong for others)
     key = (parsed.fn, tuple(wrt), tuple(ranks), tuple(sorted(by_name.items())))
-    key += (listed, hinted, described, specialisation(parsed))
+    key += (listed, hinted, described, numbered, specialisation(parsed))
     rank_map = {parameters[i]: r for i, r in enumerate(ranks) if i < len(parameters)}
     rank_map.update(by_name)
 
@@ -774,6 +789,7 @@ def _call_plan(
         return not isinstance(where, int) or where < len(parameters)
 
     lists = {parameter(p) for p in listed if given(p)}
+    numbers = {parameter(p) for p in numbered if given(p)}
     hints = {parameter(p): hint for p, hint in hinted if given(p)}
     shapes = {parameter(p): shape for p, shape, _ in described if given(p)}
     dtypes = {parameter(p): dtype for p, _, dtype in described if given(p)}
@@ -781,7 +797,7 @@ def _call_plan(
     for omitted in _number_defaults(parsed):
         if omitted not in passed:  # (a Python number: 0-d, its dtype weak)
             shapes[omitted] = ()
-    return wrt, key, rank_map, lists, hints, (shapes, dtypes)
+    return wrt, key, rank_map, lists, hints, (shapes, dtypes), numbers
 
 
 def _number_defaults(parsed: ParsedFunction) -> list:
@@ -806,20 +822,20 @@ def _call_result(program: Program, lists: set):
 
     def result(statement: ir.CallFunction, activity):
         parsed = statement.function
-        ranks, by_name, listed, hinted, described = call_specialisation(
+        ranks, by_name, listed, hinted, described, numbered = call_specialisation(
             statement, activity, lists
         )
         if not described or parsed.fn in program.transforming:
             return None
-        _, key, rank_map, listed_names, hints, given = _call_plan(
-            parsed, [], [], ranks, by_name, listed, hinted, described
+        _, key, rank_map, listed_names, hints, given, numbers = _call_plan(
+            parsed, [], [], ranks, by_name, listed, hinted, described, numbered
         )
         if key not in program.call_results:
             found = None
             with contextlib.suppress(TransformError, GradError, ShapeError):
                 with _transforming(parsed, program):
                     found = _analyzed_result(
-                        parsed, rank_map, program, listed_names, hints, given
+                        parsed, rank_map, program, listed_names, hints, given, numbers
                     )
             program.call_results[key] = found
         return program.call_results[key]
@@ -827,13 +843,21 @@ def _call_result(program: Program, lists: set):
     return result
 
 
-def _analyzed_result(parsed, ranks, program, lists, hints, described):
+def _analyzed_result(parsed, ranks, program, lists, hints, described, numbers):
     # (on a copy of its tree: preparing rewrites statements in place, and the
     # derivative made from it next saw ``for _ in steps`` this left, with no
     # ``steps = range(3)`` before it)
     parsed = dataclasses.replace(parsed, tree=clone(parsed.tree))
     ir_body, activity, _ = _prepare(
-        parsed, parsed.parameters, ranks, program, False, lists, hints, described
+        parsed,
+        parsed.parameters,
+        ranks,
+        program,
+        False,
+        lists,
+        hints,
+        described,
+        numbers,
     )
     result = _result_operand(ir_body)
     shape = operand_shape(result, activity.shapes, activity.dtypes)
@@ -867,16 +891,25 @@ def program_jvp_callee(program: Program):
         listed=(),
         hinted=(),
         described=(),
+        numbered=(),
     ):
-        wrt, key, rank_map, lists, hints, shapes = _call_plan(
-            parsed, positions, keywords, ranks, by_name, listed, hinted, described
+        wrt, key, rank_map, lists, hints, shapes, numbers = _call_plan(
+            parsed,
+            positions,
+            keywords,
+            ranks,
+            by_name,
+            listed,
+            hinted,
+            described,
+            numbered,
         )
         key = ("jvp",) + key
         if key not in program.callee_plans:
             with _transforming(parsed, program):
                 jvp_name = _shapes_if_they_fit(
                     lambda given: jvp(
-                        parsed, wrt, rank_map, program, lists, hints, given
+                        parsed, wrt, rank_map, program, lists, hints, given, numbers
                     ),
                     shapes,
                 )
@@ -896,9 +929,18 @@ def program_callee(program: Program):
         listed=(),
         hinted=(),
         described=(),
+        numbered=(),
     ):
-        wrt, key, rank_map, lists, hints, shapes = _call_plan(
-            parsed, positions, keywords, ranks, by_name, listed, hinted, described
+        wrt, key, rank_map, lists, hints, shapes, numbers = _call_plan(
+            parsed,
+            positions,
+            keywords,
+            ranks,
+            by_name,
+            listed,
+            hinted,
+            described,
+            numbered,
         )
         if key not in program.callee_plans:
             with _transforming(parsed, program):
@@ -911,6 +953,7 @@ def program_callee(program: Program):
                         list_parameters=lists,
                         hints=hints,
                         described=given,
+                        numbers=numbers,
                     ),
                     shapes,
                 )
@@ -931,16 +974,17 @@ def build(
     shapes=None,
     dtypes=None,
     statics=None,
+    numbers=(),
 ) -> Program:
     """Transform ``fn`` (see the module docstring). ``ranks``, ``layouts`` and
     ``shapes`` and ``dtypes`` describe the arguments (axes, image layout hint, shape,
     dtype) where known; ``statics`` the callables passed (the code is specialised
-    on them)."""
+    on them); ``numbers`` the parameters given tuples or lists of numbers."""
     with keys_read_once():
-        return _build(fn, wrt, ranks, mode, layouts, shapes, dtypes, statics)
+        return _build(fn, wrt, ranks, mode, layouts, shapes, dtypes, statics, numbers)
 
 
-def _build(fn, wrt, ranks, mode, layouts, shapes, dtypes, statics) -> Program:
+def _build(fn, wrt, ranks, mode, layouts, shapes, dtypes, statics, numbers) -> Program:
     parsed = parse_function(fn)
     program = Program(
         namer=Namer(set()),
@@ -948,6 +992,7 @@ def _build(fn, wrt, ranks, mode, layouts, shapes, dtypes, statics) -> Program:
         shapes=dict(shapes or {}),
         dtypes=dict(dtypes or {}),
         statics=dict(statics or {}),
+        numbers=set(numbers),
         entry_function=parsed.fn,
     )
     program.refs = References(program.namer)

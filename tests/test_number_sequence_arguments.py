@@ -1,0 +1,171 @@
+"""A tuple or list of Python numbers passed as an argument (``size = (2, 3)``): its
+items are numbers, so ``h, w = size`` then ``h += 1`` rebinds h and changes nothing
+else. The alias check took them for the rows of an array of unknown rank (views,
+written into by ``+=``) and refused this once rows of such arrays were views (commit
+e2ea125), as the specialisation key said nothing of arguments that are not arrays.
+The key now tells such a tuple from a tuple of arrays (``api.NUMBERS``), and a call
+passing one on to a helper says so: a tuple of arrays is still refused where a row
+is written and the tuple read afterwards."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+import ppto
+from tests.corpus.checks import assert_gradient, central_differences
+
+VECTOR = np.array([0.3, 1.7, -0.4])
+
+
+# --- accepted: the items are numbers ------------------------------------------------
+
+
+def unpacked_and_incremented(x, size):
+    h, w = size
+    h += 1
+    return np.sum(x * h) + size[0]
+
+
+def items_taken_every_way(x, size):
+    s = size  # (another name for the same numbers)
+    for v in size[1:]:
+        v += 1
+    n = size[len(size) - 1]
+    n *= 2
+    a, b = s[-2:]
+    a += 1
+    largest = max(size)
+    largest += 0.5
+    return np.sum(x * (n + a + v + largest)) + size[0] + s[1]
+
+
+def grown_then_unpacked(x, size):
+    size += (4,)
+    first, second, third = size
+    first += 1
+    return np.sum(x * first) * third + size[-1]
+
+
+def repeated(x, size):
+    t = size * 2  # (a tuple repeated, not an array doubled)
+    return np.sum(x * t[len(size)]) + len(t)
+
+
+def of_the_shape(x, size):
+    h, w = x.shape + size
+    h += 1
+    return np.sum(x * h * w)
+
+
+def _increments_its_first(x, size):
+    h, w = size
+    h += 1
+    return np.sum(x * h) + size[0]
+
+
+def helper_given_them(x, size):
+    return _increments_its_first(x, size)
+
+
+def helper_given_numbers_written_out(x, size):
+    return _increments_its_first(x, (2, 3)) + _increments_its_first(x, x.shape + (1,))
+
+
+ACCEPTED = [
+    (unpacked_and_incremented, (2, 3)),
+    (unpacked_and_incremented, [2, 3]),
+    (unpacked_and_incremented, (2.5, 3.0)),
+    (unpacked_and_incremented, (np.int64(2), True)),
+    (items_taken_every_way, (2, 3, 4)),
+    (grown_then_unpacked, (2, 3)),
+    (repeated, (2, 3)),
+    (of_the_shape, (5,)),
+    (helper_given_them, (2, 3)),
+    (helper_given_numbers_written_out, (2, 3)),
+]
+
+
+@pytest.mark.parametrize(
+    "function, size",
+    [pytest.param(f, s, id=f"{f.__name__}-{type(s).__name__}{s}") for f, s in ACCEPTED],
+)
+def test_the_items_of_a_tuple_of_numbers_are_numbers(function, size):
+    value, gradient = ppto.value_and_grad(function)(VECTOR.copy(), size)
+    expected_value = function(VECTOR.copy(), type(size)(size))
+    assert float(value) == pytest.approx(float(expected_value), rel=1e-12)
+    expected = central_differences(function, (VECTOR, size), 0)
+    assert_gradient(np.asarray(gradient), expected, function.__name__)
+
+
+def test_the_rows_of_an_array_shape_are_numbers():
+    def scaled_by_rows(m):
+        h, w = m.shape
+        h += 1
+        return np.sum(m * h) + w
+
+    matrix = np.arange(6.0).reshape(2, 3)
+    value, gradient = ppto.value_and_grad(scaled_by_rows)(matrix)
+    assert float(value) == pytest.approx(scaled_by_rows(matrix))
+    np.testing.assert_allclose(gradient, np.full((2, 3), 3.0))
+
+
+# --- refused: the items are arrays, written into and read afterwards ----------------
+
+
+def first_of_a_pair_incremented(x, pair):
+    a, b = pair
+    a += 1.0  # <- refused
+    return np.sum(x * a) + np.sum(pair[0])
+
+
+def rebound_to_arrays(x, size):
+    size = (x * 1.0, x * 2.0)  # (no longer the numbers passed)
+    h, w = size
+    h += 1.0  # <- refused
+    return np.sum(h * w) + np.sum(size[0])
+
+
+def _increments_its_first_array(x, pair):
+    a, b = pair
+    a += 1.0  # <- refused
+    return np.sum(x * a)
+
+
+def helper_given_arrays(x, pair):
+    return _increments_its_first_array(x, pair) + np.sum(pair[0])
+
+
+def _marked_line(function) -> int:
+    lines, first = inspect.getsourcelines(function)
+    marked = [n for n, line in enumerate(lines) if line.rstrip().endswith("refused")]
+    assert len(marked) == 1
+    return first + marked[0]
+
+
+def test_a_row_of_a_tuple_of_arrays_written_is_refused():
+    pair = (VECTOR * 2.0, VECTOR * 3.0)
+    with pytest.raises(ppto.TransformError, match="shares its array with pair") as e:
+        ppto.grad(first_of_a_pair_incremented)(VECTOR.copy(), pair)
+    assert e.value.lineno == _marked_line(first_of_a_pair_incremented)
+
+
+def test_one_function_gets_code_for_numbers_and_a_refusal_for_arrays():
+    # the same grad object: numbers first (accepted), then arrays (another key)
+    gradient = ppto.grad(first_of_a_pair_incremented)
+    np.testing.assert_allclose(gradient(VECTOR.copy(), (2.0, 3.0)), np.full(3, 3.0))
+    with pytest.raises(ppto.TransformError, match="shares its array with pair"):
+        gradient(VECTOR.copy(), (VECTOR * 2.0, VECTOR * 3.0))
+
+
+def test_a_parameter_rebound_to_arrays_holds_numbers_no_longer():
+    with pytest.raises(ppto.TransformError, match="shares its array with size") as e:
+        ppto.grad(rebound_to_arrays)(VECTOR.copy(), (2, 3))
+    assert e.value.lineno == _marked_line(rebound_to_arrays)
+
+
+def test_a_helper_given_a_tuple_of_arrays_is_refused():
+    pair = (VECTOR * 2.0, VECTOR * 3.0)
+    with pytest.raises(ppto.TransformError, match="argument pair of _increments") as e:
+        ppto.grad(helper_given_arrays)(VECTOR.copy(), pair)
+    assert e.value.lineno == _marked_line(_increments_its_first_array)
