@@ -169,3 +169,102 @@ def test_a_helper_given_a_tuple_of_arrays_is_refused():
     with pytest.raises(ppto.TransformError, match="argument pair of _increments") as e:
         ppto.grad(helper_given_arrays)(VECTOR.copy(), pair)
     assert e.value.lineno == _marked_line(_increments_its_first_array)
+
+
+# --- an item replaced by an array: the list holds that very array -------------------
+# ``size[0] = y`` puts y's array itself in the list (as ``size.append(y)`` does), so
+# ``h, w = size`` then ``h += 1`` writes into y in NumPy. This ran, and gave y's
+# value before the write: value 3.2 where NumPy gives 9.2 (and a wrong gradient
+# where the write matters), as the alias check did not record what the list held.
+
+
+def replaced_then_unpacked(y, size):
+    size[0] = y
+    h, w = size
+    h += 1.0  # <- refused
+    return np.sum(y * y)
+
+
+def local_list_replaced_then_unpacked(y):
+    size = [2.0, 3.0]
+    size[0] = y
+    h, w = size
+    h += 1.0  # <- refused
+    return np.sum(y * y)
+
+
+def replaced_then_indexed(y, size):
+    size[0] = y
+    h = size[0]
+    h += 1.0  # <- refused
+    return np.sum(y * y)
+
+
+def replaced_pairwise_then_unpacked(y, size):
+    size[0], size[1] = size[1], y
+    w, h = size
+    h *= 2.0  # <- refused
+    return np.sum(y * y)
+
+
+def list_of_arrays_replaced(y, params):
+    params[1] = y
+    a, b = params
+    b += 1.0  # <- refused
+    return np.sum(y * a)
+
+
+@pytest.mark.parametrize(
+    "function, arguments",
+    [
+        pytest.param(function, arguments, id=function.__name__)
+        for function, arguments in [
+            (replaced_then_unpacked, ([2.0, 3.0],)),
+            (local_list_replaced_then_unpacked, ()),
+            (replaced_then_indexed, ([2.0, 3.0],)),
+            (replaced_pairwise_then_unpacked, ([2.0, 3.0],)),
+            (list_of_arrays_replaced, ([VECTOR * 2.0, VECTOR * 3.0],)),
+        ]
+    ],
+)
+def test_an_item_replaced_by_an_array_then_written_is_refused(function, arguments):
+    with pytest.raises(ppto.TransformError, match="shares its array with y") as e:
+        ppto.grad(function)(VECTOR.copy(), *arguments)
+    assert e.value.lineno == _marked_line(function)
+    written = "b" if function is list_of_arrays_replaced else "h"
+    assert f"make {written} an array of its own first" in str(e.value)
+
+
+def replaced_nothing_read_later(y, size):
+    size[0] = y
+    h, w = size
+    h += 1.0  # (y's array, but neither y nor size is read afterwards)
+    return np.sum(h * h)
+
+
+def replaced_by_a_copy(y, size):
+    size[0] = y.copy()
+    h, w = size
+    h += 1.0  # (the copy's array: y is not changed)
+    return np.sum(y * y) + np.sum(h * h) * w
+
+
+def replaced_by_a_new_array(y, size):
+    size[0] = y * 2.0
+    h, w = size
+    h += 1.0  # (the new array's: y is not changed)
+    return np.sum(y * y) + np.sum(h * y)
+
+
+@pytest.mark.parametrize(
+    "function",
+    [replaced_nothing_read_later, replaced_by_a_copy, replaced_by_a_new_array],
+)
+def test_an_item_replaced_and_written_but_not_read_later_is_accepted(function):
+    def in_numpy(y, size):  # (each call its own list: the function changes it)
+        return function(np.array(y, dtype=np.float64), list(size))
+
+    value, gradient = ppto.value_and_grad(function)(VECTOR.copy(), [2.0, 3.0])
+    assert float(value) == pytest.approx(float(in_numpy(VECTOR, [2.0, 3.0])))
+    expected = central_differences(in_numpy, (VECTOR, [2.0, 3.0]), 0)
+    assert_gradient(np.asarray(gradient), expected, function.__name__)

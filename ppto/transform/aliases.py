@@ -209,6 +209,10 @@ def _check(
             if parameter not in known:  # (perhaps an array: ``+=`` writes into it)
                 state.views[parameter] = {_argument(parameter)}
     sequences = _sequence_names(parsed, nodes)
+    # names that may be lists, whose ``c[i] = y`` puts y's very array in them: a
+    # list written out, or a parameter not described as an array (``size``, given
+    # a list of numbers, or a list of arrays); an array's item assignment copies
+    lists = sequences | (set(parsed.parameters) - set(known))
     indexed, items = set(), set()  # ``row = m[-1]``: m is indexed, row an item
     for node in _of_kinds(nodes, (gast.Assign, gast.AnnAssign, gast.For)):
         if isinstance(node, (gast.Assign, gast.AnnAssign)) and node.value is not None:
@@ -492,6 +496,7 @@ def _check(
                     _record_parts(value, state, returns)
                 return None
             else:
+                _hold_stored_items(statement, state, lists)
                 _bind(statement, state)
         return state
 
@@ -1280,6 +1285,46 @@ def _follow_numbers(statement, pairs: list, state: _Sharing) -> None:
             state.exact[name] = 0
     numbers.difference_update(name for name, _, _ in pairs)
     numbers |= held
+
+
+def _hold_stored_items(statement, state: _Sharing, lists: set) -> None:
+    """``c[0] = y`` with ``c`` perhaps a list (among ``lists``, not known to be an
+    array): c holds y's array from now on, as after ``c.append(y)``, and so does
+    every other name for c. Then ``h, w = c`` (or ``h = c[0]``, ``for h in c``)
+    and ``h += 1`` write into y's array, which a later read of y must see."""
+    if not isinstance(statement, gast.Assign):
+        return  # (``c[0] += y`` makes a new array: c[0] + y)
+    for target in statement.targets:
+        for name, value in _items_stored(target, statement.value):
+            if name not in lists or name in state.arrays or state.exact.get(name):
+                continue
+            origins = _viewed(value)
+            if not origins:
+                continue
+            held = origins.union(*(state.bases.get(o, set()) for o in origins))
+            for holder in {name} | state.same.get(name, set()):
+                if not holder.startswith(ARGUMENT):
+                    state.bases.setdefault(holder, set()).update(held)
+
+
+def _items_stored(target, value) -> list:
+    """``(list name, the value put in it)`` for each item ``target = value``
+    replaces: ``c[0] = y``, ``c[0], d[1] = y, z`` pairwise, ``rows[0][1] = y``
+    (in rows, held by one of its items); ``c[0], c[1] = pair``: all of pair."""
+    if isinstance(target, gast.Subscript):
+        base = target.value
+        while isinstance(base, gast.Subscript):
+            base = base.value
+        return [(base.id, value)] if isinstance(base, gast.Name) else []
+    if isinstance(target, (gast.Tuple, gast.List)):
+        if isinstance(value, (gast.Tuple, gast.List)) and len(value.elts) == len(
+            target.elts
+        ):
+            pairs = zip(target.elts, value.elts)
+        else:
+            pairs = ((item, value) for item in target.elts)
+        return [found for t, v in pairs for found in _items_stored(t, v)]
+    return []
 
 
 def _lists_of_numbers_changed(statement, state: _Sharing) -> None:
