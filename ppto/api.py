@@ -32,6 +32,7 @@ from ppto.runtime.device import CPU, Device
 from ppto.runtime.dispatch import gather_inputs
 from ppto.runtime.precision import get_precision
 from ppto.runtime.tensor import Tensor, move
+from ppto.shared_arguments import refuse_shared
 from ppto.transform.emit import failing_origins, failing_statement, render_function
 from ppto.transform.local_functions import passed_callable
 from ppto.transform.lower import _unwrap, fuses, lower
@@ -705,6 +706,9 @@ class Transformed:
     def run(self, which: int, ranks, device, values, keywords=None):
         """Call generated function ``which`` (0: the entry; 1: a split's backward)."""
         entry = self.entry(which, ranks, device)
+        program = self._programs[ranks][0] if which == 0 else None
+        if program is not None and program.written:  # (see ppto.shared_arguments)
+            refuse_shared(program, values)
         if which == 0 and self._keyword_only:  # (the generated code keeps them so)
             count = len(values) - len(self._keyword_only)
             keywords = {
