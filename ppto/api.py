@@ -706,9 +706,10 @@ class Transformed:
     def run(self, which: int, ranks, device, values, keywords=None):
         """Call generated function ``which`` (0: the entry; 1: a split's backward)."""
         entry = self.entry(which, ranks, device)
-        program = self._programs[ranks][0] if which == 0 else None
-        if program is not None and program.written:  # (see ppto.shared_arguments)
-            refuse_shared(program, values)
+        if which == 0:  # (the entry's arguments: see ppto.shared_arguments)
+            program = (self._programs.get(ranks) or self.program(ranks))[0]
+            if program.written:
+                refuse_shared(program, values)
         if which == 0 and self._keyword_only:  # (the generated code keeps them so)
             count = len(values) - len(self._keyword_only)
             keywords = {

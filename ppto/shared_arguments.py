@@ -23,22 +23,18 @@ def refuse_shared(program, values) -> None:
     """Raise a ``GradError`` where a parameter in ``program.written`` is given an
     array sharing memory with another argument (``values``: positional, one for
     each parameter of the differentiated function, ``program.spelled``'s keys)."""
-    function = program.written_by
-    arrays = [
-        (name, _array(value))
-        for name, value in zip(program.spelled, values)
-        if _array(value) is not None
-    ]
-    if len(arrays) < 2:
-        return
+    names = list(program.spelled)
     for name, place in program.written.items():
-        for first, value in arrays:
-            if first != name:
-                continue
-            for other, theirs in arrays:
-                if other != name and _overlap(value, theirs):
-                    theirs = program.spelled.get(other, other)
-                    _refuse(function, place, theirs)
+        if name not in names:
+            continue
+        position = names.index(name)
+        mine = _array(values[position]) if position < len(values) else None
+        if mine is None:  # (a number or a list: no array of its own to share)
+            continue
+        for other, (their_name, value) in enumerate(zip(names, values)):
+            theirs = _array(value) if other != position else None
+            if theirs is not None and _overlap(mine, theirs):
+                _refuse(program.written_by, place, program.spelled[their_name])
 
 
 def _array(value):
