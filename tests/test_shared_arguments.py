@@ -135,3 +135,23 @@ def test_two_leaves_of_one_argument_sharing_are_refused():
     w = W.copy()
     with pytest.raises(ppto.GradError, match=r"params\[0\].*params\[1\]"):
         ppto.grad(add_into_item)((w, w), W.copy())
+
+
+def rebound_first(a, b):
+    a = a * 2.0  # (a new array: the write below is into it, not the argument)
+    a += np.sin(b)
+    return np.sum(a * b)
+
+
+def test_a_write_after_rebinding_is_no_write_into_the_argument():
+    w = W.copy()
+    value, grads = ppto.value_and_grad(rebound_first, wrt=(0, 1))(w, w)
+    assert np.isclose(float(value), rebound_first(w, w))
+
+    def alone(v):
+        return rebound_first(v, v)
+
+    total = central(alone, [w], 0)
+    np.testing.assert_allclose(
+        np.asarray(grads[0]) + np.asarray(grads[1]), total, rtol=1e-6, atol=1e-8
+    )
