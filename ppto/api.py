@@ -32,6 +32,7 @@ from ppto.runtime.device import CPU, Device
 from ppto.runtime.dispatch import gather_inputs
 from ppto.runtime.precision import get_precision
 from ppto.runtime.tensor import Tensor, move
+from ppto.shared_arguments import refuse_shared
 from ppto.transform.emit import failing_origins, failing_statement, render_function
 from ppto.transform.local_functions import passed_callable
 from ppto.transform.lower import _unwrap, fuses, lower
@@ -715,6 +716,10 @@ class Transformed:
     def run(self, which: int, ranks, device, values, keywords=None):
         """Call generated function ``which`` (0: the entry; 1: a split's backward)."""
         entry = self.entry(which, ranks, device)
+        if which == 0:  # (the entry's arguments: see ppto.shared_arguments)
+            program = (self._programs.get(ranks) or self.program(ranks))[0]
+            if program.written:
+                refuse_shared(program, values)
         if which == 0 and self._keyword_only:  # (the generated code keeps them so)
             count = len(values) - len(self._keyword_only)
             keywords = {

@@ -19,6 +19,7 @@ from ppto.ops.primitive import registrations
 from ppto.runtime.device import CPU
 from ppto.runtime.precision import get_precision
 from ppto.runtime.tensor import Tensor
+from ppto.shared_arguments import refuse_shared
 
 _NUMBERS = (float, int, bool)
 
@@ -77,6 +78,8 @@ class RepeatedCall:
                 break
         unwrap = any(type(value) is Tensor for value in args)
         kinds = None if kinds is None else tuple(kinds)
+        if program.written:  # (code writing into a parameter: see below)
+            cls = CheckedRepeatedCall
         return cls(kinds, unwrap, entry, program, registered, dtypes, layouts)
 
     def matches(self, args: tuple) -> bool:
@@ -115,3 +118,16 @@ class RepeatedCall:
         if self.unwrap:
             args = [a.data if type(a) is Tensor else a for a in args]
         return entry(*args)
+
+
+class CheckedRepeatedCall(RepeatedCall):
+    """The repeated call of a program whose code writes into a parameter: each
+    call first refuses one array passed for that parameter and another (see
+    ``ppto.shared_arguments``); made only for such programs, so the others' calls
+    pay nothing for the check."""
+
+    __slots__ = ()
+
+    def run(self, args: tuple):
+        refuse_shared(self.program, args)
+        return RepeatedCall.run(self, args)

@@ -152,6 +152,7 @@ def check(
     generated: bool = False,
     lists_only: bool = False,
     numbers=(),
+    written: dict | None = None,
 ) -> None:
     """Raise at the first write through a name another name read later shares.
     ``ranks``: the parameters' numbers of axes, where known (one or more: an array).
@@ -162,7 +163,11 @@ def check(
     seen there. ``returns``: where given, collects the parameters a returned value
     may share. ``generated``: code ppto generated (a derivative differentiated
     again), whose copies of lists (a loop's ``sequence = hs``) are its own.
-    ``lists_only``: check only the changes made to lists."""
+    ``lists_only``: check only the changes made to lists. ``written``: where
+    given (the differentiated function itself), collects each parameter whose
+    caller's object the code may change in place -> the first statement that
+    does: allowed, as the generated code changes a copy, but wrong where the
+    caller passed one array for two parameters (see ``ppto.shared_arguments``)."""
     local = _local_names(parsed)
     nodes = trees.nodes_by_kind(parsed.tree)  # (three passes read it: none changes it)
     token = _HELPER_RESULTS.set(_helper_results(parsed, local, nodes))
@@ -178,6 +183,7 @@ def check(
             local,
             nodes,
             numbers,
+            written,  # (``writes`` there: ``written`` names the array changed)
         )
     finally:
         _HELPER_RESULTS.reset(token)
@@ -193,6 +199,7 @@ def _check(
     local,
     nodes: dict,
     numbers: set,
+    writes: dict | None = None,
 ) -> None:
     order = list(_flattened(parsed.tree.body, ()))
     positions = {id(statement): n for n, (statement, _) in enumerate(order)}
@@ -208,6 +215,12 @@ def _check(
             state.same[parameter] = {_argument(parameter)}
             if parameter not in known:  # (perhaps an array: ``+=`` writes into it)
                 state.views[parameter] = {_argument(parameter)}
+    for parameter in parsed.parameters if writes is not None else ():
+        if parameter not in passed:  # (its own name: a write is recorded, not refused)
+            state.bases[parameter] = {PARAMETER + parameter}
+            state.same[parameter] = {PARAMETER + parameter}
+            if parameter not in known:
+                state.views[parameter] = {PARAMETER + parameter}
     sequences = _sequence_names(parsed, nodes)
     # names that may be lists, whose ``c[i] = y`` puts y's very array in them: a
     # list written out, or a parameter not described as an array (``size``, given
@@ -353,6 +366,10 @@ def _check(
             )
 
     def refuse_argument_change(node, written: str, shared: set):
+        if writes is not None:
+            for name in sorted(shared):
+                if name.startswith(PARAMETER):
+                    writes.setdefault(name[len(PARAMETER) :], node)
         arguments = sorted(n for n in shared if n.startswith(ARGUMENT))
         if arguments:
             parameter = arguments[0][len(ARGUMENT) :]
@@ -504,6 +521,9 @@ def _check(
 
 
 ARGUMENT = "argument:"  # (not a Python name: no variable is called so)
+# the caller's object passed as a parameter of the differentiated function itself,
+# whose changes are recorded (``check``'s ``written``) rather than refused
+PARAMETER = "parameter:"
 AN_ARRAY = "array:"  # in ``returns``: a parameter returned as a view, an array
 # in ``returns``: pairs of positions in the returned tuple whose values may share
 # memory (``return t, t.reshape(-1)``); EVERY_PART for a sequence returned not

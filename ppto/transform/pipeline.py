@@ -132,6 +132,14 @@ class Program:
     # the programs of a derivative differentiated again (grad(grad(f))): this one
     # calls their code, so it is stale when they are (f's global rebound)
     inner: list = field(default_factory=list)
+    # the entry's parameters whose caller's array its code changes in place
+    # (``a += ...``, ``a[i] = ...``, through a view) -> where: (file, line, the
+    # user's text, the parameter as the user spells it); see ppto.shared_arguments
+    written: dict = field(default_factory=dict)
+    # (where it is) every parameter of the entry, in order -> as the user spells
+    # it (``params[1]``), and the entry function's name
+    spelled: dict = field(default_factory=dict)
+    written_by: str = ""
 
     def still_current(self) -> bool:
         """Whether every global and closure value the transformed functions read is
@@ -327,6 +335,7 @@ def _prepare(
     specialised on them, as the entry's is on its arguments'); ``numbers``: the
     parameters its call gives tuples or lists of numbers."""
     entry = parsed.fn is program.entry_function
+    order = list(parsed.parameters)  # (as the caller passes them)
     parsed = bind_defaults(localised(parsed, program.statics if entry else None))
     fence.check(parsed)
     generated = _generated(parsed.fn)
@@ -336,7 +345,18 @@ def _prepare(
     passed = [name for name in parsed.parameters if name in ranks] if helper else ()
     if entry:
         numbers = program.numbers
-    aliases.check(parsed, ranks, passed, generated=generated, numbers=numbers)
+    writes = {} if entry and not generated else None
+    aliases.check(
+        parsed, ranks, passed, generated=generated, numbers=numbers, written=writes
+    )
+    for parameter, node in (writes or {}).items():
+        line, _ = parsed.source.position(node)
+        text = parsed.source.statement_text(node)
+        spelled = parsed.spelled.get(parameter, parameter)  # (``params[1]``)
+        program.written[parameter] = (parsed.source.filename, line, text, spelled)
+    if writes:  # (the other parameter a refusal names)
+        program.spelled = {p: parsed.spelled.get(p, p) for p in order}
+        program.written_by = parsed.name
     # (after the check of what methods change or keep: it reads them as methods)
     methods = methods_as_functions(parsed, program)
     # (the tree as the methods' rewriting left it, read by the passes below, none
