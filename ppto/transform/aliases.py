@@ -216,7 +216,9 @@ def _check(
             if parameter not in known:  # (perhaps an array: ``+=`` writes into it)
                 state.views[parameter] = {_argument(parameter)}
     for parameter in parsed.parameters if writes is not None else ():
-        if parameter not in passed:  # (its own name: a write is recorded, not refused)
+        # (its own name: a write is recorded, not refused; a tuple or list of
+        # numbers holds no array a write could reach, and its items share none)
+        if parameter not in passed and parameter not in numbers:
             state.bases[parameter] = {PARAMETER + parameter}
             state.same[parameter] = {PARAMETER + parameter}
             if parameter not in known:
