@@ -777,9 +777,9 @@ def _call_plan(
     positions,
     keywords,
     ranks,
-    by_name,
-    listed,
-    hinted,
+    by_name=None,
+    listed=(),
+    hinted=(),
     described=(),
     numbered=(),
 ):
@@ -902,27 +902,9 @@ def _shapes_if_they_fit(generate, described):
 
 
 def program_jvp_callee(program: Program):
-    def plan(
-        parsed,
-        positions,
-        keywords,
-        ranks,
-        by_name=None,
-        listed=(),
-        hinted=(),
-        described=(),
-        numbered=(),
-    ):
+    def plan(parsed, positions, keywords, *call, **named):  # (as _call_plan's)
         wrt, key, rank_map, lists, hints, shapes, numbers = _call_plan(
-            parsed,
-            positions,
-            keywords,
-            ranks,
-            by_name,
-            listed,
-            hinted,
-            described,
-            numbered,
+            parsed, positions, keywords, *call, **named
         )
         key = ("jvp",) + key
         if key not in program.callee_plans:
@@ -940,27 +922,9 @@ def program_jvp_callee(program: Program):
 
 
 def program_callee(program: Program):
-    def plan(
-        parsed,
-        positions,
-        keywords,
-        ranks,
-        by_name=None,
-        listed=(),
-        hinted=(),
-        described=(),
-        numbered=(),
-    ):
+    def plan(parsed, positions, keywords, *call, **named):  # (as _call_plan's)
         wrt, key, rank_map, lists, hints, shapes, numbers = _call_plan(
-            parsed,
-            positions,
-            keywords,
-            ranks,
-            by_name,
-            listed,
-            hinted,
-            described,
-            numbered,
+            parsed, positions, keywords, *call, **named
         )
         if key not in program.callee_plans:
             with _transforming(parsed, program):
