@@ -679,13 +679,16 @@ _CALLED_BY_TEMPLATE: dict = {}
 
 def _operators_called_by(rule) -> set:
     """``_called_operators`` of ``rule``'s template, found once."""
-    template = rule.template
-    known = _CALLED_BY_TEMPLATE.get(id(template))
+    return _of_template(_CALLED_BY_TEMPLATE, rule.template, _called_operators)
+
+
+def _of_template(cache: dict, template, work):
+    """``work(template)``, kept in ``cache`` by the template's id (with the
+    template itself, so that a new template given a freed one's id is not
+    answered for it)."""
+    known = cache.get(id(template))
     if known is None or known[0] is not template:
-        known = _CALLED_BY_TEMPLATE[id(template)] = (
-            template,
-            _called_operators(template),
-        )
+        known = cache[id(template)] = (template, work(template))
     return known[1]
 
 
@@ -696,14 +699,7 @@ _FIRST_CALLED_BY_TEMPLATE: dict = {}
 
 def _first_called_by(rule):
     """``_first_called`` of ``rule``'s template, found once."""
-    template = rule.template
-    known = _FIRST_CALLED_BY_TEMPLATE.get(id(template))
-    if known is None or known[0] is not template:
-        known = _FIRST_CALLED_BY_TEMPLATE[id(template)] = (
-            template,
-            _first_called(template),
-        )
-    return known[1]
+    return _of_template(_FIRST_CALLED_BY_TEMPLATE, rule.template, _first_called)
 
 
 def _first_called(template):
