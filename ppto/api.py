@@ -602,9 +602,10 @@ class Transformed:
         time); ``(0, (), None, float)`` for a differentiated Python float, a weak
         number: ``float``, not float64, as its dtype is not fixed (NEP 50: it takes
         an array's, ``x32 * 2.0`` is float32), so it stays a Python float in the
-        generated code; ``NUMBERS`` for a tuple or list of Python numbers (whose
-        items are no views: ``h, w = size`` then ``h += 1`` is fine, where it would
-        write into a tuple of arrays' item)."""
+        generated code; ``NUMBERS`` for a Python number not differentiated, or a
+        tuple or list of Python numbers (whose items are no views: ``h, w = size``
+        then ``h += 1`` is fine, where it would write into a tuple of arrays'
+        item)."""
         keep_shapes = len(self._programs) < SHAPE_SPECIALISATIONS
         weak = self.weak_positions(values)
         return tuple(
@@ -985,11 +986,12 @@ WEAK_NUMBER = (0, (), None, float)
 
 
 class _NumberSequence:
-    """How ``describe`` tells a tuple or list of Python numbers (not nested: a
-    tuple of tuples is described as any other value): the alias check takes its
-    items for numbers, which a tuple of arrays' are not, so each gets code of its
-    own. Only the alias check reads it: to the rest of the transformation it is a
-    value of unknown kind, as before (``size * 2`` repeats the tuple)."""
+    """How ``describe`` tells a Python number not differentiated, or a tuple or list
+    of numbers (not nested: a tuple of tuples is described as any other value): the
+    alias check takes it and its items for numbers, which an array's and a tuple of
+    arrays' are not, so each gets code of its own. Only the alias check reads it:
+    to the rest of the transformation it is a value of unknown kind, as before
+    (``size * 2`` repeats the tuple)."""
 
     __slots__ = ()
 
@@ -1001,9 +1003,12 @@ NUMBERS = _NumberSequence()
 
 
 def _number_sequence(value) -> bool:
-    """Whether ``value`` is a tuple or list whose items are all Python or NumPy
-    numbers (immutable: none is a view of anything)."""
+    """Whether ``value`` is a Python number, or a tuple or list whose items are all
+    Python or NumPy numbers (immutable: none is a view of anything, and ``+=``
+    rebinds a number where it would write into an array given there)."""
     kind = type(value)
+    if kind is float or kind is int or kind is bool or kind is complex:
+        return True
     return (kind is tuple or kind is list) and all(
         isinstance(item, (int, float, complex, np.number, np.bool_)) for item in value
     )

@@ -268,3 +268,22 @@ def test_an_item_replaced_and_written_but_not_read_later_is_accepted(function):
     assert float(value) == pytest.approx(float(in_numpy(VECTOR, [2.0, 3.0])))
     expected = central_differences(in_numpy, (VECTOR, [2.0, 3.0]), 0)
     assert_gradient(np.asarray(gradient), expected, function.__name__)
+
+
+def accumulated_onto_an_argument(y, start):
+    h = start  # a number: += rebinds h; an array: += writes into the caller's
+    h += np.tanh(y)
+    return np.sum(h * h) * np.sum(start)
+
+
+def test_a_number_argument_is_told_from_an_array_given_in_its_place():
+    """A Python number not differentiated is described as one (the alias check
+    then knows ``h = start; h += ...`` rebinds h); an array given there gets code
+    of its own, which refuses the write into start that NumPy's start would see."""
+    grad = ppto.value_and_grad(accumulated_onto_an_argument)
+    value, gradient = grad(VECTOR.copy(), 0.3)
+    assert float(value) == pytest.approx(accumulated_onto_an_argument(VECTOR, 0.3))
+    expected = central_differences(accumulated_onto_an_argument, (VECTOR, 0.3), 0)
+    assert_gradient(np.asarray(gradient), expected, "number start")
+    with pytest.raises(ppto.TransformError, match="shares its array with start"):
+        grad(VECTOR.copy(), np.full(3, 0.3))

@@ -217,8 +217,9 @@ def _check(
                 state.views[parameter] = {_argument(parameter)}
     for parameter in parsed.parameters if writes is not None else ():
         # (its own name: a write is recorded, not refused; a tuple or list of
-        # numbers holds no array a write could reach, and its items share none)
-        if parameter not in passed and parameter not in numbers:
+        # numbers holds no array a write could reach, and its items share none;
+        # nor does a number, whose ``+=`` rebinds the name)
+        if parameter not in passed | numbers and known.get(parameter) != 0:
             state.bases[parameter] = {PARAMETER + parameter}
             state.same[parameter] = {PARAMETER + parameter}
             if parameter not in known:
@@ -1204,9 +1205,9 @@ def _items_taken(statement, state: _Sharing) -> dict:
 def _holds_no_others(name: str, state: _Sharing) -> bool:
     """Whether ``name``'s value holds no other name's arrays (only its own items
     taken apart so far): its items by position are its own."""
-    own = f"{ITEM}{name}:"
-    return name not in state.same and all(
-        held.startswith(own) for held in state.bases.get(name, ())
+    own, caller = f"{ITEM}{name}:", PARAMETER + name  # (the caller's object)
+    return state.same.get(name, set()) <= {caller} and all(
+        held.startswith(own) or held == caller for held in state.bases.get(name, ())
     )
 
 
