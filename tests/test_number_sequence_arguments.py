@@ -287,3 +287,52 @@ def test_a_number_argument_is_told_from_an_array_given_in_its_place():
     assert_gradient(np.asarray(gradient), expected, "number start")
     with pytest.raises(ppto.TransformError, match="shares its array with start"):
         grad(VECTOR.copy(), np.full(3, 0.3))
+
+
+# --- a list of numbers extended through one of two names ------------------------------
+# ``t = size; size += (4,)`` extends the list itself where size is a list (a tuple is
+# rebound), so t sees the new item. The generated code dropped the ``+=`` (size
+# was not read again), and the gradient followed t's two items: 2.0 for each
+# component of x where NumPy gives 3.0 (``size += [4]`` was refused, as a write
+# into an array).
+
+
+def extended_by_a_tuple(x, size):
+    t = size
+    size += (4,)  # <- refused
+    return np.sum(x) * len(t)
+
+
+def extended_by_a_list(x, size):
+    t = size
+    size += [4.0]  # <- refused
+    return np.sum(x * t[-1])
+
+
+def extended_through_the_other_name(x, size):
+    s = size
+    s += (4.0,)  # <- refused
+    return np.sum(x * size[-1])
+
+
+EXTENDED = [extended_by_a_tuple, extended_by_a_list, extended_through_the_other_name]
+
+
+@pytest.mark.parametrize("function", EXTENDED)
+def test_a_list_extended_through_one_of_two_names_is_refused(function):
+    with pytest.raises(ppto.TransformError, match=r"\+= extends it in place") as e:
+        ppto.grad(function)(VECTOR.copy(), [2.0, 3.0])
+    assert e.value.lineno == _marked_line(function)
+    assert "also named" in str(e.value)
+
+
+def test_a_tuple_extended_under_one_name_only_is_accepted():
+    def extended_alone(x, size):
+        t = size[:]  # (a copy: the += below does not reach it)
+        size += (4.0,)
+        return np.sum(x * len(t)) * size[-1]
+
+    value, gradient = ppto.value_and_grad(extended_alone)(VECTOR.copy(), (2.0, 3.0))
+    assert float(value) == pytest.approx(extended_alone(VECTOR, (2.0, 3.0)))
+    expected = central_differences(extended_alone, (VECTOR, (2.0, 3.0)), 0)
+    assert_gradient(np.asarray(gradient), expected, "extended_alone")

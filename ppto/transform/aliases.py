@@ -295,15 +295,23 @@ def _check(
         if (
             isinstance(statement, gast.AugAssign)
             and isinstance(statement.target, gast.Name)
-            and written in sequences
+            and (
+                written in sequences
+                or (_sequence_value(statement.value) and may_be_a_list(written, state))
+            )
         ):
             # ``xs += [h]`` on a name only ever bound to a list or tuple extends
             # the list (or makes a new tuple): the arrays it holds do not change,
-            # only what another name for the same list sees
+            # only what another name for the same list sees; and so does ``size
+            # += (4,)`` on a parameter (a list of numbers, perhaps: not a tuple
+            # for sure) or another name for one (``s = size``)
             shared = state.same.get(written, set())  # (its items are not changed)
             refuse_argument_change(statement, written, shared)
             others = shared - {written}
-            return refuse_if_read_later(statement, written, others, loops, statement)
+            refuse_if_read_later(statement, written, others, loops, statement)
+            if ({written} | shared) & (sequences | state.numbers):
+                return
+            # (an array of unknown rank, perhaps, into which += writes: below)
         # ``a += 1`` writes into an array only if ``a`` is one: after ``a = x[0]``
         # or ``a = c`` it may be a number, which ``+=`` rebinds; a slice, ``.T``
         # or a reshape is an array for sure, and so is a name bound to an array
@@ -332,6 +340,11 @@ def _check(
         )
         if _writes_into_an_item(statement) and _items_may_share(written, state):
             refuse_item_write_if_read_later(statement, written, loops)
+
+    def may_be_a_list(name: str, state: _Sharing) -> bool:
+        """Whether ``name`` may be bound to a list: one of ``lists``, or another
+        name for one (``s = size``)."""
+        return bool(({name} | state.same.get(name, set())) & lists)
 
     def read_later(statement, loops: tuple) -> set:
         """The names read after ``statement``, in the function or (the next
@@ -407,9 +420,14 @@ def _check(
         ]
         written = parsed.spelled.get(written, written)
         if seen and list_change is not None:
+            changes = (  # (``size += (4,)``: a tuple would be rebound)
+                f"where {written} is a list, += extends it in place: this changes "
+                if isinstance(list_change, gast.AugAssign)
+                else "this changes "
+            )
             raise parsed.source.error(
                 list_change,
-                f"this changes the list {written}, which is also named {seen[0]} "
+                f"{changes}the list {written}, which is also named {seen[0]} "
                 f"({written} = {seen[0]} or the other way round), and {seen[0]} "
                 "is read afterwards: ppto's generated code keeps each name's list "
                 f"apart, so the change would not reach {seen[0]} as it does in "
