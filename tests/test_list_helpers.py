@@ -487,3 +487,72 @@ def test_a_name_rebound_to_a_view_of_itself_keeps_what_it_shared():
     expected = central_differences(rebound_to_a_new_array, [x], 0)
     gradient = ppto.grad(rebound_to_a_new_array)(x)
     assert_gradient(gradient, expected, "rebound to a new array")
+
+
+# --- an item of a list replaced (``size[0] = y * 2.0``) ----------------------------
+# The write was taken for an array's (``setitem``), whose adjoint is shaped like the
+# items stacked: a list of an array and a number has no such shape, and the
+# generated gradient raised ShapeError. A list's item replaced is a list still,
+# with an adjoint per item.
+
+
+def replaced_in_a_list_of_numbers(y):
+    size = [1.0, 2.0]
+    size[0] = y * 2.0
+    h = size[0]
+    return np.sum(h * y) * size[1]
+
+
+def replaced_then_added_to(y):
+    size = [1.0, y * 3.0]
+    size[1] += y * 2.0  # (the sum is the item now)
+    size[0] *= 3.0
+    return np.sum(size[1] * y) * size[0]
+
+
+def replaced_in_a_loop(y):
+    size = [1.0, 2.0, 3.0]
+    for i in range(2):
+        size[i] = y * (i + 2.0)
+    return np.sum(size[0] * size[1]) * size[2]
+
+
+def replaced_in_a_list_argument(y, size):
+    size[0] = y * 2.0
+    h = size[0]
+    return np.sum(h * y) * size[1]
+
+
+REPLACED = [
+    (replaced_in_a_list_of_numbers, ()),
+    (replaced_then_added_to, ()),
+    (replaced_in_a_loop, ()),
+    (replaced_in_a_list_argument, ([1.0, 2.0],)),
+]
+
+
+@pytest.mark.parametrize(
+    "function, rest", REPLACED, ids=[f.__name__ for f, _ in REPLACED]
+)
+def test_an_item_replaced_in_a_list_of_numbers_is_differentiated(function, rest):
+    def in_numpy(y, *others):  # (each call its own list: the function changes it)
+        return function(y, *[list(other) for other in others])
+
+    y, direction = normal(3), normal(3)
+    copies = [list(other) for other in rest]
+    value, gradient = ppto.value_and_grad(function)(y.copy(), *copies)
+    assert float(value) == pytest.approx(float(in_numpy(y, *rest)), rel=1e-12)
+    expected = central_differences(in_numpy, (y, *rest), 0)
+    assert_gradient(gradient, expected, function.__name__)
+    if rest:
+        return
+    # forward mode too, along one direction, and over the gradient (its code calls
+    # the list helpers: a Hessian-vector product vs differences of gradients)
+    _, tangent = ppto.jvp(function, (y,), (direction,))
+    assert float(tangent) == pytest.approx(float(expected @ direction), rel=1e-6)
+    _, product = ppto.jvp(ppto.grad(function), (y,), (direction,))
+    gradient_at = ppto.grad(function)
+    step = 1e-6
+    ahead = np.asarray(gradient_at(y + step * direction))
+    behind = np.asarray(gradient_at(y - step * direction))
+    assert_gradient(product, (ahead - behind) / (2 * step), "Hessian-vector")

@@ -53,6 +53,22 @@ def add_at(values: list, index, addition) -> list:
     return out
 
 
+def replace_at(values: list, index, value) -> list:
+    """A copy of ``values`` with element ``index`` replaced by ``value`` (``xs[i] =
+    v`` on a list: the list holds v itself, whatever the other items are)."""
+    out = list(values)
+    out[index] = value
+    return out
+
+
+def zero_at(adjoints: list, index) -> list:
+    """A copy of ``adjoints`` with element ``index``'s made zero: the adjoint of
+    the list ``replace_at`` was given (its item replaced reaches nothing after)."""
+    out = list(adjoints)
+    out[index] = _zeros_like(out[index])
+    return out
+
+
 def repeat(values: list, count: int) -> list:
     """``values * count``: the list repeated (Python's list repetition)."""
     return list(values) * count
@@ -106,6 +122,8 @@ def add_adjoints(left, right):
 zeros_like_list.linear_list = ("metadata",)  # (constant: its tangent is zeros too)
 add_lists.linear_list = ("list", "list")
 add_at.linear_list = ("list", "fixed", "value")
+replace_at.linear_list = ("list", "fixed", "value")
+zero_at.linear_list = ("list", "fixed")
 repeat.linear_list = ("list", "fixed")
 fold_repeats.linear_list = ("list", "fixed")
 stacked_like.linear_list = ("list", "metadata")

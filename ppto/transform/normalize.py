@@ -235,6 +235,9 @@ class Normalizer:
         # for lists, an adjoint per item (as an array, the items stacked: a
         # ValueError for items of unlike shapes, an array and a number)
         self.tuples: set[str] = set()
+        # parameters given tuples or lists of numbers (in the renamed code, the
+        # values as passed): one whose item is replaced is a list
+        self.numbers: set[str] = set()
         self.generated = generated
 
     # --- statements ------------------------------------------------------------------
@@ -923,6 +926,10 @@ class Normalizer:
         """``x_1 = setitem(x, v, index)`` from a subscript write (see ssa)."""
         base, value, index = node.value.args
         target = node.targets[0].id
+        listed = _names_list(base, self.lists | self.numbers)
+        if listed and not isinstance(index, gast.Slice):
+            self.replace_item(node, base, value, index)
+            return
         if value_reads(node.value) & self.varied:
             self.varied.add(target)
         if getattr(node, "in_place_of", None) is not None:
@@ -930,6 +937,30 @@ class Normalizer:
         else:
             inputs = [self.expression(base), self.expression(value)]
         self.apply(target, indexing.setitem, inputs, {"index": index}, ("index",))
+
+    def replace_item(self, node, base, value, index) -> None:
+        """``xs_1 = replace_at(xs, index, v)`` from ``xs[index] = v`` on a list: a
+        list still, an adjoint per item (as an array's write, its adjoint was
+        shaped like the items stacked: a ValueError for an array and a number)."""
+        from ppto.transform.inline import operand_expr
+
+        target = node.targets[0].id
+        if getattr(node, "in_place_of", None) is not None:  # (xs[i] += v)
+            cast = self.written_in_place(base, value)
+            if isinstance(cast, str) and value_reads(value) & self.varied:
+                self.varied.add(cast)  # (so that the list's item is differentiated)
+            value = operand_expr(cast)
+        helper = self.reference(lists.replace_at, "replace_at")
+        replaced = gast.Call(
+            gast.Name(helper, gast.Load(), None, None), [base, index, value], []
+        )
+        self.lists.add(target)
+        self.list_call(
+            _assigned(target, replaced, node),
+            target,
+            lists.replace_at,
+            lists.replace_at.linear_list,
+        )
 
     def written_in_place(self, base, value):
         """The operand ``x[i] += v`` writes: ``cast_in_place(x[i] + v,

@@ -428,6 +428,7 @@ def _prepare(
     # the caller passes lists there; a parameter the function rebinds may hold
     # something else after it (xs = np.stack(xs) on one path): not taken for a list
     normalizer.lists |= set(list_parameters) - rebound
+    normalizer.numbers = set(numbers) & set(parsed.parameters)
     ir_body = stop_shift_gradients(normalizer.block(body), namer)
     ir_body = sort_by_permutation(ir_body, namer)
     if not generated:  # (a gradient differentiated again was checked as written)

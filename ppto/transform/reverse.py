@@ -490,8 +490,12 @@ class Generator:
         for kind, operand in zip(s.kinds, s.inputs):
             if kind in ir.PASSED or not isinstance(operand, str):
                 continue  # (a constant, such as a list of numbers: no adjoint)
-            if s.function is lists.add_at and kind == "value":
+            replaced = s.function in (lists.replace_at, lists.zero_at)
+            if s.function in (lists.add_at, lists.replace_at) and kind == "value":
                 value = gast.Subscript(name(adjoint), clone(s.inputs[1]), gast.Load())
+            elif replaced and kind == "list":  # (the item replaced: a zero adjoint)
+                zeroed = self.ref(lists.zero_at, "zero_at")
+                value = call(zeroed, name(adjoint), clone(s.inputs[1]))
             elif s.function is lists.stacked_like:  # its transpose: the rows
                 back = self.ref(lists.unstacked, "unstacked")
                 value = call(back, name(adjoint), name(operand))
