@@ -336,3 +336,103 @@ def test_a_tuple_extended_under_one_name_only_is_accepted():
     assert float(value) == pytest.approx(extended_alone(VECTOR, (2.0, 3.0)))
     expected = central_differences(extended_alone, (VECTOR, (2.0, 3.0)), 0)
     assert_gradient(np.asarray(gradient), expected, "extended_alone")
+
+
+# --- an item replaced, the others numbers still ------------------------------------
+# ``size[1] = y`` forgot what each item of size was: ``h, w = size`` then made both
+# h and w possible views of y, and ``h += 1`` (h a number, rebound) was refused as a
+# write into y. The items are followed by position: the one replaced is y's array,
+# the others are what they were.
+
+
+def other_item_incremented(y, size):
+    size[1] = y
+    h, w = size
+    h += 1  # (h is the number 2.0: rebound)
+    return np.sum(y * h * w)
+
+
+def other_item_of_a_local_list(y):
+    size = [2.0, 3.0]
+    size[1] = y
+    h, w = size
+    h += 1
+    return np.sum(y * h * w)
+
+
+def replaced_item_written_nothing_else_read(y, size):
+    size[0] = y
+    h, w = size
+    h += 1  # (y's array, but neither y nor size is read afterwards)
+    return np.sum(h * h) * w
+
+
+def other_item_read_by_position(y, size):
+    size[0] = y
+    h = size[0]
+    w = size[1]
+    w += 1
+    return np.sum(y * h * w)
+
+
+@pytest.mark.parametrize(
+    "function, rest",
+    [
+        (other_item_incremented, ([2.0, 3.0],)),
+        (other_item_of_a_local_list, ()),
+        (replaced_item_written_nothing_else_read, ([2.0, 3.0],)),
+        (other_item_read_by_position, ([2.0, 3.0],)),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_the_items_not_replaced_are_numbers_still(function, rest):
+    def in_numpy(
+        y, *others
+    ):  # (each call its own list and y: the function changes them)
+        return function(np.array(y, dtype=np.float64), *[list(o) for o in others])
+
+    copies = [list(other) for other in rest]
+    value, gradient = ppto.value_and_grad(function)(VECTOR.copy(), *copies)
+    assert float(value) == pytest.approx(float(in_numpy(VECTOR, *rest)), rel=1e-12)
+    expected = central_differences(in_numpy, (VECTOR, *rest), 0)
+    assert_gradient(np.asarray(gradient), expected, function.__name__)
+
+
+def replaced_on_one_path(y, size, flag):
+    if flag:
+        size[0] = y
+    h, w = size
+    h += 1.0  # <- refused
+    return np.sum(y * y) * w
+
+
+def replaced_at_the_end(y, size):
+    size[-1] = y
+    h, w = size
+    w += 1.0  # <- refused
+    return np.sum(y * y) * h
+
+
+def each_item_replaced(y, z, size):
+    size[0] = y
+    size[1] = z
+    h, w = size
+    w += 1.0  # <- refused
+    return np.sum(y * y) * np.sum(z)
+
+
+@pytest.mark.parametrize(
+    "function, rest, shared",
+    [
+        (replaced_on_one_path, ([2.0, 3.0], True), "y"),
+        (replaced_at_the_end, ([2.0, 3.0],), "y"),
+        (each_item_replaced, (VECTOR * 2.0, [2.0, 3.0]), "z"),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_the_item_replaced_written_and_read_is_refused(function, rest, shared):
+    with pytest.raises(
+        ppto.TransformError, match=f"shares its array with {shared}"
+    ) as e:
+        ppto.grad(function)(VECTOR.copy(), *rest)
+    assert e.value.lineno == _marked_line(function)

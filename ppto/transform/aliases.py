@@ -86,6 +86,11 @@ class _Sharing:
     # ``t = size``, ``size[1:]``), while not rebound: each item of one is a
     # number, which shares no memory (``h, w = size``, ``for s in size``)
     numbers: set = field(default_factory=set)
+    # name -> {position: what the item there may be in} for such a list whose
+    # items at those positions (whole numbers, from the start) were replaced
+    # (``size[0] = y``): its other items are numbers still (``h, w = size``: w
+    # shares nothing, h y's array)
+    numbered: dict = field(default_factory=dict)
 
     def copy(self) -> _Sharing:
         return _Sharing(
@@ -98,6 +103,7 @@ class _Sharing:
             dict(self.handed),
             dict(self.moved),
             set(self.numbers),
+            {k: dict(v) for k, v in self.numbered.items()},
         )
 
     def join(self, other: _Sharing) -> _Sharing:
@@ -129,6 +135,7 @@ class _Sharing:
             handed={**other.handed, **self.handed},
             moved={**other.moved, **self.moved},
             numbers=self.numbers & other.numbers,
+            numbered=_joined_numbered(self, other),
         )
         for field_name in ("bases", "views"):
             mine, theirs = getattr(self, field_name), getattr(other, field_name)
@@ -142,6 +149,26 @@ class _Sharing:
                     merged[name] = mine.get(name, set()) | theirs.get(name, set())
             setattr(joined, field_name, merged)
         return joined
+
+
+def _joined_numbered(one: _Sharing, other: _Sharing) -> dict:
+    """``numbered`` after either of two paths: a list of numbers with items
+    replaced on one path (or both), kept where the other path has it too, or the
+    list of numbers unchanged; each position's item may be what either put."""
+    joined = {}
+    for name in set(one.numbered) | set(other.numbered):
+        sides = [
+            state.numbered.get(name, {} if name in state.numbers else None)
+            for state in (one, other)
+        ]
+        if None in sides:
+            continue
+        positions = set(sides[0]) | set(sides[1])
+        joined[name] = {
+            p: sides[0].get(p, frozenset()) | sides[1].get(p, frozenset())
+            for p in positions
+        }
+    return joined
 
 
 def check(
@@ -282,9 +309,8 @@ def _check(
         if written is None:
             return
         refuse_global_change(statement, written)
-        if _item_replaced(statement, sequences) or (
-            lists_only and written in state.same
-        ):
+        listed = sequences | state.numbers | set(state.numbered)  # (lists for sure)
+        if _item_replaced(statement, listed) or (lists_only and written in state.same):
             # ``a[i] = v`` on a list puts another object in it: the arrays it held
             # are unchanged, but another name for the list sees the new item
             others = set() if generated else state.same.get(written, set())
@@ -1005,11 +1031,17 @@ def _bind(statement, state: _Sharing) -> None:
     """Update ``state`` for the names ``statement`` binds: each target of
     ``a = b = value``, the names of ``a, b = y, z`` pairwise, and a loop's target
     (an element of what it runs over)."""
+    replaced = _items_after_replacing(statement, state)
     _lists_of_numbers_changed(statement, state)
     pairs = []
     for name in _changed_items(statement):  # its items are not those written
         for other in {name} | state.same.get(name, set()):  # (nor another name's)
             state.items.pop(other, None)
+            state.numbered.pop(other, None)
+    for name, (table, items) in replaced.items():  # (``c[0] = v``: known still)
+        for other in {name} | state.same.get(name, set()):
+            if ":" not in other:  # (not the caller's object, nor a marker)
+                getattr(state, table)[other] = items
     for name in _passed_to_functions(statement):
         state.handed[name] = statement
     grown = _grown_list(statement)
@@ -1058,6 +1090,7 @@ def _bind(statement, state: _Sharing) -> None:
         _forget(name, views, simultaneous)
         _forget(name, same, simultaneous)
         state.items.pop(name, None)
+        state.numbered.pop(name, None)
         state.moved.pop(name, None)
         taken = value.value if isinstance(value, gast.Subscript) else value
         if isinstance(taken, gast.Name) and taken.id in state.handed:
@@ -1201,6 +1234,8 @@ def _items_taken(statement, state: _Sharing) -> dict:
             return {}
         base = value.value.id
         memory = state.items.get(base, ())
+        if base in state.numbered and position >= 0:  # (else a number)
+            return {target.id: state.numbered[base].get(position, frozenset())}
         if not memory and position >= 0 and _holds_no_others(base, state):
             return {target.id: frozenset({f"{ITEM}{base}:{position}"})}
         if not -len(memory) <= position < len(memory):
@@ -1213,11 +1248,39 @@ def _items_taken(statement, state: _Sharing) -> dict:
     ):
         return {}
     memory = state.items.get(value.id, ())
+    if value.id in state.numbered:  # (each item not replaced: a number)
+        replaced = state.numbered[value.id]
+        memory = [replaced.get(n, frozenset()) for n in range(len(target.elts))]
     if not memory and _holds_no_others(value.id, state):
         memory = [frozenset({f"{ITEM}{value.id}:{n}"}) for n in range(len(target.elts))]
     if len(memory) != len(target.elts):
         return {}
     return {item.id: held for item, held in zip(target.elts, memory)}
+
+
+def _items_after_replacing(statement, state: _Sharing) -> dict:
+    """For ``c[k] = v`` (k a whole number written out) on a list whose items are
+    known by position, ``{c: (the field of state, its items after)}``: a list
+    written out (``items``) has v's memory at k, the others as they were; a list of
+    numbers (``numbers``, ``numbered``) has it at k (from the start), numbers
+    elsewhere. Else empty: what the list holds is then not known by position."""
+    if not (isinstance(statement, gast.Assign) and len(statement.targets) == 1):
+        return {}
+    target = statement.targets[0]
+    if not (isinstance(target, gast.Subscript) and isinstance(target.value, gast.Name)):
+        return {}
+    name, position = target.value.id, _whole_number(target.slice)
+    if position is None:
+        return {}
+    known = state.items.get(name)
+    if known is not None and -len(known) <= position < len(known):
+        position %= len(known)
+    elif position < 0 or not (name in state.numbers or name in state.numbered):
+        return {}
+    memory = frozenset(_memory(statement.value, state) | {f"{ITEM}{name}:{position}"})
+    if known is not None:
+        return {name: ("items", known[:position] + (memory,) + known[position + 1 :])}
+    return {name: ("numbered", {**state.numbered.get(name, {}), position: memory})}
 
 
 def _holds_no_others(name: str, state: _Sharing) -> bool:
