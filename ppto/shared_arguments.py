@@ -6,9 +6,11 @@ sees in NumPy too, except where ``a`` and ``b`` are one array (``f(w, w)``, or t
 views that overlap): there NumPy's ``+=`` changes ``b`` as well, and the generated
 code, which keeps them apart, computes another function. So a call of a program
 whose code writes into a parameter (``Program.written``, found by
-``transform.aliases.check``) is refused when that parameter's array shares memory
-with another argument's. Programs that write into no parameter (most) check
-nothing: the repeated call's ``CheckedRepeatedCall`` is made only for the others.
+``transform.aliases.check``) is refused when that parameter's array (a 0-d one
+too) shares memory with another argument's, or its list is another argument's
+too (``f(x, xs, xs)`` with ``xs[0] = v`` or ``xs += (4,)``). Programs that write
+into no parameter (most) check nothing: the repeated call's ``CheckedRepeatedCall``
+is made only for the others.
 """
 
 from __future__ import annotations
@@ -21,20 +23,50 @@ from ppto.runtime.tensor import Tensor
 
 def refuse_shared(program, values) -> None:
     """Raise a ``GradError`` where a parameter in ``program.written`` is given an
-    array sharing memory with another argument (``values``: positional, one for
-    each parameter of the differentiated function, ``program.spelled``'s keys)."""
+    array sharing memory with another argument's, or a list or dict that another
+    argument holds too (``f(w, xs, xs)``: a list changed through one parameter is
+    changed for the other); ``values``: positional, one for each parameter of the
+    differentiated function, ``program.spelled``'s keys."""
     names = list(program.spelled)
     for name, place in program.written.items():
         if name not in names:
             continue
         position = names.index(name)
-        mine = _array(values[position]) if position < len(values) else None
-        if mine is None:  # (a number or a list: no array of its own to share)
+        if position >= len(values):
+            continue
+        arrays, containers = _held(values[position])
+        if not arrays and not containers:  # (a number: nothing to share)
             continue
         for other, (their_name, value) in enumerate(zip(names, values)):
-            theirs = _array(value) if other != position else None
-            if theirs is not None and _overlap(mine, theirs):
-                _refuse(program.written_by, place, program.spelled[their_name])
+            if other == position:
+                continue
+            their_arrays, their_containers = _held(value)
+            theirs = program.spelled[their_name]
+            if containers & their_containers:
+                kind = type(values[position]).__name__  # (a list or a dict)
+                _refuse(program.written_by, place, theirs, kind)
+            if any(_overlap(a, b) for a in arrays for b in their_arrays):
+                _refuse(program.written_by, place, theirs, "array")
+
+
+def _held(value) -> tuple[list, set]:
+    """The NumPy arrays in ``value`` (itself, a CPU tensor's, or those in the
+    lists, tuples and dicts it is made of) and the ids of the lists and dicts it
+    is made of (itself included: the objects a change in place may reach)."""
+    arrays: list = []
+    containers: set = set()
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        array = _array(item)
+        if array is not None:
+            arrays.append(array)
+        elif isinstance(item, (list, dict)) and id(item) not in containers:
+            containers.add(id(item))
+            pending.extend(item.values() if isinstance(item, dict) else item)
+        elif isinstance(item, tuple):
+            pending.extend(item)
+    return arrays, containers
 
 
 def _array(value):
@@ -52,14 +84,23 @@ def _overlap(a, b) -> bool:
     return np.may_share_memory(a, b) and np.shares_memory(a, b)
 
 
-def _refuse(function: str, place: tuple, theirs: str) -> None:
+def _refuse(function: str, place: tuple, theirs: str, kind: str) -> None:
+    """``kind``: what the two arguments share, "array" (memory), "list", "dict"."""
     filename, line, text, spelled = place
+    if kind == "array":
+        shared = (
+            f"the array passed for {spelled} (or one it holds) shares memory with "
+            f"one passed for {theirs}"
+        )
+        copy, new = "w.copy()", f"{spelled} = {spelled} + ... makes a new array"
+    else:
+        shared = f"the {kind} passed for {spelled} is passed for {theirs} too"
+        copy, new = f"{kind}(w)", f"{spelled} = {kind}({spelled}) first: a new {kind}"
     raise GradError(
         f"{function} writes into its parameter {spelled} in place "
-        f'(File "{filename}", line {line}: {text}), and the array passed for '
-        f"{spelled} shares memory with the one passed for {theirs}: in NumPy the "
-        f"write changes {theirs} too, but ppto's generated code keeps them apart "
-        "and would compute another result. Instead: pass a copy "
-        f"({function}(w, w.copy()) rather than {function}(w, w)), or do not "
-        f"write into the argument ({spelled} = {spelled} + ... makes a new array)"
+        f'(File "{filename}", line {line}: {text}), and {shared} (or held '
+        f"in it): in NumPy the write changes {theirs} too, but ppto's generated "
+        "code keeps them apart and would compute another result. Instead: pass "
+        f"a copy ({function}(w, {copy}) rather than {function}(w, w)), or do not "
+        f"write into the argument ({new})"
     )

@@ -180,6 +180,7 @@ def check(
     lists_only: bool = False,
     numbers=(),
     written: dict | None = None,
+    zero_d=(),
 ) -> None:
     """Raise at the first write through a name another name read later shares.
     ``ranks``: the parameters' numbers of axes, where known (one or more: an array).
@@ -194,7 +195,9 @@ def check(
     given (the differentiated function itself), collects each parameter whose
     caller's object the code may change in place -> the first statement that
     does: allowed, as the generated code changes a copy, but wrong where the
-    caller passed one array for two parameters (see ``ppto.shared_arguments``)."""
+    caller passed one array for two parameters (see ``ppto.shared_arguments``).
+    ``zero_d``: the parameters given 0-d arrays, whose ``+=`` writes into them
+    (``ranks`` says 0 for them as for a Python float, which ``+=`` rebinds)."""
     local = _local_names(parsed)
     nodes = trees.nodes_by_kind(parsed.tree)  # (three passes read it: none changes it)
     token = _HELPER_RESULTS.set(_helper_results(parsed, local, nodes))
@@ -211,6 +214,7 @@ def check(
             nodes,
             numbers,
             written,  # (``writes`` there: ``written`` names the array changed)
+            set(zero_d),
         )
     finally:
         _HELPER_RESULTS.reset(token)
@@ -227,6 +231,7 @@ def _check(
     nodes: dict,
     numbers: set,
     writes: dict | None = None,
+    zero_d: frozenset = frozenset(),
 ) -> None:
     order = list(_flattened(parsed.tree.body, ()))
     positions = {id(statement): n for n, (statement, _) in enumerate(order)}
@@ -244,13 +249,19 @@ def _check(
                 state.views[parameter] = {_argument(parameter)}
     for parameter in parsed.parameters if writes is not None else ():
         # (its own name: a write is recorded, not refused; a tuple or list of
-        # numbers holds no array a write could reach, and its items share none;
-        # nor does a number, whose ``+=`` rebinds the name)
-        if parameter not in passed | numbers and known.get(parameter) != 0:
-            state.bases[parameter] = {PARAMETER + parameter}
-            state.same[parameter] = {PARAMETER + parameter}
-            if parameter not in known:
-                state.views[parameter] = {PARAMETER + parameter}
+        # numbers holds no array a write could reach, and its items share none,
+        # but a list changed is changed for another parameter given it too; a
+        # number's ``+=`` rebinds the name, a 0-d array's writes into it)
+        mark = {PARAMETER + parameter}
+        if parameter in passed:
+            continue
+        if parameter in numbers:
+            state.same[parameter] = mark
+        elif known.get(parameter) != 0 or parameter in zero_d:
+            state.bases[parameter] = set(mark)
+            state.same[parameter] = set(mark)
+            if parameter not in known or parameter in zero_d:
+                state.views[parameter] = set(mark)
     sequences = _sequence_names(parsed, nodes)
     # names that may be lists, whose ``c[i] = y`` puts y's very array in them: a
     # list written out, or a parameter not described as an array (``size``, given

@@ -346,8 +346,16 @@ def _prepare(
     if entry:
         numbers = program.numbers
     writes = {} if entry and not generated else None
+    # (the entry's: a differentiated Python float has rank 0 too, but no dtype)
+    zero_d = {p for p in program.dtypes if ranks.get(p) == 0} if entry else ()
     aliases.check(
-        parsed, ranks, passed, generated=generated, numbers=numbers, written=writes
+        parsed,
+        ranks,
+        passed,
+        generated=generated,
+        numbers=numbers,
+        written=writes,
+        zero_d=zero_d,
     )
     for parameter, node in (writes or {}).items():
         line, _ = parsed.source.position(node)
