@@ -393,3 +393,74 @@ def test_a_write_through_a_view_nothing_reads_later_is_differentiated(
     assert float(value) == pytest.approx(function(argument.copy()), rel=1e-12)
     expected = central_differences(function, (argument,), 0)
     assert_gradient(np.asarray(gradient), expected, function.__name__)
+
+
+# --- items of one array stored in turn: ``Y[0], Y[1] = Y[1] * 2.0, Y[0] * 3.0`` ------
+# This was refused as "nested unpacking", which it is not. Python evaluates the
+# value whole, then stores its items in turn: new arrays (``Y[0] * 3.0``) or
+# numbers (the items of a vector) are stored as they were, but a row of Y stored
+# after a store into Y is a view that store changed (``Y[0], Y[1] = Y[1], Y[0]``
+# does not swap the rows in NumPy), which the generated code would not follow.
+
+
+def rows_stored_in_turn(m):
+    Y = m * 1.0
+    Y[0], Y[1] = Y[1] * 2.0, Y[0] * 3.0
+    return np.sum(Y * Y)
+
+
+def rows_of_the_argument_stored(Y):
+    Y[1], Y[0] = Y[0] * 2.0, np.tanh(Y[1])
+    return np.sum(Y * Y)
+
+
+def numbers_swapped(v):
+    Y = v * 1.0
+    Y[0], Y[1] = Y[1], Y[0]  # (items of a vector: numbers, swapped)
+    return np.sum(Y * v)
+
+
+def copies_swapped(m):
+    Y = m * 1.0
+    Y[0], Y[1] = Y[1].copy(), Y[0].copy()
+    return np.sum(Y * m)
+
+
+def index_bound_first(m):
+    Y = m * 1.0
+    i = 0
+    i, Y[i] = 1, Y[2] * 2.0  # (Y[1] is written: i is bound first)
+    return np.sum(Y * m)
+
+
+@pytest.mark.parametrize(
+    "function, argument",
+    [
+        (rows_stored_in_turn, SQUARE),
+        (rows_of_the_argument_stored, SQUARE),
+        (numbers_swapped, VECTOR),
+        (copies_swapped, SQUARE),
+        (index_bound_first, SQUARE),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_items_stored_in_turn_are_differentiated(function, argument):
+    value, gradient = ppto.value_and_grad(function)(argument.copy())
+    assert float(value) == pytest.approx(function(argument.copy()), rel=1e-12)
+    expected = central_differences(lambda a: function(a.copy()), (argument,), 0)
+    assert_gradient(np.asarray(gradient), expected, function.__name__)
+
+
+def rows_swapped(m):
+    Y = m * 1.0
+    Y[0], Y[1] = Y[1], Y[0]  # <- refused
+    return np.sum(Y * m)
+
+
+def test_a_row_stored_after_a_store_changed_it_is_refused():
+    with pytest.raises(ppto.TransformError) as error:
+        ppto.grad(rows_swapped)(SQUARE.copy())
+    assert error.value.lineno == _marked_line(rows_swapped)
+    message = str(error.value)
+    assert "stores Y[0] into Y[1] after the store into Y[0]" in message
+    assert "Y[1] = Y[0].copy()" in message

@@ -316,6 +316,7 @@ def _check(
             refuse_global_change(statement, name)
             shared = state.same.get(name, set()) | _sharing(name, state.bases)
             refuse_argument_change(statement, name, shared)
+        refuse_stored_after_its_change(statement, state)
         written = _written_in_place(statement)
         if written is None:
             return
@@ -382,6 +383,27 @@ def _check(
         """Whether ``name`` may be bound to a list: one of ``lists``, or another
         name for one (``s = size``)."""
         return bool(({name} | state.same.get(name, set())) & lists)
+
+    def refuse_stored_after_its_change(statement, state: _Sharing):
+        """``Y[0], Y[1] = Y[1], Y[0]``: Python stores the items in turn, and
+        ``Y[0]``, a view, is stored into Y[1] as the store into Y[0] left it (the
+        rows are not swapped); the generated code takes each item as it was."""
+        found = _stored_after_its_change(
+            statement, state, sequences | state.numbers | set(state.numbered)
+        )
+        if found is None:
+            return
+        item, target, earlier = (gast.unparse(n).strip() for n in found)
+        raise parsed.source.error(
+            statement,
+            f"this stores {item} into {target} after the store into {earlier}, "
+            f"which writes into the array {item} may be a view of: Python stores "
+            f"the items in turn, so NumPy stores {item} as that write left it, "
+            "but ppto's generated code takes each item as it was before the "
+            "statement",
+            f"copy the item first ({target} = {item}.copy() in the tuple), or "
+            "store the items in separate statements in the order meant",
+        )
 
     def read_later(statement, loops: tuple) -> set:
         """The names read after ``statement``, in the function or (the next
@@ -1294,6 +1316,37 @@ def _items_after_replacing(statement, state: _Sharing) -> dict:
     return {name: ("numbered", {**state.numbered.get(name, {}), position: memory})}
 
 
+def _stored_after_its_change(statement, state: _Sharing, listed: set):
+    """``(item, its target, an earlier target)`` for an assignment to a tuple of
+    targets whose value's item may be a view of an array that the store into an
+    earlier target writes into (``Y[0], Y[1] = Y[1], Y[0]``); else None. A list's
+    item replaced (among ``listed``) writes into no array."""
+    if not (isinstance(statement, gast.Assign) and len(statement.targets) == 1):
+        return None
+    target, value = statement.targets[0], statement.value
+    if not isinstance(target, (gast.Tuple, gast.List)):
+        return None
+    items = target.elts
+    taken = value.elts if positions_known(value) else [value] * len(items)
+    if len(taken) != len(items):
+        return None
+    for position, (item, stored_into) in enumerate(zip(taken, items)):
+        if _exact_rank(item, state.exact) == 0:
+            continue  # (a number: NumPy's ``y[0]`` of a vector is a copy)
+        memory = _memory(item, state)
+        for earlier in items[:position]:
+            base = earlier
+            while isinstance(base, gast.Subscript):
+                base = base.value
+            if base is earlier or not isinstance(base, gast.Name):
+                continue  # (a name rebound writes into no array)
+            if base.id in listed:
+                continue
+            if memory & ({base.id} | _sharing(base.id, state.bases)):
+                return item, stored_into, earlier
+    return None
+
+
 def _holds_no_others(name: str, state: _Sharing) -> bool:
     """Whether ``name``'s value holds no other name's arrays (only its own items
     taken apart so far): its items by position are its own."""
@@ -1491,6 +1544,11 @@ def _exact_rank(value, exact: dict) -> int | None:
     or such a name indexed by whole numbers written out (``x[0]``, ``w[1, 2]``)."""
     if isinstance(value, gast.Name):
         return exact.get(value.id)
+    if isinstance(value, gast.Constant) and type(value.value) in (int, float):
+        return 0
+    if isinstance(value, gast.BinOp) and not isinstance(value.op, gast.MatMult):
+        sides = (_exact_rank(value.left, exact), _exact_rank(value.right, exact))
+        return None if None in sides else max(sides)  # (``v * 1.0``: v's)
     compared = _compared(value)
     if compared is not None and len(compared) > 1:  # ``max(x[0], x[1])``: one of
         ranks = {_exact_rank(item, exact) for item in compared}

@@ -5,7 +5,10 @@ statements, and nested unpacking in steps.
 with the statements after an ``if`` that may return moved into its branches (so every
 path ends by assigning the result once). ``a if c else b`` inside a statement becomes
 an ``if`` statement assigning a temporary just before it. ``(a, b), c = v`` becomes
-``a_b, c = v`` then ``a, b = a_b``.
+``a_b, c = v`` then ``a, b = a_b``; a tuple of targets with a subscript among
+them, ``Y[0], Y[1] = Y[1] * 2.0, Y[0]``, becomes ``Y_0, Y_1 = ...`` (the value
+evaluated whole first) then each target assigned its item in order, ``Y[0] = Y_0``
+and ``Y[1] = Y_1``, as Python does.
 """
 
 from __future__ import annotations
@@ -651,6 +654,45 @@ def _unreversed(sequence):
     return gast.Subscript(items, backwards, gast.Load())
 
 
+def _stores_into_items(target) -> bool:
+    """Whether the tuple ``target`` (no item starred) has a subscript among its
+    items (``Y[0], Y[1]``), nested ones included."""
+    items = list(trees.walk(target))
+    return not any(isinstance(n, gast.Starred) for n in items) and any(
+        isinstance(n, gast.Subscript) and isinstance(n.ctx, gast.Store) for n in items
+    )
+
+
+def _items_in_order(statement, namer: Namer) -> list:
+    """``t1, t2 = value`` then ``target1 = t1``, ``target2 = t2`` for ``target1,
+    target2 = value``: the value first, then each store in turn (a subscript's
+    index evaluated then, after the stores before it: Python's order)."""
+    targets = statement.targets[0].elts
+    held = [namer.fresh(_item_name(target)) for target in targets]
+    statement.targets[0].elts = [gast.Name(n, gast.Store(), None, None) for n in held]
+    out = [statement]
+    for target, name in zip(targets, held):
+        step = gast.Assign([target], gast.Name(name, gast.Load(), None, None), None)
+        gast.copy_location(step, statement)
+        step.split_from = getattr(statement, "split_from", statement)
+        out.extend(_unpack_steps(step, namer))
+    return out
+
+
+def _item_name(target) -> str:
+    """A name for the value stored into ``target``: ``Y_at_0`` for ``Y[0]``
+    (apart from the numbered versions of Y itself, ``Y_1``), ``a`` for ``a``."""
+    parts = [
+        str(n.id if isinstance(n, gast.Name) else n.value)
+        for n in trees.walk(target)
+        if isinstance(n, (gast.Name, gast.Constant))
+    ]
+    parts = [part for part in parts if part.isidentifier() or part.isdigit()]
+    if not parts or not parts[0].isidentifier():
+        return "part"
+    return "_at_".join([parts[0], "_".join(parts[1:])]) if parts[1:] else parts[0]
+
+
 def unpack_in_steps(body: list, namer: Namer) -> list:
     """Split nested tuple targets into one level per statement (see module doc)."""
     out = []
@@ -671,6 +713,8 @@ def _unpack_steps(statement, namer: Namer) -> list:
         and isinstance(statement.targets[0], (gast.Tuple, gast.List))
     ):
         return [statement]
+    if _stores_into_items(statement.targets[0]):
+        return _items_in_order(statement, namer)
     later = []
     elements = []
     for element in statement.targets[0].elts:
