@@ -464,3 +464,81 @@ def test_a_row_stored_after_a_store_changed_it_is_refused():
     message = str(error.value)
     assert "stores Y[0] into Y[1] after the store into Y[0]" in message
     assert "Y[1] = Y[0].copy()" in message
+
+
+# --- the refusal names the array the item is ----------------------------------------
+# After ``(w,) + (z,)`` or ``hs.insert(0, z)`` the items were no longer followed by
+# position: an item taken was taken to be any of them, and the refusal named the
+# first in alphabetical order (w, where the item written is z).
+
+
+def item_of_joined_tuples(m):
+    w = m * 1.0
+    z = m * 2.0
+    t = (w,) + (z,)
+    u = t[1]
+    u += 1.0  # <- refused
+    return np.sum(z * w)
+
+
+def item_inserted_first(m):
+    w = m * 1.0
+    z = m * 2.0
+    hs = [w]
+    hs.insert(0, z)
+    a = hs[0]
+    a += 1.0  # <- refused
+    return np.sum(z * w)
+
+
+def item_after_the_one_inserted(m):
+    a = m * 1.0
+    y = m * 2.0
+    hs = [a]
+    hs.insert(0, y)
+    first, second = hs
+    first += 1.0  # <- refused
+    return np.sum(y * a)
+
+
+def item_appended(m):
+    w = m * 1.0
+    z = m * 2.0
+    hs = [z]
+    hs.append(w)
+    b = hs[-1]
+    b += 1.0  # <- refused
+    return np.sum(z * w)
+
+
+@pytest.mark.parametrize(
+    "function, shared",
+    [
+        (item_of_joined_tuples, "z"),
+        (item_inserted_first, "z"),
+        (item_after_the_one_inserted, "y"),
+        (item_appended, "w"),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_the_refusal_names_the_array_the_item_is(function, shared):
+    with pytest.raises(ppto.TransformError) as error:
+        ppto.grad(function)(MATRIX.copy())
+    assert error.value.lineno == _marked_line(function)
+    assert f"shares its array with {shared} " in str(error.value)
+
+
+def joined_item_apart(m):
+    w = m * 1.0
+    z = m * 2.0
+    t = (w,) + (z * 1.0,)
+    u = t[1]  # (a new array: neither w nor z)
+    u += 1.0
+    return np.sum(z * w * u)
+
+
+def test_an_item_of_joined_tuples_made_new_is_differentiated():
+    value, gradient = ppto.value_and_grad(joined_item_apart)(MATRIX.copy())
+    assert float(value) == pytest.approx(joined_item_apart(MATRIX.copy()), rel=1e-12)
+    expected = central_differences(joined_item_apart, (MATRIX,), 0)
+    assert_gradient(np.asarray(gradient), expected, "joined_item_apart")

@@ -1064,7 +1064,7 @@ def _bind(statement, state: _Sharing) -> None:
     """Update ``state`` for the names ``statement`` binds: each target of
     ``a = b = value``, the names of ``a, b = y, z`` pairwise, and a loop's target
     (an element of what it runs over)."""
-    replaced = _items_after_replacing(statement, state)
+    replaced = _items_after_change(statement, state)
     _lists_of_numbers_changed(statement, state)
     pairs = []
     for name in _changed_items(statement):  # its items are not those written
@@ -1239,16 +1239,29 @@ def _unpacked_positions(statement) -> dict:
 
 
 def _items_written_out(statement, state: _Sharing) -> dict:
-    """``{name: the memory of each item}`` for ``name = [a, b]`` (or a tuple)."""
+    """``{name: the memory of each item}`` for ``name = [a, b]`` (or a tuple, or
+    such sequences joined: ``(w,) + (z,)``)."""
     name = single_target(statement)
-    if name is None or not positions_known(statement.value):
+    items = _written_out(statement.value) if name is not None else None
+    if items is None:
         return {}
     return {
         name: tuple(
             frozenset(_memory(item, state) | {f"{ITEM}{name}:{position}"})
-            for position, item in enumerate(statement.value.elts)
+            for position, item in enumerate(items)
         )
     }
+
+
+def _written_out(value) -> list | None:
+    """The items of ``value``, a list or tuple written out or several joined with
+    ``+`` (``(w,) + (z,)``: w then z), each at its position; else None."""
+    if positions_known(value):
+        return list(value.elts)
+    if isinstance(value, gast.BinOp) and isinstance(value.op, gast.Add):
+        left, right = _written_out(value.left), _written_out(value.right)
+        return None if left is None or right is None else left + right
+    return None
 
 
 def _items_taken(statement, state: _Sharing) -> dict:
@@ -1291,12 +1304,16 @@ def _items_taken(statement, state: _Sharing) -> dict:
     return {item.id: held for item, held in zip(target.elts, memory)}
 
 
-def _items_after_replacing(statement, state: _Sharing) -> dict:
+def _items_after_change(statement, state: _Sharing) -> dict:
     """For ``c[k] = v`` (k a whole number written out) on a list whose items are
     known by position, ``{c: (the field of state, its items after)}``: a list
     written out (``items``) has v's memory at k, the others as they were; a list of
     numbers (``numbers``, ``numbered``) has it at k (from the start), numbers
-    elsewhere. Else empty: what the list holds is then not known by position."""
+    elsewhere. So too for ``c.insert(k, v)`` and ``c.append(v)`` on a list written
+    out. Else empty: what the list holds is then not known by position."""
+    grown = _grown_list(statement)
+    if grown is not None:
+        return _items_after_growing(statement, state)
     if not (isinstance(statement, gast.Assign) and len(statement.targets) == 1):
         return {}
     target = statement.targets[0]
@@ -1310,7 +1327,8 @@ def _items_after_replacing(statement, state: _Sharing) -> dict:
         position %= len(known)
     elif position < 0 or not (name in state.numbers or name in state.numbered):
         return {}
-    memory = frozenset(_memory(statement.value, state) | {f"{ITEM}{name}:{position}"})
+    marker = f"{ITEM}{name}:{id(statement)}"  # (the item put there, not the old)
+    memory = frozenset(_memory(statement.value, state) | {marker})
     if known is not None:
         return {name: ("items", known[:position] + (memory,) + known[position + 1 :])}
     return {name: ("numbered", {**state.numbered.get(name, {}), position: memory})}
@@ -1345,6 +1363,27 @@ def _stored_after_its_change(statement, state: _Sharing, listed: set):
             if memory & ({base.id} | _sharing(base.id, state.bases)):
                 return item, stored_into, earlier
     return None
+
+
+def _items_after_growing(statement, state: _Sharing) -> dict:
+    """``_items_after_change`` for ``c.insert(k, v)`` (k a whole number written
+    out) or ``c.append(v)`` on a list written out: v's memory at its place."""
+    call = statement.value
+    name, method = call.func.value.id, call.func.attr
+    known = state.items.get(name)
+    if known is None or method == "extend":
+        return {}
+    position = len(known)
+    if method == "insert":
+        position = _whole_number(call.args[0]) if len(call.args) == 2 else None
+        if position is None:
+            return {}
+        if position < 0:  # (before the item there, as list.insert does)
+            position = max(len(known) + position, 0)
+        position = min(position, len(known))
+    marker = f"{ITEM}{name}:{id(statement)}"
+    memory = frozenset(_memory(call.args[-1], state) | {marker})
+    return {name: ("items", known[:position] + (memory,) + known[position:])}
 
 
 def _holds_no_others(name: str, state: _Sharing) -> bool:
