@@ -363,6 +363,8 @@ def _check(
             and not state.exact.get(written)
             and not isinstance(statement.value, gast.List)
             and written not in indexed  # (``m[-1]`` somewhere: not a number)
+            # (nor another name for its object: ``z = y; c = y[0]; z += 1``)
+            and not state.same.get(written, set()) & indexed
             # (an item of an array of unknown rank: a row, perhaps)
             and not (written in items and written not in state.exact)
         )
@@ -1154,10 +1156,12 @@ def _bind(statement, state: _Sharing) -> None:
             # ``a += 1`` would write into (an unpacked item's rank is not known)
             viewed = returned is not None and (not whole or returned.arrays)
             # ``a, b = y``: rows of y, views, unless y has one axis for sure (then
-            # numbers); ``a, b = np.split(y, 2)``: views of y
+            # numbers); so is ``c = y[2]`` (a number was skipped above); ``a, b =
+            # np.split(y, 2)``: views of y
             rows = not whole and returned is None
             rank = _exact_rank(value, state.exact) if rows else None
-            if (whole and _surely_an_array(value)) or viewed or (rows and rank != 1):
+            row = (whole and isinstance(value, gast.Subscript)) or (rows and rank != 1)
+            if row or (whole and _surely_an_array(value)) or viewed:
                 views[name] = set().union(*(old.views.get(o, set()) for o in origins))
                 views[name] |= origins
             elif whole:  # ``c = r``, ``c = max(r, s)``: a view where r may be one
@@ -1212,12 +1216,13 @@ def _bind(statement, state: _Sharing) -> None:
         state.items[name] = memory
         bases[name] = bases.get(name, set()).union(*memory)
     for name, memory in taken_apart.items():  # ``y, b = params``, ``params[1]``
-        bases[name] = set(memory)
-        for held in memory:  # (the value holds its items: a write is seen there)
-            if held.startswith(ITEM):
-                bases.setdefault(held.split(":")[1], set()).add(held)
-        if name in views:
-            views[name] = set(memory)
+        # (the value holds its items: a write is seen there, and through a view
+        # of the value made afterwards, ``c = y[2]; z = y.reshape(-1)``)
+        for table in (bases, views) if name in views else (bases,):
+            table[name] = set(memory)
+            for held in memory:
+                if held.startswith(ITEM):
+                    table.setdefault(held.split(":")[1], set()).add(held)
     _follow_arrays(statement, state.arrays)
     _follow_exact(statement, pairs, state.exact)
     _follow_numbers(statement, pairs, state)
@@ -1388,10 +1393,18 @@ def _items_after_growing(statement, state: _Sharing) -> dict:
 
 def _holds_no_others(name: str, state: _Sharing) -> bool:
     """Whether ``name``'s value holds no other name's arrays (only its own items
-    taken apart so far): its items by position are its own."""
+    taken apart so far), and no other name views it (``z = y[1:]``, whose write
+    reaches ``y[1]``): its items by position are its own."""
     own, caller = f"{ITEM}{name}:", PARAMETER + name  # (the caller's object)
-    return state.same.get(name, set()) <= {caller} and all(
-        held.startswith(own) or held == caller for held in state.bases.get(name, ())
+    viewed = any(
+        {name, caller} & held for other, held in state.bases.items() if other != name
+    )
+    return (
+        not viewed
+        and state.same.get(name, set()) <= {caller}
+        and all(
+            held.startswith(own) or held == caller for held in state.bases.get(name, ())
+        )
     )
 
 
