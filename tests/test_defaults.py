@@ -199,3 +199,28 @@ def test_generated_code_shows_the_bound_defaults():
     assert "def weighted_forward(x, w=w_default):" in text
     text = ppto.show_grad(through_closure_default, X, file=None)
     assert "def power_forward(x, k=3):" in text
+
+
+def given_other_defaults(x, s=2.0, *, t=-1):
+    return x * s + t * x**2
+
+
+# what a decorator or a factory setting defaults does: the literals written in
+# the def are no longer the defaults (Python reads __defaults__ and
+# __kwdefaults__)
+given_other_defaults.__defaults__ = (10.0,)
+given_other_defaults.__kwdefaults__ = {"t": 3}
+
+
+def through_other_defaults(x):
+    return np.sum(given_other_defaults(x) ** 2)
+
+
+def test_defaults_given_after_the_def_are_read_not_the_written_literals():
+    _check(through_other_defaults)
+    tangent = np.array([0.5, -1.0, 2.0])
+    pushed = ppto.jvp(through_other_defaults, (X,), (tangent,))[1]
+    expected = directional_differences(through_other_defaults, (X,), {0: tangent})
+    assert float(pushed) == pytest.approx(float(expected), rel=1e-6)
+    direct = ppto.grad(lambda x: np.sum(given_other_defaults(x)))(X)
+    np.testing.assert_allclose(np.asarray(direct), 10.0 + 6.0 * X, rtol=1e-12)

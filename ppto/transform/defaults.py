@@ -3,8 +3,9 @@
 Python evaluates a default once, when the ``def`` runs; generated code repeats the
 user's signature, and a default expression copied into it would be evaluated again,
 where it may read another value (``s=a``, ``a`` rebound since) or a name not in
-scope (``k=k``, a loop's or an enclosing function's variable). Each default that
-is not a literal as written becomes the value the function holds
+scope (``k=k``, a loop's or an enclosing function's variable); a literal written
+there may no longer be the default (``f.__defaults__ = (10.0,)``). Each default
+that is not a literal of its value as written becomes the value the function holds
 (``__defaults__``, ``__kwdefaults__``): a literal where it is one (``s=2.0``),
 else a name ppto binds to it (``w=w_default``), or the user's name where that still
 holds the very same object.
@@ -12,6 +13,7 @@ holds the very same object.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
 from collections import ChainMap
@@ -81,10 +83,11 @@ def _default_values(function) -> dict:
 
 def _holds(written, value, namespace, local: set) -> bool:
     """Whether the default expression ``written`` gives ``value`` where generated
-    code evaluates it: a literal, or a global of the function's (not one of its
+    code evaluates it: a literal of that value (``__defaults__`` may have been
+    given others since the ``def``), or a global of the function's (not one of its
     ``local`` names) that holds that very object still."""
     if _literal_expr(written):
-        return True
+        return is_literal(value) and _same_literal(_literal_value(written), value)
     if isinstance(written, gast.Name) and written.id not in local:
         return namespace.get(written.id, _MISSING) is value
     return False
@@ -98,6 +101,19 @@ def _literal_expr(node) -> bool:
     if isinstance(node, gast.Tuple):
         return all(_literal_expr(item) for item in node.elts)
     return False
+
+
+def _literal_value(node):
+    """The value of a literal expression (``_literal_expr``)."""
+    return ast.literal_eval(gast.unparse(node))
+
+
+def _same_literal(written, value) -> bool:
+    """Whether two literal values are one value of one type (``2`` is not ``2.0``,
+    nor ``0.0`` ``-0.0``: each writes another number into generated code)."""
+    if isinstance(written, tuple) and isinstance(value, tuple):
+        return len(written) == len(value) and all(map(_same_literal, written, value))
+    return type(written) is type(value) and repr(written) == repr(value)
 
 
 def is_literal(value) -> bool:
