@@ -224,3 +224,36 @@ def test_defaults_given_after_the_def_are_read_not_the_written_literals():
     assert float(pushed) == pytest.approx(float(expected), rel=1e-6)
     direct = ppto.grad(lambda x: np.sum(given_other_defaults(x)))(X)
     np.testing.assert_allclose(np.asarray(direct), 10.0 + 6.0 * X, rtol=1e-12)
+
+
+def rescaled(x, s=np.array([2.0, 2.0, 2.0]), *, t=1.0):  # noqa: B008 (what it tests)
+    return x * s * t
+
+
+def through_rescaled(x):
+    return np.sum(np.sin(rescaled(x)) * x)
+
+
+def test_defaults_given_others_make_the_programs_stale():
+    gradient = ppto.value_and_grad(through_rescaled)
+    tangent = np.array([0.5, -1.0, 2.0])
+    kept = rescaled.__defaults__, dict(rescaled.__kwdefaults__)
+    try:
+        for change in range(4):
+            if change == 1:  # rebound
+                rescaled.__defaults__ = (np.array([10.0, -1.0, 0.5]),)
+            elif change == 2:  # a keyword default changed in its dict
+                rescaled.__kwdefaults__["t"] = 3.0
+            elif change == 3:  # the dict rebound
+                rescaled.__kwdefaults__ = {"t": -0.5}
+            for value_and_grad in (gradient, ppto.value_and_grad(through_rescaled)):
+                for _ in range(2):  # (the second call: the repeated-call path)
+                    value, found = value_and_grad(X)
+                    assert_value(value, through_rescaled(X), "value")
+                    expected = central_differences(through_rescaled, (X,), 0)
+                    assert_gradient(found, expected, "gradient")
+            pushed = ppto.jvp(through_rescaled, (X,), (tangent,))[1]
+            expected = directional_differences(through_rescaled, (X,), {0: tangent})
+            assert float(pushed) == pytest.approx(float(expected), rel=1e-6)
+    finally:
+        rescaled.__defaults__, rescaled.__kwdefaults__ = kept

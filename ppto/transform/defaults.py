@@ -134,3 +134,19 @@ def _fresh(label: str, namespace, taken: set) -> str:
         number += 1
         fresh = f"{label}_{number}"
     return fresh
+
+
+def watched_defaults(function) -> list:
+    """What ``Program.reached`` watches so that a program made with ``function``'s
+    defaults is stale once they are given others (``f.__defaults__ = (10.0,)``,
+    ``f.__kwdefaults__["s"] = 10.0``): ``(holder, attribute or key, value)``."""
+    defaults = getattr(function, "__defaults__", None)
+    keywords = getattr(function, "__kwdefaults__", None)
+    if defaults is None and keywords is None:
+        return []
+    found = [
+        (function, "__defaults__", defaults),
+        (function, "__kwdefaults__", keywords),
+    ]
+    found += [(keywords, key, value) for key, value in (keywords or {}).items()]
+    return found
