@@ -257,3 +257,70 @@ def test_defaults_given_others_make_the_programs_stale():
             assert float(pushed) == pytest.approx(float(expected), rel=1e-6)
     finally:
         rescaled.__defaults__, rescaled.__kwdefaults__ = kept
+
+
+def accumulated(x, buf=np.zeros(3)):  # noqa: B008 (what it tests: the default kept)
+    buf += x
+    return np.sum(buf * x)
+
+
+def accumulated_through_another_name(x, buf=np.zeros(3)):  # noqa: B008
+    kept = buf
+    kept[0] = 1.0
+    return np.sum(kept * x)
+
+
+def appended(x, found=[]):  # noqa: B006 (what it tests)
+    found.append(x)
+    return np.sum(found[-1] * x)
+
+
+def made_inside(x, buf=None):  # the rewrite the refusal suggests
+    if buf is None:
+        buf = np.zeros(3)
+    buf += x
+    return np.sum(buf * x)
+
+
+@pytest.mark.parametrize(
+    ("helper", "line"),
+    [
+        (accumulated, "buf += x"),
+        (accumulated_through_another_name, "kept[0] = 1.0"),
+        (appended, "found.append(x)"),
+    ],
+    ids=["augmented", "through another name", "appended"],
+)
+def test_a_write_into_a_called_function_default_is_refused(helper, line):
+    # Python keeps the change in the default for the next call: ppto's code
+    # would not, so every call after the first would be wrong
+    kept = [list(np.asarray(v).ravel()) for v in helper.__defaults__]
+    with pytest.raises(ppto.TransformError) as caught:
+        ppto.value_and_grad(lambda x: helper(x * 1.0))(X)
+    assert caught.value.filename == __file__
+    assert line in str(caught.value) and "default value of the parameter" in str(
+        caught.value
+    )
+    assert "=None" in str(caught.value)
+    assert [list(np.asarray(v).ravel()) for v in helper.__defaults__] == kept
+
+
+def test_a_write_into_the_differentiated_function_default_is_refused():
+    for entry in (ppto.grad(accumulated), ppto.value_and_grad(accumulated)):
+        with pytest.raises(ppto.GradError, match="leaves buf to its default"):
+            entry(X)
+    with pytest.raises(ppto.GradError, match="leaves buf to its default"):
+        ppto.jvp(accumulated, (X,), (np.ones(3),))
+    np.testing.assert_array_equal(accumulated.__defaults__[0], np.zeros(3))
+    given = np.ones(3)  # (an array passed: the default is not written)
+    gradient = ppto.grad(accumulated)(X, given)
+    np.testing.assert_allclose(np.asarray(gradient), 2.0 * X + 1.0, rtol=1e-12)
+
+
+def test_the_suggested_rewrite_runs():
+    def calling(x):
+        return made_inside(x * 1.0) + made_inside(x * 2.0)
+
+    for _ in range(2):
+        _check(calling)
+    _check(made_inside)

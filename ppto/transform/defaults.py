@@ -19,6 +19,7 @@ import math
 from collections import ChainMap
 
 import gast
+import numpy as np
 
 from ppto.transform import trees
 from ppto.transform.normalize import constant_expr
@@ -31,7 +32,7 @@ def bind_defaults(parsed):
     (the module docstring): its tree's defaults replaced in place, the names bound
     for them in a namespace of its own, and listed in ``bound`` (no scope of the
     user's holds them, so there is nothing there to watch for rebinding)."""
-    values = _default_values(parsed.fn)
+    values = default_values(parsed.fn)
     arguments = parsed.tree.args
     positional = arguments.posonlyargs + arguments.args
     holders = positional[len(positional) - len(arguments.defaults) :]
@@ -69,8 +70,12 @@ def bind_defaults(parsed):
     )
 
 
-def _default_values(function) -> dict:
-    """Parameter name -> the default ``function`` holds for it."""
+def default_values(function) -> dict:
+    """Parameter name -> the default ``function`` holds for it.
+
+    >>> default_values(lambda x, s=2.0, *, t=None: x)
+    {'s': 2.0, 't': None}
+    """
     code = getattr(function, "__code__", None)
     if code is None:
         return {}
@@ -150,3 +155,23 @@ def watched_defaults(function) -> list:
     ]
     found += [(keywords, key, value) for key, value in (keywords or {}).items()]
     return found
+
+
+def changeable_defaults(function) -> list:
+    """The parameters whose default a write could change (an array, a list, a
+    dict; not a number, a string, None or a tuple of these): Python keeps such a
+    change for the next call that leaves the parameter out."""
+    return [
+        parameter
+        for parameter, value in default_values(function).items()
+        if not _unchangeable(value)
+    ]
+
+
+def _unchangeable(value) -> bool:
+    if isinstance(value, tuple):
+        return all(map(_unchangeable, value))
+    return value is None or isinstance(value, (*_SCALARS, np.generic))
+
+
+_SCALARS = (bool, int, float, complex, str, bytes)

@@ -32,7 +32,12 @@ from ppto.transform.analyze import (
     operand_rank,
     operand_shape,
 )
-from ppto.transform.defaults import bind_defaults, is_literal, watched_defaults
+from ppto.transform.defaults import (
+    bind_defaults,
+    changeable_defaults,
+    is_literal,
+    watched_defaults,
+)
 from ppto.transform.dicts import keys_read_once
 from ppto.transform.emit import compile_source, render_function, rendered_functions
 from ppto.transform.idioms import sort_by_permutation, stop_shift_gradients
@@ -349,7 +354,13 @@ def _prepare(
         numbers = program.numbers
     writes = {} if entry and not generated else None
     aliases.check(
-        parsed, ranks, passed, generated=generated, numbers=numbers, written=writes
+        parsed,
+        ranks,
+        passed,
+        generated=generated,
+        numbers=numbers,
+        written=writes,
+        defaults=changeable_defaults(parsed.fn) if helper else (),
     )
     for parameter, node in (writes or {}).items():
         line, _ = parsed.source.position(node)
