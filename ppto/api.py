@@ -32,7 +32,7 @@ from ppto.runtime.device import CPU, Device
 from ppto.runtime.dispatch import gather_inputs
 from ppto.runtime.precision import get_precision
 from ppto.runtime.tensor import Tensor, move
-from ppto.shared_arguments import refuse_shared
+from ppto.shared_arguments import refuse_shared, refuse_written_default
 from ppto.transform.emit import failing_origins, failing_statement, render_function
 from ppto.transform.local_functions import passed_callable
 from ppto.transform.lower import _unwrap, fuses, lower
@@ -721,6 +721,7 @@ class Transformed:
             program = (self._programs.get(ranks) or self.program(ranks))[0]
             if program.written:
                 refuse_shared(program, values)
+                refuse_written_default(self.function, program, values)
         if which == 0 and self._keyword_only:  # (the generated code keeps them so)
             count = len(values) - len(self._keyword_only)
             keywords = {

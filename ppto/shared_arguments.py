@@ -11,6 +11,8 @@ too) shares memory with another argument's, or its list is another argument's
 too (``f(x, xs, xs)`` with ``xs[0] = v`` or ``xs += (4,)``). Programs that write
 into no parameter (most) check nothing: the repeated call's ``CheckedRepeatedCall``
 is made only for the others.
+A call leaving such a parameter to the function's default array is refused too:
+Python keeps the write there for the next call, the generated code changes a copy.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 
 from ppto.errors import GradError
 from ppto.runtime.tensor import Tensor
+from ppto.transform.defaults import changeable_defaults, default_values
 
 
 def refuse_shared(program, values) -> None:
@@ -67,6 +70,28 @@ def _held(value) -> tuple[list, set]:
         elif isinstance(item, tuple):
             pending.extend(item)
     return arrays, containers
+
+
+def refuse_written_default(function, program, values) -> None:
+    """Raise a ``GradError`` where a parameter in ``program.written`` is given the
+    default ``function`` holds for it (an array or a list: the call leaves the
+    parameter out), as ``refuse_shared`` reads ``values``."""
+    names = list(program.spelled)
+    defaults = default_values(function)
+    for name in set(changeable_defaults(function)) & set(program.written):
+        position = names.index(name)
+        if position < len(values) and values[position] is defaults[name]:
+            filename, line, text, spelled = program.written[name]
+            raise GradError(
+                f"{program.written_by} writes into its parameter {spelled} in "
+                f'place (File "{filename}", line {line}: {text}), and the call '
+                f"leaves {spelled} to its default: Python keeps the change in "
+                "that default, made once when the def ran, for the next call, "
+                "but ppto's generated code changes a copy. Instead: write the "
+                f"default as {spelled}=None and make a new value inside the "
+                f"function (if {spelled} is None: {spelled} = np.zeros(...)), or "
+                f"pass {spelled} in the call"
+            )
 
 
 def _array(value):

@@ -199,3 +199,128 @@ def test_generated_code_shows_the_bound_defaults():
     assert "def weighted_forward(x, w=w_default):" in text
     text = ppto.show_grad(through_closure_default, X, file=None)
     assert "def power_forward(x, k=3):" in text
+
+
+def given_other_defaults(x, s=2.0, *, t=-1):
+    return x * s + t * x**2
+
+
+# what a decorator or a factory setting defaults does: the literals written in
+# the def are no longer the defaults (Python reads __defaults__ and
+# __kwdefaults__)
+given_other_defaults.__defaults__ = (10.0,)
+given_other_defaults.__kwdefaults__ = {"t": 3}
+
+
+def through_other_defaults(x):
+    return np.sum(given_other_defaults(x) ** 2)
+
+
+def test_defaults_given_after_the_def_are_read_not_the_written_literals():
+    _check(through_other_defaults)
+    tangent = np.array([0.5, -1.0, 2.0])
+    pushed = ppto.jvp(through_other_defaults, (X,), (tangent,))[1]
+    expected = directional_differences(through_other_defaults, (X,), {0: tangent})
+    assert float(pushed) == pytest.approx(float(expected), rel=1e-6)
+    direct = ppto.grad(lambda x: np.sum(given_other_defaults(x)))(X)
+    np.testing.assert_allclose(np.asarray(direct), 10.0 + 6.0 * X, rtol=1e-12)
+
+
+def rescaled(x, s=np.array([2.0, 2.0, 2.0]), *, t=1.0):  # noqa: B008 (what it tests)
+    return x * s * t
+
+
+def through_rescaled(x):
+    return np.sum(np.sin(rescaled(x)) * x)
+
+
+def test_defaults_given_others_make_the_programs_stale():
+    gradient = ppto.value_and_grad(through_rescaled)
+    tangent = np.array([0.5, -1.0, 2.0])
+    kept = rescaled.__defaults__, dict(rescaled.__kwdefaults__)
+    try:
+        for change in range(4):
+            if change == 1:  # rebound
+                rescaled.__defaults__ = (np.array([10.0, -1.0, 0.5]),)
+            elif change == 2:  # a keyword default changed in its dict
+                rescaled.__kwdefaults__["t"] = 3.0
+            elif change == 3:  # the dict rebound
+                rescaled.__kwdefaults__ = {"t": -0.5}
+            for value_and_grad in (gradient, ppto.value_and_grad(through_rescaled)):
+                for _ in range(2):  # (the second call: the repeated-call path)
+                    value, found = value_and_grad(X)
+                    assert_value(value, through_rescaled(X), "value")
+                    expected = central_differences(through_rescaled, (X,), 0)
+                    assert_gradient(found, expected, "gradient")
+            pushed = ppto.jvp(through_rescaled, (X,), (tangent,))[1]
+            expected = directional_differences(through_rescaled, (X,), {0: tangent})
+            assert float(pushed) == pytest.approx(float(expected), rel=1e-6)
+    finally:
+        rescaled.__defaults__, rescaled.__kwdefaults__ = kept
+
+
+def accumulated(x, buf=np.zeros(3)):  # noqa: B008 (what it tests: the default kept)
+    buf += x
+    return np.sum(buf * x)
+
+
+def accumulated_through_another_name(x, buf=np.zeros(3)):  # noqa: B008
+    kept = buf
+    kept[0] = 1.0
+    return np.sum(kept * x)
+
+
+def appended(x, found=[]):  # noqa: B006 (what it tests)
+    found.append(x)
+    return np.sum(found[-1] * x)
+
+
+def made_inside(x, buf=None):  # the rewrite the refusal suggests
+    if buf is None:
+        buf = np.zeros(3)
+    buf += x
+    return np.sum(buf * x)
+
+
+@pytest.mark.parametrize(
+    ("helper", "line"),
+    [
+        (accumulated, "buf += x"),
+        (accumulated_through_another_name, "kept[0] = 1.0"),
+        (appended, "found.append(x)"),
+    ],
+    ids=["augmented", "through another name", "appended"],
+)
+def test_a_write_into_a_called_function_default_is_refused(helper, line):
+    # Python keeps the change in the default for the next call: ppto's code
+    # would not, so every call after the first would be wrong
+    kept = [list(np.asarray(v).ravel()) for v in helper.__defaults__]
+    with pytest.raises(ppto.TransformError) as caught:
+        ppto.value_and_grad(lambda x: helper(x * 1.0))(X)
+    assert caught.value.filename == __file__
+    assert line in str(caught.value) and "default value of the parameter" in str(
+        caught.value
+    )
+    assert "=None" in str(caught.value)
+    assert [list(np.asarray(v).ravel()) for v in helper.__defaults__] == kept
+
+
+def test_a_write_into_the_differentiated_function_default_is_refused():
+    for entry in (ppto.grad(accumulated), ppto.value_and_grad(accumulated)):
+        with pytest.raises(ppto.GradError, match="leaves buf to its default"):
+            entry(X)
+    with pytest.raises(ppto.GradError, match="leaves buf to its default"):
+        ppto.jvp(accumulated, (X,), (np.ones(3),))
+    np.testing.assert_array_equal(accumulated.__defaults__[0], np.zeros(3))
+    given = np.ones(3)  # (an array passed: the default is not written)
+    gradient = ppto.grad(accumulated)(X, given)
+    np.testing.assert_allclose(np.asarray(gradient), 2.0 * X + 1.0, rtol=1e-12)
+
+
+def test_the_suggested_rewrite_runs():
+    def calling(x):
+        return made_inside(x * 1.0) + made_inside(x * 2.0)
+
+    for _ in range(2):
+        _check(calling)
+    _check(made_inside)

@@ -181,6 +181,7 @@ def check(
     numbers=(),
     written: dict | None = None,
     zero_d=(),
+    defaults=(),
 ) -> None:
     """Raise at the first write through a name another name read later shares.
     ``ranks``: the parameters' numbers of axes, where known (one or more: an array).
@@ -197,7 +198,10 @@ def check(
     does: allowed, as the generated code changes a copy, but wrong where the
     caller passed one array for two parameters (see ``ppto.shared_arguments``).
     ``zero_d``: the parameters given 0-d arrays, whose ``+=`` writes into them
-    (``ranks`` says 0 for them as for a Python float, which ``+=`` rebinds)."""
+    (``ranks`` says 0 for them as for a Python float, which ``+=`` rebinds).
+    ``defaults``: the parameters the call leaves to a default that a write could
+    change (an array, a list): Python keeps the change for the next call, which
+    generated code does not, so a write into one is refused."""
     local = _local_names(parsed)
     nodes = trees.nodes_by_kind(parsed.tree)  # (three passes read it: none changes it)
     token = _HELPER_RESULTS.set(_helper_results(parsed, local, nodes))
@@ -215,6 +219,7 @@ def check(
             numbers,
             written,  # (``writes`` there: ``written`` names the array changed)
             set(zero_d),
+            set(defaults),
         )
     finally:
         _HELPER_RESULTS.reset(token)
@@ -232,6 +237,7 @@ def _check(
     numbers: set,
     writes: dict | None = None,
     zero_d: frozenset = frozenset(),
+    defaults: set = frozenset(),
 ) -> None:
     order = list(_flattened(parsed.tree.body, ()))
     positions = {id(statement): n for n, (statement, _) in enumerate(order)}
@@ -243,25 +249,22 @@ def _check(
     )
     for parameter in passed:  # each shares its object with the caller's argument
         if parameter in parsed.parameters:
-            state.bases[parameter] = {_argument(parameter)}
-            state.same[parameter] = {_argument(parameter)}
-            if parameter not in known:  # (perhaps an array: ``+=`` writes into it)
-                state.views[parameter] = {_argument(parameter)}
+            _held_from_outside(state, parameter, _argument(parameter), known)
     for parameter in parsed.parameters if writes is not None else ():
         # (its own name: a write is recorded, not refused; a tuple or list of
         # numbers holds no array a write could reach, and its items share none,
         # but a list changed is changed for another parameter given it too; a
         # number's ``+=`` rebinds the name, a 0-d array's writes into it)
-        mark = {PARAMETER + parameter}
         if parameter in passed:
             continue
         if parameter in numbers:
-            state.same[parameter] = mark
+            state.same[parameter] = {PARAMETER + parameter}
         elif known.get(parameter) != 0 or parameter in zero_d:
-            state.bases[parameter] = set(mark)
-            state.same[parameter] = set(mark)
-            if parameter not in known or parameter in zero_d:
-                state.views[parameter] = set(mark)
+            _held_from_outside(state, parameter, PARAMETER + parameter, known)
+            if parameter in zero_d:  # (known as rank 0, yet an array)
+                state.views[parameter] = {PARAMETER + parameter}
+    for parameter in defaults - passed:  # (the function's own object)
+        _held_from_outside(state, parameter, DEFAULT + parameter, known)
     sequences = _sequence_names(parsed, nodes)
     # names that may be lists, whose ``c[i] = y`` puts y's very array in them: a
     # list written out, or a parameter not described as an array (``size``, given
@@ -443,6 +446,7 @@ def _check(
             )
 
     def refuse_argument_change(node, written: str, shared: set):
+        refuse_default_change(node, written, shared)
         if writes is not None:
             for name in sorted(shared):
                 if name.startswith(PARAMETER):
@@ -459,6 +463,23 @@ def _check(
                 f"change a copy and return it ({parameter} = {parameter} * 1.0 for "
                 f"an array, {parameter} = list({parameter}) for a list; return "
                 f"{parameter}), and assign the result in the caller",
+            )
+
+    def refuse_default_change(node, written: str, shared: set):
+        defaulted = sorted(n for n in shared if n.startswith(DEFAULT))
+        if defaulted:
+            parameter = defaulted[0][len(DEFAULT) :]
+            raise parsed.source.error(
+                node,
+                f"this changes {written} in place, which is (part of) the default "
+                f"value of the parameter {parameter} of {parsed.name}: Python makes "
+                "that value once, when the def runs, and a change to it is seen by "
+                f"every later call that leaves {parameter} out, but ppto's generated "
+                "code gives each assignment a new value, so the change would not "
+                "be kept",
+                f"write the default as {parameter}=None and make a new value "
+                f"inside the function (if {parameter} is None: {parameter} = "
+                f"np.zeros(...)), or pass {parameter} in the call",
             )
 
     def refuse_if_read_later(
@@ -606,6 +627,8 @@ ARGUMENT = "argument:"  # (not a Python name: no variable is called so)
 # the caller's object passed as a parameter of the differentiated function itself,
 # whose changes are recorded (``check``'s ``written``) rather than refused
 PARAMETER = "parameter:"
+# a default the function holds, given a parameter the call leaves out
+DEFAULT = "default:"
 AN_ARRAY = "array:"  # in ``returns``: a parameter returned as a view, an array
 # in ``returns``: pairs of positions in the returned tuple whose values may share
 # memory (``return t, t.reshape(-1)``); EVERY_PART for a sequence returned not
@@ -1050,6 +1073,15 @@ def _written_in_place(statement) -> str | None:
     while isinstance(target, gast.Subscript):
         target = target.value
     return target.id if isinstance(target, gast.Name) else None
+
+
+def _held_from_outside(state: _Sharing, parameter: str, marker: str, known) -> None:
+    """Seed ``state`` with ``parameter`` holding an object from outside the
+    function, named ``marker``: a write into it is a write into that object."""
+    state.bases[parameter] = {marker}
+    state.same[parameter] = {marker}
+    if parameter not in known:  # (perhaps an array: ``+=`` writes into it)
+        state.views[parameter] = {marker}
 
 
 def _sharing(name: str, bases: dict) -> set:

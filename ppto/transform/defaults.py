@@ -3,8 +3,9 @@
 Python evaluates a default once, when the ``def`` runs; generated code repeats the
 user's signature, and a default expression copied into it would be evaluated again,
 where it may read another value (``s=a``, ``a`` rebound since) or a name not in
-scope (``k=k``, a loop's or an enclosing function's variable). Each default that
-is not a literal as written becomes the value the function holds
+scope (``k=k``, a loop's or an enclosing function's variable); a literal written
+there may no longer be the default (``f.__defaults__ = (10.0,)``). Each default
+that is not a literal of its value as written becomes the value the function holds
 (``__defaults__``, ``__kwdefaults__``): a literal where it is one (``s=2.0``),
 else a name ppto binds to it (``w=w_default``), or the user's name where that still
 holds the very same object.
@@ -12,11 +13,13 @@ holds the very same object.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
 from collections import ChainMap
 
 import gast
+import numpy as np
 
 from ppto.transform import trees
 from ppto.transform.normalize import constant_expr
@@ -29,7 +32,7 @@ def bind_defaults(parsed):
     (the module docstring): its tree's defaults replaced in place, the names bound
     for them in a namespace of its own, and listed in ``bound`` (no scope of the
     user's holds them, so there is nothing there to watch for rebinding)."""
-    values = _default_values(parsed.fn)
+    values = default_values(parsed.fn)
     arguments = parsed.tree.args
     positional = arguments.posonlyargs + arguments.args
     holders = positional[len(positional) - len(arguments.defaults) :]
@@ -67,8 +70,12 @@ def bind_defaults(parsed):
     )
 
 
-def _default_values(function) -> dict:
-    """Parameter name -> the default ``function`` holds for it."""
+def default_values(function) -> dict:
+    """Parameter name -> the default ``function`` holds for it.
+
+    >>> default_values(lambda x, s=2.0, *, t=None: x)
+    {'s': 2.0, 't': None}
+    """
     code = getattr(function, "__code__", None)
     if code is None:
         return {}
@@ -81,10 +88,11 @@ def _default_values(function) -> dict:
 
 def _holds(written, value, namespace, local: set) -> bool:
     """Whether the default expression ``written`` gives ``value`` where generated
-    code evaluates it: a literal, or a global of the function's (not one of its
+    code evaluates it: a literal of that value (``__defaults__`` may have been
+    given others since the ``def``), or a global of the function's (not one of its
     ``local`` names) that holds that very object still."""
     if _literal_expr(written):
-        return True
+        return is_literal(value) and _same_literal(_literal_value(written), value)
     if isinstance(written, gast.Name) and written.id not in local:
         return namespace.get(written.id, _MISSING) is value
     return False
@@ -98,6 +106,19 @@ def _literal_expr(node) -> bool:
     if isinstance(node, gast.Tuple):
         return all(_literal_expr(item) for item in node.elts)
     return False
+
+
+def _literal_value(node):
+    """The value of a literal expression (``_literal_expr``)."""
+    return ast.literal_eval(gast.unparse(node))
+
+
+def _same_literal(written, value) -> bool:
+    """Whether two literal values are one value of one type (``2`` is not ``2.0``,
+    nor ``0.0`` ``-0.0``: each writes another number into generated code)."""
+    if isinstance(written, tuple) and isinstance(value, tuple):
+        return len(written) == len(value) and all(map(_same_literal, written, value))
+    return type(written) is type(value) and repr(written) == repr(value)
 
 
 def is_literal(value) -> bool:
@@ -118,3 +139,39 @@ def _fresh(label: str, namespace, taken: set) -> str:
         number += 1
         fresh = f"{label}_{number}"
     return fresh
+
+
+def watched_defaults(function) -> list:
+    """What ``Program.reached`` watches so that a program made with ``function``'s
+    defaults is stale once they are given others (``f.__defaults__ = (10.0,)``,
+    ``f.__kwdefaults__["s"] = 10.0``): ``(holder, attribute or key, value)``."""
+    defaults = getattr(function, "__defaults__", None)
+    keywords = getattr(function, "__kwdefaults__", None)
+    if defaults is None and keywords is None:
+        return []
+    found = [
+        (function, "__defaults__", defaults),
+        (function, "__kwdefaults__", keywords),
+    ]
+    found += [(keywords, key, value) for key, value in (keywords or {}).items()]
+    return found
+
+
+def changeable_defaults(function) -> list:
+    """The parameters whose default a write could change (an array, a list, a
+    dict; not a number, a string, None or a tuple of these): Python keeps such a
+    change for the next call that leaves the parameter out."""
+    return [
+        parameter
+        for parameter, value in default_values(function).items()
+        if not _unchangeable(value)
+    ]
+
+
+def _unchangeable(value) -> bool:
+    if isinstance(value, tuple):
+        return all(map(_unchangeable, value))
+    return value is None or isinstance(value, (*_SCALARS, np.generic))
+
+
+_SCALARS = (bool, int, float, complex, str, bytes)

@@ -32,7 +32,12 @@ from ppto.transform.analyze import (
     operand_rank,
     operand_shape,
 )
-from ppto.transform.defaults import bind_defaults, is_literal
+from ppto.transform.defaults import (
+    bind_defaults,
+    changeable_defaults,
+    is_literal,
+    watched_defaults,
+)
 from ppto.transform.dicts import keys_read_once
 from ppto.transform.emit import compile_source, render_function, rendered_functions
 from ppto.transform.idioms import sort_by_permutation, stop_shift_gradients
@@ -340,6 +345,8 @@ def _prepare(
     fence.check(parsed)
     generated = _generated(parsed.fn)
     helper = not entry and not generated
+    if helper and enclosing_function(parsed.fn) is parsed.fn:  # (not a lifted one)
+        program.reached += watched_defaults(parsed.fn)
     # a function the differentiated one calls holds the caller's objects in the
     # parameters the call passes (the others have their defaults)
     passed = [name for name in parsed.parameters if name in ranks] if helper else ()
@@ -356,6 +363,7 @@ def _prepare(
         numbers=numbers,
         written=writes,
         zero_d=zero_d,
+        defaults=changeable_defaults(parsed.fn) if helper else (),
     )
     for parameter, node in (writes or {}).items():
         line, _ = parsed.source.position(node)
