@@ -326,6 +326,19 @@ def test_a_list_extended_through_one_of_two_names_is_refused(function):
     assert "also named" in str(e.value)
 
 
+def test_a_list_extended_by_a_tuple_alone_is_extended():
+    # ``+=`` extends a list by any iterable, where ``+`` of a list and a tuple
+    # raises: the generated ``size + (4,)`` raised TypeError for a list
+    def in_numpy(x, size):  # (each call its own list: the function extends it)
+        return grown_then_unpacked(x, list(size))
+
+    grad = ppto.value_and_grad(grown_then_unpacked)
+    value, gradient = grad(VECTOR.copy(), [2, 3])
+    assert float(value) == pytest.approx(in_numpy(VECTOR, [2, 3]), rel=1e-12)
+    expected = central_differences(in_numpy, (VECTOR, [2, 3]), 0)
+    assert_gradient(np.asarray(gradient), expected, "grown_then_unpacked")
+
+
 def test_a_tuple_extended_under_one_name_only_is_accepted():
     def extended_alone(x, size):
         t = size[:]  # (a copy: the += below does not reach it)

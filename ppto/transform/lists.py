@@ -53,6 +53,15 @@ def add_at(values: list, index, addition) -> list:
     return out
 
 
+def extended(values, more):
+    """What ``values += more`` leaves in ``values`` for ``more`` written out as a
+    tuple or list: a list extended (Python's ``+=`` takes any iterable, where ``+``
+    of a list and a tuple raises), a tuple joined, else ``values + more``."""
+    if isinstance(values, (list, tuple)):
+        return values + type(values)(more)
+    return values + more
+
+
 def replace_at(values: list, index, value) -> list:
     """A copy of ``values`` with element ``index`` replaced by ``value`` (``xs[i] =
     v`` on a list: the list holds v itself, whatever the other items are)."""

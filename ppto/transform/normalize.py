@@ -423,7 +423,7 @@ class Normalizer:
             value = self.expression(node.value, value)
         else:  # (computed as written; passive, as statement_Assign makes it, and
             # so is its cast: m &= x > s of a mask m, whatever x and s are)
-            self.statement_Assign(_assigned(value, node.value, node))
+            self.statement_Assign(_assigned(value, self.extension(node.value), node))
             self.varied.difference_update({target} & self.bound_once)
         written_before = gast.Name(written, gast.Load(), None, None)
         self.apply(
@@ -434,6 +434,22 @@ class Normalizer:
             ("target",),
         )
         self.out[-1].augmented = "cast"
+
+    def extension(self, value):
+        """``t + (4,)`` (from ``t += (4,)``) as ``extended(t, (4,))``, which
+        extends t where it is a list, as ``+=`` does (``+`` raises there); any
+        other value as it is."""
+        if not (
+            isinstance(value, gast.BinOp)
+            and isinstance(value.op, gast.Add)
+            and _literal(value.right)
+        ):
+            return value
+        helper = self.reference(lists.extended, "extended")
+        call = gast.Call(
+            gast.Name(helper, gast.Load(), None, None), [value.left, value.right], []
+        )
+        return gast.copy_location(call, value)
 
     def list_statement(self, node) -> bool:
         """Python lists of tensors: ``xs = [...]``, ``x = xs.pop()``, ``x = xs[i]``,
