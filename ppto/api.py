@@ -92,13 +92,17 @@ def _generated_wrapper(inner: Transformed, ranks: tuple) -> Callable:
     result = "(value, gradient)" if inner.with_value else "gradient"
     base = inner.function.__name__
     wrapper = (base if base.isidentifier() else "lambda_") + "_derivative"
+    # differentiated again, the gradient's seed is still ones_like(value): the
+    # derivative of a non-scalar function's sum unless the value is checked
     source = (
         f"def {wrapper}({parameters}):\n"
         f"    value, gradient = {program.entry}({arguments})\n"
+        f"    _require_scalar_again(value, {base!r})\n"
         f"    return {result}\n"
     )
     filename = f"<ppto derivative {wrapper} {id(inner)} {ranks}>"
-    return _compiled(source, filename, {program.entry: entry}, wrapper)
+    namespace_ = {program.entry: entry, "_require_scalar_again": _require_scalar_again}
+    return _compiled(source, filename, namespace_, wrapper)
 
 
 def _user_method(f) -> bool:
@@ -1206,6 +1210,21 @@ def _require_scalar(value, name: str) -> None:
             f"{name.removesuffix('_grad')} returned shape {shape}: reduce it "
             f"(e.g. .sum()) or use ppto.vjp for non-scalar results"
         )
+
+
+def _require_scalar_again(value, name: str) -> None:
+    """``_require_scalar`` for a gradient differentiated again (ppto.hessian, jvp,
+    jacfwd or jacrev of ppto.grad(f)): each needs ``f`` to be a scalar function."""
+    try:
+        _require_scalar(value, name)
+    except GradError as error:
+        raise GradError(
+            f"{error}; the same for differentiating ppto.grad({name}) again "
+            f"(ppto.hessian, ppto.jvp, ppto.jacfwd, ppto.jacrev of it): for the "
+            f"second derivatives of one of {name}'s values, differentiate a "
+            f"function returning that value alone (def {name}_i(x): return "
+            f"{name}(x)[i])"
+        ) from None
 
 
 def _as_tensor(value, device: Device):
