@@ -544,6 +544,18 @@ REJECTED = [
         "xs as a list on one path and an array on another",
         "xs = np.stack(xs) * 3.0",
     ),
+    # variables read or written by a name in a string
+    Case(ec.read_by_eval, "eval()", 'eval("x ** 2")'),
+    Case(ec.run_by_exec, "exec()", "exec("),
+    Case(ec.read_from_locals, "locals()", "locals()"),
+    Case(ec.read_from_vars, "vars()", "vars()"),
+    Case(ec.written_into_globals, "globals()", "globals()"),
+    Case(
+        ec.eval_in_a_called_function,
+        "eval()",
+        'eval("x * 2.0")',
+        marked_in=ec._evaluated,
+    ),
 ]
 
 
@@ -568,6 +580,11 @@ def test_a_dict_inside_a_dict_or_chosen_by_a_condition_says_how_to_write_it():
     assert 'own (a = {"w": w}) read as a["w"]' in str(nested)
     chosen = transform(Case(ec.dict_chosen_in_a_conditional_expression, "", ""))
     assert "choose in an if statement, a name for each dict" in str(chosen)
+
+
+def test_a_parameter_named_eval_is_called_as_given():
+    gradient = ppto.grad(ec.parameter_named_eval)(VECTOR, np.sin)
+    np.testing.assert_allclose(np.asarray(gradient), np.cos(VECTOR))
 
 
 def test_grad_raises_the_same_error_when_called():
@@ -606,6 +623,9 @@ ACCEPTED = [
     # lifted out as functions of their own (local_functions.py)
     (ec.nested_def, VECTOR, np.full(3, 2.0), ""),
     (ec.lambda_inside, VECTOR, np.full(3, 2.0), ""),
+    # vars(obj) reads an object, not the function's variables; a parameter named
+    # eval is the caller's function
+    (ec.read_from_vars_of_an_object, VECTOR, np.full(3, 3.0), ""),
 ]
 
 
