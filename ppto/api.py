@@ -476,6 +476,32 @@ def _check_differentiable(name: str, value: Any) -> None:
         )
 
 
+# NumPy array subclasses whose operators mean something else than an ndarray's:
+# generated code computes on the data alone (a masked entry counted, its gradient
+# not zero; ``*`` of matrices a matrix product) -> what to pass instead
+_OTHER_SEMANTICS = {
+    np.ma.MaskedArray: "pass {0}.filled(0.0) (the masked entries as zeros) or "
+    "np.asarray({0}), and apply the mask in the function (np.where(mask, 0.0, ...))",
+    np.matrix: "pass np.asarray({0}) and write matrix products with @",
+}
+
+
+def _check_plain_array(name: str, value: Any) -> None:
+    """Refuse a masked array or an np.matrix (also among a list's or dict's
+    values): ppto computes as NumPy does on plain ndarrays."""
+    for leaf in pytrees.leaves(value) if pytrees.is_pytree(value) else [value]:
+        if type(leaf) is np.ndarray or not isinstance(leaf, np.ndarray):
+            continue
+        for kind, instead in _OTHER_SEMANTICS.items():
+            if isinstance(leaf, kind):
+                raise GradError(
+                    f"the argument {name!r} is a {type(leaf).__module__}."
+                    f"{type(leaf).__name__}, whose operators differ from a plain "
+                    f"array's; ppto computes on plain arrays, so its value and "
+                    f"gradient would silently ignore that: {instead.format(name)}"
+                )
+
+
 class Transformed:
     """A differentiated function; calling it runs generated code."""
 
@@ -575,6 +601,8 @@ class Transformed:
             _check_differentiable(name, values[position])
         arrays = [i for i, v in enumerate(call.values) if _is_array(v)]
         held = _holding_arrays(call.values)
+        for position in arrays + held:
+            _check_plain_array(call.names[position], values[position])
         inner = [
             leaf
             for i in held
