@@ -1131,7 +1131,21 @@ def _in_dtype(gradient, dtype):
         gradient = gradient.copy()
     if dtype is None or getattr(gradient, "dtype", dtype) == dtype:
         return gradient
+    _require_real(gradient, dtype)
     return gradient.astype(dtype)
+
+
+def _require_real(derivative, dtype) -> None:
+    """A complex derivative of a real argument or result means a complex value
+    inside the function (np.fft, astype(complex)): its real part is not the
+    derivative (ppto's rules take no conjugates), so refuse it rather than cast."""
+    if np.dtype(derivative.dtype).kind == "c" and np.dtype(dtype).kind != "c":
+        raise GradError(
+            "the function computes with complex values (its derivative came out "
+            f"{derivative.dtype}): ppto differentiates real computations only, "
+            "and the real part of that derivative is not the right one; compute "
+            "the real and imaginary parts as two real arrays"
+        )
 
 
 FAST_CALLS = 32
@@ -1863,7 +1877,10 @@ def _dtype_of(tangent, value):
     dtype = getattr(value, "dtype", None)
     if dtype is None or dtype.kind != "f" or getattr(tangent, "dtype", None) is None:
         return tangent
-    return tangent if tangent.dtype == dtype else tangent.astype(dtype)
+    if tangent.dtype == dtype:
+        return tangent
+    _require_real(tangent, dtype)
+    return tangent.astype(dtype)
 
 
 def hessian(f: Callable, wrt: int | str = 0) -> Callable:

@@ -1508,3 +1508,19 @@ def read_from_vars_of_an_object(x):
 
 def parameter_named_eval(x, eval):
     return np.sum(eval(x))
+
+
+# --- complex values inside a real function (fence.py): ppto's rules take no
+# conjugates (np.sum(np.abs(x * 1j)) had a zero gradient)
+
+
+def complex_literal(x):
+    return np.sum(np.abs(x * (1 + 1j)) ** 2)  # <- error
+
+
+def complex_exponential(x):
+    return np.sum(np.abs(1 + np.exp(1j * x)) ** 2)  # <- error
+
+
+def complex_made_by_a_call(x):
+    return np.sum(np.abs(x * complex(0.0, 2.0)))  # <- error

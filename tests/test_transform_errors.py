@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import io
 import linecache
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -556,6 +557,10 @@ REJECTED = [
         'eval("x * 2.0")',
         marked_in=ec._evaluated,
     ),
+    # complex values inside a real function
+    Case(ec.complex_literal, "the complex number 1j", "1j"),
+    Case(ec.complex_exponential, "the complex number 1j", "1j"),
+    Case(ec.complex_made_by_a_call, "complex()", "complex(0.0, 2.0)"),
 ]
 
 
@@ -805,6 +810,35 @@ def test_other_array_subclasses_are_differentiated_as_their_data():
         up, down = tanh_squares(x + step, y), tanh_squares(x - step, y)
         expected[index] = (up - down) / 2e-6
     np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6)
+
+
+PHASES = np.array([1j, 1.0 + 1.0j, -2.0j])
+
+
+def times_complex_constant(x):
+    return np.sum(np.abs(x * PHASES) ** 2)
+
+
+def made_complex_then_scaled(x):
+    return np.sum(np.abs(x.astype(np.complex128) * PHASES) ** 2)
+
+
+COMPLEX_AT_RUN_TIME = {
+    "grad": lambda f, x: ppto.grad(f)(x),
+    "vjp": lambda f, x: ppto.vjp(f, x)[1](1.0),
+    "jvp": lambda f, x: ppto.jvp(f, (x,), (np.ones(3),)),
+}
+
+
+@pytest.mark.parametrize("way", sorted(COMPLEX_AT_RUN_TIME))
+@pytest.mark.parametrize("function", [times_complex_constant, made_complex_then_scaled])
+def test_a_complex_value_made_at_run_time_is_refused(function, way):
+    # the complex gradient was cast to float64 with a ComplexWarning: wrong values
+    x = np.array([0.3, 1.7, -0.4])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no ComplexWarning on the way)
+        with pytest.raises(ppto.GradError, match="real computations only"):
+            COMPLEX_AT_RUN_TIME[way](function, x)
 
 
 def dot_of_a_reshape(x, b, shape):

@@ -257,6 +257,9 @@ class Fence(trees.Visitor):
 
     def visit_Call(self, node):
         self.refuse_by_name(node)
+        if isinstance(node.func, gast.Name) and node.func.id not in self.local:
+            if self.namespace.get(node.func.id) is complex:
+                self.reject_complex(node, "complex()")
         for argument in node.args:
             if isinstance(argument, gast.Starred):
                 self.reject(
@@ -304,7 +307,19 @@ class Fence(trees.Visitor):
         pass
 
     def visit_Constant(self, node):
-        pass
+        if isinstance(node.value, complex):
+            self.reject_complex(node, f"the complex number {node.value!r}")
+
+    def reject_complex(self, node, what: str):
+        self.reject(
+            node,
+            f"{what}: ppto differentiates real computations only, and a "
+            "complex intermediate value needs conjugates its rules do not take "
+            "(the gradient would be wrong)",
+            "compute the real and imaginary parts as two real arrays (for "
+            "z = x * (a + bj): re, im = a * x, b * x; abs(z) ** 2 = re ** 2 + "
+            "im ** 2; exp(1j * x) = cos(x), sin(x))",
+        )
 
     def visit_Tuple(self, node):
         self.accept(node)
