@@ -92,13 +92,17 @@ def _generated_wrapper(inner: Transformed, ranks: tuple) -> Callable:
     result = "(value, gradient)" if inner.with_value else "gradient"
     base = inner.function.__name__
     wrapper = (base if base.isidentifier() else "lambda_") + "_derivative"
+    # differentiated again, the gradient's seed is still ones_like(value): the
+    # derivative of a non-scalar function's sum unless the value is checked
     source = (
         f"def {wrapper}({parameters}):\n"
         f"    value, gradient = {program.entry}({arguments})\n"
+        f"    _require_scalar_again(value, {base!r})\n"
         f"    return {result}\n"
     )
     filename = f"<ppto derivative {wrapper} {id(inner)} {ranks}>"
-    return _compiled(source, filename, {program.entry: entry}, wrapper)
+    namespace_ = {program.entry: entry, "_require_scalar_again": _require_scalar_again}
+    return _compiled(source, filename, namespace_, wrapper)
 
 
 def _user_method(f) -> bool:
@@ -472,6 +476,32 @@ def _check_differentiable(name: str, value: Any) -> None:
         )
 
 
+# NumPy array subclasses whose operators mean something else than an ndarray's:
+# generated code computes on the data alone (a masked entry counted, its gradient
+# not zero; ``*`` of matrices a matrix product) -> what to pass instead
+_OTHER_SEMANTICS = {
+    np.ma.MaskedArray: "pass {0}.filled(0.0) (the masked entries as zeros) or "
+    "np.asarray({0}), and apply the mask in the function (np.where(mask, 0.0, ...))",
+    np.matrix: "pass np.asarray({0}) and write matrix products with @",
+}
+
+
+def _check_plain_array(name: str, value: Any) -> None:
+    """Refuse a masked array or an np.matrix (also among a list's or dict's
+    values): ppto computes as NumPy does on plain ndarrays."""
+    for leaf in pytrees.leaves(value) if pytrees.is_pytree(value) else [value]:
+        if type(leaf) is np.ndarray or not isinstance(leaf, np.ndarray):
+            continue
+        for kind, instead in _OTHER_SEMANTICS.items():
+            if isinstance(leaf, kind):
+                raise GradError(
+                    f"the argument {name!r} is a {type(leaf).__module__}."
+                    f"{type(leaf).__name__}, whose operators differ from a plain "
+                    f"array's; ppto computes on plain arrays, so its value and "
+                    f"gradient would silently ignore that: {instead.format(name)}"
+                )
+
+
 class Transformed:
     """A differentiated function; calling it runs generated code."""
 
@@ -571,6 +601,8 @@ class Transformed:
             _check_differentiable(name, values[position])
         arrays = [i for i, v in enumerate(call.values) if _is_array(v)]
         held = _holding_arrays(call.values)
+        for position in arrays + held:
+            _check_plain_array(call.names[position], values[position])
         inner = [
             leaf
             for i in held
@@ -1100,7 +1132,21 @@ def _in_dtype(gradient, dtype):
         gradient = gradient.copy()
     if dtype is None or getattr(gradient, "dtype", dtype) == dtype:
         return gradient
+    _require_real(gradient, dtype)
     return gradient.astype(dtype)
+
+
+def _require_real(derivative, dtype) -> None:
+    """A complex derivative of a real argument or result means a complex value
+    inside the function (np.fft, astype(complex)): its real part is not the
+    derivative (ppto's rules take no conjugates), so refuse it rather than cast."""
+    if np.dtype(derivative.dtype).kind == "c" and np.dtype(dtype).kind != "c":
+        raise GradError(
+            "the function computes with complex values (its derivative came out "
+            f"{derivative.dtype}): ppto differentiates real computations only, "
+            "and the real part of that derivative is not the right one; compute "
+            "the real and imaginary parts as two real arrays"
+        )
 
 
 FAST_CALLS = 32
@@ -1207,6 +1253,21 @@ def _require_scalar(value, name: str) -> None:
             f"{name.removesuffix('_grad')} returned shape {shape}: reduce it "
             f"(e.g. .sum()) or use ppto.vjp for non-scalar results"
         )
+
+
+def _require_scalar_again(value, name: str) -> None:
+    """``_require_scalar`` for a gradient differentiated again (ppto.hessian, jvp,
+    jacfwd or jacrev of ppto.grad(f)): each needs ``f`` to be a scalar function."""
+    try:
+        _require_scalar(value, name)
+    except GradError as error:
+        raise GradError(
+            f"{error}; the same for differentiating ppto.grad({name}) again "
+            f"(ppto.hessian, ppto.jvp, ppto.jacfwd, ppto.jacrev of it): for the "
+            f"second derivatives of one of {name}'s values, differentiate a "
+            f"function returning that value alone (def {name}_i(x): return "
+            f"{name}(x)[i])"
+        ) from None
 
 
 def _as_tensor(value, device: Device):
@@ -1817,7 +1878,10 @@ def _dtype_of(tangent, value):
     dtype = getattr(value, "dtype", None)
     if dtype is None or dtype.kind != "f" or getattr(tangent, "dtype", None) is None:
         return tangent
-    return tangent if tangent.dtype == dtype else tangent.astype(dtype)
+    if tangent.dtype == dtype:
+        return tangent
+    _require_real(tangent, dtype)
+    return tangent.astype(dtype)
 
 
 def hessian(f: Callable, wrt: int | str = 0) -> Callable:

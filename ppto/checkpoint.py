@@ -4,12 +4,22 @@
 function, the values ``step`` computes are not kept for the backward pass, which runs
 ``step`` again. ``for t in ppto.checkpoint(range(n)):`` does the same for a loop body:
 only the values carried from one iteration to the next are saved.
+
+A step that draws random numbers (dropout) draws the same ones when it runs again:
+``random_states`` records the random generators' states before the forward call and
+``replayed`` runs the recomputation from them, then puts the states back (as
+PyTorch's checkpoint does with its generator's state).
 """
 
 from __future__ import annotations
 
+import inspect
+import random
+import types
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from ppto.errors import PptoError
 
@@ -50,3 +60,92 @@ def checkpoint(target: Any) -> Any:
             "write ppto.checkpoint(step)(h, x) or for t in ppto.checkpoint(range(n))"
         ) from error
     return target  # an iterable: the transformer reads the mark from the source
+
+
+def _generators(function: Any, arguments: tuple) -> list:
+    """The random generators a call of ``function`` may draw from: NumPy's and
+    Python's global ones, and the NumPy generators among the arguments (and their
+    attributes: ``self.rng``) and the globals and closures of ``function`` and of
+    the user's functions it refers to."""
+    found: dict[int, Any] = {id(np.random): np.random, id(random): random}
+    seen: set = set()
+
+    def add(value: Any, depth: int) -> None:
+        if isinstance(value, (np.random.Generator, np.random.RandomState)):
+            found.setdefault(id(value), value)
+        elif isinstance(value, Checkpointed):
+            add(value.function, depth)
+        elif inspect.ismethod(value):
+            add(value.__self__, depth)
+            add(value.__func__, depth)
+        elif isinstance(value, types.FunctionType) and id(value) not in seen:
+            seen.add(id(value))
+            for cell in value.__closure__ or ():
+                try:
+                    add(cell.cell_contents, depth)
+                except ValueError:  # (a cell not yet filled)
+                    continue
+            for code in _codes(value.__code__):
+                for global_name in code.co_names:
+                    if global_name in value.__globals__:
+                        add(value.__globals__[global_name], depth)
+        elif depth > 0 and not isinstance(value, (type, types.ModuleType)):
+            for attribute in getattr(value, "__dict__", {}).values():
+                add(attribute, depth - 1)
+
+    add(function, 1)
+    for argument in arguments:
+        add(argument, 1)
+    return list(found.values())
+
+
+def _codes(code: types.CodeType) -> list:
+    """``code`` and the code of the functions defined inside it."""
+    inner = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return [code] + [nested for c in inner for nested in _codes(c)]
+
+
+def _state(generator: Any) -> Any:
+    if generator is random:
+        return random.getstate()
+    if generator is np.random:
+        return np.random.get_state()
+    if isinstance(generator, np.random.Generator):
+        return generator.bit_generator.state
+    return generator.get_state()
+
+
+def _set_state(generator: Any, state: Any) -> None:
+    if generator is random:
+        random.setstate(state)
+    elif generator is np.random:
+        np.random.set_state(state)
+    elif isinstance(generator, np.random.Generator):
+        generator.bit_generator.state = state
+    else:
+        generator.set_state(state)
+
+
+def random_states(function: Any, *arguments: Any) -> list:
+    """The states of the random generators a checkpointed call may draw from,
+    taken before the call (generated code calls this; see the module docstring).
+
+    >>> states = random_states(np.tanh)
+    >>> a = np.random.random_sample()
+    >>> replayed(states, np.random.random_sample) == a
+    True
+    """
+    return [(g, _state(g)) for g in _generators(function, arguments)]
+
+
+def replayed(states: list, function: Callable, /, *args: Any, **kwargs: Any) -> Any:
+    """``function(*args, **kwargs)`` run from the random generators' ``states``;
+    the generators' states are as before afterwards."""
+    now = [(generator, _state(generator)) for generator, _ in states]
+    for generator, state in states:
+        _set_state(generator, state)
+    try:
+        return function(*args, **kwargs)
+    finally:
+        for generator, state in now:
+            _set_state(generator, state)

@@ -24,6 +24,8 @@ from ppto.runtime.tensor import Tensor
 class _Recorder:
     """Observes operator applications, keeping those that carry derivatives."""
 
+    tells_values_by_identity = True  # (x += y on a Tensor makes a new one)
+
     def __init__(self, active: set[int], on_record: Callable | None = None):
         self.active = active
         self.records: list = []

@@ -1461,3 +1461,66 @@ def write_into_a_name_of_a_loop_over_pairs(x):
     for a, b in [(z, w)]:
         a[0] = b[0] * 2.0  # <- error
     return np.sum(z * w)
+
+
+# --- variables read or written by a name in a string (fence.py) --------------------
+# (the analysis saw no dependency: eval("x ** 2") had a zero gradient)
+
+
+def read_by_eval(x):
+    return np.sum(eval("x ** 2"))  # <- error
+
+
+def run_by_exec(x):
+    exec("y = x * 2.0")  # <- error
+    return np.sum(x)
+
+
+def read_from_locals(x):
+    y = x * 3.0
+    return np.sum(locals()["y"] ** 2)  # <- error
+
+
+def read_from_vars(x):
+    return np.sum(vars()["x"] ** 2)  # <- error
+
+
+def written_into_globals(x):
+    globals()["LAST"] = x * 2.0  # <- error
+    return np.sum(x)
+
+
+def _evaluated(x):
+    return eval("x * 2.0")  # <- error
+
+
+def eval_in_a_called_function(x):
+    return np.sum(_evaluated(x))
+
+
+class _Scale:
+    factor = 3.0
+
+
+def read_from_vars_of_an_object(x):
+    return np.sum(x * vars(_Scale)["factor"])
+
+
+def parameter_named_eval(x, eval):
+    return np.sum(eval(x))
+
+
+# --- complex values inside a real function (fence.py): ppto's rules take no
+# conjugates (np.sum(np.abs(x * 1j)) had a zero gradient)
+
+
+def complex_literal(x):
+    return np.sum(np.abs(x * (1 + 1j)) ** 2)  # <- error
+
+
+def complex_exponential(x):
+    return np.sum(np.abs(1 + np.exp(1j * x)) ** 2)  # <- error
+
+
+def complex_made_by_a_call(x):
+    return np.sum(np.abs(x * complex(0.0, 2.0)))  # <- error

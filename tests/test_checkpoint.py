@@ -164,3 +164,67 @@ def test_a_checkpointed_loop_recomputes_with_the_values_its_forward_pass_read():
     (gradient,) = pullback(1.0)
     cell.W = cell.W / 3.0
     np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-7)
+
+
+def dropout_step(h, W):
+    keep = np.random.random_sample(h.shape) > 0.5
+    return np.tanh(h @ W) * keep * 2.0
+
+
+RNG = np.random.default_rng(5)
+
+
+def generator_step(h, W):
+    noise = RNG.standard_normal(h.shape)
+    return np.tanh(h @ W + noise)
+
+
+def noisy_step(h, W, rng):
+    return np.tanh(h @ W) * (rng.random(h.shape) > 0.3)
+
+
+def random_steps(W, h):
+    for _ in range(3):
+        h = ppto.checkpoint(dropout_step)(h, W)
+    h = ppto.checkpoint(generator_step)(h, W)
+    return np.sum(h**2)
+
+
+def seeded(function, *args):
+    """``function(*args)`` from the same random state each time."""
+    np.random.seed(3)
+    RNG.bit_generator.state = np.random.default_rng(5).bit_generator.state
+    return function(*args)
+
+
+@pytest.mark.parametrize("position", [0, 1])
+def test_checkpointed_steps_draw_the_same_random_numbers_again(position):
+    args = arguments()[1:][::-1]  # (W, h)
+    expected = central_differences(
+        lambda *a: seeded(random_steps, *a), list(args), position
+    )
+    value, gradient = seeded(ppto.value_and_grad(random_steps, wrt=position), *args)
+    assert float(np.asarray(value)) == pytest.approx(seeded(random_steps, *args))
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6, atol=1e-8)
+
+
+def test_a_checkpointed_step_replays_the_generator_it_is_passed():
+    W, h = arguments()[2], arguments()[1]
+
+    def loss(W, rng):
+        x = h
+        for _ in range(2):
+            x = ppto.checkpoint(noisy_step)(x, W, rng)
+        return np.sum(x**2)
+
+    expected = central_differences(lambda W: loss(W, np.random.default_rng(7)), [W], 0)
+    gradient = np.asarray(ppto.grad(loss)(W, np.random.default_rng(7)))
+    np.testing.assert_allclose(gradient, expected, rtol=1e-6, atol=1e-8)
+
+
+def test_the_generators_go_on_from_the_forward_pass():
+    args = arguments()[1:][::-1]
+    seeded(ppto.grad(random_steps), *args)
+    after_gradient = np.random.random_sample(), RNG.random()
+    seeded(random_steps, *args)
+    assert (np.random.random_sample(), RNG.random()) == after_gradient

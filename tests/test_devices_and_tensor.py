@@ -464,6 +464,76 @@ def test_setitem_writes_through_an_operator():
     np.testing.assert_array_equal(t.numpy(), [[0, 5, 5], [0, 0, 0]])
 
 
+def mean_square(W, b, x):
+    return np.mean((x @ W + b) ** 2)
+
+
+def test_an_sgd_loop_of_in_place_updates_trains_the_tensors_in_its_list():
+    # p -= lr * g made a new tensor: the list kept the old ones, the loss stayed
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 3))
+    W, b = rng.standard_normal((3, 2)), rng.standard_normal(2)
+    arrays, tensors = [W.copy(), b.copy()], [ppto.tensor(W), ppto.tensor(b)]
+    grad = ppto.grad(mean_square, wrt=(0, 1))
+    for _ in range(20):
+        for params in (arrays, tensors):
+            gradients = grad(*params, x)
+            for p, g in zip(params, gradients):
+                p -= 0.1 * (g if isinstance(p, ppto.Tensor) else np.asarray(g))
+    for array, tensor in zip(arrays, tensors):
+        np.testing.assert_allclose(tensor.numpy(), array, rtol=1e-12)
+    assert mean_square(*arrays, x) < 0.1 * mean_square(W, b, x)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_in_place_operators_write_into_the_tensor_as_numpy_does(device):
+    rng = np.random.default_rng(1)
+    start, other = rng.standard_normal((2, 3)), rng.standard_normal((2, 3))
+    expected = start.copy()
+    t = ppto.tensor(start, device=device)
+    same = t
+    steps = [
+        ("+=", lambda a, v: a.__iadd__(v), other),
+        ("-=", lambda a, v: a.__isub__(v), 0.5),
+        ("*=", lambda a, v: a.__imul__(v), other[0]),
+        ("/=", lambda a, v: a.__itruediv__(v), 4.0),
+        ("**=", lambda a, v: a.__ipow__(v), 2.0),
+        ("@=", lambda a, v: a.__imatmul__(v), np.eye(3)[::-1].copy()),
+    ]
+    for symbol, update, value in steps:
+        expected = update(expected, value)
+        result = update(
+            t, ppto.tensor(value, device=device) if symbol == "@=" else value
+        )
+        assert result is same, symbol
+        np.testing.assert_allclose(t.numpy(), expected, rtol=1e-12, err_msg=symbol)
+    assert t.device == device
+
+
+def test_in_place_operators_keep_the_dtype_and_refuse_what_numpy_refuses():
+    t = ppto.tensor(np.ones(3, np.float32))
+    t *= np.float64(2.5)
+    assert t.dtype == np.float32
+    np.testing.assert_array_equal(t.numpy(), [2.5, 2.5, 2.5])
+    whole = ppto.tensor(np.zeros(3, np.int64))
+    with pytest.raises(ppto.DTypeError, match="'same_kind'.*test_devices_and_tensor"):
+        whole += 0.5
+    with pytest.raises(ppto.ShapeError, match="cannot broadcast.*\\(2, 3\\)"):
+        t += np.ones((2, 3))
+    np.testing.assert_array_equal(whole.numpy(), [0, 0, 0])
+
+
+def test_writes_into_an_index_or_a_transpose_reach_the_tensor():
+    # t[0] and t.T wrote into copies
+    t = ppto.tensor(np.zeros((2, 3)))
+    row = t[0]
+    row[1] = 5.0
+    t.T[2, 1] = 7.0
+    t.reshape(-1)[0] = 1.0
+    row += 2.0
+    np.testing.assert_array_equal(t.numpy(), [[3, 7, 2], [0, 0, 7]])
+
+
 def test_constructors():
     assert ppto.zeros((2, 3), device="sim").device == "sim:0"
     assert ppto.ones(3, dtype="float32").dtype == np.float32

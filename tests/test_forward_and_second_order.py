@@ -532,6 +532,42 @@ def test_hessian(function, arguments, wrt):
     np.testing.assert_allclose(flat, flat.T, rtol=1e-12, atol=1e-12)
 
 
+def elementwise_sine(x):
+    return np.sin(x)
+
+
+NON_SCALAR_SECOND_ORDER = {
+    "hessian": lambda x: ppto.hessian(elementwise_sine)(x),
+    "jvp of grad": lambda x: ppto.jvp(ppto.grad(elementwise_sine), (x,), (x,)),
+    "jacfwd of grad": lambda x: ppto.jacfwd(ppto.grad(elementwise_sine))(x),
+    "jacrev of grad": lambda x: ppto.jacrev(ppto.grad(elementwise_sine))(x),
+    "jacrev of value_and_grad": (
+        lambda x: ppto.jacrev(ppto.value_and_grad(elementwise_sine))(x)
+    ),
+}
+
+
+@pytest.mark.parametrize("way", sorted(NON_SCALAR_SECOND_ORDER))
+def test_second_order_of_a_non_scalar_function_is_refused_as_grad_is(way):
+    # each returned the Hessian of np.sum(np.sin(x)), of shape (2, 2)
+    x = np.array([0.5, 1.0])
+    with pytest.raises(ppto.GradError, match="scalar result.*returned shape \\(2,\\)"):
+        ppto.grad(elementwise_sine)(x)
+    with pytest.raises(ppto.GradError, match="ppto.grad\\(elementwise_sine\\) again"):
+        NON_SCALAR_SECOND_ORDER[way](x)
+
+
+def test_second_order_of_a_one_value_array_result_is_its_hessian():
+    x = np.array([0.7])
+    hessian = np.asarray(ppto.hessian(elementwise_sine)(x))
+    gradient = ppto.grad(elementwise_sine)
+    expected = directional_differences(
+        lambda *a: as_float(gradient(*a)), (x,), {0: np.ones(1)}, eps=SECOND_ORDER_EPS
+    )
+    assert hessian.shape == (1, 1)
+    assert_gradient(hessian.reshape(1), expected, "Hessian", rtol=SECOND_ORDER_RTOL)
+
+
 def cubed_times(x, y):
     return np.sum(x**3 * y)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import io
 import linecache
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -544,6 +545,22 @@ REJECTED = [
         "xs as a list on one path and an array on another",
         "xs = np.stack(xs) * 3.0",
     ),
+    # variables read or written by a name in a string
+    Case(ec.read_by_eval, "eval()", 'eval("x ** 2")'),
+    Case(ec.run_by_exec, "exec()", "exec("),
+    Case(ec.read_from_locals, "locals()", "locals()"),
+    Case(ec.read_from_vars, "vars()", "vars()"),
+    Case(ec.written_into_globals, "globals()", "globals()"),
+    Case(
+        ec.eval_in_a_called_function,
+        "eval()",
+        'eval("x * 2.0")',
+        marked_in=ec._evaluated,
+    ),
+    # complex values inside a real function
+    Case(ec.complex_literal, "the complex number 1j", "1j"),
+    Case(ec.complex_exponential, "the complex number 1j", "1j"),
+    Case(ec.complex_made_by_a_call, "complex()", "complex(0.0, 2.0)"),
 ]
 
 
@@ -568,6 +585,11 @@ def test_a_dict_inside_a_dict_or_chosen_by_a_condition_says_how_to_write_it():
     assert 'own (a = {"w": w}) read as a["w"]' in str(nested)
     chosen = transform(Case(ec.dict_chosen_in_a_conditional_expression, "", ""))
     assert "choose in an if statement, a name for each dict" in str(chosen)
+
+
+def test_a_parameter_named_eval_is_called_as_given():
+    gradient = ppto.grad(ec.parameter_named_eval)(VECTOR, np.sin)
+    np.testing.assert_allclose(np.asarray(gradient), np.cos(VECTOR))
 
 
 def test_grad_raises_the_same_error_when_called():
@@ -606,6 +628,9 @@ ACCEPTED = [
     # lifted out as functions of their own (local_functions.py)
     (ec.nested_def, VECTOR, np.full(3, 2.0), ""),
     (ec.lambda_inside, VECTOR, np.full(3, 2.0), ""),
+    # vars(obj) reads an object, not the function's variables; a parameter named
+    # eval is the caller's function
+    (ec.read_from_vars_of_an_object, VECTOR, np.full(3, 3.0), ""),
 ]
 
 
@@ -745,6 +770,75 @@ def test_a_complex_argument_is_refused_as_complex():
     # the message said integer and boolean arrays have no gradient
     with pytest.raises(ppto.GradError, match="real .floating point. arrays only"):
         ppto.grad(product_of_mismatched)(np.ones((3, 3), complex))
+
+
+def tanh_squares(x, y):
+    return np.sum(np.tanh(x * y) ** 2)
+
+
+MASKED = np.ma.array([[1.0, 2.0], [3.0, 4.0]], mask=[[False, True], [False, False]])
+
+ARRAYS_OF_OTHER_SEMANTICS = {
+    "grad of a masked array": lambda: ppto.grad(tanh_squares)(MASKED, np.ones((2, 2))),
+    "a masked array held constant": lambda: ppto.grad(tanh_squares)(
+        np.ones((2, 2)), MASKED
+    ),
+    "in a list": lambda: ppto.vjp(lambda x, ys: np.sum(x * ys[0]), 1.0, [MASKED]),
+    "jvp": lambda: ppto.jvp(tanh_squares, (MASKED, MASKED.data), (MASKED.data, None)),
+    "np.matrix": lambda: ppto.grad(tanh_squares)(np.matrix(MASKED.data), MASKED.data),
+}
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+@pytest.mark.parametrize("way", sorted(ARRAYS_OF_OTHER_SEMANTICS))
+def test_a_masked_array_or_a_matrix_argument_is_refused(way):
+    # a masked array's value was 28 for NumPy's 26, its masked entry had a gradient
+    with pytest.raises(ppto.GradError, match="operators differ from a plain array's"):
+        ARRAYS_OF_OTHER_SEMANTICS[way]()
+
+
+def test_other_array_subclasses_are_differentiated_as_their_data():
+    class Marked(np.ndarray):
+        pass
+
+    x, y = np.array([[0.3, -0.8], [1.1, 0.4]]), np.array([[0.5, 0.2], [-0.7, 0.9]])
+    gradient = ppto.grad(tanh_squares)(x.view(Marked), y)
+    expected = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[index] = 1e-6
+        up, down = tanh_squares(x + step, y), tanh_squares(x - step, y)
+        expected[index] = (up - down) / 2e-6
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6)
+
+
+PHASES = np.array([1j, 1.0 + 1.0j, -2.0j])
+
+
+def times_complex_constant(x):
+    return np.sum(np.abs(x * PHASES) ** 2)
+
+
+def made_complex_then_scaled(x):
+    return np.sum(np.abs(x.astype(np.complex128) * PHASES) ** 2)
+
+
+COMPLEX_AT_RUN_TIME = {
+    "grad": lambda f, x: ppto.grad(f)(x),
+    "vjp": lambda f, x: ppto.vjp(f, x)[1](1.0),
+    "jvp": lambda f, x: ppto.jvp(f, (x,), (np.ones(3),)),
+}
+
+
+@pytest.mark.parametrize("way", sorted(COMPLEX_AT_RUN_TIME))
+@pytest.mark.parametrize("function", [times_complex_constant, made_complex_then_scaled])
+def test_a_complex_value_made_at_run_time_is_refused(function, way):
+    # the complex gradient was cast to float64 with a ComplexWarning: wrong values
+    x = np.array([0.3, 1.7, -0.4])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no ComplexWarning on the way)
+        with pytest.raises(ppto.GradError, match="real computations only"):
+            COMPLEX_AT_RUN_TIME[way](function, x)
 
 
 def dot_of_a_reshape(x, b, shape):

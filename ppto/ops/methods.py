@@ -10,7 +10,7 @@ import inspect
 
 import numpy as np
 
-from ppto.errors import PptoError
+from ppto.errors import DTypeError, PptoError, ShapeError
 from ppto.ops import arrange, indexing, linalg, logic, reductions, shape
 from ppto.ops import elementwise as ew
 from ppto.ops.numpy_map import (
@@ -19,7 +19,9 @@ from ppto.ops.numpy_map import (
     NUMPY_UFUNCS,
     check_numpy_positionals,
 )
+from ppto.ops.primitive import OBSERVERS
 from ppto.runtime import streams
+from ppto.runtime.ledger import user_location
 from ppto.runtime.tensor import Tensor, device_of, move
 
 
@@ -104,12 +106,48 @@ def _setitem(self, index, value):
     """``x[index] = value`` writes on x's own device: a value on another is copied
     to it (an implicit transfer), not x to its device and back (a GPU scalar
     written into a large CPU tensor copied the whole tensor twice); index tensors
-    go where the operator runs, as every parameter does."""
+    go where the operator runs, as every parameter does. It writes into x's
+    memory, as NumPy does: a tensor made from x by indexing, ``.T`` or
+    ``.reshape`` (a view of it, as in NumPy) sees the write."""
     value = _moved_to(self.device, value)
-    updated = indexing.setitem(self, value, index)
-    self.data = updated.to(self.device).data
+    _write_into(self, indexing.setitem(self, value, index))
+
+
+def _write_into(self, updated) -> None:
+    """Put ``updated`` (a tensor of self's shape and dtype) in self's memory; where
+    that memory cannot be written (read-only NumPy data), self takes new memory."""
+    updated = updated.to(self.device)
+    if getattr(getattr(self.data, "flags", None), "writeable", True):
+        self.data[...] = updated.data
+    else:
+        self.data = updated.data
     if streams.in_use:  # x now holds data a stream may still be writing
         streams.same_origin(self, updated)
+
+
+def _in_place(op, symbol: str):
+    """``x += y`` (``-=``, ``*=`` ...) on a tensor: the result written into x's
+    memory in x's dtype and shape, with NumPy's rules (a cast other than
+    'same_kind', floats into an integer tensor, raises ``DTypeError``; a result
+    broadcast to another shape ``ShapeError``), so that ``for p in params: p -= lr
+    * g`` updates the tensors in ``params``. While a rule tape records operators
+    (ppto.ruletape), which tells values by their identity, x is not changed: the
+    result is a new tensor, as ``x = x + y`` would make."""
+
+    def method(self, other):
+        result = op(self, other)
+        if any(getattr(o, "tells_values_by_identity", False) for o in OBSERVERS):
+            return result
+        try:
+            kept = shape.cast_in_place(result, self)
+        except (DTypeError, ShapeError):  # again, naming the user's line
+            shape.cast_in_place(result, self, f"{symbol} at {user_location()}")
+            raise
+        _write_into(self, kept)
+        return self
+
+    method.__name__ = f"__i{op.name.rsplit('.', 1)[-1]}__"
+    return method
 
 
 def _sort(self, axis=-1, kind=None, *, stable=None):
@@ -197,6 +235,12 @@ _METHODS = {
     "__invert__": lambda self: logic.logical_not(self),
     "__getitem__": lambda self, index: indexing.getitem(self, index),
     "__setitem__": _setitem,
+    "__iadd__": _in_place(ew.add, "+="),
+    "__isub__": _in_place(ew.sub, "-="),
+    "__imul__": _in_place(ew.mul, "*="),
+    "__itruediv__": _in_place(ew.div, "/="),
+    "__ipow__": _in_place(ew.pow, "**="),
+    "__imatmul__": _in_place(linalg.dot, "@="),
     "__iter__": _iterate,
     "__contains__": _contains,
     "__array_ufunc__": _array_ufunc,
@@ -283,6 +327,12 @@ def expression_methods() -> dict:
     """The methods that also make sense on symbolic expressions."""
     skip = {
         "__setitem__",
+        "__iadd__",
+        "__isub__",
+        "__imul__",
+        "__itruediv__",
+        "__ipow__",
+        "__imatmul__",
         "sort",
         "__iter__",
         "__contains__",

@@ -277,8 +277,18 @@ def floating(x) -> bool:
 @primitive(ANY)
 def cast(xp, x, dtype):
     """x converted to ``dtype`` (to whole numbers: no derivative passes). Its rules
-    are with ``where`` (ops/elementwise.py), which they use."""
-    return xp.asarray(x).astype(dtype)  # (a Python number has no astype)
+    are with ``where`` (ops/elementwise.py), which they use. Complex numbers made
+    real are refused (NumPy warns and drops the imaginary part): in differentiated
+    code, a complex value came from a real one, whose derivative that is not."""
+    x = xp.asarray(x)  # (a Python number has no astype)
+    if x.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+        raise GradError(
+            f"cannot convert complex values to {np.dtype(dtype)}: ppto "
+            "differentiates real computations only (a complex intermediate value "
+            "needs conjugates its rules do not take); compute the real and "
+            "imaginary parts as two real arrays"
+        )
+    return x.astype(dtype)
 
 
 @primitive(ANY, tangent="linear", keeps_layout=True)

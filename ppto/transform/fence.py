@@ -7,6 +7,8 @@ slips through: a node type with no method here is rejected.
 
 from __future__ import annotations
 
+import builtins
+
 import gast
 
 from ppto.transform import trees
@@ -36,12 +38,26 @@ _SYMBOLS = {
 _NEUTRAL = (gast.expr_context, gast.operator, gast.unaryop, gast.cmpop, gast.boolop)
 
 
+# Built-ins that read or write the function's variables by a name in a string: the
+# analysis sees no dependency (eval("x ** 2") had a zero gradient) -> what instead
+_BY_NAME = {
+    "eval": "write the expression itself (x ** 2 for eval('x ** 2'))",
+    "exec": "write the statements themselves",
+    "locals": "name the variable itself (y for locals()['y'])",
+    "vars": "name the variable itself (x for vars()['x']; vars(obj) reads an object)",
+    "globals": "name the module-level value itself, and pass a value the function "
+    "changes as an argument and return its new value",
+}
+
+
 class Fence(trees.Visitor):
     """Walks a function's tree; ``check`` raises on the first rejected construct."""
 
-    def __init__(self, source: SourceMap) -> None:
+    def __init__(self, source: SourceMap, namespace=None, local=()) -> None:
         self.source = source
         self.depth = 0
+        self.namespace = namespace if namespace is not None else vars(builtins)
+        self.local = set(local)
 
     def check(self, tree: gast.FunctionDef) -> None:
         self.visit(tree)
@@ -240,6 +256,10 @@ class Fence(trees.Visitor):
         self.accept(node)
 
     def visit_Call(self, node):
+        self.refuse_by_name(node)
+        if isinstance(node.func, gast.Name) and node.func.id not in self.local:
+            if self.namespace.get(node.func.id) is complex:
+                self.reject_complex(node, "complex()")
         for argument in node.args:
             if isinstance(argument, gast.Starred):
                 self.reject(
@@ -252,6 +272,24 @@ class Fence(trees.Visitor):
             if keyword.arg is None:
                 self.reject(node, "**-unpacking in a call", "pass keywords by name")
         self.accept(node)
+
+    def refuse_by_name(self, node):
+        """``eval``, ``exec``, ``locals()``, ``vars()``, ``globals()``: the
+        built-ins (not the user's own of those names)."""
+        function = node.func
+        if not isinstance(function, gast.Name) or function.id not in _BY_NAME:
+            return
+        if function.id in self.local or function.id == "vars" and node.args:
+            return
+        if self.namespace.get(function.id) is not getattr(builtins, function.id):
+            return
+        self.reject(
+            node,
+            f"{function.id}(): it reads or writes variables by a name in a "
+            "string, so ppto cannot see which values depend on which (the "
+            "gradient through them would be lost)",
+            _BY_NAME[function.id],
+        )
 
     def visit_keyword(self, node):
         self.accept(node)
@@ -269,7 +307,19 @@ class Fence(trees.Visitor):
         pass
 
     def visit_Constant(self, node):
-        pass
+        if isinstance(node.value, complex):
+            self.reject_complex(node, f"the complex number {node.value!r}")
+
+    def reject_complex(self, node, what: str):
+        self.reject(
+            node,
+            f"{what}: ppto differentiates real computations only, and a "
+            "complex intermediate value needs conjugates its rules do not take "
+            "(the gradient would be wrong)",
+            "compute the real and imaginary parts as two real arrays (for "
+            "z = x * (a + bj): re, im = a * x, b * x; abs(z) ** 2 = re ** 2 + "
+            "im ** 2; exp(1j * x) = cos(x), sin(x))",
+        )
 
     def visit_Tuple(self, node):
         self.accept(node)
@@ -342,4 +392,9 @@ class Fence(trees.Visitor):
 
 def check(parsed: ParsedFunction) -> None:
     """Raise ``TransformError`` at the first construct the transformer cannot handle."""
-    Fence(parsed.source).check(parsed.tree)
+    local = {
+        node.id
+        for node in gast.walk(parsed.tree)
+        if isinstance(node, gast.Name) and not isinstance(node.ctx, gast.Load)
+    }
+    Fence(parsed.source, parsed.namespace, local).check(parsed.tree)

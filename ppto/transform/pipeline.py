@@ -115,6 +115,9 @@ class Program:
     # generated function -> the image layout of its result, where the analysis
     # found one (nhwc for a conv2d's): vjp and jvp tag the entry's result with it
     result_layouts: dict = field(default_factory=dict)
+    # generated forward function -> whether running it again may give other values
+    # (it draws random numbers, reads an object's attribute, calls a function)
+    reruns_differ: dict = field(default_factory=dict)
     value_shapes: dict = field(default_factory=dict)  # function -> known shapes
     # a call's specialisation -> (shape, dtype) of what the called function
     # returns (see _call_result)
@@ -480,6 +483,7 @@ def _prepare(
     generator.user_names = set(parsed.parameters) | stores(parsed.tree.body)
     generator.lists = normalizer.lists
     generator.result_layouts = program.result_layouts
+    generator.reruns_differ = program.reruns_differ
     generator.function_body = ir_body
     if plan_reverse:
         generator.forward(ir_body)  # a first pass plans called functions' derivatives
@@ -688,6 +692,10 @@ def split(
     forward_name = program.generated_name(parsed, "_forward")
     backward_name = program.generated_name(parsed, "_backward")
     program.result_layouts[forward_name] = _layout_of(result, activity)
+    program.reruns_differ[forward_name] = any(
+        isinstance(x, ir.CallFunction) or (isinstance(x, ir.Passive) and x.rereads)
+        for x in ir.walk(ir_body)
+    )
     program.add(
         function_definition(forward_name, _arguments(generator), forward), activity
     )

@@ -13,6 +13,7 @@ import collections
 import gast
 import numpy as np
 
+from ppto.checkpoint import random_states, replayed
 from ppto.ops.primitive import require_rule
 from ppto.transform import ir, lists, origins, trees
 from ppto.transform.analyze import call_specialisation, operand_rank
@@ -81,6 +82,7 @@ class Generator:
         self.callees = callees  # (parsed, wrt, ranks) -> (forward, backward, names)
         self.adjoints: dict[str, str] = {}
         self.saved_of_call: dict[int, str] = {}
+        self.random_of_call: dict[int, str] = {}  # (random_states before a call)
         self.user_names: set = set()
         self.plans: dict[int, LoopPlan] = {}
         self.carried: set[str] = set()
@@ -91,6 +93,7 @@ class Generator:
         self.lists: set[str] = set()
         # generated function -> its result's layout (Program.result_layouts)
         self.result_layouts: dict = {}
+        self.reruns_differ: dict = {}  # (Program.reruns_differ)
         self.origins: dict = {}  # (id of a user statement, role) -> its origins
 
     def take_result_layout(self, s: ir.CallFunction, generated: str) -> None:
@@ -130,9 +133,11 @@ class Generator:
         """What a statement assigns in generated code (a call also assigns the values
         its backward pass needs)."""
         saved = self.saved_of_call.get(id(statement))
+        states = self.random_of_call.get(id(statement))
         plan = self.plans.get(id(statement))
         counter = (plan.counter,) if plan is not None and plan.counter else ()
-        return ir.writes(statement) + ((saved,) if saved else ()) + counter
+        kept = tuple(n for n in (states, saved) if n)
+        return ir.writes(statement) + kept + counter
 
     def all_writes(self, body: list) -> set:
         found = set()
@@ -279,7 +284,14 @@ class Generator:
         plan = self.call_plan(s)
         if plan is None or s.checkpoint:  # a checkpointed call saves nothing
             function = self.ref(s.function.fn, s.function.name)
-            return [assign(targets, gast.Call(name(function), arguments, keywords))]
+            code = [assign(targets, gast.Call(name(function), arguments, keywords))]
+            states = self.random_of_call.get(id(s))
+            if states is not None:  # but the random generators' states
+                take = call(self.ref(random_states, "random_states"), name(function))
+                take.args += [clone(x) for x in arguments]
+                take.args += [clone(k.value) for k in keywords]
+                code.insert(0, assign(states, take))
+            return code
         forward_name, _, _, _, result_rank = plan
         if len(s.targets) == 1:
             self.activity.ranks[s.targets[0]] = result_rank
@@ -776,19 +788,21 @@ class Generator:
         forward_name, backward_name, wrt, passed, _ = plan
         cotangent = self.cotangent_of(s.targets, initialized)
         code = []
-        if s.checkpoint:  # recompute the call's intermediate values now
+        if s.checkpoint:  # recompute the call's intermediate values now, drawing
+            # the same random numbers as the forward pass did
             saved = self.namer.fresh(f"{s.function.name}_saved")
             self.saved_of_call[id(s)] = saved
             arguments = [operand_expr(x) for x in s.inputs]
             keywords = [gast.keyword(k, operand_expr(v)) for k, v in s.keywords.items()]
+            recompute = gast.Call(name(forward_name), arguments, keywords)
+            if self.reruns_differ.get(forward_name, True):
+                states = self.namer.fresh(f"{s.function.name}_random")
+                self.random_of_call[id(s)] = states
+                replay = self.ref(replayed, "replayed")
+                recompute.args[:0] = [name(states), name(forward_name)]
+                recompute.func = name(replay)
             recomputed = gast.Tuple([name("_", True), name(saved, True)], gast.Store())
-            code.append(
-                gast.Assign(
-                    [recomputed],
-                    gast.Call(name(forward_name), arguments, keywords),
-                    None,
-                )
-            )
+            code.append(gast.Assign([recomputed], recompute, None))
         result = gast.Call(
             name(backward_name),
             [name(self.saved_of_call[id(s)]), cotangent],
