@@ -271,6 +271,8 @@ def _check(
         items |= found
 
     def written_through_another_name(statement, state: _Sharing, loops: tuple):
+        if not generated:
+            refuse_change_while_iterated(statement, state, loops)
         for call, changed in _changed_lists(statement):  # ``gs.append(y)``, gs = hs
             if changed not in local and _module(parsed.namespace.get(changed)):
                 continue  # ``np.sort(k)``, ``np.append(a, b)``: new arrays
@@ -362,6 +364,33 @@ def _check(
                 f"changing it (item = {written}[...] * 1.0), or make the items "
                 "arrays of their own where they are made",
             )
+
+    def refuse_change_while_iterated(statement, state: _Sharing, loops: tuple):
+        """Refuse a change to a list a ``for`` loop around ``statement`` runs over
+        (``for h in hs: hs.append(...)``): Python reads the list as it is at each
+        turn, ppto's generated code as it was when the loop began."""
+        for loop in loops:
+            iterated = _iterated(loop) & _containers_now().names
+            changed = _list_changes(statement, _current_item(loop)) if iterated else ()
+            for name in sorted(iterated):
+                others = set(changed) & ({name} | state.same.get(name, set()))
+                if not others:
+                    continue
+                line, _ = parsed.source.position(loop)
+                spelled = parsed.spelled.get(name, name)
+                raise parsed.source.error(
+                    statement,
+                    f"this changes the list {sorted(others)[0]} while the for loop "
+                    f"at line {line} runs over it: Python's loop reads {spelled} "
+                    "as it is at each turn (an item appended is visited, one "
+                    "replaced is read as it is now, one removed is skipped), but "
+                    "ppto's generated code runs over the list as it was when the "
+                    "loop began",
+                    f"run over a copy of it ({_over_a_copy(parsed, loop, name)}), "
+                    "or put "
+                    f"the new items in another list and join it to {spelled} "
+                    "after the loop",
+                )
 
     def refuse_global_change(node, written: str):
         if written not in local:
@@ -1783,6 +1812,106 @@ def _held_items(value) -> set:
     if isinstance(value, (gast.Tuple, gast.List)):
         return set().union(set(), *(_held_items(item) for item in value.elts))
     return set()
+
+
+def _list_changes(statement, current=None) -> set:
+    """The names of the lists ``statement`` changes in place: a method
+    (``c.append(y)``, ``c.pop()``), an item replaced or written into (``c[0] =
+    v``, ``c[0] += v``), ``c += [y]``, or ``del c[0]``; not the item at
+    ``current``, a ``(list, index name)`` (``c[i] = v`` in ``for i, h in
+    enumerate(c)``)."""
+    changed = {name for _, name in _changed_lists(statement)}
+    if isinstance(statement, gast.AugAssign):
+        changed.update(_stored(statement.target))  # (c[0] += v: c, as a Load)
+        targets = [statement.target]
+    elif isinstance(statement, (gast.Assign, gast.Delete)):
+        targets = list(statement.targets)
+    else:
+        targets = []
+    while targets:
+        target = targets.pop()
+        if isinstance(target, (gast.Tuple, gast.List)):
+            targets += target.elts
+        elif isinstance(target, gast.Starred):
+            targets.append(target.value)
+        elif isinstance(target, gast.Subscript):
+            while isinstance(target.value, gast.Subscript):
+                target = target.value  # (``c[0][1] = v``: into c's item)
+            listed, index = target.value, target.slice
+            if not isinstance(listed, gast.Name):
+                continue
+            at = index.id if isinstance(index, gast.Name) else None
+            if (listed.id, at) != current:
+                changed.add(listed.id)
+    return changed
+
+
+def _current_item(loop):
+    """``(list, index name)`` for ``for i, h in enumerate(c)``: ``c[i]`` is the
+    item the turn reads (replacing it changes no item the loop reads later)."""
+    iterable, target = loop.iter, loop.target
+    if (
+        _sequence_call(iterable) == "enumerate"
+        and len(iterable.args) == 1
+        and isinstance(iterable.args[0], gast.Name)
+        and isinstance(target, gast.Tuple)
+        and isinstance(target.elts[0], gast.Name)
+    ):
+        return iterable.args[0].id, target.elts[0].id
+    return None
+
+
+def _iterated(loop) -> set:
+    """The names whose very list a ``for`` loop runs over as it goes (``for h in
+    hs``, ``enumerate(hs)``, ``zip(hs, gs)``, ``reversed(hs)``, ``d.values()``);
+    not a copy made first (``list(hs)``, ``hs[:]``, ``sorted(hs)``)."""
+    if not isinstance(loop, gast.For):
+        return set()
+    found, sources = set(), [loop.iter]
+    while sources:
+        source = sources.pop()
+        if isinstance(source, gast.Name):
+            found.add(source.id)
+        elif _sequence_call(source) in ("enumerate", "zip", "reversed"):
+            sources += source.args
+        elif (
+            isinstance(source, gast.Call)
+            and isinstance(source.func, gast.Attribute)
+            and source.func.attr in ("values", "items", "keys")
+        ):
+            sources.append(source.func.value)
+    return found
+
+
+def _over_a_copy(parsed: ParsedFunction, loop, name: str) -> str:
+    """The header of ``loop`` running over a copy of the list ``name`` (``for i,
+    h in enumerate(list(hs)):``), where the loop is as the user wrote it (not a
+    dict's ``d.values()``, read as a list by then)."""
+    target = loop.target
+    parts = target.elts if isinstance(target, gast.Tuple) else [target]
+    written = ", ".join(gast.unparse(part).strip() for part in parts)
+
+    def header(source) -> str:
+        return f"for {written} in {gast.unparse(source).strip()}:"
+
+    def spaced(text: str) -> str:
+        return "".join(text.split())
+
+    if spaced(header(loop.iter)) != spaced(parsed.source.statement_text(loop)):
+        return "list(...) of what the loop runs over, made before it"
+    return header(_ListCopied(name).visit(trees.clone(loop.iter)))
+
+
+class _ListCopied(gast.NodeTransformer):
+    """Reads ``list(name)`` wherever a tree reads ``name``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def visit_Name(self, node):
+        if node.id != self.name:
+            return node
+        return gast.Call(gast.Name("list", gast.Load(), None, None), [node], [])
 
 
 def _changed_lists(statement) -> list:
