@@ -387,9 +387,8 @@ def _check(
                     "ppto's generated code runs over the list as it was when the "
                     "loop began",
                     f"run over a copy of it ({_over_a_copy(parsed, loop, name)}), "
-                    "or put "
-                    f"the new items in another list and join it to {spelled} "
-                    "after the loop",
+                    "or put the new items in another list and join it to "
+                    f"{spelled} after the loop",
                 )
 
     def refuse_global_change(node, written: str):
