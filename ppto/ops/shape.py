@@ -147,6 +147,9 @@ def unbroadcast(xp, x, like):
     Every binary elementwise gradient goes through this one helper.
     """
     target = target_shape(like)
+    if not hasattr(x, "shape"):  # the 0 a list's adjoint holds for an item that is
+        # replaced later (``hs[1] = v`` in a loop): no part of like reaches the end
+        return xp.full(target, x, dtype=getattr(like, "dtype", np.float64))
     if tuple(x.shape) == tuple(target):
         return x
     if x.ndim < len(target):  # like's extra leading axes have size 1 (full_like)

@@ -29,6 +29,7 @@ from ppto.ops import ALIASES
 from ppto.ops.primitive import OPERATORS
 from ppto.transform import trees
 from ppto.transform.analyze import literal, number_sequence
+from ppto.transform.containers import Containers, containers
 from ppto.transform.source import ParsedFunction
 from ppto.transform.trees import (
     bound_arguments,
@@ -204,6 +205,10 @@ def check(
     generated code does not, so a write into one is refused."""
     local = _local_names(parsed)
     nodes = trees.nodes_by_kind(parsed.tree)  # (three passes read it: none changes it)
+    described = None  # (nothing known: see ``containers``)
+    if ranks is not None:
+        described = {name for name, rank in ranks.items() if rank is not None}
+    held = _CONTAINERS.set(containers(parsed, nodes, local, described))
     token = _HELPER_RESULTS.set(_helper_results(parsed, local, nodes))
     numbers = set(numbers) & set(parsed.parameters)
     try:
@@ -223,6 +228,7 @@ def check(
         )
     finally:
         _HELPER_RESULTS.reset(token)
+        _CONTAINERS.reset(held)
 
 
 def _check(
@@ -265,7 +271,7 @@ def _check(
                 state.views[parameter] = {PARAMETER + parameter}
     for parameter in defaults - passed:  # (the function's own object)
         _held_from_outside(state, parameter, DEFAULT + parameter, known)
-    sequences = _sequence_names(parsed, nodes)
+    sequences = _sequence_names(parsed, nodes, set(parsed.parameters) - set(known))
     # names that may be lists, whose ``c[i] = y`` puts y's very array in them: a
     # list written out, or a parameter not described as an array (``size``, given
     # a list of numbers, or a list of arrays); an array's item assignment copies
@@ -306,6 +312,8 @@ def _check(
         items |= found
 
     def written_through_another_name(statement, state: _Sharing, loops: tuple):
+        if not generated:
+            refuse_change_while_iterated(statement, state, loops)
         for call, changed in _changed_lists(statement):  # ``gs.append(y)``, gs = hs
             if changed not in local and _module(parsed.namespace.get(changed)):
                 continue  # ``np.sort(k)``, ``np.append(a, b)``: new arrays
@@ -424,7 +432,8 @@ def _check(
             raise parsed.source.error(
                 statement,
                 f"this writes into an item of {written}, whose items may share "
-                "their arrays (one a view of another, as in (t, t.reshape(-1))), "
+                "their arrays (one a view of another, as in (t, t.reshape(-1)), "
+                "or one array repeated, as in [t] * 3), "
                 f"and {written} is read afterwards: ppto's generated code gives "
                 "each assignment a new array, so the change would not reach the "
                 f"other items of {written} as it does in NumPy",
@@ -432,6 +441,32 @@ def _check(
                 f"changing it (item = {written}[...] * 1.0), or make the items "
                 "arrays of their own where they are made",
             )
+
+    def refuse_change_while_iterated(statement, state: _Sharing, loops: tuple):
+        """Refuse a change to a list a ``for`` loop around ``statement`` runs over
+        (``for h in hs: hs.append(...)``): Python reads the list as it is at each
+        turn, ppto's generated code as it was when the loop began."""
+        for loop in loops:
+            iterated = _iterated(loop) & _containers_now().names
+            changed = _list_changes(statement, _current_item(loop)) if iterated else ()
+            for name in sorted(iterated):
+                others = set(changed) & ({name} | state.same.get(name, set()))
+                if not others:
+                    continue
+                line, _ = parsed.source.position(loop)
+                spelled = parsed.spelled.get(name, name)
+                raise parsed.source.error(
+                    statement,
+                    f"this changes the list {sorted(others)[0]} while the for loop "
+                    f"at line {line} runs over it: Python's loop reads {spelled} "
+                    "as it is at each turn (an item appended is visited, one "
+                    "replaced is read as it is now, one removed is skipped), but "
+                    "ppto's generated code runs over the list as it was when the "
+                    "loop began",
+                    f"run over a copy of it ({_over_a_copy(parsed, loop, name)}), "
+                    "or put the new items in another list and join it to "
+                    f"{spelled} after the loop",
+                )
 
     def refuse_global_change(node, written: str):
         if written not in local:
@@ -519,6 +554,9 @@ def _check(
             )
         if seen and handed:
             refuse_moved_item(statement, written, shared, seen[0], handed)
+        own = f"make {written} an array of its own first ({written} = {written} * 1.0)"
+        if written in sequences:  # (a list holding another's items: ys.copy())
+            own = f"replace the item instead ({written}[i] = {written}[i] + ...)"
         if seen:
             raise parsed.source.error(
                 statement,
@@ -528,8 +566,7 @@ def _check(
                 "a new array, so the change would not reach "
                 f"{seen[0]} as it does in NumPy",
                 f"write the change into {seen[0]} itself ({seen[0]}[...] = "
-                f"...), or, if {seen[0]} must not change, make {written} an "
-                f"array of its own first ({written} = {written} * 1.0)",
+                f"...), or, if {seen[0]} must not change, {own}",
             )
 
     def refuse_moved_item(statement, written: str, shared, read: str, handed):
@@ -741,6 +778,8 @@ def _linked_items(target, value, state: _Sharing) -> list:
     helper_result = _helper_result(value)
     if helper_result is not None:
         shared_parts = helper_result.shared_parts
+    elif _repeats_arrays(value):  # ``[y] * 3``: one object at every position
+        shared_parts = {EVERY_PART}
     elif _literal_sequence(value) and isinstance(target, gast.Name):
         shared_parts = _parts_sharing(value, state)
     else:
@@ -760,6 +799,17 @@ def _linked_items(target, value, state: _Sharing) -> list:
         if every or position in groups
         for name in _stored(item)
     ]
+
+
+def _repeats_arrays(value) -> bool:
+    """Whether ``value`` repeats a list or tuple that may hold arrays (``[y] *
+    3``, ``ys * 2``; not ``[0.0] * n``, whose items are numbers)."""
+    sequence = _containers_now().repeated(value)
+    if sequence is None:
+        return False
+    return not _literal_sequence(sequence) or not all(
+        isinstance(item, gast.Constant) for item in sequence.elts
+    )
 
 
 def _writes_into_an_item(statement) -> bool:
@@ -789,6 +839,9 @@ def _module(value) -> bool:
 # during a check: id of each call of a user's function -> the names of the caller's
 # arrays its result may share (its arguments that the function may return)
 _HELPER_RESULTS: ContextVar[dict | None] = ContextVar("helper_results", default=None)
+# during a check: the names that may be lists, tuples or dicts (``ys.copy()`` then
+# holds ys's very items)
+_CONTAINERS: ContextVar[Containers | None] = ContextVar("containers", default=None)
 _in_progress: set = set()  # (a recursive function: each parameter, to be safe)
 
 
@@ -902,6 +955,11 @@ def _helper_result(value):
     """The ``_Returned`` of ``value`` where it is a call of a user's function in
     the function being checked, else None."""
     return (_HELPER_RESULTS.get() or {}).get(id(value))
+
+
+def _containers_now() -> Containers:
+    """The ``Containers`` of the function being checked (none outside a check)."""
+    return _CONTAINERS.get() or Containers()
 
 
 def _argument(parameter: str) -> str:
@@ -1675,6 +1733,8 @@ def _surely_an_array(value) -> bool:
             value.slice.elts if isinstance(value.slice, gast.Tuple) else [value.slice]
         )
         return any(isinstance(part, gast.Slice) for part in parts)
+    if _shallow_copy(value):  # (a list's copy holds its arrays: is none)
+        return False
     return isinstance(value, (gast.Attribute, gast.Call))
 
 
@@ -1725,11 +1785,7 @@ def _viewed(value) -> set:
         return _viewed(value.body) | _viewed(value.orelse)
     if isinstance(value, (gast.List, gast.Tuple)):  # holds them
         return set().union(set(), *(_viewed(item) for item in value.elts))
-    if (  # ``[y] * 2``, ``xs + [y]``: a list holding the same arrays
-        isinstance(value, gast.BinOp)
-        and isinstance(value.op, (gast.Add, gast.Mult))
-        and any(_literal_sequence(side) for side in (value.left, value.right))
-    ):
+    if _sequence_operation(value):  # ``[y] * 2``, ``xs + [y]``, ``ys * 1``
         return _viewed(value.left) | _viewed(value.right)
     if _sequence_call(value) is not None:  # list(c), zip(c, d): c's and d's items
         return set().union(set(), *(_viewed(argument) for argument in value.args))
@@ -1750,8 +1806,9 @@ def _viewed_by_call(call) -> set:
         candidates = list(call.args) + [k.value for k in call.keywords]
         return set().union(set(), *(_viewed(item) for item in candidates))
     if isinstance(function, gast.Attribute) and not _of_a_module(function.value):
-        # a method: x.reshape(...), x.ravel()
-        return _viewed(function.value) if name in VIEW_CALLS else set()
+        # a method: x.reshape(...), x.ravel(); ys.copy() of a list holds ys's items
+        shallow = _shallow_copy(call)
+        return _viewed(function.value) if name in VIEW_CALLS or shallow else set()
     arrays = list(call.args) or [k.value for k in call.keywords]
     if name == "einsum":
         return _einsum_operand(call)
@@ -1765,6 +1822,18 @@ def _viewed_by_call(call) -> set:
     if name in VIEW_CALLS and arrays:
         return _viewed(arrays[0])  # np.reshape(x, ...)
     return set()
+
+
+def _shallow_copy(value) -> bool:
+    """Whether ``value`` is ``ys.copy()`` of what may be a list, tuple or dict (see
+    ``containers``): a new list holding ys's very items (of an array, a new
+    array)."""
+    return (
+        isinstance(value, gast.Call)
+        and isinstance(value.func, gast.Attribute)
+        and value.func.attr == "copy"
+        and _containers_now().kind(value.func.value)[0]
+    )
 
 
 def _einsum_operand(call) -> set:
@@ -1978,6 +2047,106 @@ def _held_items(value) -> set:
     return set()
 
 
+def _list_changes(statement, current=None) -> set:
+    """The names of the lists ``statement`` changes in place: a method
+    (``c.append(y)``, ``c.pop()``), an item replaced or written into (``c[0] =
+    v``, ``c[0] += v``), ``c += [y]``, or ``del c[0]``; not the item at
+    ``current``, a ``(list, index name)`` (``c[i] = v`` in ``for i, h in
+    enumerate(c)``)."""
+    changed = {name for _, name in _changed_lists(statement)}
+    if isinstance(statement, gast.AugAssign):
+        changed.update(_stored(statement.target))  # (c[0] += v: c, as a Load)
+        targets = [statement.target]
+    elif isinstance(statement, (gast.Assign, gast.Delete)):
+        targets = list(statement.targets)
+    else:
+        targets = []
+    while targets:
+        target = targets.pop()
+        if isinstance(target, (gast.Tuple, gast.List)):
+            targets += target.elts
+        elif isinstance(target, gast.Starred):
+            targets.append(target.value)
+        elif isinstance(target, gast.Subscript):
+            while isinstance(target.value, gast.Subscript):
+                target = target.value  # (``c[0][1] = v``: into c's item)
+            listed, index = target.value, target.slice
+            if not isinstance(listed, gast.Name):
+                continue
+            at = index.id if isinstance(index, gast.Name) else None
+            if (listed.id, at) != current:
+                changed.add(listed.id)
+    return changed
+
+
+def _current_item(loop):
+    """``(list, index name)`` for ``for i, h in enumerate(c)``: ``c[i]`` is the
+    item the turn reads (replacing it changes no item the loop reads later)."""
+    iterable, target = loop.iter, loop.target
+    if (
+        _sequence_call(iterable) == "enumerate"
+        and len(iterable.args) == 1
+        and isinstance(iterable.args[0], gast.Name)
+        and isinstance(target, gast.Tuple)
+        and isinstance(target.elts[0], gast.Name)
+    ):
+        return iterable.args[0].id, target.elts[0].id
+    return None
+
+
+def _iterated(loop) -> set:
+    """The names whose very list a ``for`` loop runs over as it goes (``for h in
+    hs``, ``enumerate(hs)``, ``zip(hs, gs)``, ``reversed(hs)``, ``d.values()``);
+    not a copy made first (``list(hs)``, ``hs[:]``, ``sorted(hs)``)."""
+    if not isinstance(loop, gast.For):
+        return set()
+    found, sources = set(), [loop.iter]
+    while sources:
+        source = sources.pop()
+        if isinstance(source, gast.Name):
+            found.add(source.id)
+        elif _sequence_call(source) in ("enumerate", "zip", "reversed"):
+            sources += source.args
+        elif (
+            isinstance(source, gast.Call)
+            and isinstance(source.func, gast.Attribute)
+            and source.func.attr in ("values", "items", "keys")
+        ):
+            sources.append(source.func.value)
+    return found
+
+
+def _over_a_copy(parsed: ParsedFunction, loop, name: str) -> str:
+    """The header of ``loop`` running over a copy of the list ``name`` (``for i,
+    h in enumerate(list(hs)):``), where the loop is as the user wrote it (not a
+    dict's ``d.values()``, read as a list by then)."""
+    target = loop.target
+    parts = target.elts if isinstance(target, gast.Tuple) else [target]
+    written = ", ".join(gast.unparse(part).strip() for part in parts)
+
+    def header(source) -> str:
+        return f"for {written} in {gast.unparse(source).strip()}:"
+
+    def spaced(text: str) -> str:
+        return "".join(text.split())
+
+    if spaced(header(loop.iter)) != spaced(parsed.source.statement_text(loop)):
+        return "list(...) of what the loop runs over, made before it"
+    return header(_ListCopied(name).visit(trees.clone(loop.iter)))
+
+
+class _ListCopied(gast.NodeTransformer):
+    """Reads ``list(name)`` wherever a tree reads ``name``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def visit_Name(self, node):
+        if node.id != self.name:
+            return node
+        return gast.Call(gast.Name("list", gast.Load(), None, None), [node], [])
+
+
 def _changed_lists(statement) -> list:
     """``(call, list name)`` for each call by which ``statement`` changes a list in
     place (``c.append(y)``, ``v = c.pop()``, ``np.sum(c.pop())``); for a compound
@@ -2011,21 +2180,30 @@ def _literal_sequence(node) -> bool:
     return isinstance(node, (gast.List, gast.Tuple))
 
 
-def _sequence_names(parsed: ParsedFunction, nodes: dict) -> set:
+def _sequence_names(parsed: ParsedFunction, nodes: dict, given=frozenset()) -> set:
     """Names that every assignment binds to a list or tuple (written out, joined,
-    repeated, or made by ``list``/``tuple``), never to anything else."""
-    found, others = set(), set(parsed.parameters)
+    repeated, made by ``list``/``tuple``, or a copy of such a name or of a
+    parameter among ``given``, those given no array: ``zs = ys.copy()``), never to
+    anything else."""
+    bound, others = [], set(parsed.parameters)
     for node in _of_kinds(nodes, (gast.Assign, gast.For, gast.AugAssign)):
         if isinstance(node, gast.Assign):
-            sequence = _sequence_value(node.value)
             for target in node.targets:
                 for name in _stored(target):
-                    is_whole = isinstance(target, gast.Name)
-                    (found if sequence and is_whole else others).add(name)
+                    if isinstance(target, gast.Name):
+                        bound.append((name, node.value))
+                    else:
+                        others.add(name)
         elif isinstance(node, (gast.For, gast.AugAssign)):
             if not (isinstance(node, gast.AugAssign) and _sequence_value(node.value)):
                 others.update(_stored(node.target))
-    return found - others
+    found = {name for name, _ in bound} - others
+    while True:  # (a copy of a name that is not one is not one either)
+        known = found | given
+        kept = found - {n for n, value in bound if not _sequence_value(value, known)}
+        if kept == found:
+            return found
+        found = kept
 
 
 def _of_kinds(nodes: dict, kinds: tuple):
@@ -2035,13 +2213,37 @@ def _of_kinds(nodes: dict, kinds: tuple):
         yield from nodes.get(kind, ())
 
 
-def _sequence_value(value) -> bool:
-    if _literal_sequence(value):
+def _sequence_value(value, sequences=frozenset()) -> bool:
+    """Whether ``value`` is surely a list or tuple, given the names that are
+    (``sequences``): written out, made by ``list``/``tuple``, joined or repeated
+    (``[y] * 2``, ``xs + [y]``, ``ys * n``), or copied (``ys.copy()``)."""
+    if _literal_sequence(value) or _sequence_call(value) in ("list", "tuple"):
         return True
-    if _sequence_call(value) in ("list", "tuple"):
-        return True
+    if isinstance(value, gast.BinOp) and isinstance(value.op, (gast.Add, gast.Mult)):
+        return any(
+            _literal_sequence(side)
+            or (isinstance(side, gast.Name) and side.id in sequences)
+            for side in (value.left, value.right)
+        )
     return (
-        isinstance(value, gast.BinOp)
-        and isinstance(value.op, (gast.Add, gast.Mult))
-        and any(_literal_sequence(side) for side in (value.left, value.right))
+        isinstance(value, gast.Call)
+        and isinstance(value.func, gast.Attribute)
+        and value.func.attr == "copy"
+        and isinstance(value.func.value, gast.Name)
+        and value.func.value.id in sequences
+        and not value.args
     )
+
+
+def _sequence_operation(value) -> bool:
+    """Whether ``value`` joins or repeats lists or tuples, one written out (``[y]
+    * 2``, ``xs + [y]``), or repeats what may be one (``ys * 1``; see
+    ``containers``), so that it holds their very items. (``ys + zs`` is refused
+    where lists are lowered.)"""
+    if not (
+        isinstance(value, gast.BinOp) and isinstance(value.op, (gast.Add, gast.Mult))
+    ):
+        return False
+    if any(_literal_sequence(side) for side in (value.left, value.right)):
+        return True
+    return _containers_now().repeated(value) is not None
