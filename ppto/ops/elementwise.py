@@ -8,7 +8,7 @@ their tangent rules are derived from the backward rules.
 import numpy as np
 
 from ppto.errors import ShapeError
-from ppto.ops.logic import floor_divide
+from ppto.ops.logic import floor_divide, sign
 from ppto.ops.primitive import primitive
 from ppto.ops.shape import (
     array,
@@ -211,14 +211,14 @@ def _(x, out):
 
 @unary()
 def abs(xp, x):
-    """|x| (the gradient at 0 is taken as +1)."""
+    """|x| (its gradient is sign(x): 0 at 0, as JAX's and PyTorch's)."""
     return xp.abs(x)
 
 
 @abs.grad_rule
 def _(x):
     def backward(dY):
-        return where(x >= 0, dY, -dY)
+        return dY * sign(x)
 
     return backward
 
