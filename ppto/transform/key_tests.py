@@ -17,22 +17,22 @@ class DecidedBranches:
     (``"b" in p and p["b"] > 0``: what follows a False is not evaluated)."""
 
     def visit_If(self, node):
-        node.test = self.visit(node.test)
-        truth = decided(node.test)
-        if truth is None:
-            node.body, node.orelse = self.block(node.body), self.block(node.orelse)
-            return node
-        return self.block(node.body if truth else node.orelse) or [
+        return self.branches(node, self.block) or [
             gast.copy_location(gast.Pass(), node)
         ]
 
     def visit_IfExp(self, node):
+        return self.branches(node, self.visit)
+
+    def branches(self, node, visit):
+        """``node`` (an ``if`` or a conditional expression) with its test and
+        branches rewritten (by ``visit``), or the branch its test takes."""
         node.test = self.visit(node.test)
         truth = decided(node.test)
         if truth is None:
-            node.body, node.orelse = self.visit(node.body), self.visit(node.orelse)
+            node.body, node.orelse = visit(node.body), visit(node.orelse)
             return node
-        return self.visit(node.body if truth else node.orelse)
+        return visit(node.body if truth else node.orelse)
 
     def visit_BoolOp(self, node):
         values = []
