@@ -79,6 +79,8 @@ def refuse_written_default(function, program, values) -> None:
     names = list(program.spelled)
     defaults = default_values(function)
     for name in set(changeable_defaults(function)) & set(program.written):
+        if name not in names:
+            continue
         position = names.index(name)
         if position < len(values) and values[position] is defaults[name]:
             filename, line, text, spelled = program.written[name]

@@ -323,3 +323,27 @@ def test_svd_returns_one_array_only_where_compute_uv_is_written_false():
     )
     with pytest.raises(ppto.TransformError, match="compute_uv is not written out"):
         ppto.grad(values_if)(A)
+
+
+@pytest.mark.parametrize(
+    "x, ord",
+    [
+        (np.array([-1.5, 0.0, 2.0]), 1),
+        (np.array([-1.5, 0.0, 2.0]), -np.inf),
+        (np.array([[0.0, 1.0], [4.0, -2.0]]), 1),
+        (np.array([[0.0, 4.0], [1.0, -2.0]]), np.inf),
+    ],
+    ids=["vector 1", "vector -inf", "matrix 1", "matrix inf"],
+)
+def test_a_norm_of_abs_values_has_a_zero_derivative_at_a_zero_element(x, ord):
+    # as abs's: sign(x), 0 at 0 (it was +1 there), which central differences give
+    def norm(x):
+        return np.linalg.norm(x, ord)
+
+    expected = central_differences(norm, (x,), 0)
+    assert np.all(expected[x == 0.0] == 0.0)
+    found = np.asarray(ppto.grad(norm)(x))
+    np.testing.assert_allclose(found, expected, rtol=1e-6, atol=1e-9)
+    tangent = np.ones_like(x)
+    _, pushed = ppto.jvp(norm, (x,), (tangent,))
+    assert float(pushed) == pytest.approx(float(np.sum(expected)), rel=1e-6)

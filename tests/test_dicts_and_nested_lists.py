@@ -402,3 +402,20 @@ def test_a_loop_over_a_dict_runs_over_its_keys(function, given):
     assert float(value) == pytest.approx(function(x, *given), rel=1e-12)
     expected = central_differences(function, (x, *given), 0)
     assert_gradient(gradient, expected, function.__name__)
+
+
+def guarded_local_dict(x):
+    d = {"a": x * 2.0, "c": np.sin(x)}
+    if "b" in d:
+        return np.sum(d["b"])
+    scale = d["b"] if "b" in d else d["c"]
+    return np.sum(d["a"] ** 2 * scale) + ("b" in d and d["b"])
+
+
+def test_a_key_test_of_a_dict_made_here_reads_only_the_branch_it_takes():
+    # d["b"] in a branch that does not run was refused ("d has no such key")
+    x = np.array([0.3, -0.5, 1.2])
+    value, gradient = ppto.value_and_grad(guarded_local_dict)(x)
+    assert float(value) == pytest.approx(float(guarded_local_dict(x)), rel=1e-12)
+    expected = central_differences(guarded_local_dict, (x,), 0)
+    assert_gradient(gradient, expected, "gradient")

@@ -27,6 +27,7 @@ from tests.corpus.checks import (
     CASES,
     as_float,
     assert_gradient,
+    central_differences,
     directional_differences,
     expect,
     plain,
@@ -898,3 +899,38 @@ def test_second_derivative_through_a_helper_whose_saved_values_get_no_gradient()
     )
     assert_gradient(second, np.asarray(expected), "d2/ds2", rtol=SECOND_ORDER_RTOL)
     assert float(second) == pytest.approx(2.0 * np.sum(np.maximum(W, 0.0) ** 2))
+
+
+def absolute_sum(x):
+    return np.sum(np.abs(x))
+
+
+def absolute_times_itself(x):
+    return np.sum(np.abs(x) * x)
+
+
+def test_the_derivative_of_abs_is_the_sign_zero_at_zero():
+    # abs'(0) was +1 (where(x >= 0, dY, -dY)); JAX and PyTorch give sign(x), and
+    # so do central differences at 0: (|h| - |-h|) / 2h
+    x = np.array([-1.5, 0.0, 2.0])
+    expected = central_differences(absolute_sum, (x,), 0)
+    assert expected[1] == 0.0
+    found = np.asarray(ppto.grad(absolute_sum)(x))
+    np.testing.assert_allclose(found, expected, rtol=1e-8, atol=0.0)
+    tangent = np.array([0.5, 3.0, -1.0])
+    _, pushed = ppto.jvp(absolute_sum, (x,), (tangent,))
+    assert float(pushed) == pytest.approx(float(np.dot(expected, tangent)), rel=1e-8)
+    # the second derivative of |x| x is 2 sign(x): 0 at 0, from either side
+    h = 1e-4
+    second = [
+        (
+            absolute_times_itself(x + h * e)
+            - 2 * absolute_times_itself(x)
+            + absolute_times_itself(x - h * e)
+        )
+        / h**2
+        for e in np.eye(3)
+    ]
+    found = np.asarray(ppto.hessian(absolute_times_itself)(x))
+    np.testing.assert_allclose(np.diag(found), second, rtol=1e-6, atol=1e-8)
+    np.testing.assert_array_equal(found - np.diag(np.diag(found)), np.zeros((3, 3)))

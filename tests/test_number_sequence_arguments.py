@@ -449,3 +449,37 @@ def test_the_item_replaced_written_and_read_is_refused(function, rest, shared):
     ) as e:
         ppto.grad(function)(VECTOR.copy(), *rest)
     assert e.value.lineno == _marked_line(function)
+
+
+# --- an item of a list of numbers changed in place -----------------------------------
+
+
+def item_incremented(x, s):
+    s[0] += 1.0
+    s[1] *= x[0]
+    return np.sum(x * s[0]) + s[1]
+
+
+def whole_item_incremented(x, s):
+    s[0] += 1
+    return np.sum(x * s[0] * s[1])
+
+
+@pytest.mark.parametrize(
+    ("function", "items"),
+    [(item_incremented, [1.0, 2.0]), (whole_item_incremented, [1, 2])],
+    ids=["floats", "integers"],
+)
+def test_an_item_of_a_list_of_numbers_changed_in_place(function, items):
+    # the generated setitem read the list's dtype: a raw AttributeError
+    value, gradient = ppto.value_and_grad(function)(VECTOR[:2], list(items))
+    assert float(value) == pytest.approx(function(VECTOR[:2], list(items)))
+    expected = central_differences(lambda x: function(x, list(items)), (VECTOR[:2],), 0)
+    assert_gradient(gradient, expected, "gradient")
+
+
+def test_an_item_of_a_tuple_of_numbers_is_refused_as_python_does():
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        item_incremented(VECTOR[:2], (1.0, 2.0))
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        ppto.grad(item_incremented)(VECTOR[:2], (1.0, 2.0))

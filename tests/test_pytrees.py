@@ -504,3 +504,37 @@ def test_tensor_leaves_get_tensor_gradients_of_their_dtype():
     assert all(g.device == "cpu" for g in gradient.values())
     single = {"W1": arguments[0]["W1"].astype(np.float32), "b1": arguments[0]["b1"]}
     assert ppto.grad(loss)(single, arguments[1])["W1"].dtype == np.float32
+
+
+def guarded_by_keys(p, x):
+    if "b" in p and p["b"].ndim == 1:
+        total = np.sum(p["a"] * p["b"] * x)
+    elif "b" not in p:
+        total = np.sum(p["a"] ** 2 * x)
+    else:
+        total = p["b"]
+    scale = np.sum(p["c"]) if "c" in p else 2.0
+    return total * scale
+
+
+def held_guarded(x, d):
+    if "b" in d:
+        return np.sum(x * d["b"])
+    return np.sum(x * d["a"])
+
+
+@pytest.mark.parametrize(
+    "keys", [("a",), ("a", "b"), ("a", "c"), ("a", "b", "c")], ids="+".join
+)
+def test_a_key_test_reads_only_the_branch_it_takes(keys):
+    # ``if "b" in p: ... p["b"]`` was refused ("p has no key 'b'") for a dict
+    # without b, though the branch does not run for it
+    p = {key: normal(3) for key in keys}
+    x = normal(3)
+    value, gradient = ppto.value_and_grad(guarded_by_keys)(p, x)
+    assert float(value) == pytest.approx(float(guarded_by_keys(p, x)), rel=1e-12)
+    assert_tree(gradient, tree_differences(guarded_by_keys, (p, x), 0))
+    held = {key: 2.0 + n for n, key in enumerate(keys)}  # (numbers, not differentiated)
+    value, gradient = ppto.value_and_grad(held_guarded)(x, held)
+    assert float(value) == pytest.approx(float(held_guarded(x, held)), rel=1e-12)
+    assert_gradient(gradient, central_differences(held_guarded, (x, held), 0), "dx")

@@ -9,6 +9,7 @@ import pytest
 
 import ppto
 from ppto.ops.primitive import OPERATORS, Primitive
+from tests.corpus.checks import central_differences
 
 
 @pytest.fixture
@@ -87,6 +88,58 @@ def test_a_constant_exponent_adds_nothing_to_a_tangent_at_a_negative_base():
         assert ppto.check_grad(lambda x: np.sum(x**2), x).ok
         _, tangent = ppto.jvp(squares_and_powers, (x, 2.0), (np.ones(3), 0.0))
     assert float(tangent) == pytest.approx(4 * np.sum(x))
+
+
+def zeroth_power(x):
+    return np.sum(x**0.0) + np.sum(np.sin(x) ** 0)
+
+
+def powers_of(x, p):
+    return np.sum(x**p)
+
+
+def test_a_zero_exponent_has_a_zero_derivative_at_a_zero_base():
+    # p * x ** (p - 1) was 0 * 0 ** -1 = NaN at x = 0 for a constant, a number
+    # and an array exponent, and in forward mode
+    x = np.array([-1.0, 0.0, 2.0])
+    expected = central_differences(zeroth_power, (x,), 0)
+    np.testing.assert_array_equal(np.asarray(ppto.grad(zeroth_power)(x)), expected)
+    _, tangent = ppto.jvp(zeroth_power, (x,), (np.ones(3),))
+    assert float(tangent) == 0.0
+    q = np.array([0.0, 0.0, 3.0])
+    for p in (0.0, q):
+        expected = central_differences(powers_of, (x, p), 0)
+        found = ppto.grad(powers_of)(x, p)
+        np.testing.assert_allclose(np.asarray(found), expected, rtol=1e-6, atol=1e-8)
+        with np.errstate(invalid="ignore"):  # (log(-1), taken and not used)
+            _, tangent = ppto.jvp(powers_of, (x, p), (np.ones(3), np.zeros_like(p)))
+        assert float(tangent) == pytest.approx(float(np.sum(expected)), rel=1e-6)
+
+
+def test_a_zero_exponent_keeps_the_second_derivative_in_the_exponent():
+    # d2/dx dp of x ** p at p = 0 is 1 / x: the exponent of the base's derivative
+    # is p - 1 there, not the 1 that stands in at x = 0 only
+    x, h = np.array([0.5, 2.0]), 1e-4
+    gradient = ppto.grad(powers_of, wrt=0)
+    _, mixed = ppto.jvp(gradient, (x, 0.0), (np.zeros(2), 1.0))
+    expected = [
+        sum(
+            sign * powers_of(x + dx * np.eye(2)[i], dp)
+            for sign, dx, dp in ((1, h, h), (-1, h, -h), (-1, -h, h), (1, -h, -h))
+        )
+        / (4 * h * h)
+        for i in range(2)
+    ]
+    np.testing.assert_allclose(np.asarray(mixed), expected, rtol=1e-6)
+
+
+def cubes(x):
+    return np.sum(x**3)
+
+
+def test_a_constant_exponent_is_decided_in_the_generated_code():
+    text = ppto.show_grad(cubes, np.ones(3), file=None)
+    assert "dx = dcubes * 3 * x ** 2" in text and "where" not in text
 
 
 def test_checker_catches_a_wrong_rule(cube):

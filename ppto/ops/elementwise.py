@@ -8,7 +8,7 @@ their tangent rules are derived from the backward rules.
 import numpy as np
 
 from ppto.errors import ShapeError
-from ppto.ops.logic import floor_divide
+from ppto.ops.logic import floor_divide, sign
 from ppto.ops.primitive import primitive
 from ppto.ops.shape import (
     array,
@@ -126,11 +126,18 @@ def pow(xp, a, b):
     return xp.power(a, b)
 
 
+# d/da a ** b = b * a ** (b - 1), with the exponent 1 where a and b are 0: a ** 0
+# is 1 everywhere, and 0 * 0 ** -1 would be NaN (elsewhere the exponent is b - 1,
+# whose derivative in b a second derivative needs). A constant b decides the
+# outer where when the rule is inlined: x ** 3 gives 3 * x ** 2.
 @pow.grad_rule
 def _(a, b, out):
     def backward(dY):
         log_a = log(where(a == 0, 1, a))
-        return unbroadcast(dY * b * a ** (b - 1), a), unbroadcast(dY * out * log_a, b)
+        return (
+            unbroadcast(dY * b * a ** where(b == 0, where(a == 0, 1, b - 1), b - 1), a),
+            unbroadcast(dY * out * log_a, b),
+        )
 
     return backward
 
@@ -141,7 +148,7 @@ def _(a, b, out):
         # log(a) is NaN for a < 0 (where a ** b has no derivative in b): a zero
         # change of b (a constant exponent's zero tangent) must add 0, not NaN
         by_exponent = where(db == 0, 0.0, db * out * log(where(a == 0, 1, a)))
-        return da * b * a ** (b - 1) + by_exponent
+        return da * b * a ** where(b == 0, where(a == 0, 1, b - 1), b - 1) + by_exponent
 
     return tangent
 
@@ -204,14 +211,14 @@ def _(x, out):
 
 @unary()
 def abs(xp, x):
-    """|x| (the gradient at 0 is taken as +1)."""
+    """|x| (its gradient is sign(x): 0 at 0, as JAX's and PyTorch's)."""
     return xp.abs(x)
 
 
 @abs.grad_rule
 def _(x):
     def backward(dY):
-        return where(x >= 0, dY, -dY)
+        return dY * sign(x)
 
     return backward
 

@@ -191,7 +191,11 @@ def setitem(xp, x, values, index, at=""):
     """A copy of x with x[index] = values (the functional form of a subscript write).
     ``at`` (the user's file and line) for ``x[index] += v`` where x's dtype was not
     known when the code was made: values (the sum) NumPy's in-place operator
-    refuses to cast into the part raise ``DTypeError`` naming it."""
+    refuses to cast into the part raise ``DTypeError`` naming it. A list (of Python
+    numbers) takes the values as Python's does; a tuple refuses them as Python's."""
+    if type(x) is tuple:
+        where = f" ({at})" if at else ""
+        raise TypeError(f"'tuple' object does not support item assignment{where}")
     out = x.copy()
     index = raw_index(xp, index)
     refuse_wrapped_indices(xp, index, getattr(out, "shape", None))
@@ -213,7 +217,10 @@ def setitem(xp, x, values, index, at=""):
 def _refuse_in_place_cast(out, values, index, at: str) -> None:
     """What NumPy refuses for ``out[index] += v`` given ``values``, the sum: a cast
     into a part that is an array (a slice of an integer array: its in-place
-    operator casts 'same_kind'); a single element takes any value, converted."""
+    operator casts 'same_kind'); a single element takes any value, converted, and
+    so does a list (of Python numbers: ``s[0] += 1.0``)."""
+    if isinstance(out, list):
+        return
     dtype = getattr(values, "dtype", None)
     refusal = in_place_refusal(
         dtype if dtype is not None else np.asarray(values).dtype, out.dtype

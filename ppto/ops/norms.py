@@ -12,6 +12,7 @@ import numpy as np
 from ppto.errors import ShapeError
 from ppto.ops.decompositions import svd
 from ppto.ops.elementwise import abs, where
+from ppto.ops.logic import sign
 from ppto.ops.primitive import primitive
 from ppto.ops.reductions import REDUCE, reduce_sum, unreduce
 from ppto.ops.rules import rank_helper, rank_of
@@ -75,8 +76,8 @@ def line_axes(x, ord, axis) -> tuple:
 
 # Every norm but the 2-norm is a sum or an extremum of |x| (of its rows' or
 # columns' sums), or of the singular values: its gradient is the sign of x where
-# the extremum is reached (shared among ties), or U V.T of the singular vectors
-# concerned (u_1 v_1.T for the largest).
+# the extremum is reached (shared among ties; 0 at 0, as abs's), or U V.T of the
+# singular vectors concerned (u_1 v_1.T for the largest).
 
 
 @norm.grad_rule
@@ -86,17 +87,17 @@ def _(x, ord=None, axis=None, keepdims=False, out=None):
         if norm_kind(x, ord, axis) == "count":
             return zeros_like(x)
         if norm_kind(x, ord, axis) == "sum":
-            return where(x >= 0, spread, -spread)
+            return spread * sign(x)
         if norm_kind(x, ord, axis) == "power":
             powered = spread * abs(x) ** (ord - 1)
             peak = unreduce(where(out == 0, 1, out), x, axis, keepdims)
             scaled = powered / peak ** (ord - 1)
-            return where(x >= 0, scaled, -scaled)
+            return scaled * sign(x)
         if norm_kind(x, ord, axis) in ("largest", "smallest"):
             hit = abs(x) == unreduce(out, x, axis, keepdims)
             share = dY / cast(reduce_sum(hit, axis, keepdims), dtype_of(x))
             shared = where(hit, unreduce(share, x, axis, keepdims), 0.0)
-            return where(x >= 0, shared, -shared)
+            return shared * sign(x)
         if norm_kind(x, ord, axis) in (
             "nuclear",
             "spectral_largest",
@@ -121,7 +122,7 @@ def _(x, ord=None, axis=None, keepdims=False, out=None):
             kept = out if keepdims else expand_dims(out, matrix_axes(x, axis))
             reached = cast(reduce_sum(abs(x), summed, True) == kept, dtype_of(x))
             part = reached / reduce_sum(reached, compared, True)
-            return spread * where(x >= 0, part, -part)
+            return spread * part * sign(x)
         scale = dY / where(out == 0, 1, out)  # (x is all zeros where out is)
         return unreduce(scale, x, axis, keepdims) * x
 
@@ -131,7 +132,7 @@ def _(x, ord=None, axis=None, keepdims=False, out=None):
 @norm.jvp_rule
 def _(x, ord=None, axis=None, keepdims=False, out=None):
     def tangent(dx):
-        signed = where(x >= 0, dx, -dx)
+        signed = dx * sign(x)
         if norm_kind(x, ord, axis) == "count":
             return zeros_like(out)
         if norm_kind(x, ord, axis) == "sum":

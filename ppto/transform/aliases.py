@@ -486,9 +486,8 @@ def _check(
             for name in sorted(shared):
                 if name.startswith(PARAMETER):
                     writes.setdefault(name[len(PARAMETER) :], node)
-        arguments = sorted(n for n in shared if n.startswith(ARGUMENT))
-        if arguments:
-            parameter = arguments[0][len(ARGUMENT) :]
+        parameter = _first_marked(shared, ARGUMENT)
+        if parameter is not None:
             raise parsed.source.error(
                 node,
                 f"this changes {written} in place, which is (part of) the argument "
@@ -501,9 +500,8 @@ def _check(
             )
 
     def refuse_default_change(node, written: str, shared: set):
-        defaulted = sorted(n for n in shared if n.startswith(DEFAULT))
-        if defaulted:
-            parameter = defaulted[0][len(DEFAULT) :]
+        parameter = _first_marked(shared, DEFAULT)
+        if parameter is not None:
             raise parsed.source.error(
                 node,
                 f"this changes {written} in place, which is (part of) the default "
@@ -1131,6 +1129,12 @@ def _written_in_place(statement) -> str | None:
     while isinstance(target, gast.Subscript):
         target = target.value
     return target.id if isinstance(target, gast.Name) else None
+
+
+def _first_marked(shared: set, marker: str) -> str | None:
+    """The first parameter (by name) of the ``marker + parameter`` in ``shared``."""
+    marked = sorted(n for n in shared if n.startswith(marker))
+    return marked[0][len(marker) :] if marked else None
 
 
 def _held_from_outside(state: _Sharing, parameter: str, marker: str, known) -> None:

@@ -6,7 +6,8 @@ values in key order (``d = [x * k for k in range(3)]``, which comprehensions.py
 writes as a loop; a helper returns its list), and each read of ``d`` a read of that
 list: ``d[2]`` is the list's item 2,
 ``d.values()`` the list, ``d.keys()`` and ``for k in d`` the keys written out,
-``d.items()`` ``zip(keys, d)``, ``len(d)`` and ``key in d`` numbers and truths.
+``d.items()`` ``zip(keys, d)``, ``len(d)`` and ``key in d`` numbers and truths
+(``if "b" in d``: only the branch taken is read, see key_tests.py).
 
 The keys are known where the comprehension's loop runs over literals, Python's
 ``range`` of whole numbers, or a module-level tuple or string (its name stays in
@@ -31,6 +32,7 @@ import gast
 
 from ppto.transform import trees
 from ppto.transform.dict_calls import DictCalls
+from ppto.transform.key_tests import DecidedBranches
 from ppto.transform.names import Namer, names_in
 
 if TYPE_CHECKING:  # (source.py calls this module as it parses)
@@ -444,7 +446,7 @@ def _known_value(node, namespace, local: set, kinds=_KEY_TYPES):
     return None
 
 
-class _ReadsAsList(gast.NodeTransformer):
+class _ReadsAsList(DecidedBranches, gast.NodeTransformer):
     """Each read of a dict comprehension's name as the read of its list of values
     (see the module docstring); any other use is refused."""
 
@@ -514,7 +516,7 @@ class _ReadsAsList(gast.NodeTransformer):
         return node
 
     def visit_body(self, definition: gast.FunctionDef) -> None:
-        definition.body = [self.visit(statement) for statement in definition.body]
+        definition.body = self.block(definition.body)
 
     def visit_FunctionDef(self, node):
         """A function defined here reads the dicts of this one it does not bind
@@ -605,12 +607,12 @@ class _ReadsAsList(gast.NodeTransformer):
         node.iter = gast.copy_location(gast.Call(enumerate_, [node.iter], []), node)
         outer = self.positions.get((name, key))
         self.positions[name, key] = position
-        node.body = [self.visit(statement) for statement in node.body]
+        node.body = self.block(node.body)
         if outer is None:
             del self.positions[name, key]
         else:
             self.positions[name, key] = outer
-        node.orelse = [self.visit(statement) for statement in node.orelse]
+        node.orelse = self.block(node.orelse)
         return node
 
     def iterated_keys(self, node) -> str | None:

@@ -526,11 +526,17 @@ class _FoldCounts(trees.Transformer):
 
 
 def _chosen(node):
-    """``d`` for ``where(True, d, ...)``, else None."""
-    test = node.args[0] if len(node.args) == 3 else None
-    if isinstance(test, gast.Constant) and test.value is True:
-        return node.args[1]
-    return None
+    """``d`` for ``where(True, d, e)``, ``e`` for ``where(False, d, e)`` (of two
+    numbers, a float where either is one, as NumPy's result), else None."""
+    test = node.args[0] if len(node.args) == 3 and not node.keywords else None
+    if not (isinstance(test, gast.Constant) and type(test.value) is bool):
+        return None
+    chosen = node.args[1] if test.value else node.args[2]
+    if all(_number(branch) for branch in node.args[1:]) and any(
+        type(branch.value) is float for branch in node.args[1:]
+    ):
+        return gast.Constant(float(chosen.value), None)
+    return chosen
 
 
 def elide_broadcasts(body: list, namespace: dict, shapes: dict, dtypes: dict) -> list:

@@ -5,7 +5,8 @@ What a function may do with such an argument: read it through constant keys and
 indices (``p['w']``, ``ws[-1]``, nested) and constant slices, iterate over it
 (``for w in ws``, ``zip(ws, bs)``, ``enumerate``, ``.items()``, ``.values()``,
 ``.keys()``; a loop over items that are dicts is unrolled), take its ``len``, test
-a key with ``in``, unpack a list or tuple, and pass it (or a part) on to a function
+a key with ``in`` (``if "b" in p``: only the branch taken is read, see
+key_tests.py), unpack a list or tuple, and pass it (or a part) on to a function
 of its own. Everything else raises TransformError at the user's line.
 """
 
@@ -17,6 +18,7 @@ import re
 import gast
 
 from ppto.errors import TransformError
+from ppto.transform.key_tests import DecidedBranches
 from ppto.transform.names import fresh_name, names_in
 from ppto.transform.objects import constant_int, constant_key
 from ppto.transform.pytrees import (
@@ -154,7 +156,7 @@ def _spelled_slice(node: gast.Slice) -> str:
     return ":".join("" if part is None else str(part) for part in parts)
 
 
-class _Reader(gast.NodeTransformer):
+class _Reader(DecidedBranches, gast.NodeTransformer):
     """Rewrites the reads of the pytree parameters (see the module docstring)."""
 
     def __init__(self, trees: dict, parsed: ParsedFunction) -> None:
