@@ -346,8 +346,17 @@ def _prepare(
     if entry:
         numbers = program.numbers
     writes = {} if entry and not generated else None
+    # (a 0-d NumPy value, unlike a Python number, may be an array, which ``t = z;
+    # t += v`` writes into: the key tells a Python number by its dtype, not a NumPy
+    # scalar from a 0-d array, so the check is not told a rank for either)
+    arrays = {
+        name: None
+        if rank == 0 and writes is not None and name in program.dtypes
+        else rank
+        for name, rank in ranks.items()
+    }
     aliases.check(
-        parsed, ranks, passed, generated=generated, numbers=numbers, written=writes
+        parsed, arrays, passed, generated=generated, numbers=numbers, written=writes
     )
     for parameter, node in (writes or {}).items():
         line, _ = parsed.source.position(node)
