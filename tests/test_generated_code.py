@@ -1373,6 +1373,59 @@ def test_a_tuple_read_twice_adds_its_adjoints(function):
     assert_derivatives_match(function, np.array([0.7, -1.1, 1.3]))
 
 
+def rows_of_a_scaled_stack(x):
+    y = np.stack([x, x * 3.0]) * 2  # (dy * 2 on a tuple of two: four items)
+    a, b = y
+    return np.sum(b * x) + np.sum(a)
+
+
+def items_of_a_vector(x):
+    a, b, c = x * 2.0  # (dy * 2.0 on a tuple: a TypeError)
+    return a * b + c * np.sin(a)
+
+
+def rows_unpacked_twice_and_indexed(x):
+    y = np.outer(x[:2], x) - x
+    a, b = y
+    c, d = y
+    return np.sum(a * d) + np.sum(b * b) + np.sum(y[1] * c)
+
+
+def _outer_and_vector(x):
+    return np.outer(x, x), x
+
+
+def rows_of_a_helper_result(x):
+    (a, b, c), d = _outer_and_vector(x)  # (its rank not known where unpacked)
+    return np.sum(a * b * d) - np.sum(np.cos(c))
+
+
+def the_only_row(x):
+    (a,) = np.outer(x[:1], x) * 2.0
+    return np.sum(a * a * x)
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        rows_of_a_scaled_stack,
+        items_of_a_vector,
+        rows_unpacked_twice_and_indexed,
+        rows_of_a_helper_result,
+        the_only_row,
+    ],
+)
+def test_an_array_unpacked_into_its_rows(function):
+    """The adjoint of ``a, b = y`` for an array y is an array (the rows' adjoints
+    stacked, zeros for a row without one), as that of ``y[0]``, ``y[1]`` would be:
+    a tuple of them was wrong (3 for 6) or a TypeError under the rule of the
+    operation that made y."""
+    x = np.array([0.7, -1.1, 1.3])
+    value, _ = ppto.value_and_grad(function)(x)
+    assert float(value) == pytest.approx(function(x.copy()), rel=1e-12)
+    assert_derivatives_match(function, x)
+
+
 def tuple_of_an_array_and_a_number(x):
     pair = (x * 2.0, 3.0)  # looping over it was a ValueError (stacked as an array)
     total = 0.0

@@ -483,3 +483,26 @@ def test_an_item_of_a_tuple_of_numbers_is_refused_as_python_does():
         item_incremented(VECTOR[:2], (1.0, 2.0))
     with pytest.raises(TypeError, match="does not support item assignment"):
         ppto.grad(item_incremented)(VECTOR[:2], (1.0, 2.0))
+
+
+def accumulated_onto_a_scalar_argument(y, start):
+    h = start  # a number: += rebinds h; a 0-d array: += writes into start's
+    h += np.sum(np.tanh(y))
+    return h * h * start
+
+
+def test_a_zero_d_array_argument_is_told_from_a_number():
+    """Review: a 0-d array given for start (differentiated or not) was taken for a
+    number (rank 0), so ``h = start; h += ...`` rebound h alone where NumPy changes
+    start: silently wrong. The key tells a Python number (NUMBERS, or a weak
+    float's dtype) from a 0-d NumPy value, which may be an array: refused."""
+    function = accumulated_onto_a_scalar_argument
+    for wrt in (0, 1):
+        grad = ppto.value_and_grad(function, wrt=wrt)
+        with pytest.raises(ppto.TransformError, match="shares its array with start"):
+            grad(VECTOR.copy(), np.array(0.3))
+    for wrt in (0, 1):  # a Python float, differentiated or not, is a number still
+        value, gradient = ppto.value_and_grad(function, wrt=wrt)(VECTOR.copy(), 0.3)
+        assert float(value) == pytest.approx(function(VECTOR, 0.3))
+        expected = central_differences(function, (VECTOR, 0.3), wrt)
+        assert_gradient(np.asarray(gradient), np.asarray(expected), f"d/d arg {wrt}")

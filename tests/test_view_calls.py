@@ -264,6 +264,27 @@ def second_of_atleast_2d(m):
     return np.sum(y * m)
 
 
+def zero_d_array_under_two_names(x):
+    y = np.array(x[0] * 2.0)  # (a 0-d array: += writes into it)
+    t = y
+    t += 1.0  # <- refused
+    return y * x[1]
+
+
+def zero_d_reshape_under_two_names(x):
+    y = np.sum(x, keepdims=True).reshape(())
+    t = y
+    t += 1.0  # <- refused
+    return y * x[1]
+
+
+def outer_product_under_two_names(x):
+    y = np.outer(x, x)  # (its number of axes is not known here)
+    t = y
+    t += 1.0  # <- refused
+    return np.sum(y * x)
+
+
 REFUSED = [
     (einsum_diagonal, SQUARE),
     (einsum_transposed, MATRIX),
@@ -299,6 +320,9 @@ REFUSED = [
     (array_not_copied, MATRIX),
     (array_copied_if_needed, MATRIX),
     (second_of_atleast_2d, MATRIX),
+    (zero_d_array_under_two_names, VECTOR),
+    (zero_d_reshape_under_two_names, VECTOR),
+    (outer_product_under_two_names, VECTOR),
 ]
 
 
@@ -372,6 +396,16 @@ def copies_written(m):
     return np.sum(y * m) + np.sum(a * m) + np.sum(b)
 
 
+def numbers_under_two_names(x):
+    y = np.sum(x)  # (a number: += rebinds t)
+    t = y
+    t += 1.0
+    a = 2.0
+    b = a
+    b *= x[0]
+    return y * t + a * b
+
+
 ACCEPTED = [
     (einsum_diagonal_alone, SQUARE),
     (array_split_part_alone, VECTOR),
@@ -380,6 +414,7 @@ ACCEPTED = [
     (rows_of_a_stack_alone, VECTOR),
     (flipped_alone, MATRIX),
     (copies_written, MATRIX),
+    (numbers_under_two_names, VECTOR),
 ]
 
 

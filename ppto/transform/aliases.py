@@ -382,6 +382,15 @@ def _check(
         if augmented and not maybe_number and written not in state.arrays:
             state.arrays[written] = 1  # (so that ``+=`` keeps what it shares)
         shared = _sharing(written, state.views if maybe_number else state.bases)
+        if maybe_number:  # (``t = z``: z's very object, an array where z may be
+            # one, as a 0-d array may: ``+=`` writes into it; a number it rebinds)
+            shared |= {
+                other
+                for other in state.same.get(written, set())
+                if ":" not in other
+                and state.exact.get(other) != 0
+                and other not in state.numbers
+            }
         refuse_argument_change(statement, written, shared)
         within = state.bases.get(written, set())  # (named first: what it is in)
         listed = state.moved.get(written)
@@ -1225,7 +1234,13 @@ def _bind(statement, state: _Sharing) -> None:
         if isinstance(taken, gast.Name) and taken.id in state.handed:
             if not (whole and taken is value):  # (an item of it, not the list)
                 state.moved[name] = taken.id
-        if whole and isinstance(value, gast.Name) and value.id != name:
+        if (
+            whole
+            and isinstance(value, gast.Name)
+            and value.id != name
+            and _exact_rank(value, state.exact) != 0  # (a number is no object
+            # another name's ``+=`` changes)
+        ):
             source = _renamed({value.id}, rebound if simultaneous else ()).pop()
             group = old.same.get(source, set()) | {source}
             same[name] = set(group)
@@ -1297,7 +1312,8 @@ def _bind(statement, state: _Sharing) -> None:
                 same.setdefault(name, set()).add(other)
                 same.setdefault(other, set()).add(name)
     chained = isinstance(statement, gast.Assign) and len(statement.targets) > 1
-    if chained:  # ``hs = gs = []``: one object, two names
+    if chained and _exact_rank(statement.value, state.exact) != 0:
+        # ``hs = gs = []``: one object, two names (``a = b = 0.0``: a number)
         names = {t.id for t in statement.targets if isinstance(t, gast.Name)}
         for name in names:
             same[name] = same.get(name, set()) | (names - {name})
@@ -1687,7 +1703,10 @@ def _number_item(value, whole: bool, numbers: set) -> bool:
 
 def _exact_rank(value, exact: dict) -> int | None:
     """The number of axes of ``value`` where it is known: a name whose number is,
-    or such a name indexed by whole numbers written out (``x[0]``, ``w[1, 2]``)."""
+    or such a name indexed by whole numbers written out (``x[0]``, ``w[1, 2]``);
+    0 for a number (see ``_surely_a_number``)."""
+    if _surely_a_number(value, exact):
+        return 0
     if isinstance(value, gast.Name):
         return exact.get(value.id)
     if isinstance(value, gast.Constant) and type(value.value) in (int, float):
@@ -1711,6 +1730,42 @@ def _exact_rank(value, exact: dict) -> int | None:
         if whole and rank is not None and rank >= len(parts):
             return rank - len(parts)
     return None
+
+
+# NumPy's reductions, which make a number of a whole array (given no axis)
+WHOLE_REDUCTIONS = {
+    "sum", "mean", "prod", "max", "min", "amax", "amin", "std", "var", "median",
+    "nansum", "nanmean", "nanprod", "nanmax", "nanmin", "nanstd", "nanvar",
+}  # fmt: skip
+
+
+def _surely_a_number(value, exact: dict) -> bool:
+    """Whether ``value`` is a number, never an array (a 0-d one too, which ``+=``
+    writes into): a number written out, ``float(v)``, a whole array reduced
+    (``np.sum(x)``, ``x.item()``), or arithmetic on numbers (NumPy's operators
+    make a number of 0-d arrays too)."""
+    if isinstance(value, gast.Constant):
+        return type(value.value) in (int, float, bool)
+    if isinstance(value, gast.BinOp) and not isinstance(value.op, gast.MatMult):
+        return _exact_rank(value.left, exact) == 0 == _exact_rank(value.right, exact)
+    if isinstance(value, gast.UnaryOp):
+        return _exact_rank(value.operand, exact) == 0
+    if not isinstance(value, gast.Call) or any(
+        keyword.arg != "keepdims" or literal(keyword.value) is not False
+        for keyword in value.keywords
+    ):
+        return False
+    function, count = value.func, len(value.args)
+    if isinstance(function, gast.Name):
+        return function.id in ("float", "int", "bool", "len") and count == 1
+    return isinstance(function, gast.Attribute) and (
+        (function.attr == "item" and count == 0)
+        or (
+            function.attr in WHOLE_REDUCTIONS
+            and count == 1
+            and getattr(function.value, "id", None) in ("np", "numpy")
+        )
+    )
 
 
 def _stored(node) -> list:

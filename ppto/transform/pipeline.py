@@ -358,9 +358,18 @@ def _prepare(
     writes = {} if entry and not generated else None
     # (the entry's: a differentiated Python float has rank 0 too, but no dtype)
     zero_d = {p for p in program.dtypes if ranks.get(p) == 0} if entry else ()
+    # (a 0-d NumPy value, unlike a Python number, may be an array, which ``t = z;
+    # t += v`` writes into: the key tells a Python number by its dtype, not a NumPy
+    # scalar from a 0-d array, so the check is not told a rank for either)
+    arrays = {
+        name: None
+        if rank == 0 and writes is not None and name in program.dtypes
+        else rank
+        for name, rank in ranks.items()
+    }
     aliases.check(
         parsed,
-        ranks,
+        arrays,
         passed,
         generated=generated,
         numbers=numbers,

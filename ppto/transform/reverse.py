@@ -17,7 +17,7 @@ from ppto.checkpoint import random_states, replayed
 from ppto.ops.primitive import require_rule
 from ppto.transform import ir, lists, origins, trees
 from ppto.transform.analyze import call_specialisation, operand_rank
-from ppto.transform.emit import comment
+from ppto.transform.emit import GENERATED_PREFIX, comment
 from ppto.transform.inline import inline_rule, operand_expr
 from ppto.transform.origins import GRADIENT
 from ppto.transform.source import closure_values, signature
@@ -405,9 +405,7 @@ class Generator:
         if isinstance(s, ir.Unpack):
             if not any(t in initialized for t in s.targets):
                 return []
-            parts = self.cotangent_of(s.targets, initialized)
-            if len(s.targets) == 1:
-                parts = gast.Tuple([parts], gast.Load())
+            parts = self.unpacked_cotangent(s, initialized)
             return self.accumulate(s.source, parts, initialized)
         if isinstance(s, ir.If):
             return self.adjoint_if(s, initialized)
@@ -532,6 +530,29 @@ class Generator:
             for t in targets
         ]
         return parts[0] if len(parts) == 1 else gast.Tuple(parts, gast.Load())
+
+    def unpacked_cotangent(self, s: ir.Unpack, initialized: set):
+        """The adjoint of the value ``a, b = source`` unpacks, from its items': a
+        tuple of them for a tuple (an operator's several results), their stack for
+        an array (its rows, as the adjoints of ``source[0]`` and ``source[1]``
+        would add up to); decided when it runs where the analysis does not know,
+        but in ppto's own code (a derivative differentiated again), whose values
+        unpacked are its tuples (saved values, a call's results)."""
+        from ppto.ops.shape import stack
+
+        parts = self.cotangent_of(s.targets, initialized)
+        parts = parts.elts if len(s.targets) > 1 else [parts]
+        rank = self.activity.ranks.get(s.source)
+        if (
+            s.source in self.lists
+            or s.source in self.activity.part_ranks
+            or (not rank and self.parsed.source.filename.startswith(GENERATED_PREFIX))
+        ):
+            return gast.Tuple(parts, gast.Load())
+        if rank:
+            return call(self.ref(stack, "stack"), gast.List(parts, gast.Load()))
+        stacked = self.ref(lists.stacked_like, "stacked_like")
+        return call(stacked, gast.List(parts, gast.Load()), name(s.source))
 
     def zero_of_item(self, target: str):
         """The zero adjoint of an item of a tuple (or of a call's results): item by
