@@ -477,8 +477,10 @@ def _forward(body, activity: Activity) -> None:
                 rank = activity.ranks.get(statement.source)
                 known = activity.ranks.get(statement.target, rank)
                 activity.ranks[statement.target] = rank if known == rank else None
-            parts = activity.part_ranks.get(getattr(statement, "source", None))
-            if isinstance(statement, ir.Unpack) and parts is not None:
+            parts = None  # (a Copy's source may be an expression: not a key)
+            if isinstance(statement, ir.Unpack):
+                parts = activity.part_ranks.get(statement.source)
+            if parts is not None:
                 for target, rank in zip(statement.targets, parts):
                     known = activity.ranks.get(target, rank)
                     activity.ranks[target] = rank if known == rank else None

@@ -64,7 +64,10 @@ def extended(values, more):
 
 def replace_at(values: list, index, value) -> list:
     """A copy of ``values`` with element ``index`` replaced by ``value`` (``xs[i] =
-    v`` on a list: the list holds v itself, whatever the other items are)."""
+    v`` on a list: the list holds v itself, whatever the other items are); a tuple
+    refuses it, as Python's does."""
+    if type(values) is tuple:
+        raise TypeError("'tuple' object does not support item assignment")
     out = list(values)
     out[index] = value
     return out
