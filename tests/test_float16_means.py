@@ -79,3 +79,26 @@ def test_only_float16_past_2048_elements_divides_in_float32():
     x = np.ones(2049, np.float16)
     source = ppto.show_grad(mean_of_squares, x, file=io.StringIO())
     assert "divide_by_count(" in source
+
+
+def squared_error(a, b):
+    return np.mean(np.square(a - b))
+
+
+@pytest.mark.parametrize("function", [mean_of_squares, squared_error])
+def test_fused_float16_mean_of_squares_is_numpys_float16_mean(function):
+    """Sums of squares past 65504 (40000 elements, mean 4): the fused rules
+    (mean_of_squares, mean_squared_error), which run from the second call on,
+    give NumPy's float16 mean, not inf."""
+    rng = np.random.default_rng(0)
+    a = (2 * rng.standard_normal(40000)).astype(np.float16)
+    b = (2 * rng.standard_normal(40000)).astype(np.float16)
+    arguments = (a,) if function is mean_of_squares else (a, b)
+    expected = function(*arguments)
+    assert expected.dtype == np.float16 and np.isfinite(expected)
+    fused = ppto.show_grad(function, *arguments, fused=True, file=io.StringIO())
+    assert "__fused_mean_" in fused
+    transformed = ppto.value_and_grad(function)
+    for _ in range(3):
+        value = np.asarray(transformed(*arguments)[0])
+        assert value.dtype == np.float16 and value == expected
