@@ -45,6 +45,15 @@ from ppto.transform.source import signature as _signature
 # what an array library raises for arguments of the wrong shapes or an index out of
 # range (by exact type: a ValueError the user's function raises stays the user's)
 LIBRARY_SHAPE_ERRORS = (ValueError, IndexError, np.exceptions.AxisError)
+# what else running code raises that its text alone does not place (0/0 under
+# np.seterr(all="raise"), a float given where NumPy wants an int, an attribute an
+# argument lacks): raised again as the same type, saying at which line of the
+# user's (by exact type: a subclass may not take a message alone)
+RUNTIME_ERRORS = (
+    FloatingPointError, ZeroDivisionError, OverflowError, TypeError,
+    AttributeError, KeyError, NameError,
+)  # fmt: skip
+TRANSLATED_ERRORS = (*LIBRARY_SHAPE_ERRORS, *RUNTIME_ERRORS, PptoError)
 
 
 def _target_function(f: Callable) -> Callable:
@@ -736,7 +745,7 @@ class Transformed:
                     lambda: self._enter(entry, device, values, keywords),
                 )
             return self._enter(entry, device, values, keywords)
-        except (ValueError, IndexError, PptoError) as error:  # (grad, vjp, jvp)
+        except TRANSLATED_ERRORS as error:  # (grad, vjp, jvp)
             translated = self.failed(error, values)
             if translated is error:
                 raise
@@ -805,7 +814,7 @@ class Transformed:
         generated code translated (see ``failed``)."""
         try:
             outputs = run(args)
-        except (ValueError, IndexError, PptoError) as error:
+        except TRANSLATED_ERRORS as error:
             translated = self.failed(error, args)
             if translated is error:
                 raise
@@ -897,9 +906,11 @@ class Transformed:
         NumPy (or another array library) refused the arguments' shapes or an index,
         a ppto.ShapeError naming the function, the shapes and the failing statement
         (what NumPy says alone points at generated code); a ppto error raised by an
-        operator, the same error saying at which statement; otherwise ``error``."""
-        ppto_error = isinstance(error, PptoError)
-        if not ppto_error and type(error) not in LIBRARY_SHAPE_ERRORS:
+        operator, or one of ``RUNTIME_ERRORS``, the same type of error saying at
+        which statement (``except TypeError`` still catches it); otherwise
+        ``error``."""
+        same_type = isinstance(error, PptoError) or type(error) in RUNTIME_ERRORS
+        if not same_type and type(error) not in LIBRARY_SHAPE_ERRORS:
             return error
         statement = failing_statement(error)
         if statement is None:
@@ -922,7 +933,7 @@ class Transformed:
             )
             at = f"{generated}{defined} failed"
             statement = f"at {statement}"
-        if ppto_error:  # (its message says what was wrong, not where)
+        if same_type:  # (its message says what was wrong, not where)
             return type(error)(f"{error} ({at}; {statement})")
         shapes = ", ".join(
             str(tuple(np.shape(v))) if hasattr(v, "shape") else type(v).__name__
