@@ -504,3 +504,26 @@ def test_tensor_leaves_get_tensor_gradients_of_their_dtype():
     assert all(g.device == "cpu" for g in gradient.values())
     single = {"W1": arguments[0]["W1"].astype(np.float32), "b1": arguments[0]["b1"]}
     assert ppto.grad(loss)(single, arguments[1])["W1"].dtype == np.float32
+
+
+def scaled_by_settings(x, settings):
+    return np.sum(np.sin(x) * settings["scale"] + settings["shift"])
+
+
+def test_jvp_of_a_dict_held_constant_reads_its_leaves_as_grad_does():
+    """A dict of floats given no tangent: its keys are read when the code is
+    made, as by grad, so a missing key is a TransformError at the line (it was a
+    KeyError from the generated code); present, the tangent matches central
+    differences."""
+    x, settings = normal(4), {"scale": normal(4), "shift": 0.5}
+    direction = normal(4)
+    value, tangent = ppto.jvp(scaled_by_settings, (x, settings), (direction, None))
+    expected = central_differences(scaled_by_settings, (x, settings), 0)
+    assert float(value) == pytest.approx(scaled_by_settings(x, settings), rel=1e-12)
+    assert float(tangent) == pytest.approx(float(expected @ direction), rel=1e-6)
+    for transform in (
+        lambda: ppto.jvp(missing_key, ({"W": normal(3)}, normal(3)), (None, normal(3))),
+        lambda: ppto.grad(missing_key, wrt=1)({"W": normal(3)}, normal(3)),
+    ):
+        with pytest.raises(ppto.TransformError, match="has no key 'V'"):
+            transform()
