@@ -405,6 +405,12 @@ def _wrt_names(function: Callable, wrt) -> list[str]:
                     f"its parameters are {', '.join(names)}"
                 )
             resolved.append(item)
+        elif isinstance(item, bool):  # (an int to Python: True would be 1)
+            raise GradError(
+                f"wrt={item!r} is a bool, not a parameter's position or name: "
+                f"write wrt=0 (or a name: {', '.join(map(repr, names))}), as JAX "
+                "refuses argnums=True"
+            )
         elif isinstance(item, int) and -len(names) <= item < len(names):
             resolved.append(names[item])
         else:
