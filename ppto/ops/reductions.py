@@ -498,8 +498,12 @@ def weights_shape(weights, a, axis):
 def _(a, weights=None, axis=None, keepdims=False, returned=False, out=None):
     def backward(dY):
         if weights is None:  # (the mean; None has no gradient)
-            share = divide_by_count(dY, reduced_count(a, axis))
-            return unreduce(share, a, axis, keepdims), None
+            return (
+                unreduce(
+                    divide_by_count(dY, reduced_count(a, axis)), a, axis, keepdims
+                ),
+                None,
+            )
         # each element's share of the result is its weight over the weights' sum
         aligned = reshape(weights, weights_shape(weights, a, axis))
         total = reduce_sum(broadcast_to(aligned, np.shape(a)), axis, True)

@@ -490,8 +490,8 @@ class _FoldCounts(trees.Transformer):
         self.generic_visit(node)
         where, reduced_count, degrees_of_freedom, floating = self.folded_functions
         function = trees.called_value(node, self.namespace)
-        if exact and isinstance(node.args[1], gast.Constant):
-            self.folded = True  # ``divide_by_count(dy, 8)`` -> ``dy / 8``
+        if exact:  # ``divide_by_count(dy, 8)`` -> ``dy / 8``
+            self.folded = True
             return gast.BinOp(node.args[0], gast.Div(), node.args[1])
         chosen = _chosen(node) if function is where else None
         if chosen is not None:  # ``where(True, d, 0.0)`` -> ``d``
