@@ -66,7 +66,7 @@ def _dot_backward(A, B):
         if ndim(B) == 1:
             dY_column = expand_dims(dY, -1)
             return unbroadcast(dY_column * B, A), unbroadcast(dY_column * A, B)
-        if ndim(A) == 1:
+        if ndim(A) == 1 and ndim(B) > 2:  # (a vector and a stack of matrices)
             dY_row = expand_dims(dY, -2)
             return unbroadcast(reduce_sum(dY_row * B, -1), A), unbroadcast(
                 expand_dims(A, -1) * dY_row, B
