@@ -513,9 +513,9 @@ class _FoldCounts(trees.Transformer):
 
     def divides_exactly(self, node) -> bool:
         """Whether ``node`` is ``divide_by_count(dy, reduced_count(x, axis))``
-        where ``dy / count`` is NumPy's division: the count is exact in float16
-        (at most 2048) or ``x``'s dtype is known and not float16 (divided in
-        float32)."""
+        where ``dy / count`` gives what NumPy's mean gives: a count exact in
+        float16 (at most 2048), or ``x``'s dtype known and not float16 (whose
+        mean NumPy divides in float32)."""
         called = trees.called_value(node, self.namespace)
         if called is not self.divide_by_count or len(node.args) != 2 or node.keywords:
             return False
