@@ -45,6 +45,15 @@ from ppto.transform.source import signature as _signature
 # what an array library raises for arguments of the wrong shapes or an index out of
 # range (by exact type: a ValueError the user's function raises stays the user's)
 LIBRARY_SHAPE_ERRORS = (ValueError, IndexError, np.exceptions.AxisError)
+# what else running code raises that its text alone does not place (0/0 under
+# np.seterr(all="raise"), a float given where NumPy wants an int, an attribute an
+# argument lacks): raised again as the same type, saying at which line of the
+# user's (by exact type: a subclass may not take a message alone)
+RUNTIME_ERRORS = (
+    FloatingPointError, ZeroDivisionError, OverflowError, TypeError,
+    AttributeError, KeyError, NameError,
+)  # fmt: skip
+TRANSLATED_ERRORS = (*LIBRARY_SHAPE_ERRORS, *RUNTIME_ERRORS, PptoError)
 
 
 def _target_function(f: Callable) -> Callable:
@@ -400,6 +409,12 @@ def _wrt_names(function: Callable, wrt) -> list[str]:
                     f"its parameters are {', '.join(names)}"
                 )
             resolved.append(item)
+        elif isinstance(item, bool):  # (an int to Python: True would be 1)
+            raise GradError(
+                f"wrt={item!r} is a bool, not a parameter's position or name: "
+                f"write wrt=0 (or a name: {', '.join(map(repr, names))}), as JAX "
+                "refuses argnums=True"
+            )
         elif isinstance(item, int) and -len(names) <= item < len(names):
             resolved.append(names[item])
         else:
@@ -769,7 +784,7 @@ class Transformed:
                     lambda: self._enter(entry, device, values, keywords),
                 )
             return self._enter(entry, device, values, keywords)
-        except (ValueError, IndexError, PptoError) as error:  # (grad, vjp, jvp)
+        except TRANSLATED_ERRORS as error:  # (grad, vjp, jvp)
             translated = self.failed(error, values)
             if translated is error:
                 raise
@@ -838,7 +853,7 @@ class Transformed:
         generated code translated (see ``failed``)."""
         try:
             outputs = run(args)
-        except (ValueError, IndexError, PptoError) as error:
+        except TRANSLATED_ERRORS as error:
             translated = self.failed(error, args)
             if translated is error:
                 raise
@@ -930,9 +945,11 @@ class Transformed:
         NumPy (or another array library) refused the arguments' shapes or an index,
         a ppto.ShapeError naming the function, the shapes and the failing statement
         (what NumPy says alone points at generated code); a ppto error raised by an
-        operator, the same error saying at which statement; otherwise ``error``."""
-        ppto_error = isinstance(error, PptoError)
-        if not ppto_error and type(error) not in LIBRARY_SHAPE_ERRORS:
+        operator, or one of ``RUNTIME_ERRORS``, the same type of error saying at
+        which statement (``except TypeError`` still catches it); otherwise
+        ``error``."""
+        same_type = isinstance(error, PptoError) or type(error) in RUNTIME_ERRORS
+        if not same_type and type(error) not in LIBRARY_SHAPE_ERRORS:
             return error
         statement = failing_statement(error)
         if statement is None:
@@ -955,7 +972,7 @@ class Transformed:
             )
             at = f"{generated}{defined} failed"
             statement = f"at {statement}"
-        if ppto_error:  # (its message says what was wrong, not where)
+        if same_type:  # (its message says what was wrong, not where)
             return type(error)(f"{error} ({at}; {statement})")
         shapes = ", ".join(
             str(tuple(np.shape(v))) if hasattr(v, "shape") else type(v).__name__
@@ -1750,10 +1767,11 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
         raise GradError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
     function = _target_function(f)
     names = list(_signature(function).parameters)[: len(primals)]
+    # (one held constant as grad takes it: its leaves, where all floating point)
     trees = {
         n: pytrees.structure(p, n)
         for n, p, t in zip(names, primals, tangents)
-        if t is not None and pytrees.is_pytree(p)
+        if pytrees.is_pytree(p) and (t is not None or _constant_float_tree(p))
     }
     if isinstance(f, Transformed):  # (a gradient's own pytree arguments too)
         trees.update(f.pytree_arguments(_Call(function, primals, {})))

@@ -289,6 +289,7 @@ REDUCTIONS = [
     unary("logsumexp", N((3, 4))),
     unary("logsumexp", N((2, 3, 4)), "axis-keepdims", axis=1, keepdims=True),
     Row("unreduce", (N((3,)),), {"like": np.zeros((3, 4)), "axis": 1}),
+    Row("divide_by_count", (N((3, 4)),), {"count": 70000}),
     unary("nansum", WithNaN((3, 4))),
     unary("nansum", WithNaN((2, 3, 4)), "axes-keepdims", axis=(0, 2), keepdims=True),
     unary("nanmean", WithNaN((3, 4)), "axis", axis=1),

@@ -3,6 +3,8 @@ quotes it), not the function's ``def`` line: the statement's origin, kept beside
 compiled code, says which user line a generated statement computes, or computes the
 gradient or tangent of. NumPy's exception stays the ``__cause__``."""
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -266,3 +268,57 @@ def test_every_generated_line_of_loops_and_the_seed_has_an_origin():
             assert origin is not None and origin[0].line == loop, text
         if "ones_like" in text:
             assert origin is not None and origin[0].line == loop + 2, text
+
+
+def ratio(x):
+    y = x / (x - x)
+    return np.sum(y)
+
+
+def rows(x, n):
+    return np.sum(np.reshape(x, (n, -1)) ** 2)
+
+
+class Settings:
+    pass
+
+
+def scaled(x, settings):
+    return np.sum(x * settings.scale)
+
+
+SIX = np.arange(1.0, 7.0)
+
+
+@pytest.mark.parametrize(
+    "kind, function, text, make",
+    [
+        (FloatingPointError, ratio, "y = x /", lambda f: partial(ppto.grad(f), SIX)),
+        (
+            FloatingPointError,
+            ratio,
+            "y = x /",
+            lambda f: partial(ppto.jvp, f, (SIX,), (SIX,)),
+        ),
+        (TypeError, rows, "np.reshape", lambda f: partial(ppto.grad(f), SIX, 2.0)),
+        (
+            AttributeError,
+            scaled,
+            "x *",
+            lambda f: partial(ppto.grad(f), SIX, Settings()),
+        ),
+    ],
+)
+def test_other_runtime_errors_name_the_users_line_and_keep_their_type(
+    kind, function, text, make
+):
+    """0/0 under np.seterr(all='raise'), a float NumPy wants an int for, an
+    attribute the argument lacks: the same type of error (``except TypeError``
+    catches it), saying at which line of the user's, NumPy's own as its cause."""
+    line, call = line_of(function, text), make(function)
+    for _ in range(2):  # (the first call, then the fast path's)
+        with np.errstate(all="raise"), pytest.raises(kind) as raised:
+            call()
+        assert type(raised.value) is kind
+        assert f"failed at {HERE}, line {line} (`" in str(raised.value)
+        assert type(raised.value.__cause__) is kind

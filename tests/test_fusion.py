@@ -1406,3 +1406,50 @@ def test_a_blocks_definitions_seen_from_a_position_are_the_last_before_it():
     assert definitions.before(5).get("x") is None  # (a tuple's targets: not single)
     assert definitions.before(4).before(6).get("a") == 3  # (a view narrows only)
     assert definitions.before(1).get("c") is None
+
+
+def exp_times(x, y):
+    return ppto.exp(x) * y
+
+
+@pytest.mark.parametrize(
+    "arguments, named",
+    [
+        ({"name": "one_shape", "shapes": [(4, 4)]}, "gives 1 shape.* 2 parameter"),
+        ({"name": "three_shapes", "shapes": [(4,)] * 3}, "gives 3 shape"),
+        ({"name": "letters", "shapes": "ab"}, "shapes= must be a list of shapes"),
+        ({"name": "not_whole", "shapes": [(4, 2.5), (4,)]}, "shapes= must be"),
+        ({"name": 3}, "name= must be a non-empty string, got 3"),
+        ({"name": ""}, "name= must be a non-empty string"),
+        ({"name": "sideways", "applies": "sideways"}, "applies='sideways' is not"),
+        ({"name": "forward_only", "applies": "forward"}, "applies='forward' is not"),
+    ],
+)
+def test_fusion_rule_arguments_are_refused_naming_the_argument(arguments, named):
+    """Checked before the rule is tried on random inputs: a FusionError naming the
+    argument, not a TypeError from calling the pattern with too few inputs.
+    applies= cannot choose a pass: a rule applies in forward and backward code."""
+    with pytest.raises(ppto.FusionError, match=named):
+        ppto.fusion_rule(exp_times, **arguments)(lambda x, y: np.exp(x) * y)
+    names = [rule.name for rule in ppto.fusion_rules()]
+    assert arguments["name"] not in names
+
+
+def test_applies_may_say_forward_and_backward(own_rules):
+    rule = ppto.fusion_rule(
+        exp_times,
+        name="both_passes",
+        shapes=[(3,), (3,)],
+        applies="forward and backward",
+    )(lambda x, y: np.exp(x) * y)
+    assert rule.applies == "forward and backward" and rule in ppto.fusion_rules()
+
+
+def test_a_pattern_with_keyword_only_parameters_is_refused():
+    def scaled(x, *, k=2.0):
+        return ppto.exp(x) * k
+
+    with pytest.raises(ppto.FusionError, match="parameter k=2.0 is not positional"):
+        ppto.fusion_rule(scaled, name="keyword_only")(lambda x, k=2.0: np.exp(x) * k)
+    with pytest.raises(ppto.FusionError, match="pattern must be a function"):
+        ppto.fusion_rule("exp(x) * y", name="text")

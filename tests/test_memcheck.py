@@ -204,3 +204,11 @@ def test_a_call_making_two_results_is_not_a_leak(tmp_path, capsys, monkeypatch):
     assert jvp["Retention Count"].startswith("2,")  # one call's two results
     assert jvp["Allocations"].startswith("6 ")  # hessian's own jvp calls not counted
     assert report[("Hessian(g)", "forward.py:12")]["Allocations"].startswith("1 ")
+
+
+def test_no_script_prints_the_usage_and_exits_2(tmp_path, capsys):
+    for argv in ([], ["--top", "3"], [str(tmp_path / "missing.py")]):
+        assert memcheck.main(argv) == 2
+        error = capsys.readouterr().err
+        assert error.startswith("usage: python -m ppto.debug.memcheck")
+        assert "no script" in error

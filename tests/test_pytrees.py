@@ -538,3 +538,26 @@ def test_a_key_test_reads_only_the_branch_it_takes(keys):
     value, gradient = ppto.value_and_grad(held_guarded)(x, held)
     assert float(value) == pytest.approx(float(held_guarded(x, held)), rel=1e-12)
     assert_gradient(gradient, central_differences(held_guarded, (x, held), 0), "dx")
+
+
+def scaled_by_settings(x, settings):
+    return np.sum(np.sin(x) * settings["scale"] + settings["shift"])
+
+
+def test_jvp_of_a_dict_held_constant_reads_its_leaves_as_grad_does():
+    """A dict of floats given no tangent: its keys are read when the code is
+    made, as by grad, so a missing key is a TransformError at the line (it was a
+    KeyError from the generated code); present, the tangent matches central
+    differences."""
+    x, settings = normal(4), {"scale": normal(4), "shift": 0.5}
+    direction = normal(4)
+    value, tangent = ppto.jvp(scaled_by_settings, (x, settings), (direction, None))
+    expected = central_differences(scaled_by_settings, (x, settings), 0)
+    assert float(value) == pytest.approx(scaled_by_settings(x, settings), rel=1e-12)
+    assert float(tangent) == pytest.approx(float(expected @ direction), rel=1e-6)
+    for transform in (
+        lambda: ppto.jvp(missing_key, ({"W": normal(3)}, normal(3)), (None, normal(3))),
+        lambda: ppto.grad(missing_key, wrt=1)({"W": normal(3)}, normal(3)),
+    ):
+        with pytest.raises(ppto.TransformError, match="has no key 'V'"):
+            transform()

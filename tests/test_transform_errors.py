@@ -706,6 +706,15 @@ def test_wrt_a_position_out_of_range():
         ppto.grad(ec.scale, wrt=2)
 
 
+@pytest.mark.parametrize("wrt", [True, False, (0, True)])
+def test_wrt_a_bool_is_refused(wrt):
+    """A bool is an int to Python (True was taken as position 1): refused, as
+    JAX refuses argnums=True, by grad, value_and_grad and jacobian alike."""
+    for transform in (ppto.grad, ppto.value_and_grad, ppto.jacobian):
+        with pytest.raises(ppto.GradError, match=r"wrt=(True|False) is a bool"):
+            transform(ec.scale, wrt=wrt)
+
+
 def test_result_depending_only_through_floor():
     with pytest.raises(ppto.GradError, match=r"'x' only through ppto.floor"):
         ppto.grad(ec.through_floor)(VECTOR)

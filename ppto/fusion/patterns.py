@@ -193,10 +193,24 @@ rule("sum_of_squares", [(4, 4)], BOTH, lambda x: _vdot(x, x))(
 rule("sum_of_square_op", [(4, 4)], BOTH, lambda x: _vdot(x, x))(
     lambda x: reductions.reduce_sum(ew.square(x))
 )
-rule("mean_of_squares", [(4, 4)], BOTH, lambda x: _vdot(x, x) / np.size(x))(
+
+
+HALF = np.dtype(np.float16)
+
+
+def _mean_of_products(a, b):
+    """mean(a * b) as NumPy's mean makes it: float16 products are summed in
+    float32 and divided there (their float16 sum is inf past 65504, where the
+    mean need not be), the result float16; other dtypes by ``_vdot``."""
+    if getattr(a, "dtype", None) is HALF or getattr(b, "dtype", None) is HALF:
+        return np.mean(np.multiply(a, b))  # (np.result_type: ten times the time)
+    return _vdot(a, b) / np.size(a)
+
+
+rule("mean_of_squares", [(4, 4)], BOTH, lambda x: _mean_of_products(x, x))(
     lambda x: reductions.reduce_mean(x * x)
 )
-rule("mean_of_square_op", [(4, 4)], BOTH, lambda x: _vdot(x, x) / np.size(x))(
+rule("mean_of_square_op", [(4, 4)], BOTH, lambda x: _mean_of_products(x, x))(
     lambda x: reductions.reduce_mean(ew.square(x))
 )
 
@@ -215,8 +229,8 @@ rule("squared_distance_product", [(4, 4), (4, 4)], BOTH, _squared_distance)(
 
 
 def _mean_squared_error(a, b):
-    difference = np.subtract(a, b)  # its size: the broadcast one, not a's
-    return _vdot(difference, difference) / np.size(difference)
+    difference = np.subtract(a, b)  # (the broadcast shape's size, not a's)
+    return _mean_of_products(difference, difference)
 
 
 rule("mean_squared_error", [(4, 4), (4, 4)], BOTH, _mean_squared_error)(

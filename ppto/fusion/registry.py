@@ -82,6 +82,7 @@ class FusionRule:
 
 
 RULES: list[FusionRule] = []
+BOTH_PASSES = "forward and backward"
 
 
 def _size(node) -> int:
@@ -361,7 +362,7 @@ def register(pattern: Callable, implementation: Callable | None, *, name: str,
 
 def fusion_rule(pattern: Callable, *, name: str | None = None,
                 shapes: Sequence[tuple] | None = None,
-                applies: str = "forward and backward") -> Callable:  # fmt: skip
+                applies: str = BOTH_PASSES) -> Callable:  # fmt: skip
     """Register a fused implementation of ``pattern`` (checked on random inputs).
 
     >>> def pattern(A, B, b):
@@ -375,8 +376,12 @@ def fusion_rule(pattern: Callable, *, name: str | None = None,
 
     A pattern returning a tuple (values computed on the way to its last one) makes
     a multi-output rule: the implementation returns every value, each checked, and
-    gradient code binds them to the names its backward pass reads.
+    gradient code binds them to the names its backward pass reads. ``shapes``: one
+    per parameter of the pattern, the inputs it is checked on (default (4, 4)
+    each). A rule applies wherever its pattern matches, forward and backward code
+    alike (fusion is one rewrite of both): ``applies`` can only say so.
     """
+    _check_arguments(pattern, name, shapes, applies)
 
     def decorate(*implementation: Callable) -> FusionRule:
         if len(implementation) != 1 or not callable(implementation[0]):
@@ -400,6 +405,66 @@ def fusion_rule(pattern: Callable, *, name: str | None = None,
         )
 
     return decorate
+
+
+def _check_arguments(pattern, name, shapes, applies) -> None:
+    """``fusion_rule``'s arguments, refused with a FusionError naming the one that
+    is wrong (rather than a TypeError from inside the check on random inputs)."""
+    import inspect
+
+    if not callable(pattern):
+        raise FusionError(
+            f"ppto.fusion_rule: the pattern must be a function of ppto operators, "
+            f"got {type(pattern).__name__}: write @ppto.fusion_rule(pattern, ...)"
+        )
+    if name is not None and (not isinstance(name, str) or not name):
+        raise FusionError(
+            f"ppto.fusion_rule: name= must be a non-empty string, got {name!r}"
+        )
+    if applies != BOTH_PASSES:
+        raise FusionError(
+            f"ppto.fusion_rule: applies={applies!r} is not supported: a fusion rule "
+            "applies wherever its pattern matches, in forward and backward code "
+            "alike (fusion is one rewrite of both); leave applies= out"
+        )
+    called = getattr(pattern, "__name__", type(pattern).__name__)
+    parameters = inspect.signature(pattern).parameters.values()
+    for parameter in parameters:
+        if parameter.kind not in (
+            parameter.POSITIONAL_ONLY,
+            parameter.POSITIONAL_OR_KEYWORD,
+        ):
+            raise FusionError(
+                f"ppto.fusion_rule: pattern {called}'s parameter "
+                f"{parameter} is not positional: the rule is matched and called "
+                "with one positional operand per parameter; make it a plain "
+                "parameter (a constant: write it inside the pattern)"
+            )
+    if shapes is not None:
+        _check_shapes(shapes, len(parameters), called)
+
+
+def _check_shapes(shapes, count: int, pattern: str) -> None:
+    """``shapes=``: a list of shapes (tuples of whole numbers), one per parameter."""
+    written = isinstance(shapes, (list, tuple)) and all(
+        isinstance(shape, (list, tuple))
+        and all(
+            isinstance(n, (int, np.integer)) and type(n) is not bool and n >= 0
+            for n in shape
+        )
+        for shape in shapes
+    )
+    if not written:
+        raise FusionError(
+            f"ppto.fusion_rule: shapes= must be a list of shapes, one tuple of "
+            f"whole numbers per parameter of the pattern (shapes=[(4, 3), (3, 5)]), "
+            f"got {shapes!r}"
+        )
+    if len(shapes) != count:
+        raise FusionError(
+            f"ppto.fusion_rule: shapes= gives {len(shapes)} shape(s) but pattern "
+            f"{pattern} has {count} parameter(s): give one shape per parameter"
+        )
 
 
 def fusion_rules() -> list[FusionRule]:

@@ -47,19 +47,26 @@ def dot(xp, A, B):
     return xp.matmul(A, B)
 
 
+@rank_helper("x")
+def ndim(x) -> int:
+    """``x.ndim``, or NumPy's rank of a nested list (an operand NumPy's matmul
+    reads as an array): decided where the rule is inlined if x's rank is known."""
+    return rank_of(x)
+
+
 @dot.grad_rule
 def _dot_backward(A, B):
     def backward(dY):
         # a matrix and a vector: BLAS's products, not a broadcast product summed
         # (that is a temporary of the matrix's size and two passes over it)
-        if A.ndim == 2 and B.ndim == 1:
+        if ndim(A) == 2 and ndim(B) == 1:
             return expand_dims(dY, -1) * B, dY @ A
-        if A.ndim == 1 and B.ndim == 2:
+        if ndim(A) == 1 and ndim(B) == 2:
             return B @ dY, expand_dims(A, -1) * expand_dims(dY, -2)
-        if B.ndim == 1:
+        if ndim(B) == 1:
             dY_column = expand_dims(dY, -1)
             return unbroadcast(dY_column * B, A), unbroadcast(dY_column * A, B)
-        if A.ndim == 1:
+        if ndim(A) == 1 and ndim(B) > 2:  # (a vector and a stack of matrices)
             dY_row = expand_dims(dY, -2)
             return unbroadcast(reduce_sum(dY_row * B, -1), A), unbroadcast(
                 expand_dims(A, -1) * dY_row, B
@@ -101,7 +108,7 @@ def numpy_dot(xp, A, B):
     """``np.dot`` where the operands' numbers of axes were not known when the code
     was generated: ``dot``, refusing operands for which NumPy's dot means another
     product (see ``numpy_dot_refusal``)."""
-    refusal = numpy_dot_refusal(A.ndim, B.ndim)
+    refusal = numpy_dot_refusal(np.ndim(A), np.ndim(B))
     if refusal is not None:
         raise PptoError(refusal)
     return xp.matmul(A, B)

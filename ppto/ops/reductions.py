@@ -111,7 +111,26 @@ def reduce_mean(xp, x, axis=None, keepdims=False):
 def _(x, axis=None, keepdims=False):
     def backward(dY):
         # divided before broadcasting: one division per mean, not per element
-        return unreduce(dY / reduced_count(x, axis), x, axis, keepdims)
+        return unreduce(divide_by_count(dY, reduced_count(x, axis)), x, axis, keepdims)
+
+    return backward
+
+
+@primitive(REDUCE, tangent="linear")
+def divide_by_count(xp, x, count):
+    """``x / count`` for ``count`` a number of elements (a mean's gradient), in
+    float32 where ``x`` is float16, as NumPy's mean divides: a count past 65504,
+    float16's largest, would be inf there, and one past 2048 rounded. Where the
+    dtype is known otherwise, generated code reads ``dy / 8`` instead."""
+    if dtype_of(x) == np.float16:
+        return (xp.asarray(x, dtype=xp.float32) / count).astype(xp.float16)
+    return x / count
+
+
+@divide_by_count.grad_rule
+def _(x, count):
+    def backward(dY):
+        return divide_by_count(dY, count)
 
     return backward
 
@@ -479,7 +498,12 @@ def weights_shape(weights, a, axis):
 def _(a, weights=None, axis=None, keepdims=False, returned=False, out=None):
     def backward(dY):
         if weights is None:  # (the mean; None has no gradient)
-            return unreduce(dY / reduced_count(a, axis), a, axis, keepdims), None
+            return (
+                unreduce(
+                    divide_by_count(dY, reduced_count(a, axis)), a, axis, keepdims
+                ),
+                None,
+            )
         # each element's share of the result is its weight over the weights' sum
         aligned = reshape(weights, weights_shape(weights, a, axis))
         total = reduce_sum(broadcast_to(aligned, np.shape(a)), axis, True)
@@ -496,7 +520,7 @@ def _(a, weights=None, axis=None, keepdims=False, returned=False, out=None):
 def _(a, weights=None, axis=None, keepdims=False, returned=False, out=None):
     def tangent(da, dweights):
         if weights is None:  # (the mean)
-            return reduce_sum(da, axis, keepdims) / reduced_count(a, axis)
+            return reduce_mean(da, axis, keepdims)
         aligned = reshape(weights, weights_shape(weights, a, axis))
         daligned = reshape(dweights, weights_shape(weights, a, axis))
         total = reduce_sum(broadcast_to(aligned, np.shape(a)), axis, True)

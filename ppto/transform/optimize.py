@@ -473,17 +473,26 @@ class _FoldCounts(trees.Transformer):
 
     def __init__(self, namespace: dict, shapes: dict, dtypes: dict) -> None:
         from ppto.ops.elementwise import where
-        from ppto.ops.reductions import degrees_of_freedom, reduced_count
+        from ppto.ops.reductions import (
+            degrees_of_freedom,
+            divide_by_count,
+            reduced_count,
+        )
         from ppto.ops.shape import floating
 
         self.namespace, self.shapes, self.dtypes = namespace, shapes, dtypes
         self.folded = False
         self.folded_functions = (where, reduced_count, degrees_of_freedom, floating)
+        self.reduced_count, self.divide_by_count = reduced_count, divide_by_count
 
     def visit_Call(self, node):
+        exact = self.divides_exactly(node)
         self.generic_visit(node)
         where, reduced_count, degrees_of_freedom, floating = self.folded_functions
         function = trees.called_value(node, self.namespace)
+        if exact:  # ``divide_by_count(dy, 8)`` -> ``dy / 8``
+            self.folded = True
+            return gast.BinOp(node.args[0], gast.Div(), node.args[1])
         chosen = _chosen(node) if function is where else None
         if chosen is not None:  # ``where(True, d, 0.0)`` -> ``d``
             self.folded = True
@@ -501,6 +510,28 @@ class _FoldCounts(trees.Transformer):
             return node
         self.folded = True
         return gast.Constant(value, None)
+
+    def divides_exactly(self, node) -> bool:
+        """Whether ``node`` is ``divide_by_count(dy, reduced_count(x, axis))``
+        where ``dy / count`` gives what NumPy's mean gives: a count exact in
+        float16 (at most 2048), or ``x``'s dtype known and not float16 (whose
+        mean NumPy divides in float32)."""
+        called = trees.called_value(node, self.namespace)
+        if called is not self.divide_by_count or len(node.args) != 2 or node.keywords:
+            return False
+        counted = node.args[1]
+        if not (
+            isinstance(counted, gast.Call)
+            and trees.called_value(counted, self.namespace) is self.reduced_count
+            and len(counted.args) == 2
+            and isinstance(counted.args[0], gast.Name)
+        ):
+            return False
+        count = self.count_of(counted)
+        if count is not None and count <= 2048:
+            return True
+        dtype = self.dtypes.get(counted.args[0].id)
+        return dtype is not None and np.dtype(dtype) != np.float16
 
     def count_of(self, node):
         from ppto.ops.reductions import reduced_axes
