@@ -1170,6 +1170,7 @@ def _bind(statement, state: _Sharing) -> None:
     ``a = b = value``, the names of ``a, b = y, z`` pairwise, and a loop's target
     (an element of what it runs over)."""
     replaced = _items_after_change(statement, state)
+    _mark_item_held_twice(statement, state)
     _lists_of_numbers_changed(statement, state)
     pairs = []
     for name in _changed_items(statement):  # its items are not those written
@@ -1336,6 +1337,56 @@ def _bind(statement, state: _Sharing) -> None:
     _follow_arrays(statement, state.arrays)
     _follow_exact(statement, pairs, state.exact)
     _follow_numbers(statement, pairs, state)
+
+
+def _mark_item_held_twice(statement, state: _Sharing) -> None:
+    """``hs[1] = hs[0]``, ``hs.append(y)`` with y in hs already, ``hs += [hs[0]]``
+    (or ``d["b"] = d["a"]``): the container may now hold one array at two
+    places, as ``[y, y]`` does; mark its items as ones that may share (see
+    ``_items_may_share``), so that a write into one of them read afterwards
+    through another is refused."""
+    put = _items_put(statement)
+    if put is None:
+        return
+    name, values = put
+    if name not in _containers_now().names:
+        return  # (``y[1] = y[0]`` on an array copies the row)
+    held = {name} | state.bases.get(name, set()) | state.same.get(name, set())
+    memories = [_memory(value, state) for value in values]
+    if any(memory & held for memory in memories) or any(
+        first & second
+        for n, first in enumerate(memories)
+        for second in memories[n + 1 :]
+    ):
+        for other in {name} | state.same.get(name, set()):
+            if ":" not in other:
+                marker = f"{RESULT}{id(statement)}:items:{other}"
+                state.bases.setdefault(other, set()).add(marker)
+
+
+def _items_put(statement) -> tuple | None:
+    """``(container name, the values put in it)`` for ``c[k] = v``,
+    ``c.append(v)``, ``c.insert(i, v)``, ``c.extend([v, w])`` and ``c += [v,
+    w]`` (a sequence not written out: itself, whose items it may hold)."""
+    grown = _grown_list(statement)
+    if grown is not None:
+        name, value = grown
+        extended = statement.value.func.attr == "extend"
+        return name, (value.elts if extended and _literal_sequence(value) else [value])
+    if isinstance(statement, gast.AugAssign) and isinstance(
+        statement.target, gast.Name
+    ):
+        value = statement.value
+        if not _sequence_value(value):
+            return None
+        return statement.target.id, (
+            value.elts if _literal_sequence(value) else [value]
+        )
+    if isinstance(statement, gast.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0]
+        if isinstance(target, gast.Subscript) and isinstance(target.value, gast.Name):
+            return target.value.id, [statement.value]
+    return None
 
 
 def _unpacked_positions(statement) -> dict:
