@@ -272,6 +272,9 @@ def _check(
     for parameter in defaults - passed:  # (the function's own object)
         _held_from_outside(state, parameter, DEFAULT + parameter, known)
     sequences = _sequence_names(parsed, nodes, set(parsed.parameters) - set(known))
+    tuples = _tuple_names(
+        parsed, nodes
+    )  # (``t += (4.0,)`` rebinds one: no list change)
     # names that may be lists, whose ``c[i] = y`` puts y's very array in them: a
     # list written out, or a parameter not described as an array (``size``, given
     # a list of numbers, or a list of arrays); an array's item assignment copies
@@ -349,6 +352,8 @@ def _check(
                 or (_sequence_value(statement.value) and may_be_a_list(written, state))
             )
         ):
+            if written in tuples:
+                return  # (a new tuple, bound to this name alone)
             # ``xs += [h]`` on a name only ever bound to a list or tuple extends
             # the list (or makes a new tuple): the arrays it holds do not change,
             # only what another name for the same list sees; and so does ``size
@@ -435,6 +440,19 @@ def _check(
         for loop in loops:
             later |= loads(loop)
         return later
+
+    def read_before(statement) -> set:
+        """The names read before ``statement`` (compound statements: their
+        headers), but for a name bound to another (``s = size``), which reads
+        no item of it."""
+        before = order[: positions[id(statement)]]
+        return set().union(
+            *(
+                loads(_headers(s))
+                for s, _ in before
+                if not (isinstance(s, gast.Assign) and isinstance(s.value, gast.Name))
+            )
+        )
 
     def refuse_item_write_if_read_later(statement, written: str, loops: tuple):
         if written in read_later(statement, loops):
@@ -533,10 +551,9 @@ def _check(
         within=(),
         handed=(),
     ):
+        later = read_later(statement, loops)
         if list_change is not None:  # a list's adjoint is made from the list as it
-            later = loads(parsed.tree)  # ends: a read before the change counts too
-        else:
-            later = read_later(statement, loops)
+            later |= read_before(statement)  # ends: a read before the change counts
         # (the user's names: ``params[1]`` for the leaf parameter ``params_1``)
         seen = [
             parsed.spelled.get(name, name)
@@ -2314,6 +2331,48 @@ def _sequence_names(parsed: ParsedFunction, nodes: dict, given=frozenset()) -> s
         if kept == found:
             return found
         found = kept
+
+
+def _tuple_names(parsed: ParsedFunction, nodes: dict) -> set:
+    """Names that every assignment binds to a tuple for sure (written out, made
+    by ``tuple``, joined with ``+`` to one, or another such name), parameters
+    never (a list, perhaps): ``+=`` on one makes a new tuple, where on a list it
+    extends the list in place."""
+    bound, others = [], set(parsed.parameters)
+    for node in _of_kinds(nodes, (gast.Assign, gast.AugAssign, gast.For)):
+        if isinstance(node, gast.Assign):
+            for target in node.targets:
+                if isinstance(target, gast.Name):
+                    bound.append((target.id, node.value))
+                else:
+                    others.update(_stored(target))
+        elif isinstance(node, gast.AugAssign) and isinstance(node.target, gast.Name):
+            joined = gast.BinOp(node.target, gast.Add(), node.value)
+            bound.append(
+                (node.target.id, joined if isinstance(node.op, gast.Add) else None)
+            )
+        else:
+            others.update(_stored(node.target))
+    found = {name for name, _ in bound} - others
+    while True:
+        kept = found - {n for n, value in bound if not _a_tuple(value, found)}
+        if kept == found:
+            return found
+        found = kept
+
+
+def _a_tuple(value, tuples: set) -> bool:
+    """Whether ``value`` is surely a tuple, given the names that are."""
+    if isinstance(value, gast.Tuple) or _sequence_call(value) == "tuple":
+        return True
+    if isinstance(value, gast.Name):
+        return value.id in tuples
+    return (
+        isinstance(value, gast.BinOp)
+        and isinstance(value.op, gast.Add)
+        and _a_tuple(value.left, tuples)
+        and _a_tuple(value.right, tuples)
+    )
 
 
 def _of_kinds(nodes: dict, kinds: tuple):
