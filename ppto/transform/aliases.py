@@ -1532,7 +1532,7 @@ def _stored_after_its_change(statement, state: _Sharing, listed: set):
     if len(taken) != len(items):
         return None
     for position, (item, stored_into) in enumerate(zip(taken, items)):
-        if _exact_rank(item, state.exact) == 0:
+        if _numbers_only(item, state.exact):
             continue  # (a number: NumPy's ``y[0]`` of a vector is a copy)
         memory = _memory(item, state)
         for earlier in items[:position]:
@@ -1546,6 +1546,14 @@ def _stored_after_its_change(statement, state: _Sharing, listed: set):
             if memory & ({base.id} | _sharing(base.id, state.bases)):
                 return item, stored_into, earlier
     return None
+
+
+def _numbers_only(value, exact: dict) -> bool:
+    """Whether ``value`` is a number, or a tuple or list written out of numbers
+    (``(y[0], y[2])`` of a vector): nothing in it is a view."""
+    if _literal_sequence(value):
+        return all(_numbers_only(item, exact) for item in value.elts)
+    return _exact_rank(value, exact) == 0
 
 
 def _items_after_growing(statement, state: _Sharing) -> dict:
@@ -1790,13 +1798,36 @@ def _exact_rank(value, exact: dict) -> int | None:
         parts = (
             value.slice.elts if isinstance(value.slice, gast.Tuple) else [value.slice]
         )
-        whole = all(
-            isinstance(part, gast.Constant) and type(part.value) is int
-            for part in parts
-        )
+        # (an index that is a number: ``y[i]``, ``y[i + 1]``; a whole number
+        # takes an axis away, a bool or an index array makes a copy)
+        whole = all(_exact_rank(part, exact) == 0 for part in parts)
         rank = exact.get(value.value.id)
         if whole and rank is not None and rank >= len(parts):
             return rank - len(parts)
+    return _reshaped_rank(value, exact)
+
+
+def _reshaped_rank(value, exact: dict) -> int | None:
+    """The number of axes of ``np.reshape(a, (2, -1))`` or ``a.reshape(2, n)`` (a
+    of a known number of axes), a shape written out of numbers; else None."""
+    if not (
+        isinstance(value, gast.Call)
+        and not value.keywords
+        and isinstance(value.func, gast.Attribute)
+        and value.func.attr == "reshape"
+    ):
+        return None
+    owner = value.func.value
+    if getattr(owner, "id", None) in ("np", "numpy"):
+        shape = value.args[1:] if len(value.args) == 2 else []
+    elif _exact_rank(owner, exact) is not None:
+        shape = value.args
+    else:
+        return None
+    if len(shape) == 1 and _literal_sequence(shape[0]):
+        shape = shape[0].elts
+    if shape and all(_exact_rank(part, exact) == 0 for part in shape):
+        return len(shape)
     return None
 
 
