@@ -575,6 +575,7 @@ class Transformed:
             layouts = {n: r[2] for n, r in described if r[2]}
             # (a weak number's dtype is not known: as a literal number's)
             dtypes = {n: r[3] for n, r in described if isinstance(r[3], np.dtype)}
+            scalars = {n for n, r in described if r[4]}  # (NumPy scalars)
             source = self.function
             if isinstance(self.f, Transformed):
                 source = _generated_wrapper(self.f, ranks[: len(names)])
@@ -588,6 +589,7 @@ class Transformed:
                 dtypes,
                 statics,
                 numbers,
+                scalars,
             )
             if isinstance(self.f, Transformed):  # (its code calls the inner code)
                 program.inner.append(self.f.program(ranks[: len(names)])[0])
@@ -644,9 +646,12 @@ class Transformed:
 
     def describe(self, values: list, originals: list) -> tuple:
         """What generated code is specialised on, per argument: ``(ndim, shape,
-        layout, dtype)`` for arrays (shape dropped once many shapes have been seen, so
-        that a function called with ever-changing shapes is not regenerated each
-        time); ``(0, (), None, float)`` for a differentiated Python float, a weak
+        layout, dtype, scalar)`` for arrays (shape dropped once many shapes have been
+        seen, so that a function called with ever-changing shapes is not regenerated
+        each time; ``scalar``: a NumPy scalar, ``np.float64(2.0)``, immutable as a
+        Python number is, which a 0-d array is not: ``z = a; z += 1.0`` rebinds z
+        for the one and writes into a for the other); ``(0, (), None, float,
+        False)`` for a differentiated Python float, a weak
         number: ``float``, not float64, as its dtype is not fixed (NEP 50: it takes
         an array's, ``x32 * 2.0`` is float32), so it stays a Python float in the
         generated code; ``NUMBERS`` for a Python number not differentiated, or a
@@ -661,6 +666,7 @@ class Transformed:
                 tuple(value.shape) if keep_shapes else None,
                 getattr(original, "layout", None),
                 np.dtype(value.dtype) if hasattr(value, "dtype") else None,
+                isinstance(value, np.generic),
             )
             if hasattr(value, "ndim")
             else WEAK_NUMBER
@@ -1032,7 +1038,7 @@ class Transformed:
 SHAPE_SPECIALISATIONS = 8
 # how ``describe`` tells a differentiated Python float: rank 0, shape (), no layout,
 # and its type where an array's dtype is (NumPy's rules give it the array's dtype)
-WEAK_NUMBER = (0, (), None, float)
+WEAK_NUMBER = (0, (), None, float, False)
 
 
 class _NumberSequence:

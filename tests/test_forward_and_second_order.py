@@ -343,6 +343,53 @@ def test_second_derivatives_through_list_operations():
     np.testing.assert_allclose(float(second), expected, rtol=1e-6)
 
 
+def appended_to_a_list_argument(x, xs):
+    xs.append(x * 3.0)
+    return np.sum(xs[-1] * xs[0] * x)
+
+
+def appended_in_a_loop_to_a_list_argument(x, xs):
+    for _ in range(2):
+        xs.append(xs[-1] * x)
+    s = 0.0
+    for v in xs:
+        s = s + np.sum(v * x)
+    return s
+
+
+@pytest.mark.parametrize(
+    "function", [appended_to_a_list_argument, appended_in_a_loop_to_a_list_argument]
+)
+def test_forward_mode_keeps_the_tangent_of_an_item_appended_to_a_list_argument(
+    function,
+):
+    """A list argument not differentiated has no tangent: an append of a
+    differentiated value lost the item's tangent in forward mode (jvp 6.78 for
+    13.56, the Hessian's diagonal 3w for 6w), where grad was right."""
+    x = np.array([0.3, 0.7, 1.2, -0.4])
+    w = np.array([1.0, 2.0, 0.5, 0.1])
+    v = np.array([0.3, -1.1, 0.5, 0.8])
+    value, tangent = ppto.jvp(function, (x, [w.copy()]), (v, None))
+    assert np.allclose(np.asarray(value), function(x.copy(), [w.copy()]))
+    expected = directional_differences(lambda a: function(a, [w.copy()]), (x,), {0: v})
+    np.testing.assert_allclose(float(tangent), expected, rtol=1e-6)
+    gradient = ppto.grad(function)
+    assert_gradient(
+        gradient(x, [w.copy()]),
+        central_differences(lambda a: function(a, [w.copy()]), (x,), 0),
+        "dx",
+    )
+    hessian = np.asarray(ppto.hessian(function)(x, [w.copy()]))
+    for i in range(x.size):
+        step = np.zeros_like(x)
+        step[i] = SECOND_ORDER_EPS
+        row = (
+            np.asarray(gradient(x + step, [w.copy()]))
+            - np.asarray(gradient(x - step, [w.copy()]))
+        ) / (2 * SECOND_ORDER_EPS)
+        np.testing.assert_allclose(hessian[i], row, rtol=1e-5, atol=1e-8)
+
+
 # --- third and fourth derivatives through loops ---
 
 

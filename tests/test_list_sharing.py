@@ -76,6 +76,42 @@ def copied_by_a_helper(x):
     return np.sum(ys[0] * x)
 
 
+def item_put_at_another_place(x):
+    hs = [x * 1.0, x * 2.0]
+    hs[1] = hs[0]
+    hs[1] += 1.0
+    return np.sum(hs[0] * x)
+
+
+def dict_value_put_under_another_key(x):
+    d = {"a": x * 1.0, "b": x * 2.0}
+    d["b"] = d["a"]
+    d["b"] += 1.0
+    return np.sum(d["a"] * x)
+
+
+def item_appended_again(x):
+    hs = [x * 1.0]
+    hs.append(hs[0])
+    hs[1] += 1.0
+    return np.sum(hs[0] * x)
+
+
+def name_appended_twice(x):
+    y = x * 1.0
+    hs = [y]
+    hs.append(y)
+    hs[1] *= 3.0
+    return np.sum(hs[0] * x)
+
+
+def item_added_again(x):
+    hs = [x * 1.0]
+    hs += [hs[0]]
+    hs[1] += 1.0
+    return np.sum(hs[0] * x)
+
+
 REFUSED = [
     (copied_by_method, "zs[0] += 1.0"),
     (repeated_once, "zs[0] += 1.0"),
@@ -85,6 +121,14 @@ REFUSED = [
     (repeated_and_unpacked, "a += 1.0"),
     (row_of_nested_lists_copied, "copied[0] += 1.0"),
     (copied_by_a_helper, "zs[0] += 1.0"),
+    # one array held at two places of a list or dict, then written through one:
+    # these ran before with value 2.02 and gradient x where NumPy gives 4.22 and
+    # 2x + 1 (name_appended_twice: 6x)
+    (item_put_at_another_place, "hs[1] += 1.0"),
+    (dict_value_put_under_another_key, 'd["b"] += 1.0'),
+    (item_appended_again, "hs[1] += 1.0"),
+    (name_appended_twice, "hs[1] *= 3.0"),
+    (item_added_again, "hs[1] += 1.0"),
 ]
 
 
@@ -168,6 +212,15 @@ def repeated_item_replaced(x):
     return np.sum(hs[1] * x) + np.sum(hs[0] * x)
 
 
+def item_computed_from_another_put(x):
+    hs = [x * 1.0, x * 2.0]
+    hs[1] = hs[0] * 2.0
+    hs.append(hs[0] + 1.0)
+    hs += [hs[1] - 1.0]
+    hs[1] += 1.0
+    return np.sum(hs[0] * x) + np.sum(hs[1] * hs[2] * hs[3])
+
+
 ACCEPTED = [
     array_copied,
     computed_array_copied,
@@ -176,6 +229,7 @@ ACCEPTED = [
     copied_list_grown,
     list_items_copied_in_a_loop,
     repeated_item_replaced,
+    item_computed_from_another_put,
 ]
 
 

@@ -351,6 +351,47 @@ def test_a_tuple_extended_under_one_name_only_is_accepted():
     assert_gradient(np.asarray(gradient), expected, "extended_alone")
 
 
+def local_tuple_extended_through_another_name(x):
+    size = (1.0, 2.0)
+    s = size
+    s += (4.0,)  # (a tuple for sure: s is rebound, size unchanged)
+    return np.sum(x * s[-1]) + np.sum(x * len(size))
+
+
+def local_list_extended_not_read_again(x):
+    size = [1.0, 2.0]
+    s = size
+    s += (4.0,)  # (the list extended, but size is not read afterwards)
+    return np.sum(x * s[-1])
+
+
+@pytest.mark.parametrize(
+    "function",
+    [local_tuple_extended_through_another_name, local_list_extended_not_read_again],
+)
+def test_an_extension_no_other_name_sees_is_accepted(function):
+    """Refused since 46d922c as a list change another name reads: a tuple written
+    out is rebound, and ``s = size`` reads no item of size (the list is not
+    read after the +=)."""
+    value, gradient = ppto.value_and_grad(function)(VECTOR.copy())
+    assert float(value) == pytest.approx(function(VECTOR.copy()), rel=1e-12)
+    expected = central_differences(function, (VECTOR,), 0)
+    assert_gradient(np.asarray(gradient), expected, function.__name__)
+
+
+def local_list_extended_then_read(x):
+    size = [1.0, 2.0]
+    s = size
+    s += (4.0,)  # <- refused
+    return np.sum(x * s[-1]) + np.sum(x * len(size))
+
+
+def test_a_local_list_extended_then_read_through_another_name_is_refused():
+    with pytest.raises(ppto.TransformError, match=r"\+= extends it in place") as e:
+        ppto.grad(local_list_extended_then_read)(VECTOR.copy())
+    assert e.value.lineno == _marked_line(local_list_extended_then_read)
+
+
 # --- an item replaced, the others numbers still ------------------------------------
 # ``size[1] = y`` forgot what each item of size was: ``h, w = size`` then made both
 # h and w possible views of y, and ``h += 1`` (h a number, rebound) was refused as a

@@ -248,3 +248,30 @@ def test_a_zero_d_array_written_through_another_name_is_refused():
     assert e.value.lineno == _line_of(other_name_incremented, "z += 1.0")
     value = ppto.value_and_grad(other_name_incremented)(X.copy(), 0.5)[0]
     assert np.isclose(float(value), other_name_incremented(X, 0.5))  # (a number)
+
+
+def other_name_incremented_then_read(x, a):
+    z = a
+    z += 1.0  # (a NumPy scalar, as a number: z is rebound, a unchanged)
+    return np.sum(x * a) + z
+
+
+@pytest.mark.parametrize("scalar", [np.float64, np.float32])
+def test_a_numpy_scalar_written_through_another_name_runs(scalar):
+    """A NumPy scalar is immutable, as a Python number is: ``z += 1.0`` rebinds z.
+    The key told it from a 0-d array by neither rank nor dtype, so it was refused
+    as a write into a 0-d array (which the same function still is, above)."""
+    a = scalar(2.0)
+    value, (dx, da) = ppto.value_and_grad(other_name_incremented_then_read, wrt=(0, 1))(
+        X.copy(), a
+    )
+    assert np.isclose(float(value), other_name_incremented_then_read(X.copy(), a))
+    f64 = np.float64(a)  # (differences in float64, of a NumPy scalar still)
+    expected = central(lambda x: other_name_incremented_then_read(x, f64), [X], 0)
+    np.testing.assert_allclose(np.asarray(dx), expected, rtol=1e-6, atol=1e-8)
+    eps = 1e-6
+    ahead = other_name_incremented_then_read(X.copy(), np.float64(f64 + eps))
+    behind = other_name_incremented_then_read(X.copy(), np.float64(f64 - eps))
+    np.testing.assert_allclose(float(da), (ahead - behind) / (2 * eps), rtol=1e-6)
+    with pytest.raises(ppto.TransformError, match="shares its array with a"):
+        ppto.grad(other_name_incremented_then_read)(X.copy(), np.array(2.0))

@@ -676,3 +676,79 @@ def test_rows_taken_after_a_view_is_rebound_are_apart():
     assert float(value) == pytest.approx(function(x.copy()), rel=1e-12)
     expected = central_differences(function, (x,), 0)
     assert_gradient(np.asarray(gradient), expected, function.__name__)
+
+
+# --- items that are numbers: ``Y[0, 0]`` of a matrix, ``y[i]`` with i a number ------
+# Each was refused as a possible view, which a NumPy scalar is not (9fd2d00 knew
+# only a vector's items at whole numbers written out for numbers).
+
+
+def corners_swapped(v):
+    Y = np.reshape(v * 1.0, (2, 2))
+    Y[0, 0], Y[1, 1] = Y[1, 1], Y[0, 0]
+    return np.sum(Y * Y * np.array([[1.0, 2.0], [3.0, 4.0]]))
+
+
+def corners_swapped_by_the_method(v):
+    Y = (v * 1.0).reshape(2, 2)
+    Y[0, 1], Y[1, 0] = Y[1, 0], Y[0, 1]
+    return np.sum(Y * Y * np.array([[1.0, 2.0], [3.0, 4.0]]))
+
+
+def items_at_a_named_index(v):
+    y = v * 1.0
+    i = 1
+    y[i], y[i + 1] = y[i + 1] * y[0], y[i]
+    return np.sum(y**2 * np.arange(1.0, 5.0))
+
+
+def items_in_a_nested_tuple(v):
+    y = v * 1.0
+    y[0], (a, b) = y[1] * 2.0, (y[0], y[2])
+    return np.sum(y) * a * b
+
+
+FOUR = np.array([0.3, 0.7, 1.2, -0.4])
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        corners_swapped,
+        corners_swapped_by_the_method,
+        items_at_a_named_index,
+        items_in_a_nested_tuple,
+    ],
+    ids=lambda value: value.__name__,
+)
+def test_items_that_are_numbers_stored_in_turn_are_differentiated(function):
+    value, gradient = ppto.value_and_grad(function)(FOUR.copy())
+    assert float(value) == pytest.approx(function(FOUR.copy()), rel=1e-12)
+    expected = central_differences(lambda a: function(a.copy()), (FOUR,), 0)
+    assert_gradient(np.asarray(gradient), expected, function.__name__)
+
+
+def rows_of_a_reshaped_vector_swapped(v):
+    Y = np.reshape(v * 1.0, (2, 2))
+    Y[0], Y[1] = Y[1], Y[0]  # <- refused
+    return np.sum(Y * Y)
+
+
+def items_of_an_unknown_shape_swapped(v, shape):
+    Y = np.reshape(v * 1.0, shape)
+    Y[0, 0], Y[1, 1] = Y[1, 1], Y[0, 0]  # <- refused
+    return np.sum(Y * Y)
+
+
+@pytest.mark.parametrize(
+    "function, rest",
+    [
+        (rows_of_a_reshaped_vector_swapped, ()),
+        (items_of_an_unknown_shape_swapped, ((2, 2, 1),)),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_items_that_may_be_views_are_refused_still(function, rest):
+    with pytest.raises(ppto.TransformError, match="after the store into") as error:
+        ppto.grad(function)(FOUR.copy(), *rest)
+    assert error.value.lineno == _marked_line(function)

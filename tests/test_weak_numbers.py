@@ -201,8 +201,8 @@ def test_describe_tells_a_weak_number():
     gradient = ppto.grad(scaled_sum, wrt=(0, 1))
     x = X.astype(np.float32)
     described = gradient.describe([x, S], [x, S])
-    assert described[0] == (1, (5,), None, np.dtype(np.float32))
-    assert described[1] == WEAK_NUMBER == (0, (), None, float)
+    assert described[0] == (1, (5,), None, np.dtype(np.float32), False)
+    assert described[1] == WEAK_NUMBER == (0, (), None, float, False)
     # not differentiated, a float is passed as it is, described only as a number
     # (no dtype, no value: the alias check's NUMBERS, which an array's is not)
     not_differentiated = ppto.grad(scaled_sum, wrt=0).describe([x, S], [x, S])[1]

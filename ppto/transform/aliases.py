@@ -272,6 +272,9 @@ def _check(
     for parameter in defaults - passed:  # (the function's own object)
         _held_from_outside(state, parameter, DEFAULT + parameter, known)
     sequences = _sequence_names(parsed, nodes, set(parsed.parameters) - set(known))
+    tuples = _tuple_names(
+        parsed, nodes
+    )  # (``t += (4.0,)`` rebinds one: no list change)
     # names that may be lists, whose ``c[i] = y`` puts y's very array in them: a
     # list written out, or a parameter not described as an array (``size``, given
     # a list of numbers, or a list of arrays); an array's item assignment copies
@@ -349,6 +352,8 @@ def _check(
                 or (_sequence_value(statement.value) and may_be_a_list(written, state))
             )
         ):
+            if written in tuples:
+                return  # (a new tuple, bound to this name alone)
             # ``xs += [h]`` on a name only ever bound to a list or tuple extends
             # the list (or makes a new tuple): the arrays it holds do not change,
             # only what another name for the same list sees; and so does ``size
@@ -435,6 +440,19 @@ def _check(
         for loop in loops:
             later |= loads(loop)
         return later
+
+    def read_before(statement) -> set:
+        """The names read before ``statement`` (compound statements: their
+        headers), but for a name bound to another (``s = size``), which reads
+        no item of it."""
+        before = order[: positions[id(statement)]]
+        return set().union(
+            *(
+                loads(_headers(s))
+                for s, _ in before
+                if not (isinstance(s, gast.Assign) and isinstance(s.value, gast.Name))
+            )
+        )
 
     def refuse_item_write_if_read_later(statement, written: str, loops: tuple):
         if written in read_later(statement, loops):
@@ -533,10 +551,9 @@ def _check(
         within=(),
         handed=(),
     ):
+        later = read_later(statement, loops)
         if list_change is not None:  # a list's adjoint is made from the list as it
-            later = loads(parsed.tree)  # ends: a read before the change counts too
-        else:
-            later = read_later(statement, loops)
+            later |= read_before(statement)  # ends: a read before the change counts
         # (the user's names: ``params[1]`` for the leaf parameter ``params_1``)
         seen = [
             parsed.spelled.get(name, name)
@@ -1170,6 +1187,7 @@ def _bind(statement, state: _Sharing) -> None:
     ``a = b = value``, the names of ``a, b = y, z`` pairwise, and a loop's target
     (an element of what it runs over)."""
     replaced = _items_after_change(statement, state)
+    _mark_item_held_twice(statement, state)
     _lists_of_numbers_changed(statement, state)
     pairs = []
     for name in _changed_items(statement):  # its items are not those written
@@ -1338,6 +1356,56 @@ def _bind(statement, state: _Sharing) -> None:
     _follow_numbers(statement, pairs, state)
 
 
+def _mark_item_held_twice(statement, state: _Sharing) -> None:
+    """``hs[1] = hs[0]``, ``hs.append(y)`` with y in hs already, ``hs += [hs[0]]``
+    (or ``d["b"] = d["a"]``): the container may now hold one array at two
+    places, as ``[y, y]`` does; mark its items as ones that may share (see
+    ``_items_may_share``), so that a write into one of them read afterwards
+    through another is refused."""
+    put = _items_put(statement)
+    if put is None:
+        return
+    name, values = put
+    if name not in _containers_now().names:
+        return  # (``y[1] = y[0]`` on an array copies the row)
+    held = {name} | state.bases.get(name, set()) | state.same.get(name, set())
+    memories = [_memory(value, state) for value in values]
+    if any(memory & held for memory in memories) or any(
+        first & second
+        for n, first in enumerate(memories)
+        for second in memories[n + 1 :]
+    ):
+        for other in {name} | state.same.get(name, set()):
+            if ":" not in other:
+                marker = f"{RESULT}{id(statement)}:items:{other}"
+                state.bases.setdefault(other, set()).add(marker)
+
+
+def _items_put(statement) -> tuple | None:
+    """``(container name, the values put in it)`` for ``c[k] = v``,
+    ``c.append(v)``, ``c.insert(i, v)``, ``c.extend([v, w])`` and ``c += [v,
+    w]`` (a sequence not written out: itself, whose items it may hold)."""
+    grown = _grown_list(statement)
+    if grown is not None:
+        name, value = grown
+        extended = statement.value.func.attr == "extend"
+        return name, (value.elts if extended and _literal_sequence(value) else [value])
+    if isinstance(statement, gast.AugAssign) and isinstance(
+        statement.target, gast.Name
+    ):
+        value = statement.value
+        if not _sequence_value(value):
+            return None
+        return statement.target.id, (
+            value.elts if _literal_sequence(value) else [value]
+        )
+    if isinstance(statement, gast.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0]
+        if isinstance(target, gast.Subscript) and isinstance(target.value, gast.Name):
+            return target.value.id, [statement.value]
+    return None
+
+
 def _unpacked_positions(statement) -> dict:
     """``{name: position}`` for each name ``a, (b, c) = call(...)`` unpacks from
     an item of a call's result (b and c: 1), where no item is starred."""
@@ -1464,7 +1532,7 @@ def _stored_after_its_change(statement, state: _Sharing, listed: set):
     if len(taken) != len(items):
         return None
     for position, (item, stored_into) in enumerate(zip(taken, items)):
-        if _exact_rank(item, state.exact) == 0:
+        if _numbers_only(item, state.exact):
             continue  # (a number: NumPy's ``y[0]`` of a vector is a copy)
         memory = _memory(item, state)
         for earlier in items[:position]:
@@ -1478,6 +1546,14 @@ def _stored_after_its_change(statement, state: _Sharing, listed: set):
             if memory & ({base.id} | _sharing(base.id, state.bases)):
                 return item, stored_into, earlier
     return None
+
+
+def _numbers_only(value, exact: dict) -> bool:
+    """Whether ``value`` is a number, or a tuple or list written out of numbers
+    (``(y[0], y[2])`` of a vector): nothing in it is a view."""
+    if _literal_sequence(value):
+        return all(_numbers_only(item, exact) for item in value.elts)
+    return _exact_rank(value, exact) == 0
 
 
 def _items_after_growing(statement, state: _Sharing) -> dict:
@@ -1722,13 +1798,36 @@ def _exact_rank(value, exact: dict) -> int | None:
         parts = (
             value.slice.elts if isinstance(value.slice, gast.Tuple) else [value.slice]
         )
-        whole = all(
-            isinstance(part, gast.Constant) and type(part.value) is int
-            for part in parts
-        )
+        # (an index that is a number: ``y[i]``, ``y[i + 1]``; a whole number
+        # takes an axis away, a bool or an index array makes a copy)
+        whole = all(_exact_rank(part, exact) == 0 for part in parts)
         rank = exact.get(value.value.id)
         if whole and rank is not None and rank >= len(parts):
             return rank - len(parts)
+    return _reshaped_rank(value, exact)
+
+
+def _reshaped_rank(value, exact: dict) -> int | None:
+    """The number of axes of ``np.reshape(a, (2, -1))`` or ``a.reshape(2, n)`` (a
+    of a known number of axes), a shape written out of numbers; else None."""
+    if not (
+        isinstance(value, gast.Call)
+        and not value.keywords
+        and isinstance(value.func, gast.Attribute)
+        and value.func.attr == "reshape"
+    ):
+        return None
+    owner = value.func.value
+    if getattr(owner, "id", None) in ("np", "numpy"):
+        shape = value.args[1:] if len(value.args) == 2 else []
+    elif _exact_rank(owner, exact) is not None:
+        shape = value.args
+    else:
+        return None
+    if len(shape) == 1 and _literal_sequence(shape[0]):
+        shape = shape[0].elts
+    if shape and all(_exact_rank(part, exact) == 0 for part in shape):
+        return len(shape)
     return None
 
 
@@ -2263,6 +2362,48 @@ def _sequence_names(parsed: ParsedFunction, nodes: dict, given=frozenset()) -> s
         if kept == found:
             return found
         found = kept
+
+
+def _tuple_names(parsed: ParsedFunction, nodes: dict) -> set:
+    """Names that every assignment binds to a tuple for sure (written out, made
+    by ``tuple``, joined with ``+`` to one, or another such name), parameters
+    never (a list, perhaps): ``+=`` on one makes a new tuple, where on a list it
+    extends the list in place."""
+    bound, others = [], set(parsed.parameters)
+    for node in _of_kinds(nodes, (gast.Assign, gast.AugAssign, gast.For)):
+        if isinstance(node, gast.Assign):
+            for target in node.targets:
+                if isinstance(target, gast.Name):
+                    bound.append((target.id, node.value))
+                else:
+                    others.update(_stored(target))
+        elif isinstance(node, gast.AugAssign) and isinstance(node.target, gast.Name):
+            joined = gast.BinOp(node.target, gast.Add(), node.value)
+            bound.append(
+                (node.target.id, joined if isinstance(node.op, gast.Add) else None)
+            )
+        else:
+            others.update(_stored(node.target))
+    found = {name for name, _ in bound} - others
+    while True:
+        kept = found - {n for n, value in bound if not _a_tuple(value, found)}
+        if kept == found:
+            return found
+        found = kept
+
+
+def _a_tuple(value, tuples: set) -> bool:
+    """Whether ``value`` is surely a tuple, given the names that are."""
+    if isinstance(value, gast.Tuple) or _sequence_call(value) == "tuple":
+        return True
+    if isinstance(value, gast.Name):
+        return value.id in tuples
+    return (
+        isinstance(value, gast.BinOp)
+        and isinstance(value.op, gast.Add)
+        and _a_tuple(value.left, tuples)
+        and _a_tuple(value.right, tuples)
+    )
 
 
 def _of_kinds(nodes: dict, kinds: tuple):

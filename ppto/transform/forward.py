@@ -137,7 +137,20 @@ class TangentGenerator:
         if isinstance(s, ir.CallFunction):
             return self.call(s)
         code = self.generator.forward_statement(s)
-        return code + self.tangent_statement(s)
+        return self.list_tangent_begun(s) + code + self.tangent_statement(s)
+
+    def list_tangent_begun(self, s) -> list:
+        """``xs.append(v)`` on a list that has no tangent yet (an argument not
+        differentiated, holding constants) but takes a varied value: its tangent
+        list from here on, zeros for the items it held before (else the item's
+        tangent was dropped: jvp of ``xs.append(x * 3.0)`` on a list argument)."""
+        if not (
+            isinstance(s, ir.ListAppend)
+            and s.target in self.activity.varied
+            and s.target not in self.tangents
+        ):
+            return []
+        return [assign(self.tangent_name(s.target), self.zeros_for(s.target))]
 
     def tangent_statement(self, s) -> list:
         if isinstance(s, ir.Apply):
@@ -290,7 +303,7 @@ class TangentGenerator:
 
     def loop(self, s) -> list:
         prelude = []
-        written = ir.all_writes(s.body)
+        written = ir.all_writes(s.body) | _appended(s.body)
         for primal in sorted(written & self.activity.varied):
             if primal not in self.tangents and _defined_before(primal, s, self):
                 prelude.append(
@@ -338,6 +351,19 @@ def _defined_at(function) -> str:
     if code is None:
         return ""
     return f" ({os.path.basename(code.co_filename)}, line {code.co_firstlineno})"
+
+
+def _appended(body: list) -> set:
+    """The lists ``body`` appends to, nested blocks included: one that has no
+    tangent before a loop gets it there, not at each turn's append (which would
+    drop the items the earlier turns appended)."""
+    found = set()
+    for statement in body:
+        if isinstance(statement, ir.ListAppend):
+            found.add(statement.target)
+        for block in ir.blocks(statement):
+            found |= _appended(block)
+    return found
 
 
 def _defined_before(primal, loop, tangent_generator) -> bool:

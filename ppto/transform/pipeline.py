@@ -110,6 +110,9 @@ class Program:
     # the entry's parameters given tuples or lists of Python numbers: the alias
     # check takes their items for numbers (``h, w = size``), not rows of an array
     numbers: set = field(default_factory=set)
+    # the entry's parameters given NumPy scalars (``np.float64(2.0)``): immutable,
+    # as Python numbers are, where a 0-d array (of the same rank and dtype) is not
+    scalars: set = field(default_factory=set)
     entry_function: object = None
     last_result_rank: int | None = None
     # generated function -> the image layout of its result, where the analysis
@@ -357,14 +360,15 @@ def _prepare(
         numbers = program.numbers
     writes = {} if entry and not generated else None
     # (the entry's: a differentiated Python float has rank 0 too, but no dtype)
-    zero_d = {p for p in program.dtypes if ranks.get(p) == 0} if entry else ()
-    # (a 0-d NumPy value, unlike a Python number, may be an array, which ``t = z;
-    # t += v`` writes into: the key tells a Python number by its dtype, not a NumPy
-    # scalar from a 0-d array, so the check is not told a rank for either)
+    # (a 0-d array, unlike a Python number or a NumPy scalar, which the key tells
+    # by its dtype and ``scalars``, is written into by ``t = z; t += v``)
+    zero_d = (
+        {p for p in program.dtypes if ranks.get(p) == 0} - program.scalars
+        if entry
+        else ()
+    )
     arrays = {
-        name: None
-        if rank == 0 and writes is not None and name in program.dtypes
-        else rank
+        name: None if name in zero_d and writes is not None else rank
         for name, rank in ranks.items()
     }
     aliases.check(
@@ -993,16 +997,22 @@ def build(
     dtypes=None,
     statics=None,
     numbers=(),
+    scalars=(),
 ) -> Program:
     """Transform ``fn`` (see the module docstring). ``ranks``, ``layouts`` and
     ``shapes`` and ``dtypes`` describe the arguments (axes, image layout hint, shape,
     dtype) where known; ``statics`` the callables passed (the code is specialised
-    on them); ``numbers`` the parameters given tuples or lists of numbers."""
+    on them); ``numbers`` the parameters given tuples or lists of numbers;
+    ``scalars`` those given NumPy scalars."""
     with keys_read_once():
-        return _build(fn, wrt, ranks, mode, layouts, shapes, dtypes, statics, numbers)
+        return _build(
+            fn, wrt, ranks, mode, layouts, shapes, dtypes, statics, numbers, scalars
+        )
 
 
-def _build(fn, wrt, ranks, mode, layouts, shapes, dtypes, statics, numbers) -> Program:
+def _build(
+    fn, wrt, ranks, mode, layouts, shapes, dtypes, statics, numbers, scalars
+) -> Program:
     parsed = parse_function(fn)
     program = Program(
         namer=Namer(set()),
@@ -1011,6 +1021,7 @@ def _build(fn, wrt, ranks, mode, layouts, shapes, dtypes, statics, numbers) -> P
         dtypes=dict(dtypes or {}),
         statics=dict(statics or {}),
         numbers=set(numbers),
+        scalars=set(scalars),
         entry_function=parsed.fn,
     )
     program.refs = References(program.namer)
