@@ -827,6 +827,11 @@ COMPLEX_AT_RUN_TIME = {
     "grad": lambda f, x: ppto.grad(f)(x),
     "vjp": lambda f, x: ppto.vjp(f, x)[1](1.0),
     "jvp": lambda f, x: ppto.jvp(f, (x,), (np.ones(3),)),
+    # (the gradient code these call was run without the check: a wrong Hessian)
+    "hessian": lambda f, x: ppto.hessian(f)(x),
+    "jacfwd(grad)": lambda f, x: ppto.jacfwd(ppto.grad(f))(x),
+    "jacrev(grad)": lambda f, x: ppto.jacrev(ppto.grad(f))(x),
+    "jvp(grad)": lambda f, x: ppto.jvp(ppto.grad(f), (x,), (np.ones(3),)),
 }
 
 
