@@ -1771,10 +1771,11 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
         raise GradError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
     function = _target_function(f)
     names = list(_signature(function).parameters)[: len(primals)]
+    # (one held constant as grad takes it: see Transformed.pytree_arguments)
     trees = {
         n: pytrees.structure(p, n)
         for n, p, t in zip(names, primals, tangents)
-        if t is not None and pytrees.is_pytree(p)
+        if pytrees.is_pytree(p) and (t is not None or _constant_float_tree(p))
     }
     if isinstance(f, Transformed):  # (a gradient's own pytree arguments too)
         trees.update(f.pytree_arguments(_Call(function, primals, {})))
