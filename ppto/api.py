@@ -32,7 +32,7 @@ from ppto.runtime.device import CPU, Device
 from ppto.runtime.dispatch import gather_inputs
 from ppto.runtime.precision import get_precision
 from ppto.runtime.tensor import Tensor, move
-from ppto.shared_arguments import refuse_shared, refuse_written_default
+from ppto.shared_arguments import check_call, writing
 from ppto.transform.emit import failing_origins, failing_statement, render_function
 from ppto.transform.local_functions import passed_callable
 from ppto.transform.lower import _unwrap, fuses, lower
@@ -102,15 +102,24 @@ def _generated_wrapper(inner: Transformed, ranks: tuple) -> Callable:
     base = inner.function.__name__
     wrapper = (base if base.isidentifier() else "lambda_") + "_derivative"
     # differentiated again, the gradient's seed is still ones_like(value): the
-    # derivative of a non-scalar function's sum unless the value is checked
+    # derivative of a non-scalar function's sum unless the value is checked; a
+    # complex gradient of a real argument is refused as ppto.grad refuses it
+    # (the generated code returns one gradient bare)
+    differentiated = "".join(f"{name}, " for name in inner.wrt)
+    gradients = "(gradient,)" if len(inner.wrt) == 1 else "gradient"
     source = (
         f"def {wrapper}({parameters}):\n"
         f"    value, gradient = {program.entry}({arguments})\n"
         f"    _require_scalar_again(value, {base!r})\n"
+        f"    _require_real_again({gradients}, ({differentiated}))\n"
         f"    return {result}\n"
     )
     filename = f"<ppto derivative {wrapper} {id(inner)} {ranks}>"
-    namespace_ = {program.entry: entry, "_require_scalar_again": _require_scalar_again}
+    namespace_ = {
+        program.entry: entry,
+        "_require_scalar_again": _require_scalar_again,
+        "_require_real_again": _require_real_again,
+    }
     return _compiled(source, filename, namespace_, wrapper)
 
 
@@ -772,9 +781,7 @@ class Transformed:
         entry = self.entry(which, ranks, device)
         if which == 0:  # (the entry's arguments: see ppto.shared_arguments)
             program = (self._programs.get(ranks) or self.program(ranks))[0]
-            if program.written:
-                refuse_shared(program, values)
-                refuse_written_default(self.function, program, values)
+            check_call(self.function, writing(program), values)
         if which == 0 and self._keyword_only:  # (the generated code keeps them so)
             count = len(values) - len(self._keyword_only)
             keywords = {
@@ -850,7 +857,13 @@ class Transformed:
             # makes it again)
             if entry is not None and made is not None:
                 self._fast[key] = RepeatedCall.of(
-                    args, entry, dtypes, made[0], layouts, self._registered
+                    args,
+                    entry,
+                    dtypes,
+                    made[0],
+                    layouts,
+                    self._registered,
+                    self.function,
                 )
         return result
 
@@ -1291,6 +1304,14 @@ def _require_scalar_again(value, name: str) -> None:
             f"function returning that value alone (def {name}_i(x): return "
             f"{name}(x)[i])"
         ) from None
+
+
+def _require_real_again(gradients: tuple, arguments: tuple) -> None:
+    """``_require_real`` for the gradients (of ``arguments``) a derivative
+    differentiated again computes: as ppto.grad refuses a complex one."""
+    for gradient, argument in zip(gradients, arguments, strict=True):
+        if getattr(gradient, "dtype", None) is not None:
+            _require_real(gradient, dtype_of(argument))
 
 
 def _as_tensor(value, device: Device):
@@ -1773,7 +1794,7 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
         raise GradError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
     function = _target_function(f)
     names = list(_signature(function).parameters)[: len(primals)]
-    # (one held constant as grad takes it: its leaves, where all floating point)
+    # (one held constant as grad takes it: see Transformed.pytree_arguments)
     trees = {
         n: pytrees.structure(p, n)
         for n, p, t in zip(names, primals, tangents)

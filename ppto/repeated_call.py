@@ -19,7 +19,7 @@ from ppto.ops.primitive import registrations
 from ppto.runtime.device import CPU
 from ppto.runtime.precision import get_precision
 from ppto.runtime.tensor import Tensor
-from ppto.shared_arguments import refuse_shared
+from ppto.shared_arguments import check_call, writing
 
 _NUMBERS = (float, int, bool)
 
@@ -40,9 +40,12 @@ class RepeatedCall:
         "registered",
         "dtypes",
         "layouts",
+        "function",
     )
 
-    def __init__(self, kinds, unwrap, entry, program, registered, dtypes, layouts):
+    def __init__(
+        self, kinds, unwrap, entry, program, registered, dtypes, layouts, function
+    ):
         self.kinds = kinds
         self.unwrap = unwrap
         self.precision = get_precision()
@@ -51,10 +54,11 @@ class RepeatedCall:
         self.registered = registered
         self.dtypes = dtypes
         self.layouts = layouts
+        self.function = function  # (the differentiated one: its defaults)
 
     @classmethod
     def of(
-        cls, args: tuple, entry, dtypes, program, layouts, registered: int
+        cls, args: tuple, entry, dtypes, program, layouts, registered: int, function
     ) -> RepeatedCall:
         """The repeated call of ``args`` (positional arguments with a
         specialisation key), run by ``entry``. Its ``kinds`` are None where an
@@ -78,9 +82,9 @@ class RepeatedCall:
                 break
         unwrap = any(type(value) is Tensor for value in args)
         kinds = None if kinds is None else tuple(kinds)
-        if program.written:  # (code writing into a parameter: see below)
+        if writing(program):  # (code writing into a parameter: see below)
             cls = CheckedRepeatedCall
-        return cls(kinds, unwrap, entry, program, registered, dtypes, layouts)
+        return cls(kinds, unwrap, entry, program, registered, dtypes, layouts, function)
 
     def matches(self, args: tuple) -> bool:
         """Whether ``args`` are of the kinds recorded, and the code still current
@@ -129,5 +133,5 @@ class CheckedRepeatedCall(RepeatedCall):
     __slots__ = ()
 
     def run(self, args: tuple):
-        refuse_shared(self.program, args)
+        check_call(self.function, writing(self.program), args)
         return RepeatedCall.run(self, args)

@@ -10,7 +10,10 @@ whose code writes into a parameter (``Program.written``, found by
 too) shares memory with another argument's, or its list is another argument's
 too (``f(x, xs, xs)`` with ``xs[0] = v`` or ``xs += (4,)``). Programs that write
 into no parameter (most) check nothing: the repeated call's ``CheckedRepeatedCall``
-is made only for the others.
+is made only for the others. ``check_call`` runs the checks for every path that runs
+a program (``Transformed.run``, the repeated call): also for the gradient code a
+derivative differentiated again calls (``ppto.hessian``, ``jvp(grad(f))``: the
+program's ``inner``, whose parameters are the derivative's).
 A call leaving such a parameter to the function's default array is refused too:
 Python keeps the write there for the next call, the generated code changes a copy.
 """
@@ -22,6 +25,24 @@ import numpy as np
 from ppto.errors import GradError
 from ppto.runtime.tensor import Tensor
 from ppto.transform.defaults import changeable_defaults, default_values
+
+
+def writing(program) -> list:
+    """The programs a call of ``program`` runs that write into a parameter: itself,
+    and the gradient programs its code calls (``program.inner``, a derivative of
+    ppto.grad(f) differentiated again: the same parameters), theirs in turn."""
+    found = [program] if program.written else []
+    for inner in program.inner:
+        found += writing(inner)
+    return found
+
+
+def check_call(function, programs: list, values) -> None:
+    """Refuse a call (``values`` as ``refuse_shared`` reads them) of ``function``
+    that the code of ``programs`` (``writing``'s) would compute wrongly."""
+    for program in programs:
+        refuse_shared(program, values)
+        refuse_written_default(function, program, values)
 
 
 def refuse_shared(program, values) -> None:

@@ -8,6 +8,7 @@ factory, where Python requires an enclosing function) so that ``inspect`` can re
 source.
 """
 
+import builtins
 import random
 
 import numpy as np
@@ -1508,6 +1509,35 @@ def read_from_vars_of_an_object(x):
 
 def parameter_named_eval(x, eval):
     return np.sum(eval(x))
+
+
+# the same built-ins reached under another name (a zero gradient, or a raw
+# KeyError / NameError from the generated code)
+EVAL_ALIAS = eval
+LOCALS_ALIAS = locals
+
+
+def eval_by_a_global_alias(x):
+    return np.sum(EVAL_ALIAS("x ** 2"))  # <- error
+
+
+def eval_by_a_local_alias(x):
+    ev = eval  # <- error
+    return np.sum(ev("x ** 2"))
+
+
+def eval_of_the_builtins_module(x):
+    return np.sum(builtins.eval("x ** 2"))  # <- error
+
+
+def locals_by_a_global_alias(x):
+    y = x * 2.0  # noqa: F841 (read by name)
+    return np.sum(LOCALS_ALIAS()["y"] ** 2)  # <- error
+
+
+def eval_by_getattr(x):
+    y = x * 2.0  # noqa: F841 (read by name)
+    return np.sum(getattr(builtins, "eval")("y") ** 2)  # noqa: B009 # <- error
 
 
 # --- complex values inside a real function (fence.py): ppto's rules take no

@@ -122,6 +122,34 @@ def test_float32_value_is_float32_as_numpys():
     assert out.dtype == np.float32 and pullback(1.0)[0].dtype == np.float32
 
 
+def float64_array_added_twice(x, w):
+    t = x * 1.0
+    t += w
+    t *= w
+    return np.sum(t * t)
+
+
+def test_a_second_add_of_a_constant_float64_array_keeps_float32():
+    # the first cast's result was taken for float64 (the sum's dtype, as for a
+    # number +=  rebinds): the second += lost its cast, float64 values came out
+    x = X.astype(np.float32)
+    direct = float64_array_added_twice(np.copy(x), W)
+    assert direct.dtype == np.float32
+    value, gradient = ppto.value_and_grad(float64_array_added_twice)(x, W)
+    assert value.dtype == np.float32 and gradient.dtype == np.float32
+    np.testing.assert_allclose(float(value), float(direct), rtol=1e-6)
+    expected = central_differences(float64_array_added_twice, (X, W), 0)
+    np.testing.assert_allclose(as_float(gradient), expected, rtol=FLOAT32_RTOL)
+    v = RNG.standard_normal(X.shape)
+    out, tangent = ppto.jvp(
+        float64_array_added_twice, (x, W), (v.astype(np.float32), None)
+    )
+    assert out.dtype == np.float32 and tangent.dtype == np.float32
+    np.testing.assert_allclose(float(out), float(direct), rtol=1e-6)
+    along = directional_differences(float64_array_added_twice, (X, W), {0: v})
+    np.testing.assert_allclose(float(tangent), along, rtol=FLOAT32_RTOL)
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("function", FUNCTIONS, ids=lambda f: f.__name__)
 def test_forward_mode(function, dtype):

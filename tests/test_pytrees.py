@@ -561,3 +561,49 @@ def test_jvp_of_a_dict_held_constant_reads_its_leaves_as_grad_does():
     ):
         with pytest.raises(ppto.TransformError, match="has no key 'V'"):
             transform()
+
+
+def rebinds_an_entry(x, p):
+    p["a"] = p["a"] * x
+    return np.sum(p["a"] * p["b"] * x)
+
+
+def adds_into_an_entry(x, p):
+    p["a"] += x
+    return np.sum(p["a"] * x)
+
+
+def names_the_new_value(x, p):  # (the rewrite the refusal suggests)
+    a = p["a"] * x
+    return np.sum(a * p["b"] * x)
+
+
+WRITES_INTO_A_CONSTANT_DICT = {
+    "grad": lambda f, x, p: ppto.grad(f)(x, p),
+    "jvp": lambda f, x, p: ppto.jvp(f, (x, p), (np.ones_like(x), None)),
+    "hessian": lambda f, x, p: ppto.hessian(f)(x, p),
+}
+
+
+@pytest.mark.parametrize("way", sorted(WRITES_INTO_A_CONSTANT_DICT))
+@pytest.mark.parametrize("function", [rebinds_an_entry, adds_into_an_entry])
+def test_a_write_into_a_dict_held_constant_is_refused_at_its_line(function, way):
+    # jvp crashed (a raw AttributeError, a ShapeError from generated code); grad's
+    # refusal said p was differentiated
+    x, p = normal(3), {"a": normal(3), "b": normal(3)}
+    with pytest.raises(ppto.TransformError) as caught:
+        WRITES_INTO_A_CONSTANT_DICT[way](function, x, p)
+    error = caught.value
+    assert "a write into p, a dict argument" in error.msg
+    assert "differentiates with respect to" not in error.msg
+    assert error.text.strip().startswith('p["a"]')
+    assert "Instead: give the new value a name of its own (a = p[...] * x" in str(error)
+
+
+def test_the_suggested_rewrite_runs():
+    x, p = normal(3), {"a": normal(3), "b": normal(3)}
+    expected = central_differences(names_the_new_value, (x, p), 0)
+    assert_gradient(ppto.grad(names_the_new_value)(x, p), expected, "grad")
+    value, tangent = ppto.jvp(names_the_new_value, (x, p), (np.ones(3), None))
+    np.testing.assert_allclose(float(value), names_the_new_value(x, p), rtol=1e-12)
+    np.testing.assert_allclose(float(tangent), np.sum(expected), rtol=1e-6)

@@ -275,3 +275,77 @@ def test_a_numpy_scalar_written_through_another_name_runs(scalar):
     np.testing.assert_allclose(float(da), (ahead - behind) / (2 * eps), rtol=1e-6)
     with pytest.raises(ppto.TransformError, match="shares its array with a"):
         ppto.grad(other_name_incremented_then_read)(X.copy(), np.array(2.0))
+
+
+def add_into_second(x, w, v):
+    w += x
+    return np.sum(v * x * w)
+
+
+SECOND_ORDER = {
+    "hessian": lambda f, *a: ppto.hessian(f)(*a),
+    "jacfwd(grad)": lambda f, *a: ppto.jacfwd(ppto.grad(f))(*a),
+    "jacrev(grad)": lambda f, *a: ppto.jacrev(ppto.grad(f))(*a),
+    "jvp(grad)": lambda f, *a: ppto.jvp(
+        ppto.grad(f), a, (np.ones_like(a[0]),) + (None,) * (len(a) - 1)
+    )[1],
+}
+
+
+def central_hessian(function, x, eps=1e-4):
+    hessian = np.zeros((x.size, x.size))
+    for i in range(x.size):
+        for j in range(x.size):
+
+            def at(di, dj):
+                point = x.copy()
+                point[i] += di
+                point[j] += dj
+                return function(point)
+
+            hessian[i, j] = (
+                at(eps, eps) - at(eps, -eps) - at(-eps, eps) + at(-eps, -eps)
+            ) / (4 * eps * eps)
+    return hessian
+
+
+@pytest.mark.parametrize("way", sorted(SECOND_ORDER))
+def test_a_derivative_differentiated_again_refuses_one_array_for_both(way):
+    # the gradient code hessian & co. call ran without the call's checks: zeros
+    # (the right Hessian of sum((w + x) * x * (w + x)) with v = w is not zero)
+    x, w = np.array([0.5, 1.5]), np.array([1.0, 2.0])
+    with pytest.raises(ppto.GradError, match="parameter w") as caught:
+        SECOND_ORDER[way](add_into_second, x, w, w)
+    assert "w += x" in str(caught.value)
+    # two arrays run, matching float64 central differences of the NumPy function
+    v = np.array([3.0, -1.0])
+    got = np.asarray(SECOND_ORDER[way](add_into_second, x, w.copy(), v))
+    expected = central_hessian(lambda p: add_into_second(p, w.copy(), v), x)
+    if way == "jvp(grad)":
+        expected = expected @ np.ones(2)
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_grad_of_grad_refuses_on_the_repeated_call_path_too():
+    second = ppto.grad(ppto.grad(add_into_second))
+    w, v = np.array([1.0, 2.0]), np.array([1.0, 3.0])
+    for _ in range(3):  # (d2/dx2 sum(v * x * (w + x)) = 2 sum(v))
+        np.testing.assert_allclose(float(second(0.7, w.copy(), v)), 8.0)
+    assert type(second._last).__name__ == "CheckedRepeatedCall"
+    with pytest.raises(ppto.GradError, match="parameter w"):
+        second(0.7, w, w)
+
+
+DEFAULT_W = np.array([1.0, 2.0])
+
+
+def add_into_default(x, w=DEFAULT_W):
+    w += x
+    return np.sum(w * x * x)
+
+
+@pytest.mark.parametrize("way", sorted(SECOND_ORDER))
+def test_a_derivative_differentiated_again_refuses_writing_a_default(way):
+    with pytest.raises(ppto.GradError, match="to its default"):
+        SECOND_ORDER[way](add_into_default, np.array([0.5, 1.5]))
+    np.testing.assert_array_equal(DEFAULT_W, [1.0, 2.0])

@@ -557,6 +557,11 @@ REJECTED = [
         'eval("x * 2.0")',
         marked_in=ec._evaluated,
     ),
+    Case(ec.eval_by_a_global_alias, "eval() (as EVAL_ALIAS)", "EVAL_ALIAS("),
+    Case(ec.eval_by_a_local_alias, "eval()", "eval"),
+    Case(ec.eval_of_the_builtins_module, "eval() (as builtins.eval)", "builtins"),
+    Case(ec.locals_by_a_global_alias, "locals() (as LOCALS_ALIAS)", "LOCALS_ALIAS"),
+    Case(ec.eval_by_getattr, "eval() (as getattr(builtins, 'eval'))", "getattr("),
     # complex values inside a real function
     Case(ec.complex_literal, "the complex number 1j", "1j"),
     Case(ec.complex_exponential, "the complex number 1j", "1j"),
@@ -836,6 +841,11 @@ COMPLEX_AT_RUN_TIME = {
     "grad": lambda f, x: ppto.grad(f)(x),
     "vjp": lambda f, x: ppto.vjp(f, x)[1](1.0),
     "jvp": lambda f, x: ppto.jvp(f, (x,), (np.ones(3),)),
+    # (the gradient code these call was run without the check: a wrong Hessian)
+    "hessian": lambda f, x: ppto.hessian(f)(x),
+    "jacfwd(grad)": lambda f, x: ppto.jacfwd(ppto.grad(f))(x),
+    "jacrev(grad)": lambda f, x: ppto.jacrev(ppto.grad(f))(x),
+    "jvp(grad)": lambda f, x: ppto.jvp(ppto.grad(f), (x,), (np.ones(3),)),
 }
 
 

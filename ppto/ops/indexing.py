@@ -158,7 +158,17 @@ def _(x, index):
 @primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="linear")
 def index_add(xp, x, values, index):
     """A copy of x with ``values`` added at x[index]; repeated indices accumulate."""
-    return _index_add_into(xp, x.copy(), values, index)
+    return _index_add_into(xp, _writable_copy(x), values, index)
+
+
+def _writable_copy(x):
+    """A copy of ``x`` to write into: of a NumPy number (a 0-d value NumPy's
+    operators made, such as the adjoint of ``a`` in ``a[...] = v`` on a 0-d array),
+    a 0-d array, which takes ``out[()] = v`` and ``out[...] = v`` (a NumPy number
+    refuses item assignment)."""
+    if isinstance(x, np.generic):
+        return np.array(x)
+    return x.copy()
 
 
 def _index_add_into(xp, out, values, index):
@@ -196,7 +206,7 @@ def setitem(xp, x, values, index, at=""):
     if type(x) is tuple:
         where = f" ({at})" if at else ""
         raise TypeError(f"'tuple' object does not support item assignment{where}")
-    out = x.copy()
+    out = _writable_copy(x)
     index = raw_index(xp, index)
     refuse_wrapped_indices(xp, index, getattr(out, "shape", None))
     if at:

@@ -422,7 +422,11 @@ def _forward(body, activity: Activity) -> None:
             dtype = statement.result_dtype or dtype_of(
                 statement, activity.dtypes, activity.ranks
             )
-            if number and op.name == "cast_in_place":  # (a number rebound: the sum)
+            if (  # (a number rebound: the sum; an array keeps its dtype)
+                number
+                and op.name == "cast_in_place"
+                and not expression_rank(statement.params["target"], activity.ranks)
+            ):
                 dtype = activity.dtypes.get(_operand_name(statement.inputs[0]))
             _merge(activity.dtypes, statement.target, dtype)
             if (

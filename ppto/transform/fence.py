@@ -12,6 +12,7 @@ import builtins
 import gast
 
 from ppto.transform import trees
+from ppto.transform.resolve import expression_text, static_value
 from ppto.transform.source import ParsedFunction, SourceMap
 
 ALLOWED_BINARY = (
@@ -256,7 +257,10 @@ class Fence(trees.Visitor):
         self.accept(node)
 
     def visit_Call(self, node):
-        self.refuse_by_name(node)
+        if self.refuse_by_name(node):  # (vars(obj): its arguments only)
+            for argument in node.args + [k.value for k in node.keywords]:
+                self.visit(argument)
+            return
         if isinstance(node.func, gast.Name) and node.func.id not in self.local:
             if self.namespace.get(node.func.id) is complex:
                 self.reject_complex(node, "complex()")
@@ -273,28 +277,62 @@ class Fence(trees.Visitor):
                 self.reject(node, "**-unpacking in a call", "pass keywords by name")
         self.accept(node)
 
-    def refuse_by_name(self, node):
+    def refuse_by_name(self, node) -> bool:
         """``eval``, ``exec``, ``locals()``, ``vars()``, ``globals()``: the
-        built-ins (not the user's own of those names)."""
-        function = node.func
-        if not isinstance(function, gast.Name) or function.id not in _BY_NAME:
-            return
-        if function.id in self.local or function.id == "vars" and node.args:
-            return
-        if self.namespace.get(function.id) is not getattr(builtins, function.id):
-            return
+        built-ins (not the user's own of those names), however the call reaches
+        them (``EV = eval`` at module level, ``builtins.eval``, ``getattr(builtins,
+        "eval")``; a local ``ev = eval`` is refused where it names eval). True
+        for ``vars(obj)``, which reads an object, not the function's variables."""
+        name = self.by_name(node.func)
+        if name == "vars" and node.args:
+            return True
+        if name is None:
+            name = self.by_name(node)  # (getattr(builtins, "eval") itself)
+            if name is None:
+                return False
+        self.reject_by_name(node, name)
+
+    def by_name(self, node) -> str | None:
+        """The name of the built-in of ``_BY_NAME`` that ``node`` is, resolved as
+        the transformer resolves a call's function (``resolve.static_value``), a
+        ``getattr`` of such a value by a literal name too; else None."""
+        if isinstance(node, gast.Call):  # getattr(builtins, "eval")
+            if (
+                self.by_value(node.func) is not getattr
+                or len(node.args) != 2
+                or node.keywords
+                or not isinstance(node.args[1], gast.Constant)
+                or not isinstance(node.args[1].value, str)
+            ):
+                return None
+            found, base = static_value(node.args[0], self.namespace, self.local)
+            value = getattr(base, node.args[1].value, None) if found else None
+        else:
+            value = self.by_value(node)
+        return next((n for n in _BY_NAME if value is getattr(builtins, n)), None)
+
+    def by_value(self, node):
+        """What a name or dotted name outside the function is, else None."""
+        return static_value(node, self.namespace, self.local)[1]
+
+    def reject_by_name(self, node, name: str):
+        text = expression_text(node.func if isinstance(node, gast.Call) else node)
+        named = "" if text == name else f" (as {text})"
         self.reject(
             node,
-            f"{function.id}(): it reads or writes variables by a name in a "
+            f"{name}(){named}: it reads or writes variables by a name in a "
             "string, so ppto cannot see which values depend on which (the "
             "gradient through them would be lost)",
-            _BY_NAME[function.id],
+            _BY_NAME[name],
         )
 
     def visit_keyword(self, node):
         self.accept(node)
 
     def visit_Attribute(self, node):
+        name = self.by_name(node)  # (builtins.eval not called here: ev = ...)
+        if name is not None:
+            self.reject_by_name(node, name)
         self.accept(node)
 
     def visit_Subscript(self, node):
@@ -304,7 +342,10 @@ class Fence(trees.Visitor):
         self.accept(node)
 
     def visit_Name(self, node):
-        pass
+        if isinstance(node.ctx, gast.Load):  # (ev = eval: refused here)
+            name = self.by_name(node)
+            if name is not None:
+                self.reject_by_name(node, name)
 
     def visit_Constant(self, node):
         if isinstance(node.value, complex):

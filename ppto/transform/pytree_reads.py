@@ -186,7 +186,7 @@ class _Reader(DecidedBranches, gast.NodeTransformer):
                 raise self.error(
                     node,
                     f"ppto cannot differentiate a function that rebinds {node.id}, "
-                    "a dict, list or tuple it differentiates with respect to",
+                    "a dict, list or tuple argument it takes as its leaves",
                     f"give the new value another name than {node.id}",
                 )
             return self.trees[node.id], self.texts[node.id]
@@ -201,9 +201,13 @@ class _Reader(DecidedBranches, gast.NodeTransformer):
         if not isinstance(node.ctx, gast.Load):
             raise self.error(
                 node,
-                f"ppto cannot differentiate a write into {text}, a {tree[0]} it "
-                "differentiates with respect to (the caller's would change)",
-                "build a new dict or list from its items and write into that",
+                f"ppto cannot differentiate a write into {text}, a {tree[0]} "
+                "argument it takes as its leaves (in NumPy the caller's "
+                f"{tree[0]} would change, in ppto's generated code not)",
+                f"give the new value a name of its own (a = {text}[...] * x, not "
+                f"{text}[...] = {text}[...] * x or += x), or build a new "
+                f"{tree[0]} from its items and write into that, and read that "
+                "(returned if the caller needs it)",
             )
         kind, entries = tree
         if kind != "dict" and isinstance(node.slice, gast.Slice):

@@ -1,0 +1,55 @@
+"""A 0-d array written through a subscript (``a[...] = v``, ``a[()] += v``), which
+NumPy does in place: the reverse code's adjoint of ``a`` is a NumPy number there
+(0-d operators give numbers), and the subscript write's backward wrote into it
+(TypeError: 'numpy.float64' object does not support item assignment). Values are
+compared with the plain function's, derivatives with float64 central
+differences."""
+
+import numpy as np
+import pytest
+
+import ppto
+from tests.corpus.checks import central_differences
+
+
+def doubled_then_cubed(a):
+    a[...] = a * 2.0
+    return a**3
+
+
+def added_at_empty_index(a):
+    a[()] += 1.5
+    return np.sin(a) * a
+
+
+def local_zero_d(x):
+    z = np.zeros(())
+    z += x[0]
+    z[...] = x[1] * 2.0
+    return z * x[0]
+
+
+CASES = [
+    (doubled_then_cubed, np.array(0.7)),
+    (added_at_empty_index, np.array(0.7)),
+    (local_zero_d, np.array([0.7, 1.3])),
+]
+
+
+@pytest.mark.parametrize("function, point", CASES, ids=[f.__name__ for f, _ in CASES])
+def test_value_and_gradient(function, point):
+    value, gradient = ppto.value_and_grad(function)(point.copy())
+    np.testing.assert_allclose(float(value), float(function(point.copy())), rtol=1e-12)
+    expected = central_differences(lambda p: function(p.copy()), (point,), 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-7)
+
+
+@pytest.mark.parametrize("function", [doubled_then_cubed, added_at_empty_index])
+def test_second_derivative(function):
+    a, eps = 0.7, 1e-4
+    at = [float(function(np.array(a + step))) for step in (eps, 0.0, -eps)]
+    expected = (at[0] - 2.0 * at[1] + at[2]) / eps**2
+    hessian = ppto.hessian(function)(np.array(a))
+    np.testing.assert_allclose(float(np.asarray(hessian)), expected, rtol=1e-5)
+    again = ppto.grad(ppto.grad(function))(np.array(a))
+    np.testing.assert_allclose(float(np.asarray(again)), expected, rtol=1e-5)
