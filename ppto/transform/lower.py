@@ -103,15 +103,26 @@ class Lowering(trees.Transformer):
         self.kind = kind
         self.locals: set[str] = set()
 
-    def function(self, definition, copy: bool = True):
-        if copy:  # the program's own tree, which other lowerings read again
-            definition = clone(definition)
+    def prepared(self, definition):
+        """A copy of the program's ``definition`` (other lowerings read it again)
+        with its loop accumulators added into in place on the CPU. Done before
+        fusion: fused, ``dW = dW + A @ B`` would be a kernel making a new array
+        each turn (``matmul_add``), 2% of the benchmark RNN's gradient."""
+        definition = clone(definition)
+        if self.kind == "cpu" and self.backend.override("add") is None:
+            self.know_locals(definition)
+            accumulate_in_place(definition, self.makes_zeros, self.bind_helper)
+        return definition
+
+    def function(self, definition):
+        """``definition`` (a tree of its own: see ``prepared``) lowered in place."""
+        self.know_locals(definition)
+        return self.visit(definition)
+
+    def know_locals(self, definition) -> None:
         self.locals = set(name_counts(definition, None)) | {
             argument.id for argument in definition.args.args
         }
-        if self.kind == "cpu" and self.backend.override("add") is None:
-            accumulate_in_place(definition, self.makes_zeros, self.bind_helper)
-        return self.visit(definition)
 
     def makes_zeros(self, node) -> bool:
         """Whether ``node`` is a call of ppto's ``zeros_like`` (a new array)."""
@@ -477,18 +488,21 @@ def lower(program, backend: Backend, kind: str, fused: bool | None = None):
     namespace = dict(program.refs.namespace)
     lowered = {"namespace": {}, "keys": {}}
     lowering = Lowering(namespace, lowered, backend, kind)
-    functions = program.functions
+    functions = [lowering.prepared(f) for f in program.functions]
     if fused is None:
         fused = fuses(program, kind)
     fused = fused and kind in FUSED_KINDS
     if fused:
         functions, kernels = fuse_program(
-            functions, namespace, program.value_shapes, kind, program.size_hints
+            functions,
+            namespace,
+            program.value_shapes,
+            kind,
+            program.size_hints,
+            copied=True,
         )
         namespace.update(kernels)
-    functions = [  # fused functions are new trees: lowered in place
-        release_dead_values(lowering.function(f, copy=not fused)) for f in functions
-    ]
+    functions = [release_dead_values(lowering.function(f)) for f in functions]
     source, table = rendered_functions(functions)
     final = dict(namespace)
     final.update(lowered["namespace"])
