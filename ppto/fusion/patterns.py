@@ -7,7 +7,6 @@ Every rule is checked against its pattern when registered.
 from __future__ import annotations
 
 import functools
-import operator
 
 import numpy as np
 
@@ -121,26 +120,27 @@ rule("matmul_bias_relu", MATRIX_BIAS, FORWARD,
 )  # fmt: skip
 
 
-def _matmul_pair_bias(A, B, C, D, b):
+def _matmul_pair_bias(A, B, C, D, b, then=None):
     """``A @ B + C @ D + b`` (an RNN cell's input and state products), added into
     ``A @ B``'s new array where that keeps its shape and dtype: two arrays fewer
-    per step than adding them one by one, the same sums in the same order."""
+    per step than adding them one by one, the same sums in the same order.
+    ``then``: a ufunc over the sum (tanh), written over it where it was added there."""
     out, other = A @ B, C @ D
     if _fits(out, other, b):
         out += other
         out += b
-        return out
-    return out + other + b
+        return out if then is None else then(out, out=out)
+    out = out + other + b
+    return out if then is None else then(out)
 
 
-_PRODUCTS = {2: operator.matmul, 3: _matmul_bias, 5: _matmul_pair_bias}
+def _matmul_pair_bias_tanh(A, B, C, D, b):
+    return _matmul_pair_bias(A, B, C, D, b, np.tanh)
 
 
 def _in_place(function):
-    """``function`` of a matmul rule's new product, written over it where it fits."""
-
     def run(*args):
-        out = _PRODUCTS[len(args)](*args)
+        out = _matmul_bias(*args) if len(args) == 3 else args[0] @ args[1]
         return function(out, out=out) if _fits(out) else function(out)
 
     return run
@@ -156,7 +156,7 @@ rule("matmul_bias_tanh", MATRIX_BIAS, FORWARD, _in_place(np.tanh))(
 rule("matmul_pair_bias", MATRIX_PAIR_BIAS, FORWARD, _matmul_pair_bias)(
     lambda A, B, C, D, b: linalg.dot(A, B) + linalg.dot(C, D) + b
 )
-rule("matmul_pair_bias_tanh", MATRIX_PAIR_BIAS, FORWARD, _in_place(np.tanh))(
+rule("matmul_pair_bias_tanh", MATRIX_PAIR_BIAS, FORWARD, _matmul_pair_bias_tanh)(
     lambda A, B, C, D, b: ew.tanh(linalg.dot(A, B) + linalg.dot(C, D) + b)
 )
 rule("matmul_tanh", MATRIX, FORWARD, _in_place(np.tanh))(
