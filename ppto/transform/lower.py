@@ -60,6 +60,13 @@ def _impl_parameters(impl) -> tuple:
     return tuple(inspect.signature(impl).parameters)[1:]
 
 
+def _local_names(definition) -> set:
+    """The names ``definition`` binds or reads, and its parameters."""
+    return set(name_counts(definition, None)) | {
+        argument.id for argument in definition.args.args
+    }
+
+
 def _is_docstring(statement) -> bool:
     return isinstance(statement, ast.Expr) and isinstance(
         getattr(statement, "value", None), ast.Constant
@@ -102,6 +109,7 @@ class Lowering(trees.Transformer):
         self.backend = backend
         self.kind = kind
         self.locals: set[str] = set()
+        self.locals_of: dict[str, set] = {}  # function name -> its local names
 
     def prepared(self, definition):
         """A copy of the program's ``definition`` (other lowerings read it again)
@@ -110,19 +118,16 @@ class Lowering(trees.Transformer):
         each turn (``matmul_add``), 2% of the benchmark RNN's gradient."""
         definition = clone(definition)
         if self.kind == "cpu" and self.backend.override("add") is None:
-            self.know_locals(definition)
+            self.locals = self.locals_of[definition.name] = _local_names(definition)
             accumulate_in_place(definition, self.makes_zeros, self.bind_helper)
         return definition
 
-    def function(self, definition):
-        """``definition`` (a tree of its own: see ``prepared``) lowered in place."""
-        self.know_locals(definition)
+    def function(self, definition, fused: bool = False):
+        """``definition`` (a tree of its own: see ``prepared``) lowered in place;
+        ``fused``: changed since ``prepared`` (its names are read again)."""
+        known = None if fused else self.locals_of.get(definition.name)
+        self.locals = known if known is not None else _local_names(definition)
         return self.visit(definition)
-
-    def know_locals(self, definition) -> None:
-        self.locals = set(name_counts(definition, None)) | {
-            argument.id for argument in definition.args.args
-        }
 
     def makes_zeros(self, node) -> bool:
         """Whether ``node`` is a call of ppto's ``zeros_like`` (a new array)."""
@@ -502,7 +507,7 @@ def lower(program, backend: Backend, kind: str, fused: bool | None = None):
             copied=True,
         )
         namespace.update(kernels)
-    functions = [release_dead_values(lowering.function(f)) for f in functions]
+    functions = [release_dead_values(lowering.function(f, fused)) for f in functions]
     source, table = rendered_functions(functions)
     final = dict(namespace)
     final.update(lowered["namespace"])
