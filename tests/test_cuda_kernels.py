@@ -133,6 +133,9 @@ CPU_ONLY = {
     for reduced in ("", "_reduced")
     for operator in ("", "_log_softmax")
 }
+# two products: a CUDA epilogue follows one (there an elementwise kernel adds the
+# products and the bias and takes tanh: __fused_chain_add_tanh)
+CPU_ONLY |= {"matmul_pair_bias", "matmul_pair_bias_tanh"}
 
 
 def test_rules_have_cuda_kernels_derived_from_their_patterns():

@@ -44,6 +44,7 @@ def _inputs(rule, rng, dtype):
     if rule.name.startswith("label_cross_entropy"):
         return _label_cross_entropy_inputs(rule, rng, dtype)
     shapes = {
+        "matmul_pair": [(5, 4), (4, 3), (5, 2), (2, 3), (3,)],  # (before "matmul")
         "matmul": [(5, 4), (4, 3), (3,)],
         # three axes: a rule along axis 1 must not reduce along the last one
         "softmax": [(3, 4, 7), (3, 4, 7)],
@@ -776,6 +777,14 @@ def log_sigmoid(z):
     return np.sum(np.log(ppto.sigmoid(z)))
 
 
+def rnn_cell(x, Wx, h, Wh, b):
+    return np.sum(np.tanh(x @ Wx + h @ Wh + b))
+
+
+def rnn_cell_squared(x, Wx, h, Wh, b):
+    return np.sum((x @ Wx + h @ Wh + b) ** 2)
+
+
 def _random(*shapes, dtype="float64"):
     rng = np.random.default_rng(len(shapes))
     return [rng.standard_normal(shape).astype(dtype) for shape in shapes]
@@ -798,6 +807,19 @@ f32 = "float32"
     (gelu_features, _random((300,), (300, 200), (200,)), 1),
     (gelu_features, _random((3, 60, 64), (64, 1024), (1024,)), 1),
     (log_sigmoid, [np.full((200, 200), -20.0) + _random((200, 200))[0] * 1e-3], 0),
+    # two products and a bias added into the first product's array: where the
+    # second product, the bias or their dtype would widen it, a new array instead
+    (rnn_cell, _random((400, 60), (60, 100), (400, 100), (100, 100), (100,)),
+     (1, 3, 4)),
+    (rnn_cell, _random((60,), (60, 100), (400, 100), (100, 100), (100,)), (1, 3, 4)),
+    (rnn_cell, _random((400, 60), (60, 100), (400, 100), (100, 100), (3, 400, 100)),
+     (1, 3, 4)),
+    (rnn_cell, _random((400, 60), (60, 100), (400, 100), (100, 100), dtype=f32)
+     + _random((100,)), (1, 3, 4)),
+    (rnn_cell_squared, _random((400, 60), (60, 100), (400, 100), (100, 100), (100,)),
+     (1, 3, 4)),
+    (rnn_cell_squared, _random((400, 60), (60, 100), (60,), (60, 100), (100,)),
+     (0, 1, 2, 3, 4)),
 ])  # fmt: skip
 def test_rules_compute_what_the_unfused_code_does_for_any_operands(function, args, wrt):
     previous = ppto.set_precision("strict")  # strict: no fusion
@@ -1453,3 +1475,38 @@ def test_a_pattern_with_keyword_only_parameters_is_refused():
         ppto.fusion_rule(scaled, name="keyword_only")(lambda x, k=2.0: np.exp(x) * k)
     with pytest.raises(ppto.FusionError, match="pattern must be a function"):
         ppto.fusion_rule("exp(x) * y", name="text")
+
+
+def rnn(x, h, Wx, Wh, b):
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ Wx + h @ Wh + b)
+    return np.sum(h**2)
+
+
+def test_rnn_step_fused_in_place_and_weight_gradients_added_into():
+    """The fused RNN (benchmark d): each step's two products, bias and tanh one
+    kernel writing over the first product; the weights' gradients added into their
+    zeros (accumulate_in_place), not fused into a product making a new array each
+    turn; gradients as central differences give them."""
+    rng = np.random.default_rng(5)
+    args = (
+        rng.standard_normal((4, 3, 5)),
+        rng.standard_normal((3, 6)) * 0.5,
+        rng.standard_normal((5, 6)) * 0.3,
+        rng.standard_normal((6, 6)) * 0.3,
+        rng.standard_normal(6) * 0.1,
+    )
+    text = ppto.show_grad(
+        rnn, *args, wrt=(2, 3, 4), lowered=True, fused=True, file=io.StringIO()
+    )
+    assert "h_2 = __fused_matmul_pair_bias_tanh(x[t], Wx, h_1, Wh, b)" in text
+    for gradient in ("dWx", "dWh", "db"):
+        assert f"{gradient} = add_into({gradient}, " in text
+    assert "__fused_matmul_bias(" not in text
+    gradient = ppto.grad(rnn, wrt=(2, 3, 4))
+    _, values, ranks, _, device = gradient.prepare(args, {})
+    fused = gradient.lowered(ranks, device, fused=True)["rnn_grad"]
+    _, gradients = fused(*values)
+    for position, gradient in zip((2, 3, 4), gradients):
+        expected = central_differences(rnn, list(args), position)
+        np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6, atol=1e-9)

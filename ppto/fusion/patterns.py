@@ -18,6 +18,7 @@ from ppto.ops.elementwise import GELU_CUBIC, GELU_SCALE
 FORWARD, BACKWARD, BOTH = "forward", "backward", "forward and backward"
 MATRIX = [(4, 3), (3, 5)]
 MATRIX_BIAS = [(4, 3), (3, 5), (5,)]
+MATRIX_PAIR_BIAS = [(4, 3), (3, 5), (4, 6), (6, 5), (5,)]
 
 
 def rule(name, shapes=None, applies=BOTH, implementation=None, before_regions=False):
@@ -119,6 +120,24 @@ rule("matmul_bias_relu", MATRIX_BIAS, FORWARD,
 )  # fmt: skip
 
 
+def _matmul_pair_bias(A, B, C, D, b, then=None):
+    """``A @ B + C @ D + b`` (an RNN cell's input and state products), added into
+    ``A @ B``'s new array where that keeps its shape and dtype: two arrays fewer
+    per step than adding them one by one, the same sums in the same order.
+    ``then``: a ufunc over the sum (tanh), written over it where it was added there."""
+    out, other = A @ B, C @ D
+    if _fits(out, other, b):
+        out += other
+        out += b
+        return out if then is None else then(out, out=out)
+    out = out + other + b
+    return out if then is None else then(out)
+
+
+def _matmul_pair_bias_tanh(A, B, C, D, b):
+    return _matmul_pair_bias(A, B, C, D, b, np.tanh)
+
+
 def _in_place(function):
     def run(*args):
         out = _matmul_bias(*args) if len(args) == 3 else args[0] @ args[1]
@@ -133,6 +152,12 @@ rule("matmul_bias_maximum", MATRIX_BIAS, FORWARD,
 )  # fmt: skip
 rule("matmul_bias_tanh", MATRIX_BIAS, FORWARD, _in_place(np.tanh))(
     lambda A, B, b: ew.tanh(linalg.dot(A, B) + b)
+)
+rule("matmul_pair_bias", MATRIX_PAIR_BIAS, FORWARD, _matmul_pair_bias)(
+    lambda A, B, C, D, b: linalg.dot(A, B) + linalg.dot(C, D) + b
+)
+rule("matmul_pair_bias_tanh", MATRIX_PAIR_BIAS, FORWARD, _matmul_pair_bias_tanh)(
+    lambda A, B, C, D, b: ew.tanh(linalg.dot(A, B) + linalg.dot(C, D) + b)
 )
 rule("matmul_tanh", MATRIX, FORWARD, _in_place(np.tanh))(
     lambda A, B: ew.tanh(linalg.dot(A, B))

@@ -604,13 +604,15 @@ def fuse_program(
     shapes: dict | None = None,
     kind: str = "cpu",
     hints: dict | None = None,
+    copied: bool = False,
 ) -> tuple[list, dict]:
     """The functions with fused kernels for backend ``kind`` (``cpu`` or ``cuda``),
     and the kernels by name; ``shapes`` gives per function the shapes its values are
     known to have, ``hints`` the shapes they most likely have (``Program.size_hints``:
     they only choose between equivalent code). Regions of elementwise statements
     become chunked NumPy passes on the CPU and CUDA kernels on a GPU; rules marked
-    ``before_regions`` (batch norm, convolution epilogues) are matched first."""
+    ``before_regions`` (batch norm, convolution epilogues) are matched first.
+    ``copied``: the functions are the caller's own copies, fused in place."""
     kernels: dict = {}
     fused = []
     own_rules = kind == "cpu" and any(
@@ -630,7 +632,8 @@ def fuse_program(
         regions, fallbacks = fuse_regions(definition, namespace, kernels, likely, kind)
         for function in [regions, *fallbacks]:  # new trees but the original
             fuser = Fuser(namespace, kernels, kind, likely)
-            fused.append(fuser.function(function, copy=function is definition))
+            copy = function is definition and not copied
+            fused.append(fuser.function(function, copy=copy))
     return fused, kernels
 
 

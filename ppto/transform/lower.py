@@ -60,6 +60,13 @@ def _impl_parameters(impl) -> tuple:
     return tuple(inspect.signature(impl).parameters)[1:]
 
 
+def _local_names(definition) -> set:
+    """The names ``definition`` binds or reads, and its parameters."""
+    return set(name_counts(definition, None)) | {
+        argument.id for argument in definition.args.args
+    }
+
+
 def _is_docstring(statement) -> bool:
     return isinstance(statement, ast.Expr) and isinstance(
         getattr(statement, "value", None), ast.Constant
@@ -102,15 +109,24 @@ class Lowering(trees.Transformer):
         self.backend = backend
         self.kind = kind
         self.locals: set[str] = set()
+        self.locals_of: dict[str, set] = {}  # function name -> its local names
 
-    def function(self, definition, copy: bool = True):
-        if copy:  # the program's own tree, which other lowerings read again
-            definition = clone(definition)
-        self.locals = set(name_counts(definition, None)) | {
-            argument.id for argument in definition.args.args
-        }
+    def prepared(self, definition):
+        """A copy of the program's ``definition`` (other lowerings read it again)
+        with its loop accumulators added into in place on the CPU. Done before
+        fusion: fused, ``dW = dW + A @ B`` would be a kernel making a new array
+        each turn (``matmul_add``), 2% of the benchmark RNN's gradient."""
+        definition = clone(definition)
         if self.kind == "cpu" and self.backend.override("add") is None:
+            self.locals = self.locals_of[definition.name] = _local_names(definition)
             accumulate_in_place(definition, self.makes_zeros, self.bind_helper)
+        return definition
+
+    def function(self, definition, fused: bool = False):
+        """``definition`` (a tree of its own: see ``prepared``) lowered in place;
+        ``fused``: changed since ``prepared`` (its names are read again)."""
+        known = None if fused else self.locals_of.get(definition.name)
+        self.locals = known if known is not None else _local_names(definition)
         return self.visit(definition)
 
     def makes_zeros(self, node) -> bool:
@@ -477,18 +493,21 @@ def lower(program, backend: Backend, kind: str, fused: bool | None = None):
     namespace = dict(program.refs.namespace)
     lowered = {"namespace": {}, "keys": {}}
     lowering = Lowering(namespace, lowered, backend, kind)
-    functions = program.functions
+    functions = [lowering.prepared(f) for f in program.functions]
     if fused is None:
         fused = fuses(program, kind)
     fused = fused and kind in FUSED_KINDS
     if fused:
         functions, kernels = fuse_program(
-            functions, namespace, program.value_shapes, kind, program.size_hints
+            functions,
+            namespace,
+            program.value_shapes,
+            kind,
+            program.size_hints,
+            copied=True,
         )
         namespace.update(kernels)
-    functions = [  # fused functions are new trees: lowered in place
-        release_dead_values(lowering.function(f, copy=not fused)) for f in functions
-    ]
+    functions = [release_dead_values(lowering.function(f, fused)) for f in functions]
     source, table = rendered_functions(functions)
     final = dict(namespace)
     final.update(lowered["namespace"])
