@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import operator
 import os
 import statistics
 import types
@@ -843,7 +844,7 @@ class Transformed:
             if translated is error:
                 raise
             raise translated from error
-        return self.finish_on_cpu(*outputs, dtypes, layouts)
+        return self.finish_on_cpu(*outputs, dtypes, layouts, args)
 
     def pytree_arguments(self, call: _Call) -> dict:
         """The differentiated arguments that are dicts, lists or tuples (pytrees):
@@ -966,10 +967,12 @@ class Transformed:
             "the arguments' shapes and indices"
         )
 
-    def finish_on_cpu(self, value, grads, dtypes: list, layouts: list):
+    def finish_on_cpu(self, value, grads, dtypes: list, layouts: list, args=()):
         """``finish`` for a call whose arrays were all on the CPU (nothing moved)."""
         if type(value) is not np.float64 and type(value) is not np.float32:
             _require_scalar(value, self.__name__)
+            if self.with_value:  # (a 0-d array: maybe an argument's, see _owned)
+                value = _owned(value, args)
         grads = (grads,) if len(self.wrt) == 1 else _separate(grads)
         placed = tuple(
             Tensor(g, CPU, layout)
@@ -987,6 +990,8 @@ class Transformed:
         float32 even where the function computed in float64), layout and device.
         (Calls taking the fast path have the shapes of one that came here.)"""
         _require_scalar(value, self.__name__)
+        if self.with_value:
+            value = _owned(value, values)
         grads = (grads,) if len(self.wrt) == 1 else _separate(grads)
         arguments = [values[position] for position in self._wrt_positions]
         _check_shapes(self.__name__, grads, arguments, self.wrt)
@@ -1109,6 +1114,43 @@ def _shared(a, b) -> bool:
         # np.may_share_memory costs a microsecond (a tenth of a tiny gradient)
         return _owner(a) is _owner(b) and np.may_share_memory(a, b)
     return False
+
+
+def _owned(result, inputs):
+    """``result`` (an array, or tuples and lists of them) with each array that
+    shares memory with an array of ``inputs`` (the caller's arguments and
+    tangents, Tensors among them, or arrays they hold) or with another of its
+    arrays copied: generated code returns an argument unchanged (``lambda a:
+    a``) or a view of it (``a.reshape(2, 1)``), and the caller's Tensor over it,
+    updated in place (``t += 1``), would write into the caller's array. Arrays
+    of their own, the common case, are not copied (one identity look-up each)."""
+    held = [
+        leaf.data if isinstance(leaf, Tensor) else leaf
+        for leaf in pytrees.leaves(list(inputs))
+    ]
+    held = [leaf for leaf in held if _is_array(leaf)]
+    owners = {id(_owner(h) if type(h) is np.ndarray else h) for h in held}
+    found = _leaves(result)
+    kept = []
+    for leaf in found:
+        if _is_array(leaf):
+            owner = id(_owner(leaf) if type(leaf) is np.ndarray else leaf)
+            if owner in owners and any(_shared(leaf, other) for other in held):
+                leaf = leaf.copy()
+            owners.add(id(_owner(leaf) if type(leaf) is np.ndarray else leaf))
+            held.append(leaf)
+        kept.append(leaf)
+    if all(map(operator.is_, kept, found)):
+        return result
+    return _with_leaves(result, iter(kept))
+
+
+def _with_leaves(value, leaves):
+    """``value`` (a value or nested tuples and lists) with its leaves taken in
+    order from the iterator ``leaves``."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(_with_leaves(item, leaves) for item in value)
+    return next(leaves)
 
 
 def _leaves(value) -> tuple:
@@ -1528,6 +1570,7 @@ def _vjp(f: Callable, *args: Any, **kwargs: Any):
     program, _ = transformed.program(ranks)
     forward_name, backward_name = program.entries
     out, saved = transformed.run(0, ranks, device, values)
+    out = _owned(out, values)
     backward = transformed.entry(1, ranks, device)
 
     arguments = [values[call.names.index(name)] for name in wrt]
@@ -1785,8 +1828,11 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
     value, tangent = transformed.run(
         0, ranks, device, values, dict(zip(parameters, raw_tangents))
     )
+    tangent = _dtype_of(tangent, value)
+    # (results of their own: not the caller's primal or tangent, nor each other)
+    value, tangent = _owned((value, tangent), (values, raw_tangents))
     value = _as_tensor(value, device)
-    tangent = _as_tensor(_dtype_of(tangent, value), device)
+    tangent = _as_tensor(tangent, device)
     if isinstance(f, Transformed):  # (jvp of a gradient: a Hessian-vector product)
         layouts = [
             getattr(primals[names.index(n)], "layout", None) if n in names else None

@@ -534,6 +534,53 @@ def test_writes_into_an_index_or_a_transpose_reach_the_tensor():
     np.testing.assert_array_equal(t.numpy(), [[3, 7, 2], [0, 0, 7]])
 
 
+def test_results_updated_in_place_leave_the_callers_arrays_alone():
+    # jvp's value and tangent, vjp's out and value_and_grad's value were Tensors
+    # over the caller's arrays where the code returned an argument or a view of
+    # it, so t += 5 wrote into the caller's x and v (NumPy/JAX: new arrays)
+    x, v, y = np.array([1.0, 2.0]), np.array([1.0, 1.0]), np.array([3.0, 4.0])
+    primal = ppto.tensor(x.copy())
+    cases = [
+        (lambda a: a, (x,), (v,)),
+        (lambda a, b: a + b, (x, y), (v, None)),
+        (lambda a: a.reshape(2, 1), (x,), (v,)),
+        (lambda a: (a, a[::-1]), (x,), (v,)),
+        (lambda a: a, (x,), (x,)),  # (the same array for primal and tangent)
+        (lambda a: a, (primal,), (v,)),
+    ]
+    for f, primals, tangents in cases:
+        expected = f(*[np.array(p) for p in primals])
+        out, tangent = ppto.jvp(f, primals, tangents)
+        for part in (out, tangent):
+            for item in part if isinstance(part, tuple) else (part,):
+                item += 5.0
+                item[0] = 7.0
+        np.testing.assert_array_equal(x, [1.0, 2.0])
+        np.testing.assert_array_equal(v, [1.0, 1.0])
+        np.testing.assert_array_equal(primal.numpy(), [1.0, 2.0])
+        for got, want in zip(
+            out if isinstance(out, tuple) else (out,),
+            expected if isinstance(expected, tuple) else (expected,),
+        ):
+            np.testing.assert_array_equal(
+                got.numpy(),
+                np.where(
+                    np.arange(want.size).reshape(want.shape) == 0, 7.0, want + 5.0
+                ),
+            )
+    out, pullback = ppto.vjp(lambda a: a, x)
+    out += 5.0
+    np.testing.assert_array_equal(x, [1.0, 2.0])
+    np.testing.assert_array_equal(out.numpy(), [6.0, 7.0])
+    s = np.array(2.0)
+    value_and_grad = ppto.value_and_grad(lambda a: a)
+    for _ in range(3):  # (later calls take the repeated call's fast path)
+        value, gradient = value_and_grad(s)
+        value += 1.0
+        assert float(value) == 3.0 and float(gradient) == 1.0
+        assert float(s) == 2.0
+
+
 def test_constructors():
     assert ppto.zeros((2, 3), device="sim").device == "sim:0"
     assert ppto.ones(3, dtype="float32").dtype == np.float32
