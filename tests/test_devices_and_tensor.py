@@ -581,6 +581,35 @@ def test_results_updated_in_place_leave_the_callers_arrays_alone():
         assert float(s) == 2.0
 
 
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_positive_and_flatten_are_copies_as_in_numpy(device):
+    # +t returned t itself and t.flatten() a view: t += 10 changed them, and a
+    # write into them changed t (NumPy: +a and a.flatten() are copies)
+    from ppto.ruletape import vjp_by_rules
+    from tests.corpus.checks import central_differences
+
+    for make in (lambda a: +a, lambda a: a.flatten(), lambda a: a.T.flatten()):
+        array = np.arange(6.0).reshape(2, 3)
+        t = ppto.tensor(array.copy(), device=device)
+        made, expected = make(t), make(array)
+        t += 10.0
+        array += 10.0
+        np.testing.assert_array_equal(made.numpy(), expected)
+        made[0] = -1.0
+        np.testing.assert_array_equal(t.numpy(), array)
+
+        def f(a, make=make):
+            return (make(a) * make(a) * 1.5).sum()
+
+        x = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
+        out, pullback = vjp_by_rules(f, [ppto.tensor(x, device=device)], [0])
+        assert float(out) == pytest.approx(f(x), rel=1e-12)
+        (gradient,) = pullback(ppto.tensor(np.array(1.0), device=device))
+        np.testing.assert_allclose(
+            gradient.numpy(), central_differences(f, [x], 0), rtol=1e-6
+        )
+
+
 def test_constructors():
     assert ppto.zeros((2, 3), device="sim").device == "sim:0"
     assert ppto.ones(3, dtype="float32").dtype == np.float32

@@ -222,7 +222,7 @@ _METHODS = {
     "__matmul__": _binary(linalg.dot),
     "__rmatmul__": _binary(linalg.dot, True),
     "__neg__": lambda self: ew.neg(self),
-    "__pos__": lambda self: self,
+    "__pos__": lambda self: shape.copy(self),  # (a copy, as NumPy's +a is)
     "__abs__": lambda self: ew.abs(self),
     "__lt__": _binary(logic.less),
     "__le__": _binary(logic.less_equal),
@@ -260,7 +260,8 @@ _METHODS = {
     "cumprod": lambda self, axis=None, dtype=None, out=None: reductions.cumprod(
         self, axis, _dtype_without_out(dtype, out, "cumprod")
     ),
-    "flatten": lambda self, order="C": shape.flatten(self, order),
+    # (a copy, as ndarray.flatten is: ravel may be a view of the tensor's memory)
+    "flatten": lambda self, order="C": shape.copy(shape.flatten(self, order)),
     "ravel": lambda self, order="C": shape.flatten(self, order),
     "argmax": _reduction(reductions.argmax, "argmax"),
     "argmin": _reduction(reductions.argmin, "argmin"),
@@ -340,4 +341,8 @@ def expression_methods() -> dict:
         "__array_ufunc__",
         "__array_function__",
     }
-    return {name: value for name, value in _METHODS.items() if name not in skip}
+    methods = {name: value for name, value in _METHODS.items() if name not in skip}
+    # (expressions are never written into: no copy needed)
+    methods["__pos__"] = lambda self: self
+    methods["flatten"] = _METHODS["ravel"]
+    return methods
