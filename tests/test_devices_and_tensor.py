@@ -510,6 +510,34 @@ def test_in_place_operators_write_into_the_tensor_as_numpy_does(device):
     assert t.device == device
 
 
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_floor_division_remainder_and_logical_updates_are_in_place(device):
+    # t //= 2 and t %= 3 made a new tensor: a view of t, or the list holding
+    # it, kept the old values (the other in-place operators wrote into t)
+    cases = [
+        (np.array([7.0, -8.5, 9.0]), [("//=", 2.0), ("%=", 3.0), ("//=", -0.75)]),
+        (np.array([7, -8, 9, 30]), [("//=", 2), ("%=", 3)]),
+        (np.array([True, False, True, False]), [("&=", [1, 1, 0, 0]), ("|=", 1)]),
+    ]
+    for start, steps in cases:
+        expected, t = start.copy(), ppto.tensor(start, device=device)
+        view, expected_view, tensors = t[1:], expected[1:], [t]
+        for symbol, value in steps:
+            value = np.array(value, dtype=start.dtype)
+            for array in (expected, *tensors):
+                namespace = {"a": array, "v": value}
+                exec(f"a {symbol} v", namespace)
+                assert namespace["a"] is array, symbol
+            np.testing.assert_array_equal(t.numpy(), expected, err_msg=symbol)
+            np.testing.assert_array_equal(view.numpy(), expected_view)
+        assert t.dtype == start.dtype
+    whole = ppto.tensor(np.array([6, 5]), device=device)
+    for symbol in ("&=", "|="):  # (a tensor's & is logical, NumPy's bitwise)
+        with pytest.raises(ppto.DTypeError, match="bitwise.*np.bitwise_"):
+            exec(f"whole {symbol} 3", {"whole": whole})
+    np.testing.assert_array_equal(whole.numpy(), [6, 5])
+
+
 def test_in_place_operators_keep_the_dtype_and_refuse_what_numpy_refuses():
     t = ppto.tensor(np.ones(3, np.float32))
     t *= np.float64(2.5)

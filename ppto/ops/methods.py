@@ -150,6 +150,28 @@ def _in_place(op, symbol: str):
     return method
 
 
+def _logical_in_place(op, symbol: str, name: str):
+    """``x &= y`` / ``x |= y`` on a boolean tensor, in place as ``_in_place``.
+    Tensor's ``&`` and ``|`` are logical_and and logical_or: on integers, where
+    NumPy's are bitwise, the result would be another, so they are refused."""
+    in_place = _in_place(op, symbol)
+
+    def method(self, other):
+        if np.dtype(self.dtype) != np.bool_:
+            bitwise = {"&=": "bitwise_and", "|=": "bitwise_or"}[symbol]
+            raise DTypeError(
+                f"{symbol} on a tensor of {np.dtype(self.dtype)} at "
+                f"{user_location()}: a tensor's & and | are logical_and and "
+                f"logical_or (for booleans), where NumPy's on integers are "
+                f"bitwise; compute it in NumPy instead (t = ppto.tensor(np."
+                f"{bitwise}(t.numpy(), other)))"
+            )
+        return in_place(self, other)
+
+    method.__name__ = name
+    return method
+
+
 def _sort(self, axis=-1, kind=None, *, stable=None):
     """``x.sort(axis)`` sorts x in place, as ndarray.sort does (``np.sort(x)`` is a
     sorted copy)."""
@@ -241,6 +263,10 @@ _METHODS = {
     "__itruediv__": _in_place(ew.div, "/="),
     "__ipow__": _in_place(ew.pow, "**="),
     "__imatmul__": _in_place(linalg.dot, "@="),
+    "__ifloordiv__": _in_place(logic.floor_divide, "//="),
+    "__imod__": _in_place(ew.remainder, "%="),
+    "__iand__": _logical_in_place(logic.logical_and, "&=", "__iand__"),
+    "__ior__": _logical_in_place(logic.logical_or, "|=", "__ior__"),
     "__iter__": _iterate,
     "__contains__": _contains,
     "__array_ufunc__": _array_ufunc,
@@ -334,6 +360,10 @@ def expression_methods() -> dict:
         "__itruediv__",
         "__ipow__",
         "__imatmul__",
+        "__ifloordiv__",
+        "__imod__",
+        "__iand__",
+        "__ior__",
         "sort",
         "__iter__",
         "__contains__",
