@@ -13,6 +13,7 @@ PyTorch's checkpoint does with its generator's state).
 
 from __future__ import annotations
 
+import dis
 import inspect
 import random
 import types
@@ -97,6 +98,56 @@ def _generators(function: Any, arguments: tuple) -> list:
     for argument in arguments:
         add(argument, 1)
     return list(found.values())
+
+
+# the methods that draw random numbers (rng.normal, rs.rand, r.random ...)
+DRAWING_METHODS = frozenset(
+    name
+    for kind in (np.random.Generator, np.random.RandomState, random.Random)
+    for name in dir(kind)
+    if not name.startswith("_")
+) - {"bit_generator", "getstate", "get_state", "spawn"}
+
+
+def may_draw(function: Any) -> bool:
+    """Whether a call of ``function``, a user's function that generated code runs
+    as written, may draw random numbers, so that running it again may give
+    another result: its code (or that of a function of the user's it refers to)
+    calls a method named as a random generator's (``rng.normal``), names
+    ``random`` (``np.random.rand``, ``random.random``), or refers to a
+    generator in its globals or closure, or assigns a global (a counter)."""
+    seen: set = set()
+
+    def draws(value: Any) -> bool:
+        if isinstance(value, (np.random.Generator, np.random.RandomState)):
+            return True
+        if isinstance(value, random.Random) or value is random or value is np.random:
+            return True
+        if isinstance(value, Checkpointed):
+            return draws(value.function)
+        if inspect.ismethod(value):
+            return draws(value.__func__)
+        if not isinstance(value, types.FunctionType) or id(value) in seen:
+            return False
+        seen.add(id(value))
+        for cell in value.__closure__ or ():
+            try:
+                if draws(cell.cell_contents):
+                    return True
+            except ValueError:  # (a cell not yet filled)
+                continue
+        for code in _codes(value.__code__):
+            if any(i.opname == "STORE_GLOBAL" for i in dis.get_instructions(code)):
+                return True  # (global state it changes: a counter)
+            for name in code.co_names:
+                if name in value.__globals__:
+                    if draws(value.__globals__[name]):
+                        return True
+                elif name in DRAWING_METHODS:  # (an attribute: a method called)
+                    return True
+        return False
+
+    return draws(function)
 
 
 def _codes(code: types.CodeType) -> list:
