@@ -63,23 +63,34 @@ def checkpoint(target: Any) -> Any:
     return target  # an iterable: the transformer reads the mark from the source
 
 
+# how deep _generators looks into arguments, attributes and the items of lists,
+# tuples and dicts (m.inner.rng, [rng], {"rng": rng}: three)
+SEARCH_DEPTH = 4
+GENERATOR_TYPES = (np.random.Generator, np.random.RandomState, random.Random)
+
+
 def _generators(function: Any, arguments: tuple) -> list:
     """The random generators a call of ``function`` may draw from: NumPy's and
-    Python's global ones, and the NumPy generators among the arguments (and their
-    attributes: ``self.rng``) and the globals and closures of ``function`` and of
-    the user's functions it refers to."""
+    Python's global ones, and the generators (NumPy's, ``random.Random``) among
+    the arguments, the items of lists, tuples and dicts and objects' attributes
+    (``self.rng``, ``m.inner.rng``, ``[rng]``: a few levels deep), and the globals
+    and closures of ``function`` and of the user's functions it refers to."""
     found: dict[int, Any] = {id(np.random): np.random, id(random): random}
     seen: set = set()
 
     def add(value: Any, depth: int) -> None:
-        if isinstance(value, (np.random.Generator, np.random.RandomState)):
+        if value is None or isinstance(value, (np.ndarray, int, float, str, bytes)):
+            return  # (quickly: most arguments)
+        if isinstance(value, GENERATOR_TYPES):
             found.setdefault(id(value), value)
+        elif id(value) in seen:
+            return
         elif isinstance(value, Checkpointed):
             add(value.function, depth)
         elif inspect.ismethod(value):
             add(value.__self__, depth)
             add(value.__func__, depth)
-        elif isinstance(value, types.FunctionType) and id(value) not in seen:
+        elif isinstance(value, types.FunctionType):
             seen.add(id(value))
             for cell in value.__closure__ or ():
                 try:
@@ -91,12 +102,19 @@ def _generators(function: Any, arguments: tuple) -> list:
                     if global_name in value.__globals__:
                         add(value.__globals__[global_name], depth)
         elif depth > 0 and not isinstance(value, (type, types.ModuleType)):
-            for attribute in getattr(value, "__dict__", {}).values():
-                add(attribute, depth - 1)
+            seen.add(id(value))
+            if isinstance(value, (list, tuple)):
+                items = value
+            elif isinstance(value, dict):
+                items = value.values()
+            else:
+                items = getattr(value, "__dict__", {}).values()
+            for item in items:
+                add(item, depth - 1)
 
-    add(function, 1)
+    add(function, SEARCH_DEPTH)
     for argument in arguments:
-        add(argument, 1)
+        add(argument, SEARCH_DEPTH)
     return list(found.values())
 
 
@@ -163,6 +181,8 @@ def _state(generator: Any) -> Any:
         return np.random.get_state()
     if isinstance(generator, np.random.Generator):
         return generator.bit_generator.state
+    if isinstance(generator, random.Random):
+        return generator.getstate()
     return generator.get_state()
 
 
@@ -173,6 +193,8 @@ def _set_state(generator: Any, state: Any) -> None:
         np.random.set_state(state)
     elif isinstance(generator, np.random.Generator):
         generator.bit_generator.state = state
+    elif isinstance(generator, random.Random):
+        generator.setstate(state)
     else:
         generator.set_state(state)
 
