@@ -487,16 +487,18 @@ _OTHER_SEMANTICS = {
 }
 
 
-def _check_plain_array(name: str, value: Any) -> None:
+def _check_plain_array(name: str, value: Any, what: str = "") -> None:
     """Refuse a masked array or an np.matrix (also among a list's or dict's
-    values): ppto computes as NumPy does on plain ndarrays."""
+    values): ppto computes as NumPy does on plain ndarrays. ``what``: the value
+    the message names (by default the argument ``name``; a jvp's tangent, a
+    pullback's cotangent)."""
     for leaf in pytrees.leaves(value) if pytrees.is_pytree(value) else [value]:
         if type(leaf) is np.ndarray or not isinstance(leaf, np.ndarray):
             continue
         for kind, instead in _OTHER_SEMANTICS.items():
             if isinstance(leaf, kind):
                 raise GradError(
-                    f"the argument {name!r} is a {type(leaf).__module__}."
+                    f"{what or f'the argument {name!r}'} is a {type(leaf).__module__}."
                     f"{type(leaf).__name__}, whose operators differ from a plain "
                     f"array's; ppto computes on plain arrays, so its value and "
                     f"gradient would silently ignore that: {instead.format(name)}"
@@ -1577,6 +1579,7 @@ def _vjp(f: Callable, *args: Any, **kwargs: Any):
 
     def pullback(cotangent):
         cotangent = _rows_for_a_list(cotangent, out)
+        _check_plain_array("cotangent", cotangent, "the cotangent")
         _check_cotangent(cotangent, out, "the output")
         if streams.in_use:
             streams.ready(cotangent)
@@ -1806,6 +1809,9 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
     for name_ in wrt:
         position = names.index(name_)
         _check_differentiable(name_, primals[position])
+        _check_plain_array(
+            "tangent", tangents[position], f"the tangent of {name_!r}"
+        )
         _check_tangent(name_, primals[position], tangents[position])
     if not wrt:
         raise GradError(
