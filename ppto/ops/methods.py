@@ -108,9 +108,18 @@ def _setitem(self, index, value):
     written into a large CPU tensor copied the whole tensor twice); index tensors
     go where the operator runs, as every parameter does. It writes into x's
     memory, as NumPy does: a tensor made from x by indexing, ``.T`` or
-    ``.reshape`` (a view of it, as in NumPy) sees the write."""
+    ``.reshape`` (a view of it, as in NumPy) sees the write (not while a rule
+    tape records: see there)."""
     value = _moved_to(self.device, value)
-    _write_into(self, indexing.setitem(self, value, index))
+    updated = indexing.setitem(self, value, index)
+    tapes = [o for o in OBSERVERS if getattr(o, "tells_values_by_identity", False)]
+    if tapes:  # a rule tape (ppto.ruletape) tells values by identity: x keeps
+        # its own, with new memory (the tape's records keep the old values)
+        for tape in tapes:
+            tape.rebind(self, updated)
+        self.data = updated.to(self.device).data
+        return
+    _write_into(self, updated)
 
 
 def _write_into(self, updated) -> None:
