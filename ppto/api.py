@@ -1809,9 +1809,7 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
     for name_ in wrt:
         position = names.index(name_)
         _check_differentiable(name_, primals[position])
-        _check_plain_array(
-            "tangent", tangents[position], f"the tangent of {name_!r}"
-        )
+        _check_plain_array("tangent", tangents[position], f"the tangent of {name_!r}")
         _check_tangent(name_, primals[position], tangents[position])
     if not wrt:
         raise GradError(
