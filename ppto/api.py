@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-import operator
 import os
 import statistics
 import types
@@ -1126,25 +1125,38 @@ def _owned(result, inputs):
     a``) or a view of it (``a.reshape(2, 1)``), and the caller's Tensor over it,
     updated in place (``t += 1``), would write into the caller's array. Arrays
     of their own, the common case, are not copied (one identity look-up each)."""
+    found = _leaves(result)
+    keys = [_memory_key(leaf) for leaf in found]
+    owners = set(keys)
+    owners.discard(None)
     held = [
         leaf.data if isinstance(leaf, Tensor) else leaf
-        for leaf in pytrees.leaves(list(inputs))
+        for leaf in pytrees.leaves(inputs)
     ]
+    if len(owners) == len(keys) - keys.count(None) and not any(
+        _memory_key(leaf) in owners for leaf in held
+    ):  # the common case, decided quickly
+        return result
     held = [leaf for leaf in held if _is_array(leaf)]
-    owners = {id(_owner(h) if type(h) is np.ndarray else h) for h in held}
-    found = _leaves(result)
     kept = []
     for leaf in found:
         if _is_array(leaf):
-            owner = id(_owner(leaf) if type(leaf) is np.ndarray else leaf)
-            if owner in owners and any(_shared(leaf, other) for other in held):
+            if any(_shared(leaf, other) for other in held):
                 leaf = leaf.copy()
-            owners.add(id(_owner(leaf) if type(leaf) is np.ndarray else leaf))
             held.append(leaf)
         kept.append(leaf)
-    if all(map(operator.is_, kept, found)):
-        return result
     return _with_leaves(result, iter(kept))
+
+
+def _memory_key(value):
+    """What tells an array's memory apart quickly: its NumPy owner's id (views
+    of one array share it), another array's own id; None for a number."""
+    kind = type(value)
+    if kind is np.ndarray:
+        return id(value if value.base is None else _owner(value))
+    if kind is float or kind is int or value is None:
+        return None
+    return id(value) if _is_array(value) else None
 
 
 def _with_leaves(value, leaves):
