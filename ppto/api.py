@@ -510,16 +510,18 @@ _OTHER_SEMANTICS = {
 }
 
 
-def _check_plain_array(name: str, value: Any) -> None:
+def _check_plain_array(name: str, value: Any, what: str = "") -> None:
     """Refuse a masked array or an np.matrix (also among a list's or dict's
-    values): ppto computes as NumPy does on plain ndarrays."""
+    values): ppto computes as NumPy does on plain ndarrays. ``what``: the value
+    the message names (by default the argument ``name``; a jvp's tangent, a
+    pullback's cotangent)."""
     for leaf in pytrees.leaves(value) if pytrees.is_pytree(value) else [value]:
         if type(leaf) is np.ndarray or not isinstance(leaf, np.ndarray):
             continue
         for kind, instead in _OTHER_SEMANTICS.items():
             if isinstance(leaf, kind):
                 raise GradError(
-                    f"the argument {name!r} is a {type(leaf).__module__}."
+                    f"{what or f'the argument {name!r}'} is a {type(leaf).__module__}."
                     f"{type(leaf).__name__}, whose operators differ from a plain "
                     f"array's; ppto computes on plain arrays, so its value and "
                     f"gradient would silently ignore that: {instead.format(name)}"
@@ -877,7 +879,7 @@ class Transformed:
             if translated is error:
                 raise
             raise translated from error
-        return self.finish_on_cpu(*outputs, dtypes, layouts)
+        return self.finish_on_cpu(*outputs, dtypes, layouts, args)
 
     def pytree_arguments(self, call: _Call) -> dict:
         """The differentiated arguments that are dicts, lists or tuples (pytrees):
@@ -1002,10 +1004,12 @@ class Transformed:
             "the arguments' shapes and indices"
         )
 
-    def finish_on_cpu(self, value, grads, dtypes: list, layouts: list):
+    def finish_on_cpu(self, value, grads, dtypes: list, layouts: list, args=()):
         """``finish`` for a call whose arrays were all on the CPU (nothing moved)."""
         if type(value) is not np.float64 and type(value) is not np.float32:
             _require_scalar(value, self.__name__)
+            if self.with_value:  # (a 0-d array: maybe an argument's, see _owned)
+                value = _owned(value, args)
         grads = (grads,) if len(self.wrt) == 1 else _separate(grads)
         placed = tuple(
             Tensor(g, CPU, layout)
@@ -1023,6 +1027,8 @@ class Transformed:
         float32 even where the function computed in float64), layout and device.
         (Calls taking the fast path have the shapes of one that came here.)"""
         _require_scalar(value, self.__name__)
+        if self.with_value:
+            value = _owned(value, values)
         grads = (grads,) if len(self.wrt) == 1 else _separate(grads)
         arguments = [values[position] for position in self._wrt_positions]
         _check_shapes(self.__name__, grads, arguments, self.wrt)
@@ -1145,6 +1151,56 @@ def _shared(a, b) -> bool:
         # np.may_share_memory costs a microsecond (a tenth of a tiny gradient)
         return _owner(a) is _owner(b) and np.may_share_memory(a, b)
     return False
+
+
+def _owned(result, inputs):
+    """``result`` (an array, or tuples and lists of them) with each array that
+    shares memory with an array of ``inputs`` (the caller's arguments and
+    tangents, Tensors among them, or arrays they hold) or with another of its
+    arrays copied: generated code returns an argument unchanged (``lambda a:
+    a``) or a view of it (``a.reshape(2, 1)``), and the caller's Tensor over it,
+    updated in place (``t += 1``), would write into the caller's array. Arrays
+    of their own, the common case, are not copied (one identity look-up each)."""
+    found = _leaves(result)
+    keys = [_memory_key(leaf) for leaf in found]
+    owners = set(keys)
+    owners.discard(None)
+    held = [
+        leaf.data if isinstance(leaf, Tensor) else leaf
+        for leaf in pytrees.leaves(inputs)
+    ]
+    if len(owners) == len(keys) - keys.count(None) and not any(
+        _memory_key(leaf) in owners for leaf in held
+    ):  # the common case, decided quickly
+        return result
+    held = [leaf for leaf in held if _is_array(leaf)]
+    kept = []
+    for leaf in found:
+        if _is_array(leaf):
+            if any(_shared(leaf, other) for other in held):
+                leaf = leaf.copy()
+            held.append(leaf)
+        kept.append(leaf)
+    return _with_leaves(result, iter(kept))
+
+
+def _memory_key(value):
+    """What tells an array's memory apart quickly: its NumPy owner's id (views
+    of one array share it), another array's own id; None for a number."""
+    kind = type(value)
+    if kind is np.ndarray:
+        return id(value if value.base is None else _owner(value))
+    if kind is float or kind is int or value is None:
+        return None
+    return id(value) if _is_array(value) else None
+
+
+def _with_leaves(value, leaves):
+    """``value`` (a value or nested tuples and lists) with its leaves taken in
+    order from the iterator ``leaves``."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(_with_leaves(item, leaves) for item in value)
+    return next(leaves)
 
 
 def _leaves(value) -> tuple:
@@ -1572,12 +1628,14 @@ def _vjp(f: Callable, *args: Any, **kwargs: Any):
     program, _ = transformed.program(ranks)
     forward_name, backward_name = program.entries
     out, saved = transformed.run(0, ranks, device, values)
+    out = _owned(out, values)
     backward = transformed.entry(1, ranks, device)
 
     arguments = [values[call.names.index(name)] for name in wrt]
 
     def pullback(cotangent):
         cotangent = _rows_for_a_list(cotangent, out)
+        _check_plain_array("cotangent", cotangent, "the cotangent")
         _check_cotangent(cotangent, out, "the output")
         if streams.in_use:
             streams.ready(cotangent)
@@ -1808,6 +1866,7 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
     for name_ in wrt:
         position = names.index(name_)
         _check_differentiable(name_, primals[position])
+        _check_plain_array("tangent", tangents[position], f"the tangent of {name_!r}")
         _check_tangent(name_, primals[position], tangents[position])
     if not wrt:
         raise GradError(
@@ -1830,8 +1889,11 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
     value, tangent = transformed.run(
         0, ranks, device, values, dict(zip(parameters, raw_tangents))
     )
+    tangent = _dtype_of(tangent, value)
+    # (results of their own: not the caller's primal or tangent, nor each other)
+    value, tangent = _owned((value, tangent), (values, raw_tangents))
     value = _as_tensor(value, device)
-    tangent = _as_tensor(_dtype_of(tangent, value), device)
+    tangent = _as_tensor(tangent, device)
     if isinstance(f, Transformed):  # (jvp of a gradient: a Hessian-vector product)
         layouts = [
             getattr(primals[names.index(n)], "layout", None) if n in names else None

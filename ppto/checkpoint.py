@@ -13,6 +13,7 @@ PyTorch's checkpoint does with its generator's state).
 
 from __future__ import annotations
 
+import dis
 import inspect
 import random
 import types
@@ -62,23 +63,34 @@ def checkpoint(target: Any) -> Any:
     return target  # an iterable: the transformer reads the mark from the source
 
 
+# how deep _generators looks into arguments, attributes and the items of lists,
+# tuples and dicts (m.inner.rng, [rng], {"rng": rng}: three)
+SEARCH_DEPTH = 4
+GENERATOR_TYPES = (np.random.Generator, np.random.RandomState, random.Random)
+
+
 def _generators(function: Any, arguments: tuple) -> list:
     """The random generators a call of ``function`` may draw from: NumPy's and
-    Python's global ones, and the NumPy generators among the arguments (and their
-    attributes: ``self.rng``) and the globals and closures of ``function`` and of
-    the user's functions it refers to."""
+    Python's global ones, and the generators (NumPy's, ``random.Random``) among
+    the arguments, the items of lists, tuples and dicts and objects' attributes
+    (``self.rng``, ``m.inner.rng``, ``[rng]``: a few levels deep), and the globals
+    and closures of ``function`` and of the user's functions it refers to."""
     found: dict[int, Any] = {id(np.random): np.random, id(random): random}
     seen: set = set()
 
     def add(value: Any, depth: int) -> None:
-        if isinstance(value, (np.random.Generator, np.random.RandomState)):
+        if value is None or isinstance(value, (np.ndarray, int, float, str, bytes)):
+            return  # (quickly: most arguments)
+        if isinstance(value, GENERATOR_TYPES):
             found.setdefault(id(value), value)
+        elif id(value) in seen:
+            return
         elif isinstance(value, Checkpointed):
             add(value.function, depth)
         elif inspect.ismethod(value):
             add(value.__self__, depth)
             add(value.__func__, depth)
-        elif isinstance(value, types.FunctionType) and id(value) not in seen:
+        elif isinstance(value, types.FunctionType):
             seen.add(id(value))
             for cell in value.__closure__ or ():
                 try:
@@ -90,13 +102,70 @@ def _generators(function: Any, arguments: tuple) -> list:
                     if global_name in value.__globals__:
                         add(value.__globals__[global_name], depth)
         elif depth > 0 and not isinstance(value, (type, types.ModuleType)):
-            for attribute in getattr(value, "__dict__", {}).values():
-                add(attribute, depth - 1)
+            seen.add(id(value))
+            if isinstance(value, (list, tuple)):
+                items = value
+            elif isinstance(value, dict):
+                items = value.values()
+            else:
+                items = getattr(value, "__dict__", {}).values()
+            for item in items:
+                add(item, depth - 1)
 
-    add(function, 1)
+    add(function, SEARCH_DEPTH)
     for argument in arguments:
-        add(argument, 1)
+        add(argument, SEARCH_DEPTH)
     return list(found.values())
+
+
+# the methods that draw random numbers (rng.normal, rs.rand, r.random ...)
+DRAWING_METHODS = frozenset(
+    name
+    for kind in (np.random.Generator, np.random.RandomState, random.Random)
+    for name in dir(kind)
+    if not name.startswith("_")
+) - {"bit_generator", "getstate", "get_state", "spawn"}
+
+
+def may_draw(function: Any) -> bool:
+    """Whether a call of ``function``, a user's function that generated code runs
+    as written, may draw random numbers, so that running it again may give
+    another result: its code (or that of a function of the user's it refers to)
+    calls a method named as a random generator's (``rng.normal``), names
+    ``random`` (``np.random.rand``, ``random.random``), or refers to a
+    generator in its globals or closure, or assigns a global (a counter)."""
+    seen: set = set()
+
+    def draws(value: Any) -> bool:
+        if isinstance(value, (np.random.Generator, np.random.RandomState)):
+            return True
+        if isinstance(value, random.Random) or value is random or value is np.random:
+            return True
+        if isinstance(value, Checkpointed):
+            return draws(value.function)
+        if inspect.ismethod(value):
+            return draws(value.__func__)
+        if not isinstance(value, types.FunctionType) or id(value) in seen:
+            return False
+        seen.add(id(value))
+        for cell in value.__closure__ or ():
+            try:
+                if draws(cell.cell_contents):
+                    return True
+            except ValueError:  # (a cell not yet filled)
+                continue
+        for code in _codes(value.__code__):
+            if any(i.opname == "STORE_GLOBAL" for i in dis.get_instructions(code)):
+                return True  # (global state it changes: a counter)
+            for name in code.co_names:
+                if name in value.__globals__:
+                    if draws(value.__globals__[name]):
+                        return True
+                elif name in DRAWING_METHODS:  # (an attribute: a method called)
+                    return True
+        return False
+
+    return draws(function)
 
 
 def _codes(code: types.CodeType) -> list:
@@ -112,6 +181,8 @@ def _state(generator: Any) -> Any:
         return np.random.get_state()
     if isinstance(generator, np.random.Generator):
         return generator.bit_generator.state
+    if isinstance(generator, random.Random):
+        return generator.getstate()
     return generator.get_state()
 
 
@@ -122,6 +193,8 @@ def _set_state(generator: Any, state: Any) -> None:
         np.random.set_state(state)
     elif isinstance(generator, np.random.Generator):
         generator.bit_generator.state = state
+    elif isinstance(generator, random.Random):
+        generator.setstate(state)
     else:
         generator.set_state(state)
 

@@ -24,13 +24,52 @@ from ppto.runtime.tensor import Tensor
 class _Recorder:
     """Observes operator applications, keeping those that carry derivatives."""
 
-    tells_values_by_identity = True  # (x += y on a Tensor makes a new one)
+    # (x += y on a Tensor makes a new one; t[i] = v calls rebind)
+    tells_values_by_identity = True
 
-    def __init__(self, active: set[int], on_record: Callable | None = None):
+    def __init__(
+        self,
+        active: set[int],
+        on_record: Callable | None = None,
+        on_rebind: Callable | None = None,
+    ):
         self.active = active
         self.records: list = []
         self.on_record = on_record
+        self.on_rebind = on_rebind
         self.paused = False
+        self.kept: list = []  # (tensors told by id: alive, so no other takes it)
+
+    def rebind(self, tensor: Tensor, updated: Tensor) -> None:
+        """``tensor[i] = v`` while recording: ``tensor`` (which takes new memory)
+        holds ``updated``'s value from now on. The records made so far read its
+        value before the write, now a stand-in tensor of the old memory, and the
+        write's record makes ``tensor`` itself: adjoints after the write reach
+        the write's backward, not the operators that made the value before."""
+        before = Tensor(tensor.data, tensor.device, tensor.layout)
+        self.kept += [before, updated]
+
+        def swapped(value):
+            if value is tensor:
+                return before
+            if value is updated:
+                return tensor
+            if isinstance(value, (list, tuple)):
+                return type(value)(swapped(item) for item in value)
+            return value
+
+        self.records = [
+            (op, swapped(inputs), params, swapped(out), flags)
+            for op, inputs, params, out, flags in self.records
+        ]
+        if id(tensor) in self.active:
+            self.active.add(id(before))
+        if id(updated) in self.active:
+            self.active.add(id(tensor))
+        else:
+            self.active.discard(id(tensor))
+        if self.on_rebind is not None:
+            self.on_rebind(tensor, updated)
 
     def __call__(self, op, inputs, params, out) -> None:
         if self.paused or not op.differentiable:
@@ -133,7 +172,14 @@ def jvp_by_rules(f: Callable, args: Sequence, tangents: dict[int, Any]):
         else:
             tangent_of[id(out)] = result
 
-    recorder = _Recorder(set(tangent_of), push)
+    def rebind(tensor, updated):  # (tensor[i] = v: the write's tangent is its)
+        tangent = tangent_of.pop(id(updated), None)
+        if tangent is None:
+            tangent_of.pop(id(tensor), None)
+        else:
+            tangent_of[id(tensor)] = tangent
+
+    recorder = _Recorder(set(tangent_of), push, rebind)
     with _observing(recorder):
         out = f(*fresh)
     return out, _map_parts(out, lambda part: tangent_of.get(id(part)))

@@ -510,6 +510,34 @@ def test_in_place_operators_write_into_the_tensor_as_numpy_does(device):
     assert t.device == device
 
 
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_floor_division_remainder_and_logical_updates_are_in_place(device):
+    # t //= 2 and t %= 3 made a new tensor: a view of t, or the list holding
+    # it, kept the old values (the other in-place operators wrote into t)
+    cases = [
+        (np.array([7.0, -8.5, 9.0]), [("//=", 2.0), ("%=", 3.0), ("//=", -0.75)]),
+        (np.array([7, -8, 9, 30]), [("//=", 2), ("%=", 3)]),
+        (np.array([True, False, True, False]), [("&=", [1, 1, 0, 0]), ("|=", 1)]),
+    ]
+    for start, steps in cases:
+        expected, t = start.copy(), ppto.tensor(start, device=device)
+        view, expected_view, tensors = t[1:], expected[1:], [t]
+        for symbol, value in steps:
+            value = np.array(value, dtype=start.dtype)
+            for array in (expected, *tensors):
+                namespace = {"a": array, "v": value}
+                exec(f"a {symbol} v", namespace)
+                assert namespace["a"] is array, symbol
+            np.testing.assert_array_equal(t.numpy(), expected, err_msg=symbol)
+            np.testing.assert_array_equal(view.numpy(), expected_view)
+        assert t.dtype == start.dtype
+    whole = ppto.tensor(np.array([6, 5]), device=device)
+    for symbol in ("&=", "|="):  # (a tensor's & is logical, NumPy's bitwise)
+        with pytest.raises(ppto.DTypeError, match="bitwise.*np.bitwise_"):
+            exec(f"whole {symbol} 3", {"whole": whole})
+    np.testing.assert_array_equal(whole.numpy(), [6, 5])
+
+
 def test_in_place_operators_keep_the_dtype_and_refuse_what_numpy_refuses():
     t = ppto.tensor(np.ones(3, np.float32))
     t *= np.float64(2.5)
@@ -532,6 +560,82 @@ def test_writes_into_an_index_or_a_transpose_reach_the_tensor():
     t.reshape(-1)[0] = 1.0
     row += 2.0
     np.testing.assert_array_equal(t.numpy(), [[3, 7, 2], [0, 0, 7]])
+
+
+def test_results_updated_in_place_leave_the_callers_arrays_alone():
+    # jvp's value and tangent, vjp's out and value_and_grad's value were Tensors
+    # over the caller's arrays where the code returned an argument or a view of
+    # it, so t += 5 wrote into the caller's x and v (NumPy/JAX: new arrays)
+    x, v, y = np.array([1.0, 2.0]), np.array([1.0, 1.0]), np.array([3.0, 4.0])
+    primal = ppto.tensor(x.copy())
+    cases = [
+        (lambda a: a, (x,), (v,)),
+        (lambda a, b: a + b, (x, y), (v, None)),
+        (lambda a: a.reshape(2, 1), (x,), (v,)),
+        (lambda a: (a, a[::-1]), (x,), (v,)),
+        (lambda a: a, (x,), (x,)),  # (the same array for primal and tangent)
+        (lambda a: a, (primal,), (v,)),
+    ]
+    for f, primals, tangents in cases:
+        expected = f(*[np.array(p) for p in primals])
+        out, tangent = ppto.jvp(f, primals, tangents)
+        for part in (out, tangent):
+            for item in part if isinstance(part, tuple) else (part,):
+                item += 5.0
+                item[0] = 7.0
+        np.testing.assert_array_equal(x, [1.0, 2.0])
+        np.testing.assert_array_equal(v, [1.0, 1.0])
+        np.testing.assert_array_equal(primal.numpy(), [1.0, 2.0])
+        for got, want in zip(
+            out if isinstance(out, tuple) else (out,),
+            expected if isinstance(expected, tuple) else (expected,),
+        ):
+            np.testing.assert_array_equal(
+                got.numpy(),
+                np.where(
+                    np.arange(want.size).reshape(want.shape) == 0, 7.0, want + 5.0
+                ),
+            )
+    out, pullback = ppto.vjp(lambda a: a, x)
+    out += 5.0
+    np.testing.assert_array_equal(x, [1.0, 2.0])
+    np.testing.assert_array_equal(out.numpy(), [6.0, 7.0])
+    s = np.array(2.0)
+    value_and_grad = ppto.value_and_grad(lambda a: a)
+    for _ in range(3):  # (later calls take the repeated call's fast path)
+        value, gradient = value_and_grad(s)
+        value += 1.0
+        assert float(value) == 3.0 and float(gradient) == 1.0
+        assert float(s) == 2.0
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_positive_and_flatten_are_copies_as_in_numpy(device):
+    # +t returned t itself and t.flatten() a view: t += 10 changed them, and a
+    # write into them changed t (NumPy: +a and a.flatten() are copies)
+    from ppto.ruletape import vjp_by_rules
+    from tests.corpus.checks import central_differences
+
+    for make in (lambda a: +a, lambda a: a.flatten(), lambda a: a.T.flatten()):
+        array = np.arange(6.0).reshape(2, 3)
+        t = ppto.tensor(array.copy(), device=device)
+        made, expected = make(t), make(array)
+        t += 10.0
+        array += 10.0
+        np.testing.assert_array_equal(made.numpy(), expected)
+        made[0] = -1.0
+        np.testing.assert_array_equal(t.numpy(), array)
+
+        def f(a, make=make):
+            return (make(a) * make(a) * 1.5).sum()
+
+        x = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
+        out, pullback = vjp_by_rules(f, [ppto.tensor(x, device=device)], [0])
+        assert float(out) == pytest.approx(f(x), rel=1e-12)
+        (gradient,) = pullback(ppto.tensor(np.array(1.0), device=device))
+        np.testing.assert_allclose(
+            gradient.numpy(), central_differences(f, [x], 0), rtol=1e-6
+        )
 
 
 def test_constructors():

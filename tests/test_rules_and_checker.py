@@ -848,3 +848,35 @@ def test_a_rule_attached_to_a_numpy_ordered_operator_is_the_one_used(rules_put_b
             gradient = ppto.grad(function, wrt=position)(*args).numpy()
             expected = central_differences(function, list(args), position)
             np.testing.assert_allclose(gradient, expected, rtol=1e-7, atol=1e-10)
+
+
+def written_in_place(t, w):
+    u = t * 1.0
+    before = u * w  # (its backward reads u as it was before the write)
+    u[0] = u[1] * 3.0
+    u[2] = w[0]
+    return (u * u).sum() + (before * before).sum()
+
+
+def test_the_rule_tape_follows_an_item_write_into_a_tensor():
+    # vjp_by_rules told u by identity and u[0] = v wrote into u's memory: the
+    # tape traced u's later reads to its value before the write ([12, 4, 6]
+    # for [0, 40, 6] without `before`)
+    from ppto.ruletape import jvp_by_rules, vjp_by_rules
+
+    t, w = np.array([1.0, 2.0, 3.0]), np.array([0.5, -1.5, 2.0])
+    out, pullback = vjp_by_rules(written_in_place, [ppto.tensor(t), w], [0])
+    assert float(out) == pytest.approx(written_in_place(t.copy(), w), rel=1e-12)
+    (gradient,) = pullback(ppto.tensor(np.array(1.0)))
+    expected = central_differences(written_in_place, [t, w], 0)
+    np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-6)
+    v = np.array([0.3, -1.0, 2.0])
+    value, tangent = jvp_by_rules(written_in_place, [ppto.tensor(t), w], {0: v})
+    assert float(value) == pytest.approx(written_in_place(t.copy(), w), rel=1e-12)
+    assert float(tangent) == pytest.approx(float(expected @ v), rel=1e-6)
+    (gradient_w,) = vjp_by_rules(
+        written_in_place, [ppto.tensor(t), ppto.tensor(w)], [1]
+    )[1](1.0)
+    np.testing.assert_allclose(
+        gradient_w.numpy(), central_differences(written_in_place, [t, w], 1), rtol=1e-6
+    )

@@ -800,6 +800,18 @@ ARRAYS_OF_OTHER_SEMANTICS = {
     "in a list": lambda: ppto.vjp(lambda x, ys: np.sum(x * ys[0]), 1.0, [MASKED]),
     "jvp": lambda: ppto.jvp(tanh_squares, (MASKED, MASKED.data), (MASKED.data, None)),
     "np.matrix": lambda: ppto.grad(tanh_squares)(np.matrix(MASKED.data), MASKED.data),
+    # a masked tangent gave 14.0 (its data: 18.0, filled with zeros: 12.0), an
+    # np.matrix one a (1, 1) tangent of a 0-d value
+    "a masked tangent": lambda: ppto.jvp(
+        tanh_squares, (MASKED.data, MASKED.data), (MASKED, None)
+    ),
+    "an np.matrix tangent": lambda: ppto.jvp(
+        tanh_squares, (MASKED.data, MASKED.data), (None, np.matrix(MASKED.data))
+    ),
+    "a masked cotangent": lambda: ppto.vjp(np.tanh, MASKED.data)[1](MASKED),
+    "an np.matrix cotangent": lambda: ppto.vjp(np.tanh, MASKED.data)[1](
+        np.matrix(MASKED.data)
+    ),
 }
 
 

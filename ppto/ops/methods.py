@@ -108,9 +108,18 @@ def _setitem(self, index, value):
     written into a large CPU tensor copied the whole tensor twice); index tensors
     go where the operator runs, as every parameter does. It writes into x's
     memory, as NumPy does: a tensor made from x by indexing, ``.T`` or
-    ``.reshape`` (a view of it, as in NumPy) sees the write."""
+    ``.reshape`` (a view of it, as in NumPy) sees the write (not while a rule
+    tape records: see there)."""
     value = _moved_to(self.device, value)
-    _write_into(self, indexing.setitem(self, value, index))
+    updated = indexing.setitem(self, value, index)
+    tapes = [o for o in OBSERVERS if getattr(o, "tells_values_by_identity", False)]
+    if tapes:  # a rule tape (ppto.ruletape) tells values by identity: x keeps
+        # its own, with new memory (the tape's records keep the old values)
+        for tape in tapes:
+            tape.rebind(self, updated)
+        self.data = updated.to(self.device).data
+        return
+    _write_into(self, updated)
 
 
 def _write_into(self, updated) -> None:
@@ -147,6 +156,28 @@ def _in_place(op, symbol: str):
         return self
 
     method.__name__ = f"__i{op.name.rsplit('.', 1)[-1]}__"
+    return method
+
+
+def _logical_in_place(op, symbol: str, name: str):
+    """``x &= y`` / ``x |= y`` on a boolean tensor, in place as ``_in_place``.
+    Tensor's ``&`` and ``|`` are logical_and and logical_or: on integers, where
+    NumPy's are bitwise, the result would be another, so they are refused."""
+    in_place = _in_place(op, symbol)
+
+    def method(self, other):
+        if np.dtype(self.dtype) != np.bool_:
+            bitwise = {"&=": "bitwise_and", "|=": "bitwise_or"}[symbol]
+            raise DTypeError(
+                f"{symbol} on a tensor of {np.dtype(self.dtype)} at "
+                f"{user_location()}: a tensor's & and | are logical_and and "
+                f"logical_or (for booleans), where NumPy's on integers are "
+                f"bitwise; compute it in NumPy instead (t = ppto.tensor(np."
+                f"{bitwise}(t.numpy(), other)))"
+            )
+        return in_place(self, other)
+
+    method.__name__ = name
     return method
 
 
@@ -222,7 +253,7 @@ _METHODS = {
     "__matmul__": _binary(linalg.dot),
     "__rmatmul__": _binary(linalg.dot, True),
     "__neg__": lambda self: ew.neg(self),
-    "__pos__": lambda self: self,
+    "__pos__": lambda self: shape.copy(self),  # (a copy, as NumPy's +a is)
     "__abs__": lambda self: ew.abs(self),
     "__lt__": _binary(logic.less),
     "__le__": _binary(logic.less_equal),
@@ -241,6 +272,10 @@ _METHODS = {
     "__itruediv__": _in_place(ew.div, "/="),
     "__ipow__": _in_place(ew.pow, "**="),
     "__imatmul__": _in_place(linalg.dot, "@="),
+    "__ifloordiv__": _in_place(logic.floor_divide, "//="),
+    "__imod__": _in_place(ew.remainder, "%="),
+    "__iand__": _logical_in_place(logic.logical_and, "&=", "__iand__"),
+    "__ior__": _logical_in_place(logic.logical_or, "|=", "__ior__"),
     "__iter__": _iterate,
     "__contains__": _contains,
     "__array_ufunc__": _array_ufunc,
@@ -260,7 +295,8 @@ _METHODS = {
     "cumprod": lambda self, axis=None, dtype=None, out=None: reductions.cumprod(
         self, axis, _dtype_without_out(dtype, out, "cumprod")
     ),
-    "flatten": lambda self, order="C": shape.flatten(self, order),
+    # (a copy, as ndarray.flatten is: ravel may be a view of the tensor's memory)
+    "flatten": lambda self, order="C": shape.copy(shape.flatten(self, order)),
     "ravel": lambda self, order="C": shape.flatten(self, order),
     "argmax": _reduction(reductions.argmax, "argmax"),
     "argmin": _reduction(reductions.argmin, "argmin"),
@@ -333,6 +369,10 @@ def expression_methods() -> dict:
         "__itruediv__",
         "__ipow__",
         "__imatmul__",
+        "__ifloordiv__",
+        "__imod__",
+        "__iand__",
+        "__ior__",
         "sort",
         "__iter__",
         "__contains__",
@@ -340,4 +380,8 @@ def expression_methods() -> dict:
         "__array_ufunc__",
         "__array_function__",
     }
-    return {name: value for name, value in _METHODS.items() if name not in skip}
+    methods = {name: value for name, value in _METHODS.items() if name not in skip}
+    # (expressions are never written into: no copy needed)
+    methods["__pos__"] = lambda self: self
+    methods["flatten"] = _METHODS["ravel"]
+    return methods

@@ -612,7 +612,7 @@ def _check_taint(body, activity: Activity, source) -> None:
                     "such as self.layer) and call it there: ppto follows calls to "
                     "those objects' methods",
                 )
-            raise source.error(
+            error = source.error(
                 passive.node,
                 f"{passive.opaque} has no ppto operator, so ppto cannot differentiate "
                 "through it, and the result depends on its value",
@@ -620,6 +620,8 @@ def _check_taint(body, activity: Activity, source) -> None:
                 "function a rule with @ppto.grad_rule, or wrap the value in "
                 "ppto.stop_gradient(...) if it is meant to be a constant",
             )
+            error.opaque = passive  # (generated code's replay: see pipeline)
+            raise error
 
 
 def _position(node) -> tuple:

@@ -79,6 +79,10 @@ class Passive(Stmt):
     # evaluated again, it may give another value (an object's attribute, a random
     # draw): a checkpointed loop's reverse takes the value saved, not its own
     rereads: bool = False
+    # as rereads, but a call of the user's function only where it may draw random
+    # numbers (see ppto.checkpoint.may_draw): its checkpointed call's rerun may
+    # differ (replayed from the generators' states); None: as rereads
+    differs: bool | None = None
     # the call is of a value the function made (att = Attention(2); att(x))
     calls_local: bool = False
     # the dtype of the array it makes, where the Normalizer knows it: a NumPy

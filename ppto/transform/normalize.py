@@ -14,6 +14,7 @@ from types import ModuleType
 import gast
 import numpy as np
 
+from ppto.checkpoint import may_draw
 from ppto.errors import PptoError, TransformError
 from ppto.ops import elementwise, indexing, linalg, logic, numbers, shape
 from ppto.ops.numpy_map import check_numpy_positionals
@@ -383,8 +384,15 @@ class Normalizer:
             # elsewhere too, in another branch or a loop, may be varied there)
             self.varied.difference_update(set(names) & self.bound_once)
             rereads = self.reads_object_state(node.value)
+            differs = rereads and self.reads_object_state(node.value, may_draw)
             self.emit(
-                ir.Passive(node, targets=names, reads=frozenset(reads), rereads=rereads)
+                ir.Passive(
+                    node,
+                    targets=names,
+                    reads=frozenset(reads),
+                    rereads=rereads,
+                    differs=differs,
+                )
             )
             return
         self.varied.update(names)
@@ -1100,11 +1108,12 @@ class Normalizer:
             target = self.namer.fresh(node.attr)
         return self.passive(node, target)
 
-    def reads_object_state(self, node) -> bool:
+    def reads_object_state(self, node, differs=None) -> bool:
         """Whether evaluating ``node`` again may give another value: it reads an
         object's attribute (``self.W``, ``config.scale``: an array's shape and dtype
         aside), draws random numbers (``rng.normal(...)``, ``np.random.rand(2)``)
-        or calls a function of the user's (``counter.next()``, made a function).
+        or calls a function of the user's (``counter.next()``, made a function;
+        with ``differs``, only one for which ``differs(function)`` holds).
         A module's names (``np.pi``, ``np.float64``) stay as written."""
         for child in gast.walk(node):
             if isinstance(child, gast.Call) and isinstance(child.func, gast.Name):
@@ -1113,6 +1122,7 @@ class Normalizer:
                     child.func.id not in self.local_names
                     and inspect.isfunction(function)
                     and not is_library(function)
+                    and (differs is None or differs(function))
                 ):
                     return True  # a function of the user's (a method, made one)
             if not isinstance(child, gast.Attribute):
@@ -1144,6 +1154,7 @@ class Normalizer:
                 reads=frozenset(value_reads(node)),
                 opaque=opaque,
                 rereads=self.reads_object_state(node),
+                differs=self.reads_object_state(node, may_draw),
             )
         )
         return name

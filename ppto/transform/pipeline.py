@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import gast
 
+from ppto.checkpoint import may_draw, random_states, replayed
 from ppto.errors import GradError, ShapeError, TransformError
 from ppto.ops.shape import ones_like
 from ppto.transform import aliases, fence, in_place, ir, origins, trees
@@ -470,9 +471,14 @@ def _prepare(
         shapes, dtypes = program.shapes, program.dtypes
     layouts = program.layouts if entry else _callee_layouts(parsed, program, hints)
     results = _call_result(program, normalizer.lists)
-    activity = analyze(
-        ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes, results
-    )
+    try:
+        activity = analyze(
+            ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes, results
+        )
+    except TransformError as error:
+        if generated:  # (the error would name the generated code's line)
+            _refuse_replay(parsed, getattr(error, "opaque", None))
+        raise
     if in_place.settle(ir_body, activity, parsed.source):  # (what it knew changed)
         activity = analyze(
             ir_body, wrt, ranks, parsed.source, layouts, shapes, dtypes, results
@@ -705,10 +711,7 @@ def split(
     forward_name = program.generated_name(parsed, "_forward")
     backward_name = program.generated_name(parsed, "_backward")
     program.result_layouts[forward_name] = _layout_of(result, activity)
-    program.reruns_differ[forward_name] = any(
-        isinstance(x, ir.CallFunction) or (isinstance(x, ir.Passive) and x.rereads)
-        for x in ir.walk(ir_body)
-    )
+    program.reruns_differ[forward_name] = _reruns_differ(generator, program, ir_body)
     program.add(
         function_definition(forward_name, _arguments(generator), forward), activity
     )
@@ -719,6 +722,57 @@ def split(
         generator.adjoints,
     )
     return forward_name, backward_name, passed
+
+
+def _refuse_replay(parsed: ParsedFunction, passive) -> None:
+    """Where a derivative differentiated again fails at its replay of a
+    checkpointed call's random draws (``ppto.checkpoint.replayed``), the
+    refusal at the user's line that made the call."""
+    if passive is None:
+        return
+    called = [
+        parsed.namespace.get(node.func.id)
+        for node in gast.walk(passive.node)
+        if isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
+    ]
+    if not any(f is replayed or f is random_states for f in called):
+        return
+    found = origins.origin_of(parsed, passive.node)
+    if not found:
+        return
+    raise origins.error_at(
+        found[0],
+        "a checkpointed call whose step may draw random numbers (or read an "
+        "object's state) is run again from the random generators' states in "
+        "its gradient, and ppto cannot differentiate that replay again: no "
+        "second derivatives (ppto.hessian, jacfwd/jacrev/jvp of ppto.grad, "
+        "grad of grad) through it",
+        "call the step without ppto.checkpoint for second derivatives, or draw "
+        "the random numbers outside the step and pass them in (mask = rng.random"
+        "(shape) > p; ppto.checkpoint(step)(x, mask))",
+    ) from None
+
+
+def _reruns_differ(generator, program: Program, ir_body: list) -> bool:
+    """Whether running the function's forward again may give other values (a
+    checkpointed call of it then replays the random generators' states, which
+    generated code cannot be differentiated through): it reads an object's state
+    or draws random numbers itself, calls a function whose generated forward may
+    (a function of the user's differentiated), or one run as written that may
+    draw (see ``ppto.checkpoint.may_draw``)."""
+    for x in ir.walk(ir_body):
+        if isinstance(x, ir.Passive) and (
+            x.rereads if x.differs is None else x.differs
+        ):
+            return True
+        if isinstance(x, ir.CallFunction):
+            plan = generator.call_plan(x)
+            if plan is None:
+                if may_draw(x.function.fn):
+                    return True
+            elif program.reruns_differ.get(plan[0], True):
+                return True
+    return False
 
 
 def _layout_of(result, activity) -> str | tuple | None:
