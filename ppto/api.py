@@ -699,14 +699,16 @@ class Transformed:
 
     def lowered(self, ranks: tuple, device: Device, fused: bool | None = None) -> dict:
         """The namespace of the program lowered for ``device``'s backend, fused or
-        not (by default as ``lower`` decides)."""
+        not (by default as ``lower`` decides); regions' fallbacks made on first use
+        (see ``lower``)."""
         program, _ = self.program(ranks)
         if fused is None:
             fused = fuses(program, device.kind)
         key = (ranks, device.kind, get_precision(), fused)
         if key not in self._lowered:
-            source, namespace = lower(program, backend_for(device), device.kind, fused)
-            self._lowered[key] = (source, namespace)
+            backend = backend_for(device)
+            lowered = lower(program, backend, device.kind, fused, lazy=True)
+            self._lowered[key] = lowered
         return self._lowered[key][1]
 
     def _timed_fusion(self, program, name: str, ranks: tuple):

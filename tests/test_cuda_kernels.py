@@ -11,6 +11,7 @@ With CuPy and a GPU (the ``gpu`` marker) the kernels themselves run.
 
 import ctypes
 import io
+import linecache
 import re
 
 import numpy as np
@@ -486,6 +487,26 @@ def test_cuda_kernel_source_computes_what_its_tree_says(
     assert np.array_equal(np.isnan(result), np.isnan(expected))
     if label.startswith("nan_"):
         assert result.tobytes() == expected.tobytes()  # the sign of each zero too
+
+
+def test_cuda_regions_fallbacks_made_late_are_the_code_lowered_at_once():
+    """Lowered for running (``lazy``), a CUDA region's fallback is made when first
+    asked for, and is then the function lowering the program at once writes."""
+    made = 0
+    for function, shapes in WORKLOADS:
+        program, _, _ = fused_for_cuda(function, shapes)
+        eager = lower(program, backend_for(CPU), "cuda")[0]
+        _, namespace = lower(program, backend_for(CPU), "cuda", lazy=True)
+        for region in list(namespace.values()):
+            if not isinstance(region, CudaRegion):
+                continue
+            assert region.fallback_name not in namespace  # not made yet
+            lines = linecache.getlines(region.fallback.__code__.co_filename)
+            assert "".join(lines).startswith(f"def {region.fallback_name}(")
+            assert "".join(lines) in eager, function.__name__
+            assert namespace[region.fallback_name] is region.fallback
+            made += 1
+    assert made >= 5
 
 
 # --- the fused CUDA program, its kernels evaluated from their trees ----------------

@@ -1094,6 +1094,53 @@ def test_a_region_keeps_numpys_float64_of_where_between_numbers():
     assert calls == ["__fused_region_1_unfused"]  # for the Python number only
 
 
+def tanh_chain(x, y, z):
+    return np.sum(np.tanh(x * y + z) * np.exp(-x))
+
+
+def test_a_regions_fallback_is_made_on_its_first_call_as_it_would_have_been(
+    monkeypatch,
+):
+    """A region's fallback (its statements, for arguments its pass does not take) is
+    fused and compiled when first called, not with the program: code for any shape
+    (``SHAPE_SPECIALISATIONS`` seen) is fused for the large arrays of its first call,
+    and a later call with small ones runs the statements. They give the gradient
+    central differences give, and are the code the program lowered at once has."""
+    import ppto.api
+    from ppto.runtime.backends import backend_for
+    from ppto.runtime.device import CPU
+    from ppto.transform.lower import lower
+
+    monkeypatch.setenv("PPTO_FUSION", "on")
+    monkeypatch.setattr(ppto.api, "SHAPE_SPECIALISATIONS", 0)  # shapes not kept
+    rng = np.random.default_rng(21)
+    large = tuple(rng.standard_normal((3, LARGE + 5)))
+    gradient = ppto.value_and_grad(tanh_chain, wrt=(0, 1, 2))
+    kernels = region_kernels(gradient, large)  # (it runs the gradient once)
+    assert kernels
+    _, _, ranks, _, _ = gradient.prepare(large, {})
+    namespace = gradient.lowered(ranks, CPU)
+    for kernel in kernels:  # the passes ran: no fallback was made
+        assert kernel.make_fallback is not None
+        assert kernel.fallback_name not in namespace
+    small = tuple(a[:7].copy() for a in large)
+    assert gradient.prepare(small, {})[2] == ranks  # the same code
+    value, grads = gradient(*small)
+    np.testing.assert_allclose(float(value), tanh_chain(*small), rtol=1e-13)
+    for position, computed in enumerate(grads):
+        expected = central_differences(tanh_chain, list(small), position)
+        np.testing.assert_allclose(computed.numpy(), expected, rtol=1e-6, atol=1e-8)
+    program, _ = gradient.program(ranks)
+    eager = lower(program, backend_for(CPU), "cpu", True)[0]
+    for kernel in kernels:  # made by that call, the code lowered at once
+        assert kernel.make_fallback is None
+        function = namespace[kernel.fallback_name]
+        assert kernel.fallback is function
+        lines = linecache.getlines(function.__code__.co_filename)
+        assert "".join(lines) in eager
+        assert "".join(lines).startswith(f"def {kernel.fallback_name}(")
+
+
 def scaled_by_a_parameter(x, w):
     v = np.exp(w * w) + w
     return np.sum(np.tanh(x * v + v) * np.exp(-x)) + np.sum(w * w * w)

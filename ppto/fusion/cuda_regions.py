@@ -27,10 +27,10 @@ from ppto.fusion.cuda import (
     kernel_name,
     spell,
 )
-from ppto.fusion.kernels import shared_layout
+from ppto.fusion.kernels import Fallback, shared_layout
 
 
-class CudaRegion:
+class CudaRegion(Fallback):
     """One region as CUDA C (``source``, shown with the fused code) and the CuPy
     kernels that run it. ``instructions``: ``(number, op, operand refs)`` computing
     value ``number``; refs are ``("input", i)``, ``("value", k)``, ``("const", v)``,
@@ -40,7 +40,6 @@ class CudaRegion:
                  sums: dict, risks: list, computed: set) -> None:  # fmt: skip
         self.name = name
         self.fallback_name = f"{name}_unfused"
-        self.fallback = None  # set once the program is compiled
         self.inputs = inputs  # the names the region reads, for the source's comment
         self.instructions = instructions
         self.outputs = outputs  # [(name, ref)] in the order the call returns them

@@ -514,7 +514,29 @@ def evaluate_numpy(node: Node, arrays):
     return function(*(evaluate_numpy(child, arrays) for child in node.children))
 
 
-class RegionKernel:
+class Fallback:
+    """A region's ``fallback``: its original statements as a function, run where
+    its fused code does not apply. Set once the program is compiled, or made on
+    first use (``make_fallback``, see ``lower``): most programs never run it, and
+    fusing and compiling it cost a tenth of a first call's time."""
+
+    _fallback = None
+    make_fallback = None  # (no arguments) -> the function, where it is made late
+
+    @property
+    def fallback(self):
+        if self._fallback is None and self.make_fallback is not None:
+            self._fallback = self.make_fallback()
+            self.make_fallback = None
+        return self._fallback
+
+    @fallback.setter
+    def fallback(self, function) -> None:
+        self._fallback = function
+        self.make_fallback = None
+
+
+class RegionKernel(Fallback):
     """A compiled region: calls the chunked pass, or ``fallback`` (the original
     statements as a function) where the pass does not apply."""
 
@@ -522,7 +544,6 @@ class RegionKernel:
         self.name = name
         self.source = source
         self.fallback_name = fallback_name
-        self.fallback = None  # set once the program is compiled
         scope = {
             "np": np,
             "layout": region_layout,

@@ -605,6 +605,7 @@ def fuse_program(
     kind: str = "cpu",
     hints: dict | None = None,
     copied: bool = False,
+    later: dict | None = None,
 ) -> tuple[list, dict]:
     """The functions with fused kernels for backend ``kind`` (``cpu`` or ``cuda``),
     and the kernels by name; ``shapes`` gives per function the shapes its values are
@@ -612,7 +613,10 @@ def fuse_program(
     they only choose between equivalent code). Regions of elementwise statements
     become chunked NumPy passes on the CPU and CUDA kernels on a GPU; rules marked
     ``before_regions`` (batch norm, convolution epilogues) are matched first.
-    ``copied``: the functions are the caller's own copies, fused in place."""
+    ``copied``: the functions are the caller's own copies, fused in place.
+    ``later``: where given, regions' fallbacks (their original statements, run only
+    where a region's code does not apply) are left out, unfused, and kept in it by
+    name with their functions' likely shapes, for ``fuse_later``."""
     kernels: dict = {}
     fused = []
     own_rules = kind == "cpu" and any(
@@ -630,11 +634,20 @@ def fuse_program(
         # (a gradient's likely shape, its value's, lets a region follow it; one
         # that is not costs the region its pass: it checks its arguments' shapes)
         regions, fallbacks = fuse_regions(definition, namespace, kernels, likely, kind)
+        if later is not None:
+            later.update((fallback.name, (fallback, likely)) for fallback in fallbacks)
+            fallbacks = []
         for function in [regions, *fallbacks]:  # new trees but the original
             fuser = Fuser(namespace, kernels, kind, likely)
             copy = function is definition and not copied
             fused.append(fuser.function(function, copy=copy))
     return fused, kernels
+
+
+def fuse_later(fallback, namespace: dict, kernels: dict, kind: str, likely: dict):
+    """A fallback ``fuse_program`` left in ``later``, fused in place as it would
+    have fused it (new kernels added to ``kernels``)."""
+    return Fuser(namespace, kernels, kind, likely).function(fallback, copy=False)
 
 
 def _first_rules_may_match(definition: gast.FunctionDef, namespace: dict) -> bool:

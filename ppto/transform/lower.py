@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import threading
 import types
 from functools import cache
 
@@ -27,7 +28,7 @@ from ppto.runtime.tensor import Tensor
 from ppto.transform import trees
 from ppto.transform.accumulate_in_place import accumulate_in_place
 from ppto.transform.emit import compile_source, rendered_functions
-from ppto.transform.fuse import FUSED_KINDS, fuse_program
+from ppto.transform.fuse import FUSED_KINDS, fuse_later, fuse_program
 from ppto.transform.release import release_dead_values
 from ppto.transform.resolve import hashable
 from ppto.transform.source import function_source, returns_a_dict
@@ -486,10 +487,18 @@ def fuses(program, kind: str) -> bool:
     )
 
 
-def lower(program, backend: Backend, kind: str, fused: bool | None = None):
+def lower(
+    program,
+    backend: Backend,
+    kind: str,
+    fused: bool | None = None,
+    lazy: bool = False,
+):
     """``(source, namespace)`` of ``program`` lowered for ``backend``; fused kernels
     replace operator chains on the CPU and on CUDA unless precision is 'strict' (a
-    backend with no fused implementation runs the unfused code)."""
+    backend with no fused implementation runs the unfused code). ``lazy``: regions'
+    fallbacks (run only where a region's code does not apply) are fused, lowered
+    and compiled on first use, and are not in the source."""
     namespace = dict(program.refs.namespace)
     lowered = {"namespace": {}, "keys": {}}
     lowering = Lowering(namespace, lowered, backend, kind)
@@ -497,6 +506,8 @@ def lower(program, backend: Backend, kind: str, fused: bool | None = None):
     if fused is None:
         fused = fuses(program, kind)
     fused = fused and kind in FUSED_KINDS
+    later: dict | None = {} if lazy else None
+    kernels: dict = {}
     if fused:
         functions, kernels = fuse_program(
             functions,
@@ -505,6 +516,7 @@ def lower(program, backend: Backend, kind: str, fused: bool | None = None):
             kind,
             program.size_hints,
             copied=True,
+            later=later,
         )
         namespace.update(kernels)
     functions = [release_dead_values(lowering.function(f, fused)) for f in functions]
@@ -515,6 +527,41 @@ def lower(program, backend: Backend, kind: str, fused: bool | None = None):
     label = f"{program.entry} lowered for {kind}"
     compile_source(source, program.entry, final, label, table)
     for value in final.values():
-        if hasattr(value, "fallback_name"):  # a region: its original statements
+        if not hasattr(value, "fallback_name"):
+            continue  # (a region: its original statements)
+        if later and value.fallback_name in later:
+            fallback, likely = later[value.fallback_name]
+            parts = (fallback, likely, lowering, kernels, final, kind, label)
+            value.make_fallback = _LateFallback(parts)
+        else:
             value.fallback = final[value.fallback_name]
     return source, final
+
+
+class _LateFallback:
+    """A region's fallback left unfused by ``lower(..., lazy=True)``: called, it is
+    fused, lowered and compiled into the program's namespace as ``lower`` would
+    have done it with the program (the same source), once."""
+
+    _lock = threading.Lock()  # (two threads first running it make it once)
+
+    def __init__(self, parts: tuple) -> None:
+        self.parts = parts
+        self.made = None
+
+    def __call__(self):
+        with self._lock:
+            if self.made is None:
+                self.made = self.make(*self.parts)
+                self.parts = None
+            return self.made
+
+    @staticmethod
+    def make(fallback, likely, lowering, kernels, final, kind, label):
+        fused = fuse_later(fallback, lowering.namespace, kernels, kind, likely)
+        lowering.namespace.update(kernels)
+        function = release_dead_values(lowering.function(fused, True))
+        source, table = rendered_functions([function])
+        final.update(kernels)
+        final.update(lowering.lowered["namespace"])
+        return compile_source(source, fallback.name, final, label, table)
