@@ -256,6 +256,10 @@ def _check(
     for parameter in passed:  # each shares its object with the caller's argument
         if parameter in parsed.parameters:
             _held_from_outside(state, parameter, _argument(parameter), known)
+            if known.get(parameter) == 0 and parameter not in numbers:
+                # (a number or a 0-d array, the call cannot tell: ``t = p; t +=
+                # 1.0`` may write into p, so p read again afterwards is refused)
+                state.views[parameter] = {MAYBE_ZERO_D + parameter}
     for parameter in parsed.parameters if writes is not None else ():
         # (its own name: a write is recorded, not refused; a tuple or list of
         # numbers holds no array a write could reach, and its items share none,
@@ -690,6 +694,8 @@ ARGUMENT = "argument:"  # (not a Python name: no variable is called so)
 PARAMETER = "parameter:"
 # a default the function holds, given a parameter the call leaves out
 DEFAULT = "default:"
+# a helper's parameter of rank 0 the caller passes: a number, or a 0-d array
+MAYBE_ZERO_D = "rank 0:"
 AN_ARRAY = "array:"  # in ``returns``: a parameter returned as a view, an array
 # in ``returns``: pairs of positions in the returned tuple whose values may share
 # memory (``return t, t.reshape(-1)``); EVERY_PART for a sequence returned not
