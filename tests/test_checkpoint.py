@@ -363,3 +363,74 @@ def test_a_checkpointed_step_replays_generators_held_in_lists_and_objects(step, 
     np.testing.assert_allclose(
         np.asarray(ppto.grad(loss)(x)), expected, rtol=1e-6, atol=1e-8
     )
+
+
+class _Layer:
+    """A layer whose weights are attributes, checkpointed through its methods."""
+
+    def __init__(self, W, b):
+        self.W = W
+        self.b = b
+
+    def forward(self, h):
+        a = np.tanh(h @ self.W + self.b)
+        return np.tanh(a @ self.W) * 0.5 + h * 0.5
+
+    def __call__(self, h):
+        return self.forward(h)
+
+
+class _TwoLayers:
+    def __init__(self, rng):
+        self.first = _Layer(rng.standard_normal((3, 3)) * 0.4, rng.normal(size=3))
+        self.second = _Layer(rng.standard_normal((3, 3)) * 0.4, rng.normal(size=3))
+
+    def __call__(self, x):
+        h = ppto.checkpoint(self.first.forward)(x)
+        return ppto.checkpoint(self.second)(h)
+
+
+LAYER = _Layer(*arguments()[2:], np.linspace(-0.3, 0.2, 3))
+TWO = _TwoLayers(np.random.default_rng(4))
+LAYER_STEP = ppto.checkpoint(LAYER.forward)
+
+
+def through_a_method(x, h, W):
+    for t in range(x.shape[0]):
+        h = ppto.checkpoint(LAYER.forward)(h + x[t])
+    return np.sum(h**2)
+
+
+def through_the_object(x, h, W):
+    for t in range(x.shape[0]):
+        h = ppto.checkpoint(LAYER)(h + x[t])
+    return np.sum(h**2)
+
+
+def through_self(x, h, W):
+    return np.sum(TWO(x[0] + h) ** 2)
+
+
+def through_a_method_wrapped_by_name(x, h, W):
+    for t in range(x.shape[0]):
+        h = LAYER_STEP(h + x[t])
+    return np.sum(h**2)
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        through_a_method,
+        through_the_object,
+        through_self,
+        through_a_method_wrapped_by_name,
+    ],
+)
+def test_a_checkpointed_method_is_differentiated(function):
+    # (refused before: "cannot differentiate the attribute .W" at the method's
+    # line, or "ppto.checkpoint(self.first.forward) has no ppto operator")
+    args = arguments()
+    value, gradient = ppto.value_and_grad(function, wrt=1)(*args)
+    np.testing.assert_allclose(float(value), function(*args), rtol=1e-12)
+    expected = central_differences(function, args, 1)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6, atol=1e-8)

@@ -53,3 +53,114 @@ def test_second_derivative(function):
     np.testing.assert_allclose(float(np.asarray(hessian)), expected, rtol=1e-5)
     again = ppto.grad(ppto.grad(function))(np.array(a))
     np.testing.assert_allclose(float(np.asarray(again)), expected, rtol=1e-5)
+
+
+WEIGHTS = np.array([0.3, -0.2, 0.5])
+
+
+def _written_through_another_name(p):
+    t = p
+    t += 1.0  # (writes into p where p is a 0-d array, rebinds t for a number)
+    return p * WEIGHTS
+
+
+def _added_to(s):
+    s += 1.0
+    return s * WEIGHTS
+
+
+def passes_a_zero_d_array(x):
+    z = np.array(np.sum(x))  # (a 0-d array: t += 1.0 writes into it)
+    return np.sum(_written_through_another_name(z) * x)
+
+
+def passes_a_number_added_to(x):
+    return np.sum(_added_to(np.sum(x)) * x)
+
+
+def test_a_helper_writing_into_a_rank_0_argument_read_again_is_refused():
+    # (silently wrong before: the helper took p for a number, whose += through t
+    # leaves p as it was; NumPy writes into the 0-d array: value 0.608, not 0.228)
+    x = np.array([0.3, -0.2, 0.5])
+    assert passes_a_zero_d_array(x) != pytest.approx(0.6 * float(WEIGHTS @ x))
+    with pytest.raises(ppto.TransformError, match=r"p is read afterwards") as error:
+        ppto.grad(passes_a_zero_d_array)(x)
+    assert "test_zero_d_writes.py" in str(error.value)
+    assert "t += 1.0" in str(error.value)
+
+
+def test_a_helper_adding_to_its_rank_0_parameter_itself_is_differentiated():
+    x = np.array([0.3, -0.2, 0.5])
+    value, gradient = ppto.value_and_grad(passes_a_number_added_to)(x)
+    np.testing.assert_allclose(float(value), passes_a_number_added_to(x), rtol=1e-12)
+    expected = central_differences(passes_a_number_added_to, (x,), 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-7)
+
+
+def read_again_after_the_call(x):
+    z = np.array(np.sum(x))  # (_added_to's s += 1.0 writes into it in NumPy)
+    r = _added_to(z)
+    return np.sum(r * x) + z
+
+
+def read_again_through_another_name(x):
+    z = np.array(np.sum(x))
+    kept = z
+    r = _added_to(z)
+    return np.sum(r * x) + kept
+
+
+def passed_again_in_a_loop(x):
+    z = np.array(np.sum(x))
+    for _ in range(2):
+        r = _added_to(z)
+    return np.sum(r * x)
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        read_again_after_the_call,
+        read_again_through_another_name,
+        passed_again_in_a_loop,
+    ],
+)
+def test_a_rank_0_argument_a_helper_adds_to_read_again_is_refused(function):
+    # (silently wrong before: NumPy's s += 1.0 changed the caller's 0-d array z)
+    x = np.array([0.3, -0.2, 0.5])
+    with pytest.raises(ppto.TransformError, match=r"_added_to may change the arg"):
+        ppto.grad(function)(x)
+
+
+def rebound_to_the_result(x):
+    z = np.array(np.sum(x))
+    z = _added_to(z)  # (z's old value is read no more)
+    return np.sum(z * x)
+
+
+def _stepped(c, v):
+    c += v
+    return c * 0.5
+
+
+def carried_through_a_loop(x):
+    c = 0.0
+    for i in range(3):
+        c = _stepped(c, x[i])  # (c's old value is read no more)
+    return c
+
+
+def a_reduction_read_again(x):
+    s = np.sum(x)  # (a NumPy number: += rebinds it in _added_to)
+    return np.sum(_added_to(s) * x) * s
+
+
+@pytest.mark.parametrize(
+    "function", [rebound_to_the_result, carried_through_a_loop, a_reduction_read_again]
+)
+def test_a_rank_0_argument_a_helper_adds_to_and_not_read_again(function):
+    x = np.array([0.3, -0.2, 0.5])
+    value, gradient = ppto.value_and_grad(function)(x)
+    np.testing.assert_allclose(float(value), function(x), rtol=1e-12)
+    expected = central_differences(function, (x,), 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-7)

@@ -183,6 +183,7 @@ def check(
     written: dict | None = None,
     zero_d=(),
     defaults=(),
+    maybe_zero_d: dict | None = None,
 ) -> None:
     """Raise at the first write through a name another name read later shares.
     ``ranks``: the parameters' numbers of axes, where known (one or more: an array).
@@ -202,7 +203,10 @@ def check(
     (``ranks`` says 0 for them as for a Python float, which ``+=`` rebinds).
     ``defaults``: the parameters the call leaves to a default that a write could
     change (an array, a list): Python keeps the change for the next call, which
-    generated code does not, so a write into one is refused."""
+    generated code does not, so a write into one is refused. ``maybe_zero_d``:
+    those of ``passed`` given a number or a 0-d array, the caller cannot tell
+    which -> None, made the first statement whose ``+=`` may write into one
+    (``t = p; t += 1.0``: into a 0-d array; p read afterwards is refused)."""
     local = _local_names(parsed)
     nodes = trees.nodes_by_kind(parsed.tree)  # (three passes read it: none changes it)
     described = None  # (nothing known: see ``containers``)
@@ -225,6 +229,7 @@ def check(
             written,  # (``writes`` there: ``written`` names the array changed)
             set(zero_d),
             set(defaults),
+            maybe_zero_d,
         )
     finally:
         _HELPER_RESULTS.reset(token)
@@ -244,7 +249,9 @@ def _check(
     writes: dict | None = None,
     zero_d: frozenset = frozenset(),
     defaults: set = frozenset(),
+    maybe_zero_d: dict | None = None,
 ) -> None:
+    maybe_zero_d = {} if maybe_zero_d is None else maybe_zero_d
     order = list(_flattened(parsed.tree.body, ()))
     positions = {id(statement): n for n, (statement, _) in enumerate(order)}
     known = {name: rank for name, rank in (ranks or {}).items() if rank is not None}
@@ -256,6 +263,8 @@ def _check(
     for parameter in passed:  # each shares its object with the caller's argument
         if parameter in parsed.parameters:
             _held_from_outside(state, parameter, _argument(parameter), known)
+            if parameter in maybe_zero_d:  # (``+=`` may write into it)
+                state.views[parameter] = {MAYBE_ZERO_D + parameter}
     for parameter in parsed.parameters if writes is not None else ():
         # (its own name: a write is recorded, not refused; a tuple or list of
         # numbers holds no array a write could reach, and its items share none,
@@ -397,6 +406,10 @@ def _check(
                 and other not in state.numbers
             }
         refuse_argument_change(statement, written, shared)
+        for marker in sorted(shared) if maybe_number else ():
+            if marker.startswith(MAYBE_ZERO_D):  # (first write only)
+                written_into = marker[len(MAYBE_ZERO_D) :]
+                maybe_zero_d[written_into] = maybe_zero_d[written_into] or statement
         within = state.bases.get(written, set())  # (named first: what it is in)
         listed = state.moved.get(written)
         handed = {listed: state.handed[listed]} if listed in state.handed else {}
@@ -690,6 +703,8 @@ ARGUMENT = "argument:"  # (not a Python name: no variable is called so)
 PARAMETER = "parameter:"
 # a default the function holds, given a parameter the call leaves out
 DEFAULT = "default:"
+# a helper's parameter of rank 0 the caller passes: a number, or a 0-d array
+MAYBE_ZERO_D = "rank 0:"
 AN_ARRAY = "array:"  # in ``returns``: a parameter returned as a view, an array
 # in ``returns``: pairs of positions in the returned tuple whose values may share
 # memory (``return t, t.reshape(-1)``); EVERY_PART for a sequence returned not

@@ -74,10 +74,42 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
     for node in trees.walk(parsed.tree):
         if not isinstance(node, gast.Call):
             continue
+        call = _checkpointed_step(node, parsed, local, own, labels) or node
         forwarders: set = set()
-        while _resolved(node, parsed, local, own, program, labels, forwarders):
+        while _resolved(call, parsed, local, own, program, labels, forwarders):
             pass  # (a call of a forwarding method is resolved again as what it calls)
+        if call is not node:  # ppto.checkpoint(Layer_forward)(layer, h)
+            node.func.args[0] = call.func
+            node.args = call.args
     return labels
+
+
+def _checkpointed_step(node: gast.Call, parsed, local: set, own, labels: set):
+    """For ``ppto.checkpoint(step)(h)``, the call ``step(h)`` to resolve as any
+    (a method, ``layer.forward`` or ``self.layer``, becomes its function with the
+    object first, checkpointed as a function is); else None. A method wrapped
+    beforehand (``STEP = ppto.checkpoint(layer.forward)``, then ``STEP(h)``) is
+    the call ``ppto.checkpoint(STEP.function)(h)`` first."""
+    from ppto.checkpoint import Checkpointed, checkpoint
+
+    wrapper = node.func
+    found, value = read_value(wrapper, parsed, local, own, [])
+    if found and isinstance(value, Checkpointed) and inspect.ismethod(value.function):
+        label = _label(
+            checkpoint, "checkpoint", parsed, local, parsed.namespace.maps[0]
+        )
+        labels.add(label)
+        step = gast.Attribute(clone(wrapper), "function", gast.Load())
+        wrapper = gast.Call(gast.Name(label, gast.Load(), None, None), [step], [])
+        node.func = gast.copy_location(wrapper, node.func)
+    if not isinstance(wrapper, gast.Call) or len(wrapper.args) != 1:
+        return None
+    found, value = read_value(wrapper.func, parsed, local, own, [])
+    if not found or value is not checkpoint or wrapper.keywords:
+        return None
+    return gast.copy_location(
+        gast.Call(wrapper.args[0], node.args, node.keywords), node
+    )
 
 
 def _resolved(node: gast.Call, parsed, local: set, own, program, labels, forwarders):
