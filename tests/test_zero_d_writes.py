@@ -155,8 +155,33 @@ def a_reduction_read_again(x):
     return np.sum(_added_to(s) * x) * s
 
 
+def _doubled_after_adding(p, v):
+    p += v
+    return p * 2.0
+
+
+def an_element_read_again(x):
+    c = x[0]  # (a NumPy number: += rebinds it in the helper)
+    d = _doubled_after_adding(c, 1.0)
+    return d * c + x[1]
+
+
+def a_matrix_element_read_again(x):
+    m = np.reshape(x, (1, 3))
+    c = m[0, -1]
+    d = _doubled_after_adding(c, x[1])
+    return d * c
+
+
 @pytest.mark.parametrize(
-    "function", [rebound_to_the_result, carried_through_a_loop, a_reduction_read_again]
+    "function",
+    [
+        rebound_to_the_result,
+        carried_through_a_loop,
+        a_reduction_read_again,
+        an_element_read_again,
+        a_matrix_element_read_again,
+    ],
 )
 def test_a_rank_0_argument_a_helper_adds_to_and_not_read_again(function):
     x = np.array([0.3, -0.2, 0.5])
@@ -164,3 +189,16 @@ def test_a_rank_0_argument_a_helper_adds_to_and_not_read_again(function):
     np.testing.assert_allclose(float(value), function(x), rtol=1e-12)
     expected = central_differences(function, (x,), 0)
     np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-7)
+
+
+def an_ellipsis_of_a_zero_d_array_read_again(x):
+    z = np.array(np.sum(x))
+    c = z[...]  # (a 0-d array viewing z: the helper's += writes into both)
+    d = _doubled_after_adding(c, 1.0)
+    return np.sum(d * x) + z
+
+
+def test_an_ellipsis_index_still_counts_as_a_zero_d_array():
+    x = np.array([0.3, -0.2, 0.5])
+    with pytest.raises(ppto.TransformError):
+        ppto.grad(an_ellipsis_of_a_zero_d_array_read_again)(x)

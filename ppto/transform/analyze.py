@@ -888,6 +888,8 @@ def makes_a_number(statement, activity: Activity) -> bool:
         name, params = statement.op.name, statement.params
         if name == "cast_in_place":  # (a number is rebound: the sum itself)
             return activity.number(getattr(params["target"], "id", None))
+        if name == "getitem":
+            return _every_axis_by_integer(statement, activity.ranks)
         keepdims = literal(params.get("keepdims", gast.Constant(False, None)))
         return name in _NUMBERS_MADE and keepdims is not True
     node = getattr(statement, "node", None)
@@ -897,6 +899,27 @@ def makes_a_number(statement, activity: Activity) -> bool:
     if isinstance(value, gast.Constant):
         return type(value.value) in (int, float, bool)
     return number_conversion(value) is not None
+
+
+def _every_axis_by_integer(statement, ranks: dict) -> bool:
+    """Whether ``statement`` (a getitem) indexes an array of known rank by an
+    integer on every axis (``x[0]`` of a vector, ``X[i, j]`` of a matrix): NumPy
+    gives a number there, never a 0-d array (``x[...]`` and ``x[()]`` of a 0-d
+    array stay arrays, as does any slice)."""
+    base = statement.inputs[0] if statement.inputs else None
+    rank = ranks.get(base) if isinstance(base, str) else None
+    index = statement.params.get("index")
+    if not rank or index is None:
+        return False
+    parts = index.elts if isinstance(index, gast.Tuple) else [index]
+    integers = [
+        part
+        for part in parts
+        if (isinstance(part, gast.Constant) and type(part.value) is int)
+        or _negative_int(part)
+        or (isinstance(part, gast.Name) and ranks.get(part.id) == 0)
+    ]
+    return len(integers) == len(parts) == rank
 
 
 def _merge(known: dict, name: str, value) -> None:
