@@ -16,6 +16,7 @@ from __future__ import annotations
 import dis
 import inspect
 import random
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -97,10 +98,14 @@ def _generators(function: Any, arguments: tuple) -> list:
                     add(cell.cell_contents, depth)
                 except ValueError:  # (a cell not yet filled)
                     continue
+            for default in _defaults(value):  # (def step(x, rng=RNG))
+                add(default, depth)
             for code in _codes(value.__code__):
                 for global_name in code.co_names:
                     if global_name in value.__globals__:
                         add(value.__globals__[global_name], depth)
+                for reached in _module_attributes(value, code):
+                    add(reached, depth)  # (helpers.noisy(x): helpers.RNG)
         elif depth > 0 and not isinstance(value, (type, types.ModuleType)):
             seen.add(id(value))
             if isinstance(value, (list, tuple)):
@@ -154,9 +159,13 @@ def may_draw(function: Any) -> bool:
                     return True
             except ValueError:  # (a cell not yet filled)
                 continue
+        if any(map(draws, _defaults(value))):
+            return True
         for code in _codes(value.__code__):
             if any(i.opname == "STORE_GLOBAL" for i in dis.get_instructions(code)):
                 return True  # (global state it changes: a counter)
+            if any(map(draws, _module_attributes(value, code))):
+                return True
             for name in code.co_names:
                 if name in value.__globals__:
                     if draws(value.__globals__[name]):
@@ -166,6 +175,35 @@ def may_draw(function: Any) -> bool:
         return False
 
     return draws(function)
+
+
+def _defaults(function: types.FunctionType) -> list:
+    """``function``'s default values, positional and keyword-only."""
+    keywords = function.__kwdefaults__ or {}
+    return [*(function.__defaults__ or ()), *keywords.values()]
+
+
+# modules whose functions draw only from NumPy's or Python's global generators
+# (always replayed) or not at all: their attributes are not searched
+LIBRARIES = frozenset({"numpy", "ppto", "cupy", "scipy"}) | sys.stdlib_module_names
+
+
+def _module_attributes(function: types.FunctionType, code: types.CodeType) -> list:
+    """The values ``code`` may reach as attributes of a user's module among
+    ``function``'s globals (``helpers.noisy`` for ``import helpers``): each
+    attribute of such a module named in the code."""
+    modules = [
+        module
+        for name in code.co_names
+        if isinstance(module := function.__globals__.get(name), types.ModuleType)
+        and module.__name__.split(".")[0] not in LIBRARIES
+    ]
+    return [
+        getattr(module, name)
+        for module in modules
+        for name in code.co_names
+        if name in vars(module)
+    ]
 
 
 def _codes(code: types.CodeType) -> list:
