@@ -488,3 +488,42 @@ def test_a_checkpointed_step_replays_generators_held_in_defaults_and_modules(ste
     expected = central_differences(lambda x: from_the_same_states(loss, x), [x], 0)
     gradient = from_the_same_states(ppto.grad(loss), x)
     np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6, atol=1e-8)
+
+
+def test_a_checkpointed_loop_keeps_one_copy_of_generator_states_nothing_draws_from():
+    # a checkpointed method (it reads self.W, so its rerun replays the random
+    # generators' states) kept NumPy's 2.5 kB global state and Python's 625
+    # numbers at every step: 89.75 hidden states' bytes for 20 steps of a 1 kB
+    # state, against 41 for the same step as a function of W (and 123 without
+    # ppto.checkpoint)
+    import random
+
+    from ppto.checkpoint import random_states
+
+    x, h, W = arguments(steps=20, batch=8, size=16)
+    layer = _Layer(W, np.zeros(16))
+
+    def checkpointed_method(x, h):
+        for t in range(x.shape[0]):
+            h = ppto.checkpoint(layer.forward)(h + x[t])
+        return np.sum(h**2)
+
+    def checkpointed_function(x, h):
+        for t in range(x.shape[0]):
+            h = ppto.checkpoint(step)(h + x[t], x[t], W)
+        return np.sum(h**2)
+
+    numpy_state = np.random.get_state()[1].nbytes
+    assert (
+        saved_bytes(checkpointed_method, x, h, wrt=("h",))
+        <= saved_bytes(checkpointed_function, x, h, wrt=("h",)) + numpy_state + h.nbytes
+    )
+    first, again = random_states(step), random_states(step)
+    assert [g for g, _ in first] == [g for g, _ in again]
+    for (_, state), (_, state_again) in zip(first, again):
+        assert state_again is state  # (nothing drew in between: the same copy)
+    random.random()
+    np.random.random_sample()
+    changed = dict(random_states(step))
+    assert changed[random] != dict(first)[random]
+    assert not np.array_equal(changed[np.random][1], dict(first)[np.random][1])
