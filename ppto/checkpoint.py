@@ -8,7 +8,10 @@ only the values carried from one iteration to the next are saved.
 A step that draws random numbers (dropout) draws the same ones when it runs again:
 ``random_states`` records the random generators' states before the forward call and
 ``replayed`` runs the recomputation from them, then puts the states back (as
-PyTorch's checkpoint does with its generator's state).
+PyTorch's checkpoint does with its generator's state). So does a step reading an
+object's attributes (``self.W``): the objects' attributes are recorded with the
+generators' states, so a weight rebound between vjp's forward pass and its
+pullback (``layer.W = ...``) is not what the recomputation reads.
 """
 
 from __future__ import annotations
@@ -70,12 +73,14 @@ SEARCH_DEPTH = 4
 GENERATOR_TYPES = (np.random.Generator, np.random.RandomState, random.Random)
 
 
-def _generators(function: Any, arguments: tuple) -> list:
-    """The random generators a call of ``function`` may draw from: NumPy's and
-    Python's global ones, and the generators (NumPy's, ``random.Random``) among
-    the arguments, the items of lists, tuples and dicts and objects' attributes
-    (``self.rng``, ``m.inner.rng``, ``[rng]``: a few levels deep), and the globals
-    and closures of ``function`` and of the user's functions it refers to."""
+def _reached(function: Any, arguments: tuple) -> list:
+    """The random generators a call of ``function`` may draw from, and the
+    objects whose attributes it may read: NumPy's and Python's global
+    generators, and the generators (NumPy's, ``random.Random``) and objects
+    among the arguments, the items of lists, tuples and dicts and objects'
+    attributes (``self.rng``, ``m.inner.rng``, ``[rng]``: a few levels deep), and
+    the globals and closures of ``function`` and of the user's functions it
+    refers to."""
     found: dict[int, Any] = {id(np.random): np.random, id(random): random}
     seen: set = set()
 
@@ -112,8 +117,11 @@ def _generators(function: Any, arguments: tuple) -> list:
                 items = value
             elif isinstance(value, dict):
                 items = value.values()
+            elif type(getattr(value, "__dict__", None)) is dict:
+                found[id(value)] = value  # (its attributes: self.W)
+                items = list(vars(value).values())
             else:
-                items = getattr(value, "__dict__", {}).values()
+                items = ()
             for item in items:
                 add(item, depth - 1)
 
@@ -212,7 +220,15 @@ def _codes(code: types.CodeType) -> list:
     return [code] + [nested for c in inner for nested in _codes(c)]
 
 
+class _Attributes(dict):
+    """An object's attributes as a checkpointed call found them (a state)."""
+
+
 def _state(generator: Any) -> Any:
+    if not isinstance(generator, GENERATOR_TYPES) and not isinstance(
+        generator, types.ModuleType
+    ):
+        return _Attributes(vars(generator))  # (an object: its attributes)
     if generator is random:
         return random.getstate()
     if generator is np.random:
@@ -225,7 +241,12 @@ def _state(generator: Any) -> Any:
 
 
 def _set_state(generator: Any, state: Any) -> None:
-    if generator is random:
+    if type(state) is _Attributes:  # (an object: attributes bound since dropped)
+        attributes = vars(generator)
+        for name in [name for name in attributes if name not in state]:
+            del attributes[name]
+        attributes.update(state)
+    elif generator is random:
         random.setstate(state)
     elif generator is np.random:
         np.random.set_state(state)
@@ -239,14 +260,15 @@ def _set_state(generator: Any, state: Any) -> None:
 
 def random_states(function: Any, *arguments: Any) -> list:
     """The states of the random generators a checkpointed call may draw from,
-    taken before the call (generated code calls this; see the module docstring).
+    and the attributes of the objects it may read, taken before the call
+    (generated code calls this; see the module docstring).
 
     >>> states = random_states(np.tanh)
     >>> a = np.random.random_sample()
     >>> replayed(states, np.random.random_sample) == a
     True
     """
-    return [(g, _kept_state(g)) for g in _generators(function, arguments)]
+    return [(g, _kept_state(g)) for g in _reached(function, arguments)]
 
 
 # the last state taken of a few generators (by id): a state equal to it is kept
@@ -261,6 +283,8 @@ LAST_STATES_KEPT = 16
 def _kept_state(generator: Any) -> Any:
     """``generator``'s state, the object taken last time where it is unchanged."""
     state = _state(generator)
+    if type(state) is _Attributes:  # (references, small: not compared)
+        return state
     last = _LAST_STATES.get(id(generator))
     if last is not None and _same(last, state):
         return last
@@ -289,8 +313,8 @@ def _same(state: Any, other: Any) -> bool:
 
 
 def replayed(states: list, function: Callable, /, *args: Any, **kwargs: Any) -> Any:
-    """``function(*args, **kwargs)`` run from the random generators' ``states``;
-    the generators' states are as before afterwards."""
+    """``function(*args, **kwargs)`` run from the random generators' ``states``
+    (and the objects' attributes); they are as before afterwards."""
     now = [(generator, _state(generator)) for generator, _ in states]
     for generator, state in states:
         _set_state(generator, state)
