@@ -312,6 +312,15 @@ def _same(state: Any, other: Any) -> bool:
     return len(state) == len(other) and all(map(_same, state, other))
 
 
+def rewind(states: list) -> None:
+    """Put the random generators (and objects) back to ``states``, taken by
+    ``random_states``: a Jacobian made one tangent pass at a time draws, for each
+    column, the random numbers its first column drew (as one call of the
+    function would), and the generators go on from there."""
+    for generator, state in states:
+        _set_state(generator, state)
+
+
 def replayed(states: list, function: Callable, /, *args: Any, **kwargs: Any) -> Any:
     """``function(*args, **kwargs)`` run from the random generators' ``states``
     (and the objects' attributes); they are as before afterwards."""

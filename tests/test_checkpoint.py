@@ -568,3 +568,39 @@ def test_a_checkpointed_step_recomputes_with_the_attributes_its_forward_read(how
     (gradient,) = pullback(1.0)
     np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-7)
     assert layer.W[0, 0] == cell.W[0, 0] == 2.7  # (put back after the replay)
+
+
+def dropped_loop(x):
+    h = x
+    for _ in ppto.checkpoint(range(3)):
+        h = np.tanh(h @ CELL.W) * (RNG.random(2) > 0.3) + h * 0.5
+    return np.sum(h**2)
+
+
+def dropped_layer(x):
+    return np.tanh(x @ CELL.W) * (RNG.random(2) > 0.3)
+
+
+def test_a_jacobian_made_column_by_column_draws_the_first_columns_numbers():
+    # hessian and jacfwd run one tangent pass per column: each drew other masks
+    # (a Hessian of no draw, not symmetric), and left the generator as after n
+    # calls; now each column draws what the first did, as one call would
+    CELL.W = np.array([[0.9, -0.4], [0.3, 0.7]])
+    x = np.array([0.3, -0.6])
+
+    def from_the_start(function, *args):
+        RNG.bit_generator.state = np.random.default_rng(5).bit_generator.state
+        return function(*args)
+
+    expected = second_differences(lambda x: from_the_start(dropped_loop, x), x)
+    hessian = from_the_start(ppto.hessian(dropped_loop), x)
+    after = RNG.random()
+    np.testing.assert_allclose(np.asarray(hessian), expected, rtol=1e-5, atol=1e-6)
+    from_the_start(dropped_loop, x)
+    assert RNG.random() == after  # (the generator goes on as after one call)
+    jacobian = from_the_start(ppto.jacfwd(dropped_layer), x)
+    columns = [
+        central_differences(lambda x: from_the_start(dropped_layer, x)[i], [x], 0)
+        for i in range(2)
+    ]
+    np.testing.assert_allclose(np.asarray(jacobian), np.stack(columns), rtol=1e-6)
