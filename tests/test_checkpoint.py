@@ -604,3 +604,59 @@ def test_a_jacobian_made_column_by_column_draws_the_first_columns_numbers():
         for i in range(2)
     ]
     np.testing.assert_allclose(np.asarray(jacobian), np.stack(columns), rtol=1e-6)
+
+
+TANH = ppto.checkpoint(np.tanh)
+
+
+class _Steps:
+    @classmethod
+    def scaled(cls, h):
+        return np.tanh(h) * 2.0
+
+
+SCALED = __import__("functools").partial(reading_its_argument, cell=CELL)
+
+
+def checkpointed_numpy_function(x):
+    return np.sum(ppto.checkpoint(np.tanh)(x) ** 2 + TANH(x * 2.0))
+
+
+def checkpointed_operator(x):
+    return np.sum(ppto.checkpoint(ppto.tanh)(x) * ppto.checkpoint(np.sum)(x, axis=0))
+
+
+def checkpointed_classmethod(x):
+    return np.sum(ppto.checkpoint(_Steps.scaled)(x))  # refused here
+
+
+def checkpointed_partial(x):
+    return np.sum(ppto.checkpoint(SCALED)(x))  # refused here
+
+
+@pytest.mark.parametrize(
+    "function", [checkpointed_numpy_function, checkpointed_operator]
+)
+def test_a_checkpointed_operator_is_called_as_it_is(function):
+    # its Callee was taken for a user's function: raw TypeError "cannot create
+    # weak reference to 'NoneType' object" from inside the transformer
+    x = np.array([0.3, -0.8, 1.1])
+    np.testing.assert_allclose(
+        np.asarray(ppto.grad(function)(x)),
+        central_differences(function, [x], 0),
+        rtol=1e-6,
+        atol=1e-9,
+    )
+
+
+@pytest.mark.parametrize("function", [checkpointed_classmethod, checkpointed_partial])
+def test_checkpointing_what_is_no_function_of_the_users_is_refused_at_its_line(
+    function,
+):
+    # a classmethod ran generated code missing its class (raw TypeError
+    # "scaled_forward() missing 1 required positional argument: 'h'")
+    CELL.W = np.array([[0.9, -0.4], [0.3, 0.7]])
+    with pytest.raises(ppto.TransformError, match="cannot checkpoint") as refused:
+        ppto.grad(function)(np.array([0.3, -0.8]))
+    assert refused.value.filename == __file__
+    assert "refused here" in str(refused.value)
