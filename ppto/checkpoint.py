@@ -21,6 +21,7 @@ import inspect
 import random
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -283,8 +284,8 @@ LAST_STATES_KEPT = 16
 def _kept_state(generator: Any) -> Any:
     """``generator``'s state, the object taken last time where it is unchanged."""
     state = _state(generator)
-    if type(state) is _Attributes:  # (references, small: not compared)
-        return state
+    if type(state) is _Attributes:
+        return _kept_attributes(generator, state)
     last = _LAST_STATES.get(id(generator))
     if last is not None and _same(last, state):
         return last
@@ -292,6 +293,30 @@ def _kept_state(generator: Any) -> Any:
         _LAST_STATES.pop(next(iter(_LAST_STATES)), None)
     _LAST_STATES[id(generator)] = state
     return state
+
+
+# per live object (by id, dropped with it), the attributes taken last: a step
+# that rebinds none keeps that same copy (a checkpointed loop over a method kept
+# a dict of references per object and step)
+_LAST_ATTRIBUTES: dict = {}
+
+
+def _kept_attributes(holder: Any, attributes: _Attributes) -> _Attributes:
+    """``attributes``, or the copy taken last time where each is the same object."""
+    key = id(holder)
+    entry = _LAST_ATTRIBUTES.get(key)
+    if entry is not None and entry[0]() is holder:
+        last = entry[1]
+        if last.keys() == attributes.keys() and all(
+            attributes[name] is value for name, value in last.items()
+        ):
+            return last
+    try:
+        alive = weakref.ref(holder, lambda _, key=key: _LAST_ATTRIBUTES.pop(key, None))
+    except TypeError:  # (no weak reference to it: a copy each time)
+        return attributes
+    _LAST_ATTRIBUTES[key] = (alive, attributes)
+    return attributes
 
 
 def _same(state: Any, other: Any) -> bool:

@@ -522,6 +522,11 @@ def test_a_checkpointed_loop_keeps_one_copy_of_generator_states_nothing_draws_fr
     assert [g for g, _ in first] == [g for g, _ in again]
     for (_, state), (_, state_again) in zip(first, again):
         assert state_again is state  # (nothing drew in between: the same copy)
+    held = dict(random_states(layer.forward, h))[layer]
+    assert held["W"] is W
+    assert dict(random_states(layer.forward, h))[layer] is held  # (one copy)
+    layer.W = W * 2.0
+    assert dict(random_states(layer.forward, h))[layer]["W"] is layer.W
     random.random()
     np.random.random_sample()
     changed = dict(random_states(step))
