@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ppto import pytrees
+from ppto.checkpoint import random_states, rewind
 from ppto.errors import GradError, PptoError, ShapeError
 from ppto.fusion.tuning import FUSED_FIRST, FusionChoice, fusion_policy
 from ppto.ops.primitive import OperatorDef, registrations
@@ -2023,7 +2024,10 @@ def hessian(f: Callable, wrt: int | str = 0) -> Callable:
         # the point's values on the host (a CuPy array refuses np.asarray)
         point = _as_tensor(given, device).numpy().astype(float)
         columns = []
+        states = random_states(function, *call_.values)
         for index in range(point.size):
+            if index:  # (each column draws what the first drew: see rewind)
+                rewind(states)
             basis = np.zeros(point.size)
             basis[index] = 1.0
             tangents = [None] * len(call_.values)

@@ -24,6 +24,7 @@ from ppto.api import (
     jvp,
     vjp,
 )
+from ppto.checkpoint import random_states, rewind
 from ppto.errors import GradError
 from ppto.runtime.device import CPU
 from ppto.runtime.tensor import Tensor
@@ -114,10 +115,13 @@ def _forward(f: Callable, values: list, positions: list[int]):
     """(whether ``f`` returned a tuple, blocks[output][argument]) from a tangent pass
     per element of each argument asked for, the others held constant."""
     columns_by_argument, shapes, tupled = [], None, False
+    states = random_states(_target_function(f), *values)
     for position in positions:
         point = _host(values[position])
         columns = []
         for index in range(point.size):
+            if index or position != positions[0]:  # (see checkpoint.rewind)
+                rewind(states)
             basis = np.zeros(point.shape, point.dtype)
             basis.reshape(-1)[index] = 1
             tangents = [None] * len(values)

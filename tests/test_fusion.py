@@ -1141,6 +1141,37 @@ def test_a_regions_fallback_is_made_on_its_first_call_as_it_would_have_been(
         assert "".join(lines).startswith(f"def {kernel.fallback_name}(")
 
 
+def test_a_late_fallback_cleared_by_another_thread_is_still_returned():
+    """Two threads running a region's fallback for the first time: one tested
+    ``make_fallback`` and read it again to call it, by which time the other had
+    made the fallback and cleared it: ``None()``, a TypeError from the user's
+    line. Here the other thread finishes right after the first read."""
+    from ppto.fusion.kernels import Fallback
+
+    def statements(*arguments):
+        return sum(arguments)
+
+    class MadeByAnotherThreadMeanwhile(Fallback):
+        reads = 0
+
+        @property
+        def make_fallback(self):
+            self.reads += 1
+            maker = self.__dict__.get("maker")
+            if self.reads == 1:  # (the other thread: made, then cleared)
+                self._fallback, self.maker = statements, None
+            return maker
+
+        @make_fallback.setter
+        def make_fallback(self, maker):
+            self.maker = maker
+
+    region = MadeByAnotherThreadMeanwhile()
+    region.make_fallback = lambda: statements
+    assert region.fallback is statements
+    assert region.fallback(1.0, 2.0) == 3.0
+
+
 def scaled_by_a_parameter(x, w):
     v = np.exp(w * w) + w
     return np.sum(np.tanh(x * v + v) * np.exp(-x)) + np.sum(w * w * w)

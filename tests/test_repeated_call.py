@@ -136,3 +136,45 @@ def test_keyed_calls_alternating_kinds_stay_right():
                 scaled(x, w, doubled).numpy(), want, rtol=1e-6, atol=1e-8
             )
             assert scaled._last is None
+
+
+def doubled_helper(v):
+    return v * 2.0
+
+
+def through_the_helper(x, w):
+    return np.sum(doubled_helper(x) * w)
+
+
+def test_a_function_given_new_code_is_transformed_again():
+    # a reload that replaces a function's code in place (IPython's autoreload
+    # sets f.__code__) kept the old gradient, on the repeated path, the keyed
+    # one and for a new grad object alike: [0.5, 1, -2] for [0.3, -1.4, -4.8]
+    def before(x, w):
+        return np.sum(x * w)
+
+    def after(x, w):
+        return np.sum(x * x * w)
+
+    def tripled(v):
+        return v * 3.0
+
+    rng = np.random.default_rng(6)
+    x, w = rng.standard_normal(3), rng.standard_normal(3)
+    gradient = ppto.grad(before)
+    for _ in range(3):
+        gradient(x, w)
+    before.__code__ = after.__code__
+    for made in (gradient, ppto.grad(before)):
+        np.testing.assert_allclose(
+            made(x, w).numpy(), central_differences(after, (x, w), 0), rtol=1e-6
+        )
+    helped = ppto.grad(through_the_helper)
+    for _ in range(3):
+        helped(x, w)
+    code = doubled_helper.__code__
+    doubled_helper.__code__ = tripled.__code__
+    try:
+        np.testing.assert_allclose(helped(x, w).numpy(), 3.0 * w, rtol=1e-12)
+    finally:
+        doubled_helper.__code__ = code

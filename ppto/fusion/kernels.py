@@ -525,10 +525,14 @@ class Fallback:
 
     @property
     def fallback(self):
-        if self._fallback is None and self.make_fallback is not None:
-            self._fallback = self.make_fallback()
+        function = self._fallback
+        # (read once: another thread first running it may clear it after it set
+        # _fallback, between a test of make_fallback and its call)
+        make = self.make_fallback
+        if function is None and make is not None:
+            function = self._fallback = make()  # (made once: see lower)
             self.make_fallback = None
-        return self._fallback
+        return function if function is not None else self._fallback
 
     @fallback.setter
     def fallback(self, function) -> None:

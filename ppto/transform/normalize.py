@@ -1414,9 +1414,24 @@ class Normalizer:
 
     def expression_Call(self, node, target):
         checkpointed = self.checkpointed(node)
-        if checkpointed is not None:
+        if checkpointed is not None and (
+            checkpointed.kind == "function" or _composite_without_rule(checkpointed)
+        ):
             return self.call_function(node, checkpointed, [target], checkpoint=True)[0]
-        callee = resolve_call(node, self.parsed.namespace, self.local_names)
+        if checkpointed is not None and checkpointed.kind != "operator":
+            raise self.source.error(
+                node,
+                f"ppto cannot checkpoint {checkpointed.text}: ppto.checkpoint "
+                "runs again a function of yours (a def), an object's method or a "
+                f"layer object, and {checkpointed.text} is none of these",
+                "checkpoint a function of yours calling it "
+                "(def step(h): return ...; ppto.checkpoint(step)(h))",
+            )
+        # (an operator checkpointed, ppto.checkpoint(np.tanh)(x): its rule keeps
+        # only what its gradient reads, so it is called as it is)
+        callee = checkpointed or resolve_call(
+            node, self.parsed.namespace, self.local_names
+        )
         if callee.kind == "method":
             return self.method_call(node, callee.method, target)
         if callee.kind == "function" or _composite_without_rule(callee):

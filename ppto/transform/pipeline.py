@@ -354,6 +354,15 @@ def _prepare(
     helper = not entry and not generated
     if helper and enclosing_function(parsed.fn) is parsed.fn:  # (not a lifted one)
         program.reached += watched_defaults(parsed.fn)
+    code = getattr(parsed.fn, "__code__", None)
+    if (
+        code is not None
+        and not generated
+        and enclosing_function(parsed.fn) is parsed.fn
+    ):
+        # its text, which a reload may replace in the same function object
+        # (IPython's autoreload sets f.__code__): generated code then is stale
+        program.reached.append((parsed.fn, "__code__", code))
     # a function the differentiated one calls holds the caller's objects in the
     # parameters the call passes (the others have their defaults)
     passed = [name for name in parsed.parameters if name in ranks] if helper else ()
