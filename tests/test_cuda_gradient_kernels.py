@@ -310,3 +310,98 @@ def test_programs_on_the_emulated_device_match_finite_differences(
         np.testing.assert_allclose(
             gradient.numpy(), expected, rtol=tolerance, atol=tolerance * scale
         )
+
+
+# --- what the compiled emulation refuses, as CuPy would -----------------------------
+
+
+def test_compiled_cupy_refuses_kernels_cupy_could_not_compile(compiled_cupy):
+    from tests.cupy_kernels_compiled import CompileException
+
+    module = cuda.cupy_module()
+    x = module.asarray(np.linspace(-1.0, 1.0, 9))
+    # the operation calls a function nothing defines: nvcc (as NVRTC) refuses it
+    undefined = module.ElementwiseKernel("T a0", "T out", "out = ppto_f(a0)", "k")
+    with pytest.raises(CompileException, match="ppto_f"):
+        undefined(x)
+    # a host-only function called on the device
+    host_only = "double twice(double v) { return 2 * v; }\n"
+    on_host = module.ElementwiseKernel(
+        "T a0", "T out", "out = twice(a0)", "k2", preamble=host_only
+    )
+    with pytest.raises(CompileException):
+        on_host(x)
+    # a map step reading a name CuPy's reduction does not declare
+    reduction = module.ReductionKernel("T a0", "T y", "a0 * _k", "a + b", "y = a", "0")
+    with pytest.raises(CompileException):
+        reduction(x)
+    with pytest.raises(ValueError, match="'i' as a parameter"):
+        module.ElementwiseKernel("T i", "T out", "out = i", "k3")
+    with pytest.raises(TypeError, match="mismatched"):  # T float64 and float32
+        module.ElementwiseKernel("T a0, T a1", "T out", "out = a0 + a1", "k4")(
+            x, x.astype(np.float32)
+        )
+    # ppto's own kernel whose C does not compile: a warning and the unfused route
+    tree = cuda.Node("tanh", [cuda.Node(leaf=0)])
+    broken = cuda.CudaElementwise("__fused_broken", tree, 1)
+    broken.operation = lambda kinds: ("T a0", "T out", "out = tanhh(a0)")
+    with pytest.warns(RuntimeWarning, match="__fused_broken did not compile"):
+        result = broken(x)
+    np.testing.assert_allclose(_host(result), np.tanh(_host(x)), rtol=1e-15)
+
+
+def test_the_tree_emulation_alone_would_pass_that_kernel(kernels_from_trees):
+    # why compiled_cupy exists: evaluated from its tree, C that cannot compile runs
+    tree = cuda.Node("tanh", [cuda.Node(leaf=0)])
+    broken = cuda.CudaElementwise("__fused_broken", tree, 1)
+    broken.operation = lambda kinds: ("T a0", "T out", "out = tanhh(a0)")
+    x = np.linspace(-1.0, 1.0, 9)
+    np.testing.assert_allclose(broken(x), np.tanh(x), rtol=1e-15)
+    assert kernels_from_trees == ["__fused_broken"]
+
+
+# --- on a GPU -----------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a kernel that did not compile
+@pytest.mark.skipif(not cuda_available(), reason="needs CuPy and a GPU")
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("rule", BATCH_NORM + LABELS, ids=lambda r: r.name)
+def test_the_kernels_equal_the_unfused_pattern_on_the_gpu(rule, dtype):
+    import cupy
+
+    if rule in BATCH_NORM:
+        inputs = _batch_norm_inputs(rule, dtype)
+    else:
+        inputs = _label_inputs(rule, dtype)
+    expected = _unfused(rule, inputs)
+    actual = implementation_for(rule, "cuda")(*_on_device(cupy, inputs))
+    actual = actual if isinstance(actual, tuple) else (actual,)
+    tolerance = 1e-11 if dtype == "float64" else 3e-5
+    for value, wanted in zip(actual, expected):
+        assert isinstance(value, cupy.ndarray) and value.dtype == wanted.dtype
+        scale = max(1.0, np.max(np.abs(wanted)))
+        np.testing.assert_allclose(
+            cupy.asnumpy(value), wanted, rtol=tolerance, atol=tolerance * scale
+        )
+
+
+@pytest.mark.gpu
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a kernel that did not compile
+@pytest.mark.skipif(not cuda_available(), reason="needs CuPy and a GPU")
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_programs_on_the_gpu_match_finite_differences(program):
+    function, shapes, _ = PROGRAMS[program]
+    args = _program_arguments(shapes, program.startswith("classifier"))
+    wrt = tuple(range(len(shapes)))
+    on_device = [ppto.tensor(a, device="cuda") for a in args]
+    value, gradients = ppto.value_and_grad(function, wrt=wrt)(*on_device)
+    np.testing.assert_allclose(value.numpy(), function(*args), rtol=1e-12)
+    for position, gradient in zip(wrt, gradients):
+        assert gradient.device == "cuda:0"
+        expected = central_differences(function, args, position)
+        scale = max(1.0, np.max(np.abs(expected)))
+        np.testing.assert_allclose(
+            gradient.numpy(), expected, rtol=1e-6, atol=1e-6 * scale
+        )
