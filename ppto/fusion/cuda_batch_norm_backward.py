@@ -13,10 +13,12 @@ the ReLU's condition in its map step where there is one), then one
 
 where ``slope`` and ``shift`` are the per-channel values of the sums, computed
 again by each thread (a few divisions: the pass is bound by memory, not
-arithmetic) rather than by launches of their own. Six launches (the scale's
-gradient is one more, per channel) and no image-sized temporary, where the
-statements one by one make about fifteen launches and temporaries. Other types
-and shapes run the pattern's operators on CuPy.
+arithmetic) rather than by launches of their own. Six launches (the four sums,
+``dx``, and the scale's gradient per channel) and no image-sized temporary; fused
+without this rule, the gradient of an NHWC batch norm and ReLU on CUDA was 18
+operator calls after fusion, 3 with it (``show_grad(..., fused=True,
+device="cuda")``'s count). Other types and shapes run the pattern's operators on
+CuPy.
 """
 
 from __future__ import annotations
