@@ -11,6 +11,7 @@ from tests.cuda_emulation import (  # noqa: F401 (fixtures for the CUDA kernel t
     kernels_from_trees,
     regions_on_the_host,
 )
+from tests.cupy_kernels_compiled import compiled_cupy  # noqa: F401 (a fixture)
 
 if "sim" not in {d.kind for d in ppto.devices()}:
     ppto.register_backend("sim", SimBackend)

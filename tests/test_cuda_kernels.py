@@ -20,6 +20,8 @@ import pytest
 import ppto
 from ppto.api import Transformed
 from ppto.fusion import cuda
+from ppto.fusion.cuda_batch_norm_backward import CudaBatchNormBackward
+from ppto.fusion.cuda_label_cross_entropy import CudaLabelCrossEntropy
 from ppto.fusion.cuda_regions import CudaRegion, layout
 from ppto.fusion.cuda_staged import CudaStaged
 from ppto.fusion.kernels import Node, evaluate_numpy
@@ -120,10 +122,11 @@ def fused_for_cuda(function, shapes, dtype="float64"):
     return program, functions, kernels
 
 
-# batch norm's gradient (ppto/fusion/batch_norm_backward.py): its broadcasts back to
-# the image (unreduce) have no staged form, so on CUDA its statements run unfused;
-# nor have cross-entropy's over integer labels (a scatter: index_add)
-CPU_ONLY = {
+# batch norm's gradient and cross-entropy's over integer labels have kernels of their
+# own (ppto/fusion/cuda_batch_norm_backward.py, cuda_label_cross_entropy.py: their
+# patterns' broadcasts back to the image and scatters have no derived form); tested
+# in tests/test_cuda_gradient_kernels.py
+OWN = {
     f"batch_norm_backward{centred}{masked}{added}_{layout}"
     for centred in ("", "_centred")
     for masked in ("", "_masked")
@@ -136,7 +139,7 @@ CPU_ONLY = {
 }
 # two products: a CUDA epilogue follows one (there an elementwise kernel adds the
 # products and the bias and takes tanh: __fused_chain_add_tanh)
-CPU_ONLY |= {"matmul_pair_bias", "matmul_pair_bias_tanh"}
+CPU_ONLY = {"matmul_pair_bias", "matmul_pair_bias_tanh"}
 
 
 def test_rules_have_cuda_kernels_derived_from_their_patterns():
@@ -144,11 +147,15 @@ def test_rules_have_cuda_kernels_derived_from_their_patterns():
     assert CUDA_RULES == [rule for rule in RULES if rule.name not in CPU_ONLY]
     kinds = {rule.name: type(implementation_for(rule, "cuda")) for rule in CUDA_RULES}
     assert {name for name, kind in kinds.items() if kind is CudaStaged} == STAGED
+    own = (CudaBatchNormBackward, CudaLabelCrossEntropy)
+    assert {name for name, kind in kinds.items() if kind in own} == OWN
     assert set(kinds.values()) == {
         cuda.CudaElementwise,
         cuda.CudaReduction,
         cuda.CudaMatmulEpilogue,
         CudaStaged,
+        CudaBatchNormBackward,
+        CudaLabelCrossEntropy,
     }
     epilogue = implementation_for(_rule("matmul_add"), "cuda")  # C + dot(A, B)
     assert (epilogue.operands, epilogue.rest) == ([0, 1], [2])
@@ -353,7 +360,7 @@ def _cases():
     cases = []
     for rule in CUDA_RULES:
         kernel = implementation_for(rule, "cuda")
-        if isinstance(kernel, CudaStaged):  # each sum's map step and the result
+        if hasattr(kernel, "parts"):  # each sum's map step and the results
             cases += [(f"{rule.name}{n}", p) for n, p in enumerate(kernel.parts())]
             continue
         elementwise = getattr(kernel, "epilogue", None) or getattr(
@@ -820,6 +827,12 @@ def _cupy_kernels_of(kernel) -> list:
         stages = [stage.kernel for stage in kernel.stages if stage.kernel is not None]
         results = [value for _, value in kernel.values]  # (each of several values')
         return [k for part in [*stages, *results] for k in _cupy_kernels_of(part)]
+    if isinstance(kernel, CudaBatchNormBackward):
+        parts = [sum_kernel for sum_kernel, _ in kernel.sums.values()]
+        parts += [kernel.gradient, kernel.scale_gradient]
+        return [k for part in parts for k in _cupy_kernels_of(part)]
+    if isinstance(kernel, CudaLabelCrossEntropy):
+        return _cupy_kernels_of(kernel.kernel)
     if isinstance(kernel, cuda.CudaMatmulEpilogue):
         return _cupy_kernels_of(kernel.epilogue)
     kinds = _kinds(getattr(kernel, "elementwise", kernel))

@@ -226,19 +226,19 @@ def _gradients(layout, values, g, scaled, deviation, centred, gamma, count, like
 
 
 def _fits(layout, g, scaled, deviation, centred, gamma, count, like, earlier,
-          shape, condition) -> bool:  # fmt: skip
+          shape, condition, array=np.ndarray) -> bool:  # fmt: skip
     """Whether the arguments are images of one floating dtype (three, and the
     earlier gradient), a boolean mask of their shape where there is a condition,
     per-channel deviation and scale of it, a count of it (a number or 0-d array)
     and broadcast targets of the images' shape: the two passes' case (else
-    NumPy's types)."""
+    NumPy's types). ``array``: the arrays' type (CuPy's, for its kernels)."""
     images = (g, scaled, centred) + (() if earlier is None else (earlier,))
-    if type(g) is not np.ndarray or g.ndim != 4 or g.size == 0 or g.dtype.kind != "f":
+    if type(g) is not array or g.ndim != 4 or g.size == 0 or g.dtype.kind != "f":
         return False
-    if not all(type(a) is np.ndarray and a.shape == g.shape for a in images):
+    if not all(type(a) is array and a.shape == g.shape for a in images):
         return False
     if condition is not None and not (
-        type(condition) is np.ndarray
+        type(condition) is array
         and condition.dtype == bool
         and condition.shape == g.shape
     ):
@@ -246,20 +246,32 @@ def _fits(layout, g, scaled, deviation, centred, gamma, count, like, earlier,
     channel = layout.channel_shape(layout.channels(g))
     scales = (channel, channel[1:]) if layout.keepdims else (channel,)
     if not (
-        type(deviation) is np.ndarray
+        type(deviation) is array
         and deviation.shape == channel
-        and type(gamma) is np.ndarray
+        and type(gamma) is array
         and gamma.shape in scales
     ):
         return False
     if {a.dtype for a in (*images, deviation, gamma)} != {g.dtype}:
         return False
     if type(count) not in (int, float) and not (
-        type(count) is np.ndarray and count.shape == () and count.dtype == g.dtype
+        type(count) is array and count.shape == () and count.dtype == g.dtype
     ):
         return False
     targets = (like,) if layout.keepdims else (shape, like)
     return all(target_shape(t) == g.shape for t in targets)
+
+
+def _cuda_kernel(layout: Layout, values):
+    """A function of a rule making its CuPy kernel (``ppto.fusion.
+    cuda_batch_norm_backward``), which the registry calls on first use."""
+
+    def make(rule):
+        from ppto.fusion.cuda_batch_norm_backward import CudaBatchNormBackward
+
+        return CudaBatchNormBackward(rule.kernel_name, layout, rule.parameters, values)
+
+    return make
 
 
 IMAGE, CHANNEL = (2, 5, 4, 3), (3,)
@@ -275,4 +287,4 @@ for layout, named, masked, added in itertools.product(
     name = _name(layout, added, named, masked)
     implementation = _implementation(layout, name, pattern)
     rule(name, [shapes.get(p, image) for p in parameters], BACKWARD, implementation,
-         FIRST)(pattern)  # fmt: skip
+         FIRST, cuda=_cuda_kernel(layout, pattern.values))(pattern)  # fmt: skip

@@ -177,39 +177,40 @@ def _scattered(out, g, rows, labels, once: bool) -> np.ndarray:
     return out
 
 
-def _rows_and_labels(index) -> tuple | None:
+def _rows_and_labels(index, array=np.ndarray) -> tuple | None:
     """``index`` as two integer arrays (lists made arrays, as NumPy indexes with
-    them), or None where it is not a pair of them."""
+    them, on the CPU), or None where it is not a pair of them. ``array``: the
+    arrays' type (CuPy's, for its kernels)."""
     if type(index) is not tuple or len(index) != 2:
         return None
     parts = []
     for part in index:
-        if type(part) is list:
+        if type(part) is list and array is np.ndarray:
             part = np.asarray(part)
-        if type(part) is not np.ndarray or part.dtype.kind not in "iu":
+        if type(part) is not array or part.dtype.kind not in "iu":
             return None
         parts.append(part)
     return tuple(parts)
 
 
-def _fits(like, axis, matrix, rows, labels, total=None) -> bool:
+def _fits(like, axis, matrix, rows, labels, total=None, array=np.ndarray) -> bool:
     """Whether the arguments are the kernels' case: a ``matrix`` (exponentials or
     log-probabilities) of a floating dtype, reduced along its last axis (their
     sums ``total``, dims kept, where given), a ``like`` of its shape and dtype and
     one vector each of rows and labels (else NumPy's promotion and broadcasting:
-    the pattern's operators)."""
-    if type(matrix) is not np.ndarray or matrix.ndim != 2 or matrix.dtype.kind != "f":
+    the pattern's operators). ``array``: the arrays' type."""
+    if type(matrix) is not array or matrix.ndim != 2 or matrix.dtype.kind != "f":
         return False
     if type(axis) is not int or axis not in (1, -1):
         return False
     if total is not None and not (
-        type(total) is np.ndarray
+        type(total) is array
         and total.shape == (len(matrix), 1)
         and total.dtype == matrix.dtype
     ):
         return False
     return (
-        type(like) is np.ndarray
+        type(like) is array
         and like.shape == matrix.shape
         and like.dtype == matrix.dtype
         and rows.ndim == 1
@@ -217,15 +218,15 @@ def _fits(like, axis, matrix, rows, labels, total=None) -> bool:
     )
 
 
-def _spread(g, rows, matrix) -> bool:
+def _spread(g, rows, matrix, array=np.ndarray) -> bool:
     """Whether ``g`` is one gradient per gathered entry, of ``matrix``'s dtype."""
-    return type(g) is np.ndarray and g.dtype == matrix.dtype and g.shape == rows.shape
+    return type(g) is array and g.dtype == matrix.dtype and g.shape == rows.shape
 
 
-def _number(loss, picked, rows, labels, matrix) -> bool:
+def _number(loss, picked, rows, labels, matrix, array=np.ndarray) -> bool:
     """Whether ``loss`` is one number of ``matrix``'s dtype (0-d) and ``picked``
     (the gathered values or their shape) has the gather's shape."""
-    if not (type(loss) is np.ndarray or isinstance(loss, np.generic)):
+    if not (type(loss) is array or isinstance(loss, np.generic)):
         return False
     if loss.shape != () or loss.dtype != matrix.dtype:
         return False
@@ -251,6 +252,18 @@ def _plain_log_softmax(g, index, like, axis, log_probs):
     return gathered - np.exp(log_probs) * sums
 
 
+def _cuda_kernel(reduced: bool, from_log_probs: bool):
+    """A function of a rule making its CuPy kernel (``ppto.fusion.
+    cuda_label_cross_entropy``), which the registry calls on first use."""
+
+    def make(rule):
+        from ppto.fusion.cuda_label_cross_entropy import CudaLabelCrossEntropy
+
+        return CudaLabelCrossEntropy(rule.kernel_name, reduced, from_log_probs)
+
+    return make
+
+
 # (before regions: a region would take their elementwise statements apart)
 for name, implementation, pattern in (
     ("label_cross_entropy_backward", _backward, backward_pattern),
@@ -261,4 +274,6 @@ for name, implementation, pattern in (
     ("label_cross_entropy_reduced_log_softmax_backward",
      _reduced_log_softmax_backward, reduced_log_softmax_backward_pattern),
 ):  # fmt: skip
-    rule(name, None, BACKWARD, implementation, FIRST)(pattern)
+    reduced, from_log_probs = "reduced" in name, "log_softmax" in name
+    rule(name, None, BACKWARD, implementation, FIRST,
+         cuda=_cuda_kernel(reduced, from_log_probs))(pattern)  # fmt: skip

@@ -21,7 +21,14 @@ MATRIX_BIAS = [(4, 3), (3, 5), (5,)]
 MATRIX_PAIR_BIAS = [(4, 3), (3, 5), (4, 6), (6, 5), (5,)]
 
 
-def rule(name, shapes=None, applies=BOTH, implementation=None, before_regions=False):
+def rule(
+    name,
+    shapes=None,
+    applies=BOTH,
+    implementation=None,
+    before_regions=False,
+    cuda=None,
+):
     def define(pattern):
         register(
             pattern,
@@ -31,6 +38,7 @@ def rule(name, shapes=None, applies=BOTH, implementation=None, before_regions=Fa
             applies=applies,
             builtin=True,
             before_regions=before_regions,
+            cuda=cuda,
         )
         return pattern
 

@@ -55,6 +55,9 @@ class FusionRule:
     # a multi-output rule's values, each an Operator tree, the last one ``template``
     # (its others are nodes of it); () for a rule of one value
     outputs: tuple = ()
+    # a built-in rule's CuPy kernel where none is derived from its pattern (a
+    # scatter, broadcasts back to an image): a function of the rule making it
+    cuda: Callable | None = field(default=None, repr=False)
     _size: int | None = field(default=None, repr=False)
 
     @property
@@ -70,8 +73,10 @@ class FusionRule:
 
     @cached_property
     def cuda_kernel(self):
-        """The CuPy kernel derived from the pattern, or None (see ``ppto.fusion.cuda``;
-        made on first use: CUDA is optional)."""
+        """The CuPy kernel derived from the pattern (or the rule's own, ``cuda``), or
+        None (see ``ppto.fusion.cuda``; made on first use: CUDA is optional)."""
+        if self.cuda is not None:
+            return self.cuda(self)
         from ppto.fusion.cuda import for_rule
 
         return for_rule(self)
@@ -311,7 +316,8 @@ def _value_difference(rule, number, actual, expected, rtol: float) -> float:
 
 def register(pattern: Callable, implementation: Callable | None, *, name: str,
              shapes: Sequence[tuple] | None, applies: str, builtin: bool,
-             kind: str = "", before_regions: bool = False) -> FusionRule:  # fmt: skip
+             kind: str = "", before_regions: bool = False,
+             cuda: Callable | None = None) -> FusionRule:  # fmt: skip
     import inspect
 
     parameters = tuple(inspect.signature(pattern).parameters)
@@ -343,6 +349,7 @@ def register(pattern: Callable, implementation: Callable | None, *, name: str,
         kind or ("elementwise" if tree is not None else "composite"),
         before_regions=before_regions,
         outputs=outputs,
+        cuda=cuda,
     )
     if not builtin:  # built-in rules are checked by the test suite, not at import
         verify(rule, shapes or [(4, 4)] * len(parameters))
