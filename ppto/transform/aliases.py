@@ -382,6 +382,8 @@ def _check(
         augmented = isinstance(statement, gast.AugAssign) and isinstance(
             statement.target, gast.Name
         )
+        if augmented and _rebinds_a_number(statement, state):
+            return
         maybe_number = (  # (``+= [a]`` extends a list or adds into an array)
             augmented
             and written not in state.arrays
@@ -1789,6 +1791,19 @@ def _number_item(value, whole: bool, numbers: set) -> bool:
         compared is not None
         and len(compared) == 1
         and number_sequence(compared[0], numbers)
+    )
+
+
+def _rebinds_a_number(statement: gast.AugAssign, state: _Sharing) -> bool:
+    """Whether ``t += v`` surely rebinds ``t`` to a new number, changing nothing
+    in place: ``t`` holds a Python number or a tuple or list of them (the caller
+    passed one, ``t = size``) and ``v`` has no axes, which a tuple or list would
+    refuse (a list extends in place only by what it can iterate); not ``t *= n``,
+    which repeats a list in place."""
+    return (
+        statement.target.id in state.numbers
+        and not isinstance(statement.op, gast.Mult)
+        and _exact_rank(statement.value, state.exact) == 0
     )
 
 
