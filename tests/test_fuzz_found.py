@@ -802,3 +802,23 @@ def test_a_fused_sum_of_products_through_a_kept_copy():
         value, gradients = ppto.value_and_grad(swapped_then_squared, wrt=(0, 1))(x, 0.6)
     np.testing.assert_allclose(float(value), swapped_then_squared(x, 0.6))
     assert_gradients(gradients, swapped_then_squared, (x, 0.6))
+
+
+def scaled_by_a_number_then_written(x, s):
+    t = x * s
+    t *= np.sinh(x) * 0.5
+    return np.sum(t * t) + s
+
+
+def test_an_array_times_a_number_not_differentiated_is_a_new_array():
+    """Seed 20334: ``t = x * s`` with s a float not differentiated (which the
+    specialisation takes for a number or a list of numbers) was taken for s
+    repeated x times, holding s's items, so ``t *= ...`` was refused as a write
+    into s's array ('shares its array with s'). An array given for x makes it
+    NumPy's product whatever s is (an array's operator comes before a list's
+    repetition): a new array."""
+    x = np.linspace(-0.5, 0.7, 4)
+    value, gradient = ppto.value_and_grad(scaled_by_a_number_then_written)(x, 0.6)
+    np.testing.assert_allclose(float(value), scaled_by_a_number_then_written(x, 0.6))
+    expected = central_differences(scaled_by_a_number_then_written, (x, 0.6), 0)
+    assert_gradient(np.asarray(gradient), expected, "d/dx")

@@ -212,7 +212,8 @@ def check(
     described = None  # (nothing known: see ``containers``)
     if ranks is not None:
         described = {name for name, rank in ranks.items() if rank is not None}
-    held = _CONTAINERS.set(containers(parsed, nodes, local, described))
+    arrays = {name for name, rank in (ranks or {}).items() if rank}
+    held = _CONTAINERS.set(containers(parsed, nodes, local, described, arrays))
     token = _HELPER_RESULTS.set(_helper_results(parsed, local, nodes))
     numbers = set(numbers) & set(parsed.parameters)
     try:
