@@ -539,17 +539,23 @@ def _check_calls_run_as_written(ir_body: list, activity, normalizer) -> None:
             continue
         ranks = {p: operand_rank(o, activity.ranks) for p, o in given.items()}
         numbers = [p for p, o in given.items() if holds_numbers(o, activity.numbers)]
-        # (rank 0, perhaps a 0-d array: -> the write into it)
-        written = rank_0_arguments.maybe_zero_d(given, ranks, activity)
+        # (rank 0, perhaps a 0-d array: -> the write into it, check's to put)
+        zero_d_writes = rank_0_arguments.maybe_zero_d(given, ranks, activity)
         aliases.check(
             statement.function,
             ranks,
             list(given),
             numbers=numbers,
-            maybe_zero_d=written,
+            maybe_zero_d=zero_d_writes,
         )
         rank_0_arguments.refuse_write_read_again(
-            statement, given, written, ir_body, activity, local, normalizer.source
+            statement,
+            given,
+            zero_d_writes,
+            ir_body,
+            activity,
+            local,
+            normalizer.source,
         )
 
 
