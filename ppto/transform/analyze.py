@@ -1336,6 +1336,11 @@ def expression_rank(node, ranks: dict):
         if isinstance(node.op, gast.MatMult):
             return _matmul_rank(left, right)
         return None if left is None or right is None else max(left, right)
+    if isinstance(node, gast.Compare) and len(node.comparators) == 1:
+        sides = [
+            expression_rank(side, ranks) for side in (node.left, *node.comparators)
+        ]
+        return None if None in sides else max(sides)  # (elementwise: ``s > t``)
     return None
 
 
