@@ -802,3 +802,67 @@ def test_a_fused_sum_of_products_through_a_kept_copy():
         value, gradients = ppto.value_and_grad(swapped_then_squared, wrt=(0, 1))(x, 0.6)
     np.testing.assert_allclose(float(value), swapped_then_squared(x, 0.6))
     assert_gradients(gradients, swapped_then_squared, (x, 0.6))
+
+
+def scaled_by_a_number_then_written(x, s):
+    t = x * s
+    t *= np.sinh(x) * 0.5
+    return np.sum(t * t) + s
+
+
+def test_an_array_times_a_number_not_differentiated_is_a_new_array():
+    """Seed 20334: ``t = x * s`` with s a float not differentiated (which the
+    specialisation takes for a number or a list of numbers) was taken for s
+    repeated x times, holding s's items, so ``t *= ...`` was refused as a write
+    into s's array ('shares its array with s'). An array given for x makes it
+    NumPy's product whatever s is (an array's operator comes before a list's
+    repetition): a new array."""
+    x = np.linspace(-0.5, 0.7, 4)
+    value, gradient = ppto.value_and_grad(scaled_by_a_number_then_written)(x, 0.6)
+    np.testing.assert_allclose(float(value), scaled_by_a_number_then_written(x, 0.6))
+    expected = central_differences(scaled_by_a_number_then_written, (x, 0.6), 0)
+    assert_gradient(np.asarray(gradient), expected, "d/dx")
+
+
+def _bumped(u):
+    z = u.copy()
+    z[1] += 1.0
+    return z
+
+
+def bumped_where_masked(W, s):
+    h = np.where(s > W, s, W * 0.5)
+    return np.sum(_bumped(h) * h)
+
+
+def test_a_comparison_has_the_rank_of_its_operands():
+    """Seed 20437 (differentiated for s): a comparison written verbatim (``s >
+    W``, no derivative) had no known rank, nor had np.where of it, so the helper
+    was told nothing of its argument, which might then be a list: ``z =
+    u.copy(); z[1] += 1.0`` was refused as a change to the caller's value (the
+    items of a list's copy are the list's). It broadcasts as any elementwise
+    operator: a matrix here."""
+    W = np.array([[0.3, -0.2], [0.5, 0.1]])
+    value, gradients = ppto.value_and_grad(bumped_where_masked, wrt=(0, 1))(W, 0.2)
+    np.testing.assert_allclose(float(value), bumped_where_masked(W, 0.2))
+    assert_gradients(gradients, bumped_where_masked, (W, 0.2))
+
+
+def copied_then_stored_into(x, params):
+    y, c = params
+    t = y.copy()
+    t[y > 0.2] = 0.5
+    return np.sum(t * x) + np.sum(y) * c
+
+
+def test_a_store_into_a_copy_leaves_what_was_copied():
+    """Seed 104246 (params not differentiated, so y may be a list for all the
+    check knew): ``t = y.copy(); t[m] = v`` was refused as a write into y's
+    array. Whether y is an array (t a new one) or a list (t a new list, whose
+    item the store replaces), y is untouched; a write into an item of the copy
+    (``t[0] += v``) still counts for y's items."""
+    x = np.array([0.3, 0.5, -0.1])
+    params = (np.array([0.1, 0.4, 0.7]), 0.5)
+    value, gradient = ppto.value_and_grad(copied_then_stored_into)(x, params)
+    np.testing.assert_allclose(float(value), copied_then_stored_into(x, params))
+    assert_gradients([gradient], copied_then_stored_into, (x, params))

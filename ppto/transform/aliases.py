@@ -212,7 +212,8 @@ def check(
     described = None  # (nothing known: see ``containers``)
     if ranks is not None:
         described = {name for name, rank in ranks.items() if rank is not None}
-    held = _CONTAINERS.set(containers(parsed, nodes, local, described))
+    arrays = {name for name, rank in (ranks or {}).items() if rank}
+    held = _CONTAINERS.set(containers(parsed, nodes, local, described, arrays))
     token = _HELPER_RESULTS.set(_helper_results(parsed, local, nodes))
     numbers = set(numbers) & set(parsed.parameters)
     try:
@@ -281,6 +282,7 @@ def _check(
     for parameter in defaults - passed:  # (the function's own object)
         _held_from_outside(state, parameter, DEFAULT + parameter, known)
     sequences = _sequence_names(parsed, nodes, set(parsed.parameters) - set(known))
+    copies = _bound_to_copies_only(nodes)
     tuples = _tuple_names(
         parsed, nodes
     )  # (``t += (4.0,)`` rebinds one: no list change)
@@ -382,6 +384,8 @@ def _check(
         augmented = isinstance(statement, gast.AugAssign) and isinstance(
             statement.target, gast.Name
         )
+        if augmented and _rebinds_a_number(statement, state):
+            return
         maybe_number = (  # (``+= [a]`` extends a list or adds into an array)
             augmented
             and written not in state.arrays
@@ -396,6 +400,10 @@ def _check(
         if augmented and not maybe_number and written not in state.arrays:
             state.arrays[written] = 1  # (so that ``+=`` keeps what it shares)
         shared = _sharing(written, state.views if maybe_number else state.bases)
+        if written in copies and _stored_into(statement):  # (``t[i] = v`` of t =
+            # ys.copy(): a new array, or a new list whose item it replaces; what
+            # ys holds is untouched, only a view of t or another name sees it)
+            shared = _viewing(written, state.bases) | state.same.get(written, set())
         if maybe_number:  # (``t = z``: z's very object, an array where z may be
             # one, as a 0-d array may: ``+=`` writes into it; a number it rebinds)
             shared |= {
@@ -1792,6 +1800,19 @@ def _number_item(value, whole: bool, numbers: set) -> bool:
     )
 
 
+def _rebinds_a_number(statement: gast.AugAssign, state: _Sharing) -> bool:
+    """Whether ``t += v`` surely rebinds ``t`` to a new number, changing nothing
+    in place: ``t`` holds a Python number or a tuple or list of them (the caller
+    passed one, ``t = size``) and ``v`` has no axes, which a tuple or list would
+    refuse (a list extends in place only by what it can iterate); not ``t *= n``,
+    which repeats a list in place."""
+    return (
+        statement.target.id in state.numbers
+        and not isinstance(statement.op, gast.Mult)
+        and _exact_rank(statement.value, state.exact) == 0
+    )
+
+
 def _exact_rank(value, exact: dict) -> int | None:
     """The number of axes of ``value`` where it is known: a name whose number is,
     or such a name indexed by whole numbers written out (``x[0]``, ``w[1, 2]``);
@@ -1995,6 +2016,39 @@ def _viewed_by_call(call) -> set:
     if name in VIEW_CALLS and arrays:
         return _viewed(arrays[0])  # np.reshape(x, ...)
     return set()
+
+
+def _bound_to_copies_only(nodes: dict) -> set:
+    """The names every binding of which is ``t = ys.copy()`` of what may be a
+    list (see ``_shallow_copy``): a new object each time, sharing no memory with
+    ys, only ys's items where it is a list."""
+    copying = set()
+    for node in nodes.get(gast.Assign, ()):
+        if _shallow_copy(node.value):
+            copying |= {id(t) for t in node.targets if isinstance(t, gast.Name)}
+    names, others = set(), set()
+    for node in nodes.get(gast.Name, ()):
+        if isinstance(node.ctx, (gast.Store, gast.Del, gast.Param)):
+            (names if id(node) in copying else others).add(node.id)
+    return names - others
+
+
+def _stored_into(statement) -> bool:
+    """Whether ``statement`` stores into a name's own subscript (``t[i] = v``,
+    ``t[1:] = v``): not into an item of it (``t[0][1:] = v``, ``t[0] += v``)."""
+    return (
+        isinstance(statement, gast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], gast.Subscript)
+        and isinstance(statement.targets[0].value, gast.Name)
+    )
+
+
+def _viewing(name: str, bases: dict) -> set:
+    """The other names whose arrays may be in ``name``'s (its views)."""
+    return {
+        other for other, theirs in bases.items() if other != name and name in theirs
+    }
 
 
 def _shallow_copy(value) -> bool:

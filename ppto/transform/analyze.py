@@ -833,6 +833,9 @@ def _negative_int(node) -> bool:
     )
 
 
+# the operators that make a Python number (``float(v)``, ``v.item()``), 0-d for
+# sure: a rank not known would take the number for a value an alias may share
+_PYTHON_NUMBERS_MADE = {"item", "to_float"}
 # The operators NumPy's spellings of which make a number of 0-d operands, or of
 # a whole array reduced (np.where, np.reshape, np.tensordot make 0-d arrays)
 _NUMBERS_MADE = (
@@ -843,7 +846,7 @@ _NUMBERS_MADE = (
     | {"logical_and", "logical_or", "logical_xor", "logical_not"}
     | {"dot", "numpy_dot", "inner", "vdot", "einsum", "trace", "det", "norm"}
     | {"average", "percentile", "quantile", "nanpercentile", "nanquantile"}
-    | {"item", "to_float"}
+    | _PYTHON_NUMBERS_MADE
 )
 # NumPy's number types: ``np.float32(0)`` is a number, as ``float(0)`` is
 _NUMBER_TYPES = {
@@ -870,6 +873,27 @@ def number_conversion(node):
         and function.attr in _NUMBER_TYPES
     ):
         return np.dtype(getattr(np, function.attr)), node.args[0]
+    return None
+
+
+# NumPy's calls that make an array of their one value, of its shape
+# (``np.array(0.5)``: a 0-d array)
+_ARRAY_OF = {"array", "asarray", "asanyarray"}
+
+
+def array_of(node):
+    """The value ``node`` makes an array of, of the same shape (``v`` of
+    ``np.array(v)`` or ``np.asarray(v, dtype=...)``), else None."""
+    if not (isinstance(node, gast.Call) and len(node.args) == 1):
+        return None
+    function = node.func
+    if (
+        isinstance(function, gast.Attribute)
+        and getattr(function.value, "id", None) in ("np", "numpy")
+        and function.attr in _ARRAY_OF
+        and all(keyword.arg in ("dtype", "copy") for keyword in node.keywords)
+    ):
+        return node.args[0]
     return None
 
 
@@ -903,12 +927,17 @@ def makes_a_number(statement, activity: Activity) -> bool:
 
 def _every_axis_by_integer(statement, ranks: dict) -> bool:
     """Whether ``statement`` (a getitem) indexes an array of known rank by an
-    integer on every axis (``x[0]`` of a vector, ``X[i, j]`` of a matrix): NumPy
-    gives a number there, never a 0-d array (``x[...]`` and ``x[()]`` of a 0-d
-    array stay arrays, as does any slice)."""
+    integer on every axis: see ``indexes_every_axis``."""
     base = statement.inputs[0] if statement.inputs else None
     rank = ranks.get(base) if isinstance(base, str) else None
-    index = statement.params.get("index")
+    return indexes_every_axis(rank, statement.params.get("index"), ranks)
+
+
+def indexes_every_axis(rank, index, ranks: dict) -> bool:
+    """Whether ``index`` takes an integer on every axis of an array of ``rank``
+    axes (``x[0]`` of a vector, ``X[i, j]`` of a matrix): NumPy gives a number
+    there, never a 0-d array (``x[...]`` and ``x[()]`` of a 0-d array stay
+    arrays, as does any slice)."""
     if not rank or index is None:
         return False
     parts = index.elts if isinstance(index, gast.Tuple) else [index]
@@ -961,6 +990,8 @@ def expression_shape(node, shapes: dict, dtypes: dict | None = None):
     if converted is not None:
         kind, argument = converted
         return expression_shape(argument, shapes, dtypes) if kind is not None else ()
+    if array_of(node) is not None:
+        return expression_shape(array_of(node), shapes, dtypes)
     if isinstance(node, gast.UnaryOp):
         return expression_shape(node.operand, shapes, dtypes)
     if isinstance(node, gast.BinOp):
@@ -1286,6 +1317,8 @@ def expression_rank(node, ranks: dict):
     if converted is not None:  # (float(v) a number; np.float32(v) as v is)
         kind, argument = converted
         return expression_rank(argument, ranks) if kind is not None else 0
+    if array_of(node) is not None:
+        return expression_rank(array_of(node), ranks)
     if isinstance(node, gast.Subscript):
         base = expression_rank(node.value, ranks)
         if base is None:
@@ -1303,6 +1336,11 @@ def expression_rank(node, ranks: dict):
         if isinstance(node.op, gast.MatMult):
             return _matmul_rank(left, right)
         return None if left is None or right is None else max(left, right)
+    if isinstance(node, gast.Compare) and len(node.comparators) == 1:
+        sides = [
+            expression_rank(side, ranks) for side in (node.left, *node.comparators)
+        ]
+        return None if None in sides else max(sides)  # (elementwise: ``s > t``)
     return None
 
 
@@ -1311,6 +1349,8 @@ def rank_of(statement: ir.Apply, ranks: dict):
     if not isinstance(statement.op, Primitive):
         return None
     op, params = statement.op, statement.params
+    if op.name in _PYTHON_NUMBERS_MADE:  # (whatever its input's rank: a number)
+        return 0
     if op.name == "cast_in_place":
         # t += v writes into an array t, whose shape it keeps (NumPy refuses to
         # broadcast it, and so does cast_in_place); a number is rebound

@@ -37,6 +37,11 @@ class Containers:
 
     names: frozenset = frozenset()
     nested: frozenset = frozenset()
+    # parameters given an array (not 0-d: an integer's rank is 0 too) and never
+    # rebound: a list times one is NumPy's arithmetic (an array's operator comes
+    # before the list's repetition), never a repetition (``x * s``, s perhaps a
+    # list)
+    numeric: frozenset = frozenset()
 
     def kind(self, value) -> tuple[bool, bool]:
         """Whether ``value`` may be a container, and whether its items may be.
@@ -92,6 +97,8 @@ class Containers:
 
     def _may_be_whole(self, count) -> bool:
         """Whether ``count`` may be a whole number (a list's repetition count)."""
+        if isinstance(count, gast.Name) and count.id in self.numeric:
+            return False
         return not self.kind(count)[0] and _counts_by_form(count)
 
     def _item(self, item) -> tuple[bool, bool]:
@@ -182,13 +189,16 @@ def _counts_by_form(count) -> bool:
     return not isinstance(count, (gast.List, gast.Tuple, gast.Dict))
 
 
-def containers(parsed, nodes: dict, local: set, described: set | None) -> Containers:
+def containers(
+    parsed, nodes: dict, local: set, described: set | None, arrays=()
+) -> Containers:
     """The ``Containers`` of the function ``parsed`` (its nodes by kind
     ``nodes``, its local names ``local``): parameters not among ``described``
     (those given arrays or numbers; None where nothing is known of them: each is
     taken for a list of arrays, not of lists), the module-level or enclosing
     values that are containers, and every name bound to what may be one (to a
-    fixed point: ``zs = ys.copy()`` after ``ys = [a, b]``)."""
+    fixed point: ``zs = ys.copy()`` after ``ys = [a, b]``). ``arrays``: the
+    parameters given arrays of one axis or more, which count no repetition."""
     names, nested = set(), set()
     for parameter in parsed.parameters:
         if parameter not in (described or ()):
@@ -204,7 +214,13 @@ def containers(parsed, nodes: dict, local: set, described: set | None) -> Contai
             items = value.values() if isinstance(value, dict) else value
             if any(isinstance(item, (list, tuple, dict)) for item in items):
                 nested.add(node.id)
-    found = Containers(frozenset(names), frozenset(nested))
+    rebound = {
+        node.id
+        for node in nodes.get(gast.Name, ())
+        if isinstance(node.ctx, (gast.Store, gast.Del))
+    }
+    numeric = frozenset(set(arrays) & set(parsed.parameters) - rebound)
+    found = Containers(frozenset(names), frozenset(nested), numeric)
     while True:
         for name, (container, holds) in _bound(found, nodes):
             if container:
@@ -213,7 +229,7 @@ def containers(parsed, nodes: dict, local: set, described: set | None) -> Contai
                 nested.add(name)
         if len(names) == len(found.names) and len(nested) == len(found.nested):
             return found
-        found = Containers(frozenset(names), frozenset(nested))
+        found = Containers(frozenset(names), frozenset(nested), numeric)
 
 
 def _bound(found: Containers, nodes: dict):

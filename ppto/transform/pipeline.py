@@ -23,7 +23,15 @@ import gast
 from ppto.checkpoint import may_draw, random_states, replayed
 from ppto.errors import GradError, ShapeError, TransformError
 from ppto.ops.shape import ones_like
-from ppto.transform import aliases, fence, in_place, ir, origins, trees
+from ppto.transform import (
+    aliases,
+    fence,
+    in_place,
+    ir,
+    origins,
+    rank_0_arguments,
+    trees,
+)
 from ppto.transform.analyze import (
     UNKNOWN_LAYOUT,
     analyze,
@@ -525,6 +533,7 @@ def _check_calls_run_as_written(ir_body: list, activity, normalizer) -> None:
     written, and a change it makes in place to an argument reaches the caller's
     value in NumPy, which the derivative would miss (``t = scaled_in_place(W)``,
     W read afterwards)."""
+    local = ir.all_writes(ir_body) | set(normalizer.parsed.parameters)
     for statement in ir.walk(ir_body):
         passive = isinstance(statement, ir.Passive)
         if passive and ir.expression_names(statement.node) & activity.varied:
@@ -539,97 +548,24 @@ def _check_calls_run_as_written(ir_body: list, activity, normalizer) -> None:
             continue
         ranks = {p: operand_rank(o, activity.ranks) for p, o in given.items()}
         numbers = [p for p, o in given.items() if holds_numbers(o, activity.numbers)]
-        maybe_zero_d = {  # (rank 0, perhaps a 0-d array: -> the write into it)
-            p: None
-            for p, o in given.items()
-            if ranks[p] == 0 and not _number(o, activity)
-        }
+        # (rank 0, perhaps a 0-d array: -> the write into it, check's to put)
+        zero_d_writes = rank_0_arguments.maybe_zero_d(given, ranks, activity)
         aliases.check(
             statement.function,
             ranks,
             list(given),
             numbers=numbers,
-            maybe_zero_d=maybe_zero_d,
+            maybe_zero_d=zero_d_writes,
         )
-        _refuse_rank_0_write_read_again(
-            statement, given, maybe_zero_d, ir_body, normalizer.source
+        rank_0_arguments.refuse_write_read_again(
+            statement,
+            given,
+            zero_d_writes,
+            ir_body,
+            activity,
+            local,
+            normalizer.source,
         )
-
-
-def _number(operand, activity) -> bool:
-    """Whether ``operand``, 0-d, is a number for sure (a literal, a reduction's
-    result: see ``makes_a_number``), never a 0-d array."""
-    if isinstance(operand, ir.Const):
-        return type(operand.value) in (int, float, bool)
-    return isinstance(operand, str) and activity.number(operand)
-
-
-def _refuse_rank_0_write_read_again(call, given, maybe_zero_d, ir_body, source):
-    """Refuse ``call`` where the function it calls may write into a rank-0
-    argument (``p += 1.0``: into a 0-d array, NumPy's ``np.array(s)``; a number
-    it rebinds; the call cannot tell) that the caller reads again: NumPy's
-    caller would see the change, the generated code gives it a new value."""
-    for parameter, write in maybe_zero_d.items():
-        operand = given[parameter]
-        if write is None or not isinstance(operand, str):
-            continue
-        if _read_again(call, operand, ir_body):
-            callee = call.function
-            line, _ = callee.source.position(write)
-            raise source.error(
-                call.origin,
-                f"{callee.name} may change the argument it is given for "
-                f"{parameter} in place ({callee.source.statement_text(write)}, "
-                f"line {line}), which is read again here: given a 0-d array, "
-                "NumPy's change reaches the caller's value, but ppto's generated "
-                "code gives each assignment a new value",
-                f"make a new value in {callee.name} ({parameter} = {parameter} + "
-                f"... instead of +=, and return it), or pass it a number: a copy "
-                f"made by arithmetic (value * 1.0 is a NumPy scalar)",
-            )
-
-
-def _read_again(call, name: str, body: list) -> bool:
-    """Whether ``name``'s value as ``call`` is given it, or another name for it
-    (``d = z`` before), may be read after ``call``: in the statements after it in
-    its block until all those names are bound anew (``c = step(c)``: no), else
-    anywhere else in ``body``, or by ``call`` itself in a loop's next turn."""
-    block = next(b for b in _blocks_in(body) if any(s is call for s in b))
-    at = next(n for n, s in enumerate(block) if s is call)
-    names = {name}
-    for statement in ir.walk(body):
-        if statement is call:
-            break
-        if isinstance(statement, ir.Copy) and statement.source in names:
-            names.add(statement.target)
-    for statement in [call] + block[at + 1 :]:
-        if statement is not call and any(
-            names & ir.reads(s) for s in ir.walk([statement])
-        ):
-            return True
-        bound = set(ir.all_writes([statement]))
-        if isinstance(statement, ir.Copy) and statement.source in names:
-            bound.discard(statement.target)
-            names.add(statement.target)
-        if not ir.blocks(statement):  # (a branch's binding may not happen)
-            names -= bound
-        if not names:
-            return False
-    in_a_loop = any(
-        isinstance(s, ir.LOOPS) and any(c is call for c in ir.walk(s.body))
-        for s in ir.walk(body)
-    )
-    return in_a_loop or any(
-        s is not call and names & ir.reads(s) for s in ir.walk(body)
-    )
-
-
-def _blocks_in(body: list):
-    """``body`` and every statement list nested in it."""
-    yield body
-    for statement in body:
-        for block in ir.blocks(statement):
-            yield from _blocks_in(block)
 
 
 def _callee_layouts(parsed: ParsedFunction, program: Program, hints) -> dict:
