@@ -233,6 +233,31 @@ def _where(condition, a, b, out=None):
 where_into = _where  # (for fused passes, which write each value into a block)
 
 
+def mask_in_place(values: np.ndarray, condition: np.ndarray, keep: bool) -> bool:
+    """``values`` set to ``+0.0`` where ``condition`` does not hold (``keep``) or
+    where it holds (not ``keep``), by ``_where``'s bitwise AND written into
+    ``values`` itself: NaN and infinities kept where not zeroed. False, nothing
+    written, where ``_where`` would not take its masking route for them (the
+    caller guarantees nothing else reads ``values``). An 8-bit mask ANDed into
+    the lanes by a mixed-type loop: no array of full-width lanes is made."""
+    if not (
+        values.ndim
+        and values.dtype.kind == "f"
+        and values.dtype.isnative
+        and values.dtype.itemsize in _LANES
+        and values.flags.writeable
+        and type(condition) is np.ndarray
+        and condition.dtype == bool
+        and condition.shape == values.shape
+    ):
+        return False
+    signs = condition.view(np.int8)
+    signs = np.negative(signs) if keep else np.subtract(signs, 1, dtype=np.int8)
+    lanes = values.view(_LANES[values.dtype.itemsize])
+    np.bitwise_and(lanes, signs, out=lanes)
+    return True
+
+
 _LANES = {2: np.int16, 4: np.int32, 8: np.int64}  # float itemsize -> integer lanes
 
 

@@ -23,12 +23,13 @@ import numpy as np
 from ppto.errors import BackendError, PptoError
 from ppto.fusion.kernels import LARGE
 from ppto.ops.primitive import OperatorDef, Primitive
-from ppto.runtime.backends import Backend, device_of
+from ppto.runtime.backends import Backend, device_of, where_into
 from ppto.runtime.tensor import Tensor
 from ppto.transform import trees
 from ppto.transform.accumulate_in_place import accumulate_in_place
 from ppto.transform.emit import compile_source, rendered_functions
 from ppto.transform.fuse import FUSED_KINDS, fuse_later, fuse_program
+from ppto.transform.mask_in_place import write_masks_in_place
 from ppto.transform.release import release_dead_values
 from ppto.transform.resolve import hashable
 from ppto.transform.source import function_source, returns_a_dict
@@ -129,6 +130,19 @@ class Lowering(trees.Transformer):
         known = None if fused else self.locals_of.get(definition.name)
         self.locals = known if known is not None else _local_names(definition)
         return self.visit(definition)
+
+    def finished(self, definition):
+        """``definition`` (lowered) with its dead values released and, on the CPU,
+        masked gradients written into their dying inputs."""
+        definition = release_dead_values(definition)
+        if self.kind == "cpu" and self.backend.override("where") is where_into:
+            lowered = self.lowered["namespace"]
+            write_masks_in_place(
+                definition,
+                lambda name: lowered.get(name) is where_into,
+                self.bind_helper,
+            )
+        return definition
 
     def makes_zeros(self, node) -> bool:
         """Whether ``node`` is a call of ppto's ``zeros_like`` (a new array)."""
@@ -519,7 +533,7 @@ def lower(
             later=later,
         )
         namespace.update(kernels)
-    functions = [release_dead_values(lowering.function(f, fused)) for f in functions]
+    functions = [lowering.finished(lowering.function(f, fused)) for f in functions]
     source, table = rendered_functions(functions)
     final = dict(namespace)
     final.update(lowered["namespace"])
@@ -560,7 +574,7 @@ class _LateFallback:
     def make(fallback, likely, lowering, kernels, final, kind, label):
         fused = fuse_later(fallback, lowering.namespace, kernels, kind, likely)
         lowering.namespace.update(kernels)
-        function = release_dead_values(lowering.function(fused, True))
+        function = lowering.finished(lowering.function(fused, True))
         source, table = rendered_functions([function])
         final.update(kernels)
         final.update(lowering.lowered["namespace"])
