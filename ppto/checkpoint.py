@@ -350,10 +350,8 @@ def replayed(states: list, function: Callable, /, *args: Any, **kwargs: Any) -> 
     """``function(*args, **kwargs)`` run from the random generators' ``states``
     (and the objects' attributes); they are as before afterwards."""
     now = [(generator, _state(generator)) for generator, _ in states]
-    for generator, state in states:
-        _set_state(generator, state)
+    rewind(states)
     try:
         return function(*args, **kwargs)
     finally:
-        for generator, state in now:
-            _set_state(generator, state)
+        rewind(now)

@@ -25,8 +25,15 @@ import numpy as np
 from ppto.fusion import cuda
 from ppto.fusion.cuda import CudaElementwise
 from ppto.fusion.kernels import Node
-from ppto.fusion.label_cross_entropy import _fits, _number, _rows_and_labels, _spread
-from ppto.ops.indexing import index_add, refuse_wrapped_indices
+from ppto.fusion.label_cross_entropy import (
+    _fits,
+    _number,
+    _plain,
+    _plain_log_softmax,
+    _rows_and_labels,
+    _spread,
+)
+from ppto.ops.indexing import refuse_wrapped_indices
 from ppto.ops.reductions import unreduce
 
 
@@ -94,11 +101,9 @@ class CudaLabelCrossEntropy:
 
     def plain(self, xp, g, index, like, axis, total, matrix):
         """The pattern's operators, one CuPy call each."""
-        gathered = index_add.into(xp, xp.zeros_like(like), g, index)
-        sums = xp.sum(gathered, axis=axis, keepdims=True)
         if self.from_log_probs:
-            return gathered - xp.exp(matrix) * sums
-        return gathered + -sums / total * matrix
+            return _plain_log_softmax(g, index, like, axis, matrix, xp)
+        return _plain(g, index, like, axis, total, matrix, xp)
 
     def parts(self) -> list[CudaElementwise]:
         """The elementwise CUDA C it runs."""

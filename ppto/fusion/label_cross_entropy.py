@@ -233,23 +233,24 @@ def _number(loss, picked, rows, labels, matrix, array=np.ndarray) -> bool:
     return target_shape(picked) == rows.shape
 
 
-def _gathered(g, index, like) -> np.ndarray:
-    """``index_add(zeros_like(like), g, index)`` (any index it takes)."""
-    return indexing.index_add.impl(np, np.zeros_like(like), g, index)
+def _gathered(g, index, like, xp=np):
+    """``index_add(zeros_like(like), g, index)`` (any index it takes), added into
+    the new zeros."""
+    return indexing.index_add.into(xp, xp.zeros_like(like), g, index)
 
 
-def _plain(g, index, like, axis, total, exps):
-    """``backward_pattern``'s operators in NumPy."""
-    gathered = _gathered(g, index, like)
-    sums = np.sum(gathered, axis=axis, keepdims=True)
+def _plain(g, index, like, axis, total, exps, xp=np):
+    """``backward_pattern``'s operators in NumPy (or ``xp``: CuPy's kernels')."""
+    gathered = _gathered(g, index, like, xp)
+    sums = xp.sum(gathered, axis=axis, keepdims=True)
     return gathered + -sums / total * exps
 
 
-def _plain_log_softmax(g, index, like, axis, log_probs):
-    """``log_softmax_backward_pattern``'s operators in NumPy."""
-    gathered = _gathered(g, index, like)
-    sums = np.sum(gathered, axis=axis, keepdims=True)
-    return gathered - np.exp(log_probs) * sums
+def _plain_log_softmax(g, index, like, axis, log_probs, xp=np):
+    """``log_softmax_backward_pattern``'s operators in NumPy (or ``xp``)."""
+    gathered = _gathered(g, index, like, xp)
+    sums = xp.sum(gathered, axis=axis, keepdims=True)
+    return gathered - xp.exp(log_probs) * sums
 
 
 def _cuda_kernel(reduced: bool, from_log_probs: bool):

@@ -197,26 +197,13 @@ def _where(condition, a, b, out=None):
         np.copyto(out, _where(condition, a, b))
         return out
     for values, zero, keep in ((a, b, True), (b, a, False)):
-        if (
-            type(zero) in (float, int)
-            and zero == 0
-            and math.copysign(1.0, zero) > 0  # -0.0 must stay -0.0
-            and type(values) is np.ndarray
-            and values.ndim
-            and values.dtype.kind == "f"
-            and values.dtype.isnative
-            and values.dtype.itemsize in _LANES
-            and type(condition) is np.ndarray
-            and condition.dtype == bool
-            and condition.shape == values.shape
-            and (out is None or (out.shape, out.dtype) == (values.shape, values.dtype))
+        if _maskable(condition, values, zero) and (
+            out is None or (out.shape, out.dtype) == (values.shape, values.dtype)
         ):
             lanes_type = _LANES[values.dtype.itemsize]
-            # mask 1 -> lanes of ones (-1), 0 -> zeros; kept where not: 1 -> 0, 0 -> -1;
             # made in bytes, then widened by a cast: a third fewer instructions than
             # subtracting the booleans as lanes (a mixed-type loop, buffered)
-            signs = condition.view(np.int8)
-            signs = np.negative(signs) if keep else np.subtract(signs, 1, dtype=np.int8)
+            signs = _signs(condition, keep)
             if out is None:
                 lanes = signs.astype(lanes_type)
             else:
@@ -233,29 +220,45 @@ def _where(condition, a, b, out=None):
 where_into = _where  # (for fused passes, which write each value into a block)
 
 
-def mask_in_place(values: np.ndarray, condition: np.ndarray, keep: bool) -> bool:
-    """``values`` set to ``+0.0`` where ``condition`` does not hold (``keep``) or
-    where it holds (not ``keep``), by ``_where``'s bitwise AND written into
-    ``values`` itself: NaN and infinities kept where not zeroed. False, nothing
-    written, where ``_where`` would not take its masking route for them (the
-    caller guarantees nothing else reads ``values``). An 8-bit mask ANDed into
+def mask_in_place(condition, values, zero, keep: bool) -> bool:
+    """``where(condition, values, zero)`` (``keep``; else ``where(condition, zero,
+    values)``) written into ``values`` itself by ``_where``'s bitwise AND: NaN and
+    infinities kept where not zeroed. False, nothing written, where ``_where``
+    would not take its masking route for them or ``values`` is read-only (the
+    caller guarantees nothing else reads ``values``). The 8-bit mask is ANDed into
     the lanes by a mixed-type loop: no array of full-width lanes is made."""
-    if not (
-        values.ndim
+    if not (_maskable(condition, values, zero) and values.flags.writeable):
+        return False
+    lanes = values.view(_LANES[values.dtype.itemsize])
+    np.bitwise_and(lanes, _signs(condition, keep), out=lanes)
+    return True
+
+
+def _maskable(condition, values, zero) -> bool:
+    """Whether ``where(condition, values, zero)`` (or the two swapped) takes the
+    masking route: ``zero`` is +0 (-0.0 must stay -0.0), ``values`` an array of
+    native floats with at least one axis and ``condition`` a boolean array of its
+    shape."""
+    return (
+        type(zero) in (float, int)
+        and zero == 0
+        and math.copysign(1.0, zero) > 0
+        and type(values) is np.ndarray
+        and values.ndim > 0
         and values.dtype.kind == "f"
         and values.dtype.isnative
         and values.dtype.itemsize in _LANES
-        and values.flags.writeable
         and type(condition) is np.ndarray
         and condition.dtype == bool
         and condition.shape == values.shape
-    ):
-        return False
+    )
+
+
+def _signs(condition, keep: bool) -> np.ndarray:
+    """The mask as bytes of all ones (-1) where values are kept, zeros where not:
+    ``condition``'s 1 -> -1 and 0 -> 0 (``keep``), else 1 -> 0 and 0 -> -1."""
     signs = condition.view(np.int8)
-    signs = np.negative(signs) if keep else np.subtract(signs, 1, dtype=np.int8)
-    lanes = values.view(_LANES[values.dtype.itemsize])
-    np.bitwise_and(lanes, signs, out=lanes)
-    return True
+    return np.negative(signs) if keep else np.subtract(signs, 1, dtype=np.int8)
 
 
 _LANES = {2: np.int16, 4: np.int32, 8: np.int64}  # float itemsize -> integer lanes

@@ -19,7 +19,6 @@ owning its memory that nothing but the generated code's local refers to.
 
 from __future__ import annotations
 
-import math
 import sys
 
 import gast
@@ -46,10 +45,7 @@ def where_into_dead(condition, a, b):
             unshared
             and type(values) is np.ndarray
             and values.base is None  # (owns its memory: no view of another array)
-            and type(zero) in (float, int)
-            and zero == 0
-            and math.copysign(1.0, zero) > 0  # (-0.0 must stay -0.0)
-            and mask_in_place(values, condition, keep)
+            and mask_in_place(condition, values, zero, keep)
         ):
             return values
     return where_into(condition, a, b)

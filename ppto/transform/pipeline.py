@@ -533,7 +533,6 @@ def _check_calls_run_as_written(ir_body: list, activity, normalizer) -> None:
     written, and a change it makes in place to an argument reaches the caller's
     value in NumPy, which the derivative would miss (``t = scaled_in_place(W)``,
     W read afterwards)."""
-    local = ir.all_writes(ir_body) | set(normalizer.parsed.parameters)
     for statement in ir.walk(ir_body):
         passive = isinstance(statement, ir.Passive)
         if passive and ir.expression_names(statement.node) & activity.varied:
@@ -563,7 +562,7 @@ def _check_calls_run_as_written(ir_body: list, activity, normalizer) -> None:
             zero_d_writes,
             ir_body,
             activity,
-            local,
+            normalizer.parsed.parameters,
             normalizer.source,
         )
 

@@ -27,15 +27,20 @@ def maybe_zero_d(given: dict, ranks: dict, activity) -> dict:
     }
 
 
-def refuse_write_read_again(call, given, written, ir_body, activity, local, source):
+def refuse_write_read_again(
+    call, given, written, ir_body, activity, parameters, source
+):
     """Refuse ``call`` where the function it calls may write into a rank-0
     argument (``written``: parameter -> the statement, None where it writes
     into none) that the caller may read again: NumPy's caller would see the
-    change, the generated code gives it a new value. ``local``: the caller's
-    own names (those a view could be bound to)."""
+    change, the generated code gives it a new value. ``parameters``: the
+    caller's (with the names its body binds, those a view could be bound to)."""
+    local = None
     for parameter, write in written.items():
         if write is None:
             continue
+        if local is None:  # (only where a helper writes into one: most never do)
+            local = ir.all_writes(ir_body) | set(parameters)
         names = _objects(call, given[parameter], ir_body, activity, local)
         if names and _read_again(call, names, ir_body):
             callee = call.function
