@@ -34,6 +34,7 @@ from ppto.runtime.dispatch import gather_inputs
 from ppto.runtime.precision import get_precision
 from ppto.runtime.tensor import Tensor, move
 from ppto.shared_arguments import check_call, writing
+from ppto.straight_call import MISS
 from ppto.transform.emit import failing_origins, failing_statement, render_function
 from ppto.transform.local_functions import passed_callable
 from ppto.transform.lower import _unwrap, fuses, lower
@@ -817,9 +818,17 @@ class Transformed:
 
     def __call__(self, *args: Any, **kwargs: Any):
         last = self._last
-        if last is not None and not kwargs and last.matches(args):
-            # a call like the last one (see ppto.repeated_call)
-            return self._run_on_cpu(last.run, args, last.dtypes, last.layouts)
+        if last is not None and not kwargs:
+            # a call like the last one (see ppto.repeated_call): written out as one
+            # function once fusion chose its code (see ppto.straight_call)
+            if last.straight is not None:
+                result = last.straight(self, args)
+                if result is not MISS:
+                    return result
+            elif last.matches(args):
+                result = self._run_on_cpu(last.run, args, last.dtypes, last.layouts)
+                last.write_out(self)
+                return result
         # the fast path takes calls giving every argument: a default is bound from
         # the function's current defaults (they can be reassigned)
         key = None if kwargs or len(args) != self._arity else _call_key(args)

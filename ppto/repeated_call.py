@@ -22,6 +22,7 @@ from ppto.runtime.device import CPU
 from ppto.runtime.precision import get_precision
 from ppto.runtime.tensor import Tensor
 from ppto.shared_arguments import check_call, writing
+from ppto.straight_call import written_out
 
 _NUMBERS = (float, int, bool)
 
@@ -43,6 +44,7 @@ class RepeatedCall:
         "dtypes",
         "layouts",
         "function",
+        "straight",
     )
 
     def __init__(
@@ -60,6 +62,7 @@ class RepeatedCall:
         # call is kept in the state shared under that function (a weak key),
         # which a strong reference from here would keep alive for ever
         self.function = _weakly(function)
+        self.straight = None  # (see write_out)
 
     @classmethod
     def of(
@@ -118,6 +121,18 @@ class RepeatedCall:
             and registrations() == self.registered
             and self.program.still_current()
         )
+
+    def write_out(self, transformed) -> None:
+        """Make ``straight``, this call written out as one function (see
+        ``ppto.straight_call``) for ``transformed`` (the ppto.grad object holding
+        this call), once fusion has chosen the code to run. Calls that check the
+        arguments against each other first (``CheckedRepeatedCall``) keep
+        ``run``."""
+        entry = self.entry
+        if type(entry) is FusionChoice:
+            entry = entry.chosen
+        if entry is not None and self.kinds and type(self) is RepeatedCall:
+            self.straight = written_out(self, entry, transformed)
 
     def run(self, args: tuple):
         """The generated code's ``(value, gradients)`` for ``args``."""

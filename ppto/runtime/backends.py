@@ -115,19 +115,63 @@ class NumpyBackend(Backend):
 
 
 def _reduce_sum(x, axis=None, keepdims=False):
+    if type(x) is np.ndarray and _short_rows(x, axis, _SUMMED_SHORT_ROWS):
+        return _across_short_rows(np.add, x, keepdims)
     return np.add.reduce(x, axis=axis, keepdims=keepdims)
 
 
 def _reduce_max(x, axis=None, keepdims=False):
     if type(x) is np.ndarray:  # (np.max defers to other types' own max method)
+        if _short_rows(x, axis, _COMPARED_SHORT_ROWS):
+            return _across_short_rows(np.maximum, x, keepdims)
         return np.maximum.reduce(x, axis=axis, keepdims=keepdims)
     return np.max(x, axis=axis, keepdims=keepdims)
 
 
 def _reduce_min(x, axis=None, keepdims=False):
     if type(x) is np.ndarray:
+        if _short_rows(x, axis, _COMPARED_SHORT_ROWS):
+            return _across_short_rows(np.minimum, x, keepdims)
         return np.minimum.reduce(x, axis=axis, keepdims=keepdims)
     return np.min(x, axis=axis, keepdims=keepdims)
+
+
+# Reducing the last axis of a C-ordered array of many short rows (a batch's ten
+# class scores) runs NumPy's inner loop once per row, a few elements each: the
+# max of 256 rows of 10 took 9.7 us (float64) and 15 us (float32). Copied into
+# column order first, the loop runs down whole columns: 2.4 us, the copy included;
+# a sum 5.3 -> 2.5 us. Measured faster for 64 to 4096 rows of 2 to 16 (slower
+# for 32 and more, or fewer rows). Max and min are exact in any order; a sum
+# adds each row's few numbers in another order (sequentially instead of NumPy's
+# up to 8 partial sums), so only float32 and float64 (NumPy sums float16 in
+# float32, which the column order would not) and integers take it.
+_SHORT_ROW = 16
+_MANY_ROWS = 64
+_COMPARED_SHORT_ROWS = frozenset(np.typecodes["Float"] + np.typecodes["AllInteger"])
+_SUMMED_SHORT_ROWS = frozenset("fd" + np.typecodes["AllInteger"])
+
+
+def _short_rows(x: np.ndarray, axis, kinds: frozenset) -> bool:
+    """Whether reducing ``axis`` of ``x`` takes ``_across_short_rows``: the last
+    axis, at most ``_SHORT_ROW`` long, of a C-ordered array of ``_MANY_ROWS`` or
+    more rows whose dtype's type character is one of ``kinds``."""
+    if axis != -1 and (axis != x.ndim - 1 or x.ndim < 2):
+        return False
+    if x.ndim < 2 or not 2 <= x.shape[-1] <= _SHORT_ROW:
+        return False
+    return (
+        x.size >= _MANY_ROWS * x.shape[-1]
+        and x.dtype.char in kinds
+        and x.flags.c_contiguous
+    )
+
+
+def _across_short_rows(ufunc, x: np.ndarray, keepdims: bool) -> np.ndarray:
+    """``ufunc.reduce`` over the last axis of ``x`` (see ``_short_rows``), run on a
+    column-ordered copy of its rows."""
+    columns = np.asfortranarray(x.reshape(-1, x.shape[-1]))
+    reduced = ufunc.reduce(columns, axis=1)
+    return reduced.reshape(x.shape[:-1] + ((1,) if keepdims else ()))
 
 
 def _reduce_mean(x, axis=None, keepdims=False):
