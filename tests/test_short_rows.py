@@ -26,6 +26,19 @@ def test_max_and_min_are_numpy_s(shape, dtype, keepdims):
         np.testing.assert_array_equal(got, expected)
 
 
+def test_max_and_min_of_signed_zeros_are_zeros():
+    """A row of -0.0 and +0.0 gives a zero (which one IEEE 754 leaves open, and
+    NumPy's own differs between C and column order: not pinned here)."""
+    rng = np.random.default_rng(7)
+    x = rng.choice(
+        np.array([-0.0, 0.0, -1.0, np.nan]), (256, 9), p=[0.45] * 2 + [0.05] * 2
+    )
+    for ours, theirs in ((ppto.reduce_max, np.max), (ppto.reduce_min, np.min)):
+        got = np.asarray(ours(x, axis=1))
+        np.testing.assert_array_equal(got, theirs(x, axis=1))  # (NaN where NaN)
+        np.testing.assert_array_equal(got, theirs(np.ascontiguousarray(x), axis=1))
+
+
 def test_max_keeps_nan_as_numpy_does():
     x = np.random.default_rng(2).standard_normal((128, 10))
     x[3, 7] = np.nan
