@@ -2,7 +2,8 @@
 
 Run: ``python benchmarks/run.py`` (``--quick`` for fewer repetitions). For each
 workload it checks ppto's gradient against the hand-written one, then reports the
-median time of many calls of each and their ratio, the first-call latency (transform +
+median time of many calls of each (after ``WARM_UP_CALLS`` of each: the steady
+state) and their ratio, the first-call latency (transform +
 compile + first call; measured after one call of the hand-written version, so that
 the process's first touch of that much memory is charged to neither), and the peak
 memory of one call (tracemalloc sees NumPy's allocations), and says which targets
@@ -39,6 +40,13 @@ from others import Unsupported, available  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
 import ppto  # noqa: E402
+from ppto.fusion import tuning  # noqa: E402
+
+# calls of each function before the timed ones: a gradient's first calls time its
+# fused code against its unfused code and settle on the faster (ppto.fusion.tuning),
+# each alternation a call of one or the other code; the timed calls measure the
+# steady state that follows (the first call has a column of its own)
+WARM_UP_CALLS = tuning.SETTLE_CALLS + 2 * tuning.TIMED_CALLS + 2
 
 TARGETS = {"a": 1.05, "b": 1.05, "c": 0.5, "d": 1.05, "e": 2.0, "f": 2.0}
 
@@ -169,6 +177,8 @@ def measure(workload, dtype, args, quick: bool) -> tuple[str, bool, int]:
     check(grads, hand, dtype)
     big = args[0].size >= 100_000 or workload.name.startswith(("b", "d"))
     repeats = (5 if quick else 41) if big else (200 if quick else 2001)
+    if not quick:  # (steady state: see WARM_UP_CALLS)
+        median_times((gradient, workload.hand), args, WARM_UP_CALLS)
     mine, theirs = median_times((gradient, workload.hand), args, repeats)
     check(gradient(*args), hand, dtype)  # and as it runs after its first calls
     ratio = mine / theirs
