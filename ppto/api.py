@@ -561,6 +561,9 @@ class Transformed:
         self._fast: dict = shared["fast"]
         self._registered = registrations()
         self._last: RepeatedCall | None = None  # the last call run from _fast
+        # that call written out for this object's results (see ppto.straight_call;
+        # not kept on the RepeatedCall: grad(f) and value_and_grad(f) share it)
+        self._straight = None
 
     def _ensure_current(self) -> None:
         """Drop what was generated from values that have changed since: a global or
@@ -615,7 +618,7 @@ class Transformed:
         would otherwise keep a program, and the callable, for each."""
         for cache in (self._programs, self._lowered, self._entries, self._fast):
             cache.clear()
-        self._last = None
+        self._last = self._straight = None
 
     def prepare(self, args: tuple, kwargs: dict):
         """Bind a call, check it, and bring its arrays onto one device (unwrapped):
@@ -821,13 +824,14 @@ class Transformed:
         if last is not None and not kwargs:
             # a call like the last one (see ppto.repeated_call): written out as one
             # function once fusion chose its code (see ppto.straight_call)
-            if last.straight is not None:
-                result = last.straight(self, args)
+            straight = self._straight
+            if straight is not None:
+                result = straight(self, args)
                 if result is not MISS:
                     return result
             elif last.matches(args):
                 result = self._run_on_cpu(last.run, args, last.dtypes, last.layouts)
-                last.write_out(self)
+                self._straight = last.written_out(self)
                 return result
         # the fast path takes calls giving every argument: a default is bound from
         # the function's current defaults (they can be reassigned)
@@ -839,7 +843,9 @@ class Transformed:
                 and fast.program.still_current()
                 and self._registered == registrations()
             ):
-                self._last = fast if fast.kinds is not None else None
+                if fast is not last:
+                    self._last = fast if fast.kinds is not None else None
+                    self._straight = None
                 return self._run_on_cpu(fast.run, args, fast.dtypes, fast.layouts)
         if (
             self._var_positional

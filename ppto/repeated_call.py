@@ -44,7 +44,6 @@ class RepeatedCall:
         "dtypes",
         "layouts",
         "function",
-        "straight",
     )
 
     def __init__(
@@ -62,7 +61,6 @@ class RepeatedCall:
         # call is kept in the state shared under that function (a weak key),
         # which a strong reference from here would keep alive for ever
         self.function = _weakly(function)
-        self.straight = None  # (see write_out)
 
     @classmethod
     def of(
@@ -122,17 +120,18 @@ class RepeatedCall:
             and self.program.still_current()
         )
 
-    def write_out(self, transformed) -> None:
-        """Make ``straight``, this call written out as one function (see
-        ``ppto.straight_call``) for ``transformed`` (the ppto.grad object holding
-        this call), once fusion has chosen the code to run. Calls that check the
-        arguments against each other first (``CheckedRepeatedCall``) keep
-        ``run``."""
+    def written_out(self, transformed):
+        """This call written out as one function (see ``ppto.straight_call``) for
+        ``transformed`` (the ppto.grad or value_and_grad object calling it: the
+        results it gives), once fusion has chosen the code to run; else None.
+        Calls that check the arguments against each other first
+        (``CheckedRepeatedCall``) keep ``run``."""
         entry = self.entry
         if type(entry) is FusionChoice:
             entry = entry.chosen
-        if entry is not None and self.kinds and type(self) is RepeatedCall:
-            self.straight = written_out(self, entry, transformed)
+        if entry is None or not self.kinds or type(self) is not RepeatedCall:
+            return None
+        return written_out(self, entry, transformed)
 
     def run(self, args: tuple):
         """The generated code's ``(value, gradients)`` for ``args``."""

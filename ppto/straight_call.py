@@ -32,10 +32,12 @@ MISS = object()  # (what the function answers for a call unlike the recorded one
 def written_out(repeated, entry, transformed):
     """The straight-line function ``(transformed, args) -> result or MISS`` of
     ``repeated`` (a RepeatedCall with ``kinds``), running ``entry`` (its generated
-    function, fusion's choice made), for
-    ``transformed`` (the ppto.grad or value_and_grad object; passed at each call,
-    not held: it would keep the differentiated function alive)."""
-    from ppto.api import RESULT_OBSERVERS, TRANSLATED_ERRORS, _as_tensor, _observed
+    function, fusion's choice made), for ``transformed`` (the ppto.grad or
+    value_and_grad object that keeps it: its results' form is written in, which
+    is why the function is not kept on the RepeatedCall, shared by every grad
+    object of the function; ``transformed`` is passed at each call rather than
+    held, which would make a cycle)."""
+    from ppto import api
     from ppto.ops.primitive import _REGISTRATIONS
 
     scope = {
@@ -51,12 +53,12 @@ def written_out(repeated, entry, transformed):
         "registered": repeated.registered,
         "MISSING": _MISSING,
         "entry": entry,
-        "TRANSLATED_ERRORS": TRANSLATED_ERRORS,
+        "TRANSLATED_ERRORS": api.TRANSLATED_ERRORS,
         "dtypes": repeated.dtypes,
         "layouts": repeated.layouts,
-        "observers": RESULT_OBSERVERS,
-        "observed": _observed,
-        "as_tensor": _as_tensor,
+        "api": api,  # (its RESULT_OBSERVERS read at each call: memcheck's)
+        "observed": api._observed,
+        "as_tensor": api._as_tensor,
         "name": transformed.__name__.removesuffix("_grad"),
     }
     names = [f"a{position}" for position in range(len(repeated.kinds))]
@@ -112,7 +114,7 @@ def repeated_call(transformed, args):
             and {finished}):
         return transformed.finish_on_cpu(value, grads, dtypes, layouts, args)
     gradients = {placed}
-    if observers:
+    if api.RESULT_OBSERVERS:
         observed("Grad", name, gradients)
     return {result}
 """

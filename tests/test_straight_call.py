@@ -23,41 +23,50 @@ def expected(x, w, s=1.5):
     return central_differences(weighted, (x, w, s), 0)
 
 
+class _Refusing:
+    """Whether RepeatedCall.matches may run (see ``written_only``)."""
+
+    on = False
+
+
 def written_out(gradient, *args):
-    """``gradient`` called until its last call is written out; then the repeated
-    call's own check refuses to run, so what follows runs the written-out one."""
+    """``gradient`` called until its last call is written out; from then on the
+    repeated call's own check refuses to run (with ``written_only``), so what
+    follows runs the written-out function, or the keyed path where it misses."""
+    _Refusing.on = False
     for _ in range(3):
         gradient(*args)
-    assert gradient._last.straight is not None
-    return gradient._last
+    assert gradient._straight is not None
+    _Refusing.on = True
+    return gradient._straight
 
 
 @pytest.fixture
 def written_only(monkeypatch):
-    """RepeatedCall.matches fails the test once the call is written out: calls
-    like the last are answered by the written-out function, or by the keyed path
-    where it misses."""
+    """RepeatedCall.matches fails the test once ``written_out`` has run."""
     matches = RepeatedCall.matches
 
     def refused(self, args):
-        assert self.straight is None, "the written-out call should have answered"
+        assert not _Refusing.on, "the written-out call should have answered"
         return matches(self, args)
 
     monkeypatch.setattr(RepeatedCall, "matches", refused)
+    yield
+    _Refusing.on = False
 
 
 def test_calls_like_the_last_run_the_written_out_function(written_only):
     gradient = ppto.grad(weighted)
     rng = np.random.default_rng(1)
     x, w = rng.standard_normal(5), rng.standard_normal(5)
-    last = written_out(gradient, x, w, 1.5)
-    assert "def repeated_call(transformed, args):" in last.straight.source
+    straight = written_out(gradient, x, w, 1.5)
+    assert "def repeated_call(transformed, args):" in straight.source
     for _ in range(2):
         y = rng.standard_normal(5)
         result = gradient(y, w, 1.5)
         assert type(result) is ppto.Tensor and result.dtype == np.float64
         np.testing.assert_allclose(result.numpy(), expected(y, w), rtol=1e-6)
-    assert gradient._last is last
+    assert gradient._straight is straight
 
 
 @pytest.mark.parametrize(
@@ -189,14 +198,51 @@ def test_an_error_in_the_generated_code_is_still_translated(written_only):
 
 
 def test_the_memory_checker_sees_its_gradients(written_only, monkeypatch):
-    seen = []
-    monkeypatch.setattr(
-        api, "RESULT_OBSERVERS", api.RESULT_OBSERVERS + [lambda *a: seen.append(a)]
-    )
     gradient = ppto.grad(weighted, wrt=(0, 1))
     x, w = np.linspace(-1.0, 1.0, 4), np.linspace(0.5, 2.0, 4)
     written_out(gradient, x, w, 1.5)
-    seen.clear()
+    seen = []  # (observers set after the call was written out)
+    monkeypatch.setattr(
+        api, "RESULT_OBSERVERS", api.RESULT_OBSERVERS + [lambda *a: seen.append(a)]
+    )
     result = gradient(x, w, 1.5)
     assert len(seen) == 1 and seen[0][:2] == ("Grad", "weighted")
     assert seen[0][2] is result
+
+
+def tanh_times(x):
+    return np.sum(np.tanh(x) * x)
+
+
+@pytest.mark.parametrize(
+    "first, then, kind",
+    [
+        (lambda f: ppto.grad(f), lambda f: ppto.value_and_grad(f), tuple),
+        (lambda f: ppto.value_and_grad(f), lambda f: ppto.grad(f), ppto.Tensor),
+        (lambda f: ppto.grad(f), lambda f: ppto.grad(f, wrt=(0,)), tuple),
+        (lambda f: ppto.grad(f, wrt=(0,)), lambda f: ppto.grad(f), ppto.Tensor),
+    ],
+)
+def test_grad_objects_sharing_a_function_s_code_keep_their_own_results(
+    first, then, kind
+):
+    """grad(f), value_and_grad(f), grad(f, (0,)) share the code made for f (and its
+    repeated calls): each still gives its own kind of result once another's call
+    was written out."""
+
+    def f(x):
+        return tanh_times(x)
+
+    x = np.linspace(0.1, 1.0, 5)
+    written_out(first(f), x)
+    other = then(f)
+    for _ in range(5):
+        result = other(x)
+        assert type(result) is kind
+    gradient = result[-1] if kind is tuple else result
+    if type(gradient) is tuple:
+        (gradient,) = gradient
+    np.testing.assert_allclose(
+        gradient.numpy(), central_differences(f, (x,), 0), rtol=1e-6
+    )
+    assert other._straight is not None

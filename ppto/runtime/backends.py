@@ -20,6 +20,7 @@ import numpy as np
 
 from ppto.errors import BackendError, DeviceError
 from ppto.runtime.device import Device
+from ppto.runtime.precision import _state as _precision
 
 
 class Backend:
@@ -115,14 +116,14 @@ class NumpyBackend(Backend):
 
 
 def _reduce_sum(x, axis=None, keepdims=False):
-    if type(x) is np.ndarray and _short_rows(x, axis, _SUMMED_SHORT_ROWS):
+    if type(x) is np.ndarray and _short_rows(x, axis, _SUMMED, _SUMMED_ROW):
         return _across_short_rows(np.add, x, keepdims)
     return np.add.reduce(x, axis=axis, keepdims=keepdims)
 
 
 def _reduce_max(x, axis=None, keepdims=False):
     if type(x) is np.ndarray:  # (np.max defers to other types' own max method)
-        if _short_rows(x, axis, _COMPARED_SHORT_ROWS):
+        if _short_rows(x, axis, _COMPARED, _COMPARED_ROW) and _reorders():
             return _across_short_rows(np.maximum, x, keepdims)
         return np.maximum.reduce(x, axis=axis, keepdims=keepdims)
     return np.max(x, axis=axis, keepdims=keepdims)
@@ -130,7 +131,7 @@ def _reduce_max(x, axis=None, keepdims=False):
 
 def _reduce_min(x, axis=None, keepdims=False):
     if type(x) is np.ndarray:
-        if _short_rows(x, axis, _COMPARED_SHORT_ROWS):
+        if _short_rows(x, axis, _COMPARED, _COMPARED_ROW) and _reorders():
             return _across_short_rows(np.minimum, x, keepdims)
         return np.minimum.reduce(x, axis=axis, keepdims=keepdims)
     return np.min(x, axis=axis, keepdims=keepdims)
@@ -140,32 +141,39 @@ def _reduce_min(x, axis=None, keepdims=False):
 # class scores) runs NumPy's inner loop once per row, a few elements each: the
 # max of 256 rows of 10 took 9.7 us (float64) and 15 us (float32). Copied into
 # column order first, the loop runs down whole columns: 2.4 us, the copy included;
-# a sum 5.3 -> 2.5 us. Measured faster for 64 to 4096 rows of 2 to 16 (slower
-# for 32 and more, or fewer rows). Max and min give the same values and NaN in
-# any order; only which zero a row holding both -0.0 and +0.0 gives may differ
-# (IEEE 754 leaves it open, and NumPy's own differs between these two layouts).
-# A sum adds each row's few numbers in another order (sequentially instead of
-# NumPy's up to 8 partial sums), so only float32 and float64 (NumPy sums float16
-# in float32, which the column order would not) and integers take it.
-_SHORT_ROW = 16
+# a sum of 256 rows of 4, 4.3 -> 2.7 us. Measured faster for 64 to 4096 rows of 2 to 16
+# (slower for 32 and more, or fewer rows). Max and min give the same values and
+# NaN in any order, but which zero a row holding both -0.0 and +0.0 gives may
+# differ (IEEE 754 leaves it open; NumPy's own differs between the two layouts):
+# not under precision 'strict', which asks for the same bits whatever the batch
+# size. NumPy adds a row of fewer than 8 numbers one after the other, as the
+# columns do, so those sums are bit for bit NumPy's (longer rows it adds in 8
+# partial sums); float16 it sums in float32, which the columns would not.
+_COMPARED_ROW = 16
+_SUMMED_ROW = 7
 _MANY_ROWS = 64
-_COMPARED_SHORT_ROWS = frozenset(np.typecodes["Float"] + np.typecodes["AllInteger"])
-_SUMMED_SHORT_ROWS = frozenset("fd" + np.typecodes["AllInteger"])
+_COMPARED = frozenset(np.typecodes["Float"] + np.typecodes["AllInteger"])
+_SUMMED = frozenset("fd" + np.typecodes["AllInteger"])
 
 
-def _short_rows(x: np.ndarray, axis, kinds: frozenset) -> bool:
+def _short_rows(x: np.ndarray, axis, kinds: frozenset, longest: int) -> bool:
     """Whether reducing ``axis`` of ``x`` takes ``_across_short_rows``: the last
-    axis, at most ``_SHORT_ROW`` long, of a C-ordered array of ``_MANY_ROWS`` or
-    more rows whose dtype's type character is one of ``kinds``."""
+    axis, 2 to ``longest`` long, of a C-ordered array of ``_MANY_ROWS`` or more
+    rows whose dtype's type character is one of ``kinds``."""
     if axis != -1 and (axis != x.ndim - 1 or x.ndim < 2):
         return False
-    if x.ndim < 2 or not 2 <= x.shape[-1] <= _SHORT_ROW:
+    if x.ndim < 2 or not 2 <= x.shape[-1] <= longest:
         return False
     return (
         x.size >= _MANY_ROWS * x.shape[-1]
         and x.dtype.char in kinds
         and x.flags.c_contiguous
     )
+
+
+def _reorders() -> bool:
+    """Whether the precision allows a result whose bits depend on the layout."""
+    return _precision["mode"] != "strict"
 
 
 def _across_short_rows(ufunc, x: np.ndarray, keepdims: bool) -> np.ndarray:
