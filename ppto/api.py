@@ -562,8 +562,11 @@ class Transformed:
         self._registered = registrations()
         self._last: RepeatedCall | None = None  # the last call run from _fast
         # that call written out for this object's results (see ppto.straight_call;
-        # not kept on the RepeatedCall: grad(f) and value_and_grad(f) share it)
+        # not kept on the RepeatedCall: grad(f) and value_and_grad(f) share it),
+        # and each repeated call written out so far (calls of a few shapes taking
+        # turns write each out once)
         self._straight = None
+        self._written: dict = {}
 
     def _ensure_current(self) -> None:
         """Drop what was generated from values that have changed since: a global or
@@ -619,6 +622,7 @@ class Transformed:
         for cache in (self._programs, self._lowered, self._entries, self._fast):
             cache.clear()
         self._last = self._straight = None
+        self._written.clear()
 
     def prepare(self, args: tuple, kwargs: dict):
         """Bind a call, check it, and bring its arrays onto one device (unwrapped):
@@ -831,7 +835,9 @@ class Transformed:
                     return result
             elif last.matches(args):
                 result = self._run_on_cpu(last.run, args, last.dtypes, last.layouts)
-                self._straight = last.written_out(self)
+                if len(self._written) >= FAST_CALLS:  # (calls of stale code)
+                    self._written.clear()
+                self._straight = self._written[last] = last.written_out(self)
                 return result
         # the fast path takes calls giving every argument: a default is bound from
         # the function's current defaults (they can be reassigned)
@@ -845,7 +851,7 @@ class Transformed:
             ):
                 if fast is not last:
                     self._last = fast if fast.kinds is not None else None
-                    self._straight = None
+                    self._straight = self._written.get(fast)
                 return self._run_on_cpu(fast.run, args, fast.dtypes, fast.layouts)
         if (
             self._var_positional

@@ -246,3 +246,23 @@ def test_grad_objects_sharing_a_function_s_code_keep_their_own_results(
         gradient.numpy(), central_differences(f, (x,), 0), rtol=1e-6
     )
     assert other._straight is not None
+
+
+def test_calls_of_two_shapes_taking_turns_write_each_out_once(written_only):
+    gradient = ppto.grad(weighted)
+    rng = np.random.default_rng(8)
+    small, large = rng.standard_normal(3), rng.standard_normal(7)
+    w_small, w_large = np.ones(3), np.ones(7)
+    first = written_out(gradient, small, w_small, 1.5)
+    gradient(large, w_large, 1.5)  # (another shape: the last call now)
+    _Refusing.on = False
+    written_out(gradient, large, w_large, 1.5)
+    _Refusing.on = True
+    for _ in range(3):
+        np.testing.assert_allclose(
+            gradient(small, w_small, 1.5).numpy(), expected(small, w_small), rtol=1e-6
+        )
+        assert gradient._straight is first  # (written out once, kept)
+        np.testing.assert_allclose(
+            gradient(large, w_large, 1.5).numpy(), expected(large, w_large), rtol=1e-6
+        )
