@@ -7,12 +7,12 @@ Why: between two calls of generated code that sweep megabytes of arrays, this
 Python work runs with the interpreter's code and the objects it reads out of the
 core's caches, and there every function call, loop and attribute look-up costs a
 few times what it costs warm. Timed after an 8 MB write, the repeated call's
-checks took 13 us and its finishing 14 us (24 us together, the MLP gradient's
-four gradients); written out for the call, 7 us: about 1.5% of that float32
-gradient. What the written-out function does not decide quickly (a gradient that
-is a view, of another dtype, read-only; a value that is not a NumPy float) it
-leaves to ``finish_on_cpu``; arguments unlike the recorded ones it answers with
-``MISS``, and the caller takes the keyed path.
+checks took 13 us and its finishing 14 us (the whole call 24 us, the MLP
+gradient's four gradients); written out, the whole call took 12 us, 9 us of it in
+this function: about 1% of that float32 gradient. What the written-out function
+does not decide quickly (a gradient that is a view, of another dtype, read-only; a
+value that is not a NumPy float) it leaves to ``finish_on_cpu``; arguments unlike
+the recorded ones it answers with ``MISS``, and the caller takes the keyed path.
 """
 
 from __future__ import annotations
