@@ -120,24 +120,25 @@ class RepeatedCall:
             and self.program.still_current()
         )
 
+    def chosen(self):
+        """The generated function to run, None while fusion still times its fused
+        and unfused code (``FusionChoice``)."""
+        entry = self.entry
+        return entry.chosen if type(entry) is FusionChoice else entry
+
     def written_out(self, transformed):
         """This call written out as one function (see ``ppto.straight_call``) for
         ``transformed`` (the ppto.grad or value_and_grad object calling it: the
-        results it gives), once fusion has chosen the code to run; else None.
-        Calls that check the arguments against each other first
-        (``CheckedRepeatedCall``) keep ``run``."""
-        entry = self.entry
-        if type(entry) is FusionChoice:
-            entry = entry.chosen
-        if entry is None or not self.kinds or type(self) is not RepeatedCall:
+        results it gives), once fusion has chosen the code to run; else None."""
+        entry = self.chosen()
+        if entry is None or not self.kinds:
             return None
         return written_out(self, entry, transformed)
 
     def run(self, args: tuple):
         """The generated code's ``(value, gradients)`` for ``args``."""
-        entry = self.entry
-        if type(entry) is FusionChoice and entry.chosen is not None:
-            entry = entry.chosen  # (decided: no timing wrapper in between)
+        # (decided: no timing wrapper in between)
+        entry = self.chosen() or self.entry
         if self.unwrap:
             args = [a.data if type(a) is Tensor else a for a in args]
         return entry(*args)
@@ -154,6 +155,9 @@ class CheckedRepeatedCall(RepeatedCall):
     def run(self, args: tuple):
         check_call(self.function(), writing(self.program), args)
         return RepeatedCall.run(self, args)
+
+    def written_out(self, transformed):
+        return None  # (each call checks its arguments first: ``run``)
 
 
 def _weakly(function):

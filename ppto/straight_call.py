@@ -131,8 +131,12 @@ def _argument_checks(names: list, kinds: tuple, scope: dict) -> tuple:
     recorded kind (``RepeatedCall.kinds``), dtype, shape and layout."""
     checks, passed = [], []
     for position, (name, (kind, dtype, shape, layout)) in enumerate(zip(names, kinds)):
+        if kind is not np.ndarray and kind is not Tensor:  # (a Python number)
+            scope[f"kind_{position}"] = kind
+            checks.append(f"type({name}) is kind_{position}")
+            passed.append(name)
+            continue
         scope[f"dtype_{position}"], scope[f"shape_{position}"] = dtype, shape
-        scope[f"layout_{position}"], scope[f"kind_{position}"] = layout, kind
         if kind is np.ndarray:
             checks += [
                 f"type({name}) is ndarray",
@@ -140,7 +144,8 @@ def _argument_checks(names: list, kinds: tuple, scope: dict) -> tuple:
                 f"{name}.shape == shape_{position}",
             ]
             passed.append(name)
-        elif kind is Tensor:
+        else:
+            scope[f"layout_{position}"] = layout
             checks += [
                 f"type({name}) is Tensor",
                 f"type({name}.data) is ndarray",
@@ -150,9 +155,6 @@ def _argument_checks(names: list, kinds: tuple, scope: dict) -> tuple:
                 f"{name}.data.shape == shape_{position}",
             ]
             passed.append(f"{name}.data")
-        else:  # (a Python number)
-            checks.append(f"type({name}) is kind_{position}")
-            passed.append(name)
     return checks, passed
 
 

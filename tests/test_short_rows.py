@@ -94,7 +94,7 @@ def test_which_reductions_take_the_column_order():
     compared = (backends._COMPARED, backends._COMPARED_ROW)
     summed = (backends._SUMMED, backends._SUMMED_ROW)
     assert backends._short_rows(rows, 1, *compared)
-    assert backends._short_rows(rows[:, :7], -1, *summed) is False  # (a view)
+    assert not backends._short_rows(rows[:, :7], -1, *summed)  # (a view)
     assert backends._short_rows(np.zeros((256, 7)), -1, *summed)
     assert not backends._short_rows(rows, -1, *summed)  # (8 partial sums: NumPy's)
     assert not backends._short_rows(rows, 0, *compared)  # (not the last axis)
@@ -105,6 +105,29 @@ def test_which_reductions_take_the_column_order():
     assert not backends._short_rows(np.zeros((32, 10)), 1, *compared)  # few rows
     assert not backends._short_rows(np.zeros((256, 5), np.float16), 1, *summed)
     assert backends._short_rows(rows.astype(np.float16), 1, *compared)
+
+
+def test_the_operators_take_the_column_order(monkeypatch):
+    taken = []
+    across = backends._across_short_rows
+
+    def spied(ufunc, x, keepdims):
+        taken.append(ufunc.__name__)
+        return across(ufunc, x, keepdims)
+
+    monkeypatch.setattr(backends, "_across_short_rows", spied)
+    scores = np.random.default_rng(9).standard_normal((256, 5))
+    ppto.reduce_max(scores, axis=1)
+    ppto.reduce_min(scores, axis=-1, keepdims=True)
+    ppto.reduce_sum(scores, axis=1)
+    assert taken == ["maximum", "minimum", "add"]
+    previous = ppto.set_precision("strict")
+    try:
+        ppto.reduce_max(scores, axis=1)
+        ppto.reduce_sum(scores, axis=1)  # (bit for bit NumPy's in either order)
+    finally:
+        ppto.set_precision(previous)
+    assert taken == ["maximum", "minimum", "add", "add"]
 
 
 def test_gradient_through_short_rows_matches_differences():

@@ -116,14 +116,18 @@ class NumpyBackend(Backend):
 
 
 def _reduce_sum(x, axis=None, keepdims=False):
-    if type(x) is np.ndarray and _short_rows(x, axis, _SUMMED, _SUMMED_ROW):
+    if (
+        axis is not None  # (the common whole-array sum: no call to decide)
+        and type(x) is np.ndarray
+        and _short_rows(x, axis, _SUMMED, _SUMMED_ROW)
+    ):
         return _across_short_rows(np.add, x, keepdims)
     return np.add.reduce(x, axis=axis, keepdims=keepdims)
 
 
 def _reduce_max(x, axis=None, keepdims=False):
     if type(x) is np.ndarray:  # (np.max defers to other types' own max method)
-        if _short_rows(x, axis, _COMPARED, _COMPARED_ROW) and _reorders():
+        if axis is not None and _short_rows(x, axis, _COMPARED, _COMPARED_ROW):
             return _across_short_rows(np.maximum, x, keepdims)
         return np.maximum.reduce(x, axis=axis, keepdims=keepdims)
     return np.max(x, axis=axis, keepdims=keepdims)
@@ -131,7 +135,7 @@ def _reduce_max(x, axis=None, keepdims=False):
 
 def _reduce_min(x, axis=None, keepdims=False):
     if type(x) is np.ndarray:
-        if _short_rows(x, axis, _COMPARED, _COMPARED_ROW) and _reorders():
+        if axis is not None and _short_rows(x, axis, _COMPARED, _COMPARED_ROW):
             return _across_short_rows(np.minimum, x, keepdims)
         return np.minimum.reduce(x, axis=axis, keepdims=keepdims)
     return np.min(x, axis=axis, keepdims=keepdims)
@@ -159,21 +163,17 @@ _SUMMED = frozenset("fd" + np.typecodes["AllInteger"])
 def _short_rows(x: np.ndarray, axis, kinds: frozenset, longest: int) -> bool:
     """Whether reducing ``axis`` of ``x`` takes ``_across_short_rows``: the last
     axis, 2 to ``longest`` long, of a C-ordered array of ``_MANY_ROWS`` or more
-    rows whose dtype's type character is one of ``kinds``."""
-    if axis != -1 and (axis != x.ndim - 1 or x.ndim < 2):
-        return False
-    if x.ndim < 2 or not 2 <= x.shape[-1] <= longest:
+    rows whose dtype's type character is one of ``kinds``; for max and min
+    (``_COMPARED``) not under precision 'strict' (see above)."""
+    if x.ndim < 2 or (axis != -1 and axis != x.ndim - 1):
         return False
     return (
-        x.size >= _MANY_ROWS * x.shape[-1]
+        2 <= x.shape[-1] <= longest
+        and x.size >= _MANY_ROWS * x.shape[-1]
         and x.dtype.char in kinds
         and x.flags.c_contiguous
+        and (kinds is not _COMPARED or _precision["mode"] != "strict")
     )
-
-
-def _reorders() -> bool:
-    """Whether the precision allows a result whose bits depend on the layout."""
-    return _precision["mode"] != "strict"
 
 
 def _across_short_rows(ufunc, x: np.ndarray, keepdims: bool) -> np.ndarray:
