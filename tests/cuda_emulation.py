@@ -8,8 +8,10 @@ element after another; ``emulated_cupy`` serves ``device='cuda'`` by ppto's CuPy
 backend over a CuPy emulated on NumPy, so that operators and whole programs take
 their CuPy code path here."""
 
+import contextlib
 import ctypes
 import functools
+import re
 import shutil
 import subprocess
 import weakref
@@ -26,28 +28,129 @@ from ppto.fusion.kernels import evaluate_numpy
 @pytest.fixture(scope="session")
 def compile_host(tmp_path_factory):
     """``compile_host(source)``: the CUDA C ``source`` compiled by nvcc (device code
-    for sm_80 included) into a library loaded here; one compilation per source."""
+    for sm_80 included) into a library loaded here; one compilation per source (see
+    ``HostCompiler``)."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("needs nvcc (the CUDA toolkit) to compile the generated kernels")
-    directory = tmp_path_factory.mktemp("cuda")
-    libraries: dict = {}
+    return HostCompiler(nvcc, tmp_path_factory.mktemp("cuda"))
 
-    def compile_source(source: str):
-        if source not in libraries:
-            number = len(libraries)
-            path = directory / f"kernels{number}.cu"
-            path.write_text("#include <cmath>\n" + source)
-            library = directory / f"kernels{number}.so"
-            command = [nvcc, "-O2", "-shared", "-Xcompiler", "-fPIC", "-arch=sm_80",
-                       "-Werror", "all-warnings",  # a host function called on device
-                       "-o", str(library), str(path)]  # fmt: skip
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            assert done.returncode == 0, done.stderr[-4000:]
-            libraries[source] = ctypes.CDLL(str(library))
-        return libraries[source]
 
-    return compile_source
+class HostCompiler:
+    """``compiler(source)``: the library nvcc makes of ``source``, one compilation
+    per source.
+
+    nvcc takes about 0.75 s on any source, an empty one too (its processes and the
+    CUDA headers each parses), and a few hundredths of a second more per small
+    kernel: sources known ahead are compiled together, in one nvcc run
+    (``compile_together``), and ``compiler(source)`` then hands out that source's
+    functions from the library of all. ``collecting()`` finds a test's sources
+    ahead: run with kernels that do nothing, it records each source asked for."""
+
+    # every warning an error: a host function called on device is one
+    FLAGS = ["-O2", "-shared", "-Xcompiler", "-fPIC", "-arch=sm_80",
+             "-Werror", "all-warnings"]  # fmt: skip
+
+    def __init__(self, nvcc: str, directory) -> None:
+        self.nvcc, self.directory = nvcc, directory
+        self.libraries: dict = {}  # source -> its library
+        self.runs = 0  # nvcc runs (the file names' numbers)
+        self.collected = None  # while collecting, the sources asked for
+
+    def __call__(self, source: str):
+        if source in self.libraries:
+            return self.libraries[source]
+        if self.collected is not None:
+            self.collected.append(source)
+            return _NotRun()
+        library, errors = self._nvcc("#include <cmath>\n" + source)
+        assert library is not None, errors
+        self.libraries[source] = ctypes.CDLL(str(library))
+        return self.libraries[source]
+
+    @contextlib.contextmanager
+    def collecting(self):
+        """Within: ``compiler(source)`` compiles nothing (a source compiled already
+        is handed out as before) but records ``source`` in the list given, and hands
+        out a library whose functions do nothing (they leave the arrays they would
+        write as they are)."""
+        self.collected = []
+        try:
+            yield self.collected
+        finally:
+            self.collected = None
+
+    def compile_together(self, sources) -> None:
+        """Those of ``sources`` not compiled yet, compiled in one nvcc run: one
+        translation unit, each source as it is in a namespace of its own, its
+        ``extern "C"`` functions renamed by a macro to names of their own (one name
+        in two sources would be one function) and its macros undefined after it.
+        Only sources with the same ``#include`` lines go together, those lines put
+        first (the copies within the namespaces then include nothing): each source
+        sees the declarations it sees alone. A source whose ``extern "C"``
+        functions are not read here, or a batch nvcc refuses, is left to be
+        compiled alone when asked for, to fail with its own errors."""
+        batches: dict = {}
+        for source in dict.fromkeys(sources):
+            full = "#include <cmath>\n" + source
+            names = EXTERN_C_FUNCTION.findall(full)
+            if source in self.libraries or len(names) != full.count('extern "C"'):
+                continue
+            batch = batches.setdefault(tuple(INCLUDE.findall(full)), [])
+            batch.append((source, full, names))
+        for includes, batch in batches.items():
+            parts = [*includes, ""]
+            for number, (_, full, names) in enumerate(batch):
+                renames = "".join(f"#define {n} {n}__{number}\n" for n in names)
+                undefined = [*names, *DEFINE.findall(full)]
+                undefines = "".join(f"#undef {n}\n" for n in undefined)
+                parts.append(
+                    f"namespace batch{number} {{\n{renames}{full}\n{undefines}}}"
+                )
+            library, _ = self._nvcc("\n".join(parts) + "\n")
+            if library is None:  # each source compiles alone, with its own errors
+                continue
+            library = ctypes.CDLL(str(library))
+            for number, (source, _, names) in enumerate(batch):
+                renamed = {n: f"{n}__{number}" for n in names}
+                self.libraries[source] = _OneSourceOf(library, renamed)
+
+    def _nvcc(self, text: str) -> tuple:
+        """``(the library, None)``, or ``(None, nvcc's errors)``."""
+        path = self.directory / f"kernels{self.runs}.cu"
+        library = path.with_suffix(".so")
+        self.runs += 1
+        path.write_text(text)
+        command = [self.nvcc, *self.FLAGS, "-o", str(library), str(path)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            return None, done.stderr[-4000:]
+        return library, None
+
+
+EXTERN_C_FUNCTION = re.compile(r'extern\s+"C"\s+[^;{}()"]*?\b(\w+)\s*\(')
+INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\b.*$", re.MULTILINE)
+DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.MULTILINE)
+
+
+class _OneSourceOf:
+    """The functions of one source compiled with others (``compile_together``),
+    by the names the source gives them."""
+
+    def __init__(self, library, renamed: dict) -> None:
+        self._library, self._renamed = library, renamed
+
+    def __getattr__(self, name: str):
+        if name not in self._renamed:
+            raise AttributeError(f'the source defines no extern "C" {name}')
+        return getattr(self._library, self._renamed[name])
+
+
+class _NotRun:
+    """A library handed out while collecting sources: its functions do nothing."""
+
+    def __getattr__(self, name: str):
+        return lambda *arguments: None
 
 
 @pytest.fixture
