@@ -14,12 +14,14 @@ import functools
 import re
 import shutil
 import subprocess
+import warnings
 import weakref
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+import ppto
 from ppto.fusion import cuda
 from ppto.fusion.cuda_regions import CudaRegion, layout
 from ppto.fusion.kernels import evaluate_numpy
@@ -153,11 +155,45 @@ class _NotRun:
         return lambda *arguments: None
 
 
+def compile_ahead(compile_host: HostCompiler, runs) -> None:
+    """The sources of tests compiled in one nvcc run before those tests: ``runs``,
+    ``(install, call)`` pairs, ``install(compile_host, monkeypatch)`` installing a
+    test's emulation (``install_compiled_cupy``, ...), ``call()`` making that test's
+    calls of its kernels. Each call runs once, its kernels doing nothing
+    (``HostCompiler.collecting``), to give the sources the test will ask for; the
+    test then runs as before, asking ``compile_host`` for each of its sources, and
+    finds it compiled (where its kernels' values decide what it compiles next, any
+    other source compiles then). For a module fixture, before the tests' own
+    fixtures (conftest.py's settings for the tests taken on here)."""
+    policy = ppto.set_transfer_policy("allow")
+    try:
+        with (
+            compile_host.collecting() as sources,
+            warnings.catch_warnings(),  # (of the values the kernels never wrote)
+            np.errstate(all="ignore"),
+        ):
+            warnings.simplefilter("ignore")
+            for install, call in runs:
+                with pytest.MonkeyPatch.context() as monkeypatch:
+                    monkeypatch.setenv("PPTO_FUSION", "on")
+                    install(compile_host, monkeypatch)
+                    call()
+    finally:
+        ppto.set_transfer_policy(policy)
+    compile_host.compile_together(sources)
+
+
 @pytest.fixture
 def kernels_from_trees(monkeypatch):
     """CuPy's place taken by NumPy and each generated kernel by its tree's NumPy
     value (checked above against the CUDA C), so that the rest of a program fused for
     CUDA (operands, in-place epilogues, means) runs here."""
+    return install_kernels_from_trees(monkeypatch)
+
+
+def install_kernels_from_trees(monkeypatch) -> list:
+    """``kernels_from_trees`` installed by ``monkeypatch``; returns the list of the
+    names of the kernels run."""
     calls = []
 
     def elementwise(self, arrays):
@@ -224,9 +260,16 @@ __global__ void device_{c}_sum{n}({inputs}, {c}* total, long size) {{
 
 
 @pytest.fixture
-def regions_on_the_host(kernels_from_trees, compile_host, monkeypatch):
+def regions_on_the_host(compile_host, monkeypatch):
     """Besides ``kernels_from_trees``: each CUDA region runs its own CUDA C, compiled
     by nvcc as host code, one element after another."""
+    return install_regions_on_the_host(compile_host, monkeypatch)
+
+
+def install_regions_on_the_host(compile_host, monkeypatch) -> list:
+    """``regions_on_the_host`` installed by ``monkeypatch``, compiling by
+    ``compile_host``; returns the list of the names of the kernels run."""
+    kernels_from_trees = install_kernels_from_trees(monkeypatch)
 
     def launch(self, arguments, operands):
         source = self.source_for(operands)
@@ -534,16 +577,23 @@ def emulated_cupy_module():
 
 
 @pytest.fixture
-def emulated_cupy(regions_on_the_host, monkeypatch):
+def emulated_cupy(compile_host, monkeypatch):
     """``device='cuda'`` served by ppto's CuPy backend over ``emulated_cupy_module``
     (one device), each fused kernel evaluated from its tree and each region run by
     its own C as in ``regions_on_the_host``: every operator and generated program
     for CUDA runs its CuPy code path here, meeting CuPy's arrays' behaviours (see
     ``EmulatedCupyArray``). What it cannot check: CuPy's own numerics, and its
     functions' keyword arguments beyond NumPy's."""
+    return install_emulated_cupy(compile_host, monkeypatch)
+
+
+def install_emulated_cupy(compile_host, monkeypatch) -> list:
+    """``emulated_cupy`` installed by ``monkeypatch``, compiling by
+    ``compile_host``; returns the list of the names of the kernels run."""
     from ppto import api
     from ppto.runtime.backends import _BACKENDS
 
+    regions_on_the_host = install_regions_on_the_host(compile_host, monkeypatch)
     module = emulated_cupy_module()
     monkeypatch.setattr(_BACKENDS["cuda"], "_cupy", module)
     # code lowered for 'cuda:0' binds the backend's xp and is shared by every grad

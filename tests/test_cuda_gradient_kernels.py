@@ -13,7 +13,6 @@ GPU (``gpu``) the kernels run there against the CPU's results.
 
 import functools
 import shutil
-import warnings
 
 import numpy as np
 import pytest
@@ -24,6 +23,7 @@ from ppto.fusion.cuda_batch_norm_backward import CudaBatchNormBackward
 from ppto.fusion.cuda_label_cross_entropy import CudaLabelCrossEntropy
 from ppto.transform.fuse import implementation_for
 from tests.conftest import cuda_available
+from tests.cuda_emulation import compile_ahead, install_emulated_cupy
 from tests.cupy_kernels_compiled import install_compiled_cupy
 from tests.test_fusion import values_of
 from tests.test_golden import central_differences
@@ -329,44 +329,30 @@ def test_programs_on_the_emulated_device_match_finite_differences(
 
 @pytest.fixture(scope="module")
 def compiled_ahead(request):
-    """The kernels of the selected tests above that run under ``compiled_cupy``,
-    compiled in one nvcc run before the first of those tests (nvcc takes 0.75 s on
-    any source: their 236 sources took 180 s one by one, 9 s together): each
-    test's kernel calls, its kernels doing nothing, give the sources it compiles
-    (``compile_host.collecting``). The tests run as before: each compiles its
-    sources by ``compile_host``, which finds them compiled (and compiles any
-    other)."""
+    """The sources of the selected tests above that nvcc compiles (under
+    ``compiled_cupy``, and the regions' under ``emulated_cupy``), compiled in one
+    nvcc run before the first of them (``compile_ahead``: nvcc takes 0.75 s on any
+    source; their 238 sources took 180 s one by one, 10 s together)."""
     tests = {
         test_batch_norm_backward_kernels_equal_the_unfused_pattern: _run_batch_norm,
         test_label_cross_entropy_kernels_equal_the_unfused_pattern: _run_label,
         test_programs_on_the_emulated_device_match_finite_differences: _run_program,
+    }
+    installs = {  # by the emulation's parameter (none for "trees": no nvcc)
+        "compiled": install_compiled_cupy,
+        "compiled_cupy": install_compiled_cupy,
+        "emulated_cupy": install_emulated_cupy,
     }
     runs = []
     for item in request.session.items:
         params = getattr(item, "callspec", None) and dict(item.callspec.params)
         if params and item.function in tests:
             emulation = params.pop("emulation", None) or params.pop("emulator")
-            if emulation in ("compiled", "compiled_cupy"):
-                runs.append(functools.partial(tests[item.function], **params))
-    if not runs or shutil.which("nvcc") is None:  # (those tests skip without it)
-        return
-    compile_host = request.getfixturevalue("compile_host")
-    policy = ppto.set_transfer_policy("allow")  # (as in the tests, by conftest.py)
-    try:
-        with (
-            pytest.MonkeyPatch.context() as monkeypatch,
-            compile_host.collecting() as sources,
-            warnings.catch_warnings(),  # (of the values the kernels never wrote)
-            np.errstate(all="ignore"),
-        ):
-            warnings.simplefilter("ignore")
-            monkeypatch.setenv("PPTO_FUSION", "on")  # (as conftest.py sets it)
-            install_compiled_cupy(compile_host, monkeypatch)
-            for run in runs:
-                run()
-    finally:
-        ppto.set_transfer_policy(policy)
-    compile_host.compile_together(sources)
+            if emulation in installs:
+                call = functools.partial(tests[item.function], **params)
+                runs.append((installs[emulation], call))
+    if runs and shutil.which("nvcc"):  # (those tests skip without it)
+        compile_ahead(request.getfixturevalue("compile_host"), runs)
 
 
 def _run_batch_norm(rule, dtype) -> None:
