@@ -11,6 +11,7 @@ their CuPy code path here."""
 import contextlib
 import ctypes
 import functools
+import itertools
 import re
 import shutil
 import subprocess
@@ -87,20 +88,25 @@ class HostCompiler:
         translation unit, each source as it is in a namespace of its own, its
         ``extern "C"`` functions renamed by a macro to names of their own (one name
         in two sources would be one function) and its macros undefined after it.
-        Only sources with the same ``#include`` lines go together, those lines put
-        first (the copies within the namespaces then include nothing): each source
-        sees the declarations it sees alone. A source whose ``extern "C"``
-        functions are not read here, or a batch nvcc refuses, is left to be
-        compiled alone when asked for, to fail with its own errors."""
+        Only sources with the same ``#include`` lines, all before anything else,
+        go together, those lines put first (the copies within the namespaces then
+        include nothing): each source sees the declarations it sees alone. A
+        source of other includes or ``extern "C"`` declarations than those read
+        here, or a batch nvcc refuses, is left to be compiled alone when asked
+        for, to fail with its own errors."""
         batches: dict = {}
         for source in dict.fromkeys(sources):
             full = "#include <cmath>\n" + source
             names = EXTERN_C_FUNCTION.findall(full)
+            includes = _leading_includes(full)
             if source in self.libraries or len(names) != full.count('extern "C"'):
                 continue
-            batch = batches.setdefault(tuple(INCLUDE.findall(full)), [])
-            batch.append((source, full, names))
+            if len(includes) != len(INCLUDE.findall(full)):
+                continue
+            batches.setdefault(includes, []).append((source, full, names))
         for includes, batch in batches.items():
+            if len(batch) == 1:  # (nothing saved)
+                continue
             parts = [*includes, ""]
             for number, (_, full, names) in enumerate(batch):
                 renames = "".join(f"#define {n} {n}__{number}\n" for n in names)
@@ -133,6 +139,15 @@ class HostCompiler:
 EXTERN_C_FUNCTION = re.compile(r'extern\s+"C"\s+[^;{}()"]*?\b(\w+)\s*\(')
 INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\b.*$", re.MULTILINE)
 DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.MULTILINE)
+
+
+def _leading_includes(source: str) -> tuple:
+    """The ``#include`` lines before the first other line (but blank ones)."""
+    lines = itertools.takewhile(
+        lambda line: INCLUDE.fullmatch(line) or not line.strip(),
+        source.splitlines(),
+    )
+    return tuple(line for line in lines if line.strip())
 
 
 class _OneSourceOf:

@@ -1,6 +1,7 @@
 """The nvcc fixture of the CUDA tests itself (``compile_host``,
 ``tests/cuda_emulation.py``): sources compiled together keep their own names, types
-and macros, and a source nvcc refuses still fails, alone, with its own errors."""
+and macros; a source nvcc refuses still fails, alone, with its own errors; a source
+whose includes do not come first is not put in a batch."""
 
 import ctypes
 
@@ -45,3 +46,12 @@ def test_a_source_refused_in_a_batch_fails_alone_with_its_own_errors(compile_hos
         compile_host(host_only)
     assert compile_host(valid).host_seven() == 7
     assert compile_host.runs == runs + 3  # each alone
+
+
+def test_sources_including_after_other_lines_are_left_to_compile_alone(compile_host):
+    # (put first in a batch, <cstdio> would be read before the source's macro)
+    late = '#define VALUE {}\n#include <cstdio>\nextern "C" int host_value();\n'
+    runs = compile_host.runs
+    compile_host.compile_together([late.format(1), late.format(2)])
+    assert compile_host.runs == runs
+    assert late.format(1) not in compile_host.libraries
