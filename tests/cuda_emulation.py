@@ -178,8 +178,9 @@ def compile_ahead(compile_host: HostCompiler, runs) -> None:
     (``HostCompiler.collecting``), to give the sources the test will ask for; the
     test then runs as before, asking ``compile_host`` for each of its sources, and
     finds it compiled (where its kernels' values decide what it compiles next, any
-    other source compiles then). For a module fixture, before the tests' own
-    fixtures (conftest.py's settings for the tests taken on here)."""
+    other source compiles then). A call that raises is left: its test meets the
+    error itself. For a module fixture, before the tests' own fixtures
+    (conftest.py's settings for the tests taken on here)."""
     policy = ppto.set_transfer_policy("allow")
     try:
         with (
@@ -192,7 +193,8 @@ def compile_ahead(compile_host: HostCompiler, runs) -> None:
                 with pytest.MonkeyPatch.context() as monkeypatch:
                     monkeypatch.setenv("PPTO_FUSION", "on")
                     install(compile_host, monkeypatch)
-                    call()
+                    with contextlib.suppress(Exception):
+                        call()
     finally:
         ppto.set_transfer_policy(policy)
     compile_host.compile_together(sources)
