@@ -8,16 +8,21 @@ element after another; ``emulated_cupy`` serves ``device='cuda'`` by ppto's CuPy
 backend over a CuPy emulated on NumPy, so that operators and whole programs take
 their CuPy code path here."""
 
+import contextlib
 import ctypes
 import functools
+import itertools
+import re
 import shutil
 import subprocess
+import warnings
 import weakref
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+import ppto
 from ppto.fusion import cuda
 from ppto.fusion.cuda_regions import CudaRegion, layout
 from ppto.fusion.kernels import evaluate_numpy
@@ -26,28 +31,173 @@ from ppto.fusion.kernels import evaluate_numpy
 @pytest.fixture(scope="session")
 def compile_host(tmp_path_factory):
     """``compile_host(source)``: the CUDA C ``source`` compiled by nvcc (device code
-    for sm_80 included) into a library loaded here; one compilation per source."""
+    for sm_80 included) into a library loaded here; one compilation per source (see
+    ``HostCompiler``)."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("needs nvcc (the CUDA toolkit) to compile the generated kernels")
-    directory = tmp_path_factory.mktemp("cuda")
-    libraries: dict = {}
+    return HostCompiler(nvcc, tmp_path_factory.mktemp("cuda"))
 
-    def compile_source(source: str):
-        if source not in libraries:
-            number = len(libraries)
-            path = directory / f"kernels{number}.cu"
-            path.write_text("#include <cmath>\n" + source)
-            library = directory / f"kernels{number}.so"
-            command = [nvcc, "-O2", "-shared", "-Xcompiler", "-fPIC", "-arch=sm_80",
-                       "-Werror", "all-warnings",  # a host function called on device
-                       "-o", str(library), str(path)]  # fmt: skip
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            assert done.returncode == 0, done.stderr[-4000:]
-            libraries[source] = ctypes.CDLL(str(library))
-        return libraries[source]
 
-    return compile_source
+class HostCompiler:
+    """``compiler(source)``: the library nvcc makes of ``source``, one compilation
+    per source.
+
+    nvcc takes about 0.75 s on any source, an empty one too (its processes and the
+    CUDA headers each parses), and a few hundredths of a second more per small
+    kernel: sources known ahead are compiled together, in one nvcc run
+    (``compile_together``), and ``compiler(source)`` then hands out that source's
+    functions from the library of all. ``collecting()`` finds a test's sources
+    ahead: run with kernels that do nothing, it records each source asked for."""
+
+    # every warning an error: a host function called on device is one
+    FLAGS = ["-O2", "-shared", "-Xcompiler", "-fPIC", "-arch=sm_80",
+             "-Werror", "all-warnings"]  # fmt: skip
+
+    def __init__(self, nvcc: str, directory) -> None:
+        self.nvcc, self.directory = nvcc, directory
+        self.libraries: dict = {}  # source -> its library
+        self.runs = 0  # nvcc runs (the file names' numbers)
+        self.collected = None  # while collecting, the sources asked for
+
+    def __call__(self, source: str):
+        if source in self.libraries:
+            return self.libraries[source]
+        if self.collected is not None:
+            self.collected.append(source)
+            return _NotRun()
+        library, errors = self._nvcc("#include <cmath>\n" + source)
+        assert library is not None, errors
+        self.libraries[source] = ctypes.CDLL(str(library))
+        return self.libraries[source]
+
+    @contextlib.contextmanager
+    def collecting(self):
+        """Within: ``compiler(source)`` compiles nothing (a source compiled already
+        is handed out as before) but records ``source`` in the list given, and hands
+        out a library whose functions do nothing (they leave the arrays they would
+        write as they are)."""
+        self.collected = []
+        try:
+            yield self.collected
+        finally:
+            self.collected = None
+
+    def compile_together(self, sources) -> None:
+        """Those of ``sources`` not compiled yet, compiled in one nvcc run: one
+        translation unit, each source as it is in a namespace of its own, its
+        ``extern "C"`` functions renamed by a macro to names of their own (one name
+        in two sources would be one function) and its macros undefined after it.
+        Only sources with the same ``#include`` lines, all before anything else,
+        go together, those lines put first (the copies within the namespaces then
+        include nothing): each source sees the declarations it sees alone. A
+        source of other includes or ``extern "C"`` declarations than those read
+        here, or a batch nvcc refuses, is left to be compiled alone when asked
+        for, to fail with its own errors."""
+        batches: dict = {}
+        for source in dict.fromkeys(sources):
+            full = "#include <cmath>\n" + source
+            names = EXTERN_C_FUNCTION.findall(full)
+            includes = _leading_includes(full)
+            if source in self.libraries or len(names) != full.count('extern "C"'):
+                continue
+            if len(includes) != len(INCLUDE.findall(full)):
+                continue
+            batches.setdefault(includes, []).append((source, full, names))
+        for includes, batch in batches.items():
+            if len(batch) == 1:  # (nothing saved)
+                continue
+            parts = [*includes, ""]
+            for number, (_, full, names) in enumerate(batch):
+                renames = "".join(f"#define {n} {n}__{number}\n" for n in names)
+                undefined = [*names, *DEFINE.findall(full)]
+                undefines = "".join(f"#undef {n}\n" for n in undefined)
+                parts.append(
+                    f"namespace batch{number} {{\n{renames}{full}\n{undefines}}}"
+                )
+            library, _ = self._nvcc("\n".join(parts) + "\n")
+            if library is None:  # each source compiles alone, with its own errors
+                continue
+            library = ctypes.CDLL(str(library))
+            for number, (source, _, names) in enumerate(batch):
+                renamed = {n: f"{n}__{number}" for n in names}
+                self.libraries[source] = _OneSourceOf(library, renamed)
+
+    def _nvcc(self, text: str) -> tuple:
+        """``(the library, None)``, or ``(None, nvcc's errors)``."""
+        path = self.directory / f"kernels{self.runs}.cu"
+        library = path.with_suffix(".so")
+        self.runs += 1
+        path.write_text(text)
+        command = [self.nvcc, *self.FLAGS, "-o", str(library), str(path)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            return None, done.stderr[-4000:]
+        return library, None
+
+
+EXTERN_C_FUNCTION = re.compile(r'extern\s+"C"\s+[^;{}()"]*?\b(\w+)\s*\(')
+INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\b.*$", re.MULTILINE)
+DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.MULTILINE)
+
+
+def _leading_includes(source: str) -> tuple:
+    """The ``#include`` lines before the first other line (but blank ones)."""
+    lines = itertools.takewhile(
+        lambda line: INCLUDE.fullmatch(line) or not line.strip(),
+        source.splitlines(),
+    )
+    return tuple(line for line in lines if line.strip())
+
+
+class _OneSourceOf:
+    """The functions of one source compiled with others (``compile_together``),
+    by the names the source gives them."""
+
+    def __init__(self, library, renamed: dict) -> None:
+        self._library, self._renamed = library, renamed
+
+    def __getattr__(self, name: str):
+        if name not in self._renamed:
+            raise AttributeError(f'the source defines no extern "C" {name}')
+        return getattr(self._library, self._renamed[name])
+
+
+class _NotRun:
+    """A library handed out while collecting sources: its functions do nothing."""
+
+    def __getattr__(self, name: str):
+        return lambda *arguments: None
+
+
+def compile_ahead(compile_host: HostCompiler, runs) -> None:
+    """The sources of tests compiled in one nvcc run before those tests: ``runs``,
+    ``(install, call)`` pairs, ``install(compile_host, monkeypatch)`` installing a
+    test's emulation (``install_compiled_cupy``, ...), ``call()`` making that test's
+    calls of its kernels. Each call runs once, its kernels doing nothing
+    (``HostCompiler.collecting``), to give the sources the test will ask for; the
+    test then runs as before, asking ``compile_host`` for each of its sources, and
+    finds it compiled (where its kernels' values decide what it compiles next, any
+    other source compiles then). A call that raises is left: its test meets the
+    error itself. For a module fixture, before the tests' own fixtures
+    (conftest.py's settings for the tests taken on here)."""
+    policy = ppto.set_transfer_policy("allow")
+    try:
+        with (
+            compile_host.collecting() as sources,
+            warnings.catch_warnings(),  # (of the values the kernels never wrote)
+            np.errstate(all="ignore"),
+        ):
+            warnings.simplefilter("ignore")
+            for install, call in runs:
+                with pytest.MonkeyPatch.context() as monkeypatch:
+                    monkeypatch.setenv("PPTO_FUSION", "on")
+                    install(compile_host, monkeypatch)
+                    with contextlib.suppress(Exception):
+                        call()
+    finally:
+        ppto.set_transfer_policy(policy)
+    compile_host.compile_together(sources)
 
 
 @pytest.fixture
@@ -55,6 +205,12 @@ def kernels_from_trees(monkeypatch):
     """CuPy's place taken by NumPy and each generated kernel by its tree's NumPy
     value (checked above against the CUDA C), so that the rest of a program fused for
     CUDA (operands, in-place epilogues, means) runs here."""
+    return install_kernels_from_trees(monkeypatch)
+
+
+def install_kernels_from_trees(monkeypatch) -> list:
+    """``kernels_from_trees`` installed by ``monkeypatch``; returns the list of the
+    names of the kernels run."""
     calls = []
 
     def elementwise(self, arrays):
@@ -121,9 +277,16 @@ __global__ void device_{c}_sum{n}({inputs}, {c}* total, long size) {{
 
 
 @pytest.fixture
-def regions_on_the_host(kernels_from_trees, compile_host, monkeypatch):
+def regions_on_the_host(compile_host, monkeypatch):
     """Besides ``kernels_from_trees``: each CUDA region runs its own CUDA C, compiled
     by nvcc as host code, one element after another."""
+    return install_regions_on_the_host(compile_host, monkeypatch)
+
+
+def install_regions_on_the_host(compile_host, monkeypatch) -> list:
+    """``regions_on_the_host`` installed by ``monkeypatch``, compiling by
+    ``compile_host``; returns the list of the names of the kernels run."""
+    kernels_from_trees = install_kernels_from_trees(monkeypatch)
 
     def launch(self, arguments, operands):
         source = self.source_for(operands)
@@ -431,16 +594,23 @@ def emulated_cupy_module():
 
 
 @pytest.fixture
-def emulated_cupy(regions_on_the_host, monkeypatch):
+def emulated_cupy(compile_host, monkeypatch):
     """``device='cuda'`` served by ppto's CuPy backend over ``emulated_cupy_module``
     (one device), each fused kernel evaluated from its tree and each region run by
     its own C as in ``regions_on_the_host``: every operator and generated program
     for CUDA runs its CuPy code path here, meeting CuPy's arrays' behaviours (see
     ``EmulatedCupyArray``). What it cannot check: CuPy's own numerics, and its
     functions' keyword arguments beyond NumPy's."""
+    return install_emulated_cupy(compile_host, monkeypatch)
+
+
+def install_emulated_cupy(compile_host, monkeypatch) -> list:
+    """``emulated_cupy`` installed by ``monkeypatch``, compiling by
+    ``compile_host``; returns the list of the names of the kernels run."""
     from ppto import api
     from ppto.runtime.backends import _BACKENDS
 
+    regions_on_the_host = install_regions_on_the_host(compile_host, monkeypatch)
     module = emulated_cupy_module()
     monkeypatch.setattr(_BACKENDS["cuda"], "_cupy", module)
     # code lowered for 'cuda:0' binds the backend's xp and is shared by every grad

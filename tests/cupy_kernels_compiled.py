@@ -339,24 +339,33 @@ def compiled_cupy(compile_host, monkeypatch):
     CuPy would (see the module docstring): none of ppto's kernels is replaced, so
     every generated kernel runs as CuPy would build it. Returns the names of the
     kernels run, in order."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc (the CUDA toolkit) to compile the generated kernels")
+    return install_compiled_cupy(compile_host, monkeypatch)
+
+
+def install_compiled_cupy(compile_source, monkeypatch) -> list:
+    """``compiled_cupy``'s CuPy, compiling by ``compile_source``, installed by
+    ``monkeypatch``; returns the list of the names of the kernels run."""
     from ppto import api
     from ppto.fusion.registry import RULES
     from ppto.runtime.backends import _BACKENDS
 
-    if shutil.which("nvcc") is None:
-        pytest.skip("needs nvcc (the CUDA toolkit) to compile the generated kernels")
     ran: list = []
     module = emulated_cupy_module()
     module.__dict__["ElementwiseKernel"] = functools.partial(
-        CompiledElementwiseKernel, compile_host, ran
+        CompiledElementwiseKernel, compile_source, ran
     )
     module.__dict__["ReductionKernel"] = functools.partial(
-        CompiledReductionKernel, compile_host, ran
+        CompiledReductionKernel, compile_source, ran
     )
     monkeypatch.setattr(_BACKENDS["cuda"], "_cupy", module)
     # (as emulated_cupy: code lowered for 'cuda:0' kept apart from a real GPU's)
     monkeypatch.setattr(api, "_SHARED", weakref.WeakKeyDictionary())
     monkeypatch.setattr(cuda, "cupy_module", lambda: module)
     for rule in RULES:  # rules' kernels made anew: they keep the kernel objects made
-        monkeypatch.delitem(rule.__dict__, "cuda_kernel", raising=False)
+        # (set first, so that one made here is removed again afterwards too: no
+        # later test gets these kernel objects)
+        monkeypatch.setitem(rule.__dict__, "cuda_kernel", None)
+        monkeypatch.delitem(rule.__dict__, "cuda_kernel")
     return ran

@@ -11,6 +11,9 @@ differentiated on the emulated device match central differences. With CuPy and a
 GPU (``gpu``) the kernels run there against the CPU's results.
 """
 
+import functools
+import shutil
+
 import numpy as np
 import pytest
 
@@ -20,6 +23,8 @@ from ppto.fusion.cuda_batch_norm_backward import CudaBatchNormBackward
 from ppto.fusion.cuda_label_cross_entropy import CudaLabelCrossEntropy
 from ppto.transform.fuse import implementation_for
 from tests.conftest import cuda_available
+from tests.cuda_emulation import compile_ahead, install_emulated_cupy
+from tests.cupy_kernels_compiled import install_compiled_cupy
 from tests.test_fusion import values_of
 from tests.test_golden import central_differences
 
@@ -133,7 +138,9 @@ def test_the_rules_have_their_own_cuda_kernels():
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # a kernel that did not compile
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("rule", BATCH_NORM, ids=[r.name for r in BATCH_NORM])
-def test_batch_norm_backward_kernels_equal_the_unfused_pattern(emulation, rule, dtype):
+def test_batch_norm_backward_kernels_equal_the_unfused_pattern(
+    compiled_ahead, emulation, rule, dtype
+):
     inputs = _batch_norm_inputs(rule, dtype)
     expected = _unfused(rule, inputs)
     kernel = implementation_for(rule, "cuda")
@@ -170,22 +177,25 @@ INDICES = {
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("rule", LABELS, ids=[r.name for r in LABELS])
 def test_label_cross_entropy_kernels_equal_the_unfused_pattern(
-    emulation, rule, dtype, index
+    compiled_ahead, emulation, rule, dtype, index
 ):
     inputs = _label_inputs(rule, dtype, *INDICES[index])
     expected = _unfused(rule, inputs)
     kernel = implementation_for(rule, "cuda")
-    module = cuda.cupy_module()
-    on_device = _on_device(module, inputs)
-    if index == "host":
-        rows, labels = INDICES[index]
-        on_device[rule.parameters.index("index")] = (rows, labels.tolist())
-    actual = _host(kernel(*on_device))
+    actual = _host(kernel(*_label_arguments_on_device(rule, inputs, index)))
     tolerance = 1e-13 if dtype == "float64" else 2e-6
     assert actual.shape == expected[0].shape and actual.dtype == expected[0].dtype
     np.testing.assert_allclose(actual, expected[0], rtol=tolerance, atol=tolerance)
     # one generated kernel (the softmax part); the scatters are CuPy's add.at
     assert _named(emulation) == _named([kernel.kernel.name])
+
+
+def _label_arguments_on_device(rule, inputs, index) -> list:
+    on_device = _on_device(cuda.cupy_module(), inputs)
+    if index == "host":
+        rows, labels = INDICES[index]
+        on_device[rule.parameters.index("index")] = (rows, labels.tolist())
+    return on_device
 
 
 @pytest.mark.parametrize("rule", LABELS[:2], ids=[r.name for r in LABELS[:2]])
@@ -278,22 +288,27 @@ def _program_arguments(shapes, labelled: bool) -> list:
     return args
 
 
+def _program_on_device(program, dtype) -> tuple:
+    """``(the arguments, wrt, the arguments on the device in dtype)``."""
+    _, shapes, _ = PROGRAMS[program]
+    args = _program_arguments(shapes, program.startswith("classifier"))
+    on_device = [
+        ppto.tensor(a if a.dtype.kind == "i" else a.astype(dtype), device="cuda")
+        for a in args
+    ]
+    return args, tuple(range(len(shapes))), on_device
+
+
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # a kernel that did not compile
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("emulator", ["emulated_cupy", "compiled_cupy"])
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_programs_on_the_emulated_device_match_finite_differences(
-    request, program, emulator, dtype
+    compiled_ahead, request, program, emulator, dtype
 ):
     ran = request.getfixturevalue(emulator)
-    function, shapes, rule_name = PROGRAMS[program]
-    labelled = program.startswith("classifier")
-    args = _program_arguments(shapes, labelled)
-    wrt = tuple(range(len(shapes)))
-    on_device = [
-        ppto.tensor(a if a.dtype.kind == "i" else a.astype(dtype), device="cuda")
-        for a in args
-    ]
+    function, _, rule_name = PROGRAMS[program]
+    args, wrt, on_device = _program_on_device(program, dtype)
     value, gradients = ppto.value_and_grad(function, wrt=wrt)(*on_device)
     rule = next(r for r in RULES if r.name == rule_name)
     parts = _named(p.name for p in implementation_for(rule, "cuda").parts())
@@ -310,6 +325,52 @@ def test_programs_on_the_emulated_device_match_finite_differences(
         np.testing.assert_allclose(
             gradient.numpy(), expected, rtol=tolerance, atol=tolerance * scale
         )
+
+
+@pytest.fixture(scope="module")
+def compiled_ahead(request):
+    """The sources of the selected tests above that nvcc compiles (under
+    ``compiled_cupy``, and the regions' under ``emulated_cupy``), compiled in one
+    nvcc run before the first of them (``compile_ahead``: nvcc takes 0.75 s on any
+    source; their 238 sources took 180 s one by one, 10 s together)."""
+    tests = {
+        test_batch_norm_backward_kernels_equal_the_unfused_pattern: _run_batch_norm,
+        test_label_cross_entropy_kernels_equal_the_unfused_pattern: _run_label,
+        test_programs_on_the_emulated_device_match_finite_differences: _run_program,
+    }
+    installs = {  # by the emulation's parameter (none for "trees": no nvcc)
+        "compiled": install_compiled_cupy,
+        "compiled_cupy": install_compiled_cupy,
+        "emulated_cupy": install_emulated_cupy,
+    }
+    runs = []
+    for item in request.session.items:
+        params = getattr(item, "callspec", None) and dict(item.callspec.params)
+        if params and item.function in tests:
+            emulation = params.pop("emulation", None) or params.pop("emulator")
+            if emulation in installs:
+                call = functools.partial(tests[item.function], **params)
+                runs.append((installs[emulation], call))
+    if runs and shutil.which("nvcc"):  # (those tests skip without it)
+        compile_ahead(request.getfixturevalue("compile_host"), runs)
+
+
+def _run_batch_norm(rule, dtype) -> None:
+    """The kernel call of ``test_batch_norm_backward_kernels_equal_...``."""
+    inputs = _batch_norm_inputs(rule, dtype)
+    implementation_for(rule, "cuda")(*_on_device(cuda.cupy_module(), inputs))
+
+
+def _run_label(rule, dtype, index) -> None:
+    """The kernel call of ``test_label_cross_entropy_kernels_equal_...``."""
+    inputs = _label_inputs(rule, dtype, *INDICES[index])
+    implementation_for(rule, "cuda")(*_label_arguments_on_device(rule, inputs, index))
+
+
+def _run_program(program, dtype) -> None:
+    """The call of ``test_programs_on_the_emulated_device_match_...``."""
+    _, wrt, on_device = _program_on_device(program, dtype)
+    ppto.value_and_grad(PROGRAMS[program][0], wrt=wrt)(*on_device)
 
 
 # --- what the compiled emulation refuses, as CuPy would -----------------------------

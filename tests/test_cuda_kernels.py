@@ -10,9 +10,11 @@ With CuPy and a GPU (the ``gpu`` marker) the kernels themselves run.
 """
 
 import ctypes
+import functools
 import io
 import linecache
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -31,6 +33,11 @@ from ppto.transform.emit import render_function
 from ppto.transform.fuse import fuse_program, implementation_for
 from ppto.transform.lower import lower
 from tests.conftest import cuda_available
+from tests.cuda_emulation import (
+    compile_ahead,
+    install_emulated_cupy,
+    install_regions_on_the_host,
+)
 from tests.test_golden import central_differences
 
 RULES = ppto.fusion_rules()
@@ -522,7 +529,7 @@ def test_cuda_regions_fallbacks_made_late_are_the_code_lowered_at_once():
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("function, shapes", WORKLOADS, ids=lambda w: str(w)[:20])
 def test_programs_fused_for_cuda_give_right_gradients(
-    regions_on_the_host, function, shapes, dtype
+    compiled_ahead, regions_on_the_host, function, shapes, dtype
 ):
     program, _, _ = fused_for_cuda(function, shapes, dtype)
     _, namespace = lower(program, backend_for(CPU), "cuda")
@@ -760,7 +767,7 @@ ON_EMULATED_CUPY = WORKLOADS + [
     "function, shapes", ON_EMULATED_CUPY, ids=lambda w: str(w)[:24]
 )
 def test_gradients_on_emulated_cupy_match_finite_differences(
-    emulated_cupy, function, shapes, dtype
+    compiled_ahead, emulated_cupy, function, shapes, dtype
 ):
     rng = np.random.default_rng(8)
     args = [np.asarray(rng.standard_normal(shape)) for shape in shapes]
@@ -782,6 +789,47 @@ def test_gradients_on_emulated_cupy_match_finite_differences(
         np.testing.assert_allclose(
             gradient.numpy(), expected, rtol=tolerance, atol=tolerance
         )
+
+
+@pytest.fixture(scope="module")
+def compiled_ahead(request):
+    """The regions' sources of the selected tests of whole programs above (under
+    ``regions_on_the_host`` or ``emulated_cupy``), compiled in one nvcc run before
+    the first of them (``compile_ahead``: nvcc takes 0.75 s on any source)."""
+    tests = {
+        test_programs_fused_for_cuda_give_right_gradients: (
+            install_regions_on_the_host,
+            _run_fused_program,
+        ),
+        test_gradients_on_emulated_cupy_match_finite_differences: (
+            install_emulated_cupy,
+            _run_on_emulated_cupy,
+        ),
+    }
+    runs = []
+    for item in request.session.items:
+        if getattr(item, "callspec", None) and item.function in tests:
+            install, run = tests[item.function]
+            runs.append((install, functools.partial(run, **item.callspec.params)))
+    if runs and shutil.which("nvcc"):  # (those tests skip without it)
+        compile_ahead(request.getfixturevalue("compile_host"), runs)
+
+
+def _run_fused_program(function, shapes, dtype) -> None:
+    """The call of ``test_programs_fused_for_cuda_give_right_gradients``."""
+    program, _, _ = fused_for_cuda(function, shapes, dtype)
+    _, namespace = lower(program, backend_for(CPU), "cuda")
+    rng = np.random.default_rng(3)
+    args = [np.asarray(rng.standard_normal(shape)) for shape in shapes]  # 0-d: array
+    namespace[program.entry](*[a.astype(dtype) for a in args])
+
+
+def _run_on_emulated_cupy(function, shapes, dtype) -> None:
+    """The call of ``test_gradients_on_emulated_cupy_match_finite_differences``."""
+    rng = np.random.default_rng(8)
+    args = [np.asarray(rng.standard_normal(shape)) for shape in shapes]
+    on_device = [ppto.tensor(a.astype(dtype), device="cuda") for a in args]
+    ppto.value_and_grad(function, wrt=tuple(range(len(args))))(*on_device)
 
 
 def test_emulated_cupy_arrays_refuse_what_cupys_refuse(emulated_cupy):
