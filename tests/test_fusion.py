@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import ppto
-from ppto.fusion import kernels
 from ppto.fusion.kernels import (
     CHUNK_BYTES,
     LARGE,
@@ -1367,51 +1366,10 @@ def test_show_grad_fused_shows_a_region_and_its_pass():
     assert "run_chunks(part, chunks)" in text  # its chunks, claimed by threads
 
 
-def test_a_regions_chunk_is_sized_for_the_arrays_it_touches():
-    """The pass asks ``chunk_bytes`` for the number of full arrays one chunk
-    touches: the slices of its inputs, its buffers and the slices of its outputs."""
-    args = [np.ones(LARGE + 5)] * 3
-    text = ppto.show_grad(chain, *args, wrt=(0, 1, 2), fused=True, file=io.StringIO())
-    region = text[text.index("def __fused_region_1(") :]
-    region = region[: region.index("run_chunks(part, chunks)")]
-    touched = sum(
-        line.strip().startswith(("flat", "buffer", "out")) and " = " in line
-        for line in region.splitlines()
-        if "_piece = " not in line and "[start:stop]" not in line
-    )
-    assert touched >= 6  # x, y and z, two buffers or more, dx, dy and dz
-    assert f"chunk = chunk_bytes({touched}) // dtype.itemsize" in region
-
-
-def test_chunk_bytes_keeps_a_chunks_arrays_in_one_cores_cache(monkeypatch):
-    monkeypatch.setattr(kernels, "CORE_CACHE_BYTES", 2 << 20)
-    assert kernels.chunk_bytes(9) == (2 << 20) // 9  # together: the 2 MB cache
-    assert kernels.chunk_bytes(2) == kernels.CHUNK_BYTES  # at most
-    assert kernels.chunk_bytes(1000) == kernels.MIN_CHUNK_BYTES  # at least
-    monkeypatch.setattr(kernels, "CHUNK_BYTES", 64)  # as tests make many chunks
-    assert kernels.chunk_bytes(9) == 64
-
-
-def test_core_cache_bytes_reads_the_level_2_cache_linux_describes(tmp_path):
-    for index, (level, size) in enumerate(
-        [("1", "48K"), ("2", "1280K"), ("3", "480M")]
-    ):
-        entry = tmp_path / f"index{index}"
-        entry.mkdir()
-        (entry / "level").write_text(level + "\n")
-        (entry / "size").write_text(size + "\n")
-    assert kernels.core_cache_bytes(str(tmp_path)) == 1280 << 10
-    (tmp_path / "index1" / "size").write_text("2M\n")
-    assert kernels.core_cache_bytes(str(tmp_path)) == 2 << 20
-    (tmp_path / "index1" / "size").write_text("\n")  # unreadable: a common size
-    assert kernels.core_cache_bytes(str(tmp_path)) == 1 << 20
-    assert kernels.core_cache_bytes(str(tmp_path / "absent")) == 1 << 20
-
-
 def test_threaded_regions_agree_with_one_thread_and_with_unfused_code(monkeypatch):
-    """Thirteen chunks or more claimed by three threads: every chunk's outputs are
-    written, and the sum is the one thread's to the last bit (partial sums per
-    chunk, added in chunk order)."""
+    """Thirteen chunks claimed by three threads: every chunk's outputs are written,
+    and the sum is the one thread's to the last bit (partial sums per chunk, added
+    in chunk order)."""
     rng = np.random.default_rng(8)
     size = 13 * (CHUNK_BYTES // 8) - 100
     args = [rng.standard_normal(size) for _ in range(3)]

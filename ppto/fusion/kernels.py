@@ -13,7 +13,6 @@ included, on its first calls and keeps the fastest (``_Plan.run``).
 from __future__ import annotations
 
 import operator
-import os
 import statistics
 import time
 
@@ -29,51 +28,9 @@ except ImportError:  # pragma: no cover - exercised where numexpr is absent
     numexpr = None
 
 LARGE = 1 << 15  # elements from which avoiding temporaries pays off
-# the most of one array a region's chunk takes: each ufunc call does enough work that
-# the call itself costs little (512 KB measured faster than 256 KB, for a region
-# touching four arrays a chunk)
+# a region's chunk: its few buffers stay in cache, and each ufunc call does enough
+# work that the call itself costs little (512 KB measured faster than 256 KB)
 CHUNK_BYTES = 1 << 19
-# the least: below it a chunk's ufunc calls cost more than the cache saves (a chain
-# gradient touching nine arrays a chunk: 64 KB 9% slower than 256 KB)
-MIN_CHUNK_BYTES = 1 << 16
-
-
-def core_cache_bytes(caches: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
-    """The size of one core's level 2 cache (its own largest, on current x86 and Arm
-    servers), as Linux describes it under ``caches``; else 1 MB, a common size (1 to
-    2 MB on current x86 servers)."""
-    units = {"K": 1 << 10, "M": 1 << 20}
-    try:
-        for entry in os.scandir(caches):
-            if not entry.name.startswith("index"):
-                continue
-            with open(os.path.join(entry.path, "level")) as level:
-                if level.read().strip() != "2":
-                    continue
-            with open(os.path.join(entry.path, "size")) as size:
-                text = size.read().strip().upper()
-            found = (
-                int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
-            )
-            if found > 0:
-                return found
-    except (OSError, ValueError):
-        pass
-    return 1 << 20
-
-
-CORE_CACHE_BYTES = core_cache_bytes()
-
-
-def chunk_bytes(arrays: int) -> int:
-    """Bytes of each array in the chunk of a region whose chunk touches ``arrays``
-    arrays (inputs, buffers, outputs): together they stay in one core's cache, where
-    every ufunc call of the chunk finds them. With one size for every region, a
-    chain gradient touching nine arrays a chunk ran 15% slower with 512 KB than with
-    256 KB (9 x 512 KB overflows a 2 MB cache). Between ``MIN_CHUNK_BYTES`` and
-    ``CHUNK_BYTES`` (read when called: tests set it small to make many chunks)."""
-    return min(CHUNK_BYTES, max(MIN_CHUNK_BYTES, CORE_CACHE_BYTES // max(1, arrays)))
-
 
 # op name -> (NumPy ufunc, numexpr spelling or None, arity)
 ELEMENTWISE = {
@@ -595,7 +552,7 @@ class RegionKernel(Fallback):
             "np": np,
             "layout": region_layout,
             "rows_layout": rows_layout,
-            "chunk_bytes": chunk_bytes,
+            "CHUNK_BYTES": CHUNK_BYTES,
             "run_chunks": run_chunks,
             "where_into": where_into,
         }

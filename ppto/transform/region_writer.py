@@ -207,25 +207,20 @@ class RegionWriter:
         # would collide with the pass's own locals and the builtins it calls
         names = [f"a{number}" for number in range(len(self.inputs))]
         arguments = ", ".join(names)
-        # (0-d inputs, as the layout checks, and columns are read whole by each chunk)
-        sliced = [
-            n for n, kind in enumerate(self.input_kinds) if kind not in (COLUMN, SCALAR)
-        ]
-        outs = sorted(set(into.values()))
-        kind_of_out = {out: self.kinds[number] for number, out in into.items()}
-        # the full arrays each chunk touches (rows' and columns' values are smaller)
-        kinds = [self.input_kinds[n] for n in sliced] + buffers
-        arrays = sum(kind == FULL for kind in kinds + list(kind_of_out.values()))
         lines = [
             f"def {name}({arguments}):",
             f'    """{", ".join(self.inputs)} ({arguments}) -> '
             f"{', '.join(self.outputs)}, in one pass of "
             f'{"blocks of rows" if self.rows else "chunks"}."""',
-            *self.layout_lines(arguments, arrays),
+            *self.layout_lines(arguments),
         ]
         spelled = [p for ref in self.read_refs(sums, outputs) for p in _parts(ref)]
         if ("one",) in spelled:
             lines.append("    one = np.ones((), dtype)")
+        # (0-d inputs, as the layout checks, and columns are read whole by each chunk)
+        sliced = [
+            n for n, kind in enumerate(self.input_kinds) if kind not in (COLUMN, SCALAR)
+        ]
         for number in sliced:
             flat = "np.reshape({0}, (size, -1))" if self.rows else "np.ravel({0})"
             lines.append(
@@ -235,6 +230,8 @@ class RegionWriter:
         for number in set(range(len(names))) - set(sliced):  # read whole
             lines.append(f"    in{number} = {names[number]}")
         lines += self.risk_lines(outputs, sums) + self.type_lines()
+        outs = sorted(set(into.values()))
+        kind_of_out = {out: self.kinds[number] for number, out in into.items()}
         lines += [
             f"    {out} = np.empty({self.extent(kind_of_out[out], 'size')}, dtype)"
             for out in outs
@@ -279,10 +276,9 @@ class RegionWriter:
         returned = results[0] if len(results) == 1 else f"({', '.join(results)})"
         return "\n".join(lines + [f"    return {returned}", ""])
 
-    def layout_lines(self, arguments: str, arrays: int) -> list:
+    def layout_lines(self, arguments: str) -> list:
         """The pass's first lines: the arguments' shapes and dtype checked (else the
-        statements run) and the units its chunks count (elements, or rows), sized
-        for the ``arrays`` full arrays a chunk touches (``chunk_bytes``)."""
+        statements run) and the units its chunks count (elements, or rows)."""
         kinds = "".join("srcf"[kind] for kind in self.input_kinds)
         if not self.rows:
             test = f', "{kinds}"' if "s" in kinds else ""
@@ -292,7 +288,7 @@ class RegionWriter:
                 "        return None",
                 "    shape, dtype = found",
                 "    size = int(np.prod(shape))",
-                f"    chunk = chunk_bytes({arrays}) // dtype.itemsize",
+                "    chunk = CHUNK_BYTES // dtype.itemsize",
             ]
         lines = [
             f'    found = rows_layout(({arguments},), "{kinds}")',
@@ -302,7 +298,7 @@ class RegionWriter:
             "    width = shape[-1]",
             "    rows_shape = shape[:-1] + (1,)",
             "    size = int(np.prod(rows_shape))  # a chunk is a block of rows",
-            f"    chunk = max(1, chunk_bytes({arrays}) // (dtype.itemsize * width))",
+            "    chunk = max(1, CHUNK_BYTES // (dtype.itemsize * width))",
         ]
         if any(op == "rowmean" for _, op, _ in self.instructions):
             lines += [
