@@ -29,7 +29,12 @@ except ImportError:  # pragma: no cover - exercised where numexpr is absent
 
 LARGE = 1 << 15  # elements from which avoiding temporaries pays off
 # a region's chunk: its few buffers stay in cache, and each ufunc call does enough
-# work that the call itself costs little (512 KB measured faster than 256 KB)
+# work that the call itself costs little (512 KB measured faster than 256 KB). A
+# chunk per array sized to share a core's 2 MB level 2 cache among the chain
+# gradient's nine arrays (224 KB) was 10-15% faster on one thread but 20% slower on
+# two: every ufunc call takes the GIL back when its loop ends, and when the other
+# thread holds it, the wait costs a thread wake-up; two threads of 4096-element calls
+# ran slower than one (see the commit reverting 8dfba7b)
 CHUNK_BYTES = 1 << 19
 
 # op name -> (NumPy ufunc, numexpr spelling or None, arity)
