@@ -16,6 +16,7 @@ from ppto.fusion.kernels import (
     evaluate_numpy,
     region_layout,
 )
+from tests.test_fusion_cnn import directional_errors
 from tests.test_golden import central_differences
 
 RULES = ppto.fusion_rules()
@@ -905,11 +906,16 @@ def test_gelu_fuses_into_chains_with_the_values_of_the_operator(dtype, size):
     assert value.dtype == unfused_value.dtype == dtype
     assert np.asarray(value) == np.asarray(unfused_value)  # the same operations
     np.testing.assert_allclose(np.asarray(gradient), np.asarray(unfused_gradient))
-    expected = central_differences(gelu_gated, [x.astype(float), y.astype(float)], 0)
-    tolerance = 1e-6 if dtype == "float64" else 2e-2
-    np.testing.assert_allclose(
-        np.asarray(gradient), expected, rtol=tolerance, atol=tolerance
-    )
+    points = [x.astype(float), y.astype(float)]
+    if size < LARGE:
+        expected = central_differences(gelu_gated, points, 0)
+        tolerance = 1e-6 if dtype == "float64" else 2e-2
+        np.testing.assert_allclose(
+            np.asarray(gradient), expected, rtol=tolerance, atol=tolerance
+        )
+    else:  # along random directions: element by element, 32773 of them took 13 s
+        errors = directional_errors(gelu_gated, points, [gradient], directions=4)
+        assert max(errors) < (1e-6 if dtype == "float64" else 1e-5), errors
 
 
 @pytest.fixture(autouse=True)
