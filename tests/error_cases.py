@@ -1540,6 +1540,42 @@ def eval_by_getattr(x):
     return np.sum(getattr(builtins, "eval")("y") ** 2)  # noqa: B009 # <- error
 
 
+# the same built-ins held in a container or by an object (a zero gradient: the fence
+# read names and attributes only)
+CALLS = {"run": eval}
+
+
+def eval_from_the_builtins_dict(x):
+    y = x * 2.0  # noqa: F841 (read by name)
+    return np.sum(builtins.__dict__["eval"]("y") ** 2)  # <- error
+
+
+def eval_from_a_module_dict(x):
+    y = x * 2.0  # noqa: F841 (read by name)
+    return np.sum(CALLS["run"]("y") ** 2)  # <- error
+
+
+def eval_from_the_builtins_dict_by_a_local_alias(x):
+    ev = builtins.__dict__["eval"]  # <- error
+    return np.sum(ev("x ** 2"))
+
+
+class _Evaluating:
+    def __init__(self) -> None:
+        self.run = eval
+
+    def loss(self, x):
+        y = x * 2.0  # noqa: F841 (read by name)
+        return np.sum(self.run("y") ** 2)  # <- error
+
+
+EVALUATING = _Evaluating()
+
+
+def eval_held_by_an_object(x):
+    return EVALUATING.loss(x)
+
+
 # --- complex values inside a real function (fence.py): ppto's rules take no
 # conjugates (np.sum(np.abs(x * 1j)) had a zero gradient)
 

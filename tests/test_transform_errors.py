@@ -562,6 +562,23 @@ REJECTED = [
     Case(ec.eval_of_the_builtins_module, "eval() (as builtins.eval)", "builtins"),
     Case(ec.locals_by_a_global_alias, "locals() (as LOCALS_ALIAS)", "LOCALS_ALIAS"),
     Case(ec.eval_by_getattr, "eval() (as getattr(builtins, 'eval'))", "getattr("),
+    Case(
+        ec.eval_from_the_builtins_dict,
+        "eval() (as builtins.__dict__['eval'])",
+        "builtins.__dict__",
+    ),
+    Case(ec.eval_from_a_module_dict, "eval() (as CALLS['run'])", "CALLS["),
+    Case(
+        ec.eval_from_the_builtins_dict_by_a_local_alias,
+        "eval() (as builtins.__dict__['eval'])",
+        "builtins.__dict__",
+    ),
+    Case(
+        ec.eval_held_by_an_object,
+        "eval() (as self.run)",
+        "self.run(",
+        marked_in=ec._Evaluating.loss,
+    ),
     # complex values inside a real function
     Case(ec.complex_literal, "the complex number 1j", "1j"),
     Case(ec.complex_exponential, "the complex number 1j", "1j"),

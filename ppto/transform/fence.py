@@ -12,6 +12,7 @@ import builtins
 import gast
 
 from ppto.transform import trees
+from ppto.transform.objects import constant_key, holds
 from ppto.transform.resolve import expression_text, static_value
 from ppto.transform.source import ParsedFunction, SourceMap
 
@@ -49,6 +50,25 @@ _BY_NAME = {
     "globals": "name the module-level value itself, and pass a value the function "
     "changes as an argument and return its new value",
 }
+
+
+def builtin_read_by_name(value) -> str | None:
+    """The name of the built-in of ``_BY_NAME`` that ``value`` is, else None."""
+    return next((n for n in _BY_NAME if value is getattr(builtins, n)), None)
+
+
+def by_name_error(source: SourceMap, node, name: str):
+    """The error for ``node``, a call or reference reaching the built-in ``name``
+    of ``_BY_NAME``."""
+    text = expression_text(node.func if isinstance(node, gast.Call) else node)
+    named = "" if text == name else f" (as {text})"
+    return source.error(
+        node,
+        f"ppto cannot differentiate {name}(){named}: it reads or writes variables by "
+        "a name in a string, so ppto cannot see which values depend on which (the "
+        "gradient through them would be lost)",
+        _BY_NAME[name],
+    )
 
 
 class Fence(trees.Visitor):
@@ -295,7 +315,11 @@ class Fence(trees.Visitor):
     def by_name(self, node) -> str | None:
         """The name of the built-in of ``_BY_NAME`` that ``node`` is, resolved as
         the transformer resolves a call's function (``resolve.static_value``), a
-        ``getattr`` of such a value by a literal name too; else None."""
+        ``getattr`` of such a value by a literal name or an item of one by a
+        literal key or index (``builtins.__dict__["eval"]``) too; else None."""
+        if isinstance(node, gast.Subscript):
+            found, value = self.item(node)
+            return builtin_read_by_name(value) if found else None
         if isinstance(node, gast.Call):  # getattr(builtins, "eval")
             if (
                 self.by_value(node.func) is not getattr
@@ -309,22 +333,25 @@ class Fence(trees.Visitor):
             value = getattr(base, node.args[1].value, None) if found else None
         else:
             value = self.by_value(node)
-        return next((n for n in _BY_NAME if value is getattr(builtins, n)), None)
+        return builtin_read_by_name(value)
 
     def by_value(self, node):
         """What a name or dotted name outside the function is, else None."""
         return static_value(node, self.namespace, self.local)[1]
 
+    def item(self, node) -> tuple[bool, object]:
+        """``(found, value)`` of a name, dotted name or item of one by a literal key
+        or index (``CALLS["run"]``, ``TABLE[0]``) outside the function."""
+        if not isinstance(node, gast.Subscript):
+            return static_value(node, self.namespace, self.local)
+        key = constant_key(node)
+        found, holder = self.item(node.value) if key is not None else (False, None)
+        if found and holds(holder, key):
+            return True, holder[key]
+        return False, None
+
     def reject_by_name(self, node, name: str):
-        text = expression_text(node.func if isinstance(node, gast.Call) else node)
-        named = "" if text == name else f" (as {text})"
-        self.reject(
-            node,
-            f"{name}(){named}: it reads or writes variables by a name in a "
-            "string, so ppto cannot see which values depend on which (the "
-            "gradient through them would be lost)",
-            _BY_NAME[name],
-        )
+        raise by_name_error(self.source, node, name)
 
     def visit_keyword(self, node):
         self.accept(node)
@@ -336,6 +363,9 @@ class Fence(trees.Visitor):
         self.accept(node)
 
     def visit_Subscript(self, node):
+        name = self.by_name(node)  # (ev = builtins.__dict__["eval"]: refused here)
+        if name is not None:
+            self.reject_by_name(node, name)
         self.accept(node)
 
     def visit_Slice(self, node):

@@ -37,6 +37,7 @@ import gast
 
 from ppto.runtime.tensor import Tensor
 from ppto.transform import trees
+from ppto.transform.fence import builtin_read_by_name, by_name_error
 from ppto.transform.layers import (
     bound_to_a_layer,
     folded,
@@ -74,6 +75,7 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
     for node in trees.walk(parsed.tree):
         if not isinstance(node, gast.Call):
             continue
+        _refuse_a_builtin_reading_by_name(node, parsed, local, own)
         call = _checkpointed_step(node, parsed, local, own, labels) or node
         forwarders: set = set()
         while _resolved(call, parsed, local, own, program, labels, forwarders):
@@ -82,6 +84,17 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
             node.func.args[0] = call.func
             node.args = call.args
     return labels
+
+
+def _refuse_a_builtin_reading_by_name(node: gast.Call, parsed, local: set, own):
+    """Refuse a call reaching ``eval``, ``exec``, ``locals``, ``vars`` or
+    ``globals`` through the object ``self`` holds (``self.run = eval``), which the
+    fence (``fence.Fence.by_name``: names, attributes and items outside the
+    function) cannot read: its result would be taken for a constant."""
+    found, value = read_value(node.func, parsed, local, own, [])
+    name = builtin_read_by_name(value) if found else None
+    if name is not None and not (name == "vars" and node.args):  # (vars(obj))
+        raise by_name_error(parsed.source, node, name)
 
 
 def _checkpointed_step(node: gast.Call, parsed, local: set, own, labels: set):
