@@ -363,9 +363,10 @@ class Fence(trees.Visitor):
         self.accept(node)
 
     def visit_Subscript(self, node):
-        name = self.by_name(node)  # (ev = builtins.__dict__["eval"]: refused here)
-        if name is not None:
-            self.reject_by_name(node, name)
+        if isinstance(node.ctx, gast.Load):  # (ev = builtins.__dict__["eval"])
+            name = self.by_name(node)
+            if name is not None:
+                self.reject_by_name(node, name)
         self.accept(node)
 
     def visit_Slice(self, node):
