@@ -13,6 +13,7 @@ import random
 
 import numpy as np
 import numpy as onp
+from numpy import add as numpy_add
 from numpy import copyto
 
 import ppto
@@ -1574,6 +1575,61 @@ EVALUATING = _Evaluating()
 
 def eval_held_by_an_object(x):
     return EVALUATING.loss(x)
+
+
+# --- writes a probe of silently wrong gradients found getting through -------------
+# (each gave a zero or wrong gradient without a word)
+HALVES = np.arange(1.0, 5.0)
+
+
+def exp_into_a_positional_out(x):
+    y = np.zeros(4)
+    np.exp(x, y)  # <- error
+    return np.sum(y * HALVES)
+
+
+def divided_in_place_by_position(x):
+    p = np.exp(x)
+    np.divide(p, np.sum(p), p)  # <- error
+    return np.sum(p * HALVES)
+
+
+def cumsum_into_a_positional_out(x):
+    y = np.zeros(4)
+    np.cumsum(x, 0, None, y)  # <- error
+    return np.sum(y * HALVES)
+
+
+def clipped_in_place_by_a_method(x):
+    z = x * 1.0
+    z.clip(0.0, 1.0, z)  # <- error
+    return np.sum(z * HALVES)
+
+
+def added_at_by_a_ufunc_imported_by_name(x):
+    y = np.zeros(4)
+    numpy_add.at(y, [0, 0, 1], x[:3])  # <- error
+    return np.sum(y * HALVES)
+
+
+def diagonal_read_then_matrix_written(x):
+    z = x.reshape(2, 2) * 1.0
+    d = np.diag(z)
+    z *= 2.0  # <- error
+    return np.sum(d * HALVES[:2])
+
+
+REBOUND = np.zeros(4)
+
+
+def _rebind(value):
+    global REBOUND
+    REBOUND = value
+
+
+def global_rebound_by_a_helper(x):
+    _rebind(x**2)  # <- error
+    return np.sum(REBOUND * HALVES)
 
 
 # --- complex values inside a real function (fence.py): ppto's rules take no

@@ -18,6 +18,7 @@ import pytest
 
 import ppto
 from tests import error_cases
+from tests.test_golden import central_differences
 
 MARKER = "# <- error"
 VECTOR = np.array([0.5, 1.5, 2.5])
@@ -580,6 +581,18 @@ REJECTED = [
         marked_in=ec._Evaluating.loss,
     ),
     # complex values inside a real function
+    # writes a probe of silently wrong gradients found getting through
+    Case(ec.exp_into_a_positional_out, "writes into an array in place", "np.exp("),
+    Case(ec.divided_in_place_by_position, "writes into an array in place", "np."),
+    Case(ec.cumsum_into_a_positional_out, "writes into an array in place", "np."),
+    Case(ec.clipped_in_place_by_a_method, "writes into an array in place", "z.clip"),
+    Case(
+        ec.added_at_by_a_ufunc_imported_by_name,
+        "writes into an array in place",
+        "numpy_add.at",
+    ),
+    Case(ec.diagonal_read_then_matrix_written, "shares its array with d", "z *="),
+    Case(ec.global_rebound_by_a_helper, "it rebinds REBOUND", "_rebind("),
     Case(ec.complex_literal, "the complex number 1j", "1j"),
     Case(ec.complex_exponential, "the complex number 1j", "1j"),
     Case(ec.complex_made_by_a_call, "complex()", "complex(0.0, 2.0)"),
@@ -924,3 +937,30 @@ def test_sorting_in_place_suggests_np_sort():
     with pytest.raises(ppto.TransformError) as caught:
         ppto.grad(ec.sorted_in_place)(np.array([0.3, -1.0, 2.0]))
     assert "z = np.sort(z), not z.sort()" in str(caught.value)
+
+
+_COUNTED = 0
+
+
+def _count_call():
+    global _COUNTED
+    _COUNTED += 1
+
+
+def _near_refused_writes(x):
+    """What the refusals above must leave alone: positional axes (not outputs),
+    np.diag of a vector (a new array), a helper rebinding a global this function
+    does not read."""
+    _count_call()
+    total = np.sum(np.cumsum(x, 0) * 2.0) + np.sum(x.reshape(2, 2).sum(0))
+    total = total + np.sum(np.diag(x) @ np.arange(4.0)) + np.sum(np.clip(x, -1, 1))
+    return total + np.sum(np.exp(x).clip(0.0, 3.0))
+
+
+def test_neighbours_of_the_refused_writes_are_differentiated():
+    x = np.array([0.3, -1.2, 2.5, 0.7])
+    counted = _COUNTED
+    gradient = np.asarray(ppto.grad(_near_refused_writes)(x))
+    assert _COUNTED == counted + 1  # the helper ran, as in Python
+    expected = central_differences(_near_refused_writes, [x], 0)
+    np.testing.assert_allclose(gradient, expected, rtol=1e-6, atol=1e-6)

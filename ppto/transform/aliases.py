@@ -48,7 +48,8 @@ VIEW_ATTRIBUTES = {"T", "mT", "real", "imag", "flat"}
 VIEW_CALLS = {
     "reshape", "transpose", "ravel", "squeeze", "view", "swapaxes", "moveaxis",
     "rollaxis", "permute_dims", "matrix_transpose", "expand_dims", "broadcast_to",
-    "diagonal", "flip", "fliplr", "flipud", "rot90", "real", "imag", "trim_zeros",
+    "diagonal", "diag",  # (np.diag of a matrix: a view of its diagonal)
+    "flip", "fliplr", "flipud", "rot90", "real", "imag", "trim_zeros",
     "as_strided", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray",
     "asarray_chkfinite", "require", "real_if_close", "asmatrix",
     # a list or tuple of views of it (``a, b = np.split(y, 2)``)

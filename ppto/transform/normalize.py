@@ -24,6 +24,7 @@ from ppto.transform.constructors import constructed_dtype
 from ppto.transform.fence import BITWISE
 from ppto.transform.local_functions import localised, passed_callables
 from ppto.transform.names import Namer
+from ppto.transform.out_arguments import positional_outs
 from ppto.transform.resolve import (
     ATTRIBUTE_OPERATORS,
     METADATA_ATTRIBUTES,
@@ -814,10 +815,39 @@ class Normalizer:
                 "differentiated values",
                 "append the items one by one (for item in items: hs.append(item))",
             )
+        if isinstance(value, gast.Call):
+            self.refuse_rebinding_read_names(value)
         if isinstance(value, gast.Call) and value_reads(value) & self.varied:
             self.dropped_call(value)
         self.refuse_written_in_place(value)
         self.emit(ir.Passive(node, reads=frozenset(value_reads(node))))
+
+    def refuse_rebinding_read_names(self, node) -> None:
+        """``set_g(v)`` of a function of the user's that rebinds a global (``global
+        G; G = v``) which this function reads: the generated code reads the value
+        G had when it was made (a zero gradient, and the value of the call before),
+        so it is refused. (A rebound name this function does not read, a counter,
+        changes as in Python.)"""
+        from ppto.transform.source import parse_function
+
+        callee = resolve_call(node, self.parsed.namespace, self.local_names)
+        if callee.kind != "function":
+            return
+        try:
+            parsed = parse_function(callee.function)
+        except TransformError:
+            return  # (its source cannot be read: it cannot be checked either)
+        caller = parse_function(self.parsed.fn).tree  # (as written: not lifted)
+        read = set(_rebound_outer_names(parsed)) & trees.loads(caller.body)
+        if read:
+            raise self.source.error(
+                node,
+                f"ppto cannot differentiate the call {callee.text}: it rebinds "
+                f"{', '.join(sorted(read))} (global or nonlocal), which this function "
+                "reads, and the generated code would read the value from when it "
+                "was made",
+                "return the value from the function, and assign it",
+            )
 
     def static(self, node) -> tuple:
         """``(True, value)`` where ``node`` names a value outside the function."""
@@ -2064,11 +2094,10 @@ def _written_in_place(value, varied: set, resolved):
         if not isinstance(node, gast.Call):
             continue
         function, reads = node.func, value_reads(node) & varied
+        outs = [k.value for k in node.keywords if k.arg == "out"]
+        outs += _positional_outs(node, resolved)
         outs = [
-            k.value
-            for k in node.keywords
-            if k.arg == "out"
-            and not (isinstance(k.value, gast.Constant) and k.value.value is None)
+            o for o in outs if not (isinstance(o, gast.Constant) and o.value is None)
         ]
         if outs and (reads or any(value_reads(out) for out in outs)):
             return node
@@ -2088,15 +2117,44 @@ def _written_in_place(value, varied: set, resolved):
             _module(owner) or is_numpy_module(resolved(owner)[1])
         ):
             return node
-        if function.attr == "at" and isinstance(owner, gast.Attribute):
-            if _module(owner.value):  # np.add.at(z, i, v)
-                return node
+        if function.attr == "at" and (
+            (isinstance(owner, gast.Attribute) and _module(owner.value))
+            or isinstance(resolved(owner)[1], np.ufunc)  # from numpy import add
+        ):
+            return node  # np.add.at(z, i, v), add.at(z, i, v)
         if isinstance(owner, gast.Name) and owner.id in varied:
             if function.attr in IN_PLACE_METHODS or (
                 function.attr.startswith("__i") and function.attr.endswith("__")
             ):
                 return node  # z.fill(2.0), z.sort(), z.__iadd__(y)
     return None
+
+
+def _rebound_outer_names(parsed) -> list:
+    """The names a function declares ``global`` or ``nonlocal`` and assigns (the
+    declarations of names it only reads were dropped when it was parsed)."""
+    return sorted(
+        name
+        for node in trees.walk(parsed.tree)
+        if isinstance(node, (gast.Global, gast.Nonlocal))
+        for name in node.names
+    )
+
+
+def _positional_outs(node: gast.Call, resolved) -> list:
+    """The outputs ``node`` gives by position (``np.exp(x, y)``, ``z.clip(0, 1,
+    z)``: see ``out_arguments``); a method's only where its object is a value of
+    the function (an array), not something named outside it."""
+    function = node.func
+    found, callee = (
+        resolved(function)
+        if isinstance(function, (gast.Name, gast.Attribute))
+        else (False, None)
+    )
+    on_a_value = isinstance(function, gast.Attribute) and not found
+    if on_a_value:
+        on_a_value = not resolved(function.value)[0]
+    return positional_outs(node, callee if found else None, on_a_value)
 
 
 def _in_place_library_function(value) -> bool:
