@@ -975,9 +975,12 @@ class Normalizer:
                 self.varied.add(cast)  # (so that the list's item is differentiated)
             value = operand_expr(cast)
         helper = self.reference(lists.replace_at, "replace_at")
-        replaced = gast.Call(
-            gast.Name(helper, gast.Load(), None, None), [base, index, value], []
-        )
+        arguments = [base, index, value]
+        if not (trees.written_position(index) or trees.called(index, "slice")):
+            # (hs[i] = h: the gradient takes i for an item's position, or a slice
+            # that keeps the length; see lists.replace_at)
+            arguments.append(gast.Constant(True, None))
+        replaced = gast.Call(gast.Name(helper, gast.Load(), None, None), arguments, [])
         self.lists.add(target)
         self.list_call(
             _assigned(target, replaced, node),
