@@ -664,6 +664,34 @@ def slice_of_arrays_inserted(x):
     return np.sum(hs[0] * hs[1]) + np.sum(hs[2] * hs[3])
 
 
+# ``del hs[a:b]`` is ``hs[a:b] = []`` (see source.py)
+def slice_deleted(x):
+    hs = [x[0], x[1], x[2]]
+    del hs[0:2]
+    return hs[0] * 3.0
+
+
+def middle_deleted(x):
+    hs = [x[0], x[1], x[2], x[3]]
+    del hs[1:-1]
+    return hs[0] * hs[1]
+
+
+def slice_deleted_in_a_loop(x):
+    hs = [x[0], x[1], x[2], x[3]]
+    for i in range(2):
+        hs.append(hs[0] * x[i])
+        del hs[:1]
+    return hs[0] * hs[1] + hs[-1]
+
+
+def slice_of_arrays_deleted(x):
+    hs = [x[:2], x[1:3] * 2.0, np.sin(x[2:])]
+    del hs[1:]
+    hs.append(x[:2] ** 2)
+    return np.sum(hs[0] * hs[1])
+
+
 # the length kept, as before: a plain slice, an extended one, a reversed one
 def slice_of_the_same_length(x):
     hs = [x[0], x[1], x[2]]
@@ -707,6 +735,10 @@ SLICES_REPLACED = [
     slice_of_arrays_grown,
     slice_of_arrays_shrunk,
     slice_of_arrays_inserted,
+    slice_deleted,
+    middle_deleted,
+    slice_deleted_in_a_loop,
+    slice_of_arrays_deleted,
     slice_of_the_same_length,
     extended_slice,
     reversed_slice,
