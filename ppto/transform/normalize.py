@@ -954,6 +954,13 @@ class Normalizer:
         if listed and not isinstance(index, gast.Slice):
             self.replace_item(node, base, value, index)
             return
+        if getattr(node, "deletes", False):  # (del x[a:b] taken for x[a:b] = [])
+            raise self.source.error(
+                node,
+                "ppto cannot differentiate del of a slice of an array, or of a "
+                "value not known to be a list (NumPy deletes no elements in place)",
+                "build a new array without them (x = np.concatenate([x[:a], x[b:]]))",
+            )
         if value_reads(node.value) & self.varied:
             self.varied.add(target)
         if getattr(node, "in_place_of", None) is not None:

@@ -320,7 +320,9 @@ def _emptied_slice(statement) -> gast.Assign | None:
         return None
     target.ctx = gast.Store()
     empty = gast.copy_location(gast.List([], gast.Load()), statement)
-    return gast.copy_location(gast.Assign([target], empty, None), statement)
+    emptied = gast.copy_location(gast.Assign([target], empty, None), statement)
+    emptied.deletes = True  # (of an array refused: see Normalizer.setitem)
+    return emptied
 
 
 def _deletes_unread_names(tree: gast.FunctionDef, delete: gast.Delete) -> bool:
