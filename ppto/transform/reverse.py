@@ -534,15 +534,16 @@ class Generator:
 
     def slice_replaced_adjoint(self, s: ir.ListCall, kind: str, adjoint: str):
         """The adjoint of ``xs_1 = replace_at(xs, index, values)`` for ``xs`` (kind
-        "list") or ``values`` (kind "value") where ``index`` may be a slice, which
-        may grow or shrink the list (``hs[1:] = [a, b, c]``, ``hs[1:1] = [v]``):
+        "list") or ``values`` (kind "value") where ``index`` is a slice written
+        out, which may grow or shrink the list (``hs[1:] = [a, b, c]``, ``hs[1:1]
+        = [v]``, ``del hs[a:b]``; its step, read when it runs, tells):
         the values' adjoints are where they landed in ``xs_1``, not ``xs_1[index]``,
         and ``xs``'s are the others around zeros for the items replaced, one per
         item of ``xs`` (zeroing ``xs_1[index]`` kept ``xs_1``'s length, and the
-        pops of ``xs``'s appends took the wrong adjoints, or found none). For a
-        slice written out only: this code reads ``xs`` itself, which a loop then
-        keeps a version of per step; an index in a variable (``hs[i] = h``) is
-        refused by ``replace_at`` where it would change the length."""
+        pops of ``xs``'s appends took the wrong adjoints, or found none). Only
+        there: this code reads ``xs`` itself, of which a loop then keeps a version
+        per step; an index in a variable (``hs[i] = h``) keeps the item's code, and
+        ``replace_at`` refuses it where it would change the length."""
         before, index = s.inputs[0], s.inputs[1]
         before = name(before) if isinstance(before, str) else operand_expr(before)
         span_of = self.ref(lists.replaced_span, "replaced_span")
