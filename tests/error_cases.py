@@ -201,6 +201,18 @@ def delete_an_item(x):
     return np.sum(items[0])
 
 
+def delete_an_extended_slice(x):
+    items = [x, x * 2.0, x * 3.0]
+    del items[::2]  # <- error
+    return np.sum(items[0])
+
+
+def delete_a_slice_of_an_array(x):
+    y = x * 2.0
+    del y[1:3]  # <- error
+    return np.sum(y)
+
+
 def delete_in_a_loop_reading_it(x):
     total = 0.0
     for _ in range(2):

@@ -556,3 +556,248 @@ def test_an_item_replaced_in_a_list_of_numbers_is_differentiated(function, rest)
     ahead = np.asarray(gradient_at(y + step * direction))
     behind = np.asarray(gradient_at(y - step * direction))
     assert_gradient(product, (ahead - behind) / (2 * step), "Hessian-vector")
+
+
+# --- a slice of a list replaced (``hs[1:] = [a, b]``), its length changed or not ----
+# The gradient zeroed ``hs_1[1:]`` for the list before the write and read the
+# values' adjoints at ``hs_1[1:]``: right where the length is kept only. Grown, the
+# appends' pops took the zeros of the new items and lost the first ones' adjoints
+# (hs[1:] = [x[2], x[3]] gave 0 for x[0], not 1); shrunk or inserted into
+# (hs[1:1] = [v]), the pops found the adjoint list empty: ShapeError, "pop from
+# empty list", from the generated code. The values' adjoints are where they landed.
+
+WEIGHTS = RNG.normal(size=(3, 3))
+
+
+def slice_grown(x):
+    hs = [x[0], x[1]]
+    hs[1:] = [x[2], x[3]]
+    return hs[0] + hs[1] * hs[2]
+
+
+def slice_shrunk(x):
+    hs = [x[0], x[1], x[2]]
+    hs[1:] = [x[3] * x[0]]
+    return hs[0] * hs[1]
+
+
+def slice_inserted(x):
+    hs = [x[0], x[1]]
+    hs[1:1] = [x[3], x[2] * x[3]]
+    return hs[0] * hs[1] + hs[2] * hs[3]
+
+
+def slice_emptied(x):
+    hs = [x[0], x[1], x[2]]
+    hs[1:] = []
+    return hs[0] * 3.0
+
+
+def whole_list_replaced(x):
+    hs = [x[0], x[1]]
+    hs[:] = [x[2], x[3], x[0] * x[1]]
+    return hs[0] * hs[1] + hs[2]
+
+
+def negative_slice_grown(x):
+    hs = [x[0], x[1], x[2]]
+    hs[-1:] = [x[3], x[0] * x[1]]
+    return hs[0] * hs[3] + hs[1] * hs[2]
+
+
+def slice_stopping_before_its_start(x):
+    hs = [x[0], x[1], x[2]]
+    hs[2:1] = [x[3]]  # (inserts at 2, as hs[2:2] would)
+    return hs[0] * hs[1] + hs[2] * hs[3]
+
+
+def slice_grown_then_appended(x):
+    hs = [x[0], x[1]]
+    hs[:1] = [x[2], x[3]]
+    hs.append(x[0] * x[1])
+    return hs[0] * hs[1] + hs[2] * hs[3]
+
+
+def slice_grown_in_a_loop(x):
+    hs = [x[0]]
+    for i in range(3):
+        hs[i:] = [hs[i] * x[i + 1], x[i] * 2.0]
+    return sum(hs) + hs[0] * hs[-1]
+
+
+def slice_of_numbers_grown(x):
+    hs = [1.0, 2.0]
+    hs[1:] = [x[0], x[1] * 3.0, 4.0]
+    return hs[0] * hs[1] + hs[2] * hs[3]
+
+
+def slice_grown_by_a_tuple(x):
+    hs = [x[0], x[1]]
+    hs[1:] = (x[2], x[3] * x[0])
+    return hs[0] * hs[1] + hs[2]
+
+
+def slice_grown_by_an_array(x):
+    hs = [x[0], x[1]]
+    hs[1:] = x[1:] * 3.0  # (the array's rows are the items)
+    return hs[0] * hs[1] + hs[2] * hs[3]
+
+
+def slice_of_arrays_grown(x):
+    a = x[:3] * 2.0
+    hs = [a, np.tanh(a)]
+    hs[1:] = [a * a, np.sin(a), a @ WEIGHTS]
+    return np.sum(hs[0] * hs[1]) + np.sum(hs[2] * hs[3])
+
+
+def slice_of_arrays_shrunk(x):
+    a = x[:3]
+    hs = [a, a * 2.0, np.tanh(a), a**3]
+    hs[1:3] = [np.sin(a)]
+    return np.sum(hs[0] * hs[1] * hs[2])
+
+
+def slice_of_arrays_inserted(x):
+    a = x[:3]
+    hs = [a, a * 2.0]
+    hs[1:1] = [np.sin(a), a @ WEIGHTS]
+    return np.sum(hs[0] * hs[1]) + np.sum(hs[2] * hs[3])
+
+
+# ``del hs[a:b]`` is ``hs[a:b] = []`` (see source.py)
+def slice_deleted(x):
+    hs = [x[0], x[1], x[2]]
+    del hs[0:2]
+    return hs[0] * 3.0
+
+
+def middle_deleted(x):
+    hs = [x[0], x[1], x[2], x[3]]
+    del hs[1:-1]
+    return hs[0] * hs[1]
+
+
+def slice_deleted_in_a_loop(x):
+    hs = [x[0], x[1], x[2], x[3]]
+    for i in range(2):
+        hs.append(hs[0] * x[i])
+        del hs[:1]
+    return hs[0] * hs[1] + hs[-1]
+
+
+def slice_of_arrays_deleted(x):
+    hs = [x[:2], x[1:3] * 2.0, np.sin(x[2:])]
+    del hs[1:]
+    hs.append(x[:2] ** 2)
+    return np.sum(hs[0] * hs[1])
+
+
+# the length kept, as before: a plain slice, an extended one, a reversed one
+def slice_of_the_same_length(x):
+    hs = [x[0], x[1], x[2]]
+    hs[1:] = [x[2] * x[3], x[3]]
+    return hs[0] * hs[1] + hs[2]
+
+
+def extended_slice(x):
+    hs = [x[0], x[1], x[2], x[3]]
+    hs[::2] = [x[3] * x[1], x[2]]
+    return hs[0] * hs[1] + hs[2] * hs[3]
+
+
+def reversed_slice(x):
+    hs = [x[0], x[1], x[2], x[3]]
+    hs[::-1] = [x[3] * x[1], x[2], x[0], x[1]]
+    return hs[0] * hs[1] + hs[2] * hs[3]
+
+
+def slice_in_a_variable_of_the_same_length(x):
+    hs = [x[0], x[1], x[2]]
+    for k in range(2):
+        part = slice(k, k + 1)
+        hs[part] = [x[3] * hs[k]]
+    return hs[0] * hs[1] + hs[2]
+
+
+SLICES_REPLACED = [
+    slice_grown,
+    slice_shrunk,
+    slice_inserted,
+    slice_emptied,
+    whole_list_replaced,
+    negative_slice_grown,
+    slice_stopping_before_its_start,
+    slice_grown_then_appended,
+    slice_grown_in_a_loop,
+    slice_of_numbers_grown,
+    slice_grown_by_a_tuple,
+    slice_grown_by_an_array,
+    slice_of_arrays_grown,
+    slice_of_arrays_shrunk,
+    slice_of_arrays_inserted,
+    slice_deleted,
+    middle_deleted,
+    slice_deleted_in_a_loop,
+    slice_of_arrays_deleted,
+    slice_of_the_same_length,
+    extended_slice,
+    reversed_slice,
+    slice_in_a_variable_of_the_same_length,
+]
+
+
+@pytest.mark.parametrize(
+    "function", SLICES_REPLACED, ids=[f.__name__ for f in SLICES_REPLACED]
+)
+def test_a_slice_of_a_list_replaced_is_differentiated(function):
+    x, direction = normal(4), normal(4)
+    value, gradient = ppto.value_and_grad(function)(x.copy())
+    assert float(value) == pytest.approx(float(function(x.copy())), rel=1e-12)
+    expected = central_differences(function, (x,), 0)
+    assert_gradient(gradient, expected, function.__name__)
+    # forward mode, and over the gradient (a Hessian-vector product)
+    _, tangent = ppto.jvp(function, (x,), (direction,))
+    assert float(tangent) == pytest.approx(float(expected @ direction), rel=1e-6)
+    _, product = ppto.jvp(ppto.grad(function), (x,), (direction,))
+    gradient_at = ppto.grad(function)
+    step = 1e-6
+    ahead = np.asarray(gradient_at(x + step * direction))
+    behind = np.asarray(gradient_at(x - step * direction))
+    assert_gradient(product, (ahead - behind) / (2 * step), "Hessian-vector")
+
+
+# A slice held in a variable (``hs[part] = values``) takes the code of an item's
+# write, which reads neither list (so that a loop writing hs[i] = h keeps no copy
+# of the list per step): where it would change the length, or write an array's
+# rows, it is refused when it runs, at the user's line, not differentiated wrongly.
+
+
+def slice_in_a_variable_grown(x):
+    hs = [x[0], x[1]]
+    part = slice(1, None)
+    hs[part] = [x[2], x[3]]
+    return hs[0] + hs[1] * hs[2]
+
+
+def slice_in_a_variable_given_an_array(x):
+    hs = [x[0], x[1], x[2]]
+    part = slice(1, None)
+    hs[part] = x[2:] * 3.0
+    return hs[0] + hs[1] * hs[2]
+
+
+@pytest.mark.parametrize(
+    "function, message",
+    [
+        (slice_in_a_variable_grown, "changes the list's length"),
+        (slice_in_a_variable_given_an_array, "values that are not a list"),
+    ],
+)
+def test_a_slice_in_a_variable_that_the_gradient_cannot_follow_is_refused(
+    function, message
+):
+    with pytest.raises(ppto.errors.GradError) as raised:
+        ppto.grad(function)(normal(4))
+    text = str(raised.value)
+    assert message in text and "write the slice out" in text
+    assert "hs[part] = " in text  # (the user's line)

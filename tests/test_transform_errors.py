@@ -136,6 +136,8 @@ REJECTED = [
     Case(ec.global_declaration, "global declaration of a variable", "global COUNTER"),
     Case(ec.nonlocal_declaration, "nonlocal declaration of a", "nonlocal calls"),
     Case(ec.delete_an_item, "del", "del items[0]"),
+    Case(ec.delete_an_extended_slice, "del", "del items[::2]"),
+    Case(ec.delete_a_slice_of_an_array, "del of a slice", "del y[1:3]"),
     Case(ec.delete_in_a_loop_reading_it, "del", "del y"),
     Case(ec.import_inside, "import", "import math"),
     Case(ec.import_from_inside, "import", "from math import pi"),

@@ -236,8 +236,8 @@ class Fence(trees.Visitor):
         self.reject(
             node,
             "del of an item or attribute, or of a name read again",
-            "build a new list without the item (items = items[1:]), and let "
-            "variables go out of use",
+            "build a new list without the item (items = items[1:]), or delete it "
+            "as a slice (del items[i : i + 1]), and let variables go out of use",
         )
 
     def visit_Import(self, node):

@@ -5,6 +5,7 @@ arrays, so lowered code can use them unchanged.
 
 from __future__ import annotations
 
+from ppto.errors import GradError
 from ppto.ops.rules import shape_helper
 from ppto.runtime.tensor import Tensor, array_module
 
@@ -62,14 +63,23 @@ def extended(values, more):
     return values + more
 
 
-def replace_at(values: list, index, value) -> list:
+def replace_at(values: list, index, value, length_kept: bool = False) -> list:
     """A copy of ``values`` with element ``index`` replaced by ``value`` (``xs[i] =
     v`` on a list: the list holds v itself, whatever the other items are); a tuple
-    refuses it, as Python's does."""
+    refuses it, as Python's does. ``length_kept``: the gradient's code takes
+    ``index`` for an item's or a slice's that keeps the list's length (an index in
+    a variable, ``hs[s] = v``: only a slice written out, ``hs[1:] = v``, has the
+    code that follows items moved), so a slice that changes it is refused."""
     if type(values) is tuple:
         raise TypeError("'tuple' object does not support item assignment")
     out = list(values)
     out[index] = value
+    if length_kept and len(out) != len(values):
+        raise GradError(
+            f"ppto cannot differentiate a write into a slice of a list held in a "
+            f"variable ({index}) that changes the list's length ({len(values)} "
+            f"items, then {len(out)}): write the slice out (hs[1:3] = values)"
+        )
     return out
 
 
@@ -79,6 +89,46 @@ def zero_at(adjoints: list, index) -> list:
     out = list(adjoints)
     out[index] = _zeros_like(out[index])
     return out
+
+
+@shape_helper
+def replaced_span(index, before: list, after: list):
+    """Where the values ``xs[index] = values`` wrote lie in the list it left
+    (``after``, or its adjoint: one per item), given the list it was written into
+    (``before``): ``index`` itself for an extended slice (whose values must fill
+    it exactly), and for a plain slice, which may grow or shrink the list, the
+    slice of ``after`` the values took (``hs[1:1] = [v]`` put v at
+    ``after[1:2]``; read with ``index`` itself, the adjoints were of the wrong
+    items, or none)."""
+    start, stop, step = index.indices(len(before))
+    if step != 1:  # (``hs[::1] = ...`` may grow the list too: a plain slice)
+        return index
+    stop = max(start, stop)  # (hs[3:1] = [v] inserts at 3, as hs[3:3] would)
+    written = len(after) - (len(before) - (stop - start))
+    return slice(start, start + written)
+
+
+@shape_helper
+def item_position(index):
+    """``index`` where ``xs[index] = value`` was taken for an item's write (the
+    value not a list, the index not a slice written out: ``hs[i] = h``). A slice
+    held in a variable (``hs[s] = array``) would take the array's rows as items,
+    whose adjoints this code does not stack back: refused, not summed wrongly."""
+    if isinstance(index, slice):
+        raise GradError(
+            "ppto cannot differentiate writing values that are not a list into a "
+            f"slice of a list held in a variable ({index}): write the slice out "
+            "(hs[1:3] = values) or write a list (hs[s] = list(values))"
+        )
+    return index
+
+
+@shape_helper
+def zeros_replaced(before: list, index):
+    """Zero adjoints for the items ``xs[index] = values`` replaced in ``before``
+    (a slice of it): shaped like the items replaced, not like the values that
+    took their place."""
+    return zeros_like_items(before[index])
 
 
 def repeat(values: list, count: int) -> list:
@@ -134,7 +184,7 @@ def add_adjoints(left, right):
 zeros_like_list.linear_list = ("metadata",)  # (constant: its tangent is zeros too)
 add_lists.linear_list = ("list", "list")
 add_at.linear_list = ("list", "fixed", "value")
-replace_at.linear_list = ("list", "fixed", "value")
+replace_at.linear_list = ("list", "fixed", "value", "fixed")
 zero_at.linear_list = ("list", "fixed")
 repeat.linear_list = ("list", "fixed")
 fold_repeats.linear_list = ("list", "fixed")

@@ -984,6 +984,13 @@ class Normalizer:
         if listed and not isinstance(index, gast.Slice):
             self.replace_item(node, base, value, index)
             return
+        if getattr(node, "deletes", False):  # (del x[a:b] taken for x[a:b] = [])
+            raise self.source.error(
+                node,
+                "ppto cannot differentiate del of a slice of an array, or of a "
+                "value not known to be a list (NumPy deletes no elements in place)",
+                "build a new array without them (x = np.concatenate([x[:a], x[b:]]))",
+            )
         if value_reads(node.value) & self.varied:
             self.varied.add(target)
         if getattr(node, "in_place_of", None) is not None:
@@ -1005,9 +1012,12 @@ class Normalizer:
                 self.varied.add(cast)  # (so that the list's item is differentiated)
             value = operand_expr(cast)
         helper = self.reference(lists.replace_at, "replace_at")
-        replaced = gast.Call(
-            gast.Name(helper, gast.Load(), None, None), [base, index, value], []
-        )
+        arguments = [base, index, value]
+        if not (trees.written_position(index) or trees.called(index, "slice")):
+            # (hs[i] = h: the gradient takes i for an item's position, or a slice
+            # that keeps the length; see lists.replace_at)
+            arguments.append(gast.Constant(True, None))
+        replaced = gast.Call(gast.Name(helper, gast.Load(), None, None), arguments, [])
         self.lists.add(target)
         self.list_call(
             _assigned(target, replaced, node),

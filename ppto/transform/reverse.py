@@ -21,7 +21,7 @@ from ppto.transform.emit import GENERATED_PREFIX, comment
 from ppto.transform.inline import inline_rule, operand_expr
 from ppto.transform.origins import GRADIENT
 from ppto.transform.source import closure_values, signature
-from ppto.transform.trees import called, clone, loads, stores
+from ppto.transform.trees import called, clone, loads, stores, written_position
 
 
 def name(identifier: str, store: bool = False) -> gast.Name:
@@ -501,8 +501,16 @@ class Generator:
             if kind in ir.PASSED or not isinstance(operand, str):
                 continue  # (a constant, such as a list of numbers: no adjoint)
             replaced = s.function in (lists.replace_at, lists.zero_at)
-            if s.function in (lists.add_at, lists.replace_at) and kind == "value":
-                value = gast.Subscript(name(adjoint), clone(s.inputs[1]), gast.Load())
+            if s.function is lists.replace_at and called(s.inputs[1], "slice"):
+                value = self.slice_replaced_adjoint(s, kind, adjoint)
+            elif s.function in (lists.add_at, lists.replace_at) and kind == "value":
+                index = clone(s.inputs[1])
+                if s.function is lists.replace_at and not (
+                    written_position(index) or operand in self.lists
+                ):
+                    # (hs[i] = h: an item, a slice in i refused when it runs)
+                    index = call(self.ref(lists.item_position, "item_position"), index)
+                value = gast.Subscript(name(adjoint), index, gast.Load())
             elif replaced and kind == "list":  # (the item replaced: a zero adjoint)
                 zeroed = self.ref(lists.zero_at, "zero_at")
                 value = call(zeroed, name(adjoint), clone(s.inputs[1]))
@@ -523,6 +531,35 @@ class Generator:
                 value = name(adjoint)
             code += self.accumulate(operand, value, initialized)
         return code
+
+    def slice_replaced_adjoint(self, s: ir.ListCall, kind: str, adjoint: str):
+        """The adjoint of ``xs_1 = replace_at(xs, index, values)`` for ``xs`` (kind
+        "list") or ``values`` (kind "value") where ``index`` is a slice written
+        out, which may grow or shrink the list (``hs[1:] = [a, b, c]``, ``hs[1:1]
+        = [v]``, ``del hs[a:b]``; its step, read when it runs, tells):
+        the values' adjoints are where they landed in ``xs_1``, not ``xs_1[index]``,
+        and ``xs``'s are the others around zeros for the items replaced, one per
+        item of ``xs`` (zeroing ``xs_1[index]`` kept ``xs_1``'s length, and the
+        pops of ``xs``'s appends took the wrong adjoints, or found none). Only
+        there: this code reads ``xs`` itself, of which a loop then keeps a version
+        per step; an index in a variable (``hs[i] = h``) keeps the item's code, and
+        ``replace_at`` refuses it where it would change the length."""
+        before, index = s.inputs[0], s.inputs[1]
+        before = name(before) if isinstance(before, str) else operand_expr(before)
+        span_of = self.ref(lists.replaced_span, "replaced_span")
+        span = call(span_of, clone(index), before, name(adjoint))
+        if kind == "value":
+            items = gast.Subscript(name(adjoint), span, gast.Load())
+            operand = s.inputs[2]
+            if operand in self.lists:
+                return items
+            # a tuple's or an array's (hs[1:] = x[1:]: its rows are the items)
+            stacked = self.ref(lists.stacked_like, "stacked_like")
+            return call(stacked, items, name(operand))
+        zeros_of = self.ref(lists.zeros_replaced, "zeros_replaced")
+        zeros = call(zeros_of, clone(before), clone(index))
+        replaced = self.ref(lists.replace_at, "replace_at")
+        return call(replaced, name(adjoint), span, zeros)
 
     def cotangent_of(self, targets, initialized):
         parts = [

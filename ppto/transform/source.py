@@ -239,6 +239,7 @@ def parse_function(fn: Callable) -> ParsedFunction:
     dropped = [n for n in nodes if isinstance(n, _DROPPED)]
     if dropped:
         _drop_no_ops(tree, dropped)
+        _slices_deleted_as_emptied(tree)
     changed, keys, made = dicts_as_lists(tree, nodes, namespace, source)
     if made:  # (stand-ins its calls passing dicts call: see dict_calls.py)
         bound = {name: function for name, (function, _) in made.items()}
@@ -286,6 +287,42 @@ def _drop_no_ops(tree: gast.FunctionDef, statements: list) -> None:
             kept = [s for s in statements if id(s) not in dropped]
             if len(kept) < len(statements):
                 statements[:] = kept or [gast.copy_location(gast.Pass(), tree)]
+
+
+def _slices_deleted_as_emptied(tree: gast.FunctionDef) -> None:
+    """``del hs[a:b]`` -> ``hs[a:b] = []``: what it does to a list, whose write
+    into a slice is differentiated (a length changed too). Only a plain slice of a
+    name: ``del hs[::2]`` (which ``hs[::2] = []`` is not) and ``del hs[i]`` stay
+    for the fence to refuse, and so does a del of several targets. An array
+    refuses both forms (NumPy deletes no elements in place)."""
+    for node in trees.walk(tree):
+        for field in ("body", "orelse"):
+            statements = getattr(node, field, None)
+            if not isinstance(statements, list):
+                continue
+            for position, statement in enumerate(statements):
+                emptied = _emptied_slice(statement)
+                if emptied is not None:
+                    statements[position] = emptied
+
+
+def _emptied_slice(statement) -> gast.Assign | None:
+    """``hs[a:b] = []`` for ``statement`` ``del hs[a:b]``, else None."""
+    if not isinstance(statement, gast.Delete) or len(statement.targets) != 1:
+        return None
+    target = statement.targets[0]
+    if not (
+        isinstance(target, gast.Subscript)
+        and isinstance(target.value, gast.Name)
+        and isinstance(target.slice, gast.Slice)
+        and target.slice.step is None
+    ):
+        return None
+    target.ctx = gast.Store()
+    empty = gast.copy_location(gast.List([], gast.Load()), statement)
+    emptied = gast.copy_location(gast.Assign([target], empty, None), statement)
+    emptied.deletes = True  # (of an array refused: see Normalizer.setitem)
+    return emptied
 
 
 def _deletes_unread_names(tree: gast.FunctionDef, delete: gast.Delete) -> bool:

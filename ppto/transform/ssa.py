@@ -124,6 +124,7 @@ class Renamer:
         assign = gast.copy_location(gast.Assign([new], call, None), node)
         if getattr(node, "in_place_of", None) is not None:  # (x[i] += v)
             assign.in_place_of = old
+        assign.deletes = getattr(node, "deletes", False)  # (del x[a:b])
         return assign
 
     def _store(self, target):

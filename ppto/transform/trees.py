@@ -272,6 +272,14 @@ def called(node, function: str) -> bool:
     )
 
 
+def written_position(index) -> bool:
+    """Whether a subscript's index is an item's position written out (``xs[0]``,
+    ``xs[-1]``): never a slice, whose write may change a list's length."""
+    if isinstance(index, gast.UnaryOp) and isinstance(index.op, gast.USub):
+        index = index.operand
+    return isinstance(index, gast.Constant) and type(index.value) is int
+
+
 def called_value(call, namespace: dict):
     """What the name a call calls is bound to in ``namespace`` (an operator, a rule
     helper), or None where it calls anything but a plain name."""
