@@ -1594,3 +1594,44 @@ def test_rnn_step_fused_in_place_and_weight_gradients_added_into():
     for position, gradient in zip((2, 3, 4), gradients):
         expected = central_differences(rnn, list(args), position)
         np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6, atol=1e-9)
+
+
+def scaled_by_numbers(x, n):
+    return np.sum(np.sin(x * (n * n)))
+
+
+def scaled_by_a_quotient(x, c, d):
+    return np.sum(np.sin(x * ((c * c - d * d) * 1e8)))
+
+
+@pytest.mark.parametrize(
+    "function, dtype, numbers, scale",
+    [
+        (scaled_by_numbers, "float64", (2**40,), 1e-24),  # n * n past 2**63
+        (scaled_by_numbers, "float64", (10**20,), 1e-40),  # n past int64
+        (scaled_by_a_quotient, "float32", (1 + 1e-8, 1.0), 1.0),  # cancels in float32
+    ],
+)
+def test_numbers_alone_in_a_region_are_computed_as_python_computes_them(
+    function, dtype, numbers, scale, monkeypatch
+):  # (``scale``: x's, so that sin's argument is about 1)
+    """Found by a probe: what Python numbers alone make inside a region (``n * n``)
+    was a ufunc call into a chunk buffer of the arrays' dtype: int64 wrapped round
+    past 2**63 (a value of 0.0 for 76.0) or raised, float32 cancelled (0.0 for 7.39).
+    It is computed once, before the chunks, with Python's operators."""
+    monkeypatch.setenv("PPTO_FUSION", "on")
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(LARGE + 5) * scale).astype(dtype)
+    args = (x, *numbers)
+    gradient = ppto.value_and_grad(function)
+    calls = fallback_calls(gradient, args)
+    value, dx = gradient(*args)
+    assert calls == []  # the region ran
+    plain_value, plain_dx = unfused_value_and_grad(function, 0, args)
+    assert float(value) == pytest.approx(float(function(*args)), rel=1e-5)
+    np.testing.assert_allclose(float(value), float(plain_value), rtol=1e-6)
+    np.testing.assert_allclose(dx.numpy(), plain_dx.numpy(), rtol=1e-5)
+    points = [x.astype(float), *numbers]
+    step = 1e-6 * scale
+    errors = directional_errors(function, points, [dx.numpy()], 2, step)
+    assert max(errors) < (1e-5 if dtype == "float64" else 1e-3), errors

@@ -214,6 +214,13 @@ class Program:
         for value, adjoint in (adjoints or {}).items():
             if value in hints:
                 hints.setdefault(adjoint, hints[value])
+        # the entry's parameters given Python numbers (or tuples of them: a region
+        # reading one as a number checks that it has no axes when it runs), so that
+        # a region computes what numbers alone make once, as Python does
+        # (``x * (n * n)``, see ``RegionWriter.number_values``)
+        parameters = trees.named_parameters(definition.args)
+        for number in self.numbers & set(parameters):
+            hints.setdefault(number, ())
         self.size_hints[definition.name] = hints
 
     def function_name(self, preferred: str) -> str:

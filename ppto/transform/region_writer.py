@@ -196,7 +196,8 @@ class RegionWriter:
             ref = _base(ref)
             if ref[0] == "value":
                 last_use[ref[1]] = len(self.instructions)  # read after every chunk
-        loop, buffers = self.chunk_body(into, last_use)
+        numbers = self.number_values(into, sums, outputs)
+        loop, buffers = self.chunk_body(into, last_use, numbers)
         for target, ref in sums.items():
             total = f"float(np.add.reduce({self.whole(ref)}, axis=None))"
             loop.append(f"            partial_{target}[number] = {total}")
@@ -230,6 +231,7 @@ class RegionWriter:
         for number in set(range(len(names))) - set(sliced):  # read whole
             lines.append(f"    in{number} = {names[number]}")
         lines += self.risk_lines(outputs, sums) + self.type_lines()
+        lines += [f"    v{number} = {text}" for number, text in numbers.items()]
         outs = sorted(set(into.values()))
         kind_of_out = {out: self.kinds[number] for number, out in into.items()}
         lines += [
@@ -487,12 +489,17 @@ class RegionWriter:
                 risks.append(reads)
         return risks
 
-    def chunk_body(self, into: dict, last_use: dict) -> tuple[list, list]:
-        """The chunk loop's lines, and the kind of each chunk buffer it uses."""
+    def chunk_body(
+        self, into: dict, last_use: dict, numbers: dict
+    ) -> tuple[list, list]:
+        """The chunk loop's lines, and the kind of each chunk buffer it uses;
+        ``numbers``: the values computed before the loop (``number_values``)."""
         lines, buffers = [], []
         free: dict = {}  # kind -> the buffers free for a value of that kind
-        self.places: dict = {}  # value number -> how the chunk code reads it
+        self.places: dict = {n: f"v{n}" for n in numbers}  # how the code reads each
         for position, (number, op, operands) in enumerate(self.instructions):
+            if number in numbers:
+                continue
             # without out= (np.where, comparisons) a broadcast value is made whole:
             # the result must have the value's kind, as with out=
             spell = self.spell if op not in COMPARISONS | {"where"} else self.whole
@@ -536,6 +543,54 @@ class RegionWriter:
                 lines.append(f"            {call[:-1]}, out={destination})")
                 self.places[number] = destination
         return lines, buffers
+
+    def number_values(self, into: dict, sums: dict, outputs: dict) -> dict:
+        """Value number -> its Python expression, for the operations written with
+        Python's operators (``n * n`` in ``x * (n * n)``) on numbers alone: inputs
+        of no axes, constants, ``one`` and other such values. They are computed once
+        before the chunks, with Python's operators, as the statements compute them:
+        as ufunc calls into a chunk buffer they took the arrays' dtype (Python ints
+        past 2**63 wrapped round or raised, float32 products overflowed to inf: the
+        value 0.0 for 7.3e25, found by a probe of fused code). Values the pass
+        writes out or sums stay in it (it makes them whole arrays)."""
+        kept = {
+            part[1]
+            for ref in [*sums.values(), *self.colsums.values(), *outputs.values()]
+            for part in _parts(ref)
+            if part[0] == "value"
+        }
+        symbols = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+        found: dict = {}
+        for number, op, operands in self.instructions:
+            if (
+                number not in self.operators
+                or self.kinds[number] != SCALAR
+                or number in into
+                or number in kept
+                or (op not in symbols and op != "neg")
+            ):
+                continue
+            parts = [self.number_operand(ref, found) for ref in operands]
+            if None in parts:
+                continue
+            found[number] = (
+                f"(-{parts[0]})"
+                if op == "neg"
+                else f"({parts[0]} {symbols[op]} {parts[1]})"
+            )
+        return found
+
+    def number_operand(self, ref, found: dict) -> str | None:
+        """``ref`` spelled for ``number_values``, or None where it is no number."""
+        if ref[0] == "const":
+            return repr(ref[1])
+        if ref[0] == "one":
+            return "one"
+        if ref[0] == "input" and self.input_kinds[ref[1]] == SCALAR:
+            return f"in{ref[1]}"
+        if ref[0] == "value" and ref[1] in found:
+            return f"v{ref[1]}"
+        return None
 
     def buffer_kind(self, number: int) -> int:
         """The kind of buffer a value is computed into: a 0-d value in a region over

@@ -362,8 +362,11 @@ def _follow_shapes(body: list, candidates: list, shapes: dict) -> None:
             for name in stores(statement) - shapes.keys():
                 known.pop(name, None)  # assigned by something not followed
             continue
-        if step.target in shapes:
-            shape = shapes[step.target]  # the analysis knows it
+        if shapes.get(step.target) is not None:
+            # the analysis knows it (its None is "not known": the shape followed
+            # stays, else a value of a row's or the last axis's shape, from a
+            # number hinted 0-d, joined a region over rows as a full one)
+            shape = shapes[step.target]
         if shape is None:
             known.pop(step.target, None)
         else:
