@@ -9,6 +9,7 @@ source.
 """
 
 import builtins
+import operator
 import random
 
 import numpy as np
@@ -654,6 +655,68 @@ def added_at_indices(x):
 def filled(x):
     z = x.copy()
     z.fill(2.0)  # <- error
+    return np.sum(z * x)
+
+
+# the same on a view or an item of the array, or through the class or operator
+# (each gave the gradient of the value unchanged)
+
+
+def filled_row(x):
+    m = np.stack([x, x]) * 1.0
+    m[0].fill(0.0)  # <- error
+    return np.sum(m * x)
+
+
+def sorted_tail(x):
+    z = x * 1.0
+    z[1:].sort()  # <- error
+    return np.sum(z * np.arange(3))
+
+
+def sorted_transposed(x):
+    m = np.outer(x, np.arange(3.0))
+    m.T.sort()  # <- error
+    return np.sum(m * x)
+
+
+def sorted_item_of_a_list(x):
+    hs = [x * 1.0, x * 2.0]
+    hs[0].sort()  # <- error
+    return np.sum(hs[0] * np.arange(3)) + np.sum(hs[1])
+
+
+def filled_item_of_a_dict(x):
+    d = {"a": x * 1.0}
+    d["a"].fill(1.0)  # <- error
+    return np.sum(d["a"] * x)
+
+
+def _zero_first_row(m):
+    m[0].fill(0.0)  # <- error
+
+
+def filled_by_a_helper(x):
+    m = np.stack([x, x]) * 1.0
+    _zero_first_row(m)
+    return np.sum(m * x)
+
+
+def filled_through_the_class(x):
+    z = x * 1.0
+    np.ndarray.fill(z, 1.0)  # <- error
+    return np.sum(z * x)
+
+
+def item_set_by_operator(x):
+    z = x * 1.0
+    operator.setitem(z, 0, 9.0)  # <- error
+    return np.sum(z * x)
+
+
+def multiplied_by_operator(x):
+    z = x * 1.0
+    operator.imul(z, 3.0)  # <- error
     return np.sum(z * x)
 
 

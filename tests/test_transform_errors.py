@@ -408,6 +408,34 @@ REJECTED = [
     Case(ec.sorted_in_place, "writes into an array in place", "z.sort()"),
     Case(ec.added_at_indices, "writes into an array in place", "np.add.at("),
     Case(ec.filled, "writes into an array in place", "z.fill(2.0)"),
+    # ... on a view or an item of it, or through the class or operator (each
+    # gave the gradient of the value unchanged)
+    Case(ec.filled_row, "writes into an array in place", "m[0].fill(0.0)"),
+    Case(ec.sorted_tail, "writes into an array in place", "z[1:].sort()"),
+    Case(ec.sorted_transposed, "writes into an array in place", "m.T.sort()"),
+    Case(ec.sorted_item_of_a_list, "writes into an array in place", "hs[0].sort()"),
+    Case(ec.filled_item_of_a_dict, "writes into an array in place", 'd["a"].fill'),
+    Case(
+        ec.filled_by_a_helper,
+        "this changes m in place, which is (part of) the argument m",
+        "m[0].fill(0.0)",
+        marked_in=ec._zero_first_row,
+    ),
+    Case(
+        ec.filled_through_the_class,
+        "writes into an array in place",
+        "np.ndarray.fill(z, 1.0)",
+    ),
+    Case(
+        ec.item_set_by_operator,
+        "writes into an array in place",
+        "operator.setitem(z, 0, 9.0)",
+    ),
+    Case(
+        ec.multiplied_by_operator,
+        "writes into an array in place",
+        "operator.imul(z, 3.0)",
+    ),
     # the same where the spelling was not np.<name> or a method of the array (each
     # gave a wrong gradient)
     Case(ec.shuffled_in_place, "writes into an array in place", "np.random"),

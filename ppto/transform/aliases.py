@@ -1166,7 +1166,11 @@ def _items_unpacked_into(statement) -> list:
 
 def _written_in_place(statement) -> str | None:
     """The name whose array ``statement`` changes in place: ``a += ...``,
-    ``a[...] = ...``, ``a[...] += ...``."""
+    ``a[...] = ...``, ``a[...] += ...``, or an in-place method called on it or on
+    a view of it as a statement (``a[0].fill(0.0)``, ``a.T.sort()``)."""
+    called = _in_place_method_call(statement)
+    if called is not None:
+        return called
     if isinstance(statement, gast.AugAssign):
         target = statement.target
     elif isinstance(statement, gast.Assign) and len(statement.targets) == 1:
@@ -1178,6 +1182,29 @@ def _written_in_place(statement) -> str | None:
     while isinstance(target, gast.Subscript):
         target = target.value
     return target.id if isinstance(target, gast.Name) else None
+
+
+# array methods that change their array in place (those lists share, sort and
+# reverse, are list changes: see ``LIST_CHANGES``)
+IN_PLACE_ARRAY_METHODS = {
+    "fill", "put", "itemset", "resize", "partition", "setfield", "byteswap",
+    "__setitem__", "__delitem__", "__iadd__", "__isub__", "__imul__",
+    "__imatmul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
+}  # fmt: skip
+
+
+def _in_place_method_call(statement) -> str | None:
+    """The name ``a`` where ``statement`` is a call of an array's in-place method
+    on ``a`` or a view of it (``a[0].fill(0.0)``), else None."""
+    if not (
+        isinstance(statement, gast.Expr)
+        and isinstance(statement.value, gast.Call)
+        and isinstance(statement.value.func, gast.Attribute)
+        and statement.value.func.attr in IN_PLACE_ARRAY_METHODS
+    ):
+        return None
+    viewed = sorted(_viewed(statement.value.func.value))
+    return viewed[0] if len(viewed) == 1 else None
 
 
 def _first_marked(shared: set, marker: str) -> str | None:
@@ -1960,6 +1987,13 @@ def _formerly(state: _Sharing, rebound: set) -> _Sharing:
         for key, shared in table.items():
             table[key] = _renamed(shared, rebound)
     return old
+
+
+def may_view(value) -> set:
+    """The names ``value`` may be (a part of) the array of, outside a check: a
+    name itself, or a view of it (a subscript, ``.T``, ``z.reshape(2, 2)``), so
+    that what changes ``value`` in place changes them."""
+    return _viewed(value)
 
 
 def _viewed(value) -> set:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import operator
 from types import ModuleType
 
 import gast
@@ -20,6 +21,7 @@ from ppto.ops import elementwise, indexing, linalg, logic, numbers, shape
 from ppto.ops.numpy_map import check_numpy_positionals
 from ppto.ops.primitive import Primitive
 from ppto.transform import ir, lists, trees
+from ppto.transform.aliases import may_view
 from ppto.transform.constructors import constructed_dtype
 from ppto.transform.fence import BITWISE
 from ppto.transform.local_functions import localised, passed_callables
@@ -2048,6 +2050,16 @@ IN_PLACE_METHODS = {
     "fill", "sort", "put", "itemset", "resize", "partition", "setfield", "byteswap",
     "__setitem__", "__delitem__",
 }  # fmt: skip
+IN_PLACE_DUNDERS = {
+    "__iadd__", "__isub__", "__imul__", "__imatmul__", "__itruediv__",
+    "__ifloordiv__", "__imod__", "__ipow__", "__ilshift__", "__irshift__",
+    "__iand__", "__ixor__", "__ior__",
+}  # fmt: skip
+# ``operator``'s functions that change their first argument in place (where it is
+# an array: ``operator.imul(z, 3.0)`` is ``z *= 3.0``)
+IN_PLACE_OPERATORS = {"setitem", "delitem"} | {
+    name.strip("_") for name in IN_PLACE_DUNDERS
+}
 # NumPy's and Python's, whatever they are reached through (np.random.shuffle,
 # rng.shuffle, random.shuffle of a list): it reorders its argument in place
 SHUFFLING = "shuffle"
@@ -2074,8 +2086,13 @@ def _written_in_place(value, varied: set, resolved):
             return node
         if not reads:
             continue
+        found, called_value = resolved(function)
+        if found and _writes_its_first_argument(called_value):
+            # ``np.ndarray.fill(z, 1.0)``, ``operator.imul(z, 3.0)``: the method
+            # (or operator) called with the array first, which it changes
+            if node.args and may_view(node.args[0]) & varied:
+                return node
         if isinstance(function, gast.Name):
-            found, called_value = resolved(function)
             if found and _in_place_library_function(called_value):
                 return node  # ``from numpy import copyto``: copyto(z, x)
             continue
@@ -2091,12 +2108,31 @@ def _written_in_place(value, varied: set, resolved):
         if function.attr == "at" and isinstance(owner, gast.Attribute):
             if _module(owner.value):  # np.add.at(z, i, v)
                 return node
-        if isinstance(owner, gast.Name) and owner.id in varied:
-            if function.attr in IN_PLACE_METHODS or (
-                function.attr.startswith("__i") and function.attr.endswith("__")
-            ):
-                return node  # z.fill(2.0), z.sort(), z.__iadd__(y)
+        # (on the value itself or on a view of it, which writes into it: z.fill(2.0),
+        # z.__iadd__(y), Z[0].fill(0.0), z[1:].sort(), z.T.sort(), hs[0].sort())
+        if _in_place_method(function.attr) and may_view(owner) & varied:
+            return node
     return None
+
+
+def _in_place_method(name: str) -> bool:
+    """Whether ``name`` is an array method that changes its array in place."""
+    return name in IN_PLACE_METHODS or name in IN_PLACE_DUNDERS
+
+
+def _writes_its_first_argument(value) -> bool:
+    """Whether ``value`` is a function that changes its first argument in place:
+    an in-place method of ``np.ndarray`` reached through the class
+    (``np.ndarray.fill``), or ``operator``'s in-place functions
+    (``operator.setitem``, ``operator.imul``)."""
+    if any(value is getattr(operator, name, None) for name in IN_PLACE_OPERATORS):
+        return True
+    name = getattr(value, "__name__", None)
+    return (
+        isinstance(name, str)
+        and _in_place_method(name)
+        and getattr(np.ndarray, name, None) is value
+    )
 
 
 def _in_place_library_function(value) -> bool:
