@@ -1041,6 +1041,141 @@ def kept_value_read_back_by_a_method(x):
     return np.sum(_KEEPER.get_last() * x)
 
 
+# --- what an object holds, changed (each gave a zero gradient, some a wrong value)
+
+
+class _Recorder:
+    def __init__(self):
+        self.acts = []
+        self.w = np.zeros(3)
+        self.hs = [np.zeros(3)]
+        self.buf = {"h": np.zeros(3)}
+        self.h = np.zeros(3)
+
+    def appended(self, x):
+        self.acts.append(x**2)  # <- error
+        return np.sum(self.acts[-1] * x)
+
+    def extended(self, x):
+        self.acts.extend([x**2])  # <- error
+        return np.sum(self.acts[-1] * x)
+
+    def appended_through_a_local_name(self, x):
+        hs = self.acts
+        hs.append(x**2)  # <- error
+        return np.sum(self.acts[-1] * x)
+
+    def written_through_a_local_name(self, x):
+        b = self.w
+        b[:] = x**2  # <- error
+        return np.sum(self.w * x)
+
+    def added_into_through_a_local_name(self, x):
+        b = self.w
+        b += x**2  # <- error
+        return np.sum(self.w * x)
+
+    def item_replaced_through_a_local_name(self, x):
+        hs = self.hs
+        hs[0] = x**2  # <- error
+        return np.sum(self.hs[0] * x)
+
+    def key_set_through_a_local_name(self, x):
+        b = self.buf
+        b["h"] = x**2  # <- error
+        return np.sum(self.buf["h"] * x)
+
+    def set_by_setattr(self, x):
+        setattr(self, "h", x**2)  # noqa: B010  # <- error
+        return np.sum(self.h * x)
+
+    def set_by_object_setattr(self, x):
+        object.__setattr__(self, "h", x**2)  # <- error
+        return np.sum(self.h * x)
+
+    def set_through_its_dict(self, x):
+        self.__dict__.update(h=x**2)  # <- error
+        return np.sum(self.h * x)
+
+    def buffer_updated(self, x):
+        self.buf.update(h=x**2)  # <- error
+        return np.sum(self.buf["h"] * x)
+
+    def buffer_item_set(self, x):
+        self.buf.__setitem__("h", x**2)  # <- error
+        return np.sum(self.buf["h"] * x)
+
+
+_RECORDER = _Recorder()
+
+
+def attribute_appended_to(x):
+    return _RECORDER.appended(x)
+
+
+def attribute_extended(x):
+    return _RECORDER.extended(x)
+
+
+def attribute_appended_to_through_a_local_name(x):
+    return _RECORDER.appended_through_a_local_name(x)
+
+
+def attribute_written_through_a_local_name(x):
+    return _RECORDER.written_through_a_local_name(x)
+
+
+def attribute_added_into_through_a_local_name(x):
+    return _RECORDER.added_into_through_a_local_name(x)
+
+
+def attribute_item_replaced_through_a_local_name(x):
+    return _RECORDER.item_replaced_through_a_local_name(x)
+
+
+def attribute_key_set_through_a_local_name(x):
+    return _RECORDER.key_set_through_a_local_name(x)
+
+
+def attribute_set_by_setattr(x):
+    return _RECORDER.set_by_setattr(x)
+
+
+def attribute_set_by_object_setattr(x):
+    return _RECORDER.set_by_object_setattr(x)
+
+
+def attribute_set_through_the_objects_dict(x):
+    return _RECORDER.set_through_its_dict(x)
+
+
+def attribute_dict_updated(x):
+    return _RECORDER.buffer_updated(x)
+
+
+def attribute_dict_item_set_by_its_method(x):
+    return _RECORDER.buffer_item_set(x)
+
+
+class _Weights:
+    def __init__(self):
+        self.w = np.zeros(3)
+
+
+def argument_attribute_written_through_a_local_name(x, k):
+    b = k.w
+    b[:] = x**2  # <- error
+    return np.sum(k.w * x)
+
+
+_STATE = {"h": np.zeros(3)}
+
+
+def module_level_dict_updated(x):
+    _STATE.update(h=x**2)  # <- error
+    return np.sum(_STATE["h"] * x)
+
+
 def method_of_a_local_name(x):
     keeper = _KEEPER  # (followed: the object is known)
     h = np.sin(x)

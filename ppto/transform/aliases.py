@@ -27,9 +27,11 @@ import numpy as np
 
 from ppto.ops import ALIASES
 from ppto.ops.primitive import OPERATORS
+from ppto.runtime.tensor import Tensor
 from ppto.transform import trees
 from ppto.transform.analyze import literal, number_sequence
 from ppto.transform.containers import Containers, containers
+from ppto.transform.objects import read_value
 from ppto.transform.source import ParsedFunction
 from ppto.transform.trees import (
     bound_arguments,
@@ -184,6 +186,7 @@ def check(
     zero_d=(),
     defaults=(),
     maybe_zero_d: dict | None = None,
+    own=None,
 ) -> None:
     """Raise at the first write through a name another name read later shares.
     ``ranks``: the parameters' numbers of axes, where known (one or more: an array).
@@ -206,7 +209,9 @@ def check(
     generated code does not, so a write into one is refused. ``maybe_zero_d``:
     those of ``passed`` given a number or a 0-d array, the caller cannot tell
     which -> None, made the first statement whose ``+=`` may write into one
-    (``t = p; t += 1.0``: into a 0-d array; p read afterwards is refused)."""
+    (``t = p; t += 1.0``: into a 0-d array; p read afterwards is refused).
+    ``own``: ``(self's name, the object)`` for a method differentiated for one
+    object, whose attributes are then known (see ``_object_part``)."""
     local = _local_names(parsed)
     nodes = trees.nodes_by_kind(parsed.tree)  # (three passes read it: none changes it)
     described = None  # (nothing known: see ``containers``)
@@ -215,6 +220,7 @@ def check(
     arrays = {name for name, rank in (ranks or {}).items() if rank}
     held = _CONTAINERS.set(containers(parsed, nodes, local, described, arrays))
     token = _HELPER_RESULTS.set(_helper_results(parsed, local, nodes))
+    reader = _OBJECT_READER.set(lambda node: read_value(node, parsed, local, own, []))
     numbers = set(numbers) & set(parsed.parameters)
     try:
         _check(
@@ -233,6 +239,7 @@ def check(
             maybe_zero_d,
         )
     finally:
+        _OBJECT_READER.reset(reader)
         _HELPER_RESULTS.reset(token)
         _CONTAINERS.reset(held)
 
@@ -530,6 +537,8 @@ def _check(
 
     def refuse_argument_change(node, written: str, shared: set):
         refuse_default_change(node, written, shared)
+        if not generated:
+            refuse_object_change(node, written, shared)
         if writes is not None:
             for name in sorted(shared):
                 if name.startswith(PARAMETER):
@@ -546,6 +555,23 @@ def _check(
                 f"an array, {parameter} = list({parameter}) for a list; return "
                 f"{parameter}), and assign the result in the caller",
             )
+
+    def refuse_object_change(node, written: str, shared: set):
+        held = _first_marked(shared, HELD)
+        if held is None:
+            return
+        written = parsed.spelled.get(written, written)
+        raise parsed.source.error(
+            node,
+            f"this changes {written} in place, which is (part of) {held}, held by "
+            "an object: NumPy changes the object, but ppto's generated code gives "
+            f"each assignment a new value, so {held} would not change, and what "
+            "is read back from it would have no derivative",
+            f"make a new value ({written} = {held} * 1.0 for an array, "
+            f"list({held}) for a list), compute with it and return what the "
+            "caller needs, and change the object outside the differentiated "
+            "function",
+        )
 
     def refuse_default_change(node, written: str, shared: set):
         parameter = _first_marked(shared, DEFAULT)
@@ -713,6 +739,10 @@ PARAMETER = "parameter:"
 DEFAULT = "default:"
 # a helper's parameter of rank 0 the caller passes: a number, or a 0-d array
 MAYBE_ZERO_D = "rank 0:"
+# what an object holds in an attribute, as the code reads it (``held:self.w``):
+# a name bound to it (or to a part or view of it) changes the object when it is
+# written into, which the generated code would not follow
+HELD = "held:"
 AN_ARRAY = "array:"  # in ``returns``: a parameter returned as a view, an array
 # in ``returns``: pairs of positions in the returned tuple whose values may share
 # memory (``return t, t.reshape(-1)``); EVERY_PART for a sequence returned not
@@ -889,6 +919,9 @@ _HELPER_RESULTS: ContextVar[dict | None] = ContextVar("helper_results", default=
 # during a check: the names that may be lists, tuples or dicts (``ys.copy()`` then
 # holds ys's very items)
 _CONTAINERS: ContextVar[Containers | None] = ContextVar("containers", default=None)
+# during a check: ``(found, value)`` of an attribute chain read from an object the
+# function can see (``objects.read_value``): what the object holds now
+_OBJECT_READER: ContextVar = ContextVar("object_reader", default=None)
 _in_progress: set = set()  # (a recursive function: each parameter, to be safe)
 
 
@@ -1347,6 +1380,12 @@ def _bind(statement, state: _Sharing) -> None:
                 held = {o for o in objects if o in old.views}
                 if held:
                     views[name] = held.union(*(old.views[o] for o in held))
+    for name, value, _ in pairs:  # ``b = self.w``, ``h = self.hs[0]``: the object's
+        held = _object_part(value) if value is not None else None
+        if held is not None:
+            marker, an_array = held
+            for table in (bases, same, views) if an_array else (bases, same):
+                table.setdefault(name, set()).add(marker)
     if isinstance(statement, gast.For):
         for name, source in _loop_targets(statement):
             if number_sequence(source, state.numbers):
@@ -1404,6 +1443,54 @@ def _bind(statement, state: _Sharing) -> None:
     _follow_arrays(statement, state.arrays)
     _follow_exact(statement, pairs, state.exact)
     _follow_numbers(statement, pairs, state)
+
+
+# attributes that hold no object a write could reach: numbers and tuples of them
+# (an array's ``z.shape``, ``z.ndim``)
+NOT_HELD = {"shape", "dtype", "ndim", "size", "itemsize", "nbytes", "strides"}
+IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), np.generic)
+
+
+def _object_part(value) -> tuple | None:
+    """``(HELD marker, whether an array)`` where ``value`` is (a part or view of)
+    what an object holds in an attribute (``self.w``, ``self.hs[0]``,
+    ``k.w[1:]``, ``self.w.T``), unless it is known to be a number, a string or a
+    tuple of them, or a module (``np.random``); None else. The marker names the
+    attribute read, as written (``held:self.w``)."""
+    node, attribute = value, None
+    while True:
+        if isinstance(node, gast.Subscript):
+            node = node.value
+        elif isinstance(node, gast.Attribute):
+            if node.attr in NOT_HELD:
+                return None
+            if node.attr not in VIEW_ATTRIBUTES:
+                attribute = node  # (the outermost: self.layer.W of self.layer.W[0])
+            node = node.value
+        elif (
+            isinstance(node, gast.Call)
+            and isinstance(node.func, gast.Attribute)
+            and node.func.attr in VIEW_CALLS
+        ):
+            node = node.func.value  # (self.w.reshape(2, 2))
+        else:
+            break
+    if attribute is None or not isinstance(node, gast.Name):
+        return None
+    reader = _OBJECT_READER.get()
+    found, held = reader(attribute) if reader is not None else (False, None)
+    if found and (_immutable(held) or isinstance(held, types.ModuleType)):
+        return None
+    if found and callable(held) and not isinstance(held, np.ndarray):
+        return None  # (a method or function: called, not written into)
+    text = gast.unparse(attribute).strip()
+    return HELD + text, found and isinstance(held, (np.ndarray, Tensor))
+
+
+def _immutable(value) -> bool:
+    if isinstance(value, tuple):
+        return all(map(_immutable, value))
+    return isinstance(value, IMMUTABLE)
 
 
 def _mark_item_held_twice(statement, state: _Sharing) -> None:

@@ -21,7 +21,7 @@ from ppto.ops import elementwise, indexing, linalg, logic, numbers, shape
 from ppto.ops.numpy_map import check_numpy_positionals
 from ppto.ops.primitive import Primitive
 from ppto.transform import ir, lists, trees
-from ppto.transform.aliases import may_view
+from ppto.transform.aliases import VIEW_ATTRIBUTES, may_view
 from ppto.transform.constructors import constructed_dtype
 from ppto.transform.fence import BITWISE
 from ppto.transform.local_functions import localised, passed_callables
@@ -34,6 +34,7 @@ from ppto.transform.resolve import (
     METHOD_RANK_CHECKS,
     VARARG_METHODS,
     classify,
+    expression_text,
     flag_argument,
     is_library,
     is_numpy_module,
@@ -827,7 +828,7 @@ class Normalizer:
 
     def refuse_written_in_place(self, value) -> None:
         resolved = self.static
-
+        self.refuse_object_change(value)
         written = _written_in_place(value, self.varied, resolved)
         if written is not None:
             raise self.source.error(
@@ -837,6 +838,65 @@ class Normalizer:
                 "derivative would miss the change",
                 _new_value_instead(written),
             )
+
+    def refuse_object_change(self, value) -> None:
+        """Refuse a call in ``value`` that puts differentiated values into what an
+        object or a module-level value holds (``self.acts.append(h)``,
+        ``self.buf.update(h=h)``, ``setattr(self, "h", h)``): it runs as written,
+        and what is read back from the object has no derivative (a zero
+        gradient)."""
+        for call in trees.walk(value):
+            if not isinstance(call, gast.Call) or not value_reads(call) & self.varied:
+                continue
+            found, called = self.static(call.func)
+            if found and any(called is setter for setter in OBJECT_SETTERS):
+                held = gast.unparse(call.args[0]).strip() if call.args else "it"
+                raise self.source.error(
+                    call,
+                    f"ppto cannot differentiate {expression_text(call.func)}() on "
+                    f"differentiated values: it keeps them in {held}, and what is "
+                    "read back from it has no derivative",
+                    "keep the value in a local name and return it; set the "
+                    "attribute outside the differentiated function",
+                )
+            function = call.func
+            if not (
+                isinstance(function, gast.Attribute)
+                and function.attr in CHANGING_METHODS
+            ):
+                continue
+            held = self.held_by_an_object(function.value)
+            if held is not None:
+                raise self.source.error(
+                    call,
+                    f"ppto cannot differentiate .{function.attr}() on {held}, "
+                    "which an object or a module-level value holds: it keeps or "
+                    "changes differentiated values there, which ppto's generated "
+                    "code does not follow, so what is read back from it has no "
+                    "derivative",
+                    "keep the values in a local list or array (hs = []; "
+                    "hs.append(h)) and return them; change the object outside "
+                    "the differentiated function",
+                )
+
+    def held_by_an_object(self, receiver) -> str | None:
+        """The text of ``receiver`` where it is (an item of) what an object holds
+        in an attribute (``self.acts``, ``self.buf["h"]``, ``self.__dict__``) or
+        a module-level value (``STATE``), not a module or a class (whose method
+        is called unbound: ``np.ndarray.fill(z, 1.0)``); else None."""
+        node, through_attribute = receiver, False
+        while isinstance(node, (gast.Attribute, gast.Subscript)):
+            if isinstance(node, gast.Attribute) and node.attr not in VIEW_ATTRIBUTES:
+                through_attribute = True
+            node = node.value
+        if not isinstance(node, gast.Name):
+            return None
+        if not through_attribute and node.id in self.local_names:
+            return None  # (a local list or array: its own checks)
+        found, value = self.static(receiver)
+        if found and isinstance(value, (ModuleType, type)):
+            return None
+        return gast.unparse(receiver).strip()
 
     def dropped_call(self, node) -> None:
         """A call of the user's function on differentiated values whose result is
@@ -2060,6 +2120,21 @@ IN_PLACE_DUNDERS = {
 IN_PLACE_OPERATORS = {"setitem", "delitem"} | {
     name.strip("_") for name in IN_PLACE_DUNDERS
 }
+# methods that change a list, dict, set or array in place (what an object holds:
+# ``self.acts.append(h)``)
+CHANGING_METHODS = (
+    {"append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort"}
+    | {"update", "setdefault", "popitem", "add", "discard"}
+    | IN_PLACE_METHODS
+    | IN_PLACE_DUNDERS
+)
+# what sets an object's attribute (``setattr(self, "h", h)``)
+OBJECT_SETTERS = (
+    builtins.setattr,
+    builtins.delattr,
+    object.__setattr__,
+    object.__delattr__,
+)
 # NumPy's and Python's, whatever they are reached through (np.random.shuffle,
 # rng.shuffle, random.shuffle of a list): it reorders its argument in place
 SHUFFLING = "shuffle"

@@ -55,6 +55,7 @@ from ppto.transform.lower import raw_value
 from ppto.transform.methods import (
     MethodCopies,
     methods_as_functions,
+    own_object,
     watch_held_callees,
 )
 from ppto.transform.names import Namer, names_in
@@ -398,6 +399,7 @@ def _prepare(
         written=writes,
         zero_d=zero_d,
         defaults=changeable_defaults(parsed.fn) if helper else (),
+        own=own_object(parsed, program),  # (what self's attributes hold)
     )
     for parameter, node in (writes or {}).items():
         line, _ = parsed.source.position(node)
