@@ -1105,6 +1105,20 @@ class _Recorder:
         self.buf.__setitem__("h", x**2)  # <- error
         return np.sum(self.buf["h"] * x)
 
+    def updated_through_vars(self, x):
+        vars(self).update(h=x**2)  # <- error
+        return np.sum(self.h * x)
+
+    def items_added_into_by_a_loop(self, x):
+        for h in self.hs:
+            h += x**2  # <- error
+        return np.sum(self.hs[0] * x)
+
+    def written_through_getattr(self, x):
+        b = getattr(self, "w")  # noqa: B009
+        b[:] = x**2  # <- error
+        return np.sum(self.w * x)
+
 
 _RECORDER = _Recorder()
 
@@ -1157,6 +1171,18 @@ def attribute_dict_item_set_by_its_method(x):
     return _RECORDER.buffer_item_set(x)
 
 
+def attribute_updated_through_vars(x):
+    return _RECORDER.updated_through_vars(x)
+
+
+def attribute_items_added_into_by_a_loop(x):
+    return _RECORDER.items_added_into_by_a_loop(x)
+
+
+def attribute_written_through_getattr(x):
+    return _RECORDER.written_through_getattr(x)
+
+
 class _Weights:
     def __init__(self):
         self.w = np.zeros(3)
@@ -1165,6 +1191,12 @@ class _Weights:
 def argument_attribute_written_through_a_local_name(x, k):
     b = k.w
     b[:] = x**2  # <- error
+    return np.sum(k.w * x)
+
+
+def argument_attribute_added_into_through_a_local_name(x, k):
+    b = k.w  # (k's class is not known here: w may be an array)
+    b += x**2  # <- error
     return np.sum(k.w * x)
 
 

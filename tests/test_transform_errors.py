@@ -616,6 +616,30 @@ REJECTED = [
         "b[:] = x**2",
         args=(VECTOR, ec._Weights()),
     ),
+    Case(
+        ec.attribute_updated_through_vars,
+        ".update() on vars(self)",
+        "vars(self).update(",
+        marked_in=ec._Recorder.updated_through_vars,
+    ),
+    Case(
+        ec.attribute_items_added_into_by_a_loop,
+        "(part of) self.hs, held by an object",
+        "h += x**2",
+        marked_in=ec._Recorder.items_added_into_by_a_loop,
+    ),
+    Case(
+        ec.attribute_written_through_getattr,
+        "(part of) self.w, held by an object",
+        "b[:] = x**2",
+        marked_in=ec._Recorder.written_through_getattr,
+    ),
+    Case(
+        ec.argument_attribute_added_into_through_a_local_name,
+        "(part of) k.w, held by an object",
+        "b += x**2",
+        args=(VECTOR, ec._Weights()),
+    ),
     Case(ec.module_level_dict_updated, ".update() on _STATE", "_STATE.update("),
     Case(ec.method_of_a_local_name, "keeps an argument", "keeper.keep(h)"),
     Case(

@@ -568,7 +568,8 @@ def _check(
             f"each assignment a new value, so {held} would not change, and what "
             "is read back from it would have no derivative",
             f"make a new value ({written} = {held} * 1.0 for an array, "
-            f"list({held}) for a list), compute with it and return what the "
+            f"list({held}) for a list; {written} = {written} + ... where it is a "
+            "number), compute with it and return what the "
             "caller needs, and change the object outside the differentiated "
             "function",
         )
@@ -1380,8 +1381,9 @@ def _bind(statement, state: _Sharing) -> None:
                 held = {o for o in objects if o in old.views}
                 if held:
                     views[name] = held.union(*(old.views[o] for o in held))
-    for name, value, _ in pairs:  # ``b = self.w``, ``h = self.hs[0]``: the object's
-        held = _object_part(value) if value is not None else None
+    for name, value, whole in pairs:  # ``b = self.w``, ``h = self.hs[0]``: the
+        # object's (``for h in self.hs``: items of it)
+        held = _object_part(value, whole) if value is not None else None
         if held is not None:
             marker, an_array = held
             for table in (bases, same, views) if an_array else (bases, same):
@@ -1449,22 +1451,29 @@ def _bind(statement, state: _Sharing) -> None:
 # (an array's ``z.shape``, ``z.ndim``)
 NOT_HELD = {"shape", "dtype", "ndim", "size", "itemsize", "nbytes", "strides"}
 IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), np.generic)
+ARRAYS = (np.ndarray, Tensor)
 
 
-def _object_part(value) -> tuple | None:
-    """``(HELD marker, whether an array)`` where ``value`` is (a part or view of)
-    what an object holds in an attribute (``self.w``, ``self.hs[0]``,
-    ``k.w[1:]``, ``self.w.T``), unless it is known to be a number, a string or a
-    tuple of them, or a module (``np.random``); None else. The marker names the
-    attribute read, as written (``held:self.w``)."""
-    node, attribute = value, None
+def _object_part(value, whole: bool = True) -> tuple | None:
+    """``(HELD marker, whether it may be an array)`` where ``value`` is (a part
+    or view of) what an object holds in an attribute (``self.w``, ``self.hs[0]``,
+    ``k.w[1:]``, ``self.w.T``, ``getattr(self, "w")``; ``whole``: False for an
+    item of it, ``for h in self.hs``), unless it is known to be a number, a
+    string or a tuple of them, a function or a module (``np.random``); None
+    else. The marker names the attribute read, as written (``held:self.w``). An
+    attribute not known here (of an argument, ``k.w``) may be an array, which
+    ``+=`` writes into."""
+    node, attribute, item = value, None, not whole
     while True:
         if isinstance(node, gast.Subscript):
+            item = item or attribute is None
             node = node.value
+        elif _getattr_written_out(node):  # (as methods.py will read it: self.w)
+            node = gast.Attribute(node.args[0], node.args[1].value, gast.Load())
         elif isinstance(node, gast.Attribute):
             if node.attr in NOT_HELD:
                 return None
-            if node.attr not in VIEW_ATTRIBUTES:
+            if node.attr not in VIEW_ATTRIBUTES and attribute is None:
                 attribute = node  # (the outermost: self.layer.W of self.layer.W[0])
             node = node.value
         elif (
@@ -1479,12 +1488,30 @@ def _object_part(value) -> tuple | None:
         return None
     reader = _OBJECT_READER.get()
     found, held = reader(attribute) if reader is not None else (False, None)
-    if found and (_immutable(held) or isinstance(held, types.ModuleType)):
+    if not found:
+        return HELD + gast.unparse(attribute).strip(), True
+    if _immutable(held) or isinstance(held, types.ModuleType):
         return None
-    if found and callable(held) and not isinstance(held, np.ndarray):
+    if callable(held) and not isinstance(held, ARRAYS):
         return None  # (a method or function: called, not written into)
-    text = gast.unparse(attribute).strip()
-    return HELD + text, found and isinstance(held, (np.ndarray, Tensor))
+    an_array = isinstance(held, ARRAYS) or (
+        item
+        and isinstance(held, (list, tuple))
+        and any(isinstance(one, ARRAYS) for one in held)
+    )
+    return HELD + gast.unparse(attribute).strip(), an_array
+
+
+def _getattr_written_out(node) -> bool:
+    """Whether ``node`` is ``getattr(obj, "name")`` with the name written out."""
+    return (
+        isinstance(node, gast.Call)
+        and isinstance(node.func, gast.Name)
+        and node.func.id == "getattr"
+        and len(node.args) == 2
+        and isinstance(node.args[1], gast.Constant)
+        and isinstance(node.args[1].value, str)
+    )
 
 
 def _immutable(value) -> bool:

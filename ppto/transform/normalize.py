@@ -881,10 +881,15 @@ class Normalizer:
 
     def held_by_an_object(self, receiver) -> str | None:
         """The text of ``receiver`` where it is (an item of) what an object holds
-        in an attribute (``self.acts``, ``self.buf["h"]``, ``self.__dict__``) or
-        a module-level value (``STATE``), not a module or a class (whose method
-        is called unbound: ``np.ndarray.fill(z, 1.0)``); else None."""
+        in an attribute (``self.acts``, ``self.buf["h"]``, ``self.__dict__``), a
+        module-level value (``STATE``) or ``vars(obj)``; not a module or a class
+        (whose method is called unbound: ``np.ndarray.fill(z, 1.0)``); else
+        None."""
         node, through_attribute = receiver, False
+        if isinstance(receiver, gast.Call) and receiver.args:  # vars(self).update
+            found, called = self.static(receiver.func)
+            if found and called is builtins.vars:
+                return gast.unparse(receiver).strip()
         while isinstance(node, (gast.Attribute, gast.Subscript)):
             if isinstance(node, gast.Attribute) and node.attr not in VIEW_ATTRIBUTES:
                 through_attribute = True
@@ -941,7 +946,8 @@ class Normalizer:
                     "and what is read back later has no derivative",
                     "use a module-level function that returns the value, and assign it",
                 )
-            self.check_call_arguments(node, parsed, offset=1)
+            own = (parsed.parameters[0], callee.function.__self__)  # (its self)
+            self.check_call_arguments(node, parsed, offset=1, own=own)
             return
         if callee.kind != "function":
             return
@@ -998,15 +1004,16 @@ class Normalizer:
 
     @staticmethod
     def check_call_arguments(
-        node, parsed, lists_only: bool = False, offset: int = 0
+        node, parsed, lists_only: bool = False, offset: int = 0, own=None
     ) -> None:
         """Refuse the call if ``parsed`` changes an argument it is passed in place
-        (``offset``: its parameters bound already, a method's self)."""
+        (``offset``: its parameters bound already, a method's self; ``own``:
+        ``(self's name, the object)`` of a method, whose attributes are known)."""
         from ppto.transform import aliases
 
         bound = bound_arguments(node, parsed.parameters[offset:])
         passed = [parameter for parameter, _ in bound if parameter is not None]
-        aliases.check(parsed, None, passed, lists_only=lists_only)
+        aliases.check(parsed, None, passed, lists_only=lists_only, own=own)
 
     def setitem(self, node) -> None:
         """``x_1 = setitem(x, v, index)`` from a subscript write (see ssa)."""

@@ -514,7 +514,7 @@ def _prepare(
                 ir_body, [name], ranks, parsed.source, layouts, shapes, dtypes, results
             ),
         )
-    _check_calls_run_as_written(ir_body, activity, normalizer)
+    _check_calls_run_as_written(ir_body, activity, normalizer, program)
     generator = Generator(
         parsed, activity, namer, program.refs, program_callee(program)
     )
@@ -528,7 +528,9 @@ def _prepare(
     return ir_body, activity, generator
 
 
-def _check_calls_run_as_written(ir_body: list, activity, normalizer) -> None:
+def _check_calls_run_as_written(
+    ir_body: list, activity, normalizer, program: Program
+) -> None:
     """Each call of a user's function on differentiated values gets the check a
     function gets where its derivative is made (``aliases.check`` above): one
     whose results no derivative needs (unused, or read through ``len``) runs as
@@ -557,6 +559,7 @@ def _check_calls_run_as_written(ir_body: list, activity, normalizer) -> None:
             list(given),
             numbers=numbers,
             maybe_zero_d=zero_d_writes,
+            own=own_object(statement.function, program),  # (a method's self)
         )
         rank_0_arguments.refuse_write_read_again(
             statement,
