@@ -1119,6 +1119,18 @@ class _Recorder:
         b[:] = x**2  # <- error
         return np.sum(self.w * x)
 
+    def item_set_by_operator(self, x):
+        operator.setitem(self.buf, "h", x**2)  # <- error
+        return np.sum(self.buf["h"] * x)
+
+    def updated_through_the_class(self, x):
+        dict.update(self.buf, h=x**2)  # <- error
+        return np.sum(self.buf["h"] * x)
+
+    def added_into_by_operator(self, x):
+        operator.iadd(self.w, x**2)  # <- error
+        return np.sum(self.w * x)
+
 
 _RECORDER = _Recorder()
 
@@ -1181,6 +1193,18 @@ def attribute_items_added_into_by_a_loop(x):
 
 def attribute_written_through_getattr(x):
     return _RECORDER.written_through_getattr(x)
+
+
+def attribute_item_set_by_operator(x):
+    return _RECORDER.item_set_by_operator(x)
+
+
+def attribute_updated_through_the_class(x):
+    return _RECORDER.updated_through_the_class(x)
+
+
+def attribute_added_into_by_operator(x):
+    return _RECORDER.added_into_by_operator(x)
 
 
 class _Weights:

@@ -640,6 +640,24 @@ REJECTED = [
         "b += x**2",
         args=(VECTOR, ec._Weights()),
     ),
+    Case(
+        ec.attribute_item_set_by_operator,
+        "operator.setitem() on self.buf",
+        "operator.setitem(",
+        marked_in=ec._Recorder.item_set_by_operator,
+    ),
+    Case(
+        ec.attribute_updated_through_the_class,
+        "dict.update() on self.buf",
+        "dict.update(",
+        marked_in=ec._Recorder.updated_through_the_class,
+    ),
+    Case(
+        ec.attribute_added_into_by_operator,
+        "operator.iadd() on self.w",
+        "operator.iadd(",
+        marked_in=ec._Recorder.added_into_by_operator,
+    ),
     Case(ec.module_level_dict_updated, ".update() on _STATE", "_STATE.update("),
     Case(ec.method_of_a_local_name, "keeps an argument", "keeper.keep(h)"),
     Case(

@@ -860,16 +860,22 @@ class Normalizer:
                     "attribute outside the differentiated function",
                 )
             function = call.func
-            if not (
+            if found and call.args and _changes_its_first_argument(called):
+                # ``operator.setitem(self.buf, "h", h)``, ``dict.update(self.buf,
+                # h=h)``: the object changed is the first argument
+                receiver, method = call.args[0], expression_text(function)
+            elif (
                 isinstance(function, gast.Attribute)
                 and function.attr in CHANGING_METHODS
             ):
+                receiver, method = function.value, f".{function.attr}"
+            else:
                 continue
-            held = self.held_by_an_object(function.value)
+            held = self.held_by_an_object(receiver)
             if held is not None:
                 raise self.source.error(
                     call,
-                    f"ppto cannot differentiate .{function.attr}() on {held}, "
+                    f"ppto cannot differentiate {method}() on {held}, "
                     "which an object or a module-level value holds: it keeps or "
                     "changes differentiated values there, which ppto's generated "
                     "code does not follow, so what is read back from it has no "
@@ -2195,6 +2201,18 @@ def _written_in_place(value, varied: set, resolved):
         if _in_place_method(function.attr) and may_view(owner) & varied:
             return node
     return None
+
+
+def _changes_its_first_argument(value) -> bool:
+    """Whether ``value`` changes its first argument in place: as
+    ``_writes_its_first_argument``, or a changing method of a list, dict or set
+    reached through its class (``dict.update``, ``list.append``)."""
+    if _writes_its_first_argument(value):
+        return True
+    name = getattr(value, "__name__", None)
+    return name in CHANGING_METHODS and any(
+        getattr(kind, name, None) is value for kind in (list, dict, set)
+    )
 
 
 def _in_place_method(name: str) -> bool:
