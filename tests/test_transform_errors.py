@@ -1074,3 +1074,37 @@ def test_sorting_in_place_suggests_np_sort():
     with pytest.raises(ppto.TransformError) as caught:
         ppto.grad(ec.sorted_in_place)(np.array([0.3, -1.0, 2.0]))
     assert "z = np.sort(z), not z.sort()" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "function, instead",
+    [
+        (ec.filled_row, "m[0] = 0.0, not m[0].fill(0.0)"),
+        (ec.sorted_tail, "z[1:] = np.sort(z[1:]), not z[1:].sort()"),
+    ],
+)
+def test_an_in_place_method_on_a_part_suggests_assigning_into_it(function, instead):
+    with pytest.raises(ppto.TransformError) as caught:
+        ppto.grad(function)(np.array([0.3, -1.0, 2.0]))
+    assert instead in str(caught.value)
+
+
+def _row_assigned(x):  # (filled_row as suggested)
+    m = np.stack([x, x]) * 1.0
+    m[0] = 0.0
+    return np.sum(m * x)
+
+
+def _tail_sorted_by_assignment(x):  # (sorted_tail as suggested)
+    z = x * 1.0
+    z[1:] = np.sort(z[1:])
+    return np.sum(z * np.arange(3))
+
+
+@pytest.mark.parametrize("function", [_row_assigned, _tail_sorted_by_assignment])
+def test_the_suggested_assignment_into_a_part_is_differentiated(function):
+    from tests.test_checkpoint import central_differences
+
+    x = np.array([0.3, -1.0, 2.0])
+    expected = central_differences(function, (x,), 0)
+    np.testing.assert_allclose(ppto.grad(function)(x).numpy(), expected, atol=1e-8)

@@ -2254,6 +2254,24 @@ def _new_value_instead(written) -> str:
     ):
         name = function.value.id
         return f"sort into a new array: {name} = np.sort({name}), not {name}.sort()"
+    if (  # ``m[0].fill(0.0)``, ``z[1:].sort()``: a subscript assignment does it
+        isinstance(function, gast.Attribute)
+        and isinstance(function.value, gast.Subscript)
+        and (
+            (function.attr == "fill" and len(written.args) == 1)
+            or (function.attr == "sort" and not written.args and not written.keywords)
+        )
+    ):
+        part = gast.unparse(function.value).strip()
+        value = (
+            gast.unparse(written.args[0]).strip()
+            if function.attr == "fill"
+            else f"np.sort({part})"
+        )
+        return (
+            f"assign into the part: {part} = {value}, not "
+            f"{gast.unparse(written).strip()}"
+        )
     return (
         "assign the new value instead (z = np.sin(x), not np.sin(x, out=z); "
         "z = z[rng.permutation(len(z))], not rng.shuffle(z))"
