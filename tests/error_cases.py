@@ -9,6 +9,7 @@ source.
 """
 
 import builtins
+import operator
 import random
 
 import numpy as np
@@ -670,6 +671,68 @@ def filled(x):
     return np.sum(z * x)
 
 
+# the same on a view or an item of the array, or through the class or operator
+# (each gave the gradient of the value unchanged)
+
+
+def filled_row(x):
+    m = np.stack([x, x]) * 1.0
+    m[0].fill(0.0)  # <- error
+    return np.sum(m * x)
+
+
+def sorted_tail(x):
+    z = x * 1.0
+    z[1:].sort()  # <- error
+    return np.sum(z * np.arange(3))
+
+
+def sorted_transposed(x):
+    m = np.outer(x, np.arange(3.0))
+    m.T.sort()  # <- error
+    return np.sum(m * x)
+
+
+def sorted_item_of_a_list(x):
+    hs = [x * 1.0, x * 2.0]
+    hs[0].sort()  # <- error
+    return np.sum(hs[0] * np.arange(3)) + np.sum(hs[1])
+
+
+def filled_item_of_a_dict(x):
+    d = {"a": x * 1.0}
+    d["a"].fill(1.0)  # <- error
+    return np.sum(d["a"] * x)
+
+
+def _zero_first_row(m):
+    m[0].fill(0.0)  # <- error
+
+
+def filled_by_a_helper(x):
+    m = np.stack([x, x]) * 1.0
+    _zero_first_row(m)
+    return np.sum(m * x)
+
+
+def filled_through_the_class(x):
+    z = x * 1.0
+    np.ndarray.fill(z, 1.0)  # <- error
+    return np.sum(z * x)
+
+
+def item_set_by_operator(x):
+    z = x * 1.0
+    operator.setitem(z, 0, 9.0)  # <- error
+    return np.sum(z * x)
+
+
+def multiplied_by_operator(x):
+    z = x * 1.0
+    operator.imul(z, 3.0)  # <- error
+    return np.sum(z * x)
+
+
 def shuffled_in_place(x):
     z = x * 1.0
     np.random.shuffle(z)  # <- error
@@ -989,6 +1052,197 @@ def kept_value_read_back_by_a_method(x):
     h = np.sin(x)
     _KEEPER.keep(h)  # <- error
     return np.sum(_KEEPER.get_last() * x)
+
+
+# --- what an object holds, changed (each gave a zero gradient, some a wrong value)
+
+
+class _Recorder:
+    def __init__(self):
+        self.acts = []
+        self.w = np.zeros(3)
+        self.hs = [np.zeros(3)]
+        self.buf = {"h": np.zeros(3)}
+        self.h = np.zeros(3)
+
+    def appended(self, x):
+        self.acts.append(x**2)  # <- error
+        return np.sum(self.acts[-1] * x)
+
+    def extended(self, x):
+        self.acts.extend([x**2])  # <- error
+        return np.sum(self.acts[-1] * x)
+
+    def appended_through_a_local_name(self, x):
+        hs = self.acts
+        hs.append(x**2)  # <- error
+        return np.sum(self.acts[-1] * x)
+
+    def written_through_a_local_name(self, x):
+        b = self.w
+        b[:] = x**2  # <- error
+        return np.sum(self.w * x)
+
+    def added_into_through_a_local_name(self, x):
+        b = self.w
+        b += x**2  # <- error
+        return np.sum(self.w * x)
+
+    def item_replaced_through_a_local_name(self, x):
+        hs = self.hs
+        hs[0] = x**2  # <- error
+        return np.sum(self.hs[0] * x)
+
+    def key_set_through_a_local_name(self, x):
+        b = self.buf
+        b["h"] = x**2  # <- error
+        return np.sum(self.buf["h"] * x)
+
+    def set_by_setattr(self, x):
+        setattr(self, "h", x**2)  # noqa: B010  # <- error
+        return np.sum(self.h * x)
+
+    def set_by_object_setattr(self, x):
+        object.__setattr__(self, "h", x**2)  # <- error
+        return np.sum(self.h * x)
+
+    def set_through_its_dict(self, x):
+        self.__dict__.update(h=x**2)  # <- error
+        return np.sum(self.h * x)
+
+    def buffer_updated(self, x):
+        self.buf.update(h=x**2)  # <- error
+        return np.sum(self.buf["h"] * x)
+
+    def buffer_item_set(self, x):
+        self.buf.__setitem__("h", x**2)  # <- error
+        return np.sum(self.buf["h"] * x)
+
+    def updated_through_vars(self, x):
+        vars(self).update(h=x**2)  # <- error
+        return np.sum(self.h * x)
+
+    def items_added_into_by_a_loop(self, x):
+        for h in self.hs:
+            h += x**2  # <- error
+        return np.sum(self.hs[0] * x)
+
+    def written_through_getattr(self, x):
+        b = getattr(self, "w")  # noqa: B009
+        b[:] = x**2  # <- error
+        return np.sum(self.w * x)
+
+    def item_set_by_operator(self, x):
+        operator.setitem(self.buf, "h", x**2)  # <- error
+        return np.sum(self.buf["h"] * x)
+
+    def updated_through_the_class(self, x):
+        dict.update(self.buf, h=x**2)  # <- error
+        return np.sum(self.buf["h"] * x)
+
+    def added_into_by_operator(self, x):
+        operator.iadd(self.w, x**2)  # <- error
+        return np.sum(self.w * x)
+
+
+_RECORDER = _Recorder()
+
+
+def attribute_appended_to(x):
+    return _RECORDER.appended(x)
+
+
+def attribute_extended(x):
+    return _RECORDER.extended(x)
+
+
+def attribute_appended_to_through_a_local_name(x):
+    return _RECORDER.appended_through_a_local_name(x)
+
+
+def attribute_written_through_a_local_name(x):
+    return _RECORDER.written_through_a_local_name(x)
+
+
+def attribute_added_into_through_a_local_name(x):
+    return _RECORDER.added_into_through_a_local_name(x)
+
+
+def attribute_item_replaced_through_a_local_name(x):
+    return _RECORDER.item_replaced_through_a_local_name(x)
+
+
+def attribute_key_set_through_a_local_name(x):
+    return _RECORDER.key_set_through_a_local_name(x)
+
+
+def attribute_set_by_setattr(x):
+    return _RECORDER.set_by_setattr(x)
+
+
+def attribute_set_by_object_setattr(x):
+    return _RECORDER.set_by_object_setattr(x)
+
+
+def attribute_set_through_the_objects_dict(x):
+    return _RECORDER.set_through_its_dict(x)
+
+
+def attribute_dict_updated(x):
+    return _RECORDER.buffer_updated(x)
+
+
+def attribute_dict_item_set_by_its_method(x):
+    return _RECORDER.buffer_item_set(x)
+
+
+def attribute_updated_through_vars(x):
+    return _RECORDER.updated_through_vars(x)
+
+
+def attribute_items_added_into_by_a_loop(x):
+    return _RECORDER.items_added_into_by_a_loop(x)
+
+
+def attribute_written_through_getattr(x):
+    return _RECORDER.written_through_getattr(x)
+
+
+def attribute_item_set_by_operator(x):
+    return _RECORDER.item_set_by_operator(x)
+
+
+def attribute_updated_through_the_class(x):
+    return _RECORDER.updated_through_the_class(x)
+
+
+def attribute_added_into_by_operator(x):
+    return _RECORDER.added_into_by_operator(x)
+
+
+class _Weights:
+    def __init__(self):
+        self.w = np.zeros(3)
+
+
+def argument_attribute_written_through_a_local_name(x, k):
+    b = k.w
+    b[:] = x**2  # <- error
+    return np.sum(k.w * x)
+
+
+def argument_attribute_added_into_through_a_local_name(x, k):
+    b = k.w  # (k's class is not known here: w may be an array)
+    b += x**2  # <- error
+    return np.sum(k.w * x)
+
+
+_STATE = {"h": np.zeros(3)}
+
+
+def module_level_dict_updated(x):
+    _STATE.update(h=x**2)  # <- error
+    return np.sum(_STATE["h"] * x)
 
 
 def method_of_a_local_name(x):

@@ -1319,3 +1319,66 @@ def test_getattr_of_a_name_known_when_run_and_get_of_a_missing_key_are_refused()
         ppto.grad(model.loss)(x, "blocks")
     with pytest.raises(ppto.TransformError, match="has no key 'mid'"):
         ppto.grad(model.missing)(x)
+
+
+class _Buffers:
+    """State read, copied or rebound without being changed: what the refusals of
+    changes to an object's attributes (tests/error_cases.py, _Recorder) must
+    still accept."""
+
+    def __init__(self):
+        self.w = np.array([0.5, -1.0, 2.0])
+        self.hs = [np.array([1.0, 2.0, 3.0])]
+        self.scale = 2.0
+        self.seen = []
+
+    def read_through_a_local_name(self, x):
+        b = self.w
+        return np.sum((b + x) ** 2)
+
+    def rebound_after_reading(self, x):
+        b = self.w
+        b = b + x**2  # (a new array: self.w is unchanged)
+        return np.sum(b * self.w)
+
+    def number_added_into(self, x):
+        s = self.scale
+        s += 1.0  # (a float: += rebinds s)
+        return np.sum(x**2 * s)
+
+    def copy_written_into(self, x):
+        b = self.w.copy()
+        b[1:] = x[1:] ** 2
+        return np.sum(b * self.w)
+
+    def list_copied_then_appended_to(self, x):
+        hs = list(self.hs)
+        hs.append(x**2)
+        return np.sum(hs[-1] * hs[0])
+
+    def constants_kept(self, x):
+        self.seen.append(3)  # (no differentiated value: runs as written)
+        return np.sum(np.sin(x) * self.w) * len(self.seen)
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "read_through_a_local_name",
+        "rebound_after_reading",
+        "number_added_into",
+        "copy_written_into",
+        "list_copied_then_appended_to",
+        "constants_kept",
+    ],
+)
+def test_an_objects_state_read_copied_or_rebound_is_differentiated(method):
+    from tests.test_checkpoint import central_differences
+
+    x = np.array([0.3, -1.2, 2.5])
+    gradient = ppto.grad(getattr(_Buffers(), method))(x).numpy()
+    # (a fresh object per call: constants_kept's list grows each time)
+    expected = central_differences(
+        lambda v: getattr(_Buffers(), method)(v), (x.astype(np.float64),), 0
+    )
+    np.testing.assert_allclose(gradient, expected, rtol=1e-6, atol=1e-8)

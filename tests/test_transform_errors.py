@@ -411,6 +411,34 @@ REJECTED = [
     Case(ec.sorted_in_place, "writes into an array in place", "z.sort()"),
     Case(ec.added_at_indices, "writes into an array in place", "np.add.at("),
     Case(ec.filled, "writes into an array in place", "z.fill(2.0)"),
+    # ... on a view or an item of it, or through the class or operator (each
+    # gave the gradient of the value unchanged)
+    Case(ec.filled_row, "writes into an array in place", "m[0].fill(0.0)"),
+    Case(ec.sorted_tail, "writes into an array in place", "z[1:].sort()"),
+    Case(ec.sorted_transposed, "writes into an array in place", "m.T.sort()"),
+    Case(ec.sorted_item_of_a_list, "writes into an array in place", "hs[0].sort()"),
+    Case(ec.filled_item_of_a_dict, "writes into an array in place", 'd["a"].fill'),
+    Case(
+        ec.filled_by_a_helper,
+        "this changes m in place, which is (part of) the argument m",
+        "m[0].fill(0.0)",
+        marked_in=ec._zero_first_row,
+    ),
+    Case(
+        ec.filled_through_the_class,
+        "writes into an array in place",
+        "np.ndarray.fill(z, 1.0)",
+    ),
+    Case(
+        ec.item_set_by_operator,
+        "writes into an array in place",
+        "operator.setitem(z, 0, 9.0)",
+    ),
+    Case(
+        ec.multiplied_by_operator,
+        "writes into an array in place",
+        "operator.imul(z, 3.0)",
+    ),
     # the same where the spelling was not np.<name> or a method of the array (each
     # gave a wrong gradient)
     Case(ec.shuffled_in_place, "writes into an array in place", "np.random"),
@@ -512,6 +540,128 @@ REJECTED = [
     Case(ec.rows_kept_by_a_loop_then_added_into, "shares its array with", "m += 1.0"),
     Case(ec.list_read_under_another_name_then_changed, "also named ys", "hs.append("),
     Case(ec.kept_value_read_back_by_a_method, "keeps an argument", "_KEEPER.keep(h)"),
+    # what an object holds, changed: each gave a zero gradient (some a wrong value)
+    Case(
+        ec.attribute_appended_to,
+        ".append() on self.acts",
+        "self.acts.append(",
+        marked_in=ec._Recorder.appended,
+    ),
+    Case(
+        ec.attribute_extended,
+        ".extend() on self.acts",
+        "self.acts.extend(",
+        marked_in=ec._Recorder.extended,
+    ),
+    Case(
+        ec.attribute_appended_to_through_a_local_name,
+        "(part of) self.acts, held by an object",
+        "hs.append(",
+        marked_in=ec._Recorder.appended_through_a_local_name,
+    ),
+    Case(
+        ec.attribute_written_through_a_local_name,
+        "(part of) self.w, held by an object",
+        "b[:] = x**2",
+        marked_in=ec._Recorder.written_through_a_local_name,
+    ),
+    Case(
+        ec.attribute_added_into_through_a_local_name,
+        "(part of) self.w, held by an object",
+        "b += x**2",
+        marked_in=ec._Recorder.added_into_through_a_local_name,
+    ),
+    Case(
+        ec.attribute_item_replaced_through_a_local_name,
+        "(part of) self.hs, held by an object",
+        "hs[0] = x**2",
+        marked_in=ec._Recorder.item_replaced_through_a_local_name,
+    ),
+    Case(
+        ec.attribute_key_set_through_a_local_name,
+        "(part of) self.buf, held by an object",
+        'b["h"] = x**2',
+        marked_in=ec._Recorder.key_set_through_a_local_name,
+    ),
+    Case(
+        ec.attribute_set_by_setattr,
+        "setattr() on differentiated values",
+        "setattr(",
+        marked_in=ec._Recorder.set_by_setattr,
+    ),
+    Case(
+        ec.attribute_set_by_object_setattr,
+        "object.__setattr__() on differentiated",
+        "object.__setattr__(",
+        marked_in=ec._Recorder.set_by_object_setattr,
+    ),
+    Case(
+        ec.attribute_set_through_the_objects_dict,
+        ".update() on self.__dict__",
+        "self.__dict__.update(",
+        marked_in=ec._Recorder.set_through_its_dict,
+    ),
+    Case(
+        ec.attribute_dict_updated,
+        ".update() on self.buf",
+        "self.buf.update(",
+        marked_in=ec._Recorder.buffer_updated,
+    ),
+    Case(
+        ec.attribute_dict_item_set_by_its_method,
+        ".__setitem__() on self.buf",
+        "self.buf.__setitem__(",
+        marked_in=ec._Recorder.buffer_item_set,
+    ),
+    Case(
+        ec.argument_attribute_written_through_a_local_name,
+        "(part of) k.w, held by an object",
+        "b[:] = x**2",
+        args=(VECTOR, ec._Weights()),
+    ),
+    Case(
+        ec.attribute_updated_through_vars,
+        ".update() on vars(self)",
+        "vars(self).update(",
+        marked_in=ec._Recorder.updated_through_vars,
+    ),
+    Case(
+        ec.attribute_items_added_into_by_a_loop,
+        "(part of) self.hs, held by an object",
+        "h += x**2",
+        marked_in=ec._Recorder.items_added_into_by_a_loop,
+    ),
+    Case(
+        ec.attribute_written_through_getattr,
+        "(part of) self.w, held by an object",
+        "b[:] = x**2",
+        marked_in=ec._Recorder.written_through_getattr,
+    ),
+    Case(
+        ec.argument_attribute_added_into_through_a_local_name,
+        "(part of) k.w, held by an object",
+        "b += x**2",
+        args=(VECTOR, ec._Weights()),
+    ),
+    Case(
+        ec.attribute_item_set_by_operator,
+        "operator.setitem() on self.buf",
+        "operator.setitem(",
+        marked_in=ec._Recorder.item_set_by_operator,
+    ),
+    Case(
+        ec.attribute_updated_through_the_class,
+        "dict.update() on self.buf",
+        "dict.update(",
+        marked_in=ec._Recorder.updated_through_the_class,
+    ),
+    Case(
+        ec.attribute_added_into_by_operator,
+        "operator.iadd() on self.w",
+        "operator.iadd(",
+        marked_in=ec._Recorder.added_into_by_operator,
+    ),
+    Case(ec.module_level_dict_updated, ".update() on _STATE", "_STATE.update("),
     Case(ec.method_of_a_local_name, "keeps an argument", "keeper.keep(h)"),
     Case(
         ec.method_of_a_local_name_chosen_when_run,
@@ -966,3 +1116,37 @@ def test_neighbours_of_the_refused_writes_are_differentiated():
     assert _COUNTED == counted + 1  # the helper ran, as in Python
     expected = central_differences(_near_refused_writes, [x], 0)
     np.testing.assert_allclose(gradient, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "function, instead",
+    [
+        (ec.filled_row, "m[0] = 0.0, not m[0].fill(0.0)"),
+        (ec.sorted_tail, "z[1:] = np.sort(z[1:]), not z[1:].sort()"),
+    ],
+)
+def test_an_in_place_method_on_a_part_suggests_assigning_into_it(function, instead):
+    with pytest.raises(ppto.TransformError) as caught:
+        ppto.grad(function)(np.array([0.3, -1.0, 2.0]))
+    assert instead in str(caught.value)
+
+
+def _row_assigned(x):  # (filled_row as suggested)
+    m = np.stack([x, x]) * 1.0
+    m[0] = 0.0
+    return np.sum(m * x)
+
+
+def _tail_sorted_by_assignment(x):  # (sorted_tail as suggested)
+    z = x * 1.0
+    z[1:] = np.sort(z[1:])
+    return np.sum(z * np.arange(3))
+
+
+@pytest.mark.parametrize("function", [_row_assigned, _tail_sorted_by_assignment])
+def test_the_suggested_assignment_into_a_part_is_differentiated(function):
+    from tests.test_checkpoint import central_differences
+
+    x = np.array([0.3, -1.0, 2.0])
+    expected = central_differences(function, (x,), 0)
+    np.testing.assert_allclose(ppto.grad(function)(x).numpy(), expected, atol=1e-8)

@@ -27,9 +27,11 @@ import numpy as np
 
 from ppto.ops import ALIASES
 from ppto.ops.primitive import OPERATORS
+from ppto.runtime.tensor import Tensor
 from ppto.transform import trees
 from ppto.transform.analyze import literal, number_sequence
 from ppto.transform.containers import Containers, containers
+from ppto.transform.objects import read_value
 from ppto.transform.source import ParsedFunction
 from ppto.transform.trees import (
     bound_arguments,
@@ -185,6 +187,7 @@ def check(
     zero_d=(),
     defaults=(),
     maybe_zero_d: dict | None = None,
+    own=None,
 ) -> None:
     """Raise at the first write through a name another name read later shares.
     ``ranks``: the parameters' numbers of axes, where known (one or more: an array).
@@ -207,7 +210,9 @@ def check(
     generated code does not, so a write into one is refused. ``maybe_zero_d``:
     those of ``passed`` given a number or a 0-d array, the caller cannot tell
     which -> None, made the first statement whose ``+=`` may write into one
-    (``t = p; t += 1.0``: into a 0-d array; p read afterwards is refused)."""
+    (``t = p; t += 1.0``: into a 0-d array; p read afterwards is refused).
+    ``own``: ``(self's name, the object)`` for a method differentiated for one
+    object, whose attributes are then known (see ``_object_part``)."""
     local = _local_names(parsed)
     nodes = trees.nodes_by_kind(parsed.tree)  # (three passes read it: none changes it)
     described = None  # (nothing known: see ``containers``)
@@ -216,6 +221,7 @@ def check(
     arrays = {name for name, rank in (ranks or {}).items() if rank}
     held = _CONTAINERS.set(containers(parsed, nodes, local, described, arrays))
     token = _HELPER_RESULTS.set(_helper_results(parsed, local, nodes))
+    reader = _OBJECT_READER.set(lambda node: read_value(node, parsed, local, own, []))
     numbers = set(numbers) & set(parsed.parameters)
     try:
         _check(
@@ -234,6 +240,7 @@ def check(
             maybe_zero_d,
         )
     finally:
+        _OBJECT_READER.reset(reader)
         _HELPER_RESULTS.reset(token)
         _CONTAINERS.reset(held)
 
@@ -531,6 +538,8 @@ def _check(
 
     def refuse_argument_change(node, written: str, shared: set):
         refuse_default_change(node, written, shared)
+        if not generated:
+            refuse_object_change(node, written, shared)
         if writes is not None:
             for name in sorted(shared):
                 if name.startswith(PARAMETER):
@@ -547,6 +556,24 @@ def _check(
                 f"an array, {parameter} = list({parameter}) for a list; return "
                 f"{parameter}), and assign the result in the caller",
             )
+
+    def refuse_object_change(node, written: str, shared: set):
+        held = _first_marked(shared, HELD)
+        if held is None:
+            return
+        written = parsed.spelled.get(written, written)
+        raise parsed.source.error(
+            node,
+            f"this changes {written} in place, which is (part of) {held}, held by "
+            "an object: NumPy changes the object, but ppto's generated code gives "
+            f"each assignment a new value, so {held} would not change, and what "
+            "is read back from it would have no derivative",
+            f"make a new value ({written} = {held} * 1.0 for an array, "
+            f"list({held}) for a list; {written} = {written} + ... where it is a "
+            "number), compute with it and return what the "
+            "caller needs, and change the object outside the differentiated "
+            "function",
+        )
 
     def refuse_default_change(node, written: str, shared: set):
         parameter = _first_marked(shared, DEFAULT)
@@ -714,6 +741,10 @@ PARAMETER = "parameter:"
 DEFAULT = "default:"
 # a helper's parameter of rank 0 the caller passes: a number, or a 0-d array
 MAYBE_ZERO_D = "rank 0:"
+# what an object holds in an attribute, as the code reads it (``held:self.w``):
+# a name bound to it (or to a part or view of it) changes the object when it is
+# written into, which the generated code would not follow
+HELD = "held:"
 AN_ARRAY = "array:"  # in ``returns``: a parameter returned as a view, an array
 # in ``returns``: pairs of positions in the returned tuple whose values may share
 # memory (``return t, t.reshape(-1)``); EVERY_PART for a sequence returned not
@@ -890,6 +921,9 @@ _HELPER_RESULTS: ContextVar[dict | None] = ContextVar("helper_results", default=
 # during a check: the names that may be lists, tuples or dicts (``ys.copy()`` then
 # holds ys's very items)
 _CONTAINERS: ContextVar[Containers | None] = ContextVar("containers", default=None)
+# during a check: ``(found, value)`` of an attribute chain read from an object the
+# function can see (``objects.read_value``): what the object holds now
+_OBJECT_READER: ContextVar = ContextVar("object_reader", default=None)
 _in_progress: set = set()  # (a recursive function: each parameter, to be safe)
 
 
@@ -1167,7 +1201,11 @@ def _items_unpacked_into(statement) -> list:
 
 def _written_in_place(statement) -> str | None:
     """The name whose array ``statement`` changes in place: ``a += ...``,
-    ``a[...] = ...``, ``a[...] += ...``."""
+    ``a[...] = ...``, ``a[...] += ...``, or an in-place method called on it or on
+    a view of it as a statement (``a[0].fill(0.0)``, ``a.T.sort()``)."""
+    called = _in_place_method_call(statement)
+    if called is not None:
+        return called
     if isinstance(statement, gast.AugAssign):
         target = statement.target
     elif isinstance(statement, gast.Assign) and len(statement.targets) == 1:
@@ -1179,6 +1217,29 @@ def _written_in_place(statement) -> str | None:
     while isinstance(target, gast.Subscript):
         target = target.value
     return target.id if isinstance(target, gast.Name) else None
+
+
+# array methods that change their array in place (those lists share, sort and
+# reverse, are list changes: see ``LIST_CHANGES``)
+IN_PLACE_ARRAY_METHODS = {
+    "fill", "put", "itemset", "resize", "partition", "setfield", "byteswap",
+    "__setitem__", "__delitem__", "__iadd__", "__isub__", "__imul__",
+    "__imatmul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
+}  # fmt: skip
+
+
+def _in_place_method_call(statement) -> str | None:
+    """The name ``a`` where ``statement`` is a call of an array's in-place method
+    on ``a`` or a view of it (``a[0].fill(0.0)``), else None."""
+    if not (
+        isinstance(statement, gast.Expr)
+        and isinstance(statement.value, gast.Call)
+        and isinstance(statement.value.func, gast.Attribute)
+        and statement.value.func.attr in IN_PLACE_ARRAY_METHODS
+    ):
+        return None
+    viewed = sorted(_viewed(statement.value.func.value))
+    return viewed[0] if len(viewed) == 1 else None
 
 
 def _first_marked(shared: set, marker: str) -> str | None:
@@ -1321,6 +1382,13 @@ def _bind(statement, state: _Sharing) -> None:
                 held = {o for o in objects if o in old.views}
                 if held:
                     views[name] = held.union(*(old.views[o] for o in held))
+    for name, value, whole in pairs:  # ``b = self.w``, ``h = self.hs[0]``: the
+        # object's (``for h in self.hs``: items of it)
+        held = _object_part(value, whole) if value is not None else None
+        if held is not None:
+            marker, an_array = held
+            for table in (bases, same, views) if an_array else (bases, same):
+                table.setdefault(name, set()).add(marker)
     if isinstance(statement, gast.For):
         for name, source in _loop_targets(statement):
             if number_sequence(source, state.numbers):
@@ -1378,6 +1446,79 @@ def _bind(statement, state: _Sharing) -> None:
     _follow_arrays(statement, state.arrays)
     _follow_exact(statement, pairs, state.exact)
     _follow_numbers(statement, pairs, state)
+
+
+# attributes that hold no object a write could reach: numbers and tuples of them
+# (an array's ``z.shape``, ``z.ndim``)
+NOT_HELD = {"shape", "dtype", "ndim", "size", "itemsize", "nbytes", "strides"}
+IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), np.generic)
+ARRAYS = (np.ndarray, Tensor)
+
+
+def _object_part(value, whole: bool = True) -> tuple | None:
+    """``(HELD marker, whether it may be an array)`` where ``value`` is (a part
+    or view of) what an object holds in an attribute (``self.w``, ``self.hs[0]``,
+    ``k.w[1:]``, ``self.w.T``, ``getattr(self, "w")``; ``whole``: False for an
+    item of it, ``for h in self.hs``), unless it is known to be a number, a
+    string or a tuple of them, a function or a module (``np.random``); None
+    else. The marker names the attribute read, as written (``held:self.w``). An
+    attribute not known here (of an argument, ``k.w``) may be an array, which
+    ``+=`` writes into."""
+    node, attribute, item = value, None, not whole
+    while True:
+        if isinstance(node, gast.Subscript):
+            item = item or attribute is None
+            node = node.value
+        elif _getattr_written_out(node):  # (as methods.py will read it: self.w)
+            node = gast.Attribute(node.args[0], node.args[1].value, gast.Load())
+        elif isinstance(node, gast.Attribute):
+            if node.attr in NOT_HELD:
+                return None
+            if node.attr not in VIEW_ATTRIBUTES and attribute is None:
+                attribute = node  # (the outermost: self.layer.W of self.layer.W[0])
+            node = node.value
+        elif (
+            isinstance(node, gast.Call)
+            and isinstance(node.func, gast.Attribute)
+            and node.func.attr in VIEW_CALLS
+        ):
+            node = node.func.value  # (self.w.reshape(2, 2))
+        else:
+            break
+    if attribute is None or not isinstance(node, gast.Name):
+        return None
+    reader = _OBJECT_READER.get()
+    found, held = reader(attribute) if reader is not None else (False, None)
+    if not found:
+        return HELD + gast.unparse(attribute).strip(), True
+    if _immutable(held) or isinstance(held, types.ModuleType):
+        return None
+    if callable(held) and not isinstance(held, ARRAYS):
+        return None  # (a method or function: called, not written into)
+    an_array = isinstance(held, ARRAYS) or (
+        item
+        and isinstance(held, (list, tuple))
+        and any(isinstance(one, ARRAYS) for one in held)
+    )
+    return HELD + gast.unparse(attribute).strip(), an_array
+
+
+def _getattr_written_out(node) -> bool:
+    """Whether ``node`` is ``getattr(obj, "name")`` with the name written out."""
+    return (
+        isinstance(node, gast.Call)
+        and isinstance(node.func, gast.Name)
+        and node.func.id == "getattr"
+        and len(node.args) == 2
+        and isinstance(node.args[1], gast.Constant)
+        and isinstance(node.args[1].value, str)
+    )
+
+
+def _immutable(value) -> bool:
+    if isinstance(value, tuple):
+        return all(map(_immutable, value))
+    return isinstance(value, IMMUTABLE)
 
 
 def _mark_item_held_twice(statement, state: _Sharing) -> None:
@@ -1961,6 +2102,13 @@ def _formerly(state: _Sharing, rebound: set) -> _Sharing:
         for key, shared in table.items():
             table[key] = _renamed(shared, rebound)
     return old
+
+
+def may_view(value) -> set:
+    """The names ``value`` may be (a part of) the array of, outside a check: a
+    name itself, or a view of it (a subscript, ``.T``, ``z.reshape(2, 2)``), so
+    that what changes ``value`` in place changes them."""
+    return _viewed(value)
 
 
 def _viewed(value) -> set:

@@ -62,7 +62,7 @@ def methods_as_functions(parsed: ParsedFunction, program) -> set:
     """Rewrite the calls described in the module docstring in ``parsed``'s tree;
     returns the names the called functions are bound under (in its closure map)."""
     local = set(parsed.parameters) | stores(parsed.tree)
-    own = _own_object(parsed, program)
+    own = own_object(parsed, program)
     labels: set = set()
     body = spelled_as_reads(parsed.tree.body, parsed, local, own, refuse=False)
     parsed.tree.body = inlined_aliases(body, parsed, local, own)
@@ -234,7 +234,7 @@ def watch_held_callees(parsed: ParsedFunction, program, local: set, calls) -> No
             link = link.value
 
 
-def _own_object(parsed: ParsedFunction, program):
+def own_object(parsed: ParsedFunction, program):
     """``(self's name, the object)`` where ``parsed`` is a method differentiated for
     one object and never rebinds ``self``; else None."""
     objects = program.method_copies.objects

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import operator
 from types import ModuleType
 
 import gast
@@ -20,6 +21,7 @@ from ppto.ops import elementwise, indexing, linalg, logic, numbers, shape
 from ppto.ops.numpy_map import check_numpy_positionals
 from ppto.ops.primitive import Primitive
 from ppto.transform import ir, lists, trees
+from ppto.transform.aliases import VIEW_ATTRIBUTES, may_view
 from ppto.transform.constructors import constructed_dtype
 from ppto.transform.fence import BITWISE
 from ppto.transform.local_functions import localised, passed_callables
@@ -33,6 +35,7 @@ from ppto.transform.resolve import (
     METHOD_RANK_CHECKS,
     VARARG_METHODS,
     classify,
+    expression_text,
     flag_argument,
     is_library,
     is_numpy_module,
@@ -855,7 +858,7 @@ class Normalizer:
 
     def refuse_written_in_place(self, value) -> None:
         resolved = self.static
-
+        self.refuse_object_change(value)
         written = _written_in_place(value, self.varied, resolved)
         if written is not None:
             raise self.source.error(
@@ -865,6 +868,76 @@ class Normalizer:
                 "derivative would miss the change",
                 _new_value_instead(written),
             )
+
+    def refuse_object_change(self, value) -> None:
+        """Refuse a call in ``value`` that puts differentiated values into what an
+        object or a module-level value holds (``self.acts.append(h)``,
+        ``self.buf.update(h=h)``, ``setattr(self, "h", h)``): it runs as written,
+        and what is read back from the object has no derivative (a zero
+        gradient)."""
+        for call in trees.walk(value):
+            if not isinstance(call, gast.Call) or not value_reads(call) & self.varied:
+                continue
+            found, called = self.static(call.func)
+            if found and any(called is setter for setter in OBJECT_SETTERS):
+                held = gast.unparse(call.args[0]).strip() if call.args else "it"
+                raise self.source.error(
+                    call,
+                    f"ppto cannot differentiate {expression_text(call.func)}() on "
+                    f"differentiated values: it keeps them in {held}, and what is "
+                    "read back from it has no derivative",
+                    "keep the value in a local name and return it; set the "
+                    "attribute outside the differentiated function",
+                )
+            function = call.func
+            if found and call.args and _changes_its_first_argument(called):
+                # ``operator.setitem(self.buf, "h", h)``, ``dict.update(self.buf,
+                # h=h)``: the object changed is the first argument
+                receiver, method = call.args[0], expression_text(function)
+            elif (
+                isinstance(function, gast.Attribute)
+                and function.attr in CHANGING_METHODS
+            ):
+                receiver, method = function.value, f".{function.attr}"
+            else:
+                continue
+            held = self.held_by_an_object(receiver)
+            if held is not None:
+                raise self.source.error(
+                    call,
+                    f"ppto cannot differentiate {method}() on {held}, "
+                    "which an object or a module-level value holds: it keeps or "
+                    "changes differentiated values there, which ppto's generated "
+                    "code does not follow, so what is read back from it has no "
+                    "derivative",
+                    "keep the values in a local list or array (hs = []; "
+                    "hs.append(h)) and return them; change the object outside "
+                    "the differentiated function",
+                )
+
+    def held_by_an_object(self, receiver) -> str | None:
+        """The text of ``receiver`` where it is (an item of) what an object holds
+        in an attribute (``self.acts``, ``self.buf["h"]``, ``self.__dict__``), a
+        module-level value (``STATE``) or ``vars(obj)``; not a module or a class
+        (whose method is called unbound: ``np.ndarray.fill(z, 1.0)``); else
+        None."""
+        node, through_attribute = receiver, False
+        if isinstance(receiver, gast.Call) and receiver.args:  # vars(self).update
+            found, called = self.static(receiver.func)
+            if found and called is builtins.vars:
+                return gast.unparse(receiver).strip()
+        while isinstance(node, (gast.Attribute, gast.Subscript)):
+            if isinstance(node, gast.Attribute) and node.attr not in VIEW_ATTRIBUTES:
+                through_attribute = True
+            node = node.value
+        if not isinstance(node, gast.Name):
+            return None
+        if not through_attribute and node.id in self.local_names:
+            return None  # (a local list or array: its own checks)
+        found, value = self.static(receiver)
+        if found and isinstance(value, (ModuleType, type)):
+            return None
+        return gast.unparse(receiver).strip()
 
     def dropped_call(self, node) -> None:
         """A call of the user's function on differentiated values whose result is
@@ -909,7 +982,8 @@ class Normalizer:
                     "and what is read back later has no derivative",
                     "use a module-level function that returns the value, and assign it",
                 )
-            self.check_call_arguments(node, parsed, offset=1)
+            own = (parsed.parameters[0], callee.function.__self__)  # (its self)
+            self.check_call_arguments(node, parsed, offset=1, own=own)
             return
         if callee.kind != "function":
             return
@@ -966,15 +1040,16 @@ class Normalizer:
 
     @staticmethod
     def check_call_arguments(
-        node, parsed, lists_only: bool = False, offset: int = 0
+        node, parsed, lists_only: bool = False, offset: int = 0, own=None
     ) -> None:
         """Refuse the call if ``parsed`` changes an argument it is passed in place
-        (``offset``: its parameters bound already, a method's self)."""
+        (``offset``: its parameters bound already, a method's self; ``own``:
+        ``(self's name, the object)`` of a method, whose attributes are known)."""
         from ppto.transform import aliases
 
         bound = bound_arguments(node, parsed.parameters[offset:])
         passed = [parameter for parameter, _ in bound if parameter is not None]
-        aliases.check(parsed, None, passed, lists_only=lists_only)
+        aliases.check(parsed, None, passed, lists_only=lists_only, own=own)
 
     def setitem(self, node) -> None:
         """``x_1 = setitem(x, v, index)`` from a subscript write (see ssa)."""
@@ -2088,6 +2163,31 @@ IN_PLACE_METHODS = {
     "fill", "sort", "put", "itemset", "resize", "partition", "setfield", "byteswap",
     "__setitem__", "__delitem__",
 }  # fmt: skip
+IN_PLACE_DUNDERS = {
+    "__iadd__", "__isub__", "__imul__", "__imatmul__", "__itruediv__",
+    "__ifloordiv__", "__imod__", "__ipow__", "__ilshift__", "__irshift__",
+    "__iand__", "__ixor__", "__ior__",
+}  # fmt: skip
+# ``operator``'s functions that change their first argument in place (where it is
+# an array: ``operator.imul(z, 3.0)`` is ``z *= 3.0``)
+IN_PLACE_OPERATORS = {"setitem", "delitem"} | {
+    name.strip("_") for name in IN_PLACE_DUNDERS
+}
+# methods that change a list, dict, set or array in place (what an object holds:
+# ``self.acts.append(h)``)
+CHANGING_METHODS = (
+    {"append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort"}
+    | {"update", "setdefault", "popitem", "add", "discard"}
+    | IN_PLACE_METHODS
+    | IN_PLACE_DUNDERS
+)
+# what sets an object's attribute (``setattr(self, "h", h)``)
+OBJECT_SETTERS = (
+    builtins.setattr,
+    builtins.delattr,
+    object.__setattr__,
+    object.__delattr__,
+)
 # NumPy's and Python's, whatever they are reached through (np.random.shuffle,
 # rng.shuffle, random.shuffle of a list): it reorders its argument in place
 SHUFFLING = "shuffle"
@@ -2113,8 +2213,13 @@ def _written_in_place(value, varied: set, resolved):
             return node
         if not reads:
             continue
+        found, called_value = resolved(function)
+        if found and _writes_its_first_argument(called_value):
+            # ``np.ndarray.fill(z, 1.0)``, ``operator.imul(z, 3.0)``: the method
+            # (or operator) called with the array first, which it changes
+            if node.args and may_view(node.args[0]) & varied:
+                return node
         if isinstance(function, gast.Name):
-            found, called_value = resolved(function)
             if found and _in_place_library_function(called_value):
                 return node  # ``from numpy import copyto``: copyto(z, x)
             continue
@@ -2132,12 +2237,43 @@ def _written_in_place(value, varied: set, resolved):
             or isinstance(resolved(owner)[1], np.ufunc)  # from numpy import add
         ):
             return node  # np.add.at(z, i, v), add.at(z, i, v)
-        if isinstance(owner, gast.Name) and owner.id in varied:
-            if function.attr in IN_PLACE_METHODS or (
-                function.attr.startswith("__i") and function.attr.endswith("__")
-            ):
-                return node  # z.fill(2.0), z.sort(), z.__iadd__(y)
+        # (on the value itself or on a view of it, which writes into it: z.fill(2.0),
+        # z.__iadd__(y), Z[0].fill(0.0), z[1:].sort(), z.T.sort(), hs[0].sort())
+        if _in_place_method(function.attr) and may_view(owner) & varied:
+            return node
     return None
+
+
+def _changes_its_first_argument(value) -> bool:
+    """Whether ``value`` changes its first argument in place: as
+    ``_writes_its_first_argument``, or a changing method of a list, dict or set
+    reached through its class (``dict.update``, ``list.append``)."""
+    if _writes_its_first_argument(value):
+        return True
+    name = getattr(value, "__name__", None)
+    return name in CHANGING_METHODS and any(
+        getattr(kind, name, None) is value for kind in (list, dict, set)
+    )
+
+
+def _in_place_method(name: str) -> bool:
+    """Whether ``name`` is an array method that changes its array in place."""
+    return name in IN_PLACE_METHODS or name in IN_PLACE_DUNDERS
+
+
+def _writes_its_first_argument(value) -> bool:
+    """Whether ``value`` is a function that changes its first argument in place:
+    an in-place method of ``np.ndarray`` reached through the class
+    (``np.ndarray.fill``), or ``operator``'s in-place functions
+    (``operator.setitem``, ``operator.imul``)."""
+    if any(value is getattr(operator, name, None) for name in IN_PLACE_OPERATORS):
+        return True
+    name = getattr(value, "__name__", None)
+    return (
+        isinstance(name, str)
+        and _in_place_method(name)
+        and getattr(np.ndarray, name, None) is value
+    )
 
 
 def _rebound_outer_names(parsed) -> list:
@@ -2186,6 +2322,24 @@ def _new_value_instead(written) -> str:
     ):
         name = function.value.id
         return f"sort into a new array: {name} = np.sort({name}), not {name}.sort()"
+    if (  # ``m[0].fill(0.0)``, ``z[1:].sort()``: a subscript assignment does it
+        isinstance(function, gast.Attribute)
+        and isinstance(function.value, gast.Subscript)
+        and (
+            (function.attr == "fill" and len(written.args) == 1)
+            or (function.attr == "sort" and not written.args and not written.keywords)
+        )
+    ):
+        part = gast.unparse(function.value).strip()
+        value = (
+            gast.unparse(written.args[0]).strip()
+            if function.attr == "fill"
+            else f"np.sort({part})"
+        )
+        return (
+            f"assign into the part: {part} = {value}, not "
+            f"{gast.unparse(written).strip()}"
+        )
     return (
         "assign the new value instead (z = np.sin(x), not np.sin(x, out=z); "
         "z = z[rng.permutation(len(z))], not rng.shuffle(z))"

@@ -55,6 +55,7 @@ from ppto.transform.lower import raw_value
 from ppto.transform.methods import (
     MethodCopies,
     methods_as_functions,
+    own_object,
     watch_held_callees,
 )
 from ppto.transform.names import Namer, names_in
@@ -405,6 +406,7 @@ def _prepare(
         written=writes,
         zero_d=zero_d,
         defaults=changeable_defaults(parsed.fn) if helper else (),
+        own=own_object(parsed, program),  # (what self's attributes hold)
     )
     for parameter, node in (writes or {}).items():
         line, _ = parsed.source.position(node)
@@ -519,7 +521,7 @@ def _prepare(
                 ir_body, [name], ranks, parsed.source, layouts, shapes, dtypes, results
             ),
         )
-    _check_calls_run_as_written(ir_body, activity, normalizer)
+    _check_calls_run_as_written(ir_body, activity, normalizer, program)
     generator = Generator(
         parsed, activity, namer, program.refs, program_callee(program)
     )
@@ -533,7 +535,9 @@ def _prepare(
     return ir_body, activity, generator
 
 
-def _check_calls_run_as_written(ir_body: list, activity, normalizer) -> None:
+def _check_calls_run_as_written(
+    ir_body: list, activity, normalizer, program: Program
+) -> None:
     """Each call of a user's function on differentiated values gets the check a
     function gets where its derivative is made (``aliases.check`` above): one
     whose results no derivative needs (unused, or read through ``len``) runs as
@@ -562,6 +566,7 @@ def _check_calls_run_as_written(ir_body: list, activity, normalizer) -> None:
             list(given),
             numbers=numbers,
             maybe_zero_d=zero_d_writes,
+            own=own_object(statement.function, program),  # (a method's self)
         )
         rank_0_arguments.refuse_write_read_again(
             statement,
