@@ -834,12 +834,9 @@ class Normalizer:
         from ppto.transform.source import parse_function
 
         callee = resolve_call(node, self.parsed.namespace, self.local_names)
-        if callee.kind != "function":
+        parsed = _parsed_function_of(callee)
+        if parsed is None:
             return
-        try:
-            parsed = parse_function(callee.function)
-        except TransformError:
-            return  # (its source cannot be read: it cannot be checked either)
         caller = parse_function(self.parsed.fn).tree  # (as written: not lifted)
         read = set(_rebound_outer_names(parsed)) & trees.loads(caller.body)
         if read:
@@ -985,12 +982,9 @@ class Normalizer:
             own = (parsed.parameters[0], callee.function.__self__)  # (its self)
             self.check_call_arguments(node, parsed, offset=1, own=own)
             return
-        if callee.kind != "function":
+        parsed = _parsed_function_of(callee)
+        if parsed is None:
             return
-        try:
-            parsed = parse_function(callee.function)
-        except TransformError:
-            return  # (its source cannot be read: it cannot be checked either)
         self.check_call_arguments(node, parsed)
         caller = parse_function(self.parsed.fn).tree  # (as written: not lifted)
         for holder, argument in bound_arguments(node, parsed.parameters):
@@ -2274,6 +2268,20 @@ def _writes_its_first_argument(value) -> bool:
         and _in_place_method(name)
         and getattr(np.ndarray, name, None) is value
     )
+
+
+def _parsed_function_of(callee):
+    """The parsed function a call of the user's function calls, else None (an
+    operator, a method, a library function, or one whose source cannot be read,
+    which cannot be checked either)."""
+    from ppto.transform.source import parse_function
+
+    if callee.kind != "function":
+        return None
+    try:
+        return parse_function(callee.function)
+    except TransformError:
+        return None
 
 
 def _rebound_outer_names(parsed) -> list:
