@@ -362,3 +362,35 @@ def test_a_sum_whose_keepdims_is_a_name_is_not_taken_for_a_column_sum():
     np.testing.assert_allclose(float(value), column_sums_kept(*args), rtol=1e-12)
     _, plain_dx = unfused_value_and_grad(column_sums_kept, 0, args)
     np.testing.assert_allclose(dx.numpy(), plain_dx.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def _halved(v):
+    return v * 0.5
+
+
+def scaled_peak_by_a_computed_number(x, s):
+    k = _halved(s)  # (a number no analysis or hint gives a shape)
+    peak = np.max(x, axis=-1, keepdims=True)
+    scaled = peak * k
+    e = np.exp(x - scaled)
+    return np.sum(np.log(np.sum(e * e, axis=-1, keepdims=True)) * scaled)
+
+
+def test_a_number_of_unknown_shape_making_a_rows_value_runs_the_statements(
+    fuse_everything_in_small_chunks,  # noqa: F811
+):
+    """A number whose shape nothing tells is taken for full rows: ``peak * k`` is
+    then a value the pass would compute as full rows from numbers and rows alone,
+    a row's value at run time, so the region runs its statements instead."""
+    x = np.random.default_rng(8).standard_normal((5, 7))
+    function = scaled_peak_by_a_computed_number
+    gradient = ppto.value_and_grad(function)
+    kernels = region_kernels(gradient, (x, 3.0))
+    rows = {k.name for k in kernels if "blocks of rows" in k.source}
+    assert rows
+    ran = len(fuse_everything_in_small_chunks)
+    value, dx = gradient(x, 3.0)
+    assert not rows & set(fuse_everything_in_small_chunks[ran:])
+    np.testing.assert_allclose(float(value), function(x, 3.0), rtol=1e-12)
+    expected = central_differences(function, (x, 3.0), 0)
+    np.testing.assert_allclose(dx.numpy(), expected, rtol=1e-6, atol=1e-8)
