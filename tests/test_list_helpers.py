@@ -523,6 +523,20 @@ def replaced_in_a_list_argument(y, size):
     return np.sum(h * y) * size[1]
 
 
+def assert_forward_and_second_order(function, point, direction, expected):
+    """``function``'s tangent along ``direction`` at ``point`` is ``expected`` (its
+    gradient by central differences) times ``direction``, and the tangent of its
+    gradient (a Hessian-vector product) the central difference of gradients."""
+    _, tangent = ppto.jvp(function, (point,), (direction,))
+    assert float(tangent) == pytest.approx(float(expected @ direction), rel=1e-6)
+    _, product = ppto.jvp(ppto.grad(function), (point,), (direction,))
+    gradient_at = ppto.grad(function)
+    step = 1e-6
+    ahead = np.asarray(gradient_at(point + step * direction))
+    behind = np.asarray(gradient_at(point - step * direction))
+    assert_gradient(product, (ahead - behind) / (2 * step), "Hessian-vector")
+
+
 REPLACED = [
     (replaced_in_a_list_of_numbers, ()),
     (replaced_then_added_to, ()),
@@ -548,14 +562,7 @@ def test_an_item_replaced_in_a_list_of_numbers_is_differentiated(function, rest)
         return
     # forward mode too, along one direction, and over the gradient (its code calls
     # the list helpers: a Hessian-vector product vs differences of gradients)
-    _, tangent = ppto.jvp(function, (y,), (direction,))
-    assert float(tangent) == pytest.approx(float(expected @ direction), rel=1e-6)
-    _, product = ppto.jvp(ppto.grad(function), (y,), (direction,))
-    gradient_at = ppto.grad(function)
-    step = 1e-6
-    ahead = np.asarray(gradient_at(y + step * direction))
-    behind = np.asarray(gradient_at(y - step * direction))
-    assert_gradient(product, (ahead - behind) / (2 * step), "Hessian-vector")
+    assert_forward_and_second_order(function, y, direction, expected)
 
 
 # --- a slice of a list replaced (``hs[1:] = [a, b]``), its length changed or not ----
@@ -756,14 +763,7 @@ def test_a_slice_of_a_list_replaced_is_differentiated(function):
     expected = central_differences(function, (x,), 0)
     assert_gradient(gradient, expected, function.__name__)
     # forward mode, and over the gradient (a Hessian-vector product)
-    _, tangent = ppto.jvp(function, (x,), (direction,))
-    assert float(tangent) == pytest.approx(float(expected @ direction), rel=1e-6)
-    _, product = ppto.jvp(ppto.grad(function), (x,), (direction,))
-    gradient_at = ppto.grad(function)
-    step = 1e-6
-    ahead = np.asarray(gradient_at(x + step * direction))
-    behind = np.asarray(gradient_at(x - step * direction))
-    assert_gradient(product, (ahead - behind) / (2 * step), "Hessian-vector")
+    assert_forward_and_second_order(function, x, direction, expected)
 
 
 # A slice held in a variable (``hs[part] = values``) takes the code of an item's

@@ -257,19 +257,25 @@ def test_a_python_number_joins_a_pass_over_rows(
     numbers and rows alone (``peak * s`` in ``scaled_peak``: a row's value), the
     statements ran. A number argument is now hinted 0-d (see
     ``Program.add``): both run as passes, ``peak * s`` as a row's value."""
-    rng = np.random.default_rng(8)
-    x = rng.standard_normal((5, 7))
+    assert rows_passed(function, 1.5, fuse_everything_in_small_chunks)
+
+
+def rows_passed(function, number, passes: list) -> bool:
+    """Whether ``function(x, number)``'s region over rows ran as a pass (``passes``:
+    ``fuse_everything_in_small_chunks``), its value and gradient checked against
+    NumPy and central differences either way."""
+    x = np.random.default_rng(8).standard_normal((5, 7))
     gradient = ppto.value_and_grad(function)
-    kernels = region_kernels(gradient, (x, 1.5))
+    kernels = region_kernels(gradient, (x, number))
     rows = {k.name for k in kernels if "blocks of rows" in k.source}
     assert rows
-    ran = len(fuse_everything_in_small_chunks)
-    value, dx = gradient(x, 1.5)
-    passed = rows & set(fuse_everything_in_small_chunks[ran:])
-    assert passed
-    np.testing.assert_allclose(float(value), function(x, 1.5), rtol=1e-12)
-    expected = central_differences(function, (x, 1.5), 0)
+    ran = len(passes)
+    value, dx = gradient(x, number)
+    passed = bool(rows & set(passes[ran:]))
+    np.testing.assert_allclose(float(value), function(x, number), rtol=1e-12)
+    expected = central_differences(function, (x, number), 0)
     np.testing.assert_allclose(dx.numpy(), expected, rtol=1e-6, atol=1e-8)
+    return passed
 
 
 def test_one_expression_with_a_row_sum_inside_is_a_pass():
@@ -382,15 +388,5 @@ def test_a_number_of_unknown_shape_making_a_rows_value_runs_the_statements(
     """A number whose shape nothing tells is taken for full rows: ``peak * k`` is
     then a value the pass would compute as full rows from numbers and rows alone,
     a row's value at run time, so the region runs its statements instead."""
-    x = np.random.default_rng(8).standard_normal((5, 7))
     function = scaled_peak_by_a_computed_number
-    gradient = ppto.value_and_grad(function)
-    kernels = region_kernels(gradient, (x, 3.0))
-    rows = {k.name for k in kernels if "blocks of rows" in k.source}
-    assert rows
-    ran = len(fuse_everything_in_small_chunks)
-    value, dx = gradient(x, 3.0)
-    assert not rows & set(fuse_everything_in_small_chunks[ran:])
-    np.testing.assert_allclose(float(value), function(x, 3.0), rtol=1e-12)
-    expected = central_differences(function, (x, 3.0), 0)
-    np.testing.assert_allclose(dx.numpy(), expected, rtol=1e-6, atol=1e-8)
+    assert not rows_passed(function, 3.0, fuse_everything_in_small_chunks)
