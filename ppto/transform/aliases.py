@@ -1219,15 +1219,6 @@ def _written_in_place(statement) -> str | None:
     return target.id if isinstance(target, gast.Name) else None
 
 
-# array methods that change their array in place (those lists share, sort and
-# reverse, are list changes: see ``LIST_CHANGES``)
-IN_PLACE_ARRAY_METHODS = {
-    "fill", "put", "itemset", "resize", "partition", "setfield", "byteswap",
-    "__setitem__", "__delitem__", "__iadd__", "__isub__", "__imul__",
-    "__imatmul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
-}  # fmt: skip
-
-
 def _in_place_method_call(statement) -> str | None:
     """The name ``a`` where ``statement`` is a call of an array's in-place method
     on ``a`` or a view of it (``a[0].fill(0.0)``), else None."""
@@ -1235,7 +1226,7 @@ def _in_place_method_call(statement) -> str | None:
         isinstance(statement, gast.Expr)
         and isinstance(statement.value, gast.Call)
         and isinstance(statement.value.func, gast.Attribute)
-        and statement.value.func.attr in IN_PLACE_ARRAY_METHODS
+        and statement.value.func.attr in ARRAY_CHANGES
     ):
         return None
     viewed = sorted(_viewed(statement.value.func.value))
@@ -2362,6 +2353,18 @@ def _grown_list(statement) -> tuple | None:
 LIST_CHANGES = {
     "append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort",
 }  # fmt: skip
+# an array's methods that change it in place (also normalize's to refuse)
+IN_PLACE_METHODS = {
+    "fill", "sort", "put", "itemset", "resize", "partition", "setfield", "byteswap",
+    "__setitem__", "__delitem__",
+}  # fmt: skip
+IN_PLACE_DUNDERS = {
+    "__iadd__", "__isub__", "__imul__", "__imatmul__", "__itruediv__",
+    "__ifloordiv__", "__imod__", "__ipow__", "__ilshift__", "__irshift__",
+    "__iand__", "__ixor__", "__ior__",
+}  # fmt: skip
+# those an array has and a list has not (a list's own, sort, are ``LIST_CHANGES``)
+ARRAY_CHANGES = (IN_PLACE_METHODS | IN_PLACE_DUNDERS) - LIST_CHANGES
 
 
 def _item_replaced(statement, sequences: set) -> bool:

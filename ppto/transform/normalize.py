@@ -21,7 +21,13 @@ from ppto.ops import elementwise, indexing, linalg, logic, numbers, shape
 from ppto.ops.numpy_map import check_numpy_positionals
 from ppto.ops.primitive import Primitive
 from ppto.transform import ir, lists, trees
-from ppto.transform.aliases import VIEW_ATTRIBUTES, may_view
+from ppto.transform.aliases import (
+    IN_PLACE_DUNDERS,
+    IN_PLACE_METHODS,
+    LIST_CHANGES,
+    VIEW_ATTRIBUTES,
+    may_view,
+)
 from ppto.transform.constructors import constructed_dtype
 from ppto.transform.fence import BITWISE
 from ppto.transform.local_functions import localised, passed_callables
@@ -2153,15 +2159,6 @@ KEEPING_METHODS = {"append", "extend", "insert", "add", "update", "setdefault"}
 IN_PLACE_FUNCTIONS = {
     "copyto", "fill_diagonal", "put", "place", "putmask", "put_along_axis",
 }  # fmt: skip
-IN_PLACE_METHODS = {
-    "fill", "sort", "put", "itemset", "resize", "partition", "setfield", "byteswap",
-    "__setitem__", "__delitem__",
-}  # fmt: skip
-IN_PLACE_DUNDERS = {
-    "__iadd__", "__isub__", "__imul__", "__imatmul__", "__itruediv__",
-    "__ifloordiv__", "__imod__", "__ipow__", "__ilshift__", "__irshift__",
-    "__iand__", "__ixor__", "__ior__",
-}  # fmt: skip
 # ``operator``'s functions that change their first argument in place (where it is
 # an array: ``operator.imul(z, 3.0)`` is ``z *= 3.0``)
 IN_PLACE_OPERATORS = {"setitem", "delitem"} | {
@@ -2170,7 +2167,7 @@ IN_PLACE_OPERATORS = {"setitem", "delitem"} | {
 # methods that change a list, dict, set or array in place (what an object holds:
 # ``self.acts.append(h)``)
 CHANGING_METHODS = (
-    {"append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort"}
+    LIST_CHANGES
     | {"update", "setdefault", "popitem", "add", "discard"}
     | IN_PLACE_METHODS
     | IN_PLACE_DUNDERS
@@ -2198,8 +2195,9 @@ def _written_in_place(value, varied: set, resolved):
         if not isinstance(node, gast.Call):
             continue
         function, reads = node.func, value_reads(node) & varied
+        found, called_value = resolved(function)
         outs = [k.value for k in node.keywords if k.arg == "out"]
-        outs += _positional_outs(node, resolved)
+        outs += _positional_outs(node, found, called_value, resolved)
         outs = [
             o for o in outs if not (isinstance(o, gast.Constant) and o.value is None)
         ]
@@ -2207,7 +2205,6 @@ def _written_in_place(value, varied: set, resolved):
             return node
         if not reads:
             continue
-        found, called_value = resolved(function)
         if found and _writes_its_first_argument(called_value):
             # ``np.ndarray.fill(z, 1.0)``, ``operator.imul(z, 3.0)``: the method
             # (or operator) called with the array first, which it changes
@@ -2295,16 +2292,12 @@ def _rebound_outer_names(parsed) -> list:
     )
 
 
-def _positional_outs(node: gast.Call, resolved) -> list:
+def _positional_outs(node: gast.Call, found: bool, callee, resolved) -> list:
     """The outputs ``node`` gives by position (``np.exp(x, y)``, ``z.clip(0, 1,
-    z)``: see ``out_arguments``); a method's only where its object is a value of
-    the function (an array), not something named outside it."""
+    z)``: see ``out_arguments``), ``(found, callee)`` what its function resolves
+    to; a method's only where its object is a value of the function (an array),
+    not something named outside it."""
     function = node.func
-    found, callee = (
-        resolved(function)
-        if isinstance(function, (gast.Name, gast.Attribute))
-        else (False, None)
-    )
     on_a_value = isinstance(function, gast.Attribute) and not found
     if on_a_value:
         on_a_value = not resolved(function.value)[0]
