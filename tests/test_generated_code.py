@@ -3664,3 +3664,43 @@ def test_unused_values_go_round_after_round_and_a_pop_stays():
         "pass",
         "return x",
     ]
+
+
+KNOTS = np.array([0.0, 0.7, 1.5, 3.0])  # interpolation's x-coordinates, a global
+xp = KNOTS  # the name NumPy's own docs give interp's x-coordinates
+fp = np.array([0.0, 2.0, -1.0, 0.5])
+
+
+def interpolated_squares(q):
+    return np.sum(np.interp(q, xp, fp) ** 2)
+
+
+def scaled_by_an_argument_named_xp(x, xp):
+    return np.sum(np.tanh(x) * xp + np.zeros(x.shape))
+
+
+def local_named_xp(x):
+    xp = np.exp(x)
+    return np.sum(xp * np.ones_like(x) + np.sqrt(xp))
+
+
+@pytest.mark.parametrize(
+    "function, arguments",
+    [
+        (interpolated_squares, (np.array([0.3, 1.1, 2.2]),)),
+        (scaled_by_an_argument_named_xp, (np.array([0.3, -1.1, 2.2]), 1.7)),
+        (local_named_xp, (np.array([0.3, -1.1, 2.2]),)),
+    ],
+)
+def test_a_user_name_xp_is_not_the_generated_codes_array_namespace(function, arguments):
+    """Lowered code reads the backend's array module as ``xp``; a user's argument,
+    local or global of that name (interp's x-coordinates, by NumPy's own naming)
+    once shadowed it (``'float' object has no attribute 'tanh'``) or was replaced by
+    it (interp given the module as its x-coordinates). The module takes another
+    name there."""
+    gradient = ppto.grad(function)(*arguments)
+    expected = _central_differences(function, list(arguments), 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6)
+    assert "xp_1" in ppto.show_grad(
+        function, *arguments, lowered=True, file=io.StringIO()
+    )

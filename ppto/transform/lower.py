@@ -105,11 +105,19 @@ def _unwrap(value):
 class Lowering(trees.Transformer):
     """Rewrites operator calls of one generated function for one backend."""
 
-    def __init__(self, namespace: dict, lowered: dict, backend: Backend, kind: str):
+    def __init__(
+        self,
+        namespace: dict,
+        lowered: dict,
+        backend: Backend,
+        kind: str,
+        module_name: str = "xp",
+    ):
         self.namespace = namespace
         self.lowered = lowered
         self.backend = backend
         self.kind = kind
+        self.module_name = module_name  # the backend's array namespace's name
         self.locals: set[str] = set()
         self.locals_of: dict[str, set] = {}  # function name -> its local names
 
@@ -172,7 +180,9 @@ class Lowering(trees.Transformer):
         ):
             # tensors made inside generated code are the backend's raw arrays
             node.func = gast.Attribute(
-                gast.Name("xp", gast.Load(), None, None), constructor, gast.Load()
+                gast.Name(self.module_name, gast.Load(), None, None),
+                constructor,
+                gast.Load(),
             )
             return node
         if _from_ppto(target):
@@ -269,7 +279,7 @@ class Lowering(trees.Transformer):
         if (
             into is not None
             and self.kind in ("cpu", "cuda")  # (whose constructors make new arrays)
-            and _made_here(arguments[names[0]])
+            and _made_here(arguments[names[0]], self.module_name)
         ):
             # the operator's first argument is an array made for it alone: its
             # implementation may write into it instead of copying it first
@@ -280,7 +290,7 @@ class Lowering(trees.Transformer):
                 return inlined
         suffix = "_into" if impl is into else "_impl"
         impl = self.bind(impl, f"{op.name}{suffix}", key=(suffix, op.name))
-        xp = gast.Name("xp", gast.Load(), None, None)
+        xp = gast.Name(self.module_name, gast.Load(), None, None)
         return gast.Call(
             gast.Name(impl, gast.Load(), None, None),
             [xp] + [arguments[n] for n in names],
@@ -329,7 +339,8 @@ class Lowering(trees.Transformer):
                 return None
             bound = self.bind(globals_[name], name, key=("global", id(globals_[name])))
             renames[name] = bound
-        return _Substitute(parameters, arguments, renames).visit(expression)
+        substitute = _Substitute(parameters, arguments, renames, self.module_name)
+        return substitute.visit(expression)
 
     def bind(self, value, preferred: str, key) -> str:
         if key in self.lowered["keys"]:
@@ -348,19 +359,22 @@ class Lowering(trees.Transformer):
 
 class _Substitute(trees.Transformer):
     """An implementation's expression written for the lowered code: its array
-    namespace parameter read as ``xp``, its parameters as the call's arguments, its
-    globals by their names there. (At module level: a class made for every inlined
-    call cost more than the substitution.)"""
+    namespace parameter read as the lowered code's (``xp``), its parameters as the
+    call's arguments, its globals by their names there. (At module level: a class
+    made for every inlined call cost more than the substitution.)"""
 
-    def __init__(self, parameters: list, arguments: dict, renames: dict) -> None:
+    def __init__(
+        self, parameters: list, arguments: dict, renames: dict, module_name: str
+    ) -> None:
         self.namespace_parameter = parameters[0]
         self.parameters = parameters
         self.arguments = arguments
         self.renames = renames
+        self.module_name = module_name
 
     def visit_Name(self, node):
         if node.id == self.namespace_parameter:
-            return gast.Name("xp", gast.Load(), None, None)
+            return gast.Name(self.module_name, gast.Load(), None, None)
         if node.id in self.arguments and node.id in self.parameters:
             return clone(self.arguments[node.id])
         if node.id in self.renames:
@@ -472,14 +486,15 @@ def _static_read(node, namespace):
 FRESH = {"zeros_like", "zeros", "ones_like", "ones", "full_like", "full", "empty_like"}
 
 
-def _made_here(node) -> bool:
-    """Whether ``node`` is a call of the array namespace that makes a new array
-    (``xp.zeros_like(x)``): as an argument, nothing but its callee holds it."""
+def _made_here(node, module_name: str) -> bool:
+    """Whether ``node`` is a call of the array namespace (named ``module_name``)
+    that makes a new array (``xp.zeros_like(x)``): as an argument, nothing but its
+    callee holds it."""
     return (
         isinstance(node, gast.Call)
         and isinstance(node.func, gast.Attribute)
         and isinstance(node.func.value, gast.Name)
-        and node.func.value.id == "xp"
+        and node.func.value.id == module_name
         and node.func.attr in FRESH
     )
 
@@ -515,7 +530,8 @@ def lower(
     and compiled on first use, and are not in the source."""
     namespace = dict(program.refs.namespace)
     lowered = {"namespace": {}, "keys": {}}
-    lowering = Lowering(namespace, lowered, backend, kind)
+    module_name = _module_name(program.functions, namespace)
+    lowering = Lowering(namespace, lowered, backend, kind, module_name)
     functions = [lowering.prepared(f) for f in program.functions]
     if fused is None:
         fused = fuses(program, kind)
@@ -537,7 +553,7 @@ def lower(
     source, table = rendered_functions(functions)
     final = dict(namespace)
     final.update(lowered["namespace"])
-    final["xp"] = backend.xp
+    final[module_name] = backend.xp
     label = f"{program.entry} lowered for {kind}"
     compile_source(source, program.entry, final, label, table)
     for value in final.values():
@@ -550,6 +566,21 @@ def lower(
         else:
             value.fallback = final[value.fallback_name]
     return source, final
+
+
+def _module_name(functions, namespace: dict) -> str:
+    """The name lowered code reads the backend's array namespace by: ``xp``, unless
+    the user's code has a name ``xp`` of its own (an argument, a local, a global it
+    reads: ``np.interp(q, xp, fp)``), which the module must neither shadow nor be
+    shadowed by."""
+    taken = set(namespace)
+    for definition in functions:
+        taken |= _local_names(definition)
+    name, number = "xp", 0
+    while name in taken:
+        number += 1
+        name = f"xp_{number}"
+    return name
 
 
 class _LateFallback:
