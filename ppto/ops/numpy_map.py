@@ -328,6 +328,8 @@ NUMPY_FUNCTIONS[np.array_split] = NumpyAlias(
     shape.array_split, {"indices_or_sections": "indices"}
 )
 NUMPY_FUNCTIONS[np.meshgrid] = NumpyAlias(arrange.meshgrid, variadic=True)
+if hasattr(np, "unstack"):  # (NumPy 2.1 on)
+    NUMPY_FUNCTIONS[np.unstack] = NumpyAlias(shape.unstack)
 NUMPY_FUNCTIONS.update({ufunc: NumpyAlias(op) for ufunc, op in NUMPY_UFUNCS.items()})
 # a ufunc's reduce (np.maximum.reduce(x, axis=0)) is its reduction, over axis 0 unless
 # told otherwise (np.max's default is every axis)

@@ -59,6 +59,7 @@ from ppto.transform.trees import (
     paired,
     passed_by_name,
     single_target,
+    stores,
 )
 
 # calls that read only their arguments' shapes; split_points comes from concat's
@@ -502,8 +503,8 @@ class Normalizer:
         if isinstance(value, gast.BinOp) and isinstance(value.op, gast.Mult):
             return self.repeated_list(node, target, value)
         if isinstance(value, gast.Subscript) and _names_list(value.value, self.lists):
-            if self.item_is_list(value):
-                self.lists.add(target)
+            if self.item_is_list(value) or isinstance(value.slice, gast.Slice):
+                self.lists.add(target)  # (a slice of a list is a list: rest = xs[1:])
             self.emit(ir.ListGet(target, value.value.id, slice_expr(value.slice)))
             return True
         if self.tuple_valued(value):
@@ -1488,6 +1489,8 @@ class Normalizer:
         self.check_index(index)
         if _names_list(node.value, self.lists):
             target = target or self.namer.temporary()
+            if isinstance(node.slice, gast.Slice):  # (np.stack(xs[1:]): a list)
+                self.lists.add(target)
             self.emit(ir.ListGet(target, node.value.id, index))
             return target
         if self.item_is_list(node.value):  # pairs[0][1]: pairs[0] a list
@@ -1516,6 +1519,8 @@ class Normalizer:
             parts = self.namer.fresh("parts")
             self.list_statement(_assigned(parts, node.value, node))
             target = target or self.namer.temporary()
+            if isinstance(node.slice, gast.Slice):  # (np.split(x, 3)[1:]: a tuple)
+                self.lists.add(target)
             self.emit(ir.ListGet(target, parts, index))
             return target
         return self.apply(
@@ -2500,16 +2505,79 @@ def _single_result(op, call: gast.Call) -> bool | None:
 
 
 def _returns_tuples(function) -> bool:
-    """Whether ``function`` returns a tuple written out (``return a, b``) at every
-    return; False where its source cannot be read (refused where it is called)."""
+    """Whether ``function`` returns a tuple at every return: one written out
+    (``return a, b``), or the tuple of an operator returning one (``return
+    np.split(x, [1, 3])``, a tuple of arrays of unlike shapes), or of a function
+    returning tuples so; False where its source cannot be read (refused where it is
+    called)."""
     from ppto.transform.source import parse_function
 
+    if function in _READING_TUPLE_RETURNS:  # (a recursion: refused where planned)
+        return False
     try:
-        tree = parse_function(function).tree
+        parsed = parse_function(function)
     except PptoError:
         return False
-    returns = [node for node in trees.walk(tree) if isinstance(node, gast.Return)]
-    return bool(returns) and all(isinstance(r.value, gast.Tuple) for r in returns)
+    nodes = list(trees.walk(parsed.tree))
+    returns = [node for node in nodes if isinstance(node, gast.Return)]
+    if not returns:
+        return False
+    local_names = stores(parsed.tree.body) | set(parsed.parameters)
+    _READING_TUPLE_RETURNS.add(function)
+    try:
+        return all(
+            _makes_a_tuple(r.value, parsed.namespace, local_names)
+            or _bound_once_to_a_tuple(r.value, nodes, parsed.namespace, local_names)
+            for r in returns
+        )
+    finally:
+        _READING_TUPLE_RETURNS.discard(function)
+
+
+_READING_TUPLE_RETURNS: set = set()  # functions whose returns are being read
+
+
+def _bound_once_to_a_tuple(value, nodes: list, namespace, local_names) -> bool:
+    """Whether ``value`` is a name the function binds once, to a tuple
+    (``parts = np.split(x, [1, 3])``, then ``return parts``)."""
+    if not isinstance(value, gast.Name):
+        return False
+    bindings = [
+        node
+        for node in nodes
+        if isinstance(node, gast.Name)
+        and isinstance(node.ctx, gast.Store)
+        and node.id == value.id
+    ]
+    if len(bindings) != 1:
+        return False
+    statement = next((node for node in nodes if single_target(node) == value.id), None)
+    return statement is not None and _makes_a_tuple(
+        statement.value, namespace, local_names
+    )
+
+
+def _makes_a_tuple(value, namespace, local_names: set) -> bool:
+    """Whether ``value`` is a tuple written out, ``tuple(...)`` of anything, a call
+    of an operator that returns a tuple (and is not asked for one value) or of a
+    function that returns tuples at every return, or a slice of one of those."""
+    if isinstance(value, gast.Tuple):
+        return True
+    if isinstance(value, gast.Subscript) and isinstance(value.slice, gast.Slice):
+        return _makes_a_tuple(value.value, namespace, local_names)  # (its slice)
+    if not isinstance(value, gast.Call):
+        return False
+    callee = resolve_call(value, namespace, local_names)
+    if callee.function is tuple:
+        return len(value.args) == 1 and not value.keywords
+    if callee.kind == "function" or _composite_without_rule(callee):
+        return _returns_tuples(getattr(callee.op, "function", callee.function))
+    output = getattr(getattr(callee.op, "signature", None), "output", "")
+    return (
+        callee.kind == "operator"
+        and output.endswith(" tuple")
+        and _single_result(callee.op, value) is False
+    )
 
 
 def _item_of(node, names: set) -> bool:
@@ -2552,7 +2620,21 @@ def _returns_lists(function) -> bool:
         _makes_a_list(r.value)
         or (isinstance(r.value, gast.Name) and bound.get(r.value.id, False))
         or _passes_on_a_list(r.value, parsed, bound)
+        or _list_of_one_argument(r.value, parsed)
         for r in returns
+    )
+
+
+def _list_of_one_argument(value, parsed) -> bool:
+    """Whether ``value`` is ``list(...)`` of one argument, ``list`` the builtin
+    (``return list(np.split(x, [2, 5]))``)."""
+    return (
+        called(value, "list")
+        and len(value.args) == 1
+        and not value.keywords
+        and "list" not in stores(parsed.tree.body)
+        and "list" not in parsed.parameters
+        and parsed.namespace.get("list", list) is list
     )
 
 

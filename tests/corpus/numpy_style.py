@@ -455,6 +455,64 @@ def split_and_unpack(x):
     return np.sum(a * np.exp(b))
 
 
+def _uneven_parts(x):
+    return np.split(x, [1, 3])
+
+
+def _uneven_parts_scaled(x):
+    return _uneven_parts(x * 3.0)
+
+
+def helper_returns_an_uneven_split(x):
+    # the helper returns a tuple of arrays of unlike shapes, read item by item
+    # (treated as one array, its adjoint was a stack of them: a ValueError)
+    parts = _uneven_parts(x)
+    return np.sum(parts[0] * 2.0) + np.sum(parts[1] ** 2) + np.sum(np.sin(parts[2]))
+
+
+def helper_passes_on_an_uneven_split(x):
+    parts = _uneven_parts_scaled(x)
+    return np.sum(parts[2] * parts[2]) + np.sum(parts[0] * parts[0][0])
+
+
+def _uneven_parts_named(x):
+    parts = np.split(x, [2, 5])
+    return parts
+
+
+def _uneven_parts_listed(x):
+    return list(np.split(x, [2, 5]))
+
+
+def _uneven_parts_cosines(x):
+    return tuple(np.cos(part) for part in np.split(x, [2, 5]))
+
+
+def _rows_of(x):
+    return np.unstack(x.reshape(2, 3), axis=0)
+
+
+def _later_parts(x):
+    return np.split(x, [1, 4])[1:]
+
+
+def slices_of_uneven_parts(x):
+    # a slice of a list or tuple is one (read as an array, its items' adjoints
+    # were stacked: a ValueError for parts of unlike shapes)
+    parts = np.split(x, [1, 4])
+    rest, tail = parts[1:], np.split(x * x, [2, 3])[1:]
+    later = _later_parts(x)
+    total = np.sum(rest[0] ** 2) + np.sum(rest[1] * tail[1][:2])
+    return total + np.sum(np.concatenate(parts[:2]) ** 3) + np.sum(later[1] * later[1])
+
+
+def helpers_return_uneven_parts_other_ways(x):
+    named, listed = _uneven_parts_named(x), _uneven_parts_listed(x)
+    cosines, rows = _uneven_parts_cosines(x), _rows_of(x)
+    first = np.sum(named[2] ** 3) + np.sum(named[0]) + np.sum(listed[1] ** 2)
+    return first + np.sum(cosines[2] * listed[0][1]) + np.sum(rows[1] * rows[0])
+
+
 def where_constant_branch(x):
     return np.sum(np.where(x > 0.2, x * x, 0.0))
 
@@ -1280,6 +1338,10 @@ CASES = [
     Case(zero_dim_and_broadcast_shapes, F(3, 4), F(), F(1), T(3, 1)),
     Case(keepdims_division, F(2, 3, lo=0.5, hi=2.0)),
     Case(split_and_unpack, F(6)),
+    Case(helper_returns_an_uneven_split, F(5, 3)),
+    Case(helper_passes_on_an_uneven_split, F(6)),
+    Case(helpers_return_uneven_parts_other_ways, F(6)),
+    Case(slices_of_uneven_parts, F(6)),
     Case(where_constant_branch, F(8)),
     Case(return_conditional_expression, F(3, lo=0.6), id="return_ifexp-then"),
     Case(return_conditional_expression, F(3, hi=0.4), id="return_ifexp-else"),
