@@ -243,6 +243,8 @@ def test_numpy_functions_on_tensors_run_ppto_operators_on_the_tensor_device():
     np.testing.assert_allclose(np.concatenate([x, x]).numpy().shape, (4, 2))
     parts = np.split(ppto.tensor(np.arange(6.0)), 3)
     assert [p.shape for p in parts] == [(2,), (2,), (2,)]
+    assert type(parts) is list  # as NumPy's (ppto.split's own parts: a tuple)
+    assert type(np.array_split(ppto.tensor(np.arange(5.0)), 2)) is list
     assert np.shape(x) == (2, 2) and np.ndim(x) == 2
 
 

@@ -88,6 +88,9 @@ class NumpyAlias:
     single: object = None
     # NumPy's defaults where they are not the operator's (a ufunc's reduce: axis 0)
     defaults: dict = field(default_factory=dict)
+    # the type NumPy returns parts in where the operator's tuple is not it
+    # (np.split's list: code appends to it, replaces its items, asks its type)
+    parts_type: type | None = None
 
     def for_arrays(self, count: int):
         """The operator of a call with ``count`` arrays after the leading parameters."""
@@ -117,11 +120,12 @@ class NumpyAlias:
         if self.variadic:
             args = (list(args),)
         try:
-            return op(*args, **renamed)
+            result = op(*args, **renamed)
         except PptoError:
             raise
         except TypeError as error:
             raise PptoError(f"{op.name}: {error}") from error
+        return self.parts_type(result) if self.parts_type is not None else result
 
 
 NUMPY_UFUNCS = {
@@ -323,9 +327,11 @@ NUMPY_FUNCTIONS[np.dot] = NumpyAlias(linalg.dot, rank_check=NUMPY_DOT)
 NUMPY_FUNCTIONS[np.einsum] = NumpyAlias(
     linalg.einsum, leading=("subscripts",), single=unary_einsum.unary_einsum
 )
-NUMPY_FUNCTIONS[np.split] = NumpyAlias(shape.split, {"indices_or_sections": "indices"})
+NUMPY_FUNCTIONS[np.split] = NumpyAlias(
+    shape.split, {"indices_or_sections": "indices"}, parts_type=list
+)
 NUMPY_FUNCTIONS[np.array_split] = NumpyAlias(
-    shape.array_split, {"indices_or_sections": "indices"}
+    shape.array_split, {"indices_or_sections": "indices"}, parts_type=list
 )
 NUMPY_FUNCTIONS[np.meshgrid] = NumpyAlias(arrange.meshgrid, variadic=True)
 if hasattr(np, "unstack"):  # (NumPy 2.1 on)

@@ -507,11 +507,13 @@ class Normalizer:
                 self.lists.add(target)  # (a slice of a list is a list: rest = xs[1:])
             self.emit(ir.ListGet(target, value.value.id, slice_expr(value.slice)))
             return True
-        if self.tuple_valued(value):
+        kind = self.parts_made(value)
+        if kind is not None:
             # ``parts = np.split(x, [1, 4])``: its items may differ in shape, so it
-            # is ``tuple(...)`` of the operator's results, an adjoint per item (as
-            # an array, the adjoints were stacked: a ValueError)
-            self.made_list(node, target, value, tuple)
+            # is ``list(...)`` of the operator's results (NumPy's list; a tuple's
+            # ``tuple(...)``), an adjoint per item (as an array, the adjoints were
+            # stacked: a ValueError)
+            self.made_list(node, target, value, kind)
             return True
         if self.list_valued(value):
             # ``outs = layers(x, ws)``, a helper of the user's returning a list: an
@@ -667,19 +669,21 @@ class Normalizer:
             return function, function.linear_list
         return None
 
-    def tuple_valued(self, value) -> bool:
-        """Whether ``value`` calls an operator returning a tuple (split, unstack) or a
-        user's function whose every return is a tuple written out."""
+    def parts_made(self, value):
+        """``tuple`` or ``list`` where ``value`` calls an operator returning parts
+        (split, unstack: a tuple, or NumPy's type of them, np.split's list) or a
+        user's function returning parts at every return (see ``_returned_parts``),
+        else None."""
         if not isinstance(value, gast.Call):
-            return False
+            return None
         callee = self.checkpointed(value) or resolve_call(
             value, self.parsed.namespace, self.local_names
         )
         if callee.kind == "function" or _composite_without_rule(callee):
-            return _returns_tuples(getattr(callee.op, "function", callee.function))
+            return _returned_parts(getattr(callee.op, "function", callee.function))
         output = getattr(getattr(callee.op, "signature", None), "output", "")
         if callee.kind != "operator" or not output.endswith(" tuple"):
-            return False
+            return None
         single = _single_result(callee.op, value)
         if single is None:
             names = " or ".join(getattr(callee.op, "single_result", {}))
@@ -689,7 +693,7 @@ class Normalizer:
                 f"tuple: its {names} is not written out",
                 f"write {names}=True or {names}=False in the call",
             )
-        return not single
+        return None if single else callee.parts_type or tuple
 
     def list_valued(self, value) -> bool:
         """Whether ``value`` calls a user's function whose every return is a list
@@ -1466,7 +1470,7 @@ class Normalizer:
     def result_count(self, value) -> int | None:
         """How many parts the tuple the operator call ``value`` returns has, where
         that is fixed (np.linalg.lstsq's 4; not np.split's)."""
-        if not isinstance(value, gast.Call) or not self.tuple_valued(value):
+        if not isinstance(value, gast.Call) or self.parts_made(value) is None:
             return None
         callee = resolve_call(value, self.parsed.namespace, self.local_names)
         fields = getattr(callee.op, "result_fields", ())
@@ -1512,7 +1516,7 @@ class Normalizer:
             and 0 <= index.value < count
         ):  # np.linalg.lstsq(a, b)[0]: a part of an operator's tuple
             return self.result_part(node.value, count, index.value)
-        if self.tuple_valued(node.value):
+        if self.parts_made(node.value) is not None:
             # ``np.array_split(x, 5)[1]``: its parts may differ in shape, so the
             # call is named as a tuple first, as ``parts = np.split(...)`` is (as an
             # array, the parts' adjoints were stacked: a ValueError)
@@ -2504,44 +2508,46 @@ def _single_result(op, call: gast.Call) -> bool | None:
     return False
 
 
-def _returns_tuples(function) -> bool:
-    """Whether ``function`` returns a tuple at every return: one written out
-    (``return a, b``), or the tuple of an operator returning one (``return
-    np.split(x, [1, 3])``, a tuple of arrays of unlike shapes), or of a function
-    returning tuples so; False where its source cannot be read (refused where it is
-    called)."""
+def _returned_parts(function):
+    """``tuple`` or ``list`` where ``function`` returns a sequence of parts at every
+    return: a tuple written out (``return a, b``), the parts of an operator
+    returning them (``return np.split(x, [1, 3])``: arrays of unlike shapes, a list
+    as NumPy's), or those of a function returning them so; ``list`` where every
+    return is a list, else ``tuple``. None where some return is not such, or the
+    source cannot be read (refused where it is called)."""
     from ppto.transform.source import parse_function
 
-    if function in _READING_TUPLE_RETURNS:  # (a recursion: refused where planned)
-        return False
+    if function in _READING_PARTS:  # (a recursion: refused where planned)
+        return None
     try:
         parsed = parse_function(function)
     except PptoError:
-        return False
+        return None
     nodes = list(trees.walk(parsed.tree))
     returns = [node for node in nodes if isinstance(node, gast.Return)]
-    if not returns:
-        return False
     local_names = stores(parsed.tree.body) | set(parsed.parameters)
-    _READING_TUPLE_RETURNS.add(function)
+    _READING_PARTS.add(function)
     try:
-        return all(
-            _makes_a_tuple(r.value, parsed.namespace, local_names)
-            or _bound_once_to_a_tuple(r.value, nodes, parsed.namespace, local_names)
+        kinds = {
+            _parts_made(r.value, parsed.namespace, local_names)
+            or _bound_once_to_parts(r.value, nodes, parsed.namespace, local_names)
             for r in returns
-        )
+        }
     finally:
-        _READING_TUPLE_RETURNS.discard(function)
+        _READING_PARTS.discard(function)
+    if not kinds or None in kinds:
+        return None
+    return list if kinds == {list} else tuple
 
 
-_READING_TUPLE_RETURNS: set = set()  # functions whose returns are being read
+_READING_PARTS: set = set()  # functions whose returns are being read
 
 
-def _bound_once_to_a_tuple(value, nodes: list, namespace, local_names) -> bool:
-    """Whether ``value`` is a name the function binds once, to a tuple
-    (``parts = np.split(x, [1, 3])``, then ``return parts``)."""
+def _bound_once_to_parts(value, nodes: list, namespace, local_names):
+    """``tuple`` or ``list`` where ``value`` is a name the function binds once, to
+    parts (``parts = np.split(x, [1, 3])``, then ``return parts``), else None."""
     if not isinstance(value, gast.Name):
-        return False
+        return None
     bindings = [
         node
         for node in nodes
@@ -2550,34 +2556,38 @@ def _bound_once_to_a_tuple(value, nodes: list, namespace, local_names) -> bool:
         and node.id == value.id
     ]
     if len(bindings) != 1:
-        return False
+        return None
     statement = next((node for node in nodes if single_target(node) == value.id), None)
-    return statement is not None and _makes_a_tuple(
-        statement.value, namespace, local_names
-    )
+    if statement is None:
+        return None
+    return _parts_made(statement.value, namespace, local_names)
 
 
-def _makes_a_tuple(value, namespace, local_names: set) -> bool:
-    """Whether ``value`` is a tuple written out, ``tuple(...)`` of anything, a call
-    of an operator that returns a tuple (and is not asked for one value) or of a
-    function that returns tuples at every return, or a slice of one of those."""
+def _parts_made(value, namespace, local_names: set):
+    """``tuple`` or ``list``, the type of the parts ``value`` makes where it is a
+    tuple written out, ``tuple(...)`` of anything, a call of an operator returning
+    parts (and not asked for one value: a tuple, or NumPy's type of them, np.split's
+    list) or of a function returning parts at every return, or a slice of one of
+    those; else None."""
     if isinstance(value, gast.Tuple):
-        return True
+        return tuple
     if isinstance(value, gast.Subscript) and isinstance(value.slice, gast.Slice):
-        return _makes_a_tuple(value.value, namespace, local_names)  # (its slice)
+        return _parts_made(value.value, namespace, local_names)  # (its slice)
     if not isinstance(value, gast.Call):
-        return False
+        return None
     callee = resolve_call(value, namespace, local_names)
     if callee.function is tuple:
-        return len(value.args) == 1 and not value.keywords
+        return tuple if len(value.args) == 1 and not value.keywords else None
     if callee.kind == "function" or _composite_without_rule(callee):
-        return _returns_tuples(getattr(callee.op, "function", callee.function))
+        return _returned_parts(getattr(callee.op, "function", callee.function))
     output = getattr(getattr(callee.op, "signature", None), "output", "")
-    return (
+    if (
         callee.kind == "operator"
         and output.endswith(" tuple")
         and _single_result(callee.op, value) is False
-    )
+    ):
+        return callee.parts_type or tuple
+    return None
 
 
 def _item_of(node, names: set) -> bool:

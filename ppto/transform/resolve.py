@@ -80,6 +80,7 @@ class Callee:
     text: str = ""
     rank_check: Any = None  # (see NumpyAlias)
     defaults: dict = field(default_factory=dict)  # NumPy's, not the operator's
+    parts_type: type | None = None  # (see NumpyAlias)
 
 
 def static_value(node: gast.expr, namespace, local_names: set) -> tuple[bool, Any]:
@@ -154,6 +155,7 @@ def classify(value: Any, text: str = "") -> Callee:
             leading=alias.leading,
             variadic=alias.variadic,
             defaults=dict(alias.defaults),
+            parts_type=alias.parts_type,
         )
     if hashable(value) and value in _BUILTIN_OPERATORS:
         return Callee("operator", op=_BUILTIN_OPERATORS[value], text=text)

@@ -506,6 +506,18 @@ def slices_of_uneven_parts(x):
     return total + np.sum(np.concatenate(parts[:2]) ** 3) + np.sum(later[1] * later[1])
 
 
+def split_parts_are_a_list(x):
+    # np.split returns a list: code appends to it, replaces and pops its items,
+    # and asks its type (made a tuple, the first three failed and the last
+    # took the other branch)
+    parts = np.split(x, [1, 4])
+    parts.append(x[:2] * 2.0)
+    parts[0] = parts[0] * 5.0
+    last = parts.pop()
+    scale = 2.0 if isinstance(parts, list) else 1.0
+    return scale * np.sum(parts[0] ** 2) + np.sum(last * parts[1][:2]) + len(parts)
+
+
 def helpers_return_uneven_parts_other_ways(x):
     named, listed = _uneven_parts_named(x), _uneven_parts_listed(x)
     cosines, rows = _uneven_parts_cosines(x), _rows_of(x)
@@ -1342,6 +1354,7 @@ CASES = [
     Case(helper_passes_on_an_uneven_split, F(6)),
     Case(helpers_return_uneven_parts_other_ways, F(6)),
     Case(slices_of_uneven_parts, F(6)),
+    Case(split_parts_are_a_list, F(6)),
     Case(where_constant_branch, F(8)),
     Case(return_conditional_expression, F(3, lo=0.6), id="return_ifexp-then"),
     Case(return_conditional_expression, F(3, hi=0.4), id="return_ifexp-else"),
