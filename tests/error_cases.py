@@ -653,6 +653,12 @@ def copied_into(x):
     return np.sum(z * x)
 
 
+def put_into(x):
+    z = x * 1.0
+    np.put(z, [0, 2], x[:2] ** 2)  # <- error
+    return np.sum(z * x)
+
+
 def sorted_in_place(x):
     z = x * 1.0
     z.sort()  # <- error

@@ -333,6 +333,17 @@ NUMPY_FUNCTIONS[np.split] = NumpyAlias(
 NUMPY_FUNCTIONS[np.array_split] = NumpyAlias(
     shape.array_split, {"indices_or_sections": "indices"}, parts_type=list
 )
+NUMPY_FUNCTIONS.update(
+    {
+        split: NumpyAlias(
+            shape.split_by,
+            {"indices_or_sections": "indices"},
+            defaults={"by": split.__name__[0]},
+            parts_type=list,
+        )
+        for split in (np.hsplit, np.vsplit, np.dsplit)
+    }
+)
 NUMPY_FUNCTIONS[np.meshgrid] = NumpyAlias(arrange.meshgrid, variadic=True)
 if hasattr(np, "unstack"):  # (NumPy 2.1 on)
     NUMPY_FUNCTIONS[np.unstack] = NumpyAlias(shape.unstack)

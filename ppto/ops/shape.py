@@ -10,7 +10,7 @@ import numpy as np
 
 from ppto.errors import DTypeError, GradError, ShapeError
 from ppto.ops.primitive import primitive
-from ppto.ops.rules import shape_helper
+from ppto.ops.rules import rank_helper, rank_of, shape_helper
 
 ANY = "(Tensor[...]) -> Tensor[...]"
 
@@ -568,6 +568,30 @@ def _(x, indices, axis=0):
         return concat(dYs, axis)
 
     return backward
+
+
+@primitive(ANY + " tuple", tangent="linear")
+def split_by(xp, x, indices, by):
+    """Cut x into a tuple as np.hsplit (``by='h'``: along the second axis, a
+    vector's first), np.vsplit (``'v'``: the first, of 2 or more axes) or np.dsplit
+    (``'d'``: the third, of 3 or more) do; ``indices`` as np.split's."""
+    return tuple(getattr(xp, f"{by}split")(x, indices))  # (NumPy checks the ranks)
+
+
+@split_by.grad_rule
+def _(x, indices, by):
+    def backward(dYs):
+        return concat(dYs, split_axis(x, by))
+
+    return backward
+
+
+@rank_helper("x")
+def split_axis(x, by):
+    """The axis ``split_by`` cuts x along."""
+    if by == "h":
+        return 1 if rank_of(x) > 1 else 0
+    return {"v": 0, "d": 2}[by]
 
 
 @primitive(ANY + " tuple", tangent="linear")

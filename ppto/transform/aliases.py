@@ -353,6 +353,8 @@ def _check(
         written = _written_in_place(statement)
         if written is None:
             return
+        if written not in local and _module(parsed.namespace.get(written)):
+            return  # ``np.put(y, i, v)``: not a change of np (normalize refuses it)
         refuse_global_change(statement, written)
         listed = sequences | state.numbers | set(state.numbered)  # (lists for sure)
         if _item_replaced(statement, listed) or (lists_only and written in state.same):

@@ -518,6 +518,16 @@ def split_parts_are_a_list(x):
     return scale * np.sum(parts[0] ** 2) + np.sum(last * parts[1][:2]) + len(parts)
 
 
+def directional_splits(x):
+    grid = np.outer(x[:4], x[2:]).reshape(4, 2, 2)
+    left, right = np.hsplit(grid[:, :, 0], [1])
+    top = np.vsplit(grid[:, :, 1], [3])[0]
+    front, back = np.dsplit(grid, 2)
+    ends = np.hsplit(x, [1, 5])
+    total = np.sum(left * right[:, :1]) + np.sum(top**2) + np.sum(front * back)
+    return total + np.sum(ends[2] ** 3) + np.sum(ends[0])
+
+
 def helpers_return_uneven_parts_other_ways(x):
     named, listed = _uneven_parts_named(x), _uneven_parts_listed(x)
     cosines, rows = _uneven_parts_cosines(x), _rows_of(x)
@@ -1355,6 +1365,7 @@ CASES = [
     Case(helpers_return_uneven_parts_other_ways, F(6)),
     Case(slices_of_uneven_parts, F(6)),
     Case(split_parts_are_a_list, F(6)),
+    Case(directional_splits, F(6)),
     Case(where_constant_branch, F(8)),
     Case(return_conditional_expression, F(3, lo=0.6), id="return_ifexp-then"),
     Case(return_conditional_expression, F(3, hi=0.4), id="return_ifexp-else"),
