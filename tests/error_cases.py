@@ -653,6 +653,14 @@ def copied_into(x):
     return np.sum(z * x)
 
 
+def joined_by_r_(x):
+    return np.sum(np.r_[x[:2], x[1:] * 2.0] ** 2)  # <- error
+
+
+def joined_by_c_(x):
+    return np.sum(np.c_[x, x**2] ** 2)  # <- error
+
+
 def put_into(x):
     z = x * 1.0
     np.put(z, [0, 2], x[:2] ** 2)  # <- error

@@ -408,6 +408,10 @@ REJECTED = [
     # NumPy calls writing into an array in place: the derivative missed the change
     Case(ec.sine_into_out, "writes into an array in place", "np.sin(x, out=z)"),
     Case(ec.copied_into, "writes into an array in place", "np.copyto(z, x**2)"),
+    # np.r_ and np.c_ build arrays from their index, which gets no gradient (r_'s
+    # gave a zero one)
+    Case(ec.joined_by_r_, "np.r_ is not an array", "np.r_[x[:2], x[1:] * 2.0]"),
+    Case(ec.joined_by_c_, "np.c_ is not an array", "np.c_[x, x**2]"),
     # (np.put was refused as a change of np, a module-level value)
     Case(ec.put_into, "writes into an array in place", "np.put(z, [0, 2]"),
     Case(ec.sorted_in_place, "writes into an array in place", "z.sort()"),

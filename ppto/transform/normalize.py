@@ -1490,6 +1490,7 @@ class Normalizer:
         written = index
         index = self.saved_index(index)
         syntax = node.slice if index is written else index  # (as saved: m[t3, 0])
+        self.refuse_values_in_an_index(node, index)
         self.check_index(index)
         if _names_list(node.value, self.lists):
             target = target or self.namer.temporary()
@@ -1534,6 +1535,32 @@ class Normalizer:
             {"index": index},
             style="subscript",
             syntax=syntax,
+        )
+
+    def refuse_values_in_an_index(self, node, index) -> None:
+        """An object outside the function that is no array, whose subscript reads
+        differentiated values (``np.r_[x[:2], y]``, ``np.c_[...]``: arrays built
+        from the index): ppto indexes arrays, where an index gets no gradient, so
+        the values would get none (a zero gradient, silently)."""
+        if self.generated or not (
+            value_reads(index, through_comparisons=False) & self.varied
+        ):
+            return
+        found, base = self.static(node.value)
+        if not found or isinstance(base, (list, tuple, dict, str)):
+            return
+        if hasattr(base, "__array__"):  # (NumPy's, CuPy's arrays, tensors)
+            return
+        if isinstance(base, ModuleType) or not hasattr(type(base), "__getitem__"):
+            return
+        text = expression_text(node.value)
+        raise self.source.error(
+            node,
+            f"ppto cannot differentiate {text}[...]: {text} is not an array, and "
+            "its subscript reads differentiated values, which ppto would give no "
+            "gradient (an index has none)",
+            "build the array with ppto's operators instead: np.concatenate for "
+            "np.r_, np.column_stack for np.c_",
         )
 
     def expression_Call(self, node, target):
