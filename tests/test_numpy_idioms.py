@@ -391,3 +391,31 @@ def test_split_pieces_that_overlap_add_their_gradients(function):
         - np.asarray(ppto.grad(function)(x - step * tangent))
     ) / (2 * step)
     np.testing.assert_allclose(np.asarray(curvature), columns, rtol=1e-5, atol=1e-7)
+
+
+def sum_over_an_axis_held_in_a_0d_array(x):
+    return np.sum(np.sin(np.sum(x, axis=np.array(1))) * np.arange(3.0))
+
+
+def norm_and_variance_over_an_axis_held_in_a_0d_array(x):
+    axis = np.array(-1)
+    return np.sum(np.linalg.norm(x, axis=axis) + np.var(x, axis=axis, ddof=1))
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        sum_over_an_axis_held_in_a_0d_array,
+        norm_and_variance_over_an_axis_held_in_a_0d_array,
+    ],
+)
+def test_a_reduction_over_an_axis_given_as_a_0d_array(function):
+    """NumPy takes a 0-d integer array for an axis; the gradient of a reduction
+    without keepdims iterated over it (a TypeError from the generated code)."""
+    value, gradient = ppto.value_and_grad(function)(MATRIX)
+    assert float(value) == function(MATRIX)
+    expected = central_differences(function, [MATRIX], 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6, atol=1e-8)
+    tangent = RNG.standard_normal(MATRIX.shape)
+    _, derivative = ppto.jvp(function, (MATRIX,), (tangent,))
+    np.testing.assert_allclose(float(derivative), np.sum(expected * tangent), rtol=1e-6)
