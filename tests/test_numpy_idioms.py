@@ -363,12 +363,19 @@ def array_split_at_cut_points_out_of_order(x):
     return sum(np.sum(np.sin(part) * (i + 1.0)) for i, part in enumerate(parts))
 
 
+def hsplit_and_vsplit_at_cut_points_out_of_order(x):
+    left, _, right = np.hsplit(x, [3, 1])
+    top, _, bottom = np.vsplit(x, [2, 1])
+    return np.sum(np.sin(left) * right[:, :3]) + np.sum(top * 2.0) + np.sum(bottom**2)
+
+
 @pytest.mark.parametrize(
     "function",
     [
         split_at_cut_points_out_of_order,
         split_at_a_negative_cut_point_before_another,
         array_split_at_cut_points_out_of_order,
+        hsplit_and_vsplit_at_cut_points_out_of_order,
     ],
 )
 def test_split_pieces_that_overlap_add_their_gradients(function):

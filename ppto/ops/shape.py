@@ -602,7 +602,17 @@ def split_by(xp, x, indices, by):
 @split_by.grad_rule
 def _(x, indices, by):
     def backward(dYs):
-        return concat(dYs, split_axis(x, by))
+        axis = split_axis(x, by)
+        spans = overlapping_pieces(x, indices, axis)
+        if spans is not None:  # (cut points out of order: gradients add up)
+            total = zeros_like(x)
+            for i in range(len(spans)):
+                before, _, after = split(x, spans[i], axis)
+                total = total + concat(
+                    [zeros_like(before), dYs[i], zeros_like(after)], axis
+                )
+            return total
+        return concat(dYs, axis)
 
     return backward
 
