@@ -69,6 +69,12 @@ ROWS = [
     Row("pinv", (Normal((4, 3)),), label="tall"),
     Row("pinv", (Normal((3, 5)),), {"rcond": 1e-10}, label="wide-rcond"),
     Row("pinv", (Invertible((2, 3, 3)),), {"rtol": 1e-12}, label="batched-rtol"),
+    Row(
+        "kept_values_checked",
+        (Normal((3, 4)), Normal((4, 3))),
+        {"ratio": 1e-10},
+        label="a pinv cutoff that drops nothing",
+    ),
     Row("matrix_power", (Normal((3, 3)),), {"n": 3}),
     Row("matrix_power", (Invertible((2, 3, 3)),), {"n": -2}, label="batched-inverse"),
     Row("matrix_power", (Normal((3, 3)),), {"n": 0}, label="identity"),

@@ -229,6 +229,53 @@ def test_pinv_of_a_matrix_of_lower_rank():
         )
 
 
+def _with_singular_values(values, rows=5):
+    """A matrix of ``rows`` rows with these singular values."""
+    left, _ = np.linalg.qr(RNG.standard_normal((rows, len(values))))
+    right, _ = np.linalg.qr(RNG.standard_normal((len(values), len(values))))
+    return (left * values) @ right.T
+
+
+def pinv_cut_at_a_tenth(A):
+    return np.sum(np.linalg.pinv(A, rcond=0.1) * np.arange(A.size).reshape(A.T.shape))
+
+
+def lstsq_cut_at_a_tenth(A, b):
+    return np.sum(np.linalg.lstsq(A, b, rcond=0.1)[0] * np.arange(1.0, 4.0))
+
+
+def test_a_cutoff_that_drops_a_singular_value_that_is_not_zero_is_refused():
+    """pinv(A, rcond=0.1) of singular values 3, 1 and 0.05 drops 0.05: the
+    derivative ppto takes is that of a matrix of the rank kept (Golub and
+    Pereyra's), which misses how the kept singular vectors turn towards the
+    dropped one (0.035 off central differences here, and the tangent as much):
+    refused where it is taken, not returned."""
+    A, b = _with_singular_values([3.0, 1.0, 0.05]), RNG.standard_normal(5)
+    calls = [
+        lambda: ppto.grad(pinv_cut_at_a_tenth)(A),
+        lambda: ppto.jvp(pinv_cut_at_a_tenth, (A,), (np.ones_like(A),)),
+        lambda: ppto.grad(lstsq_cut_at_a_tenth)(A, b),
+        lambda: ppto.jvp(lstsq_cut_at_a_tenth, (A, b), (np.ones_like(A), 0 * b)),
+    ]
+    for call in calls:
+        with pytest.raises(ppto.LinAlgError, match="drops 0.05, which is not 0"):
+            call()
+    # what it drops is 0 to rounding (a matrix of rank 2): its derivative, as before
+    F = _with_singular_values([3.0, 1.0])  # (F @ G: singular values 3, 1 and 0)
+    G = np.linalg.qr(RNG.standard_normal((3, 2)))[0].T
+    for position in (0, 1):
+        np.testing.assert_allclose(
+            np.asarray(ppto.grad(low_rank_pinv_cut_at_a_tenth, wrt=position)(F, G)),
+            central_differences(low_rank_pinv_cut_at_a_tenth, (F, G), position),
+            rtol=1e-6,
+            atol=1e-8,
+        )
+
+
+def low_rank_pinv_cut_at_a_tenth(F, G):
+    return pinv_cut_at_a_tenth(F @ G)
+
+
 def test_products_refuse_what_numpy_refuses():
     singular = np.array([[1.0, 2.0], [2.0, 4.0]])
     refused = [

@@ -346,3 +346,83 @@ def test_a_part_read_straight_from_a_split_call(function):
     tangent = RNG.standard_normal(24)
     _, derivative = ppto.jvp(function, (x,), (tangent,))
     np.testing.assert_allclose(float(derivative), expected @ tangent, rtol=1e-6)
+
+
+def split_at_cut_points_out_of_order(x):
+    first, empty, last = np.split(x, [3, 1], axis=1)  # x[:, 1:3] in first and last
+    return np.sum(np.sin(first)) + np.sum(empty) + np.sum(last**2 * 3.0)
+
+
+def split_at_a_negative_cut_point_before_another(x):
+    parts = np.split(x, [-1, 1], axis=-1)
+    return np.sum(parts[0] * np.arange(3.0)) + np.sum(np.cos(parts[2]))
+
+
+def array_split_at_cut_points_out_of_order(x):
+    parts = np.array_split(x, [2, 1, 3], axis=0)
+    return sum(np.sum(np.sin(part) * (i + 1.0)) for i, part in enumerate(parts))
+
+
+def hsplit_and_vsplit_at_cut_points_out_of_order(x):
+    left, _, right = np.hsplit(x, [3, 1])
+    top, _, bottom = np.vsplit(x, [2, 1])
+    return np.sum(np.sin(left) * right[:, :3]) + np.sum(top * 2.0) + np.sum(bottom**2)
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        split_at_cut_points_out_of_order,
+        split_at_a_negative_cut_point_before_another,
+        array_split_at_cut_points_out_of_order,
+        hsplit_and_vsplit_at_cut_points_out_of_order,
+    ],
+)
+def test_split_pieces_that_overlap_add_their_gradients(function):
+    """Cut points out of order make pieces that overlap (np.split(x, [3, 1])
+    gives x[:, :3], an empty piece and x[:, 1:]): the gradient adds the pieces'
+    gradients where they overlap. Joined end to end, it was wider than x (a
+    GradError blaming a gradient rule)."""
+    x = RNG.standard_normal((4, 4))
+    value, gradient = ppto.value_and_grad(function)(x)
+    assert float(value) == function(x)
+    expected = central_differences(function, [x], 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6, atol=1e-8)
+    tangent = RNG.standard_normal((4, 4))
+    _, derivative = ppto.jvp(function, (x,), (tangent,))
+    np.testing.assert_allclose(float(derivative), np.sum(expected * tangent), rtol=1e-6)
+    step = 1e-5
+    _, curvature = ppto.jvp(ppto.grad(function), (x,), (tangent,))
+    columns = (
+        np.asarray(ppto.grad(function)(x + step * tangent))
+        - np.asarray(ppto.grad(function)(x - step * tangent))
+    ) / (2 * step)
+    np.testing.assert_allclose(np.asarray(curvature), columns, rtol=1e-5, atol=1e-7)
+
+
+def sum_over_an_axis_held_in_a_0d_array(x):
+    return np.sum(np.sin(np.sum(x, axis=np.array(1))) * np.arange(3.0))
+
+
+def norm_and_variance_over_an_axis_held_in_a_0d_array(x):
+    axis = np.array(-1)
+    return np.sum(np.linalg.norm(x, axis=axis) + np.var(x, axis=axis, ddof=1))
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        sum_over_an_axis_held_in_a_0d_array,
+        norm_and_variance_over_an_axis_held_in_a_0d_array,
+    ],
+)
+def test_a_reduction_over_an_axis_given_as_a_0d_array(function):
+    """NumPy takes a 0-d integer array for an axis; the gradient of a reduction
+    without keepdims iterated over it (a TypeError from the generated code)."""
+    value, gradient = ppto.value_and_grad(function)(MATRIX)
+    assert float(value) == function(MATRIX)
+    expected = central_differences(function, [MATRIX], 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6, atol=1e-8)
+    tangent = RNG.standard_normal(MATRIX.shape)
+    _, derivative = ppto.jvp(function, (MATRIX,), (tangent,))
+    np.testing.assert_allclose(float(derivative), np.sum(expected * tangent), rtol=1e-6)

@@ -6,7 +6,7 @@ does not change (Golub and Pereyra 1973).
 
 import numpy as np
 
-from ppto.errors import ShapeError
+from ppto.errors import LinAlgError, ShapeError
 from ppto.ops.decompositions import svd
 from ppto.ops.primitive import primitive
 from ppto.ops.reductions import reduce_sum
@@ -22,7 +22,8 @@ def pinv(xp, A, rcond=None, hermitian=False, rtol=None):
     np.linalg.pinv: from its singular values above ``rcond`` (else ``rtol``; else
     NumPy's 1e-15) times the largest (rtol=None reads as not given). Its
     derivative is taken where A's rank does not change (Golub and Pereyra 1973):
-    at a matrix of lower rank, as the pseudo-inverse of that rank."""
+    at a matrix of lower rank, as the pseudo-inverse of that rank; a cutoff that
+    drops a singular value that is not 0 is refused there (kept_values_checked)."""
     if hermitian:
         raise ShapeError(
             "ppto.pinv does not take hermitian=True: leave it out (the same "
@@ -49,6 +50,8 @@ def pinv(xp, A, rcond=None, hermitian=False, rtol=None):
 @pinv.grad_rule
 def _(A, rcond=None, hermitian=False, rtol=None, out=None):
     def backward(dY):
+        if may_drop_values(A, pinv_ratio(rcond, rtol)):
+            dY = kept_values_checked(dY, A, pinv_ratio(rcond, rtol), of="pinv")
         X, Xt, dYt = out, matrix_transpose(out), matrix_transpose(dY)
         left = dYt @ (X @ Xt)
         right = (Xt @ X) @ dYt
@@ -60,10 +63,75 @@ def _(A, rcond=None, hermitian=False, rtol=None, out=None):
 @pinv.jvp_rule
 def _(A, rcond=None, hermitian=False, rtol=None, out=None):
     def tangent(dA):
+        if may_drop_values(A, pinv_ratio(rcond, rtol)):
+            dA = kept_values_checked(dA, A, pinv_ratio(rcond, rtol), of="pinv")
         X, dAt = out, matrix_transpose(dA)
         left = (X @ matrix_transpose(X)) @ dAt
         right = dAt @ (matrix_transpose(X) @ X)
         return -(X @ dA @ X) + left - (left @ A) @ X + right - X @ (A @ right)
+
+    return tangent
+
+
+@shape_helper
+def pinv_ratio(rcond, rtol):
+    """The cutoff of pinv's singular values, as a ratio to the largest."""
+    return rcond if rcond is not None else rtol if rtol is not None else 1e-15
+
+
+@shape_helper
+def may_drop_values(A, ratio) -> bool:
+    """Whether a cutoff of ``ratio`` times A's largest singular value is above
+    rounding, so that it may drop a singular value that is not 0 (then
+    ``kept_values_checked`` looks at them where the derivative is taken)."""
+    return bool(np.any(np.asarray(ratio) > _rounding_ratio(A)))
+
+
+def _rounding_ratio(A) -> float:
+    """Singular values below this ratio to the largest are 0 to rounding."""
+    return 16 * max(np.shape(A)[-2:]) * float(np.finfo(A.dtype).eps)
+
+
+@primitive("(Tensor[...], Tensor[...,M,N]) -> Tensor[...]")
+def kept_values_checked(xp, D, A, ratio, of="pinv"):
+    """D (a change of A or of its pseudo-inverse, or their adjoints) as it is, once
+    A's singular values are checked where D is not all 0: the cutoff of ``ratio``
+    times the largest may drop only values that are 0 to rounding. The derivative
+    ppto takes (Golub and Pereyra's) is that of a matrix of the rank kept; past a
+    dropped value that is not 0 it misses how the kept singular vectors turn
+    towards the dropped ones, and this raises ``ppto.LinAlgError``."""
+    if not xp.any(D != 0):
+        return D
+    s = xp.linalg.svd(A, compute_uv=False)
+    largest = xp.max(s, axis=-1, keepdims=True)
+    cutoff = xp.asarray(ratio, dtype=s.dtype)[..., None] * largest
+    dropped = (s <= cutoff) & (s > _rounding_ratio(A) * largest)
+    if xp.any(dropped):
+        raise LinAlgError(
+            f"ppto.{of}: the cutoff of the singular values ({ratio} times the "
+            f"largest, {float(xp.max(largest)):.6g}) drops "
+            f"{float(xp.max(xp.where(dropped, s, 0))):.6g}, which is not 0: the "
+            "derivative ppto takes (Golub and Pereyra's) is that of a matrix of the "
+            "rank kept, and past a dropped value that is not 0 it would miss how "
+            "the kept singular vectors turn towards the dropped ones. Give a cutoff "
+            "that drops only values that are 0 to rounding (NumPy's default), or "
+            "build the truncated inverse from np.linalg.svd's factors"
+        )
+    return D
+
+
+@kept_values_checked.grad_rule
+def _(D, A, ratio, of="pinv"):
+    def backward(dY):
+        return dY, None
+
+    return backward
+
+
+@kept_values_checked.jvp_rule
+def _(D, A, ratio, of="pinv"):
+    def tangent(dD, dA):
+        return dD
 
     return tangent
 
@@ -125,6 +193,8 @@ def _(a, b, rcond=None, out=None):
             dX = expand_dims(dx, -1) * expand_dims(b, -2)
         else:
             dX = dx @ b.T
+        if may_drop_values(a, least_squares_cutoff(a, rcond)):
+            dX = kept_values_checked(dX, a, least_squares_cutoff(a, rcond), of="lstsq")
         db = X.T @ dx
         left = dX.T @ (X @ X.T)
         right = (X.T @ X) @ dX.T
@@ -147,6 +217,8 @@ def _(a, b, rcond=None, out=None):
 @lstsq.jvp_rule
 def _(a, b, rcond=None, out=None):
     def tangent(da, db):
+        if may_drop_values(a, least_squares_cutoff(a, rcond)):
+            da = kept_values_checked(da, a, least_squares_cutoff(a, rcond), of="lstsq")
         x, residuals, rank, s = out
         X = pinv(a, rcond=least_squares_cutoff(a, rcond))
         left = (X @ X.T) @ da.T

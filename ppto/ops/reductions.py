@@ -32,7 +32,7 @@ def reduced_axes(ndim, axis):
     """``axis`` (None, int or tuple) as a sorted tuple of non-negative axes."""
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)  # (a 0-d array too)
     return tuple(sorted(int(a) % ndim if ndim else 0 for a in axes))
 
 

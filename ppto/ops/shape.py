@@ -236,11 +236,37 @@ def split(xp, x, indices, axis=0):
 
 
 @split.grad_rule
-def _(x, indices, axis=0):
+def split_rule(x, indices, axis=0):
     def backward(dYs):
+        spans = overlapping_pieces(x, indices, axis)
+        if spans is not None:  # (cut points out of order: gradients add up)
+            total = zeros_like(x)
+            for i in range(len(spans)):
+                before, _, after = split(x, spans[i], axis)
+                total = total + concat(
+                    [zeros_like(before), dYs[i], zeros_like(after)], axis
+                )
+            return total
         return concat(dYs, axis)
 
     return backward
+
+
+@shape_helper
+def overlapping_pieces(x, indices, axis):
+    """The [start, stop] of each piece np.split (or np.array_split) makes of ``x``
+    at the cut points ``indices`` where two of the pieces overlap, else None (the
+    pieces then tile the axis, and their gradients join end to end). Cut points out
+    of order overlap: at [3, 1] the second piece is empty and the third starts
+    again at 1, so x[:, 1:3] is in the first and the third."""
+    if np.ndim(indices) == 0:  # (a number of sections: they tile the axis)
+        return None
+    size = np.shape(x)[axis]
+    cuts = [None, *(int(cut) for cut in indices), None]
+    spans = [slice(a, b).indices(size)[:2] for a, b in zip(cuts[:-1], cuts[1:])]
+    if sum(max(stop - start, 0) for start, stop in spans) == size:
+        return None
+    return [[start, max(start, stop)] for start, stop in spans]
 
 
 @primitive(ANY + " tuple", tangent="linear")
@@ -562,12 +588,7 @@ def array_split(xp, x, indices, axis=0):
     return tuple(xp.array_split(x, indices, axis=axis))
 
 
-@array_split.grad_rule
-def _(x, indices, axis=0):
-    def backward(dYs):
-        return concat(dYs, axis)
-
-    return backward
+array_split.grad_rule(split_rule)  # (the same pieces: the same gradient)
 
 
 @primitive(ANY + " tuple", tangent="linear")
@@ -581,7 +602,17 @@ def split_by(xp, x, indices, by):
 @split_by.grad_rule
 def _(x, indices, by):
     def backward(dYs):
-        return concat(dYs, split_axis(x, by))
+        axis = split_axis(x, by)
+        spans = overlapping_pieces(x, indices, axis)
+        if spans is not None:  # (cut points out of order: gradients add up)
+            total = zeros_like(x)
+            for i in range(len(spans)):
+                before, _, after = split(x, spans[i], axis)
+                total = total + concat(
+                    [zeros_like(before), dYs[i], zeros_like(after)], axis
+                )
+            return total
+        return concat(dYs, axis)
 
     return backward
 
