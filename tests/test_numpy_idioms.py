@@ -135,7 +135,31 @@ def einsum_batched_transpose(x):
     return np.sum(np.einsum("...ij->...ji", x) * weights)
 
 
+def rounded_scales(x):
+    # np.round with decimals (by position and name), np.around, the method
+    scales = np.round(x, 1) + np.round(x, decimals=2) + np.around(x, 1) + x.round(1)
+    return np.sum(scales * x)
+
+
+def flipped_and_inverse_hyperbolics(x):
+    flipped = np.fliplr(x) * np.flipud(x) + np.fabs(x)
+    inverse = np.arcsinh(x) + np.arctanh(x * 0.5) + np.arccosh(x * x + 1.5)
+    return np.sum(flipped * inverse)
+
+
+def angles_converted(x):
+    return np.sum(np.sin(np.radians(x * 40.0)) * np.rad2deg(x) + np.deg2rad(x * x))
+
+
+def maxima_skipping_nan(x):
+    return np.sum(np.fmax(x, x[0]) ** 2 + np.fmin(x * 2.0, 0.3) * x)
+
+
 CASES = [
+    (rounded_scales, SQUARE),
+    (flipped_and_inverse_hyperbolics, MATRIX * 0.8),
+    (angles_converted, MATRIX),
+    (maxima_skipping_nan, SPREAD.reshape(3, 4)),
     (max_of_two, SQUARE),
     (max_of_three, SQUARE),
     (min_of_a_number_and_a_float, SQUARE * 0.5),
@@ -426,3 +450,18 @@ def test_a_reduction_over_an_axis_given_as_a_0d_array(function):
     tangent = RNG.standard_normal(MATRIX.shape)
     _, derivative = ppto.jvp(function, (MATRIX,), (tangent,))
     np.testing.assert_allclose(float(derivative), np.sum(expected * tangent), rtol=1e-6)
+
+
+def test_fmax_and_fmin_send_the_gradient_past_nan_to_the_other_operand():
+    # np.fmax(a, nan) is a, np.fmax(nan, b) is b: the gradient goes to that one
+    # (np.maximum's NaN would propagate, and its gradient go to b)
+    a = np.array([1.0, np.nan, 3.0, -1.0])
+    b = np.array([np.nan, 2.0, 0.5, 4.0])
+
+    def total(a, b):
+        return np.sum(np.fmax(a, b) * 2.0 + np.fmin(a, b) * 3.0)
+
+    value, (da, db) = ppto.value_and_grad(total, wrt=(0, 1))(a, b)
+    assert float(value) == total(a, b)
+    np.testing.assert_array_equal(np.asarray(da), [5.0, 0.0, 2.0, 3.0])
+    np.testing.assert_array_equal(np.asarray(db), [0.0, 5.0, 3.0, 2.0])

@@ -8,7 +8,7 @@ their tangent rules are derived from the backward rules.
 import numpy as np
 
 from ppto.errors import ShapeError
-from ppto.ops.logic import floor_divide, sign
+from ppto.ops.logic import floor_divide, isnan, logical_or, sign
 from ppto.ops.primitive import primitive
 from ppto.ops.shape import (
     array,
@@ -457,6 +457,79 @@ def _(x):
     return backward
 
 
+@unary()
+def arcsinh(xp, x):
+    """Inverse hyperbolic sine."""
+    return xp.arcsinh(x)
+
+
+@arcsinh.grad_rule
+def _(x):
+    def backward(dY):
+        return dY / sqrt(x * x + 1)
+
+    return backward
+
+
+@unary()
+def arccosh(xp, x):
+    """Inverse hyperbolic cosine, for x > 1."""
+    return xp.arccosh(x)
+
+
+@arccosh.grad_rule
+def _(x):
+    def backward(dY):
+        return dY / sqrt(x * x - 1)
+
+    return backward
+
+
+@unary()
+def arctanh(xp, x):
+    """Inverse hyperbolic tangent, for |x| < 1."""
+    return xp.arctanh(x)
+
+
+@arctanh.grad_rule
+def _(x):
+    def backward(dY):
+        return dY / (1 - x * x)
+
+    return backward
+
+
+DEGREES_PER_RADIAN = 180.0 / np.pi
+
+
+@unary(tangent="linear")
+def deg2rad(xp, x):
+    """Degrees to radians (np.deg2rad, np.radians)."""
+    return xp.deg2rad(x)
+
+
+@deg2rad.grad_rule
+def _(x):
+    def backward(dY):
+        return dY / DEGREES_PER_RADIAN
+
+    return backward
+
+
+@unary(tangent="linear")
+def rad2deg(xp, x):
+    """Radians to degrees (np.rad2deg, np.degrees)."""
+    return xp.rad2deg(x)
+
+
+@rad2deg.grad_rule
+def _(x):
+    def backward(dY):
+        return dY * DEGREES_PER_RADIAN
+
+    return backward
+
+
 @binary()
 def arctan2(xp, y, x):
     """The angle of the point (x, y) from the x axis, in (-pi, pi], broadcasting
@@ -670,6 +743,58 @@ def _(a, b):
 def _(a, b):
     def tangent(da, db):
         return where(a >= b, da, db)
+
+    return tangent
+
+
+@binary()
+def fmax(xp, a, b):
+    """Elementwise maximum that skips NaN (the other operand where one is NaN, as
+    np.fmax); a tie sends the gradient to a."""
+    return xp.fmax(a, b)
+
+
+@fmax.grad_rule
+def _(a, b):
+    def backward(dY):
+        to_a = logical_or(a >= b, isnan(b))
+        return unbroadcast(where(to_a, dY, 0.0), a), unbroadcast(
+            where(to_a, 0.0, dY), b
+        )
+
+    return backward
+
+
+@fmax.jvp_rule
+def _(a, b):
+    def tangent(da, db):
+        return where(logical_or(a >= b, isnan(b)), da, db)
+
+    return tangent
+
+
+@binary()
+def fmin(xp, a, b):
+    """Elementwise minimum that skips NaN (the other operand where one is NaN, as
+    np.fmin); a tie sends the gradient to a."""
+    return xp.fmin(a, b)
+
+
+@fmin.grad_rule
+def _(a, b):
+    def backward(dY):
+        to_a = logical_or(a <= b, isnan(b))
+        return unbroadcast(where(to_a, dY, 0.0), a), unbroadcast(
+            where(to_a, 0.0, dY), b
+        )
+
+    return backward
+
+
+@fmin.jvp_rule
+def _(a, b):
+    def tangent(da, db):
+        return where(logical_or(a <= b, isnan(b)), da, db)
 
     return tangent
 

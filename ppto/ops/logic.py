@@ -110,6 +110,6 @@ def ceil(xp, x):
 
 
 @unary
-def round(xp, x):
-    """Round x to the nearest integer (half to even), elementwise."""
-    return xp.round(x)
+def round(xp, x, decimals=0):
+    """Round x to ``decimals`` places (half to even), elementwise, like np.round."""
+    return xp.round(x, decimals)

@@ -322,6 +322,7 @@ _METHODS = {
     "exp": lambda self: ew.exp(self),
     "log": lambda self: ew.log(self),
     "clip": _clip,
+    "round": lambda self, decimals=0: logic.round(self, decimals),
     "any": _any,
     "all": _all,
     "tolist": lambda self: self.numpy().tolist(),

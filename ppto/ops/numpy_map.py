@@ -159,6 +159,16 @@ NUMPY_UFUNCS = {
     np.arccos: ew.arccos,
     np.arctan: ew.arctan,
     np.arctan2: ew.arctan2,
+    np.arcsinh: ew.arcsinh,
+    np.arccosh: ew.arccosh,
+    np.arctanh: ew.arctanh,
+    np.deg2rad: ew.deg2rad,
+    np.radians: ew.deg2rad,
+    np.rad2deg: ew.rad2deg,
+    np.degrees: ew.rad2deg,
+    np.fabs: ew.abs,  # (for real numbers, as ppto's are)
+    np.fmax: ew.fmax,
+    np.fmin: ew.fmin,
     np.hypot: ew.hypot,
     np.fmod: ew.fmod,
     np.maximum: ew.maximum,
@@ -258,6 +268,7 @@ _FUNCTIONS = {
     np.take: indexing.take,
     np.take_along_axis: indexing.take_along_axis,
     np.round: logic.round,
+    np.around: logic.round,
     # (their positional order is NumPy's: see OperatorDef.positional)
     np.average: reductions.average,
     np.pad: arrange.pad,
@@ -345,6 +356,8 @@ NUMPY_FUNCTIONS.update(
     }
 )
 NUMPY_FUNCTIONS[np.meshgrid] = NumpyAlias(arrange.meshgrid, variadic=True)
+NUMPY_FUNCTIONS[np.fliplr] = NumpyAlias(shape.flip, {"m": "x"}, defaults={"axis": 1})
+NUMPY_FUNCTIONS[np.flipud] = NumpyAlias(shape.flip, {"m": "x"}, defaults={"axis": 0})
 if hasattr(np, "unstack"):  # (NumPy 2.1 on)
     NUMPY_FUNCTIONS[np.unstack] = NumpyAlias(shape.unstack)
 NUMPY_FUNCTIONS.update({ufunc: NumpyAlias(op) for ufunc, op in NUMPY_UFUNCS.items()})

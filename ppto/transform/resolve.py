@@ -15,7 +15,7 @@ from typing import Any
 import gast
 import numpy as np
 
-from ppto.ops import arrange, elementwise, linalg, numbers, reductions, shape
+from ppto.ops import arrange, elementwise, linalg, logic, numbers, reductions, shape
 from ppto.ops.numpy_map import NUMPY_DOT, NUMPY_FUNCTIONS
 from ppto.ops.primitive import OperatorDef
 from ppto.runtime import constructors
@@ -47,6 +47,7 @@ METHOD_OPERATORS = {
     "trace": linalg.trace,
     "diagonal": linalg.diagonal,
     "clip": elementwise.clip,
+    "round": logic.round,
     "exp": elementwise.exp,
     "log": elementwise.log,
     "item": numbers.item,
