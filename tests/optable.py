@@ -293,6 +293,13 @@ REDUCTIONS = [
         wrt=(0, 1),
         label="signed-weights",
     ),
+    Row(
+        "average",
+        (N((2, 3, 4)), U((2, 4), 0.5, 1.5)),
+        {"axis": (0, -1)},
+        wrt=(0, 1),
+        label="tuple-axis-weights",
+    ),
     unary("average", N((3, 4)), "unweighted", axis=0),
     unary("logsumexp", N((3, 4))),
     unary("logsumexp", N((2, 3, 4)), "axis-keepdims", axis=1, keepdims=True),

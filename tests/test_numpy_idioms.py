@@ -465,3 +465,17 @@ def test_fmax_and_fmin_send_the_gradient_past_nan_to_the_other_operand():
     assert float(value) == total(a, b)
     np.testing.assert_array_equal(np.asarray(da), [5.0, 0.0, 2.0, 3.0])
     np.testing.assert_array_equal(np.asarray(db), [0.0, 5.0, 3.0, 2.0])
+
+
+def test_average_weights_along_a_tuple_axis_as_numpy_2_takes_them():
+    # weights of the array's lengths along the axes (np.average since NumPy 2.0;
+    # ppto refused them, saying NumPy did); axes out of order are refused by name
+    data, weights = CUBE[:, :, :4], RNG.uniform(0.5, 1.5, (2, 4))
+    expected = np.average(data, axis=(0, 2), weights=weights)
+    np.testing.assert_allclose(
+        np.asarray(ppto.average(data, axis=(0, 2), weights=weights)), expected
+    )
+    with pytest.raises(ppto.ShapeError, match="increasing order"):
+        ppto.average(data, axis=(2, 0), weights=weights.T)
+    with pytest.raises(ppto.ShapeError, match="in that order"):
+        ppto.average(data, axis=(0, 2), weights=weights.T)

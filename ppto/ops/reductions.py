@@ -442,9 +442,10 @@ def running_shape(x, axis):
 )
 def average(xp, a, weights=None, axis=None, keepdims=False, returned=False):
     """Weighted mean over ``axis``, sum(a * weights) / sum(weights), like
-    np.average: weights of a's shape, or 1-D along an int ``axis``; without
-    weights, the mean. By position, NumPy's order, (a, axis, weights, returned)
-    (see OperatorDef.positional); returned=True is NumPy's spellings'."""
+    np.average: weights of a's shape, 1-D along an int ``axis``, or of a's lengths
+    along a tuple ``axis``; without weights, the mean. By position, NumPy's order,
+    (a, axis, weights, returned) (see OperatorDef.positional); returned=True is
+    NumPy's spellings'."""
     if returned:  # (a pair: one result per operator, and one gradient rule)
         raise PptoError(
             "the average operator gives the average alone: returned=True is "
@@ -472,15 +473,19 @@ def average(xp, a, weights=None, axis=None, keepdims=False, returned=False):
 def weights_shape(weights, a, axis):
     """The shape ``average``'s ``weights`` take to broadcast against a: their own
     where they are a's shape (or a number), 1-D weights along ``axis`` with 1 for
-    each other axis; any other shape is refused, as NumPy refuses it."""
+    each other axis, weights of a's lengths along a tuple ``axis`` with 1 for the
+    others; any other shape is refused, as NumPy refuses it."""
     shape, target = tuple(np.shape(weights)), tuple(np.shape(a))
     if shape == target or not shape:
         return shape
+    if isinstance(axis, tuple) and len(axis) == len(shape):
+        return _weights_along_axes(shape, target, axis)
     if axis is None or not isinstance(axis, (int, np.integer)) or len(shape) != 1:
         raise ShapeError(
             f"ppto.average: weights of shape {shape} for an array of shape "
-            f"{target} with axis={axis}: give weights of the array's shape, or 1-D "
-            "weights with one int axis (as np.average takes them)"
+            f"{target} with axis={axis}: give weights of the array's shape, 1-D "
+            "weights along one int axis, or weights of its lengths along a tuple "
+            "axis (as np.average takes them)"
         )
     along = int(axis) % len(target) if -len(target) <= axis < len(target) else None
     if along is None or shape[0] != target[along]:
@@ -491,6 +496,31 @@ def weights_shape(weights, a, axis):
         )
     kept = [1] * len(target)
     kept[along] = shape[0]
+    return tuple(kept)
+
+
+def _weights_along_axes(shape: tuple, target: tuple, axis: tuple) -> tuple:
+    """``weights_shape`` for a tuple ``axis``: weights of a's lengths along it, in
+    its order (np.average's), which ppto takes where the axes increase."""
+    rank = len(target)
+    if not all(-rank <= int(one) < rank for one in axis):
+        raise ShapeError(f"ppto.average: axis={axis} for an array of {rank} axes")
+    along = [int(one) % rank for one in axis]
+    if shape != tuple(target[one] for one in along):
+        raise ShapeError(
+            f"ppto.average: weights of shape {shape} along axis={axis} of an array "
+            f"of shape {target}: their lengths must be the array's along those "
+            "axes, in that order"
+        )
+    if along != sorted(set(along)):
+        raise ShapeError(
+            f"ppto.average: weights along axis={axis}, axes not in increasing "
+            f"order: write axis={tuple(sorted(along))} with the weights' axes in "
+            "that order (np.transpose)"
+        )
+    kept = [1] * rank
+    for one, length in zip(along, shape):
+        kept[one] = length
     return tuple(kept)
 
 
