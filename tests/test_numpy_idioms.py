@@ -155,7 +155,16 @@ def maxima_skipping_nan(x):
     return np.sum(np.fmax(x, x[0]) ** 2 + np.fmin(x * 2.0, 0.3) * x)
 
 
+def appended_in_a_loop(x):
+    grown = np.array([])
+    for k in range(3):
+        grown = np.append(grown, x[k] * k)  # (flattened: axis None)
+    rows = np.append(x, x[:1] ** 2, axis=0)
+    return np.sum(grown**2) + np.sum(rows * np.arange(rows.size).reshape(rows.shape))
+
+
 CASES = [
+    (appended_in_a_loop, MATRIX),
     (rounded_scales, SQUARE),
     (flipped_and_inverse_hyperbolics, MATRIX * 0.8),
     (angles_converted, MATRIX),

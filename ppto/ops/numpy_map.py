@@ -259,6 +259,7 @@ _FUNCTIONS = {
     np.squeeze: shape.squeeze,
     np.concatenate: shape.concat,
     np.stack: shape.stack,
+    np.append: shape.append,
     np.zeros_like: shape.zeros_like,
     # (NumPy leaves its values unspecified: zeros are one choice, and a constant)
     np.empty_like: shape.zeros_like,

@@ -214,6 +214,25 @@ def _(xs, axis=0):
     return backward
 
 
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="linear")
+def append(xp, arr, values, axis=None):
+    """values after arr, like np.append: both flattened when ``axis`` is None,
+    else joined along ``axis`` (values of arr's number of axes)."""
+    return xp.append(arr, values, axis=axis)
+
+
+@append.grad_rule
+def _(arr, values, axis=None):
+    def backward(dY):
+        if axis is None:
+            head, tail = split(dY, [np.size(arr)], 0)
+            return reshape(head, np.shape(arr)), reshape(tail, np.shape(values))
+        head, tail = split(dY, [np.shape(arr)[axis]], axis)
+        return head, tail
+
+    return backward
+
+
 @primitive("([Tensor[...]]) -> Tensor[...]", tangent="linear")
 def stack(xp, xs, axis=0):
     """Join tensors along a new axis, like np.stack."""
