@@ -215,6 +215,7 @@ ELEMENTWISE = [
     unary("arccosh", U((3, 4), 1.2, 3.0)),
     unary("arctanh", U((3, 4), -0.8, 0.8)),
     unary("deg2rad", N((3, 4))),
+    unary("nan_to_num", WithNaN((3, 4))),
     unary("rad2deg", N((3, 4))),
     binary("arctan2", N((3, 4)), AwayFromZero((3, 4))),
     binary("arctan2", N((3, 4)), AwayFromZero((4,)), "broadcast"),

@@ -163,7 +163,17 @@ def appended_in_a_loop(x):
     return np.sum(grown**2) + np.sum(rows * np.arange(rows.size).reshape(rows.shape))
 
 
+def vector_products_and_cleaned_values(x):
+    # np.vecdot (NumPy 2), np.linalg.vecdot along another axis; np.nan_to_num's
+    # -inf entries become -3.0, with no gradient
+    rows = np.vecdot(x, x[0]) + np.linalg.vecdot(x, x * 2.0, axis=0).sum()
+    infinite = np.where(np.arange(x.size).reshape(x.shape) % 5 == 0, -np.inf, 0.0)
+    cleaned = np.nan_to_num(x * 2.0 + infinite, neginf=-3.0)
+    return np.sum(rows**2) + np.sum(cleaned * x)
+
+
 CASES = [
+    (vector_products_and_cleaned_values, MATRIX),
     (appended_in_a_loop, MATRIX),
     (rounded_scales, SQUARE),
     (flipped_and_inverse_hyperbolics, MATRIX * 0.8),
@@ -488,3 +498,12 @@ def test_average_weights_along_a_tuple_axis_as_numpy_2_takes_them():
         ppto.average(data, axis=(2, 0), weights=weights.T)
     with pytest.raises(ppto.ShapeError, match="in that order"):
         ppto.average(data, axis=(0, 2), weights=weights.T)
+
+
+def cleaned_in_place(x):
+    return np.sum(np.nan_to_num(x, False))
+
+
+def test_nan_to_num_writing_into_its_argument_is_refused():
+    with pytest.raises(ppto.PptoError, match="copy=False would write into x"):
+        ppto.grad(cleaned_in_place)(MATRIX)

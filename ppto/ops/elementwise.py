@@ -7,8 +7,8 @@ their tangent rules are derived from the backward rules.
 
 import numpy as np
 
-from ppto.errors import ShapeError
-from ppto.ops.logic import floor_divide, isnan, logical_or, sign
+from ppto.errors import PptoError, ShapeError
+from ppto.ops.logic import floor_divide, isfinite, isnan, logical_or, sign
 from ppto.ops.primitive import primitive
 from ppto.ops.shape import (
     array,
@@ -716,6 +716,28 @@ def _(x):
         t = tanh(GELU_SCALE * (x + GELU_CUBIC * x * x * x))
         slope = GELU_SCALE * (1 + 3 * GELU_CUBIC * x * x)
         return dY * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * slope)
+
+    return backward
+
+
+@unary()
+def nan_to_num(xp, x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """x with NaN, inf and -inf replaced by numbers (``nan``; the largest finite
+    numbers, or ``posinf`` and ``neginf``), like np.nan_to_num; the entries replaced
+    get no gradient. Always a new array: ``copy=False`` (NumPy's writing into x)
+    is refused."""
+    if not copy:
+        raise PptoError(
+            "ppto.nan_to_num makes a new array: copy=False would write into x, "
+            "which ppto's operators never do; write y = np.nan_to_num(x)"
+        )
+    return xp.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+@nan_to_num.grad_rule
+def _(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    def backward(dY):
+        return where(isfinite(x), dY, 0.0)
 
     return backward
 

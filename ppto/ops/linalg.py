@@ -134,6 +134,22 @@ def _(a, b):
     return backward
 
 
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="bilinear")
+def vecdot(xp, a, b, axis=-1):
+    """Products of a's and b's elements summed along ``axis`` of their broadcast
+    shape (np.vecdot, np.linalg.vecdot, of real arrays)."""
+    return xp.sum(xp.multiply(a, b), axis=axis)
+
+
+@vecdot.grad_rule
+def _(a, b, axis=-1):
+    def backward(dY):
+        spread = expand_dims(dY, axis)
+        return unbroadcast(spread * b, a), unbroadcast(spread * a, b)
+
+    return backward
+
+
 @primitive("(Tensor[...], Tensor[...]) -> Tensor[M,N]", tangent="bilinear")
 def outer(xp, a, b):
     """Outer product of a's and b's elements, each flattened (``np.outer``)."""

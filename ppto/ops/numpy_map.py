@@ -259,6 +259,7 @@ _FUNCTIONS = {
     np.squeeze: shape.squeeze,
     np.concatenate: shape.concat,
     np.stack: shape.stack,
+    np.nan_to_num: ew.nan_to_num,
     np.append: shape.append,
     np.zeros_like: shape.zeros_like,
     # (NumPy leaves its values unspecified: zeros are one choice, and a constant)
@@ -357,6 +358,9 @@ NUMPY_FUNCTIONS.update(
     }
 )
 NUMPY_FUNCTIONS[np.meshgrid] = NumpyAlias(arrange.meshgrid, variadic=True)
+for _vecdot in (getattr(np, "vecdot", None), getattr(np.linalg, "vecdot", None)):
+    if _vecdot is not None:  # (NumPy 2.0 on, np.vecdot 2.1 on)
+        NUMPY_FUNCTIONS[_vecdot] = NumpyAlias(linalg.vecdot, {"x1": "a", "x2": "b"})
 NUMPY_FUNCTIONS[np.fliplr] = NumpyAlias(shape.flip, {"m": "x"}, defaults={"axis": 1})
 NUMPY_FUNCTIONS[np.flipud] = NumpyAlias(shape.flip, {"m": "x"}, defaults={"axis": 0})
 if hasattr(np, "unstack"):  # (NumPy 2.1 on)
