@@ -653,6 +653,12 @@ def copied_into(x):
     return np.sum(z * x)
 
 
+def written_item_of_an_item(x):
+    y = x * 1.0
+    y[0][1] = 5.0  # <- error
+    return np.sum(y**2)
+
+
 def joined_by_r_(x):
     return np.sum(np.r_[x[:2], x[1:] * 2.0] ** 2)  # <- error
 

@@ -408,6 +408,7 @@ REJECTED = [
     # NumPy calls writing into an array in place: the derivative missed the change
     Case(ec.sine_into_out, "writes into an array in place", "np.sin(x, out=z)"),
     Case(ec.copied_into, "writes into an array in place", "np.copyto(z, x**2)"),
+    Case(ec.written_item_of_an_item, "an item of an item", "y[0][1] = 5.0"),
     # np.r_ and np.c_ build arrays from their index, which gets no gradient (r_'s
     # gave a zero one)
     Case(ec.joined_by_r_, "np.r_ is not an array", "np.r_[x[:2], x[1:] * 2.0]"),

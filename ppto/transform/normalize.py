@@ -372,10 +372,17 @@ class Normalizer:
         reads = value_reads(node.value)
         targets = node.targets
         if any(isinstance(t, gast.Subscript) for t in targets):
+            chained = any(
+                isinstance(t, gast.Subscript) and isinstance(t.value, gast.Subscript)
+                for t in targets
+            )
             raise self.source.error(
                 node,
-                "ppto cannot differentiate a subscript assignment here",
-                "build the value with ppto.setitem",
+                "ppto cannot differentiate a subscript assignment here"
+                + (": a write into an item of an item" if chained else ""),
+                "write it as one subscript of the array (y[0, 1] = v, not y[0][1] = v)"
+                if chained
+                else "build the value with ppto.setitem",
             )
         names = tuple(
             n.id for t in targets for n in trees.walk(t) if isinstance(n, gast.Name)
