@@ -507,3 +507,32 @@ def cleaned_in_place(x):
 def test_nan_to_num_writing_into_its_argument_is_refused():
     with pytest.raises(ppto.PptoError, match="copy=False would write into x"):
         ppto.grad(cleaned_in_place)(MATRIX)
+
+
+def masked_and_started_reductions(x):
+    # where= and initial= of NumPy's reductions, functions and methods: entries
+    # left out, and a starting value joined to the result
+    kept = x > -0.3
+    total = np.sum(x**2, where=kept) + np.sum(np.mean(x**3, axis=0, where=x > -0.8))
+    started = np.prod(x[:2], where=kept[:2], initial=2.0) + x.max(initial=0.2)
+    highest = np.max(x * 2.0, axis=1, where=kept, initial=-5.0)
+    return total + started + np.sum(highest**2) + np.sum(x, axis=0, initial=1.5).sum()
+
+
+def test_reductions_with_where_and_initial_as_numpy_computes_them():
+    value, gradient = ppto.value_and_grad(masked_and_started_reductions)(MATRIX)
+    assert float(value) == pytest.approx(masked_and_started_reductions(MATRIX), 1e-12)
+    expected = central_differences(masked_and_started_reductions, [MATRIX], 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6, atol=1e-8)
+    direction = np.linspace(1.0, -2.0, MATRIX.size).reshape(MATRIX.shape)
+    _, derivative = ppto.jvp(masked_and_started_reductions, (MATRIX,), (direction,))
+    assert float(derivative) == pytest.approx(np.sum(expected * direction), rel=1e-6)
+
+
+def largest_kept(x):
+    return np.max(x, where=x > 0)
+
+
+def test_a_maximum_with_where_and_no_initial_is_refused_as_numpy_asks_for_one():
+    with pytest.raises(ppto.TransformError, match="where= and no initial="):
+        ppto.grad(largest_kept)(MATRIX)

@@ -17,7 +17,15 @@ import numpy as np
 
 from ppto.checkpoint import may_draw
 from ppto.errors import PptoError, TransformError
-from ppto.ops import elementwise, indexing, linalg, logic, numbers, shape
+from ppto.ops import (
+    elementwise,
+    indexing,
+    linalg,
+    logic,
+    numbers,
+    reductions,
+    shape,
+)
 from ppto.ops.numpy_map import check_numpy_positionals
 from ppto.ops.primitive import Primitive
 from ppto.transform import ir, lists, trees
@@ -1611,6 +1619,10 @@ class Normalizer:
                 node = self.variadic_arrays(node, callee)
             if callee.defaults:
                 node = self.numpy_defaults(node, callee)
+            if callee.numpy and _reduction_options(node, callee.op):
+                return self.reduction_with_options(
+                    node, callee.op, callee.renames, callee.text, target
+                )
             result = self.operator_call(node, callee.op, callee.renames, target)
             if callee.rank_check is not None:
                 self.out[-1].rank_check = (callee.rank_check, node)
@@ -1633,6 +1645,62 @@ class Normalizer:
             and node.func.id in _bound_to_calls(self.parsed.tree)
         )
         return name
+
+    def reduction_with_options(self, node, op, renames, text, target):
+        """NumPy's reduction with ``where=`` and ``initial=`` (``np.sum(x,
+        where=m, initial=v)``) as ppto's operators: x's entries left out replaced
+        by the reduction's identity (max's and min's by ``initial``, which NumPy
+        asks for with ``where``), reduced, then joined with ``initial``; the mean,
+        the sum of the entries kept over their count."""
+        options = {k.arg: k.value for k in node.keywords if k.arg in _OPTIONS}
+        mask, initial = options.get("where"), options.get("initial")
+        identity, join = _REDUCTION_OPTIONS[op]
+        if mask is not None and identity is None and initial is None:
+            raise self.source.error(
+                node,
+                f"{text} with where= and no initial=: the entries left "
+                "out need a value to lose to (NumPy asks for it too, where a "
+                "reduction is empty)",
+                "pass initial=... (-np.inf for a maximum, np.inf for a minimum)",
+            )
+        keywords = [k for k in node.keywords if k.arg not in _OPTIONS]
+        given = self.expression(node.args[0])
+        if isinstance(given, str) and value_reads(node.args[0]) & self.varied:
+            self.varied.add(given)  # (read below through its name alone)
+        x = given
+        if mask is not None:
+            fill_node = constant_expr(identity) if identity is not None else initial
+            fill = self.expression(fill_node)
+            condition = self.expression(mask)
+            x = self.apply(None, elementwise.where, [condition, x, fill], at=node)
+            if (value_reads(node.args[0]) | value_reads(fill_node)) & self.varied:
+                self.varied.add(x)
+        reduced_node = gast.Call(node.func, [_name(x)] + node.args[1:], keywords)
+        reduced_node = gast.copy_location(reduced_node, node)
+        last = target if initial is None and op is not reductions.reduce_mean else None
+        if op is reductions.reduce_mean and mask is not None:
+            total = self.operator_call(
+                reduced_node, reductions.reduce_sum, renames, None
+            )
+            ones = self.apply(None, shape.ones_like, [given], at=node)
+            kept = self.apply(
+                None,
+                elementwise.where,
+                [condition, ones, ir.Verbatim(constant_expr(0.0))],
+                at=node,
+            )
+            counted = gast.Call(node.func, [_name(kept)] + node.args[1:], keywords)
+            count = self.operator_call(
+                gast.copy_location(counted, node),
+                reductions.reduce_sum,
+                renames,
+                None,
+            )
+            return self.apply(target, elementwise.div, [total, count], at=node)
+        result = self.operator_call(reduced_node, op, renames, last)
+        if initial is None:
+            return result
+        return self.apply(target, join, [result, self.expression(initial)], at=node)
 
     def builtin_extreme(self, node, callee, target):
         """Python's ``max(a, b, ...)`` (``min``) of numbers as a chain of
@@ -1956,6 +2024,11 @@ class Normalizer:
                 "use a ppto operator",
             )
         self.numpy_positionals(node, op, 1 + len(node.args), f".{method}()")
+        as_function = gast.Call(node.func, [node.func.value, *node.args], node.keywords)
+        if _reduction_options(as_function, op):  # x.sum(where=m), x.max(initial=v)
+            return self.reduction_with_options(
+                gast.copy_location(as_function, node), op, {}, f".{method}()", target
+            )
         receiver = self.expression(node.func.value)
         if op is elementwise.clip:
             renames = METHOD_KEYWORDS.get(method, {})
@@ -2540,6 +2613,33 @@ def _single_result(op, call: gast.Call) -> bool | None:
         if given[name].value == value:
             return True
     return False
+
+
+_OPTIONS = ("where", "initial")
+# a reduction's identity (None: max's and min's, initial's instead) and the
+# operator joining its result with ``initial`` (the mean takes no initial)
+_REDUCTION_OPTIONS = {
+    reductions.reduce_sum: (0.0, elementwise.add),
+    reductions.reduce_prod: (1.0, elementwise.mul),
+    reductions.reduce_max: (None, elementwise.maximum),
+    reductions.reduce_min: (None, elementwise.minimum),
+    reductions.reduce_mean: (0.0, None),
+}
+
+
+def _reduction_options(node, op) -> bool:
+    """Whether ``node`` calls a NumPy reduction with ``where=`` or ``initial=`` by
+    name, its array written first (the mean: ``where=`` only)."""
+    if op not in _REDUCTION_OPTIONS or not node.args:
+        return False
+    named = {k.arg for k in node.keywords}
+    if op is reductions.reduce_mean and "initial" in named:
+        return False  # (np.mean has none: refused as an argument it lacks)
+    return bool(named & set(_OPTIONS))
+
+
+def _name(name: str):
+    return gast.Name(name, gast.Load(), None, None)
 
 
 def _returned_parts(function):
