@@ -880,3 +880,76 @@ def test_the_rule_tape_follows_an_item_write_into_a_tensor():
     np.testing.assert_allclose(
         gradient_w.numpy(), central_differences(written_in_place, [t, w], 1), rtol=1e-6
     )
+
+
+def product_rule_swapped(y, x):  # the operator's names, in the other order
+    def backward(dY):
+        return dY * x, dY * y
+
+    return backward
+
+
+def product_rule_renamed(a, b):  # names the operator does not have
+    def backward(dY):
+        return dY * b, dY * a
+
+    return backward
+
+
+def product_rule_with_helper(x, y):
+    def zero(dY):
+        return dY * 0.0, dY * 0.0
+
+    def backward(dY):
+        return dY * y, dY * x
+
+    return backward
+
+
+def product_rule_shadowing_its_cotangent(x, y):
+    dY = 100.0  # noqa: F841 (shadowed by backward's parameter)
+
+    def backward(dY):
+        return dY * y, dY * x
+
+    return backward
+
+
+def product_rule_returning_no_function(x, y):
+    return None
+
+
+def product_rule_with_two_cotangents(x, y):
+    def backward(dY, extra):
+        return dY * y, dY * x
+
+    return backward
+
+
+@pytest.mark.parametrize("rule, message", [
+    (product_rule_swapped, r"takes \(y, x\), the arguments of .* \(x, y\) in another"),
+    (product_rule_renamed, "has a parameter 'a', but .* no argument of that name"),
+    (product_rule_with_helper, r"must define one function .*\(2 defined"),
+    (product_rule_shadowing_its_cotangent, "assigns 'dY' before defining backward"),
+    (product_rule_returning_no_function, r"must define one function .*\(0 defined"),
+    (product_rule_with_two_cotangents, "backward takes 2 parameters"),
+    (lambda x, y: lambda dY: (dY * y, dY * x), "is not a def-function"),
+])  # fmt: skip
+def test_a_rule_the_transformer_would_misread_is_refused_as_registered(rule, message):
+    # each was attached: the swapped names and the helper defined first gave a
+    # silently wrong gradient (bound by name; the first function taken for
+    # backward), the dY assigned before backward replaced the cotangent (wrong
+    # too), and the others failed with TypeError (None bound for a name the
+    # operator does not have), StopIteration or AttributeError from the inliner
+    @ppto.operator
+    def product(x, y):
+        return x * y
+
+    with pytest.raises(ppto.GradError, match=message):
+        ppto.grad_rule(product)(rule)
+    assert product.backward_rule is None
+    x, y = np.linspace(0.5, 1.0, 3), np.linspace(-1.0, 2.0, 3)
+    gradients = ppto.grad(lambda x, y: ppto.reduce_sum(product(x, y)), wrt=(0, 1))
+    dx, dy = gradients(x, y)  # the body's derivative, as before any rule
+    np.testing.assert_allclose(np.asarray(dx), y)
+    np.testing.assert_allclose(np.asarray(dy), x)
