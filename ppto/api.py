@@ -1361,6 +1361,16 @@ def _require_scalar(value, name: str) -> None:
             f"{name.removesuffix('_grad')} returned a {type(value).__name__} of "
             f"{len(value)} values: use ppto.vjp for several results"
         )
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    if kind not in (None, *"biufc") or (
+        kind is None and not isinstance(value, (int, float, complex, np.number))
+    ):  # None, a string, an object: their "gradient" came out as zeros
+        shown = f"an array of {value.dtype}" if kind else repr(value)[:40]
+        raise GradError(
+            f"ppto.grad needs a function with a scalar result, but "
+            f"{name.removesuffix('_grad')} returned {shown}, not a number: return "
+            "the value to differentiate"
+        )
     size = getattr(value, "size", 1)
     if size != 1:
         shape = tuple(getattr(value, "shape", ()))

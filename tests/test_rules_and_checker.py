@@ -458,6 +458,8 @@ def test_a_gradient_of_another_shape_than_its_argument_is_refused():
 @pytest.mark.parametrize("call", [
     lambda: ppto.set_precision("ultra"),
     lambda: ppto.set_tolerance(rtol="a"),
+    lambda: ppto.set_tolerance(rtol=float("inf")),  # (every fusion rule passed)
+    lambda: ppto.set_tolerance(atol=float("inf")),
     lambda: ppto.show_op("dot"),
     lambda: ppto.grad_rule(3),
     lambda: ppto.operator(3),
@@ -953,3 +955,25 @@ def test_a_rule_the_transformer_would_misread_is_refused_as_registered(rule, mes
     dx, dy = gradients(x, y)  # the body's derivative, as before any rule
     np.testing.assert_allclose(np.asarray(dx), y)
     np.testing.assert_allclose(np.asarray(dy), x)
+
+
+def returns_none(x):
+    ppto.reduce_sum(x)
+    return None
+
+
+def returns_text(x):
+    return "loss"
+
+
+def returns_an_object(x):
+    return object()
+
+
+@pytest.mark.parametrize("function", [returns_none, returns_text, returns_an_object])
+def test_grad_of_a_function_returning_no_number_is_refused(function):
+    # its gradient came out as zeros (and value_and_grad's value as a Tensor of
+    # dtype object or <U4, which ppto.tensor refuses)
+    for transform in (ppto.grad, ppto.value_and_grad):
+        with pytest.raises(ppto.GradError, match="returned .*, not a number"):
+            transform(function)(np.ones(3))
