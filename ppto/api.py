@@ -1872,6 +1872,13 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
 
     >>> out, tangent = ppto.jvp(np.sin, (x,), (v,))     # doctest: +SKIP
     """
+    for which, given in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(given, (tuple, list)):  # (an array's rows were taken
+            # for the arguments: "too many positional arguments")
+            raise GradError(
+                f"jvp takes its {which} as a tuple or list, one per argument, "
+                f"got {type(given).__name__}: write ppto.jvp(f, (x,), (v,))"
+            )
     result = _jvp(f, primals, tangents)
     keys = _dict_result_keys(f)
     if keys is not None:  # (a dict's values come back as a list: see there)

@@ -460,6 +460,7 @@ def test_a_gradient_of_another_shape_than_its_argument_is_refused():
     lambda: ppto.set_tolerance(rtol="a"),
     lambda: ppto.set_tolerance(rtol=float("inf")),  # (every fusion rule passed)
     lambda: ppto.set_tolerance(atol=float("inf")),
+    lambda: ppto.jvp(np.sin, np.ones(3), np.ones(3)),  # (its rows as arguments)
     lambda: ppto.show_op("dot"),
     lambda: ppto.grad_rule(3),
     lambda: ppto.operator(3),
