@@ -570,6 +570,18 @@ def test_logical_operators_take_booleans_and_refuse_integers():
             call()
 
 
+def test_copy_copy_of_a_tensor_copies_its_values():
+    # the copy held the tensor's own array: writing into it changed the tensor
+    import copy
+
+    t = ppto.tensor(np.ones((1, 2, 2, 3)), layout="nhwc")
+    for copied in (copy.copy(t), copy.deepcopy(t)):
+        copied += 1.0
+        copied[0, 0, 0, 0] = 5.0
+        np.testing.assert_array_equal(t.numpy(), np.ones((1, 2, 2, 3)))
+        assert copied.layout == "nhwc" and copied.device == t.device
+
+
 def test_in_place_operators_keep_the_dtype_and_refuse_what_numpy_refuses():
     t = ppto.tensor(np.ones(3, np.float32))
     t *= np.float64(2.5)

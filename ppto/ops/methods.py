@@ -357,6 +357,9 @@ _METHODS = {
     "squeeze": lambda self, axis=None: shape.squeeze(self, axis),
     "astype": lambda self, dtype: shape.cast(self, dtype),
     "copy": lambda self: shape.copy(self),
+    # copy.copy(t) made a tensor holding t's own array, so writes into the "copy"
+    # changed t; NumPy's copy.copy(array) copies the values
+    "__copy__": lambda self: shape.copy(self),
     "trace": lambda self, offset=0, axis1=0, axis2=1, dtype=None, out=None: (
         linalg.trace(
             self, offset, axis1, axis2, _dtype_without_out(dtype, out, "trace")
@@ -426,6 +429,7 @@ def expression_methods() -> dict:
         "tolist",
         "__array_ufunc__",
         "__array_function__",
+        "__copy__",
     }
     methods = {name: value for name, value in _METHODS.items() if name not in skip}
     # (expressions are never written into: no copy needed)
