@@ -1663,6 +1663,7 @@ def _vjp(f: Callable, *args: Any, **kwargs: Any):
     forward_name, backward_name = program.entries
     out, saved = transformed.run(0, ranks, device, values)
     out = _owned(out, values)
+    saved = _residuals_of_their_own(saved, (values, out))
     backward = transformed.entry(1, ranks, device)
 
     arguments = [values[call.names.index(name)] for name in wrt]
@@ -1727,6 +1728,32 @@ def _refuse_derivative_of_pytrees(f: Callable, trees: dict) -> None:
             f"{', '.join(map(repr, trees))}, a dict, list or tuple: write the "
             "function with one parameter per array for second derivatives"
         )
+
+
+def _residuals_of_their_own(saved, inputs):
+    """``saved`` (what a pullback reads) with a copy of each array that shares
+    memory with an array of ``inputs`` (the caller's arguments, and the result
+    handed back): the caller may change those in place between ``vjp`` and the
+    pullback (``W -= lr * dW``, ``out[...] = 0``), which gave a silently wrong
+    gradient. Arrays of their own are kept as they are."""
+    held = {
+        _memory_key(leaf.data if isinstance(leaf, Tensor) else leaf)
+        for leaf in pytrees.leaves(inputs)
+    }
+    held.discard(None)
+    if not held:
+        return saved
+
+    def owned(value):
+        if type(value) is list:
+            return [owned(item) for item in value]
+        if type(value) is tuple:
+            return tuple(owned(item) for item in value)
+        if _is_array(value) and _memory_key(value) in held:
+            return value.copy()
+        return value
+
+    return owned(saved)
 
 
 def _with_own_lists(saved):
