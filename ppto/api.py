@@ -1730,6 +1730,22 @@ def _refuse_derivative_of_pytrees(f: Callable, trees: dict) -> None:
         )
 
 
+def _check_tangent_shapes(name: str, value, tangent) -> None:
+    """Each result's tangent has the result's shape: a tangent rule giving one of
+    another shape (``dx[0]`` for a matrix) came back as the tangent."""
+    values, tangents = _leaves(value), _leaves(tangent)
+    for number, (out, pushed) in enumerate(zip(values, tangents)):
+        if hasattr(pushed, "shape") and np.shape(pushed) != np.shape(out):
+            which = f"result {number}" if len(values) > 1 else "the result"
+            raise GradError(
+                f"jvp of {name}: the tangent of {which} came out with shape "
+                f"{tuple(np.shape(pushed))}, but {which} has shape "
+                f"{tuple(np.shape(out))}: a tangent rule gave a tangent of another "
+                "shape than its operator's result (ppto.check_grad(op, *inputs) "
+                "on the operators with rules of their own finds it)"
+            )
+
+
 def _residuals_of_their_own(saved, inputs):
     """``saved`` (what a pullback reads) with a copy of each array that shares
     memory with an array of ``inputs`` (the caller's arguments, and the result
@@ -1958,6 +1974,7 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
         0, ranks, device, values, dict(zip(parameters, raw_tangents))
     )
     tangent = _dtype_of(tangent, value)
+    _check_tangent_shapes(function.__name__, value, tangent)
     # (results of their own: not the caller's primal or tangent, nor each other)
     value, tangent = _owned((value, tangent), (values, raw_tangents))
     value = _as_tensor(value, device)

@@ -978,3 +978,33 @@ def test_grad_of_a_function_returning_no_number_is_refused(function):
     for transform in (ppto.grad, ppto.value_and_grad):
         with pytest.raises(ppto.GradError, match="returned .*, not a number"):
             transform(function)(np.ones(3))
+
+
+@ppto.operator
+def shifted(x, b):
+    return x + b
+
+
+@ppto.grad_rule
+def _(x, b):
+    def backward(dY):
+        return dY, ppto.reduce_sum(dY, axis=0)
+
+    return backward
+
+
+@ppto.jvp_rule
+def _(x, b):
+    def tangent(dx, db):
+        return dx[0] + db  # one row: the tangent of another shape than x + b
+
+    return tangent
+
+
+def test_a_tangent_of_another_shape_than_its_result_is_refused():
+    # jvp handed back the (3,) tangent of a (4, 3) result as it was
+    x, b = np.ones((4, 3)), np.ones(3)
+    with pytest.raises(
+        ppto.GradError, match=r"shape \(3,\), but the result .*\(4, 3\)"
+    ):
+        ppto.jvp(shifted, (x, b), (np.ones((4, 3)), np.zeros(3)))
