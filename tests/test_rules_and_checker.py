@@ -1008,3 +1008,40 @@ def test_a_tangent_of_another_shape_than_its_result_is_refused():
         ppto.GradError, match=r"shape \(3,\), but the result .*\(4, 3\)"
     ):
         ppto.jvp(shifted, (x, b), (np.ones((4, 3)), np.zeros(3)))
+
+
+@ppto.operator
+def product_listed(x, y):
+    return x * y
+
+
+@ppto.grad_rule
+def _(x, y):
+    def backward(dY):
+        return [dY * y, dY * x]  # a list written out reads as the tuple would
+
+    return backward
+
+
+@ppto.operator
+def product_named(x, y):
+    return x * y
+
+
+@ppto.grad_rule
+def _(x, y):
+    def backward(dY):
+        gradients = (dY * y, dY * x)
+        return gradients
+
+    return backward
+
+
+def test_a_rule_returning_a_list_works_and_a_name_is_refused_saying_so():
+    # both were refused with "returns 1 gradient from backward, but ... has 2"
+    x, y = np.linspace(0.5, 1.0, 3), np.linspace(-1.0, 2.0, 3)
+    dx, dy = ppto.grad(lambda x, y: ppto.reduce_sum(product_listed(x, y)), (0, 1))(x, y)
+    np.testing.assert_allclose(np.asarray(dx), y)
+    np.testing.assert_allclose(np.asarray(dy), x)
+    with pytest.raises(ppto.GradError, match="returns gradients from backward.*out"):
+        ppto.grad(lambda x, y: ppto.reduce_sum(product_named(x, y)), (0, 1))(x, y)

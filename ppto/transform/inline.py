@@ -497,8 +497,18 @@ def _walk_statements(body):
 
 
 def _split(value, count, needed, op_name: str):
-    if isinstance(value, gast.Tuple) and (count > 1 or len(value.elts) != 1):
+    written_out = isinstance(value, (gast.Tuple, gast.List))  # (a list too, as read)
+    if written_out and (count > 1 or len(value.elts) != 1):
         elements = list(value.elts)
+    elif any(needed[1:]) and isinstance(value, (gast.Name, gast.Call)):
+        # (a name or call holding them read as one gradient: "returns 1 gradient")
+        raise GradError(
+            f"the gradient rule of {op_name} returns "
+            f"{gast.unparse(value).strip()} "
+            f"from backward, which ppto reads as the rule's source: write the "
+            f"{count} gradients out in the return, one per positional input "
+            f"(return dx, dy, None for an input that gets none)"
+        )
     else:
         elements = [value]
     missing_needed = any(needed[len(elements) :])  # would read as zero, silently
