@@ -1045,3 +1045,19 @@ def test_a_rule_returning_a_list_works_and_a_name_is_refused_saying_so():
     np.testing.assert_allclose(np.asarray(dy), x)
     with pytest.raises(ppto.GradError, match="returns gradients from backward.*out"):
         ppto.grad(lambda x, y: ppto.reduce_sum(product_named(x, y)), (0, 1))(x, y)
+
+
+def test_built_in_rules_have_the_form_a_users_rule_must_have():
+    # (a user's rule is checked as it is registered; the built-in ones here,
+    # rather than each time ppto is imported)
+    from ppto.ops.rules import _check_shape_of_rule
+
+    rules = [
+        rule
+        for op in OPERATORS.values()
+        for rule in (op.backward_rule, op.tangent_rule)
+        if rule is not None
+    ]
+    assert len(rules) > 300
+    for rule in rules:
+        _check_shape_of_rule(rule, rule.source)
