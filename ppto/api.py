@@ -1662,6 +1662,7 @@ def _vjp(f: Callable, *args: Any, **kwargs: Any):
     program, _ = transformed.program(ranks)
     forward_name, backward_name = program.entries
     out, saved = transformed.run(0, ranks, device, values)
+    _require_numbers(out, function.__name__, "vjp")
     out = _owned(out, values)
     saved = _residuals_of_their_own(saved, (values, out))
     backward = transformed.entry(1, ranks, device)
@@ -1728,6 +1729,24 @@ def _refuse_derivative_of_pytrees(f: Callable, trees: dict) -> None:
             f"{', '.join(map(repr, trees))}, a dict, list or tuple: write the "
             "function with one parameter per array for second derivatives"
         )
+
+
+def _require_numbers(value, name: str, transform: str) -> None:
+    """Each of a function's results is numbers (``vjp`` and ``jvp`` handed back
+    ``None`` or a string as a Tensor of dtype object or <U4, with a "tangent"
+    of ``''`` or a pullback refusing every cotangent)."""
+    results = _leaves(value)
+    for number, result in enumerate(results):
+        kind = getattr(getattr(result, "dtype", None), "kind", None)
+        if kind in ("O", "U", "S") or (
+            kind is None and not isinstance(result, (int, float, complex, np.number))
+        ):
+            which = f"result {number}" if len(results) > 1 else "its result"
+            raise GradError(
+                f"ppto.{transform} of {name}: {which} is {repr(result)[:40]}, not a "
+                "number or an array of numbers: return only the values to "
+                "differentiate"
+            )
 
 
 def _check_tangent_shapes(name: str, value, tangent) -> None:
@@ -1973,6 +1992,7 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
     value, tangent = transformed.run(
         0, ranks, device, values, dict(zip(parameters, raw_tangents))
     )
+    _require_numbers(value, function.__name__, "jvp")
     tangent = _dtype_of(tangent, value)
     _check_tangent_shapes(function.__name__, value, tangent)
     # (results of their own: not the caller's primal or tangent, nor each other)

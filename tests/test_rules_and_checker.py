@@ -978,6 +978,12 @@ def test_grad_of_a_function_returning_no_number_is_refused(function):
     for transform in (ppto.grad, ppto.value_and_grad):
         with pytest.raises(ppto.GradError, match="returned .*, not a number"):
             transform(function)(np.ones(3))
+    # vjp and jvp handed it back as a Tensor of dtype object or <U4 (a pullback
+    # then refusing every cotangent, a tangent of '')
+    with pytest.raises(ppto.GradError, match="vjp of .* not a number"):
+        ppto.vjp(function, np.ones(3))
+    with pytest.raises(ppto.GradError, match="jvp of .* not a number"):
+        ppto.jvp(function, (np.ones(3),), (np.ones(3),))
 
 
 @ppto.operator
