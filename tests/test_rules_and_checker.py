@@ -1067,3 +1067,24 @@ def test_built_in_rules_have_the_form_a_users_rule_must_have():
     assert len(rules) > 300
     for rule in rules:
         _check_shape_of_rule(rule, rule.source)
+
+
+@ppto.operator
+def product_scaled(x, y):
+    return x * y
+
+
+@ppto.grad_rule
+def _(x, y, *, factor=1.0):  # a constant of the rule's own, keyword-only
+    def backward(dY):
+        return dY * y * factor, dY * x * factor
+
+    return backward
+
+
+def test_a_rule_parameter_of_its_own_with_a_default_takes_the_default():
+    # a keyword-only one was left unbound: NameError in the generated code
+    x, y = np.array([1.0, 2.0]), np.array([10.0, 20.0])
+    dx, dy = ppto.grad(lambda x, y: ppto.reduce_sum(product_scaled(x, y)), (0, 1))(x, y)
+    np.testing.assert_allclose(np.asarray(dx), y)
+    np.testing.assert_allclose(np.asarray(dy), x)

@@ -169,14 +169,15 @@ def _check_parameters(op: Any, kind: str, parameters) -> None:
         inspect.Parameter.POSITIONAL_ONLY,
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
     )
-    declared = [
+    unknown = [  # (one with a default of its own takes it: a constant of the rule)
         name
         for name, p in parameters.items()
         if name != "out"
+        and name not in names
+        and p.default is p.empty
         and (p.kind in positional or p.kind is inspect.Parameter.KEYWORD_ONLY)
     ]
     wanted = ", ".join(names)
-    unknown = [name for name in declared if name not in names]
     if unknown:
         raise GradError(
             f"the {kind} rule of {op.name} has a parameter {unknown[0]!r}, but "

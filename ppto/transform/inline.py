@@ -205,7 +205,8 @@ def _instantiate(
     op = statement.op
     arguments = dict(zip(op.input_names, statement.inputs))
     bindings: dict = {}
-    for argument in outer.args.args:
+    keyword_defaults = dict(zip(outer.args.kwonlyargs, outer.args.kw_defaults))
+    for argument in [*outer.args.args, *outer.args.kwonlyargs]:
         name = argument.id
         if name == "out":
             bindings[name] = statement.target
@@ -213,6 +214,9 @@ def _instantiate(
             bindings[name] = operand_expr(arguments[name])
         elif name in statement.params:
             bindings[name] = clone(statement.params[name])
+        elif argument in keyword_defaults:  # (def _(x, *, eps=1e-3): NameError)
+            default = keyword_defaults[argument]
+            bindings[name] = clone(default) if default else gast.Constant(None, None)
         elif argument is not None:
             bindings[name] = _default_of(outer, name)
     bindings.update(inner_bindings)
