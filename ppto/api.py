@@ -1361,6 +1361,16 @@ def _require_scalar(value, name: str) -> None:
             f"{name.removesuffix('_grad')} returned a {type(value).__name__} of "
             f"{len(value)} values: use ppto.vjp for several results"
         )
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    if kind not in (None, *"biufc") or (
+        kind is None and not isinstance(value, (int, float, complex, np.number))
+    ):  # None, a string, an object: their "gradient" came out as zeros
+        shown = f"an array of {value.dtype}" if kind else repr(value)[:40]
+        raise GradError(
+            f"ppto.grad needs a function with a scalar result, but "
+            f"{name.removesuffix('_grad')} returned {shown}, not a number: return "
+            "the value to differentiate"
+        )
     size = getattr(value, "size", 1)
     if size != 1:
         shape = tuple(getattr(value, "shape", ()))
@@ -1652,7 +1662,9 @@ def _vjp(f: Callable, *args: Any, **kwargs: Any):
     program, _ = transformed.program(ranks)
     forward_name, backward_name = program.entries
     out, saved = transformed.run(0, ranks, device, values)
+    _require_numbers(out, function.__name__, "vjp")
     out = _owned(out, values)
+    saved = _residuals_of_their_own(saved, (values, out))
     backward = transformed.entry(1, ranks, device)
 
     arguments = [values[call.names.index(name)] for name in wrt]
@@ -1717,6 +1729,66 @@ def _refuse_derivative_of_pytrees(f: Callable, trees: dict) -> None:
             f"{', '.join(map(repr, trees))}, a dict, list or tuple: write the "
             "function with one parameter per array for second derivatives"
         )
+
+
+def _require_numbers(value, name: str, transform: str) -> None:
+    """Each of a function's results is numbers (``vjp`` and ``jvp`` handed back
+    ``None`` or a string as a Tensor of dtype object or <U4, with a "tangent"
+    of ``''`` or a pullback refusing every cotangent)."""
+    results = _leaves(value)
+    for number, result in enumerate(results):
+        kind = getattr(getattr(result, "dtype", None), "kind", None)
+        if kind in ("O", "U", "S") or (
+            kind is None and not isinstance(result, (int, float, complex, np.number))
+        ):
+            which = f"result {number}" if len(results) > 1 else "its result"
+            raise GradError(
+                f"ppto.{transform} of {name}: {which} is {repr(result)[:40]}, not a "
+                "number or an array of numbers: return only the values to "
+                "differentiate"
+            )
+
+
+def _check_tangent_shapes(name: str, value, tangent) -> None:
+    """Each result's tangent has the result's shape: a tangent rule giving one of
+    another shape (``dx[0]`` for a matrix) came back as the tangent."""
+    values, tangents = _leaves(value), _leaves(tangent)
+    for number, (out, pushed) in enumerate(zip(values, tangents)):
+        if hasattr(pushed, "shape") and np.shape(pushed) != np.shape(out):
+            which = f"result {number}" if len(values) > 1 else "the result"
+            raise GradError(
+                f"jvp of {name}: the tangent of {which} came out with shape "
+                f"{tuple(np.shape(pushed))}, but {which} has shape "
+                f"{tuple(np.shape(out))}: a tangent rule gave a tangent of another "
+                "shape than its operator's result (ppto.check_grad(op, *inputs) "
+                "on the operators with rules of their own finds it)"
+            )
+
+
+def _residuals_of_their_own(saved, inputs):
+    """``saved`` (what a pullback reads) with a copy of each array that shares
+    memory with an array of ``inputs`` (the caller's arguments, and the result
+    handed back): the caller may change those in place between ``vjp`` and the
+    pullback (``W -= lr * dW``, ``out[...] = 0``), which gave a silently wrong
+    gradient. Arrays of their own are kept as they are."""
+    held = {
+        _memory_key(leaf.data if isinstance(leaf, Tensor) else leaf)
+        for leaf in pytrees.leaves(inputs)
+    }
+    held.discard(None)
+    if not held:
+        return saved
+
+    def owned(value):
+        if type(value) is list:
+            return [owned(item) for item in value]
+        if type(value) is tuple:
+            return tuple(owned(item) for item in value)
+        if _is_array(value) and _memory_key(value) in held:
+            return value.copy()
+        return value
+
+    return owned(saved)
 
 
 def _with_own_lists(saved):
@@ -1862,6 +1934,13 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
 
     >>> out, tangent = ppto.jvp(np.sin, (x,), (v,))     # doctest: +SKIP
     """
+    for which, given in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(given, (tuple, list)):  # (an array's rows were taken
+            # for the arguments: "too many positional arguments")
+            raise GradError(
+                f"jvp takes its {which} as a tuple or list, one per argument, "
+                f"got {type(given).__name__}: write ppto.jvp(f, (x,), (v,))"
+            )
     result = _jvp(f, primals, tangents)
     keys = _dict_result_keys(f)
     if keys is not None:  # (a dict's values come back as a list: see there)
@@ -1913,7 +1992,9 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
     value, tangent = transformed.run(
         0, ranks, device, values, dict(zip(parameters, raw_tangents))
     )
+    _require_numbers(value, function.__name__, "jvp")
     tangent = _dtype_of(tangent, value)
+    _check_tangent_shapes(function.__name__, value, tangent)
     # (results of their own: not the caller's primal or tangent, nor each other)
     value, tangent = _owned((value, tangent), (values, raw_tangents))
     value = _as_tensor(value, device)

@@ -540,6 +540,48 @@ def test_floor_division_remainder_and_logical_updates_are_in_place(device):
     np.testing.assert_array_equal(whole.numpy(), [6, 5])
 
 
+def test_logical_operators_take_booleans_and_refuse_integers():
+    # t & 1 on an integer tensor was logical_and (True where NumPy's bitwise
+    # and gives 0 for even numbers), ~t logical_not, and ^ a TypeError
+    flags, other = np.array([True, False, True]), np.array([True, True, False])
+    t, u = ppto.tensor(flags), ppto.tensor(other)
+    for result, expected in [
+        (t & u, flags & other),
+        (t | u, flags | other),
+        (t ^ u, flags ^ other),
+        (~t, ~flags),
+        (True & t, True & flags),
+        (t | other, flags | other),
+    ]:
+        assert result.dtype == np.bool_
+        np.testing.assert_array_equal(result.numpy(), expected)
+    whole = ppto.tensor(np.array([1, 2, 3, 6]))
+    calls = [
+        lambda: whole & 1,
+        lambda: 1 & whole,
+        lambda: whole | whole,
+        lambda: whole ^ 3,
+        lambda: ~whole,
+        lambda: t & whole,
+        lambda: t | 2,
+    ]
+    for call in calls:
+        with pytest.raises(ppto.DTypeError, match="bitwise.*np.(bitwise_|invert)"):
+            call()
+
+
+def test_copy_copy_of_a_tensor_copies_its_values():
+    # the copy held the tensor's own array: writing into it changed the tensor
+    import copy
+
+    t = ppto.tensor(np.ones((1, 2, 2, 3)), layout="nhwc")
+    for copied in (copy.copy(t), copy.deepcopy(t)):
+        copied += 1.0
+        copied[0, 0, 0, 0] = 5.0
+        np.testing.assert_array_equal(t.numpy(), np.ones((1, 2, 2, 3)))
+        assert copied.layout == "nhwc" and copied.device == t.device
+
+
 def test_in_place_operators_keep_the_dtype_and_refuse_what_numpy_refuses():
     t = ppto.tensor(np.ones(3, np.float32))
     t *= np.float64(2.5)

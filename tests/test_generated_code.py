@@ -3704,3 +3704,31 @@ def test_a_user_name_xp_is_not_the_generated_codes_array_namespace(function, arg
     assert "xp_1" in ppto.show_grad(
         function, *arguments, lowered=True, file=io.StringIO()
     )
+
+
+def _sine_times(x, w):
+    return np.sin(x) * w
+
+
+def _exponential(x):
+    return np.exp(x)
+
+
+@pytest.mark.parametrize("size", [4, 300_000])  # (small, and fused in chunks)
+def test_a_pullback_keeps_what_it_reads_of_arguments_the_caller_changes(size):
+    """The caller's arrays (or tensors) changed in place between ``ppto.vjp`` and
+    the pullback (``W -= lr * dW``), or the result handed back written into: the
+    backward pass read the changed values, a silently wrong gradient."""
+    x, w = np.linspace(0.1, 1.0, size), np.linspace(-1.0, 1.0, size)
+    expected = (np.cos(x) * w, np.sin(x))
+    for wrap in (np.array, ppto.tensor):
+        xs, ws = wrap(x.copy()), wrap(w.copy())
+        _, pullback = ppto.vjp(_sine_times, xs, ws)
+        xs *= 0.0
+        ws += 5.0
+        for gradient, wanted in zip(pullback(np.ones(size)), expected):
+            np.testing.assert_allclose(np.asarray(gradient), wanted, rtol=1e-12)
+    out, pullback = ppto.vjp(_exponential, x)
+    np.asarray(out)[...] = 0.0
+    (gradient,) = pullback(np.ones(size))
+    np.testing.assert_allclose(np.asarray(gradient), np.exp(x), rtol=1e-12)

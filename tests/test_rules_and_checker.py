@@ -458,6 +458,9 @@ def test_a_gradient_of_another_shape_than_its_argument_is_refused():
 @pytest.mark.parametrize("call", [
     lambda: ppto.set_precision("ultra"),
     lambda: ppto.set_tolerance(rtol="a"),
+    lambda: ppto.set_tolerance(rtol=float("inf")),  # (every fusion rule passed)
+    lambda: ppto.set_tolerance(atol=float("inf")),
+    lambda: ppto.jvp(np.sin, np.ones(3), np.ones(3)),  # (its rows as arguments)
     lambda: ppto.show_op("dot"),
     lambda: ppto.grad_rule(3),
     lambda: ppto.operator(3),
@@ -880,3 +883,208 @@ def test_the_rule_tape_follows_an_item_write_into_a_tensor():
     np.testing.assert_allclose(
         gradient_w.numpy(), central_differences(written_in_place, [t, w], 1), rtol=1e-6
     )
+
+
+def product_rule_swapped(y, x):  # the operator's names, in the other order
+    def backward(dY):
+        return dY * x, dY * y
+
+    return backward
+
+
+def product_rule_renamed(a, b):  # names the operator does not have
+    def backward(dY):
+        return dY * b, dY * a
+
+    return backward
+
+
+def product_rule_with_helper(x, y):
+    def zero(dY):
+        return dY * 0.0, dY * 0.0
+
+    def backward(dY):
+        return dY * y, dY * x
+
+    return backward
+
+
+def product_rule_shadowing_its_cotangent(x, y):
+    dY = 100.0  # noqa: F841 (shadowed by backward's parameter)
+
+    def backward(dY):
+        return dY * y, dY * x
+
+    return backward
+
+
+def product_rule_returning_no_function(x, y):
+    return None
+
+
+def product_rule_with_two_cotangents(x, y):
+    def backward(dY, extra):
+        return dY * y, dY * x
+
+    return backward
+
+
+@pytest.mark.parametrize("rule, message", [
+    (product_rule_swapped, r"takes \(y, x\), the arguments of .* \(x, y\) in another"),
+    (product_rule_renamed, "has a parameter 'a', but .* no argument of that name"),
+    (product_rule_with_helper, r"must define one function .*\(2 defined"),
+    (product_rule_shadowing_its_cotangent, "assigns 'dY' before defining backward"),
+    (product_rule_returning_no_function, r"must define one function .*\(0 defined"),
+    (product_rule_with_two_cotangents, "backward takes 2 parameters"),
+    (lambda x, y: lambda dY: (dY * y, dY * x), "is not a def-function"),
+])  # fmt: skip
+def test_a_rule_the_transformer_would_misread_is_refused_as_registered(rule, message):
+    # each was attached: the swapped names and the helper defined first gave a
+    # silently wrong gradient (bound by name; the first function taken for
+    # backward), the dY assigned before backward replaced the cotangent (wrong
+    # too), and the others failed with TypeError (None bound for a name the
+    # operator does not have), StopIteration or AttributeError from the inliner
+    @ppto.operator
+    def product(x, y):
+        return x * y
+
+    with pytest.raises(ppto.GradError, match=message):
+        ppto.grad_rule(product)(rule)
+    assert product.backward_rule is None
+    x, y = np.linspace(0.5, 1.0, 3), np.linspace(-1.0, 2.0, 3)
+    gradients = ppto.grad(lambda x, y: ppto.reduce_sum(product(x, y)), wrt=(0, 1))
+    dx, dy = gradients(x, y)  # the body's derivative, as before any rule
+    np.testing.assert_allclose(np.asarray(dx), y)
+    np.testing.assert_allclose(np.asarray(dy), x)
+
+
+def returns_none(x):
+    ppto.reduce_sum(x)
+    return None
+
+
+def returns_text(x):
+    return "loss"
+
+
+def returns_an_object(x):
+    return object()
+
+
+@pytest.mark.parametrize("function", [returns_none, returns_text, returns_an_object])
+def test_grad_of_a_function_returning_no_number_is_refused(function):
+    # its gradient came out as zeros (and value_and_grad's value as a Tensor of
+    # dtype object or <U4, which ppto.tensor refuses)
+    for transform in (ppto.grad, ppto.value_and_grad):
+        with pytest.raises(ppto.GradError, match="returned .*, not a number"):
+            transform(function)(np.ones(3))
+    # vjp and jvp handed it back as a Tensor of dtype object or <U4 (a pullback
+    # then refusing every cotangent, a tangent of '')
+    with pytest.raises(ppto.GradError, match="vjp of .* not a number"):
+        ppto.vjp(function, np.ones(3))
+    with pytest.raises(ppto.GradError, match="jvp of .* not a number"):
+        ppto.jvp(function, (np.ones(3),), (np.ones(3),))
+
+
+@ppto.operator
+def shifted(x, b):
+    return x + b
+
+
+@ppto.grad_rule
+def _(x, b):
+    def backward(dY):
+        return dY, ppto.reduce_sum(dY, axis=0)
+
+    return backward
+
+
+@ppto.jvp_rule
+def _(x, b):
+    def tangent(dx, db):
+        return dx[0] + db  # one row: the tangent of another shape than x + b
+
+    return tangent
+
+
+def test_a_tangent_of_another_shape_than_its_result_is_refused():
+    # jvp handed back the (3,) tangent of a (4, 3) result as it was
+    x, b = np.ones((4, 3)), np.ones(3)
+    with pytest.raises(
+        ppto.GradError, match=r"shape \(3,\), but the result .*\(4, 3\)"
+    ):
+        ppto.jvp(shifted, (x, b), (np.ones((4, 3)), np.zeros(3)))
+
+
+@ppto.operator
+def product_listed(x, y):
+    return x * y
+
+
+@ppto.grad_rule
+def _(x, y):
+    def backward(dY):
+        return [dY * y, dY * x]  # a list written out reads as the tuple would
+
+    return backward
+
+
+@ppto.operator
+def product_named(x, y):
+    return x * y
+
+
+@ppto.grad_rule
+def _(x, y):
+    def backward(dY):
+        gradients = (dY * y, dY * x)
+        return gradients
+
+    return backward
+
+
+def test_a_rule_returning_a_list_works_and_a_name_is_refused_saying_so():
+    # both were refused with "returns 1 gradient from backward, but ... has 2"
+    x, y = np.linspace(0.5, 1.0, 3), np.linspace(-1.0, 2.0, 3)
+    dx, dy = ppto.grad(lambda x, y: ppto.reduce_sum(product_listed(x, y)), (0, 1))(x, y)
+    np.testing.assert_allclose(np.asarray(dx), y)
+    np.testing.assert_allclose(np.asarray(dy), x)
+    with pytest.raises(ppto.GradError, match="returns gradients from backward.*out"):
+        ppto.grad(lambda x, y: ppto.reduce_sum(product_named(x, y)), (0, 1))(x, y)
+
+
+def test_built_in_rules_have_the_form_a_users_rule_must_have():
+    # (a user's rule is checked as it is registered; the built-in ones here,
+    # rather than each time ppto is imported)
+    from ppto.ops.rules import _check_shape_of_rule
+
+    rules = [
+        rule
+        for op in OPERATORS.values()
+        for rule in (op.backward_rule, op.tangent_rule)
+        if rule is not None
+    ]
+    assert len(rules) > 300
+    for rule in rules:
+        _check_shape_of_rule(rule, rule.source)
+
+
+@ppto.operator
+def product_scaled(x, y):
+    return x * y
+
+
+@ppto.grad_rule
+def _(x, y, *, factor=1.0):  # a constant of the rule's own, keyword-only
+    def backward(dY):
+        return dY * y * factor, dY * x * factor
+
+    return backward
+
+
+def test_a_rule_parameter_of_its_own_with_a_default_takes_the_default():
+    # a keyword-only one was left unbound: NameError in the generated code
+    x, y = np.array([1.0, 2.0]), np.array([10.0, 20.0])
+    dx, dy = ppto.grad(lambda x, y: ppto.reduce_sum(product_scaled(x, y)), (0, 1))(x, y)
+    np.testing.assert_allclose(np.asarray(dx), y)
+    np.testing.assert_allclose(np.asarray(dy), x)

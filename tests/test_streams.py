@@ -268,3 +268,18 @@ def test_per_thread_default_streams_are_refused(monkeypatch):
     monkeypatch.setenv("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM", "1")
     with pytest.raises(ppto.DeviceError, match="PER_THREAD_DEFAULT_STREAM"):
         backend.new_stream(0)
+
+
+def test_one_stream_object_may_be_entered_again_and_inside_itself():
+    # a generator-based context manager: the second with raised AttributeError
+    # ('_GeneratorContextManager' object has no attribute 'args')
+    compute = ppto.stream("compute")
+    for _ in range(2):
+        with compute as name:
+            assert name == "compute"
+            with compute:
+                x = ppto.exp(ppto.tensor([0.0, 1.0]))
+    ppto.sync()
+    np.testing.assert_allclose(x.numpy(), np.exp([0.0, 1.0]))
+    with pytest.raises(ppto.PptoError, match="non-empty string"):
+        ppto.stream("")

@@ -31,6 +31,48 @@ def _binary(op, reflected=False):
     return lambda self, other: op(self, other)
 
 
+_BITWISE = {"&": "bitwise_and", "|": "bitwise_or", "^": "bitwise_xor", "~": "invert"}
+
+
+def _logical(op, symbol: str, reflected: bool = False):
+    """A tensor's ``&``, ``|``, ``^`` and ``~``: logical_and, logical_or,
+    logical_xor and logical_not, for booleans. NumPy's on integers are bitwise,
+    another result (``t & 1`` gave True for 2), so an operand that is not boolean
+    is refused, as ``&=`` refuses it."""
+
+    def method(self, *other):
+        operands = (*other, self) if reflected else (self, *other)
+        for operand in operands:
+            if not _boolean(operand):
+                raise DTypeError(
+                    f"{symbol} of {_dtype_name(operand)} at {user_location()}: a "
+                    f"tensor's {symbol} is logical (for booleans), where NumPy's on "
+                    f"integers is bitwise; compute it in NumPy (np.{_BITWISE[symbol]}"
+                    "(t.numpy(), ...)) or compare first (t > 0)"
+                )
+        return op(*operands)
+
+    return method
+
+
+def _boolean(value) -> bool:
+    """Whether ``value`` is boolean, or may be (a symbolic expression's dtype is
+    not known)."""
+    if isinstance(value, (bool, np.bool_)) or getattr(value, "_ppto_symbolic", False):
+        return True
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(value).dtype
+    return np.dtype(dtype) == np.bool_
+
+
+def _dtype_name(value) -> str:
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None:
+        return f"a tensor of {np.dtype(dtype)}"
+    return f"{type(value).__name__} {value!r}"[:60]
+
+
 def _reduction(op, name: str):
     def method(self, *axis, **options):
         check_numpy_positionals(op, 1 + len(axis), f".{name}()")
@@ -261,9 +303,13 @@ _METHODS = {
     "__ge__": _binary(logic.greater_equal),
     "__eq__": _binary(logic.equal),
     "__ne__": _binary(logic.not_equal),
-    "__and__": _binary(logic.logical_and),
-    "__or__": _binary(logic.logical_or),
-    "__invert__": lambda self: logic.logical_not(self),
+    "__and__": _logical(logic.logical_and, "&"),
+    "__rand__": _logical(logic.logical_and, "&", reflected=True),
+    "__or__": _logical(logic.logical_or, "|"),
+    "__ror__": _logical(logic.logical_or, "|", reflected=True),
+    "__xor__": _logical(logic.logical_xor, "^"),
+    "__rxor__": _logical(logic.logical_xor, "^", reflected=True),
+    "__invert__": _logical(logic.logical_not, "~"),
     "__getitem__": lambda self, index: indexing.getitem(self, index),
     "__setitem__": _setitem,
     "__iadd__": _in_place(ew.add, "+="),
@@ -311,6 +357,9 @@ _METHODS = {
     "squeeze": lambda self, axis=None: shape.squeeze(self, axis),
     "astype": lambda self, dtype: shape.cast(self, dtype),
     "copy": lambda self: shape.copy(self),
+    # copy.copy(t) made a tensor holding t's own array, so writes into the "copy"
+    # changed t; NumPy's copy.copy(array) copies the values
+    "__copy__": lambda self: shape.copy(self),
     "trace": lambda self, offset=0, axis1=0, axis2=1, dtype=None, out=None: (
         linalg.trace(
             self, offset, axis1, axis2, _dtype_without_out(dtype, out, "trace")
@@ -380,6 +429,7 @@ def expression_methods() -> dict:
         "tolist",
         "__array_ufunc__",
         "__array_function__",
+        "__copy__",
     }
     methods = {name: value for name, value in _METHODS.items() if name not in skip}
     # (expressions are never written into: no copy needed)

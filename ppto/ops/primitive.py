@@ -71,9 +71,9 @@ class OperatorDef:
 
     def grad_rule(self, fn: Callable) -> Callable:
         """Decorator: ``fn(*inputs, **params[, out]) -> backward(dY)``."""
-        from ppto.ops.rules import Rule, derive_tangent
+        from ppto.ops.rules import Rule, checked_now, derive_tangent
 
-        self.backward_rule = Rule(self, fn, "backward")
+        self.backward_rule = checked_now(Rule(self, fn, "backward"))
         if self.tangent_kind == "symmetric":
             self.tangent_rule = derive_tangent(self, "symmetric")
         note_registration()
@@ -81,9 +81,9 @@ class OperatorDef:
 
     def jvp_rule(self, fn: Callable) -> Callable:
         """Decorator: ``fn(*inputs, **params[, out]) -> tangent(*input_tangents)``."""
-        from ppto.ops.rules import Rule
+        from ppto.ops.rules import Rule, checked_now
 
-        self.tangent_rule = Rule(self, fn, "tangent")
+        self.tangent_rule = checked_now(Rule(self, fn, "tangent"))
         note_registration()
         return fn
 

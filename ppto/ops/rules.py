@@ -36,6 +36,7 @@ class Rule:
         self.fn = fn
         self.kind = kind
         parameters = inspect.signature(fn).parameters
+        _check_parameters(op, kind, parameters)
         self.takes_out = "out" in parameters
         self.accepted = {
             name
@@ -52,9 +53,12 @@ class Rule:
             from ppto.transform.source import function_source
 
             try:
-                self._source = function_source(self.fn)
+                source = function_source(self.fn)
             except TransformError as error:  # (it names the function: often _)
                 raise TransformError(f"the {self!r}: {error}") from error
+            if not _built_in(self.fn):  # (the built-in ones: see the tests)
+                _check_shape_of_rule(self, source)
+            self._source = source
         return self._source
 
     def closure(self, inputs: list, params: dict, out: Any) -> Callable:
@@ -81,6 +85,115 @@ class Rule:
 
     def __repr__(self) -> str:
         return f"<ppto {self.kind} rule of {self.op.name}>"
+
+
+def checked_now(rule: Rule) -> Rule:
+    """``rule``, its source's form checked as it is registered (a user's rule: the
+    built-in ones, read at import, are checked by the tests), so a refused rule
+    is never attached; where no source can be read it is checked where it is
+    inlined, which needs the source."""
+    from ppto.errors import TransformError
+
+    if not _built_in(rule.fn):
+        try:
+            rule.source  # noqa: B018 (reading it checks it)
+        except TransformError:
+            pass
+    return rule
+
+
+def _built_in(fn: Callable) -> bool:
+    return (getattr(fn, "__module__", None) or "").startswith("ppto.")
+
+
+def _check_shape_of_rule(rule: Rule, source: str) -> None:
+    """Refuse a rule whose source is not ``def rule(...): ...; def inner(dY): ...;
+    return inner``, the form the transformer inlines: it took the first function
+    defined in the rule for ``backward`` whatever the rule returned (a helper
+    defined before it gave a silently wrong gradient), failed with StopIteration
+    where there was none and with AttributeError on a lambda, and bound the
+    rule's own assignment to a name ``backward`` takes as its parameter in place
+    of the adjoint (``dy = ...`` before ``def backward(dy)``)."""
+    outer = ast.parse(source).body[0]
+    inner_name = "backward" if rule.kind == "backward" else "tangent"
+    form = f"write it as def _(...): ... def {inner_name}(...): ... return {inner_name}"
+    if not isinstance(outer, ast.FunctionDef):
+        raise GradError(f"the {rule!r} is not a def-function: {form}")
+    defined = [node for node in outer.body if isinstance(node, ast.FunctionDef)]
+    last = outer.body[-1]
+    returned = getattr(getattr(last, "value", None), "id", None)
+    if not (
+        isinstance(last, ast.Return)
+        and len(defined) == 1
+        and defined[0].name == returned
+    ):
+        raise GradError(
+            f"the {rule!r} must define one function in its body and end by "
+            f"returning it ({len(defined)} defined, the last statement "
+            f"{ast.unparse(last)!r}): {form}; define helpers outside the rule"
+        )
+    inner = defined[0]
+    parameters = {a.arg for a in inner.args.args}
+    if rule.kind == "backward" and len(inner.args.args) != 1:
+        raise GradError(
+            f"the {rule!r}: {inner.name} takes {len(inner.args.args)} parameters, "
+            f"but it is called with one, the gradient of the result: write def "
+            f"{inner.name}(dY)"
+        )
+    for node in outer.body:
+        if node is inner:
+            break
+        for name in ast.walk(node):
+            if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store):
+                if name.id in parameters:
+                    raise GradError(
+                        f"the {rule!r} assigns {name.id!r} before defining "
+                        f"{inner.name}, whose parameter is also {name.id!r}: "
+                        "rename one of them"
+                    )
+
+
+def _check_parameters(op: Any, kind: str, parameters) -> None:
+    """Refuse a rule whose parameters the operator's arguments do not fill.
+
+    A rule receives the operator's inputs and parameters by name (those it
+    declares), so a parameter of another name was left unbound (``None`` in the
+    generated code) and the operator's names in another order bound each to the
+    other's value where the rule's author meant the order: ``def _(y, x)`` for an
+    operator of ``(x, y)`` gave a silently wrong gradient.
+    """
+    names = (*getattr(op, "input_names", ()), *getattr(op, "param_names", ()))
+    if not names:
+        return
+    positional = (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    )
+    unknown = [  # (one with a default of its own takes it: a constant of the rule)
+        name
+        for name, p in parameters.items()
+        if name != "out"
+        and name not in names
+        and p.default is p.empty
+        and (p.kind in positional or p.kind is inspect.Parameter.KEYWORD_ONLY)
+    ]
+    wanted = ", ".join(names)
+    if unknown:
+        raise GradError(
+            f"the {kind} rule of {op.name} has a parameter {unknown[0]!r}, but "
+            f"{op.name} has no argument of that name; its arguments are "
+            f"({wanted}): a rule receives them by name, so name the rule's "
+            f"parameters as {op.name}'s (def _({wanted}))"
+        )
+    ordered = [
+        name for name, p in parameters.items() if name in names and p.kind in positional
+    ]
+    if ordered != sorted(ordered, key=names.index):
+        raise GradError(
+            f"the {kind} rule of {op.name} takes ({', '.join(ordered)}), the "
+            f"arguments of {op.name} ({wanted}) in another order: a rule receives "
+            f"them by name, so write its parameters in {op.name}'s order"
+        )
 
 
 def shape_helper(function: Callable) -> Callable:

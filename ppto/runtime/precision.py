@@ -44,9 +44,11 @@ def set_tolerance(rtol: float | None = None, atol: float | None = None) -> tuple
         if value is not None and (
             isinstance(value, bool)
             or not isinstance(value, (int, float))
-            or not (value >= 0)
-        ):
-            raise PptoError(f"{name} must be a non-negative number, got {value!r}")
+            or not (0 <= value < float("inf"))
+        ):  # (an infinite one passed every fusion rule's check, however wrong)
+            raise PptoError(
+                f"{name} must be a non-negative finite number, got {value!r}"
+            )
     _state.update({name: float(v) for name, v in given.items() if v is not None})
     return previous
 

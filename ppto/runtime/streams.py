@@ -50,9 +50,12 @@ _reading: list = []  # (backend, event, arrays): read on another stream until ev
 PROTOCOL = ("new_stream", "using", "record", "wait", "host_wait", "finish", "done")
 
 
-@contextlib.contextmanager
-def stream(name: str):
+class stream:  # noqa: N801 (used as a function: with ppto.stream("io"): ...)
     """Queue the operators issued in the block on stream ``name``.
+
+    One object may be entered again, and inside itself (a generator-based
+    context manager was single use: the second ``with s:`` raised
+    AttributeError from contextlib).
 
     >>> with ppto.stream("compute"):            # doctest: +SKIP
     ...     y = model(x)
@@ -60,17 +63,25 @@ def stream(name: str):
     ...     x_next = ppto.tensor(batch, device="cuda")
     >>> ppto.sync()                              # doctest: +SKIP
     """
-    global in_use, _open
-    if not isinstance(name, str) or not name:
-        raise PptoError(f"a stream is named by a non-empty string, got {name!r}")
-    with _lock:
-        _open += 1
-        in_use = True
-    token = _current.set(name)
-    try:
-        yield name
-    finally:
-        _current.reset(token)
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise PptoError(f"a stream is named by a non-empty string, got {name!r}")
+        self.name = name
+        self._entered = threading.local()  # (one object may be used by threads)
+
+    def __enter__(self) -> str:
+        global in_use, _open
+        with _lock:
+            _open += 1
+            in_use = True
+        tokens = self._entered.__dict__.setdefault("tokens", [])
+        tokens.append(_current.set(self.name))
+        return self.name
+
+    def __exit__(self, *exc_info) -> None:
+        global _open
+        _current.reset(self._entered.tokens.pop())
         with _lock:
             _open -= 1
             _settle()

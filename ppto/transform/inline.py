@@ -205,7 +205,8 @@ def _instantiate(
     op = statement.op
     arguments = dict(zip(op.input_names, statement.inputs))
     bindings: dict = {}
-    for argument in outer.args.args:
+    keyword_defaults = dict(zip(outer.args.kwonlyargs, outer.args.kw_defaults))
+    for argument in [*outer.args.args, *outer.args.kwonlyargs]:
         name = argument.id
         if name == "out":
             bindings[name] = statement.target
@@ -213,6 +214,9 @@ def _instantiate(
             bindings[name] = operand_expr(arguments[name])
         elif name in statement.params:
             bindings[name] = clone(statement.params[name])
+        elif argument in keyword_defaults:  # (def _(x, *, eps=1e-3): NameError)
+            default = keyword_defaults[argument]
+            bindings[name] = clone(default) if default else gast.Constant(None, None)
         elif argument is not None:
             bindings[name] = _default_of(outer, name)
     bindings.update(inner_bindings)
@@ -497,8 +501,18 @@ def _walk_statements(body):
 
 
 def _split(value, count, needed, op_name: str):
-    if isinstance(value, gast.Tuple) and (count > 1 or len(value.elts) != 1):
+    written_out = isinstance(value, (gast.Tuple, gast.List))  # (a list too, as read)
+    if written_out and (count > 1 or len(value.elts) != 1):
         elements = list(value.elts)
+    elif any(needed[1:]) and isinstance(value, (gast.Name, gast.Call)):
+        # (a name or call holding them read as one gradient: "returns 1 gradient")
+        raise GradError(
+            f"the gradient rule of {op_name} returns "
+            f"{gast.unparse(value).strip()} "
+            f"from backward, which ppto reads as the rule's source: write the "
+            f"{count} gradients out in the return, one per positional input "
+            f"(return dx, dy, None for an input that gets none)"
+        )
     else:
         elements = [value]
     missing_needed = any(needed[len(elements) :])  # would read as zero, silently
