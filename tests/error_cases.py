@@ -136,6 +136,12 @@ def star_kwargs_params(x, **options):  # <- error
     return np.sum(x)
 
 
+def star_args_and_kwargs_params(x, *rest, scale=2.0, **options):  # <- error
+    for r in rest:
+        x = x * r
+    return np.sum(x) * scale
+
+
 async def async_function(x):  # <- error
     return np.sum(x)
 

@@ -119,6 +119,13 @@ REJECTED = [
     Case(ec.class_inside, "class definition", "class Box:"),
     Case(ec.star_args_params, "*args", "def star_args_params"),
     Case(ec.star_kwargs_params, "**kwargs", "def star_kwargs_params"),
+    Case(ec.star_args_and_kwargs_params, "**kwargs", "def star_args_and_kwargs"),
+    Case(
+        ec.star_args_and_kwargs_params,
+        "**kwargs",
+        "def star_args_and_kwargs",
+        args=(VECTOR, VECTOR),
+    ),
     Case(
         ec.async_function,
         "async functions",
@@ -761,6 +768,17 @@ REJECTED = [
 @pytest.mark.parametrize("case", params(REJECTED))
 def test_rejected_construct_points_at_its_line(case: Case):
     check_error(case)
+
+
+@pytest.mark.parametrize(
+    "keywords", [{"bias": 1.5}, {"scale": 3.0, "bias": np.array(1.5)}, {}]
+)
+def test_args_and_kwargs_given_keywords_are_refused(keywords):
+    # the gradient object called: a RecursionError (no keyword) or a TypeError
+    # (a keyword given) from taking **options as a pytree of leaves, before
+    gradient = ppto.grad(error_cases.star_args_and_kwargs_params)
+    with pytest.raises(ppto.TransformError, match=r"\*args or \*\*kwargs"):
+        gradient(VECTOR, VECTOR, **keywords)
 
 
 def test_a_field_of_a_named_slogdet_result_says_how_to_write_it():
