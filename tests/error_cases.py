@@ -170,6 +170,16 @@ def match_statement(x, k):
             return np.sum(x * 2.0)
 
 
+def match_binding_names(x):
+    match x.shape:  # <- error
+        case (n,):
+            return np.sum(x) * n
+        case (n, *rest):
+            return np.sum(x * 2.0) * len(rest)
+        case {"k": 1, **others}:
+            return others
+
+
 def with_block(x):
     with np.errstate(all="ignore"):  # <- error
         y = np.log(x)

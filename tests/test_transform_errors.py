@@ -140,6 +140,8 @@ REJECTED = [
     Case(ec.with_block, "with block", "with np.errstate"),
     # (was "a Match construct" with a general hint)
     Case(ec.match_statement, "a match statement", "match k:", args=(VECTOR, 1)),
+    # (the names its patterns bind are no undefined names read)
+    Case(ec.match_binding_names, "a match statement", "match x.shape:"),
     Case(ec.global_declaration, "global declaration of a variable", "global COUNTER"),
     Case(ec.nonlocal_declaration, "nonlocal declaration of a", "nonlocal calls"),
     Case(ec.delete_an_item, "del", "del items[0]"),
