@@ -615,36 +615,48 @@ def argument_entry_set_unused(p, b, x):
     return np.sum(p["b"] * x)
 
 
+def entry_set_with_no_differentiated_value(W, b, x):
+    p = {"W": np.ones((3, 3)), "b": np.zeros(3)}
+    sets_an_entry(p, 2.0)
+    return np.sum(p["b"] * x)
+
+
 @pytest.mark.parametrize(
-    "function, helper, line_text",
+    "function, helper, call_text, line_text",
     [
-        (entry_set_unused, sets_an_entry, 'p["b"] = p["W"][0] * x'),
-        (entry_updated_unused, updates, 'p.update({"b": p["W"][0] * x})'),
-        (entry_added_into_unused, adds_into_an_entry, 'p["b"] += p["W"][0] * x'),
-        (entry_set_in_a_loop_unused, sets_an_entry, 'p["b"] = p["W"][0] * x'),
+        (entry_set_unused, sets_an_entry, "sets_an_entry(p, b)", 'p["b"] = p'),
+        (entry_updated_unused, updates, "updates(p, b)", "p.update("),
+        (entry_added_into_unused, adds_into_an_entry, "adds_into", 'p["b"] +='),
+        (entry_set_in_a_loop_unused, sets_an_entry, "sets_an_entry(", 'p["b"] ='),
+        (
+            entry_set_with_no_differentiated_value,
+            sets_an_entry,
+            "sets_an_entry(p, 2.0)",
+            'p["b"] = p',
+        ),
+        (argument_entry_set_unused, sets_an_entry, "sets_an_entry(", 'p["b"] ='),
     ],
-    ids=["set", "update", "augmented", "in a loop"],
+    ids=["set", "update", "augmented", "in a loop", "constants", "an argument"],
 )
-def test_a_helper_changing_its_dict_with_its_result_unused_is_refused(
-    function, helper, line_text
+def test_a_helper_changing_its_dict_is_refused_where_it_runs_as_written(
+    function, helper, call_text, line_text
 ):
     # (the call ran as written on a dict made of the values: the caller read the
     # old entry, value sum(b * x) where NumPy gives sum(W[0] * b * x), gradient
     # x where NumPy gives W[0] * x; the entry added into: the value right, as
-    # the array itself changed, but the gradient x)
+    # the array itself changed, but the gradient x; the constants: value 0
+    # where NumPy gives 2 * sum(x), gradient with respect to x 0 where it is 2)
     W, b, x = normal(3, 3), normal(3), normal(3)
+    if function is argument_entry_set_unused:
+        W = {"W": W, "b": normal(3)}
     with pytest.raises(ppto.TransformError) as caught:
         ppto.grad(function, wrt=1)(W, b, x)
     error = caught.value
     assert error.filename == __file__, str(error)
-    assert error.lineno == line_of(helper, line_text), str(error)
+    assert error.lineno == line_of(function, call_text), str(error)
+    assert f"call to {helper.__name__}: " in str(error), str(error)
     assert "a write into p" in str(error), str(error)
-
-
-def test_a_helper_changing_a_dict_argument_with_its_result_unused_is_refused():
-    p = {"W": normal(3, 3), "b": normal(3)}
-    with pytest.raises(ppto.TransformError, match="a write into p"):
-        ppto.grad(argument_entry_set_unused, wrt=1)(p, normal(3), normal(3))
+    assert error.__cause__.lineno == line_of(helper, line_text), str(error.__cause__)
 
 
 def shows(p):

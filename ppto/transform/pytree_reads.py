@@ -93,12 +93,12 @@ _CHANGES = {
 def refuse_writes_into_leaves(made) -> None:
     """Refuse, at the user's line, a write into a dict, list or tuple that
     ``made``, a stand-in taking its leaves (``ppto.transform.pytrees``), is
-    given (``d["b"] = ...``, ``d["b"] += ...``, ``d.update(...)``), for a call
-    that runs as written (its result unused, see ``check_calls_inside``) where
-    the stand-in cannot be parsed: the caller's value would change in NumPy,
-    but the call changes a dict made of the leaves (silently: the caller read
-    the old values, and no derivative of the new ones). Where it can be parsed,
-    parsing refuses such a write (``_Reader.found``)."""
+    given (``d["b"] = ...``, ``d["b"] += ...``, ``d.update(...)``): the stand-in
+    calls the function with one made of the leaves, so the caller's would not
+    change (NumPy's does). Parsing the stand-in refuses such a write too
+    (``_Reader.found``), but a call that runs as written (its result unused, or
+    given no differentiated value) is not parsed, or its refusal not raised;
+    see ``DictCalls._refuse_writes``."""
     from ppto.errors import PptoError
     from ppto.transform.source import STOOD_FOR, parse_function
 
@@ -448,6 +448,14 @@ class _Reader(DecidedBranches, gast.NodeTransformer):
         if not passed:
             return None
         made = stand_in(function, {p: structure(t) for p, (t, _) in passed.items()})
+        try:  # (as DictCalls._refuse_writes: where the call runs as written too)
+            refuse_writes_into_leaves(made)
+        except TransformError as error:
+            raise self.parsed.source.error(
+                node,
+                f"cannot differentiate the call to {func.id}: "
+                f"{error.msg.splitlines()[0]}",
+            ) from error
         theirs = named_trees(made)
         arguments = []
         for position, argument in enumerate(node.args):
