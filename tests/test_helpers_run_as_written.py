@@ -8,6 +8,7 @@ unnoticed (the value right, the array itself changed, but the gradient without
 the change: 4x where 6x is right). Helpers changing only their own values there
 still run, their gradients checked against central differences."""
 
+import functools
 import inspect
 
 import numpy as np
@@ -118,3 +119,42 @@ def test_a_helper_changing_its_own_values_runs():
     expected = central_differences(uses_a_helper_run_as_written, (X,), 0)
     gradient = ppto.grad(uses_a_helper_run_as_written)(X)
     assert_gradient(gradient, expected, "uses_a_helper_run_as_written")
+
+
+def first_scaled(ls, x, k):
+    ls[0] = x * k  # <- changed
+
+
+def logged(values, x, k):
+    print(len(values), np.sum(x) * k)
+
+
+FIRST_TRIPLED = functools.partial(first_scaled, k=3.0)
+LOGGED = functools.partial(logged, k=2.0)
+
+
+def partial_changing_a_list(x):
+    ls = [x, x]
+    FIRST_TRIPLED(ls, x)
+    return np.sum(ls[0] * x)
+
+
+def partial_only_reading(x):
+    ls = [x, x]
+    LOGGED(ls, x)
+    return np.sum(ls[0] * np.sin(x))
+
+
+def test_a_partial_of_a_helper_changing_an_argument_is_refused():
+    # (opaque to the check: the value right, the gradient 4x where 6x is right)
+    with pytest.raises(ppto.TransformError) as caught:
+        ppto.grad(partial_changing_a_list)(X.copy())
+    lines, first = inspect.getsourcelines(first_scaled)
+    assert caught.value.lineno == first + 1, str(caught.value)
+    assert "first_scaled" in str(caught.value), str(caught.value)
+
+
+def test_a_partial_of_a_helper_only_reading_runs():
+    expected = central_differences(partial_only_reading, (X,), 0)
+    gradient = ppto.grad(partial_only_reading)(X)
+    assert_gradient(gradient, expected, "partial_only_reading")
