@@ -158,3 +158,44 @@ def test_a_partial_of_a_helper_only_reading_runs():
     expected = central_differences(partial_only_reading, (X,), 0)
     gradient = ppto.grad(partial_only_reading)(X)
     assert_gradient(gradient, expected, "partial_only_reading")
+
+
+def tripled_first(ls, x):
+    ls[0] = x * 3  # <- changed
+    return True
+
+
+def still_positive(values, x):
+    return float(np.sum(values[0] * x)) > -1e9
+
+
+def changed_in_a_while_condition(x):
+    ls = [x, x]
+    turns = 0
+    while tripled_first(ls, x) and turns < 1:
+        turns += 1
+    return np.sum(ls[0] * x)
+
+
+def read_in_a_while_condition(x):
+    ls = [x, np.sin(x)]
+    turns = 0
+    while still_positive(ls, x) and turns < 2:
+        ls = [ls[0] * ls[1], ls[1]]
+        turns += 1
+    return np.sum(ls[0] * x)
+
+
+def test_a_helper_changing_an_argument_in_a_while_condition_is_refused():
+    # (the conditions of if statements were checked, a while loop's not: the
+    # value right, the gradient 4x where 6x is right)
+    with pytest.raises(ppto.TransformError) as caught:
+        ppto.grad(changed_in_a_while_condition)(X.copy())
+    lines, first = inspect.getsourcelines(tripled_first)
+    assert caught.value.lineno == first + 1, str(caught.value)
+
+
+def test_a_helper_only_reading_in_a_while_condition_runs():
+    expected = central_differences(read_in_a_while_condition, (X,), 0)
+    gradient = ppto.grad(read_in_a_while_condition)(X)
+    assert_gradient(gradient, expected, "read_in_a_while_condition")

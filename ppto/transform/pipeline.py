@@ -549,6 +549,8 @@ def _check_calls_run_as_written(
         passive = isinstance(statement, ir.Passive)
         if passive and ir.expression_names(statement.node) & activity.varied:
             normalizer.check_calls_inside(statement.node)  # ``n = len(f(x))``
+        if isinstance(statement, ir.While) and statement.reads & activity.varied:
+            normalizer.check_calls_inside(statement.test)  # ``while f(x) > 0``
         if not isinstance(statement, ir.CallFunction) or _generated(
             statement.function.fn
         ):
