@@ -924,7 +924,12 @@ class Transformed:
         for name, value in zip(call.names, call.values):
             # one held constant is taken as its leaves too, where they are all
             # floating point: the generated code reads a dict as a sequence
-            # (``for key in params``, ``params.values()``) only written out
+            # (``for key in params``, ``params.values()``) only written out;
+            # not **kwargs, which the stand-in passes on whole (as its leaves,
+            # each a keyword, it was a dict again: a stand-in of the stand-in,
+            # without end)
+            if parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                continue
             if name not in trees and _constant_float_tree(value):
                 trees[name] = pytrees.structure(value, name)
         if isinstance(self.f, Transformed):

@@ -136,6 +136,12 @@ def star_kwargs_params(x, **options):  # <- error
     return np.sum(x)
 
 
+def star_args_and_kwargs_params(x, *rest, scale=2.0, **options):  # <- error
+    for r in rest:
+        x = x * r
+    return np.sum(x) * scale
+
+
 async def async_function(x):  # <- error
     return np.sum(x)
 
@@ -162,6 +168,16 @@ def match_statement(x, k):
             return np.sum(x)
         case _:
             return np.sum(x * 2.0)
+
+
+def match_binding_names(x):
+    match x.shape:  # <- error
+        case (n,):
+            return np.sum(x) * n
+        case (n, *rest):
+            return np.sum(x * 2.0) * len(rest)
+        case {"k": 1, **others}:
+            return others
 
 
 def with_block(x):

@@ -568,3 +568,112 @@ def test_suggested_rewrites_match_central_differences(function, sign):
     for position, gradient in enumerate(gradients):
         expected = central_differences(function, arguments, position)
         assert_gradient(np.asarray(gradient), expected, f"d/d arg {position}")
+
+
+# --- helpers whose result is unused, changing the dict they are given -------------
+
+
+def sets_an_entry(p, x):
+    p["b"] = p["W"][0] * x
+
+
+def updates(p, x):
+    p.update({"b": p["W"][0] * x})
+
+
+def adds_into_an_entry(p, x):
+    p["b"] += p["W"][0] * x
+
+
+def entry_set_unused(W, b, x):
+    p = {"W": W, "b": b * 1.0}
+    sets_an_entry(p, b)
+    return np.sum(p["b"] * x)
+
+
+def entry_updated_unused(W, b, x):
+    p = {"W": W, "b": b * 1.0}
+    updates(p, b)
+    return np.sum(p["b"] * x)
+
+
+def entry_added_into_unused(W, b, x):
+    p = {"W": W, "b": b * 1.0}
+    adds_into_an_entry(p, b)
+    return np.sum(p["b"] * x)
+
+
+def entry_set_in_a_loop_unused(W, b, x):
+    p = {"W": W, "b": b * 1.0}
+    for _ in range(2):
+        sets_an_entry(p, b)
+    return np.sum(p["b"] * x)
+
+
+def argument_entry_set_unused(p, b, x):
+    sets_an_entry(p, b)
+    return np.sum(p["b"] * x)
+
+
+def entry_set_with_no_differentiated_value(W, b, x):
+    p = {"W": np.ones((3, 3)), "b": np.zeros(3)}
+    sets_an_entry(p, 2.0)
+    return np.sum(p["b"] * x)
+
+
+@pytest.mark.parametrize(
+    "function, helper, call_text, line_text",
+    [
+        (entry_set_unused, sets_an_entry, "sets_an_entry(p, b)", 'p["b"] = p'),
+        (entry_updated_unused, updates, "updates(p, b)", "p.update("),
+        (entry_added_into_unused, adds_into_an_entry, "adds_into", 'p["b"] +='),
+        (entry_set_in_a_loop_unused, sets_an_entry, "sets_an_entry(", 'p["b"] ='),
+        (
+            entry_set_with_no_differentiated_value,
+            sets_an_entry,
+            "sets_an_entry(p, 2.0)",
+            'p["b"] = p',
+        ),
+        (argument_entry_set_unused, sets_an_entry, "sets_an_entry(", 'p["b"] ='),
+    ],
+    ids=["set", "update", "augmented", "in a loop", "constants", "an argument"],
+)
+def test_a_helper_changing_its_dict_is_refused_where_it_runs_as_written(
+    function, helper, call_text, line_text
+):
+    # (the call ran as written on a dict made of the values: the caller read the
+    # old entry, value sum(b * x) where NumPy gives sum(W[0] * b * x), gradient
+    # x where NumPy gives W[0] * x; the entry added into: the value right, as
+    # the array itself changed, but the gradient x; the constants: value 0
+    # where NumPy gives 2 * sum(x), gradient with respect to x 0 where it is 2)
+    W, b, x = normal(3, 3), normal(3), normal(3)
+    if function is argument_entry_set_unused:
+        W = {"W": W, "b": normal(3)}
+    with pytest.raises(ppto.TransformError) as caught:
+        ppto.grad(function, wrt=1)(W, b, x)
+    error = caught.value
+    assert error.filename == __file__, str(error)
+    assert error.lineno == line_of(function, call_text), str(error)
+    assert f"call to {helper.__name__}: " in str(error), str(error)
+    assert "a write into p" in str(error), str(error)
+    assert error.__cause__.lineno == line_of(helper, line_text), str(error.__cause__)
+
+
+def shows(p):
+    print(sorted(p), p)
+    for key in p:
+        print(key, np.sum(p[key]))
+
+
+def shown_unused(W, b, x):
+    p = {"W": W, "b": b * 1.0}
+    shows(p)
+    return np.sum(np.tanh(p["W"] @ x + p["b"]))
+
+
+def test_a_helper_reading_its_dict_with_its_result_unused_runs():
+    W, b, x = normal(3, 3), normal(3), normal(3)
+    for position in range(3):
+        expected = central_differences(shown_unused, (W, b, x), position)
+        gradient = ppto.grad(shown_unused, wrt=position)(W, b, x)
+        assert_gradient(gradient, expected, f"shown_unused wrt {position}")

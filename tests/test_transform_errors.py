@@ -119,6 +119,13 @@ REJECTED = [
     Case(ec.class_inside, "class definition", "class Box:"),
     Case(ec.star_args_params, "*args", "def star_args_params"),
     Case(ec.star_kwargs_params, "**kwargs", "def star_kwargs_params"),
+    Case(ec.star_args_and_kwargs_params, "**kwargs", "def star_args_and_kwargs"),
+    Case(
+        ec.star_args_and_kwargs_params,
+        "**kwargs",
+        "def star_args_and_kwargs",
+        args=(VECTOR, VECTOR),
+    ),
     Case(
         ec.async_function,
         "async functions",
@@ -133,6 +140,8 @@ REJECTED = [
     Case(ec.with_block, "with block", "with np.errstate"),
     # (was "a Match construct" with a general hint)
     Case(ec.match_statement, "a match statement", "match k:", args=(VECTOR, 1)),
+    # (the names its patterns bind are no undefined names read)
+    Case(ec.match_binding_names, "a match statement", "match x.shape:"),
     Case(ec.global_declaration, "global declaration of a variable", "global COUNTER"),
     Case(ec.nonlocal_declaration, "nonlocal declaration of a", "nonlocal calls"),
     Case(ec.delete_an_item, "del", "del items[0]"),
@@ -761,6 +770,17 @@ REJECTED = [
 @pytest.mark.parametrize("case", params(REJECTED))
 def test_rejected_construct_points_at_its_line(case: Case):
     check_error(case)
+
+
+@pytest.mark.parametrize(
+    "keywords", [{"bias": 1.5}, {"scale": 3.0, "bias": np.array(1.5)}, {}]
+)
+def test_args_and_kwargs_given_keywords_are_refused(keywords):
+    # the gradient object called: a RecursionError (no keyword) or a TypeError
+    # (a keyword given) from taking **options as a pytree of leaves, before
+    gradient = ppto.grad(error_cases.star_args_and_kwargs_params)
+    with pytest.raises(ppto.TransformError, match=r"\*args or \*\*kwargs"):
+        gradient(VECTOR, VECTOR, **keywords)
 
 
 def test_a_field_of_a_named_slogdet_result_says_how_to_write_it():

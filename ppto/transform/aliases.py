@@ -698,6 +698,31 @@ def _check(
                     block(statement.orelse, entry.copy(), loops, exits),
                     *turn_exits[gast.Break],  # (a break skips the else block)
                 )
+            elif isinstance(statement, gast.With):
+                # (a function the fence lets run as written: a helper whose
+                # result is unused, ``check_calls_inside``)
+                state = block(statement.body, state, loops, exits)
+            elif isinstance(statement, gast.Try):
+                done = block(statement.body, state.copy(), loops, exits)
+                if done is not None:
+                    done = block(statement.orelse, done, loops, exits)
+                # (an exception may leave the body anywhere: a handler and the
+                # finally block start from the state before it or after it)
+                start = _joined(state.copy(), done and done.copy())
+                handled = [
+                    block(handler.body, start.copy(), loops, exits)
+                    for handler in statement.handlers
+                ]
+                after = _joined(done, *handled)
+                final = _joined(start.copy(), after and after.copy())
+                final = block(statement.finalbody, final, loops, exits)
+                state = final if after is not None else None
+            elif isinstance(statement, gast.Match):  # (no case may match)
+                cases = [
+                    block(case.body, state.copy(), loops, exits)
+                    for case in statement.cases
+                ]
+                state = _joined(state, *cases)
             elif isinstance(statement, (gast.Break, gast.Continue)):
                 exits[type(statement)].append(state)
                 return None
@@ -1182,6 +1207,13 @@ def _flattened(body: list, loops: tuple):
             block = getattr(statement, field_name, None)
             if isinstance(block, list):
                 yield from _flattened(block, inner if field_name == "body" else loops)
+        if isinstance(statement, gast.Try):  # (in a function run as written)
+            for handler in statement.handlers:
+                yield from _flattened(handler.body, loops)
+            yield from _flattened(statement.finalbody, loops)
+        if isinstance(statement, gast.Match):
+            for case in statement.cases:
+                yield from _flattened(case.body, loops)
 
 
 def _items_unpacked_into(statement) -> list:

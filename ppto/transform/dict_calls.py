@@ -152,6 +152,7 @@ class DictCalls:
                 )
             structures[parameter] = structure
         made = stand_in(function, structures)
+        self._refuse_writes(node, made)
         theirs = named_trees(made)
         arguments = []
         for position, argument in enumerate(node.args):
@@ -173,6 +174,25 @@ class DictCalls:
             self.made[name] = (made, (node.func.id, function))
         callee = gast.copy_location(gast.Name(name, gast.Load(), None, None), node)
         return gast.copy_location(gast.Call(callee, arguments, keywords), node)
+
+    def _refuse_writes(self, node: gast.Call, made) -> None:
+        """Refuse the call where the function writes into a dict it is given:
+        its stand-in calls it with a dict made of the values, so the caller's
+        dict would not change (NumPy's does), whether the call is differentiated
+        or runs as written (its result unused, or given no differentiated
+        value: d = {"a": np.ones(3), "b": z}; set_b(d, 2.0) left d["b"] as it
+        was, silently)."""
+        from ppto.errors import TransformError
+        from ppto.transform.pytree_reads import refuse_writes_into_leaves
+
+        try:
+            refuse_writes_into_leaves(made)
+        except TransformError as error:
+            raise self.source.error(
+                node,
+                f"cannot differentiate the call to {node.func.id}: "
+                f"{error.msg.splitlines()[0]}",
+            ) from error
 
 
 def _literal_keys(node) -> tuple | None:

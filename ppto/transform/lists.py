@@ -22,7 +22,10 @@ def _zeros_like(value):
 
 @shape_helper
 def zeros_like_list(values: list) -> list:
-    """One zero adjoint per element of ``values``."""
+    """One zero adjoint per element of ``values``; none for None (a list one
+    branch makes, unbound on the path taken, see ``pipeline._maybe_unbound``)."""
+    if values is None:
+        return []
     return [_zeros_like(value) for value in values]
 
 

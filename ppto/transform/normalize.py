@@ -1010,6 +1010,7 @@ class Normalizer:
             return
         parsed = _parsed_function_of(callee)
         if parsed is None:
+            self.check_partial_call(node, callee)
             return
         self.check_call_arguments(node, parsed)
         caller = parse_function(self.parsed.fn).tree  # (as written: not lifted)
@@ -1051,12 +1052,39 @@ class Normalizer:
                 continue
             try:
                 callee = resolve_call(call, self.parsed.namespace, self.local_names)
-                if callee.kind != "function" or inspect.ismethod(callee.function):
-                    continue
+            except PptoError:
+                continue
+            if callee.kind == "opaque":
+                self.check_partial_call(call, callee)
+                continue
+            if callee.kind != "function" or inspect.ismethod(callee.function):
+                continue
+            try:
                 parsed = parse_function(callee.function)
             except PptoError:
                 continue  # (not a user's function whose source can be read)
             self.check_call_arguments(call, parsed)
+
+    def check_partial_call(self, node, callee) -> None:
+        """Refuse, as ``check_call_arguments`` does, the call of a
+        ``functools.partial`` of the user's function (its result unused: run as
+        written) that changes an argument it is given in place: NumPy changes
+        the caller's value, which the derivative would miss (``fill =
+        partial(fill_first, k=3); fill(ls, x)``)."""
+        import functools
+
+        from ppto.transform.source import parse_function
+
+        made = callee.function
+        if not isinstance(made, functools.partial):
+            return
+        if not inspect.isfunction(made.func) or is_library(made.func):
+            return
+        try:
+            parsed = parse_function(made.func)
+        except PptoError:
+            return  # (its source cannot be read: it cannot be checked either)
+        self.check_call_arguments(node, parsed, offset=len(made.args))
 
     @staticmethod
     def check_call_arguments(

@@ -28,6 +28,7 @@ from ppto.transform import (
     fence,
     in_place,
     ir,
+    lists,
     origins,
     rank_0_arguments,
     trees,
@@ -548,6 +549,8 @@ def _check_calls_run_as_written(
         passive = isinstance(statement, ir.Passive)
         if passive and ir.expression_names(statement.node) & activity.varied:
             normalizer.check_calls_inside(statement.node)  # ``n = len(f(x))``
+        if isinstance(statement, ir.While) and statement.reads & activity.varied:
+            normalizer.check_calls_inside(statement.test)  # ``while f(x) > 0``
         if not isinstance(statement, ir.CallFunction) or _generated(
             statement.function.fn
         ):
@@ -659,10 +662,65 @@ def combined(parsed: ParsedFunction, wrt: list[str], ranks: dict, program: Progr
     body = forward + seed + backward
     body.append(gast.Return(gast.Tuple([operand_expr(result), packed], gast.Load())))
     body = _cleanup(body, generator)
+    unbound = _maybe_unbound(body, parsed.parameters, generator.refs.namespace)
+    body[:0] = [assign(n, gast.Constant(None, None)) for n in unbound]
     function_name = program.generated_name(parsed, "_grad")
     definition = function_definition(function_name, _arguments(generator), body)
     program.add(definition, activity, generator.adjoints)
     return function_name
+
+
+_ENDS_BLOCK = (gast.Return, gast.Raise, gast.Break, gast.Continue)
+
+
+def _maybe_unbound(body: list, parameters, namespace: dict) -> list:
+    """The values whose zero adjoint ``body`` may make where no assignment of them
+    has run, sorted: they start as None, as ``split``'s saved values do. The zero
+    adjoint of a value one branch of an ``if`` assigns (or a loop body) is made on
+    the other path too (``if use: y = ...``, then ``if use: s = s + y``: ``dy =
+    zeros_like(y)`` for the other branch), where Python left it unbound; the
+    user's own reads of it run only where it is assigned."""
+    from ppto.ops.shape import zeros_like
+
+    zeros = (zeros_like, lists.zeros_like_list, lists.zeros_like_items)
+
+    def zeros_of(node) -> set:
+        return {
+            argument.id
+            for call in trees.walk(node)
+            if isinstance(call, gast.Call)
+            and isinstance(call.func, gast.Name)
+            and any(namespace.get(call.func.id) is zero for zero in zeros)
+            for argument in call.args
+            if isinstance(argument, gast.Name)
+        }
+
+    found: set = set()
+
+    def visit(block, defined: set) -> set | None:
+        """The names surely assigned after ``block`` (None: it never ends)."""
+        for statement in block:
+            if isinstance(statement, gast.If):
+                after = [visit(statement.body, set(defined))]
+                after.append(visit(statement.orelse, set(defined)))
+                after = [names for names in after if names is not None]
+                if not after:
+                    return None
+                defined = set.intersection(*after)
+            elif isinstance(statement, (gast.For, gast.While)):
+                target = getattr(statement, "target", [])
+                visit(statement.body, defined | stores(target))
+                visit(statement.orelse, set(defined))
+            else:
+                found.update(zeros_of(statement) - defined)
+                defined = defined | stores(statement)
+                if isinstance(statement, _ENDS_BLOCK):
+                    return None
+        return defined
+
+    visit(body, set(parameters))
+    assigned = stores(body)
+    return sorted(found & assigned - set(parameters))
 
 
 def _returned_origins(generator, ir_body: list, result: str) -> tuple | None:

@@ -70,6 +70,66 @@ def flattened(parsed: ParsedFunction, trees: dict, made) -> ParsedFunction:
     )
 
 
+def _write_refused(parsed: ParsedFunction, node, text: str, kind: str):
+    return parsed.source.error(
+        node,
+        f"ppto cannot differentiate a write into {text}, a {kind} "
+        "argument it takes as its leaves (in NumPy the caller's "
+        f"{kind} would change, in ppto's generated code not)",
+        f"give the new value a name of its own (a = {text}[...] * x, not "
+        f"{text}[...] = {text}[...] * x or += x), or build a new "
+        f"{kind} from its items and write into that, and read that "
+        "(returned if the caller needs it)",
+    )
+
+
+# the methods that change a dict or a list in place
+_CHANGES = {
+    "append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort",
+    "update", "setdefault", "popitem", "__setitem__", "__delitem__",
+}  # fmt: skip
+
+
+def refuse_writes_into_leaves(made) -> None:
+    """Refuse, at the user's line, a write into a dict, list or tuple that
+    ``made``, a stand-in taking its leaves (``ppto.transform.pytrees``), is
+    given (``d["b"] = ...``, ``d["b"] += ...``, ``d.update(...)``): the stand-in
+    calls the function with one made of the leaves, so the caller's would not
+    change (NumPy's does). Parsing the stand-in refuses such a write too
+    (``_Reader.found``), but a call that runs as written (its result unused, or
+    given no differentiated value) is not parsed, or its refusal not raised;
+    see ``DictCalls._refuse_writes``."""
+    from ppto.errors import PptoError
+    from ppto.transform.source import STOOD_FOR, parse_function
+
+    function = STOOD_FOR.get(made)
+    function = function() if function is not None else None
+    if function is None:
+        return
+    try:
+        parsed = parse_function(function)
+    except PptoError:
+        return  # (no source to read: runs as written, as any such function)
+    trees = named_trees(made)
+    for node in walk(parsed.tree):
+        if isinstance(node, gast.Subscript) and not isinstance(node.ctx, gast.Load):
+            written = node.value
+        elif (
+            isinstance(node, gast.Call)
+            and isinstance(node.func, gast.Attribute)
+            and node.func.attr in _CHANGES
+        ):
+            written = node.func.value
+        else:
+            continue
+        while isinstance(written, gast.Subscript):
+            written = written.value
+        if isinstance(written, gast.Name) and written.id in trees:
+            tree = trees[written.id]
+            kind = tree[0] if isinstance(tree, tuple) else "dict"
+            raise _write_refused(parsed, node, written.id, kind)
+
+
 def _spellings(tree: NamedTree, text: str):
     """``(leaf parameter, the user's spelling of it)`` for each leaf of ``tree``,
     the structure spelled ``text`` (``params['W1']``, ``ws[0]``)."""
@@ -199,16 +259,7 @@ class _Reader(DecidedBranches, gast.NodeTransformer):
         if isinstance(tree, str):
             return None  # (an index into a leaf array: read as any)
         if not isinstance(node.ctx, gast.Load):
-            raise self.error(
-                node,
-                f"ppto cannot differentiate a write into {text}, a {tree[0]} "
-                "argument it takes as its leaves (in NumPy the caller's "
-                f"{tree[0]} would change, in ppto's generated code not)",
-                f"give the new value a name of its own (a = {text}[...] * x, not "
-                f"{text}[...] = {text}[...] * x or += x), or build a new "
-                f"{tree[0]} from its items and write into that, and read that "
-                "(returned if the caller needs it)",
-            )
+            raise _write_refused(self.parsed, node, text, tree[0])
         kind, entries = tree
         if kind != "dict" and isinstance(node.slice, gast.Slice):
             bounds = _constant_slice(node.slice)
@@ -397,6 +448,14 @@ class _Reader(DecidedBranches, gast.NodeTransformer):
         if not passed:
             return None
         made = stand_in(function, {p: structure(t) for p, (t, _) in passed.items()})
+        try:  # (as DictCalls._refuse_writes: where the call runs as written too)
+            refuse_writes_into_leaves(made)
+        except TransformError as error:
+            raise self.parsed.source.error(
+                node,
+                f"cannot differentiate the call to {func.id}: "
+                f"{error.msg.splitlines()[0]}",
+            ) from error
         theirs = named_trees(made)
         arguments = []
         for position, argument in enumerate(node.args):

@@ -364,6 +364,10 @@ def _check_defined(
             bound.add((node.asname or node.name).split(".")[0])
         elif isinstance(node, (gast.Global, gast.Nonlocal)):
             bound.update(node.names)
+        elif isinstance(node, (gast.MatchAs, gast.MatchStar)) and node.name:
+            bound.add(node.name)  # (case (n, m): binds n and m)
+        elif isinstance(node, gast.MatchMapping) and node.rest:
+            bound.add(node.rest)
     # annotations are never evaluated here, defaults were when the def ran
     arguments = tree.args
     skipped = [tree.returns, *arguments.defaults, *arguments.kw_defaults]
