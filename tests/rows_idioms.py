@@ -34,6 +34,7 @@ ROWS = [
     ),
     Row("vecdot", (N((3, 4)), N((4,))), wrt=(0, 1)),
     Row("vecdot", (N((2, 3, 4)), N((3, 1))), {"axis": 1}, wrt=(0, 1), label="axis"),
+    Row("rule_gradient", (N((2, 3)), N((2, 3))), {"rule": "op", "input": "x"}),
     Row("append", (N((2, 3)), N((4,))), wrt=(0, 1)),
     Row("append", (N((2, 3)), N((1, 3))), {"axis": 0}, wrt=(0, 1), label="axis"),
     Row("split_by", (N((3, 4)),), call=lambda x: ppto.split_by(x, [1, 3], "h")),

@@ -214,6 +214,38 @@ def _(xs, axis=0):
     return backward
 
 
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]")
+def rule_gradient(xp, gradient, like, rule="", input=""):
+    """The gradient a user's rule (of the operator ``rule``) gives its input
+    ``input`` as it is, once its shape is checked against that input's (``like``):
+    one of another shape would be broadcast by the operators that read it, a
+    silently wrong gradient."""
+    if np.shape(gradient) != np.shape(like):
+        raise GradError(
+            f"the gradient rule of {rule} gave its input {input!r} (of shape "
+            f"{np.shape(like)}) a gradient of shape {np.shape(gradient)}: a rule "
+            "gives each input a gradient of that input's shape (sum the axes "
+            f"broadcasting added with ppto.unbroadcast(g, {input}))"
+        )
+    return gradient
+
+
+@rule_gradient.grad_rule
+def _(gradient, like, rule="", input=""):
+    def backward(dY):
+        return dY, None
+
+    return backward
+
+
+@rule_gradient.jvp_rule
+def _(gradient, like, rule="", input=""):
+    def tangent(dgradient, dlike):
+        return dgradient
+
+    return tangent
+
+
 @primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="linear")
 def append(xp, arr, values, axis=None):
     """values after arr, like np.append: both flattened when ``axis`` is None,

@@ -638,6 +638,8 @@ class Generator:
         )
         code = self.known_shapes(list(statements))
         gradients = [self.known_shapes(g) if g is not None else None for g in gradients]
+        if _users(rule):
+            gradients = self.shapes_checked(s, gradients)
         if getattr(s.op.signature, "mode", "") == "broadcast" or s.op.name == "dot":
             gradients = self.without_trivial_unbroadcast(s, gradients)
         for operand, gradient in zip(s.inputs, gradients):
@@ -654,6 +656,26 @@ class Generator:
             else:
                 code += self.accumulate(operand, gradient, initialized)
         return code
+
+    def shapes_checked(self, s: ir.Apply, gradients: list) -> list:
+        """A user's rule's gradients, each checked to have its input's shape where
+        it runs (``rule_gradient``): one of another shape, broadcast by the
+        operators after it, was a silently wrong gradient."""
+        from ppto.ops.shape import rule_gradient
+
+        helper = self.ref(rule_gradient, "rule_gradient")
+        checked = []
+        for operand, input_name, gradient in zip(s.inputs, s.op.input_names, gradients):
+            if gradient is not None and isinstance(operand, str):
+                gradient = call(
+                    helper,
+                    gradient,
+                    name(operand),
+                    gast.Constant(s.op.name, None),
+                    gast.Constant(input_name, None),
+                )
+            checked.append(gradient)
+        return checked
 
     def known_shapes(self, tree):
         """``unbroadcast``/``unreduce`` read their ``like`` argument only for its shape:
@@ -1277,3 +1299,9 @@ def _rewrite_calls(expression, function: str, rewrite):
         expression.left = _rewrite_calls(expression.left, function, rewrite)
         expression.right = _rewrite_calls(expression.right, function, rewrite)
     return expression
+
+
+def _users(rule) -> bool:
+    """Whether ``rule`` is a user's (ppto's own are checked by its tests)."""
+    module = getattr(rule.fn, "__module__", "") or ""
+    return not module.startswith("ppto.")
