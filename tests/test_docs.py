@@ -81,3 +81,16 @@ def test_the_readme_states_the_number_of_fusion_rules():
 
     on_cuda = [rule for rule in ppto.fusion_rules() if implementation_for(rule, "cuda")]
     assert re.findall(r"(\d+) of\s+them have CUDA kernels", text) == [str(len(on_cuda))]
+
+
+def test_the_readme_states_the_number_of_primitives():
+    import re
+
+    from ppto.ops.primitive import OPERATORS, Primitive
+
+    text = (ROOT / "README.md").read_text()
+    count = sum(  # (ppto's own: tests register operators of their own)
+        isinstance(op, Primitive) and op.impl.__module__.startswith("ppto.")
+        for op in OPERATORS.values()
+    )
+    assert re.findall(r"\*\*Operators\*\*: (\d+) primitives", text) == [str(count)]

@@ -199,3 +199,20 @@ def test_a_helper_only_reading_in_a_while_condition_runs():
     expected = central_differences(read_in_a_while_condition, (X,), 0)
     gradient = ppto.grad(read_in_a_while_condition)(X)
     assert_gradient(gradient, expected, "read_in_a_while_condition")
+
+
+# a helper ppto cannot read (made by exec, with no source kept)
+exec("def first_tripled_unread(ls, x):\n    ls[0] = x * 3\n")  # noqa: S102
+
+
+def calls_an_unread_helper(x):
+    ls = [x, x]
+    first_tripled_unread(ls, x)  # noqa: F821 (made by exec above)
+    return np.sum(ls[0] * x)
+
+
+def test_a_helper_whose_source_cannot_be_read_is_refused_where_it_runs_as_written():
+    # its change to the list ran unseen: the value right, the gradient 4x for 6x
+    assert calls_an_unread_helper(X.copy()) == pytest.approx(np.sum(3 * X * X))
+    with pytest.raises(ppto.TransformError, match="cannot read the source of"):
+        ppto.grad(calls_an_unread_helper)(X.copy())

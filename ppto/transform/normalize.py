@@ -990,7 +990,8 @@ class Normalizer:
             try:
                 parsed = parse_function(callee.function.__func__)
             except TransformError:
-                return  # (its source cannot be read: it cannot be checked either)
+                self.refuse_unread_callee(node, callee)
+                return
             caller = parse_function(self.parsed.fn).tree  # (as written: not lifted)
             method = getattr(node.func, "attr", "")
             if isinstance(owner, gast.Name) and owner.id in self.local_names:
@@ -1010,6 +1011,8 @@ class Normalizer:
             return
         parsed = _parsed_function_of(callee)
         if parsed is None:
+            if callee.kind == "function":
+                self.refuse_unread_callee(node, callee)
             self.check_partial_call(node, callee)
             return
         self.check_call_arguments(node, parsed)
@@ -1062,8 +1065,30 @@ class Normalizer:
             try:
                 parsed = parse_function(callee.function)
             except PptoError:
-                continue  # (not a user's function whose source can be read)
+                if any(value_reads(a) & (self.varied | self.lists) for a in call.args):
+                    self.refuse_unread_callee(call, callee)
+                continue
             self.check_call_arguments(call, parsed)
+
+    def refuse_unread_callee(self, node, callee) -> None:
+        """A user's function whose source ppto cannot read (made by ``exec``, or
+        compiled), called on differentiated values or lists with its result
+        unused: it runs as written, and what it changes in them (``ls[0] = x *
+        3``) the derivative would miss; ppto cannot look, so it refuses. (A
+        stand-in ppto made for a function given dicts is read through it.)"""
+        from ppto.transform.source import STOOD_FOR
+
+        if _hashable_in(callee.function, STOOD_FOR):
+            return
+        raise self.source.error(
+            node,
+            f"ppto cannot read the source of {callee.text}, called here on "
+            "differentiated values with its result unused: it runs as written, "
+            "and a change it makes to its arguments would be missed by the "
+            "derivative",
+            "define it in a file ppto can read (or with exec and linecache), or "
+            "have it return the new value and assign that",
+        )
 
     def check_partial_call(self, node, callee) -> None:
         """Refuse, as ``check_call_arguments`` does, the call of a
