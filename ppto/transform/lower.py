@@ -530,9 +530,10 @@ def lower(
     and compiled on first use, and are not in the source."""
     namespace = dict(program.refs.namespace)
     lowered = {"namespace": {}, "keys": {}}
-    module_name = _module_name(program.functions, namespace)
-    lowering = Lowering(namespace, lowered, backend, kind, module_name)
+    lowering = Lowering(namespace, lowered, backend, kind)
     functions = [lowering.prepared(f) for f in program.functions]
+    module_name = _module_name(functions, namespace, lowering.locals_of)
+    lowering.module_name = module_name
     if fused is None:
         fused = fuses(program, kind)
     fused = fused and kind in FUSED_KINDS
@@ -568,14 +569,15 @@ def lower(
     return source, final
 
 
-def _module_name(functions, namespace: dict) -> str:
+def _module_name(functions, namespace: dict, known: dict) -> str:
     """The name lowered code reads the backend's array namespace by: ``xp``, unless
     the user's code has a name ``xp`` of its own (an argument, a local, a global it
     reads: ``np.interp(q, xp, fp)``), which the module must neither shadow nor be
     shadowed by."""
     taken = set(namespace)
-    for definition in functions:
-        taken |= _local_names(definition)
+    for definition in functions:  # (``known``: the local names prepared read)
+        names = known.get(definition.name)
+        taken |= names if names is not None else _local_names(definition)
     name, number = "xp", 0
     while name in taken:
         number += 1

@@ -682,6 +682,8 @@ def _maybe_unbound(body: list, parameters, namespace: dict) -> list:
     user's own reads of it run only where it is assigned."""
     from ppto.ops.shape import zeros_like
 
+    if not any(isinstance(s, (gast.If, gast.For, gast.While)) for s in body):
+        return []  # (straight-line code runs every assignment before what follows)
     zeros = (zeros_like, lists.zeros_like_list, lists.zeros_like_items)
 
     def zeros_of(node) -> set:
