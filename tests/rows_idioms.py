@@ -34,6 +34,12 @@ ROWS = [
     ),
     Row("vecdot", (N((3, 4)), N((4,))), wrt=(0, 1)),
     Row("vecdot", (N((2, 3, 4)), N((3, 1))), {"axis": 1}, wrt=(0, 1), label="axis"),
+    Row(
+        "select",
+        (N((3, 4)), N((4,)), N((3, 1))),
+        wrt=(0, 1, 2),
+        call=lambda a, b, c: ppto.select([a > 0.5, a < -0.5], [a * a, b], c),
+    ),
     Row("rule_gradient", (N((2, 3)), N((2, 3))), {"rule": "op", "input": "x"}),
     Row("append", (N((2, 3)), N((4,))), wrt=(0, 1)),
     Row("append", (N((2, 3)), N((1, 3))), {"axis": 0}, wrt=(0, 1), label="axis"),

@@ -172,7 +172,14 @@ def vector_products_and_cleaned_values(x):
     return np.sum(rows**2) + np.sum(cleaned * x)
 
 
+def selected_pieces(x):
+    # np.select: the first condition holding picks its choice, else the default
+    pieces = np.select([x < -0.5, x > 0.5], [x**2, x[0] * 3.0], default=np.sin(x))
+    return np.sum(pieces * x)
+
+
 CASES = [
+    (selected_pieces, MATRIX),
     (vector_products_and_cleaned_values, MATRIX),
     (appended_in_a_loop, MATRIX),
     (rounded_scales, SQUARE),

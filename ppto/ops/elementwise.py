@@ -8,7 +8,15 @@ their tangent rules are derived from the backward rules.
 import numpy as np
 
 from ppto.errors import PptoError, ShapeError
-from ppto.ops.logic import floor_divide, isfinite, isnan, logical_or, sign
+from ppto.ops.logic import (
+    floor_divide,
+    isfinite,
+    isnan,
+    logical_and,
+    logical_not,
+    logical_or,
+    sign,
+)
 from ppto.ops.primitive import primitive
 from ppto.ops.shape import (
     array,
@@ -915,6 +923,39 @@ def _(condition, a, b):
 def _(condition, a, b):
     def tangent(dcondition, da, db):
         return where(condition, da, db)
+
+    return tangent
+
+
+@primitive(
+    "([Tensor[...]], [Tensor[...]], Tensor[...]) -> Tensor[...]",
+    nondiff=("condlist",),
+)
+def select(xp, condlist, choicelist, default=0):
+    """Elementwise, the first choice whose condition holds, else ``default``, like
+    np.select (conditions, choices and default broadcast together; conditions
+    are not differentiated)."""
+    return xp.select(list(condlist), list(choicelist), default)
+
+
+@select.grad_rule
+def _(condlist, choicelist, default=0):
+    def backward(dY):
+        taken = zeros_like(dY) != 0  # (where an earlier condition held)
+        gradients = []
+        for i in range(len(choicelist)):
+            here = logical_and(condlist[i], logical_not(taken))
+            gradients.append(unbroadcast(where(here, dY, 0.0), choicelist[i]))
+            taken = logical_or(taken, condlist[i])
+        return None, gradients, unbroadcast(where(taken, 0.0, dY), default)
+
+    return backward
+
+
+@select.jvp_rule
+def _(condlist, choicelist, default=0):
+    def tangent(dcondlist, dchoicelist, ddefault):
+        return select(condlist, dchoicelist, ddefault)
 
     return tangent
 

@@ -260,6 +260,7 @@ _FUNCTIONS = {
     np.concatenate: shape.concat,
     np.stack: shape.stack,
     np.nan_to_num: ew.nan_to_num,
+    np.select: ew.select,
     np.append: shape.append,
     np.zeros_like: shape.zeros_like,
     # (NumPy leaves its values unspecified: zeros are one choice, and a constant)
