@@ -178,7 +178,14 @@ def selected_pieces(x):
     return np.sum(pieces * x)
 
 
+def turned_and_raised(x):
+    turned = np.sum((x @ np.rot90(x)) ** 2) + np.sum(np.rot90(x, 2, axes=(1, 0)) * x)
+    raised = np.atleast_3d(x) * np.atleast_2d(x[0])[None] + np.atleast_1d(x[0, 0])
+    return turned + np.sum(raised**2)
+
+
 CASES = [
+    (turned_and_raised, MATRIX),
     (selected_pieces, MATRIX),
     (vector_products_and_cleaned_values, MATRIX),
     (appended_in_a_loop, MATRIX),

@@ -362,6 +362,15 @@ NUMPY_FUNCTIONS[np.meshgrid] = NumpyAlias(arrange.meshgrid, variadic=True)
 for _vecdot in (getattr(np, "vecdot", None), getattr(np.linalg, "vecdot", None)):
     if _vecdot is not None:  # (NumPy 2.0 on, np.vecdot 2.1 on)
         NUMPY_FUNCTIONS[_vecdot] = NumpyAlias(linalg.vecdot, {"x1": "a", "x2": "b"})
+NUMPY_FUNCTIONS[np.rot90] = NumpyAlias(shape.rot90, {"m": "x"})
+NUMPY_FUNCTIONS.update(
+    {
+        function: NumpyAlias(shape.at_least, {"arys": "x"}, defaults={"ndim": ndim})
+        for ndim, function in enumerate(
+            (np.atleast_1d, np.atleast_2d, np.atleast_3d), start=1
+        )
+    }
+)
 NUMPY_FUNCTIONS[np.fliplr] = NumpyAlias(shape.flip, {"m": "x"}, defaults={"axis": 1})
 NUMPY_FUNCTIONS[np.flipud] = NumpyAlias(shape.flip, {"m": "x"}, defaults={"axis": 0})
 if hasattr(np, "unstack"):  # (NumPy 2.1 on)

@@ -460,6 +460,35 @@ def _(x, axis=None):
     return backward
 
 
+@primitive(ANY, tangent="linear")
+def rot90(xp, x, k=1, axes=(0, 1)):
+    """x turned by k quarter turns in the plane of ``axes``, like np.rot90."""
+    return xp.rot90(x, k, axes)
+
+
+@rot90.grad_rule
+def _(x, k=1, axes=(0, 1)):
+    def backward(dY):
+        return rot90(dY, -k, axes)
+
+    return backward
+
+
+@primitive(ANY, tangent="linear")
+def at_least(xp, x, ndim=1):
+    """x with axes of length 1 added up to ``ndim`` axes where it has fewer, as
+    np.atleast_1d, np.atleast_2d and np.atleast_3d add them."""
+    return getattr(xp, f"atleast_{ndim}d")(x)
+
+
+@at_least.grad_rule
+def _(x, ndim=1):
+    def backward(dY):
+        return reshape(dY, np.shape(x))
+
+    return backward
+
+
 @primitive(ANY, keeps_layout=True)
 def asarray(xp, x, dtype=None):
     """x as an array, in ``dtype`` if given (``np.asarray(x)``): x itself where it
