@@ -184,7 +184,14 @@ def turned_and_raised(x):
     return turned + np.sum(raised**2)
 
 
+def binned_weights(x):
+    # positions among sorted edges are whole numbers: no derivative passes
+    edges = np.array([-1.0, 0.0, 1.0])
+    return np.sum(x**2 * np.searchsorted(edges, x)) + np.sum(x * np.digitize(x, edges))
+
+
 CASES = [
+    (binned_weights, MATRIX),
     (turned_and_raised, MATRIX),
     (selected_pieces, MATRIX),
     (vector_products_and_cleaned_values, MATRIX),

@@ -91,6 +91,10 @@ WHOLE_NUMBER_CALLS = {"argmax", "argmin"}
 # to lose, whatever they read (np.count_nonzero(x > 0), np.nonzero(m))
 WHOLE_NUMBER_FUNCTIONS = frozenset(
     {np.count_nonzero, np.nonzero, np.flatnonzero, np.argwhere}
+    # positions among sorted values, and indices: piecewise constant (np.bincount
+    # is not here: its sums of weights are differentiable in them)
+    | {np.searchsorted, np.digitize, np.lexsort, np.unravel_index}
+    | {np.ravel_multi_index}
 )
 _SHAPE_CALLS = {"len", *_SHAPE_QUERIES}
 
