@@ -664,6 +664,7 @@ INDEXING = [
 # Operators whose gradients are deliberately refused (not differentiable).
 NON_DIFFERENTIABLE = [
     "floor_divide",
+    "heaviside",
     "greater",
     "greater_equal",
     "less",

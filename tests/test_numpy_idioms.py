@@ -187,7 +187,10 @@ def turned_and_raised(x):
 def binned_weights(x):
     # positions among sorted edges are whole numbers: no derivative passes
     edges = np.array([-1.0, 0.0, 1.0])
-    return np.sum(x**2 * np.searchsorted(edges, x)) + np.sum(x * np.digitize(x, edges))
+    binned = np.sum(x**2 * np.searchsorted(edges, x)) + np.sum(
+        x * np.digitize(x, edges)
+    )
+    return binned + np.sum(np.sin(x) * np.heaviside(x, 0.5))  # (a step: no derivative)
 
 
 CASES = [

@@ -190,6 +190,7 @@ NUMPY_UFUNCS = {
     np.isnan: logic.isnan,
     np.sign: logic.sign,
     np.floor: logic.floor,
+    np.heaviside: logic.heaviside,
     np.ceil: logic.ceil,
 }
 
