@@ -219,15 +219,22 @@ def rule_gradient(xp, gradient, like, rule="", input=""):
     """The gradient a user's rule (of the operator ``rule``) gives its input
     ``input`` as it is, once its shape is checked against that input's (``like``):
     one of another shape would be broadcast by the operators that read it, a
-    silently wrong gradient."""
-    if np.shape(gradient) != np.shape(like):
+    silently wrong gradient. With no ``input``: a tangent rule's tangent of the
+    result ``like``."""
+    if np.shape(gradient) == np.shape(like):
+        return gradient
+    if not input:  # (a tangent rule's tangent of the result)
         raise GradError(
-            f"the gradient rule of {rule} gave its input {input!r} (of shape "
-            f"{np.shape(like)}) a gradient of shape {np.shape(gradient)}: a rule "
-            "gives each input a gradient of that input's shape (sum the axes "
-            f"broadcasting added with ppto.unbroadcast(g, {input}))"
+            f"the tangent rule of {rule} gave its result (of shape "
+            f"{np.shape(like)}) a tangent of shape {np.shape(gradient)}: a tangent "
+            "rule gives the result's tangent, of the result's shape"
         )
-    return gradient
+    raise GradError(
+        f"the gradient rule of {rule} gave its input {input!r} (of shape "
+        f"{np.shape(like)}) a gradient of shape {np.shape(gradient)}: a rule "
+        "gives each input a gradient of that input's shape (sum the axes "
+        f"broadcasting added with ppto.unbroadcast(g, {input}))"
+    )
 
 
 @rule_gradient.grad_rule
