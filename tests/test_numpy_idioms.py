@@ -193,7 +193,14 @@ def binned_weights(x):
     return binned + np.sum(np.sin(x) * np.heaviside(x, 0.5))  # (a step: no derivative)
 
 
+def ufunc_accumulates(x):
+    # a ufunc's accumulate: its running reduction along axis 0 unless told
+    running = np.add.accumulate(x) * np.multiply.accumulate(x, axis=1)
+    return np.sum(running**2)
+
+
 CASES = [
+    (ufunc_accumulates, MATRIX),
     (binned_weights, MATRIX),
     (turned_and_raised, MATRIX),
     (selected_pieces, MATRIX),
@@ -560,3 +567,10 @@ def largest_kept(x):
 def test_a_maximum_with_where_and_no_initial_is_refused_as_numpy_asks_for_one():
     with pytest.raises(ppto.TransformError, match="where= and no initial="):
         ppto.grad(largest_kept)(MATRIX)
+
+
+def test_a_ufuncs_accumulate_of_a_tensor_runs_its_operator():
+    tensor = ppto.tensor(MATRIX)
+    np.testing.assert_allclose(
+        np.asarray(np.add.accumulate(tensor)), np.add.accumulate(MATRIX)
+    )

@@ -251,9 +251,10 @@ def _moved_to(device, value):
 
 
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
-    reduction = NUMPY_FUNCTIONS.get(ufunc.reduce) if method == "reduce" else None
-    if reduction is not None:  # np.maximum.reduce(x, axis=0)
-        return reduction(*inputs, **kwargs)
+    if method in ("reduce", "accumulate"):
+        running = NUMPY_FUNCTIONS.get(getattr(ufunc, method))
+        if running is not None:  # np.maximum.reduce(x, axis=0), np.add.accumulate
+            return running(*inputs, **kwargs)
     op = NUMPY_UFUNCS.get(ufunc)
     if method != "__call__" or op is None or kwargs:
         raise PptoError(

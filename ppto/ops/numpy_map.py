@@ -391,3 +391,14 @@ NUMPY_FUNCTIONS.update(
         for ufunc, op in NUMPY_REDUCES.items()
     }
 )
+# a ufunc's accumulate (np.add.accumulate(x)) is its running reduction, along axis
+# 0 unless told otherwise (np.cumsum's default is the flattened array)
+NUMPY_FUNCTIONS.update(
+    {
+        ufunc.accumulate: NumpyAlias(op, {"array": "x"}, defaults={"axis": 0})
+        for ufunc, op in (
+            (np.add, reductions.cumsum),
+            (np.multiply, reductions.cumprod),
+        )
+    }
+)
