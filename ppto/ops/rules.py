@@ -46,6 +46,11 @@ class Rule:
         self._source = source
 
     @property
+    def built_in(self) -> bool:
+        """Whether the rule is ppto's own (checked by its tests), not a user's."""
+        return _built_in(self.fn)
+
+    @property
     def source(self) -> str:
         """The rule's Python source, dedented (derived rules have generated source)."""
         if self._source is None:
@@ -56,7 +61,7 @@ class Rule:
                 source = function_source(self.fn)
             except TransformError as error:  # (it names the function: often _)
                 raise TransformError(f"the {self!r}: {error}") from error
-            if not _built_in(self.fn):  # (the built-in ones: see the tests)
+            if not self.built_in:  # (the built-in ones: see the tests)
                 _check_shape_of_rule(self, source)
             self._source = source
         return self._source

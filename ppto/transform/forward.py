@@ -27,6 +27,7 @@ from ppto.transform.reverse import (
     call,
     loop_statement,
     name,
+    shape_checked,
 )
 from ppto.transform.trees import clone, single_target
 
@@ -224,27 +225,11 @@ class TangentGenerator:
         code = [self.materialise_zeros(c) for c in code]
         expression = self.materialise_zeros(expression)
         expression = self.full_shape(s, expression)
-        if not (getattr(rule.fn, "__module__", "") or "").startswith("ppto."):
-            expression = self.shape_checked(s, expression)  # (a user's rule)
+        if not rule.built_in:  # (a user's tangent of another shape was broadcast)
+            expression = shape_checked(
+                self.generator, expression, s.target, op.name, ""
+            )
         return code + [assign(self.tangent_name(s.target), expression)]
-
-    def shape_checked(self, s: ir.Apply, expression):
-        """A user's tangent rule's tangent, checked to have the result's shape
-        where it runs: one of another shape, broadcast by the operators after it,
-        was a silently wrong tangent (see ``shape.rule_gradient``)."""
-        from ppto.ops.shape import rule_gradient
-
-        helper = self.generator.ref(rule_gradient, "rule_gradient")
-        return gast.Call(
-            gast.Name(helper, gast.Load(), None, None),
-            [
-                expression,
-                gast.Name(s.target, gast.Load(), None, None),
-                gast.Constant(s.op.name, None),
-                gast.Constant("", None),
-            ],
-            [],
-        )
 
     def refused_gradient_rule(self, s: ir.Apply) -> TransformError:
         """Forward mode cannot use a gradient rule, and the operator's body may have

@@ -698,13 +698,11 @@ class Normalizer:
         callee = self.checkpointed(value) or resolve_call(
             value, self.parsed.namespace, self.local_names
         )
-        if callee.kind == "function" or _composite_without_rule(callee):
-            return _returned_parts(getattr(callee.op, "function", callee.function))
-        output = getattr(getattr(callee.op, "signature", None), "output", "")
-        if callee.kind != "operator" or not output.endswith(" tuple"):
-            return None
-        single = _single_result(callee.op, value)
-        if single is None:
+        if (
+            not _composite_without_rule(callee)
+            and _returns_a_tuple(callee)
+            and _single_result(callee.op, value) is None
+        ):
             names = " or ".join(getattr(callee.op, "single_result", {}))
             raise self.source.error(
                 value,
@@ -712,7 +710,7 @@ class Normalizer:
                 f"tuple: its {names} is not written out",
                 f"write {names}=True or {names}=False in the call",
             )
-        return None if single else callee.parts_type or tuple
+        return _parts_called(callee, value)
 
     def list_valued(self, value) -> bool:
         """Whether ``value`` calls a user's function whose every return is a list
@@ -2769,16 +2767,24 @@ def _parts_made(value, namespace, local_names: set):
     callee = resolve_call(value, namespace, local_names)
     if callee.function is tuple:
         return tuple if len(value.args) == 1 and not value.keywords else None
+    return _parts_called(callee, value)
+
+
+def _parts_called(callee, call):
+    """``tuple`` or ``list`` where ``call`` of ``callee`` gives parts: an operator
+    returning a tuple, not asked for one value (NumPy's spelling: its type of them,
+    np.split's list), or a function returning parts at every return; else None."""
     if callee.kind == "function" or _composite_without_rule(callee):
         return _returned_parts(getattr(callee.op, "function", callee.function))
-    output = getattr(getattr(callee.op, "signature", None), "output", "")
-    if (
-        callee.kind == "operator"
-        and output.endswith(" tuple")
-        and _single_result(callee.op, value) is False
-    ):
+    if _returns_a_tuple(callee) and _single_result(callee.op, call) is False:
         return callee.parts_type or tuple
     return None
+
+
+def _returns_a_tuple(callee) -> bool:
+    """Whether ``callee`` is an operator whose signature gives a tuple."""
+    output = getattr(getattr(callee.op, "signature", None), "output", "")
+    return callee.kind == "operator" and output.endswith(" tuple")
 
 
 def _item_of(node, names: set) -> bool:

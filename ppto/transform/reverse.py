@@ -638,7 +638,7 @@ class Generator:
         )
         code = self.known_shapes(list(statements))
         gradients = [self.known_shapes(g) if g is not None else None for g in gradients]
-        if _users(rule):
+        if not rule.built_in:
             gradients = self.shapes_checked(s, gradients)
         if getattr(s.op.signature, "mode", "") == "broadcast" or s.op.name == "dot":
             gradients = self.without_trivial_unbroadcast(s, gradients)
@@ -661,19 +661,10 @@ class Generator:
         """A user's rule's gradients, each checked to have its input's shape where
         it runs (``rule_gradient``): one of another shape, broadcast by the
         operators after it, was a silently wrong gradient."""
-        from ppto.ops.shape import rule_gradient
-
-        helper = self.ref(rule_gradient, "rule_gradient")
         checked = []
         for operand, input_name, gradient in zip(s.inputs, s.op.input_names, gradients):
             if gradient is not None and isinstance(operand, str):
-                gradient = call(
-                    helper,
-                    gradient,
-                    name(operand),
-                    gast.Constant(s.op.name, None),
-                    gast.Constant(input_name, None),
-                )
+                gradient = shape_checked(self, gradient, operand, s.op.name, input_name)
             checked.append(gradient)
         return checked
 
@@ -1301,7 +1292,17 @@ def _rewrite_calls(expression, function: str, rewrite):
     return expression
 
 
-def _users(rule) -> bool:
-    """Whether ``rule`` is a user's (ppto's own are checked by its tests)."""
-    module = getattr(rule.fn, "__module__", "") or ""
-    return not module.startswith("ppto.")
+def shape_checked(generator, value, like: str, op_name: str, input_name: str):
+    """``rule_gradient(value, like, op_name, input_name)``: a user's rule's gradient
+    for ``input_name`` (none: its tangent of the result), checked where it runs to
+    have the shape of ``like`` (see ``shape.rule_gradient``)."""
+    from ppto.ops.shape import rule_gradient
+
+    helper = generator.ref(rule_gradient, "rule_gradient")
+    return call(
+        helper,
+        value,
+        name(like),
+        gast.Constant(op_name, None),
+        gast.Constant(input_name, None),
+    )
