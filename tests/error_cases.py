@@ -560,17 +560,17 @@ def subscript_assignment(x):
 
 
 def opaque_result_returned(x):
-    return np.trapezoid(x)  # <- error
+    return np.i0(x)  # <- error
 
 
 def opaque_result_squared(x):
-    scale = np.trapezoid(x)  # <- error
+    scale = np.i0(x)  # <- error
     return scale * scale + 1.0
 
 
 def two_opaque_results(x):
-    query = np.trapezoid(x, axis=0)  # <- error
-    key = np.trapezoid(x, axis=0)  # (the later call, whose name sorts first)
+    query = np.i0(x)  # <- error
+    key = np.i0(x)  # (the later call, whose name sorts first)
     return np.sum(query * key)
 
 

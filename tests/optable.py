@@ -450,6 +450,18 @@ LINALG = [
         wrt=(0, 1, 2),
         label="left-right",
     ),
+    unary("trapezoid", N((3, 4))),
+    unary("trapezoid", N((3, 4)), "axis-spacing", axis=0, spacing=0.5),
+    Row("trapezoid", (N((3, 4)), Increasing((4,))), wrt=(0, 1), label="points"),
+    Row(
+        "trapezoid",
+        (N((2, 3, 4)), N((1, 3, 1))),
+        {"axis": 1},
+        wrt=(0, 1),
+        label="points-broadcast",
+    ),
+    Row("polyval", (N((4,)), N((3, 4))), wrt=(0, 1)),
+    Row("polyval", (N((1,)), N((5,))), wrt=(0, 1), label="constant"),
 ]
 
 SHAPE = [

@@ -199,7 +199,16 @@ def ufunc_accumulates(x):
     return np.sum(running**2)
 
 
+def integrals_and_polynomials(x):
+    # np.trapezoid over samples evenly spaced and at points (both differentiated);
+    # np.polyval of coefficients and points both differentiated
+    points = np.cumsum(np.exp(x[0]))
+    areas = np.trapezoid(x**2, points) + np.trapezoid(x, dx=0.5, axis=0).sum()
+    return np.sum(areas**2) + np.sum(np.polyval(x[1], x[2:] * x[0]) ** 2)
+
+
 CASES = [
+    (integrals_and_polynomials, MATRIX),
     (ufunc_accumulates, MATRIX),
     (binned_weights, MATRIX),
     (turned_and_raised, MATRIX),
@@ -251,8 +260,13 @@ def test_idiom_value_is_numpys_and_gradients_central_differences(function, x):
 
 @pytest.mark.parametrize(
     "function, x",
-    [(einsum_trace, SQUARE), (einsum_diagonal, SQUARE), (max_of_three, SQUARE)],
-    ids=["einsum_trace", "einsum_diagonal", "max_of_three"],
+    [
+        (einsum_trace, SQUARE),
+        (einsum_diagonal, SQUARE),
+        (max_of_three, SQUARE),
+        (integrals_and_polynomials, MATRIX),
+    ],
+    ids=["einsum_trace", "einsum_diagonal", "max_of_three", "integrals"],
 )
 def test_second_derivatives_through_idioms(function, x):
     step = 1e-5
@@ -574,3 +588,25 @@ def test_a_ufuncs_accumulate_of_a_tensor_runs_its_operator():
     np.testing.assert_allclose(
         np.asarray(np.add.accumulate(tensor)), np.add.accumulate(MATRIX)
     )
+
+
+def integral_at_too_few_points(x):
+    return np.trapezoid(x, np.arange(3.0)).sum()
+
+
+def polynomial_of_a_matrix_of_coefficients(x):
+    return np.polyval(x, x[0]).sum()
+
+
+@pytest.mark.parametrize(
+    "function, message",
+    [
+        (integral_at_too_few_points, "3 points for 4 samples along axis -1"),
+        (polynomial_of_a_matrix_of_coefficients, "argument 1 must have 1 axes"),
+    ],
+)
+def test_trapezoid_and_polyval_name_what_is_wrong_with_their_shapes(function, message):
+    with pytest.raises(ppto.ShapeError, match=message):
+        ppto.grad(function)(MATRIX)
+    with pytest.raises(ppto.ShapeError, match=message):
+        function(ppto.tensor(MATRIX))

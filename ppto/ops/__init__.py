@@ -6,6 +6,7 @@ methods.
 
 from ppto.ops import (
     arrange,
+    calculus,
     decompositions,
     elementwise,
     graph,
@@ -35,6 +36,7 @@ FAMILIES = (
     statistics,
     order,
     signal,
+    calculus,
     linalg,
     unary_einsum,
     decompositions,

@@ -16,6 +16,7 @@ import numpy as np
 from ppto.errors import PptoError, ShapeError
 from ppto.ops import (
     arrange,
+    calculus,
     decompositions,
     indexing,
     least_squares,
@@ -363,6 +364,12 @@ NUMPY_FUNCTIONS[np.meshgrid] = NumpyAlias(arrange.meshgrid, variadic=True)
 for _vecdot in (getattr(np, "vecdot", None), getattr(np.linalg, "vecdot", None)):
     if _vecdot is not None:  # (NumPy 2.0 on, np.vecdot 2.1 on)
         NUMPY_FUNCTIONS[_vecdot] = NumpyAlias(linalg.vecdot, {"x1": "a", "x2": "b"})
+for _trapezoid in (getattr(np, "trapezoid", None), getattr(np, "trapz", None)):
+    if _trapezoid is not None:  # (np.trapezoid from NumPy 2.0; np.trapz before 2.4)
+        NUMPY_FUNCTIONS[_trapezoid] = NumpyAlias(
+            calculus.trapezoid, {"x": "points", "dx": "spacing"}
+        )
+NUMPY_FUNCTIONS[np.polyval] = NumpyAlias(calculus.polyval)
 NUMPY_FUNCTIONS[np.rot90] = NumpyAlias(shape.rot90, {"m": "x"})
 NUMPY_FUNCTIONS.update(
     {
