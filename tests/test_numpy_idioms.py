@@ -207,7 +207,21 @@ def integrals_and_polynomials(x):
     return np.sum(areas**2) + np.sum(np.polyval(x[1], x[2:] * x[0]) ** 2)
 
 
+def derivatives_by_differences(x):
+    # np.gradient of a vector, along one axis (edge_order 2), and along several: a
+    # list (unpacked, indexed, iterated), one spacing for all axes or one for each
+    slope = np.gradient(x[0] ** 2) + np.gradient(x[1], 0.5, edge_order=2)
+    rows = np.gradient(np.sin(x), axis=1, edge_order=2)
+    dy, dx = np.gradient(x**2, 0.5, 2.0)
+    parts = np.gradient(x * x[0], axis=(1, 0))
+    total = np.sum(parts[0] * parts[1])
+    for part in np.gradient(np.exp(x), 0.25, axis=(0, 1), edge_order=2):
+        total = total + np.sum(part**2)
+    return np.sum(slope**2) + np.sum(rows * x) + np.sum(dy * dx) + total
+
+
 CASES = [
+    (derivatives_by_differences, MATRIX),
     (integrals_and_polynomials, MATRIX),
     (ufunc_accumulates, MATRIX),
     (binned_weights, MATRIX),
@@ -265,8 +279,9 @@ def test_idiom_value_is_numpys_and_gradients_central_differences(function, x):
         (einsum_diagonal, SQUARE),
         (max_of_three, SQUARE),
         (integrals_and_polynomials, MATRIX),
+        (derivatives_by_differences, MATRIX),
     ],
-    ids=["einsum_trace", "einsum_diagonal", "max_of_three", "integrals"],
+    ids=["einsum_trace", "einsum_diagonal", "max_of_three", "integrals", "gradient"],
 )
 def test_second_derivatives_through_idioms(function, x):
     step = 1e-5
@@ -610,3 +625,45 @@ def test_trapezoid_and_polyval_name_what_is_wrong_with_their_shapes(function, me
         ppto.grad(function)(MATRIX)
     with pytest.raises(ppto.ShapeError, match=message):
         function(ppto.tensor(MATRIX))
+
+
+def gradient_of_a_matrix_without_axis(x):
+    return np.sum(np.gradient(x)[0])
+
+
+def gradient_at_coordinates(x):
+    return np.sum(np.gradient(x[0], np.cumsum(np.ones(4))))
+
+
+def gradient_of_third_order(x):
+    return np.sum(np.gradient(x[0], edge_order=3))
+
+
+def gradient_of_two_samples_of_second_order(x):
+    return np.sum(np.gradient(x[:2, 0], edge_order=2))
+
+
+@pytest.mark.parametrize(
+    "function, error, message",
+    [
+        (gradient_of_a_matrix_without_axis, ppto.ShapeError, r"axis=\(0, 1\) for"),
+        (gradient_at_coordinates, ppto.PptoError, "coordinates of the samples"),
+        (gradient_of_third_order, ppto.PptoError, "edge_order is 1 or 2, got 3"),
+        (gradient_of_two_samples_of_second_order, ppto.ShapeError, "at least 3"),
+    ],
+)
+def test_np_gradient_refuses_what_it_cannot_differentiate_saying_why(
+    function, error, message
+):
+    with pytest.raises(error, match=message):
+        ppto.grad(function)(MATRIX)
+
+
+def test_np_gradient_of_a_tensor_gives_numpys_list_or_array():
+    tensor = ppto.tensor(MATRIX)
+    both = np.gradient(tensor, 0.5, edge_order=2)
+    assert isinstance(both, list) and len(both) == 2
+    for part, expected in zip(both, np.gradient(MATRIX, 0.5, edge_order=2)):
+        np.testing.assert_array_equal(np.asarray(part), expected)
+    one = np.gradient(tensor, axis=(1,))
+    np.testing.assert_array_equal(np.asarray(one), np.gradient(MATRIX, axis=(1,)))

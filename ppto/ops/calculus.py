@@ -1,15 +1,18 @@
-"""Calculus on samples: the trapezoidal rule (``np.trapezoid``) and polynomials'
-values (``np.polyval``).
+"""Calculus on samples: the trapezoidal rule (``np.trapezoid``), derivatives by
+finite differences (``np.gradient``) and polynomials' values (``np.polyval``).
 
 A trapezoid's integral is bilinear in the samples y and their points x (the sum of
 each pair's mean times its width), so its derivatives are sums of neighbours and
 differences. A polynomial is linear in its coefficients, and its derivative in x is
 the polynomial of the coefficients' derivative (np.polyder's), evaluated at x.
+np.gradient is linear in its samples: its gradient is its adjoint, each
+difference's weights sent back to the samples it reads, and that adjoint's is
+np.gradient again.
 """
 
 import numpy as np
 
-from ppto.errors import ShapeError
+from ppto.errors import PptoError, ShapeError
 from ppto.ops.arrange import diff, diff_padding, pad
 from ppto.ops.indexing import getitem
 from ppto.ops.linalg import dot
@@ -24,6 +27,8 @@ from ppto.ops.shape import (
     unbroadcast,
 )
 from ppto.runtime.tensor import array_module
+
+ANY = "(Tensor[...]) -> Tensor[...]"
 
 
 @primitive("(Tensor[...], Tensor[...]) -> Tensor[...]")
@@ -182,3 +187,167 @@ def polyval_degrees(p, slopes=False):
     n = np.shape(p)[0]
     xp = array_module(p)
     return xp.arange(n - 1, 0 if slopes else -1, -1, dtype=dtype_of(p))
+
+
+# --- np.gradient -------------------------------------------------------------------
+
+
+@primitive(ANY, tangent="linear")
+def gradient(xp, f, spacing=1.0, axis=None, edge_order=1):
+    """f's derivative along one axis from its samples, ``spacing`` apart (one
+    number), like np.gradient(f, spacing, axis=axis, edge_order=edge_order):
+    central differences inside, one-sided ones of first or second order
+    (``edge_order``) at the ends; ``axis=None`` is f's only axis (np.gradient of
+    an array of several gives a list: ``gradients``)."""
+    along = gradient_axis(f, axis)
+    (step,) = gradient_spacings(spacing, 1)
+    check_gradient(f, along, edge_order)
+    return xp.gradient(f, step, axis=along, edge_order=edge_order)
+
+
+@gradient.grad_rule
+def _(f, spacing=1.0, axis=None, edge_order=1):
+    def backward(dY):
+        return gradient_adjoint(dY, spacing, gradient_axis(f, axis), edge_order)
+
+    return backward
+
+
+@primitive("(Tensor[...]) -> Tensor[...] tuple", tangent="linear")
+def gradients(xp, f, spacing=1.0, axis=None, edge_order=1):
+    """f's derivatives along each of ``axis`` (every axis when None), as a tuple,
+    like np.gradient(f, *spacing, axis=axis) of several axes (NumPy's list):
+    ``spacing`` one number for all, or one for each of those axes."""
+    axes = gradient_axes(f, axis)
+    steps = gradient_spacings(spacing, len(axes))
+    for along in axes:
+        check_gradient(f, along, edge_order)
+    return tuple(
+        xp.gradient(f, step, axis=along, edge_order=edge_order)
+        for step, along in zip(steps, axes)
+    )
+
+
+@gradients.grad_rule
+def _(f, spacing=1.0, axis=None, edge_order=1):
+    def backward(dYs):
+        axes = gradient_axes(f, axis)
+        steps = gradient_spacings(spacing, len(axes))
+        total = gradient_adjoint(dYs[0], steps[0], axes[0], edge_order)
+        for i in range(1, len(axes)):
+            total = total + gradient_adjoint(dYs[i], steps[i], axes[i], edge_order)
+        return total
+
+    return backward
+
+
+@primitive(ANY, tangent="linear")
+def gradient_adjoint(xp, dY, spacing=1.0, axis=0, edge_order=1):
+    """The adjoint of ``gradient`` along ``axis`` (each difference's weights sent
+    back to the samples it reads): the gradient of np.gradient's result."""
+    (spacing,) = gradient_spacings(spacing, 1)
+    check_gradient(dY, axis, edge_order)
+    along = xp.moveaxis(dY, axis, 0)
+    out = xp.zeros(along.shape, dtype=along.dtype)
+    inside = along[1:-1] / (2.0 * spacing)
+    out[2:] += inside
+    out[:-2] -= inside
+    first, last = along[0] / spacing, along[-1] / spacing
+    if edge_order == 1:
+        out[1] += first
+        out[0] -= first
+        out[-1] += last
+        out[-2] -= last
+    else:
+        for place, weight in zip((0, 1, 2), (-1.5, 2.0, -0.5)):
+            out[place] += weight * first
+        for place, weight in zip((-3, -2, -1), (0.5, -2.0, 1.5)):
+            out[place] += weight * last
+    return xp.moveaxis(out, 0, axis)
+
+
+@gradient_adjoint.grad_rule
+def _(dY, spacing=1.0, axis=0, edge_order=1):
+    def backward(dZ):
+        return gradient(dZ, spacing, axis, edge_order)
+
+    return backward
+
+
+@rank_helper("f")
+def gradient_axis(f, axis):
+    """The one axis ``gradient`` differentiates f along: ``axis`` (an int, or a
+    tuple of one), f's only axis where it is None."""
+    return gradient_axes(f, axis, one=True)[0]
+
+
+@rank_helper("f")
+def gradient_axes(f, axis, one=False):
+    """The axes np.gradient differentiates f along, as a tuple: ``axis`` (an int or
+    a tuple), every axis where it is None; ``one``: a single axis (``gradient``'s,
+    whose None is f's only one)."""
+    rank = rank_of(f)
+    if axis is None:
+        if one and rank != 1:
+            raise ShapeError(
+                f"np.gradient of an array of {rank} axes without axis= gives a list "
+                f"of {rank} arrays: in differentiated code write the axes out "
+                f"(axis={tuple(range(rank))} for the list, axis=k for one array)"
+                if rank
+                else "np.gradient of a 0-d array: NumPy refuses it too"
+            )
+        axes = tuple(range(rank))
+    else:
+        axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    if one and len(axes) != 1:
+        raise ShapeError(
+            f"ppto.gradient takes one axis, got axis={axis}: ppto.gradients (the "
+            "list np.gradient gives) takes several"
+        )
+    for along in axes:
+        if not isinstance(along, (int, np.integer)) or not -rank <= along < rank:
+            raise ShapeError(
+                f"np.gradient along axis {along!r} of an array of {rank} axes: "
+                f"give ints from {-rank} to {rank - 1}"
+            )
+    if len({along % rank for along in axes}) != len(axes):
+        raise ShapeError(f"np.gradient along axis={axis}: an axis is repeated")
+    return tuple(int(along) % rank for along in axes)
+
+
+@shape_helper
+def gradient_spacings(spacing, count):
+    """The spacing of np.gradient's samples along each of ``count`` axes: one
+    number for all, or one for each. Coordinates of the samples (an array, NumPy's
+    other form) are refused."""
+    steps = list(spacing) if isinstance(spacing, (tuple, list)) else [spacing]
+    if len(steps) == 1:
+        steps = steps * count
+    if len(steps) != count:
+        raise ShapeError(
+            f"np.gradient takes one spacing for all axes or one for each: got "
+            f"{len(steps)} for {count} axes"
+        )
+    for step in steps:
+        if np.ndim(step) != 0:
+            raise PptoError(
+                "ppto's np.gradient takes its spacings as numbers: coordinates of "
+                f"the samples (an array of shape {np.shape(step)}) are not supported; "
+                "for points x, differentiate along the axis as np.diff(f) / "
+                "np.diff(x) at the midpoints, or resample evenly"
+            )
+    return steps
+
+
+def check_gradient(f, axis, edge_order) -> None:
+    """NumPy's conditions: edge_order 1 or 2, and at least edge_order + 1 samples
+    along ``axis``."""
+    if edge_order not in (1, 2):
+        raise PptoError(f"np.gradient's edge_order is 1 or 2, got {edge_order!r}")
+    length = np.shape(f)[axis]
+    if length < edge_order + 1:
+        raise ShapeError(
+            f"np.gradient of {length} sample(s) along axis {axis} with "
+            f"edge_order={edge_order}: at least {edge_order + 1} are needed (NumPy "
+            "refuses fewer too)"
+        )

@@ -92,10 +92,21 @@ class NumpyAlias:
     # the type NumPy returns parts in where the operator's tuple is not it
     # (np.split's list: code appends to it, replaces its items, asks its type)
     parts_type: type | None = None
+    # the parameter taking what a call gives by position after the arrays, as one
+    # tuple (np.gradient's spacings)
+    rest: str | None = None
+    # the operator of a call giving a list where NumPy gives one (np.gradient along
+    # several axes: see ``for_axes``); ``parts_type`` is its result's type
+    several: object = None
 
     def for_arrays(self, count: int):
         """The operator of a call with ``count`` arrays after the leading parameters."""
         return self.single if self.single is not None and count == 1 else self.op
+
+    def for_axes(self, count: int):
+        """The operator of a call along ``count`` axes (``several``'s for more than
+        one: np.gradient gives one array along one axis, a list along more)."""
+        return self.several if self.several is not None and count > 1 else self.op
 
     def __call__(self, *args, **kwargs):
         check_numpy_positionals(self.op, len(args), "this NumPy function")
@@ -108,6 +119,13 @@ class NumpyAlias:
             if name not in renamed and len(args) <= place:
                 renamed[name] = value
         op = self.for_arrays(len(args) - len(self.leading))
+        if self.rest is not None:  # (the first array, then np.gradient's spacings)
+            arity = len(op.input_names)
+            if len(args) > arity:
+                renamed[self.rest] = tuple(args[arity:])
+            args, axis = args[:arity], renamed.get("axis")
+            axes = np.ndim(args[0]) if axis is None else np.size(axis)
+            op = self.for_axes(max(axes, len(renamed.get(self.rest, ()))))
         if self.leading:  # (else one array of np.einsum's two: "missing 'b'")
             arrays, arity = len(args) - len(self.leading), len(op.input_names)
             if arrays != arity:
@@ -126,7 +144,9 @@ class NumpyAlias:
             raise
         except TypeError as error:
             raise PptoError(f"{op.name}: {error}") from error
-        return self.parts_type(result) if self.parts_type is not None else result
+        if self.parts_type is None or not isinstance(result, tuple):
+            return result
+        return self.parts_type(result)
 
 
 NUMPY_UFUNCS = {
@@ -370,6 +390,9 @@ for _trapezoid in (getattr(np, "trapezoid", None), getattr(np, "trapz", None)):
             calculus.trapezoid, {"x": "points", "dx": "spacing"}
         )
 NUMPY_FUNCTIONS[np.polyval] = NumpyAlias(calculus.polyval)
+NUMPY_FUNCTIONS[np.gradient] = NumpyAlias(
+    calculus.gradient, rest="spacing", several=calculus.gradients, parts_type=list
+)
 NUMPY_FUNCTIONS[np.rot90] = NumpyAlias(shape.rot90, {"m": "x"})
 NUMPY_FUNCTIONS.update(
     {

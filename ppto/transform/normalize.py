@@ -1672,6 +1672,8 @@ class Normalizer:
                 node = self.numpy_positional_names(node, callee)
             if callee.variadic:
                 node = self.variadic_arrays(node, callee)
+            if callee.rest:
+                node = self.rest_as_tuple(node, callee)
             if callee.defaults:
                 node = self.numpy_defaults(node, callee)
             if callee.numpy and _reduction_options(node, callee.op):
@@ -1846,6 +1848,24 @@ class Normalizer:
             )
         arrays = gast.List(list(node.args), gast.Load())
         call = gast.Call(node.func, [arrays], node.keywords)
+        return gast.copy_location(call, node)
+
+    def rest_as_tuple(self, node, callee):
+        """A call giving by position, after its arrays, what the operator takes
+        as one tuple (``np.gradient(f, hy, hx)``: ``spacing=(hy, hx)``); a new
+        node."""
+        arity = len(callee.op.input_names)
+        rest = node.args[arity:]
+        if any(isinstance(a, gast.Starred) for a in node.args):
+            raise self.source.error(
+                node,
+                f"{callee.text} with its arguments unpacked from a sequence",
+                "write them out one by one",
+            )
+        if not rest:
+            return node
+        keyword = gast.keyword(callee.rest, gast.Tuple(list(rest), gast.Load()))
+        call = gast.Call(node.func, node.args[:arity], node.keywords + [keyword])
         return gast.copy_location(call, node)
 
     def numpy_positionals(self, node, op, count: int, spelled: str) -> None:

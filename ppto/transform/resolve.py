@@ -82,6 +82,7 @@ class Callee:
     rank_check: Any = None  # (see NumpyAlias)
     defaults: dict = field(default_factory=dict)  # NumPy's, not the operator's
     parts_type: type | None = None  # (see NumpyAlias)
+    rest: str | None = None  # (see NumpyAlias: np.gradient's spacings)
 
 
 def static_value(node: gast.expr, namespace, local_names: set) -> tuple[bool, Any]:
@@ -109,11 +110,22 @@ def resolve_call(node: gast.Call, namespace, local_names: set) -> Callee:
     alias = numpy_alias(value)
     if alias is not None and alias.single is not None:  # (np.einsum of one array)
         callee.op = alias.for_arrays(len(node.args) - len(alias.leading))
+    if alias is not None and alias.several is not None:  # (np.gradient's list)
+        callee.op = alias.for_axes(axes_written(node))
     for flag, variant in getattr(callee.op, "flags", {}).items():
         given = flag_argument(node, callee.op, flag)
         if isinstance(given, gast.Constant) and given.value is True:
             return Callee("operator", op=variant, text=text)
     return callee
+
+
+def axes_written(node: gast.Call) -> int:
+    """How many axes a call of np.gradient asks for where it is written: a
+    spacing for each, or a tuple axis written out (one where neither says: an
+    array of several axes without axis= is refused when it runs)."""
+    axis = next((k.value for k in node.keywords if k.arg == "axis"), None)
+    written = len(axis.elts) if isinstance(axis, (gast.Tuple, gast.List)) else 1
+    return max(len(node.args) - 1, written)
 
 
 def flag_argument(node: gast.Call, op: OperatorDef, flag: str):
@@ -157,6 +169,7 @@ def classify(value: Any, text: str = "") -> Callee:
             variadic=alias.variadic,
             defaults=dict(alias.defaults),
             parts_type=alias.parts_type,
+            rest=alias.rest,
         )
     if hashable(value) and value in _BUILTIN_OPERATORS:
         return Callee("operator", op=_BUILTIN_OPERATORS[value], text=text)
