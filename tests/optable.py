@@ -685,6 +685,21 @@ INDEXING = [
         "take_along_axis", (N((4, 3)), Integers((7,), 12)), {"axis": None}, label="flat"
     ),
     Row("scatter_add", (N((4, 3)), Integers((6,), 4), N((6, 3))), wrt=(0, 2)),
+    Row("choose", (Integers((3, 4), 3), N((3, 3, 4))), wrt=(1,)),
+    Row(
+        "choose",
+        (Integers((2, 1, 4), 5), N((3, 4))),
+        {"mode": "wrap"},
+        wrt=(1,),
+        label="broadcast-wrap",
+    ),
+    Row(
+        "choose",
+        (Integers((4,), 6), N((4, 1))),
+        {"mode": "clip"},
+        wrt=(1,),
+        label="clip",
+    ),
 ]
 
 # Operators whose gradients are deliberately refused (not differentiable).
@@ -716,6 +731,7 @@ NON_DIFFERENTIABLE = [
     "one_hot",
     "diagonal_mask",
     "partition_sources",
+    "chosen_mask",
 ]
 # Parameters without defaults that the refusal test must pass.
 REFUSAL_PARAMS = {
@@ -726,6 +742,7 @@ REFUSAL_PARAMS = {
 # Second inputs of the right shape for the refusal test (else a * 2): the points
 # of an interpolation table are a vector.
 REFUSAL_SECOND = {
+    "chosen_mask": lambda a: ppto.tensor([[0, 1], [1, 0]]),
     "interp_segments": lambda a: ppto.flatten(a),
     "interp_covered": lambda a: ppto.flatten(a),
 }

@@ -220,7 +220,21 @@ def derivatives_by_differences(x):
     return np.sum(slope**2) + np.sum(rows * x) + np.sum(dy * dx) + total
 
 
+def weighted_counts_and_choices(x):
+    # np.bincount's sums of weights (differentiated) and counts (whole numbers);
+    # np.choose among the rows of x, among a list of arrays, wrapping and clipping
+    bins = np.array([0, 3, 3, 1])
+    sums = np.bincount(bins, weights=x[0] ** 2, minlength=6) * np.bincount(
+        bins, None, 6
+    )
+    picks = np.array([[2, 0, 1, 1], [0, 4, 2, -1]])
+    chosen = np.choose(picks[0], x) + np.choose(picks % 2, [np.sin(x[1]), x[2] * x[0]])
+    edges = np.choose(picks, x, mode="wrap") * np.choose(picks, x, mode="clip")
+    return np.sum(sums * np.arange(6.0)) + np.sum(chosen**2) + np.sum(edges)
+
+
 CASES = [
+    (weighted_counts_and_choices, MATRIX),
     (derivatives_by_differences, MATRIX),
     (integrals_and_polynomials, MATRIX),
     (ufunc_accumulates, MATRIX),
@@ -280,8 +294,16 @@ def test_idiom_value_is_numpys_and_gradients_central_differences(function, x):
         (max_of_three, SQUARE),
         (integrals_and_polynomials, MATRIX),
         (derivatives_by_differences, MATRIX),
+        (weighted_counts_and_choices, MATRIX),
     ],
-    ids=["einsum_trace", "einsum_diagonal", "max_of_three", "integrals", "gradient"],
+    ids=[
+        "einsum_trace",
+        "einsum_diagonal",
+        "max_of_three",
+        "integrals",
+        "gradient",
+        "bincount_choose",
+    ],
 )
 def test_second_derivatives_through_idioms(function, x):
     step = 1e-5
@@ -667,3 +689,40 @@ def test_np_gradient_of_a_tensor_gives_numpys_list_or_array():
         np.testing.assert_array_equal(np.asarray(part), expected)
     one = np.gradient(tensor, axis=(1,))
     np.testing.assert_array_equal(np.asarray(one), np.gradient(MATRIX, axis=(1,)))
+
+
+def counted_reals(x):
+    return np.sum(np.bincount(np.array([0.0, 2.0]), weights=x[0, :2]))
+
+
+def counted_negatives(x):
+    return np.sum(np.bincount(np.array([0, -1]), weights=x[0, :2]))
+
+
+def counted_with_a_weight_short(x):
+    return np.sum(np.bincount(np.array([0, 2, 1]), weights=x[0, :2]))
+
+
+def chosen_beyond_the_choices(x):
+    return np.sum(np.choose(np.array([0, 3, 1, 2]), x))
+
+
+def chosen_by_reals(x):
+    return np.sum(np.choose(np.array([0.0, 1.0, 1.0, 2.0]), x))
+
+
+@pytest.mark.parametrize(
+    "function, error, message",
+    [
+        (counted_reals, ppto.DTypeError, "counts whole numbers, not dtype float64"),
+        (counted_negatives, ppto.ShapeError, r"of a negative number \(-1\)"),
+        (counted_with_a_weight_short, ppto.ShapeError, r"weights \(shape \(2,\)\)"),
+        (chosen_beyond_the_choices, ppto.ShapeError, "number 3 among 3 choices"),
+        (chosen_by_reals, ppto.DTypeError, "picks by whole numbers"),
+    ],
+)
+def test_bincount_and_choose_name_what_is_wrong_with_their_numbers(
+    function, error, message
+):
+    with pytest.raises(error, match=message):
+        ppto.grad(function)(MATRIX)

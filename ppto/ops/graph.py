@@ -5,16 +5,18 @@ every row ``i`` with ``segment_ids[i] == s``; ids need not be sorted.
 ``num_segments=None`` means ``max(segment_ids) + 1``. Ids are never differentiated.
 Empty segments give 0 for every reduction. Each backward rule gathers the incoming
 gradient back to the rows (``gather``), so the rules are closed under differentiation.
+NumPy's ``np.bincount(x, weights)`` is a segment sum of a vector, its length max(x)
++ 1 or ``minlength``.
 """
 
 import operator
 
 from ppto.errors import DTypeError, ShapeError
 from ppto.ops.elementwise import maximum
-from ppto.ops.indexing import gather
+from ppto.ops.indexing import gather, take
 from ppto.ops.logic import equal
 from ppto.ops.primitive import primitive
-from ppto.ops.shape import cast, ones_like, reshape
+from ppto.ops.shape import cast, dtype_of, ones_like, reshape
 
 SEGMENT = "(Tensor[...], Tensor[N]) -> Tensor[...]"
 
@@ -167,3 +169,44 @@ def _(data, segment_ids, num_segments=None, out=None):
         return segment_sum(ddata * hit, segment_ids, num_segments) / maximum(ties, 1)
 
     return tangent
+
+
+@primitive("(Tensor[N], Tensor[...]) -> Tensor[K]", tangent="linear", nondiff=("x",))
+def bincount(xp, x, weights=None, minlength=0):
+    """How many times each whole number 0, 1, ... occurs in x or, with ``weights``
+    (one for each entry of x), the sum of each one's weights, like np.bincount:
+    max(x) + 1 of them, or ``minlength`` where that is more. The sums are float64,
+    as NumPy's; differentiable in the weights (x, whole numbers, is not)."""
+    if x.dtype.kind not in "iub":
+        raise DTypeError(
+            f"np.bincount counts whole numbers, not dtype {x.dtype}: convert x "
+            "with .astype(int) (or np.rint(x).astype(int)) first"
+        )
+    if weights is not None and tuple(weights.shape) != tuple(x.shape):
+        raise ShapeError(
+            f"np.bincount's weights (shape {tuple(weights.shape)}) must be one for "
+            f"each entry of x (shape {tuple(x.shape)})"
+        )
+    if x.size and int(x.min()) < 0:
+        raise ShapeError(
+            f"np.bincount of a negative number ({int(x.min())}): it counts 0, 1, "
+            "...; shift x, or drop those entries first (x[x >= 0])"
+        )
+    try:
+        length = operator.index(minlength)
+    except TypeError as error:
+        raise ShapeError(
+            f"np.bincount's minlength must be a whole number, got {minlength!r}"
+        ) from error
+    if length < 0:
+        raise ShapeError(f"np.bincount's minlength must be >= 0, got {length}")
+    return xp.bincount(x, weights=weights, minlength=length)
+
+
+@bincount.grad_rule
+def _(x, weights=None, minlength=0):
+    def backward(dY):
+        # each weight went into the sum of its number: it gets that sum's gradient
+        return None, cast(take(dY, x), dtype_of(weights))
+
+    return backward

@@ -10,10 +10,14 @@ an integer index out of bounds, which CuPy wraps around, is refused with NumPy's
 IndexError (``refuse_wrapped_indices``: one read back per integer array, on
 backends other than NumPy), and of several writes to one element the last is kept
 (``last_of_each``), where CuPy leaves which one lands undefined.
+
+``choose`` (np.choose) picks among choices by whole numbers: a gather along the
+choices' axis, its gradient each choice's share of dY where it was picked.
 """
 
 import numpy as np
 
+from ppto.errors import DTypeError, PptoError, ShapeError
 from ppto.ops.elementwise import where
 from ppto.ops.primitive import primitive
 from ppto.ops.rules import dtype_helper, shape_helper
@@ -402,3 +406,84 @@ def _(x, indices, updates, axis=0):
         return dY, None, unbroadcast(gather(dY, indices, axis), updates)
 
     return backward
+
+
+CHOOSE_MODES = ("raise", "wrap", "clip")
+
+
+@primitive(
+    "(Tensor[...], Tensor[...]) -> Tensor[...]", tangent="linear", nondiff=("a",)
+)
+def choose(xp, a, choices, mode="raise"):
+    """Elementwise, the choice that a's whole number names, like np.choose(a,
+    choices): ``choices`` one array (its first axis the choices) or several of
+    one shape, broadcast against a; ``mode`` 'raise' refuses numbers beyond the
+    choices, 'wrap' takes them modulo their count, 'clip' the nearest.
+    Differentiable in the choices (a, whole numbers, is not)."""
+    picked = chosen_numbers(xp, a, choices, mode)
+    aligned = xp.reshape(choices, choices_aligned(a, choices))
+    stacked = xp.broadcast_to(aligned, (choices.shape[0],) + picked.shape)
+    return xp.take_along_axis(stacked, picked[None], axis=0)[0]
+
+
+@choose.grad_rule
+def _(a, choices, mode="raise"):
+    def backward(dY):
+        # each choice gets dY where it was picked
+        picked = where(chosen_mask(choices, a, mode), dY, 0.0)
+        aligned = unbroadcast(picked, choices_aligned(a, choices))
+        return None, reshape(aligned, np.shape(choices))
+
+    return backward
+
+
+def chosen_numbers(xp, a, choices, mode):
+    """a's numbers as np.choose reads them (``mode``'s), broadcast against each
+    choice, after NumPy's checks: whole numbers, within the choices for 'raise'."""
+    if mode not in CHOOSE_MODES:
+        raise PptoError(f"np.choose's mode is 'raise', 'wrap' or 'clip', not {mode!r}")
+    if a.dtype.kind not in "iub":
+        raise DTypeError(
+            f"np.choose picks by whole numbers, not dtype {a.dtype}: convert a with "
+            ".astype(int) first"
+        )
+    if choices.ndim == 0 or not choices.shape[0]:
+        raise ShapeError("np.choose needs at least one choice")
+    count = choices.shape[0]
+    if mode == "wrap":
+        a = a % count
+    elif mode == "clip":
+        a = xp.clip(a, 0, count - 1)
+    elif a.size and (int(a.min()) < 0 or int(a.max()) >= count):
+        raise ShapeError(
+            f"np.choose of number {int(a.max()) if a.max() >= count else int(a.min())}"
+            f" among {count} choices (0 to {count - 1}): pass mode='wrap' or "
+            "mode='clip' to bring it within them"
+        )
+    try:
+        shape = np.broadcast_shapes(a.shape, choices.shape[1:])
+    except ValueError as error:
+        raise ShapeError(
+            f"np.choose: a of shape {tuple(a.shape)} and choices of shape "
+            f"{tuple(choices.shape[1:])} do not broadcast together"
+        ) from error
+    return xp.broadcast_to(a, shape).astype(xp.int64)
+
+
+@shape_helper
+def choices_aligned(a, choices):
+    """The choices' shape with axes of length 1 after the first (the choices' own)
+    where a has more axes than each choice: aligned to broadcast against a."""
+    shape = tuple(np.shape(choices))
+    missing = max(np.ndim(a) - (len(shape) - 1), 0)
+    return shape[:1] + (1,) * missing + shape[1:]
+
+
+@primitive("(Tensor[...], Tensor[...]) -> Tensor[...]", differentiable=False)
+def chosen_mask(xp, choices, a, mode="raise"):
+    """For each of the choices (on their leading axis), where np.choose(a,
+    choices, mode) picked it."""
+    picked = chosen_numbers(xp, a, choices, mode)
+    count = choices.shape[0]
+    numbers = xp.arange(count).reshape((count,) + (1,) * picked.ndim)
+    return picked[None] == numbers

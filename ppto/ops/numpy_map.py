@@ -18,6 +18,7 @@ from ppto.ops import (
     arrange,
     calculus,
     decompositions,
+    graph,
     indexing,
     least_squares,
     linalg,
@@ -292,6 +293,7 @@ _FUNCTIONS = {
     np.where: ew.where,
     np.take: indexing.take,
     np.take_along_axis: indexing.take_along_axis,
+    np.choose: indexing.choose,
     np.round: logic.round,
     np.around: logic.round,
     # (their positional order is NumPy's: see OperatorDef.positional)
@@ -310,6 +312,7 @@ _FUNCTIONS = {
     np.convolve: signal.convolve,
     np.correlate: signal.correlate,
     np.interp: signal.interp,
+    np.bincount: graph.bincount,
     np.quantile: order.quantile,
     np.percentile: order.percentile,
     np.median: order.median,
