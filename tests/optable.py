@@ -216,6 +216,12 @@ ELEMENTWISE = [
     unary("arctanh", U((3, 4), -0.8, 0.8)),
     unary("deg2rad", N((3, 4))),
     unary("nan_to_num", WithNaN((3, 4))),
+    *(
+        binary("ufunc_outer", N((3,)), N((2, 4)), ufunc, ufunc=ufunc)
+        for ufunc in ("add", "subtract", "multiply", "maximum", "minimum")
+    ),
+    binary("ufunc_outer", N((2, 3)), U((4,), 0.5, 2.0), "divide", ufunc="divide"),
+    binary("ufunc_outer", N(()), N((3,)), "number", ufunc="multiply"),
     unary("rad2deg", N((3, 4))),
     binary("arctan2", N((3, 4)), AwayFromZero((3, 4))),
     binary("arctan2", N((3, 4)), AwayFromZero((4,)), "broadcast"),

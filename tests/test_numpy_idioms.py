@@ -233,7 +233,16 @@ def weighted_counts_and_choices(x):
     return np.sum(sums * np.arange(6.0)) + np.sum(chosen**2) + np.sum(edges)
 
 
+def ufunc_outers(x):
+    # a ufunc's outer: every pair of elements, of shape a's then b's
+    table = np.multiply.outer(x[0], x[1:]) + np.add.outer(x[1] ** 2, x[0]).sum()
+    gaps = np.subtract.outer(x[0], x[2]) ** 2 + np.divide.outer(x[1], np.exp(x[2]))
+    extremes = np.maximum.outer(x[0], x[1]) * np.minimum.outer(x[2], 0.3)
+    return np.sum(table**2) + np.sum(gaps) + np.sum(extremes)
+
+
 CASES = [
+    (ufunc_outers, MATRIX),
     (weighted_counts_and_choices, MATRIX),
     (derivatives_by_differences, MATRIX),
     (integrals_and_polynomials, MATRIX),
@@ -295,6 +304,7 @@ def test_idiom_value_is_numpys_and_gradients_central_differences(function, x):
         (integrals_and_polynomials, MATRIX),
         (derivatives_by_differences, MATRIX),
         (weighted_counts_and_choices, MATRIX),
+        (ufunc_outers, MATRIX),
     ],
     ids=[
         "einsum_trace",
@@ -303,6 +313,7 @@ def test_idiom_value_is_numpys_and_gradients_central_differences(function, x):
         "integrals",
         "gradient",
         "bincount_choose",
+        "ufunc_outers",
     ],
 )
 def test_second_derivatives_through_idioms(function, x):
@@ -726,3 +737,15 @@ def test_bincount_and_choose_name_what_is_wrong_with_their_numbers(
 ):
     with pytest.raises(error, match=message):
         ppto.grad(function)(MATRIX)
+
+
+def test_a_ufuncs_outer_of_tensors_runs_its_operator_and_others_are_refused():
+    tensor = ppto.tensor(MATRIX)
+    np.testing.assert_array_equal(
+        np.asarray(np.subtract.outer(tensor[0], tensor)),
+        np.subtract.outer(MATRIX[0], MATRIX),
+    )
+    with pytest.raises(ppto.PptoError, match="np.power.outer has no ppto operator"):
+        np.power.outer(tensor[0], tensor[1])
+    with pytest.raises(ppto.PptoError, match="not 'power'"):
+        ppto.ufunc_outer(tensor[0], tensor[1], ufunc="power")

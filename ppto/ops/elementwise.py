@@ -18,6 +18,7 @@ from ppto.ops.logic import (
     sign,
 )
 from ppto.ops.primitive import primitive
+from ppto.ops.rules import shape_helper
 from ppto.ops.shape import (
     array,
     asarray,
@@ -25,6 +26,7 @@ from ppto.ops.shape import (
     dtype_of,
     floating,
     full_like,
+    reshape,
     unbroadcast,
     zeros_like,
 )
@@ -1085,3 +1087,72 @@ def _(x):
         return zeros_like(dx)
 
     return tangent
+
+
+# --- a ufunc's outer: every pair of elements -------------------------------------
+
+OUTER_UFUNCS = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
+
+
+@primitive(BINARY)
+def ufunc_outer(xp, a, b, ufunc="multiply"):
+    """A ufunc applied to every pair of a's and b's elements, like
+    np.multiply.outer(a, b) (np.add.outer, ...): the result's shape is a's, then
+    b's. ``ufunc`` is one of OUTER_UFUNCS; a tie of maximum or minimum sends the
+    gradient to a, as theirs do."""
+    if ufunc not in OUTER_UFUNCS:
+        raise PptoError(
+            f"ppto.ufunc_outer takes the outer of {', '.join(OUTER_UFUNCS)}, not "
+            f"{ufunc!r}: for another, spread a with a[..., None] and broadcast"
+        )
+    return getattr(xp, ufunc)(xp.reshape(a, outer_spread(a, b)), b)
+
+
+@ufunc_outer.grad_rule
+def _(a, b, ufunc="multiply", out=None):
+    def backward(dY):
+        # the ufunc's own gradients, a spread over b's axes and summed back
+        spread = reshape(a, outer_spread(a, b))
+        if ufunc in ("add", "subtract"):
+            dspread = dY
+            db = dY if ufunc == "add" else -dY
+        elif ufunc == "multiply":
+            dspread = dY * b
+            db = dY * spread
+        elif ufunc == "divide":
+            dspread = dY / b
+            db = -dY * out / b
+        else:  # (maximum, minimum: a tie's gradient goes to a)
+            to_a = spread >= b if ufunc == "maximum" else spread <= b
+            dspread = where(to_a, dY, 0.0)
+            db = where(to_a, 0.0, dY)
+        return reshape(unbroadcast(dspread, spread), np.shape(a)), unbroadcast(db, b)
+
+    return backward
+
+
+@ufunc_outer.jvp_rule
+def _(a, b, ufunc="multiply", out=None):
+    def tangent(da, db):
+        spread = reshape(a, outer_spread(a, b))
+        dspread = reshape(da, outer_spread(a, b))
+        if ufunc == "add":
+            return dspread + db
+        if ufunc == "subtract":
+            return dspread - db
+        if ufunc == "multiply":
+            return dspread * b + spread * db
+        if ufunc == "divide":
+            return (dspread - out * db) / b
+        if ufunc == "maximum":
+            return where(spread >= b, dspread, db)
+        return where(spread <= b, dspread, db)  # (minimum)
+
+    return tangent
+
+
+@shape_helper
+def outer_spread(a, b):
+    """a's shape with an axis of length 1 for each of b's after it: a so shaped
+    broadcasts against b into every pair (a ufunc's outer)."""
+    return tuple(np.shape(a)) + (1,) * np.ndim(b)

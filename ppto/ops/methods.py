@@ -251,9 +251,10 @@ def _moved_to(device, value):
 
 
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
-    if method in ("reduce", "accumulate"):
+    # np.maximum.reduce(x, axis=0), np.add.accumulate(x), np.multiply.outer(a, b)
+    if method in ("reduce", "accumulate", "outer"):
         running = NUMPY_FUNCTIONS.get(getattr(ufunc, method))
-        if running is not None:  # np.maximum.reduce(x, axis=0), np.add.accumulate
+        if running is not None:
             return running(*inputs, **kwargs)
     op = NUMPY_UFUNCS.get(ufunc)
     if method != "__call__" or op is None or kwargs:

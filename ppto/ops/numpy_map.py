@@ -424,6 +424,15 @@ NUMPY_FUNCTIONS.update(
         for ufunc, op in NUMPY_REDUCES.items()
     }
 )
+# a ufunc's outer (np.multiply.outer(a, b)): the ufunc of every pair of elements
+NUMPY_FUNCTIONS.update(
+    {
+        getattr(np, ufunc).outer: NumpyAlias(
+            ew.ufunc_outer, {"A": "a", "B": "b"}, defaults={"ufunc": ufunc}
+        )
+        for ufunc in ew.OUTER_UFUNCS
+    }
+)
 # a ufunc's accumulate (np.add.accumulate(x)) is its running reduction, along axis
 # 0 unless told otherwise (np.cumsum's default is the flattened array)
 NUMPY_FUNCTIONS.update(
