@@ -241,7 +241,18 @@ def ufunc_outers(x):
     return np.sum(table**2) + np.sum(gaps) + np.sum(extremes)
 
 
+def einsum_interleaved(x):
+    # np.einsum's interleaved form: each operand's axes as whole numbers (Ellipsis
+    # or ... for the rest), the result's last or left implicit
+    product = np.einsum(x, [0, 1], x.T, [1, 2], [0, 2])
+    trace = np.einsum(x[:, :3], [0, 0]) + np.einsum(x, (0, 1), x, (0, 1), [0]).sum()
+    implicit = np.einsum(x, [1, 0], x.T, [0, 2])
+    stacked = np.einsum(x[None], [Ellipsis, 0, 1], x, [..., 0, 1], [..., 1])
+    return np.sum(product**2) + trace + np.sum(implicit * x[0, 0]) + np.sum(stacked)
+
+
 CASES = [
+    (einsum_interleaved, MATRIX),
     (ufunc_outers, MATRIX),
     (weighted_counts_and_choices, MATRIX),
     (derivatives_by_differences, MATRIX),
@@ -305,6 +316,7 @@ def test_idiom_value_is_numpys_and_gradients_central_differences(function, x):
         (derivatives_by_differences, MATRIX),
         (weighted_counts_and_choices, MATRIX),
         (ufunc_outers, MATRIX),
+        (einsum_interleaved, MATRIX),
     ],
     ids=[
         "einsum_trace",
@@ -314,6 +326,7 @@ def test_idiom_value_is_numpys_and_gradients_central_differences(function, x):
         "gradient",
         "bincount_choose",
         "ufunc_outers",
+        "einsum_interleaved",
     ],
 )
 def test_second_derivatives_through_idioms(function, x):
@@ -749,3 +762,27 @@ def test_a_ufuncs_outer_of_tensors_runs_its_operator_and_others_are_refused():
         np.power.outer(tensor[0], tensor[1])
     with pytest.raises(ppto.PptoError, match="not 'power'"):
         ppto.ufunc_outer(tensor[0], tensor[1], ufunc="power")
+
+
+def einsum_interleaved_with_an_axis_computed(x):
+    k = 1
+    return np.sum(np.einsum(x, [0, k], x, [0, 1], [1]))
+
+
+def test_einsum_interleaved_refuses_axes_not_written_out_at_the_line():
+    with pytest.raises(ppto.TransformError, match="not a list of numbers") as caught:
+        ppto.grad(einsum_interleaved_with_an_axis_computed)(MATRIX)
+    assert "np.einsum(x, [0, k], x, [0, 1], [1])" in str(caught.value)
+
+
+def test_einsum_interleaved_of_tensors_runs_its_operators():
+    tensor = ppto.tensor(MATRIX)
+    np.testing.assert_allclose(
+        np.asarray(np.einsum(tensor, [0, 1], tensor, [2, 1], [0, 2])),
+        MATRIX @ MATRIX.T,
+    )
+    np.testing.assert_allclose(
+        np.asarray(np.einsum(tensor[:, :3], [0, 0])), np.trace(MATRIX[:, :3])
+    )
+    with pytest.raises(ppto.PptoError, match="whole numbers from 0 to 51"):
+        np.einsum(tensor, [0, -1])

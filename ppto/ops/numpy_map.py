@@ -74,6 +74,48 @@ def check_ranks(rank_check: RankCheck | None, args) -> str | None:
     return rank_check.refusal(np.ndim(args[0]), np.ndim(args[1]))
 
 
+EINSUM_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def interleaved_subscripts(sublists, output=None) -> str:
+    """The subscripts of np.einsum's interleaved form (``np.einsum(a, [0, 1], b,
+    [1, 2], [0, 2])``: each operand's axes as whole numbers, ``...`` as Ellipsis,
+    the result's after them if given) as its subscript form, ``'ab,bc->ac'``
+    (NumPy's letters for the numbers: 0 is 'a')."""
+    return ",".join(map(_sublist_letters, sublists)) + (
+        "" if output is None else "->" + _sublist_letters(output)
+    )
+
+
+def _sublist_letters(sublist) -> str:
+    letters = []
+    for axis in sublist:
+        if axis is Ellipsis:
+            letters.append("...")
+        elif isinstance(axis, (int, np.integer)) and 0 <= axis < len(EINSUM_LETTERS):
+            letters.append(EINSUM_LETTERS[axis])
+        else:
+            raise PptoError(
+                f"np.einsum's interleaved form names axes by whole numbers from 0 "
+                f"to {len(EINSUM_LETTERS) - 1} (or ...), got {axis!r}"
+            )
+    return "".join(letters)
+
+
+def split_interleaved(args) -> tuple:
+    """np.einsum's interleaved arguments as (operands, their sublists, the
+    result's sublist or None)."""
+    pairs = len(args) // 2
+    output = args[-1] if len(args) % 2 else None
+    return args[0 : 2 * pairs : 2], args[1 : 2 * pairs : 2], output
+
+
+def interleaved(args) -> bool:
+    """Whether np.einsum's arguments are its interleaved form (an operand, then
+    its axes as a list), not the subscripts and the operands."""
+    return len(args) >= 2 and isinstance(args[1], (list, tuple))
+
+
 @dataclass(frozen=True)
 class NumpyAlias:
     """A NumPy function's ppto operator and the keyword renames between them;
@@ -114,6 +156,9 @@ class NumpyAlias:
         refusal = check_ranks(self.rank_check, args)
         if refusal is not None:
             raise PptoError(refusal)
+        if self.leading and interleaved(args):  # (np.einsum(a, [0, 1], b, [1, 2]))
+            operands, sublists, output = split_interleaved(args)
+            args = (interleaved_subscripts(sublists, output), *operands)
         renamed = {self.renames.get(key, key): value for key, value in kwargs.items()}
         for name, value in self.defaults.items():
             place = len(self.op.input_names) + self.op.param_names.index(name)

@@ -26,7 +26,11 @@ from ppto.ops import (
     reductions,
     shape,
 )
-from ppto.ops.numpy_map import check_numpy_positionals
+from ppto.ops.numpy_map import (
+    check_numpy_positionals,
+    interleaved_subscripts,
+    split_interleaved,
+)
 from ppto.ops.primitive import Primitive
 from ppto.transform import ir, lists, trees
 from ppto.transform.aliases import (
@@ -51,6 +55,7 @@ from ppto.transform.resolve import (
     classify,
     expression_text,
     flag_argument,
+    interleaved_call,
     is_library,
     is_numpy_module,
     resolve_call,
@@ -1793,6 +1798,8 @@ class Normalizer:
         """A call written NumPy's way with parameters before the arrays
         (``np.einsum("ij,jk->ik", a, b)``) as the operator takes them (the arrays,
         then ``subscripts=...``); a new node: the user's tree is left as it is."""
+        if interleaved_call(node):  # (np.einsum(a, [0, 1], b, [1, 2], [0, 2]))
+            node = self.interleaved_as_subscripts(node, callee)
         count, arity = len(callee.leading), len(callee.op.input_names)
         arrays = node.args[count:]
         if len(arrays) != arity or any(isinstance(a, gast.Starred) for a in arrays):
@@ -1808,6 +1815,46 @@ class Normalizer:
         ]
         call = gast.Call(node.func, arrays, keywords + node.keywords)
         return gast.copy_location(call, node)
+
+    def interleaved_as_subscripts(self, node, callee):
+        """np.einsum's interleaved form (each operand followed by its axes as
+        whole numbers, the result's last) in its subscript form:
+        ``np.einsum(a, [0, 1], b, [1, 2], [0, 2])`` as ``np.einsum('ab,bc->ac', a,
+        b)``; a new node."""
+        operands, sublists, output = split_interleaved(node.args)
+        try:
+            written = [self.sublist_written(sublist) for sublist in sublists]
+            result = None if output is None else self.sublist_written(output)
+            subscripts = interleaved_subscripts(written, result)
+        except PptoError as error:
+            raise self.source.error(
+                node,
+                f"{callee.text}'s interleaved form: {error}",
+                "write each operand's axes out as a list of whole numbers, or "
+                "give the subscripts as a string ('ij,jk->ik')",
+            ) from None
+        arguments = [gast.Constant(subscripts, None), *operands]
+        return gast.copy_location(gast.Call(node.func, arguments, node.keywords), node)
+
+    @staticmethod
+    def sublist_written(node) -> list:
+        """The whole numbers (and ``...`` or Ellipsis) of a list or tuple written
+        out."""
+        items = node.elts if isinstance(node, (gast.List, gast.Tuple)) else [None]
+        values = [
+            Ellipsis
+            if isinstance(item, gast.Name) and item.id == "Ellipsis"
+            else getattr(item, "value", None)
+            if isinstance(item, gast.Constant)
+            else None
+            for item in items
+        ]
+        if None in values:
+            raise PptoError(
+                f"its axes {gast.unparse(node).strip()} are not a list of numbers "
+                "written out"
+            )
+        return values
 
     def check_flag_written_out(self, node, callee) -> None:
         """A flag that makes the call another operator (see

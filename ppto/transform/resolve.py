@@ -16,7 +16,7 @@ import gast
 import numpy as np
 
 from ppto.ops import arrange, elementwise, linalg, logic, numbers, reductions, shape
-from ppto.ops.numpy_map import NUMPY_DOT, NUMPY_FUNCTIONS
+from ppto.ops.numpy_map import NUMPY_DOT, NUMPY_FUNCTIONS, split_interleaved
 from ppto.ops.primitive import OperatorDef
 from ppto.runtime import constructors
 
@@ -109,7 +109,7 @@ def resolve_call(node: gast.Call, namespace, local_names: set) -> Callee:
     callee = classify(value, text)
     alias = numpy_alias(value)
     if alias is not None and alias.single is not None:  # (np.einsum of one array)
-        callee.op = alias.for_arrays(len(node.args) - len(alias.leading))
+        callee.op = alias.for_arrays(arrays_given(node, alias))
     if alias is not None and alias.several is not None:  # (np.gradient's list)
         callee.op = alias.for_axes(axes_written(node))
     for flag, variant in getattr(callee.op, "flags", {}).items():
@@ -117,6 +117,21 @@ def resolve_call(node: gast.Call, namespace, local_names: set) -> Callee:
         if isinstance(given, gast.Constant) and given.value is True:
             return Callee("operator", op=variant, text=text)
     return callee
+
+
+def arrays_given(node: gast.Call, alias) -> int:
+    """How many arrays a call of a NumPy function taking parameters before them
+    gives: np.einsum's operands, after its subscripts or interleaved with their
+    axes (``np.einsum(a, [0, 1], b, [1, 2], [0, 2])``)."""
+    if interleaved_call(node):
+        return len(split_interleaved(node.args)[0])
+    return len(node.args) - len(alias.leading)
+
+
+def interleaved_call(node: gast.Call) -> bool:
+    """Whether a call of np.einsum is written in its interleaved form: an
+    operand, then its axes as a list or tuple written out."""
+    return len(node.args) >= 2 and isinstance(node.args[1], (gast.List, gast.Tuple))
 
 
 def axes_written(node: gast.Call) -> int:
