@@ -574,6 +574,14 @@ def two_opaque_results(x):
     return np.sum(query * key)
 
 
+def gradient_spaced_by_a_differentiated_value(x):
+    return np.sum(np.gradient(x, x[0] * 2.0) ** 2)  # <- error
+
+
+def trapezoid_spaced_by_a_differentiated_value(x):
+    return np.trapezoid(x, dx=x[0])  # <- error
+
+
 def einsum_of_three(x):
     return np.sum(np.einsum("i,i,i->", x, x, x))  # <- error
 

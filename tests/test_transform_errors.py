@@ -264,6 +264,18 @@ REJECTED = [
     Case(ec.opaque_result_returned, "np.i0 has no ppto operator", "np."),
     Case(ec.opaque_result_squared, "np.i0 has no ppto operator", "np."),
     Case(ec.einsum_of_three, "np.einsum with 3 array(s)", "np.einsum"),
+    # spacings are numbers ppto does not differentiate (np.gradient's taken by
+    # position as one tuple, pointed at where they are written)
+    Case(
+        ec.gradient_spaced_by_a_differentiated_value,
+        "'spacing' argument of ppto.gradient",
+        "x[0] * 2.0",
+    ),
+    Case(
+        ec.trapezoid_spaced_by_a_differentiated_value,
+        "'spacing' argument of ppto.trapezoid",
+        "x[0]",
+    ),
     # the first opaque call, not the one named first alphabetically
     Case(ec.two_opaque_results, "np.i0 has no ppto operator", "np."),
     # writes NumPy makes visible through another name gave wrong values

@@ -1911,7 +1911,8 @@ class Normalizer:
             )
         if not rest:
             return node
-        keyword = gast.keyword(callee.rest, gast.Tuple(list(rest), gast.Load()))
+        spacings = gast.copy_location(gast.Tuple(list(rest), gast.Load()), rest[0])
+        keyword = gast.keyword(callee.rest, spacings)
         call = gast.Call(node.func, node.args[:arity], node.keywords + [keyword])
         return gast.copy_location(call, node)
 
