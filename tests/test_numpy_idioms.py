@@ -208,8 +208,9 @@ def integrals_and_polynomials(x):
 
 
 def derivatives_by_differences(x):
-    # np.gradient of a vector, along one axis (edge_order 2), and along several: a
-    # list (unpacked, indexed, iterated), one spacing for all axes or one for each
+    # np.gradient of a vector, along one axis (edge_order 2), and along several:
+    # NumPy's tuple (unpacked, indexed, iterated), one spacing for all axes or one
+    # for each
     slope = np.gradient(x[0] ** 2) + np.gradient(x[1], 0.5, edge_order=2)
     rows = np.gradient(np.sin(x), axis=1, edge_order=2)
     dy, dx = np.gradient(x**2, 0.5, 2.0)
@@ -705,10 +706,10 @@ def test_np_gradient_refuses_what_it_cannot_differentiate_saying_why(
         ppto.grad(function)(MATRIX)
 
 
-def test_np_gradient_of_a_tensor_gives_numpys_list_or_array():
+def test_np_gradient_of_a_tensor_gives_numpys_tuple_or_array():
     tensor = ppto.tensor(MATRIX)
     both = np.gradient(tensor, 0.5, edge_order=2)
-    assert isinstance(both, list) and len(both) == 2
+    assert type(both) is type(np.gradient(MATRIX)) and len(both) == 2
     for part, expected in zip(both, np.gradient(MATRIX, 0.5, edge_order=2)):
         np.testing.assert_array_equal(np.asarray(part), expected)
     one = np.gradient(tensor, axis=(1,))

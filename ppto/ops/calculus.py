@@ -198,7 +198,7 @@ def gradient(xp, f, spacing=1.0, axis=None, edge_order=1):
     number), like np.gradient(f, spacing, axis=axis, edge_order=edge_order):
     central differences inside, one-sided ones of first or second order
     (``edge_order``) at the ends; ``axis=None`` is f's only axis (np.gradient of
-    an array of several gives a list: ``gradients``)."""
+    an array of several gives several: ``gradients``)."""
     along = gradient_axis(f, axis)
     (step,) = gradient_spacings(spacing, 1)
     check_gradient(f, along, edge_order)
@@ -216,7 +216,8 @@ def _(f, spacing=1.0, axis=None, edge_order=1):
 @primitive("(Tensor[...]) -> Tensor[...] tuple", tangent="linear")
 def gradients(xp, f, spacing=1.0, axis=None, edge_order=1):
     """f's derivatives along each of ``axis`` (every axis when None), as a tuple,
-    like np.gradient(f, *spacing, axis=axis) of several axes (NumPy's list):
+    like np.gradient(f, *spacing, axis=axis) of several axes (NumPy's tuple, a
+    list before NumPy 2):
     ``spacing`` one number for all, or one for each of those axes."""
     axes = gradient_axes(f, axis)
     steps = gradient_spacings(spacing, len(axes))
@@ -290,9 +291,9 @@ def gradient_axes(f, axis, one=False):
     if axis is None:
         if one and rank != 1:
             raise ShapeError(
-                f"np.gradient of an array of {rank} axes without axis= gives a list "
-                f"of {rank} arrays: in differentiated code write the axes out "
-                f"(axis={tuple(range(rank))} for the list, axis=k for one array)"
+                f"np.gradient of an array of {rank} axes without axis= gives "
+                f"{rank} arrays: in differentiated code write the axes out "
+                f"(axis={tuple(range(rank))} for all {rank}, axis=k for one array)"
                 if rank
                 else "np.gradient of a 0-d array: NumPy refuses it too"
             )
@@ -302,7 +303,7 @@ def gradient_axes(f, axis, one=False):
     if one and len(axes) != 1:
         raise ShapeError(
             f"ppto.gradient takes one axis, got axis={axis}: ppto.gradients (the "
-            "list np.gradient gives) takes several"
+            "arrays np.gradient gives along several) takes several"
         )
     for along in axes:
         if not isinstance(along, (int, np.integer)) or not -rank <= along < rank:

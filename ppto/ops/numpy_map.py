@@ -138,8 +138,9 @@ class NumpyAlias:
     # the parameter taking what a call gives by position after the arrays, as one
     # tuple (np.gradient's spacings)
     rest: str | None = None
-    # the operator of a call giving a list where NumPy gives one (np.gradient along
-    # several axes: see ``for_axes``); ``parts_type`` is its result's type
+    # the operator of a call giving several arrays where NumPy gives one
+    # (np.gradient along several axes: see ``for_axes``); ``parts_type`` is the
+    # type NumPy gives them in
     several: object = None
 
     def for_arrays(self, count: int):
@@ -148,7 +149,7 @@ class NumpyAlias:
 
     def for_axes(self, count: int):
         """The operator of a call along ``count`` axes (``several``'s for more than
-        one: np.gradient gives one array along one axis, a list along more)."""
+        one: np.gradient gives one array along one axis, a tuple along more)."""
         return self.several if self.several is not None and count > 1 else self.op
 
     def __call__(self, *args, **kwargs):
@@ -439,7 +440,11 @@ for _trapezoid in (getattr(np, "trapezoid", None), getattr(np, "trapz", None)):
         )
 NUMPY_FUNCTIONS[np.polyval] = NumpyAlias(calculus.polyval)
 NUMPY_FUNCTIONS[np.gradient] = NumpyAlias(
-    calculus.gradient, rest="spacing", several=calculus.gradients, parts_type=list
+    calculus.gradient,
+    rest="spacing",
+    several=calculus.gradients,
+    # (a tuple from NumPy 2.0, a list before)
+    parts_type=type(np.gradient(np.zeros((2, 2)))),
 )
 NUMPY_FUNCTIONS[np.rot90] = NumpyAlias(shape.rot90, {"m": "x"})
 NUMPY_FUNCTIONS.update(

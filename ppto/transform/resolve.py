@@ -110,7 +110,7 @@ def resolve_call(node: gast.Call, namespace, local_names: set) -> Callee:
     alias = numpy_alias(value)
     if alias is not None and alias.single is not None:  # (np.einsum of one array)
         callee.op = alias.for_arrays(arrays_given(node, alias))
-    if alias is not None and alias.several is not None:  # (np.gradient's list)
+    if alias is not None and alias.several is not None:  # (np.gradient's several)
         callee.op = alias.for_axes(axes_written(node))
     for flag, variant in getattr(callee.op, "flags", {}).items():
         given = flag_argument(node, callee.op, flag)
