@@ -233,7 +233,7 @@ def gradients(xp, f, spacing=1.0, axis=None, edge_order=1):
 def _(f, spacing=1.0, axis=None, edge_order=1):
     def backward(dYs):
         axes = gradient_axes(f, axis)
-        steps = gradient_spacings(spacing, len(axes))
+        steps = gradient_steps(f, spacing, axis)
         total = gradient_adjoint(dYs[0], steps[0], axes[0], edge_order)
         for i in range(1, len(axes)):
             total = total + gradient_adjoint(dYs[i], steps[i], axes[i], edge_order)
@@ -316,8 +316,14 @@ def gradient_axes(f, axis, one=False):
     return tuple(int(along) % rank for along in axes)
 
 
-@shape_helper
-def gradient_spacings(spacing, count):
+@rank_helper("f")
+def gradient_steps(f, spacing, axis):
+    """The spacing of np.gradient's samples along each axis it differentiates f
+    along (see ``gradient_axes`` and ``gradient_spacings``)."""
+    return gradient_spacings(spacing, len(gradient_axes(f, axis)))
+
+
+def gradient_spacings(spacing, count) -> list:
     """The spacing of np.gradient's samples along each of ``count`` axes: one
     number for all, or one for each. Coordinates of the samples (an array, NumPy's
     other form) are refused."""
