@@ -706,6 +706,20 @@ INDEXING = [
         wrt=(1,),
         label="clip",
     ),
+    # choices written out as a list: they broadcast together, numbers too
+    Row(
+        "choose_among",
+        (Integers((3, 4), 3), N((3, 4)), N((4,))),
+        wrt=(1, 2),
+        call=lambda a, x, y: ppto.choose_among(a, [x, 0.5, y]),
+    ),
+    Row(
+        "choose_among",
+        (Integers((2, 1), 4), N((3,)), N((2, 1))),
+        wrt=(1, 2),
+        call=lambda a, x, y: ppto.choose_among(a, (x, y), mode="wrap"),
+        label="wrap",
+    ),
 ]
 
 # Operators whose gradients are deliberately refused (not differentiable).
@@ -738,6 +752,7 @@ NON_DIFFERENTIABLE = [
     "diagonal_mask",
     "partition_sources",
     "chosen_mask",
+    "chosen_among",
 ]
 # Parameters without defaults that the refusal test must pass.
 REFUSAL_PARAMS = {
@@ -753,6 +768,11 @@ REFUSAL_SECOND = {
     "interp_covered": lambda a: ppto.flatten(a),
 }
 # Constants: differentiable, with zero gradient (checked separately).
+# The refusal test's call of an operator taking a list first: its choices
+REFUSAL_CALLS = {
+    "chosen_among": lambda op: lambda a: op([a, a * 2.0], ppto.tensor([[0, 1]])),
+}
+
 CONSTANT = ["zeros_like", "ones_like", "stop_gradient"]
 
 

@@ -223,7 +223,8 @@ def derivatives_by_differences(x):
 
 def weighted_counts_and_choices(x):
     # np.bincount's sums of weights (differentiated) and counts (whole numbers);
-    # np.choose among the rows of x, among a list of arrays, wrapping and clipping
+    # np.choose among the rows of x, among a list of arrays and numbers (which
+    # broadcast together), wrapping and clipping
     bins = np.array([0, 3, 3, 1])
     sums = np.bincount(bins, weights=x[0] ** 2, minlength=6) * np.bincount(
         bins, None, 6
@@ -231,6 +232,7 @@ def weighted_counts_and_choices(x):
     picks = np.array([[2, 0, 1, 1], [0, 4, 2, -1]])
     chosen = np.choose(picks[0], x) + np.choose(picks % 2, [np.sin(x[1]), x[2] * x[0]])
     edges = np.choose(picks, x, mode="wrap") * np.choose(picks, x, mode="clip")
+    edges = edges + np.choose(picks % 3, (x[0], 0.5, x[1:2] ** 2), mode="clip")
     return np.sum(sums * np.arange(6.0)) + np.sum(chosen**2) + np.sum(edges)
 
 
@@ -732,6 +734,10 @@ def chosen_beyond_the_choices(x):
     return np.sum(np.choose(np.array([0, 3, 1, 2]), x))
 
 
+def chosen_among_unlike_shapes(x):
+    return np.sum(np.choose(np.array([0, 1, 1, 0]), [x[0], x[:, :2]]))
+
+
 def chosen_by_reals(x):
     return np.sum(np.choose(np.array([0.0, 1.0, 1.0, 2.0]), x))
 
@@ -744,6 +750,7 @@ def chosen_by_reals(x):
         (counted_with_a_weight_short, ppto.ShapeError, r"weights \(shape \(2,\)\)"),
         (chosen_beyond_the_choices, ppto.ShapeError, "number 3 among 3 choices"),
         (chosen_by_reals, ppto.DTypeError, "picks by whole numbers"),
+        (chosen_among_unlike_shapes, ppto.ShapeError, r"\(4,\), \(3, 2\) do not"),
     ],
 )
 def test_bincount_and_choose_name_what_is_wrong_with_their_numbers(

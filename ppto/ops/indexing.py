@@ -439,7 +439,16 @@ def _(a, choices, mode="raise"):
 
 def chosen_numbers(xp, a, choices, mode):
     """a's numbers as np.choose reads them (``mode``'s), broadcast against each
-    choice, after NumPy's checks: whole numbers, within the choices for 'raise'."""
+    of the choices (on their first axis)."""
+    if choices.ndim == 0:
+        raise ShapeError("np.choose needs at least one choice: got a 0-d array")
+    return _read_numbers(xp, a, choices.shape[0], mode, [choices.shape[1:]])
+
+
+def _read_numbers(xp, a, count, mode, shapes):
+    """a's numbers as np.choose reads them among ``count`` choices of ``shapes``,
+    after NumPy's checks (whole numbers; within the choices for 'raise'),
+    broadcast against the choices."""
     if mode not in CHOOSE_MODES:
         raise PptoError(f"np.choose's mode is 'raise', 'wrap' or 'clip', not {mode!r}")
     if a.dtype.kind not in "iub":
@@ -447,27 +456,63 @@ def chosen_numbers(xp, a, choices, mode):
             f"np.choose picks by whole numbers, not dtype {a.dtype}: convert a with "
             ".astype(int) first"
         )
-    if choices.ndim == 0 or not choices.shape[0]:
+    if not count:
         raise ShapeError("np.choose needs at least one choice")
-    count = choices.shape[0]
     if mode == "wrap":
         a = a % count
     elif mode == "clip":
         a = xp.clip(a, 0, count - 1)
     elif a.size and (int(a.min()) < 0 or int(a.max()) >= count):
+        beyond = int(a.max()) if int(a.max()) >= count else int(a.min())
         raise ShapeError(
-            f"np.choose of number {int(a.max()) if a.max() >= count else int(a.min())}"
-            f" among {count} choices (0 to {count - 1}): pass mode='wrap' or "
-            "mode='clip' to bring it within them"
+            f"np.choose of number {beyond} among {count} choices (0 to {count - 1}): "
+            "pass mode='wrap' or mode='clip' to bring it within them"
         )
     try:
-        shape = np.broadcast_shapes(a.shape, choices.shape[1:])
+        shape = np.broadcast_shapes(a.shape, *shapes)
     except ValueError as error:
+        written = ", ".join(str(tuple(each)) for each in shapes)
         raise ShapeError(
             f"np.choose: a of shape {tuple(a.shape)} and choices of shape "
-            f"{tuple(choices.shape[1:])} do not broadcast together"
+            f"{written} do not broadcast together"
         ) from error
     return xp.broadcast_to(a, shape).astype(xp.int64)
+
+
+@primitive(
+    "(Tensor[...], [Tensor[...]]) -> Tensor[...]", tangent="linear", nondiff=("a",)
+)
+def choose_among(xp, a, choices, mode="raise"):
+    """np.choose(a, choices) of choices written out as a list (or tuple) of
+    arrays and numbers, which broadcast together and against a, as NumPy's do
+    (``np.choose(a, [x, 0.0])``); ``choose`` takes them as one array. Each choice
+    gets dY where it was picked."""
+    choices = list(choices)
+    numbers = _read_numbers(xp, a, len(choices), mode, list(map(np.shape, choices)))
+    dtype = np.result_type(*choices)
+    stacked = xp.stack(
+        [xp.broadcast_to(xp.asarray(c, dtype), numbers.shape) for c in choices]
+    )
+    return xp.take_along_axis(stacked, numbers[None], axis=0)[0]
+
+
+@choose_among.grad_rule
+def _(a, choices, mode="raise"):
+    def backward(dY):
+        numbers = chosen_among(choices, a, mode)
+        gradients = []
+        for i in range(len(choices)):
+            gradients.append(unbroadcast(where(numbers == i, dY, 0.0), choices[i]))
+        return None, gradients
+
+    return backward
+
+
+@primitive("([Tensor[...]], Tensor[...]) -> Tensor[...]", differentiable=False)
+def chosen_among(xp, choices, a, mode="raise"):
+    """Which of the choices np.choose(a, choices, mode) picks at each place of
+    the result (a's numbers as ``mode`` reads them, broadcast)."""
+    return _read_numbers(xp, a, len(choices), mode, list(map(np.shape, choices)))
 
 
 @shape_helper

@@ -142,6 +142,10 @@ class NumpyAlias:
     # (np.gradient along several axes: see ``for_axes``); ``parts_type`` is the
     # type NumPy gives them in
     several: object = None
+    # the operator of a call giving its second argument as a list or tuple
+    # (np.choose's choices written out: they broadcast together), where ``op``
+    # takes one array
+    listed: object = None
 
     def for_arrays(self, count: int):
         """The operator of a call with ``count`` arrays after the leading parameters."""
@@ -166,6 +170,9 @@ class NumpyAlias:
             if name not in renamed and len(args) <= place:
                 renamed[name] = value
         op = self.for_arrays(len(args) - len(self.leading))
+        listed = args[1] if len(args) > 1 else kwargs.get("choices")
+        if self.listed is not None and isinstance(listed, (list, tuple)):
+            op = self.listed  # (np.choose(a, [x, 0.0]))
         if self.rest is not None:  # (the first array, then np.gradient's spacings)
             arity = len(op.input_names)
             if len(args) > arity:
@@ -339,7 +346,6 @@ _FUNCTIONS = {
     np.where: ew.where,
     np.take: indexing.take,
     np.take_along_axis: indexing.take_along_axis,
-    np.choose: indexing.choose,
     np.round: logic.round,
     np.around: logic.round,
     # (their positional order is NumPy's: see OperatorDef.positional)
@@ -439,6 +445,7 @@ for _trapezoid in (getattr(np, "trapezoid", None), getattr(np, "trapz", None)):
             calculus.trapezoid, {"x": "points", "dx": "spacing"}
         )
 NUMPY_FUNCTIONS[np.polyval] = NumpyAlias(calculus.polyval)
+NUMPY_FUNCTIONS[np.choose] = NumpyAlias(indexing.choose, listed=indexing.choose_among)
 NUMPY_FUNCTIONS[np.gradient] = NumpyAlias(
     calculus.gradient,
     rest="spacing",

@@ -110,6 +110,8 @@ def resolve_call(node: gast.Call, namespace, local_names: set) -> Callee:
     alias = numpy_alias(value)
     if alias is not None and alias.single is not None:  # (np.einsum of one array)
         callee.op = alias.for_arrays(arrays_given(node, alias))
+    if alias is not None and alias.listed is not None and listed_call(node):
+        callee.op = alias.listed  # (np.choose(a, [x, 0.0]))
     if alias is not None and alias.several is not None:  # (np.gradient's several)
         callee.op = alias.for_axes(axes_written(node))
     for flag, variant in getattr(callee.op, "flags", {}).items():
@@ -132,6 +134,14 @@ def interleaved_call(node: gast.Call) -> bool:
     """Whether a call of np.einsum is written in its interleaved form: an
     operand, then its axes as a list or tuple written out."""
     return len(node.args) >= 2 and isinstance(node.args[1], (gast.List, gast.Tuple))
+
+
+def listed_call(node: gast.Call) -> bool:
+    """Whether a call gives its second argument (np.choose's choices) as a list
+    or tuple written out."""
+    given = node.args[1] if len(node.args) > 1 else None
+    given = next((k.value for k in node.keywords if k.arg == "choices"), given)
+    return isinstance(given, (gast.List, gast.Tuple))
 
 
 def axes_written(node: gast.Call) -> int:
