@@ -11,8 +11,9 @@ IndexError (``refuse_wrapped_indices``: one read back per integer array, on
 backends other than NumPy), and of several writes to one element the last is kept
 (``last_of_each``), where CuPy leaves which one lands undefined.
 
-``choose`` (np.choose) picks among choices by whole numbers: a gather along the
-choices' axis, its gradient each choice's share of dY where it was picked.
+``choose`` and ``choose_among`` (np.choose) pick among choices by whole numbers: a
+gather along the choices' axis, its gradient each choice's share of dY where it was
+picked.
 """
 
 import numpy as np
@@ -416,10 +417,10 @@ CHOOSE_MODES = ("raise", "wrap", "clip")
 )
 def choose(xp, a, choices, mode="raise"):
     """Elementwise, the choice that a's whole number names, like np.choose(a,
-    choices): ``choices`` one array (its first axis the choices) or several of
-    one shape, broadcast against a; ``mode`` 'raise' refuses numbers beyond the
-    choices, 'wrap' takes them modulo their count, 'clip' the nearest.
-    Differentiable in the choices (a, whole numbers, is not)."""
+    choices): ``choices`` one array (its first axis the choices; a list written
+    out is ``choose_among``'s), broadcast against a; ``mode`` 'raise' refuses
+    numbers beyond the choices, 'wrap' takes them modulo their count, 'clip' the
+    nearest. Differentiable in the choices (a, whole numbers, is not)."""
     picked = chosen_numbers(xp, a, choices, mode)
     aligned = xp.reshape(choices, choices_aligned(a, choices))
     stacked = xp.broadcast_to(aligned, (choices.shape[0],) + picked.shape)
