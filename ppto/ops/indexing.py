@@ -490,7 +490,9 @@ def choose_among(xp, a, choices, mode="raise"):
     gets dY where it was picked."""
     choices = list(choices)
     numbers = _read_numbers(xp, a, len(choices), mode, list(map(np.shape, choices)))
-    dtype = np.result_type(*choices)
+    # (NumPy's dtype of them: a number's is weak; read from dtypes, which CuPy's
+    # arrays give without converting)
+    dtype = np.result_type(*(getattr(c, "dtype", c) for c in choices))
     stacked = xp.stack(
         [xp.broadcast_to(xp.asarray(c, dtype), numbers.shape) for c in choices]
     )
