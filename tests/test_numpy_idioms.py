@@ -1,8 +1,9 @@
 """NumPy idioms ppto once refused in differentiated code: Python's max and min of
 numbers, np.column_stack, np.array_split, np.partition, a ufunc's reduce, order='F'
-reshapes, float(x) and x.item(), and np.einsum of one operand. Each function's value
-must be NumPy's exactly, and its gradient (reverse and forward) central differences'
-in float64."""
+reshapes, float(x) and x.item(), np.einsum of one operand and in its interleaved
+form, np.trapezoid, np.polyval, np.gradient, np.bincount's weights, np.choose and a
+ufunc's outer. Each function's value must be NumPy's exactly, and its gradient
+(reverse and forward) central differences' in float64."""
 
 import numpy as np
 import pytest
