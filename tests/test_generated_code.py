@@ -3732,3 +3732,78 @@ def test_a_pullback_keeps_what_it_reads_of_arguments_the_caller_changes(size):
     np.asarray(out)[...] = 0.0
     (gradient,) = pullback(np.ones(size))
     np.testing.assert_allclose(np.asarray(gradient), np.exp(x), rtol=1e-12)
+
+
+_SCALES = np.array([1.0, 2.0, 3.0])
+_SCALE_LIST = [np.array([1.0, 2.0, 3.0]), np.array([0.5, 0.25, 2.0])]
+_SCALE_DICT = {"w": np.array([1.0, 2.0, 3.0])}
+_SCALE_HOLDER = types.SimpleNamespace(W=np.array([[1.0, 2.0, 3.0], [0.5, 1.0, 2.0]]))
+_SCALE_TENSOR = ppto.tensor([1.0, 2.0, 3.0])
+
+
+def _scaled_by_a_global(x):
+    return np.sum(np.sin(x * _SCALES) * _SCALES)
+
+
+def _scaled_by_a_global_list(x):
+    return np.sum(np.sin(x * _SCALE_LIST[0]) * _SCALE_LIST[1])
+
+
+def _scaled_by_a_global_dict(x):
+    return np.sum(np.sin(x * _SCALE_DICT["w"]) * _SCALE_DICT["w"])
+
+
+def _through_a_view_of_a_global(x):
+    return np.sum(np.tanh(_SCALE_HOLDER.W.T @ x[:2]) * _SCALE_HOLDER.W[0])
+
+
+def _scaled_by_a_global_tensor(x):
+    return np.sum(np.sin(x * _SCALE_TENSOR) * _SCALE_TENSOR)
+
+
+def _looped_over_a_global(x):
+    for _ in range(3):
+        x = np.tanh(0.3 * x * _SCALES) + 0.1 * _SCALES
+    return np.sum(x**2)
+
+
+def _scaled_by_a_closure():
+    scales = np.array([1.0, 2.0, 3.0])
+
+    def function(x):
+        return np.sum(np.sin(x * scales) * scales)
+
+    return function, scales
+
+
+@pytest.mark.parametrize(
+    "function, written",
+    [
+        (_scaled_by_a_global, lambda: _SCALES),
+        (_scaled_by_a_global_list, lambda: _SCALE_LIST[0]),
+        (_scaled_by_a_global_list, lambda: _SCALE_LIST[1]),
+        (_scaled_by_a_global_dict, lambda: _SCALE_DICT["w"]),
+        (_through_a_view_of_a_global, lambda: _SCALE_HOLDER.W),
+        (_scaled_by_a_global_tensor, lambda: _SCALE_TENSOR),
+        (_looped_over_a_global, lambda: _SCALES),
+        _scaled_by_a_closure(),
+    ],
+)
+def test_a_pullback_keeps_what_it_reads_of_arrays_the_caller_writes_into(
+    function, written
+):
+    """A module-level array (or one in a module-level list or dict, an object's
+    attribute, a view of one, a closure's) written into in place between
+    ``ppto.vjp`` and the pullback: the backward pass read it as it was then, not
+    as the forward pass did (4x the gradient for ``W *= 2``)."""
+    array = written() if callable(written) else written
+    x = np.array([0.1, 0.2, 0.3])
+    expected = _central_differences(function, [x], 0)
+    _, pullback = ppto.vjp(function, x)
+    before = array.copy() if isinstance(array, np.ndarray) else array.numpy()
+    array *= 2.0
+    try:
+        (gradient,) = pullback(1.0)
+    finally:
+        array[...] = before
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-7)
