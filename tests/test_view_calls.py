@@ -708,6 +708,29 @@ def items_in_a_nested_tuple(v):
     return np.sum(y) * a * b
 
 
+def items_swapped_through_a_temporary(v):
+    y = v * 1.0
+    t = y[0]  # (a number: writing y[0] leaves it as it was)
+    y[0] = y[2]
+    y[2] = t
+    return np.sum(y * np.arange(1.0, 5.0))
+
+
+def items_of_a_copy_swapped_through_a_temporary(v):
+    y = v.copy()
+    t = y[1]
+    y[1] = y[3] * 2.0
+    y[3] = t
+    return np.sum(y * y * np.arange(1.0, 5.0)) * t
+
+
+def items_unpacked_then_written(v):
+    y = np.copy(v)
+    a, b, c, d = y
+    y[0] = d * 3.0
+    return np.sum(y * np.arange(1.0, 5.0)) * a + b * c
+
+
 FOUR = np.array([0.3, 0.7, 1.2, -0.4])
 
 
@@ -718,6 +741,9 @@ FOUR = np.array([0.3, 0.7, 1.2, -0.4])
         corners_swapped_by_the_method,
         items_at_a_named_index,
         items_in_a_nested_tuple,
+        items_swapped_through_a_temporary,
+        items_of_a_copy_swapped_through_a_temporary,
+        items_unpacked_then_written,
     ],
     ids=lambda value: value.__name__,
 )

@@ -1378,6 +1378,8 @@ def _bind(statement, state: _Sharing) -> None:
             isinstance(value, gast.Subscript) or _compared(value) is not None
         ) and _exact_rank(value, state.exact) == 0:
             continue  # a number (x[0] of a vector): it shares no memory
+        if not whole and _exact_rank(value, state.exact) == 1:
+            continue  # (``a, b = y`` of a vector: numbers, too)
         if _number_item(value, whole, state.numbers):
             continue  # (``h, w = size``, ``size[i]`` of a tuple of numbers)
         origins = _viewed(value) if value is not None else set()
@@ -1647,6 +1649,8 @@ def _items_taken(statement, state: _Sharing) -> dict:
     if not isinstance(statement, gast.Assign) or len(statement.targets) != 1:
         return {}
     target, value = statement.targets[0], statement.value
+    if _exact_rank(value, state.exact) == 0:  # (``t = y[0]`` of a vector: a
+        return {}  # number, which shares no memory: a swap through it is fine)
     if isinstance(value, gast.Subscript) and isinstance(target, gast.Name):
         position = _whole_number(value.slice)
         if position is None or not isinstance(value.value, gast.Name):
@@ -1665,6 +1669,8 @@ def _items_taken(statement, state: _Sharing) -> dict:
         and isinstance(target, (gast.Tuple, gast.List))
         and all(isinstance(item, gast.Name) for item in target.elts)
     ):
+        return {}
+    if state.exact.get(value.id) == 1:  # (``a, b = y`` of a vector: numbers)
         return {}
     memory = state.items.get(value.id, ())
     if value.id in state.numbered:  # (each item not replaced: a number)
@@ -2007,7 +2013,20 @@ def _exact_rank(value, exact: dict) -> int | None:
         rank = exact.get(value.value.id)
         if whole and rank is not None and rank >= len(parts):
             return rank - len(parts)
+    copied = _copied_array(value)
+    if copied is not None:  # (``y = x.copy()``: x's)
+        return _exact_rank(copied, exact)
     return _reshaped_rank(value, exact)
+
+
+def _copied_array(value):
+    """``a`` of ``a.copy()``, ``a.astype(t)`` or ``np.copy(a)``; else None."""
+    if not (isinstance(value, gast.Call) and isinstance(value.func, gast.Attribute)):
+        return None
+    owner, method = value.func.value, value.func.attr
+    if getattr(owner, "id", None) in ("np", "numpy"):
+        return value.args[0] if method == "copy" and len(value.args) == 1 else None
+    return owner if method in ("copy", "astype") else None
 
 
 def _reshaped_rank(value, exact: dict) -> int | None:
