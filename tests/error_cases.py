@@ -1295,6 +1295,19 @@ def method_of_a_local_name_chosen_when_run(x):
     return np.sum(_KEEPER.last * x)
 
 
+class _Scaled:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def apply(self, v):
+        return v * self.scale
+
+
+def method_of_an_object_made_inside(x):
+    scaled = _Scaled(2.0)
+    return np.sum(scaled.apply(x) ** 2)  # <- error
+
+
 def add_into_alias_in_a_branch(x, flag):
     z = x
     if flag:

@@ -684,6 +684,11 @@ REJECTED = [
         "cannot tell what keeper is",
         "keeper.keep(h)",
     ),
+    Case(
+        ec.method_of_an_object_made_inside,
+        "scaled is made inside the function",
+        "scaled.apply(",
+    ),
     # the same inside a branch or a loop, and into the rows of a matrix
     Case(
         ec.add_into_alias_in_a_branch,

@@ -2052,9 +2052,20 @@ class Normalizer:
             root = root.value
         if not isinstance(root, gast.Name) or root.id in self.varied:
             return
+        text = gast.unparse(node.func).strip()
+        if root.id in self.local_names and root.id not in self.parsed.parameters:
+            raise self.source.error(
+                node,
+                f"ppto cannot differentiate the method call {text}(): {root.id} is "
+                "made inside the function, and ppto follows the methods only of "
+                "objects it can read before the call runs (a module-level object, "
+                "a closure's, self of a bound method)",
+                f"make {root.id} outside the function (a module-level object, or "
+                "self's attribute), or write the computation as a function of "
+                "arrays",
+            )
         if root.id not in self.parsed.parameters:
             return
-        text = gast.unparse(node.func).strip()
         raise self.source.error(
             node,
             f"ppto cannot differentiate the method call {text}(): {root.id} is an "
