@@ -29,68 +29,130 @@ from ppto.runtime.tensor import Tensor
 
 
 def of_their_own(saved):
-    """``saved`` (arrays, nested in tuples and lists) with a copy of each array
-    that is referenced from outside ``saved``, or that is a view of such an array.
+    """``saved`` (arrays, nested in tuples, lists and dicts) with a copy of each
+    array the caller can reach: one referenced from outside ``saved``, one inside
+    a list or dict (or tuple) referenced from outside, and a view of such an array.
 
     An array the forward pass made is held by ``saved`` alone (and by the views
     of it there); one that the caller can reach (an argument, the result handed
     back, a global, an attribute, or a view of one) has references beyond those,
     so reference counts tell them apart without knowing where each came from.
-    Arrays of their own, the common case, are not copied."""
-    arrays, held = {}, {}  # id -> array; id -> references ``saved`` accounts for
-    _gather(saved, arrays, held)
-    pending = list(arrays.values())
-    while pending:  # (a view holds one reference to its base)
-        base = _base(pending.pop())
-        if base is not None:
-            held[id(base)] = held.get(id(base), 0) + 1
-            if id(base) not in arrays:
-                arrays[id(base)] = base
-                pending.append(base)
-    reached = _reached_from_outside(arrays, held)
+    (A checkpointed step's saved state holds the attributes of the objects it
+    reads, ``self.W``, in a dict the object's own ``vars`` shares: copied, so the
+    recomputation reads them as they were.) Arrays of their own, the common case,
+    are not copied."""
+    found = _Found()
+    for item in saved if type(saved) in (list, tuple) else (saved,):
+        found.gather(item)
+    found.count_views()
+    reached = found.reached_from_outside()
     if not reached:
         return saved
-    return _copied(saved, reached)
+    return _copied(saved, reached | found.holding(reached) | {id(saved)}, {})
 
 
-def _gather(value, arrays: dict, held: dict) -> None:
+class _Found:
+    """The arrays and containers in ``saved`` (by id), how many references to each
+    ``saved`` itself accounts for, and what each container holds."""
+
+    def __init__(self) -> None:
+        self.objects: dict = {}
+        self.held: dict = {}
+        self.items: dict = {}  # container id -> the ids of its arrays and containers
+
+    def gather(self, value) -> int | None:
+        """Count one reference to ``value`` and walk it (once); its id, or None
+        for a value that is neither an array nor a container."""
+        contents = _contents(value)
+        if contents is None and not _mutable_array(value):
+            return None
+        key = id(value)
+        self.held[key] = self.held.get(key, 0) + 1
+        if key not in self.objects:
+            self.objects[key] = value
+            if contents is not None:
+                inner = (
+                    self.gather(item) for item in contents if type(item) not in PLAIN
+                )
+                self.items[key] = [k for k in inner if k is not None]
+        return key
+
+    def count_views(self) -> None:
+        """A view holds one reference to its base (gathered, if not in saved)."""
+        pending = [v for v in self.objects.values() if _mutable_array(v)]
+        while pending:
+            base = _base(pending.pop())
+            if base is not None:
+                key = id(base)
+                self.held[key] = self.held.get(key, 0) + 1
+                if key not in self.objects:
+                    self.objects[key] = base
+                    pending.append(base)
+
+    def reached_from_outside(self) -> set:
+        """The ids of what has references ``held`` does not account for, of what
+        those hold, and of the views of arrays among them."""
+        probe = np.empty(0)
+        key = id(probe)
+        self.objects[key] = probe
+        del probe
+        # (what holding a value in ``objects`` and counting it adds, measured the
+        # same way, rather than assumed: interpreters differ in what they count)
+        baseline = self._references(key)
+        del self.objects[key]
+        outside = [
+            key
+            for key in self.objects
+            if self._references(key) - baseline > self.held[key]
+        ]
+        if not outside:
+            return set()
+        reached: set = set()
+        while outside:
+            key = outside.pop()
+            if key not in reached:
+                reached.add(key)
+                outside.extend(self.items.get(key, ()))
+        for key, value in self.objects.items():
+            base = _base(value) if _mutable_array(value) else None
+            while base is not None and key not in reached:
+                if id(base) in reached:
+                    reached.add(key)
+                base = _base(base)
+        return reached
+
+    def holding(self, reached: set) -> set:
+        """The ids of the containers with an array of ``reached`` inside."""
+        holding: set = set()
+        changed = True
+        while changed:  # (containers nest a few levels deep: a few rounds)
+            changed = False
+            for key, inner in self.items.items():
+                if key not in holding and any(
+                    k in reached or k in holding for k in inner
+                ):
+                    holding.add(key)
+                    changed = True
+        return holding
+
+    def _references(self, key: int) -> int:
+        return sys.getrefcount(self.objects[key])
+
+
+# values that are no array and hold none, told by their type alone (a random
+# generator's state a checkpointed step keeps is a tuple of 625 ints)
+PLAIN = frozenset({int, float, str, bool, type(None), bytes, complex})
+
+
+def _contents(value):
+    """The items of a list or tuple, the values of a dict (a plain one, or one of
+    a subclass built as dict is); None for anything else."""
     kind = type(value)
     if kind is list or kind is tuple:
-        for item in value:
-            _gather(item, arrays, held)
-    elif _mutable_array(value):
-        arrays[id(value)] = value
-        held[id(value)] = held.get(id(value), 0) + 1
-
-
-def _reached_from_outside(arrays: dict, held: dict) -> set:
-    """The ids of the arrays with references ``held`` does not account for, and of
-    the views of those (memory the caller can write)."""
-    probe = np.empty(0)
-    key = id(probe)
-    arrays[key] = probe
-    del probe
-    # (what holding an array in ``arrays`` and counting it adds, measured the
-    # same way, rather than assumed: interpreters differ in what they count)
-    baseline = _references(arrays, key)
-    del arrays[key]
-    outside = {
-        key for key in arrays if _references(arrays, key) - baseline > held.get(key, 0)
-    }
-    if not outside:
-        return outside
-    reached = set(outside)
-    for key, array in arrays.items():
-        base = _base(array)
-        while base is not None and key not in reached:
-            if id(base) in outside:
-                reached.add(key)
-            base = _base(base)
-    return reached
-
-
-def _references(arrays: dict, key: int) -> int:
-    return sys.getrefcount(arrays[key])
+        return value
+    if isinstance(value, dict) and kind.__init__ is dict.__init__:
+        return value.values()
+    return None
 
 
 def _base(array):
@@ -106,11 +168,24 @@ def _mutable_array(value) -> bool:
     return type(value).__module__.startswith("cupy") and hasattr(value, "shape")
 
 
-def _copied(saved, reached: set):
-    kind = type(saved)
+def _copied(value, marked: set, made: dict):
+    """``value`` with the arrays of ``marked`` copied (each once: ``made``), and
+    the containers of ``marked`` (those holding such arrays) made again, of their
+    type; the rest shared."""
+    key = id(value)
+    if key not in marked:
+        return value
+    if key in made:
+        return made[key]
+    kind = type(value)
     if kind is list or kind is tuple:
-        return kind(_copied(item, reached) for item in saved)
-    return saved.copy() if id(saved) in reached else saved
+        result = kind([_copied(item, marked, made) for item in value])
+    elif _contents(value) is not None:
+        result = kind({k: _copied(item, marked, made) for k, item in value.items()})
+    else:
+        result = value.copy()
+    made[key] = result
+    return result
 
 
 def with_own_lists(saved):
