@@ -6,6 +6,7 @@ in float64."""
 
 import numpy as np
 import pytest
+from numpy.lib.stride_tricks import sliding_window_view
 
 import ppto
 from tests.corpus.checks import central_differences
@@ -199,7 +200,23 @@ def ufunc_accumulates(x):
     return np.sum(running**2)
 
 
+def convolved_by_windows(x):
+    # a convolution as NumPy users write it: windows of the image, then einsum
+    kernel = np.array([[0.5, -1.0], [2.0, 0.25]])
+    windows = np.lib.stride_tricks.sliding_window_view(x, (2, 2))
+    return np.sum(np.tanh(np.einsum("hwij,ij->hw", windows, kernel)) ** 2)
+
+
+def moving_average_of_reflected(x):
+    padded = np.pad(x, ((1, 1), (2, 0)), mode="reflect")
+    smooth = sliding_window_view(padded, 3, axis=1).mean(axis=-1)
+    edged = np.pad(smooth, 1, "edge") * np.pad(x, 2, mode="wrap")[:, 1:-1]
+    return np.sum(edged**2) + np.sum(np.pad(x, (2, 3), mode="symmetric") ** 3)
+
+
 CASES = [
+    (convolved_by_windows, MATRIX),
+    (moving_average_of_reflected, MATRIX),
     (ufunc_accumulates, MATRIX),
     (binned_weights, MATRIX),
     (turned_and_raised, MATRIX),
@@ -251,8 +268,13 @@ def test_idiom_value_is_numpys_and_gradients_central_differences(function, x):
 
 @pytest.mark.parametrize(
     "function, x",
-    [(einsum_trace, SQUARE), (einsum_diagonal, SQUARE), (max_of_three, SQUARE)],
-    ids=["einsum_trace", "einsum_diagonal", "max_of_three"],
+    [
+        (einsum_trace, SQUARE),
+        (einsum_diagonal, SQUARE),
+        (max_of_three, SQUARE),
+        (moving_average_of_reflected, MATRIX),
+    ],
+    ids=["einsum_trace", "einsum_diagonal", "max_of_three", "padded_windows"],
 )
 def test_second_derivatives_through_idioms(function, x):
     step = 1e-5

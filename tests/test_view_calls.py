@@ -11,6 +11,7 @@ import inspect
 
 import numpy as np
 import pytest
+from numpy.lib.stride_tricks import sliding_window_view as windows_of
 
 import ppto
 from tests.corpus.checks import assert_gradient, central_differences
@@ -339,6 +340,31 @@ def _marked_line(function) -> int:
 def test_a_write_through_a_view_of_an_array_read_later_is_refused(function, argument):
     with pytest.raises(ppto.TransformError, match="shares its array with y") as error:
         ppto.value_and_grad(function)(argument.copy())
+    assert error.value.lineno == _marked_line(function)
+
+
+def windows_read_after_a_write(v):
+    y = v * 1.0
+    w = np.lib.stride_tricks.sliding_window_view(y, 2)
+    y[0] = 5.0  # <- refused
+    return np.sum(w**2)
+
+
+def windows_by_another_name_read_after_a_write(v):
+    y = v * 1.0
+    w = windows_of(y, 3)
+    y[1:3] *= 2.0  # <- refused
+    return np.sum(w**2)
+
+
+@pytest.mark.parametrize(
+    "function", [windows_read_after_a_write, windows_by_another_name_read_after_a_write]
+)
+def test_a_write_into_an_array_its_windows_are_read_after_is_refused(function):
+    # the windows are a view of y (NumPy's, read-only): y[0] = 5.0 changes them,
+    # so the gradient of the sum of their squares had x[0]'s as though it did not
+    with pytest.raises(ppto.TransformError, match="shares its array with w") as error:
+        ppto.grad(function)(VECTOR.copy())
     assert error.value.lineno == _marked_line(function)
 
 

@@ -52,6 +52,7 @@ VIEW_CALLS = {
     "rollaxis", "permute_dims", "matrix_transpose", "expand_dims", "broadcast_to",
     "diagonal", "diag",  # (np.diag of a matrix: a view of its diagonal)
     "flip", "fliplr", "flipud", "rot90", "real", "imag", "trim_zeros",
+    "sliding_window_view",  # (a read-only view of its argument)
     "as_strided", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray",
     "asarray_chkfinite", "require", "real_if_close", "asmatrix",
     # a list or tuple of views of it (``a, b = np.split(y, 2)``)
@@ -2188,7 +2189,7 @@ def _viewed_by_call(call) -> set:
     copy=False)``, or Python's ``max``/``min`` (one of the arrays compared,
     itself: ``max(y[:1], y[1:])`` is ``y[1:]``)."""
     function = call.func
-    name = getattr(function, "attr", getattr(function, "id", None))
+    name = _numpy_name(function)
     if isinstance(function, gast.Name) and name in ("max", "min"):
         candidates = list(call.args) + [k.value for k in call.keywords]
         return set().union(set(), *(_viewed(item) for item in candidates))
@@ -2209,6 +2210,22 @@ def _viewed_by_call(call) -> set:
     if name in VIEW_CALLS and arrays:
         return _viewed(arrays[0])  # np.reshape(x, ...)
     return set()
+
+
+def _numpy_name(function) -> str | None:
+    """The name a call's function is known by here: its attribute (``np.flip``,
+    ``y.reshape``) or its name, or, for a name bound to one of NumPy's functions
+    under another (``from numpy.lib.stride_tricks import sliding_window_view as
+    windows``), NumPy's own name for it."""
+    name = getattr(function, "attr", getattr(function, "id", None))
+    reader = _OBJECT_READER.get()
+    if not isinstance(function, gast.Name) or reader is None:
+        return name
+    found, held = reader(function)
+    module = getattr(held, "__module__", None) or ""
+    if found and callable(held) and module.split(".")[0] == "numpy":
+        return getattr(held, "__name__", name)
+    return name
 
 
 def _bound_to_copies_only(nodes: dict) -> set:
