@@ -1785,6 +1785,57 @@ def test_a_list_keeps_an_adjoint_per_item(function):
     assert_derivatives_match(function, x)
 
 
+def tuple_grown_in_a_loop(x):
+    t = ()
+    for i in range(3):
+        t = t + (x[i] ** 2, x[i + 1] * 0.5)
+    return np.sum(np.stack(t) * np.arange(1.0, 7.0))
+
+
+def tuple_grown_by_augmented_join(x):
+    t = ()
+    for i in range(3):
+        t += (np.sin(x[i]),)
+    return t[0] * t[1] + t[2] * x[3]
+
+
+def tuple_joined_on_either_branch(x):
+    t = (x[0],)
+    if x[3] > 0.0:
+        t = t + (x[1] ** 3,)
+    else:
+        t = t + (x[2] ** 3,)
+    return t[0] * t[1]
+
+
+def tuple_joined_returned(x):
+    t = ()
+    for i in range(2):
+        t = t + (x[i] * 3.0,)
+    return t
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        tuple_grown_in_a_loop,
+        tuple_grown_by_augmented_join,
+        tuple_joined_on_either_branch,
+    ],
+)
+def test_a_tuple_joined_with_tuples_is_differentiated(function):
+    """``t = t + (v,)``, Python's way to grow a tuple, was refused ("joining these
+    lists"): a tuple joins as a list ppto holds, made a tuple again."""
+    for x in (np.array([0.3, -1.2, 2.0, 0.5]), np.array([0.3, -1.2, 2.0, -0.5])):
+        value = ppto.value_and_grad(function)(x)[0]
+        assert float(value) == pytest.approx(function(x), rel=1e-12)
+        assert_derivatives_match(function, x)
+    out, pullback = ppto.vjp(tuple_joined_returned, np.array([0.3, -1.2]))
+    assert type(out) is tuple and len(out) == 2  # (a tuple, as Python's)
+    (gradient,) = pullback((1.0, 2.0))
+    np.testing.assert_allclose(np.asarray(gradient), [3.0, 6.0])
+
+
 def assigned_on_two_paths_of_three(x):
     y = x[0]
     for _ in range(4):  # the else, the elif twice, then the if
