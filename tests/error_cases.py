@@ -14,8 +14,8 @@ import random
 
 import numpy as np
 import numpy as onp
-from numpy import add as numpy_add
 from numpy import copyto
+from numpy import multiply as numpy_multiply
 
 import ppto
 
@@ -695,9 +695,9 @@ def sorted_in_place(x):
     return np.sum(z * np.arange(3))
 
 
-def added_at_indices(x):
-    z = np.zeros(3)
-    np.add.at(z, [0, 0, 1], x)  # <- error
+def multiplied_at_indices(x):
+    z = np.ones(3)
+    np.multiply.at(z, [0, 0, 1], x)  # <- error
     return np.sum(z * z)
 
 
@@ -1921,9 +1921,9 @@ def clipped_in_place_by_a_method(x):
     return np.sum(z * HALVES)
 
 
-def added_at_by_a_ufunc_imported_by_name(x):
-    y = np.zeros(4)
-    numpy_add.at(y, [0, 0, 1], x[:3])  # <- error
+def multiplied_at_by_a_ufunc_imported_by_name(x):
+    y = np.ones(4)
+    numpy_multiply.at(y, [0, 0, 1], x[:3])  # <- error
     return np.sum(y * HALVES)
 
 

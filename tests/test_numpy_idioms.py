@@ -214,7 +214,18 @@ def moving_average_of_reflected(x):
     return np.sum(edged**2) + np.sum(np.pad(x, (2, 3), mode="symmetric") ** 3)
 
 
+def scattered_by_ufunc_at(x):
+    # NumPy's unbuffered scatter: a repeated index adds each time
+    table = np.zeros((4, 4))
+    np.add.at(table, (np.array([0, 2, 0]), slice(None)), x[:, :4] ** 2)
+    np.subtract.at(table, ([1, 1, 3], [0, 0, 2]), x[0, :3] * 0.5)
+    counts = x[1] * 1.0
+    np.add.at(counts, [3, 3, 3], 2.0)  # (numbers only: no derivative to pass)
+    return np.sum(np.tanh(table) * 1.5) + np.sum(counts**2)
+
+
 CASES = [
+    (scattered_by_ufunc_at, MATRIX),
     (convolved_by_windows, MATRIX),
     (moving_average_of_reflected, MATRIX),
     (ufunc_accumulates, MATRIX),
