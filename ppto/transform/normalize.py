@@ -253,10 +253,12 @@ class Normalizer:
         # names bound to tuples ppto holds as lists (an adjoint per item): made by
         # tuple(...) or by joining tuples, ``t = t + (v,)``, which joins as tuples
         self.tuples: set[str] = set()
-        # names bound to tuples written out and to joins of those alone (``t =
-        # ()`` before ``t = t + (v,)`` in a loop): tuples when they are joined
-        # (the pipeline sets them from the renamed body: see joined_tuples)
-        self.joined_tuples: set[str] = set()
+        # the renamed body (the pipeline sets it), whose names bound to tuples
+        # written out and to joins of those alone (``t = ()`` before ``t = t +
+        # (v,)`` in a loop) are tuples where they are joined: found when a join
+        # first asks (see joined_tuples)
+        self.body: list = []
+        self._joined_tuples: set | None = None
         # a tuple written out and bound once: name -> its items' operands, so that
         # ``pair[0]`` is the item itself (as a subscript of an array, its adjoint
         # stacked the items: a ValueError for items of unlike shapes)
@@ -266,10 +268,12 @@ class Normalizer:
         # for lists, an adjoint per item (as an array, the items stacked: a
         # ValueError for items of unlike shapes, an array and a number)
         self.tuples: set[str] = set()
-        # names bound to tuples written out and to joins of those alone (``t =
-        # ()`` before ``t = t + (v,)`` in a loop): tuples when they are joined
-        # (the pipeline sets them from the renamed body: see joined_tuples)
-        self.joined_tuples: set[str] = set()
+        # the renamed body (the pipeline sets it), whose names bound to tuples
+        # written out and to joins of those alone (``t = ()`` before ``t = t +
+        # (v,)`` in a loop) are tuples where they are joined: found when a join
+        # first asks (see joined_tuples)
+        self.body: list = []
+        self._joined_tuples: set | None = None
         # parameters given tuples or lists of numbers (in the renamed code, the
         # values as passed): one whose item is replaced is a list
         self.numbers: set[str] = set()
@@ -599,6 +603,12 @@ class Normalizer:
         self.made_list(node, target, gast.Name(joined, gast.Load(), None, None), tuple)
         self.tuples.add(target)
         return True
+
+    @property
+    def joined_tuples(self) -> set:
+        if self._joined_tuples is None:
+            self._joined_tuples = joined_tuples(self.body)
+        return self._joined_tuples
 
     def tuple_valued(self, node) -> bool:
         """Whether ``node`` is a tuple: written out, or a name bound to one

@@ -60,7 +60,7 @@ from ppto.transform.methods import (
     watch_held_callees,
 )
 from ppto.transform.names import Namer, names_in
-from ppto.transform.normalize import Normalizer, joined_tuples, varied_names
+from ppto.transform.normalize import Normalizer, varied_names
 from ppto.transform.objects import holds
 from ppto.transform.optimize import (
     coalesce_copies,
@@ -495,7 +495,7 @@ def _prepare(
     # something else after it (xs = np.stack(xs) on one path): not taken for a list
     normalizer.lists |= set(list_parameters) - rebound
     normalizer.numbers = set(numbers) & set(parsed.parameters)
-    normalizer.joined_tuples = joined_tuples(body)
+    normalizer.body = body
     ir_body = stop_shift_gradients(normalizer.block(body), namer)
     ir_body = sort_by_permutation(ir_body, namer)
     if not generated:  # (a gradient differentiated again was checked as written)
