@@ -42,13 +42,15 @@ def of_their_own(saved):
     recomputation reads them as they were.) Arrays of their own, the common case,
     are not copied."""
     found = _Found()
-    for item in saved if type(saved) in (list, tuple) else (saved,):
+    whole = type(saved) in (list, tuple)  # (saved itself: held by the caller too)
+    for item in saved if whole else (saved,):
         found.gather(item)
     found.count_views()
     reached = found.reached_from_outside()
     if not reached:
         return saved
-    return _copied(saved, reached | found.holding(reached) | {id(saved)}, {})
+    marked = reached | found.holding(reached) | ({id(saved)} if whole else set())
+    return _copied(saved, marked, {})
 
 
 class _Found:
