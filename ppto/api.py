@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ppto import pytrees
+from ppto import pytrees, residuals
 from ppto.checkpoint import random_states, rewind
 from ppto.errors import GradError, PptoError, ShapeError
 from ppto.fusion.tuning import FUSED_FIRST, FusionChoice, fusion_policy
@@ -1669,8 +1669,10 @@ def _vjp(f: Callable, *args: Any, **kwargs: Any):
     out, saved = transformed.run(0, ranks, device, values)
     _require_numbers(out, function.__name__, "vjp")
     out = _owned(out, values)
-    saved = _residuals_of_their_own(saved, (values, out))
-    backward = transformed.entry(1, ranks, device)
+    saved = residuals.of_their_own(saved)
+    backward = residuals.as_read_now(
+        transformed.entry(1, ranks, device), program.values_read()
+    )
 
     arguments = [values[call.names.index(name)] for name in wrt]
 
@@ -1681,7 +1683,7 @@ def _vjp(f: Callable, *args: Any, **kwargs: Any):
         if streams.in_use:
             streams.ready(cotangent)
         raw = _raw(_cotangent_on(cotangent, device, like=out))
-        kept = _with_own_lists(saved)  # (the backward pops its tapes: see there)
+        kept = residuals.with_own_lists(saved)  # (the backward pops its tapes)
         if streams.in_use and device.kind != "cpu":
             grads = streams.run_generated(
                 backend_for(device), device, lambda: backward(kept, raw)
@@ -1768,43 +1770,6 @@ def _check_tangent_shapes(name: str, value, tangent) -> None:
                 "shape than its operator's result (ppto.check_grad(op, *inputs) "
                 "on the operators with rules of their own finds it)"
             )
-
-
-def _residuals_of_their_own(saved, inputs):
-    """``saved`` (what a pullback reads) with a copy of each array that shares
-    memory with an array of ``inputs`` (the caller's arguments, and the result
-    handed back): the caller may change those in place between ``vjp`` and the
-    pullback (``W -= lr * dW``, ``out[...] = 0``), which gave a silently wrong
-    gradient. Arrays of their own are kept as they are."""
-    held = {
-        _memory_key(leaf.data if isinstance(leaf, Tensor) else leaf)
-        for leaf in pytrees.leaves(inputs)
-    }
-    held.discard(None)
-    if not held:
-        return saved
-
-    def owned(value):
-        if type(value) is list:
-            return [owned(item) for item in value]
-        if type(value) is tuple:
-            return tuple(owned(item) for item in value)
-        if _is_array(value) and _memory_key(value) in held:
-            return value.copy()
-        return value
-
-    return owned(saved)
-
-
-def _with_own_lists(saved):
-    """``saved`` with a copy of every list in it (the arrays themselves shared):
-    a backward pass pops what its loops saved from their tapes, so a pullback
-    called again would find them empty ("pop from empty list")."""
-    if type(saved) is list:
-        return [_with_own_lists(item) for item in saved]
-    if type(saved) is tuple:
-        return tuple(_with_own_lists(item) for item in saved)
-    return saved
 
 
 def _numbers(value) -> bool:

@@ -14,8 +14,8 @@ import random
 
 import numpy as np
 import numpy as onp
-from numpy import add as numpy_add
 from numpy import copyto
+from numpy import multiply as numpy_multiply
 
 import ppto
 
@@ -703,9 +703,9 @@ def sorted_in_place(x):
     return np.sum(z * np.arange(3))
 
 
-def added_at_indices(x):
-    z = np.zeros(3)
-    np.add.at(z, [0, 0, 1], x)  # <- error
+def multiplied_at_indices(x):
+    z = np.ones(3)
+    np.multiply.at(z, [0, 0, 1], x)  # <- error
     return np.sum(z * z)
 
 
@@ -1301,6 +1301,19 @@ def method_of_a_local_name_chosen_when_run(x):
     h = np.sin(x)
     keeper.keep(h)  # <- error
     return np.sum(_KEEPER.last * x)
+
+
+class _Scaled:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def apply(self, v):
+        return v * self.scale
+
+
+def method_of_an_object_made_inside(x):
+    scaled = _Scaled(2.0)
+    return np.sum(scaled.apply(x) ** 2)  # <- error
 
 
 def add_into_alias_in_a_branch(x, flag):
@@ -1916,9 +1929,9 @@ def clipped_in_place_by_a_method(x):
     return np.sum(z * HALVES)
 
 
-def added_at_by_a_ufunc_imported_by_name(x):
-    y = np.zeros(4)
-    numpy_add.at(y, [0, 0, 1], x[:3])  # <- error
+def multiplied_at_by_a_ufunc_imported_by_name(x):
+    y = np.ones(4)
+    numpy_multiply.at(y, [0, 0, 1], x[:3])  # <- error
     return np.sum(y * HALVES)
 
 

@@ -522,6 +522,40 @@ SHAPE = [
         label="differentiated-values",
     ),
     Row("pad", (N(()), N(())), {"pad_width": 2}, wrt=(0, 1), label="0-d"),
+    # (the modes copying x's own elements: wider than x too, NumPy's reflections)
+    unary("pad", N((3, 4)), "edge", pad_width=((1, 2), (2, 0)), mode="edge"),
+    unary("pad", N((3, 4)), "reflect", pad_width=((4, 1), (0, 5)), mode="reflect"),
+    unary("pad", N((3, 4)), "symmetric", pad_width=((2, 3), (1, 1)), mode="symmetric"),
+    unary("pad", N((2, 3)), "wrap", pad_width=((3, 1), (4, 2)), mode="wrap"),
+    unary("pad", N((5,)), "reflect-1d", pad_width=2, mode="reflect"),
+    Row(
+        "pad_folded",
+        (N((6, 5)),),
+        {"like": np.zeros((3, 2)), "pad_width": ((1, 2), (2, 1)), "mode": "reflect"},
+    ),
+    unary("sliding_window_view", N((4, 5)), window_shape=(2, 3)),
+    unary("sliding_window_view", N((6,)), "1d", window_shape=4),
+    unary(
+        "sliding_window_view", N((2, 5, 4)), "axes", window_shape=(3, 2), axis=(2, 1)
+    ),
+    unary("sliding_window_view", N((3, 4)), "negative-axis", window_shape=2, axis=-2),
+    Row(
+        "windows_folded",
+        (N((3, 3, 2, 3)),),
+        {"like": np.zeros((4, 5)), "window_shape": (2, 3)},
+    ),
+    Row(
+        "windows_folded",
+        (N((2, 4, 2, 3, 2)),),
+        {"like": np.zeros((2, 5, 4)), "window_shape": (3, 2), "axis": (2, 1)},
+        label="axes",
+    ),
+    Row(
+        "pad_folded",
+        (N((9, 4)),),
+        {"like": np.zeros((2, 3)), "pad_width": ((3, 4), (0, 1)), "mode": "wrap"},
+        label="wrap",
+    ),
     unary("diff", N((3, 5))),
     unary("diff", N((4, 3)), "n-axis", n=2, axis=0),
     unary("diff", N((2, 3)), "n-beyond-length", n=4),

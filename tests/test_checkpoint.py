@@ -545,11 +545,15 @@ def reading_its_argument(h, cell):
     return np.tanh(h @ cell.W)
 
 
+@pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("how", ["method", "argument", "global"])
-def test_a_checkpointed_step_recomputes_with_the_attributes_its_forward_read(how):
+def test_a_checkpointed_step_recomputes_with_the_attributes_its_forward_read(
+    how, in_place
+):
     # its recomputation read self.W (cell.W, CELL.W) as rebound between vjp's
     # forward pass and the pullback: [0.385, 0.297, 0.350] for [0.215, -0.115,
-    # 0.306] where the plain method's saved W gave the right one
+    # 0.306] where the plain method's saved W gave the right one; so too where
+    # the arrays were written into (``layer.W *= 3.0``), not rebound
     W = np.array([[0.9, -0.4], [0.3, 0.7]])
     layer, cell = _Layer(W.copy(), np.array([0.1, -0.2])), CELL
     cell.W = W.copy()
@@ -569,10 +573,14 @@ def test_a_checkpointed_step_recomputes_with_the_attributes_its_forward_read(how
     x = np.array([0.3, -0.6])
     expected = central_differences(loss, [x], 0)
     out, pullback = ppto.vjp(loss, x)
-    layer.W, cell.W = W * 3.0, W * 3.0
+    if in_place:
+        layer.W *= 3.0
+        cell.W *= 3.0
+    else:
+        layer.W, cell.W = W * 3.0, W * 3.0
     (gradient,) = pullback(1.0)
     np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-7)
-    assert layer.W[0, 0] == cell.W[0, 0] == 2.7  # (put back after the replay)
+    assert layer.W[0, 0] == cell.W[0, 0] == pytest.approx(2.7)  # (put back)
 
 
 def dropped_loop(x):

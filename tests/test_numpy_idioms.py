@@ -7,6 +7,7 @@ ufunc's outer. Each function's value must be NumPy's exactly, and its gradient
 
 import numpy as np
 import pytest
+from numpy.lib.stride_tricks import sliding_window_view
 
 import ppto
 from tests.corpus.checks import central_differences
@@ -200,6 +201,30 @@ def ufunc_accumulates(x):
     return np.sum(running**2)
 
 
+def convolved_by_windows(x):
+    # a convolution as NumPy users write it: windows of the image, then einsum
+    kernel = np.array([[0.5, -1.0], [2.0, 0.25]])
+    windows = np.lib.stride_tricks.sliding_window_view(x, (2, 2))
+    return np.sum(np.tanh(np.einsum("hwij,ij->hw", windows, kernel)) ** 2)
+
+
+def moving_average_of_reflected(x):
+    padded = np.pad(x, ((1, 1), (2, 0)), mode="reflect")
+    smooth = sliding_window_view(padded, 3, axis=1).mean(axis=-1)
+    edged = np.pad(smooth, 1, "edge") * np.pad(x, 2, mode="wrap")[:, 1:-1]
+    return np.sum(edged**2) + np.sum(np.pad(x, (2, 3), mode="symmetric") ** 3)
+
+
+def scattered_by_ufunc_at(x):
+    # NumPy's unbuffered scatter: a repeated index adds each time
+    table = np.zeros((4, 4))
+    np.add.at(table, (np.array([0, 2, 0]), slice(None)), x[:, :4] ** 2)
+    np.subtract.at(table, ([1, 1, 3], [0, 0, 2]), x[0, :3] * 0.5)
+    counts = x[1] * 1.0
+    np.add.at(counts, [3, 3, 3], 2.0)  # (numbers only: no derivative to pass)
+    return np.sum(np.tanh(table) * 1.5) + np.sum(counts**2)
+
+
 def integrals_and_polynomials(x):
     # np.trapezoid over samples evenly spaced and at points (both differentiated);
     # np.polyval of coefficients and points both differentiated
@@ -256,6 +281,9 @@ def einsum_interleaved(x):
 
 
 CASES = [
+    (scattered_by_ufunc_at, MATRIX),
+    (convolved_by_windows, MATRIX),
+    (moving_average_of_reflected, MATRIX),
     (einsum_interleaved, MATRIX),
     (ufunc_outers, MATRIX),
     (weighted_counts_and_choices, MATRIX),
@@ -316,6 +344,7 @@ def test_idiom_value_is_numpys_and_gradients_central_differences(function, x):
         (einsum_trace, SQUARE),
         (einsum_diagonal, SQUARE),
         (max_of_three, SQUARE),
+        (moving_average_of_reflected, MATRIX),
         (integrals_and_polynomials, MATRIX),
         (derivatives_by_differences, MATRIX),
         (weighted_counts_and_choices, MATRIX),
@@ -326,6 +355,7 @@ def test_idiom_value_is_numpys_and_gradients_central_differences(function, x):
         "einsum_trace",
         "einsum_diagonal",
         "max_of_three",
+        "padded_windows",
         "integrals",
         "gradient",
         "bincount_choose",

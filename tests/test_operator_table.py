@@ -103,7 +103,12 @@ def test_every_operator_runs_its_cupy_code_path_on_emulated_cupy(emulated_cupy, 
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda x: ppto.pad(x, 1, mode="reflect"), "mode='constant' only"),
+        (lambda x: ppto.pad(x, 1, mode="median"), "got mode='median'"),
+        (
+            lambda x: ppto.pad(x, 1, mode="edge", constant_values=2.0),
+            "takes no constant_values",
+        ),
+        (lambda x: ppto.pad(x[:0], 1, mode="wrap"), "axis 0 of x has length 0"),
         (lambda x: ppto.pad(x, -1), "at least 0"),
         (lambda x: ppto.pad(x, 1.5), "whole numbers"),
         (lambda x: ppto.pad(x, ((1, 1), (1, 1), (1, 1))), "pair for each of the 2"),

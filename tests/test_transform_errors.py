@@ -437,7 +437,7 @@ REJECTED = [
     # (np.put was refused as a change of np, a module-level value)
     Case(ec.put_into, "writes into an array in place", "np.put(z, [0, 2]"),
     Case(ec.sorted_in_place, "writes into an array in place", "z.sort()"),
-    Case(ec.added_at_indices, "writes into an array in place", "np.add.at("),
+    Case(ec.multiplied_at_indices, "writes into an array in place", "np.multiply.at("),
     Case(ec.filled, "writes into an array in place", "z.fill(2.0)"),
     # ... on a view or an item of it, or through the class or operator (each
     # gave the gradient of the value unchanged)
@@ -696,6 +696,11 @@ REJECTED = [
         "cannot tell what keeper is",
         "keeper.keep(h)",
     ),
+    Case(
+        ec.method_of_an_object_made_inside,
+        "scaled is made inside the function",
+        "scaled.apply(",
+    ),
     # the same inside a branch or a loop, and into the rows of a matrix
     Case(
         ec.add_into_alias_in_a_branch,
@@ -767,9 +772,9 @@ REJECTED = [
     Case(ec.cumsum_into_a_positional_out, "writes into an array in place", "np."),
     Case(ec.clipped_in_place_by_a_method, "writes into an array in place", "z.clip"),
     Case(
-        ec.added_at_by_a_ufunc_imported_by_name,
+        ec.multiplied_at_by_a_ufunc_imported_by_name,
         "writes into an array in place",
-        "numpy_add.at",
+        "numpy_multiply.at",
     ),
     Case(ec.diagonal_read_then_matrix_written, "shares its array with d", "z *="),
     Case(ec.global_rebound_by_a_helper, "it rebinds REBOUND", "_rebind("),

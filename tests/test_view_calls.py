@@ -11,6 +11,7 @@ import inspect
 
 import numpy as np
 import pytest
+from numpy.lib.stride_tricks import sliding_window_view as windows_of
 
 import ppto
 from tests.corpus.checks import assert_gradient, central_differences
@@ -339,6 +340,31 @@ def _marked_line(function) -> int:
 def test_a_write_through_a_view_of_an_array_read_later_is_refused(function, argument):
     with pytest.raises(ppto.TransformError, match="shares its array with y") as error:
         ppto.value_and_grad(function)(argument.copy())
+    assert error.value.lineno == _marked_line(function)
+
+
+def windows_read_after_a_write(v):
+    y = v * 1.0
+    w = np.lib.stride_tricks.sliding_window_view(y, 2)
+    y[0] = 5.0  # <- refused
+    return np.sum(w**2)
+
+
+def windows_by_another_name_read_after_a_write(v):
+    y = v * 1.0
+    w = windows_of(y, 3)
+    y[1:3] *= 2.0  # <- refused
+    return np.sum(w**2)
+
+
+@pytest.mark.parametrize(
+    "function", [windows_read_after_a_write, windows_by_another_name_read_after_a_write]
+)
+def test_a_write_into_an_array_its_windows_are_read_after_is_refused(function):
+    # the windows are a view of y (NumPy's, read-only): y[0] = 5.0 changes them,
+    # so the gradient of the sum of their squares had x[0]'s as though it did not
+    with pytest.raises(ppto.TransformError, match="shares its array with w") as error:
+        ppto.grad(function)(VECTOR.copy())
     assert error.value.lineno == _marked_line(function)
 
 
@@ -708,6 +734,29 @@ def items_in_a_nested_tuple(v):
     return np.sum(y) * a * b
 
 
+def items_swapped_through_a_temporary(v):
+    y = v * 1.0
+    t = y[0]  # (a number: writing y[0] leaves it as it was)
+    y[0] = y[2]
+    y[2] = t
+    return np.sum(y * np.arange(1.0, 5.0))
+
+
+def items_of_a_copy_swapped_through_a_temporary(v):
+    y = v.copy()
+    t = y[1]
+    y[1] = y[3] * 2.0
+    y[3] = t
+    return np.sum(y * y * np.arange(1.0, 5.0)) * t
+
+
+def items_unpacked_then_written(v):
+    y = np.copy(v)
+    a, b, c, d = y
+    y[0] = d * 3.0
+    return np.sum(y * np.arange(1.0, 5.0)) * a + b * c
+
+
 FOUR = np.array([0.3, 0.7, 1.2, -0.4])
 
 
@@ -718,6 +767,9 @@ FOUR = np.array([0.3, 0.7, 1.2, -0.4])
         corners_swapped_by_the_method,
         items_at_a_named_index,
         items_in_a_nested_tuple,
+        items_swapped_through_a_temporary,
+        items_of_a_copy_swapped_through_a_temporary,
+        items_unpacked_then_written,
     ],
     ids=lambda value: value.__name__,
 )

@@ -14,7 +14,7 @@ from ppto.ops.indexing import along_axis_index, getitem, index_add, take_along_a
 from ppto.ops.primitive import primitive
 from ppto.ops.reductions import reduce_sum
 from ppto.ops.rules import rank_helper, rank_of, shape_helper
-from ppto.ops.shape import flatten, reshape, unbroadcast, zeros_like
+from ppto.ops.shape import flatten, reshape, target_shape, unbroadcast, zeros_like
 from ppto.runtime.tensor import Tensor, array_module
 
 ANY = "(Tensor[...]) -> Tensor[...]"
@@ -180,7 +180,9 @@ def _count(value, what: str) -> int:
     return _whole_number(value, what)
 
 
-PAD_MODES = ("constant",)
+PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
+# (the modes besides 'constant' copy x's own elements: each place pad fills is
+# a copy of one element of x, so the gradient adds it back there, pad_folded)
 
 
 @primitive(
@@ -188,25 +190,49 @@ PAD_MODES = ("constant",)
     positional=("x", "pad_width", "mode"),
 )
 def pad(xp, x, constant_values=0, pad_width=None, mode="constant"):
-    """x with ``pad_width`` elements of ``constant_values`` added before and after it
-    along each axis, like np.pad (``((before, after), ...)``, one pair for every
-    axis, or one number; a 0-d x is left as it is). Only mode='constant' (the
-    default). The pad value is an input, differentiable as x is. By position,
-    NumPy's order, (x, pad_width, mode) (see OperatorDef.positional)."""
+    """x with ``pad_width`` elements added before and after it along each axis,
+    like np.pad (``((before, after), ...)``, one pair for every axis, or one
+    number; a 0-d x is left as it is): of ``constant_values`` (mode 'constant',
+    the default; the pad value is an input, differentiable as x is), or copies
+    of x's own elements (modes 'edge', 'reflect', 'symmetric', 'wrap', as
+    NumPy's). By position, NumPy's order, (x, pad_width, mode) (see
+    OperatorDef.positional)."""
     if mode not in PAD_MODES:
         raise PptoError(
-            f"ppto.pad takes mode='constant' only, got mode={mode!r}: pad with "
-            "np.concatenate of the slices you want to repeat or reflect"
+            f"ppto.pad takes the modes {', '.join(map(repr, PAD_MODES))}, got "
+            f"mode={mode!r}: pad with np.concatenate of the values you want "
+            "(np.mean(x, axis, keepdims=True), ...) instead"
         )
     pairs = pad_pairs(x, pad_width)
     if not pairs:  # (NumPy returns a 0-d array as it is)
         return x.copy()
-    return xp.pad(x, pairs, mode="constant", constant_values=constant_values)
+    if mode == "constant":
+        return xp.pad(x, pairs, mode="constant", constant_values=constant_values)
+    if not (np.ndim(constant_values) == 0 and constant_values == 0):
+        raise PptoError(  # (NumPy's ValueError: only 'constant' reads them)
+            f"ppto.pad: mode={mode!r} takes no constant_values (it copies x's own "
+            "elements): leave them out, or use mode='constant'"
+        )
+    _refuse_empty_axes(x, pairs, mode)
+    return xp.pad(x, pairs, mode=mode)
+
+
+def _refuse_empty_axes(x, pairs, mode) -> None:
+    """NumPy's ValueError, as a ppto error: an axis of length 0 has no element
+    to copy into the places padded along it."""
+    for axis, ((before, after), size) in enumerate(zip(pairs, np.shape(x))):
+        if size == 0 and before + after:
+            raise ShapeError(
+                f"ppto.pad: axis {axis} of x has length 0, so mode={mode!r} has "
+                "nothing to copy into its padding: use mode='constant'"
+            )
 
 
 @pad.grad_rule
 def _(x, constant_values, pad_width, mode="constant"):
     def backward(dY):
+        if mode != "constant":  # (each filled place is a copy of an element of x)
+            return pad_folded(dY, x, pad_width=pad_width, mode=mode), None
         # each pad value gets dY summed over the places it fills
         filled = dY * pad_filling(x, constant_values, pad_width)
         dvalues = reduce_sum(filled, pad_filled_axes(x))
@@ -220,9 +246,39 @@ def _(x, constant_values, pad_width, mode="constant"):
 @pad.jvp_rule
 def _(x, constant_values, pad_width, mode="constant"):
     def tangent(dx, dconstant_values):
+        if mode != "constant":
+            return pad(dx, pad_width=pad_width, mode=mode)
         return pad(dx, pad_width=pad_width, constant_values=dconstant_values)
 
     return tangent
+
+
+@primitive("(Tensor[...]) -> Tensor[...]", tangent="linear")
+def pad_folded(xp, x, like, pad_width=None, mode="edge"):
+    """The adjoint of ``pad`` in a mode copying its input's elements ('edge',
+    'reflect', 'symmetric', 'wrap'): x, of the padded shape, with each element
+    added back to the element of ``like``'s shape it is a copy of. Axis by
+    axis: the part that is ``like`` itself, plus the padded places folded onto
+    their sources (found by padding the positions, so they are NumPy's own)."""
+    pairs = pad_pairs(like, pad_width)
+    for axis, ((before, after), size) in enumerate(zip(pairs, target_shape(like))):
+        if not before + after:
+            continue
+        sources = np.pad(np.arange(size), (before, after), mode=mode)
+        padded = np.r_[0:before, before + size : before + size + after]
+        moved = xp.moveaxis(x, axis, 0)
+        folded = moved[before : before + size].copy()
+        xp.add.at(folded, xp.asarray(sources[padded]), moved[padded])
+        x = xp.moveaxis(folded, 0, axis)
+    return x if pairs else x.copy()
+
+
+@pad_folded.grad_rule
+def _(x, like, pad_width=None, mode="edge"):
+    def backward(dY):
+        return pad(dY, pad_width=pad_width, mode=mode)
+
+    return backward
 
 
 @shape_helper
@@ -532,3 +588,91 @@ def grid_axis(position: int, count: int, indexing: str) -> int:
     if indexing == "xy" and count > 1 and position < 2:
         return 1 - position
     return position
+
+
+@primitive(
+    "(Tensor[...]) -> Tensor[...]",
+    tangent="linear",
+    positional=("x", "window_shape", "axis"),
+)
+def sliding_window_view(xp, x, window_shape=None, axis=None):
+    """Every window of ``window_shape`` sliding over x along ``axis`` (all axes
+    when None), like np.lib.stride_tricks.sliding_window_view: x's shape with
+    each windowed axis shortened to its count of windows, then the window's
+    axes. A read-only view of x, as NumPy's. By position, NumPy's order (x,
+    window_shape, axis)."""
+    windows, axes = window_axes(np.shape(x), window_shape, axis)
+    view = xp.lib.stride_tricks.sliding_window_view
+    return view(x, windows, axis=axes)
+
+
+@sliding_window_view.grad_rule
+def _(x, window_shape=None, axis=None):
+    def backward(dY):
+        return windows_folded(dY, x, window_shape=window_shape, axis=axis)
+
+    return backward
+
+
+@primitive("(Tensor[...]) -> Tensor[...]", tangent="linear")
+def windows_folded(xp, x, like, window_shape=None, axis=None):
+    """The adjoint of ``sliding_window_view``: x, one value per element of each
+    window, added back to the element of ``like``'s shape it is a view of (a
+    shifted slice per place in the window)."""
+    shape = target_shape(like)
+    windows, axes = window_axes(shape, window_shape, axis)
+    out = xp.zeros(shape, dtype=x.dtype)
+    lead = (slice(None),) * len(shape)
+    for place in np.ndindex(*windows):
+        target = list(lead)
+        for a, offset, size in zip(axes, place, windows):
+            target[a] = slice(offset, offset + shape[a] - size + 1)
+        out[tuple(target)] += x[(Ellipsis, *place)]
+    return out
+
+
+@windows_folded.grad_rule
+def _(x, like, window_shape=None, axis=None):
+    def backward(dY):
+        return sliding_window_view(dY, window_shape=window_shape, axis=axis)
+
+    return backward
+
+
+def window_axes(shape, window_shape, axis):
+    """``(window sizes, axes)`` of a sliding window over an array of ``shape``,
+    each axis once and
+    each window no longer than its axis, as tuples; else a ShapeError."""
+    if window_shape is None:
+        raise PptoError("ppto.sliding_window_view is missing its window_shape")
+    windows = (window_shape,) if np.ndim(window_shape) == 0 else tuple(window_shape)
+    windows = tuple(_whole_number(w, "a window size") for w in windows)
+    ndim = len(shape)
+    if axis is None:
+        axes = tuple(range(ndim))
+    else:
+        axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+        axes = tuple(_whole_number(a, "a window's axis") for a in axes)
+    if len(axes) != len(windows):
+        raise ShapeError(
+            f"ppto.sliding_window_view: window_shape {window_shape!r} gives "
+            f"{len(windows)} sizes for {len(axes)} axes"
+        )
+    if any(not -ndim <= a < ndim for a in axes):
+        raise ShapeError(
+            f"ppto.sliding_window_view: axis {axis!r} is out of bounds for x of "
+            f"{ndim} axes"
+        )
+    axes = tuple(a % ndim for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ShapeError(
+            f"ppto.sliding_window_view: axis {axis!r} names an axis twice; ppto "
+            "slides one window per axis (take windows of the windows instead)"
+        )
+    for a, size in zip(axes, windows):
+        if size < 0 or size > shape[a]:
+            raise ShapeError(
+                f"ppto.sliding_window_view: a window of {size} does not fit axis "
+                f"{a} of x, of length {shape[a]}"
+            )
+    return windows, axes

@@ -351,6 +351,7 @@ _FUNCTIONS = {
     # (their positional order is NumPy's: see OperatorDef.positional)
     np.average: reductions.average,
     np.pad: arrange.pad,
+    np.lib.stride_tricks.sliding_window_view: arrange.sliding_window_view,
     np.diff: arrange.diff,
     np.nansum: statistics.nansum,
     np.nanmean: statistics.nanmean,

@@ -52,6 +52,7 @@ VIEW_CALLS = {
     "rollaxis", "permute_dims", "matrix_transpose", "expand_dims", "broadcast_to",
     "diagonal", "diag",  # (np.diag of a matrix: a view of its diagonal)
     "flip", "fliplr", "flipud", "rot90", "real", "imag", "trim_zeros",
+    "sliding_window_view",  # (a read-only view of its argument)
     "as_strided", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray",
     "asarray_chkfinite", "require", "real_if_close", "asmatrix",
     # a list or tuple of views of it (``a, b = np.split(y, 2)``)
@@ -1378,6 +1379,8 @@ def _bind(statement, state: _Sharing) -> None:
             isinstance(value, gast.Subscript) or _compared(value) is not None
         ) and _exact_rank(value, state.exact) == 0:
             continue  # a number (x[0] of a vector): it shares no memory
+        if not whole and _exact_rank(value, state.exact) == 1:
+            continue  # (``a, b = y`` of a vector: numbers, too)
         if _number_item(value, whole, state.numbers):
             continue  # (``h, w = size``, ``size[i]`` of a tuple of numbers)
         origins = _viewed(value) if value is not None else set()
@@ -1647,6 +1650,8 @@ def _items_taken(statement, state: _Sharing) -> dict:
     if not isinstance(statement, gast.Assign) or len(statement.targets) != 1:
         return {}
     target, value = statement.targets[0], statement.value
+    if _exact_rank(value, state.exact) == 0:  # (``t = y[0]`` of a vector: a
+        return {}  # number, which shares no memory: a swap through it is fine)
     if isinstance(value, gast.Subscript) and isinstance(target, gast.Name):
         position = _whole_number(value.slice)
         if position is None or not isinstance(value.value, gast.Name):
@@ -1665,6 +1670,8 @@ def _items_taken(statement, state: _Sharing) -> dict:
         and isinstance(target, (gast.Tuple, gast.List))
         and all(isinstance(item, gast.Name) for item in target.elts)
     ):
+        return {}
+    if state.exact.get(value.id) == 1:  # (``a, b = y`` of a vector: numbers)
         return {}
     memory = state.items.get(value.id, ())
     if value.id in state.numbered:  # (each item not replaced: a number)
@@ -2007,7 +2014,20 @@ def _exact_rank(value, exact: dict) -> int | None:
         rank = exact.get(value.value.id)
         if whole and rank is not None and rank >= len(parts):
             return rank - len(parts)
+    copied = _copied_array(value)
+    if copied is not None:  # (``y = x.copy()``: x's)
+        return _exact_rank(copied, exact)
     return _reshaped_rank(value, exact)
+
+
+def _copied_array(value):
+    """``a`` of ``a.copy()``, ``a.astype(t)`` or ``np.copy(a)``; else None."""
+    if not (isinstance(value, gast.Call) and isinstance(value.func, gast.Attribute)):
+        return None
+    owner, method = value.func.value, value.func.attr
+    if getattr(owner, "id", None) in ("np", "numpy"):
+        return value.args[0] if method == "copy" and len(value.args) == 1 else None
+    return owner if method in ("copy", "astype") else None
 
 
 def _reshaped_rank(value, exact: dict) -> int | None:
@@ -2169,7 +2189,7 @@ def _viewed_by_call(call) -> set:
     copy=False)``, or Python's ``max``/``min`` (one of the arrays compared,
     itself: ``max(y[:1], y[1:])`` is ``y[1:]``)."""
     function = call.func
-    name = getattr(function, "attr", getattr(function, "id", None))
+    name = _numpy_name(function)
     if isinstance(function, gast.Name) and name in ("max", "min"):
         candidates = list(call.args) + [k.value for k in call.keywords]
         return set().union(set(), *(_viewed(item) for item in candidates))
@@ -2190,6 +2210,22 @@ def _viewed_by_call(call) -> set:
     if name in VIEW_CALLS and arrays:
         return _viewed(arrays[0])  # np.reshape(x, ...)
     return set()
+
+
+def _numpy_name(function) -> str | None:
+    """The name a call's function is known by here: its attribute (``np.flip``,
+    ``y.reshape``) or its name, or, for a name bound to one of NumPy's functions
+    under another (``from numpy.lib.stride_tricks import sliding_window_view as
+    windows``), NumPy's own name for it."""
+    name = getattr(function, "attr", getattr(function, "id", None))
+    reader = _OBJECT_READER.get()
+    if not isinstance(function, gast.Name) or reader is None:
+        return name
+    found, held = reader(function)
+    module = getattr(held, "__module__", None) or ""
+    if found and callable(held) and module.split(".")[0] == "numpy":
+        return getattr(held, "__name__", name)
+    return name
 
 
 def _bound_to_copies_only(nodes: dict) -> set:

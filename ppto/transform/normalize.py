@@ -255,6 +255,15 @@ class Normalizer:
         self.list_items: dict[str, tuple] = {}
         self.receivers = set(self.lists)
         self.packed: set[str] = set()  # names of tuples of differentiated values
+        # names bound to tuples ppto holds as lists (an adjoint per item): made by
+        # tuple(...) or by joining tuples, ``t = t + (v,)``, which joins as tuples
+        self.tuples: set[str] = set()
+        # the renamed body (the pipeline sets it), whose names bound to tuples
+        # written out and to joins of those alone (``t = ()`` before ``t = t +
+        # (v,)`` in a loop) are tuples where they are joined: found when a join
+        # first asks (see joined_tuples)
+        self.body: list = []
+        self._joined_tuples: set | None = None
         # a tuple written out and bound once: name -> its items' operands, so that
         # ``pair[0]`` is the item itself (as a subscript of an array, its adjoint
         # stacked the items: a ValueError for items of unlike shapes)
@@ -264,6 +273,12 @@ class Normalizer:
         # for lists, an adjoint per item (as an array, the items stacked: a
         # ValueError for items of unlike shapes, an array and a number)
         self.tuples: set[str] = set()
+        # the renamed body (the pipeline sets it), whose names bound to tuples
+        # written out and to joins of those alone (``t = ()`` before ``t = t +
+        # (v,)`` in a loop) are tuples where they are joined: found when a join
+        # first asks (see joined_tuples)
+        self.body: list = []
+        self._joined_tuples: set | None = None
         # parameters given tuples or lists of numbers (in the renamed code, the
         # values as passed): one whose item is replaced is a list
         self.numbers: set[str] = set()
@@ -561,7 +576,7 @@ class Normalizer:
         differentiated values is not this (returns False); other joins are
         refused."""
         parts = _summands(left) + _summands(right)
-        if not any(self.sequence(part) for part in parts):
+        if not any(self.sequence(part, joined=True) for part in parts):
             return False
         first, rest = parts[0], parts[1:]
         written = [_written_out(part) for part in rest]
@@ -572,23 +587,49 @@ class Normalizer:
                 "copy the first list and append the others' items: "
                 "items = list(first), then items.append(item) for each",
             )
-        self.lists.add(target)
+        # (tuples join into a tuple, as Python's: built as a list, then tuple(...))
+        joined = self.namer.temporary() if self.tuple_valued(first) else target
+        self.lists.add(joined)
         if _written_out(first) is not None:  # (items appended below mark it varied)
-            self.emit(ir.ListNew(target))
+            self.emit(ir.ListNew(joined))
             written.insert(0, _written_out(first))
         else:
-            self.made_list(node, target, self.listed(node, first), list)
+            self.made_list(node, joined, self.listed(node, first), list)
         for elements, count in written:
             items = [self.expression(element) for element in elements]
             for item in items * count:
-                self.emit(ir.ListAppend(target, item))
+                self.emit(ir.ListAppend(joined, item))
             if any(value_reads(element) & self.varied for element in elements):
-                self.varied.add(target)  # (the first list may hold constants only)
+                self.varied.add(joined)  # (the first list may hold constants only)
+        self.packed.discard(target)
+        if joined == target:
+            self.tuples.discard(target)
+            return True
+        self.made_list(node, target, gast.Name(joined, gast.Load(), None, None), tuple)
+        self.tuples.add(target)
         return True
 
+    @property
+    def joined_tuples(self) -> set:
+        if self._joined_tuples is None:
+            self._joined_tuples = joined_tuples(self.body)
+        return self._joined_tuples
+
+    def tuple_valued(self, node) -> bool:
+        """Whether ``node`` is a tuple: written out, or a name bound to one
+        (packed, or made by ``tuple(...)`` or by joining tuples)."""
+        if isinstance(node, gast.Tuple):
+            return True
+        return isinstance(node, gast.Name) and node.id in (
+            self.packed | self.tuples | self.joined_tuples
+        )
+
     def listish(self, node) -> bool:
-        """A list variable, a list or tuple written out, or a repetition of one."""
-        if _names_list(node, self.lists) or _literal(node):
+        """A list or tuple variable, a list or tuple written out, or a repetition of
+        one."""
+        if _names_list(node, self.lists | self.packed | self.joined_tuples):
+            return True
+        if _literal(node):
             return True
         return (
             isinstance(node, gast.BinOp)
@@ -596,10 +637,13 @@ class Normalizer:
             and (self.listish(node.left) or self.listish(node.right))
         )
 
-    def sequence(self, node) -> bool:
+    def sequence(self, node, joined: bool = False) -> bool:
         """Whether ``node`` is a list or tuple whose items are differentiated (a
         list variable, a literal reading differentiated values, or one repeated),
-        as opposed to an array or a sequence of constants (``x + [1.0, 2.0]``)."""
+        as opposed to an array or a sequence of constants (``x + [1.0, 2.0]``).
+        A tuple variable is one where it is ``joined`` (``t + (v,)``)."""
+        if isinstance(node, gast.Name) and node.id in self.packed and joined:
+            return True
         if isinstance(node, gast.Name) and node.id in self.packed:
             raise self.source.error(
                 node,
@@ -615,9 +659,14 @@ class Normalizer:
         return False
 
     def listed(self, node, part) -> gast.Name:
-        """A list variable holding ``part`` (a list variable, or a repetition)."""
+        """A list variable holding ``part`` (a list variable, or a repetition); a
+        tuple variable's items in a new list."""
         if _names_list(part, self.lists):
             return part
+        if _names_list(part, self.packed | self.joined_tuples):
+            temporary = self.namer.temporary()
+            self.made_list(node, temporary, part, list)
+            return gast.Name(temporary, gast.Load(), None, None)
         temporary = self.namer.temporary()
         self.repeated_list(node, temporary, part)
         return gast.Name(temporary, gast.Load(), None, None)
@@ -2120,9 +2169,20 @@ class Normalizer:
             root = root.value
         if not isinstance(root, gast.Name) or root.id in self.varied:
             return
+        text = gast.unparse(node.func).strip()
+        if root.id in self.local_names and root.id not in self.parsed.parameters:
+            raise self.source.error(
+                node,
+                f"ppto cannot differentiate the method call {text}(): {root.id} is "
+                "made inside the function, and ppto follows the methods only of "
+                "objects it can read before the call runs (a module-level object, "
+                "a closure's, self of a bound method)",
+                f"make {root.id} outside the function (a module-level object, or "
+                "self's attribute), or write the computation as a function of "
+                "arrays",
+            )
         if root.id not in self.parsed.parameters:
             return
-        text = gast.unparse(node.func).strip()
         raise self.source.error(
             node,
             f"ppto cannot differentiate the method call {text}(): {root.id} is an "
@@ -2610,6 +2670,46 @@ def _written_out(node) -> tuple | None:
         ):
             return items.elts, count.value
     return None
+
+
+def joined_tuples(body: list) -> set:
+    """The names (of the renamed ``body``) every binding of which is a tuple
+    written out, another such name (a loop's copies), or a join of one with
+    tuples written out: ``t = ()`` before ``t = t + (v,)`` in a loop. A name bound
+    otherwise anywhere (``t = x``, unpacked, a loop's target, a parameter) is
+    left out, and so are the names bound from it: it may be an array, which
+    ``+`` adds to elementwise."""
+    values: dict = {}
+    other: set = set()
+    assigned = set()  # (the Name nodes of ``t = ...``)
+    for node in (n for statement in body for n in trees.walk(statement)):
+        if isinstance(node, gast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, gast.Name):
+                values.setdefault(target.id, []).append(node.value)
+                assigned.add(id(target))
+        elif isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
+            if id(node) not in assigned:
+                other.add(node.id)
+
+    def joined(value, names) -> bool:
+        if isinstance(value, gast.Tuple) or getattr(value, "id", None) in names:
+            return True
+        parts = _summands(value)
+        return (
+            isinstance(value, gast.BinOp)
+            and isinstance(value.op, gast.Add)
+            and joined(parts[0], names)
+            and not isinstance(parts[0], gast.BinOp)
+            and all(isinstance(part, gast.Tuple) for part in parts[1:])
+        )
+
+    names = set(values) - other
+    while True:  # (until no name is bound to one left out)
+        kept = {n for n in names if all(joined(v, names) for v in values[n])}
+        if kept == names:
+            return names
+        names = kept
 
 
 def _summands(node) -> list:

@@ -188,6 +188,12 @@ class Program:
                 return False
         return all(program.still_current() for program in self.inner)
 
+    def values_read(self) -> list:
+        """The global and closure values the program read."""
+        if self.watched is None:
+            self.watched = list(_watched(self.captured))
+        return [value for _, _, value in self.watched]
+
     def release(self) -> None:
         """Let go of what only generating the code needed, and watch the objects
         reached weakly where they can be (an object gone: stale). A program is kept
@@ -489,6 +495,7 @@ def _prepare(
     # something else after it (xs = np.stack(xs) on one path): not taken for a list
     normalizer.lists |= set(list_parameters) - rebound
     normalizer.numbers = set(numbers) & set(parsed.parameters)
+    normalizer.body = body
     ir_body = stop_shift_gradients(normalizer.block(body), namer)
     ir_body = sort_by_permutation(ir_body, namer)
     if not generated:  # (a gradient differentiated again was checked as written)

@@ -30,6 +30,7 @@ from ppto.transform import trees
 from ppto.transform.comprehensions import comprehensions_as_loops, rewritten_nodes
 from ppto.transform.dicts import dicts_as_lists
 from ppto.transform.syntax import parse
+from ppto.transform.ufunc_at import ufunc_at_as_augmented
 
 
 @dataclass
@@ -246,6 +247,10 @@ def parse_function(fn: Callable) -> ParsedFunction:
         namespace = ChainMap({**namespace.maps[0], **bound}, *namespace.maps[1:])
     if keys is not None:
         RESULT_KEYS[fn] = keys
+    # (np.add.at(a, i, b); the text tells quickly whether there may be one)
+    scatters = ufunc_at_as_augmented(tree, namespace) if ".at(" in text else {}
+    if scatters:
+        namespace = ChainMap({**namespace.maps[0], **scatters}, *namespace.maps[1:])
     if changed:
         nodes = list(trees.walk(tree))  # (its list comprehensions are new)
     if rewritten_nodes(nodes):

@@ -1,0 +1,110 @@
+"""``np.add.at(a, index, b)``: NumPy's unbuffered scatter-add into ``a``, in place
+(a repeated index adds each time, where ``a[index] += b`` adds once). It is read
+as the augmented assignment it amounts to,
+
+    a += index_add(zeros_like(a), b, index)
+
+which the rest of the pipeline knows: a write into ``a`` (refused where another
+name for its array is read afterwards, as ``a += v`` is), and ``index_add`` the
+operator whose adjoint gathers ``b``'s gradient back (``getitem``). So is
+``np.subtract.at`` (``a -= ...``). The other ufuncs' ``at`` (multiply, maximum,
+...) are left to the refusal of calls that write in place.
+"""
+
+from __future__ import annotations
+
+import gast
+import numpy as np
+
+from ppto.transform import trees
+
+AUGMENTED = {np.add: gast.Add, np.subtract: gast.Sub}
+
+
+def ufunc_at_as_augmented(tree, namespace) -> dict:
+    """Rewrite each ``np.add.at(a, index, b)`` statement of ``tree`` (``a`` a
+    name; positional arguments only) in place; the names to bind for the
+    rewritten statements (empty when there is none)."""
+    assigned = trees.stores(tree.body) | _parameters(tree)
+    # (the operators' names, as the generated code shows them, where free)
+    used = {n.id for n in trees.walk(tree) if isinstance(n, gast.Name)}
+    names = {
+        preferred: _free(preferred, used, namespace)
+        for preferred in ("index_add", "zeros_like")
+    }
+    rewritten = False
+    for node in trees.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            statements = getattr(node, field, None)
+            if not isinstance(statements, list):
+                continue
+            for position, statement in enumerate(statements):
+                augmented = _augmented(statement, namespace, assigned, names)
+                if augmented is not None:
+                    statements[position] = augmented
+                    rewritten = True
+    if not rewritten:
+        return {}
+    # (imported here: the operators' rules read their source through this package)
+    from ppto.ops.indexing import index_add
+    from ppto.ops.shape import zeros_like
+
+    return {names["index_add"]: index_add, names["zeros_like"]: zeros_like}
+
+
+def _free(preferred: str, used: set, namespace) -> str:
+    name, number = preferred, 0
+    while name in used or name in namespace:
+        number += 1
+        name = f"{preferred}_{number}"
+    return name
+
+
+def _augmented(statement, namespace, assigned: set, names: dict):
+    """``a += index_add(zeros_like(a), b, index)`` for ``np.add.at(a, index, b)``
+    (``-=`` for ``np.subtract.at``), at the statement's place; else None."""
+    if not (
+        isinstance(statement, gast.Expr) and isinstance(statement.value, gast.Call)
+    ):
+        return None
+    call = statement.value
+    function = call.func
+    if not (isinstance(function, gast.Attribute) and function.attr == "at"):
+        return None
+    ufunc = _static(function.value, namespace, assigned)
+    operation = AUGMENTED.get(ufunc) if isinstance(ufunc, np.ufunc) else None
+    if operation is None or call.keywords or len(call.args) != 3:
+        return None
+    target, index, values = call.args
+    if not isinstance(target, gast.Name) or any(
+        isinstance(a, gast.Starred) for a in call.args
+    ):
+        return None
+
+    def name(identifier, context=None):
+        return gast.Name(identifier, context or gast.Load(), None, None)
+
+    zeros = gast.Call(name(names["zeros_like"]), [name(target.id)], [])
+    scattered = gast.Call(name(names["index_add"]), [zeros, values, index], [])
+    augmented = gast.AugAssign(name(target.id, gast.Store()), operation(), scattered)
+    for node in trees.walk(augmented):
+        gast.copy_location(node, statement)
+    return augmented
+
+
+def _static(node, namespace, assigned: set):
+    """The value ``node`` (a name or a chain of attributes of one, not bound in
+    the function) names in ``namespace``; None where it is not found."""
+    if isinstance(node, gast.Name):
+        return None if node.id in assigned else namespace.get(node.id)
+    if isinstance(node, gast.Attribute):
+        owner = _static(node.value, namespace, assigned)
+        return None if owner is None else getattr(owner, node.attr, None)
+    return None
+
+
+def _parameters(tree) -> set:
+    arguments = tree.args
+    names = arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+    names += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+    return {a.id for a in names}
