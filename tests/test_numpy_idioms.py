@@ -280,7 +280,17 @@ def einsum_interleaved(x):
     return np.sum(product**2) + trace + np.sum(implicit * x[0, 0]) + np.sum(stacked)
 
 
+def arrays_given_for_lists(x):
+    # NumPy reads an array given for a list of arrays as its rows
+    joined = np.concatenate(x**2) * np.arange(12.0)
+    stacked = np.stack(x * 2.0, axis=1) + np.vstack(np.sin(x)).T
+    rows = np.hstack(x[1:]) + np.column_stack(x.T).ravel()[:8]
+    chosen = np.select([x[0] > 0, x[0] <= 0], x[1:] ** 2)
+    return np.sum(joined) + np.sum(stacked**2) + np.sum(rows**3) + np.sum(chosen)
+
+
 CASES = [
+    (arrays_given_for_lists, MATRIX),
     (scattered_by_ufunc_at, MATRIX),
     (convolved_by_windows, MATRIX),
     (moving_average_of_reflected, MATRIX),
@@ -825,3 +835,11 @@ def test_einsum_interleaved_of_tensors_runs_its_operators():
     )
     with pytest.raises(ppto.PptoError, match="whole numbers from 0 to 51"):
         np.einsum(tensor, [0, -1])
+
+
+def test_an_array_given_for_a_list_of_tensors_is_read_as_its_rows():
+    # ppto.stack(tensor) refused ("expected a list of tensors") where np.stack
+    # takes an array's rows
+    x = ppto.tensor(MATRIX)
+    for op, function in ((ppto.stack, np.stack), (ppto.concatenate, np.concatenate)):
+        np.testing.assert_array_equal(op(x).numpy(), function(MATRIX))

@@ -407,6 +407,8 @@ def _flatten(inputs: list, signature: Signature) -> tuple[list, list]:
     lengths: list = []
     for value, pattern in zip(inputs, signature.inputs):
         if pattern.is_list:
+            if not isinstance(value, (list, tuple)) and np.ndim(value):
+                value = list(value)  # (an array's rows, as NumPy reads it there)
             if not isinstance(value, (list, tuple)):
                 raise PptoError(
                     f"expected a list of tensors, got {type(value).__name__}"

@@ -2089,12 +2089,41 @@ class Normalizer:
     def input_operand(self, op, position, argument):
         pattern = op.signature.inputs[position] if hasattr(op, "signature") else None
         if pattern is not None and pattern.is_list:
+            if self.differentiated_array(argument):
+                # (NumPy reads an array given for a list as its rows: np.stack(X),
+                # np.concatenate(X ** 2); passed as it is, the rule's list of
+                # gradients met the array's, ``dX * 2`` repeating the list)
+                rows = self.namer.temporary()
+                self.made_list(argument, rows, argument, list)
+                return rows
             if not isinstance(argument, (gast.List, gast.Tuple)):
                 return self.expression(argument)
             return [self.expression(element) for element in argument.elts]
         if isinstance(op, Primitive) and self.array_of_items(argument):
             return self.stacked(argument)
         return self.expression(argument)
+
+    def differentiated_array(self, node) -> bool:
+        """Whether ``node`` surely is an array of differentiated values, not a list
+        or tuple: a differentiated name that holds no list, arithmetic or a
+        subscript of one, or its ``.T``."""
+        if not value_reads(node) & self.varied:
+            return False
+        sequences = self.lists | self.packed | self.joined_tuples
+        if isinstance(node, gast.Name):
+            return node.id not in sequences
+        if isinstance(node, gast.Attribute):
+            return node.attr in ("T", "mT") and self.differentiated_array(node.value)
+        if isinstance(node, gast.Subscript):
+            return self.differentiated_array(node.value) and not self.item_is_list(node)
+        if isinstance(node, gast.UnaryOp):
+            return self.differentiated_array(node.operand)
+        if isinstance(node, gast.BinOp):
+            sides = (node.left, node.right)
+            return not any(self.sequence(s, joined=True) for s in sides) and any(
+                self.differentiated_array(side) for side in sides
+            )
+        return False
 
     def array_of_items(self, node) -> bool:
         """Whether ``node``, given where an operator takes an array, is a Python
