@@ -669,6 +669,25 @@ def test_a_lambda_is_differentiated_with_an_identifier_for_its_name():
     assert "def lambda__grad(x):" in ppto.show_grad(SQUARE, x, file=io.StringIO())
 
 
+def _named_ef(x):
+    ef = np.sin(x) * x
+    return np.sum(ef * ef)
+
+
+def _named_el(el):
+    return np.sum(np.exp(el) / (1.0 + el * el))
+
+
+@pytest.mark.parametrize("function", [_named_ef, _named_el])
+def test_a_name_whose_adjoint_would_be_a_keyword(function):
+    # the adjoint (and tangent) of ef was named def, of el del: a SyntaxError in
+    # the generated code of grad, jvp and hessian alike
+    x = np.array([0.3, -1.2, 0.8])
+    assert_derivatives_match(function, x)
+    source = ppto.show_grad(function, x, file=io.StringIO())
+    assert "def1" in source or "del1" in source
+
+
 LOSSES = {
     "squares": lambda a, b: np.sum((a - b) ** 2),
     "products": lambda a, b: np.sum(a * b),
