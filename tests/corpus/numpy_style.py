@@ -1154,6 +1154,13 @@ def triangles_and_diagonals(a):
     return np.trace(product) + np.sum(shifted * a) + a.trace(offset=1) ** 2
 
 
+def triangles_of_a_vector(v):
+    # np.tril and np.triu of a vector are square (each row is v): the analysis took
+    # them to have v's shape and summed the product's gradient down to it
+    lower = np.tril(v, 1) * np.arange(16.0).reshape(4, 4)
+    return np.sum(lower) + np.sum(np.triu(v) @ np.triu(v, -1))
+
+
 def diagonals_of_a_stack(x):
     # each matrix's diagonal (np.diagonal) and one over other axes (x.diagonal())
     main = np.diagonal(x, axis1=1, axis2=2)
@@ -1343,6 +1350,7 @@ CASES = [
     Case(missing_entries, V([[0.3, np.nan, -0.8], [np.nan, 1.1, 0.4]])),
     Case(scores_by_tensordot, F(3, 2), F(4, 2)),
     Case(triangles_and_diagonals, F(3, 3)),
+    Case(triangles_of_a_vector, F(4)),
     Case(diagonals_of_a_stack, F(2, 3, 3)),
     Case(stacked_rows, F(2, 3), F(3)),
     Case(attention_by_einsum, F(2, 3, 2), F(2, 2), F(2, 2)),
