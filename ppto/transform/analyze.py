@@ -1416,8 +1416,6 @@ def part_ranks(statement: ir.Apply, ranks: dict) -> tuple | None:
 _SAME_RANK_MATRICES = {
     "inv",
     "cholesky",
-    "tril",
-    "triu",
     "roll",
     "flip",
     "pinv",
@@ -1436,6 +1434,8 @@ def _linear_algebra_rank(name: str, inputs: list, params: dict):
     first = inputs[0]
     if name in _SAME_RANK_MATRICES:
         return first
+    if name in {"tril", "triu"}:  # (a vector is each row of a square matrix)
+        return max(first, 2)
     if name in _ALONG_AXIS:
         axis = literal(params.get("axis"))
         if axis is NOT_LITERAL:
