@@ -199,7 +199,28 @@ def ufunc_accumulates(x):
     return np.sum(running**2)
 
 
+def linalg_array_api_spellings(x):
+    # NumPy 2's np.linalg spellings (each had no operator); np.linalg.trace,
+    # diagonal and matrix_norm act on the last two axes, np.trace on the first
+    square = x[:, :, :3]
+    products = np.linalg.matmul(x, np.linalg.matrix_transpose(x))
+    crossed = np.linalg.cross(square, square[::-1] * 2.0)
+    outer = np.linalg.outer(x[0, 0], x[1, 1])
+    paired = np.linalg.tensordot(x, x[0], axes=([1, 2], [0, 1]))
+    traces = np.linalg.trace(square, offset=1) * np.linalg.diagonal(square)[:, 0]
+    norms = np.linalg.matrix_norm(x) + np.linalg.matrix_norm(square, ord=2)
+    return (
+        np.sum(np.tanh(products))
+        + np.sum(crossed**2)
+        + np.sum(outer * x[0, 1])
+        + np.sum(paired**2)
+        + np.sum(traces)
+        + np.sum(norms * np.array([1.0, 2.0]))
+    )
+
+
 CASES = [
+    (linalg_array_api_spellings, CUBE),
     (ufunc_accumulates, MATRIX),
     (binned_weights, MATRIX),
     (turned_and_raised, MATRIX),

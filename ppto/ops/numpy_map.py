@@ -363,6 +363,24 @@ NUMPY_FUNCTIONS[np.meshgrid] = NumpyAlias(arrange.meshgrid, variadic=True)
 for _vecdot in (getattr(np, "vecdot", None), getattr(np.linalg, "vecdot", None)):
     if _vecdot is not None:  # (NumPy 2.0 on, np.vecdot 2.1 on)
         NUMPY_FUNCTIONS[_vecdot] = NumpyAlias(linalg.vecdot, {"x1": "a", "x2": "b"})
+# NumPy 2's Array API spellings in np.linalg (their arrays given by position); its
+# trace, diagonal and matrix norm act on the last two axes (np.trace on the first)
+_LINALG_SPELLINGS = {
+    "matmul": (linalg.dot, {}),
+    "outer": (linalg.outer, {}),
+    "tensordot": (linalg.tensordot, {}),
+    "cross": (linalg.cross, {}),
+    "matrix_transpose": (shape.matrix_transpose, {}),
+    "trace": (linalg.trace, {"axis1": -2, "axis2": -1}),
+    "diagonal": (linalg.diagonal, {"axis1": -2, "axis2": -1}),
+    "matrix_norm": (norms.norm, {"axis": (-2, -1), "ord": "fro"}),
+}
+for _name, (_op, _defaults) in _LINALG_SPELLINGS.items():
+    _spelling = getattr(np.linalg, _name, None)
+    if _spelling is not None:  # (NumPy 2.0 on)
+        NUMPY_FUNCTIONS[_spelling] = NumpyAlias(
+            _op, numpy_input_names(_spelling, _op), defaults=_defaults
+        )
 NUMPY_FUNCTIONS[np.rot90] = NumpyAlias(shape.rot90, {"m": "x"})
 NUMPY_FUNCTIONS.update(
     {
