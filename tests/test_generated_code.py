@@ -3036,6 +3036,10 @@ def determinant(A):
     return np.linalg.det(A)
 
 
+def log_determinant(A):
+    return np.linalg.slogdet(A)[1]
+
+
 def test_linear_algebra_refusals_name_the_operator_and_the_matrix():
     singular = np.array([[1.0, 2.0], [2.0, 4.0]])
     b = np.array([1.0, 1.0])
@@ -3044,14 +3048,60 @@ def test_linear_algebra_refusals_name_the_operator_and_the_matrix():
         (lambda: np.linalg.solve(ppto.tensor(singular), b), "ppto.solve: Singular"),
         (lambda: ppto.cholesky(-np.eye(2)), "must be symmetric positive definite"),
         (lambda: ppto.grad(solved_and_factored)(singular, b), "ppto.solve"),
-        (lambda: ppto.grad(determinant)(singular), "gradient of det or slogdet"),
+        (lambda: ppto.grad(log_determinant)(singular), "as for slogdet's gradient"),
+        (lambda: ppto.hessian(determinant)(singular), "det's second derivative"),
     ]
     for call, message in refused:
         with pytest.raises(ppto.LinAlgError, match=message):
             call()
     with pytest.raises(ppto.ShapeError, match=r"a vector of shape \(2,\) or columns"):
         ppto.solve(np.eye(2), np.ones(3))
-    assert float(determinant(singular)) == 0.0  # (only the gradient needs inv)
+    assert float(determinant(singular)) == 0.0  # (only derivatives need inv)
+
+
+def cofactors_by_minors(A):
+    """Each entry's cofactor: the signed determinant of the matrix without its row
+    and column."""
+    rows, columns = np.indices(A.shape)
+    minors = [
+        np.linalg.det(np.delete(np.delete(A, i, 0), j, 1))
+        for i, j in zip(rows.ravel(), columns.ravel())
+    ]
+    return (-1.0) ** (rows + columns) * np.reshape(minors, A.shape)
+
+
+SINGULAR = [
+    np.array([[1.0, 2.0], [2.0, 4.0]]),
+    np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.5, -1.0, 2.0]]),
+    np.outer([1.0, -2.0, 0.5], [0.3, 1.0, 2.0]),  # (rank 1: every cofactor is 0)
+    np.zeros((1, 1)),
+]
+
+
+@pytest.mark.parametrize("A", SINGULAR, ids=["2x2", "rank-2", "rank-1", "1x1"])
+def test_the_gradient_of_det_at_a_singular_matrix_is_its_cofactors(A):
+    # it needed A's inverse, raising ppto.LinAlgError where the derivative is
+    # defined (JAX gives it too)
+    gradient = np.asarray(ppto.grad(determinant)(A))
+    expected = _central_differences(determinant, [A], 0)
+    np.testing.assert_allclose(gradient, expected, atol=1e-8)
+    np.testing.assert_allclose(gradient, cofactors_by_minors(A), atol=1e-12)
+    direction = np.linspace(1.0, -2.0, A.size).reshape(A.shape)
+    _, pushed = ppto.jvp(determinant, (A,), (direction,))
+    assert float(pushed) == pytest.approx(np.sum(expected * direction), abs=1e-8)
+    stack = np.stack([A, A + np.eye(len(A))])
+    gradients = np.asarray(ppto.grad(lambda S: np.sum(np.linalg.det(S)))(stack))
+    np.testing.assert_allclose(gradients[0], gradient, atol=1e-12)
+
+
+def test_the_cofactors_of_a_singular_stack_on_emulated_cupy(emulated_cupy):
+    # the decomposition's route with CuPy's arrays (CuPy's inv gives NaN where
+    # NumPy's raises: either way the values come from the decomposition)
+    stack = np.stack([SINGULAR[1], SINGULAR[2]])
+    got = ppto.cofactors(ppto.tensor(stack, device="cuda"))
+    assert got.device == "cuda:0"
+    expected = [cofactors_by_minors(A) for A in stack]
+    np.testing.assert_allclose(got.numpy(), expected, atol=1e-12)
 
 
 def whole_part_weights(x):

@@ -32,7 +32,7 @@ SHAPE_RULES: dict[str, Callable] = {}
 # operators whose result has the shape of their first input
 SAME_AS_FIRST = frozenset(
     {
-        "copy", "array", "asarray", "inv", "cholesky", "roll",
+        "copy", "array", "asarray", "inv", "cofactors", "cholesky", "roll",
         "index_add", "setitem", "scatter_add", "diagonal_mask",
     }
 )  # fmt: skip

@@ -1415,6 +1415,7 @@ def part_ranks(statement: ir.Apply, ranks: dict) -> tuple | None:
 # (the matrices' operators: same rank as their first input)
 _SAME_RANK_MATRICES = {
     "inv",
+    "cofactors",
     "cholesky",
     "roll",
     "flip",
