@@ -581,6 +581,41 @@ def test_reductions_with_where_and_initial_as_numpy_computes_them():
     assert float(derivative) == pytest.approx(np.sum(expected * direction), rel=1e-6)
 
 
+def reduced_in_another_dtype(x):
+    # dtype= of np.sum, np.mean, np.prod and their methods: x converted first, in
+    # which NumPy reduces (each was "ppto.reduce_sum has no argument 'dtype'"); to
+    # whole numbers (truncated) no derivative passes
+    wide = np.sum(x**2, dtype=np.float64) + np.mean(x, axis=0, dtype="float64")
+    counted = np.sum(x * 4.0, dtype=int) * x.prod(dtype=float, where=x > 0)
+    return np.sum(wide * 2.0) + counted
+
+
+def narrowed(x):
+    return np.sum(np.sum(x * 3.0, axis=1, dtype=np.float32) ** 2)
+
+
+def test_reductions_with_a_dtype_as_numpy_computes_them():
+    x = MATRIX.astype(np.float32)
+    value, gradient = ppto.value_and_grad(reduced_in_another_dtype)(x)
+    assert value.dtype == reduced_in_another_dtype(x).dtype == np.float64
+    assert float(value) == pytest.approx(float(reduced_in_another_dtype(x)), 1e-12)
+    assert gradient.dtype == np.float32
+    expected = central_differences(reduced_in_another_dtype, [MATRIX], 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-5, atol=1e-5)
+    # (a float32 result's differences are rounding: its derivative written out)
+    value, gradient = ppto.value_and_grad(narrowed)(MATRIX)
+    assert value.dtype == narrowed(MATRIX).dtype == np.float32
+    rows = np.sum(MATRIX * 3.0, axis=1, dtype=np.float32)
+    expected = np.broadcast_to(6.0 * rows[:, None], MATRIX.shape)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6)
+    with pytest.raises(ppto.TransformError, match="no argument 'dtype'"):
+        ppto.grad(largest_in_float64)(MATRIX)
+
+
+def largest_in_float64(x):
+    return np.max(x, dtype=np.float64)  # (NumPy's np.max has no dtype either)
+
+
 def largest_kept(x):
     return np.max(x, where=x > 0)
 

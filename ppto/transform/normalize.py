@@ -1702,11 +1702,12 @@ class Normalizer:
         return name
 
     def reduction_with_options(self, node, op, renames, text, target):
-        """NumPy's reduction with ``where=`` and ``initial=`` (``np.sum(x,
-        where=m, initial=v)``) as ppto's operators: x's entries left out replaced
-        by the reduction's identity (max's and min's by ``initial``, which NumPy
-        asks for with ``where``), reduced, then joined with ``initial``; the mean,
-        the sum of the entries kept over their count."""
+        """NumPy's reduction with ``where=``, ``initial=`` and ``dtype=``
+        (``np.sum(x, where=m, initial=v)``) as ppto's operators: x converted to
+        ``dtype`` (in which NumPy reduces), its entries left out replaced by the
+        reduction's identity (max's and min's by ``initial``, which NumPy asks for
+        with ``where``), reduced, then joined with ``initial``; the mean, the sum
+        of the entries kept over their count."""
         options = {k.arg: k.value for k in node.keywords if k.arg in _OPTIONS}
         mask, initial = options.get("where"), options.get("initial")
         identity, join = _REDUCTION_OPTIONS[op]
@@ -1723,6 +1724,16 @@ class Normalizer:
         if isinstance(given, str) and value_reads(node.args[0]) & self.varied:
             self.varied.add(given)  # (read below through its name alone)
         x = given
+        if options.get("dtype") is not None:
+            dtype_node = options["dtype"]
+            converted = self.apply(
+                None, shape.cast, [x], {"dtype": dtype_node}, ("dtype",), at=node
+            )
+            dtype = self.named_dtype(dtype_node)
+            whole = dtype is not None and dtype.kind in "biu"
+            if x in self.varied and not whole:
+                self.varied.add(converted)
+            given = x = converted
         if mask is not None:
             fill_node = constant_expr(identity) if identity is not None else initial
             fill = self.expression(fill_node)
@@ -2670,7 +2681,7 @@ def _single_result(op, call: gast.Call) -> bool | None:
     return False
 
 
-_OPTIONS = ("where", "initial")
+_OPTIONS = ("where", "initial", "dtype")
 # a reduction's identity (None: max's and min's, initial's instead) and the
 # operator joining its result with ``initial`` (the mean takes no initial)
 _REDUCTION_OPTIONS = {
@@ -2683,13 +2694,16 @@ _REDUCTION_OPTIONS = {
 
 
 def _reduction_options(node, op) -> bool:
-    """Whether ``node`` calls a NumPy reduction with ``where=`` or ``initial=`` by
-    name, its array written first (the mean: ``where=`` only)."""
+    """Whether ``node`` calls a NumPy reduction with ``where=``, ``initial=`` or
+    ``dtype=`` by name, its array written first (the mean: no ``initial=``; the
+    maximum and minimum: no ``dtype=``)."""
     if op not in _REDUCTION_OPTIONS or not node.args:
         return False
     named = {k.arg for k in node.keywords}
     if op is reductions.reduce_mean and "initial" in named:
         return False  # (np.mean has none: refused as an argument it lacks)
+    if op in (reductions.reduce_max, reductions.reduce_min) and "dtype" in named:
+        return False  # (nor have np.max and np.min a dtype)
     return bool(named & set(_OPTIONS))
 
 
