@@ -616,6 +616,34 @@ def largest_in_float64(x):
     return np.max(x, dtype=np.float64)  # (NumPy's np.max has no dtype either)
 
 
+def rooted_where_positive(x):
+    return np.sum(np.where(x > 0, np.sqrt(x), 0.0))
+
+
+def rooted_where_positive_guarded(x):
+    safe = np.where(x > 0, x, 1.0)
+    return np.sum(np.where(x > 0, np.sqrt(safe), 0.0))
+
+
+def test_a_branch_not_taken_is_differentiated_as_jax_does():
+    # (README): the gradient of np.where's other branch is zero times sqrt's
+    # derivative, NaN where x < 0 and infinite at 0; the argument guarded too, the
+    # gradient is the derivative
+    x = np.array([-1.0, 0.0, 0.25, 4.0])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        trapped = np.asarray(ppto.grad(rooted_where_positive)(x))
+    assert np.isnan(trapped[:2]).all()
+    np.testing.assert_allclose(trapped[2:], [1.0, 0.25])
+    guarded = np.asarray(ppto.grad(rooted_where_positive_guarded)(x))
+    np.testing.assert_allclose(guarded, [0.0, 0.0, 1.0, 0.25])
+    shifted = x + np.array([0.0, 1e-3, 0.0, 0.0])  # (central differences' domain)
+    np.testing.assert_allclose(
+        np.asarray(ppto.grad(rooted_where_positive_guarded)(shifted)),
+        central_differences(rooted_where_positive_guarded, [shifted], 0),
+        rtol=1e-6,
+    )
+
+
 def largest_kept(x):
     return np.max(x, where=x > 0)
 
