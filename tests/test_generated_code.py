@@ -2781,15 +2781,18 @@ def einsum_of_the_diagonal(a, b):
     return np.sum(np.einsum("i,i->i", np.diagonal(a), b))
 
 
-def test_einsum_refuses_a_repeated_index_and_runs_on_tensors():
-    with pytest.raises(ppto.ShapeError, match="repeats an index within one operand"):
-        ppto.grad(einsum_diagonal)(np.ones((2, 2)), np.ones(2))
-    # what the refusal suggests instead
+def test_einsum_takes_a_repeated_index_as_a_diagonal_and_runs_on_tensors():
+    # np.einsum('ii,i->i', a, b) was refused ("repeats an index within one
+    # operand"): it is the einsum of a's diagonal (np.einsum('ii->i', a)) and b,
+    # in generated code and on tensors; ppto.einsum itself still refuses it
+    a, b = np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([2.0, -3.0])
+    for function in (einsum_diagonal, einsum_of_the_diagonal):
+        gradient = ppto.grad(function)(a, b)
+        np.testing.assert_allclose(np.asarray(gradient), np.diag(b))
+    on_tensors = np.einsum("ii,i->i", ppto.tensor(a), ppto.tensor(b))
+    np.testing.assert_allclose(np.asarray(on_tensors), np.einsum("ii,i->i", a, b))
     with pytest.raises(ppto.ShapeError, match="first with np.diagonal"):
-        ppto.grad(einsum_diagonal)(np.ones((2, 2)), np.ones(2))
-    b = np.array([2.0, -3.0])
-    gradient = ppto.grad(einsum_of_the_diagonal)(np.ones((2, 2)), b)
-    np.testing.assert_allclose(np.asarray(gradient), np.diag(b))
+        ppto.einsum(a, b, subscripts="ii,i->i")
     a, b = np.arange(6.0).reshape(2, 3), np.arange(3.0)
     result = np.einsum("ij,j->i", ppto.tensor(a), b)  # (NumPy's order, on a Tensor)
     assert isinstance(result, ppto.Tensor)

@@ -325,6 +325,31 @@ def test_tied_ufunc_reduce_shares_the_gradient_as_np_max_does():
     np.testing.assert_array_equal(gradient, [[0.5, 1.0], [0.5, 0.0]])
 
 
+def einsum_diagonals_of_two_operands(x):
+    # an index repeated within one of two operands: its diagonal (or trace) first,
+    # NumPy's implicit result (the indices met once) kept
+    stack = np.stack([x, x.T * 2.0])
+    return (
+        np.sum(np.einsum("ii,i->i", x, x[0]) ** 2)
+        + np.sum(np.einsum("ii,jk", x, x * x) * x)
+        + np.sum(np.einsum("ij,kk->ij", x, x) * x)
+        + np.sum(np.einsum("...ii,...i->...", stack, x[:2]) ** 2)
+        + np.einsum("ii,ii->", x, np.sin(x))
+    )
+
+
+def test_einsum_of_two_operands_repeating_an_index():
+    value, gradient = ppto.value_and_grad(einsum_diagonals_of_two_operands)(SQUARE)
+    expected = einsum_diagonals_of_two_operands(SQUARE)
+    assert float(value) == pytest.approx(expected, rel=1e-12)
+    expected = central_differences(einsum_diagonals_of_two_operands, [SQUARE], 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6, atol=1e-8)
+    direction = np.linspace(1.0, -2.0, SQUARE.size).reshape(SQUARE.shape)
+    function = einsum_diagonals_of_two_operands
+    _, derivative = ppto.jvp(function, (SQUARE,), (direction,))
+    assert float(derivative) == pytest.approx(np.sum(expected * direction), rel=1e-6)
+
+
 def einsum_generated(x):
     return np.einsum("ii->", x) + np.sum(np.einsum("ij->ji", x) ** 2)
 

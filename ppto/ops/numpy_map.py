@@ -117,6 +117,16 @@ class NumpyAlias:
                 )
         renamed.update(zip(self.leading, args))
         args = args[len(self.leading) :]
+        subscripts = renamed.get("subscripts")
+        if self.single is not None and len(args) == 2 and isinstance(subscripts, str):
+            plan = unary_einsum.diagonals_first(subscripts)
+            if plan is not None:  # ('ii,i->i': the diagonal first, as generated
+                # code takes it)
+                renamed["subscripts"], firsts = plan
+                args = tuple(
+                    array if first is None else self.single(array, subscripts=first)
+                    for first, array in zip(firsts, args)
+                )
         if self.variadic:
             args = (list(args),)
         try:

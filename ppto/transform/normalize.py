@@ -28,6 +28,7 @@ from ppto.ops import (
 )
 from ppto.ops.numpy_map import check_numpy_positionals
 from ppto.ops.primitive import Primitive
+from ppto.ops.unary_einsum import diagonals_first
 from ppto.transform import ir, lists, trees
 from ppto.transform.aliases import (
     IN_PLACE_DUNDERS,
@@ -1811,12 +1812,37 @@ class Normalizer:
                 f"{callee.op.name} takes {arity}",
                 "compute it in steps of two arrays (or with @, * and np.sum)",
             )
+        leading = node.args[:count]
+        written = isinstance(leading[0], gast.Constant) and isinstance(
+            leading[0].value, str
+        )
+        if callee.op is linalg.einsum and written:
+            leading, arrays = self.diagonals_first(node, leading[0], arrays)
         keywords = [
             gast.keyword(name, argument)
-            for name, argument in zip(callee.leading, node.args[:count])
+            for name, argument in zip(callee.leading, leading)
         ]
         call = gast.Call(node.func, arrays, keywords + node.keywords)
         return gast.copy_location(call, node)
+
+    def diagonals_first(self, node, subscripts, arrays) -> tuple[list, list]:
+        """np.einsum of two arrays where one repeats an index (``'ii,i->i'``) as
+        the einsum of their diagonals, each taken first by np.einsum of one array
+        (``np.einsum('i,i->i', np.einsum('ii->i', M), v)``); else as written."""
+        plan = diagonals_first(subscripts.value)
+        if plan is None:
+            return [subscripts], arrays
+        product, firsts = plan
+        arrays = [
+            array
+            if first is None
+            else gast.copy_location(
+                gast.Call(clone(node.func), [gast.Constant(first, None), array], []),
+                node,
+            )
+            for first, array in zip(firsts, arrays)
+        ]
+        return [gast.copy_location(gast.Constant(product, None), subscripts)], arrays
 
     def check_flag_written_out(self, node, callee) -> None:
         """A flag that makes the call another operator (see
