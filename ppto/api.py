@@ -1963,6 +1963,10 @@ def _jvp(f: Callable, primals: Sequence, tangents: Sequence):
         0, ranks, device, values, dict(zip(parameters, raw_tangents))
     )
     _require_numbers(value, function.__name__, "jvp")
+    if isinstance(f, Transformed):  # (a gradient: in its argument's dtype, as
+        # calling f gives it, and so its tangent)
+        dtypes = [dtype_of(values[call_.names.index(n)]) for n in f.wrt]
+        value = _gradients_in_dtypes(value, f, dtypes)
     tangent = _dtype_of(tangent, value)
     _check_tangent_shapes(function.__name__, value, tangent)
     # (results of their own: not the caller's primal or tangent, nor each other)
@@ -2014,6 +2018,22 @@ def _jvp_over_leaves(f, function, names: list, primals, tangents, trees: dict):
     gradient, _, wrt = f.over_leaves(leaf_call, trees)
     value, tangent = _jvp(gradient, leaf_primals, leaf_tangents)
     return f.regrouped(value, leaf_call, wrt), f.regrouped(tangent, leaf_call, wrt)
+
+
+def _gradients_in_dtypes(value, gradient: Transformed, dtypes: list):
+    """What ``gradient`` (a ppto.grad or value_and_grad) computes, each gradient
+    in its argument's dtype (``dtypes``), as calling ``gradient`` gives it: the
+    gradient of a float32 argument is float32 where the function computed in
+    float64, in a Hessian-vector product too."""
+    if gradient.with_value:
+        result, grads = value
+    else:
+        grads = value
+    if len(gradient.wrt) == 1:  # (one gradient comes bare: see below)
+        grads = _in_dtype(grads, dtypes[0])
+    else:
+        grads = type(grads)(_in_dtype(g, d) for g, d in zip(grads, dtypes))
+    return (result, grads) if gradient.with_value else grads
 
 
 def _laid_out_gradients(value, gradient: Transformed, layouts: list):

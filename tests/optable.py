@@ -388,6 +388,8 @@ LINALG = [
     binary("solve", Invertible((3, 3)), N((2, 3, 1)), "stacked-columns"),
     unary("det", Invertible((3, 3))),
     unary("det", Invertible((2, 3, 3)), "batched"),
+    unary("cofactors", Invertible((3, 3))),
+    unary("cofactors", Invertible((2, 3, 3)), "batched"),
     Row("slogdet", (Invertible((3, 3)),), call=lambda A: ppto.slogdet(A)[1]),
     Row(
         "slogdet",

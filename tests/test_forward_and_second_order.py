@@ -630,6 +630,27 @@ def test_hessian_keeps_the_arguments_dtype_and_refuses_several_arguments():
         ppto.hessian(cubed_times, wrt=(0, 1))
 
 
+def tanh_of_a_float64_product(A, b):
+    return np.sum(np.tanh(A @ b) ** 2)
+
+
+def test_a_hessian_vector_product_keeps_the_arguments_dtypes():
+    # the gradient of a float32 argument is float32 (grad casts it), but jvp of
+    # grad gave it and its tangent in the dtype the function computed in, float64
+    A = np.array([[0.5, -1.0], [2.0, 0.3]], np.float32)
+    b, direction = np.array([0.4, -0.7]), np.array([[1.0, 0.5], [-2.0, 1.0]])
+    gradient = ppto.grad(tanh_of_a_float64_product, wrt=(0, 1))
+    (dA, db), (tA, tb) = ppto.jvp(gradient, (A, b), (direction, None))
+    assert dA.dtype == tA.dtype == np.float32 and db.dtype == tb.dtype == np.float64
+    np.testing.assert_allclose(np.asarray(dA), np.asarray(gradient(A, b)[0]))
+    step, point = 1e-6, A.astype(np.float64)
+    ahead, behind = (
+        np.asarray(gradient(point + sign * step * direction, b)[0]) for sign in (1, -1)
+    )
+    expected = (ahead - behind) / (2 * step)
+    np.testing.assert_allclose(np.asarray(tA), expected, rtol=1e-5)
+
+
 def sorted_and_running_products(x):
     return np.sum(np.sort(x) * np.cumprod(x)) + np.sum(x * 2.0)
 

@@ -669,6 +669,25 @@ def test_a_lambda_is_differentiated_with_an_identifier_for_its_name():
     assert "def lambda__grad(x):" in ppto.show_grad(SQUARE, x, file=io.StringIO())
 
 
+def _named_ef(x):
+    ef = np.sin(x) * x
+    return np.sum(ef * ef)
+
+
+def _named_el(el):
+    return np.sum(np.exp(el) / (1.0 + el * el))
+
+
+@pytest.mark.parametrize("function", [_named_ef, _named_el])
+def test_a_name_whose_adjoint_would_be_a_keyword(function):
+    # the adjoint (and tangent) of ef was named def, of el del: a SyntaxError in
+    # the generated code of grad, jvp and hessian alike
+    x = np.array([0.3, -1.2, 0.8])
+    assert_derivatives_match(function, x)
+    source = ppto.show_grad(function, x, file=io.StringIO())
+    assert "def1" in source or "del1" in source
+
+
 LOSSES = {
     "squares": lambda a, b: np.sum((a - b) ** 2),
     "products": lambda a, b: np.sum(a * b),
@@ -2813,15 +2832,18 @@ def einsum_of_the_diagonal(a, b):
     return np.sum(np.einsum("i,i->i", np.diagonal(a), b))
 
 
-def test_einsum_refuses_a_repeated_index_and_runs_on_tensors():
-    with pytest.raises(ppto.ShapeError, match="repeats an index within one operand"):
-        ppto.grad(einsum_diagonal)(np.ones((2, 2)), np.ones(2))
-    # what the refusal suggests instead
+def test_einsum_takes_a_repeated_index_as_a_diagonal_and_runs_on_tensors():
+    # np.einsum('ii,i->i', a, b) was refused ("repeats an index within one
+    # operand"): it is the einsum of a's diagonal (np.einsum('ii->i', a)) and b,
+    # in generated code and on tensors; ppto.einsum itself still refuses it
+    a, b = np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([2.0, -3.0])
+    for function in (einsum_diagonal, einsum_of_the_diagonal):
+        gradient = ppto.grad(function)(a, b)
+        np.testing.assert_allclose(np.asarray(gradient), np.diag(b))
+    on_tensors = np.einsum("ii,i->i", ppto.tensor(a), ppto.tensor(b))
+    np.testing.assert_allclose(np.asarray(on_tensors), np.einsum("ii,i->i", a, b))
     with pytest.raises(ppto.ShapeError, match="first with np.diagonal"):
-        ppto.grad(einsum_diagonal)(np.ones((2, 2)), np.ones(2))
-    b = np.array([2.0, -3.0])
-    gradient = ppto.grad(einsum_of_the_diagonal)(np.ones((2, 2)), b)
-    np.testing.assert_allclose(np.asarray(gradient), np.diag(b))
+        ppto.einsum(a, b, subscripts="ii,i->i")
     a, b = np.arange(6.0).reshape(2, 3), np.arange(3.0)
     result = np.einsum("ij,j->i", ppto.tensor(a), b)  # (NumPy's order, on a Tensor)
     assert isinstance(result, ppto.Tensor)
@@ -3068,6 +3090,10 @@ def determinant(A):
     return np.linalg.det(A)
 
 
+def log_determinant(A):
+    return np.linalg.slogdet(A)[1]
+
+
 def test_linear_algebra_refusals_name_the_operator_and_the_matrix():
     singular = np.array([[1.0, 2.0], [2.0, 4.0]])
     b = np.array([1.0, 1.0])
@@ -3076,14 +3102,60 @@ def test_linear_algebra_refusals_name_the_operator_and_the_matrix():
         (lambda: np.linalg.solve(ppto.tensor(singular), b), "ppto.solve: Singular"),
         (lambda: ppto.cholesky(-np.eye(2)), "must be symmetric positive definite"),
         (lambda: ppto.grad(solved_and_factored)(singular, b), "ppto.solve"),
-        (lambda: ppto.grad(determinant)(singular), "gradient of det or slogdet"),
+        (lambda: ppto.grad(log_determinant)(singular), "as for slogdet's gradient"),
+        (lambda: ppto.hessian(determinant)(singular), "det's second derivative"),
     ]
     for call, message in refused:
         with pytest.raises(ppto.LinAlgError, match=message):
             call()
     with pytest.raises(ppto.ShapeError, match=r"a vector of shape \(2,\) or columns"):
         ppto.solve(np.eye(2), np.ones(3))
-    assert float(determinant(singular)) == 0.0  # (only the gradient needs inv)
+    assert float(determinant(singular)) == 0.0  # (only derivatives need inv)
+
+
+def cofactors_by_minors(A):
+    """Each entry's cofactor: the signed determinant of the matrix without its row
+    and column."""
+    rows, columns = np.indices(A.shape)
+    minors = [
+        np.linalg.det(np.delete(np.delete(A, i, 0), j, 1))
+        for i, j in zip(rows.ravel(), columns.ravel())
+    ]
+    return (-1.0) ** (rows + columns) * np.reshape(minors, A.shape)
+
+
+SINGULAR = [
+    np.array([[1.0, 2.0], [2.0, 4.0]]),
+    np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.5, -1.0, 2.0]]),
+    np.outer([1.0, -2.0, 0.5], [0.3, 1.0, 2.0]),  # (rank 1: every cofactor is 0)
+    np.zeros((1, 1)),
+]
+
+
+@pytest.mark.parametrize("A", SINGULAR, ids=["2x2", "rank-2", "rank-1", "1x1"])
+def test_the_gradient_of_det_at_a_singular_matrix_is_its_cofactors(A):
+    # it needed A's inverse, raising ppto.LinAlgError where the derivative is
+    # defined (JAX gives it too)
+    gradient = np.asarray(ppto.grad(determinant)(A))
+    expected = _central_differences(determinant, [A], 0)
+    np.testing.assert_allclose(gradient, expected, atol=1e-8)
+    np.testing.assert_allclose(gradient, cofactors_by_minors(A), atol=1e-12)
+    direction = np.linspace(1.0, -2.0, A.size).reshape(A.shape)
+    _, pushed = ppto.jvp(determinant, (A,), (direction,))
+    assert float(pushed) == pytest.approx(np.sum(expected * direction), abs=1e-8)
+    stack = np.stack([A, A + np.eye(len(A))])
+    gradients = np.asarray(ppto.grad(lambda S: np.sum(np.linalg.det(S)))(stack))
+    np.testing.assert_allclose(gradients[0], gradient, atol=1e-12)
+
+
+def test_the_cofactors_of_a_singular_stack_on_emulated_cupy(emulated_cupy):
+    # the decomposition's route with CuPy's arrays (CuPy's inv gives NaN where
+    # NumPy's raises: either way the values come from the decomposition)
+    stack = np.stack([SINGULAR[1], SINGULAR[2]])
+    got = ppto.cofactors(ppto.tensor(stack, device="cuda"))
+    assert got.device == "cuda:0"
+    expected = [cofactors_by_minors(A) for A in stack]
+    np.testing.assert_allclose(got.numpy(), expected, atol=1e-12)
 
 
 def whole_part_weights(x):

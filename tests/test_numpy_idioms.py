@@ -289,7 +289,28 @@ def arrays_given_for_lists(x):
     return np.sum(joined) + np.sum(stacked**2) + np.sum(rows**3) + np.sum(chosen)
 
 
+def linalg_array_api_spellings(x):
+    # NumPy 2's np.linalg spellings (each had no operator); np.linalg.trace,
+    # diagonal and matrix_norm act on the last two axes, np.trace on the first
+    square = x[:, :, :3]
+    products = np.linalg.matmul(x, np.linalg.matrix_transpose(x))
+    crossed = np.linalg.cross(square, square[::-1] * 2.0)
+    outer = np.linalg.outer(x[0, 0], x[1, 1])
+    paired = np.linalg.tensordot(x, x[0], axes=([1, 2], [0, 1]))
+    traces = np.linalg.trace(square, offset=1) * np.linalg.diagonal(square)[:, 0]
+    norms = np.linalg.matrix_norm(x) + np.linalg.matrix_norm(square, ord=2)
+    return (
+        np.sum(np.tanh(products))
+        + np.sum(crossed**2)
+        + np.sum(outer * x[0, 1])
+        + np.sum(paired**2)
+        + np.sum(traces)
+        + np.sum(norms * np.array([1.0, 2.0]))
+    )
+
+
 CASES = [
+    (linalg_array_api_spellings, CUBE),
     (arrays_given_for_lists, MATRIX),
     (scattered_by_ufunc_at, MATRIX),
     (convolved_by_windows, MATRIX),
@@ -421,6 +442,31 @@ def test_tied_ufunc_reduce_shares_the_gradient_as_np_max_does():
 
     gradient = np.asarray(ppto.grad(top)(np.array([[1.0, 2.0], [1.0, 0.0]])))
     np.testing.assert_array_equal(gradient, [[0.5, 1.0], [0.5, 0.0]])
+
+
+def einsum_diagonals_of_two_operands(x):
+    # an index repeated within one of two operands: its diagonal (or trace) first,
+    # NumPy's implicit result (the indices met once) kept
+    stack = np.stack([x, x.T * 2.0])
+    return (
+        np.sum(np.einsum("ii,i->i", x, x[0]) ** 2)
+        + np.sum(np.einsum("ii,jk", x, x * x) * x)
+        + np.sum(np.einsum("ij,kk->ij", x, x) * x)
+        + np.sum(np.einsum("...ii,...i->...", stack, x[:2]) ** 2)
+        + np.einsum("ii,ii->", x, np.sin(x))
+    )
+
+
+def test_einsum_of_two_operands_repeating_an_index():
+    value, gradient = ppto.value_and_grad(einsum_diagonals_of_two_operands)(SQUARE)
+    expected = einsum_diagonals_of_two_operands(SQUARE)
+    assert float(value) == pytest.approx(expected, rel=1e-12)
+    expected = central_differences(einsum_diagonals_of_two_operands, [SQUARE], 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6, atol=1e-8)
+    direction = np.linspace(1.0, -2.0, SQUARE.size).reshape(SQUARE.shape)
+    function = einsum_diagonals_of_two_operands
+    _, derivative = ppto.jvp(function, (SQUARE,), (direction,))
+    assert float(derivative) == pytest.approx(np.sum(expected * direction), rel=1e-6)
 
 
 def einsum_generated(x):
@@ -677,6 +723,69 @@ def test_reductions_with_where_and_initial_as_numpy_computes_them():
     direction = np.linspace(1.0, -2.0, MATRIX.size).reshape(MATRIX.shape)
     _, derivative = ppto.jvp(masked_and_started_reductions, (MATRIX,), (direction,))
     assert float(derivative) == pytest.approx(np.sum(expected * direction), rel=1e-6)
+
+
+def reduced_in_another_dtype(x):
+    # dtype= of np.sum, np.mean, np.prod and their methods: x converted first, in
+    # which NumPy reduces (each was "ppto.reduce_sum has no argument 'dtype'"); to
+    # whole numbers (truncated) no derivative passes
+    wide = np.sum(x**2, dtype=np.float64) + np.mean(x, axis=0, dtype="float64")
+    counted = np.sum(x * 4.0, dtype=int) * x.prod(dtype=float, where=x > 0)
+    return np.sum(wide * 2.0) + counted
+
+
+def narrowed(x):
+    return np.sum(np.sum(x * 3.0, axis=1, dtype=np.float32) ** 2)
+
+
+def test_reductions_with_a_dtype_as_numpy_computes_them():
+    x = MATRIX.astype(np.float32)
+    value, gradient = ppto.value_and_grad(reduced_in_another_dtype)(x)
+    assert value.dtype == reduced_in_another_dtype(x).dtype == np.float64
+    assert float(value) == pytest.approx(float(reduced_in_another_dtype(x)), 1e-12)
+    assert gradient.dtype == np.float32
+    expected = central_differences(reduced_in_another_dtype, [MATRIX], 0)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-5, atol=1e-5)
+    # (a float32 result's differences are rounding: its derivative written out)
+    value, gradient = ppto.value_and_grad(narrowed)(MATRIX)
+    assert value.dtype == narrowed(MATRIX).dtype == np.float32
+    rows = np.sum(MATRIX * 3.0, axis=1, dtype=np.float32)
+    expected = np.broadcast_to(6.0 * rows[:, None], MATRIX.shape)
+    np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-6)
+    with pytest.raises(ppto.TransformError, match="no argument 'dtype'"):
+        ppto.grad(largest_in_float64)(MATRIX)
+
+
+def largest_in_float64(x):
+    return np.max(x, dtype=np.float64)  # (NumPy's np.max has no dtype either)
+
+
+def rooted_where_positive(x):
+    return np.sum(np.where(x > 0, np.sqrt(x), 0.0))
+
+
+def rooted_where_positive_guarded(x):
+    safe = np.where(x > 0, x, 1.0)
+    return np.sum(np.where(x > 0, np.sqrt(safe), 0.0))
+
+
+def test_a_branch_not_taken_is_differentiated_as_jax_does():
+    # (README): the gradient of np.where's other branch is zero times sqrt's
+    # derivative, NaN where x < 0 and infinite at 0; the argument guarded too, the
+    # gradient is the derivative
+    x = np.array([-1.0, 0.0, 0.25, 4.0])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        trapped = np.asarray(ppto.grad(rooted_where_positive)(x))
+    assert np.isnan(trapped[:2]).all()
+    np.testing.assert_allclose(trapped[2:], [1.0, 0.25])
+    guarded = np.asarray(ppto.grad(rooted_where_positive_guarded)(x))
+    np.testing.assert_allclose(guarded, [0.0, 0.0, 1.0, 0.25])
+    shifted = x + np.array([0.0, 1e-3, 0.0, 0.0])  # (central differences' domain)
+    np.testing.assert_allclose(
+        np.asarray(ppto.grad(rooted_where_positive_guarded)(shifted)),
+        central_differences(rooted_where_positive_guarded, [shifted], 0),
+        rtol=1e-6,
+    )
 
 
 def largest_kept(x):

@@ -517,8 +517,11 @@ def refusing_singular(op_name: str, what: str):
 @primitive(SQUARE)
 def inv(xp, A):
     """The inverse of a square matrix (of each in a stack), like np.linalg.inv."""
-    # (det's and slogdet's gradients invert their matrix: said for them too)
-    with refusing_singular("inv", "invertible (as for the gradient of det or slogdet)"):
+    # (slogdet's gradient and det's second derivative invert their matrix: said
+    # for them too)
+    with refusing_singular(
+        "inv", "invertible (as for slogdet's gradient and det's second derivative)"
+    ):
         return xp.linalg.inv(A)
 
 
@@ -604,25 +607,71 @@ def _(A, b, out):
 @primitive("(Tensor[...,N,N]) -> Tensor[...]")
 def det(xp, A):
     """The determinant of a square matrix (of each in a stack), like
-    np.linalg.det. Its gradient needs A's inverse: at a singular matrix it raises
-    ppto.LinAlgError."""
+    np.linalg.det. Its gradient is the matrix of cofactors, at a singular matrix
+    too (where its second derivative raises ppto.LinAlgError)."""
     return xp.linalg.det(A)
 
 
 @det.grad_rule
-def _(A, out):
+def _(A):
     def backward(dY):
-        # d det / dA is det(A) inv(A).T (the cofactors)
-        scale = expand_dims(expand_dims(dY * out, -1), -1)
-        return scale * matrix_transpose(inv(A))
+        # d det / dA is the cofactors (det(A) inv(A).T where A is invertible)
+        return expand_dims(expand_dims(dY, -1), -1) * cofactors(A)
 
     return backward
 
 
 @det.jvp_rule
+def _(A):
+    def tangent(dA):
+        return reduce_sum(cofactors(A) * dA, (-2, -1))
+
+    return tangent
+
+
+@primitive(SQUARE)
+def cofactors(xp, A):
+    """The matrix of cofactors of a square matrix (of each in a stack), det's
+    gradient: det(A) inv(A).T where A is invertible; at a singular matrix, from
+    its singular value decomposition A = U diag(s) Vh, det(U) det(Vh) U diag(c) Vh
+    with c_i the product of the other values (their cofactors)."""
+    try:
+        inverse = xp.linalg.inv(A)
+    except np.linalg.LinAlgError:  # (CuPy gives NaN instead)
+        inverse = None
+    if inverse is not None and bool(xp.all(xp.isfinite(inverse))):
+        return xp.linalg.det(A)[..., None, None] * xp.swapaxes(inverse, -1, -2)
+    U, s, Vh = xp.linalg.svd(A)
+    one = xp.ones_like(s[..., :1])
+    before = xp.cumprod(xp.concatenate([one, s[..., :-1]], -1), -1)
+    after = xp.flip(
+        xp.cumprod(xp.flip(xp.concatenate([s[..., 1:], one], -1), -1), -1), -1
+    )
+    signs = xp.linalg.det(U) * xp.linalg.det(Vh)
+    return signs[..., None, None] * ((U * (before * after)[..., None, :]) @ Vh)
+
+
+# With C = cofactors(A) = det(A) A⁻ᵀ, dC = tr(A⁻¹ dA) C - C dAᵀ A⁻ᵀ: where A is
+# invertible (at a singular A, inv raises ppto.LinAlgError).
+
+
+@cofactors.grad_rule
+def _(A, out):
+    def backward(dY):
+        inverse = matrix_transpose(inv(A))
+        scale = expand_dims(expand_dims(reduce_sum(dY * out, (-2, -1)), -1), -1)
+        return scale * inverse - inverse @ matrix_transpose(dY) @ out
+
+    return backward
+
+
+@cofactors.jvp_rule
 def _(A, out):
     def tangent(dA):
-        return out * reduce_sum(matrix_transpose(inv(A)) * dA, (-2, -1))
+        inverse = matrix_transpose(inv(A))
+        change = reduce_sum(inverse * dA, (-2, -1))
+        scale = expand_dims(expand_dims(change, -1), -1)
+        return scale * out - out @ matrix_transpose(dA) @ inverse
 
     return tangent
 

@@ -190,6 +190,16 @@ class NumpyAlias:
                 )
         renamed.update(zip(self.leading, args))
         args = args[len(self.leading) :]
+        subscripts = renamed.get("subscripts")
+        if self.single is not None and len(args) == 2 and isinstance(subscripts, str):
+            plan = unary_einsum.diagonals_first(subscripts)
+            if plan is not None:  # ('ii,i->i': the diagonal first, as generated
+                # code takes it)
+                renamed["subscripts"], firsts = plan
+                args = tuple(
+                    array if first is None else self.single(array, subscripts=first)
+                    for first, array in zip(firsts, args)
+                )
         if self.variadic:
             args = (list(args),)
         try:
@@ -454,6 +464,24 @@ NUMPY_FUNCTIONS[np.gradient] = NumpyAlias(
     # (a tuple from NumPy 2.0, a list before)
     parts_type=type(np.gradient(np.zeros((2, 2)))),
 )
+# NumPy 2's Array API spellings in np.linalg (their arrays given by position); its
+# trace, diagonal and matrix norm act on the last two axes (np.trace on the first)
+_LINALG_SPELLINGS = {
+    "matmul": (linalg.dot, {}),
+    "outer": (linalg.outer, {}),
+    "tensordot": (linalg.tensordot, {}),
+    "cross": (linalg.cross, {}),
+    "matrix_transpose": (shape.matrix_transpose, {}),
+    "trace": (linalg.trace, {"axis1": -2, "axis2": -1}),
+    "diagonal": (linalg.diagonal, {"axis1": -2, "axis2": -1}),
+    "matrix_norm": (norms.norm, {"axis": (-2, -1), "ord": "fro"}),
+}
+for _name, (_op, _defaults) in _LINALG_SPELLINGS.items():
+    _spelling = getattr(np.linalg, _name, None)
+    if _spelling is not None:  # (NumPy 2.0 on)
+        NUMPY_FUNCTIONS[_spelling] = NumpyAlias(
+            _op, numpy_input_names(_spelling, _op), defaults=_defaults
+        )
 NUMPY_FUNCTIONS[np.rot90] = NumpyAlias(shape.rot90, {"m": "x"})
 NUMPY_FUNCTIONS.update(
     {

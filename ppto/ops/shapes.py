@@ -32,7 +32,7 @@ SHAPE_RULES: dict[str, Callable] = {}
 # operators whose result has the shape of their first input
 SAME_AS_FIRST = frozenset(
     {
-        "copy", "array", "asarray", "inv", "cholesky", "tril", "triu", "roll",
+        "copy", "array", "asarray", "inv", "cofactors", "cholesky", "roll",
         "index_add", "setitem", "scatter_add", "diagonal_mask",
     }
 )  # fmt: skip
@@ -104,6 +104,14 @@ def _along_axis(inputs, params):
         return (math.prod(shape),)
     _axis(params["axis"], len(shape))
     return shape
+
+
+@rule("tril", "triu")
+def _triangle(inputs, params):
+    (shape,) = inputs
+    if not shape:
+        raise ValueError("np.tril and np.triu take no 0-d array")
+    return shape * 2 if len(shape) == 1 else shape  # (a vector: each row of a square)
 
 
 @rule("flip")

@@ -40,6 +40,39 @@ def unary_subscripts(subscripts, x):
     return f"{inputs}->{output}"
 
 
+def diagonals_first(subscripts: str) -> tuple[str, list] | None:
+    """For np.einsum of two operands where one repeats an index (its diagonal or
+    trace, ``'ii,i->i'``, which ppto.einsum does not take): the subscripts of the
+    product of the operands' diagonals, its result written out (NumPy's implicit
+    one where it is not), and each operand's unary subscripts taking its diagonal
+    first (None for one that repeats none): ``'ii,i->i'`` -> ``('i,i->i',
+    ['ii->i', None])``. None where no operand repeats an index, or one's ``...``
+    is not in front."""
+    text = subscripts.replace(" ", "")
+    inputs, arrow, output = text.partition("->")
+    parts = inputs.split(",")
+    if len(parts) != 2 or not any(_repeats(part) for part in parts):
+        return None
+    if any("..." in part.removeprefix("...") for part in parts):
+        return None
+    if not arrow:  # (the indices met once, in alphabetical order: as NumPy's)
+        letters = inputs.replace("...", "").replace(",", "")
+        once = sorted(c for c in set(letters) if letters.count(c) == 1)
+        output = "..." * ("..." in inputs) + "".join(once)
+    diagonals, firsts = [], []
+    for part in parts:
+        front = "..." * part.startswith("...")
+        kept = front + "".join(dict.fromkeys(part.removeprefix("...")))
+        diagonals.append(kept)
+        firsts.append(f"{part}->{kept}" if _repeats(part) else None)
+    return f"{diagonals[0]},{diagonals[1]}->{output}", firsts
+
+
+def _repeats(part: str) -> bool:
+    letters = part.replace("...", "")
+    return len(set(letters)) != len(letters)
+
+
 def _refuse_operands(subscripts, inputs) -> None:
     if "," in inputs:
         raise ShapeError(

@@ -1415,9 +1415,8 @@ def part_ranks(statement: ir.Apply, ranks: dict) -> tuple | None:
 # (the matrices' operators: same rank as their first input)
 _SAME_RANK_MATRICES = {
     "inv",
+    "cofactors",
     "cholesky",
-    "tril",
-    "triu",
     "roll",
     "flip",
     "pinv",
@@ -1436,6 +1435,8 @@ def _linear_algebra_rank(name: str, inputs: list, params: dict):
     first = inputs[0]
     if name in _SAME_RANK_MATRICES:
         return first
+    if name in {"tril", "triu"}:  # (a vector is each row of a square matrix)
+        return max(first, 2)
     if name in _ALONG_AXIS:
         axis = literal(params.get("axis"))
         if axis is NOT_LITERAL:

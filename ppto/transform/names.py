@@ -1,8 +1,9 @@
 """``Namer``: fresh, readable, deterministic names that never collide with the user's.
 
 Temporaries are ``t1, t2, ...``; adjoints are ``d`` + the primal name (``dW``); a
-taken name gets the next free numbered variant. The same input always yields the same
-names, so generated source is byte-for-byte reproducible.
+taken name, or a keyword (``def`` for ``ef``), gets the next free numbered variant.
+The same input always yields the same names, so generated source is byte-for-byte
+reproducible.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ class Namer:
         return name
 
     def fresh(self, base: str) -> str:
-        """``base`` itself if free, else ``base`` with the next free number."""
-        if base not in self.taken:
+        """``base`` itself if free (and not a Python keyword: the adjoint of ``ef``
+        is ``def1``), else ``base`` with the next free number."""
+        if base not in self.taken and not keyword.iskeyword(base):
             return self.reserve(base)
         return self.numbered(base)
 

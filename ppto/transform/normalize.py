@@ -32,6 +32,7 @@ from ppto.ops.numpy_map import (
     split_interleaved,
 )
 from ppto.ops.primitive import Primitive
+from ppto.ops.unary_einsum import diagonals_first
 from ppto.transform import ir, lists, trees
 from ppto.transform.aliases import (
     IN_PLACE_DUNDERS,
@@ -1758,11 +1759,12 @@ class Normalizer:
         return name
 
     def reduction_with_options(self, node, op, renames, text, target):
-        """NumPy's reduction with ``where=`` and ``initial=`` (``np.sum(x,
-        where=m, initial=v)``) as ppto's operators: x's entries left out replaced
-        by the reduction's identity (max's and min's by ``initial``, which NumPy
-        asks for with ``where``), reduced, then joined with ``initial``; the mean,
-        the sum of the entries kept over their count."""
+        """NumPy's reduction with ``where=``, ``initial=`` and ``dtype=``
+        (``np.sum(x, where=m, initial=v)``) as ppto's operators: x converted to
+        ``dtype`` (in which NumPy reduces), its entries left out replaced by the
+        reduction's identity (max's and min's by ``initial``, which NumPy asks for
+        with ``where``), reduced, then joined with ``initial``; the mean, the sum
+        of the entries kept over their count."""
         options = {k.arg: k.value for k in node.keywords if k.arg in _OPTIONS}
         mask, initial = options.get("where"), options.get("initial")
         identity, join = _REDUCTION_OPTIONS[op]
@@ -1779,6 +1781,16 @@ class Normalizer:
         if isinstance(given, str) and value_reads(node.args[0]) & self.varied:
             self.varied.add(given)  # (read below through its name alone)
         x = given
+        if options.get("dtype") is not None:
+            dtype_node = options["dtype"]
+            converted = self.apply(
+                None, shape.cast, [x], {"dtype": dtype_node}, ("dtype",), at=node
+            )
+            dtype = self.named_dtype(dtype_node)
+            whole = dtype is not None and dtype.kind in "biu"
+            if x in self.varied and not whole:
+                self.varied.add(converted)
+            given = x = converted
         if mask is not None:
             fill_node = constant_expr(identity) if identity is not None else initial
             fill = self.expression(fill_node)
@@ -1858,9 +1870,15 @@ class Normalizer:
                 f"{callee.op.name} takes {arity}",
                 "compute it in steps of two arrays (or with @, * and np.sum)",
             )
+        leading = node.args[:count]
+        written = isinstance(leading[0], gast.Constant) and isinstance(
+            leading[0].value, str
+        )
+        if callee.op is linalg.einsum and written:
+            leading, arrays = self.diagonals_first(node, leading[0], arrays)
         keywords = [
             gast.keyword(name, argument)
-            for name, argument in zip(callee.leading, node.args[:count])
+            for name, argument in zip(callee.leading, leading)
         ]
         call = gast.Call(node.func, arrays, keywords + node.keywords)
         return gast.copy_location(call, node)
@@ -1904,6 +1922,25 @@ class Normalizer:
                 "written out"
             )
         return values
+
+    def diagonals_first(self, node, subscripts, arrays) -> tuple[list, list]:
+        """np.einsum of two arrays where one repeats an index (``'ii,i->i'``) as
+        the einsum of their diagonals, each taken first by np.einsum of one array
+        (``np.einsum('i,i->i', np.einsum('ii->i', M), v)``); else as written."""
+        plan = diagonals_first(subscripts.value)
+        if plan is None:
+            return [subscripts], arrays
+        product, firsts = plan
+        arrays = [
+            array
+            if first is None
+            else gast.copy_location(
+                gast.Call(clone(node.func), [gast.Constant(first, None), array], []),
+                node,
+            )
+            for first, array in zip(firsts, arrays)
+        ]
+        return [gast.copy_location(gast.Constant(product, None), subscripts)], arrays
 
     def check_flag_written_out(self, node, callee) -> None:
         """A flag that makes the call another operator (see
@@ -2867,7 +2904,7 @@ def _single_result(op, call: gast.Call) -> bool | None:
     return False
 
 
-_OPTIONS = ("where", "initial")
+_OPTIONS = ("where", "initial", "dtype")
 # a reduction's identity (None: max's and min's, initial's instead) and the
 # operator joining its result with ``initial`` (the mean takes no initial)
 _REDUCTION_OPTIONS = {
@@ -2880,13 +2917,16 @@ _REDUCTION_OPTIONS = {
 
 
 def _reduction_options(node, op) -> bool:
-    """Whether ``node`` calls a NumPy reduction with ``where=`` or ``initial=`` by
-    name, its array written first (the mean: ``where=`` only)."""
+    """Whether ``node`` calls a NumPy reduction with ``where=``, ``initial=`` or
+    ``dtype=`` by name, its array written first (the mean: no ``initial=``; the
+    maximum and minimum: no ``dtype=``)."""
     if op not in _REDUCTION_OPTIONS or not node.args:
         return False
     named = {k.arg for k in node.keywords}
     if op is reductions.reduce_mean and "initial" in named:
         return False  # (np.mean has none: refused as an argument it lacks)
+    if op in (reductions.reduce_max, reductions.reduce_min) and "dtype" in named:
+        return False  # (nor have np.max and np.min a dtype)
     return bool(named & set(_OPTIONS))
 
 
