@@ -1460,7 +1460,9 @@ def _place(gradient, home: Device, device: Device):
     return gradient
 
 
-def grad(f: Callable, wrt: int | str | Sequence = 0) -> Transformed:
+def grad(
+    f: Callable, wrt: int | str | Sequence = 0, has_aux: bool = False
+) -> Transformed | WithAux:
     """The gradient of a scalar function, by source transformation.
 
     The source is transformed on the first call for each kind of arguments (ranks,
@@ -1477,13 +1479,81 @@ def grad(f: Callable, wrt: int | str | Sequence = 0) -> Transformed:
     ...     return np.sum(np.sin(x) * x)
     >>> df = ppto.grad(f)
     >>> df(ppto.tensor([0.0, 1.0]))     # doctest: +SKIP
+
+    ``has_aux=True`` (JAX's): ``f`` returns ``(value, aux)``, only ``value`` is
+    differentiated, and the call returns ``(gradients, aux)``.
     """
+    if has_aux:
+        return WithAux(f, wrt, with_value=False)
     return Transformed(f, wrt, "combined", with_value=False)
 
 
-def value_and_grad(f: Callable, wrt: int | str | Sequence = 0) -> Transformed:
-    """Like ``grad`` but returns ``(value, gradients)``."""
+def value_and_grad(
+    f: Callable, wrt: int | str | Sequence = 0, has_aux: bool = False
+) -> Transformed | WithAux:
+    """Like ``grad`` but returns ``(value, gradients)``; with ``has_aux=True``,
+    ``((value, aux), gradients)``, as JAX's."""
+    if has_aux:
+        return WithAux(f, wrt, with_value=True)
     return Transformed(f, wrt, "combined", with_value=True)
+
+
+class WithAux:
+    """``grad`` of a function returning ``(value, aux)``: one ``vjp`` of the pair,
+    pulled back with 1 for the value and zeros for ``aux`` (arrays or numbers,
+    nested in tuples and lists, which come back as tensors), so ``f`` runs once."""
+
+    def __init__(self, f: Callable, wrt, with_value: bool) -> None:
+        self.f = f
+        self.function = _target_function(f)
+        self.wrt = _wrt_names(self.function, wrt)
+        self.single = not isinstance(wrt, (tuple, list))
+        self.with_value = with_value
+        self.__name__ = getattr(self.function, "__name__", "f") + "_grad"
+        self.__wrapped__ = self.function
+
+    def __call__(self, *args: Any, **kwargs: Any):
+        name = self.function.__name__
+        out, pullback = vjp(self.f, *args, **kwargs)
+        if type(out) not in (tuple, list) or len(out) != 2:
+            raise GradError(
+                f"{name} is differentiated with has_aux=True, so it must return a "
+                f"pair (value, aux); it returns {_described(out)}"
+            )
+        value, aux = out
+        if np.ndim(value) != 0:
+            raise GradError(
+                f"{name}'s value (the first of the pair it returns, has_aux=True) "
+                f"must be a scalar, but has shape {np.shape(value)}: reduce it "
+                "(np.sum, np.mean) or use ppto.vjp"
+            )
+        seed = np.ones((), dtype_of(value) or np.float64)
+        gradients = pullback(type(out)((seed, _zeros_like_leaves(aux))))
+        names = _Call(self.function, args, kwargs).names
+        picked = []
+        for wanted in self.wrt:
+            gradient = gradients[names.index(wanted)]
+            if gradient is None:
+                raise GradError(
+                    f"cannot differentiate {name} with respect to {wanted!r}: it "
+                    "is not a floating point argument"
+                )
+            picked.append(gradient)
+        found = picked[0] if self.single else tuple(picked)
+        return ((value, aux), found) if self.with_value else (found, aux)
+
+
+def _zeros_like_leaves(value):
+    """Zeros of each leaf's shape and dtype (nested tuples and lists kept)."""
+    if type(value) in (tuple, list):
+        return type(value)(map(_zeros_like_leaves, value))
+    return np.zeros(np.shape(value), dtype_of(value) or np.float64)
+
+
+def _described(value) -> str:
+    if type(value) in (tuple, list):
+        return f"a {type(value).__name__} of {len(value)}"
+    return f"a {type(value).__name__}"
 
 
 def show_grad(
