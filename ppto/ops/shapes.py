@@ -42,8 +42,11 @@ ABSENT = "absent"
 
 # parameters naming an array whose shape the result takes (``like``)
 LIKE_RESULTS = frozenset(
-    {"conv2d_backward_input", "conv2d_backward_weight", "avg_pool2d_backward"}
-)
+    {
+        "conv2d_backward_input", "conv2d_backward_weight", "avg_pool2d_backward",
+        "pad_folded", "windows_folded",
+    }
+)  # fmt: skip
 
 
 def result_shape(name: str, inputs: list, params: dict, like=None) -> tuple | None:
@@ -225,6 +228,18 @@ def _pad(inputs, params):
     return tuple(
         n + int(before) + int(after) for n, (before, after) in zip(shape, widths)
     )
+
+
+@rule("sliding_window_view")
+def _sliding_window_view(inputs, params):
+    from ppto.ops.arrange import window_axes
+
+    (shape,) = inputs
+    windows, axes = window_axes(shape, params["window_shape"], params["axis"])
+    counts = list(shape)
+    for axis, size in zip(axes, windows):
+        counts[axis] -= size - 1
+    return (*counts, *windows)
 
 
 @rule("tile")
