@@ -332,6 +332,7 @@ _FUNCTIONS = {
     np.vstack: shape.vstack,
     np.hstack: shape.hstack,
     np.column_stack: shape.column_stack,
+    np.dstack: shape.dstack,
     np.tensordot: linalg.tensordot,
     np.inner: linalg.inner,
     np.diag: linalg.diag,

@@ -601,6 +601,8 @@ def _joined_shape(shape: tuple, by: str) -> tuple:
     it, or column_stack does (a vector a column)."""
     if by == "column_stack":
         return shape if len(shape) >= 2 else (shape or (1,)) + (1,)
+    if by == "dstack":  # (np.atleast_3d: a vector (1, n, 1), a matrix (m, n, 1))
+        return {0: (1, 1, 1), 1: (1, *shape, 1), 2: (*shape, 1)}.get(len(shape), shape)
     least = 2 if by == "vstack" else 1
     return (1,) * (least - len(shape)) + shape if len(shape) < least else shape
 
@@ -610,6 +612,8 @@ def _joined_axis(shapes: tuple, by: str) -> int:
     (and numbers), else its second."""
     if by == "column_stack":
         return 1
+    if by == "dstack":
+        return 2
     if by == "vstack" or len(_joined_shape(shapes[0], by)) == 1:
         return 0
     return 1
@@ -667,6 +671,21 @@ def _(xs):
     return backward
 
 
+@primitive("([Tensor[...]]) -> Tensor[...]", tangent="linear")
+def dstack(xp, xs):
+    """Arrays joined along their third axis, like np.dstack: each made 3-d first
+    as np.atleast_3d makes it (a vector (1, n, 1), a matrix (m, n, 1))."""
+    return xp.dstack(xs)
+
+
+@dstack.grad_rule
+def _(xs):
+    def backward(dY):
+        return split_joined(dY, part_shapes(xs), "dstack")
+
+    return backward
+
+
 @primitive(ANY + " tuple", tangent="linear")
 def array_split(xp, x, indices, axis=0):
     """Cut x along ``axis`` into a tuple, like np.array_split: ``indices`` is a
@@ -714,9 +733,9 @@ def split_axis(x, by):
 
 @primitive(ANY + " tuple", tangent="linear")
 def split_joined(xp, x, shapes, by):
-    """The parts of ``x = vstack(xs)`` (``by='vstack'``), ``hstack(xs)`` or
-    ``column_stack(xs)`` for xs of ``shapes``, each of its own shape: the adjoint
-    of vstack, hstack and column_stack."""
+    """The parts of ``x = vstack(xs)`` (``by='vstack'``), ``hstack(xs)``,
+    ``column_stack(xs)`` or ``dstack(xs)`` for xs of ``shapes``, each of its own
+    shape: the adjoint of vstack, hstack, column_stack and dstack."""
     axis = _joined_axis(shapes, by)
     sizes = [_joined_shape(shape, by)[axis] for shape in shapes]
     parts = xp.split(x, np.cumsum(sizes)[:-1].tolist(), axis=axis)
@@ -730,6 +749,8 @@ def _(x, shapes, by):
             return vstack(dYs)
         if by == "column_stack":
             return column_stack(dYs)
+        if by == "dstack":
+            return dstack(dYs)
         return hstack(dYs)
 
     return backward

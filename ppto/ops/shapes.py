@@ -208,6 +208,14 @@ def _hstack(inputs, params):
     return _concat([shapes], {"axis": axis})
 
 
+@rule("dstack")
+def _dstack(inputs, params):
+    from ppto.ops.shape import _joined_shape
+
+    shapes = [_joined_shape(tuple(s), "dstack") for s in inputs[0]]
+    return _concat([shapes], {"axis": 2})
+
+
 @rule("column_stack")
 def _column_stack(inputs, params):
     shapes = [s if len(s) >= 2 else (tuple(s) or (1,)) + (1,) for s in inputs[0]]
