@@ -665,9 +665,7 @@ class Normalizer:
         if _names_list(part, self.lists):
             return part
         if _names_list(part, self.packed | self.joined_tuples):
-            temporary = self.namer.temporary()
-            self.made_list(node, temporary, part, list)
-            return gast.Name(temporary, gast.Load(), None, None)
+            return part  # (a tuple: the caller makes the list of it)
         temporary = self.namer.temporary()
         self.repeated_list(node, temporary, part)
         return gast.Name(temporary, gast.Load(), None, None)

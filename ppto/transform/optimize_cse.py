@@ -125,6 +125,8 @@ class _Eliminator:
         if isinstance(value, _ATOMS):
             return
         reads = trees.loads(value)
+        if not reads:  # (a literal, ``()``: as cheap written out again, and what
+            return  # the reader expects there, not a user's name that holds one)
         if target not in reads and not self._allocates(value):
             reads.add(target)  # (what it depends on)
             table.values.setdefault(keys.of(value), (target, reads))
