@@ -703,6 +703,14 @@ def sorted_in_place(x):
     return np.sum(z * np.arange(3))
 
 
+_SCATTERED = np.zeros(3)
+
+
+def added_at_into_a_global(x):
+    np.add.at(_SCATTERED, [0, 0, 2], x)  # <- error
+    return np.sum(_SCATTERED * x)
+
+
 def multiplied_at_indices(x):
     z = np.ones(3)
     np.multiply.at(z, [0, 0, 1], x)  # <- error

@@ -438,6 +438,8 @@ REJECTED = [
     Case(ec.put_into, "writes into an array in place", "np.put(z, [0, 2]"),
     Case(ec.sorted_in_place, "writes into an array in place", "z.sort()"),
     Case(ec.multiplied_at_indices, "writes into an array in place", "np.multiply.at("),
+    # (a module-level array: read as ``+=`` it would be a local, unbound)
+    Case(ec.added_at_into_a_global, "writes into an array in place", "np.add.at("),
     Case(ec.filled, "writes into an array in place", "z.fill(2.0)"),
     # ... on a view or an item of it, or through the class or operator (each
     # gave the gradient of the value unchanged)

@@ -23,8 +23,8 @@ AUGMENTED = {np.add: gast.Add, np.subtract: gast.Sub}
 
 def ufunc_at_as_augmented(tree, namespace) -> dict:
     """Rewrite each ``np.add.at(a, index, b)`` statement of ``tree`` (``a`` a
-    name; positional arguments only) in place; the names to bind for the
-    rewritten statements (empty when there is none)."""
+    name the function binds or is given; positional arguments only) in place;
+    the names to bind for the rewritten statements (empty when there is none)."""
     assigned = trees.stores(tree.body) | _parameters(tree)
     # (the operators' names, as the generated code shows them, where free)
     used = {n.id for n in trees.walk(tree) if isinstance(n, gast.Name)}
@@ -79,6 +79,8 @@ def _augmented(statement, namespace, assigned: set, names: dict):
     if not isinstance(target, gast.Name) or any(
         isinstance(a, gast.Starred) for a in call.args
     ):
+        return None
+    if target.id not in assigned:  # (a global's array: ``+=`` would make a local)
         return None
 
     def name(identifier, context=None):
