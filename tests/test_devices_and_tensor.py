@@ -848,3 +848,12 @@ def test_an_index_out_of_bounds_is_refused_on_cupy_as_on_the_cpu(
             call(x, ppto.tensor([index], device=device))
         inside = call(x, ppto.tensor([index % 3 - 3], device=device))  # -3..-1: fine
         assert inside.device == device
+
+
+def test_eye_takes_numpys_diagonal_k_in_numpys_order():
+    # ppto.eye(3, 4, k=1) was a raw TypeError (no k), and ppto.eye(3, 4, 1) read
+    # the 1 as the dtype, where NumPy's third argument is the diagonal
+    np.testing.assert_array_equal(ppto.eye(3, 4, k=1).numpy(), np.eye(3, 4, k=1))
+    made = ppto.eye(3, None, -1, "int32")
+    np.testing.assert_array_equal(made.numpy(), np.eye(3, k=-1, dtype="int32"))
+    assert made.dtype == np.int32
