@@ -857,3 +857,14 @@ def test_eye_takes_numpys_diagonal_k_in_numpys_order():
     made = ppto.eye(3, None, -1, "int32")
     np.testing.assert_array_equal(made.numpy(), np.eye(3, k=-1, dtype="int32"))
     assert made.dtype == np.int32
+
+
+def test_an_empty_list_indexes_no_element_as_in_numpy():
+    # NumPy reads x[[]] as an empty integer index; ppto made a float64 array of the
+    # list and refused it ("arrays used as indices must be of integer type")
+    a = np.arange(6.0).reshape(2, 3)
+    x = ppto.tensor(a)
+    for index in ([], [[]], (slice(None), []), ([], [])):
+        assert x[index].shape == a[index].shape and x[index].dtype == a.dtype
+    x[[]] = 5.0
+    np.testing.assert_array_equal(x.numpy(), a)
