@@ -608,6 +608,43 @@ def test_a_backend_result_of_the_wrong_shape_is_refused():
         ppto.unregister_backend("transposing")
 
 
+class Narrowing:
+    """A backend whose dot computes in float32, whatever its inputs, and whose sum
+    of integers wraps around in int8."""
+
+    xp = np
+
+    @staticmethod
+    def dot_impl(A, B):
+        return np.matmul(A.astype(np.float32), B.astype(np.float32))
+
+    @staticmethod
+    def reduce_sum_impl(x, axis=None, keepdims=False):
+        return np.sum(x, axis, keepdims=keepdims).astype(np.int8)
+
+
+def test_a_backend_result_of_the_wrong_dtype_is_refused():
+    # only the shape was checked: float64 tensors came out of the backend's dot as
+    # float32 (and a sum as int8) without a word
+    ppto.register_backend("narrowing", Narrowing)
+    try:
+        a = ppto.tensor(np.ones((2, 3)), device="narrowing")
+        b = ppto.tensor(np.ones((3, 4)), device="narrowing")
+        message = (
+            r"dot_impl returned a result of dtype float32 for inputs of dtype "
+            r"float64, float64, but ppto.dot gives float64"
+        )
+        with pytest.raises(ppto.BackendError, match=message):
+            ppto.dot(a, b)
+        with pytest.raises(ppto.BackendError, match=message):  # generated code too
+            ppto.grad(lambda A, B: ppto.reduce_sum(ppto.dot(A, B)))(a, b)
+        counts = ppto.tensor(np.full(300, 1), device="narrowing")
+        with pytest.raises(ppto.BackendError, match="dtype int8.*gives int64"):
+            counts.sum()
+    finally:
+        ppto.unregister_backend("narrowing")
+
+
 def test_an_implementation_named_by_an_alias_runs():
     ppto.register_backend("by_alias", ByAlias)
     try:
@@ -673,12 +710,16 @@ def test_expected_shapes_come_from_signatures_or_small_reference_runs():
     from ppto.ops import expected
 
     big = np.lib.stride_tricks.as_strided(np.zeros(1), (2048, 1024), (0, 0))
-    # matrix products and broadcasting: from the signature, whatever the size
-    assert expected._expected(ppto.dot, (big, big.T), {}) == (2048, 2048)
-    assert expected._expected(ppto.add, (big, np.ones(1024)), {}) == (2048, 1024)
-    assert expected._expected(ppto.reduce_sum, (big,), {"axis": 0}) == (1024,)
+    f8 = np.dtype("float64")
+    # matrix products and broadcasting: from the signature, whatever the size (the
+    # dtype from a run on one element per axis)
+    assert expected._expected(ppto.dot, (big, big.T), {}) == ((2048, 2048), f8)
+    small = np.ones(1024, np.float32)
+    assert expected._expected(ppto.add, (big, small), {}) == ((2048, 1024), f8)
+    assert expected._expected(ppto.reduce_sum, (big,), {"axis": 0}) == ((1024,), f8)
     # anything else runs the operator, on inputs of at most PROBE_LIMIT elements
-    assert expected._expected(ppto.softmax, (big[:4],), {"axis": 1}) == (4, 1024)
+    softmax = expected._expected(ppto.softmax, (big[:4],), {"axis": 1})
+    assert softmax == ((4, 1024), f8)
     assert expected._expected(ppto.softmax, (big,), {"axis": 1}) is None
 
 
