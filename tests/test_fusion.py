@@ -1635,3 +1635,27 @@ def test_numbers_alone_in_a_region_are_computed_as_python_computes_them(
     step = 1e-6 * scale
     errors = directional_errors(function, points, [dx.numpy()], 2, step)
     assert max(errors) < (1e-5 if dtype == "float64" else 1e-3), errors
+
+
+def test_a_user_rule_changing_the_dtype_is_refused(own_rules):
+    # only shapes and values were compared: an implementation computing in float32
+    # (within the tolerance of float64's values) was registered, and one giving
+    # float64 for float32 inputs too, where fused code would change the results'
+    # dtype; a pattern that raised came out raw, where an implementation's raising
+    # is a FusionError
+    def pattern(x, y):
+        return ppto.sin(x) * y
+
+    with pytest.raises(ppto.FusionError, match="dtype float32, the pattern float64"):
+        ppto.fusion_rule(pattern, name="sin_times_in_float32")(
+            lambda x, y: (np.sin(x) * y).astype(np.float32)
+        )
+    with pytest.raises(ppto.FusionError, match="float32 inputs.*dtype float64"):
+        ppto.fusion_rule(pattern, name="sin_times_in_float64")(
+            lambda x, y: np.sin(x.astype(np.float64)) * y.astype(np.float64)
+        )
+    with pytest.raises(ppto.FusionError, match="raised ZeroDivisionError"):
+        ppto.fusion_rule(lambda x: ppto.sin(x) / 0 * (1 / 0), name="raising")(np.sin)
+    names = [rule.name for rule in ppto.fusion_rules()]
+    assert not {"sin_times_in_float32", "sin_times_in_float64", "raising"} & {*names}
+    ppto.fusion_rule(pattern, name="sin_times")(lambda x, y: np.sin(x) * y)
