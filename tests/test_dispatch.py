@@ -645,6 +645,37 @@ def test_a_backend_result_of_the_wrong_dtype_is_refused():
         ppto.unregister_backend("narrowing")
 
 
+class Faulty:
+    """A backend whose dot takes one argument too few, and whose exp fails."""
+
+    xp = np
+
+    @staticmethod
+    def dot_impl(A):
+        return A
+
+    @staticmethod
+    def exp_impl(x):
+        raise RuntimeError("device fault")
+
+
+def test_a_backend_implementation_that_fails_is_named():
+    # a dot_impl taking other parameters than ppto's was a ShapeError about the
+    # inputs' shapes, and an implementation's own error came out raw; NumPy's
+    # refusals of the inputs still are the operator's errors
+    ppto.register_backend("faulty", Faulty)
+    try:
+        a = ppto.tensor(np.ones((2, 2)), device="faulty")
+        with pytest.raises(ppto.BackendError, match=r"'faulty': dot_impl cannot be "):
+            ppto.dot(a, a)
+        with pytest.raises(ppto.BackendError, match="exp_impl raised RuntimeError"):
+            ppto.exp(a)
+        with pytest.raises(ppto.ShapeError, match="out of bounds"):
+            a[5]
+    finally:
+        ppto.unregister_backend("faulty")
+
+
 def test_an_implementation_named_by_an_alias_runs():
     ppto.register_backend("by_alias", ByAlias)
     try:
