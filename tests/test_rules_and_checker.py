@@ -655,6 +655,16 @@ def test_symbols_iterate_check_their_values_and_are_not_differentiated_as_values
             ppto.evaluate(x * 2.0, values)
 
 
+def test_a_symbolic_expression_read_as_a_number_says_to_evaluate_it():
+    # bool(expr) said so, but float(expr) and int(expr) were Python's raw
+    # TypeError ("float() argument must be ... not 'Operator'")
+    x = ppto.symbol("x", ())
+    for read in (float, int, complex):
+        for expression in (x, ppto.exp(x)):
+            with pytest.raises(ppto.PptoError, match="symbolic and has no value"):
+                read(expression)
+
+
 def test_get_grad_rule_of_an_expression_says_to_pass_its_operator():
     # the seed's symbolic differentiator takes expr.op; passing expr itself said
     # only "exp(x) has no gradient rule"
