@@ -545,6 +545,27 @@ def test_a_refused_tolerance_changes_nothing_and_allclose_names_bad_input():
         ppto.allclose("a", 1.0)
 
 
+def test_tolerances_may_be_numpy_numbers_and_allclose_takes_numpys_keywords():
+    # set_tolerance(rtol=np.float32(1e-4)) was refused as "not a non-negative
+    # finite number", and ppto.allclose(a, b, rtol=...) as NumPy's allclose is
+    # called was a raw TypeError (unexpected keyword argument 'rtol')
+    before = ppto.set_tolerance(rtol=np.float32(1e-4), atol=np.int64(0))
+    try:
+        assert ppto.get_tolerance() == (float(np.float32(1e-4)), 0.0)
+        assert ppto.allclose([1.0], [1.00005]) and not ppto.allclose([1.0], [1.001])
+        assert ppto.allclose(ppto.tensor([1.0]), [1.1], rtol=0.2)
+        assert not ppto.allclose([0.0], [1e-9], atol=0.0)
+        assert ppto.allclose([np.nan, 1.0], [np.nan, 1.0], equal_nan=True)
+        assert not ppto.allclose([np.nan], [np.nan])
+        assert ppto.get_tolerance() == (float(np.float32(1e-4)), 0.0)
+        with pytest.raises(ppto.PptoError, match="rtol must be.*got -1"):
+            ppto.allclose([1.0], [1.0], rtol=-1)
+        with pytest.raises(ppto.PptoError, match="rtol must be.*np.True_"):
+            ppto.set_tolerance(rtol=np.True_)
+    finally:
+        ppto.set_tolerance(*before)
+
+
 def test_allclose_takes_cupy_arrays(emulated_cupy):
     # a CuPy array went to np.asarray, which CuPy refuses, and came out as
     # "a is not an array" (the emulated CuPy refuses it as CuPy does)
