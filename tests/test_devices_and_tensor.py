@@ -868,3 +868,19 @@ def test_an_empty_list_indexes_no_element_as_in_numpy():
         assert x[index].shape == a[index].shape and x[index].dtype == a.dtype
     x[[]] = 5.0
     np.testing.assert_array_equal(x.numpy(), a)
+
+
+def test_numpys_any_all_and_comparisons_of_whole_arrays_take_tensors():
+    # np.any(t > 1), np.allclose(t, expected) and np.array_equal(t, u), as a user
+    # coming from NumPy checks results, were refused: "np.allclose has no ppto
+    # operator"
+    a = np.arange(6.0).reshape(2, 3)
+    t = ppto.tensor(a)
+    assert bool(np.any(t > 4)) and not bool(np.all(t > 0))
+    np.testing.assert_array_equal(np.all(t >= 1, axis=1).numpy(), [False, True])
+    assert np.any(t > 1, 0, None, True).shape == (1, 3)
+    assert np.allclose(t, a + 1e-9) is True and np.allclose(a, t + 1.0) is False
+    assert np.array_equal(t, ppto.tensor(a)) and not np.array_equal(t, a[:1])
+    assert np.array_equiv(ppto.tensor([[1.0, 2.0]] * 2), [1.0, 2.0])
+    with pytest.raises(ppto.PptoError, match="np.any of a tensor takes no where="):
+        np.any(t, where=t > 1)

@@ -138,6 +138,36 @@ def _all(self, axis=None, keepdims=False):
     return logic.equal(zeros, 0)
 
 
+def _numpy_reduction(reduce, name: str):
+    """``np.any`` / ``np.all`` of a tensor: the method's answer, as a tensor (NumPy's
+    ``out=`` and ``where=`` are refused, as the methods' ``out=`` is)."""
+
+    def numpy_function(a, axis=None, out=None, keepdims=False, **where):
+        if where:
+            raise PptoError(
+                f"np.{name} of a tensor takes no {', '.join(where)}=: select the "
+                "elements first (x[mask])"
+            )
+        _dtype_without_out(None, out, name)
+        return reduce(a, axis, keepdims)
+
+    return numpy_function
+
+
+def _on_host(compare):
+    """NumPy's ``compare`` (``np.allclose``, ``np.array_equal``) of the tensors'
+    values on the host: its answer is one Python bool, as NumPy's."""
+
+    def answer(*args, **kwargs):
+        host = [np.asarray(v) if isinstance(v, Tensor) else v for v in args]
+        named = {
+            k: np.asarray(v) if isinstance(v, Tensor) else v for k, v in kwargs.items()
+        }
+        return compare(*host, **named)
+
+    return answer
+
+
 def _contains(self, value) -> bool:
     """``value in x``: whether any element equals it, as NumPy answers (iterating
     compared whole rows, whose truth value is ambiguous)."""
@@ -267,7 +297,7 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
 
 
 def _array_function(self, func, types, args, kwargs):
-    query = NUMPY_QUERIES.get(func)
+    query = NUMPY_QUERIES.get(func) or _ANSWERS.get(func)
     if query is not None:
         return query(*args, **kwargs)
     adapter = NUMPY_FUNCTIONS.get(func)
@@ -278,6 +308,16 @@ def _array_function(self, func, types, args, kwargs):
         )
     return adapter(*args, **kwargs)
 
+
+# NumPy functions of tensors that are no operator (the transformer does not read
+# them: np.any and np.allclose in differentiated code are NumPy's own)
+_ANSWERS = {
+    np.any: _numpy_reduction(_any, "any"),
+    np.all: _numpy_reduction(_all, "all"),
+    np.allclose: _on_host(np.allclose),
+    np.array_equal: _on_host(np.array_equal),
+    np.array_equiv: _on_host(np.array_equiv),
+}
 
 _METHODS = {
     "__add__": _binary(ew.add),
