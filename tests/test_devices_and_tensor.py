@@ -884,3 +884,16 @@ def test_numpys_any_all_and_comparisons_of_whole_arrays_take_tensors():
     assert np.array_equiv(ppto.tensor([[1.0, 2.0]] * 2), [1.0, 2.0])
     with pytest.raises(ppto.PptoError, match="np.any of a tensor takes no where="):
         np.any(t, where=t > 1)
+
+
+def test_divmod_of_tensors_is_numpys():
+    # divmod(t, 2) was Python's raw TypeError (no __divmod__), np.divmod(t, 2)
+    # refused as having no ppto operator
+    a = np.array([7.0, -7.5, 3.0])
+    for quotient_remainder in (divmod(ppto.tensor(a), 2), np.divmod(ppto.tensor(a), 2)):
+        expected = np.divmod(a, 2)
+        for got, wanted in zip(quotient_remainder, expected):
+            np.testing.assert_array_equal(got.numpy(), wanted)
+    quotient, remainder = divmod(7, ppto.tensor([2, -3]))
+    np.testing.assert_array_equal(quotient.numpy(), [3, -3])
+    np.testing.assert_array_equal(remainder.numpy(), [1, -2])

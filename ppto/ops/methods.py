@@ -280,12 +280,19 @@ def _moved_to(device, value):
     return Tensor(move(value, source, device, "setitem", True), device)
 
 
+def _divmod(a, b):
+    """``divmod(a, b)``, as NumPy's: the floored quotient and the remainder."""
+    return logic.floor_divide(a, b), ew.remainder(a, b)
+
+
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     # np.maximum.reduce(x, axis=0), np.add.accumulate(x), np.multiply.outer(a, b)
     if method in ("reduce", "accumulate", "outer"):
         running = NUMPY_FUNCTIONS.get(getattr(ufunc, method))
         if running is not None:
             return running(*inputs, **kwargs)
+    if ufunc is np.divmod and method == "__call__" and not kwargs:
+        return _divmod(*inputs)  # (two results: no operator of its own)
     op = NUMPY_UFUNCS.get(ufunc)
     if method != "__call__" or op is None or kwargs:
         raise PptoError(
@@ -332,6 +339,8 @@ _METHODS = {
     "__rfloordiv__": _binary(logic.floor_divide, True),
     "__mod__": _binary(ew.remainder),
     "__rmod__": _binary(ew.remainder, True),
+    "__divmod__": _binary(_divmod),
+    "__rdivmod__": _binary(_divmod, True),
     "__pow__": _binary(ew.pow),
     "__rpow__": _binary(ew.pow, True),
     "__matmul__": _binary(linalg.dot),
