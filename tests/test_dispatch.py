@@ -318,6 +318,19 @@ def test_a_fill_may_have_leading_axes_of_size_one_as_in_numpy():
         unfit.shape  # noqa: B018  (a symbolic shape is worked out when asked for)
 
 
+def test_an_operator_called_in_numpys_order_says_how_to_call_it():
+    # ppto.einsum("ij,kj->ik", a, b) was refused as "argument 'ij,kj->ik' has
+    # dtype <U9 ... strings cannot be tensors"
+    a = ppto.tensor(np.arange(6.0).reshape(2, 3))
+    message = r"takes an array as a, got the string 'ij,kj->ik'.*subscripts=\.\.\."
+    with pytest.raises(ppto.DTypeError, match=message):
+        ppto.einsum("ij,kj->ik", a, a)
+    product = ppto.einsum(a, a, subscripts="ij,kj->ik")
+    np.testing.assert_allclose(product.numpy(), a.numpy() @ a.numpy().T)
+    with pytest.raises(ppto.DTypeError, match="strings cannot be tensors"):
+        ppto.exp("a")  # (no parameter took an array: not a matter of order)
+
+
 def test_array_library_errors_are_wrapped_with_context():
     with pytest.raises(
         ppto.ShapeError, match=r"ppto.reshape.*\(2, 3\).*shape=\(4, 4\)"

@@ -210,6 +210,7 @@ class Primitive(OperatorDef):
         if self.positional:  # (NumPy's order: ppto.average(a, 1) averages rows)
             args, kwargs = by_name(self.positional, args, kwargs, f"ppto.{self.name}")
         inputs, params = self.bind(args, kwargs)
+        refuse_numpys_order(self, inputs, params)
         return self.apply(inputs, params)
 
     def call_with_inputs(self, inputs, params: dict):
@@ -342,6 +343,25 @@ def _number_like(value: Any) -> bool:
         and not _is_symbolic(value)
         and np.ndim(value) == 0  # (an array has __index__, raising unless 0-d)
     )
+
+
+def refuse_numpys_order(op: Primitive, inputs: list, params: dict) -> None:
+    """Refuse a call with a string where ``op`` takes an array and an array where it
+    takes a parameter, saying how to call it: a call in NumPy's order
+    (``ppto.einsum("ij,jk", a, b)``, whose subscripts go last, by name), which was
+    refused as a dtype no tensor holds."""
+    shifted = any(
+        isinstance(value, (Tensor, np.ndarray)) or _is_symbolic(value)
+        for value in params.values()
+    )
+    for name, value in zip(op.input_names, inputs):
+        if shifted and isinstance(value, str):
+            example = f"{', '.join(op.input_names)}, {op.param_names[0]}=..."
+            raise DTypeError(
+                f"ppto.{op.name}{op.python_signature} takes an array as {name}, "
+                f"got the string {value!r}: the arrays come first, the "
+                f"parameters after them, by name: ppto.{op.name}({example})"
+            )
 
 
 def flagged_variant(op: OperatorDef, args: tuple, kwargs: dict):
