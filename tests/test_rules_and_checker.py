@@ -698,6 +698,19 @@ def test_get_grad_rule_of_an_expression_says_to_pass_its_operator():
         ppto.get_grad_rule("nope")
 
 
+@ppto.operator
+def log_of_sum(x):
+    return ppto.log(ppto.reduce_sum(x))
+
+
+def test_get_grad_rule_of_an_operator_differentiated_from_its_body_says_so():
+    # it said "has no gradient rule", of an operator ppto differentiates
+    with pytest.raises(ppto.GradError, match="of its own: ppto differentiates it"):
+        ppto.get_grad_rule(log_of_sum)
+    with pytest.raises(ppto.GradError, match="no tangent rule of its own"):
+        ppto.get_jvp_rule(log_of_sum)
+
+
 @pytest.mark.parametrize("shape", ["ab", 3, (2, 1.5), (2, -1)])
 def test_a_symbols_shape_is_a_tuple_of_lengths(shape):
     # "ab" made the shape ('a', 'b'), 3 a raw TypeError
