@@ -221,6 +221,22 @@ def test_sort_method_sorts_the_tensor_in_place_as_ndarray_sort():
         ppto.tensor(values).sort(axis=None)  # (ndarray.sort refuses it too)
 
 
+def test_sort_in_place_writes_through_views_as_other_writes_do():
+    # x.sort() took new memory: a row of a matrix sorted in place left the matrix
+    # as it was, and a view (x.T) of a sorted tensor kept the old order, where
+    # NumPy's sort writes into the array's memory
+    values = np.array([[3.0, 1.0, 2.0], [9.0, 7.0, 8.0]])
+    x = ppto.tensor(values)
+    row = x[0]
+    row.sort()
+    np.testing.assert_array_equal(x.numpy(), [[1.0, 2.0, 3.0], [9.0, 7.0, 8.0]])
+    transposed = x.T
+    x.sort(axis=1)
+    np.testing.assert_array_equal(
+        transposed.numpy(), [[1.0, 7.0], [2.0, 8.0], [3.0, 9.0]]
+    )
+
+
 def test_arithmetic_and_comparisons_dispatch_to_operators():
     a = ppto.tensor([1.0, 2.0, 3.0])
     b = ppto.tensor([3.0, 2.0, 1.0])

@@ -255,16 +255,20 @@ def _logical_in_place(op, symbol: str, name: str):
 
 def _sort(self, axis=-1, kind=None, *, stable=None):
     """``x.sort(axis)`` sorts x in place, as ndarray.sort does (``np.sort(x)`` is a
-    sorted copy)."""
+    sorted copy): in x's memory, so that views of x, and the tensor x is a view
+    of, see the order."""
     if axis is None:  # (the flattened x would not fit x's shape)
         raise PptoError(
             "x.sort() sorts along one axis, not axis=None (as ndarray.sort): "
             "np.sort(x, axis=None) is the flattened x sorted"
         )
     ordered = arrange.sort(self, axis, kind, stable)
-    self.data = ordered.data
-    if streams.in_use:  # x now holds data a stream may still be writing
-        streams.same_origin(self, ordered)
+    if any(getattr(o, "tells_values_by_identity", False) for o in OBSERVERS):
+        self.data = ordered.data  # (as _setitem: x keeps its own, new memory)
+        if streams.in_use:  # x now holds data a stream may still be writing
+            streams.same_origin(self, ordered)
+        return
+    _write_into(self, ordered)  # (in x's memory: views of it see the order)
 
 
 def _moved_to(device, value):
