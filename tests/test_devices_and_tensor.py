@@ -913,3 +913,12 @@ def test_divmod_of_tensors_is_numpys():
     quotient, remainder = divmod(7, ppto.tensor([2, -3]))
     np.testing.assert_array_equal(quotient.numpy(), [3, -3])
     np.testing.assert_array_equal(remainder.numpy(), [1, -2])
+
+
+def test_the_repr_of_an_empty_tensor_gives_its_shape():
+    # every empty tensor printed as Tensor([], ...): (0, 3) read as (0,), as
+    # NumPy's repr says shape=(0, 3)
+    assert repr(ppto.tensor(np.zeros((0, 3)))) == (
+        "Tensor([], shape=(0, 3), device='cpu', dtype=float64)"
+    )
+    assert repr(ppto.tensor([])) == "Tensor([], device='cpu', dtype=float64)"

@@ -147,6 +147,8 @@ class Tensor:
             # debuggers and tracebacks show it)
             return f"Tensor(<unreadable>, shape={self.shape}, device='{self.device}')"
         body = np.array2string(host, separator=", ", prefix="Tensor(")
+        if host.size == 0 and host.shape != (0,):  # (as NumPy: [] alone is (0,))
+            body += f", shape={self.shape}"
         extra = f", layout='{self.layout}'" if self.layout else ""
         return f"Tensor({body}, device='{self.device}', dtype={self.dtype}{extra})"
 
