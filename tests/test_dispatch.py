@@ -331,6 +331,15 @@ def test_an_operator_called_in_numpys_order_says_how_to_call_it():
         ppto.exp("a")  # (no parameter took an array: not a matter of order)
 
 
+def test_an_operator_of_a_list_given_arrays_one_by_one_says_to_pass_a_list():
+    # ppto.meshgrid(x, y), as np.meshgrid is called, said only "expected a list of
+    # tensors, got Tensor", naming neither the operator nor what to write
+    x = ppto.tensor([1.0, 2.0])
+    with pytest.raises(ppto.PptoError, match=r"ppto.meshgrid takes a list .* as xs"):
+        ppto.meshgrid(x, x)
+    assert [grid.shape for grid in ppto.meshgrid([x, x])] == [(2, 2), (2, 2)]
+
+
 def test_array_library_errors_are_wrapped_with_context():
     with pytest.raises(
         ppto.ShapeError, match=r"ppto.reshape.*\(2, 3\).*shape=\(4, 4\)"

@@ -218,7 +218,7 @@ class Primitive(OperatorDef):
 
     def apply(self, inputs: list, params: dict) -> Any:
         """Run the operator on bound inputs (see the module docstring)."""
-        flat, lengths = _flatten(inputs, self.signature)
+        flat, lengths = _flatten(inputs, self)
         if params.get("layout", "") is None:
             params = {**params, "layout": _layout_of(inputs)}
         if params.get("dtype") is not None:  # (cast, zeros_like, one_hot ...)
@@ -422,16 +422,18 @@ def _raw_on(op_name: str, value: Tensor | tuple, device) -> Any:
     return move(value.data, value.device, device, op_name, True)
 
 
-def _flatten(inputs: list, signature: Signature) -> tuple[list, list]:
+def _flatten(inputs: list, op: Primitive) -> tuple[list, list]:
     flat: list = []
     lengths: list = []
-    for value, pattern in zip(inputs, signature.inputs):
+    for name, value, pattern in zip(op.input_names, inputs, op.signature.inputs):
         if pattern.is_list:
             if not isinstance(value, (list, tuple)) and np.ndim(value):
                 value = list(value)  # (an array's rows, as NumPy reads it there)
             if not isinstance(value, (list, tuple)):
+                # (ppto.meshgrid(x, y), as np.meshgrid takes the arrays one by one)
                 raise PptoError(
-                    f"expected a list of tensors, got {type(value).__name__}"
+                    f"ppto.{op.name} takes a list of tensors as {name}, got "
+                    f"{type(value).__name__}: write ppto.{op.name}([a, b, ...])"
                 )
             flat.extend(value)
             lengths.append(len(value))
