@@ -340,6 +340,16 @@ def test_an_operator_of_a_list_given_arrays_one_by_one_says_to_pass_a_list():
     assert [grid.shape for grid in ppto.meshgrid([x, x])] == [(2, 2), (2, 2)]
 
 
+def test_dtypes_the_array_library_refuses_are_dtype_errors():
+    # NumPy's TypeError (bool - bool, an unsupported loop) was a ShapeError (a
+    # ValueError) saying the inputs' shapes, which were fine
+    flags = ppto.tensor([True, False])
+    with pytest.raises(ppto.DTypeError, match=r"ppto.sub.*of dtype bool, bool"):
+        flags - flags
+    with pytest.raises(TypeError, match="boolean negative"):  # (as NumPy's)
+        ppto.neg(flags)
+
+
 def test_array_library_errors_are_wrapped_with_context():
     with pytest.raises(
         ppto.ShapeError, match=r"ppto.reshape.*\(2, 3\).*shape=\(4, 4\)"

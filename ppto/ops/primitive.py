@@ -251,7 +251,13 @@ class Primitive(OperatorDef):
             raise DTypeError(
                 f"ppto.{self.name}: {error}: use a wider dtype, or a float"
             ) from error
-        except (ValueError, IndexError, TypeError) as error:
+        except TypeError as error:  # (NumPy's word for dtypes a function refuses)
+            dtypes = ", ".join(str(_dtype_of(raw)) for raw in raws)
+            raise DTypeError(
+                f"ppto.{self.name}{self.python_signature} cannot take inputs of dtype "
+                f"{dtypes} with {_params_text(params)}: {error}"
+            ) from error
+        except (ValueError, IndexError) as error:
             shapes = ", ".join(str(_shape_of(raw)) for raw in raws)
             raise ShapeError(
                 f"ppto.{self.name}{self.python_signature} cannot take inputs of shape "
@@ -466,6 +472,12 @@ def _layout_of(inputs: list) -> str:
 def _shape_of(raw: Any) -> tuple:
     shape = getattr(raw, "shape", None)
     return tuple(shape) if shape is not None else ()
+
+
+def _dtype_of(raw: Any) -> str:
+    """An input's dtype, or its type where it has none (a Python number)."""
+    dtype = getattr(raw, "dtype", None)
+    return str(dtype) if dtype is not None else type(raw).__name__
 
 
 def _params_text(params: dict) -> str:
