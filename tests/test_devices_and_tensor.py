@@ -922,3 +922,24 @@ def test_the_repr_of_an_empty_tensor_gives_its_shape():
         "Tensor([], shape=(0, 3), device='cpu', dtype=float64)"
     )
     assert repr(ppto.tensor([])) == "Tensor([], device='cpu', dtype=float64)"
+
+
+def test_a_numpy_array_plus_equals_a_tensor_writes_into_the_array():
+    # total += t for a NumPy array total (np.add(total, t, out=(total,))) was
+    # refused, "np.add with out has no ppto operator"; it writes into the array,
+    # in its dtype, with NumPy's refusals, and out= may be a tensor
+    t = ppto.tensor([1.0, 2.0, 3.0])
+    total = np.zeros((2, 3), np.float32)
+    total += t
+    total *= t
+    assert total.dtype == np.float32
+    np.testing.assert_array_equal(total, [[1.0, 4.0, 9.0]] * 2)
+    with pytest.raises(ppto.DTypeError, match="not 'same_kind'"):
+        counts = np.zeros(3, int)
+        counts += t
+    with pytest.raises(ppto.ShapeError, match=r"shape \(3,\) to \(2, 3\)"):
+        row = np.zeros(3)
+        row += ppto.tensor(np.ones((2, 3)))
+    x = ppto.tensor(np.arange(6.0).reshape(2, 3))
+    assert np.multiply(x[0], 10.0, out=x[0]).shape == (3,)
+    np.testing.assert_array_equal(x.numpy(), [[0.0, 10.0, 20.0], [3.0, 4.0, 5.0]])

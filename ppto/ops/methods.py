@@ -298,6 +298,8 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     if ufunc is np.divmod and method == "__call__" and not kwargs:
         return _divmod(*inputs)  # (two results: no operator of its own)
     op = NUMPY_UFUNCS.get(ufunc)
+    if method == "__call__" and op is not None and set(kwargs) == {"out"}:
+        return _into_out(ufunc, op(*inputs), kwargs["out"])
     if method != "__call__" or op is None or kwargs:
         raise PptoError(
             f"np.{ufunc.__name__}{'.' + method if method != '__call__' else ''} "
@@ -305,6 +307,28 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
             "operator: call a ppto operator, or convert with np.asarray(tensor) first"
         )
     return op(*inputs)
+
+
+def _into_out(ufunc, result, out: tuple):
+    """``np.add(a, t, out=a)``, which ``a += t`` calls for a NumPy array a (a
+    tensor's own ``+=`` is ``_in_place``): the operator's result written into
+    ``out`` (a NumPy array or a tensor) in its dtype and shape, with NumPy's
+    rules (see ``shape.cast_in_place``), and ``out`` returned, as NumPy does."""
+    at = f"np.{ufunc.__name__}(..., out=) at {user_location()}"
+    target = out[0] if len(out) == 1 else None
+    if not isinstance(target, (np.ndarray, Tensor)):
+        given = repr(out)[:100]
+        raise PptoError(
+            f"{at}: out= takes one NumPy array or tensor to write into, got {given}"
+        )
+    if isinstance(target, np.ndarray) and not target.flags.writeable:
+        raise PptoError(f"{at}: the out= array is read-only")
+    kept = shape.cast_in_place(result, target, at)
+    if isinstance(target, Tensor):
+        _write_into(target, kept)
+    else:
+        target[...] = np.asarray(kept)
+    return target
 
 
 def _array_function(self, func, types, args, kwargs):
