@@ -943,3 +943,19 @@ def test_a_numpy_array_plus_equals_a_tensor_writes_into_the_array():
     x = ppto.tensor(np.arange(6.0).reshape(2, 3))
     assert np.multiply(x[0], 10.0, out=x[0]).shape == (3,)
     np.testing.assert_array_equal(x.numpy(), [[0.0, 10.0, 20.0], [3.0, 4.0, 5.0]])
+
+
+def test_numpys_index_finders_take_tensors():
+    # np.where(t > 1) (NumPy's one-argument where: the positions) said "ppto.where
+    # is missing argument(s) ['a', 'b']"; np.nonzero, np.argwhere, np.flatnonzero
+    # and np.count_nonzero were refused as having no ppto operator
+    a = np.array([[0.0, 3.0], [0.0, 5.0]])
+    t = ppto.tensor(a)
+    for got, wanted in zip(np.where(t > 1), np.where(a > 1)):
+        assert isinstance(got, ppto.Tensor)
+        np.testing.assert_array_equal(got.numpy(), wanted)
+    np.testing.assert_array_equal(t[np.nonzero(t)].numpy(), [3.0, 5.0])
+    np.testing.assert_array_equal(np.argwhere(t).numpy(), np.argwhere(a))
+    np.testing.assert_array_equal(np.flatnonzero(t).numpy(), [1, 3])
+    assert np.count_nonzero(t).item() == 2
+    np.testing.assert_array_equal(np.where(t > 1, t, -1.0).numpy(), [[-1, 3], [-1, 5]])

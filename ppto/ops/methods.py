@@ -22,7 +22,7 @@ from ppto.ops.numpy_map import (
 from ppto.ops.primitive import OBSERVERS
 from ppto.runtime import streams
 from ppto.runtime.ledger import user_location
-from ppto.runtime.tensor import Tensor, device_of, move
+from ppto.runtime.tensor import Tensor, device_of, move, tensor
 
 
 def _binary(op, reflected=False):
@@ -166,6 +166,21 @@ def _on_host(compare):
         return compare(*host, **named)
 
     return answer
+
+
+def _indices_of(find):
+    """NumPy's ``find`` (``np.nonzero``, ``np.argwhere`` ...) of a tensor: the
+    positions its values select, found on the host (their number depends on the
+    values), as integer tensors on the tensor's device."""
+
+    def indices(a, *args, **kwargs):
+        found = find(np.asarray(a), *args, **kwargs)
+        device = a.device if isinstance(a, Tensor) else None
+        if isinstance(found, tuple):
+            return tuple(tensor(part, device) for part in found)
+        return tensor(found, device)
+
+    return indices
 
 
 def _contains(self, value) -> bool:
@@ -332,6 +347,8 @@ def _into_out(ufunc, result, out: tuple):
 
 
 def _array_function(self, func, types, args, kwargs):
+    if func is np.where and len(args) == 1 and not kwargs:
+        func = np.nonzero  # (NumPy's np.where(condition) alone)
     query = NUMPY_QUERIES.get(func) or _ANSWERS.get(func)
     if query is not None:
         return query(*args, **kwargs)
@@ -352,6 +369,10 @@ _ANSWERS = {
     np.allclose: _on_host(np.allclose),
     np.array_equal: _on_host(np.array_equal),
     np.array_equiv: _on_host(np.array_equiv),
+    np.nonzero: _indices_of(np.nonzero),
+    np.argwhere: _indices_of(np.argwhere),
+    np.flatnonzero: _indices_of(np.flatnonzero),
+    np.count_nonzero: _indices_of(np.count_nonzero),
 }
 
 _METHODS = {
