@@ -152,6 +152,12 @@ def test_the_tensor_class_called_as_pytorch_spells_it_makes_a_tensor():
     assert isinstance(on_sim.device, ppto.Device) and on_sim.device.kind == "sim"
     with pytest.raises(ppto.DTypeError, match="strings"):
         ppto.Tensor("ab")
+    # ppto.Tensor(t) held the tensor t as its array, and so did the results of
+    # operators on it: their .data was no array
+    source = ppto.tensor([1.0, 2.0], device="sim")
+    made = ppto.Tensor(source)
+    assert isinstance(made.data, np.ndarray) and made.device == "sim:0"
+    assert isinstance((made + 1.0).data, np.ndarray)
 
 
 def test_tensor_surface():

@@ -33,10 +33,17 @@ class Tensor:
     __array_priority__ = 1000
 
     def __init__(self, data: Any, device: Device = CPU, layout: str | None = None):
-        if device.__class__ is not Device or not hasattr(data, "dtype"):
+        if (
+            device.__class__ is not Device
+            or not hasattr(data, "dtype")
+            or isinstance(data, Tensor)
+        ):
             # ppto.Tensor([1.0, 2.0], "cpu"), as PyTorch spells it, is made as
             # ppto.tensor makes it: the list was kept (.shape, repr raised
-            # AttributeError) and the device stayed a string
+            # AttributeError) and the device stayed a string; ppto.Tensor(t)
+            # held t itself as its array (and operators' results on it a tensor)
+            if isinstance(data, Tensor) and device is CPU:  # (the default: t's)
+                device = data.device
             made = tensor(data, device, layout=layout)
             data, device, layout = made.data, made.device, made.layout
         self.data = data
