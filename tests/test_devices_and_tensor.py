@@ -158,6 +158,13 @@ def test_the_tensor_class_called_as_pytorch_spells_it_makes_a_tensor():
     made = ppto.Tensor(source)
     assert isinstance(made.data, np.ndarray) and made.device == "sim:0"
     assert isinstance((made + 1.0).data, np.ndarray)
+    # ppto.Tensor(np_array) shared the user's array (writes to the tensor
+    # changed it) and took dtypes no tensor holds
+    values = np.zeros(3)
+    ppto.Tensor(values)[0] = 5.0
+    np.testing.assert_array_equal(values, np.zeros(3))
+    with pytest.raises(ppto.DTypeError, match="complex"):
+        ppto.Tensor(np.array([1j]))
 
 
 def test_tensor_surface():
