@@ -972,3 +972,31 @@ def test_numpys_index_finders_take_tensors():
     np.testing.assert_array_equal(np.flatnonzero(t).numpy(), [1, 3])
     assert np.count_nonzero(t).item() == 2
     np.testing.assert_array_equal(np.where(t > 1, t, -1.0).numpy(), [[-1, 3], [-1, 5]])
+
+
+def test_numpys_reduction_options_take_tensors_as_in_differentiated_code():
+    # np.sum(t, where=m), np.max(t, initial=v), np.mean(t, where=m) and
+    # t.sum(dtype=...) were refused ("ppto.reduce_sum got an unexpected argument
+    # 'where'"), where differentiated code takes them
+    a = np.array([[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]])
+    counts = np.array([[1, 2, 3], [4, 5, 6]])
+    mask = a > 0
+    t, c, m = ppto.tensor(a), ppto.tensor(counts), ppto.tensor(mask)
+    pairs = [
+        (np.sum(t, axis=1, where=m), np.sum(a, axis=1, where=mask)),
+        (np.sum(c, initial=10), np.sum(counts, initial=10)),
+        (np.prod(t, axis=0, where=m), np.prod(a, axis=0, where=mask)),
+        (
+            np.max(t, axis=1, where=m, initial=-9.0),
+            np.max(a, 1, where=mask, initial=-9.0),
+        ),
+        (np.mean(c, axis=1, where=m), np.mean(counts, axis=1, where=mask)),
+        (np.mean(c, dtype=np.float32), np.mean(counts, dtype=np.float32)),
+        (c.sum(axis=1, dtype=np.int8, where=m), counts.sum(1, np.int8, where=mask)),
+        (t.min(where=m, initial=100.0), a.min(where=mask, initial=100.0)),
+    ]
+    for got, wanted in pairs:
+        assert got.dtype == wanted.dtype and got.shape == np.shape(wanted)
+        np.testing.assert_allclose(got.numpy(), wanted)
+    with pytest.raises(ppto.PptoError, match="np.max with where= and no initial="):
+        np.max(t, where=m)

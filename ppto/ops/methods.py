@@ -17,7 +17,9 @@ from ppto.ops.numpy_map import (
     NUMPY_FUNCTIONS,
     NUMPY_QUERIES,
     NUMPY_UFUNCS,
+    REDUCTION_OPTIONS,
     check_numpy_positionals,
+    reduce_with_options,
 )
 from ppto.ops.primitive import OBSERVERS
 from ppto.runtime import streams
@@ -76,6 +78,8 @@ def _dtype_name(value) -> str:
 def _reduction(op, name: str):
     def method(self, *axis, **options):
         check_numpy_positionals(op, 1 + len(axis), f".{name}()")
+        if op in REDUCTION_OPTIONS and {"where", "initial", "dtype"} & {*options}:
+            return reduce_with_options(op, (self, *axis), options, f".{name}()")
         return op(self, *axis, **options)
 
     method.__doc__ = op.__doc__
