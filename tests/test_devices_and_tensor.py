@@ -1000,3 +1000,12 @@ def test_numpys_reduction_options_take_tensors_as_in_differentiated_code():
         np.testing.assert_allclose(got.numpy(), wanted)
     with pytest.raises(ppto.PptoError, match="np.max with where= and no initial="):
         np.max(t, where=m)
+
+
+def test_bit_shifts_of_tensors_are_refused_saying_what_to_write():
+    # t << 1 was Python's raw TypeError ("unsupported operand type(s) for <<")
+    t = ppto.tensor([1, 2])
+    with pytest.raises(ppto.DTypeError, match=r"<< of a tensor of int64.*left_shift"):
+        t << 1  # noqa: B018
+    with pytest.raises(ppto.DTypeError, match=r">> of int 8 and a tensor"):
+        8 >> t  # noqa: B018

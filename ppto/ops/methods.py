@@ -57,6 +57,22 @@ def _logical(op, symbol: str, reflected: bool = False):
     return method
 
 
+def _bit_shift(symbol: str, numpy_name: str, reflected: bool = False):
+    """A tensor's ``<<`` and ``>>``: ppto has no bitwise operator, so they are
+    refused as ``&`` on integers is, saying what to write (Python's own TypeError,
+    "unsupported operand type(s)", said nothing of it)."""
+
+    def method(self, other):
+        operands = (other, self) if reflected else (self, other)
+        raise DTypeError(
+            f"{symbol} of {_dtype_name(operands[0])} and {_dtype_name(operands[1])} "
+            f"at {user_location()}: ppto has no bitwise shift; compute it in NumPy "
+            f"(np.{numpy_name}(t.numpy(), ...)), or multiply by a power of two"
+        )
+
+    return method
+
+
 def _boolean(value) -> bool:
     """Whether ``value`` is boolean, or may be (a symbolic expression's dtype is
     not known)."""
@@ -414,6 +430,10 @@ _METHODS = {
     "__xor__": _logical(logic.logical_xor, "^"),
     "__rxor__": _logical(logic.logical_xor, "^", reflected=True),
     "__invert__": _logical(logic.logical_not, "~"),
+    "__lshift__": _bit_shift("<<", "left_shift"),
+    "__rlshift__": _bit_shift("<<", "left_shift", reflected=True),
+    "__rshift__": _bit_shift(">>", "right_shift"),
+    "__rrshift__": _bit_shift(">>", "right_shift", reflected=True),
     "__getitem__": lambda self, index: indexing.getitem(self, index),
     "__setitem__": _setitem,
     "__iadd__": _in_place(ew.add, "+="),
