@@ -462,6 +462,33 @@ def test_a_user_rule_is_used_by_generated_code_and_keeps_gradients_right(own_rul
     np.testing.assert_allclose(gradient, x / (1 + np.abs(x)), rtol=1e-13)
 
 
+def test_a_user_rule_beyond_a_tolerance_set_tighter_since_is_not_used(own_rules):
+    """A rule accepted under a loose tolerance stayed in use once the tolerance
+    was set tighter: fused code differed from the pattern by 1e-4 at rtol 1e-5
+    (ppto.allclose said False of it), and code fused before the change was kept."""
+
+    def pattern(x):
+        return x / (1.0 + ppto.abs(x))
+
+    def loose(x):
+        return x / (1.0 + np.abs(x)) * (1.0 + 1e-4)
+
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal(8), rng.standard_normal(8)
+    gradient = ppto.grad(scaled_softsign, wrt=1)
+    previous = ppto.set_tolerance(rtol=1e-3)
+    try:
+        ppto.fusion_rule(pattern, name="softsign_loose")(loose)
+        shown = ppto.show_source(scaled_softsign, x, y, fused=True, file=io.StringIO())
+        assert "__fused_softsign_loose(x)" in shown
+        gradient(x, y)
+    finally:
+        ppto.set_tolerance(*previous)
+    shown = ppto.show_source(scaled_softsign, x, y, fused=True, file=io.StringIO())
+    assert "softsign_loose" not in shown
+    np.testing.assert_allclose(np.asarray(gradient(x, y)), x / (1 + np.abs(x)), 1e-13)
+
+
 def padded_and_scaled(x, y):
     return np.sum(np.pad(x, 1) * 2.0 * y)
 

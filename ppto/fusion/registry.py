@@ -58,6 +58,10 @@ class FusionRule:
     # a built-in rule's CuPy kernel where none is derived from its pattern (a
     # scatter, broadcasts back to an image): a function of the rule making it
     cuda: Callable | None = field(default=None, repr=False)
+    # a user's rule's largest relative difference from its pattern, measured when
+    # it was registered (``verify``): above the active tolerance, set tighter since,
+    # the rule is not used (``in_tolerance``)
+    error: float = field(default=0.0, repr=False)
     _size: int | None = field(default=None, repr=False)
 
     @property
@@ -426,7 +430,7 @@ def register(pattern: Callable, implementation: Callable | None, *, name: str,
         cuda=cuda,
     )
     if not builtin:  # built-in rules are checked by the test suite, not at import
-        verify(rule, shapes or [(4, 4)] * len(parameters))
+        rule.error = verify(rule, shapes or [(4, 4)] * len(parameters))
     for existing in RULES:
         if existing.name == name:
             raise FusionError(f"a fusion rule named {name!r} already exists")
@@ -563,8 +567,18 @@ _BY_ROOT: dict = {}
 def rules_for(op) -> list[FusionRule]:
     """The rules whose pattern's outermost operator is ``op``, largest first, and
     those of one value before multi-output ones: where both match, the one value
-    costs fewer arrays (the others' intermediates were read by nothing else)."""
+    costs fewer arrays (the others' intermediates were read by nothing else).
+    Rules beyond the active tolerance are left out (``in_tolerance``)."""
     if not _BY_ROOT:
         for rule in sorted(fusion_rules(), key=lambda rule: bool(rule.outputs)):
             _BY_ROOT.setdefault(rule.template.op, []).append(rule)
-    return _BY_ROOT.get(op, [])
+    return [rule for rule in _BY_ROOT.get(op, ()) if in_tolerance(rule)]
+
+
+def in_tolerance(rule: FusionRule) -> bool:
+    """Whether ``rule`` may be used: fusion never changes results beyond the active
+    tolerance, and a user's rule accepted under a looser one (``set_tolerance``
+    tightened since) differs from its pattern by more (it was used, silently)."""
+    from ppto.runtime.precision import get_tolerance
+
+    return rule.error <= get_tolerance()[0]

@@ -21,6 +21,7 @@ from ppto.runtime import streams
 from ppto.runtime.backends import backend_for
 from ppto.runtime.dispatch import gather_inputs, implementation
 from ppto.runtime.dtypes import check_dtype
+from ppto.runtime.precision import tolerance_changes
 from ppto.runtime.tensor import Tensor, move
 
 OPERATORS: dict[str, OperatorDef] = {}
@@ -525,7 +526,9 @@ def note_registration() -> None:
 
 
 def registrations() -> int:
-    return _REGISTRATIONS[0]
+    """Changes to what generated code is made from: registrations, and the
+    tolerance (which fusion rules apply)."""
+    return _REGISTRATIONS[0] + tolerance_changes()
 
 
 def require_rule(op: OperatorDef, kind: str):

@@ -15,7 +15,7 @@ import numpy as np
 from ppto.errors import DTypeError, PptoError, ShapeError
 
 _MODES = ("strict", "default", "fast")
-_state = {"mode": "default", "rtol": 1e-5, "atol": 1e-8}
+_state = {"mode": "default", "rtol": 1e-5, "atol": 1e-8, "changes": 0}
 
 
 def set_precision(mode: str) -> str:
@@ -41,7 +41,16 @@ def set_tolerance(rtol: float | None = None, atol: float | None = None) -> tuple
     previous = (_state["rtol"], _state["atol"])
     given = _checked_tolerances(rtol=rtol, atol=atol)
     _state.update({name: value for name, value in given.items() if value is not None})
+    if _state["rtol"] != previous[0]:  # (which fusion rules apply: see changes())
+        _state["changes"] += 1
     return previous
+
+
+def tolerance_changes() -> int:
+    """How many times the relative tolerance has changed: code fused before a
+    change may use a rule the tolerance now leaves out (ppto.fusion.registry's
+    in_tolerance), so it is not reused after it."""
+    return _state["changes"]
 
 
 def _checked_tolerances(**given: Any) -> dict:
