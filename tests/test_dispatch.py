@@ -331,13 +331,13 @@ def test_an_operator_called_in_numpys_order_says_how_to_call_it():
         ppto.exp("a")  # (no parameter took an array: not a matter of order)
 
 
-def test_an_operator_of_a_list_given_arrays_one_by_one_says_to_pass_a_list():
-    # ppto.meshgrid(x, y), as np.meshgrid is called, said only "expected a list of
-    # tensors, got Tensor", naming neither the operator nor what to write
-    x = ppto.tensor([1.0, 2.0])
-    with pytest.raises(ppto.PptoError, match=r"ppto.meshgrid takes a list .* as xs"):
-        ppto.meshgrid(x, x)
-    assert [grid.shape for grid in ppto.meshgrid([x, x])] == [(2, 2), (2, 2)]
+def test_an_operator_of_a_list_given_no_list_says_to_pass_one():
+    # ppto.concat(t) of a 0-d t (no rows to read as the list) said only "expected
+    # a list of tensors, got Tensor", naming neither the operator nor what to write
+    x = ppto.tensor(1.0)
+    with pytest.raises(ppto.PptoError, match=r"ppto.concat takes a list .* as xs"):
+        ppto.concat(x)
+    assert ppto.stack([x, x]).shape == (2,)
 
 
 def test_dtypes_the_array_library_refuses_are_dtype_errors():

@@ -437,7 +437,7 @@ def _flatten(inputs: list, op: Primitive) -> tuple[list, list]:
             if not isinstance(value, (list, tuple)) and np.ndim(value):
                 value = list(value)  # (an array's rows, as NumPy reads it there)
             if not isinstance(value, (list, tuple)):
-                # (ppto.meshgrid(x, y), as np.meshgrid takes the arrays one by one)
+                # (a number or a 0-d array: no rows to read as the list)
                 raise PptoError(
                     f"ppto.{op.name} takes a list of tensors as {name}, got "
                     f"{type(value).__name__}: write ppto.{op.name}([a, b, ...])"
