@@ -338,6 +338,11 @@ def test_an_operator_of_a_list_given_no_list_says_to_pass_one():
     with pytest.raises(ppto.PptoError, match=r"ppto.concat takes a list .* as xs"):
         ppto.concat(x)
     assert ppto.stack([x, x]).shape == (2,)
+    # ppto.meshgrid(x, y), as np.meshgrid is called, read x's rows as the list
+    # and y as indexing=: "the truth value of an array ... is ambiguous"
+    row = ppto.tensor([1.0, 2.0])
+    with pytest.raises(ppto.PptoError, match=r"in one list, ppto.meshgrid\(\[x, y\]\)"):
+        ppto.meshgrid(row, row)
 
 
 def test_dtypes_the_array_library_refuses_are_dtype_errors():
