@@ -78,6 +78,13 @@ def _hint_for(value: Any) -> str:
         return ": it is a symbol, an input that no operator made"
     if isinstance(value, str):
         return ": no operator has that name (ppto ops lists them)"
+    if getattr(value, "differentiated_from_body", False):
+        return (
+            " of its own: ppto differentiates it from its body (ppto.show_grad "
+            "shows the code, ppto.vjp computes it); applied to symbols it builds "
+            "its body's expression, whose operators have rules; or attach one "
+            "with @ppto.grad_rule"
+        )
     return ""
 
 

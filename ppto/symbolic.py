@@ -36,6 +36,14 @@ class _Expression:
             "ppto.evaluate(expr, values)"
         )
 
+    def _no_number(self):
+        raise PptoError(
+            f"{self!r} is symbolic and has no value to read as a number: evaluate "
+            "it first with ppto.evaluate(expr, values)"
+        )
+
+    __float__ = __int__ = __complex__ = _no_number
+
     def __array__(self, dtype=None, copy=None):
         raise PptoError(
             f"{self!r} is symbolic and has no values: evaluate it first with "

@@ -586,6 +586,10 @@ def einsum_of_three(x):
     return np.sum(np.einsum("i,i,i->", x, x, x))  # <- error
 
 
+def ppto_einsum_in_numpys_order(x):
+    return ppto.reduce_sum(ppto.einsum("i,i->", x, x))  # <- error
+
+
 def write_through_view(x):
     y = x * 1.0
     rest = y[1:]

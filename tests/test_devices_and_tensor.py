@@ -152,6 +152,19 @@ def test_the_tensor_class_called_as_pytorch_spells_it_makes_a_tensor():
     assert isinstance(on_sim.device, ppto.Device) and on_sim.device.kind == "sim"
     with pytest.raises(ppto.DTypeError, match="strings"):
         ppto.Tensor("ab")
+    # ppto.Tensor(t) held the tensor t as its array, and so did the results of
+    # operators on it: their .data was no array
+    source = ppto.tensor([1.0, 2.0], device="sim")
+    made = ppto.Tensor(source)
+    assert isinstance(made.data, np.ndarray) and made.device == "sim:0"
+    assert isinstance((made + 1.0).data, np.ndarray)
+    # ppto.Tensor(np_array) shared the user's array (writes to the tensor
+    # changed it) and took dtypes no tensor holds
+    values = np.zeros(3)
+    ppto.Tensor(values)[0] = 5.0
+    np.testing.assert_array_equal(values, np.zeros(3))
+    with pytest.raises(ppto.DTypeError, match="complex"):
+        ppto.Tensor(np.array([1j]))
 
 
 def test_tensor_surface():
@@ -219,6 +232,22 @@ def test_sort_method_sorts_the_tensor_in_place_as_ndarray_sort():
         np.testing.assert_array_equal(x.numpy(), np.sort(values, axis))
     with pytest.raises(ppto.PptoError, match="np.sort\\(x, axis=None\\)"):
         ppto.tensor(values).sort(axis=None)  # (ndarray.sort refuses it too)
+
+
+def test_sort_in_place_writes_through_views_as_other_writes_do():
+    # x.sort() took new memory: a row of a matrix sorted in place left the matrix
+    # as it was, and a view (x.T) of a sorted tensor kept the old order, where
+    # NumPy's sort writes into the array's memory
+    values = np.array([[3.0, 1.0, 2.0], [9.0, 7.0, 8.0]])
+    x = ppto.tensor(values)
+    row = x[0]
+    row.sort()
+    np.testing.assert_array_equal(x.numpy(), [[1.0, 2.0, 3.0], [9.0, 7.0, 8.0]])
+    transposed = x.T
+    x.sort(axis=1)
+    np.testing.assert_array_equal(
+        transposed.numpy(), [[1.0, 7.0], [2.0, 8.0], [3.0, 9.0]]
+    )
 
 
 def test_arithmetic_and_comparisons_dispatch_to_operators():
@@ -848,3 +877,135 @@ def test_an_index_out_of_bounds_is_refused_on_cupy_as_on_the_cpu(
             call(x, ppto.tensor([index], device=device))
         inside = call(x, ppto.tensor([index % 3 - 3], device=device))  # -3..-1: fine
         assert inside.device == device
+
+
+def test_eye_takes_numpys_diagonal_k_in_numpys_order():
+    # ppto.eye(3, 4, k=1) was a raw TypeError (no k), and ppto.eye(3, 4, 1) read
+    # the 1 as the dtype, where NumPy's third argument is the diagonal
+    np.testing.assert_array_equal(ppto.eye(3, 4, k=1).numpy(), np.eye(3, 4, k=1))
+    made = ppto.eye(3, None, -1, "int32")
+    np.testing.assert_array_equal(made.numpy(), np.eye(3, k=-1, dtype="int32"))
+    assert made.dtype == np.int32
+
+
+def test_an_empty_list_indexes_no_element_as_in_numpy():
+    # NumPy reads x[[]] as an empty integer index; ppto made a float64 array of the
+    # list and refused it ("arrays used as indices must be of integer type")
+    a = np.arange(6.0).reshape(2, 3)
+    x = ppto.tensor(a)
+    for index in ([], [[]], (slice(None), []), ([], [])):
+        assert x[index].shape == a[index].shape and x[index].dtype == a.dtype
+    x[[]] = 5.0
+    np.testing.assert_array_equal(x.numpy(), a)
+
+
+def test_numpys_any_all_and_comparisons_of_whole_arrays_take_tensors():
+    # np.any(t > 1), np.allclose(t, expected) and np.array_equal(t, u), as a user
+    # coming from NumPy checks results, were refused: "np.allclose has no ppto
+    # operator"
+    a = np.arange(6.0).reshape(2, 3)
+    t = ppto.tensor(a)
+    assert bool(np.any(t > 4)) and not bool(np.all(t > 0))
+    np.testing.assert_array_equal(np.all(t >= 1, axis=1).numpy(), [False, True])
+    assert np.any(t > 1, 0, None, True).shape == (1, 3)
+    assert np.allclose(t, a + 1e-9) is True and np.allclose(a, t + 1.0) is False
+    assert np.array_equal(t, ppto.tensor(a)) and not np.array_equal(t, a[:1])
+    assert np.array_equiv(ppto.tensor([[1.0, 2.0]] * 2), [1.0, 2.0])
+    with pytest.raises(ppto.PptoError, match="np.any of a tensor takes no where="):
+        np.any(t, where=t > 1)
+
+
+def test_divmod_of_tensors_is_numpys():
+    # divmod(t, 2) was Python's raw TypeError (no __divmod__), np.divmod(t, 2)
+    # refused as having no ppto operator
+    a = np.array([7.0, -7.5, 3.0])
+    for quotient_remainder in (divmod(ppto.tensor(a), 2), np.divmod(ppto.tensor(a), 2)):
+        expected = np.divmod(a, 2)
+        for got, wanted in zip(quotient_remainder, expected):
+            np.testing.assert_array_equal(got.numpy(), wanted)
+    quotient, remainder = divmod(7, ppto.tensor([2, -3]))
+    np.testing.assert_array_equal(quotient.numpy(), [3, -3])
+    np.testing.assert_array_equal(remainder.numpy(), [1, -2])
+
+
+def test_the_repr_of_an_empty_tensor_gives_its_shape():
+    # every empty tensor printed as Tensor([], ...): (0, 3) read as (0,), as
+    # NumPy's repr says shape=(0, 3)
+    assert repr(ppto.tensor(np.zeros((0, 3)))) == (
+        "Tensor([], shape=(0, 3), device='cpu', dtype=float64)"
+    )
+    assert repr(ppto.tensor([])) == "Tensor([], device='cpu', dtype=float64)"
+
+
+def test_a_numpy_array_plus_equals_a_tensor_writes_into_the_array():
+    # total += t for a NumPy array total (np.add(total, t, out=(total,))) was
+    # refused, "np.add with out has no ppto operator"; it writes into the array,
+    # in its dtype, with NumPy's refusals, and out= may be a tensor
+    t = ppto.tensor([1.0, 2.0, 3.0])
+    total = np.zeros((2, 3), np.float32)
+    total += t
+    total *= t
+    assert total.dtype == np.float32
+    np.testing.assert_array_equal(total, [[1.0, 4.0, 9.0]] * 2)
+    with pytest.raises(ppto.DTypeError, match="not 'same_kind'"):
+        counts = np.zeros(3, int)
+        counts += t
+    with pytest.raises(ppto.ShapeError, match=r"shape \(3,\) to \(2, 3\)"):
+        row = np.zeros(3)
+        row += ppto.tensor(np.ones((2, 3)))
+    x = ppto.tensor(np.arange(6.0).reshape(2, 3))
+    assert np.multiply(x[0], 10.0, out=x[0]).shape == (3,)
+    np.testing.assert_array_equal(x.numpy(), [[0.0, 10.0, 20.0], [3.0, 4.0, 5.0]])
+
+
+def test_numpys_index_finders_take_tensors():
+    # np.where(t > 1) (NumPy's one-argument where: the positions) said "ppto.where
+    # is missing argument(s) ['a', 'b']"; np.nonzero, np.argwhere, np.flatnonzero
+    # and np.count_nonzero were refused as having no ppto operator
+    a = np.array([[0.0, 3.0], [0.0, 5.0]])
+    t = ppto.tensor(a)
+    for got, wanted in zip(np.where(t > 1), np.where(a > 1)):
+        assert isinstance(got, ppto.Tensor)
+        np.testing.assert_array_equal(got.numpy(), wanted)
+    np.testing.assert_array_equal(t[np.nonzero(t)].numpy(), [3.0, 5.0])
+    np.testing.assert_array_equal(np.argwhere(t).numpy(), np.argwhere(a))
+    np.testing.assert_array_equal(np.flatnonzero(t).numpy(), [1, 3])
+    assert np.count_nonzero(t).item() == 2
+    np.testing.assert_array_equal(np.where(t > 1, t, -1.0).numpy(), [[-1, 3], [-1, 5]])
+
+
+def test_numpys_reduction_options_take_tensors_as_in_differentiated_code():
+    # np.sum(t, where=m), np.max(t, initial=v), np.mean(t, where=m) and
+    # t.sum(dtype=...) were refused ("ppto.reduce_sum got an unexpected argument
+    # 'where'"), where differentiated code takes them
+    a = np.array([[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]])
+    counts = np.array([[1, 2, 3], [4, 5, 6]])
+    mask = a > 0
+    t, c, m = ppto.tensor(a), ppto.tensor(counts), ppto.tensor(mask)
+    pairs = [
+        (np.sum(t, axis=1, where=m), np.sum(a, axis=1, where=mask)),
+        (np.sum(c, initial=10), np.sum(counts, initial=10)),
+        (np.prod(t, axis=0, where=m), np.prod(a, axis=0, where=mask)),
+        (
+            np.max(t, axis=1, where=m, initial=-9.0),
+            np.max(a, 1, where=mask, initial=-9.0),
+        ),
+        (np.mean(c, axis=1, where=m), np.mean(counts, axis=1, where=mask)),
+        (np.mean(c, dtype=np.float32), np.mean(counts, dtype=np.float32)),
+        (c.sum(axis=1, dtype=np.int8, where=m), counts.sum(1, np.int8, where=mask)),
+        (t.min(where=m, initial=100.0), a.min(where=mask, initial=100.0)),
+    ]
+    for got, wanted in pairs:
+        assert got.dtype == wanted.dtype and got.shape == np.shape(wanted)
+        np.testing.assert_allclose(got.numpy(), wanted)
+    with pytest.raises(ppto.PptoError, match="np.max with where= and no initial="):
+        np.max(t, where=m)
+
+
+def test_bit_shifts_of_tensors_are_refused_saying_what_to_write():
+    # t << 1 was Python's raw TypeError ("unsupported operand type(s) for <<")
+    t = ppto.tensor([1, 2])
+    with pytest.raises(ppto.DTypeError, match=r"<< of a tensor of int64.*left_shift"):
+        t << 1  # noqa: B018
+    with pytest.raises(ppto.DTypeError, match=r">> of int 8 and a tensor"):
+        8 >> t  # noqa: B018

@@ -318,6 +318,43 @@ def test_a_fill_may_have_leading_axes_of_size_one_as_in_numpy():
         unfit.shape  # noqa: B018  (a symbolic shape is worked out when asked for)
 
 
+def test_an_operator_called_in_numpys_order_says_how_to_call_it():
+    # ppto.einsum("ij,kj->ik", a, b) was refused as "argument 'ij,kj->ik' has
+    # dtype <U9 ... strings cannot be tensors"
+    a = ppto.tensor(np.arange(6.0).reshape(2, 3))
+    message = r"takes an array as a, got the string 'ij,kj->ik'.*subscripts=\.\.\."
+    with pytest.raises(ppto.DTypeError, match=message):
+        ppto.einsum("ij,kj->ik", a, a)
+    product = ppto.einsum(a, a, subscripts="ij,kj->ik")
+    np.testing.assert_allclose(product.numpy(), a.numpy() @ a.numpy().T)
+    with pytest.raises(ppto.DTypeError, match="strings cannot be tensors"):
+        ppto.exp("a")  # (no parameter took an array: not a matter of order)
+
+
+def test_an_operator_of_a_list_given_no_list_says_to_pass_one():
+    # ppto.concat(t) of a 0-d t (no rows to read as the list) said only "expected
+    # a list of tensors, got Tensor", naming neither the operator nor what to write
+    x = ppto.tensor(1.0)
+    with pytest.raises(ppto.PptoError, match=r"ppto.concat takes a list .* as xs"):
+        ppto.concat(x)
+    assert ppto.stack([x, x]).shape == (2,)
+    # ppto.meshgrid(x, y), as np.meshgrid is called, read x's rows as the list
+    # and y as indexing=: "the truth value of an array ... is ambiguous"
+    row = ppto.tensor([1.0, 2.0])
+    with pytest.raises(ppto.PptoError, match=r"in one list, ppto.meshgrid\(\[x, y\]\)"):
+        ppto.meshgrid(row, row)
+
+
+def test_dtypes_the_array_library_refuses_are_dtype_errors():
+    # NumPy's TypeError (bool - bool, an unsupported loop) was a ShapeError (a
+    # ValueError) saying the inputs' shapes, which were fine
+    flags = ppto.tensor([True, False])
+    with pytest.raises(ppto.DTypeError, match=r"ppto.sub.*of dtype bool, bool"):
+        flags - flags
+    with pytest.raises(TypeError, match="boolean negative"):  # (as NumPy's)
+        ppto.neg(flags)
+
+
 def test_array_library_errors_are_wrapped_with_context():
     with pytest.raises(
         ppto.ShapeError, match=r"ppto.reshape.*\(2, 3\).*shape=\(4, 4\)"
@@ -608,6 +645,74 @@ def test_a_backend_result_of_the_wrong_shape_is_refused():
         ppto.unregister_backend("transposing")
 
 
+class Narrowing:
+    """A backend whose dot computes in float32, whatever its inputs, and whose sum
+    of integers wraps around in int8."""
+
+    xp = np
+
+    @staticmethod
+    def dot_impl(A, B):
+        return np.matmul(A.astype(np.float32), B.astype(np.float32))
+
+    @staticmethod
+    def reduce_sum_impl(x, axis=None, keepdims=False):
+        return np.sum(x, axis, keepdims=keepdims).astype(np.int8)
+
+
+def test_a_backend_result_of_the_wrong_dtype_is_refused():
+    # only the shape was checked: float64 tensors came out of the backend's dot as
+    # float32 (and a sum as int8) without a word
+    ppto.register_backend("narrowing", Narrowing)
+    try:
+        a = ppto.tensor(np.ones((2, 3)), device="narrowing")
+        b = ppto.tensor(np.ones((3, 4)), device="narrowing")
+        message = (
+            r"dot_impl returned a result of dtype float32 for inputs of dtype "
+            r"float64, float64, but ppto.dot gives float64"
+        )
+        with pytest.raises(ppto.BackendError, match=message):
+            ppto.dot(a, b)
+        with pytest.raises(ppto.BackendError, match=message):  # generated code too
+            ppto.grad(lambda A, B: ppto.reduce_sum(ppto.dot(A, B)))(a, b)
+        counts = ppto.tensor(np.full(300, 1), device="narrowing")
+        with pytest.raises(ppto.BackendError, match="dtype int8.*gives int64"):
+            counts.sum()
+    finally:
+        ppto.unregister_backend("narrowing")
+
+
+class Faulty:
+    """A backend whose dot takes one argument too few, and whose exp fails."""
+
+    xp = np
+
+    @staticmethod
+    def dot_impl(A):
+        return A
+
+    @staticmethod
+    def exp_impl(x):
+        raise RuntimeError("device fault")
+
+
+def test_a_backend_implementation_that_fails_is_named():
+    # a dot_impl taking other parameters than ppto's was a ShapeError about the
+    # inputs' shapes, and an implementation's own error came out raw; NumPy's
+    # refusals of the inputs still are the operator's errors
+    ppto.register_backend("faulty", Faulty)
+    try:
+        a = ppto.tensor(np.ones((2, 2)), device="faulty")
+        with pytest.raises(ppto.BackendError, match=r"'faulty': dot_impl cannot be "):
+            ppto.dot(a, a)
+        with pytest.raises(ppto.BackendError, match="exp_impl raised RuntimeError"):
+            ppto.exp(a)
+        with pytest.raises(ppto.ShapeError, match="out of bounds"):
+            a[5]
+    finally:
+        ppto.unregister_backend("faulty")
+
+
 def test_an_implementation_named_by_an_alias_runs():
     ppto.register_backend("by_alias", ByAlias)
     try:
@@ -673,12 +778,16 @@ def test_expected_shapes_come_from_signatures_or_small_reference_runs():
     from ppto.ops import expected
 
     big = np.lib.stride_tricks.as_strided(np.zeros(1), (2048, 1024), (0, 0))
-    # matrix products and broadcasting: from the signature, whatever the size
-    assert expected._expected(ppto.dot, (big, big.T), {}) == (2048, 2048)
-    assert expected._expected(ppto.add, (big, np.ones(1024)), {}) == (2048, 1024)
-    assert expected._expected(ppto.reduce_sum, (big,), {"axis": 0}) == (1024,)
+    f8 = np.dtype("float64")
+    # matrix products and broadcasting: from the signature, whatever the size (the
+    # dtype from a run on one element per axis)
+    assert expected._expected(ppto.dot, (big, big.T), {}) == ((2048, 2048), f8)
+    small = np.ones(1024, np.float32)
+    assert expected._expected(ppto.add, (big, small), {}) == ((2048, 1024), f8)
+    assert expected._expected(ppto.reduce_sum, (big,), {"axis": 0}) == ((1024,), f8)
     # anything else runs the operator, on inputs of at most PROBE_LIMIT elements
-    assert expected._expected(ppto.softmax, (big[:4],), {"axis": 1}) == (4, 1024)
+    softmax = expected._expected(ppto.softmax, (big[:4],), {"axis": 1})
+    assert softmax == ((4, 1024), f8)
     assert expected._expected(ppto.softmax, (big,), {"axis": 1}) is None
 
 

@@ -462,6 +462,33 @@ def test_a_user_rule_is_used_by_generated_code_and_keeps_gradients_right(own_rul
     np.testing.assert_allclose(gradient, x / (1 + np.abs(x)), rtol=1e-13)
 
 
+def test_a_user_rule_beyond_a_tolerance_set_tighter_since_is_not_used(own_rules):
+    """A rule accepted under a loose tolerance stayed in use once the tolerance
+    was set tighter: fused code differed from the pattern by 1e-4 at rtol 1e-5
+    (ppto.allclose said False of it), and code fused before the change was kept."""
+
+    def pattern(x):
+        return x / (1.0 + ppto.abs(x))
+
+    def loose(x):
+        return x / (1.0 + np.abs(x)) * (1.0 + 1e-4)
+
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal(8), rng.standard_normal(8)
+    gradient = ppto.grad(scaled_softsign, wrt=1)
+    previous = ppto.set_tolerance(rtol=1e-3)
+    try:
+        ppto.fusion_rule(pattern, name="softsign_loose")(loose)
+        shown = ppto.show_source(scaled_softsign, x, y, fused=True, file=io.StringIO())
+        assert "__fused_softsign_loose(x)" in shown
+        gradient(x, y)
+    finally:
+        ppto.set_tolerance(*previous)
+    shown = ppto.show_source(scaled_softsign, x, y, fused=True, file=io.StringIO())
+    assert "softsign_loose" not in shown
+    np.testing.assert_allclose(np.asarray(gradient(x, y)), x / (1 + np.abs(x)), 1e-13)
+
+
 def padded_and_scaled(x, y):
     return np.sum(np.pad(x, 1) * 2.0 * y)
 
@@ -1635,3 +1662,27 @@ def test_numbers_alone_in_a_region_are_computed_as_python_computes_them(
     step = 1e-6 * scale
     errors = directional_errors(function, points, [dx.numpy()], 2, step)
     assert max(errors) < (1e-5 if dtype == "float64" else 1e-3), errors
+
+
+def test_a_user_rule_changing_the_dtype_is_refused(own_rules):
+    # only shapes and values were compared: an implementation computing in float32
+    # (within the tolerance of float64's values) was registered, and one giving
+    # float64 for float32 inputs too, where fused code would change the results'
+    # dtype; a pattern that raised came out raw, where an implementation's raising
+    # is a FusionError
+    def pattern(x, y):
+        return ppto.sin(x) * y
+
+    with pytest.raises(ppto.FusionError, match="dtype float32, the pattern float64"):
+        ppto.fusion_rule(pattern, name="sin_times_in_float32")(
+            lambda x, y: (np.sin(x) * y).astype(np.float32)
+        )
+    with pytest.raises(ppto.FusionError, match="float32 inputs.*dtype float64"):
+        ppto.fusion_rule(pattern, name="sin_times_in_float64")(
+            lambda x, y: np.sin(x.astype(np.float64)) * y.astype(np.float64)
+        )
+    with pytest.raises(ppto.FusionError, match="raised ZeroDivisionError"):
+        ppto.fusion_rule(lambda x: ppto.sin(x) / 0 * (1 / 0), name="raising")(np.sin)
+    names = [rule.name for rule in ppto.fusion_rules()]
+    assert not {"sin_times_in_float32", "sin_times_in_float64", "raising"} & {*names}
+    ppto.fusion_rule(pattern, name="sin_times")(lambda x, y: np.sin(x) * y)

@@ -3930,3 +3930,24 @@ def test_a_pullback_keeps_what_it_reads_of_arrays_the_caller_writes_into(
     finally:
         array[...] = before
     np.testing.assert_allclose(np.asarray(gradient), expected, rtol=1e-7)
+
+
+def constants_made_by_position(x):
+    weights = ppto.tensor([1.0, 2.0, 3.0], "cpu", np.float32)
+    shifted = ppto.eye(3, 3, 1, np.float64) + ppto.zeros((3,), np.float64, "cpu")
+    counts = ppto.arange(0, 3, 1, float, "cpu") + ppto.full((3,), 2.0, None, "cpu")
+    return ppto.reduce_sum(x * weights + x * shifted + x * counts)
+
+
+def test_constructors_given_device_and_dtype_by_position_in_differentiated_code():
+    # the lowered code called NumPy's function of the constructor's name with the
+    # same arguments, which NumPy reads otherwise: ppto.tensor(data, "cpu") as
+    # asarray(data, dtype="cpu"), zeros(shape, dtype, "cpu") with order="cpu", a
+    # raw TypeError or ValueError out of the generated code
+    x = np.linspace(0.5, 1.5, 9).reshape(3, 3)
+    expected = np.array([1.0, 2.0, 3.0]) + np.eye(3, 3, 1) + np.arange(3) + 2.0
+    gradient = ppto.grad(constants_made_by_position)(x)
+    np.testing.assert_allclose(np.asarray(gradient), np.broadcast_to(expected, x.shape))
+    np.testing.assert_allclose(
+        np.asarray(constants_made_by_position(ppto.tensor(x))), np.sum(x * expected)
+    )

@@ -545,6 +545,27 @@ def test_a_refused_tolerance_changes_nothing_and_allclose_names_bad_input():
         ppto.allclose("a", 1.0)
 
 
+def test_tolerances_may_be_numpy_numbers_and_allclose_takes_numpys_keywords():
+    # set_tolerance(rtol=np.float32(1e-4)) was refused as "not a non-negative
+    # finite number", and ppto.allclose(a, b, rtol=...) as NumPy's allclose is
+    # called was a raw TypeError (unexpected keyword argument 'rtol')
+    before = ppto.set_tolerance(rtol=np.float32(1e-4), atol=np.int64(0))
+    try:
+        assert ppto.get_tolerance() == (float(np.float32(1e-4)), 0.0)
+        assert ppto.allclose([1.0], [1.00005]) and not ppto.allclose([1.0], [1.001])
+        assert ppto.allclose(ppto.tensor([1.0]), [1.1], rtol=0.2)
+        assert not ppto.allclose([0.0], [1e-9], atol=0.0)
+        assert ppto.allclose([np.nan, 1.0], [np.nan, 1.0], equal_nan=True)
+        assert not ppto.allclose([np.nan], [np.nan])
+        assert ppto.get_tolerance() == (float(np.float32(1e-4)), 0.0)
+        with pytest.raises(ppto.PptoError, match="rtol must be.*got -1"):
+            ppto.allclose([1.0], [1.0], rtol=-1)
+        with pytest.raises(ppto.PptoError, match="rtol must be.*np.True_"):
+            ppto.set_tolerance(rtol=np.True_)
+    finally:
+        ppto.set_tolerance(*before)
+
+
 def test_allclose_takes_cupy_arrays(emulated_cupy):
     # a CuPy array went to np.asarray, which CuPy refuses, and came out as
     # "a is not an array" (the emulated CuPy refuses it as CuPy does)
@@ -655,6 +676,16 @@ def test_symbols_iterate_check_their_values_and_are_not_differentiated_as_values
             ppto.evaluate(x * 2.0, values)
 
 
+def test_a_symbolic_expression_read_as_a_number_says_to_evaluate_it():
+    # bool(expr) said so, but float(expr) and int(expr) were Python's raw
+    # TypeError ("float() argument must be ... not 'Operator'")
+    x = ppto.symbol("x", ())
+    for read in (float, int, complex):
+        for expression in (x, ppto.exp(x)):
+            with pytest.raises(ppto.PptoError, match="symbolic and has no value"):
+                read(expression)
+
+
 def test_get_grad_rule_of_an_expression_says_to_pass_its_operator():
     # the seed's symbolic differentiator takes expr.op; passing expr itself said
     # only "exp(x) has no gradient rule"
@@ -665,6 +696,19 @@ def test_get_grad_rule_of_an_expression_says_to_pass_its_operator():
         ppto.get_jvp_rule(x)
     with pytest.raises(ppto.GradError, match="no operator has that name"):
         ppto.get_grad_rule("nope")
+
+
+@ppto.operator
+def log_of_sum(x):
+    return ppto.log(ppto.reduce_sum(x))
+
+
+def test_get_grad_rule_of_an_operator_differentiated_from_its_body_says_so():
+    # it said "has no gradient rule", of an operator ppto differentiates
+    with pytest.raises(ppto.GradError, match="of its own: ppto differentiates it"):
+        ppto.get_grad_rule(log_of_sum)
+    with pytest.raises(ppto.GradError, match="no tangent rule of its own"):
+        ppto.get_jvp_rule(log_of_sum)
 
 
 @pytest.mark.parametrize("shape", ["ab", 3, (2, 1.5), (2, -1)])

@@ -58,6 +58,10 @@ class FusionRule:
     # a built-in rule's CuPy kernel where none is derived from its pattern (a
     # scatter, broadcasts back to an image): a function of the rule making it
     cuda: Callable | None = field(default=None, repr=False)
+    # a user's rule's largest relative difference from its pattern, measured when
+    # it was registered (``verify``): above the active tolerance, set tighter since,
+    # the rule is not used (``in_tolerance``)
+    error: float = field(default=0.0, repr=False)
     _size: int | None = field(default=None, repr=False)
 
     @property
@@ -107,7 +111,16 @@ def template_of(pattern: Callable, parameters: Sequence[str]):
     """The pattern evaluated on symbols: the tree the matcher looks for, or a tuple
     of them (a multi-output pattern, see the module docstring)."""
     symbols = [symbol(name) for name in parameters]
-    tree = pattern(*symbols)
+    try:
+        tree = pattern(*symbols)
+    except PptoError:
+        raise
+    except Exception as error:  # (the user's code: named, as an implementation's)
+        raise FusionError(
+            f"fusion pattern {getattr(pattern, '__name__', pattern)!r} raised "
+            f"{type(error).__name__}: {error} applied to symbols "
+            f"{', '.join(parameters)}"
+        ) from error
     values = tree if isinstance(tree, tuple) else (tree,)
     if not values or not all(isinstance(value, Operator) for value in values):
         raise FusionError(
@@ -228,25 +241,90 @@ def verify(rule: FusionRule, shapes: Sequence[tuple], rtol: float | None = None)
     """Largest relative difference between the implementation and the pattern, on
     both sets of inputs, where the pattern's values are finite; more than ``rtol``
     (by default the active tolerance's: fusion never changes results beyond it,
-    ``ppto.set_tolerance``) refuses the rule."""
+    ``ppto.set_tolerance``) refuses the rule, and so does a value of another shape
+    or dtype than the pattern's, on those float64 inputs or on float32 ones."""
     if rtol is None:
         from ppto.runtime.precision import get_tolerance
 
         rtol = get_tolerance()[0]
     worst = 0.0
-    for number, inputs in enumerate(_random_inputs(shapes, np.random.default_rng(0))):
+    sets = _random_inputs(shapes, np.random.default_rng(0))
+    for number, inputs in enumerate(sets):
         with np.errstate(all="ignore" if number else "warn"):  # (signed: log(-1))
             error = _difference(rule, shapes, inputs, rtol, signed=number > 0)
         worst = max(worst, error)
+    _check_dtypes_kept(rule, shapes, [np.float32(x) for x in sets[0]])
     return worst
+
+
+def _check_dtypes_kept(rule, shapes, inputs) -> None:
+    """Refuse an implementation whose values on float32 ``inputs`` have other
+    dtypes than the pattern's (one computing in float64 whatever its inputs:
+    fused code would change the results' dtype)."""
+    expected = _values(rule, _pattern_values(rule, inputs), inputs)
+    actual = _values(rule, _implementation_values(rule, shapes, inputs), inputs)
+    for number, (value, wanted) in enumerate(zip(actual, expected)):
+        if np.asarray(value).dtype != wanted.dtype:
+            which = f" value {number}" if rule.outputs else ""
+            raise FusionError(
+                f"fusion rule {rule.name} refused: on float32 inputs its "
+                f"implementation returns{which} dtype {np.asarray(value).dtype}, "
+                f"the pattern {wanted.dtype}: compute in the inputs' dtype"
+            )
+
+
+def _pattern_values(rule, inputs):
+    """The pattern's value(s) on ``inputs``; a pattern that raises (other than a
+    ppto error, which says what was wrong itself) is a FusionError."""
+    from ppto.runtime.tensor import tensor
+
+    try:
+        return rule.pattern(*[tensor(x) for x in inputs])
+    except PptoError:
+        raise
+    except Exception as error:
+        raise FusionError(
+            f"fusion rule {rule.name} refused: its pattern raised "
+            f"{type(error).__name__}: {error} on inputs of shapes "
+            f"{[np.shape(x) for x in inputs]}"
+        ) from error
+
+
+def _implementation_values(rule, shapes, inputs):
+    try:
+        return rule.implementation(*inputs)
+    except Exception as error:
+        raise FusionError(
+            f"fusion rule {rule.name} refused: its implementation raised "
+            f"{type(error).__name__}: {error} on inputs of shapes {list(shapes)}"
+        ) from error
+
+
+def _values(rule, result, inputs) -> list:
+    """A rule's value(s) as NumPy arrays, checked to be one per pattern value."""
+    from ppto.runtime.tensor import Tensor
+
+    if rule.outputs:
+        if not isinstance(result, tuple) or len(result) != len(rule.outputs):
+            raise FusionError(
+                f"fusion rule {rule.name}: implementation returns "
+                f"{_described(result)}, its pattern a tuple of {len(rule.outputs)} "
+                "values"
+            )
+    else:
+        result = (result,)
+    return [
+        np.asarray(value.numpy() if isinstance(value, Tensor) else value)
+        for value in result
+    ]
 
 
 def _difference(rule, shapes, inputs, rtol: float, signed: bool) -> float:
     """The relative difference on one set of inputs (see ``verify``)."""
-    from ppto.runtime.tensor import Tensor, tensor
+    from ppto.runtime.tensor import Tensor
 
     try:
-        expected = rule.pattern(*[tensor(x) for x in inputs])
+        expected = _pattern_values(rule, inputs)
     except PptoError:
         if not signed:
             raise
@@ -256,13 +334,7 @@ def _difference(rule, shapes, inputs, rtol: float, signed: bool) -> float:
         for value in (expected if rule.outputs else (expected,))
     ]
     given = [np.array(x, copy=True) for x in inputs]
-    try:
-        actual = rule.implementation(*inputs)
-    except Exception as error:
-        raise FusionError(
-            f"fusion rule {rule.name} refused: its implementation raised "
-            f"{type(error).__name__}: {error} on inputs of shapes {list(shapes)}"
-        ) from error
+    actual = _implementation_values(rule, shapes, inputs)
     for number, (before, after) in enumerate(zip(given, inputs)):
         # generated code passes it the caller's arrays and values read again later
         if not np.array_equal(before, after, equal_nan=True):
@@ -299,6 +371,12 @@ def _value_difference(rule, number, actual, expected, rtol: float) -> float:
         raise FusionError(
             f"fusion rule {rule.name}: implementation returns{which} shape "
             f"{actual.shape}, the pattern {expected.shape}"
+        )
+    if actual.dtype != expected.dtype:
+        raise FusionError(
+            f"fusion rule {rule.name} refused: its implementation returns{which} "
+            f"dtype {actual.dtype}, the pattern {expected.dtype}: compute in the "
+            "inputs' dtype"
         )
     finite = np.isfinite(expected)
     if not finite.any():
@@ -352,7 +430,7 @@ def register(pattern: Callable, implementation: Callable | None, *, name: str,
         cuda=cuda,
     )
     if not builtin:  # built-in rules are checked by the test suite, not at import
-        verify(rule, shapes or [(4, 4)] * len(parameters))
+        rule.error = verify(rule, shapes or [(4, 4)] * len(parameters))
     for existing in RULES:
         if existing.name == name:
             raise FusionError(f"a fusion rule named {name!r} already exists")
@@ -489,8 +567,18 @@ _BY_ROOT: dict = {}
 def rules_for(op) -> list[FusionRule]:
     """The rules whose pattern's outermost operator is ``op``, largest first, and
     those of one value before multi-output ones: where both match, the one value
-    costs fewer arrays (the others' intermediates were read by nothing else)."""
+    costs fewer arrays (the others' intermediates were read by nothing else).
+    Rules beyond the active tolerance are left out (``in_tolerance``)."""
     if not _BY_ROOT:
         for rule in sorted(fusion_rules(), key=lambda rule: bool(rule.outputs)):
             _BY_ROOT.setdefault(rule.template.op, []).append(rule)
-    return _BY_ROOT.get(op, [])
+    return [rule for rule in _BY_ROOT.get(op, ()) if in_tolerance(rule)]
+
+
+def in_tolerance(rule: FusionRule) -> bool:
+    """Whether ``rule`` may be used: fusion never changes results beyond the active
+    tolerance, and a user's rule accepted under a looser one (``set_tolerance``
+    tightened since) differs from its pattern by more (it was used, silently)."""
+    from ppto.runtime.precision import get_tolerance
+
+    return rule.error <= get_tolerance()[0]

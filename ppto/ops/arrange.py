@@ -541,6 +541,12 @@ def meshgrid(xp, xs, indexing="xy", sparse=False, copy=True):
     default, puts the second input's axis first; 'ij' keeps their order; sparse
     grids have length 1 along the other axes). ``ppto.meshgrid`` takes a list;
     np.meshgrid the arrays one by one."""
+    if not isinstance(indexing, str):  # (ppto.meshgrid(x, y), as NumPy's is called:
+        # x read as the list of its rows, y as indexing; a raw array's truth value)
+        raise PptoError(
+            "ppto.meshgrid takes its arrays in one list, ppto.meshgrid([x, y]) "
+            f"(np.meshgrid one by one); indexing= got a {type(indexing).__name__}"
+        )
     if indexing not in ("xy", "ij"):
         raise PptoError(f"ppto.meshgrid takes indexing='xy' or 'ij', not {indexing!r}")
     return tuple(xp.meshgrid(*xs, indexing=indexing, sparse=sparse, copy=copy))

@@ -42,7 +42,9 @@ def raw_index(xp, index):
     if isinstance(index, Tensor):
         return xp.asarray(index.data)
     if isinstance(index, list):
-        return xp.asarray(index)
+        array = xp.asarray(index)
+        # (an empty list is no element, as NumPy reads it: asarray makes float64)
+        return array.astype(xp.intp) if array.size == 0 else array
     return index
 
 

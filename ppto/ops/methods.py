@@ -17,12 +17,14 @@ from ppto.ops.numpy_map import (
     NUMPY_FUNCTIONS,
     NUMPY_QUERIES,
     NUMPY_UFUNCS,
+    REDUCTION_OPTIONS,
     check_numpy_positionals,
+    reduce_with_options,
 )
 from ppto.ops.primitive import OBSERVERS
 from ppto.runtime import streams
 from ppto.runtime.ledger import user_location
-from ppto.runtime.tensor import Tensor, device_of, move
+from ppto.runtime.tensor import Tensor, device_of, move, tensor
 
 
 def _binary(op, reflected=False):
@@ -55,6 +57,22 @@ def _logical(op, symbol: str, reflected: bool = False):
     return method
 
 
+def _bit_shift(symbol: str, numpy_name: str, reflected: bool = False):
+    """A tensor's ``<<`` and ``>>``: ppto has no bitwise operator, so they are
+    refused as ``&`` on integers is, saying what to write (Python's own TypeError,
+    "unsupported operand type(s)", said nothing of it)."""
+
+    def method(self, other):
+        operands = (other, self) if reflected else (self, other)
+        raise DTypeError(
+            f"{symbol} of {_dtype_name(operands[0])} and {_dtype_name(operands[1])} "
+            f"at {user_location()}: ppto has no bitwise shift; compute it in NumPy "
+            f"(np.{numpy_name}(t.numpy(), ...)), or multiply by a power of two"
+        )
+
+    return method
+
+
 def _boolean(value) -> bool:
     """Whether ``value`` is boolean, or may be (a symbolic expression's dtype is
     not known)."""
@@ -76,6 +94,8 @@ def _dtype_name(value) -> str:
 def _reduction(op, name: str):
     def method(self, *axis, **options):
         check_numpy_positionals(op, 1 + len(axis), f".{name}()")
+        if op in REDUCTION_OPTIONS and {"where", "initial", "dtype"} & {*options}:
+            return reduce_with_options(op, (self, *axis), options, f".{name}()")
         return op(self, *axis, **options)
 
     method.__doc__ = op.__doc__
@@ -136,6 +156,51 @@ def _all(self, axis=None, keepdims=False):
     """Whether every element (along ``axis``) is nonzero, as ndarray.all."""
     zeros = reductions.reduce_sum(logic.equal(self, 0), axis, keepdims)
     return logic.equal(zeros, 0)
+
+
+def _numpy_reduction(reduce, name: str):
+    """``np.any`` / ``np.all`` of a tensor: the method's answer, as a tensor (NumPy's
+    ``out=`` and ``where=`` are refused, as the methods' ``out=`` is)."""
+
+    def numpy_function(a, axis=None, out=None, keepdims=False, **where):
+        if where:
+            raise PptoError(
+                f"np.{name} of a tensor takes no {', '.join(where)}=: select the "
+                "elements first (x[mask])"
+            )
+        _dtype_without_out(None, out, name)
+        return reduce(a, axis, keepdims)
+
+    return numpy_function
+
+
+def _on_host(compare):
+    """NumPy's ``compare`` (``np.allclose``, ``np.array_equal``) of the tensors'
+    values on the host: its answer is one Python bool, as NumPy's."""
+
+    def answer(*args, **kwargs):
+        host = [np.asarray(v) if isinstance(v, Tensor) else v for v in args]
+        named = {
+            k: np.asarray(v) if isinstance(v, Tensor) else v for k, v in kwargs.items()
+        }
+        return compare(*host, **named)
+
+    return answer
+
+
+def _indices_of(find):
+    """NumPy's ``find`` (``np.nonzero``, ``np.argwhere`` ...) of a tensor: the
+    positions its values select, found on the host (their number depends on the
+    values), as integer tensors on the tensor's device."""
+
+    def indices(a, *args, **kwargs):
+        found = find(np.asarray(a), *args, **kwargs)
+        device = a.device if isinstance(a, Tensor) else None
+        if isinstance(found, tuple):
+            return tuple(tensor(part, device) for part in found)
+        return tensor(found, device)
+
+    return indices
 
 
 def _contains(self, value) -> bool:
@@ -225,16 +290,20 @@ def _logical_in_place(op, symbol: str, name: str):
 
 def _sort(self, axis=-1, kind=None, *, stable=None):
     """``x.sort(axis)`` sorts x in place, as ndarray.sort does (``np.sort(x)`` is a
-    sorted copy)."""
+    sorted copy): in x's memory, so that views of x, and the tensor x is a view
+    of, see the order."""
     if axis is None:  # (the flattened x would not fit x's shape)
         raise PptoError(
             "x.sort() sorts along one axis, not axis=None (as ndarray.sort): "
             "np.sort(x, axis=None) is the flattened x sorted"
         )
     ordered = arrange.sort(self, axis, kind, stable)
-    self.data = ordered.data
-    if streams.in_use:  # x now holds data a stream may still be writing
-        streams.same_origin(self, ordered)
+    if any(getattr(o, "tells_values_by_identity", False) for o in OBSERVERS):
+        self.data = ordered.data  # (as _setitem: x keeps its own, new memory)
+        if streams.in_use:  # x now holds data a stream may still be writing
+            streams.same_origin(self, ordered)
+        return
+    _write_into(self, ordered)  # (in x's memory: views of it see the order)
 
 
 def _moved_to(device, value):
@@ -250,13 +319,22 @@ def _moved_to(device, value):
     return Tensor(move(value, source, device, "setitem", True), device)
 
 
+def _divmod(a, b):
+    """``divmod(a, b)``, as NumPy's: the floored quotient and the remainder."""
+    return logic.floor_divide(a, b), ew.remainder(a, b)
+
+
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     # np.maximum.reduce(x, axis=0), np.add.accumulate(x), np.multiply.outer(a, b)
     if method in ("reduce", "accumulate", "outer"):
         running = NUMPY_FUNCTIONS.get(getattr(ufunc, method))
         if running is not None:
             return running(*inputs, **kwargs)
+    if ufunc is np.divmod and method == "__call__" and not kwargs:
+        return _divmod(*inputs)  # (two results: no operator of its own)
     op = NUMPY_UFUNCS.get(ufunc)
+    if method == "__call__" and op is not None and set(kwargs) == {"out"}:
+        return _into_out(ufunc, op(*inputs), kwargs["out"])
     if method != "__call__" or op is None or kwargs:
         raise PptoError(
             f"np.{ufunc.__name__}{'.' + method if method != '__call__' else ''} "
@@ -266,8 +344,32 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     return op(*inputs)
 
 
+def _into_out(ufunc, result, out: tuple):
+    """``np.add(a, t, out=a)``, which ``a += t`` calls for a NumPy array a (a
+    tensor's own ``+=`` is ``_in_place``): the operator's result written into
+    ``out`` (a NumPy array or a tensor) in its dtype and shape, with NumPy's
+    rules (see ``shape.cast_in_place``), and ``out`` returned, as NumPy does."""
+    at = f"np.{ufunc.__name__}(..., out=) at {user_location()}"
+    target = out[0] if len(out) == 1 else None
+    if not isinstance(target, (np.ndarray, Tensor)):
+        given = repr(out)[:100]
+        raise PptoError(
+            f"{at}: out= takes one NumPy array or tensor to write into, got {given}"
+        )
+    if isinstance(target, np.ndarray) and not target.flags.writeable:
+        raise PptoError(f"{at}: the out= array is read-only")
+    kept = shape.cast_in_place(result, target, at)
+    if isinstance(target, Tensor):
+        _write_into(target, kept)
+    else:
+        target[...] = np.asarray(kept)
+    return target
+
+
 def _array_function(self, func, types, args, kwargs):
-    query = NUMPY_QUERIES.get(func)
+    if func is np.where and len(args) == 1 and not kwargs:
+        func = np.nonzero  # (NumPy's np.where(condition) alone)
+    query = NUMPY_QUERIES.get(func) or _ANSWERS.get(func)
     if query is not None:
         return query(*args, **kwargs)
     adapter = NUMPY_FUNCTIONS.get(func)
@@ -278,6 +380,20 @@ def _array_function(self, func, types, args, kwargs):
         )
     return adapter(*args, **kwargs)
 
+
+# NumPy functions of tensors that are no operator (the transformer does not read
+# them: np.any and np.allclose in differentiated code are NumPy's own)
+_ANSWERS = {
+    np.any: _numpy_reduction(_any, "any"),
+    np.all: _numpy_reduction(_all, "all"),
+    np.allclose: _on_host(np.allclose),
+    np.array_equal: _on_host(np.array_equal),
+    np.array_equiv: _on_host(np.array_equiv),
+    np.nonzero: _indices_of(np.nonzero),
+    np.argwhere: _indices_of(np.argwhere),
+    np.flatnonzero: _indices_of(np.flatnonzero),
+    np.count_nonzero: _indices_of(np.count_nonzero),
+}
 
 _METHODS = {
     "__add__": _binary(ew.add),
@@ -292,6 +408,8 @@ _METHODS = {
     "__rfloordiv__": _binary(logic.floor_divide, True),
     "__mod__": _binary(ew.remainder),
     "__rmod__": _binary(ew.remainder, True),
+    "__divmod__": _binary(_divmod),
+    "__rdivmod__": _binary(_divmod, True),
     "__pow__": _binary(ew.pow),
     "__rpow__": _binary(ew.pow, True),
     "__matmul__": _binary(linalg.dot),
@@ -312,6 +430,10 @@ _METHODS = {
     "__xor__": _logical(logic.logical_xor, "^"),
     "__rxor__": _logical(logic.logical_xor, "^", reflected=True),
     "__invert__": _logical(logic.logical_not, "~"),
+    "__lshift__": _bit_shift("<<", "left_shift"),
+    "__rlshift__": _bit_shift("<<", "left_shift", reflected=True),
+    "__rshift__": _bit_shift(">>", "right_shift"),
+    "__rrshift__": _bit_shift(">>", "right_shift", reflected=True),
     "__getitem__": lambda self, index: indexing.getitem(self, index),
     "__setitem__": _setitem,
     "__iadd__": _in_place(ew.add, "+="),

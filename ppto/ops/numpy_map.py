@@ -53,6 +53,63 @@ def check_numpy_positionals(op, count: int, spelled: str) -> None:
         )
 
 
+# NumPy's where= and initial= of a reduction: the value an entry left out takes
+# (None: none, initial= must give it) and how initial joins the result (the
+# transformer's rewrite of them in differentiated code, normalize.py, is the same)
+REDUCTION_OPTIONS = {
+    reductions.reduce_sum: (0, ew.add),
+    reductions.reduce_prod: (1, ew.mul),
+    reductions.reduce_max: (None, ew.maximum),
+    reductions.reduce_min: (None, ew.minimum),
+    reductions.reduce_mean: (0, None),
+}
+# reductions whose NumPy spelling takes dtype= (the dtype it computes in)
+_WITH_DTYPE = {reductions.reduce_sum, reductions.reduce_prod, reductions.reduce_mean}
+
+
+def reduce_with_options(op, args: tuple, params: dict, spelled: str):
+    """``op(*args, **params)`` with NumPy's ``where=``, ``initial=`` and (of a sum,
+    product or mean) ``dtype=`` among ``params``, eagerly: x cast to dtype; the
+    entries left out replaced by the reduction's identity (or by initial), the
+    result joined with initial; a mean the sum of the entries kept over their
+    count. ``np.sum(t, where=t > 0)`` and ``t.sum(dtype=...)`` were refused as
+    arguments the operator lacks, where differentiated code took them."""
+    mask = params.pop("where", None)
+    initial = params.pop("initial", None)
+    dtype = params.pop("dtype", None) if op in _WITH_DTYPE else None
+    identity, join = REDUCTION_OPTIONS[op]
+    if initial is not None and join is None:
+        raise PptoError(f"{spelled} takes no initial= (NumPy's mean has none)")
+    if mask is not None and identity is None and initial is None:
+        raise PptoError(
+            f"{spelled} with where= and no initial=: the entries left out need a "
+            "value to lose to (NumPy asks for it too, where a reduction is empty); "
+            "pass initial=... (-np.inf for a maximum, np.inf for a minimum)"
+        )
+    x, rest = args[0], args[1:]
+    if dtype is not None:  # (in it, and the result too: a sum of int8 is int64)
+        result = _reduced(op, shape.cast(x, dtype), rest, params, mask, initial)
+        return shape.cast(result, dtype)
+    return _reduced(op, x, rest, params, mask, initial)
+
+
+def _reduced(op, x, rest: tuple, params: dict, mask, initial):
+    if mask is None and initial is None:
+        return op(x, *rest, **params)
+    identity, join = REDUCTION_OPTIONS[op]
+    kept = (
+        x
+        if mask is None
+        else ew.where(mask, x, initial if identity is None else identity)
+    )
+    if op is reductions.reduce_mean:
+        counted = ew.where(mask, shape.ones_like(x), 0)
+        total = reductions.reduce_sum(kept, *rest, **params)
+        return ew.div(total, reductions.reduce_sum(counted, *rest, **params))
+    result = op(kept, *rest, **params)
+    return result if initial is None else join(result, initial)
+
+
 @dataclass(frozen=True)
 class RankCheck:
     """A NumPy spelling that means something else than its operator for some ranks
@@ -203,6 +260,9 @@ class NumpyAlias:
         if self.variadic:
             args = (list(args),)
         try:
+            if op in REDUCTION_OPTIONS and {"where", "initial", "dtype"} & {*renamed}:
+                spelled = f"np.{op.name.removeprefix('reduce_')}"
+                return reduce_with_options(op, args, renamed, spelled)
             result = op(*args, **renamed)
         except PptoError:
             raise

@@ -21,6 +21,7 @@ from ppto.runtime import streams
 from ppto.runtime.backends import backend_for
 from ppto.runtime.dispatch import gather_inputs, implementation
 from ppto.runtime.dtypes import check_dtype
+from ppto.runtime.precision import tolerance_changes
 from ppto.runtime.tensor import Tensor, move
 
 OPERATORS: dict[str, OperatorDef] = {}
@@ -210,6 +211,7 @@ class Primitive(OperatorDef):
         if self.positional:  # (NumPy's order: ppto.average(a, 1) averages rows)
             args, kwargs = by_name(self.positional, args, kwargs, f"ppto.{self.name}")
         inputs, params = self.bind(args, kwargs)
+        refuse_numpys_order(self, inputs, params)
         return self.apply(inputs, params)
 
     def call_with_inputs(self, inputs, params: dict):
@@ -217,7 +219,7 @@ class Primitive(OperatorDef):
 
     def apply(self, inputs: list, params: dict) -> Any:
         """Run the operator on bound inputs (see the module docstring)."""
-        flat, lengths = _flatten(inputs, self.signature)
+        flat, lengths = _flatten(inputs, self)
         if params.get("layout", "") is None:
             params = {**params, "layout": _layout_of(inputs)}
         if params.get("dtype") is not None:  # (cast, zeros_like, one_hot ...)
@@ -250,7 +252,13 @@ class Primitive(OperatorDef):
             raise DTypeError(
                 f"ppto.{self.name}: {error}: use a wider dtype, or a float"
             ) from error
-        except (ValueError, IndexError, TypeError) as error:
+        except TypeError as error:  # (NumPy's word for dtypes a function refuses)
+            dtypes = ", ".join(str(_dtype_of(raw)) for raw in raws)
+            raise DTypeError(
+                f"ppto.{self.name}{self.python_signature} cannot take inputs of dtype "
+                f"{dtypes} with {_params_text(params)}: {error}"
+            ) from error
+        except (ValueError, IndexError) as error:
             shapes = ", ".join(str(_shape_of(raw)) for raw in raws)
             raise ShapeError(
                 f"ppto.{self.name}{self.python_signature} cannot take inputs of shape "
@@ -344,6 +352,25 @@ def _number_like(value: Any) -> bool:
     )
 
 
+def refuse_numpys_order(op: Primitive, inputs: list, params: dict) -> None:
+    """Refuse a call with a string where ``op`` takes an array and an array where it
+    takes a parameter, saying how to call it: a call in NumPy's order
+    (``ppto.einsum("ij,jk", a, b)``, whose subscripts go last, by name), which was
+    refused as a dtype no tensor holds."""
+    shifted = any(
+        isinstance(value, (Tensor, np.ndarray)) or _is_symbolic(value)
+        for value in params.values()
+    )
+    for name, value in zip(op.input_names, inputs):
+        if shifted and isinstance(value, str):
+            example = f"{', '.join(op.input_names)}, {op.param_names[0]}=..."
+            raise DTypeError(
+                f"ppto.{op.name}{op.python_signature} takes an array as {name}, "
+                f"got the string {value!r}: the arrays come first, the "
+                f"parameters after them, by name: ppto.{op.name}({example})"
+            )
+
+
 def flagged_variant(op: OperatorDef, args: tuple, kwargs: dict):
     """The operator a call of ``op`` is instead (see ``OperatorDef.flags``): its
     flag given True, by name or at its place in ``op.positional``."""
@@ -402,16 +429,18 @@ def _raw_on(op_name: str, value: Tensor | tuple, device) -> Any:
     return move(value.data, value.device, device, op_name, True)
 
 
-def _flatten(inputs: list, signature: Signature) -> tuple[list, list]:
+def _flatten(inputs: list, op: Primitive) -> tuple[list, list]:
     flat: list = []
     lengths: list = []
-    for value, pattern in zip(inputs, signature.inputs):
+    for name, value, pattern in zip(op.input_names, inputs, op.signature.inputs):
         if pattern.is_list:
             if not isinstance(value, (list, tuple)) and np.ndim(value):
                 value = list(value)  # (an array's rows, as NumPy reads it there)
             if not isinstance(value, (list, tuple)):
+                # (a number or a 0-d array: no rows to read as the list)
                 raise PptoError(
-                    f"expected a list of tensors, got {type(value).__name__}"
+                    f"ppto.{op.name} takes a list of tensors as {name}, got "
+                    f"{type(value).__name__}: write ppto.{op.name}([a, b, ...])"
                 )
             flat.extend(value)
             lengths.append(len(value))
@@ -444,6 +473,12 @@ def _layout_of(inputs: list) -> str:
 def _shape_of(raw: Any) -> tuple:
     shape = getattr(raw, "shape", None)
     return tuple(shape) if shape is not None else ()
+
+
+def _dtype_of(raw: Any) -> str:
+    """An input's dtype, or its type where it has none (a Python number)."""
+    dtype = getattr(raw, "dtype", None)
+    return str(dtype) if dtype is not None else type(raw).__name__
 
 
 def _params_text(params: dict) -> str:
@@ -491,7 +526,9 @@ def note_registration() -> None:
 
 
 def registrations() -> int:
-    return _REGISTRATIONS[0]
+    """Changes to what generated code is made from: registrations, and the
+    tolerance (which fusion rules apply)."""
+    return _REGISTRATIONS[0] + tolerance_changes()
 
 
 def require_rule(op: OperatorDef, kind: str):

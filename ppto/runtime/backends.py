@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import math
 import os
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ppto.errors import BackendError, DeviceError
+from ppto.errors import BackendError, DeviceError, PptoError
 from ppto.runtime.device import Device
 from ppto.runtime.precision import _state as _precision
 
@@ -539,23 +540,62 @@ class RegisteredBackend(Backend):
 
     def override(self, op_name: str) -> Callable | None:
         own = self._overrides.get(op_name)
-        if own is None or self._check is None:
-            return own
+        if own is None:
+            return None
         checked = self._checked.get(op_name)
         if checked is None:
-            kind, check = self.kind, self._check
+            checked = self._checked[op_name] = self._run_checked(op_name, own)
+        return checked
 
-            def checked(*args, **params):
+    def _run_checked(self, op_name: str, own: Callable) -> Callable:
+        """``own`` (the user's ``<op>_impl``), its result checked (``check``) and
+        its errors named: NumPy's kinds of refusal of the inputs pass on (the
+        operator names what its inputs lacked, as for ppto's own backends); an
+        implementation that cannot take the arguments ppto passes, or raises
+        anything else, is a BackendError naming the backend and the operator (its
+        TypeError was a ShapeError about the inputs, a RuntimeError came out raw)."""
+        kind, check = self.kind, self._check
+
+        def checked(*args, **params):
+            try:
                 out = own(*args, **params)
+            except (PptoError, ValueError, IndexError, OverflowError):
+                raise
+            except TypeError as error:
+                if _binds(own, args, params):
+                    raise
+                given = ", ".join(["array"] * len(args) + [f"{k}=" for k in params])
+                raise BackendError(
+                    f"backend {kind!r}: {op_name}_impl cannot be called as ppto "
+                    f"calls it, {op_name}_impl({given}): {error}; give it the "
+                    f"parameters of ppto.{op_name}"
+                ) from error
+            except Exception as error:
+                raise BackendError(
+                    f"backend {kind!r}: {op_name}_impl raised "
+                    f"{type(error).__name__}: {error}"
+                ) from error
+            if check is not None:
                 check(kind, op_name, args, params, out)
-                return out
+            return out
 
-            checked.__name__ = f"{op_name}_impl"
-            self._checked[op_name] = checked
+        checked.__name__ = f"{op_name}_impl"
         return checked
 
     def operator_names(self) -> list[str]:
         return sorted(self._overrides)
+
+
+def _binds(function: Callable, args: tuple, params: dict) -> bool:
+    """Whether ``function`` takes ``args`` and ``params`` (True where its signature
+    cannot be read: its own error then stands)."""
+    try:
+        inspect.signature(function).bind(*args, **params)
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
 
 
 _BACKENDS: dict[str, Backend] = {"cpu": NumpyBackend(), "cuda": CupyBackend()}

@@ -74,10 +74,22 @@ def arange(
     )
 
 
-def eye(n: int, m: int | None = None, dtype: Any = None, device: Any = None) -> Tensor:
-    """The n x m identity matrix (float64 unless ``dtype`` says otherwise)."""
+def eye(
+    n: int,
+    m: int | None = None,
+    k: int = 0,
+    dtype: Any = None,
+    device: Any = None,
+) -> Tensor:
+    """The n x m matrix of ones on diagonal ``k`` (the identity by default), float64
+    unless ``dtype`` says otherwise; the arguments in NumPy's order.
+
+    >>> ppto.eye(2, 3, 1).numpy()
+    array([[0., 1., 0.],
+           [0., 0., 1.]])
+    """
     return _create(
-        lambda xp, dt: xp.eye(n, m, dtype=dt or np.float64), device, dtype, "eye"
+        lambda xp, dt: xp.eye(n, m, k, dtype=dt or np.float64), device, dtype, "eye"
     )
 
 

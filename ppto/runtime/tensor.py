@@ -32,11 +32,18 @@ class Tensor:
     __slots__ = ("data", "device", "layout", "__weakref__")  # (memcheck watches them)
     __array_priority__ = 1000
 
-    def __init__(self, data: Any, device: Device = CPU, layout: str | None = None):
+    def __init__(
+        self, data: Any, device: Device | None = None, layout: str | None = None
+    ):
+        # ppto's own code always names the device of the raw array it wraps; a
+        # call without one, or with a string, or of other data, is a user's (as
+        # PyTorch spells it: ppto.Tensor(np_array), ppto.Tensor([1.0], "cpu")),
+        # made as ppto.tensor makes it. (The list was kept, so .shape and repr
+        # raised, a device given as a string stayed one, ppto.Tensor(t) held the
+        # tensor t as its array, and ppto.Tensor(np_array) shared the user's
+        # array, writes to the tensor changing it, and took dtypes no tensor
+        # holds: strings, complex numbers.)
         if device.__class__ is not Device or not hasattr(data, "dtype"):
-            # ppto.Tensor([1.0, 2.0], "cpu"), as PyTorch spells it, is made as
-            # ppto.tensor makes it: the list was kept (.shape, repr raised
-            # AttributeError) and the device stayed a string
             made = tensor(data, device, layout=layout)
             data, device, layout = made.data, made.device, made.layout
         self.data = data
@@ -147,6 +154,8 @@ class Tensor:
             # debuggers and tracebacks show it)
             return f"Tensor(<unreadable>, shape={self.shape}, device='{self.device}')"
         body = np.array2string(host, separator=", ", prefix="Tensor(")
+        if host.size == 0 and host.shape != (0,):  # (as NumPy: [] alone is (0,))
+            body += f", shape={self.shape}"
         extra = f", layout='{self.layout}'" if self.layout else ""
         return f"Tensor({body}, device='{self.device}', dtype={self.dtype}{extra})"
 

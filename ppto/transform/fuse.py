@@ -18,7 +18,13 @@ import gast
 
 from ppto.fusion.cuda import CudaElementwise
 from ppto.fusion.kernels import ELEMENTWISE, LARGE, TERNARY, ElementwiseKernel, Node
-from ppto.fusion.registry import ALIASES, RULES, rules_for, template_nodes
+from ppto.fusion.registry import (
+    ALIASES,
+    RULES,
+    in_tolerance,
+    rules_for,
+    template_nodes,
+)
 from ppto.ops.primitive import OperatorDef, registrations
 from ppto.symbolic import Operator
 from ppto.transform import origins, trees
@@ -446,12 +452,14 @@ def _named_elementwise(signature: str) -> tuple:
 def _elementwise_rules_at(root: str) -> dict:
     """``_named_elementwise``'s index of the elementwise rules whose pattern's
     outermost operation is ``root``."""
-    from ppto.fusion.registry import RULES, elementwise_tree
+    from ppto.fusion.registry import RULES, elementwise_tree, in_tolerance
 
     index = {}
     for rule in RULES:
         template = rule.template
         if rule.kind != "elementwise" or not isinstance(template, Operator):
+            continue
+        if not in_tolerance(rule):
             continue
         if template.op.name != root and template.op.name not in ALIASES:
             continue  # (an alias's tree has another root: built to see which)
@@ -620,7 +628,8 @@ def fuse_program(
     kernels: dict = {}
     fused = []
     own_rules = kind == "cpu" and any(
-        rule.kind == "elementwise" and _own(rule) for rule in RULES
+        rule.kind == "elementwise" and _own(rule) and in_tolerance(rule)
+        for rule in RULES
     )
     for definition in functions:
         known = (shapes or {}).get(definition.name, {})

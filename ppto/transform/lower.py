@@ -175,9 +175,7 @@ class Lowering(trees.Transformer):
         if isinstance(target, Primitive):
             return self.lower_primitive(node, target)
         constructor = _CONSTRUCTORS.get(target) if hashable(target) else None
-        if constructor is not None and not any(
-            k.arg == "device" for k in node.keywords
-        ):
+        if constructor is not None and _reads_as_numpy(node, constructor):
             # tensors made inside generated code are the backend's raw arrays
             node.func = gast.Attribute(
                 gast.Name(self.module_name, gast.Load(), None, None),
@@ -404,6 +402,31 @@ def _constructors() -> dict:
 
 
 _CONSTRUCTORS = _constructors()
+
+# What a constructor's call may give for it to mean the same as the backend's
+# function of that name: the positional arguments the two read alike, and the
+# keywords they share. ppto.tensor(data, "cpu") is NumPy's asarray(data, dtype=
+# "cpu"), ppto.zeros(shape, dtype, "cpu") its zeros(shape, dtype, order="cpu"):
+# such calls stay calls of ppto's own (its device= calls too).
+_NUMPY_READING = {
+    "zeros": (2, {"shape", "dtype"}),
+    "ones": (2, {"shape", "dtype"}),
+    "full": (3, {"shape", "fill_value", "dtype"}),
+    "arange": (4, {"start", "stop", "step", "dtype"}),
+    "eye": (4, {"N", "M", "k", "dtype"}),
+    "asarray": (1, {"dtype"}),
+}
+
+
+def _reads_as_numpy(node, constructor: str) -> bool:
+    """Whether a call of ppto's ``constructor`` means the same as the backend's
+    function of that name (see ``_NUMPY_READING``)."""
+    positional, keywords = _NUMPY_READING[constructor]
+    return (
+        len(node.args) <= positional
+        and not any(isinstance(arg, gast.Starred) for arg in node.args)
+        and all(keyword.arg in keywords for keyword in node.keywords)
+    )
 
 
 def _from_ppto(target) -> bool:

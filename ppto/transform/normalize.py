@@ -2022,6 +2022,7 @@ class Normalizer:
         inputs, params, given = [], {}, []
         for position, argument in enumerate(node.args):
             if position < arity:
+                self.refuse_string_input(op, position, argument)
                 inputs.append(self.input_operand(op, position, argument))
             else:
                 names = op.param_names
@@ -2065,6 +2066,26 @@ class Normalizer:
                 f"ppto.{op.name} needs {arity} input(s): {', '.join(op.input_names)}",
             )
         return self.apply(target, op, inputs, params, given, at=node)
+
+    def refuse_string_input(self, op, position: int, argument) -> None:
+        """A string written where the operator takes an array: a call in NumPy's
+        order (``ppto.einsum("ij,jk", a, b)``, whose subscripts go last), which
+        folded the operator's shape helpers on the arrays at transform time (a
+        raw AttributeError)."""
+        if not (
+            isinstance(argument, gast.Constant) and isinstance(argument.value, str)
+        ):
+            return
+        example = ", ".join(op.input_names)
+        if op.param_names:
+            example += f", {op.param_names[0]}=..."
+        raise self.source.error(
+            argument,
+            f"ppto.{op.name}{op.python_signature} takes an array as "
+            f"{op.input_names[position]}, not the string {argument.value!r}",
+            f"pass the arrays first and the parameters by name: ppto.{op.name}"
+            f"({example})",
+        )
 
     def check_order(self, node, op, renames) -> None:
         """A reshape's or flatten's ``order`` must be 'C' or 'F', written out (see
