@@ -309,7 +309,17 @@ def linalg_array_api_spellings(x):
     )
 
 
+def arrays_with_lists_and_tuples(x):
+    # an array and a list or tuple of differentiated values: NumPy's elementwise
+    # arithmetic, not a join or a repetition (refused before as either)
+    row = x[0] * 1.0
+    shifted = row + (x[1, 0], x[1, 1] ** 2, x[1, 2], 1.0)
+    scaled = row[:2] * [x[2, 0], 3.0] + (x[2, 1], 1.0)
+    return np.sum(shifted**2) + np.sum(scaled**3)
+
+
 CASES = [
+    (arrays_with_lists_and_tuples, MATRIX),
     (linalg_array_api_spellings, CUBE),
     (arrays_given_for_lists, MATRIX),
     (scattered_by_ufunc_at, MATRIX),

@@ -580,6 +580,8 @@ class Normalizer:
         if not any(self.sequence(part, joined=True) for part in parts):
             return False
         first, rest = parts[0], parts[1:]
+        if not self.listish(first) and self.differentiated_array(first):
+            return False  # (``y + (a, b)`` of an array y: NumPy adds elementwise)
         written = [_written_out(part) for part in rest]
         if not self.listish(first) or None in written:
             raise self.source.error(
@@ -636,6 +638,7 @@ class Normalizer:
             isinstance(node, gast.BinOp)
             and isinstance(node.op, gast.Mult)
             and (self.listish(node.left) or self.listish(node.right))
+            and not self.differentiated_array(node)  # (``y * [a, b]``: NumPy's)
         )
 
     def sequence(self, node, joined: bool = False) -> bool:
@@ -656,6 +659,8 @@ class Normalizer:
         if _literal(node):
             return bool(value_reads(node) & self.varied)
         if isinstance(node, gast.BinOp) and isinstance(node.op, gast.Mult):
+            if self.differentiated_array(node):  # (``y * [a, b]``: NumPy's)
+                return False
             return self.sequence(node.left) or self.sequence(node.right)
         return False
 
@@ -676,9 +681,12 @@ class Normalizer:
         written out: ``[a] * n`` could as well be an elementwise product with an
         array ``n``. A product without a sequence of differentiated values is not
         this (returns False)."""
+        if self.differentiated_array(value):
+            return False  # (``y * [a, b]`` of an array y: NumPy multiplies)
         listed = [side for side in (value.left, value.right) if self.sequence(side)]
         if not listed:
             return False
+
         items = listed[0]
         count = value.right if items is value.left else value.left
         if isinstance(count, gast.Constant) and type(count.value) is int:
@@ -2175,10 +2183,8 @@ class Normalizer:
         if isinstance(node, gast.UnaryOp):
             return self.differentiated_array(node.operand)
         if isinstance(node, gast.BinOp):
-            sides = (node.left, node.right)
-            return not any(self.sequence(s, joined=True) for s in sides) and any(
-                self.differentiated_array(side) for side in sides
-            )
+            # (an array and a list or tuple: NumPy's elementwise arithmetic)
+            return any(map(self.differentiated_array, (node.left, node.right)))
         return False
 
     def array_of_items(self, node) -> bool:
