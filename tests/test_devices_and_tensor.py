@@ -1009,3 +1009,21 @@ def test_bit_shifts_of_tensors_are_refused_saying_what_to_write():
         t << 1  # noqa: B018
     with pytest.raises(ppto.DTypeError, match=r">> of int 8 and a tensor"):
         8 >> t  # noqa: B018
+
+
+def test_numpys_isclose_and_unique_take_tensors():
+    # np.isclose(t, v) and np.unique(t), as users check and count values, were
+    # refused ("np.isclose has no ppto operator"): NumPy's answers, as tensors
+    t = ppto.tensor([3.0, 1.0, 3.0, 2.0 + 1e-12])
+    close = np.isclose(t, [3.0, 1.5, 3.0, 2.0])
+    assert isinstance(close, ppto.Tensor) and close.dtype == np.bool_
+    np.testing.assert_array_equal(close.numpy(), [True, False, True, True])
+    for tolerances in ({}, {"rtol": 0.0, "atol": 0.0}):
+        np.testing.assert_array_equal(
+            np.isclose(2.0, t, **tolerances).numpy(),
+            np.isclose(2.0, t.numpy(), **tolerances),
+        )
+    assert not np.isclose(2.0, t, rtol=0.0, atol=0.0).numpy().any()
+    values, counts = np.unique(t, return_counts=True)
+    np.testing.assert_array_equal(values.numpy(), np.unique(t.numpy()))
+    np.testing.assert_array_equal(counts.numpy(), [1, 1, 2])

@@ -203,6 +203,13 @@ def _indices_of(find):
     return indices
 
 
+def _isclose(a, b, *args, **kwargs):
+    """``np.isclose`` of tensors: NumPy's flags, found on the host, as a bool
+    tensor on the (first) tensor's device."""
+    device = next(v.device for v in (a, b) if isinstance(v, Tensor))
+    return tensor(_on_host(np.isclose)(a, b, *args, **kwargs), device)
+
+
 def _contains(self, value) -> bool:
     """``value in x``: whether any element equals it, as NumPy answers (iterating
     compared whole rows, whose truth value is ambiguous)."""
@@ -393,6 +400,8 @@ _ANSWERS = {
     np.argwhere: _indices_of(np.argwhere),
     np.flatnonzero: _indices_of(np.flatnonzero),
     np.count_nonzero: _indices_of(np.count_nonzero),
+    np.unique: _indices_of(np.unique),  # (values and counts: no derivative)
+    np.isclose: _isclose,
 }
 
 _METHODS = {
