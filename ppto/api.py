@@ -1740,9 +1740,7 @@ def _vjp(f: Callable, *args: Any, **kwargs: Any):
     _require_numbers(out, function.__name__, "vjp")
     out = _owned(out, values)
     saved = residuals.of_their_own(saved)
-    backward = residuals.as_read_now(
-        transformed.entry(1, ranks, device), program.values_read()
-    )
+    backward = residuals.as_read_now(transformed.entry(1, ranks, device), program)
 
     arguments = [values[call.names.index(name)] for name in wrt]
 

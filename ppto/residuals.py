@@ -201,13 +201,15 @@ def with_own_lists(saved):
     return saved
 
 
-def as_read_now(backward, read: list):
-    """``backward`` (a generated function), or, where its code names values of
-    ``read`` (the user's globals and closure values the program read) that hold
-    arrays, a copy of it reading copies of those as they are now."""
+def as_read_now(backward, program):
+    """``backward`` (a generated function of ``program``), or, where its code
+    names values the program read (the user's globals and closure values) that
+    hold arrays, a copy of it reading copies of those as they are now. Which
+    names those are is found once per backward (``vjp`` asks on every call)."""
     names = _names_to_copy.get(backward)
     if names is None:
         # (lowered code reads a Tensor's array: see ppto.transform.lower)
+        read = program.values_read()
         ids = {id(v.data if isinstance(v, Tensor) else v) for v in read}
         names = _names_to_copy[backward] = names_to_copy(backward, ids)
     if not names:

@@ -25,7 +25,9 @@ def ufunc_at_as_augmented(tree, namespace) -> dict:
     """Rewrite each ``np.add.at(a, index, b)`` statement of ``tree`` (``a`` a
     name the function binds or is given; positional arguments only) in place;
     the names to bind for the rewritten statements (empty when there is none)."""
-    assigned = trees.stores(tree.body) | _parameters(tree)
+    arguments = tree.args
+    starred = [a.id for a in (arguments.vararg, arguments.kwarg) if a is not None]
+    assigned = trees.stores(tree.body) | {*trees.named_parameters(arguments), *starred}
     # (the operators' names, as the generated code shows them, where free)
     used = {n.id for n in trees.walk(tree) if isinstance(n, gast.Name)}
     names = {
@@ -71,7 +73,9 @@ def _augmented(statement, namespace, assigned: set, names: dict):
     function = call.func
     if not (isinstance(function, gast.Attribute) and function.attr == "at"):
         return None
-    ufunc = _static(function.value, namespace, assigned)
+    from ppto.transform.resolve import static_value  # (see above: the rules)
+
+    _, ufunc = static_value(function.value, namespace, assigned)
     operation = AUGMENTED.get(ufunc) if isinstance(ufunc, np.ufunc) else None
     if operation is None or call.keywords or len(call.args) != 3:
         return None
@@ -92,21 +96,3 @@ def _augmented(statement, namespace, assigned: set, names: dict):
     for node in trees.walk(augmented):
         gast.copy_location(node, statement)
     return augmented
-
-
-def _static(node, namespace, assigned: set):
-    """The value ``node`` (a name or a chain of attributes of one, not bound in
-    the function) names in ``namespace``; None where it is not found."""
-    if isinstance(node, gast.Name):
-        return None if node.id in assigned else namespace.get(node.id)
-    if isinstance(node, gast.Attribute):
-        owner = _static(node.value, namespace, assigned)
-        return None if owner is None else getattr(owner, node.attr, None)
-    return None
-
-
-def _parameters(tree) -> set:
-    arguments = tree.args
-    names = arguments.posonlyargs + arguments.args + arguments.kwonlyargs
-    names += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
-    return {a.id for a in names}
