@@ -60,7 +60,8 @@ MATRIX = (7, 11)
 
 def _batch_norm_inputs(rule, dtype, count="int", gamma_shape=None) -> list:
     """Images, per-channel deviation (positive) and scale, the pixel count (a Python
-    int, a float or a 0-d array) and, masked, a ReLU's mask; by parameter name."""
+    int, a float or a 0-d array) and, masked, a ReLU's mask (and its ties); by
+    parameter name."""
     image, channel = IMAGES[rule.name[-4:]]
     rng = np.random.default_rng(len(rule.name))
     pixels = int(np.prod(image)) // channel[-1 if len(channel) == 1 else 1]
@@ -71,6 +72,7 @@ def _batch_norm_inputs(rule, dtype, count="int", gamma_shape=None) -> list:
         "count": counts[count],
         "shape": image,
         "condition": rng.standard_normal(image) >= 0.0,
+        "tie": rng.standard_normal(image) >= 1.0,  # (np.maximum's: some ties)
     }
     return [
         values[name] if name in values else rng.standard_normal(image).astype(dtype)
@@ -132,7 +134,7 @@ def test_the_rules_have_their_own_cuda_kernels():
         assert type(implementation_for(rule, "cuda")) is CudaBatchNormBackward
     for rule in LABELS:
         assert type(implementation_for(rule, "cuda")) is CudaLabelCrossEntropy
-    assert len(BATCH_NORM) == 16 and len(LABELS) == 4
+    assert len(BATCH_NORM) == 24 and len(LABELS) == 4
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # a kernel that did not compile
@@ -260,7 +262,7 @@ PROGRAMS = {  # the function, its arguments' shapes (labels last) and its rule
     "batch_norm_layer": (
         batch_norm_layer,
         [(3, 5, 7, 5), (5,), (5,)],
-        "batch_norm_backward_masked_nhwc",
+        "batch_norm_backward_masked_tied_nhwc",
     ),
     "batch_norm_layer_nchw": (
         batch_norm_layer_nchw,

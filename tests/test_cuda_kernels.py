@@ -136,7 +136,7 @@ def fused_for_cuda(function, shapes, dtype="float64"):
 OWN = {
     f"batch_norm_backward{centred}{masked}{added}_{layout}"
     for centred in ("", "_centred")
-    for masked in ("", "_masked")
+    for masked in ("", "_masked", "_masked_tied")
     for added in ("", "_added")
     for layout in ("nhwc", "nchw")
 } | {

@@ -1085,7 +1085,7 @@ def normalized_relu_product(x, g, b):
     # region, not folded into batch norm's backward kernel)
     m = np.mean(x, axis=(0, 1, 2))
     v = np.mean((x - m) ** 2, axis=(0, 1, 2))
-    return np.sum(np.maximum(g * (x - m) / np.sqrt(v + 1e-5) + b + x, 0.0) * x)
+    return np.sum(ppto.relu(g * (x - m) / np.sqrt(v + 1e-5) + b + x) * x)
 
 
 def test_a_regions_where_writes_into_its_block(monkeypatch):
@@ -1108,6 +1108,34 @@ def test_a_regions_where_writes_into_its_block(monkeypatch):
         ppto.set_precision(previous)
     for a, b in zip(fused, unfused):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-11, atol=1e-13)
+
+
+def pairwise_top(a, b):
+    # np.maximum of two arrays: its gradient chooses between two arrays (the whole,
+    # or a tie's half), which a region writes into its blocks, no array made aside
+    return np.sum(np.tanh(np.maximum(a, b)) * a)
+
+
+def test_a_regions_choice_between_two_arrays_fills_its_blocks(monkeypatch):
+    monkeypatch.setenv("PPTO_FUSION", "on")
+    rng = np.random.default_rng(21)
+    a, b = rng.standard_normal((2, LARGE + 7))
+    b[:100] = a[:100]  # ties
+    wrt = (0, 1)
+    text = ppto.show_grad(pairwise_top, a, b, wrt=wrt, fused=True, file=io.StringIO())
+    passes = text.split("def __fused_region_")[1:]
+    assert passes and any("where_into(" in p for p in passes), text
+    assert not any("np.where(" in p.split("\n\n\n")[0] for p in passes), text
+    fused = ppto.grad(pairwise_top, wrt=wrt)(a, b)
+    previous = ppto.set_precision("strict")
+    try:
+        unfused = ppto.grad(pairwise_top, wrt=wrt)(a, b)
+    finally:
+        ppto.set_precision(previous)
+    for x, y in zip(fused, unfused):
+        np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-12, atol=1e-14)
+    tied = a[:100] * (1 - np.tanh(a[:100]) ** 2) / 2  # b's half of a tie, by hand
+    np.testing.assert_allclose(fused[1].numpy()[:100], tied, rtol=1e-12)
 
 
 def test_a_region_keeps_numpys_float64_of_where_between_numbers():

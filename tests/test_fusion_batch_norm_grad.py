@@ -82,7 +82,8 @@ def nchw_variance_named(x, g, b):
 
 
 def nhwc_relu(x, g, b):
-    # the ReLU's mask where(t >= 0.0, dy, 0.0) read only by batch norm's gradient
+    # np.maximum's mask where(t > 0.0, dy, where(t == 0.0, 0.5 * dy, 0.0)) read only
+    # by batch norm's gradient
     m = np.mean(x, axis=(0, 1, 2))
     v = np.mean((x - m) ** 2, axis=(0, 1, 2))
     y = np.maximum(g * (x - m) / np.sqrt(v + 1e-5) + b, 0.0)
@@ -119,7 +120,7 @@ def nhwc_relu_read_again(x, g, b):
 
 CASES = {
     nhwc: "batch_norm_backward_nhwc",
-    nhwc_input_read_again: "batch_norm_backward_masked_added_nhwc",
+    nhwc_input_read_again: "batch_norm_backward_masked_tied_added_nhwc",
     nchw: "batch_norm_backward_nchw",
     nchw_input_read_again: "batch_norm_backward_added_nchw",
     nhwc_centred: "batch_norm_backward_centred_nhwc",
@@ -127,19 +128,19 @@ CASES = {
     nchw_centred: "batch_norm_backward_centred_nchw",
     nchw_centred_input_read_again: "batch_norm_backward_centred_added_nchw",
     nchw_variance_named: "batch_norm_backward_centred_nchw",
-    nhwc_relu: "batch_norm_backward_masked_nhwc",
+    nhwc_relu: "batch_norm_backward_masked_tied_nhwc",
     nchw_relu: "batch_norm_backward_masked_nchw",
-    nchw_relu_input_read_again: "batch_norm_backward_masked_added_nchw",
-    nhwc_centred_relu: "batch_norm_backward_centred_masked_nhwc",
+    nchw_relu_input_read_again: "batch_norm_backward_masked_tied_added_nchw",
+    nhwc_centred_relu: "batch_norm_backward_centred_masked_tied_nhwc",
     nhwc_relu_read_again: "batch_norm_backward_added_nhwc",
 }
-# the ReLU's condition each masked rule's call passes
+# the ReLU's condition (and np.maximum's tie) each masked rule's call passes
 MASKS = {
-    nhwc_input_read_again: ">= 0.0",
-    nhwc_relu: ">= 0.0",
-    nchw_relu: "> 0",
-    nchw_relu_input_read_again: ">= 0.0",
-    nhwc_centred_relu: ">= 0.0",
+    nhwc_input_read_again: ["> 0.0", "== 0.0"],
+    nhwc_relu: ["> 0.0", "== 0.0"],
+    nchw_relu: ["> 0"],
+    nchw_relu_input_read_again: ["> 0.0", "== 0.0"],
+    nhwc_centred_relu: ["> 0.0", "== 0.0"],
 }
 
 
@@ -173,10 +174,13 @@ def test_the_call_binds_each_gradient_and_replaces_the_statements(function):
     assert "reduce_sum" not in backward and "unreduce" not in backward, text
     if function in MASKS:  # the mask is the call's, no where() of its own
         arguments_ = text[call.end() :].splitlines()[0].split(", ")
-        assert re.fullmatch(rf"\w+ {MASKS[function]}", arguments_[1]), text
+        for number, mask in enumerate(MASKS[function], 1):
+            assert re.fullmatch(rf"\w+ {mask}", arguments_[number]), text
         assert "where(" not in text, text
     elif "relu" in function.__name__:  # (read elsewhere too: computed once)
-        assert text.count("where(") == 1, text
+        # (np.maximum's gradient by its backward kernel, ties included)
+        assert text.count("where(") == 0, text
+        assert text.count("__fused_maximum_backward(") == 1, text
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -218,6 +222,7 @@ def test_the_kernel_equals_its_pattern_over_several_chunks(name, threads, monkey
     given = {
         "g": g,
         "condition": rng.standard_normal(image) >= 0.0,  # (a ReLU's: both values)
+        "tie": rng.standard_normal(image) >= 1.0,  # (some, where and where not)
         "scaled": scaled,
         "deviation": deviation,
         "centred": centred,
@@ -280,12 +285,31 @@ def test_the_resnet_gradient_runs_both_batch_norms_backward_fused():
     args = make_arguments()
     wrt = tuple(range(len(PARAMETERS)))
     text = ppto.show_grad(block_loss, *args, wrt=wrt, fused=True, file=io.StringIO())
-    assert text.startswith("# operators: 108 before fusion, 41 after")
+    assert text.startswith("# operators: 112 before fusion, 41 after")
     for line in (
         # (bn2's masked gradient is the skip connection's too: not folded)
         "    db2, dg2, dh_2 = __fused_batch_norm_backward_nhwc(dt16, t15, t14, t9, g2,"
         " 2048, (8, 16, 16, 16), h_2)",
-        "    db1, dg1, dh = __fused_batch_norm_backward_masked_nhwc(dh_1, t8 >= 0.0, "
-        "t7, t6, t1, g1, 2048, (8, 16, 16, 16), h)",
+        "    db1, dg1, dh = __fused_batch_norm_backward_masked_tied_nhwc(dh_1, "
+        "t8 > 0.0, t8 == 0.0, t7, t6, t1, g1, 2048, (8, 16, 16, 16), h)",
     ):
         assert line in text.splitlines(), text
+
+
+@pytest.mark.parametrize(  # (functions whose slope at the ReLU's 0 is not 0)
+    "function",
+    [nhwc_input_read_again, nchw_relu_input_read_again, nhwc_centred_relu],
+    ids=lambda f: f.__name__,
+)
+def test_ties_of_the_relu_share_the_gradient_in_the_fused_kernel(
+    function,
+    counted,  # noqa: F811
+):
+    # a scale and shift of 0 for one channel: every value of it ties the ReLU's 0,
+    # where np.maximum's gradient is half, as central differences find it
+    x, g, b = arguments(function)
+    g.flat[0] = 0.0
+    b.flat[0] = 0.0
+    value, grads = ppto.value_and_grad(function, wrt=(0, 1, 2))(x, g, b)
+    assert counted[CASES[function]] == 1
+    assert_like_unfused_and_differences(function, [x, g, b], value, grads, "float64")

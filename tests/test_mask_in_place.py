@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import ppto
+from ppto.runtime.backends import _where
 from ppto.transform.mask_in_place import where_into_dead
 from tests.corpus.checks import central_differences
 
@@ -141,3 +142,79 @@ def test_other_fills_make_a_new_array(zero):
     expected = np.where(special_values(np.float64)[1], values, zero)
     assert same_bits(result, expected)
     assert same_bits(values, special_values(np.float64)[0])
+
+
+def two_special_arrays(dtype):
+    """Special values in both operands, a random mask (np.where branches on it)."""
+    first, mask = special_values(dtype)
+    second = np.roll(first, 3)[::-1].copy()
+    rng = np.random.default_rng(8)
+    return first, second, rng.random(first.shape) > 0.5
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("dying", [0, 1])
+def test_a_choice_between_two_arrays_is_written_into_the_dying_one(dtype, dying):
+    def generated():  # (both arrays only in locals; one dies with the call)
+        a, b, mask = two_special_arrays(dtype)
+        result = where_into_dead(mask, a, b, dying)
+        return result, (a, b)[dying], (a, b)[1 - dying]
+
+    result, written, other = generated()
+    a, b, mask = two_special_arrays(dtype)
+    assert result is written
+    assert same_bits(result, np.where(mask, a, b))
+    assert same_bits(other, (a, b)[1 - dying])  # the one still read is unchanged
+
+
+def test_a_choice_never_writes_an_array_another_name_holds():
+    a, b, mask = two_special_arrays(np.float64)
+    other = b
+    kept = b.copy()
+    result = where_into_dead(mask, a, b, 1)
+    assert result is not other
+    assert same_bits(other, kept)
+    assert same_bits(result, np.where(mask, a, kept))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_backend_where_chooses_by_bits_as_numpy_does(dtype):
+    # the lanes route (a ^ b times the mask, then ^ b) against np.where, bit for
+    # bit: NaN payloads, infinities and signed zeros in both operands, numbers
+    # beside arrays, broadcasts, strided views, and outputs that are an operand
+    a, b, mask = two_special_arrays(dtype)
+    cases = [
+        (mask, a, b),
+        (mask, a, 0.5),
+        (mask, -0.0, b),
+        (mask, 3, b),
+        (mask[::2], a[::2], b[1::2]),
+        (np.stack([mask, ~mask]), a, b),
+        (mask, np.stack([a, b]), b[:1]),
+    ]
+    for condition, x, y in cases:
+        assert same_bits(_where(condition, x, y), np.where(condition, x, y))
+    for into in (0, 1):  # written into a or b itself
+        x, y = a.copy(), b.copy()
+        written = _where(mask, x, y, out=(x, y)[into])
+        assert written is (x, y)[into]
+        assert same_bits(written, np.where(mask, a, b))
+    owner = np.concatenate([a, b])  # an output overlapping an operand elsewhere
+    out = owner[1 : a.size + 1]
+    expected = np.where(mask, owner[: a.size], b)
+    assert same_bits(_where(mask, owner[: a.size], b, out=out), expected)
+
+
+def test_backend_where_leaves_other_choices_to_numpy():
+    mask = np.array([True, False, True])
+    a32, a64 = np.arange(3.0, dtype=np.float32), np.arange(3.0) + 0.1
+    for condition, x, y in [
+        (mask, a32, a64),  # two dtypes: np.where promotes
+        (mask, a32, 1e39),  # past float32's range
+        (mask, a32, True),
+        (mask.astype(float), a64, a64[::-1]),  # a condition that is not boolean
+        (mask, np.arange(3), np.arange(3) * 2),  # integers
+    ]:
+        with np.errstate(over="ignore"):
+            expected = np.where(condition, x, y)
+            assert same_bits(_where(condition, x, y), expected)

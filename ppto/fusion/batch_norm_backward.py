@@ -65,13 +65,15 @@ NHWC = Layout("nhwc", PIXELS, False)
 NCHW = Layout("nchw", (0, 2, 3), True)
 
 
-def _pattern(layout: Layout, added: bool, named: bool, masked: bool):
+def _pattern(layout: Layout, added: bool, named: bool, masked: bool, tied: bool):
     """The gradient code of one layout, the input's added to an ``earlier`` one
     where ``added`` (the input is read elsewhere too); where ``named``, as the code
     is for a function naming ``x - mean`` (its gradient is accumulated first, then
     added to the input's); where ``masked``, the output's gradient ``g`` is first
     masked by a ReLU's ``where(condition, g, 0.0)`` that nothing else reads (the
-    ReLU after the batch norm: ``condition`` is ``t >= 0.0``, or ``t > 0``)."""
+    ReLU after the batch norm: ppto.relu's ``condition`` is ``t > 0``), or where
+    ``tied`` too by np.maximum's ``where(condition, g, where(tie, 0.5 * g, 0.0))``
+    (``t > 0.0``, and ``t == 0.0``: a tie shares the gradient)."""
     axes, keep = layout.axes, layout.keepdims
 
     def sum_(value):
@@ -81,8 +83,10 @@ def _pattern(layout: Layout, added: bool, named: bool, masked: bool):
         return reductions.unreduce(value, like, axes, keep)
 
     def values(g, scaled, deviation, centred, gamma, count, like, earlier=None,
-               shape=None, condition=None):  # fmt: skip
-        if condition is not None:
+               shape=None, condition=None, tie=None):  # fmt: skip
+        if tie is not None:
+            g = elementwise.where(condition, g, elementwise.where(tie, 0.5 * g, 0.0))
+        elif condition is not None:
             g = elementwise.where(condition, g, 0.0)
         dbeta = sum_(g)
         dcentred = g / deviation
@@ -106,7 +110,7 @@ def _pattern(layout: Layout, added: bool, named: bool, masked: bool):
         dmean = dmean + -sum_(dsquare)
         return dbeta, dgamma, dx + back(dmean / count, like)
 
-    parameters = _parameters(layout, added, masked)
+    parameters = _parameters(layout, added, masked, tied)
 
     def pattern(*arguments):
         return values(**dict(zip(parameters, arguments)))
@@ -118,17 +122,18 @@ def _pattern(layout: Layout, added: bool, named: bool, masked: bool):
             for p in parameters
         ]  # fmt: skip
     )
-    pattern.__name__ = pattern.__qualname__ = _name(layout, added, named, masked)
+    pattern.__name__ = pattern.__qualname__ = _name(layout, added, named, masked, tied)
     pattern.values = values  # (the NumPy fallback runs it on arrays)
     return pattern
 
 
-def _parameters(layout: Layout, added: bool, masked: bool) -> tuple:
+def _parameters(layout: Layout, added: bool, masked: bool, tied: bool) -> tuple:
     """A rule's parameters, in the order its fused call passes them: the NHWC code
     broadcasts the variance's gradient back to the image's ``shape``."""
     return (
         "g",
         *["condition"] * masked,
+        *["tie"] * tied,
         "scaled",
         "deviation",
         "centred",
@@ -140,8 +145,9 @@ def _parameters(layout: Layout, added: bool, masked: bool) -> tuple:
     )
 
 
-def _name(layout: Layout, added: bool, named: bool, masked: bool) -> str:
+def _name(layout: Layout, added: bool, named: bool, masked: bool, tied: bool) -> str:
     words = ["batch_norm_backward"] + ["centred"] * named + ["masked"] * masked
+    words += ["tied"] * tied
     return "_".join([*words, *["added"] * added, layout.name])
 
 
@@ -158,18 +164,19 @@ def _implementation(layout: Layout, name: str, pattern):
 
 
 def _gradients(layout, values, g, scaled, deviation, centred, gamma, count, like,
-               earlier=None, shape=None, condition=None):  # fmt: skip
+               earlier=None, shape=None, condition=None, tie=None):  # fmt: skip
     """The pattern's values: the per-channel sums in one chunked pass, then the
     input's gradient in another (see the module docstring), ``g`` masked block by
-    block in the first where a ``condition`` masks it; other types and shapes, the
-    pattern's own operators in NumPy (``values``)."""
+    block in the first where a ``condition`` (and a ``tie``) masks it; other types
+    and shapes, the pattern's own operators in NumPy (``values``)."""
     arguments = (g, scaled, deviation, centred, gamma, count, like, earlier, shape,
                  condition)  # fmt: skip
-    if not _fits(layout, *arguments):
-        return values(*arguments)
+    if not _fits(layout, *arguments, tie):
+        return values(*arguments, tie)
     channels = layout.channels(g)
     blocks = [layout.blocks(a) for a in (g, scaled, centred)]
     masks = None if condition is None else layout.blocks(condition)
+    ties = None if tie is None else layout.blocks(tie)
     # the masked gradient, written block by block while its sums are taken, then
     # overwritten by dx (its last reader): no other image allocated
     masked = None if masks is None else np.empty_like(blocks[0])
@@ -184,7 +191,13 @@ def _gradients(layout, values, g, scaled, deviation, centred, gamma, count, like
         """The output's gradient over one chunk, masked where a condition is."""
         if masks is None:
             return blocks[0][part]
-        return where_into(masks[part], blocks[0][part], 0.0, out=masked[part])
+        if ties is None:
+            return where_into(masks[part], blocks[0][part], 0.0, out=masked[part])
+        # a tie's half first, then the gradient where the condition holds: both
+        # written into the masked block itself
+        halves = np.multiply(blocks[0][part], 0.5, out=masked[part])
+        halves = where_into(ties[part], halves, 0.0, out=halves)
+        return where_into(masks[part], blocks[0][part], halves, out=halves)
 
     def reduce(claim):
         for number in iter(claim, None):
@@ -226,9 +239,10 @@ def _gradients(layout, values, g, scaled, deviation, centred, gamma, count, like
 
 
 def _fits(layout, g, scaled, deviation, centred, gamma, count, like, earlier,
-          shape, condition, array=np.ndarray) -> bool:  # fmt: skip
+          shape, condition, tie=None, array=np.ndarray) -> bool:  # fmt: skip
     """Whether the arguments are images of one floating dtype (three, and the
-    earlier gradient), a boolean mask of their shape where there is a condition,
+    earlier gradient), boolean masks of their shape where there is a condition
+    (and a tie),
     per-channel deviation and scale of it, a count of it (a number or 0-d array)
     and broadcast targets of the images' shape: the two passes' case (else
     NumPy's types). ``array``: the arrays' type (CuPy's, for its kernels)."""
@@ -237,12 +251,11 @@ def _fits(layout, g, scaled, deviation, centred, gamma, count, like, earlier,
         return False
     if not all(type(a) is array and a.shape == g.shape for a in images):
         return False
-    if condition is not None and not (
-        type(condition) is array
-        and condition.dtype == bool
-        and condition.shape == g.shape
-    ):
-        return False
+    for mask in (condition, tie):
+        if mask is not None and not (
+            type(mask) is array and mask.dtype == bool and mask.shape == g.shape
+        ):
+            return False
     channel = layout.channel_shape(layout.channels(g))
     scales = (channel, channel[1:]) if layout.keepdims else (channel,)
     if not (
@@ -277,14 +290,16 @@ def _cuda_kernel(layout: Layout, values):
 IMAGE, CHANNEL = (2, 5, 4, 3), (3,)
 NCHW_IMAGE, NCHW_CHANNEL = (2, 3, 5, 4), (1, 3, 1, 1)
 # (before regions: a region would take its elementwise statements apart)
-for layout, named, masked, added in itertools.product(
-    (NHWC, NCHW), (False, True), (False, True), (False, True)
-):
-    pattern = _pattern(layout, added, named, masked)
+# masks: none, ppto.relu's, np.maximum's (its tie shares the gradient)
+for layout, named, (masked, tied), added in itertools.product(
+    (NHWC, NCHW), (False, True), ((False, False), (True, False), (True, True)),
+    (False, True)
+):  # fmt: skip
+    pattern = _pattern(layout, added, named, masked, tied)
     image, channel = (NCHW_IMAGE, NCHW_CHANNEL) if layout.keepdims else (IMAGE, CHANNEL)
     shapes = {"deviation": channel, "gamma": channel, "count": (), "shape": image}
-    parameters = _parameters(layout, added, masked)
-    name = _name(layout, added, named, masked)
+    parameters = _parameters(layout, added, masked, tied)
+    name = _name(layout, added, named, masked, tied)
     implementation = _implementation(layout, name, pattern)
     rule(name, [shapes.get(p, image) for p in parameters], BACKWARD, implementation,
          FIRST, cuda=_cuda_kernel(layout, pattern.values))(pattern)  # fmt: skip

@@ -43,13 +43,19 @@ class CudaBatchNormBackward:
         self.parameters = tuple(parameters)
         self.values = values  # the pattern's operators, for other types and shapes
         masked, added = "condition" in parameters, "earlier" in parameters
+        tied = "tie" in parameters
         # the dx kernel's operands, in this order (the sums' kernels read a prefix)
-        self.operands = ["g", *["condition"] * masked, "centred", "scaled"]
+        self.operands = ["g", *["condition"] * masked, *["tie"] * tied]
+        self.operands += ["centred", "scaled"]
         self.operands += ["gamma", "deviation", "count", "g_sum", "g_scaled_sum"]
         self.operands += ["centred_sum", *["earlier"] * added]
         leaf = {name: Node(leaf=n) for n, name in enumerate(self.operands)}
         g = leaf["g"]
-        if masked:  # (where(condition, g, 0.0), as the ReLU's gradient)
+        if tied:  # (np.maximum's: a tie's half the gradient)
+            half = _op("mul", Node(value=0.5), g)
+            otherwise = _op("where", leaf["tie"], half, Node(value=0.0))
+            g = _op("where", leaf["condition"], g, otherwise)
+        elif masked:  # (where(condition, g, 0.0), as ppto.relu's gradient)
             g = _op("where", leaf["condition"], g, Node(value=0.0))
         axes, keep = layout.axes, layout.keepdims
         sums = {  # the per-channel sums, each of the images its map step reads
@@ -88,7 +94,8 @@ class CudaBatchNormBackward:
         checked = [given.get(p) for p in ("g", "scaled", "deviation", "centred")]
         checked += [given.get(p) for p in ("gamma", "count", "like", "earlier")]
         checked += [given.get("shape"), given.get("condition")]
-        if not _fits(self.layout, *checked, array=cuda.cupy_module().ndarray):
+        array = cuda.cupy_module().ndarray
+        if not _fits(self.layout, *checked, given.get("tie"), array=array):
             values = self.values(**given)  # (ppto operators: Tensors on the device)
             return tuple(getattr(value, "data", value) for value in values)
         operands = [given.get(name) for name in self.operands]

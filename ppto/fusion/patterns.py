@@ -14,6 +14,7 @@ from ppto.fusion.registry import register
 from ppto.ops import elementwise as ew
 from ppto.ops import linalg, nn, reductions
 from ppto.ops.elementwise import GELU_CUBIC, GELU_SCALE
+from ppto.runtime.backends import where_into
 
 FORWARD, BACKWARD, BOTH = "forward", "backward", "forward and backward"
 MATRIX = [(4, 3), (3, 5)]
@@ -415,6 +416,25 @@ rule("exp_of_difference", E * 2)(lambda x, m: ew.exp(x - m))
 rule("scaled_exp", E * 2)(lambda x, s: s * ew.exp(x))
 rule("softplus_stable", E)(lambda x: ew.log1p(ew.exp(-ew.abs(x))) + ew.maximum(x, 0.0))
 rule("relu_backward", E * 2, BACKWARD)(lambda x, dy: ew.where(x > 0, dy, 0.0))
+
+
+def _maximum_backward(x, dy):
+    """np.maximum(x, 0)'s gradient (a ReLU written with NumPy), ``where(x > 0, dy,
+    where(x == 0, 0.5 * dy, 0.0))``: dy masked where x > 0 (the backend's integer
+    lanes), then half of dy where x is exactly 0. A tie is rare: one comparison and
+    a test find none most often, where the statements halve dy, mask the halves and
+    choose between two arrays (the benchmark MLP's gradient 4-8% slower)."""
+    out = where_into(np.greater(x, 0), dy, 0.0)
+    ties = np.equal(x, 0)
+    if ties.any():
+        np.copyto(out, np.multiply(dy, 0.5), where=ties)
+    return out
+
+
+# (before regions: a region would take the two wheres apart)
+rule("maximum_backward", E * 2, BACKWARD, _maximum_backward, before_regions=True)(
+    lambda x, dy: ew.where(x > 0.0, dy, ew.where(x == 0.0, 0.5 * dy, 0.0))
+)
 rule("relu_mask_multiply", E * 2, BACKWARD)(lambda x, dy: dy * (x > 0))
 rule("leaky_relu_backward", E * 3, BACKWARD)(
     lambda x, dy, slope: ew.where(x > 0, dy, dy * slope)

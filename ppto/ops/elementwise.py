@@ -757,15 +757,23 @@ def _(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 @binary()
 def maximum(xp, a, b):
-    """Elementwise maximum; a tie sends the gradient to a."""
+    """Elementwise maximum; a tie splits the gradient evenly between a and b."""
     return xp.maximum(a, b)
+
+
+# A tie (a == b) gives each operand half the gradient, as JAX's and PyTorch's
+# maximum and minimum do, and as np.max does among tied elements: kinks that cancel
+# then cancel in the derivative too. Sending it all to a made max(z, 0) + min(z, 0),
+# which is z, slope 2 at 0, and the stable logistic loss max(z, 0) - z * y +
+# log1p(exp(-abs(z))) slope 1 - y at z = 0 where it is 0.5 - y.
 
 
 @maximum.grad_rule
 def _(a, b):
     def backward(dY):
-        return unbroadcast(where(a >= b, dY, 0.0), a), unbroadcast(
-            where(a >= b, 0.0, dY), b
+        tied = where(a == b, 0.5 * dY, 0.0)
+        return unbroadcast(where(a > b, dY, tied), a), unbroadcast(
+            where(b > a, dY, tied), b
         )
 
     return backward
@@ -774,7 +782,7 @@ def _(a, b):
 @maximum.jvp_rule
 def _(a, b):
     def tangent(da, db):
-        return where(a >= b, da, db)
+        return where(a > b, da, where(b > a, db, 0.5 * (da + db)))
 
     return tangent
 
@@ -782,17 +790,19 @@ def _(a, b):
 @binary()
 def fmax(xp, a, b):
     """Elementwise maximum that skips NaN (the other operand where one is NaN, as
-    np.fmax); a tie sends the gradient to a."""
+    np.fmax); a tie splits the gradient evenly."""
     return xp.fmax(a, b)
 
 
 @fmax.grad_rule
 def _(a, b):
     def backward(dY):
-        to_a = logical_or(a >= b, isnan(b))
-        return unbroadcast(where(to_a, dY, 0.0), a), unbroadcast(
-            where(to_a, 0.0, dY), b
-        )
+        # a NaN is skipped (both NaN: a's); a tie splits, as maximum's
+        to_b = logical_or(b > a, logical_and(isnan(a), logical_not(isnan(b))))
+        tied = where(a == b, 0.5 * dY, 0.0)
+        return unbroadcast(
+            where(logical_or(a > b, isnan(b)), dY, tied), a
+        ), unbroadcast(where(to_b, dY, tied), b)
 
     return backward
 
@@ -800,7 +810,9 @@ def _(a, b):
 @fmax.jvp_rule
 def _(a, b):
     def tangent(da, db):
-        return where(logical_or(a >= b, isnan(b)), da, db)
+        to_b = logical_or(b > a, logical_and(isnan(a), logical_not(isnan(b))))
+        to_a = logical_or(a > b, isnan(b))
+        return where(to_a, da, where(to_b, db, 0.5 * (da + db)))
 
     return tangent
 
@@ -808,17 +820,19 @@ def _(a, b):
 @binary()
 def fmin(xp, a, b):
     """Elementwise minimum that skips NaN (the other operand where one is NaN, as
-    np.fmin); a tie sends the gradient to a."""
+    np.fmin); a tie splits the gradient evenly."""
     return xp.fmin(a, b)
 
 
 @fmin.grad_rule
 def _(a, b):
     def backward(dY):
-        to_a = logical_or(a <= b, isnan(b))
-        return unbroadcast(where(to_a, dY, 0.0), a), unbroadcast(
-            where(to_a, 0.0, dY), b
-        )
+        # a NaN is skipped (both NaN: a's); a tie splits, as maximum's
+        to_b = logical_or(b < a, logical_and(isnan(a), logical_not(isnan(b))))
+        tied = where(a == b, 0.5 * dY, 0.0)
+        return unbroadcast(
+            where(logical_or(a < b, isnan(b)), dY, tied), a
+        ), unbroadcast(where(to_b, dY, tied), b)
 
     return backward
 
@@ -826,22 +840,25 @@ def _(a, b):
 @fmin.jvp_rule
 def _(a, b):
     def tangent(da, db):
-        return where(logical_or(a <= b, isnan(b)), da, db)
+        to_b = logical_or(b < a, logical_and(isnan(a), logical_not(isnan(b))))
+        to_a = logical_or(a < b, isnan(b))
+        return where(to_a, da, where(to_b, db, 0.5 * (da + db)))
 
     return tangent
 
 
 @binary()
 def minimum(xp, a, b):
-    """Elementwise minimum; a tie sends the gradient to a."""
+    """Elementwise minimum; a tie splits the gradient evenly (see maximum's rule)."""
     return xp.minimum(a, b)
 
 
 @minimum.grad_rule
 def _(a, b):
     def backward(dY):
-        return unbroadcast(where(a <= b, dY, 0.0), a), unbroadcast(
-            where(a <= b, 0.0, dY), b
+        tied = where(a == b, 0.5 * dY, 0.0)
+        return unbroadcast(where(a < b, dY, tied), a), unbroadcast(
+            where(b < a, dY, tied), b
         )
 
     return backward
@@ -850,7 +867,7 @@ def _(a, b):
 @minimum.jvp_rule
 def _(a, b):
     def tangent(da, db):
-        return where(a <= b, da, db)
+        return where(a < b, da, where(b < a, db, 0.5 * (da + db)))
 
     return tangent
 
@@ -1098,8 +1115,8 @@ OUTER_UFUNCS = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
 def ufunc_outer(xp, a, b, ufunc="multiply"):
     """A ufunc applied to every pair of a's and b's elements, like
     np.multiply.outer(a, b) (np.add.outer, ...): the result's shape is a's, then
-    b's. ``ufunc`` is one of OUTER_UFUNCS; a tie of maximum or minimum sends the
-    gradient to a, as theirs do."""
+    b's. ``ufunc`` is one of OUTER_UFUNCS; a tie of maximum or minimum splits the
+    gradient evenly, as theirs do."""
     if ufunc not in OUTER_UFUNCS:
         raise PptoError(
             f"ppto.ufunc_outer takes the outer of {', '.join(OUTER_UFUNCS)}, not "
@@ -1122,10 +1139,12 @@ def _(a, b, ufunc="multiply", out=None):
         elif ufunc == "divide":
             dspread = dY / b
             db = -dY * out / b
-        else:  # (maximum, minimum: a tie's gradient goes to a)
-            to_a = spread >= b if ufunc == "maximum" else spread <= b
-            dspread = where(to_a, dY, 0.0)
-            db = where(to_a, 0.0, dY)
+        else:  # (maximum, minimum: a tie splits, as theirs)
+            tied = where(spread == b, 0.5 * dY, 0.0)
+            to_a = spread > b if ufunc == "maximum" else spread < b
+            to_b = b > spread if ufunc == "maximum" else b < spread
+            dspread = where(to_a, dY, tied)
+            db = where(to_b, dY, tied)
         return reshape(unbroadcast(dspread, spread), np.shape(a)), unbroadcast(db, b)
 
     return backward
@@ -1144,9 +1163,9 @@ def _(a, b, ufunc="multiply", out=None):
             return dspread * b + spread * db
         if ufunc == "divide":
             return (dspread - out * db) / b
-        if ufunc == "maximum":
-            return where(spread >= b, dspread, db)
-        return where(spread <= b, dspread, db)  # (minimum)
+        to_a = spread > b if ufunc == "maximum" else spread < b  # (or minimum)
+        to_b = b > spread if ufunc == "maximum" else b < spread
+        return where(to_a, dspread, where(to_b, db, 0.5 * (dspread + db)))
 
     return tangent
 

@@ -49,6 +49,16 @@ from ppto.transform.trees import (
 )
 
 _UNARY = {gast.USub: "neg"}
+# a comparison written with Python's operator, as the operator it applies (so that
+# a pattern's ``where(x > 0, dy, 0.0)`` is matched in the code)
+_COMPARED = {
+    gast.Gt: "greater",
+    gast.GtE: "greater_equal",
+    gast.Lt: "less",
+    gast.LtE: "less_equal",
+    gast.Eq: "equal",
+    gast.NotEq: "not_equal",
+}
 FUSED_KINDS = ("cpu", "cuda")  # the backends with fused kernels; others run unfused
 
 
@@ -167,6 +177,15 @@ class Fuser:
             from ppto.ops.elementwise import neg
 
             return Decoded(neg, [expression.operand], {})
+        if (
+            isinstance(expression, gast.Compare)
+            and len(expression.ops) == 1
+            and type(expression.ops[0]) in _COMPARED
+        ):
+            from ppto.ops import logic
+
+            op = getattr(logic, _COMPARED[type(expression.ops[0])])
+            return Decoded(op, [expression.left, expression.comparators[0]], {})
         if isinstance(expression, gast.Call) and isinstance(expression.func, gast.Name):
             op = self.namespace.get(expression.func.id)
             if isinstance(op, OperatorDef) and hasattr(op, "input_names"):
@@ -229,8 +248,6 @@ class Fuser:
                          for name, _ in outputs]  # fmt: skip
                 statement.targets = [gast.Tuple(names, gast.Store())]
             return dropped
-        if self.before_regions:
-            return []  # (chains: regions and the later pass fuse them)
         return self.elementwise(statement, before, definitions)
 
     def count_reads(self, replaced: list, call) -> None:
@@ -265,6 +282,8 @@ class Fuser:
             return []
         canonical, order = _canonical(tree)
         rule, positions = _named_elementwise(canonical)
+        if self.before_regions and not (rule is not None and rule.before_regions):
+            rule = None  # (chains: regions and the later pass fuse them)
         if self.kind == "cpu" and _own(rule):
             if len(positions) < len(rule.parameters):
                 rule = None  # its pattern leaves a parameter out: it cannot be called
@@ -273,7 +292,7 @@ class Fuser:
                 arguments = [leaves[order[position]] for position in positions]
                 statement.value = _call(rule.kernel_name, arguments)
                 return sorted(consumed)
-        if self.own_only:
+        if self.own_only or self.before_regions:
             return []
         if self.kind == "cpu" and self.small(statement):
             # the kernel would run its plain NumPy expression: written out instead,
@@ -627,8 +646,11 @@ def fuse_program(
     name with their functions' likely shapes, for ``fuse_later``."""
     kernels: dict = {}
     fused = []
-    own_rules = kind == "cpu" and any(
-        rule.kind == "elementwise" and _own(rule) and in_tolerance(rule)
+    own_rules = kind == "cpu" and any(  # (built-in ones before regions: below)
+        rule.kind == "elementwise"
+        and _own(rule)
+        and in_tolerance(rule)
+        and not (rule.builtin and rule.before_regions)
         for rule in RULES
     )
     for definition in functions:

@@ -24,18 +24,19 @@ import sys
 import gast
 import numpy as np
 
-from ppto.runtime.backends import mask_in_place, where_into
+from ppto.runtime.backends import mask_in_place, select_in_place, where_into
 
 
-def where_into_dead(condition, a, b):
+def where_into_dead(condition, a, b, dying=None):
     """``where(condition, a, b)`` where one of ``a``, ``b`` is ``+0`` (a Python
-    number) and the other an array the caller no longer reads: written into that
-    array when nothing else can see it (see the module docstring), else made as
-    the backend's ``where`` makes it."""
+    number) and the other an array the caller no longer reads, or (``dying``: 0
+    for ``a``, 1 for ``b``) both are arrays and that one is no longer read: written
+    into that array when nothing else can see it (see the module docstring), else
+    made as the backend's ``where`` makes it."""
     # (counted first: the loop's tuples and names add references of their own)
     alone = (
-        sys.getrefcount(a) <= _ONLY_THE_CALLERS,
-        sys.getrefcount(b) <= _ONLY_THE_CALLERS,
+        sys.getrefcount(a) <= _ONLY_THE_CALLERS and dying != 1,
+        sys.getrefcount(b) <= _ONLY_THE_CALLERS and dying != 0,
     )
     for values, zero, keep, unshared in (
         (a, b, True, alone[0]),
@@ -45,7 +46,10 @@ def where_into_dead(condition, a, b):
             unshared
             and type(values) is np.ndarray
             and values.base is None  # (owns its memory: no view of another array)
-            and mask_in_place(condition, values, zero, keep)
+            and (
+                mask_in_place(condition, values, zero, keep)
+                or (dying is not None and select_in_place(condition, a, b, values))
+            )
         ):
             return values
     return where_into(condition, a, b)
@@ -89,16 +93,20 @@ def _block(body: list, parameters: set, is_where, bind) -> None:
         call = _masked_call(statement, is_where)
         if call is None:
             continue
-        arrays = [a.id for a in call.args[1:] if isinstance(a, gast.Name)]
-        if any(name in dying and name not in parameters for name in arrays):
-            call.func = gast.Name(
-                bind(where_into_dead, "where_into_dead"), gast.Load(), None, None
-            )
+        arrays = [a.id if isinstance(a, gast.Name) else None for a in call.args[1:]]
+        dead = [name in dying and name not in parameters for name in arrays]
+        if not any(dead):
+            continue
+        call.func = gast.Name(
+            bind(where_into_dead, "where_into_dead"), gast.Load(), None, None
+        )
+        if None not in arrays:  # two arrays: the one no longer read is written
+            call.args.append(gast.Constant(dead.index(True), None))
 
 
 def _masked_call(statement, is_where):
-    """The ``where(c, a, b)`` call ``statement`` assigns to one name, a name and
-    the number 0 among ``a`` and ``b``, or None."""
+    """The ``where(c, a, b)`` call ``statement`` assigns to one name, ``a`` and
+    ``b`` two names, or a name and a number, or None."""
     if not (
         isinstance(statement, gast.Assign)
         and len(statement.targets) == 1
@@ -115,7 +123,7 @@ def _masked_call(statement, is_where):
     ):
         return None
     kinds = {type(a) for a in call.args[1:]}
-    if kinds != {gast.Name, gast.Constant}:
+    if kinds not in ({gast.Name, gast.Constant}, {gast.Name}):
         return None
     target = statement.targets[0].id
     if any(isinstance(a, gast.Name) and a.id == target for a in call.args):

@@ -497,7 +497,13 @@ class RegionWriter:
         lines, buffers = [], []
         free: dict = {}  # kind -> the buffers free for a value of that kind
         self.places: dict = {n: f"v{n}" for n in numbers}  # how the code reads each
+        booleans: set = set()  # masks: comparisons, and where between two of them
         for position, (number, op, operands) in enumerate(self.instructions):
+            if op in COMPARISONS or (
+                op == "where"
+                and all(r[0] == "value" and r[1] in booleans for r in operands[1:])
+            ):
+                booleans.add(number)
             if number in numbers:
                 continue
             # without out= (np.where, comparisons) a broadcast value is made whole:
@@ -512,8 +518,8 @@ class RegionWriter:
             kind = self.buffer_kind(number)
             if number in into:
                 destination = f"{into[number]}_piece"
-            elif op in COMPARISONS or op == "where":
-                destination = None  # no out=: a boolean, or np.where
+            elif number in booleans:
+                destination = None  # a mask: no buffer of the pass's dtype
             else:
                 if not free.get(kind):
                     free.setdefault(kind, []).append(f"piece{len(buffers)}")
