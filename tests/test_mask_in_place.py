@@ -191,6 +191,8 @@ def test_backend_where_chooses_by_bits_as_numpy_does(dtype):
         (mask[::2], a[::2], b[1::2]),
         (np.stack([mask, ~mask]), a, b),
         (mask, np.stack([a, b]), b[:1]),
+        (np.ones_like(mask), a, b),  # (uniform masks: np.where's own route)
+        (np.zeros_like(mask), a, 0.5),
     ]
     for condition, x, y in cases:
         assert same_bits(_where(condition, x, y), np.where(condition, x, y))
