@@ -4,6 +4,8 @@ and their derivatives at the tie match central differences. Sending a tie's whol
 gradient to the first operand gave max(z, 0) + min(z, 0), which is z, slope 2 at 0,
 and the stable logistic loss slope 1 - y at z = 0 (zero-initialised weights)."""
 
+import io
+
 import numpy as np
 import pytest
 
@@ -98,3 +100,40 @@ def test_nan_is_still_skipped_by_fmax_and_fmin():
     da, db = ppto.grad(skipping, wrt=(0, 1))(a, b)
     np.testing.assert_array_equal(np.asarray(da), [3.0, 1.5, 0.0])
     np.testing.assert_array_equal(np.asarray(db), [0.0, 1.5, 3.0])
+
+
+def test_the_fused_maximum_backward_halves_ties_as_its_pattern_does():
+    rule = next(r for r in ppto.fusion_rules() if r.name == "maximum_backward")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, 5))
+    x[::2, 1:3] = 0.0  # ties with the ReLU's 0 (-0.0 ties too)
+    x[1, 1] = -0.0
+    dy = rng.standard_normal((6, 5))
+    expected = rule.pattern(ppto.tensor(x), ppto.tensor(dy)).numpy()
+    np.testing.assert_array_equal(rule.implementation(x, dy), expected)
+    np.testing.assert_array_equal(expected[x == 0], 0.5 * dy[x == 0])
+
+
+def relu_network(W, x):
+    return np.sum(np.tanh(np.maximum(x @ W, 0.0)) * np.arange(1.0, 4.0))
+
+
+def test_a_fused_relu_gradient_with_ties_equals_the_unfused_one(monkeypatch):
+    # large enough for the fused code: maximum_backward's kernel, ties included
+    monkeypatch.setenv("PPTO_FUSION", "on")
+    rng = np.random.default_rng(6)
+    W, x = rng.standard_normal((8, 3)), rng.standard_normal((40000, 8))
+    x[:500] = 0.0  # rows whose products are exactly 0: the ReLU's ties
+    wrt = (0, 1)  # (x's gradient: the tied rows get half of theirs)
+    text = ppto.show_grad(relu_network, W, x, wrt=wrt, fused=True, file=io.StringIO())
+    assert "__fused_maximum_backward(" in text
+    fused = ppto.grad(relu_network, wrt=wrt)(W, x)
+    previous = ppto.set_precision("strict")
+    try:
+        unfused = ppto.grad(relu_network, wrt=wrt)(W, x)
+    finally:
+        ppto.set_precision(previous)
+    for a, b in zip(fused, unfused):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)
+    half = np.arange(1.0, 4.0) / 2 @ W.T  # tanh'(0) = 1, times the tie's half
+    np.testing.assert_allclose(fused[1].numpy()[:500], np.tile(half, (500, 1)))
