@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import ppto
+from ppto.runtime import backends
 from ppto.runtime.backends import _where
 from ppto.transform.mask_in_place import where_into_dead
 from tests.corpus.checks import central_differences
@@ -144,6 +145,12 @@ def test_other_fills_make_a_new_array(zero):
     assert same_bits(values, special_values(np.float64)[0])
 
 
+@pytest.fixture
+def lanes_for_any_size(monkeypatch):
+    """The lanes route taken for these few elements too (large arrays take it)."""
+    monkeypatch.setattr(backends, "_LANES_FROM", 1)
+
+
 def two_special_arrays(dtype):
     """Special values in both operands, a random mask (np.where branches on it)."""
     first, mask = special_values(dtype)
@@ -154,7 +161,9 @@ def two_special_arrays(dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
 @pytest.mark.parametrize("dying", [0, 1])
-def test_a_choice_between_two_arrays_is_written_into_the_dying_one(dtype, dying):
+def test_a_choice_between_two_arrays_is_written_into_the_dying_one(
+    dtype, dying, lanes_for_any_size
+):
     def generated():  # (both arrays only in locals; one dies with the call)
         a, b, mask = two_special_arrays(dtype)
         result = where_into_dead(mask, a, b, dying)
@@ -167,7 +176,7 @@ def test_a_choice_between_two_arrays_is_written_into_the_dying_one(dtype, dying)
     assert same_bits(other, (a, b)[1 - dying])  # the one still read is unchanged
 
 
-def test_a_choice_never_writes_an_array_another_name_holds():
+def test_a_choice_never_writes_an_array_another_name_holds(lanes_for_any_size):
     a, b, mask = two_special_arrays(np.float64)
     other = b
     kept = b.copy()
@@ -178,7 +187,7 @@ def test_a_choice_never_writes_an_array_another_name_holds():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_backend_where_chooses_by_bits_as_numpy_does(dtype):
+def test_backend_where_chooses_by_bits_as_numpy_does(dtype, lanes_for_any_size):
     # the lanes route (a ^ b times the mask, then ^ b) against np.where, bit for
     # bit: NaN payloads, infinities and signed zeros in both operands, numbers
     # beside arrays, broadcasts, strided views, and outputs that are an operand

@@ -291,9 +291,14 @@ def _selected(condition, a, b, out):
     (None: a new array), which may be ``a`` or ``b`` itself but must not otherwise
     overlap an operand. None, nothing written, where it does not apply."""
     arrays = [v for v in (a, b) if type(v) is np.ndarray]
-    if not arrays or type(condition) is not np.ndarray or condition.dtype != bool:
+    if (
+        not arrays
+        or type(condition) is not np.ndarray
+        or condition.dtype != bool
+        or condition.size < _LANES_FROM
+    ):
         return None
-    share = np.count_nonzero(condition) / max(condition.size, 1)
+    share = np.count_nonzero(condition) / condition.size
     if not _MIXED[0] < share < _MIXED[1]:
         return None  # np.where's branches are then predicted: it is faster
     dtype = arrays[0].dtype
@@ -334,6 +339,9 @@ def _selected(condition, a, b, out):
 # (131072 float64, random masks 20% to 90% True: np.where 155-440 us, the lanes
 # 125-180; 1%, 5% or 99% True: np.where 80-105 us; counting them takes 6 us)
 _MIXED = (0.08, 0.92)
+# elements from which the lanes' checks (a few microseconds of Python) cost less
+# than they save over np.where
+_LANES_FROM = 1 << 14
 
 
 def select_in_place(condition, a, b, into: np.ndarray) -> bool:
